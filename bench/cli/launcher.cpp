@@ -1,0 +1,73 @@
+// The relaunch under mpirun. parity uses Open MPI's own launcher (no home-made one); this
+// only spares users typing the mpirun line for local runs.
+#include "bench/cli/launcher.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "reference/core/error.hpp"
+#include "reference/core/provenance.hpp"
+
+namespace parity::cli {
+
+bool under_launcher() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"})
+    if (std::getenv(name) != nullptr) return true;
+  return false;
+}
+
+std::string self_executable() {
+  std::error_code error;
+  auto path = std::filesystem::read_symlink("/proc/self/exe", error);
+  return error ? std::string("parity") : path.string();
+}
+
+std::string find_mpirun() {
+  if (const char* explicit_path = std::getenv("PARITY_MPIRUN"); explicit_path && *explicit_path) {
+    if (access(explicit_path, X_OK) == 0) return explicit_path;
+    throw UsageError(std::string("PARITY_MPIRUN=") + explicit_path + " is not an executable");
+  }
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "";
+  std::size_t start = 0;
+  while (start <= dirs.size()) {
+    const std::size_t colon = dirs.find(':', start);
+    const std::string dir = dirs.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
+    const std::string candidate = (dir.empty() ? std::string(".") : dir) + "/mpirun";  // empty entry = cwd
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    if (colon == std::string::npos) break;
+    start = colon + 1;
+  }
+  throw UsageError("mpirun not found on PATH; install Open MPI (apt-get install openmpi-bin), set PARITY_MPIRUN, "
+                   "or start parity under your own launcher");
+}
+
+std::vector<std::string> mpirun_command(const std::string& mpirun, const LaunchRequest& request,
+                                        const std::vector<std::string>& arguments) {
+  std::vector<std::string> command = {mpirun, "-n", std::to_string(request.np)};
+  if (request.hostfile.empty() && request.np > online_cores()) command.push_back("--oversubscribe");
+  if (geteuid() == 0) command.push_back("--allow-run-as-root");
+  if (!request.hostfile.empty()) {
+    command.push_back("--hostfile");
+    command.push_back(request.hostfile);
+  }
+  // mpirun's own multi-line notices repeat what the failing rank already said in one line.
+  command.push_back("--quiet");
+  command.insert(command.end(), arguments.begin(), arguments.end());
+  return command;
+}
+
+void relaunch(const LaunchRequest& request, const std::vector<std::string>& arguments) {
+  std::vector<std::string> command = mpirun_command(find_mpirun(), request, arguments);
+  std::vector<char*> argv;
+  for (auto& a : command) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  execv(argv[0], argv.data());
+  throw UsageError("could not start " + command[0] + ": " + std::strerror(errno));
+}
+
+}  // namespace parity::cli

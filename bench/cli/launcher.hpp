@@ -1,0 +1,29 @@
+// Starting ranks: `parity ... --np N` outside a launcher re-executes itself under
+// `mpirun -n N`; under mpirun or srun it uses the world it was given.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace parity::cli {
+
+struct LaunchRequest {
+  int np = 1;
+  std::string hostfile;
+};
+
+// True when this process was started by mpirun, srun or another PMI launcher.
+bool under_launcher();
+// The mpirun command line that runs `arguments` (parity's own, minus --np/--hostfile) on
+// request.np ranks: --oversubscribe when np exceeds the local cores (and no hostfile),
+// --allow-run-as-root only as root, --hostfile passed through.
+std::vector<std::string> mpirun_command(const std::string& mpirun, const LaunchRequest& request,
+                                        const std::vector<std::string>& arguments);
+// Finds mpirun ($PARITY_MPIRUN, else on PATH); throws UsageError when it is missing.
+std::string find_mpirun();
+// Replaces this process with mpirun (never returns; throws on failure).
+[[noreturn]] void relaunch(const LaunchRequest& request, const std::vector<std::string>& arguments);
+// Path of the running executable (/proc/self/exe).
+std::string self_executable();
+
+}  // namespace parity::cli

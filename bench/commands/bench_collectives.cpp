@@ -1,0 +1,411 @@
+// parity bench collectives: an nccl-tests style sweep over sizes for chosen collectives and
+// algorithms, with the native collective as the baseline in the same run, per-rank times kept,
+// and the host copy bandwidth and alpha-beta constants measured alongside.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <sstream>
+
+#include "bench/cli/progress.hpp"
+#include "bench/commands/commands.hpp"
+#include "correctness/cases/collectives.hpp"
+#include "reference/comm/reduce_kernels.hpp"
+#include "reference/core/error.hpp"
+
+namespace parity::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+double percentile(std::vector<double> values, double q) {
+  if (values.empty()) return std::nan("");
+  std::sort(values.begin(), values.end());
+  const double position = q * static_cast<double>(values.size() - 1);
+  const auto low = static_cast<std::size_t>(std::floor(position));
+  const auto high = std::min(low + 1, values.size() - 1);
+  return values[low] + (values[high] - values[low]) * (position - static_cast<double>(low));
+}
+
+std::size_t count_for(Collective c, std::size_t bytes, DataType type, int n) {
+  return bytes / size_of(type) / (is_chunked(c) ? static_cast<std::size_t>(n) : 1);
+}
+
+}  // namespace
+
+BenchPlan plan_bench(BenchOptions& options) {
+  BenchPlan plan;
+  options.sweep.min_bytes = parse_size(options.min_bytes, "-b/--minbytes");
+  options.sweep.max_bytes = parse_size(options.max_bytes, "-e/--maxbytes");
+  options.sweep.step_bytes = parse_size(options.step_bytes, "-i/--stepbytes");
+  plan.sizes = options.sweep.sizes();
+  if (options.iterations < 1) throw UsageError("-n/--iters must be at least 1");
+  if (options.warmup < 0) throw UsageError("-w/--warmup_iters must not be negative");
+  if (options.check_iterations < 0) throw UsageError("-c/--check must not be negative");
+  if (options.average < 0 || options.average > 3) throw UsageError("-a/--average takes 0 (rank 0), 1 (mean), 2 (min) or 3 (max)");
+  if (options.root < 0) throw UsageError("-r/--root must not be negative");
+
+  std::vector<Collective> collectives;
+  for (const auto& name : split_list(options.collectives)) {
+    if (name == "all") collectives.assign(std::begin(kAllCollectives), std::end(kAllCollectives));
+    else collectives.push_back(parse_collective(name));
+  }
+  if (collectives.empty()) throw UsageError("--coll names no collective");
+  const auto algorithm_names = split_list(options.algorithms);
+  for (const auto& name : algorithm_names) {
+    if (name == "all") continue;
+    bool known = false;
+    for (const auto& d : algorithm_registry()) known = known || d.name == name;
+    if (!known) {
+      std::string all;
+      for (const auto& d : algorithm_registry())
+        if (all.find(d.name) == std::string::npos) all += (all.empty() ? "" : ", ") + d.name;
+      throw UsageError("unknown algorithm '" + name + "' (known: " + all + ")");
+    }
+  }
+  for (Collective c : collectives) {
+    BenchPlanEntry entry{c, {}};
+    for (const AlgorithmDescriptor* d : algorithms_for(c)) {
+      const bool wanted = d->name == "native" ||
+                          std::any_of(algorithm_names.begin(), algorithm_names.end(),
+                                      [&](const std::string& a) { return a == "all" || a == d->name; });
+      if (wanted) entry.algorithms.push_back(d);
+    }
+    plan.entries.push_back(entry);
+  }
+  for (const auto& name : split_list(options.datatypes)) {
+    if (name == "all") plan.datatypes.assign(std::begin(kAllDataTypes), std::end(kAllDataTypes));
+    else plan.datatypes.push_back(parse_data_type(name));
+  }
+  for (const auto& name : split_list(options.ops)) {
+    if (name == "all") plan.ops.assign(std::begin(kAllReduceOps), std::end(kAllReduceOps));
+    else plan.ops.push_back(parse_reduce_op(name));
+  }
+  if (plan.datatypes.empty()) throw UsageError("-d/--datatype names no type");
+  if (plan.ops.empty()) throw UsageError("-o/--op names no reduction");
+  return plan;
+}
+
+std::size_t bench_bytes_per_rank(const BenchPlan& plan, int n) {
+  std::size_t largest = 0;
+  for (const auto& e : plan.entries)
+    for (DataType t : plan.datatypes) {
+      cases::CollectiveCase c;
+      c.collective = e.collective;
+      c.dtype = t;
+      c.count = count_for(e.collective, plan.sizes.back(), t, n);
+      largest = std::max(largest, cases::case_bytes_per_rank(c, n));
+    }
+  return largest;
+}
+
+HostCopy measure_host_copy(Session& session) {
+  Communicator& world = session.world();
+  auto local = world.split_by_host();
+  constexpr std::size_t kBytes = std::size_t{256} << 20;  // well beyond any cache
+  double best = 0;
+  // One host at a time would serialise the cluster; hosts measure concurrently, and within a
+  // host only its first rank copies while the others wait.
+  if (local->rank() == 0) {
+    HostBuffer a(kBytes, DataType::float64), b(kBytes, DataType::float64);  // 8x: touch only kBytes
+    std::memset(a.data(), 1, kBytes);
+    std::memset(b.data(), 2, kBytes);
+    for (int rep = 0; rep < 5; ++rep) {
+      const auto t0 = Clock::now();
+      std::memcpy(b.data(), a.data(), kBytes);
+      const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+      best = std::max(best, static_cast<double>(kBytes) / s / 1e9);
+    }
+  }
+  local->barrier();
+  std::vector<double> all(static_cast<std::size_t>(world.size()));
+  world.all_gather({&best, 1, DataType::float64, MemorySpace::host}, {all.data(), all.size(), DataType::float64, MemorySpace::host});
+  HostCopy out;
+  for (int r = 0; r < world.size(); ++r) {
+    if (all[static_cast<std::size_t>(r)] <= 0) continue;
+    out.table.str("host").push_back(session.hosts()[static_cast<std::size_t>(r)]);
+    out.table.i64("rank").push_back(r);
+    out.table.i64("size_bytes", "B").push_back(static_cast<std::int64_t>(kBytes));
+    out.table.f64("bandwidth_GBps", "GB/s").push_back(all[static_cast<std::size_t>(r)]);
+    out.best_GBps = std::max(out.best_GBps, all[static_cast<std::size_t>(r)]);
+  }
+  return out;
+}
+
+PointToPoint measure_point_to_point(Session& session, std::size_t max_bytes) {
+  Communicator& comm = session.world();
+  PointToPoint out;
+  if (comm.size() < 2) return out;
+  const std::size_t top = std::max<std::size_t>(8, std::min<std::size_t>(max_bytes, std::size_t{64} << 20));
+  HostBuffer buffer(top, DataType::float64);
+  std::memset(buffer.data(), 0, top);
+  std::vector<std::size_t> sizes;
+  for (std::size_t s = 8; s <= top; s *= 4) sizes.push_back(s);
+  std::vector<double> medians;
+  for (std::size_t size : sizes) {
+    BufferView message{buffer.data(), size, DataType::float32, MemorySpace::host};
+    message.count = size / 4;
+    const int iterations = size >= (std::size_t{1} << 24) ? 5 : 20;
+    std::vector<double> halves;
+    comm.barrier();
+    for (int it = 0; it < iterations + 2; ++it) {
+      const auto t0 = Clock::now();
+      if (comm.rank() == 0) {
+        RequestPtr s = comm.isend(message, 1, 7);
+        comm.wait(s);
+        RequestPtr r = comm.irecv(message, 1, 8);
+        comm.wait(r);
+      } else if (comm.rank() == 1) {
+        RequestPtr r = comm.irecv(message, 0, 7);
+        comm.wait(r);
+        RequestPtr s = comm.isend(message, 0, 8);
+        comm.wait(s);
+      }
+      if (it >= 2) halves.push_back(std::chrono::duration<double>(Clock::now() - t0).count() / 2);
+    }
+    double median = percentile(halves, 0.5);
+    comm.broadcast({&median, 1, DataType::float64, MemorySpace::host}, {&median, 1, DataType::float64, MemorySpace::host}, 0);
+    medians.push_back(median);
+    out.table.i64("size_bytes", "B").push_back(static_cast<std::int64_t>(size));
+    out.table.f64("time_us", "us").push_back(median * 1e6);
+  }
+  // alpha: the smallest message's time; beta: the slope from there to the largest message.
+  out.model.alpha_seconds = medians.front();
+  if (sizes.size() > 1)
+    out.model.beta_seconds_per_byte = std::max(0.0, (medians.back() - medians.front()) /
+                                                        static_cast<double>(sizes.back() - sizes.front()));
+  out.measured = true;
+  return out;
+}
+
+namespace {
+
+struct Timing {
+  std::vector<double> rank_means;  // seconds, per rank
+  std::vector<double> slowest;     // seconds, per iteration: the slowest rank's time
+};
+
+// Fills a send buffer with small integers so floating arithmetic stays in normal numbers.
+void fill_small_values(BufferView b, int rank) {
+  visit_data_type(b.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = b.as<T>();
+    for (std::size_t i = 0; i < b.count; ++i) p[i] = from_double<T>(static_cast<double>((i + static_cast<std::size_t>(rank)) % 7 + 1));
+  });
+}
+
+Timing time_collective(Communicator& comm, const AlgorithmDescriptor& algorithm, CollectiveCall call,
+                       HalfAccumulate half, int warmup, int iterations) {
+  for (int it = 0; it < warmup; ++it) run_collective(comm, algorithm, call, half);
+  std::vector<double> mine(static_cast<std::size_t>(iterations));
+  for (int it = 0; it < iterations; ++it) {
+    comm.barrier();
+    const auto t0 = Clock::now();
+    run_collective(comm, algorithm, call, half);
+    mine[static_cast<std::size_t>(it)] = std::chrono::duration<double>(Clock::now() - t0).count();
+  }
+  const std::size_t n = static_cast<std::size_t>(comm.size());
+  std::vector<double> all(mine.size() * n);
+  comm.all_gather({mine.data(), mine.size(), DataType::float64, MemorySpace::host},
+                  {all.data(), all.size(), DataType::float64, MemorySpace::host});
+  Timing t;
+  t.rank_means.resize(n);
+  t.slowest.assign(mine.size(), 0.0);
+  for (std::size_t r = 0; r < n; ++r) {
+    double sum = 0;
+    for (std::size_t it = 0; it < mine.size(); ++it) {
+      const double x = all[r * mine.size() + it];
+      sum += x;
+      t.slowest[it] = std::max(t.slowest[it], x);
+    }
+    t.rank_means[r] = sum / static_cast<double>(mine.size());
+  }
+  return t;
+}
+
+void print_header(const BenchPlanEntry& e, DataType type, ReduceOp op, int n, std::size_t iterations) {
+  std::printf("#\n# %s  %s%s%s  ranks %d  iterations %zu  baseline: native\n", std::string(name_of(e.collective)).c_str(),
+              std::string(name_of(type)).c_str(), is_reducing(e.collective) ? " " : "",
+              is_reducing(e.collective) ? std::string(name_of(op)).c_str() : "", n, iterations);
+  std::printf("# %12s %12s %8s %6s %5s %-18s %-6s %10s %8s %8s %6s %10s %10s %10s %10s %7s\n", "size(B)", "count", "type",
+              "redop", "root", "algorithm", "place", "time(us)", "algbw", "busbw", "#wrong", "p50(us)", "p95(us)",
+              "rankmin", "rankmax", "/native");
+}
+
+}  // namespace
+
+BenchOutcome run_bench(Session& session, const BenchPlan& plan, const BenchOptions& options, const PointToPoint& p2p,
+                       double copy_GBps) {
+  Communicator& comm = session.world();
+  const int n = comm.size();
+  const bool root_prints = session.is_root();
+  if (options.root >= n) throw UsageError("-r/--root " + std::to_string(options.root) + " is not a rank of " + std::to_string(n));
+  BenchOutcome out;
+  record::Table& t = out.rows;
+
+  std::size_t total = 0;
+  for (const auto& e : plan.entries)
+    total += e.algorithms.size() * 2 * plan.sizes.size() * plan.datatypes.size() * (is_reducing(e.collective) ? plan.ops.size() : 1);
+  Progress progress("bench", total, root_prints && !session.options().quiet);
+  std::size_t done = 0;
+  // busbw of the target comparison: all_reduce ring against native, messages >= 16 MiB.
+  std::vector<double> ring_ratio;
+
+  for (const auto& e : plan.entries) {
+    const std::vector<ReduceOp> ops = is_reducing(e.collective) ? plan.ops : std::vector<ReduceOp>{ReduceOp::sum};
+    for (DataType type : plan.datatypes)
+      for (ReduceOp op : ops) {
+        if (root_prints) print_header(e, type, op, n, static_cast<std::size_t>(options.iterations));
+        std::vector<std::size_t> counts;
+        for (std::size_t size : plan.sizes) counts.push_back(count_for(e.collective, size, type, n));
+        counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
+        std::vector<double> avg_busbw_sum(e.algorithms.size(), 0.0);
+        std::vector<int> avg_busbw_rows(e.algorithms.size(), 0);
+        for (std::size_t count : counts) {
+          const double bytes = theory::collective_bytes(e.collective, count, size_of(type), n);
+          double native_busbw[2] = {0, 0};
+          for (std::size_t a = 0; a < e.algorithms.size(); ++a) {
+            const AlgorithmDescriptor& algorithm = *e.algorithms[a];
+            for (int placement = 0; placement < 2; ++placement) {
+              const bool in_place = placement == 1;
+              progress.update(done++, std::string(name_of(e.collective)) + " " + algorithm.name + " " +
+                                          format_size(static_cast<std::size_t>(bytes)) + (in_place ? " in-place" : ""));
+              // Buffers for this row (scratch persists in the communicator).
+              cases::CollectiveCase shape{e.collective, algorithm.name, type, op, count, in_place,
+                                          cases::InputKind::exact, options.root};
+              const std::size_t sc = e.collective == Collective::reduce_scatter || e.collective == Collective::all_to_all ? count * n : count;
+              const std::size_t rc = e.collective == Collective::all_gather || e.collective == Collective::all_to_all ? count * n : count;
+              HostBuffer send(in_place ? 0 : sc, type), recv(std::max(in_place ? std::max(sc, rc) : rc, std::size_t{1}), type);
+              CollectiveCall call{e.collective, {}, {}, op, options.root};
+              const std::size_t r = static_cast<std::size_t>(comm.rank());
+              if (in_place) {
+                BufferView whole = recv.view();
+                whole.count = std::max(sc, rc);
+                call.send = call.recv = whole;
+                if (e.collective == Collective::all_gather) call.send = whole.slice(r * count, count);
+                if (e.collective == Collective::reduce_scatter) call.recv = whole.slice(r * count, count);
+              } else {
+                call.send = send.view();
+                call.recv = recv.view();
+                call.recv.count = rc;
+              }
+              fill_small_values(call.send, comm.rank());
+              const Timing timing = time_collective(comm, algorithm, call, session.half(), options.warmup, options.iterations);
+              // Correctness of this row: -c check runs of the same case with crafted inputs.
+              std::int64_t wrong = -1;
+              if (options.check_iterations > 0) {
+                wrong = 0;
+                for (int c = 0; c < options.check_iterations; ++c) wrong += cases::run_case(comm, shape, session.half(), false).wrong;
+              }
+              double time_s = 0;
+              const auto& means = timing.rank_means;
+              switch (options.average) {
+                case 0: time_s = means[0]; break;
+                case 1: time_s = std::accumulate(means.begin(), means.end(), 0.0) / static_cast<double>(means.size()); break;
+                case 2: time_s = *std::min_element(means.begin(), means.end()); break;
+                default: time_s = *std::max_element(means.begin(), means.end()); break;
+              }
+              const double algbw = time_s > 0 ? bytes / time_s / 1e9 : 0;
+              const double busbw = algbw * algorithm.busbw_factor(n);
+              if (a == 0) native_busbw[placement] = busbw;
+              const double ratio = native_busbw[placement] > 0 ? busbw / native_busbw[placement] : std::nan("");
+              if (e.collective == Collective::all_reduce && algorithm.name == "ring" && bytes >= (16 << 20) && n > 1)
+                ring_ratio.push_back(ratio);
+              avg_busbw_sum[a] += busbw;
+              avg_busbw_rows[a] += 1;
+              const double predicted = p2p.measured ? algorithm.predicted_seconds(n, bytes, p2p.model) : std::nan("");
+              const double p50 = percentile(timing.slowest, 0.5), p95 = percentile(timing.slowest, 0.95);
+              const double rank_min = *std::min_element(means.begin(), means.end());
+              const double rank_max = *std::max_element(means.begin(), means.end());
+              if (root_prints) {
+                std::printf("  %12.0f %12zu %8s %6s %5d %-18s %-6s %10.2f %8.3f %8.3f %6lld %10.2f %10.2f %10.2f %10.2f %7.3f\n", bytes,
+                            count, std::string(name_of(type)).c_str(),
+                            is_reducing(e.collective) ? std::string(name_of(op)).c_str() : "none",
+                            has_root(e.collective) ? options.root : -1, algorithm.name.c_str(), in_place ? "in" : "out",
+                            time_s * 1e6, algbw, busbw, static_cast<long long>(wrong), p50 * 1e6, p95 * 1e6, rank_min * 1e6,
+                            rank_max * 1e6, ratio);
+                std::fflush(stdout);
+              }
+              const std::size_t row = t.rows();
+              t.str("collective").emplace_back(name_of(e.collective));
+              t.str("algorithm").push_back(algorithm.name);
+              t.str("dtype").emplace_back(name_of(type));
+              t.str("redop").emplace_back(is_reducing(e.collective) ? name_of(op) : "none");
+              t.i64("root").push_back(has_root(e.collective) ? options.root : -1);
+              t.i64("in_place").push_back(in_place ? 1 : 0);
+              t.i64("size_bytes", "B").push_back(static_cast<std::int64_t>(bytes));
+              t.i64("count").push_back(static_cast<std::int64_t>(count));
+              t.i64("world_size").push_back(n);
+              t.i64("iterations").push_back(options.iterations);
+              t.f64("time_us", "us").push_back(time_s * 1e6);
+              t.f64("time_p50_us", "us").push_back(p50 * 1e6);
+              t.f64("time_p95_us", "us").push_back(p95 * 1e6);
+              t.f64("time_min_rank_us", "us").push_back(rank_min * 1e6);
+              t.f64("time_max_rank_us", "us").push_back(rank_max * 1e6);
+              t.f64("algbw_GBps", "GB/s").push_back(algbw);
+              t.f64("busbw_GBps", "GB/s").push_back(busbw);
+              t.f64("busbw_vs_native").push_back(ratio);
+              t.i64("wrong").push_back(wrong);
+              t.f64("predicted_time_us", "us").push_back(predicted * 1e6);
+              t.f64("predicted_busbw_GBps", "GB/s").push_back(predicted > 0 ? bytes / predicted / 1e9 * algorithm.busbw_factor(n) : std::nan(""));
+              for (int rank = 0; rank < n; ++rank) {
+                out.rank_times.i64("row").push_back(static_cast<std::int64_t>(row));
+                out.rank_times.i64("rank").push_back(rank);
+                out.rank_times.str("host").push_back(session.hosts()[static_cast<std::size_t>(rank)]);
+                out.rank_times.f64("time_us", "us").push_back(means[static_cast<std::size_t>(rank)] * 1e6);
+              }
+            }
+          }
+        }
+        if (root_prints) {
+          for (std::size_t a = 0; a < e.algorithms.size(); ++a)
+            std::printf("# Avg bus bandwidth    : %8.3f GB/s  (%s)\n",
+                        avg_busbw_rows[a] ? avg_busbw_sum[a] / avg_busbw_rows[a] : 0.0, e.algorithms[a]->name.c_str());
+        }
+      }
+  }
+  progress.finish();
+  if (root_prints) {
+    if (copy_GBps > 0) std::printf("#\n# host memcpy bandwidth: %.2f GB/s (the ceiling for busbw on one host)\n", copy_GBps);
+    if (p2p.measured)
+      std::printf("# alpha-beta from ping-pong: alpha %.2f us, beta %.4f us/KB (%.2f GB/s)\n", p2p.model.alpha_seconds * 1e6,
+                  p2p.model.beta_seconds_per_byte * 1e9, p2p.model.beta_seconds_per_byte > 0 ? 1e-9 / p2p.model.beta_seconds_per_byte : 0.0);
+    if (!ring_ratio.empty()) {
+      std::printf("# target: ring all_reduce busbw / native busbw for messages >= 16 MiB: min %.3f, mean %.3f over %zu rows (target >= 0.9)\n",
+                  *std::min_element(ring_ratio.begin(), ring_ratio.end()),
+                  std::accumulate(ring_ratio.begin(), ring_ratio.end(), 0.0) / static_cast<double>(ring_ratio.size()),
+                  ring_ratio.size());
+    }
+    std::fflush(stdout);
+  }
+  return out;
+}
+
+void record_bench(Session& session, const HostCopy& copy, const PointToPoint& p2p, const BenchOutcome& bench,
+                  const BenchOptions& options) {
+  if (!session.is_root()) return;
+  auto& file = session.results();
+  file.write_table("/host/copy_bandwidth", copy.table);
+  if (p2p.measured) {
+    file.write_table("/bench/point_to_point", p2p.table);
+    file.set_attribute("/bench/point_to_point", "alpha_us", p2p.model.alpha_seconds * 1e6);
+    file.set_attribute("/bench/point_to_point", "beta_us_per_byte", p2p.model.beta_seconds_per_byte * 1e6);
+  }
+  file.write_table("/bench/collectives", bench.rows);
+  file.set_attribute("/bench/collectives", "average", static_cast<std::int64_t>(options.average));
+  file.set_attribute("/bench/collectives", "warmup_iterations", static_cast<std::int64_t>(options.warmup));
+  file.set_attribute("/bench/collectives", "check_iterations", static_cast<std::int64_t>(options.check_iterations));
+  file.write_table("/bench/collectives_rank_times", bench.rank_times);
+}
+
+}  // namespace parity::cli

@@ -1,0 +1,328 @@
+// The `parity` command line: run, check, bench collectives, report, list.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "bench/cli/launcher.hpp"
+#include "bench/commands/commands.hpp"
+#include "correctness/cases/collectives.hpp"
+#include "reference/core/error.hpp"
+#include "reference/core/provenance.hpp"
+#include "reference/cuda/device.hpp"
+
+namespace fs = std::filesystem;
+using namespace parity;
+using namespace parity::cli;
+
+namespace {
+
+constexpr int kExitFailed = 1, kExitUsage = 2, kExitRuntime = 4;
+
+const char* kExitCodes =
+    "Exit status: 0 success; 1 conformance cases failed; 2 bad input (one line on stderr);\n"
+    "3 an operation stalled past --timeout (the job is aborted); 4 a fault while running.";
+
+void add_common(CLI::App* app, CommonOptions& o, bool with_half = true) {
+  app->add_option("--np", o.np, "Ranks to start. Outside mpirun/srun parity re-runs itself as `mpirun -n NP` "
+                                "(adding --oversubscribe when NP exceeds the cores); under a launcher, the world given is used")
+      ->check(CLI::Range(1, 1 << 20));
+  app->add_option("--hostfile", o.hostfile, "Open MPI hostfile passed to mpirun (multi-host runs)")->check(CLI::ExistingFile);
+  app->add_option("--out", o.out, "Result file (HDF5) [default: parity-<subcommand>-<UTC time>.h5 in the current directory]");
+  app->add_flag("--force", o.force, "Overwrite an existing result file");
+  app->add_flag("-q,--quiet", o.quiet, "No progress lines on stderr");
+  app->add_option("-T,--timeout", o.timeout_seconds,
+                  "Seconds one operation may take before the job is aborted, naming the rank and operation that "
+                  "stalled; 0 disables")
+      ->check(CLI::NonNegativeNumber);
+  if (with_half)
+    app->add_option("--half-accumulate", o.half_accumulate,
+                    "How float16/bfloat16 are reduced: float32 (widen, reduce in float32, round once to nearest even) "
+                    "or native (every combination rounded to 16 bits)");
+  app->add_option("--inject-stall", o.inject_stall_rank,
+                  "Fault injection: this rank stops before the first operation, to see --timeout at work");
+}
+
+void add_bench_options(CLI::App* app, BenchOptions& b) {
+  app->add_option("-b,--minbytes", b.min_bytes, "Smallest message size in bytes (K, M, G suffixes)");
+  app->add_option("-e,--maxbytes", b.max_bytes, "Largest message size");
+  app->add_option("-i,--stepbytes", b.step_bytes, "Size increment when -f is 1");
+  app->add_option("-f,--stepfactor", b.sweep.step_factor, "Size multiplication factor (1 = add -i instead)");
+  app->add_option("-n,--iters", b.iterations, "Timed iterations per size");
+  app->add_option("-w,--warmup_iters", b.warmup, "Untimed warm-up iterations per size");
+  app->add_option("-c,--check", b.check_iterations, "Check iterations per size with crafted inputs; #wrong counts wrong elements over all ranks (0 = off)");
+  app->add_option("-d,--datatype", b.datatypes, "Types, comma-separated, or all: float64 float32 float16 bfloat16 int32 int64");
+  app->add_option("-o,--op", b.ops, "Reductions, comma-separated, or all: sum prod max min avg");
+  app->add_option("-r,--root", b.root, "Root rank of reduce and broadcast");
+  app->add_option("-a,--average", b.average, "Time reported across ranks: 0 rank 0, 1 mean, 2 min, 3 max");
+  app->add_option("--coll", b.collectives, "Collectives, comma-separated, or all: all_reduce reduce broadcast all_gather reduce_scatter all_to_all");
+  app->add_option("--algo", b.algorithms, "Algorithms, comma-separated, or all (native always runs as the baseline): "
+                                          "ring naive recursive_doubling rabenseifner binomial_tree pairwise");
+}
+
+// parity's own arguments without --np and --hostfile, for the relaunched ranks.
+std::vector<std::string> arguments_for_ranks(int argc, char** argv, const std::string& out) {
+  std::vector<std::string> args = {self_executable()};
+  bool out_given = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--np" || a == "--hostfile") { ++i; continue; }
+    if (a.rfind("--np=", 0) == 0 || a.rfind("--hostfile=", 0) == 0) continue;
+    if (a == "--out" || a.rfind("--out=", 0) == 0) out_given = true;
+    args.push_back(a);
+  }
+  // A default name carries a time stamp: fix it once so every rank agrees on it.
+  if (!out_given && !out.empty()) { args.push_back("--out"); args.push_back(out); }
+  return args;
+}
+
+std::vector<std::string> command_line(int argc, char** argv) {
+  std::vector<std::string> out(argv, argv + argc);
+  return out;
+}
+
+// Relaunches under mpirun when asked for more than one rank outside a launcher; otherwise
+// returns and the caller starts MPI in this process.
+void maybe_relaunch(int argc, char** argv, CommonOptions& common, const std::string& what) {
+  if (under_launcher() || (common.np <= 1 && common.hostfile.empty())) return;
+  if (common.out.empty()) common.out = default_output_path(what);
+  if (!common.out.empty()) record::check_output_path(common.out, common.force);
+  relaunch({common.np, common.hostfile}, arguments_for_ranks(argc, argv, common.out));
+}
+
+// Runs `body` in an MPI session; maps refusals and faults to exit codes.
+int with_session(int argc, char** argv, const CommonOptions& common, const std::string& subcommand,
+                 const std::function<int(Session&)>& body) {
+  std::unique_ptr<Session> session;
+  try {
+    session = std::make_unique<Session>(&argc, &argv, common, subcommand, command_line(argc, argv));
+    return body(*session);
+  } catch (const Session::Refused&) {
+    return kExitUsage;
+  } catch (const UsageError& e) {
+    // Thrown identically on every rank (same arguments); only rank 0 speaks.
+    if (!session || session->is_root()) std::fprintf(stderr, "parity: %s\n", e.what());
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    // A fault on one rank: end the whole job now rather than leave the others waiting.
+    MpiRuntime::abort(std::string("parity: ") + e.what(), kExitRuntime);
+  }
+}
+
+std::string reports_script() {
+  std::vector<fs::path> candidates;
+  if (const char* dir = std::getenv("PARITY_REPORTS_DIR")) candidates.emplace_back(fs::path(dir) / "parity_report.py");
+  const fs::path exe = self_executable();
+  candidates.push_back(exe.parent_path().parent_path() / "share/parity/reports/parity_report.py");
+  candidates.push_back(fs::path(PARITY_SOURCE_DIR) / "reports/parity_report.py");
+  for (const auto& c : candidates)
+    if (fs::exists(c)) return c.string();
+  throw UsageError("report scripts not found (looked in $PARITY_REPORTS_DIR, " + candidates[1].parent_path().string() +
+                   ", " + candidates.back().parent_path().string() + ")");
+}
+
+std::string python() {
+  if (const char* p = std::getenv("PARITY_PYTHON"); p && *p) return p;
+  return access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+}
+
+fs::path default_report_dir(const std::string& file) {
+  fs::path p(file);
+  return p.parent_path() / (p.stem().string() + ".report");
+}
+
+// Checks the files and draws the report with the Python scripts; returns their exit status.
+int draw_report(const std::vector<std::string>& files, std::string out_dir, bool force, bool quiet) {
+  for (const auto& f : files) record::inspect(f);
+  if (out_dir.empty()) out_dir = default_report_dir(files.front()).string();
+  if (fs::exists(fs::path(out_dir) / "index.html") && !force)
+    throw UsageError("report directory " + out_dir + " already holds a report; pass --force to overwrite");
+  std::vector<std::string> command = {python(), reports_script()};
+  command.insert(command.end(), files.begin(), files.end());
+  command.push_back("--out");
+  command.push_back(out_dir);
+  std::vector<char*> argv;
+  for (auto& a : command) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t child = fork();
+  if (child == 0) {
+    execvp(argv[0], argv.data());
+    std::fprintf(stderr, "parity: could not start %s\n", argv[0]);
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : kExitRuntime;
+  if (code == 127) throw UsageError("python3 not found; install python3-matplotlib python3-h5py (ci/setup.sh)");
+  if (code == 0 && !quiet) std::fprintf(stderr, "[report] %s/index.html\n", out_dir.c_str());
+  return code;
+}
+
+int list_everything() {
+  std::printf("Collectives and algorithms (native = the backend's own, the baseline):\n");
+  for (Collective c : kAllCollectives) {
+    std::printf("  %s  (busbw factor %s)\n", std::string(name_of(c)).c_str(),
+                c == Collective::all_reduce ? "2(n-1)/n" : (is_chunked(c) ? "(n-1)/n" : "1"));
+    for (const auto* d : algorithms_for(c)) std::printf("    %-20s %s\n", d->name.c_str(), d->summary.c_str());
+  }
+  std::printf("Data types: ");
+  for (const auto& n : data_type_names()) std::printf("%s ", n.c_str());
+  std::printf("\nReductions: ");
+  for (const auto& n : reduce_op_names()) std::printf("%s ", n.c_str());
+  std::printf("\n16-bit reduction modes (--half-accumulate): float32 (default), native\n");
+  std::printf("Conformance cases at world sizes 1..8: ");
+  for (int n : {1, 2, 3, 4, 5, 8}) std::printf("%d:%zu ", n, cases::conformance_grid(n).size());
+  std::printf("\nResult schema version: %lld (docs/results-schema.md)\n", static_cast<long long>(record::kSchemaVersion));
+  const auto devices = cuda::device_names();
+  std::printf("CUDA code compiled: %s; GPUs visible: %zu\n", cuda::compiled_with_cuda() ? "yes" : "no", devices.size());
+  std::printf("parity %s (%s)\n", parity_version().c_str(), git_commit().c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"parity: reference implementation, conformance suite and benchmark of distributed training.\n"
+               "Collectives run on real ranks (Open MPI), are checked against exact or float64 results, timed\n"
+               "nccl-tests style, and recorded to HDF5; `parity report` draws the results."};
+  app.footer(kExitCodes);
+  app.require_subcommand(1);
+  app.option_defaults()->always_capture_default();
+  app.set_version_flag("--version", parity_version() + " (" + git_commit() + ")");
+
+  CommonOptions run_common, check_common, bench_common;
+  CheckOptions check_options;
+  BenchOptions bench_options;
+  std::vector<std::string> report_files;
+  std::string report_out;
+  bool report_force = false, report_quiet = false, run_no_report = false, run_quick = false;
+  std::string run_report_dir;
+
+  auto* run = app.add_subcommand("run", "The main job: conformance suite plus default benchmarks on the given ranks, "
+                                        "one result file and its report");
+  add_common(run, run_common);
+  run->add_flag("--quick", run_quick, "Smaller job: no 1 MiB/64 MiB conformance sizes, benchmark sizes up to 1 MiB");
+  run->add_flag("--no-report", run_no_report, "Do not draw the report");
+  run->add_option("--report-dir", run_report_dir, "Report directory [default: <result file without .h5>.report]");
+
+  auto* check = app.add_subcommand("check", "Run the conformance cases (every collective x algorithm x type x "
+                                            "reduction x size x placement) and record each");
+  add_common(check, check_common);
+  check->add_option("--filter", check_options.filter, "GoogleTest-style pattern on case names, e.g. "
+                                                      "'all_reduce/ring/*:reduce/*-*/bfloat16/*'");
+  check->add_flag("--no-large", [&](std::int64_t) { check_options.include_large = false; },
+                  "Skip the 1 MiB + 3 and 64 MiB cases");
+  check->add_flag("--list", check_options.list_only, "Print the matching case names for --np ranks and exit");
+
+  auto* bench = app.add_subcommand("bench", "Benchmarks");
+  bench->require_subcommand(1);
+  auto* bench_collectives = bench->add_subcommand(
+      "collectives", "Sweep message sizes for collectives and algorithms (nccl-tests options and columns); native is the "
+                     "baseline, host copy bandwidth and alpha-beta constants are measured in the same run");
+  add_common(bench_collectives, bench_common);
+  add_bench_options(bench_collectives, bench_options);
+
+  auto* report = app.add_subcommand("report", "Draw an HTML report with plots from one result file, or compare two");
+  report->add_option("files", report_files, "One result file, or two to compare")->required()->expected(1, 2)->check(CLI::ExistingFile);
+  report->add_option("--out", report_out, "Report directory [default: <first file without .h5>.report]");
+  report->add_flag("--force", report_force, "Overwrite an existing report");
+  report->add_flag("-q,--quiet", report_quiet, "Say nothing on success");
+
+  auto* list = app.add_subcommand("list", "List collectives, algorithms, types, reductions and conformance case counts");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "parity: %s (see parity --help)\n", e.what());
+    return kExitUsage;
+  }
+
+  try {
+    if (*list) return list_everything();
+    if (*report) return draw_report(report_files, report_out, report_force, report_quiet);
+
+    if (*check) {
+      parse_half_accumulate(check_common.half_accumulate);
+      if (check_options.list_only) {
+        for (const auto& name : check_case_names(check_common.np, check_options)) std::printf("%s\n", name.c_str());
+        return 0;
+      }
+      check_case_names(std::max(check_common.np, 1), check_options);  // a filter matching nothing fails here
+      maybe_relaunch(argc, argv, check_common, "check");
+      return with_session(argc, argv, check_common, "check", [&](Session& s) {
+        CheckOutcome outcome = run_check(s, check_options);
+        if (s.is_root()) s.results().write_table("/check/collectives", outcome.cases);
+        s.commit_results();
+        return outcome.failed ? kExitFailed : 0;
+      });
+    }
+
+    if (*bench_collectives) {
+      parse_half_accumulate(bench_common.half_accumulate);
+      BenchPlan plan = plan_bench(bench_options);
+      maybe_relaunch(argc, argv, bench_common, "bench");
+      return with_session(argc, argv, bench_common, "bench collectives", [&](Session& s) {
+        s.check_memory(bench_bytes_per_rank(plan, s.world().size()), "the benchmark at -e " + bench_options.max_bytes);
+        s.maybe_inject_stall();
+        const HostCopy copy = measure_host_copy(s);
+        const PointToPoint p2p = measure_point_to_point(s, plan.sizes.back());
+        const BenchOutcome outcome = run_bench(s, plan, bench_options, p2p, copy.best_GBps);
+        record_bench(s, copy, p2p, outcome, bench_options);
+        s.commit_results();
+        return 0;
+      });
+    }
+
+    if (*run) {
+      parse_half_accumulate(run_common.half_accumulate);
+      BenchOptions b;
+      b.collectives = "all";
+      b.algorithms = "all";
+      b.min_bytes = "1K";
+      b.max_bytes = run_quick ? "1M" : "64M";
+      b.sweep.step_factor = 4;
+      b.iterations = 10;
+      b.warmup = 3;
+      BenchPlan plan = plan_bench(b);
+      CheckOptions c;
+      c.include_large = !run_quick;
+      maybe_relaunch(argc, argv, run_common, "run");
+      int status = with_session(argc, argv, run_common, "run", [&](Session& s) {
+        CheckOutcome conformance = run_check(s, c);
+        s.check_memory(bench_bytes_per_rank(plan, s.world().size()), "the benchmark");
+        const HostCopy copy = measure_host_copy(s);
+        const PointToPoint p2p = measure_point_to_point(s, plan.sizes.back());
+        const BenchOutcome outcome = run_bench(s, plan, b, p2p, copy.best_GBps);
+        record_bench(s, copy, p2p, outcome, b);
+        if (s.is_root()) s.results().write_table("/check/collectives", conformance.cases);
+        s.commit_results();
+        run_common.out = s.options().out;
+        return conformance.failed ? kExitFailed : 0;
+      });
+      // MPI is finalised now; rank 0 (or the only process) draws the report.
+      const bool rank0 = !under_launcher() || std::string(std::getenv("OMPI_COMM_WORLD_RANK") ? std::getenv("OMPI_COMM_WORLD_RANK") : "0") == "0";
+      if (rank0 && !run_no_report && status != kExitUsage && !run_common.out.empty() && fs::exists(run_common.out)) {
+        const int report_status = draw_report({run_common.out}, run_report_dir, true, run_common.quiet);
+        if (status == 0) status = report_status;
+      }
+      return status;
+    }
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "parity: %s\n", e.what());
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "parity: %s\n", e.what());
+    return kExitRuntime;
+  }
+  return kExitUsage;
+}

@@ -1,0 +1,391 @@
+// Collective conformance cases: crafted inputs, guarded buffers, expected results computed
+// element by element from the same input function every rank can evaluate for any rank.
+#include "correctness/cases/collectives.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "reference/comm/reduce_kernels.hpp"
+#include "reference/core/error.hpp"
+#include "reference/core/tolerance.hpp"
+
+namespace parity::cases {
+namespace {
+
+constexpr std::size_t kGuardBytes = 256;
+constexpr std::uint8_t kGuardByte = 0xA5;
+constexpr std::int64_t kValueCap = std::int64_t{1} << 20;  // keeps every crafted value exact in float64
+constexpr int kMessagesShown = 4;
+
+// A cheap, well-mixed hash (splitmix64's finaliser) of an element's coordinates.
+std::uint64_t hash(std::uint64_t salt, std::uint64_t rank, std::uint64_t index) {
+  std::uint64_t h = index * 0x9E3779B97F4A7C15ULL + rank * 0xC2B2AE3D27D4EB4FULL + salt;
+  h ^= h >> 30;
+  h *= 0xBF58476D1CE4E5B9ULL;
+  h ^= h >> 27;
+  h *= 0x94D049BB133111EBULL;
+  return h ^ (h >> 31);
+}
+
+double round_to(DataType type, double x) {
+  return visit_data_type(type, [x](auto tag) { return to_double(from_double<decltype(tag)>(x)); });
+}
+
+// The value rank k puts at index i of its send buffer. Evaluated n times per output element
+// for the expected results, so kept cheap: no division, no calls.
+struct Inputs {
+  enum class Pattern { random, integers, products, averages };
+  CollectiveCase c;
+  int n;
+  std::uint64_t salt;
+  std::uint64_t width;  // crafted integers lie in [-range, range]; width = 2 * range + 1
+  std::int64_t range;
+  Pattern pattern;
+
+  Inputs(const CollectiveCase& cc, int world) : c(cc), n(world) {
+    salt = std::hash<std::string>{}(c.name());
+    const std::int64_t limit = std::min(exact_integer_limit(c.dtype), kValueCap);
+    // Partial sums of up to n terms stay within the exact range; avg values carry a +-e pair
+    // on top of the base value (below), so they get half the room.
+    const bool reducing = is_reducing(c.collective);
+    if (!reducing || c.op == ReduceOp::max || c.op == ReduceOp::min) range = limit;
+    else if (c.op == ReduceOp::avg) range = limit / (2 * n);
+    else range = limit / n;
+    width = static_cast<std::uint64_t>(2 * range + 1);
+    if (c.input == InputKind::random) pattern = Pattern::random;
+    else if (reducing && c.op == ReduceOp::prod) pattern = Pattern::products;
+    else if (reducing && c.op == ReduceOp::avg) pattern = Pattern::averages;
+    else pattern = Pattern::integers;
+  }
+
+  // Uniform in [-range, range] from the top 32 bits of h (multiply-shift, no division).
+  std::int64_t integer(std::uint64_t h) const {
+    return static_cast<std::int64_t>(((h >> 32) * width) >> 32) - range;
+  }
+
+  double value(int k, std::size_t i) const {
+    const std::uint64_t h = hash(salt, static_cast<std::uint64_t>(k), i);
+    switch (pattern) {
+      case Pattern::random: return round_to(c.dtype, static_cast<double>(h >> 11) * 0x1p-52 - 1.0);
+      case Pattern::integers: return static_cast<double>(integer(h));
+      case Pattern::products: {
+        // +-1 or +-2, with 2 only on the first 7 ranks: |product| <= 2^7, exact in every type.
+        const double magnitude = (k < 7 && (h & 3) == 0) ? 2.0 : 1.0;
+        return (h >> 8) & 1 ? -magnitude : magnitude;
+      }
+      case Pattern::averages: break;
+    }
+    // base(i) + e on rank 2j and - e on rank 2j+1: the sum is exactly n * base(i), so the
+    // average is exact too, in any reduction order.
+    const double base = static_cast<double>(integer(hash(salt, 1u << 31, i)));
+    if (k % 2 == 0 && k + 1 >= n) return base;  // an odd rank count leaves the last alone
+    const double e = static_cast<double>(integer(hash(salt, static_cast<std::uint64_t>(k / 2) + (1u << 30), i)));
+    return k % 2 == 0 ? base + e : base - e;
+  }
+};
+
+struct Expected {
+  double value;
+  double sum_abs;  // for the error bound of random inputs
+};
+
+// What element j of rank r's output must be.
+Expected expected(const Inputs& in, int r, std::size_t j) {
+  const CollectiveCase& c = in.c;
+  const std::size_t chunk = c.count;
+  switch (c.collective) {
+    case Collective::broadcast: return {in.value(c.root, j), 0};
+    case Collective::all_gather: return {in.value(static_cast<int>(j / chunk), j % chunk), 0};
+    case Collective::all_to_all:
+      return {in.value(static_cast<int>(j / chunk), static_cast<std::size_t>(r) * chunk + j % chunk), 0};
+    default: break;
+  }
+  const std::size_t index = c.collective == Collective::reduce_scatter ? static_cast<std::size_t>(r) * chunk + j : j;
+  double acc = in.value(0, index), sum_abs = std::fabs(acc);
+  for (int k = 1; k < in.n; ++k) {
+    const double x = in.value(k, index);
+    sum_abs += std::fabs(x);
+    switch (c.op) {
+      case ReduceOp::sum: case ReduceOp::avg: acc += x; break;
+      case ReduceOp::prod: acc *= x; break;
+      case ReduceOp::max: acc = std::max(acc, x); break;
+      case ReduceOp::min: acc = std::min(acc, x); break;
+    }
+  }
+  if (c.op == ReduceOp::avg) acc = is_floating(c.dtype) ? acc / in.n : std::trunc(acc / in.n);
+  return {acc, sum_abs};
+}
+
+// A buffer with guard bytes on both sides; payload elements start poisoned (NaN, or the
+// smallest integer) so an element the collective never writes cannot pass.
+class GuardedBuffer {
+ public:
+  GuardedBuffer(std::size_t count, DataType type)
+      : storage_((2 * kGuardBytes + count * size_of(type) + 7) / 8, DataType::float64), count_(count), type_(type) {
+    auto* bytes = static_cast<std::uint8_t*>(storage_.data());
+    std::memset(bytes, kGuardByte, kGuardBytes);
+    std::memset(bytes + kGuardBytes + count * size_of(type), kGuardByte, kGuardBytes);
+    visit_data_type(type, [&](auto tag) {
+      using T = decltype(tag);
+      T poison;
+      if constexpr (std::is_integral_v<T>) poison = std::numeric_limits<T>::min();
+      else poison = from_double<T>(std::numeric_limits<double>::quiet_NaN());
+      std::fill_n(view().template as<T>(), count, poison);
+    });
+  }
+  BufferView view() const {
+    return {static_cast<std::uint8_t*>(storage_.data()) + kGuardBytes, count_, type_, MemorySpace::host};
+  }
+  bool guards_intact() const {
+    const auto* bytes = static_cast<const std::uint8_t*>(storage_.data());
+    const std::size_t tail = kGuardBytes + count_ * size_of(type_);
+    for (std::size_t i = 0; i < kGuardBytes; ++i)
+      if (bytes[i] != kGuardByte || bytes[tail + i] != kGuardByte) return false;
+    return true;
+  }
+
+ private:
+  HostBuffer storage_;
+  std::size_t count_;
+  DataType type_;
+};
+
+struct LocalCheck {
+  double max_abs = 0, max_rel = 0, tolerance = 0;
+  std::int64_t wrong = 0;
+  bool guard_ok = true;
+  std::string message;
+};
+
+void note(LocalCheck& check, const std::string& text) {
+  if (check.wrong <= kMessagesShown) check.message += (check.message.empty() ? "" : "; ") + text;
+}
+
+std::string format_number(double x) {
+  char text[40];
+  std::snprintf(text, sizeof(text), "%.9g", x);
+  return text;
+}
+
+template <typename T>
+void fill_inputs(BufferView target, const Inputs& in, int rank, std::size_t first_index) {
+  T* p = target.as<T>();
+  for (std::size_t i = 0; i < target.count; ++i) p[i] = from_double<T>(in.value(rank, first_index + i));
+}
+
+// Exact expected values of this rank's output, computed once per case and shared by the
+// algorithm's check and the native one (n input evaluations per element; the large cases
+// would otherwise spend most of their time here). Stored as float: crafted results are
+// integers of magnitude at most 2^20 (kValueCap), exact in float's 24-bit significand.
+std::vector<float> exact_expectations(const Inputs& in, int rank, std::size_t count) {
+  std::vector<float> values(count);
+  for (std::size_t j = 0; j < count; ++j) values[j] = static_cast<float>(expected(in, rank, j).value);
+  return values;
+}
+
+template <typename T>
+void check_output(LocalCheck& check, BufferView out, const Inputs& in, int rank, HalfAccumulate half,
+                  const std::string& label, const std::vector<float>& exact) {
+  const T* p = out.as<const T>();
+  const bool random = in.c.input == InputKind::random;
+  // Accumulation precision: widened 16-bit data is combined in float32 and rounded once.
+  const bool widened = is_half(in.c.dtype) && half == HalfAccumulate::float32;
+  const double accumulate_u = widened ? unit_roundoff(DataType::float32) : unit_roundoff(in.c.dtype);
+  const double storage_u = widened ? unit_roundoff(in.c.dtype) : 0.0;
+  for (std::size_t j = 0; j < out.count; ++j) {
+    const Expected e = random ? expected(in, rank, j) : Expected{exact[j], 0};
+    const double got = to_double(p[j]);
+    const double error = std::fabs(got - e.value);
+    double bound = 0;
+    if (random)
+      bound = tolerance::reduction_bound(in.n, accumulate_u, storage_u, e.sum_abs, in.c.op == ReduceOp::avg);
+    check.tolerance = std::max(check.tolerance, bound);
+    if (!(error <= bound)) {  // NaN (an unwritten element) fails here
+      ++check.wrong;
+      note(check, label + " rank " + std::to_string(rank) + " [" + std::to_string(j) + "] got " +
+                      format_number(got) + " expected " + format_number(e.value));
+    }
+    if (std::isfinite(error)) {
+      check.max_abs = std::max(check.max_abs, error);
+      if (e.value != 0) check.max_rel = std::max(check.max_rel, error / std::fabs(e.value));
+    } else {
+      check.max_abs = std::numeric_limits<double>::infinity();
+    }
+  }
+}
+
+// A copy of an input buffer, to prove afterwards that the collective left it alone.
+class Snapshot {
+ public:
+  explicit Snapshot(BufferView b) : copy_(b.count, b.dtype) { copy_buffer(copy_.view(), b); }
+  bool unchanged(BufferView b) const { return b.count == 0 || std::memcmp(b.data, copy_.data(), b.bytes()) == 0; }
+
+ private:
+  HostBuffer copy_;
+};
+
+std::size_t send_count(const CollectiveCase& c, int n) {
+  return c.collective == Collective::reduce_scatter || c.collective == Collective::all_to_all ? c.count * n : c.count;
+}
+std::size_t recv_count(const CollectiveCase& c, int n) {
+  return c.collective == Collective::all_gather || c.collective == Collective::all_to_all ? c.count * n : c.count;
+}
+
+// Runs `algorithm` once on freshly filled, guarded buffers and checks what it wrote.
+void run_and_check(Communicator& comm, const AlgorithmDescriptor& algorithm, const Inputs& in, HalfAccumulate half,
+                   const std::vector<float>& exact, LocalCheck& check) {
+  const CollectiveCase& c = in.c;
+  const int n = comm.size(), r = comm.rank();
+  const std::size_t sc = send_count(c, n), rc = recv_count(c, n);
+  const std::string label = algorithm.name;
+  visit_data_type(c.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    CollectiveCall call{c.collective, {}, {}, c.op, c.root};
+    const bool writes_output = c.collective != Collective::reduce || r == c.root;
+    if (c.in_place) {
+      GuardedBuffer region(std::max(sc, rc), c.dtype);
+      BufferView whole = region.view();
+      if (c.collective == Collective::all_gather) {
+        call.recv = whole;
+        call.send = whole.slice(static_cast<std::size_t>(r) * c.count, c.count);
+      } else if (c.collective == Collective::reduce_scatter) {
+        call.send = whole;
+        call.recv = whole.slice(static_cast<std::size_t>(r) * c.count, c.count);
+      } else {
+        call.send = call.recv = whole;
+      }
+      fill_inputs<T>(call.send, in, r, 0);
+      const Snapshot input(writes_output ? call.send.slice(0, 0) : call.send);
+      run_collective(comm, algorithm, call, half);
+      if (writes_output) check_output<T>(check, call.recv, in, r, half, label, exact);
+      else if (!input.unchanged(call.send)) {
+        check.guard_ok = false;
+        note(check, label + " rank " + std::to_string(r) + ": non-root buffer of an in-place reduce was modified");
+      }
+      if (!region.guards_intact()) {
+        check.guard_ok = false;
+        note(check, label + " rank " + std::to_string(r) + ": guard region around the buffer overwritten");
+      }
+    } else {
+      GuardedBuffer send(sc, c.dtype), recv(rc, c.dtype);
+      call.send = send.view();
+      call.recv = recv.view();
+      fill_inputs<T>(call.send, in, r, 0);
+      const Snapshot input(call.send);
+      GuardedBuffer untouched(writes_output ? 0 : rc, c.dtype);  // poisoned like recv
+      run_collective(comm, algorithm, call, half);
+      if (writes_output) check_output<T>(check, call.recv, in, r, half, label, exact);
+      else if (std::memcmp(call.recv.data, untouched.view().data, call.recv.bytes()) != 0) {
+        check.guard_ok = false;
+        note(check, label + " rank " + std::to_string(r) + ": reduce wrote the receive buffer of a non-root rank");
+      }
+      if (!input.unchanged(call.send)) {
+        check.guard_ok = false;
+        note(check, label + " rank " + std::to_string(r) + ": out-of-place send buffer was modified");
+      }
+      if (!send.guards_intact() || !recv.guards_intact()) {
+        check.guard_ok = false;
+        note(check, label + " rank " + std::to_string(r) + ": guard region overwritten");
+      }
+    }
+  });
+}
+
+}  // namespace
+
+std::string CollectiveCase::name() const {
+  return std::string(parity::name_of(collective)) + "/" + algorithm + "/" + std::string(parity::name_of(dtype)) + "/" +
+         (is_reducing(collective) ? std::string(parity::name_of(op)) : "none") + "/" + std::to_string(count) + "/" +
+         (in_place ? "in_place" : "out_of_place") + "/" + (input == InputKind::exact ? "exact" : "random");
+}
+
+std::vector<CollectiveCase> conformance_grid(int world_size, const GridOptions& options) {
+  const std::size_t n = static_cast<std::size_t>(world_size);
+  std::vector<std::size_t> counts = {0, 1, n - 1, n, n + 1, 1021};
+  std::sort(counts.begin(), counts.end());
+  counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
+  std::vector<CollectiveCase> grid;
+  auto add = [&](CollectiveCase c) {
+    c.root = world_size / 2;
+    for (bool in_place : {false, true}) {
+      c.in_place = in_place;
+      grid.push_back(c);
+    }
+  };
+  for (Collective collective : kAllCollectives) {
+    const std::vector<ReduceOp> ops = is_reducing(collective)
+                                          ? std::vector<ReduceOp>(std::begin(kAllReduceOps), std::end(kAllReduceOps))
+                                          : std::vector<ReduceOp>{ReduceOp::sum};
+    for (const AlgorithmDescriptor* algorithm : algorithms_for(collective)) {
+      for (DataType dtype : kAllDataTypes)
+        for (ReduceOp op : ops)
+          for (std::size_t count : counts) {
+            add({collective, algorithm->name, dtype, op, count, false, InputKind::exact, 0});
+            if (is_reducing(collective) && is_floating(dtype) && (op == ReduceOp::sum || op == ReduceOp::avg))
+              add({collective, algorithm->name, dtype, op, count, false, InputKind::random, 0});
+          }
+      if (!options.include_large) continue;
+      for (DataType dtype : {DataType::float32, DataType::bfloat16})
+        for (std::size_t bytes : {std::size_t{1} << 20, std::size_t{64} << 20}) {
+          // Whole-buffer sizes; chunked collectives split them across the ranks. The 1 MiB size
+          // is 3 elements over, so blocks do not divide evenly.
+          std::size_t count = bytes / size_of(dtype) / (is_chunked(collective) ? n : 1);
+          if (bytes == (std::size_t{1} << 20)) count += 3;
+          add({collective, algorithm->name, dtype, ReduceOp::sum, count, false, InputKind::exact, 0});
+        }
+    }
+  }
+  return grid;
+}
+
+CaseResult run_case(Communicator& comm, const CollectiveCase& c, HalfAccumulate half, bool with_native) {
+  return run_case(comm, c, find_algorithm(c.collective, c.algorithm), half, with_native);
+}
+
+CaseResult run_case(Communicator& comm, const CollectiveCase& c, const AlgorithmDescriptor& algorithm,
+                    HalfAccumulate half, bool with_native) {
+  const Inputs in(c, comm.size());
+  const bool writes_output = c.collective != Collective::reduce || comm.rank() == c.root;
+  const std::vector<float> exact = c.input == InputKind::exact && writes_output
+                                        ? exact_expectations(in, comm.rank(), recv_count(c, comm.size()))
+                                        : std::vector<float>{};
+  LocalCheck check;
+  run_and_check(comm, algorithm, in, half, exact, check);
+  if (with_native && c.algorithm != "native")
+    run_and_check(comm, find_algorithm(c.collective, "native"), in, half, exact, check);
+
+  // Agree across ranks: totals, worst errors, and the first failing rank's messages.
+  std::int64_t counts[2] = {check.wrong, check.guard_ok ? 0 : 1};
+  double worst[3] = {check.max_abs, check.max_rel, check.tolerance};
+  comm.all_reduce({counts, 2, DataType::int64, MemorySpace::host}, {counts, 2, DataType::int64, MemorySpace::host},
+                  ReduceOp::sum);
+  comm.all_reduce({worst, 3, DataType::float64, MemorySpace::host}, {worst, 3, DataType::float64, MemorySpace::host},
+                  ReduceOp::max);
+  CaseResult result;
+  result.wrong = counts[0];
+  result.guard_ok = counts[1] == 0;
+  result.max_abs_error = worst[0];
+  result.max_rel_error = worst[1];
+  result.tolerance = worst[2];
+  result.passed = result.wrong == 0 && result.guard_ok;
+  if (!result.passed) {
+    for (const auto& m : comm.all_gather_strings(check.message))
+      if (!m.empty()) { result.message = m; break; }
+    result.message = std::to_string(result.wrong) + " wrong" + (result.guard_ok ? "" : ", guards or inputs damaged") +
+                     ": " + result.message;
+  }
+  return result;
+}
+
+std::size_t case_bytes_per_rank(const CollectiveCase& c, int world_size) {
+  const std::size_t element = size_of(c.dtype);
+  const std::size_t largest = std::max(send_count(c, world_size), recv_count(c, world_size));
+  std::size_t bytes = 2 * largest * element + 4 * kGuardBytes;  // send and receive
+  bytes += 2 * largest * element;                               // algorithm scratch (two slots)
+  if (is_half(c.dtype)) bytes += 2 * largest * size_of(DataType::float32);  // widened copies
+  return bytes;
+}
+
+}  // namespace parity::cases

@@ -1,0 +1,65 @@
+// Conformance cases for collectives, written once and run by two runners: GoogleTest under
+// CTest (correctness/test_collectives.cpp) and `parity check` on a cluster. A case runs one
+// algorithm and the native collective on the same inputs and checks both against the expected
+// result, exactly for crafted inputs, within a derived bound for random ones.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "reference/comm/algorithms.hpp"
+
+namespace parity::cases {
+
+enum class InputKind {
+  exact,   // small integers chosen so every partial result is exact in the type (nccl-tests' way)
+  random,  // uniform in [-1, 1), rounded to the type; compared with float64 under a bound
+};
+
+struct CollectiveCase {
+  Collective collective = Collective::all_reduce;
+  std::string algorithm = "native";
+  DataType dtype = DataType::float32;
+  ReduceOp op = ReduceOp::sum;      // ignored by non-reducing collectives
+  std::size_t count = 0;            // whole buffer, or per-rank chunk for chunked collectives
+  bool in_place = false;
+  InputKind input = InputKind::exact;
+  int root = 0;
+  // "all_reduce/ring/float32/sum/1021/in_place/exact"; non-reducing collectives say "none".
+  std::string name() const;
+};
+
+struct GridOptions {
+  bool include_large = true;  // 1 MiB + 3 elements and 64 MiB, float32 and bfloat16, sum only
+};
+
+// The conformance grid at world size n: every collective x algorithm x type x reduction x
+// count in {0, 1, n-1, n, n+1, 1021} x placement, exact inputs; random inputs for floating
+// types with sum and avg; and the large sizes.
+std::vector<CollectiveCase> conformance_grid(int world_size, const GridOptions& options = {});
+
+struct CaseResult {
+  double max_abs_error = 0;
+  double max_rel_error = 0;
+  double tolerance = 0;        // largest bound of any element (0 for exact inputs)
+  std::int64_t wrong = 0;      // over all ranks, algorithm and native results
+  bool guard_ok = true;        // guards untouched, out-of-place inputs unchanged
+  bool passed = false;
+  std::string message;         // first mismatches of the lowest failing rank
+};
+
+// Runs one case on every rank of comm (collectively); every rank returns the same result.
+// with_native: also run the native collective on the same inputs and check it the same way.
+CaseResult run_case(Communicator& comm, const CollectiveCase& c, HalfAccumulate half = HalfAccumulate::float32,
+                    bool with_native = true);
+
+// The same with an explicit algorithm (c.algorithm only names it): lets tests prove that a
+// broken algorithm is caught.
+CaseResult run_case(Communicator& comm, const CollectiveCase& c, const AlgorithmDescriptor& algorithm,
+                    HalfAccumulate half, bool with_native);
+
+// Bytes one rank allocates for a case (buffers, guards, scratch), to refuse oversized runs.
+std::size_t case_bytes_per_rank(const CollectiveCase& c, int world_size);
+
+}  // namespace parity::cases

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# End-to-end use of the command line on 2 local ranks: check and bench write result files
+# that h5py reads as the schema says; report draws one and compares two; damaged or foreign
+# files are refused with one line.
+set -euo pipefail
+parity=$1; work=$2
+rm -rf "$work"; mkdir -p "$work"; cd "$work"
+fail() { echo "end_to_end: $*" >&2; exit 1; }
+
+"$parity" check --np 2 -q --filter 'all_reduce/*/float32/sum/*:all_gather/*/int32/*' --no-large --out check.h5
+"$parity" bench collectives --np 2 -q --coll all_reduce,all_gather --algo all -b 1K -e 64K -f 8 -n 3 -w 1 --out a.h5 > a.txt
+"$parity" bench collectives --np 2 -q --coll all_reduce -b 1K -e 64K -f 8 -n 3 -w 1 --out b.h5 > b.txt
+grep -q "Avg bus bandwidth" a.txt || fail "no nccl-tests footer in the table"
+grep -q "ring" a.txt || fail "ring rows missing"
+
+/usr/bin/python3 - <<'PY'
+import h5py, sys
+with h5py.File("check.h5") as f:
+    assert f.attrs["schema"] == "parity-results", f.attrs["schema"]
+    assert int(f.attrs["schema_version"]) == 1
+    assert int(f.attrs["world_size"]) == 2
+    assert len(f.attrs["hosts"]) == 2
+    t = f["/check/collectives"]
+    cols = list(t.attrs["columns"])
+    for c in ["case", "max_abs_error", "tolerance", "wrong", "passed"]:
+        assert c in cols, c
+    assert t["passed"][()].all(), "a conformance case failed"
+    assert t.attrs["rows"] > 100
+with h5py.File("a.h5") as f:
+    t = f["/bench/collectives"]
+    algos = set(t["algorithm"].asstr()[()])
+    assert {"native", "ring", "naive", "recursive_doubling", "rabenseifner"} <= algos, algos
+    assert (t["wrong"][()] == 0).all()
+    assert (t["busbw_GBps"][()] > 0).all()
+    assert f["/host/copy_bandwidth"]["bandwidth_GBps"][()].max() > 0
+    assert f["/bench/point_to_point"].attrs["alpha_us"] > 0
+    rt = f["/bench/collectives_rank_times"]
+    assert rt.attrs["rows"] == 2 * t.attrs["rows"]
+print("h5py reads the files as documented")
+PY
+
+"$parity" report check.h5 -q --out check-report
+test -s check-report/index.html || fail "no report for check.h5"
+"$parity" report a.h5 b.h5 -q --out compare
+test -s compare/index.html || fail "no comparison report"
+ls compare/*.png >/dev/null || fail "comparison has no plots"
+
+# Existing report directory is refused without --force.
+if "$parity" report a.h5 --out compare 2>err.txt; then fail "overwrote a report without --force"; fi
+grep -q "already holds a report" err.txt || fail "unclear refusal: $(cat err.txt)"
+
+# A truncated copy and a foreign HDF5 file are refused in one line, status 2.
+head -c 2000 a.h5 > truncated.h5
+/usr/bin/python3 -c "import h5py; f=h5py.File('foreign.h5','w'); f['x']=[1,2,3]; f.close()"
+/usr/bin/python3 -c "
+import h5py, shutil
+shutil.copy('a.h5', 'future.h5')
+with h5py.File('future.h5', 'a') as f: f.attrs['schema_version'] = 99
+"
+for bad in truncated.h5 foreign.h5 future.h5; do
+  set +e; "$parity" report "$bad" --out "r-$bad" 2>err.txt; status=$?; set -e
+  [ "$status" -eq 2 ] || fail "report $bad: status $status"
+  [ "$(grep -c '' err.txt)" -eq 1 ] || fail "report $bad: not one line: $(cat err.txt)"
+done
+grep -q "schema version 99" err.txt || fail "future.h5: $(cat err.txt)"
+echo "end to end: ok"

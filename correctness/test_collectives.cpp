@@ -1,0 +1,144 @@
+// The collective conformance grid under GoogleTest: one test per case of
+// cases::conformance_grid at this world size (suite "collectives", test name = case name, so
+// --gtest_filter='collectives.all_reduce/ring/*' selects like `parity check --filter`).
+#include <cmath>
+#include <set>
+
+#include "correctness/cases/collectives.hpp"
+#include "correctness/mpi_test.hpp"
+
+namespace parity::test {
+namespace {
+
+class CollectiveCaseTest : public MpiTest {
+ public:
+  explicit CollectiveCaseTest(cases::CollectiveCase c, HalfAccumulate half) : case_(std::move(c)), half_(half) {}
+  void TestBody() override {
+    const cases::CaseResult r = cases::run_case(comm(), case_, half_);
+    EXPECT_TRUE(r.passed) << case_.name() << ": " << r.message << " (max abs error " << r.max_abs_error
+                          << ", tolerance " << r.tolerance << ")";
+    EXPECT_EQ(r.wrong, 0);
+    EXPECT_TRUE(r.guard_ok);
+  }
+
+ private:
+  cases::CollectiveCase case_;
+  HalfAccumulate half_;
+};
+
+void register_grid(Communicator& comm) {
+  for (const auto& c : cases::conformance_grid(comm.size())) {
+    ::testing::RegisterTest("collectives", c.name().c_str(), nullptr, nullptr, __FILE__, __LINE__,
+                            [c]() -> MpiTest* { return new CollectiveCaseTest(c, HalfAccumulate::float32); });
+  }
+  // 16-bit reductions in native precision (every partial result rounded to 16 bits): small
+  // sizes of every reducing algorithm, exact and random inputs.
+  for (auto c : cases::conformance_grid(comm.size(), {false})) {
+    if (!is_half(c.dtype) || !is_reducing(c.collective) || c.count != 1021 || c.op == ReduceOp::prod) continue;
+    const std::string name = c.name() + "/native_half";
+    ::testing::RegisterTest("collectives_native_half", name.c_str(), nullptr, nullptr, __FILE__, __LINE__,
+                            [c]() -> MpiTest* { return new CollectiveCaseTest(c, HalfAccumulate::native); });
+  }
+}
+const bool registered = add_registrar(register_grid);
+
+class Grid : public MpiTest {};
+
+// The grid is what the issue of record asks for: count it independently of the generator.
+TEST_F(Grid, CoversEveryCombination) {
+  const std::size_t n = static_cast<std::size_t>(comm().size());
+  std::set<std::size_t> counts = {0, 1, n - 1, n, n + 1, 1021};
+  const std::size_t sizes = counts.size();
+  // reducing collectives: 6 types x 5 ops exact + 4 floating types x 2 ops random; others 6 types
+  const std::size_t per_reducing_algorithm = (6 * 5 + 4 * 2) * sizes * 2 + 2 * 2 * 2;
+  const std::size_t per_other_algorithm = 6 * sizes * 2 + 2 * 2 * 2;
+  const std::size_t expected = per_reducing_algorithm * (5 /*all_reduce*/ + 2 /*reduce*/ + 2 /*reduce_scatter*/) +
+                               per_other_algorithm * (2 /*broadcast*/ + 2 /*all_gather*/ + 2 /*all_to_all*/);
+  EXPECT_EQ(cases::conformance_grid(comm().size()).size(), expected);
+}
+
+// The checks can fail: deliberately broken algorithms are caught, each in its own way.
+AlgorithmDescriptor broken(std::function<void(Communicator&, const CollectiveCall&)> run) {
+  AlgorithmDescriptor d = find_algorithm(Collective::all_reduce, "ring");
+  d.name = "broken";
+  d.run = std::move(run);
+  return d;
+}
+
+cases::CollectiveCase small_case(DataType type, ReduceOp op) {
+  cases::CollectiveCase c;
+  c.collective = Collective::all_reduce;
+  c.dtype = type;
+  c.op = op;
+  c.count = 37;
+  return c;
+}
+
+TEST_F(Grid, CatchesAWrongReduction) {
+  auto max_instead_of_sum = broken([](Communicator& comm, const CollectiveCall& call) {
+    comm.all_reduce(call.send, call.recv, ReduceOp::max);
+  });
+  const auto r = cases::run_case(comm(), small_case(DataType::int32, ReduceOp::sum), max_instead_of_sum,
+                                 HalfAccumulate::float32, false);
+  if (comm().size() == 1) {
+    EXPECT_TRUE(r.passed);  // max and sum of one value agree
+  } else {
+    EXPECT_FALSE(r.passed);
+    EXPECT_GT(r.wrong, 0);
+    EXPECT_NE(r.message.find("expected"), std::string::npos) << r.message;
+  }
+}
+
+TEST_F(Grid, CatchesAnUnwrittenElement) {
+  auto skips_last = broken([](Communicator& comm, const CollectiveCall& call) {
+    CollectiveCall shorter = call;
+    shorter.send.count -= 1;
+    shorter.recv.count -= 1;
+    comm.all_reduce(shorter.send, shorter.recv, call.op);
+  });
+  const auto r = cases::run_case(comm(), small_case(DataType::float32, ReduceOp::sum), skips_last,
+                                 HalfAccumulate::float32, false);
+  EXPECT_FALSE(r.passed);
+  EXPECT_EQ(r.wrong, comm().size());  // the poisoned last element, on every rank
+}
+
+TEST_F(Grid, CatchesAnOverrunGuard) {
+  auto overruns = broken([](Communicator& comm, const CollectiveCall& call) {
+    comm.all_reduce(call.send, call.recv, call.op);
+    static_cast<float*>(call.recv.data)[call.recv.count] = 0.0f;  // one element past the end
+  });
+  const auto r = cases::run_case(comm(), small_case(DataType::float32, ReduceOp::sum), overruns,
+                                 HalfAccumulate::float32, false);
+  EXPECT_FALSE(r.passed);
+  EXPECT_FALSE(r.guard_ok);
+}
+
+TEST_F(Grid, CatchesAModifiedInput) {
+  auto scribbles = broken([](Communicator& comm, const CollectiveCall& call) {
+    comm.all_reduce(call.send, call.recv, call.op);
+    static_cast<float*>(call.send.data)[0] += 1.0f;
+  });
+  const auto r = cases::run_case(comm(), small_case(DataType::float32, ReduceOp::sum), scribbles,
+                                 HalfAccumulate::float32, false);
+  EXPECT_FALSE(r.guard_ok);
+}
+
+TEST_F(Grid, RandomInputsRejectAnErrorBeyondTheBound) {
+  // Random inputs are compared under gamma_n * sum|x|; a relative error of 1e-3 is far beyond
+  // it for float32 and must be caught.
+  auto large_error = broken([](Communicator& comm, const CollectiveCall& call) {
+    comm.all_reduce(call.send, call.recv, call.op);
+    auto* p = static_cast<float*>(call.recv.data);
+    for (std::size_t i = 0; i < call.recv.count; ++i) p[i] = p[i] * 1.001f + 1e-3f;
+  });
+  auto c = small_case(DataType::float32, ReduceOp::sum);
+  c.input = cases::InputKind::random;
+  c.count = 1000;
+  const auto r = cases::run_case(comm(), c, large_error, HalfAccumulate::float32, false);
+  EXPECT_FALSE(r.passed);
+  EXPECT_GT(r.tolerance, 0.0);
+  EXPECT_GT(r.max_abs_error, r.tolerance);
+}
+
+}  // namespace
+}  // namespace parity::test

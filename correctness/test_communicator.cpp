@@ -1,0 +1,105 @@
+// The communicator itself: point-to-point, splitting, argument checks, and traffic counts
+// that must equal each algorithm's descriptor exactly.
+#include <numeric>
+
+#include "correctness/mpi_test.hpp"
+#include "reference/comm/algorithms.hpp"
+#include "reference/core/error.hpp"
+
+namespace parity::test {
+namespace {
+
+class CommunicatorTest : public MpiTest {};
+
+BufferView host(std::vector<double>& v) { return {v.data(), v.size(), DataType::float64, MemorySpace::host}; }
+BufferView host(std::vector<std::int64_t>& v) { return {v.data(), v.size(), DataType::int64, MemorySpace::host}; }
+
+TEST_F(CommunicatorTest, PointToPointAroundARing) {
+  const int n = comm().size(), r = comm().rank();
+  std::vector<double> mine(100, r), theirs(100, -1);
+  comm().send_recv(host(mine), (r + 1) % n, host(theirs), (r + n - 1) % n, 5);
+  for (double x : theirs) ASSERT_EQ(x, (r + n - 1) % n);
+}
+
+TEST_F(CommunicatorTest, SplitByColorAndKey) {
+  const int n = comm().size(), r = comm().rank();
+  // Two groups, even and odd ranks, ordered by descending world rank.
+  auto group = comm().split(r % 2, -r);
+  const int members = (n + 1 - r % 2) / 2;
+  EXPECT_EQ(group->size(), members);
+  std::vector<std::int64_t> one = {r}, all(static_cast<std::size_t>(group->size()));
+  group->all_gather(host(one), host(all));
+  for (std::size_t i = 0; i + 1 < all.size(); ++i) EXPECT_GT(all[i], all[i + 1]);
+  for (auto x : all) EXPECT_EQ(x % 2, r % 2);
+  EXPECT_EQ(all[static_cast<std::size_t>(group->rank())], r);
+}
+
+TEST_F(CommunicatorTest, SplitByHostGroupsEveryRankOnThisMachine) {
+  auto local = comm().split_by_host();
+  EXPECT_EQ(local->size(), comm().size());  // tests run on one host
+  const auto names = comm().all_gather_strings("rank-" + std::to_string(comm().rank()));
+  for (int i = 0; i < comm().size(); ++i) EXPECT_EQ(names[static_cast<std::size_t>(i)], "rank-" + std::to_string(i));
+}
+
+TEST_F(CommunicatorTest, RefusesMismatchedBuffers) {
+  std::vector<double> a(8), b(7);
+  EXPECT_THROW(comm().all_reduce(host(a), host(b), ReduceOp::sum), Error);
+  EXPECT_THROW(comm().reduce(host(a), host(a), ReduceOp::sum, comm().size()), Error);
+  std::vector<double> c(8 * static_cast<std::size_t>(comm().size()) + 1);
+  EXPECT_THROW(comm().all_gather(host(a), host(c)), Error);
+  BufferView device = host(a);
+  device.space = MemorySpace::cuda;
+  EXPECT_THROW(comm().all_reduce(device, device, ReduceOp::sum), Error);
+  try {
+    comm().all_reduce(host(a), host(b), ReduceOp::sum);
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("all_reduce"), std::string::npos) << e.what();
+    EXPECT_EQ(e.rank(), comm().rank());
+  }
+}
+
+// Bytes sent by each reference algorithm, counted by the communicator, equal the descriptor's
+// formula exactly when the count divides evenly (840 = lcm(1..8) elements per block unit).
+TEST_F(CommunicatorTest, TrafficMatchesEveryDescriptor) {
+  const int n = comm().size();
+  const std::size_t chunk = 840 * 4;
+  for (const auto& d : algorithm_registry()) {
+    if (d.name == "native") continue;
+    const std::size_t send_count = (d.collective == Collective::reduce_scatter || d.collective == Collective::all_to_all)
+                                       ? chunk * n : chunk;
+    const std::size_t recv_count = (d.collective == Collective::all_gather || d.collective == Collective::all_to_all)
+                                       ? chunk * n : chunk;
+    std::vector<double> send(send_count, 1.0), recv(recv_count, 0.0);
+    comm().reset_traffic();
+    run_collective(comm(), d, {d.collective, host(send), host(recv), ReduceOp::sum, 0});
+    std::vector<double> sent = {static_cast<double>(comm().traffic().bytes_sent)};
+    comm().all_reduce(host(sent), host(sent), ReduceOp::sum);
+    const double bytes = theory::collective_bytes(d.collective, chunk, sizeof(double), n);
+    EXPECT_DOUBLE_EQ(sent[0] / n, d.bytes_sent_per_rank(n, bytes)) << name_of(d.collective) << " " << d.name;
+  }
+}
+
+TEST_F(CommunicatorTest, RingAllReduceSendsTwoNMinusOneOverN) {
+  const int n = comm().size();
+  std::vector<double> data(840 * 16, 1.0);
+  comm().reset_traffic();
+  run_collective(comm(), find_algorithm(Collective::all_reduce, "ring"),
+                 {Collective::all_reduce, host(data), host(data), ReduceOp::sum, 0});
+  const double bytes = static_cast<double>(data.size() * sizeof(double));
+  EXPECT_EQ(static_cast<double>(comm().traffic().bytes_sent), 2.0 * (n - 1) / n * bytes);
+  EXPECT_EQ(comm().traffic().messages_sent, static_cast<std::uint64_t>(2 * (n - 1)));
+  for (double x : data) ASSERT_EQ(x, n);
+}
+
+TEST_F(CommunicatorTest, ScratchIsReusedAndGrows) {
+  BufferView a = comm().scratch(100, DataType::float32, 0);
+  BufferView b = comm().scratch(50, DataType::float32, 0);
+  EXPECT_EQ(a.data, b.data);
+  BufferView c = comm().scratch(1000, DataType::float64, 0);
+  EXPECT_EQ(c.count, 1000u);
+  BufferView d = comm().scratch(10, DataType::float32, 1);
+  EXPECT_NE(c.data, d.data);
+}
+
+}  // namespace
+}  // namespace parity::test

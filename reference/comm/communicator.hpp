@@ -1,0 +1,128 @@
+// The communicator: the one interface every technique and every collective algorithm is
+// written against. Backends (MPI now, NCCL later) implement point-to-point and the native
+// collectives; validation, hang detection and traffic counting live here, once.
+//
+// In-place conventions follow NCCL so that device backends need no copies:
+//   all_reduce, reduce, broadcast, all_to_all: send.data == recv.data
+//   all_gather:     send.data == recv.data + rank * count   (send is this rank's chunk)
+//   reduce_scatter: recv.data == send.data + rank * count   (recv is this rank's chunk)
+// Counts: all_reduce/reduce/broadcast take whole buffers; all_gather, reduce_scatter and
+// all_to_all take the per-rank chunk as send.count (all_gather), recv.count (reduce_scatter),
+// and send.count / size (all_to_all).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "reference/comm/buffer.hpp"
+#include "reference/comm/watchdog.hpp"
+
+namespace parity {
+
+enum class Collective { all_reduce, reduce, broadcast, all_gather, reduce_scatter, all_to_all };
+inline constexpr Collective kAllCollectives[] = {Collective::all_reduce, Collective::reduce,
+                                                 Collective::broadcast, Collective::all_gather,
+                                                 Collective::reduce_scatter, Collective::all_to_all};
+std::string_view name_of(Collective collective);
+Collective parse_collective(std::string_view text);  // throws UsageError listing the known names
+bool is_reducing(Collective collective);
+bool has_root(Collective collective);
+// True when the per-rank chunk is the count (all_gather, reduce_scatter, all_to_all).
+bool is_chunked(Collective collective);
+
+// A pending point-to-point operation.
+class Request {
+ public:
+  virtual ~Request() = default;
+  virtual bool test() = 0;  // true once complete; drives the backend's progress
+  int peer = -1;
+  bool is_send = false;
+  std::size_t bytes = 0;
+  int tag = 0;
+};
+using RequestPtr = std::unique_ptr<Request>;
+
+// Counted by the communicator itself, so technique tests can assert exact volumes.
+struct TrafficCounters {
+  std::uint64_t bytes_sent = 0;
+  std::uint64_t messages_sent = 0;
+};
+
+class Communicator {
+ public:
+  explicit Communicator(std::shared_ptr<Watchdog> watchdog);
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string_view backend() const = 0;
+  virtual MemorySpace memory_space() const = 0;
+  // Ranks with the same color form a new communicator, ordered by key then rank.
+  virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
+  virtual void barrier() = 0;
+
+  // Point-to-point, non-blocking. The buffer must stay valid until the request completes.
+  RequestPtr isend(BufferView buffer, int peer, int tag);
+  RequestPtr irecv(BufferView buffer, int peer, int tag);
+  void wait(RequestPtr& request);
+  void wait_all(std::span<RequestPtr> requests);
+  // Sends one buffer and receives another at once (a step of a ring or a pairwise exchange).
+  void send_recv(BufferView send, int to, BufferView recv, int from, int tag);
+
+  // Native collectives of the backend.
+  void all_reduce(BufferView send, BufferView recv, ReduceOp op);
+  void reduce(BufferView send, BufferView recv, ReduceOp op, int root);
+  void broadcast(BufferView send, BufferView recv, int root);
+  void all_gather(BufferView send, BufferView recv);
+  void reduce_scatter(BufferView send, BufferView recv, ReduceOp op);
+  void all_to_all(BufferView send, BufferView recv);
+
+  // Ranks on the same host as this one (split by host name), e.g. to share host memory.
+  std::unique_ptr<Communicator> split_by_host();
+  // Every rank's string, indexed by rank (host names, error messages).
+  std::vector<std::string> all_gather_strings(const std::string& mine);
+
+  // Work space in this communicator's memory space, kept and grown between calls, so that
+  // algorithms do not pay for fresh pages on every call. Slots are independent buffers.
+  BufferView scratch(std::size_t count, DataType dtype, int slot);
+
+  Watchdog& watchdog() { return *watchdog_; }
+  const std::shared_ptr<Watchdog>& shared_watchdog() const { return watchdog_; }
+  const TrafficCounters& traffic() const { return traffic_; }
+  void reset_traffic() { traffic_ = {}; }
+
+ protected:
+  virtual RequestPtr do_isend(BufferView buffer, int peer, int tag) = 0;
+  virtual RequestPtr do_irecv(BufferView buffer, int peer, int tag) = 0;
+  virtual void do_all_reduce(BufferView send, BufferView recv, ReduceOp op) = 0;
+  virtual void do_reduce(BufferView send, BufferView recv, ReduceOp op, int root) = 0;
+  virtual void do_broadcast(BufferView send, BufferView recv, int root) = 0;
+  virtual void do_all_gather(BufferView send, BufferView recv) = 0;
+  virtual void do_reduce_scatter(BufferView send, BufferView recv, ReduceOp op) = 0;
+  virtual void do_all_to_all(BufferView send, BufferView recv) = 0;
+  // Memory for scratch(); host memory unless a backend works on devices.
+  virtual std::shared_ptr<void> allocate(std::size_t bytes);
+
+ private:
+  struct Scratch {
+    std::size_t bytes = 0;
+    std::shared_ptr<void> memory;
+  };
+  std::vector<Scratch> scratch_;
+  std::shared_ptr<Watchdog> watchdog_;
+  TrafficCounters traffic_;
+};
+
+// Checks that a collective's buffers fit its contract (counts, types, memory space, root,
+// in-place layout); throws Error naming the collective and the offending sizes.
+void validate_collective(const Communicator& comm, Collective collective, BufferView send,
+                         BufferView recv, int root);
+
+// Human-readable "all_reduce 1024 x float32 (sum)" for progress and watchdog messages.
+std::string describe_operation(std::string_view what, BufferView buffer, std::string_view detail = "");
+
+}  // namespace parity

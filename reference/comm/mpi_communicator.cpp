@@ -1,0 +1,254 @@
+// MPI backend. Point-to-point goes in messages of at most 1 GiB (MPI counts are int);
+// native collectives map to MPI's, with float16/bfloat16 carried as 2-byte types and reduced
+// by user operations that compute in float32 and round each result to 16 bits; avg is sum
+// followed by a division, since MPI has no average.
+#include "reference/comm/mpi_communicator.hpp"
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include <array>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "reference/comm/reduce_kernels.hpp"
+#include "reference/core/error.hpp"
+
+namespace parity {
+namespace {
+
+void check_mpi(int rc, const char* call) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(rc, text, &length);
+  throw Error(std::string(text, static_cast<std::size_t>(length)), call);
+}
+
+// 16-bit floating types: a 2-byte contiguous MPI type and one user operation per reduction.
+struct HalfTypes {
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  std::array<MPI_Op, 5> float16_ops{};
+  std::array<MPI_Op, 5> bfloat16_ops{};
+};
+HalfTypes g_half;
+
+template <typename T, ReduceOp Op>
+void half_user_op(void* in, void* inout, int* len, MPI_Datatype*) {
+  const BufferView a{inout, static_cast<std::size_t>(*len), data_type_of<T>::value, MemorySpace::host};
+  const BufferView b{in, a.count, a.dtype, MemorySpace::host};
+  reduce_into(a, b, Op);
+}
+
+template <typename T>
+void create_half_ops(std::array<MPI_Op, 5>& ops) {
+  check_mpi(MPI_Op_create(&half_user_op<T, ReduceOp::sum>, 1, &ops[0]), "MPI_Op_create");
+  check_mpi(MPI_Op_create(&half_user_op<T, ReduceOp::prod>, 1, &ops[1]), "MPI_Op_create");
+  check_mpi(MPI_Op_create(&half_user_op<T, ReduceOp::max>, 1, &ops[2]), "MPI_Op_create");
+  check_mpi(MPI_Op_create(&half_user_op<T, ReduceOp::min>, 1, &ops[3]), "MPI_Op_create");
+  ops[4] = ops[0];  // avg = sum, then divide
+}
+
+MPI_Datatype mpi_type(DataType type) {
+  switch (type) {
+    case DataType::float64: return MPI_DOUBLE;
+    case DataType::float32: return MPI_FLOAT;
+    case DataType::int32: return MPI_INT32_T;
+    case DataType::int64: return MPI_INT64_T;
+    case DataType::float16: case DataType::bfloat16: return g_half.type;
+  }
+  return MPI_DATATYPE_NULL;
+}
+
+MPI_Op mpi_op(ReduceOp op, DataType type) {
+  const auto index = static_cast<std::size_t>(op);
+  if (type == DataType::float16) return g_half.float16_ops[index];
+  if (type == DataType::bfloat16) return g_half.bfloat16_ops[index];
+  switch (op) {
+    case ReduceOp::sum: case ReduceOp::avg: return MPI_SUM;
+    case ReduceOp::prod: return MPI_PROD;
+    case ReduceOp::max: return MPI_MAX;
+    case ReduceOp::min: return MPI_MIN;
+  }
+  return MPI_OP_NULL;
+}
+
+int mpi_count(std::size_t count, const char* what) {
+  if (count > static_cast<std::size_t>(INT_MAX))
+    throw Error(std::string(what) + ": " + std::to_string(count) +
+                " elements exceed what one MPI call takes (2^31-1); use a reference algorithm");
+  return static_cast<int>(count);
+}
+
+class MpiRequest final : public Request {
+ public:
+  std::vector<MPI_Request> parts;
+  bool test() override {
+    int done = 0;
+    check_mpi(MPI_Testall(static_cast<int>(parts.size()), parts.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall");
+    return done != 0;
+  }
+  ~MpiRequest() override {
+    // A request abandoned by an exception must not leave MPI writing into freed memory.
+    for (auto& p : parts)
+      if (p != MPI_REQUEST_NULL) { MPI_Cancel(&p); MPI_Request_free(&p); }
+  }
+};
+
+class MpiCommunicator final : public Communicator {
+ public:
+  MpiCommunicator(MPI_Comm comm, bool owned, std::shared_ptr<Watchdog> watchdog)
+      : Communicator(std::move(watchdog)), comm_(comm), owned_(owned) {
+    check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
+    check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+  }
+  ~MpiCommunicator() override {
+    if (owned_) MPI_Comm_free(&comm_);
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string_view backend() const override { return "mpi"; }
+  MemorySpace memory_space() const override { return MemorySpace::host; }
+
+  std::unique_ptr<Communicator> split(int color, int key) override {
+    MPI_Comm out;
+    check_mpi(MPI_Comm_split(comm_, color, key, &out), "MPI_Comm_split");
+    return std::make_unique<MpiCommunicator>(out, true, shared_watchdog());
+  }
+  void barrier() override {
+    Watchdog::Scope scope(watchdog(), "barrier");
+    check_mpi(MPI_Barrier(comm_), "MPI_Barrier");
+  }
+
+ protected:
+  static constexpr std::size_t kMaxMessage = std::size_t{1} << 30;
+
+  RequestPtr do_isend(BufferView buffer, int peer, int tag) override {
+    auto request = std::make_unique<MpiRequest>();
+    for_each_piece(buffer, [&](void* p, int n) {
+      request->parts.emplace_back();
+      check_mpi(MPI_Isend(p, n, MPI_BYTE, peer, tag, comm_, &request->parts.back()), "MPI_Isend");
+    });
+    return request;
+  }
+  RequestPtr do_irecv(BufferView buffer, int peer, int tag) override {
+    auto request = std::make_unique<MpiRequest>();
+    for_each_piece(buffer, [&](void* p, int n) {
+      request->parts.emplace_back();
+      check_mpi(MPI_Irecv(p, n, MPI_BYTE, peer, tag, comm_, &request->parts.back()), "MPI_Irecv");
+    });
+    return request;
+  }
+
+  void do_all_reduce(BufferView send, BufferView recv, ReduceOp op) override {
+    const void* s = send.data == recv.data ? MPI_IN_PLACE : send.data;
+    check_mpi(MPI_Allreduce(s, recv.data, mpi_count(recv.count, "all_reduce"), mpi_type(recv.dtype),
+                            mpi_op(op, recv.dtype), comm_), "MPI_Allreduce");
+    if (op == ReduceOp::avg) finish_average(recv, size_);
+  }
+  void do_reduce(BufferView send, BufferView recv, ReduceOp op, int root) override {
+    const void* s = (rank_ == root && send.data == recv.data) ? MPI_IN_PLACE : send.data;
+    check_mpi(MPI_Reduce(s, recv.data, mpi_count(recv.count, "reduce"), mpi_type(recv.dtype),
+                         mpi_op(op, recv.dtype), root, comm_), "MPI_Reduce");
+    if (op == ReduceOp::avg && rank_ == root) finish_average(recv, size_);
+  }
+  void do_broadcast(BufferView send, BufferView recv, int root) override {
+    if (rank_ == root) copy_buffer(recv, send);
+    check_mpi(MPI_Bcast(recv.data, mpi_count(recv.count, "broadcast"), mpi_type(recv.dtype), root, comm_), "MPI_Bcast");
+  }
+  void do_all_gather(BufferView send, BufferView recv) override {
+    const bool in_place = send.data == recv.slice(static_cast<std::size_t>(rank_) * send.count, 0).data;
+    const int count = mpi_count(send.count, "all_gather");
+    check_mpi(MPI_Allgather(in_place ? MPI_IN_PLACE : send.data, count, mpi_type(send.dtype), recv.data, count,
+                            mpi_type(recv.dtype), comm_), "MPI_Allgather");
+  }
+  void do_reduce_scatter(BufferView send, BufferView recv, ReduceOp op) override {
+    const int count = mpi_count(recv.count, "reduce_scatter");
+    if (recv.data == send.slice(static_cast<std::size_t>(rank_) * recv.count, 0).data && recv.count != 0) {
+      // In place (NCCL layout): MPI leaves the result at the start of the buffer; move it.
+      check_mpi(MPI_Reduce_scatter_block(MPI_IN_PLACE, send.data, count, mpi_type(recv.dtype),
+                                         mpi_op(op, recv.dtype), comm_), "MPI_Reduce_scatter_block");
+      copy_buffer(recv, send.slice(0, recv.count));
+    } else {
+      check_mpi(MPI_Reduce_scatter_block(send.data, recv.data, count, mpi_type(recv.dtype),
+                                         mpi_op(op, recv.dtype), comm_), "MPI_Reduce_scatter_block");
+    }
+    if (op == ReduceOp::avg) finish_average(recv, size_);
+  }
+  void do_all_to_all(BufferView send, BufferView recv) override {
+    const int count = mpi_count(send.count / static_cast<std::size_t>(size_), "all_to_all");
+    check_mpi(MPI_Alltoall(send.data == recv.data ? MPI_IN_PLACE : send.data, count, mpi_type(send.dtype),
+                           recv.data, count, mpi_type(recv.dtype), comm_), "MPI_Alltoall");
+  }
+
+ private:
+  template <typename F>
+  static void for_each_piece(BufferView buffer, F&& f) {
+    auto* p = static_cast<std::byte*>(buffer.data);
+    std::size_t left = buffer.bytes();
+    do {
+      const std::size_t n = std::min(left, kMaxMessage);
+      f(p, static_cast<int>(n));
+      p += n;
+      left -= n;
+    } while (left > 0);
+  }
+
+  MPI_Comm comm_;
+  bool owned_;
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+std::string short_host_name() {
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+}  // namespace
+
+MpiRuntime::MpiRuntime(int* argc, char*** argv) {
+  int provided = 0;
+  // FUNNELED: only the main thread calls MPI; the watchdog thread never does.
+  check_mpi(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  set_process_identity(rank, short_host_name());
+  check_mpi(MPI_Type_contiguous(2, MPI_BYTE, &g_half.type), "MPI_Type_contiguous");
+  check_mpi(MPI_Type_commit(&g_half.type), "MPI_Type_commit");
+  create_half_ops<float16_t>(g_half.float16_ops);
+  create_half_ops<bfloat16_t>(g_half.bfloat16_ops);
+}
+
+MpiRuntime::~MpiRuntime() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+std::unique_ptr<Communicator> MpiRuntime::world(double timeout_seconds) {
+  return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, false, std::make_shared<Watchdog>(timeout_seconds));
+}
+
+std::string MpiRuntime::library_version() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int length = 0;
+  MPI_Get_library_version(text, &length);
+  std::string version(text, static_cast<std::size_t>(length));
+  if (auto newline = version.find('\n'); newline != std::string::npos) version.resize(newline);
+  return version;
+}
+
+void MpiRuntime::abort(const std::string& message, int code) {
+  std::fprintf(stderr, "%s\n", message.c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
+}  // namespace parity

@@ -1,0 +1,97 @@
+// Host reduction kernels: plain element-wise loops that g++ -O3 vectorises (with a run-time
+// overlap check, since out may alias an input); the kernel benchmark reads them against the
+// host copy bandwidth.
+#include "reference/comm/reduce_kernels.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "reference/core/error.hpp"
+
+namespace parity {
+namespace {
+
+template <typename T, typename Op>
+void combine(T* out, const T* a, const T* b, std::size_t n, Op op) {
+  if constexpr (std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>) {
+    for (std::size_t i = 0; i < n; ++i) {
+      float r = op(static_cast<float>(to_double(a[i])), static_cast<float>(to_double(b[i])));
+      out[i] = from_double<T>(r);
+    }
+  } else {
+    for (std::size_t i = 0; i < n; ++i) out[i] = op(a[i], b[i]);
+  }
+}
+
+// float16/bfloat16 conversions are cheap enough to inline; route them through float.
+template <typename T>
+void combine_op(T* out, const T* a, const T* b, std::size_t n, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum:
+    case ReduceOp::avg: combine(out, a, b, n, [](auto x, auto y) { return x + y; }); break;
+    case ReduceOp::prod: combine(out, a, b, n, [](auto x, auto y) { return x * y; }); break;
+    case ReduceOp::max: combine(out, a, b, n, [](auto x, auto y) { return std::max(x, y); }); break;
+    case ReduceOp::min: combine(out, a, b, n, [](auto x, auto y) { return std::min(x, y); }); break;
+  }
+}
+
+void require_host(BufferView v, const char* what) {
+  require(v.space == MemorySpace::host, std::string(what) + ": host kernel given a device buffer");
+}
+
+}  // namespace
+
+void reduce_to(BufferView out, BufferView a, BufferView b, ReduceOp op) {
+  require(out.count == a.count && a.count == b.count && out.dtype == a.dtype && a.dtype == b.dtype,
+          "reduce_to: buffers differ in count or type");
+  require_host(out, "reduce_to");
+  visit_data_type(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    combine_op(out.as<T>(), a.as<const T>(), b.as<const T>(), out.count, op);
+  });
+}
+
+void reduce_into(BufferView acc, BufferView in, ReduceOp op) { reduce_to(acc, acc, in, op); }
+
+void finish_average(BufferView buf, int n) {
+  require_host(buf, "finish_average");
+  visit_data_type(buf.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = buf.as<T>();
+    if constexpr (std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>) {
+      for (std::size_t i = 0; i < buf.count; ++i)
+        p[i] = from_double<T>(static_cast<float>(to_double(p[i])) / static_cast<float>(n));
+    } else {
+      for (std::size_t i = 0; i < buf.count; ++i) p[i] = static_cast<T>(p[i] / static_cast<T>(n));
+    }
+  });
+}
+
+void copy_buffer(BufferView dst, BufferView src) {
+  require(dst.count == src.count && dst.dtype == src.dtype, "copy_buffer: buffers differ in count or type");
+  require_host(dst, "copy_buffer");
+  if (dst.data != src.data && dst.count != 0) std::memmove(dst.data, src.data, dst.bytes());
+}
+
+void convert_buffer(BufferView dst, BufferView src) {
+  require(dst.count == src.count, "convert_buffer: buffers differ in count");
+  require_host(dst, "convert_buffer");
+  if (dst.dtype == src.dtype) return copy_buffer(dst, src);
+  visit_data_type(dst.dtype, [&](auto dst_tag) {
+    using D = decltype(dst_tag);
+    visit_data_type(src.dtype, [&](auto src_tag) {
+      using S = decltype(src_tag);
+      D* d = dst.as<D>();
+      const S* s = src.as<const S>();
+      for (std::size_t i = 0; i < dst.count; ++i) {
+        if constexpr (std::is_same_v<D, float> && std::is_same_v<S, bfloat16_t>) d[i] = bf16_to_float(s[i]);
+        else if constexpr (std::is_same_v<D, float> && std::is_same_v<S, float16_t>) d[i] = half_to_float(s[i]);
+        else if constexpr (std::is_same_v<D, bfloat16_t> && std::is_same_v<S, float>) d[i] = float_to_bf16(s[i]);
+        else if constexpr (std::is_same_v<D, float16_t> && std::is_same_v<S, float>) d[i] = float_to_half(s[i]);
+        else d[i] = from_double<D>(to_double(s[i]));
+      }
+    });
+  });
+}
+
+}  // namespace parity

@@ -1,0 +1,21 @@
+// Host kernels that reference collective algorithms apply to data they receive. float16 and
+// bfloat16 are combined in float32 and rounded back after each operation ("native" 16-bit
+// arithmetic: every partial result is a 16-bit number).
+#pragma once
+
+#include "reference/comm/buffer.hpp"
+
+namespace parity {
+
+// acc[i] = acc[i] (op) in[i]; avg accumulates like sum (see finish_average).
+void reduce_into(BufferView acc, BufferView in, ReduceOp op);
+// out[i] = a[i] (op) b[i]; out may alias a or b.
+void reduce_to(BufferView out, BufferView a, BufferView b, ReduceOp op);
+// buf[i] /= n, the last step of an average (integers truncate toward zero).
+void finish_average(BufferView buf, int n);
+// dst = src element by element; sizes and types must match.
+void copy_buffer(BufferView dst, BufferView src);
+// Converts between any two types (used to widen 16-bit data to float32 and narrow it back).
+void convert_buffer(BufferView dst, BufferView src);
+
+}  // namespace parity

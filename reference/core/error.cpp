@@ -1,0 +1,35 @@
+// Error formatting: every fault names the rank and host it happened on, so a message from a
+// failing rank in a large job says where to look.
+#include "reference/core/error.hpp"
+
+#include <string>
+
+namespace parity {
+namespace {
+int g_rank = -1;
+std::string g_host;
+
+std::string describe(const std::string& message, const std::string& call,
+                     const std::source_location& where) {
+  std::string text;
+  if (g_rank >= 0) text = "rank " + std::to_string(g_rank) + " on " + g_host + ": ";
+  text += message;
+  if (!call.empty()) text += " [" + call + "]";
+  std::string file = where.file_name();
+  if (auto slash = file.find("reference/"); slash != std::string::npos) file = file.substr(slash);
+  text += " (" + file + ":" + std::to_string(where.line()) + ")";
+  return text;
+}
+}  // namespace
+
+Error::Error(const std::string& message, const std::string& call, std::source_location where)
+    : std::runtime_error(describe(message, call, where)), rank_(g_rank), host_(g_host) {}
+
+void set_process_identity(int rank, std::string host) {
+  g_rank = rank;
+  g_host = std::move(host);
+}
+int process_rank() { return g_rank; }
+const std::string& process_host() { return g_host; }
+
+}  // namespace parity

@@ -1,0 +1,43 @@
+// Errors: one type for faults found while running (carrying rank, host, file:line and the
+// failing call) and one for bad input from the user (a single line, no location).
+#pragma once
+
+#include <source_location>
+#include <stdexcept>
+#include <string>
+
+namespace parity {
+
+// Bad input from the user: an unknown name, a malformed size, an unwritable path.
+// what() is one line meant for the terminal as it is.
+class UsageError : public std::runtime_error {
+ public:
+  explicit UsageError(const std::string& message) : std::runtime_error(message) {}
+};
+
+// A fault while running: a failed library call, a violated invariant.
+// what() reads "rank R on HOST: MESSAGE [call] (file:line)".
+class Error : public std::runtime_error {
+ public:
+  Error(const std::string& message, const std::string& call = "",
+        std::source_location where = std::source_location::current());
+  int rank() const { return rank_; }
+  const std::string& host() const { return host_; }
+
+ private:
+  int rank_;
+  std::string host_;
+};
+
+// Who this process is, for error messages; set once the communicator knows.
+void set_process_identity(int rank, std::string host);
+int process_rank();            // -1 before set_process_identity
+const std::string& process_host();
+
+// Throws Error(message) when condition is false.
+inline void require(bool condition, const std::string& message,
+                    std::source_location where = std::source_location::current()) {
+  if (!condition) throw Error(message, "", where);
+}
+
+}  // namespace parity

@@ -1,0 +1,87 @@
+// Results files: one self-describing HDF5 file per run (schema in docs/results-schema.md).
+// Rank 0 writes; the file appears under its final name only when complete (write to a
+// temporary sibling, then rename), so an interrupted run never leaves a torn file.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace parity::record {
+
+inline constexpr const char* kSchemaName = "parity-results";
+inline constexpr std::int64_t kSchemaVersion = 1;
+
+// One column of a table: a name, a unit and values of one type.
+struct Column {
+  std::string name;
+  std::string unit;
+  std::variant<std::vector<double>, std::vector<std::int64_t>, std::vector<std::string>> values;
+  std::size_t size() const;
+};
+
+// A column-oriented table; columns keep the order in which they were first named.
+class Table {
+ public:
+  explicit Table(std::string description = "") : description_(std::move(description)) {}
+  // Returns the column's values, creating the column on first use. Asking for an existing
+  // column with another type throws.
+  std::vector<double>& f64(const std::string& name, const std::string& unit = "");
+  std::vector<std::int64_t>& i64(const std::string& name, const std::string& unit = "");
+  std::vector<std::string>& str(const std::string& name);
+  const std::vector<Column>& columns() const { return columns_; }
+  const std::string& description() const { return description_; }
+  // Number of rows; throws when the columns have different lengths.
+  std::size_t rows() const;
+
+ private:
+  Column& column(const std::string& name, const std::string& unit, std::size_t type_index);
+  std::string description_;
+  std::vector<Column> columns_;
+};
+
+using Attribute = std::variant<std::string, double, std::int64_t, std::vector<std::string>,
+                               std::vector<double>, std::vector<std::int64_t>>;
+
+// Refuses, with a one-line UsageError, an output path that exists (unless force), whose
+// directory does not exist or cannot be written. Called before any work starts.
+void check_output_path(const std::filesystem::path& path, bool force);
+
+class ResultsFile {
+ public:
+  // Creates the temporary sibling of `path`. The final file appears only in commit().
+  ResultsFile(std::filesystem::path path, bool force);
+  ~ResultsFile();  // without commit(): closes and deletes the temporary file
+  ResultsFile(const ResultsFile&) = delete;
+  ResultsFile& operator=(const ResultsFile&) = delete;
+
+  // Attributes on a group (created with its parents when missing); "/" is the root.
+  void set_attribute(const std::string& group, const std::string& name, const Attribute& value);
+  // Writes a table as a group of column datasets at `group` (e.g. "/bench/collectives").
+  void write_table(const std::string& group, const Table& table);
+  // Closes the file and renames it to the final path. Refuses an existing path unless force.
+  void commit();
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+  std::filesystem::path temporary_;
+  bool force_;
+  std::int64_t file_ = -1;  // hid_t
+};
+
+// What `parity report` needs to know before handing a file to the report scripts.
+struct FileInfo {
+  std::int64_t schema_version = 0;
+  std::string subcommand;
+};
+// Opens a file read-only and checks it is a parity result file of a known schema version.
+// Throws UsageError with one clear line for a missing, corrupt, foreign or too-new file.
+FileInfo inspect(const std::filesystem::path& path);
+
+// Reads one table back (used by tests and by subcommands that compare runs).
+Table read_table(const std::filesystem::path& path, const std::string& group);
+
+}  // namespace parity::record

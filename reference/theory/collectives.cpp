@@ -1,0 +1,68 @@
+// Alpha-beta costs of the reference algorithms, counted step by step as they are written in
+// reference/comm/algorithms/ (so the model and the code agree on the message pattern).
+#include "reference/theory/collectives.hpp"
+
+#include <bit>
+
+namespace parity::theory {
+
+double collective_bytes(Collective collective, std::size_t count, std::size_t element_bytes, int n) {
+  const double bytes = static_cast<double>(count) * static_cast<double>(element_bytes);
+  return is_chunked(collective) ? bytes * n : bytes;
+}
+
+double busbw_factor(Collective collective, int n) {
+  const double nd = n;
+  switch (collective) {
+    case Collective::all_reduce: return 2.0 * (nd - 1) / nd;
+    case Collective::all_gather: case Collective::reduce_scatter: case Collective::all_to_all: return (nd - 1) / nd;
+    case Collective::reduce: case Collective::broadcast: return 1.0;
+  }
+  return 1.0;
+}
+
+int power_of_two_floor(int n) { return n <= 1 ? 1 : static_cast<int>(std::bit_floor(static_cast<unsigned>(n))); }
+int ceil_log2(int n) { return n <= 1 ? 0 : static_cast<int>(std::bit_width(static_cast<unsigned>(n - 1))); }
+
+namespace {
+double message(double bytes, AlphaBeta m) { return m.alpha_seconds + bytes * m.beta_seconds_per_byte; }
+int floor_log2(int n) { return n <= 1 ? 0 : static_cast<int>(std::bit_width(static_cast<unsigned>(n))) - 1; }
+}  // namespace
+
+// 2(n-1) steps, each moving one chunk of bytes/n.
+double ring_all_reduce_seconds(int n, double bytes, AlphaBeta m) {
+  return 2.0 * (n - 1) * message(bytes / n, m);
+}
+
+// The root receives n-1 whole buffers, then sends n-1 whole buffers, one after another.
+double naive_all_reduce_seconds(int n, double bytes, AlphaBeta m) {
+  return 2.0 * (n - 1) * message(bytes, m);
+}
+
+// log2(p) exchanges of the whole buffer among p = 2^floor(log2 n) ranks, plus one step to
+// fold the other n - p ranks in and one to hand them the result.
+double recursive_doubling_all_reduce_seconds(int n, double bytes, AlphaBeta m) {
+  const int p = power_of_two_floor(n);
+  const int extra = p == n ? 0 : 2;
+  return (floor_log2(p) + extra) * message(bytes, m);
+}
+
+// Recursive halving (reduce-scatter) then doubling (all-gather) among p ranks:
+// 2 log2(p) messages carrying 2(p-1)/p of the buffer, plus the fold steps.
+double rabenseifner_all_reduce_seconds(int n, double bytes, AlphaBeta m) {
+  const int p = power_of_two_floor(n);
+  const double fold = p == n ? 0.0 : 2.0 * message(bytes, m);
+  return 2.0 * floor_log2(p) * m.alpha_seconds + 2.0 * (p - 1) / p * bytes * m.beta_seconds_per_byte + fold;
+}
+
+double binomial_tree_seconds(int n, double bytes, AlphaBeta m) { return ceil_log2(n) * message(bytes, m); }
+
+// n-1 steps, each moving one chunk of bytes/n (bytes = n * chunk).
+double ring_chunked_seconds(int n, double bytes, AlphaBeta m) { return (n - 1) * message(bytes / n, m); }
+
+double pairwise_all_to_all_seconds(int n, double bytes, AlphaBeta m) { return (n - 1) * message(bytes / n, m); }
+
+double ring_all_reduce_bytes_per_rank(int n, double bytes) { return 2.0 * (n - 1) / n * bytes; }
+double ring_chunked_bytes_per_rank(int n, double bytes) { return static_cast<double>(n - 1) / n * bytes; }
+
+}  // namespace parity::theory

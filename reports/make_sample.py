@@ -1,0 +1,274 @@
+#!/usr/bin/python3
+"""Writes a synthetic, schema-valid parity result file (docs/results-schema.md) for tests.
+
+The numbers follow a simple alpha-beta model with noise; they are made up and only exercise the
+report scripts: all tables, several algorithms per collective, sizes 8 B .. 64 MiB, 4 ranks on
+two hosts with one slow rank, and a configurable number of failed conformance cases.
+
+    make_sample.py OUT.h5 [--seed N] [--bandwidth-scale F] [--failures K] [--empty-collectives]
+"""
+
+import argparse
+import math
+import sys
+
+import numpy as np
+import h5py
+
+STR = h5py.string_dtype("utf-8")
+ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int32": 4, "int64": 8}
+SIZES = [2 ** k for k in range(3, 27)]  # 8 B .. 64 MiB
+
+# (collective, dtype, redop, root, in_place, algorithms, sizes or None for all, checked)
+GROUPS = [
+    ("all_reduce", "float32", "sum", -1, 0,
+     ["native", "ring", "recursive_doubling", "rabenseifner", "naive"], None, True),
+    ("all_reduce", "float32", "sum", -1, 1, ["native", "ring"], None, False),
+    ("all_reduce", "float64", "sum", -1, 0, ["native", "ring", "recursive_doubling"], None, True),
+    ("all_reduce", "int32", "max", -1, 0, ["native", "ring"], [1 << 20], True),
+    ("broadcast", "float32", "none", 0, 0, ["native", "binomial_tree"], None, True),
+    ("reduce", "float32", "sum", 0, 0, ["native", "binomial_tree"], None, True),
+    ("all_gather", "float32", "none", -1, 0, ["native", "ring"], None, True),
+    ("reduce_scatter", "float32", "sum", -1, 0, ["native", "ring"], None, True),
+    ("all_to_all", "float32", "none", -1, 0, ["native", "pairwise"], None, True),
+]
+
+COLLECTIVE_COLUMNS = [
+    ("collective", "str", ""), ("algorithm", "str", ""), ("dtype", "str", ""),
+    ("redop", "str", ""), ("root", "i8", ""), ("in_place", "i8", ""), ("size_bytes", "i8", "B"),
+    ("count", "i8", ""), ("world_size", "i8", ""), ("iterations", "i8", ""),
+    ("time_us", "f8", "us"), ("time_p50_us", "f8", "us"), ("time_p95_us", "f8", "us"),
+    ("time_min_rank_us", "f8", "us"), ("time_max_rank_us", "f8", "us"),
+    ("algbw_GBps", "f8", "GB/s"), ("busbw_GBps", "f8", "GB/s"), ("wrong", "i8", ""),
+    ("predicted_time_us", "f8", "us"), ("predicted_busbw_GBps", "f8", "GB/s"),
+]
+
+
+def busbw_factor(collective, p):
+    if collective == "all_reduce":
+        return 2.0 * (p - 1) / p
+    if collective in ("all_gather", "reduce_scatter", "all_to_all"):
+        return (p - 1) / p
+    return 1.0
+
+
+def model_time(collective, algorithm, n, p, alpha, beta):
+    """Alpha-beta time in us of one collective of n bytes on p ranks."""
+    lg = math.log2(p)
+    if collective == "all_reduce":
+        if algorithm == "ring":
+            return 2 * (p - 1) * alpha + 2 * (p - 1) / p * n * beta
+        if algorithm == "recursive_doubling":
+            return lg * (alpha + n * beta)
+        if algorithm == "rabenseifner":
+            return 2 * lg * alpha + 2 * (p - 1) / p * n * beta
+        if algorithm == "naive":
+            return 2 * (p - 1) * (alpha + n * beta)
+        return 0.85 * min(2 * (p - 1) * alpha + 2 * (p - 1) / p * n * beta, lg * (alpha + n * beta))
+    if collective in ("broadcast", "reduce"):
+        t = lg * (alpha + n * beta)
+        return t if algorithm != "native" else 0.9 * t
+    t = (p - 1) * alpha + (p - 1) / p * n * beta
+    return t if algorithm != "native" else 0.9 * t
+
+
+def write_table(f, path, description, columns, values):
+    """columns: [(name, type, unit)]; values: {name: list}."""
+    g = f.require_group(path)
+    rows = len(values[columns[0][0]]) if columns else 0
+    g.attrs["kind"] = "table"
+    g.attrs["description"] = description
+    g.attrs.create("columns", np.array([c[0] for c in columns], dtype=object), dtype=STR)
+    g.attrs["rows"] = np.int64(rows)
+    for name, kind, unit in columns:
+        vals = values[name]
+        if kind == "str":
+            ds = g.create_dataset(name, data=np.array(vals, dtype=object), dtype=STR)
+        elif kind == "i8":
+            ds = g.create_dataset(name, data=np.array(vals, dtype=np.int64).reshape(-1))
+        else:
+            ds = g.create_dataset(name, data=np.array(vals, dtype=np.float64).reshape(-1))
+        ds.attrs["unit"] = unit
+    return g
+
+
+def write_sample(path, seed=1, bandwidth_scale=1.0, failures=2, empty_collectives=False,
+                 omit=(), world_size=4):
+    rng = np.random.default_rng(seed)
+    p = world_size
+    hosts = [f"node{r * 2 // p}" for r in range(p)]
+    slow_rank = p - 1
+    alpha, true_beta = 4.0, 1e-4 / bandwidth_scale  # us, us/B (10 GB/s * scale)
+
+    with h5py.File(path, "w") as f:
+        root = {
+            "schema": "parity-results", "parity_version": "0.1.0-sample",
+            "git_commit": "0123456789abcdef0123456789abcdef01234567",
+            "command_line": f"mpirun -n {p} parity run --out {path}",
+            "subcommand": "run", "start_time_utc": "2026-11-21T10:00:00Z",
+            "end_time_utc": "2026-11-21T10:07:31Z", "backend": "mpi", "device": "cpu",
+            "mpi_library": "Open MPI v4.1.4, package: Debian OpenMPI", "hdf5_version": "1.10.8",
+            "compiler": "GNU 12.2.0", "cpu_model": "Sample CPU @ 3.00GHz",
+            "half_accumulate": "float32",
+        }
+        for k, v in root.items():
+            f.attrs[k] = v
+        f.attrs["schema_version"] = np.int64(1)
+        f.attrs["world_size"] = np.int64(p)
+        f.attrs.create("hosts", np.array(hosts, dtype=object), dtype=STR)
+
+        if "copy_bandwidth" not in omit:
+            first = {}
+            for r, h in enumerate(hosts):
+                first.setdefault(h, r)
+            write_table(f, "/host/copy_bandwidth", "host memcpy bandwidth",
+                        [("host", "str", ""), ("rank", "i8", ""), ("size_bytes", "i8", "B"),
+                         ("bandwidth_GBps", "f8", "GB/s")],
+                        {"host": list(first), "rank": list(first.values()),
+                         "size_bytes": [1 << 28] * len(first),
+                         "bandwidth_GBps": [round(12.5 - 0.7 * i, 3) for i in range(len(first))]})
+
+        if "point_to_point" not in omit and p > 1:
+            sizes = [4 ** k for k in range(0, 14)]
+            times = [(alpha + true_beta * s) * (1 + 0.03 * rng.standard_normal()) for s in sizes]
+            beta_fit, alpha_fit = np.polyfit(np.array(sizes, float), np.array(times), 1)
+            g = write_table(f, "/bench/point_to_point", "ping-pong rank 0 <-> rank 1",
+                            [("size_bytes", "i8", "B"), ("time_us", "f8", "us")],
+                            {"size_bytes": sizes, "time_us": times})
+            g.attrs["alpha_us"] = float(alpha_fit)
+            g.attrs["beta_us_per_byte"] = float(beta_fit)
+            pred_alpha, pred_beta = float(alpha_fit), float(beta_fit)
+        else:
+            pred_alpha = pred_beta = None
+
+        cols = {c[0]: [] for c in COLLECTIVE_COLUMNS}
+        rank_rows = {"row": [], "rank": [], "host": [], "time_us": []}
+        if not empty_collectives:
+            for coll, dtype, redop, root_rank, in_place, algos, sizes, checked in GROUPS:
+                factor = busbw_factor(coll, p)
+                item = ITEMSIZE[dtype]
+                for algo in algos:
+                    efficiency = 1.0 + 0.1 * (sum(map(ord, coll + algo)) % 5) / 5
+                    for size in sizes or SIZES:
+                        per_rank = coll in ("all_gather", "reduce_scatter", "all_to_all")
+                        count = size // (item * (p if per_rank else 1))
+                        if count == 0:
+                            continue
+                        base = model_time(coll, algo, size, p, alpha, true_beta) * efficiency
+                        ranks = base * (1 + 0.02 * rng.random(p))
+                        ranks[slow_rank] *= 1.05 + 0.25 * min(1.0, size / (1 << 22))
+                        t = ranks.max() * 1.02
+                        row = len(cols["collective"])
+                        for r in range(p):
+                            rank_rows["row"].append(row)
+                            rank_rows["rank"].append(r)
+                            rank_rows["host"].append(hosts[r])
+                            rank_rows["time_us"].append(float(ranks[r]))
+                        algbw = size / t / 1e3
+                        if pred_alpha is not None:
+                            pt = model_time(coll, algo, size, p, pred_alpha, pred_beta)
+                            pb = size / pt / 1e3 * factor
+                        else:
+                            pt = pb = float("nan")
+                        for k, v in (("collective", coll), ("algorithm", algo), ("dtype", dtype),
+                                     ("redop", redop), ("root", root_rank),
+                                     ("in_place", in_place), ("size_bytes", size),
+                                     ("count", count), ("world_size", p),
+                                     ("iterations", 100 if size < (1 << 20) else 20),
+                                     ("time_us", t), ("time_p50_us", t * 0.97),
+                                     ("time_p95_us", t * 1.15),
+                                     ("time_min_rank_us", float(ranks.min())),
+                                     ("time_max_rank_us", float(ranks.max())),
+                                     ("algbw_GBps", algbw), ("busbw_GBps", algbw * factor),
+                                     ("wrong", 0 if checked else -1),
+                                     ("predicted_time_us", pt), ("predicted_busbw_GBps", pb)):
+                            cols[k].append(v)
+        if "collectives" not in omit:
+            write_table(f, "/bench/collectives", "collective benchmark", COLLECTIVE_COLUMNS, cols)
+            write_table(f, "/bench/collectives_rank_times", "per-rank mean times",
+                        [("row", "i8", ""), ("rank", "i8", ""), ("host", "str", ""),
+                         ("time_us", "f8", "us")], rank_rows)
+
+        if "check" not in omit:
+            write_check(f, rng, p, failures)
+
+
+def write_check(f, rng, p, failures):
+    names = ["case", "collective", "algorithm", "dtype", "redop", "count", "in_place", "input",
+             "world_size", "max_abs_error", "max_rel_error", "tolerance", "wrong", "guard_ok",
+             "passed", "message"]
+    types = {"count": "i8", "in_place": "i8", "world_size": "i8", "wrong": "i8", "guard_ok": "i8",
+             "passed": "i8", "max_abs_error": "f8", "max_rel_error": "f8", "tolerance": "f8"}
+    vals = {n: [] for n in names}
+    plan = [("all_reduce", ["native", "ring", "recursive_doubling", "rabenseifner", "naive"],
+             ["sum", "max"]),
+            ("reduce", ["native", "binomial_tree"], ["sum"]),
+            ("broadcast", ["native", "binomial_tree"], ["none"]),
+            ("all_gather", ["native", "ring"], ["none"]),
+            ("reduce_scatter", ["native", "ring"], ["sum"]),
+            ("all_to_all", ["native", "pairwise"], ["none"])]
+    for coll, algos, redops in plan:
+        for algo in algos:
+            for dtype in ("float32", "float64", "int32"):
+                for redop in redops:
+                    for count in (1, 7, 1021):
+                        for in_place in (0, 1):
+                            for inp in ("exact", "random"):
+                                if inp == "random" and dtype == "int32":
+                                    continue
+                                place = "in_place" if in_place else "out_of_place"
+                                tol = 0.0 if inp == "exact" else 1e-5 * count
+                                err = 0.0 if inp == "exact" else float(tol * rng.random() * 0.5)
+                                for k, v in (
+                                        ("case", "/".join((coll, algo, dtype, redop,
+                                                           str(count), place, inp))),
+                                        ("collective", coll), ("algorithm", algo),
+                                        ("dtype", dtype), ("redop", redop), ("count", count),
+                                        ("in_place", in_place), ("input", inp),
+                                        ("world_size", p), ("max_abs_error", err),
+                                        ("max_rel_error", err / 10), ("tolerance", tol),
+                                        ("wrong", 0), ("guard_ok", 1), ("passed", 1),
+                                        ("message", "")):
+                                    vals[k].append(v)
+    # Failed cases: a few wrong elements in one, a clobbered guard region in another.
+    prefixes = ["all_reduce/ring/float32/sum/1021/", "reduce_scatter/ring/float64/sum/7/"]
+    targets = []
+    for k in range(failures):
+        matching = [i for i, c in enumerate(vals["case"])
+                    if c.startswith(prefixes[k % 2]) and i not in targets]
+        targets.append(matching[0])
+    for n, i in enumerate(targets):
+        vals["passed"][i] = 0
+        if n % 2 == 0:
+            vals["wrong"][i] = 3
+            vals["max_abs_error"][i] = 2.0
+            vals["message"][i] = ("rank 2 index 17: got 5 expected 7; rank 2 index 18: got 1 "
+                                  "expected 3; rank 3 index 17: got 5 expected 7")
+        else:
+            vals["guard_ok"][i] = 0
+            vals["message"][i] = "rank 1: guard region after the output buffer was overwritten"
+    write_table(f, "/check/collectives", "conformance cases",
+                [(n, types.get(n, "str"), "") for n in names], vals)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out", help="HDF5 file to write (overwritten)")
+    ap.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    ap.add_argument("--bandwidth-scale", type=float, default=1.0,
+                    help="multiply the modelled link bandwidth (default 1.0)")
+    ap.add_argument("--failures", type=int, default=2, help="failed check cases (default 2)")
+    ap.add_argument("--empty-collectives", action="store_true",
+                    help="write /bench/collectives with 0 rows")
+    ap.add_argument("--omit", action="append", default=[],
+                    choices=["copy_bandwidth", "point_to_point", "collectives", "check"],
+                    help="leave a group out (repeatable)")
+    args = ap.parse_args(argv)
+    write_sample(args.out, seed=args.seed, bandwidth_scale=args.bandwidth_scale,
+                 failures=args.failures, empty_collectives=args.empty_collectives,
+                 omit=tuple(args.omit))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1368 @@
+#!/usr/bin/python3
+"""Draws an HTML report (with PNG plots and a markdown summary) from parity result files.
+
+One file gives a report of that run; two files give a comparison of run B against run A.
+The input format is docs/results-schema.md (schema version 1). Exit status: 0 when the report
+was written, 2 for bad input or usage (one line on stderr starting with "parity report: "),
+1 for an unexpected failure while drawing.
+"""
+
+import argparse
+import html
+import math
+import os
+import re
+import sys
+import traceback
+from collections import OrderedDict, defaultdict
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+PREFIX = "parity report: "
+
+COLLECTIVE_ORDER = ["all_reduce", "reduce", "broadcast", "all_gather", "reduce_scatter",
+                    "all_to_all"]
+ALGORITHM_ORDER = ["native", "ring", "naive", "recursive_doubling", "rabenseifner",
+                   "binomial_tree", "pairwise"]
+DTYPE_ORDER = ["float64", "float32", "float16", "bfloat16", "int32", "int64"]
+REDOP_ORDER = ["sum", "prod", "max", "min", "avg", "none"]
+PROVENANCE_ORDER = ["schema", "schema_version", "parity_version", "git_commit", "command_line",
+                    "subcommand", "start_time_utc", "end_time_utc", "world_size", "hosts",
+                    "backend", "device", "mpi_library", "hdf5_version", "compiler", "cpu_model",
+                    "half_accumulate"]
+ESSENTIALS = ["parity_version", "git_commit", "subcommand", "start_time_utc", "world_size",
+              "hosts", "backend", "device", "mpi_library", "cpu_model"]
+
+BENCH_REQUIRED = ["collective", "algorithm", "size_bytes", "busbw_GBps", "time_us"]
+BENCH_OPTIONAL = {"dtype": "", "redop": "", "in_place": 0, "root": -1, "world_size": -1,
+                  "count": -1, "iterations": -1, "time_p50_us": math.nan,
+                  "time_p95_us": math.nan, "time_min_rank_us": math.nan,
+                  "time_max_rank_us": math.nan, "algbw_GBps": math.nan, "wrong": -1,
+                  "predicted_time_us": math.nan, "predicted_busbw_GBps": math.nan}
+
+
+class UsageError(Exception):
+    """Bad command line or unusable output directory (exit status 2)."""
+
+
+# --------------------------------------------------------------------------------------------
+# Formatting helpers
+
+def esc(value):
+    return html.escape(str(value), quote=True)
+
+
+def finite(x):
+    try:
+        return x is not None and math.isfinite(float(x))
+    except (TypeError, ValueError):
+        return False
+
+
+def fmt_size(n):
+    n = float(n)
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            v = n / scale
+            return f"{v:.0f} {unit}" if v == int(v) else f"{v:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
+def fmt_num(x, digits=2):
+    """Fixed decimals for values >= 1, three significant digits below; '–' for missing."""
+    if not finite(x):
+        return "–"
+    x = float(x)
+    if x == 0:
+        return "0"
+    if abs(x) >= 1:
+        return f"{x:.{digits}f}"
+    return f"{x:.3g}"
+
+
+def fmt_time(us):
+    if not finite(us):
+        return "–"
+    return f"{us:.2f}" if abs(us) < 1e4 else f"{us:.0f}"
+
+
+def fmt_ratio(x):
+    return f"{x:.3f}" if finite(x) else "–"
+
+
+def fmt_int(x):
+    try:
+        return str(int(x))
+    except (TypeError, ValueError):
+        return "–"
+
+
+def fmt_wrong(x):
+    try:
+        x = int(x)
+    except (TypeError, ValueError):
+        return "–"
+    return "n/c" if x < 0 else str(x)
+
+
+def median(values):
+    vals = sorted(v for v in values if finite(v))
+    if not vals:
+        return math.nan
+    mid = len(vals) // 2
+    return vals[mid] if len(vals) % 2 else 0.5 * (vals[mid - 1] + vals[mid])
+
+
+def order_key(value, order):
+    return (order.index(value) if value in order else len(order), str(value))
+
+
+def compress_ranks(ranks):
+    ranks = sorted(ranks)
+    parts, start, prev = [], None, None
+    for r in ranks:
+        if start is None:
+            start = prev = r
+        elif r == prev + 1:
+            prev = r
+        else:
+            parts.append(f"{start}" if start == prev else f"{start}-{prev}")
+            start = prev = r
+    if start is not None:
+        parts.append(f"{start}" if start == prev else f"{start}-{prev}")
+    return ",".join(parts)
+
+
+def hosts_summary(hosts):
+    """['a','a','b'] -> [('a', '0-1'), ('b', '2')] in order of first appearance."""
+    by_host = OrderedDict()
+    for rank, h in enumerate(hosts):
+        by_host.setdefault(h, []).append(rank)
+    return [(h, compress_ranks(r)) for h, r in by_host.items()]
+
+
+def hosts_text(hosts):
+    return "; ".join(f"{h}: ranks {r}" for h, r in hosts_summary(hosts))
+
+
+def attr_text(name, value):
+    if name == "hosts":
+        hosts = [value] if isinstance(value, str) else list(value or [])
+        return hosts_text(hosts) if hosts else "–"
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def slug(text):
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")[:80]
+
+
+def placement(in_place):
+    return "in place" if int(in_place) == 1 else "out of place"
+
+
+# --------------------------------------------------------------------------------------------
+# Data preparation
+
+def table_rows(table, defaults):
+    """List of dict rows; missing optional columns filled from defaults."""
+    n = len(table)
+    cols = {c: table[c].tolist() for c in table.columns}
+    rows = []
+    for i in range(n):
+        row = {c: cols[c][i] for c in cols}
+        for c, d in defaults.items():
+            row.setdefault(c, d)
+        row["_row"] = i
+        rows.append(row)
+    return rows
+
+
+class Bench:
+    """Collective benchmark rows, grouped for plotting."""
+
+    def __init__(self, rf):
+        self.table = rf.table("/bench/collectives")
+        self.present = self.table is not None
+        self.missing = self.table.missing(BENCH_REQUIRED) if self.present else []
+        self.rows = []
+        if self.present and not self.missing:
+            self.rows = table_rows(self.table, BENCH_OPTIONAL)
+        self.usable = bool(self.rows)
+        self.file_world = rf.world_size
+        groups = defaultdict(list)
+        for r in self.rows:
+            groups[self.key(r)].append(r)
+        self.groups = OrderedDict(sorted(groups.items(), key=lambda kv: self.sort_key(kv[0])))
+        self.native = {}
+        for key, rows in self.groups.items():
+            for r in rows:
+                if r["algorithm"] == "native":
+                    self.native.setdefault((key, r["size_bytes"]), r)
+
+    @staticmethod
+    def key(r):
+        return (r["collective"], r["dtype"], r["redop"], int(r["in_place"]), int(r["root"]),
+                int(r["world_size"]))
+
+    @staticmethod
+    def sort_key(key):
+        coll, dtype, redop, in_place, root, ws = key
+        return (order_key(coll, COLLECTIVE_ORDER), order_key(dtype, DTYPE_ORDER),
+                order_key(redop, REDOP_ORDER), in_place, root, ws)
+
+    def title(self, key):
+        coll, dtype, redop, in_place, root, ws = key
+        parts = [coll, dtype]
+        if redop and redop != "none":
+            parts.append(redop)
+        parts.append(placement(in_place))
+        if root >= 0:
+            parts.append(f"root {root}")
+        if ws > 0 and ws != self.file_world:
+            parts.append(f"{ws} ranks")
+        return " · ".join(p for p in parts if p)
+
+    def native_ratio(self, key, r):
+        nat = self.native.get((key, r["size_bytes"]))
+        if nat is None or not finite(nat["busbw_GBps"]) or nat["busbw_GBps"] <= 0:
+            return math.nan
+        return r["busbw_GBps"] / nat["busbw_GBps"]
+
+    def best_at_largest(self):
+        """Per (collective, algorithm): the row with the highest busbw at that pair's largest
+        size, with its ratio to native busbw at the same (dtype, redop, placement, size)."""
+        by_pair = defaultdict(list)
+        for key, rows in self.groups.items():
+            for r in rows:
+                by_pair[(r["collective"], r["algorithm"])].append((key, r))
+        out = []
+        for pair in sorted(by_pair, key=lambda p: (order_key(p[0], COLLECTIVE_ORDER),
+                                                  order_key(p[1], ALGORITHM_ORDER))):
+            items = by_pair[pair]
+            largest = max(r["size_bytes"] for _, r in items)
+            at = [(k, r) for k, r in items
+                  if r["size_bytes"] == largest and finite(r["busbw_GBps"])]
+            if not at:
+                continue
+            key, best = max(at, key=lambda kr: kr[1]["busbw_GBps"])
+            out.append((pair, key, best, self.native_ratio(key, best)))
+        return out
+
+
+def host_copy_bw(rf):
+    t = rf.table("/host/copy_bandwidth")
+    if t is None or not t.has("bandwidth_GBps") or len(t) == 0:
+        return None
+    vals = [float(v) for v in t["bandwidth_GBps"].tolist() if finite(v)]
+    return max(vals) if vals else None
+
+
+class Check:
+    """Conformance cases summarised per collective x algorithm."""
+
+    def __init__(self, rf):
+        self.table = rf.table("/check/collectives")
+        self.present = self.table is not None
+        self.missing = self.table.missing(["passed"]) if self.present else []
+        self.rows = []
+        if self.present and not self.missing:
+            self.rows = table_rows(self.table, {"case": "", "collective": "", "algorithm": "",
+                                                "dtype": "", "redop": "", "count": -1,
+                                                "in_place": 0, "input": "", "wrong": -1,
+                                                "guard_ok": 1, "max_abs_error": math.nan,
+                                                "tolerance": math.nan, "message": ""})
+        self.total = len(self.rows)
+        self.failures = [r for r in self.rows if int(r["passed"]) != 1]
+        self.failed = len(self.failures)
+        self.passed = self.total - self.failed
+        cells = defaultdict(lambda: [0, 0, 0])
+        for r in self.rows:
+            c = cells[(r["collective"], r["algorithm"])]
+            c[0] += 1
+            c[1 if int(r["passed"]) == 1 else 2] += 1
+        self.cells = OrderedDict(sorted(cells.items(), key=lambda kv: (
+            order_key(kv[0][0], COLLECTIVE_ORDER), order_key(kv[0][1], ALGORITHM_ORDER))))
+
+    @property
+    def usable(self):
+        return self.present and not self.missing
+
+    def words(self):
+        if not self.present:
+            return "no conformance results in this file"
+        if self.missing:
+            return "conformance table unusable (missing column 'passed')"
+        if self.total == 0:
+            return "0 conformance cases"
+        if self.failed == 0:
+            return f"{self.total} cases, all passed"
+        return f"{self.total} cases, {self.failed} failed ({self.passed} passed)"
+
+
+class P2P:
+    def __init__(self, rf):
+        self.table = rf.table("/bench/point_to_point")
+        self.present = self.table is not None
+        attrs = rf.group_attrs.get("/bench/point_to_point", {})
+        self.alpha = attrs.get("alpha_us")
+        self.beta = attrs.get("beta_us_per_byte")
+        self.alpha = float(self.alpha) if finite(self.alpha) else None
+        self.beta = float(self.beta) if finite(self.beta) else None
+        self.points = []
+        if self.present and self.table.has("size_bytes", "time_us"):
+            self.points = sorted(zip(self.table["size_bytes"].tolist(),
+                                     self.table["time_us"].tolist()))
+
+    @property
+    def bandwidth_GBps(self):
+        if self.beta is None or self.beta <= 0:
+            return None
+        return 1e-3 / self.beta  # 1 B/us = 1e-3 GB/s
+
+    def text(self):
+        parts = []
+        parts.append(f"alpha = {self.alpha:.3g} us" if self.alpha is not None else "alpha = –")
+        if self.beta is not None:
+            bw = self.bandwidth_GBps
+            parts.append(f"beta = {self.beta:.4g} us/B" + (f" ({bw:.3g} GB/s)" if bw else ""))
+        else:
+            parts.append("beta = –")
+        return ", ".join(parts)
+
+
+class SlowRanks:
+    """Per-rank times of the rows at each group's largest size."""
+
+    def __init__(self, rf, bench):
+        self.table = rf.table("/bench/collectives_rank_times")
+        self.present = self.table is not None
+        self.missing = (self.table.missing(["row", "rank", "time_us"]) if self.present else [])
+        self.entries = []  # (key, bench row, {rank: time}, {rank: host})
+        self.bad_refs = 0
+        if not (self.present and not self.missing and bench.usable):
+            return
+        by_row = defaultdict(dict)
+        hosts_by_row = defaultdict(dict)
+        host_col = self.table.get("host")
+        rows_col = self.table["row"].tolist()
+        rank_col = self.table["rank"].tolist()
+        time_col = self.table["time_us"].tolist()
+        hosts = rf.hosts
+        n = len(bench.rows)
+        for i, (row, rank, t) in enumerate(zip(rows_col, rank_col, time_col)):
+            if not (0 <= row < n):
+                self.bad_refs += 1
+                continue
+            by_row[row][rank] = t
+            if host_col is not None:
+                hosts_by_row[row][rank] = host_col[i]
+            elif 0 <= rank < len(hosts):
+                hosts_by_row[row][rank] = hosts[rank]
+        for key, rows in bench.groups.items():
+            largest = max(r["size_bytes"] for r in rows)
+            for r in sorted((r for r in rows if r["size_bytes"] == largest),
+                            key=lambda r: order_key(r["algorithm"], ALGORITHM_ORDER)):
+                times = {k: v for k, v in by_row.get(r["_row"], {}).items() if finite(v)}
+                if times:
+                    self.entries.append((key, r, times, hosts_by_row.get(r["_row"], {})))
+
+    def rank_hosts(self):
+        out = {}
+        for _, _, _, hosts in self.entries:
+            out.update(hosts)
+        return out
+
+    def relative(self):
+        """Mean over entries of rank time / median rank time of that row; and slowest counts."""
+        sums, counts, slowest = defaultdict(float), defaultdict(int), defaultdict(int)
+        for _, _, times, _ in self.entries:
+            med = median(times.values())
+            if not med > 0:
+                continue
+            for rank, t in times.items():
+                sums[rank] += t / med
+                counts[rank] += 1
+            slowest[max(times, key=times.get)] += 1
+        rel = {rank: sums[rank] / counts[rank] for rank in sums}
+        return rel, slowest
+
+
+# --------------------------------------------------------------------------------------------
+# Plotting
+
+class Plotter:
+    """Writes PNG figures into the output directory; everything matplotlib lives here."""
+
+    def __init__(self, outdir):
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from matplotlib.lines import Line2D
+        from matplotlib.patches import Patch
+        self.plt, self.Line2D, self.Patch = plt, Line2D, Patch
+        self.outdir = outdir
+        self.count = 0
+        self.colors = {}
+        palette = plt.get_cmap("tab10").colors
+        self.palette = [palette[i] for i in (0, 1, 2, 3, 4, 6, 8, 9, 5, 7)]
+        for i, a in enumerate(ALGORITHM_ORDER[1:]):
+            self.colors[a] = self.palette[i]
+        plt.rcParams.update({"font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10,
+                             "legend.fontsize": 9, "axes.grid": True, "grid.alpha": 0.3,
+                             "grid.linestyle": "-"})
+
+    def color(self, algorithm):
+        if algorithm == "native":
+            return "black"
+        if algorithm not in self.colors:
+            self.colors[algorithm] = self.palette[len(self.colors) % len(self.palette)]
+        return self.colors[algorithm]
+
+    def style(self, algorithm):
+        if algorithm == "native":
+            return dict(color="black", linewidth=2.8, zorder=4)
+        return dict(color=self.color(algorithm), linewidth=1.6, zorder=3)
+
+    def save(self, fig, name, legend_rows=1, suptitle=True):
+        height = fig.get_size_inches()[1]
+        bottom = min(0.35, (0.12 + 0.24 * legend_rows) / height) if legend_rows else 0
+        top = 1 - 0.4 / height if suptitle else 1
+        fig.tight_layout(rect=[0, bottom, 1, top])
+        fname = f"fig{self.count:03d}_{slug(name)}.png"
+        self.count += 1
+        fig.savefig(os.path.join(self.outdir, fname), dpi=100)
+        self.plt.close(fig)
+        return fname
+
+    @staticmethod
+    def size_axis(ax, sizes):
+        sizes = [s for s in sizes if s > 0]
+        ax.set_xscale("log", base=2)
+        if not sizes:
+            return
+        k0 = math.floor(math.log2(min(sizes)))
+        k1 = math.ceil(math.log2(max(sizes)))
+        step = max(1, math.ceil((k1 - k0) / 8))
+        ticks = [2.0 ** k for k in range(k0, k1 + 1, step)]
+        ax.set_xticks(ticks)
+        ax.set_xticklabels([fmt_size(t) for t in ticks])
+        ax.minorticks_off()
+        ax.set_xlim(2.0 ** k0 / 1.3, 2.0 ** k1 * 1.3)
+
+    @staticmethod
+    def positive(xs, ys):
+        pts = [(x, y) for x, y in zip(xs, ys) if finite(x) and finite(y) and x > 0 and y > 0]
+        return [p[0] for p in pts], [p[1] for p in pts]
+
+    def legend(self, fig, handles):
+        ncol = min(len(handles), 5)
+        fig.legend(handles=handles, loc="lower center", ncol=ncol, frameon=False,
+                   bbox_to_anchor=(0.5, 0.0))
+        return math.ceil(len(handles) / ncol) if handles else 0
+
+    def collective_group(self, title, by_algo, host_bw):
+        """by_algo: [(algorithm, rows sorted by size)]. Two panels: busbw and latency."""
+        plt = self.plt
+        fig, (ax_bw, ax_t) = plt.subplots(1, 2, figsize=(12, 5.0))
+        handles, has_pred, has_band = [], False, False
+        all_sizes = []
+        for algo, rows in by_algo:
+            st = self.style(algo)
+            sizes = [r["size_bytes"] for r in rows]
+            all_sizes += sizes
+            x, y = self.positive(sizes, [r["busbw_GBps"] for r in rows])
+            ax_bw.plot(x, y, marker="o", markersize=3, label=algo, **st)
+            x, y = self.positive(sizes, [r["predicted_busbw_GBps"] for r in rows])
+            if len(x) > 1:
+                ax_bw.plot(x, y, linestyle=":", linewidth=1.0, color=st["color"], zorder=2)
+                has_pred = True
+            x, y = self.positive(sizes, [r["time_us"] for r in rows])
+            ax_t.plot(x, y, marker="o", markersize=3, **st)
+            band = [(r["size_bytes"], r["time_p50_us"], r["time_p95_us"]) for r in rows
+                    if r["size_bytes"] > 0 and finite(r["time_p50_us"]) and finite(r["time_p95_us"])
+                    and r["time_p50_us"] > 0 and r["time_p95_us"] > 0]
+            if len(band) > 1:
+                ax_t.fill_between([b[0] for b in band], [b[1] for b in band],
+                                  [b[2] for b in band], color=st["color"], alpha=0.15,
+                                  linewidth=0, zorder=1)
+                has_band = True
+            x, y = self.positive(sizes, [r["predicted_time_us"] for r in rows])
+            if len(x) > 1:
+                ax_t.plot(x, y, linestyle=":", linewidth=1.0, color=st["color"], zorder=2)
+            handles.append(self.Line2D([], [], marker="o", markersize=3, label=algo, **st))
+        if host_bw:
+            ax_bw.axhline(host_bw, color="0.45", linestyle="--", linewidth=1.2, zorder=1)
+            handles.append(self.Line2D([], [], color="0.45", linestyle="--",
+                                       label=f"host memcpy {host_bw:.3g} GB/s"))
+        if has_pred:
+            handles.append(self.Line2D([], [], color="0.3", linestyle=":",
+                                       label="alpha-beta prediction"))
+        if has_band:
+            handles.append(self.Patch(color="0.3", alpha=0.2, label="p50–p95 time"))
+        for ax in (ax_bw, ax_t):
+            self.size_axis(ax, all_sizes)
+            ax.set_yscale("log")
+            ax.set_xlabel("size (bytes)")
+        ax_bw.set_ylabel("busbw (GB/s)")
+        ax_bw.set_title("bus bandwidth (higher is better)")
+        ax_t.set_ylabel("time (us)")
+        ax_t.set_title("latency, mean of slowest rank (lower is better)")
+        fig.suptitle(title, fontsize=12, fontweight="bold")
+        rows = self.legend(fig, handles)
+        return self.save(fig, "coll_" + title, rows)
+
+    def comparison_group(self, title, by_algo, labels, host_bws):
+        """by_algo: [(algorithm, rows_a, rows_b)] rows sorted by size. busbw + ratio panels."""
+        plt = self.plt
+        fig, (ax_bw, ax_r) = plt.subplots(1, 2, figsize=(12, 5.0))
+        handles, all_sizes, ratio_vals = [], [], []
+        for algo, rows_a, rows_b in by_algo:
+            st = self.style(algo)
+            for rows, ls in ((rows_a, "-"), (rows_b, "--")):
+                sizes = [r["size_bytes"] for r in rows]
+                all_sizes += sizes
+                x, y = self.positive(sizes, [r["busbw_GBps"] for r in rows])
+                if x:
+                    ax_bw.plot(x, y, marker="o", markersize=3, linestyle=ls, **st)
+            bmap = {r["size_bytes"]: r["busbw_GBps"] for r in rows_b}
+            pts = [(r["size_bytes"], bmap[r["size_bytes"]] / r["busbw_GBps"]) for r in rows_a
+                   if r["size_bytes"] in bmap and finite(r["busbw_GBps"]) and r["busbw_GBps"] > 0
+                   and finite(bmap[r["size_bytes"]]) and r["size_bytes"] > 0]
+            if pts:
+                ax_r.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3,
+                          **st)
+                ratio_vals += [p[1] for p in pts]
+            handles.append(self.Line2D([], [], label=algo, **st))
+        styles = [("-", "solid"), ("--", "dashed")]
+        for (ls, word), label, hb in zip(styles, labels, host_bws):
+            handles.append(self.Line2D([], [], color="0.3", linestyle=ls,
+                                       label=f"{label} ({word})"))
+            if hb:
+                ax_bw.axhline(hb, color="0.6", linestyle=ls, linewidth=1.0, zorder=1)
+        if any(host_bws):
+            handles.append(self.Line2D([], [], color="0.6", linewidth=1.0,
+                                       label="host memcpy (grey)"))
+        for ax in (ax_bw, ax_r):
+            self.size_axis(ax, all_sizes)
+            ax.set_xlabel("size (bytes)")
+        ax_bw.set_yscale("log")
+        ax_bw.set_ylabel("busbw (GB/s)")
+        ax_bw.set_title("bus bandwidth")
+        ax_r.axhline(1.0, color="0.3", linewidth=1.0, zorder=1)
+        good = [v for v in ratio_vals if finite(v) and v > 0]
+        if good and (max(good) / min(good) > 20):
+            ax_r.set_yscale("log")
+        ax_r.set_ylabel(f"busbw ratio {labels[1]} / {labels[0]}")
+        ax_r.set_title("B / A (above 1: B faster)")
+        fig.suptitle(title, fontsize=12, fontweight="bold")
+        rows = self.legend(fig, handles)
+        return self.save(fig, "cmp_" + title, rows)
+
+    def slow_rank_summary(self, rel, slowest, rank_hosts, n_rows):
+        plt = self.plt
+        ranks = sorted(rel)
+        fig, ax = plt.subplots(figsize=(max(6, min(14, 0.35 * len(ranks) + 3)), 4.2))
+        host_list = list(OrderedDict.fromkeys(rank_hosts.get(r, "?") for r in ranks))
+        hcolor = {h: self.palette[i % len(self.palette)] for i, h in enumerate(host_list)}
+        worst = max(ranks, key=lambda r: rel[r])
+        bars = ax.bar(range(len(ranks)), [rel[r] for r in ranks],
+                      color=[hcolor[rank_hosts.get(r, "?")] for r in ranks],
+                      edgecolor=["red" if r == worst else "none" for r in ranks], linewidth=2)
+        del bars
+        ax.axhline(1.0, color="0.3", linewidth=1.0)
+        lo = min(rel.values())
+        ax.set_ylim(min(0.9, lo - 0.02), max(rel.values()) * 1.05)
+        step = max(1, math.ceil(len(ranks) / 32))
+        shown = list(range(0, len(ranks), step))
+        ax.set_xticks(shown)
+        if len(ranks) <= 16:
+            ax.set_xticklabels([f"{ranks[i]}\n{rank_hosts.get(ranks[i], '')}" for i in shown])
+        else:
+            ax.set_xticklabels([str(ranks[i]) for i in shown])
+        ax.set_xlabel("rank")
+        ax.set_ylabel("rank time / median rank time")
+        ax.set_title(f"Rank time relative to the median rank, at each group's largest size\n"
+                     f"(mean over {n_rows} rows; red edge: slowest rank, {worst})")
+        handles = [self.Patch(color=hcolor[h], label=h) for h in host_list[:10]]
+        rows = self.legend(fig, handles) if len(host_list) > 1 else 0
+        return self.save(fig, "slow_ranks", rows, suptitle=False)
+
+    def slow_rank_detail(self, panels, rank_hosts):
+        """panels: [(title, [(algorithm, {rank: time})])] one subplot each. Each rank's time is
+        shown relative to the median rank of the same row, as a deviation from 1."""
+        plt = self.plt
+        n = len(panels)
+        ncols = 2 if n > 1 else 1
+        nrows = math.ceil(n / ncols)
+        fig, axes = plt.subplots(nrows, ncols, figsize=(12, 3.4 * nrows + 0.8), squeeze=False)
+        algos_seen = []
+        for ax, (title, series) in zip(axes.flat, panels):
+            ranks = sorted({r for _, times in series for r in times})
+            width = 0.8 / max(1, len(series))
+            for j, (algo, times) in enumerate(series):
+                if algo not in algos_seen:
+                    algos_seen.append(algo)
+                med = median(list(times.values()))
+                rel = [times[r] / med if r in times and med > 0 else math.nan for r in ranks]
+                color = self.color(algo) if algo != "native" else "0.15"
+                if len(ranks) <= 16:
+                    xs = [i + (j - (len(series) - 1) / 2) * width for i in range(len(ranks))]
+                    ax.bar(xs, [v - 1 for v in rel], bottom=1.0, width=width, color=color)
+                else:
+                    ax.plot(range(len(ranks)), rel, marker="o", markersize=2.5, linewidth=1.0,
+                            color=color)
+            ax.axhline(1.0, color="0.3", linewidth=0.8)
+            step = max(1, math.ceil(len(ranks) / 16))
+            shown = list(range(0, len(ranks), step))
+            ax.set_xticks(shown)
+            if len(ranks) <= 16:
+                ax.set_xticklabels([f"{ranks[i]}\n{rank_hosts.get(ranks[i], '')}" for i in shown],
+                                   fontsize=8)
+            else:
+                ax.set_xticklabels([str(ranks[i]) for i in shown], fontsize=8)
+                ax.set_xlabel("rank", fontsize=9)
+            ax.set_ylabel("time / median rank")
+            ax.set_title(title, fontsize=10)
+            ax.grid(axis="x", visible=False)
+        for ax in list(axes.flat)[n:]:
+            ax.set_visible(False)
+        handles = [self.Patch(color=self.color(a) if a != "native" else "0.15", label=a)
+                   for a in algos_seen]
+        fig.suptitle("Per-rank time at the largest size, relative to the median rank "
+                     "(above 1: slower)", fontsize=12, fontweight="bold")
+        rows = self.legend(fig, handles)
+        return self.save(fig, "slow_rank_detail", rows)
+
+    def point_to_point(self, runs):
+        """runs: [(label, P2P, linestyle)]."""
+        plt = self.plt
+        fig, ax = plt.subplots(figsize=(7.5, 4.8))
+        handles = []
+        for i, (label, p2p, ls) in enumerate(runs):
+            color = self.palette[i]
+            x, y = self.positive([p[0] for p in p2p.points], [p[1] for p in p2p.points])
+            if x:
+                ax.plot(x, y, marker="o", markersize=4, linestyle="none", color=color)
+            if p2p.alpha is not None and p2p.beta is not None and x:
+                xs = [2.0 ** (k / 4) for k in range(int(4 * math.log2(min(x))),
+                                                    int(4 * math.log2(max(x))) + 1)]
+                fit = [p2p.alpha + p2p.beta * s for s in xs]
+                fx, fy = self.positive(xs, fit)
+                ax.plot(fx, fy, linestyle=ls, color=color, linewidth=1.3)
+            handles.append(self.Line2D([], [], marker="o", markersize=4, linestyle=ls,
+                                       color=color, label=f"{label}: {p2p.text()}"))
+        self.size_axis(ax, [p[0] for _, p2p, _ in runs for p in p2p.points])
+        ax.set_yscale("log")
+        ax.set_xlabel("message size (bytes)")
+        ax.set_ylabel("half round-trip time (us)")
+        ax.set_title("Ping-pong rank 0 <-> rank 1 (points) and alpha + beta·size fit (line)")
+        fig.legend(handles=handles, loc="lower center", ncol=1, frameon=False)
+        return self.save(fig, "point_to_point", len(handles) + 0.3, suptitle=False)
+
+
+# --------------------------------------------------------------------------------------------
+# HTML
+
+CSS = """
+body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 1.5em auto;
+       max-width: 1250px; padding: 0 1em; color: #222; line-height: 1.4; }
+h1 { font-size: 1.6em; margin-bottom: 0.2em; }
+h2 { font-size: 1.3em; border-bottom: 1px solid #ccc; padding-bottom: 0.2em; margin-top: 2em; }
+h3 { font-size: 1.05em; margin-top: 1.6em; }
+table { border-collapse: collapse; margin: 0.5em 0 1em 0; font-size: 0.86em; }
+th, td { border: 1px solid #d4d4d4; padding: 0.15em 0.5em; vertical-align: top; }
+th { background: #f0f0f0; text-align: left; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+tr:nth-child(even) td { background: #fafafa; }
+tr.native td { font-weight: 600; }
+.bad { color: #b00020; font-weight: 600; }
+.good { color: #1b6e20; font-weight: 600; }
+.note { color: #666; font-style: italic; }
+.diff td { background: #fff4d6 !important; }
+img { max-width: 100%; border: 1px solid #eee; }
+code, .mono { font-family: Menlo, Consolas, monospace; font-size: 0.92em; }
+details { margin: 0.3em 0 1em 0; }
+summary { cursor: pointer; color: #245; }
+ul.glance li { margin: 0.15em 0; }
+nav a { margin-right: 1em; }
+td.msg { font-family: Menlo, Consolas, monospace; font-size: 0.9em; white-space: pre-wrap;
+         max-width: 60em; }
+"""
+
+
+class Page:
+    def __init__(self, title):
+        self.parts = []
+        self.title = title
+
+    def add(self, text):
+        self.parts.append(text)
+
+    def p(self, text, cls=None):
+        self.add(f"<p class=\"{cls}\">{text}</p>" if cls else f"<p>{text}</p>")
+
+    def note(self, text):
+        self.p(esc(text), "note")
+
+    def img(self, fname, alt):
+        self.add(f"<p><img src=\"{esc(fname)}\" alt=\"{esc(alt)}\"></p>")
+
+    def table(self, header, rows, numeric=(), row_classes=None):
+        """header: list of str; rows: list of lists of already-escaped cell html."""
+        out = ["<table><thead><tr>"]
+        for i, h in enumerate(header):
+            out.append(f"<th class=\"num\">{esc(h)}</th>" if i in numeric else f"<th>{esc(h)}</th>")
+        out.append("</tr></thead><tbody>")
+        for j, row in enumerate(rows):
+            cls = row_classes[j] if row_classes else ""
+            out.append(f"<tr class=\"{cls}\">" if cls else "<tr>")
+            for i, cell in enumerate(row):
+                out.append(f"<td class=\"num\">{cell}</td>" if i in numeric else f"<td>{cell}</td>")
+            out.append("</tr>")
+        out.append("</tbody></table>")
+        self.add("".join(out))
+
+    def details(self, summary, body_fn):
+        self.add(f"<details><summary>{esc(summary)}</summary>")
+        body_fn()
+        self.add("</details>")
+
+    def render(self):
+        return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+                f"<title>{esc(self.title)}</title><style>{CSS}</style></head><body>\n"
+                f"<h1>{esc(self.title)}</h1>\n" + "\n".join(self.parts) + "\n</body></html>\n")
+
+
+# --------------------------------------------------------------------------------------------
+# Single-run report
+
+def provenance_section(page, rf):
+    page.add("<h2 id=\"provenance\">Provenance</h2>")
+    names = [n for n in PROVENANCE_ORDER if n in rf.attrs] + \
+        sorted(n for n in rf.attrs if n not in PROVENANCE_ORDER)
+    rows = []
+    for n in names:
+        cell = esc(attr_text(n, rf.attrs[n]))
+        rows.append([f"<span class=\"mono\">{esc(n)}</span>", cell])
+    missing = [n for n in PROVENANCE_ORDER if n not in rf.attrs]
+    page.table(["attribute", "value"], rows)
+    if missing:
+        page.note("Attributes the schema lists but this file lacks: " + ", ".join(missing) + ".")
+    if rf.other_tables:
+        page.note("Other tables in the file (not shown): " + ", ".join(rf.other_tables) + ".")
+
+
+def group_table(page, bench, key, rows):
+    header = ["size (B)", "count", "algorithm", "time (us)", "algbw (GB/s)", "busbw (GB/s)",
+              "#wrong", "p50 (us)", "p95 (us)", "min rank (us)", "max rank (us)",
+              "pred. busbw (GB/s)", "busbw / native"]
+    numeric = {0, 1, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}
+    body, classes = [], []
+    for r in sorted(rows, key=lambda r: (r["size_bytes"],
+                                         order_key(r["algorithm"], ALGORITHM_ORDER))):
+        wrong = fmt_wrong(r["wrong"])
+        if wrong not in ("0", "n/c", "–"):
+            wrong = f"<span class=\"bad\">{wrong}</span>"
+        body.append([fmt_int(r["size_bytes"]), fmt_int(r["count"]), esc(r["algorithm"]),
+                     fmt_time(r["time_us"]), fmt_num(r["algbw_GBps"]), fmt_num(r["busbw_GBps"]),
+                     wrong, fmt_time(r["time_p50_us"]), fmt_time(r["time_p95_us"]),
+                     fmt_time(r["time_min_rank_us"]), fmt_time(r["time_max_rank_us"]),
+                     fmt_num(r["predicted_busbw_GBps"]), fmt_ratio(bench.native_ratio(key, r))])
+        classes.append("native" if r["algorithm"] == "native" else "")
+    page.table(header, body, numeric, classes)
+
+
+def by_algorithm(rows):
+    algos = defaultdict(list)
+    for r in rows:
+        algos[r["algorithm"]].append(r)
+    return [(a, sorted(algos[a], key=lambda r: r["size_bytes"]))
+            for a in sorted(algos, key=lambda a: order_key(a, ALGORITHM_ORDER))]
+
+
+def best_table(page, best):
+    rows = []
+    for (coll, algo), key, r, ratio in best:
+        rows.append([esc(coll), esc(algo), esc(fmt_size(r["size_bytes"])),
+                     esc(f"{r['dtype']} {r['redop']} {placement(r['in_place'])}"),
+                     fmt_num(r["busbw_GBps"]), fmt_ratio(ratio)])
+    page.table(["collective", "algorithm", "largest size", "best at", "busbw (GB/s)",
+                "busbw / native"], rows, numeric={4, 5})
+
+
+def collectives_section(page, rf, bench, plotter, max_plots):
+    page.add("<h2 id=\"collectives\">Collective benchmark</h2>")
+    if not bench.present:
+        page.note("This file has no /bench/collectives table "
+                  "(no collective benchmark in this run).")
+        return
+    if bench.missing:
+        page.note("/bench/collectives lacks required column(s) " + ", ".join(bench.missing)
+                  + "; it cannot be shown.")
+        return
+    if not bench.rows:
+        page.note("/bench/collectives is present but has 0 rows.")
+        return
+    host_bw = host_copy_bw(rf)
+    page.p(f"{len(bench.rows)} rows in {len(bench.groups)} groups (collective, type, reduction, "
+           "placement). Lines: one per algorithm; <b>native</b> (thick, black) is the backend's "
+           "own collective and the baseline. Dotted: alpha-beta prediction; shaded: p50–p95 of "
+           "the slowest rank's time" + (f"; dashed grey: host memcpy bandwidth "
+                                        f"({host_bw:.3g} GB/s)" if host_bw else "") + ". "
+           "#wrong “n/c”: not checked.")
+    if host_bw is None:
+        page.note("No /host/copy_bandwidth table: no memcpy reference line.")
+    page.add("<h3>Best busbw at the largest size</h3>")
+    best_table(page, bench.best_at_largest())
+    plotted, skipped_budget = 0, 0
+    for key, rows in bench.groups.items():
+        title = bench.title(key)
+        page.add(f"<h3 id=\"g-{esc(slug(title))}\">{esc(title)}</h3>")
+        sizes = {r["size_bytes"] for r in rows}
+        if len(sizes) < 2:
+            page.note(f"Only one size ({fmt_size(next(iter(sizes)))}): table only, no plot.")
+        elif plotted >= max_plots:
+            skipped_budget += 1
+            page.note(f"Plot left out (more than --max-plots {max_plots} groups).")
+        else:
+            fname = plotter.collective_group(title, by_algorithm(rows), host_bw)
+            page.img(fname, f"busbw and latency vs size, {title}")
+            plotted += 1
+        page.details(f"Table: {len(rows)} rows",
+                     lambda rows=rows, key=key: group_table(page, bench, key, rows))
+    if skipped_budget:
+        page.note(f"{skipped_budget} group plot(s) left out to keep the page bounded.")
+
+
+def slow_rank_section(page, rf, bench, plotter):
+    page.add("<h2 id=\"slow-ranks\">Slow ranks</h2>")
+    sr = SlowRanks(rf, bench)
+    if not sr.present:
+        page.note("This file has no /bench/collectives_rank_times table.")
+        return sr
+    if sr.missing:
+        page.note("/bench/collectives_rank_times lacks column(s) " + ", ".join(sr.missing) + ".")
+        return sr
+    if not bench.usable:
+        page.note("No collective benchmark rows to attribute rank times to.")
+        return sr
+    if sr.bad_refs:
+        page.note(f"{sr.bad_refs} rank-time rows refer to rows outside /bench/collectives; "
+                  "ignored.")
+    if not sr.entries:
+        page.note("No per-rank times for the largest sizes.")
+        return sr
+    rel, slowest = sr.relative()
+    hosts = sr.rank_hosts()
+    if rel:
+        worst = max(rel, key=rel.get)
+        page.p(f"Over the {len(sr.entries)} rows at each group's largest size, the slowest rank "
+               f"is <b>rank {worst}</b> (host <b>{esc(hosts.get(worst, '?'))}</b>): on average "
+               f"{rel[worst]:.2f}× the median rank's time, and the slowest rank in "
+               f"{slowest.get(worst, 0)} of {len(sr.entries)} rows.")
+        page.img(plotter.slow_rank_summary(rel, slowest, hosts, len(sr.entries)),
+                 "per-rank relative time")
+    # One panel per collective (at most 6): its group with the most algorithms.
+    per_group = OrderedDict()
+    for key, r, times, _ in sr.entries:
+        per_group.setdefault(key, []).append((r["algorithm"], times, r["size_bytes"]))
+    best_group = {}
+    for key, series in per_group.items():
+        if key[0] not in best_group or len(series) > len(per_group[best_group[key[0]]]):
+            best_group[key[0]] = key
+    panels = [(f"{bench.title(key)} at {fmt_size(per_group[key][0][2])}",
+               [(a, t) for a, t, _ in per_group[key]]) for key in best_group.values()]
+    if panels:
+        page.p("Per collective (one group each, at its largest size): every rank's time "
+               "relative to the median rank of the same row, per algorithm.")
+        page.img(plotter.slow_rank_detail(panels[:6], hosts), "per-rank times per collective")
+
+    def body():
+        rows = []
+        for key, r, times, rhosts in sr.entries:
+            slow = max(times, key=times.get)
+            fast = min(times, key=times.get)
+            rows.append([esc(bench.title(key)), esc(r["algorithm"]), esc(fmt_size(r["size_bytes"])),
+                         f"{slow} ({esc(rhosts.get(slow, '?'))})", fmt_time(times[slow]),
+                         f"{fast} ({esc(rhosts.get(fast, '?'))})", fmt_time(times[fast]),
+                         fmt_ratio(times[slow] / times[fast] if times[fast] > 0 else math.nan)])
+        page.table(["group", "algorithm", "size", "slowest rank (host)", "time (us)",
+                    "fastest rank (host)", "time (us)", "slowest / fastest"], rows,
+                   numeric={4, 6, 7})
+    page.details(f"Table: slowest and fastest rank of each of the {len(sr.entries)} rows", body)
+    return sr
+
+
+def p2p_section(page, runs, plotter):
+    """runs: [(label, P2P)]."""
+    page.add("<h2 id=\"p2p\">Point-to-point (alpha-beta model)</h2>")
+    present = [(l, p) for l, p in runs if p.present]
+    for label, p2p in runs:
+        if not p2p.present:
+            page.note(f"{label}: no /bench/point_to_point table (world size 1, or not measured); "
+                      "no alpha-beta constants.")
+    if not present:
+        return
+    rows = []
+    for label, p2p in present:
+        bw = p2p.bandwidth_GBps
+        rows.append([esc(label), fmt_num(p2p.alpha, 3) if p2p.alpha is not None else "–",
+                     f"{p2p.beta:.4g}" if p2p.beta is not None else "–",
+                     fmt_num(bw) if bw else "–", str(len(p2p.points))])
+    page.table(["run", "alpha (us)", "beta (us/B)", "1/beta (GB/s)", "points"], rows,
+               numeric={1, 2, 3, 4})
+    plottable = [(l, p, ls) for (l, p), ls in zip(present, ("-", "--")) if len(p.points) >= 2]
+    if plottable:
+        page.img(plotter.point_to_point(plottable), "ping-pong time vs size")
+    for label, p2p in present:
+        def body(p2p=p2p):
+            page.table(["size (B)", "time (us)", "alpha + beta·size (us)"],
+                       [[fmt_int(s), fmt_time(t),
+                         fmt_time(p2p.alpha + p2p.beta * s)
+                         if p2p.alpha is not None and p2p.beta is not None else "–"]
+                        for s, t in p2p.points], numeric={0, 1, 2})
+        page.details(f"Table: ping-pong points{'' if len(present) == 1 else ' of ' + label}", body)
+
+
+def check_section(page, check, max_failures):
+    page.add("<h2 id=\"conformance\">Conformance</h2>")
+    if not check.present:
+        page.note("This file has no /check/collectives table (no conformance run).")
+        return
+    if check.missing:
+        page.note("/check/collectives lacks the 'passed' column; it cannot be summarised.")
+        return
+    cls = "good" if check.failed == 0 else "bad"
+    page.p(f"<span class=\"{cls}\">{esc(check.words())}.</span>")
+    if not check.total:
+        return
+    rows = []
+    for (coll, algo), (n, ok, bad) in check.cells.items():
+        rows.append([esc(coll), esc(algo), str(n), str(ok),
+                     f"<span class=\"bad\">{bad}</span>" if bad else "0"])
+    rows.append(["<b>total</b>", "", f"<b>{check.total}</b>", f"<b>{check.passed}</b>",
+                 f"<b>{check.failed}</b>"])
+    page.table(["collective", "algorithm", "cases", "passed", "failed"], rows, numeric={2, 3, 4})
+    if check.failures:
+        page.add("<h3>Failed cases</h3>")
+        shown = check.failures[:max_failures]
+        frows = []
+        for r in shown:
+            guard = "ok" if int(r["guard_ok"]) == 1 else "<span class=\"bad\">clobbered</span>"
+            frows.append([f"<span class=\"mono\">{esc(r['case'])}</span>", fmt_wrong(r["wrong"]),
+                          guard, fmt_num(r["max_abs_error"], 3), fmt_num(r["tolerance"], 3),
+                          esc(r["message"]) if r["message"] else "<span class=\"note\">–</span>"])
+        page.table(["case", "wrong", "guard", "max abs error", "tolerance", "message"], frows,
+                   numeric={1, 3, 4})
+        if len(check.failures) > len(shown):
+            page.note(f"{len(check.failures) - len(shown)} more failed cases not listed "
+                      f"(--max-failures {max_failures}).")
+
+
+def single_report(rf, label, outdir, title, args):
+    plotter = Plotter(outdir)
+    bench, check, p2p = Bench(rf), Check(rf), P2P(rf)
+    page = Page(title)
+    page.add(f"<p class=\"mono\">{esc(label)}</p>")
+    page.add("<nav><a href=\"#provenance\">Provenance</a><a href=\"#collectives\">Collectives</a>"
+             "<a href=\"#slow-ranks\">Slow ranks</a><a href=\"#p2p\">Point-to-point</a>"
+             "<a href=\"#conformance\">Conformance</a></nav>")
+    glance_at = len(page.parts)
+    provenance_section(page, rf)
+    collectives_section(page, rf, bench, plotter, args.max_plots)
+    sr = slow_rank_section(page, rf, bench, plotter)
+    p2p_section(page, [(label, p2p)], plotter)
+    check_section(page, check, args.max_failures)
+
+    glance = [f"Conformance: {esc(check.words())}."]
+    if bench.usable:
+        glance.append(f"Collective benchmark: {len(bench.rows)} rows in {len(bench.groups)} "
+                      "groups.")
+    else:
+        glance.append("Collective benchmark: " + ("absent." if not bench.present else
+                                                  "no usable rows."))
+    if sr is not None and sr.entries:
+        rel, _ = sr.relative()
+        if rel:
+            worst = max(rel, key=rel.get)
+            glance.append(f"Slowest rank at the largest sizes: {worst} "
+                          f"({esc(sr.rank_hosts().get(worst, '?'))}), {rel[worst]:.2f}× median.")
+    if p2p.present:
+        glance.append("Point-to-point: " + esc(p2p.text()) + ".")
+    ws = rf.world_size
+    glance.insert(0, f"{esc(rf.attrs.get('subcommand', '?'))} on {ws if ws else '?'} ranks "
+                     f"({esc(hosts_text(rf.hosts)) or 'hosts unknown'}), backend "
+                     f"{esc(rf.attrs.get('backend', '?'))}, device "
+                     f"{esc(rf.attrs.get('device', '?'))}, parity "
+                     f"{esc(rf.attrs.get('parity_version', '?'))}.")
+    page.parts.insert(glance_at, "<ul class=\"glance\">" +
+                      "".join(f"<li>{g}</li>" for g in glance) + "</ul>")
+
+    md = [f"# {title}", "", f"File: `{label}`", ""]
+    md += essentials_md(rf)
+    md += ["", "## Collective benchmark: best busbw at the largest size", ""]
+    if bench.usable:
+        md += best_md(bench)
+    else:
+        md.append("No collective benchmark rows." if bench.present else
+                  "No /bench/collectives table.")
+    if sr is not None and sr.entries:
+        rel, slowest = sr.relative()
+        if rel:
+            worst = max(rel, key=rel.get)
+            md += ["", f"Slowest rank at the largest sizes: rank {worst} "
+                       f"({sr.rank_hosts().get(worst, '?')}), {rel[worst]:.2f}× the median rank."]
+    if p2p.present:
+        md += ["", f"Point-to-point: {p2p.text()}."]
+    md += ["", "## Conformance", "", check.words() + "."]
+    if check.failures:
+        md.append("")
+        for r in check.failures[:20]:
+            md.append(f"- `{r['case']}`: {r['message'] or 'failed'}")
+        if len(check.failures) > 20:
+            md.append(f"- … {len(check.failures) - 20} more")
+    return page, md
+
+
+def essentials_md(rf, prefix=""):
+    out = []
+    for n in ESSENTIALS:
+        if n in rf.attrs:
+            out.append(f"- {prefix}{n}: {attr_text(n, rf.attrs[n])}")
+    return out
+
+
+def best_md(bench):
+    lines = ["| collective | algorithm | size | best at | busbw (GB/s) | busbw / native |",
+             "|---|---|---:|---|---:|---:|"]
+    for (coll, algo), key, r, ratio in bench.best_at_largest():
+        lines.append(f"| {coll} | {algo} | {fmt_size(r['size_bytes'])} | {r['dtype']} "
+                     f"{r['redop']} {placement(r['in_place'])} | {fmt_num(r['busbw_GBps'])} | "
+                     f"{fmt_ratio(ratio)} |")
+    return lines
+
+
+# --------------------------------------------------------------------------------------------
+# Comparison report
+
+def match_key(r):
+    return (r["collective"], r["algorithm"], r["dtype"], r["redop"], int(r["in_place"]),
+            r["size_bytes"])
+
+
+def comparison_report(rfs, labels, outdir, title, args):
+    plotter = Plotter(outdir)
+    a_rf, b_rf = rfs
+    benches = [Bench(rf) for rf in rfs]
+    checks = [Check(rf) for rf in rfs]
+    p2ps = [P2P(rf) for rf in rfs]
+    page = Page(title)
+    page.add(f"<p>Run A: <span class=\"mono\">{esc(labels[0])}</span><br>Run B: "
+             f"<span class=\"mono\">{esc(labels[1])}</span></p>")
+    page.add("<nav><a href=\"#provenance\">Provenance</a><a href=\"#conformance\">Conformance</a>"
+             "<a href=\"#collectives\">Collectives</a><a href=\"#p2p\">Point-to-point</a></nav>")
+
+    # Matching rows
+    maps = []
+    dups = [0, 0]
+    for i, bench in enumerate(benches):
+        m = {}
+        for r in bench.rows:
+            k = match_key(r)
+            if k in m:
+                dups[i] += 1
+                continue
+            m[k] = r
+        maps.append(m)
+    matched = [k for k in maps[0] if k in maps[1]]
+    only_a = len(maps[0]) - len(matched)
+    only_b = len(maps[1]) - len(matched)
+
+    def ratio(k):
+        a, b = maps[0][k]["busbw_GBps"], maps[1][k]["busbw_GBps"]
+        return b / a if finite(a) and finite(b) and a > 0 else math.nan
+
+    # Per (collective, algorithm): largest matched size, key with the best A busbw there.
+    pairs = defaultdict(list)
+    for k in matched:
+        pairs[(k[0], k[1])].append(k)
+    pair_summary = []
+    for pair in sorted(pairs, key=lambda p: (order_key(p[0], COLLECTIVE_ORDER),
+                                            order_key(p[1], ALGORITHM_ORDER))):
+        ks = pairs[pair]
+        largest = max(k[5] for k in ks)
+        at = [k for k in ks if k[5] == largest]
+        k = max(at, key=lambda k: maps[0][k]["busbw_GBps"] if finite(maps[0][k]["busbw_GBps"])
+                else -1)
+        rs = [ratio(x) for x in ks if finite(ratio(x)) and ratio(x) > 0]
+        gmean = math.exp(sum(math.log(x) for x in rs) / len(rs)) if rs else math.nan
+        pair_summary.append((pair, k, ratio(k), gmean, len(ks)))
+
+    # Glance
+    glance = [f"Conformance: A {esc(checks[0].words())}; B {esc(checks[1].words())}."]
+    if matched:
+        rs = [ratio(k) for k in matched if finite(ratio(k)) and ratio(k) > 0]
+        if rs:
+            g = math.exp(sum(math.log(x) for x in rs) / len(rs))
+            glance.append(f"busbw B / A over {len(matched)} matching rows: geometric mean "
+                          f"{g:.3f}, range {min(rs):.3f}–{max(rs):.3f}.")
+    else:
+        glance.append("No matching collective benchmark rows between the runs.")
+    page.add("<ul class=\"glance\">" + "".join(f"<li>{g}</li>" for g in glance) + "</ul>")
+
+    # Provenance side by side
+    page.add("<h2 id=\"provenance\">Provenance</h2>")
+    names = [n for n in PROVENANCE_ORDER if n in a_rf.attrs or n in b_rf.attrs]
+    names += sorted((set(a_rf.attrs) | set(b_rf.attrs)) - set(PROVENANCE_ORDER))
+    rows, classes = [], []
+    for n in names:
+        va = attr_text(n, a_rf.attrs[n]) if n in a_rf.attrs else "–"
+        vb = attr_text(n, b_rf.attrs[n]) if n in b_rf.attrs else "–"
+        rows.append([f"<span class=\"mono\">{esc(n)}</span>", esc(va), esc(vb)])
+        classes.append("diff" if va != vb else "")
+    page.table(["attribute", "A: " + labels[0], "B: " + labels[1]], rows, row_classes=classes)
+    page.note("Highlighted rows differ between the runs.")
+
+    # Conformance
+    page.add("<h2 id=\"conformance\">Conformance</h2>")
+    crows = []
+    for label, name, check in zip(labels, ("A", "B"), checks):
+        if check.usable:
+            crows.append([f"{name}: {esc(label)}", str(check.total), str(check.passed),
+                          f"<span class=\"bad\">{check.failed}</span>" if check.failed else "0",
+                          esc(check.words())])
+        else:
+            crows.append([f"{name}: {esc(label)}", "–", "–", "–", esc(check.words())])
+    page.table(["run", "cases", "passed", "failed", "in words"], crows, numeric={1, 2, 3})
+    if all(c.usable for c in checks):
+        fa = {r["case"] for r in checks[0].failures}
+        fb = {r["case"] for r in checks[1].failures}
+        cases_a = {r["case"] for r in checks[0].rows}
+        new = sorted(c for c in fb - fa if c in cases_a)
+        fixed = sorted(fa - fb)
+        if new:
+            page.p("<span class=\"bad\">Failing in B but passing in A:</span> " +
+                   ", ".join(f"<span class=\"mono\">{esc(c)}</span>" for c in new[:50]) +
+                   (f" … and {len(new) - 50} more" if len(new) > 50 else ""))
+        if fixed:
+            page.p("Failing in A but passing (or absent) in B: " +
+                   ", ".join(f"<span class=\"mono\">{esc(c)}</span>" for c in fixed[:50]) +
+                   (f" … and {len(fixed) - 50} more" if len(fixed) > 50 else ""))
+        for label, check in zip(labels, checks):
+            if check.failures:
+                def body(check=check):
+                    page.table(["case", "message"],
+                               [[f"<span class=\"mono\">{esc(r['case'])}</span>", esc(r["message"])]
+                                for r in check.failures[:args.max_failures]])
+                page.details(f"Failed cases of {label} ({check.failed})", body)
+
+    # Collectives
+    page.add("<h2 id=\"collectives\">Collective benchmark: busbw of B against A</h2>")
+    for name, label, bench in zip("AB", labels, benches):
+        if not bench.present:
+            page.note(f"Run {name} ({label}) has no /bench/collectives table.")
+        elif bench.missing:
+            page.note(f"Run {name} ({label}): /bench/collectives lacks column(s) "
+                      + ", ".join(bench.missing) + ".")
+        elif not bench.rows:
+            page.note(f"Run {name} ({label}): /bench/collectives has 0 rows.")
+    if any(dups):
+        page.note(f"Rows with a repeated (collective, algorithm, dtype, redop, placement, size): "
+                  f"A {dups[0]}, B {dups[1]}; only the first of each is compared.")
+    if benches[0].usable or benches[1].usable:
+        page.p(f"{len(matched)} rows match on (collective, algorithm, dtype, redop, placement, "
+               f"size); {only_a} only in A, {only_b} only in B. Ratio = busbw B / busbw A "
+               "(above 1: B is faster).")
+    if pair_summary:
+        page.add("<h3>At the largest matching size</h3>")
+        srows = []
+        for (coll, algo), k, rt, gm, n in pair_summary:
+            srows.append([esc(coll), esc(algo), esc(fmt_size(k[5])),
+                          esc(f"{k[2]} {k[3]} {placement(k[4])}"),
+                          fmt_num(maps[0][k]["busbw_GBps"]), fmt_num(maps[1][k]["busbw_GBps"]),
+                          fmt_ratio(rt), fmt_ratio(gm), str(n)])
+        page.table(["collective", "algorithm", "size", "at", "busbw A (GB/s)", "busbw B (GB/s)",
+                    "B / A", "B / A geo. mean, all sizes", "matching rows"], srows,
+                   numeric={4, 5, 6, 7, 8})
+
+    host_bws = [host_copy_bw(rf) for rf in rfs]
+    groups = defaultdict(lambda: ([], []))
+    for i, bench in enumerate(benches):
+        for r in bench.rows:
+            groups[(r["collective"], r["dtype"], r["redop"], int(r["in_place"]))][i].append(r)
+    plotted = 0
+    for gkey in sorted(groups, key=lambda g: (order_key(g[0], COLLECTIVE_ORDER),
+                                              order_key(g[1], DTYPE_ORDER),
+                                              order_key(g[2], REDOP_ORDER), g[3])):
+        rows_a, rows_b = groups[gkey]
+        coll, dtype, redop, in_place = gkey
+        gtitle = " · ".join(p for p in (coll, dtype, redop if redop != "none" else "",
+                                        placement(in_place)) if p)
+        page.add(f"<h3>{esc(gtitle)}</h3>")
+        if not rows_a or not rows_b:
+            page.note(f"Only in run {'A' if rows_a else 'B'}.")
+        sizes = {r["size_bytes"] for r in rows_a + rows_b}
+        algos = sorted({r["algorithm"] for r in rows_a + rows_b},
+                       key=lambda a: order_key(a, ALGORITHM_ORDER))
+        if len(sizes) < 2:
+            page.note("Only one size: table only, no plot.")
+        elif plotted >= args.max_plots:
+            page.note(f"Plot left out (more than --max-plots {args.max_plots} groups).")
+        else:
+            series = []
+            for a in algos:
+                sa = sorted((r for r in rows_a if r["algorithm"] == a),
+                            key=lambda r: r["size_bytes"])
+                sb = sorted((r for r in rows_b if r["algorithm"] == a),
+                            key=lambda r: r["size_bytes"])
+                series.append((a, sa, sb))
+            page.img(plotter.comparison_group(gtitle, series, ["A", "B"], host_bws),
+                     f"busbw A vs B, {gtitle}")
+            plotted += 1
+        keys = sorted((k for k in matched if (k[0], k[2], k[3], k[4]) == gkey),
+                      key=lambda k: (k[5], order_key(k[1], ALGORITHM_ORDER)))
+        if keys:
+            def body(keys=keys):
+                page.table(["size (B)", "algorithm", "busbw A (GB/s)", "busbw B (GB/s)", "B / A",
+                            "time A (us)", "time B (us)"],
+                           [[fmt_int(k[5]), esc(k[1]), fmt_num(maps[0][k]["busbw_GBps"]),
+                             fmt_num(maps[1][k]["busbw_GBps"]), fmt_ratio(ratio(k)),
+                             fmt_time(maps[0][k]["time_us"]), fmt_time(maps[1][k]["time_us"])]
+                            for k in keys], numeric={0, 2, 3, 4, 5, 6})
+            page.details(f"Table: busbw ratios at {len(keys)} matching rows", body)
+
+    p2p_section(page, [("A", p2ps[0]), ("B", p2ps[1])], plotter)
+
+    md = [f"# {title}", "", f"- A: `{labels[0]}`", f"- B: `{labels[1]}`", ""]
+    for name, rf in zip("AB", rfs):
+        md += [f"## Run {name}", ""] + essentials_md(rf) + [""]
+    md += ["## busbw at the largest matching size", ""]
+    if pair_summary:
+        md += ["| collective | algorithm | size | at | busbw A (GB/s) | busbw B (GB/s) | B / A | "
+               "A / native | B / native |", "|---|---|---:|---|---:|---:|---:|---:|---:|"]
+        for (coll, algo), k, rt, gm, n in pair_summary:
+            ra, rb = maps[0][k], maps[1][k]
+            na = benches[0].native_ratio(Bench.key(ra), ra)
+            nb = benches[1].native_ratio(Bench.key(rb), rb)
+            md.append(f"| {coll} | {algo} | {fmt_size(k[5])} | {k[2]} {k[3]} "
+                      f"{placement(k[4])} | {fmt_num(ra['busbw_GBps'])} | "
+                      f"{fmt_num(rb['busbw_GBps'])} | {fmt_ratio(rt)} | {fmt_ratio(na)} | "
+                      f"{fmt_ratio(nb)} |")
+    else:
+        md.append("No matching collective benchmark rows.")
+    for name, bench in zip("AB", benches):
+        if bench.usable:
+            md += ["", f"### Run {name}: best busbw at the largest size", ""] + best_md(bench)
+    md += ["", "## Conformance", "", f"- A: {checks[0].words()}", f"- B: {checks[1].words()}"]
+    if any(p.present for p in p2ps):
+        md += ["", "## Point-to-point", ""]
+        for name, p in zip("AB", p2ps):
+            md.append(f"- {name}: {p.text()}" if p.present else f"- {name}: not measured")
+    return page, md
+
+
+# --------------------------------------------------------------------------------------------
+# Command line
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise UsageError(f"{one_line(message)} (see --help)")
+
+
+def one_line(text):
+    return " ".join(str(text).split())
+
+
+def build_parser():
+    p = Parser(
+        prog="parity_report.py",
+        description="Write an HTML report (index.html, PNG plots and summary.md) from one parity "
+                    "result file, or a comparison of two (run B against run A).",
+        epilog="Exit status: 0 report written; 2 bad input or usage (one line on stderr starting "
+               "with 'parity report: '); 1 unexpected failure while drawing (set "
+               "PARITY_REPORT_DEBUG=1 for a traceback). The input format is "
+               "docs/results-schema.md, schema version 1.")
+    p.add_argument("result", metavar="RESULT.h5",
+                   help="parity result file (run A when two are given)")
+    p.add_argument("other", metavar="OTHER.h5", nargs="?",
+                   help="optional second result file (run B); the report then compares B with A")
+    p.add_argument("--out", metavar="DIR", required=True,
+                   help="output directory, created if missing; index.html, summary.md and "
+                        "fig*.png are written there (existing files of those names are replaced)")
+    p.add_argument("--title", metavar="T", help="page title (default: derived from file names)")
+    p.add_argument("--max-plots", metavar="N", type=int, default=40,
+                   help="at most N benchmark group figures; further groups get tables only "
+                        "(default 40)")
+    p.add_argument("--max-failures", metavar="N", type=int, default=200,
+                   help="list at most N failed conformance cases (default 200)")
+    return p
+
+
+def run(argv):
+    args = build_parser().parse_args(argv)
+    if args.max_plots < 0 or args.max_failures < 0:
+        raise UsageError("--max-plots and --max-failures must not be negative")
+    import parity_results
+    paths = [args.result] + ([args.other] if args.other else [])
+    rfs = [parity_results.load_isolated(p) for p in paths]
+    labels = list(paths)
+    if len(paths) == 2:
+        short = [os.path.basename(p) for p in paths]
+        if short[0] != short[1]:
+            labels = short
+    else:
+        labels = [os.path.basename(paths[0])]
+    try:
+        os.makedirs(args.out, exist_ok=True)
+        probe = os.path.join(args.out, ".parity-report-write-test")
+        with open(probe, "w"):
+            pass
+        os.remove(probe)
+    except OSError as exc:
+        raise UsageError(f"cannot write to output directory {args.out}: "
+                         f"{exc.strerror or exc}") from None
+    try:
+        if len(rfs) == 1:
+            title = args.title or f"parity report: {labels[0]}"
+            page, md = single_report(rfs[0], paths[0], args.out, title, args)
+        else:
+            title = args.title or f"parity comparison: {labels[0]} (A) vs {labels[1]} (B)"
+            page, md = comparison_report(rfs, labels, args.out, title, args)
+        with open(os.path.join(args.out, "index.html"), "w", encoding="utf-8") as fh:
+            fh.write(page.render())
+        with open(os.path.join(args.out, "summary.md"), "w", encoding="utf-8") as fh:
+            fh.write("\n".join(md) + "\n")
+    except Exception as exc:
+        if os.environ.get("PARITY_REPORT_DEBUG"):
+            traceback.print_exc()
+        sys.stderr.write(f"{PREFIX}internal error while drawing the report: "
+                         f"{one_line(type(exc).__name__ + ': ' + str(exc))}\n")
+        return 1
+    print(os.path.join(args.out, "index.html"))
+    return 0
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        import parity_results
+        input_error = parity_results.InputError
+    except Exception as exc:  # missing h5py/numpy
+        sys.stderr.write(f"{PREFIX}cannot load the HDF5 reader: {one_line(exc)}\n")
+        return 2
+    try:
+        return run(argv)
+    except (UsageError, input_error) as exc:
+        sys.stderr.write(f"{PREFIX}{one_line(exc)}\n")
+        return 2
+    except KeyboardInterrupt:
+        sys.stderr.write(f"{PREFIX}interrupted\n")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,351 @@
+"""Reader for parity result files (docs/results-schema.md, schema version 1).
+
+Opens a file, checks that it is a parity result file of a version this reader knows, and loads
+its root attributes and tables into plain Python / numpy values. Every problem with the input
+is raised as InputError carrying one line of text meant for the user.
+"""
+
+import os
+import pickle
+import signal
+
+# Result files are only read; HDF5's file locking fails on some read-only or network file
+# systems and buys nothing here.
+os.environ.setdefault("HDF5_USE_FILE_LOCKING", "FALSE")
+
+import numpy as np  # noqa: E402
+import h5py  # noqa: E402
+
+SCHEMA_NAME = "parity-results"
+SCHEMA_VERSION = 1
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+
+
+def _types(spec):
+    """'s:a,b i:c f:d' -> {'a': 's', 'b': 's', 'c': 'i', 'd': 'f'}"""
+    out = {}
+    for part in spec.split():
+        kind, names = part.split(":")
+        out.update({n: kind for n in names.split(",")})
+    return out
+
+
+# Tables the report reads, with the schema's type of each column (s string, i int64,
+# f float64). Columns not listed here are read as they come.
+KNOWN_TABLES = {
+    "/host/copy_bandwidth": _types("s:host i:rank,size_bytes f:bandwidth_GBps"),
+    "/bench/point_to_point": _types("i:size_bytes f:time_us"),
+    "/bench/collectives": _types(
+        "s:collective,algorithm,dtype,redop i:root,in_place,size_bytes,count,world_size,"
+        "iterations,wrong f:time_us,time_p50_us,time_p95_us,time_min_rank_us,time_max_rank_us,"
+        "algbw_GBps,busbw_GBps,predicted_time_us,predicted_busbw_GBps"),
+    "/bench/collectives_rank_times": _types("i:row,rank s:host f:time_us"),
+    "/check/collectives": _types(
+        "s:case,collective,algorithm,dtype,redop,input,message "
+        "i:count,in_place,world_size,wrong,guard_ok,passed "
+        "f:max_abs_error,max_rel_error,tolerance"),
+}
+TYPE_WORDS = {"s": "a string", "i": "an integer", "f": "a float"}
+
+
+class InputError(Exception):
+    """A problem with an input file, described in one line."""
+
+
+def decode(value):
+    """Turns h5py attribute/dataset values into plain Python values (str, int, float, lists)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace").rstrip("\x00")
+    if isinstance(value, np.ndarray):
+        if value.shape == ():
+            return decode(value[()])
+        return [decode(v) for v in value.tolist()]
+    if isinstance(value, np.generic):
+        return decode(value.item())
+    if isinstance(value, (list, tuple)):
+        return [decode(v) for v in value]
+    return value
+
+
+def one_line(text):
+    """Collapses whitespace so a message stays on one line."""
+    return " ".join(str(text).split())
+
+
+def looks_like_hdf5(path):
+    """True when the HDF5 signature sits at an offset the format allows (0, 512, 1024, ...)."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as fh:
+        offset = 0
+        while offset + len(HDF5_SIGNATURE) <= size:
+            fh.seek(offset)
+            if fh.read(len(HDF5_SIGNATURE)) == HDF5_SIGNATURE:
+                return True
+            offset = 512 if offset == 0 else offset * 2
+    return False
+
+
+def _is_cut_signature(path):
+    with open(path, "rb") as fh:
+        head = fh.read(len(HDF5_SIGNATURE))
+    return 0 < len(head) < len(HDF5_SIGNATURE) and HDF5_SIGNATURE.startswith(head)
+
+
+class Table:
+    """One schema table: ordered columns of equal length, with units."""
+
+    def __init__(self, path, description, columns, units, data, rows):
+        self.path = path
+        self.description = description
+        self.columns = columns
+        self.units = units
+        self.data = data
+        self.rows = rows
+
+    def __len__(self):
+        return self.rows
+
+    def has(self, *names):
+        return all(n in self.data for n in names)
+
+    def missing(self, names):
+        return [n for n in names if n not in self.data]
+
+    def __getitem__(self, name):
+        return self.data[name]
+
+    def get(self, name, default=None):
+        return self.data.get(name, default)
+
+
+def _read_column(ds):
+    raw = ds[()]
+    if not isinstance(raw, np.ndarray):
+        raw = np.asarray(raw)
+    if raw.ndim != 1:
+        raise InputError(f"column {ds.name} is not one-dimensional (shape {raw.shape})")
+    if raw.dtype.kind in ("O", "S", "U"):
+        return np.array([decode(v) if not isinstance(v, str) else v for v in raw.tolist()],
+                        dtype=object)
+    if raw.dtype.kind in ("i", "u", "b"):
+        return raw.astype(np.int64)
+    if raw.dtype.kind == "f":
+        return raw.astype(np.float64)
+    raise InputError(f"column {ds.name} has an unsupported type {raw.dtype}")
+
+
+def _conform(values, expected, table, col, label):
+    """Checks a column against the schema's type; ints stored as integral floats are accepted."""
+    if expected is None:
+        return values
+    is_str = values.dtype == object
+    problem = None
+    if expected == "s" and not is_str:
+        problem = "numbers"
+    elif expected in ("i", "f") and is_str:
+        problem = "strings"
+    elif expected == "i" and values.dtype.kind == "f":
+        if not np.all(np.isfinite(values)) or not np.all(values == np.round(values)):
+            problem = "non-integer numbers"
+        else:
+            values = values.astype(np.int64)
+    elif expected == "f" and values.dtype.kind == "i":
+        values = values.astype(np.float64)
+    if problem:
+        raise InputError(f"{label}: column {table}/{col} holds {problem}; the schema says it is "
+                         f"{TYPE_WORDS[expected]}")
+    return values
+
+
+def _read_table(group, label):
+    name = group.name
+    attrs = group.attrs
+    if "columns" not in attrs:
+        raise InputError(f"{label}: table {name} has no 'columns' attribute")
+    columns = decode(attrs["columns"])
+    if isinstance(columns, str):
+        columns = [columns]
+    rows_attr = decode(attrs["rows"]) if "rows" in attrs else None
+    data, units = {}, {}
+    for col in columns:
+        if col not in group or not isinstance(group[col], h5py.Dataset):
+            raise InputError(f"{label}: table {name} lists column '{col}' but has no such dataset")
+        ds = group[col]
+        try:
+            values = _read_column(ds)
+        except InputError as exc:
+            raise InputError(f"{label}: {exc}") from None
+        data[col] = _conform(values, KNOWN_TABLES.get(name, {}).get(col), name, col, label)
+        units[col] = decode(ds.attrs["unit"]) if "unit" in ds.attrs else ""
+    lengths = {len(v) for v in data.values()}
+    if rows_attr is not None:
+        try:
+            rows = int(rows_attr)
+        except (TypeError, ValueError):
+            raise InputError(f"{label}: table {name} has a non-integer 'rows' attribute") from None
+    else:
+        rows = lengths.pop() if len(lengths) == 1 else (0 if not lengths else -1)
+    for col, values in data.items():
+        if len(values) != rows:
+            raise InputError(f"{label}: table {name} column '{col}' has {len(values)} rows, "
+                             f"the table says {rows}")
+    description = decode(attrs["description"]) if "description" in attrs else ""
+    return Table(name, description, list(columns), units, data, rows)
+
+
+class ResultFile:
+    """A loaded result file: root attributes, group attributes and the known tables."""
+
+    def __init__(self, path):
+        self.path = path
+        self.attrs = {}
+        self.group_attrs = {}
+        self.tables = {}
+        self.other_tables = []
+
+    def table(self, name):
+        return self.tables.get(name)
+
+    @property
+    def world_size(self):
+        try:
+            return int(self.attrs.get("world_size"))
+        except (TypeError, ValueError):
+            return None
+
+    @property
+    def hosts(self):
+        hosts = self.attrs.get("hosts")
+        if hosts is None:
+            return []
+        if isinstance(hosts, str):
+            return [hosts]
+        return [str(h) for h in hosts]
+
+
+def _check_schema(f, label):
+    if "schema" not in f.attrs:
+        raise InputError(f"{label} is not a parity result file (no 'schema' attribute)")
+    schema = decode(f.attrs["schema"])
+    if isinstance(schema, list) and len(schema) == 1:
+        schema = schema[0]
+    if schema != SCHEMA_NAME:
+        raise InputError(f"{label} is not a parity result file "
+                         f"(schema is {schema!r}, expected {SCHEMA_NAME!r})")
+    if "schema_version" not in f.attrs:
+        raise InputError(f"{label} has no schema_version attribute; this report reads version "
+                         f"{SCHEMA_VERSION}")
+    version = decode(f.attrs["schema_version"])
+    if isinstance(version, list) and len(version) == 1:
+        version = version[0]
+    try:
+        number = int(version)
+        exact = float(version) == number
+    except (TypeError, ValueError):
+        number, exact = None, False
+    if not exact or number != SCHEMA_VERSION:
+        shown = number if exact else repr(version)
+        raise InputError(f"{label} has schema version {shown}; this report reads version "
+                         f"{SCHEMA_VERSION}")
+
+
+def load(path):
+    """Opens, validates and loads one result file. Raises InputError for bad input."""
+    label = str(path)
+    if not os.path.exists(path):
+        raise InputError(f"{label}: no such file")
+    if os.path.isdir(path):
+        raise InputError(f"{label} is a directory, not a result file")
+    try:
+        hdf5 = looks_like_hdf5(path)
+    except OSError as exc:
+        raise InputError(f"cannot read {label}: {one_line(exc.strerror or exc)}") from None
+    if not hdf5:
+        if _is_cut_signature(path):
+            raise InputError(f"{label} is truncated (it ends inside the HDF5 signature)")
+        raise InputError(f"{label} is not an HDF5 file")
+    try:
+        f = h5py.File(path, "r")
+    except Exception as exc:  # h5py reports a damaged file as OSError with HDF5's text
+        raise InputError(f"{label} is truncated or corrupt "
+                         f"(cannot open: {one_line(exc)})") from None
+    result = ResultFile(label)
+    try:
+        with f:
+            _check_schema(f, label)
+            result.attrs = {k: decode(f.attrs[k]) for k in f.attrs.keys()}
+            found = []
+
+            def visit(name, obj):
+                if isinstance(obj, h5py.Group) and decode(obj.attrs.get("kind", "")) == "table":
+                    found.append("/" + name)
+
+            f.visititems(visit)
+            for name in found:
+                if name in KNOWN_TABLES:
+                    result.tables[name] = _read_table(f[name], label)
+                    result.group_attrs[name] = {k: decode(f[name].attrs[k])
+                                                for k in f[name].attrs.keys()}
+                else:
+                    result.other_tables.append(name)
+            # A known group that is present but not marked as a table is still read when it
+            # carries the table attributes, so a missing 'kind' does not hide data.
+            for name in KNOWN_TABLES:
+                if name not in result.tables and name in f and isinstance(f[name], h5py.Group) \
+                        and "columns" in f[name].attrs:
+                    result.tables[name] = _read_table(f[name], label)
+                    result.group_attrs[name] = {k: decode(f[name].attrs[k])
+                                                for k in f[name].attrs.keys()}
+    except InputError:
+        raise
+    except Exception as exc:
+        raise InputError(f"{label} is truncated or corrupt "
+                         f"(while reading: {one_line(exc)})") from None
+    return result
+
+
+def load_isolated(path):
+    """load() in a forked child, so that a crash inside the HDF5 library on a damaged file
+    (it can segfault on some corruptions) becomes an InputError instead of killing the caller."""
+    if not hasattr(os, "fork"):
+        return load(path)
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: never returns
+        status = 0
+        try:
+            os.close(read_fd)
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, 2)
+            try:
+                payload = ("ok", load(path))
+            except InputError as exc:
+                payload = ("error", str(exc))
+            except BaseException as exc:  # MemoryError on absurd sizes, and the like
+                payload = ("error", f"{path} is truncated or corrupt "
+                                    f"({type(exc).__name__}: {one_line(exc)})")
+            with os.fdopen(write_fd, "wb") as fh:
+                pickle.dump(payload, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        except BaseException:
+            status = 1
+        finally:
+            os._exit(status)
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as fh:
+        data = fh.read()
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = f"signal {sig}"
+        raise InputError(f"{path} is corrupt (the HDF5 library crashed reading it: {name})")
+    try:
+        kind, value = pickle.loads(data)
+    except Exception:
+        raise InputError(f"{path} could not be read (reader exited with status "
+                         f"{os.WEXITSTATUS(status)})") from None
+    if kind == "error":
+        raise InputError(value)
+    return value

@@ -1,0 +1,323 @@
+"""Tests of the report generator (parity_report.py) on synthetic result files from make_sample.py.
+
+Run with: /usr/bin/python3 -m unittest discover -s reports -p 'test_*.py'
+Expected numbers are computed here straight from the HDF5 files with h5py, not through the
+report's own reader.
+"""
+
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import h5py
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import make_sample  # noqa: E402
+
+PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+REPORT = os.path.join(HERE, "parity_report.py")
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def run_report(*args):
+    env = dict(os.environ)
+    env.pop("PARITY_REPORT_DEBUG", None)
+    env.setdefault("MPLCONFIGDIR", tempfile.gettempdir())
+    return subprocess.run([PYTHON, REPORT, *args], capture_output=True, text=True, env=env,
+                          timeout=300)
+
+
+def text_col(ds):
+    return [v.decode() if isinstance(v, bytes) else str(v) for v in ds[()]]
+
+
+def read_collectives(path):
+    with h5py.File(path, "r") as f:
+        g = f["/bench/collectives"]
+        cols = {}
+        for c in g.attrs["columns"]:
+            c = c.decode() if isinstance(c, bytes) else c
+            ds = g[c]
+            cols[c] = text_col(ds) if ds.dtype.kind in "OS" else ds[()].tolist()
+    n = len(cols["collective"])
+    return [{c: cols[c][i] for c in cols} for i in range(n)]
+
+
+def find_row(rows, **match):
+    hits = [r for r in rows if all(r[k] == v for k, v in match.items())]
+    assert len(hits) == 1, (match, len(hits))
+    return hits[0]
+
+
+def conformance_counts(path):
+    with h5py.File(path, "r") as f:
+        passed = f["/check/collectives/passed"][()]
+    return len(passed), int((passed != 1).sum())
+
+
+def after(text, marker):
+    """The text following the first occurrence of marker, up to the next heading."""
+    rest = text[text.index(marker) + len(marker):]
+    return rest.split("<h3", 1)[0]
+
+
+def img_sources(index_html):
+    return re.findall(r'<img src="([^"]+)"', index_html)
+
+
+class ReportTests(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="parity-report-test-")
+        cls.a = os.path.join(cls.tmp, "run_a.h5")
+        cls.b = os.path.join(cls.tmp, "run_b.h5")
+        make_sample.write_sample(cls.a, seed=1, failures=2)
+        make_sample.write_sample(cls.b, seed=7, bandwidth_scale=1.25, failures=5)
+        cls.single = os.path.join(cls.tmp, "single")
+        cls.single_run = run_report(cls.a, "--out", cls.single, "--title", "Sample run A")
+        cls.compare = os.path.join(cls.tmp, "compare")
+        cls.compare_run = run_report(cls.a, cls.b, "--out", cls.compare)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def read(self, *parts):
+        with open(os.path.join(*parts), encoding="utf-8") as fh:
+            return fh.read()
+
+    def assert_pngs(self, outdir, html):
+        sources = img_sources(html)
+        self.assertTrue(sources, "no figures on the page")
+        for src in sources:
+            self.assertFalse(os.path.isabs(src), src)
+            with open(os.path.join(outdir, src), "rb") as fh:
+                self.assertEqual(fh.read(8), PNG_MAGIC, src)
+        return sources
+
+    def assert_bad_input(self, args, expected=None):
+        res = run_report(*args)
+        self.assertEqual(res.returncode, 2, res.stderr)
+        lines = res.stderr.strip("\n").split("\n")
+        self.assertEqual(len(lines), 1, res.stderr)
+        self.assertTrue(lines[0].startswith("parity report: "), lines[0])
+        self.assertNotIn("Traceback", res.stderr)
+        if expected:
+            self.assertIn(expected, lines[0])
+        return lines[0]
+
+    # -- one file ------------------------------------------------------------------------------
+
+    def test_single_outputs_exist(self):
+        self.assertEqual(self.single_run.returncode, 0, self.single_run.stderr)
+        html = self.read(self.single, "index.html")
+        self.assertTrue(os.path.getsize(os.path.join(self.single, "summary.md")) > 0)
+        self.assertIn("<title>Sample run A</title>", html)
+        sources = self.assert_pngs(self.single, html)
+        # 8 benchmark groups with >= 2 sizes, 2 slow-rank figures, 1 ping-pong figure.
+        self.assertEqual(len(sources), 11)
+        self.assertEqual(len(glob.glob(os.path.join(self.single, "*.png"))), 11)
+
+    def test_single_conformance_totals(self):
+        total, failed = conformance_counts(self.a)
+        words = f"{total} cases, {failed} failed"
+        self.assertIn(words, self.read(self.single, "index.html"))
+        self.assertIn(words, self.read(self.single, "summary.md"))
+        html = self.read(self.single, "index.html")
+        self.assertIn("rank 2 index 17: got 5 expected 7", html)
+        self.assertIn("guard region after the output buffer was overwritten", html)
+
+    def test_single_native_ratio_in_table(self):
+        rows = read_collectives(self.a)
+        largest = max(r["size_bytes"] for r in rows if r["collective"] == "all_reduce")
+        key = dict(collective="all_reduce", dtype="float32", redop="sum", in_place=0,
+                   size_bytes=largest)
+        ring = find_row(rows, algorithm="ring", **key)
+        native = find_row(rows, algorithm="native", **key)
+        ratio = ring["busbw_GBps"] / native["busbw_GBps"]
+        html = self.read(self.single, "index.html")
+        row = re.search(r"<tr><td class=\"num\">%d</td>.*?<td>ring</td>.*?</tr>" % largest,
+                        after(html, "all_reduce · float32 · sum · out of place</h3>"))
+        self.assertIsNotNone(row)
+        self.assertIn(f"{ratio:.3f}", row.group(0))
+        self.assertIn(f"{ring['busbw_GBps']:.2f}", row.group(0))
+
+    def test_single_summary_best_busbw(self):
+        rows = read_collectives(self.a)
+        summary = self.read(self.single, "summary.md")
+        for coll, algo in (("all_reduce", "ring"), ("all_gather", "ring"),
+                           ("broadcast", "binomial_tree")):
+            mine = [r for r in rows if r["collective"] == coll and r["algorithm"] == algo]
+            largest = max(r["size_bytes"] for r in mine)
+            best = max((r for r in mine if r["size_bytes"] == largest),
+                       key=lambda r: r["busbw_GBps"])
+            native = find_row(rows, algorithm="native", collective=coll, dtype=best["dtype"],
+                              redop=best["redop"], in_place=best["in_place"],
+                              size_bytes=largest)
+            ratio = best["busbw_GBps"] / native["busbw_GBps"]
+            line = [l for l in summary.splitlines() if l.startswith(f"| {coll} | {algo} |")]
+            self.assertEqual(len(line), 1, summary)
+            self.assertIn(f"{best['busbw_GBps']:.2f}", line[0])
+            self.assertIn(f"{ratio:.3f}", line[0])
+        self.assertIn("git_commit: 0123456789abcdef", summary)
+        self.assertIn("node0: ranks 0-1; node1: ranks 2-3", summary)
+
+    def test_single_other_sections(self):
+        html = self.read(self.single, "index.html")
+        self.assertIn("node0: ranks 0-1; node1: ranks 2-3", html)  # hosts -> ranks
+        self.assertIn("Only one size (1 MiB): table only, no plot.", html)  # int32 max group
+        self.assertIn("rank 3</b> (host <b>node1</b>)", html)  # slow rank of the sample
+        with h5py.File(self.a, "r") as f:
+            alpha = float(f["/bench/point_to_point"].attrs["alpha_us"])
+            beta = float(f["/bench/point_to_point"].attrs["beta_us_per_byte"])
+            copy_bw = float(np.max(f["/host/copy_bandwidth/bandwidth_GBps"][()]))
+        self.assertIn(f"alpha = {alpha:.3g} us", html)
+        self.assertIn(f"beta = {beta:.4g} us/B", html)
+        self.assertIn(f"host memcpy bandwidth ({copy_bw:.3g} GB/s)", html)
+        for col in ("size (B)", "count", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "#wrong",
+                    "p50 (us)", "p95 (us)", "busbw / native"):
+            self.assertIn(f">{col}</th>", html)
+
+    # -- two files -----------------------------------------------------------------------------
+
+    def test_comparison(self):
+        self.assertEqual(self.compare_run.returncode, 0, self.compare_run.stderr)
+        html = self.read(self.compare, "index.html")
+        summary = self.read(self.compare, "summary.md")
+        self.assert_pngs(self.compare, html)
+        for path in (self.a, self.b):
+            total, failed = conformance_counts(path)
+            self.assertIn(f"{total} cases, {failed} failed", html)
+            self.assertIn(f"{total} cases, {failed} failed", summary)
+        rows_a, rows_b = read_collectives(self.a), read_collectives(self.b)
+        key = dict(collective="all_reduce", algorithm="ring", dtype="float32", redop="sum",
+                   in_place=0, size_bytes=1 << 26)
+        ratio = find_row(rows_b, **key)["busbw_GBps"] / find_row(rows_a, **key)["busbw_GBps"]
+        row = re.search(r"<tr><td class=\"num\">%d</td><td>ring</td>.*?</tr>" % (1 << 26),
+                        after(html, "<h3>all_reduce · float32 · sum · out of place</h3>"))
+        self.assertIsNotNone(row)
+        self.assertIn(f"{ratio:.3f}", row.group(0))
+        self.assertIn("run_a.h5", html)
+        self.assertIn("run_b.h5", html)
+
+    # -- degenerate but valid files ------------------------------------------------------------
+
+    def test_empty_collectives(self):
+        path = os.path.join(self.tmp, "empty.h5")
+        make_sample.write_sample(path, empty_collectives=True)
+        out = os.path.join(self.tmp, "empty_out")
+        res = run_report(path, "--out", out)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        html = self.read(out, "index.html")
+        self.assertIn("/bench/collectives is present but has 0 rows", html)
+        self.assertTrue(os.path.exists(os.path.join(out, "summary.md")))
+        res = run_report(path, self.a, "--out", os.path.join(self.tmp, "empty_cmp"))
+        self.assertEqual(res.returncode, 0, res.stderr)
+
+    def test_absent_groups(self):
+        path = os.path.join(self.tmp, "bare.h5")
+        make_sample.write_sample(path, omit=("copy_bandwidth", "point_to_point", "collectives",
+                                              "check"))
+        out = os.path.join(self.tmp, "bare_out")
+        res = run_report(path, "--out", out)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        html = self.read(out, "index.html")
+        self.assertIn("no /bench/collectives table", html)
+        self.assertIn("no /check/collectives table", html)
+        self.assertIn("no /bench/point_to_point table", html)
+
+    def test_max_plots_bounds_figures(self):
+        out = os.path.join(self.tmp, "bounded")
+        res = run_report(self.a, "--out", out, "--max-plots", "2")
+        self.assertEqual(res.returncode, 0, res.stderr)
+        self.assertEqual(len(glob.glob(os.path.join(out, "*_coll_*.png"))), 2)
+
+    def test_fixed_length_strings_are_decoded(self):
+        path = os.path.join(self.tmp, "fixed.h5")
+        make_sample.write_sample(path)
+        with h5py.File(path, "a") as f:
+            g = f["/bench/collectives"]
+            values = np.array([v.encode() for v in text_col(g["algorithm"])], dtype="S32")
+            del g["algorithm"]
+            g.create_dataset("algorithm", data=values).attrs["unit"] = ""
+        out = os.path.join(self.tmp, "fixed_out")
+        res = run_report(path, "--out", out)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        self.assertIn("<td>recursive_doubling</td>", self.read(out, "index.html"))
+
+    # -- bad input -----------------------------------------------------------------------------
+
+    def test_missing_file(self):
+        missing = os.path.join(self.tmp, "does-not-exist.h5")
+        self.assert_bad_input([missing, "--out", os.path.join(self.tmp, "x")], "no such file")
+
+    def test_text_file(self):
+        path = os.path.join(self.tmp, "notes.txt")
+        with open(path, "w") as fh:
+            fh.write("this is not HDF5\n" * 100)
+        self.assert_bad_input([path, "--out", os.path.join(self.tmp, "x")], "not an HDF5 file")
+
+    def test_hdf5_without_schema(self):
+        path = os.path.join(self.tmp, "foreign.h5")
+        with h5py.File(path, "w") as f:
+            f.create_dataset("x", data=np.arange(10))
+        self.assert_bad_input([path, "--out", os.path.join(self.tmp, "x")],
+                              "is not a parity result file")
+
+    def test_wrong_schema_name(self):
+        path = os.path.join(self.tmp, "other_schema.h5")
+        make_sample.write_sample(path)
+        with h5py.File(path, "a") as f:
+            f.attrs["schema"] = "something-else"
+        self.assert_bad_input([path, "--out", os.path.join(self.tmp, "x")],
+                              "is not a parity result file")
+
+    def test_schema_version_99(self):
+        path = os.path.join(self.tmp, "v99.h5")
+        make_sample.write_sample(path)
+        with h5py.File(path, "a") as f:
+            f.attrs["schema_version"] = np.int64(99)
+        line = self.assert_bad_input([path, "--out", os.path.join(self.tmp, "x")])
+        self.assertEqual(line, f"parity report: {path} has schema version 99; "
+                               "this report reads version 1")
+        # The second file of a comparison is checked just as well.
+        self.assert_bad_input([self.a, path, "--out", os.path.join(self.tmp, "x")],
+                              "has schema version 99")
+
+    def test_truncated_file(self):
+        path = os.path.join(self.tmp, "truncated.h5")
+        with open(self.a, "rb") as src, open(path, "wb") as dst:
+            data = src.read()
+            dst.write(data[: len(data) // 2])
+        self.assert_bad_input([path, "--out", os.path.join(self.tmp, "x")], "truncated")
+
+    def test_column_of_wrong_type(self):
+        path = os.path.join(self.tmp, "wrong_type.h5")
+        make_sample.write_sample(path)
+        with h5py.File(path, "a") as f:
+            g = f["/bench/collectives"]
+            sizes = [str(v) for v in g["size_bytes"][()]]
+            del g["size_bytes"]
+            g.create_dataset("size_bytes", data=np.array(sizes, dtype=object),
+                             dtype=h5py.string_dtype())
+        self.assert_bad_input([path, "--out", os.path.join(self.tmp, "x")],
+                              "/bench/collectives/size_bytes holds strings")
+
+    def test_usage_errors(self):
+        self.assert_bad_input([self.a])  # no --out
+        res = run_report("--help")
+        self.assertEqual(res.returncode, 0)
+        for option in ("--out", "--title", "--max-plots", "--max-failures", "OTHER.h5"):
+            self.assertIn(option, res.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
