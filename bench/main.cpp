@@ -234,6 +234,18 @@ int main(int argc, char** argv) {
 
   auto* list = app.add_subcommand("list", "List collectives, algorithms, types, reductions and conformance case counts");
 
+  // CLI11 words an unknown subcommand as a missing one; name it instead.
+  if (argc > 1 && argv[1][0] != '-') {
+    const std::string word = argv[1];
+    bool known = false;
+    for (const auto* sub : app.get_subcommands({})) known = known || sub->get_name() == word;
+    const bool bad_bench = word == "bench" && argc > 2 && argv[2][0] != '-' && std::string(argv[2]) != "collectives";
+    if (!known || bad_bench) {
+      std::fprintf(stderr, "parity: unknown subcommand '%s' (known: run, check, bench collectives, report, list)\n",
+                   bad_bench ? (word + " " + argv[2]).c_str() : word.c_str());
+      return kExitUsage;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
