@@ -322,7 +322,7 @@ int main(int argc, char** argv) {
         return conformance.failed ? kExitFailed : 0;
       });
       // MPI is finalised now; rank 0 (or the only process) draws the report.
-      const bool rank0 = !under_launcher() || std::string(std::getenv("OMPI_COMM_WORLD_RANK") ? std::getenv("OMPI_COMM_WORLD_RANK") : "0") == "0";
+      const bool rank0 = launcher_rank() == 0;
       if (rank0 && !run_no_report && status != kExitUsage && !run_common.out.empty() && fs::exists(run_common.out)) {
         const int report_status = draw_report({run_common.out}, run_report_dir, true, run_common.quiet);
         if (status == 0) status = report_status;

@@ -9,12 +9,10 @@
 set -euo pipefail
 
 HERE=$(cd -- "$(dirname -- "$(readlink -f -- "${BASH_SOURCE[0]}")")" && pwd)
-# shellcheck source-path=SCRIPTDIR source=netns-common.sh
-. "$HERE/netns-common.sh"
+# shellcheck source-path=SCRIPTDIR source=netns-test-lib.sh
+. "$HERE/netns-test-lib.sh"
+NETNS_TEST_TAG='parity-netns'
 
-HOSTS=2
-RANKS_PER_HOST=2
-NP=$((HOSTS * RANKS_PER_HOST))
 PYTHON=/usr/bin/python3
 CHECK_FILTER='all_reduce/ring/*:all_gather/*/int32/*:broadcast/binomial_tree/*'
 BENCH_ARGS=(-b 1K -e 64K -f 8 -n 3 -w 1 --coll all_reduce)
@@ -59,100 +57,27 @@ case ${1:-} in
 esac
 (($# == 1)) || { usage >&2; exit 2; }
 
-say() { printf '[parity-netns] %s\n' "$*"; }
-skip() { say "SKIP: $*"; exit 77; }
-fail() { say "FAIL: $*"; exit 1; }
-
 # Absolute path: the ranks start in other namespaces, from orted.
 parity=$(readlink -f -- "$1" 2>/dev/null) || parity=$1
 [[ -f $parity && -x $parity ]] || fail "parity binary '$1' does not exist or is not executable"
 
-[[ ${EUID:-$(id -u)} -eq 0 ]] || skip "must run as root (network namespaces need CAP_SYS_ADMIN and CAP_NET_ADMIN)"
-command -v ip >/dev/null 2>&1 || skip "'ip' missing (apt-get install -y iproute2)"
-command -v unshare >/dev/null 2>&1 || skip "'unshare' missing (util-linux)"
-command -v timeout >/dev/null 2>&1 || skip "'timeout' missing (coreutils)"
+netns_test_need_base
 command -v mpirun >/dev/null 2>&1 || skip "mpirun missing (apt-get install -y openmpi-bin)"
 [[ -x $PYTHON ]] || skip "$PYTHON missing"
 timeout -k 2 20 "$PYTHON" -c 'import h5py' >/dev/null 2>&1 ||
     skip "$PYTHON cannot import h5py (apt-get install -y python3-h5py)"
 
-# Probe inside a throwaway network namespace so that a container without the
-# needed privileges is detected (and skipped) without touching the root
-# namespace at all.
-if ! probe_err=$(timeout -k 2 5 unshare --net --uts -- sh -c \
-    'ip link add parity-probe0 type bridge && ip link add parity-probe1 type veth peer name parity-probe2 && hostname parity-probe' 2>&1); then
-    skip "cannot create network namespaces/bridges/veths here: ${probe_err:-unknown error}"
-fi
-
-# Never tear down a cluster somebody else is using.
-if ip link show dev "$PARITY_BRIDGE" >/dev/null 2>&1 ||
-    ip netns list 2>/dev/null | grep -Eq "^${PARITY_NS_PREFIX}[0-9]+( |\$)"; then
-    [[ ${PARITY_NETNS_TEST_FORCE:-0} == 1 ]] ||
-        skip "a namespace cluster ($PARITY_BRIDGE / ${PARITY_NS_PREFIX}*) is already up; run '$HERE/netns-cluster.sh down' first or set PARITY_NETNS_TEST_FORCE=1"
-fi
+netns_test_need_namespaces
 
 # The host names are what this test checks: each host must have its own
 # (see PARITY_NETNS_UTS in hosts/README.md).
 export PARITY_NETNS_UTS=1
 
 # The ranks run as root in other network namespaces but on this file system;
-# rank 0 writes each result file there under a temporary name and renames it.
-work=$(mktemp -d "${TMPDIR:-/tmp}/parity-netns-parity.XXXXXX")
-hostfile=$work/hostfile
-cluster_up=0
-step_pid=
-step_limit=0
-
-# Run one step under a time limit. It runs in the background and is waited
-# for, because bash postpones traps until a foreground command ends: an
-# interrupted test must stop mpirun at once, not after its time limit.
-# timeout puts the step in its own process group and signals all of it.
-# No step may run past STEPS_DEADLINE (seconds since start), which leaves
-# room for the teardown so the whole test stays well under 3 minutes.
-# Output files (BOUNDED_OUT and BOUNDED_ERR, set together) are opened here
-# rather than on the call, so a trap firing meanwhile still prints to the
-# terminal.
-STEPS_DEADLINE=150
-bounded() {
-    local secs=$1 rc=0 left
-    shift
-    left=$((STEPS_DEADLINE - SECONDS))
-    ((left >= 1)) || { say "time budget used up"; return 124; }
-    ((secs <= left)) || secs=$left
-    step_limit=$secs
-    if [[ -n ${BOUNDED_OUT:-} ]]; then
-        timeout -k 2 "$secs" "$@" >"$BOUNDED_OUT" 2>"$BOUNDED_ERR" &
-    else
-        timeout -k 2 "$secs" "$@" &
-    fi
-    step_pid=$!
-    wait "$step_pid" || rc=$?
-    step_pid=
-    return "$rc"
-}
-
-cleanup() {
-    local rc=$?
-    # A second signal must not cut the teardown short.
-    trap "" INT TERM
-    trap - EXIT
-    if [[ -n $step_pid ]]; then
-        # TERM to timeout is passed on to mpirun, which stops its orteds;
-        # any that outlive it are killed by pid in 'down'.
-        kill -TERM "$step_pid" 2>/dev/null || true
-        wait "$step_pid" 2>/dev/null || true
-    fi
-    if ((cluster_up)); then
-        timeout -k 2 15 "$HERE/netns-cluster.sh" --hostfile "$hostfile" down >/dev/null 2>&1 ||
-            say "warning: teardown failed; run '$HERE/netns-cluster.sh down'"
-    fi
-    rm -rf -- "$work"
-    exit "$rc"
-}
-trap cleanup EXIT
-# Turn signals into a normal exit so the EXIT trap tears the cluster down.
-trap 'say "interrupted"; exit 130' INT
-trap 'say "terminated"; exit 143' TERM
+# rank 0 writes each result file to $work under a temporary name and renames
+# it. Steps end by 150 s, leaving room for the teardown (at most 15 s), so
+# the whole test stays well under 3 minutes.
+netns_test_begin parity-netns-parity 150 15
 
 # What parity's exit status means (see 'parity --help').
 parity_status() {
@@ -181,10 +106,7 @@ run_parity() {
     fi
 }
 
-say "bringing up $HOSTS namespace hosts"
-cluster_up=1
-bounded 15 "$HERE/netns-cluster.sh" --hostfile "$hostfile" --slots "$RANKS_PER_HOST" up "$HOSTS" >/dev/null ||
-    fail "netns-cluster.sh up $HOSTS failed"
+netns_test_cluster_up 15 --quiet
 
 # The number of cases the filter selects for NP ranks, to catch cases that
 # are silently missing from the result file. --list starts no ranks.

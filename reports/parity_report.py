@@ -510,7 +510,7 @@ class Plotter:
         ax_bw.set_ylabel("busbw (GB/s)")
         ax_bw.set_title("bus bandwidth (higher is better)")
         ax_t.set_ylabel("time (us)")
-        ax_t.set_title("latency, mean of slowest rank (lower is better)")
+        ax_t.set_title("time per operation (lower is better)")
         fig.suptitle(title, fontsize=12, fontweight="bold")
         rows = self.legend(fig, handles)
         return self.save(fig, "coll_" + title, rows)

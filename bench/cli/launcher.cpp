@@ -20,6 +20,12 @@ bool under_launcher() {
   return false;
 }
 
+int launcher_rank() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
+    if (const char* value = std::getenv(name)) return std::atoi(value);
+  return 0;
+}
+
 std::string self_executable() {
   std::error_code error;
   auto path = std::filesystem::read_symlink("/proc/self/exe", error);

@@ -14,6 +14,9 @@ struct LaunchRequest {
 
 // True when this process was started by mpirun, srun or another PMI launcher.
 bool under_launcher();
+// This process's rank as the launcher's environment tells it (0 outside a launcher); usable
+// after MPI is finalised.
+int launcher_rank();
 // The mpirun command line that runs `arguments` (parity's own, minus --np/--hostfile) on
 // request.np ranks: --oversubscribe when np exceeds the local cores (and no hostfile),
 // --allow-run-as-root only as root, --hostfile passed through.

@@ -1,7 +1,9 @@
 // Conformance cases for collectives, written once and run by two runners: GoogleTest under
 // CTest (correctness/test_collectives.cpp) and `parity check` on a cluster. A case runs one
-// algorithm and the native collective on the same inputs and checks both against the expected
-// result, exactly for crafted inputs, within a derived bound for random ones.
+// algorithm and checks it against the expected
+// result, exactly for crafted inputs, within a derived bound for random ones. Inputs depend on
+// the case but not on the algorithm, so every algorithm, native included, is held to the same
+// exact expected values; with random inputs the native collective also runs in the same case.
 #pragma once
 
 #include <cstdint>
@@ -50,7 +52,8 @@ struct CaseResult {
 };
 
 // Runs one case on every rank of comm (collectively); every rank returns the same result.
-// with_native: also run the native collective on the same inputs and check it the same way.
+// with_native: for random inputs, also run the native collective on the same inputs and check
+// it under the same bound.
 CaseResult run_case(Communicator& comm, const CollectiveCase& c, HalfAccumulate half = HalfAccumulate::float32,
                     bool with_native = true);
 

@@ -146,31 +146,37 @@ std::string describe_collective(Collective c, BufferView send, BufferView recv, 
 void Communicator::all_reduce(BufferView send, BufferView recv, ReduceOp op) {
   validate_collective(*this, Collective::all_reduce, send, recv, 0);
   Watchdog::Scope scope(*watchdog_, describe_collective(Collective::all_reduce, send, recv, "native"));
+  watchdog_->waiting_for("every rank to reach this native all_reduce");
   do_all_reduce(send, recv, op);
 }
 void Communicator::reduce(BufferView send, BufferView recv, ReduceOp op, int root) {
   validate_collective(*this, Collective::reduce, send, recv, root);
   Watchdog::Scope scope(*watchdog_, describe_collective(Collective::reduce, send, recv, "native"));
+  watchdog_->waiting_for("every rank to reach this native reduce");
   do_reduce(send, recv, op, root);
 }
 void Communicator::broadcast(BufferView send, BufferView recv, int root) {
   validate_collective(*this, Collective::broadcast, send, recv, root);
   Watchdog::Scope scope(*watchdog_, describe_collective(Collective::broadcast, send, recv, "native"));
+  watchdog_->waiting_for("every rank to reach this native broadcast");
   do_broadcast(send, recv, root);
 }
 void Communicator::all_gather(BufferView send, BufferView recv) {
   validate_collective(*this, Collective::all_gather, send, recv, 0);
   Watchdog::Scope scope(*watchdog_, describe_collective(Collective::all_gather, send, recv, "native"));
+  watchdog_->waiting_for("every rank to reach this native all_gather");
   do_all_gather(send, recv);
 }
 void Communicator::reduce_scatter(BufferView send, BufferView recv, ReduceOp op) {
   validate_collective(*this, Collective::reduce_scatter, send, recv, 0);
   Watchdog::Scope scope(*watchdog_, describe_collective(Collective::reduce_scatter, send, recv, "native"));
+  watchdog_->waiting_for("every rank to reach this native reduce_scatter");
   do_reduce_scatter(send, recv, op);
 }
 void Communicator::all_to_all(BufferView send, BufferView recv) {
   validate_collective(*this, Collective::all_to_all, send, recv, 0);
   Watchdog::Scope scope(*watchdog_, describe_collective(Collective::all_to_all, send, recv, "native"));
+  watchdog_->waiting_for("every rank to reach this native all_to_all");
   do_all_to_all(send, recv);
 }
 
