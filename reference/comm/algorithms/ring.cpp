@@ -15,10 +15,12 @@ BufferView block(BufferView buffer, int n, int i) {
   return buffer.slice(begin, block_begin(buffer.count, n, i + 1) - begin);
 }
 
-// Reduce-scatter on `data` (n blocks) in place: afterwards block (r+1) mod n holds the full
-// reduction. The next block's receive is posted before the current one is reduced, so
-// communication overlaps the reduction (two scratch buffers alternate).
-void ring_reduce_scatter_in_place(Communicator& comm, BufferView data, ReduceOp op) {
+// Reduce-scatter of `input` into `data` (both n blocks; they may be the same buffer):
+// afterwards block (r+1) mod n of `data` holds the full reduction. Each arriving partial block
+// is combined with this rank's own input block straight into `data`, so an out-of-place call
+// needs no separate copy. The next block's receive is posted before the current one is
+// reduced, so communication overlaps the reduction (two scratch buffers alternate).
+void ring_reduce_scatter_blocks(Communicator& comm, BufferView input, BufferView data, ReduceOp op) {
   const int n = comm.size(), r = comm.rank();
   const int right = mod(r + 1, n), left = mod(r - 1, n);
   const std::size_t largest = block_begin(data.count, n, 1) + 1;
@@ -30,12 +32,13 @@ void ring_reduce_scatter_in_place(Communicator& comm, BufferView data, ReduceOp 
     return comm.irecv(incoming[step % 2].slice(0, target.count), left, step);
   };
   RequestPtr receive = post_receive(0);
-  RequestPtr send = comm.isend(block(data, n, r), right, 0);
+  RequestPtr send = comm.isend(block(input, n, r), right, 0);
   for (int step = 0; step < n - 1; ++step) {
     RequestPtr next_receive = step + 1 < n - 1 ? post_receive(step + 1) : nullptr;
     comm.wait(receive);
-    BufferView target = block(data, n, receive_block(step));
-    reduce_into(target, incoming[step % 2].slice(0, target.count), op);
+    const int index = receive_block(step);
+    BufferView target = block(data, n, index);
+    reduce_to(target, block(input, n, index), incoming[step % 2].slice(0, target.count), op);
     comm.wait(send);
     if (step + 1 < n - 1) send = comm.isend(target, right, step + 1);
     receive = std::move(next_receive);
@@ -61,9 +64,9 @@ std::size_t block_begin(std::size_t count, int blocks, int i) {
 }
 
 void ring_all_reduce(Communicator& comm, const CollectiveCall& call) {
-  copy_buffer(call.recv, call.send);
-  if (comm.size() == 1) return;
-  ring_reduce_scatter_in_place(comm, call.recv, call.op);
+  if (comm.size() == 1) return copy_buffer(call.recv, call.send);
+  // Every block of recv is written by one of the two phases; none is read before it is.
+  ring_reduce_scatter_blocks(comm, call.send, call.recv, call.op);
   if (call.op == ReduceOp::avg) finish_average(block(call.recv, comm.size(), (comm.rank() + 1) % comm.size()), comm.size());
   ring_all_gather_in_place(comm, call.recv, 1);
 }
