@@ -112,9 +112,10 @@ struct Inputs {
     }
     // base(i) + e on rank 2j and - e on rank 2j+1: the sum is exactly n * base(i), so the
     // average is exact too, in any reduction order.
-    if (k % 2 == 0 && k + 1 >= n) return base(i);  // an odd rank count leaves the last alone
+    const double b = base(i);
+    if (k % 2 == 0 && k + 1 >= n) return b;  // an odd rank count leaves the last alone
     const double e = static_cast<double>(integer(hash(salt, static_cast<std::uint64_t>(k / 2) + (1u << 30), i)));
-    return k % 2 == 0 ? base(i) + e : base(i) - e;
+    return k % 2 == 0 ? b + e : b - e;
   }
 };
 
@@ -155,7 +156,7 @@ Expected expected(const Inputs& in, int r, std::size_t j) {
 // in the kernel, zeroing fresh pages for every buffer. Buffers come back on destruction.
 class PooledMemory {
  public:
-  explicit PooledMemory(std::size_t bytes) : bytes_(bytes) {
+  explicit PooledMemory(std::size_t bytes) {
     auto& pool = free_list();
     // Smallest free buffer that fits.
     auto best = pool.end();
@@ -183,7 +184,6 @@ class PooledMemory {
     static std::vector<HostBuffer> list;
     return list;
   }
-  std::size_t bytes_;
   HostBuffer buffer_;
 };
 

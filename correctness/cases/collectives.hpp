@@ -1,7 +1,7 @@
 // Conformance cases for collectives, written once and run by two runners: GoogleTest under
 // CTest (correctness/test_collectives.cpp) and `parity check` on a cluster. A case runs one
-// algorithm and checks it against the expected
-// result, exactly for crafted inputs, within a derived bound for random ones. Inputs depend on
+// algorithm and checks it against the expected result, exactly for crafted inputs, within a
+// derived bound for random ones. Inputs depend on
 // the case but not on the algorithm, so every algorithm, native included, is held to the same
 // exact expected values; with random inputs the native collective also runs in the same case.
 #pragma once

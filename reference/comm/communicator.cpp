@@ -143,40 +143,34 @@ std::string describe_collective(Collective c, BufferView send, BufferView recv, 
 }
 }  // namespace
 
+Watchdog::Scope Communicator::enter_native(Collective c, BufferView send, BufferView recv, int root) {
+  validate_collective(*this, c, send, recv, root);
+  return Watchdog::Scope(*watchdog_, describe_collective(c, send, recv, "native"),
+                         "every rank to reach this native " + std::string(name_of(c)));
+}
+
 void Communicator::all_reduce(BufferView send, BufferView recv, ReduceOp op) {
-  validate_collective(*this, Collective::all_reduce, send, recv, 0);
-  Watchdog::Scope scope(*watchdog_, describe_collective(Collective::all_reduce, send, recv, "native"));
-  watchdog_->waiting_for("every rank to reach this native all_reduce");
+  const Watchdog::Scope scope = enter_native(Collective::all_reduce, send, recv, 0);
   do_all_reduce(send, recv, op);
 }
 void Communicator::reduce(BufferView send, BufferView recv, ReduceOp op, int root) {
-  validate_collective(*this, Collective::reduce, send, recv, root);
-  Watchdog::Scope scope(*watchdog_, describe_collective(Collective::reduce, send, recv, "native"));
-  watchdog_->waiting_for("every rank to reach this native reduce");
+  const Watchdog::Scope scope = enter_native(Collective::reduce, send, recv, root);
   do_reduce(send, recv, op, root);
 }
 void Communicator::broadcast(BufferView send, BufferView recv, int root) {
-  validate_collective(*this, Collective::broadcast, send, recv, root);
-  Watchdog::Scope scope(*watchdog_, describe_collective(Collective::broadcast, send, recv, "native"));
-  watchdog_->waiting_for("every rank to reach this native broadcast");
+  const Watchdog::Scope scope = enter_native(Collective::broadcast, send, recv, root);
   do_broadcast(send, recv, root);
 }
 void Communicator::all_gather(BufferView send, BufferView recv) {
-  validate_collective(*this, Collective::all_gather, send, recv, 0);
-  Watchdog::Scope scope(*watchdog_, describe_collective(Collective::all_gather, send, recv, "native"));
-  watchdog_->waiting_for("every rank to reach this native all_gather");
+  const Watchdog::Scope scope = enter_native(Collective::all_gather, send, recv, 0);
   do_all_gather(send, recv);
 }
 void Communicator::reduce_scatter(BufferView send, BufferView recv, ReduceOp op) {
-  validate_collective(*this, Collective::reduce_scatter, send, recv, 0);
-  Watchdog::Scope scope(*watchdog_, describe_collective(Collective::reduce_scatter, send, recv, "native"));
-  watchdog_->waiting_for("every rank to reach this native reduce_scatter");
+  const Watchdog::Scope scope = enter_native(Collective::reduce_scatter, send, recv, 0);
   do_reduce_scatter(send, recv, op);
 }
 void Communicator::all_to_all(BufferView send, BufferView recv) {
-  validate_collective(*this, Collective::all_to_all, send, recv, 0);
-  Watchdog::Scope scope(*watchdog_, describe_collective(Collective::all_to_all, send, recv, "native"));
-  watchdog_->waiting_for("every rank to reach this native all_to_all");
+  const Watchdog::Scope scope = enter_native(Collective::all_to_all, send, recv, 0);
   do_all_to_all(send, recv);
 }
 

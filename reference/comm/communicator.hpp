@@ -104,6 +104,8 @@ class Communicator {
   virtual void do_all_gather(BufferView send, BufferView recv) = 0;
   virtual void do_reduce_scatter(BufferView send, BufferView recv, ReduceOp op) = 0;
   virtual void do_all_to_all(BufferView send, BufferView recv) = 0;
+  // Checks a native call's buffers and opens its watchdog scope.
+  Watchdog::Scope enter_native(Collective c, BufferView send, BufferView recv, int root);
   // Memory for scratch(); host memory unless a backend works on devices.
   virtual std::shared_ptr<void> allocate(std::size_t bytes);
 

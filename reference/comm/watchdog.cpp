@@ -27,14 +27,14 @@ void Watchdog::set_timeout(double seconds) {
   timeout_seconds_ = seconds;
 }
 
-Watchdog::Scope::Scope(Watchdog& dog, std::string operation) : dog_(dog) {
+Watchdog::Scope::Scope(Watchdog& dog, std::string operation, std::string detail) : dog_(dog) {
   std::lock_guard lock(dog_.mutex_);
   outermost_ = dog_.depth_++ == 0;
   if (outermost_) {
     dog_.operation_ = std::move(operation);
-    dog_.detail_.clear();
     dog_.started_ = Clock::now();
   }
+  if (outermost_ || !detail.empty()) dog_.detail_ = std::move(detail);
 }
 
 Watchdog::Scope::~Scope() {

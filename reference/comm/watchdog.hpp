@@ -26,7 +26,8 @@ class Watchdog {
   // point-to-point waits) keep the outermost operation and its start time.
   class Scope {
    public:
-    Scope(Watchdog& dog, std::string operation);
+    // detail: what the operation waits on until something more precise is said.
+    Scope(Watchdog& dog, std::string operation, std::string detail = "");
     ~Scope();
     Scope(const Scope&) = delete;
     Scope& operator=(const Scope&) = delete;
