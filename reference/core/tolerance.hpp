@@ -3,6 +3,8 @@
 // a float64 reference under a bound derived from the precision and the reduction length.
 #pragma once
 
+#include <cmath>
+
 #include "reference/tensor/dtype.hpp"
 
 namespace parity::tolerance {
@@ -26,6 +28,25 @@ inline double reduction_bound(int n, double accumulate_u, double storage_u, doub
   const double g = gamma(n, accumulate_u);
   const double bound = (g + storage_u * (1.0 + g) + gamma(n, unit_roundoff(DataType::float64))) * sum_abs;
   return average ? bound / n : bound;
+}
+
+// Finite differences: central differences (f(x+d) - f(x-d)) / 2d in float64 have truncation
+// error O(d^2 f''') and rounding error O(u f / d); d = 1e-6 makes both about 1e-10 relative on
+// inputs of order one, so analytic and numerical gradients must agree to this relative error
+// (the target), leaving four orders of margin.
+inline constexpr double kFiniteDifferenceStep = 1e-6;
+inline constexpr double kGradientRelativeError = 1e-6;
+
+// float32 op against the same op in float64 on the same inputs, as a relative Frobenius error
+// ||y32 - y64|| / ||y64||. Each output is built by at most `stages` chained reductions of at
+// most n terms (a matmul is one stage of length k; attention is scores, softmax and weighted sum,
+// three). One reduction errs by at most gamma_n * sum|x_i y_i|; for the zero-mean random test
+// inputs sum|x_i y_i| is about sqrt(n) times |sum x_i y_i|, and the errors of chained stages add
+// (every stage here is well conditioned: no cancellation beyond the reduction's). So
+// stages * sqrt(n) * gamma_n(2^-24), plus 2^-24 for rounding the inputs themselves.
+inline double float32_op_relative_bound(int n, int stages) {
+  const double u32 = unit_roundoff(DataType::float32);
+  return stages * std::sqrt(static_cast<double>(n)) * gamma(n, u32) + u32;
 }
 
 }  // namespace parity::tolerance

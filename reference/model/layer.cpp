@@ -1,0 +1,95 @@
+// Layer base: hooks, parameters and saved state per micro-batch (see layer.hpp).
+#include "reference/model/layer.hpp"
+
+#include "reference/core/error.hpp"
+
+namespace parity::model {
+
+Tensor& Parameter::gradient() {
+  if (!grad.defined()) grad = Tensor::zeros_like(value, name + ".grad", MemoryCategory::gradients);
+  return grad;
+}
+
+Tensor Layer::forward(const Tensor& x, const PassContext& context) {
+  run_hooks(HookPoint::before_forward, context);
+  Tensor y = do_forward(x, context);
+  run_hooks(HookPoint::after_forward, context);
+  return y;
+}
+
+Tensor Layer::backward(const Tensor& dy, const PassContext& context) {
+  run_hooks(HookPoint::before_backward, context);
+  Tensor dx = do_backward(dy, context);
+  run_hooks(HookPoint::after_backward, context);
+  return dx;
+}
+
+void Layer::run_hooks(HookPoint point, const PassContext& context) {
+  for (auto& hook : hooks_) hook(*this, point, context);
+}
+
+std::vector<Parameter*> Layer::parameters() {
+  std::vector<Parameter*> out;
+  for (auto& p : parameters_) out.push_back(&p);
+  for (Layer* child : children_) {
+    auto more = child->parameters();
+    out.insert(out.end(), more.begin(), more.end());
+  }
+  return out;
+}
+
+Parameter& Layer::add_parameter(const std::string& local_name, Shape shape, DataType dtype, Init init,
+                                std::uint64_t seed) {
+  return add_named_parameter(name_ + "." + local_name, std::move(shape), dtype, init, seed);
+}
+
+Parameter& Layer::add_named_parameter(std::string full_name, Shape shape, DataType dtype, Init init,
+                                      std::uint64_t seed) {
+  Parameter& p = parameters_.emplace_back();
+  p.name = std::move(full_name);
+  p.init = init;
+  p.value = Tensor::empty(p.name, std::move(shape), dtype, MemoryCategory::parameters);
+  initialize(p.value, init, seed);
+  return p;
+}
+
+void Layer::save(const PassContext& context, std::vector<Tensor> tensors) {
+  saved_[{context.step, context.micro_batch}] = std::move(tensors);
+}
+
+std::vector<Tensor> Layer::take_saved(const PassContext& context) {
+  auto it = saved_.find({context.step, context.micro_batch});
+  if (it == saved_.end())
+    throw Error("layer " + name_ + ": backward of step " + std::to_string(context.step) + " micro-batch " +
+                std::to_string(context.micro_batch) + " before its forward (or after its state was released)");
+  std::vector<Tensor> tensors = std::move(it->second);
+  saved_.erase(it);
+  return tensors;
+}
+
+void Layer::release_saved(const PassContext& context) {
+  saved_.erase({context.step, context.micro_batch});
+  for (Layer* child : children_) child->release_saved(context);
+}
+
+std::size_t Layer::saved_passes() const {
+  std::size_t n = saved_.size();
+  for (const Layer* child : children_) n = std::max(n, child->saved_passes());
+  return n;
+}
+
+Tensor Layer::activation(const std::string& what, Shape shape, DataType dtype) const {
+  return Tensor::empty(name_ + "." + what, std::move(shape), dtype, MemoryCategory::activations);
+}
+
+std::vector<Layer*> all_layers(const std::vector<Layer*>& roots) {
+  std::vector<Layer*> out;
+  for (Layer* layer : roots) {
+    out.push_back(layer);
+    auto below = all_layers(layer->children());
+    out.insert(out.end(), below.begin(), below.end());
+  }
+  return out;
+}
+
+}  // namespace parity::model

@@ -1,0 +1,101 @@
+// Layers: the unit every technique works on. A layer has parameters (value and gradient, each
+// charged to its memory category), a forward that saves what its backward needs per micro-batch
+// (so a pipeline stage can hold several micro-batches in flight), and hooks before and after
+// its forward and backward: data parallelism starts a bucket's all-reduce after a backward,
+// ZeRO-3 gathers parameters before a forward, checkpointing drops and re-runs forwards.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "reference/tensor/random.hpp"
+#include "reference/tensor/tensor.hpp"
+
+namespace parity::model {
+
+// A trainable tensor. `value` is charged to parameters, `grad` (made on first use) to gradients.
+// `init` and `seed` say how the whole value is made, so a rank can make any shard of it.
+struct Parameter {
+  std::string name;
+  Tensor value;
+  Tensor grad;
+  Init init;
+  // The gradient, allocated as zeros on first use.
+  Tensor& gradient();
+};
+
+// Which pass a forward or backward belongs to: the optimizer step and the micro-batch. Dropout
+// masks are a pure function of (seed, layer, step, micro-batch), so re-running a forward with
+// the same context replays them.
+struct PassContext {
+  std::uint64_t step = 0;
+  int micro_batch = 0;
+  bool training = true;
+};
+
+class Layer;
+enum class HookPoint { before_forward, after_forward, before_backward, after_backward };
+using Hook = std::function<void(Layer& layer, HookPoint point, const PassContext& context)>;
+
+class Layer {
+ public:
+  explicit Layer(std::string name) : name_(std::move(name)) {}
+  virtual ~Layer() = default;
+  Layer(const Layer&) = delete;
+  Layer& operator=(const Layer&) = delete;
+
+  const std::string& name() const { return name_; }
+  virtual const char* kind() const = 0;
+
+  // Run the layer: hooks before and after, the work in between.
+  Tensor forward(const Tensor& x, const PassContext& context);
+  Tensor backward(const Tensor& dy, const PassContext& context);
+
+  // This layer's own parameters, then its children's, depth first.
+  std::vector<Parameter*> parameters();
+  std::vector<Layer*> children() { return children_; }
+  void add_hook(Hook hook) { hooks_.push_back(std::move(hook)); }
+  // Drops what a forward saved for `context` without running backward (checkpointing).
+  void release_saved(const PassContext& context);
+  // Micro-batches whose forward state this layer (and its children) hold.
+  std::size_t saved_passes() const;
+
+ protected:
+  virtual Tensor do_forward(const Tensor& x, const PassContext& context) = 0;
+  virtual Tensor do_backward(const Tensor& dy, const PassContext& context) = 0;
+
+  // A parameter named "<layer>.<local_name>", initialised whole from (seed, name).
+  Parameter& add_parameter(const std::string& local_name, Shape shape, DataType dtype, Init init, std::uint64_t seed);
+  // The same under a full name of its own (a stage's copy of a tied embedding table).
+  Parameter& add_named_parameter(std::string full_name, Shape shape, DataType dtype, Init init, std::uint64_t seed);
+  // Makes `child` part of this layer: its parameters are listed and its saved state released with ours.
+  template <typename L> L& add_child(std::unique_ptr<L> child) {
+    L& ref = *child;
+    owned_children_.push_back(std::move(child));
+    children_.push_back(&ref);
+    return ref;
+  }
+  void save(const PassContext& context, std::vector<Tensor> tensors);
+  std::vector<Tensor> take_saved(const PassContext& context);
+  // A new activation tensor named after this layer.
+  Tensor activation(const std::string& what, Shape shape, DataType dtype) const;
+
+ private:
+  void run_hooks(HookPoint point, const PassContext& context);
+  std::string name_;
+  std::deque<Parameter> parameters_;  // deque: stable addresses
+  std::vector<std::unique_ptr<Layer>> owned_children_;
+  std::vector<Layer*> children_;
+  std::vector<Hook> hooks_;
+  std::map<std::pair<std::uint64_t, int>, std::vector<Tensor>> saved_;
+};
+
+// Every layer of a tree, parents before children.
+std::vector<Layer*> all_layers(const std::vector<Layer*>& roots);
+
+}  // namespace parity::model

@@ -1,0 +1,187 @@
+// The layers the models are built from. Parameter names are "<layer>.<local>", e.g.
+// "blocks.3.attn.qkv.weight"; a parameter's values are a pure function of (seed, name, index).
+#pragma once
+
+#include "reference/model/layer.hpp"
+#include "reference/ops/cpu.hpp"
+
+namespace parity::model {
+
+// y = x W + b with W [in, out].
+class Linear : public Layer {
+ public:
+  Linear(std::string name, std::int64_t in, std::int64_t out, bool bias, DataType dtype, double init_std,
+         std::uint64_t seed);
+  const char* kind() const override { return "linear"; }
+  Parameter& weight() { return *weight_; }
+  Parameter* bias() { return bias_; }
+
+ protected:
+  Tensor do_forward(const Tensor& x, const PassContext& context) override;
+  Tensor do_backward(const Tensor& dy, const PassContext& context) override;
+
+ private:
+  Parameter* weight_;
+  Parameter* bias_ = nullptr;
+};
+
+class Gelu : public Layer {
+ public:
+  using Layer::Layer;
+  const char* kind() const override { return "gelu"; }
+
+ protected:
+  Tensor do_forward(const Tensor& x, const PassContext& context) override;
+  Tensor do_backward(const Tensor& dy, const PassContext& context) override;
+};
+
+class LayerNorm : public Layer {
+ public:
+  LayerNorm(std::string name, std::int64_t channels, DataType dtype, std::uint64_t seed);
+  const char* kind() const override { return "layernorm"; }
+
+ protected:
+  Tensor do_forward(const Tensor& x, const PassContext& context) override;
+  Tensor do_backward(const Tensor& dy, const PassContext& context) override;
+
+ private:
+  Parameter* gamma_;
+  Parameter* beta_;
+};
+
+// Inverted dropout; the mask is regenerated from (seed, layer name, step, micro-batch), never
+// stored. Identity when p = 0 or outside training.
+class Dropout : public Layer {
+ public:
+  Dropout(std::string name, double p, std::uint64_t seed);
+  const char* kind() const override { return "dropout"; }
+  ops::DropoutKey key(const PassContext& context) const;
+
+ protected:
+  Tensor do_forward(const Tensor& x, const PassContext& context) override;
+  Tensor do_backward(const Tensor& dy, const PassContext& context) override;
+
+ private:
+  double p_;
+  std::uint64_t seed_;
+};
+
+// Causal multi-head self-attention: fused qkv projection, attention core, output projection,
+// residual dropout.
+class CausalSelfAttention : public Layer {
+ public:
+  CausalSelfAttention(std::string name, std::int64_t hidden, int heads, double dropout, DataType dtype,
+                      double init_std, double proj_std, std::uint64_t seed);
+  const char* kind() const override { return "attention"; }
+  Linear& qkv() { return *qkv_; }
+  Linear& proj() { return *proj_; }
+  int heads() const { return heads_; }
+
+ protected:
+  Tensor do_forward(const Tensor& x, const PassContext& context) override;
+  Tensor do_backward(const Tensor& dy, const PassContext& context) override;
+
+ private:
+  int heads_;
+  Linear* qkv_;
+  Linear* proj_;
+  Dropout* dropout_;
+};
+
+// Feed-forward block: Linear(h -> ffn) , GeLU, Linear(ffn -> h), dropout.
+class FeedForward : public Layer {
+ public:
+  FeedForward(std::string name, std::int64_t hidden, std::int64_t ffn, double dropout, DataType dtype,
+              double init_std, double proj_std, std::uint64_t seed);
+  const char* kind() const override { return "mlp"; }
+  Linear& fc() { return *fc_; }
+  Linear& proj() { return *proj_; }
+
+ protected:
+  Tensor do_forward(const Tensor& x, const PassContext& context) override;
+  Tensor do_backward(const Tensor& dy, const PassContext& context) override;
+
+ private:
+  Linear* fc_;
+  Gelu* gelu_;
+  Linear* proj_;
+  Dropout* dropout_;
+};
+
+// Pre-LayerNorm transformer block: x + attn(ln1(x)), then + mlp(ln2(.)).
+class TransformerBlock : public Layer {
+ public:
+  TransformerBlock(std::string name, std::int64_t hidden, int heads, double dropout, DataType dtype, double init_std,
+                   double proj_std, std::uint64_t seed);
+  const char* kind() const override { return "block"; }
+  CausalSelfAttention& attention() { return *attn_; }
+  FeedForward& mlp() { return *mlp_; }
+
+ protected:
+  Tensor do_forward(const Tensor& x, const PassContext& context) override;
+  Tensor do_backward(const Tensor& dy, const PassContext& context) override;
+
+ private:
+  LayerNorm* ln1_;
+  CausalSelfAttention* attn_;
+  LayerNorm* ln2_;
+  FeedForward* mlp_;
+};
+
+// Token plus learned position embedding: tokens [B, T] (int32/int64) -> [B, T, C].
+class Embedding : public Layer {
+ public:
+  Embedding(std::string name, std::int64_t vocabulary, std::int64_t max_sequence, std::int64_t hidden,
+            DataType dtype, double init_std, std::uint64_t seed);
+  const char* kind() const override { return "embedding"; }
+  Parameter& token_table() { return *wte_; }
+
+ protected:
+  Tensor do_forward(const Tensor& tokens, const PassContext& context) override;
+  Tensor do_backward(const Tensor& dy, const PassContext& context) override;
+
+ private:
+  Parameter* wte_;
+  Parameter* wpe_;
+};
+
+// Logits [B, T, V] = x W^T with W [V, C]: the token table itself when tied (owned by the
+// embedding layer, gradients add into it), else its own weight.
+class LanguageModelHead : public Layer {
+ public:
+  // Own weight named `weight_name` ("lm_head.weight" untied; "embedding.wte" for a pipeline
+  // stage's copy of a tied table, which then holds the table's values).
+  LanguageModelHead(std::string name, std::string weight_name, std::int64_t vocabulary, std::int64_t hidden,
+                    DataType dtype, double init_std, std::uint64_t seed);
+  // Tied to a token table owned by an Embedding layer.
+  LanguageModelHead(std::string name, Parameter& tied_table);
+  const char* kind() const override { return "lm_head"; }
+  Parameter& weight() { return *weight_; }
+  bool tied() const { return tied_; }
+
+ protected:
+  Tensor do_forward(const Tensor& x, const PassContext& context) override;
+  Tensor do_backward(const Tensor& dy, const PassContext& context) override;
+
+ private:
+  Parameter* weight_;
+  bool tied_;
+};
+
+// Linear then (optionally) GeLU: one layer of the plain MLP stack.
+class Dense : public Layer {
+ public:
+  Dense(std::string name, std::int64_t in, std::int64_t out, bool activation, DataType dtype, std::uint64_t seed);
+  const char* kind() const override { return "dense"; }
+  Linear& linear() { return *linear_; }
+
+ protected:
+  Tensor do_forward(const Tensor& x, const PassContext& context) override;
+  Tensor do_backward(const Tensor& dy, const PassContext& context) override;
+
+ private:
+  Linear* linear_;
+  Gelu* gelu_ = nullptr;
+};
+
+}  // namespace parity::model

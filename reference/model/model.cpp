@@ -1,0 +1,234 @@
+// Models, builders and synthetic tasks (see model.hpp).
+#include "reference/model/model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "reference/core/error.hpp"
+
+namespace parity::model {
+
+Layer& Model::add(std::unique_ptr<Layer> layer) {
+  layers_.push_back(std::move(layer));
+  return *layers_.back();
+}
+
+Tensor Model::forward(const Tensor& x, const PassContext& context) {
+  Tensor y = x;
+  for (auto& layer : layers_) y = layer->forward(y, context);
+  return y;
+}
+
+Tensor Model::backward(const Tensor& dy, const PassContext& context) {
+  Tensor g = dy;
+  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) g = (*it)->backward(g, context);
+  return g;
+}
+
+double Model::loss(const Tensor& output, const Tensor& targets, double normalizer, Tensor* doutput) const {
+  if (loss_ == LossKind::cross_entropy) {
+    const std::int64_t v = output.dim(-1), n = output.numel() / v;
+    const Tensor logits = output.reshape({n, v});
+    const Tensor flat_targets = targets.reshape({targets.numel()});
+    if (doutput) {
+      *doutput = Tensor::empty("dlogits", output.shape(), output.dtype(), MemoryCategory::activations);
+      Tensor d2 = doutput->reshape({n, v});
+      ops::cross_entropy_backward(logits, flat_targets, normalizer, d2);
+    }
+    return ops::cross_entropy_forward(logits, flat_targets, normalizer);
+  }
+  if (doutput) {
+    *doutput = Tensor::empty("doutput", output.shape(), output.dtype(), MemoryCategory::activations);
+    ops::mse_backward(output, targets, normalizer, *doutput);
+  }
+  return ops::mse_forward(output, targets, normalizer);
+}
+
+double Model::forward_backward(const Batch& batch, const PassContext& context) {
+  const Tensor output = forward(batch.inputs, context);
+  Tensor doutput;
+  const double value = loss(output, batch.targets, batch.normalizer, &doutput);
+  backward(doutput, context);
+  return value;
+}
+
+std::vector<Layer*> Model::layers() const {
+  std::vector<Layer*> out;
+  for (const auto& layer : layers_) out.push_back(layer.get());
+  return out;
+}
+
+std::vector<Parameter*> Model::parameters() const {
+  std::vector<Parameter*> out;
+  for (const auto& layer : layers_) {
+    auto more = layer->parameters();
+    out.insert(out.end(), more.begin(), more.end());
+  }
+  return out;
+}
+
+std::int64_t Model::parameter_count() const {
+  std::int64_t n = 0;
+  for (const Parameter* p : parameters()) n += p->value.numel();
+  return n;
+}
+
+void Model::zero_grad() {
+  for (Parameter* p : parameters())
+    if (p->grad.defined()) p->grad.zero();
+}
+
+namespace {
+void require_model_type(const char* what, DataType dtype) {
+  if (dtype != DataType::float32 && dtype != DataType::float64)
+    throw UsageError(std::string(what) + ": data type " + std::string(name_of(dtype)) +
+                     " is not supported for a whole model (float32 or float64; 16-bit storage comes with mixed precision)");
+}
+
+struct StageBounds {
+  int begin, end;
+};
+StageBounds resolve(LayerRange range, int total, const std::string& what) {
+  const int end = range.end < 0 ? total : range.end;
+  if (range.begin < 0 || range.begin >= end || end > total)
+    throw UsageError(what + ": layer range [" + std::to_string(range.begin) + ", " + std::to_string(end) +
+                     ") is not inside its " + std::to_string(total) + " layers");
+  return {range.begin, end};
+}
+}  // namespace
+
+void GptConfig::validate() const {
+  const std::string what = "GPT config (" + describe() + ")";
+  if (vocabulary <= 0 || layers <= 0 || hidden <= 0 || heads <= 0 || sequence <= 0)
+    throw UsageError(what + ": vocabulary, layers, hidden, heads and sequence must all be positive");
+  if (hidden % heads != 0)
+    throw UsageError(what + ": heads " + std::to_string(heads) + " do not divide hidden " + std::to_string(hidden));
+  if (!(dropout >= 0 && dropout < 1)) throw UsageError(what + ": dropout must be in [0, 1)");
+  require_model_type("GPT config", dtype);
+}
+
+std::string GptConfig::describe() const {
+  return "V=" + std::to_string(vocabulary) + " L=" + std::to_string(layers) + " h=" + std::to_string(hidden) +
+         " a=" + std::to_string(heads) + " s=" + std::to_string(sequence) + (tied_embeddings ? " tied" : " untied") +
+         " " + std::string(name_of(dtype));
+}
+
+std::unique_ptr<Model> build_gpt(const GptConfig& c, LayerRange range) {
+  c.validate();
+  const int total = c.layers + 3;
+  const StageBounds stage = resolve(range, total, "GPT model");
+  auto model = std::make_unique<Model>(c.describe(), LossKind::cross_entropy, c.dtype);
+  const double init_std = 0.02, proj_std = 0.02 / std::sqrt(2.0 * c.layers);
+  Embedding* embedding = nullptr;
+  for (int i = stage.begin; i < stage.end; ++i) {
+    if (i == 0) {
+      embedding = static_cast<Embedding*>(&model->add(
+          std::make_unique<Embedding>("embedding", c.vocabulary, c.sequence, c.hidden, c.dtype, init_std, c.seed)));
+    } else if (i <= c.layers) {
+      model->add(std::make_unique<TransformerBlock>("blocks." + std::to_string(i - 1), c.hidden, c.heads, c.dropout,
+                                                    c.dtype, init_std, proj_std, c.seed));
+    } else if (i == c.layers + 1) {
+      model->add(std::make_unique<LayerNorm>("ln_f", c.hidden, c.dtype, c.seed));
+    } else if (c.tied_embeddings && embedding) {
+      model->add(std::make_unique<LanguageModelHead>("lm_head", embedding->token_table()));
+    } else if (c.tied_embeddings) {
+      // A stage without the embedding holds its own copy of the tied table, with the same name
+      // and therefore the same values (pipeline parallelism keeps the two copies' updates equal).
+      model->add(std::make_unique<LanguageModelHead>("lm_head", "embedding.wte", c.vocabulary, c.hidden, c.dtype,
+                                                     init_std, c.seed));
+    } else {
+      model->add(std::make_unique<LanguageModelHead>("lm_head", "lm_head.weight", c.vocabulary, c.hidden, c.dtype,
+                                                     init_std, c.seed));
+    }
+  }
+  return model;
+}
+
+void MlpConfig::validate() const {
+  const std::string what = "MLP config (" + describe() + ")";
+  if (inputs <= 0 || width <= 0 || outputs <= 0 || layers <= 0)
+    throw UsageError(what + ": inputs, width, outputs and layers must all be positive");
+  require_model_type("MLP config", dtype);
+}
+
+std::string MlpConfig::describe() const {
+  return "in=" + std::to_string(inputs) + " width=" + std::to_string(width) + " out=" + std::to_string(outputs) +
+         " L=" + std::to_string(layers) + " " + std::string(name_of(dtype));
+}
+
+std::unique_ptr<Model> build_mlp(const MlpConfig& c, LayerRange range) {
+  c.validate();
+  const StageBounds stage = resolve(range, c.layers, "MLP model");
+  auto model = std::make_unique<Model>(c.describe(), LossKind::mean_squared_error, c.dtype);
+  for (int i = stage.begin; i < stage.end; ++i) {
+    const std::int64_t in = i == 0 ? c.inputs : c.width;
+    const bool last = i == c.layers - 1;
+    model->add(std::make_unique<Dense>("layers." + std::to_string(i), in, last ? c.outputs : c.width, !last, c.dtype,
+                                       c.seed));
+  }
+  return model;
+}
+
+namespace {
+void check_rows(const char* what, std::int64_t first_row, std::int64_t rows, std::int64_t global_rows) {
+  if (rows <= 0 || first_row < 0 || first_row + rows > global_rows)
+    throw UsageError(std::string(what) + ": rows [" + std::to_string(first_row) + ", " +
+                     std::to_string(first_row + rows) + ") are not inside a global batch of " + std::to_string(global_rows));
+}
+}  // namespace
+
+Batch gpt_batch(const GptConfig& c, std::uint64_t step, std::int64_t first_row, std::int64_t rows,
+                std::int64_t global_rows) {
+  check_rows("gpt_batch", first_row, rows, global_rows);
+  // The task's permutation of the vocabulary: sort tokens by a random key (Fisher-Yates would
+  // need sequential draws; keys keep it a pure function of the seed).
+  std::vector<std::int64_t> order(static_cast<std::size_t>(c.vocabulary));
+  std::iota(order.begin(), order.end(), 0);
+  const std::uint64_t perm_id = tensor_id("task.permutation");
+  std::vector<double> key(order.size());
+  for (std::size_t i = 0; i < key.size(); ++i) key[i] = uniform_open(c.seed, perm_id, i);
+  std::sort(order.begin(), order.end(), [&](auto a, auto b) { return key[static_cast<std::size_t>(a)] < key[static_cast<std::size_t>(b)]; });
+  std::vector<std::int64_t> next(order.size());
+  for (std::size_t i = 0; i < order.size(); ++i) next[static_cast<std::size_t>(order[i])] = order[(i + 1) % order.size()];
+
+  Batch batch;
+  batch.inputs = Tensor::empty("tokens", {rows, c.sequence}, DataType::int32, MemoryCategory::activations);
+  batch.targets = Tensor::empty("targets", {rows, c.sequence}, DataType::int32, MemoryCategory::activations);
+  batch.normalizer = static_cast<double>(global_rows * c.sequence);
+  const std::uint64_t start_id = tensor_id("task.start.step" + std::to_string(step));
+  auto* in = batch.inputs.data<std::int32_t>();
+  auto* out = batch.targets.data<std::int32_t>();
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::int64_t token = static_cast<std::int64_t>(
+        element_words(c.seed, start_id, static_cast<std::uint64_t>(first_row + r))[0] % static_cast<std::uint64_t>(c.vocabulary));
+    for (std::int64_t t = 0; t < c.sequence; ++t) {
+      in[r * c.sequence + t] = static_cast<std::int32_t>(token);
+      token = next[static_cast<std::size_t>(token)];
+      out[r * c.sequence + t] = static_cast<std::int32_t>(token);
+    }
+  }
+  return batch;
+}
+
+Batch mlp_batch(const MlpConfig& c, std::uint64_t step, std::int64_t first_row, std::int64_t rows,
+                std::int64_t global_rows) {
+  check_rows("mlp_batch", first_row, rows, global_rows);
+  Batch batch;
+  batch.inputs = Tensor::empty("inputs", {rows, c.inputs}, c.dtype, MemoryCategory::activations);
+  initialize_shard(batch.inputs, Init::normal(0, 1), c.seed, "task.inputs.step" + std::to_string(step),
+                   ShardSpec({global_rows, c.inputs}).range(0, first_row, first_row + rows));
+  Tensor teacher = Tensor::empty("task.teacher", {c.inputs, c.outputs}, DataType::float64, MemoryCategory::workspace);
+  initialize(teacher, Init::normal(0, 1.0 / std::sqrt(static_cast<double>(c.inputs))), c.seed);
+  batch.targets = Tensor::empty("targets", {rows, c.outputs}, c.dtype, MemoryCategory::activations);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t o = 0; o < c.outputs; ++o) {
+      double s = 0;
+      for (std::int64_t i = 0; i < c.inputs; ++i) s += batch.inputs.at(r * c.inputs + i) * teacher.at(i * c.outputs + o);
+      batch.targets.set(r * c.outputs + o, std::tanh(s));
+    }
+  batch.normalizer = static_cast<double>(global_rows * c.outputs);
+  return batch;
+}
+
+}  // namespace parity::model

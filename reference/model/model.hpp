@@ -1,0 +1,104 @@
+// Models: a sequence of top-level layers (the unit pipeline stages split, ZeRO-3 gathers and
+// checkpointing wraps) plus a loss. Built from a config and a seed; every parameter's values
+// are a pure function of (seed, name, index), so a model built on any rank, or any range of its
+// layers, holds the same values as the whole model built on one device.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "reference/model/layers.hpp"
+
+namespace parity::model {
+
+enum class LossKind { cross_entropy, mean_squared_error };
+
+// The whole global batch, or this rank's rows of it.
+struct Batch {
+  Tensor inputs;   // GPT: tokens [B, T] int32; MLP: [B, in]
+  Tensor targets;  // GPT: next tokens [B, T] int32; MLP: [B, out]
+  // Loss = sum over the rows here / normalizer. The global element count makes shards add up to
+  // the whole batch's mean (data parallelism with uneven shards).
+  double normalizer = 1;
+};
+
+class Model {
+ public:
+  Model(std::string description, LossKind loss, DataType dtype) : description_(std::move(description)), loss_(loss), dtype_(dtype) {}
+  Layer& add(std::unique_ptr<Layer> layer);
+
+  Tensor forward(const Tensor& x, const PassContext& context);
+  // Backward from the gradient of the output; returns the input gradient (undefined for tokens).
+  Tensor backward(const Tensor& dy, const PassContext& context);
+  // Loss of `output` against `targets`; when doutput is given it receives d loss / d output.
+  double loss(const Tensor& output, const Tensor& targets, double normalizer, Tensor* doutput) const;
+  // forward, loss, backward of one (micro-)batch; gradients accumulate. Returns the loss.
+  double forward_backward(const Batch& batch, const PassContext& context);
+
+  std::vector<Layer*> layers() const;
+  std::vector<Parameter*> parameters() const;
+  std::int64_t parameter_count() const;
+  void zero_grad();
+  const std::string& description() const { return description_; }
+  DataType dtype() const { return dtype_; }
+  LossKind loss_kind() const { return loss_; }
+
+ private:
+  std::string description_;
+  LossKind loss_;
+  DataType dtype_;
+  std::vector<std::unique_ptr<Layer>> layers_;
+};
+
+// Layers [begin, end) of a model with `total` top-level layers (a pipeline stage); {0, -1} all.
+struct LayerRange {
+  int begin = 0;
+  int end = -1;
+};
+
+// GPT-style decoder: embedding (token + position), L pre-LN blocks (attention with h/a heads,
+// FFN 4h), final LayerNorm, LM head (tied to the token table or its own weight).
+// GPT-2 initialisation: weights N(0, 0.02), residual projections N(0, 0.02/sqrt(2L)).
+struct GptConfig {
+  std::int64_t vocabulary = 64;
+  int layers = 2;
+  std::int64_t hidden = 32;
+  int heads = 4;
+  std::int64_t sequence = 16;
+  bool tied_embeddings = true;
+  double dropout = 0;
+  DataType dtype = DataType::float32;
+  std::uint64_t seed = 1234;
+  // Refuses zero sizes, heads not dividing hidden, unsupported types (UsageError naming them).
+  void validate() const;
+  std::string describe() const;
+};
+// Top-level layers: "embedding", "blocks.0" .. "blocks.L-1", "ln_f", "lm_head" (L + 3).
+std::unique_ptr<Model> build_gpt(const GptConfig& config, LayerRange range = {});
+
+// Plain MLP stack: Dense(in -> width, GeLU), (layers - 2) x Dense(width -> width, GeLU),
+// Dense(width -> out); mean-squared-error loss. Top-level layers "layers.0" .. "layers.L-1".
+struct MlpConfig {
+  std::int64_t inputs = 16;
+  std::int64_t width = 32;
+  std::int64_t outputs = 8;
+  int layers = 4;
+  DataType dtype = DataType::float32;
+  std::uint64_t seed = 1234;
+  void validate() const;
+  std::string describe() const;
+};
+std::unique_ptr<Model> build_mlp(const MlpConfig& config, LayerRange range = {});
+
+// Synthetic tasks, rows [first_row, first_row + rows) of step `step`'s global batch: every value
+// a pure function of (seed, step, global row), so ranks make their shards without communication.
+// GPT: each sequence follows a fixed random permutation of the vocabulary from a random start
+// token; targets are the next tokens (learnable: loss falls from ln V towards 0).
+Batch gpt_batch(const GptConfig& config, std::uint64_t step, std::int64_t first_row, std::int64_t rows,
+                std::int64_t global_rows);
+// MLP: inputs N(0, 1), targets = tanh(inputs W_teacher) with a fixed random teacher.
+Batch mlp_batch(const MlpConfig& config, std::uint64_t step, std::int64_t first_row, std::int64_t rows,
+                std::int64_t global_rows);
+
+}  // namespace parity::model

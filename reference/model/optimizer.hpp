@@ -1,0 +1,76 @@
+// Optimizers: SGD with momentum and AdamW, with float32 or float64 state. The element update is
+// exposed on its own (update()) so that ZeRO can run it on the shard of parameters, gradients
+// and state a rank owns; step() runs it on whole parameters with state the optimizer keeps.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "reference/model/layer.hpp"
+
+namespace parity::model {
+
+class Optimizer {
+ public:
+  explicit Optimizer(DataType state_dtype);
+  virtual ~Optimizer() = default;
+  virtual const char* name() const = 0;
+  // State tensors per parameter (SGD: 1 with momentum, else 0; AdamW: 2).
+  virtual int state_count() const = 0;
+  // Updates `value` from `grad` and `state` (each with value's element count; state in
+  // state_dtype) at optimizer step `step` (1-based).
+  virtual void update(Tensor& value, const Tensor& grad, std::vector<Tensor>& state, std::int64_t step) const = 0;
+
+  // One step on whole parameters; state is made (zeros, charged to optimizer_state) on first use.
+  void step(const std::vector<Parameter*>& parameters);
+  std::int64_t steps_taken() const { return steps_; }
+  DataType state_dtype() const { return state_dtype_; }
+  // The state of one parameter (empty before the first step).
+  const std::vector<Tensor>& state_of(const std::string& parameter) const;
+
+ private:
+  DataType state_dtype_;
+  std::int64_t steps_ = 0;
+  std::map<std::string, std::vector<Tensor>> state_;
+};
+
+struct SgdConfig {
+  double learning_rate = 0.01;
+  double momentum = 0;
+  double weight_decay = 0;  // added to the gradient (L2), as torch.optim.SGD
+};
+// buf = momentum * buf + (g + wd p); p -= lr * buf (plain SGD when momentum = 0).
+class Sgd : public Optimizer {
+ public:
+  Sgd(SgdConfig config, DataType state_dtype);
+  const char* name() const override { return "sgd"; }
+  int state_count() const override { return config_.momentum != 0 ? 1 : 0; }
+  void update(Tensor& value, const Tensor& grad, std::vector<Tensor>& state, std::int64_t step) const override;
+
+ private:
+  SgdConfig config_;
+};
+
+struct AdamWConfig {
+  double learning_rate = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double epsilon = 1e-8;
+  double weight_decay = 0.01;
+};
+// Loshchilov and Hutter (2019), decoupled weight decay with bias correction:
+// p -= lr wd p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+// p -= lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps).
+class AdamW : public Optimizer {
+ public:
+  AdamW(AdamWConfig config, DataType state_dtype);
+  const char* name() const override { return "adamw"; }
+  int state_count() const override { return 2; }
+  void update(Tensor& value, const Tensor& grad, std::vector<Tensor>& state, std::int64_t step) const override;
+
+ private:
+  AdamWConfig config_;
+};
+
+}  // namespace parity::model

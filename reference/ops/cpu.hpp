@@ -1,0 +1,83 @@
+// CPU ops, each a forward/backward pair (llm.c style), on tensors of float64 or float32, and
+// on float16/bfloat16 storage with float32 arithmetic where noted. Sizes: N rows (batch times
+// sequence, every leading dimension flattened), C channels, B batch, T sequence, H heads,
+// V vocabulary. Backward functions that produce parameter gradients accumulate into them
+// (+=), so micro-batches add up; input gradients are overwritten.
+//
+// Every function checks its tensors' shapes and types first and throws parity::Error naming
+// the tensors and shapes. GPU versions (issue: GPU path) keep these signatures.
+#pragma once
+
+#include <cstdint>
+
+#include "reference/tensor/tensor.hpp"
+
+namespace parity::ops {
+
+// Uses one BLAS thread per process: ranks are the parallelism (called once by every op).
+void configure_blas_once();
+// Name of the BLAS library in use (for provenance).
+const char* blas_name();
+
+// c (+)= op(a) op(b): op(a) [m, k], op(b) [k, n], c [m, n] (2-D). float32/float64 through BLAS;
+// 16-bit tensors are widened to float32, multiplied, and the result rounded once.
+void matmul(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, Tensor& c, bool accumulate);
+
+// y[N, out] = x[N, in] w[in, out] + bias[out] (bias may be undefined).
+void linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y);
+// dx = dy w^T (skipped when dx is undefined); dw += x^T dy; dbias += column sums of dy.
+void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw, Tensor& dbias);
+
+// GeLU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (Hendrycks and Gimpel 2016).
+void gelu_forward(const Tensor& x, Tensor& y);
+void gelu_backward(const Tensor& dy, const Tensor& x, Tensor& dx);
+
+// y = a + b (residual connections); its backward passes dy to both.
+void add_forward(const Tensor& a, const Tensor& b, Tensor& y);
+// y += x (gradient accumulation along a residual stream).
+void accumulate(Tensor& y, const Tensor& x);
+
+// LayerNorm over the last dimension C with eps = 1e-5: y = (x - mean) * rstd * gamma + beta.
+// mean and rstd [N] are saved for backward (float64 for float64 x, else float32).
+void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& mean,
+                       Tensor& rstd);
+void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                        const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta);
+inline constexpr double kLayerNormEps = 1e-5;
+
+// Softmax over the last dimension.
+void softmax_forward(const Tensor& x, Tensor& y);
+void softmax_backward(const Tensor& dy, const Tensor& y, Tensor& dx);
+
+// Multi-head self-attention core on a fused projection qkv [B, T, 3C] (q, k, v each C = H*hs
+// columns, head h at columns h*hs of each): out [B, T, C] = softmax(q k^T / sqrt(hs) + mask) v
+// per head; probs [B, H, T, T] saved for backward. causal masks j > i. float32/float64.
+void attention_forward(const Tensor& qkv, int heads, bool causal, Tensor& out, Tensor& probs);
+void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& probs, int heads, Tensor& dqkv);
+
+// y[B, T, C] = wte[tokens] + wpe[t] (wpe may be undefined); tokens [B, T] int32 or int64.
+void embedding_forward(const Tensor& tokens, const Tensor& wte, const Tensor& wpe, Tensor& y);
+void embedding_backward(const Tensor& dy, const Tensor& tokens, Tensor& dwte, Tensor& dwpe);
+
+// Cross-entropy of logits [N, V] against targets [N] (int32/int64): returns
+// sum_n -log softmax(logits_n)[target_n] / normalizer. normalizer is N for a mean over this
+// batch; data parallelism passes the global count so that shards add up to the whole.
+double cross_entropy_forward(const Tensor& logits, const Tensor& targets, double normalizer);
+// dlogits = (softmax(logits) - onehot(targets)) / normalizer.
+void cross_entropy_backward(const Tensor& logits, const Tensor& targets, double normalizer, Tensor& dlogits);
+
+// Mean squared error: sum (prediction - target)^2 / normalizer; backward 2 (p - t) / normalizer.
+double mse_forward(const Tensor& prediction, const Tensor& target, double normalizer);
+void mse_backward(const Tensor& prediction, const Tensor& target, double normalizer, Tensor& dprediction);
+
+// Inverted dropout with a replayable mask: element i is kept when uniform(seed, stream, i) >= p,
+// and scaled by 1/(1-p). The mask is a pure function of (seed, stream, i), so backward and a
+// recomputed forward (activation checkpointing) regenerate it instead of storing it.
+struct DropoutKey {
+  std::uint64_t seed = 0;
+  std::uint64_t stream = 0;
+};
+void dropout_forward(const Tensor& x, double p, DropoutKey key, Tensor& y);
+void dropout_backward(const Tensor& dy, double p, DropoutKey key, Tensor& dx);
+
+}  // namespace parity::ops

@@ -1,0 +1,156 @@
+// Tensors and their storage (see tensor.hpp).
+#include "reference/tensor/tensor.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "reference/comm/reduce_kernels.hpp"
+#include "reference/core/error.hpp"
+
+namespace parity {
+
+std::string to_string(const Shape& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+std::int64_t element_count(const Shape& shape) {
+  std::int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+Storage::Storage(std::size_t bytes, MemoryCategory category, MemorySpace space)
+    : bytes_(bytes), category_(category), space_(space) {
+  require(space == MemorySpace::host, "tensor storage on the CUDA memory space needs the GPU path (--device cuda)");
+  const std::size_t rounded = (bytes + 63) / 64 * 64;
+  data_ = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  if (!data_) throw std::bad_alloc();
+  MemoryTracker::process().charge(category_, space_, bytes_);
+}
+
+Storage::~Storage() {
+  MemoryTracker::process().release(category_, space_, bytes_);
+  std::free(data_);
+}
+
+Tensor Tensor::empty(std::string name, Shape shape, DataType dtype, MemoryCategory category, MemorySpace space) {
+  for (auto d : shape) {
+    if (d <= 0)
+      throw Error("tensor " + name + " " + to_string(shape) + ": every dimension must be positive");
+  }
+  Tensor t;
+  t.name_ = std::move(name);
+  t.numel_ = element_count(shape);
+  t.shape_ = std::move(shape);
+  t.dtype_ = dtype;
+  t.storage_ = std::make_shared<Storage>(t.bytes(), category, space);
+  return t;
+}
+
+Tensor Tensor::zeros(std::string name, Shape shape, DataType dtype, MemoryCategory category, MemorySpace space) {
+  Tensor t = empty(std::move(name), std::move(shape), dtype, category, space);
+  std::memset(t.raw(), 0, t.bytes());
+  return t;
+}
+
+Tensor Tensor::zeros_like(const Tensor& other, std::string name, MemoryCategory category) {
+  return zeros(std::move(name), other.shape(), other.dtype(), category, other.space());
+}
+
+Tensor Tensor::empty_like(const Tensor& other, std::string name, MemoryCategory category) {
+  return empty(std::move(name), other.shape(), other.dtype(), category, other.space());
+}
+
+std::int64_t Tensor::dim(int d) const {
+  const int r = rank();
+  const int index = d < 0 ? d + r : d;
+  if (index < 0 || index >= r)
+    throw Error("tensor " + describe() + ": no dimension " + std::to_string(d));
+  return shape_[static_cast<std::size_t>(index)];
+}
+
+std::string Tensor::describe() const {
+  if (!defined()) return name_.empty() ? "(undefined tensor)" : name_ + " (undefined)";
+  return name_ + " " + to_string(shape_) + " " + std::string(name_of(dtype_));
+}
+
+void Tensor::check_access(DataType requested) const {
+  if (!defined()) throw Error("tensor " + describe() + " is used before it was allocated");
+  if (requested != dtype_)
+    throw Error("tensor " + describe() + " read as " + std::string(name_of(requested)));
+  if (space() != MemorySpace::host) throw Error("tensor " + describe() + " is not in host memory");
+}
+
+Tensor Tensor::reshape(Shape shape) const {
+  if (element_count(shape) != numel_)
+    throw Error("cannot reshape " + describe() + " to " + to_string(shape) + ": element counts differ");
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::renamed(std::string name) const {
+  Tensor t = *this;
+  t.name_ = std::move(name);
+  return t;
+}
+
+Tensor Tensor::clone(std::string name, MemoryCategory category) const {
+  Tensor t = empty(std::move(name), shape_, dtype_, category, space());
+  std::memcpy(t.raw(), raw(), bytes());
+  return t;
+}
+
+double Tensor::at(std::int64_t i) const {
+  return visit_data_type(dtype_, [&](auto tag) {
+    using T = decltype(tag);
+    return to_double(data<T>()[i]);
+  });
+}
+
+void Tensor::set(std::int64_t i, double value) {
+  visit_data_type(dtype_, [&](auto tag) {
+    using T = decltype(tag);
+    data<T>()[i] = from_double<T>(value);
+  });
+}
+
+void Tensor::fill(double value) {
+  visit_data_type(dtype_, [&](auto tag) {
+    using T = decltype(tag);
+    const T v = from_double<T>(value);
+    for (T& x : span<T>()) x = v;
+  });
+}
+
+void Tensor::zero() {
+  check_access(dtype_);
+  std::memset(raw(), 0, bytes());
+}
+
+std::vector<double> Tensor::to_vector() const {
+  std::vector<double> v(static_cast<std::size_t>(numel_));
+  for (std::int64_t i = 0; i < numel_; ++i) v[static_cast<std::size_t>(i)] = at(i);
+  return v;
+}
+
+Tensor cast(const Tensor& source, DataType dtype, std::string name, MemoryCategory category) {
+  Tensor t = Tensor::empty(std::move(name), source.shape(), dtype, category, source.space());
+  copy_into(t, source);
+  return t;
+}
+
+void copy_into(Tensor& destination, const Tensor& source) {
+  if (destination.numel() != source.numel())
+    throw Error("cannot copy " + source.describe() + " into " + destination.describe() + ": element counts differ");
+  if (destination.dtype() == source.dtype()) {
+    std::memcpy(destination.raw(), source.raw(), source.bytes());
+  } else {
+    convert_buffer(destination.view(), source.view());
+  }
+}
+
+}  // namespace parity
