@@ -64,6 +64,17 @@ void add_bench_options(CLI::App* app, BenchOptions& b) {
                                           "ring naive recursive_doubling rabenseifner binomial_tree pairwise");
 }
 
+void add_model_bench_options(CLI::App* app, ModelBenchOptions& m) {
+  std::string names;
+  for (const auto& p : model_presets()) names += " " + p.name + " (" + p.config.describe() + ");";
+  app->add_option("--models", m.models, "GPT models, comma-separated:" + names);
+  app->add_option("--batch", m.batch, "Sequences per step (per rank: every rank trains its own replica)");
+  app->add_option("--steps", m.steps, "Timed training steps per model (the median is reported)");
+  app->add_option("--warmup", m.warmup, "Untimed steps first");
+  app->add_option("--dtype", m.dtype, "float32 or float64");
+  app->add_option("--optimizer", m.optimizer, "adamw or sgd (with momentum)");
+}
+
 // parity's own arguments without --np and --hostfile, for the relaunched ranks.
 std::vector<std::string> arguments_for_ranks(int argc, char** argv, const std::string& out) {
   std::vector<std::string> args = {self_executable()};
@@ -194,7 +205,8 @@ int main(int argc, char** argv) {
   app.option_defaults()->always_capture_default();
   app.set_version_flag("--version", parity_version() + " (" + git_commit() + ")");
 
-  CommonOptions run_common, check_common, bench_common;
+  CommonOptions run_common, check_common, bench_common, model_common;
+  ModelBenchOptions model_options;
   CheckOptions check_options;
   BenchOptions bench_options;
   std::vector<std::string> report_files;
@@ -226,6 +238,12 @@ int main(int argc, char** argv) {
   add_common(bench_collectives, bench_common);
   add_bench_options(bench_collectives, bench_options);
 
+  auto* bench_model = bench->add_subcommand(
+      "model", "Tokens per second and model FLOPs utilisation (MFU) of a GPT training step on every rank; the MFU "
+               "denominator is the matrix-multiply rate measured in the same run; counted FLOPs must equal the formula");
+  add_common(bench_model, model_common, false);
+  add_model_bench_options(bench_model, model_options);
+
   auto* report = app.add_subcommand("report", "Draw an HTML report with plots from one result file, or compare two");
   report->add_option("files", report_files, "One result file, or two to compare")->required()->expected(1, 2)->check(CLI::ExistingFile);
   report->add_option("--out", report_out, "Report directory [default: <first file without .h5>.report]");
@@ -239,9 +257,10 @@ int main(int argc, char** argv) {
     const std::string word = argv[1];
     bool known = false;
     for (const auto* sub : app.get_subcommands({})) known = known || sub->get_name() == word;
-    const bool bad_bench = word == "bench" && argc > 2 && argv[2][0] != '-' && std::string(argv[2]) != "collectives";
+    const bool bad_bench = word == "bench" && argc > 2 && argv[2][0] != '-' && std::string(argv[2]) != "collectives" &&
+                           std::string(argv[2]) != "model";
     if (!known || bad_bench) {
-      std::fprintf(stderr, "parity: unknown subcommand '%s' (known: run, check, bench collectives, report, list)\n",
+      std::fprintf(stderr, "parity: unknown subcommand '%s' (known: run, check, bench collectives, bench model, report, list)\n",
                    bad_bench ? (word + " " + argv[2]).c_str() : word.c_str());
       return kExitUsage;
     }
@@ -295,6 +314,19 @@ int main(int argc, char** argv) {
       });
     }
 
+    if (*bench_model) {
+      const ModelBenchPlan plan = plan_model_bench(model_options);
+      maybe_relaunch(argc, argv, model_common, "bench-model");
+      return with_session(argc, argv, model_common, "bench model", [&](Session& s) {
+        s.check_memory(model_bench_bytes_per_rank(plan), "the model benchmark");
+        s.maybe_inject_stall();
+        const ModelBenchOutcome outcome = run_model_bench(s, plan, model_options);
+        record_model_bench(s, outcome, model_options);
+        s.commit_results();
+        return 0;
+      });
+    }
+
     if (*run) {
       parse_half_accumulate(run_common.half_accumulate);
       BenchOptions b;
@@ -308,6 +340,10 @@ int main(int argc, char** argv) {
       BenchPlan plan = plan_bench(b);
       CheckOptions c;
       c.include_large = !run_quick;
+      ModelBenchOptions m;
+      m.models = run_quick ? "tiny" : "tiny,small";
+      m.steps = 3;
+      const ModelBenchPlan model_plan = plan_model_bench(m);
       maybe_relaunch(argc, argv, run_common, "run");
       int status = with_session(argc, argv, run_common, "run", [&](Session& s) {
         CheckOutcome conformance = run_check(s, c);
@@ -316,6 +352,8 @@ int main(int argc, char** argv) {
         const PointToPoint p2p = measure_point_to_point(s, plan.sizes.back());
         const BenchOutcome outcome = run_bench(s, plan, b, p2p, copy.best_GBps);
         record_bench(s, copy, p2p, outcome, b);
+        s.check_memory(model_bench_bytes_per_rank(model_plan), "the model benchmark");
+        record_model_bench(s, run_model_bench(s, model_plan, m), m);
         if (s.is_root()) s.results().write_table("/check/collectives", conformance.cases);
         s.commit_results();
         run_common.out = s.options().out;

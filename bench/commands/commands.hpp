@@ -7,6 +7,7 @@
 
 #include "bench/cli/session.hpp"
 #include "bench/cli/sizes.hpp"
+#include "reference/model/model.hpp"
 #include "reference/record/results_file.hpp"
 #include "reference/theory/collectives.hpp"
 
@@ -78,5 +79,34 @@ BenchOutcome run_bench(Session& session, const BenchPlan& plan, const BenchOptio
 // Writes everything a bench run measured into the result file (rank 0).
 void record_bench(Session& session, const HostCopy& copy, const PointToPoint& p2p, const BenchOutcome& bench,
                   const BenchOptions& options);
+
+// ---- parity bench model ----
+struct ModelBenchOptions {
+  std::string models = "tiny,small";
+  std::int64_t batch = 8;
+  int steps = 5;
+  int warmup = 1;
+  std::string dtype = "float32";
+  std::string optimizer = "adamw";
+};
+struct ModelPreset {
+  std::string name;
+  model::GptConfig config;
+};
+const std::vector<ModelPreset>& model_presets();
+struct ModelBenchPlan {
+  std::vector<ModelPreset> models;
+  std::int64_t batch = 8;
+  DataType dtype = DataType::float32;
+};
+// Checks every option; throws UsageError naming the bad one.
+ModelBenchPlan plan_model_bench(const ModelBenchOptions& options);
+// Largest bytes one rank needs for the plan (parameters, gradients, state, activations).
+std::size_t model_bench_bytes_per_rank(const ModelBenchPlan& plan);
+struct ModelBenchOutcome {
+  record::Table table{"training step of GPT models on every rank: tokens/s and MFU (docs/model-accounting.md)"};
+};
+ModelBenchOutcome run_model_bench(Session& session, const ModelBenchPlan& plan, const ModelBenchOptions& options);
+void record_model_bench(Session& session, const ModelBenchOutcome& outcome, const ModelBenchOptions& options);
 
 }  // namespace parity::cli

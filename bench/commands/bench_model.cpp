@@ -1,0 +1,219 @@
+// parity bench model: tokens per second and model FLOPs utilisation of a single-device training
+// step (forward, backward, optimizer) for a few GPT sizes. Every rank trains its own replica at
+// the same time (a health check of every core or device in the job); the denominator of MFU is
+// the matrix-multiply rate each rank measures in the same run, in the model's data type.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <sstream>
+
+#include "bench/cli/progress.hpp"
+#include "bench/commands/commands.hpp"
+#include "reference/core/error.hpp"
+#include "reference/model/optimizer.hpp"
+#include "reference/ops/cpu.hpp"
+#include "reference/ops/flops.hpp"
+#include "reference/theory/model.hpp"
+
+namespace parity::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Best of five square matrix multiplies of size n: the same-run denominator of MFU.
+double measure_matmul_GFLOPs(DataType dtype, std::int64_t n) {
+  Tensor a = Tensor::empty("bench.a", {n, n}, dtype, MemoryCategory::workspace);
+  Tensor b = Tensor::empty("bench.b", {n, n}, dtype, MemoryCategory::workspace);
+  Tensor c = Tensor::empty("bench.c", {n, n}, dtype, MemoryCategory::workspace);
+  initialize(a, Init::normal(0, 1), 1);
+  initialize(b, Init::normal(0, 1), 1);
+  ops::matmul(a, false, b, false, c, false);  // warm-up
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto t0 = Clock::now();
+    ops::matmul(a, false, b, false, c, false);
+    best = std::max(best, 2.0 * static_cast<double>(n * n * n) / seconds_since(t0) / 1e9);
+  }
+  return best;
+}
+
+std::vector<double> gather(Communicator& world, double value) {
+  std::vector<double> all(static_cast<std::size_t>(world.size()));
+  world.all_gather({&value, 1, DataType::float64, MemorySpace::host}, {all.data(), all.size(), DataType::float64, MemorySpace::host});
+  return all;
+}
+
+}  // namespace
+
+const std::vector<ModelPreset>& model_presets() {
+  static const std::vector<ModelPreset> presets = [] {
+    auto gpt = [](std::int64_t v, int l, std::int64_t h, int a, std::int64_t s) {
+      model::GptConfig c;
+      c.vocabulary = v;
+      c.layers = l;
+      c.hidden = h;
+      c.heads = a;
+      c.sequence = s;
+      return c;
+    };
+    return std::vector<ModelPreset>{
+        {"tiny", gpt(256, 2, 64, 4, 64)},
+        {"small", gpt(512, 4, 128, 4, 128)},
+        {"medium", gpt(1024, 6, 256, 8, 256)},
+        {"large", gpt(2048, 12, 512, 8, 512)},
+    };
+  }();
+  return presets;
+}
+
+ModelBenchPlan plan_model_bench(const ModelBenchOptions& options) {
+  ModelBenchPlan plan;
+  if (options.batch < 1) throw UsageError("--batch must be at least 1");
+  if (options.steps < 1) throw UsageError("--steps must be at least 1");
+  if (options.warmup < 0) throw UsageError("--warmup must not be negative");
+  if (options.optimizer != "adamw" && options.optimizer != "sgd")
+    throw UsageError("--optimizer '" + options.optimizer + "' is not known (adamw, sgd)");
+  const DataType dtype = parse_data_type(options.dtype);
+  if (dtype != DataType::float32 && dtype != DataType::float64)
+    throw UsageError("--dtype " + options.dtype + ": models train in float32 or float64");
+  std::stringstream in(options.models);
+  for (std::string name; std::getline(in, name, ',');) {
+    if (name.empty()) continue;
+    auto it = std::find_if(model_presets().begin(), model_presets().end(), [&](const ModelPreset& p) { return p.name == name; });
+    if (it == model_presets().end()) {
+      std::string known;
+      for (const auto& p : model_presets()) known += (known.empty() ? "" : ", ") + p.name;
+      throw UsageError("--models: '" + name + "' is not a known model (" + known + ")");
+    }
+    ModelPreset preset = *it;
+    preset.config.dtype = dtype;
+    preset.config.validate();
+    plan.models.push_back(preset);
+  }
+  if (plan.models.empty()) throw UsageError("--models names no model");
+  plan.batch = options.batch;
+  plan.dtype = dtype;
+  return plan;
+}
+
+std::size_t model_bench_bytes_per_rank(const ModelBenchPlan& plan) {
+  std::size_t most = 0;
+  for (const auto& m : plan.models) {
+    const auto& c = m.config;
+    const auto e = static_cast<double>(size_of(c.dtype));
+    const double b = static_cast<double>(plan.batch), s = static_cast<double>(c.sequence), h = static_cast<double>(c.hidden);
+    // Parameters, gradients and two AdamW moments; activations kept by the blocks; logits and
+    // their gradient; a few transient [B, s, h] tensors.
+    const double bytes = e * (4.0 * static_cast<double>(theory::gpt_parameters(c)) +
+                              static_cast<double>(theory::parity_block_activation_bytes(c.sequence, plan.batch, c.hidden,
+                                                                                        c.heads, 1)) * c.layers +
+                              3.0 * b * s * static_cast<double>(c.vocabulary) + 8.0 * b * s * h);
+    most = std::max(most, static_cast<std::size_t>(bytes));
+  }
+  return most;
+}
+
+ModelBenchOutcome run_model_bench(Session& session, const ModelBenchPlan& plan, const ModelBenchOptions& options) {
+  Communicator& world = session.world();
+  ModelBenchOutcome out;
+  const std::size_t steps_per_model = static_cast<std::size_t>(options.warmup + options.steps);
+  Progress progress("bench model", plan.models.size() * steps_per_model, session.is_root() && !session.options().quiet);
+  std::size_t done = 0;
+  for (const ModelPreset& preset : plan.models) {
+    const model::GptConfig& c = preset.config;
+    world.barrier();
+    const double matmul_GFLOPs = measure_matmul_GFLOPs(c.dtype, 512);
+    auto model = model::build_gpt(c);
+    std::unique_ptr<model::Optimizer> optimizer;
+    if (options.optimizer == "sgd")
+      optimizer = std::make_unique<model::Sgd>(model::SgdConfig{0.01, 0.9, 0}, c.dtype);
+    else
+      optimizer = std::make_unique<model::AdamW>(model::AdamWConfig{}, c.dtype);
+    std::vector<double> times;
+    std::int64_t counted_flops = 0;
+    const PeakScope memory;
+    world.barrier();  // replicas start together
+    for (int step = 0; step < options.warmup + options.steps; ++step) {
+      const model::Batch batch = model::gpt_batch(c, static_cast<std::uint64_t>(step), 0, plan.batch, plan.batch);
+      const ops::FlopScope flops;
+      const auto t0 = Clock::now();
+      model->zero_grad();
+      model->forward_backward(batch, {static_cast<std::uint64_t>(step), 0, true});
+      optimizer->step(model->parameters());
+      const double t = seconds_since(t0);
+      if (step >= options.warmup) times.push_back(t);
+      counted_flops = flops.matmul();
+      progress.update(done++, preset.name + " step " + std::to_string(step + 1));
+    }
+    const double step_seconds = median(times);
+    const std::int64_t formula_flops = theory::gpt_step_flops(c, plan.batch);
+    if (counted_flops != formula_flops)
+      throw Error("bench model " + preset.name + ": the ops counted " + std::to_string(counted_flops) +
+                  " matmul FLOPs per step but the formula gives " + std::to_string(formula_flops));
+    const auto all_times = gather(world, step_seconds);
+    const auto all_matmul = gather(world, matmul_GFLOPs);
+    std::vector<std::vector<double>> peaks;
+    for (MemoryCategory category : kAllMemoryCategories)
+      peaks.push_back(gather(world, static_cast<double>(memory.peak_above_start(category))));
+    for (int r = 0; r < world.size(); ++r) {
+      const auto i = static_cast<std::size_t>(r);
+      const double tokens = static_cast<double>(plan.batch * c.sequence);
+      const double achieved = static_cast<double>(formula_flops) / all_times[i] / 1e9;
+      out.table.str("model").push_back(preset.name);
+      out.table.str("config").push_back(c.describe());
+      out.table.i64("rank").push_back(r);
+      out.table.str("host").push_back(session.hosts()[i]);
+      out.table.i64("parameters").push_back(theory::gpt_parameters(c));
+      out.table.i64("batch").push_back(plan.batch);
+      out.table.i64("sequence").push_back(c.sequence);
+      out.table.i64("layers").push_back(c.layers);
+      out.table.i64("hidden").push_back(c.hidden);
+      out.table.i64("step_flops", "FLOP").push_back(formula_flops);
+      out.table.f64("megatron_step_flops", "FLOP").push_back(theory::megatron_step_flops(c, plan.batch));
+      out.table.f64("step_time_s", "s").push_back(all_times[i]);
+      out.table.f64("tokens_per_s", "1/s").push_back(tokens / all_times[i]);
+      out.table.f64("achieved_GFLOPs", "GFLOP/s").push_back(achieved);
+      out.table.f64("matmul_GFLOPs", "GFLOP/s").push_back(all_matmul[i]);
+      out.table.f64("mfu").push_back(achieved / all_matmul[i]);
+      for (MemoryCategory category : kAllMemoryCategories)
+        out.table.i64("peak_" + std::string(name_of(category)) + "_bytes", "B")
+            .push_back(static_cast<std::int64_t>(peaks[static_cast<std::size_t>(category)][i]));
+    }
+    if (session.is_root() && !session.options().quiet) {
+      double mean_tokens = 0, mean_mfu = 0;
+      for (int r = 0; r < world.size(); ++r) {
+        mean_tokens += static_cast<double>(plan.batch * c.sequence) / all_times[static_cast<std::size_t>(r)];
+        mean_mfu += static_cast<double>(formula_flops) / all_times[static_cast<std::size_t>(r)] / 1e9 /
+                    all_matmul[static_cast<std::size_t>(r)];
+      }
+      std::fprintf(stderr, "[bench model] %-6s %s B=%lld: %.0f tokens/s per rank, MFU %.2f (mean of %d ranks)\n",
+                   preset.name.c_str(), c.describe().c_str(), static_cast<long long>(plan.batch),
+                   mean_tokens / world.size(), mean_mfu / world.size(), world.size());
+    }
+  }
+  progress.finish();
+  return out;
+}
+
+void record_model_bench(Session& session, const ModelBenchOutcome& outcome, const ModelBenchOptions& options) {
+  if (!session.is_root()) return;
+  auto& file = session.results();
+  file.write_table("/bench/model", outcome.table);
+  file.set_attribute("/bench/model", "optimizer", options.optimizer);
+  file.set_attribute("/bench/model", "timed_steps", static_cast<std::int64_t>(options.steps));
+  file.set_attribute("/bench/model", "warmup_steps", static_cast<std::int64_t>(options.warmup));
+  file.set_attribute("/bench/model", "blas", std::string(ops::blas_name()));
+  file.set_attribute("/bench/model", "mfu_denominator",
+                     std::string("best of 5 square 512x512 matrix multiplies in the model's type, same rank, same run"));
+}
+
+}  // namespace parity::cli
