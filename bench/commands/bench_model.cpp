@@ -132,6 +132,7 @@ ModelBenchOutcome run_model_bench(Session& session, const ModelBenchPlan& plan, 
     const model::GptConfig& c = preset.config;
     world.barrier();
     const double matmul_GFLOPs = measure_matmul_GFLOPs(c.dtype, 512);
+    const PeakScope memory;  // from before the model exists: parameters count whole
     auto model = model::build_gpt(c);
     std::unique_ptr<model::Optimizer> optimizer;
     if (options.optimizer == "sgd")
@@ -140,7 +141,6 @@ ModelBenchOutcome run_model_bench(Session& session, const ModelBenchPlan& plan, 
       optimizer = std::make_unique<model::AdamW>(model::AdamWConfig{}, c.dtype);
     std::vector<double> times;
     std::int64_t counted_flops = 0;
-    const PeakScope memory;
     world.barrier();  // replicas start together
     for (int step = 0; step < options.warmup + options.steps; ++step) {
       const model::Batch batch = model::gpt_batch(c, static_cast<std::uint64_t>(step), 0, plan.batch, plan.batch);

@@ -49,4 +49,10 @@ inline double float32_op_relative_bound(int n, int stages) {
   return stages * std::sqrt(static_cast<double>(n)) * gamma(n, u32) + u32;
 }
 
+
+// A closed-form formula evaluated in float64 (e.g. Megatron's 72BsLh^2(1 + s/6h + V/12hL))
+// against an exact integer count: each of its `operations` roundings errs by at most 2^-53
+// relative, so they differ by at most operations * 2^-53 relative (first order).
+inline double closed_form_relative_bound(int operations) { return operations * unit_roundoff(DataType::float64); }
+
 }  // namespace parity::tolerance

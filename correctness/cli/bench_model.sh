@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# `parity bench model` on 2 ranks: one row per (model, rank) with counted FLOPs equal to the
+# formula, positive rates, an MFU below the bound its definition allows, and peak memory whose
+# model-state part equals the parameter count times (1 value + 1 gradient + 2 AdamW moments).
+set -euo pipefail
+parity=$1; work=$2
+rm -rf "$work"; mkdir -p "$work"; cd "$work"
+"$parity" bench model --np 2 -q --models tiny --steps 2 --out model.h5
+/usr/bin/python3 - <<'PY'
+import h5py
+with h5py.File("model.h5") as f:
+    assert f.attrs["subcommand"] == "bench model", f.attrs["subcommand"]
+    t = f["/bench/model"]
+    ranks = sorted(t["rank"][()].tolist())
+    assert ranks == [0, 1], ranks
+    models = set(t["model"].asstr()[()])
+    assert models == {"tiny"}, models
+    for i in range(len(ranks)):
+        p = int(t["parameters"][i])
+        # Megatron's closed form in float64 (14 operations, reference/core/tolerance.hpp).
+        assert abs(t["step_flops"][i] - t["megatron_step_flops"][i]) <= 14 * 2**-53 * t["step_flops"][i], \
+            (t["step_flops"][i], t["megatron_step_flops"][i])
+        assert t["tokens_per_s"][i] > 0 and t["step_time_s"][i] > 0
+        assert 0 < t["mfu"][i], t["mfu"][i]
+        # float32: 4 bytes per parameter value, gradient, AdamW m and v.
+        assert t["peak_parameters_bytes"][i] == 4 * p, (t["peak_parameters_bytes"][i], p)
+        assert t["peak_gradients_bytes"][i] == 4 * p
+        assert t["peak_optimizer_state_bytes"][i] == 8 * p
+        assert t["peak_activations_bytes"][i] > 0
+print("bench model: ok")
+PY
