@@ -142,6 +142,18 @@ TEST(ModelAccounting, ActivationBytesKeptPerBlockEqualTheImplementationFormula) 
     }
 }
 
+TEST(ModelAccounting, ImplementationFormulaDiffersFromKorthikantiAsDocumented) {
+  // docs/model-accounting.md: at 2 bytes per value, parity keeps Korthikanti's sbh(34 + 5as/h)
+  // minus the dropout masks (2sbh + as^2b) and the dropped probabilities (2as^2b), plus the
+  // LayerNorm statistics (4 values per token).
+  for (auto [s, b, h, a] : {std::tuple{8, 2, 24, 3}, std::tuple{128, 4, 256, 8}, std::tuple{2048, 1, 4096, 32}}) {
+    const double korthikanti = theory::korthikanti_layer_activation_bytes(s, b, h, a);
+    const double explained = korthikanti - 2.0 * s * b * h - 3.0 * a * s * s * b + 8.0 * s * b;
+    EXPECT_EQ(static_cast<double>(theory::parity_block_activation_bytes(s, b, h, a, 2)), explained)
+        << "s=" << s << " b=" << b << " h=" << h << " a=" << a;
+  }
+}
+
 TEST(Optimizers, AdamWFollowsItsUpdateRule) {
   for (DataType state : {DataType::float64, DataType::float32}) {
     AdamWConfig config;
