@@ -210,10 +210,8 @@ TEST(Training, TinyGptLearnsThePermutationTask) {
   AdamW adam({3e-3, 0.9, 0.999, 1e-8, 0.0}, DataType::float32);
   double first = 0, last = 0;
   for (int step = 0; step < 80; ++step) {
-    m->zero_grad();
-    const double loss = m->forward_backward(gpt_batch(c, static_cast<std::uint64_t>(step), 0, 8, 8),
-                                            {static_cast<std::uint64_t>(step), 0, true});
-    adam.step(m->parameters());
+    const double loss = train_step(*m, adam, gpt_batch(c, static_cast<std::uint64_t>(step), 0, 8, 8),
+                                   static_cast<std::uint64_t>(step));
     if (step == 0) first = loss;
     last = loss;
   }
@@ -230,9 +228,8 @@ TEST(Training, MlpLearnsTheTeacher) {
   Sgd sgd({0.05, 0.9, 0}, DataType::float64);
   double first = 0, last = 0;
   for (int step = 0; step < 300; ++step) {
-    m->zero_grad();
-    const double loss = m->forward_backward(mlp_batch(c, static_cast<std::uint64_t>(step), 0, 16, 16), {});
-    sgd.step(m->parameters());
+    const double loss = train_step(*m, sgd, mlp_batch(c, static_cast<std::uint64_t>(step), 0, 16, 16),
+                                   static_cast<std::uint64_t>(step));
     if (step == 0) first = loss;
     last = loss;
   }

@@ -146,9 +146,7 @@ ModelBenchOutcome run_model_bench(Session& session, const ModelBenchPlan& plan, 
       const model::Batch batch = model::gpt_batch(c, static_cast<std::uint64_t>(step), 0, plan.batch, plan.batch);
       const ops::FlopScope flops;
       const auto t0 = Clock::now();
-      model->zero_grad();
-      model->forward_backward(batch, {static_cast<std::uint64_t>(step), 0, true});
-      optimizer->step(model->parameters());
+      model::train_step(*model, *optimizer, batch, static_cast<std::uint64_t>(step));
       const double t = seconds_since(t0);
       if (step >= options.warmup) times.push_back(t);
       counted_flops = flops.matmul();

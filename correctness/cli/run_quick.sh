@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `parity run --quick` on 2 ranks: one result file holding conformance and benchmark tables
+# `parity run --quick` on 2 ranks: one result file holding conformance, collective and model benchmark tables
 # with provenance, and the report drawn from it.
 set -euo pipefail
 parity=$1; work=$2
@@ -11,7 +11,7 @@ grep -q "conformance:" run.txt || { echo "no conformance summary"; exit 1; }
 import h5py
 with h5py.File("run.h5") as f:
     assert f.attrs["subcommand"] == "run"
-    for g in ["/check/collectives", "/bench/collectives", "/host/copy_bandwidth", "/bench/point_to_point"]:
+    for g in ["/check/collectives", "/bench/collectives", "/host/copy_bandwidth", "/bench/point_to_point", "/bench/model"]:
         assert g in f, g
     assert f["/check/collectives"]["passed"][()].all()
     colls = set(f["/bench/collectives"]["collective"].asstr()[()])

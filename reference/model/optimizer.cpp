@@ -116,4 +116,11 @@ void AdamW::update(Tensor& value, const Tensor& grad, std::vector<Tensor>& state
   });
 }
 
+double train_step(Model& model, Optimizer& optimizer, const Batch& batch, std::uint64_t step) {
+  model.zero_grad();
+  const double loss = model.forward_backward(batch, {step, 0, true});
+  optimizer.step(model.parameters());
+  return loss;
+}
+
 }  // namespace parity::model

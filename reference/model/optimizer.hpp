@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "reference/model/layer.hpp"
+#include "reference/model/model.hpp"
 
 namespace parity::model {
 
@@ -72,5 +72,9 @@ class AdamW : public Optimizer {
  private:
   AdamWConfig config_;
 };
+
+// The single-device training step every technique is compared with: zero the gradients,
+// forward, loss, backward, one optimizer step. Returns the loss.
+double train_step(Model& model, Optimizer& optimizer, const Batch& batch, std::uint64_t step);
 
 }  // namespace parity::model
