@@ -6,6 +6,10 @@ report scripts: all tables, several algorithms per collective, sizes 8 B .. 64 M
 two hosts with one slow rank, and a configurable number of failed conformance cases.
 
     make_sample.py OUT.h5 [--seed N] [--bandwidth-scale F] [--failures K] [--empty-collectives]
+                          [--model [--model-speed F]]
+
+With --model it also writes /bench/model (GPT training steps of three presets on every rank, the
+last rank slower); without it the file looks like one from before that table existed.
 """
 
 import argparse
@@ -92,8 +96,63 @@ def write_table(f, path, description, columns, values):
     return g
 
 
+# (name, vocabulary, layers, hidden, heads, sequence, MFU of a normal rank): the presets of
+# `parity bench model`; MFU grows with the model as the matrices get larger.
+MODEL_PRESETS = [("tiny", 256, 2, 64, 4, 64, 0.21), ("small", 512, 4, 128, 4, 128, 0.34),
+                 ("medium", 1024, 6, 256, 8, 256, 0.46)]
+MEMORY_CATEGORIES = ["parameters", "gradients", "optimizer_state", "activations",
+                     "communication", "workspace"]
+MODEL_COLUMNS = (
+    [("model", "str", ""), ("config", "str", ""), ("rank", "i8", ""), ("host", "str", ""),
+     ("parameters", "i8", ""), ("batch", "i8", ""), ("sequence", "i8", ""), ("layers", "i8", ""),
+     ("hidden", "i8", ""), ("step_flops", "i8", "FLOP"), ("megatron_step_flops", "f8", "FLOP"),
+     ("step_time_s", "f8", "s"), ("tokens_per_s", "f8", "1/s"),
+     ("achieved_GFLOPs", "f8", "GFLOP/s"), ("matmul_GFLOPs", "f8", "GFLOP/s"), ("mfu", "f8", "")]
+    + [(f"peak_{c}_bytes", "i8", "B") for c in MEMORY_CATEGORIES])
+
+
+def gpt_parameters(v, layers, h, s):
+    """Tied embedding, learned positions, layers of 12h^2 + 13h, final LayerNorm."""
+    return v * h + s * h + layers * (12 * h * h + 13 * h) + 2 * h
+
+
+def write_model(f, rng, hosts, speed=1.0, batch=8):
+    """/bench/model with made-up but self-consistent numbers: tokens/s, achieved rate and MFU
+    all follow from one step time per rank; the last rank is 15% slower."""
+    p = len(hosts)
+    vals = {c[0]: [] for c in MODEL_COLUMNS}
+    for name, v, layers, h, a, s, mfu in MODEL_PRESETS:
+        params = gpt_parameters(v, layers, h, s)
+        # Megatron's closed form, which parity's counted FLOPs equal for these presets.
+        flops = 72 * batch * s * layers * h * h * (1 + s / (6 * h) + v / (12 * layers * h))
+        for r in range(p):
+            matmul = 90.0 * (1 + 0.05 * rng.random())  # GFLOP/s, measured per rank
+            rank_mfu = mfu * speed * (0.85 if r == p - 1 else 1 + 0.03 * rng.random())
+            step = flops / (rank_mfu * matmul * 1e9)
+            peaks = {"parameters": 0, "gradients": 4 * params, "optimizer_state": 8 * params,
+                     "activations": 4 * (batch * s * (16 * h + 4) + batch * a * s * s) * layers
+                     + 12 * batch * s * v, "communication": 0, "workspace": 4 * batch * s * h}
+            row = {"model": name, "config": f"V={v} L={layers} h={h} a={a} s={s} tied float32",
+                   "rank": r, "host": hosts[r], "parameters": params, "batch": batch,
+                   "sequence": s, "layers": layers, "hidden": h, "step_flops": int(round(flops)),
+                   "megatron_step_flops": flops, "step_time_s": step,
+                   "tokens_per_s": batch * s / step, "achieved_GFLOPs": flops / step / 1e9,
+                   "matmul_GFLOPs": matmul, "mfu": flops / step / 1e9 / matmul}
+            row.update({f"peak_{c}_bytes": int(b) for c, b in peaks.items()})
+            for k, val in row.items():
+                vals[k].append(val)
+    g = write_table(f, "/bench/model", "training step of GPT models on every rank",
+                    MODEL_COLUMNS, vals)
+    g.attrs["optimizer"] = "adamw"
+    g.attrs["timed_steps"] = np.int64(3)
+    g.attrs["warmup_steps"] = np.int64(1)
+    g.attrs["blas"] = "OpenBLAS"
+    g.attrs["mfu_denominator"] = ("best of 5 square 512x512 matrix multiplies in the model's "
+                                  "type, same rank, same run")
+
+
 def write_sample(path, seed=1, bandwidth_scale=1.0, failures=2, empty_collectives=False,
-                 omit=(), world_size=4):
+                 omit=(), world_size=4, model=False, model_speed=1.0):
     rng = np.random.default_rng(seed)
     p = world_size
     hosts = [f"node{r * 2 // p}" for r in range(p)]
@@ -192,6 +251,10 @@ def write_sample(path, seed=1, bandwidth_scale=1.0, failures=2, empty_collective
         if "check" not in omit:
             write_check(f, rng, p, failures)
 
+        if model:
+            # Its own generator, so adding the table leaves every other number as it was.
+            write_model(f, np.random.default_rng(seed + 1000), hosts, speed=model_speed)
+
 
 def write_check(f, rng, p, failures):
     names = ["case", "collective", "algorithm", "dtype", "redop", "count", "in_place", "input",
@@ -263,10 +326,14 @@ def main(argv=None):
     ap.add_argument("--omit", action="append", default=[],
                     choices=["copy_bandwidth", "point_to_point", "collectives", "check"],
                     help="leave a group out (repeatable)")
+    ap.add_argument("--model", action="store_true",
+                    help="also write /bench/model (training steps of three GPT presets)")
+    ap.add_argument("--model-speed", type=float, default=1.0,
+                    help="multiply the model benchmark's MFU and tokens/s (default 1.0)")
     args = ap.parse_args(argv)
     write_sample(args.out, seed=args.seed, bandwidth_scale=args.bandwidth_scale,
                  failures=args.failures, empty_collectives=args.empty_collectives,
-                 omit=tuple(args.omit))
+                 omit=tuple(args.omit), model=args.model, model_speed=args.model_speed)
     return 0
 
 

@@ -40,6 +40,16 @@ BENCH_OPTIONAL = {"dtype": "", "redop": "", "in_place": 0, "root": -1, "world_si
                   "time_max_rank_us": math.nan, "algbw_GBps": math.nan, "wrong": -1,
                   "predicted_time_us": math.nan, "predicted_busbw_GBps": math.nan}
 
+# Memory categories of /bench/model in the order they are stacked. communication is drawn only
+# when some model has any: a replica training on its own rank allocates none, and an always-empty
+# legend entry would only add noise. The others are always in the legend so that a category
+# that stays at 0 (parameters exist before the steps start) is visibly 0, not forgotten.
+MEMORY_CATEGORIES = ["parameters", "gradients", "optimizer_state", "activations",
+                     "communication", "workspace"]
+MEMORY_OPTIONAL = {"communication"}
+MODEL_OPTIONAL = {"host": "", "layers": -1, "hidden": -1, "megatron_step_flops": math.nan,
+                  "step_time_s": math.nan, "achieved_GFLOPs": math.nan}
+
 
 class UsageError(Exception):
     """Bad command line or unusable output directory (exit status 2)."""
@@ -103,6 +113,53 @@ def fmt_wrong(x):
     except (TypeError, ValueError):
         return "–"
     return "n/c" if x < 0 else str(x)
+
+
+def fmt_count(x):
+    """Integer with thousands separators (parameter counts)."""
+    try:
+        return f"{int(x):,}"
+    except (TypeError, ValueError):
+        return "–"
+
+
+def fmt_flops(x):
+    """FLOP with an SI prefix and three significant digits: 6.04 GFLOP."""
+    if not finite(x):
+        return "–"
+    x = float(x)
+    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(x) >= scale:
+            return f"{x / scale:.3g} {prefix}FLOP"
+    return f"{x:.0f} FLOP"
+
+
+def fmt_mfu(x):
+    return f"{x:.3f}" if finite(x) else "–"
+
+
+def fmt_tokens(x):
+    return fmt_num(x, 0)
+
+
+def fmt_spread(spread, fmt):
+    """'mean (min–max)', or just the mean when the ranks agree or there is one rank."""
+    mean, lo, hi, n = spread
+    if n <= 1 or not (finite(lo) and finite(hi)) or fmt(lo) == fmt(hi):
+        return fmt(mean)
+    return f"{fmt(mean)} ({fmt(lo)}–{fmt(hi)})"
+
+
+def spread(values):
+    """(mean, min, max, count) over the finite values; NaNs when there are none."""
+    vals = [float(v) for v in values if finite(v)]
+    if not vals:
+        return (math.nan, math.nan, math.nan, 0)
+    return (sum(vals) / len(vals), min(vals), max(vals), len(vals))
+
+
+def ratio_of(b, a):
+    return b / a if finite(a) and finite(b) and a > 0 else math.nan
 
 
 def median(values):
@@ -391,6 +448,71 @@ class SlowRanks:
         return rel, slowest
 
 
+class ModelBench:
+    """/bench/model: one row per (model, rank), summarised per (model, config) over ranks."""
+
+    def __init__(self, rf):
+        self.table = rf.table("/bench/model")
+        self.present = self.table is not None
+        self.attrs = rf.group_attrs.get("/bench/model", {})
+        # The reader refuses a /bench/model without its required columns, so only the optional
+        # ones need defaults. A peak column that is absent stays None, unlike a measured 0.
+        defaults = dict(MODEL_OPTIONAL)
+        defaults.update({f"peak_{c}_bytes": None for c in MEMORY_CATEGORIES})
+        self.rows = table_rows(self.table, defaults) if self.present else []
+        groups = OrderedDict()  # file order: the order the models were asked for
+        for r in self.rows:
+            groups.setdefault((r["model"], r["config"]), []).append(r)
+        names = defaultdict(int)
+        for model, _ in groups:
+            names[model] += 1
+        self.models = []
+        for (model, config), rows in groups.items():
+            first = rows[0]
+            peaks = {}
+            for c in MEMORY_CATEGORIES:
+                vals = [r[f"peak_{c}_bytes"] for r in rows if r[f"peak_{c}_bytes"] is not None]
+                if vals:
+                    # The largest rank: what has to fit on every device.
+                    peaks[c] = max(int(v) for v in vals)
+            self.models.append({
+                "model": model, "config": config, "rows": rows,
+                # A preset name run twice with different configs (another --dtype, say) needs
+                # its config to tell the bars apart.
+                "label": model if names[model] == 1 else f"{model}\n{config}",
+                "ranks": len({r["rank"] for r in rows}),
+                "parameters": first["parameters"], "batch": first["batch"],
+                "sequence": first["sequence"], "step_flops": first["step_flops"],
+                "megatron_step_flops": first["megatron_step_flops"],
+                "tokens": spread(r["tokens_per_s"] for r in rows),
+                "mfu": spread(r["mfu"] for r in rows),
+                "matmul": spread(r["matmul_GFLOPs"] for r in rows),
+                "step_time": spread(r["step_time_s"] for r in rows),
+                "peaks": peaks,
+            })
+
+    @property
+    def usable(self):
+        return bool(self.models)
+
+    def by_key(self):
+        return OrderedDict(((m["model"], m["config"]), m) for m in self.models)
+
+    def memory_categories(self):
+        present = {c for m in self.models for c in m["peaks"]}
+        return [c for c in MEMORY_CATEGORIES if c in present and (
+            c not in MEMORY_OPTIONAL or any(m["peaks"].get(c) for m in self.models))]
+
+    def denominator(self):
+        d = self.attrs.get("mfu_denominator")
+        return str(d) if d not in (None, "") else None
+
+    def words(self):
+        """'tiny 24201 tokens/s, MFU 0.209; small ...' (means over ranks)."""
+        return "; ".join(f"{m['model']} {fmt_tokens(m['tokens'][0])} tokens/s, MFU "
+                         f"{fmt_mfu(m['mfu'][0])}" for m in self.models)
+
+
 # --------------------------------------------------------------------------------------------
 # Plotting
 
@@ -411,6 +533,12 @@ class Plotter:
         self.palette = [palette[i] for i in (0, 1, 2, 3, 4, 6, 8, 9, 5, 7)]
         for i, a in enumerate(ALGORITHM_ORDER[1:]):
             self.colors[a] = self.palette[i]
+        # Fixed per category (not handed out in order of appearance) so that a category has the
+        # same colour in every figure and every report. Set2 keeps them apart from the
+        # algorithm colours of the collective figures.
+        set2 = plt.get_cmap("Set2").colors
+        self.memory_colors = {c: set2[i] for i, c in enumerate(MEMORY_CATEGORIES)}
+        self.run_colors = [palette[0], palette[1]]  # run A, run B
         plt.rcParams.update({"font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10,
                              "legend.fontsize": 9, "axes.grid": True, "grid.alpha": 0.3,
                              "grid.linestyle": "-"})
@@ -458,8 +586,8 @@ class Plotter:
         pts = [(x, y) for x, y in zip(xs, ys) if finite(x) and finite(y) and x > 0 and y > 0]
         return [p[0] for p in pts], [p[1] for p in pts]
 
-    def legend(self, fig, handles):
-        ncol = min(len(handles), 5)
+    def legend(self, fig, handles, most=5):
+        ncol = max(1, min(len(handles), most))
         fig.legend(handles=handles, loc="lower center", ncol=ncol, frameon=False,
                    bbox_to_anchor=(0.5, 0.0))
         return math.ceil(len(handles) / ncol) if handles else 0
@@ -662,6 +790,129 @@ class Plotter:
         ax.set_title("Ping-pong rank 0 <-> rank 1 (points) and alpha + beta·size fit (line)")
         fig.legend(handles=handles, loc="lower center", ncol=1, frameon=False)
         return self.save(fig, "point_to_point", len(handles) + 0.3, suptitle=False)
+
+    @staticmethod
+    def model_figsize(n_bars):
+        return (max(6.5, min(14, 1.1 * n_bars + 3)), 4.8)
+
+    @staticmethod
+    def log_if_wide(ax, values):
+        """Log scale when positive values span more than 20x (a tiny and a large model)."""
+        good = [v for v in values if finite(v) and v > 0]
+        if good and max(good) / min(good) > 20:
+            ax.set_yscale("log")
+            return True
+        return False
+
+    def whiskers(self, ax, xs, spreads):
+        """Min-max whiskers over ranks; returns whether any was drawn."""
+        pts = [(x, s) for x, s in zip(xs, spreads)
+               if s[3] > 1 and finite(s[0]) and finite(s[1]) and finite(s[2])]
+        if not pts:
+            return False
+        ax.errorbar([x for x, _ in pts], [s[0] for _, s in pts],
+                    yerr=[[s[0] - s[1] for _, s in pts], [s[2] - s[0] for _, s in pts]],
+                    fmt="none", ecolor="black", elinewidth=1.2, capsize=5, zorder=4)
+        return True
+
+    def model_bars(self, name, labels, spreads, ylabel, title, fmt, reference=None):
+        """One bar per model at the mean over ranks, whiskers to the min and max rank.
+        reference: (y, label) for a horizontal line that the axis keeps in view."""
+        plt = self.plt
+        fig, ax = plt.subplots(figsize=self.model_figsize(len(labels)))
+        xs = list(range(len(labels)))
+        means = [s[0] if finite(s[0]) else 0.0 for s in spreads]
+        ax.bar(xs, means, width=0.6, color=self.run_colors[0], zorder=3)
+        handles = [self.Patch(color=self.run_colors[0], label="mean over ranks")]
+        if self.whiskers(ax, xs, spreads):
+            handles.append(self.Line2D([], [], color="black", marker="_", markersize=10,
+                                       label="min–max over ranks"))
+        tops = [s[2] if finite(s[2]) else s[0] for s in spreads]
+        log = self.log_if_wide(ax, tops)
+        if reference is not None:
+            y, text = reference
+            ax.axhline(y, color="0.3", linestyle="--", linewidth=1.2, zorder=2)
+            handles.append(self.Line2D([], [], color="0.3", linestyle="--", label=text))
+            tops.append(y)
+        top = max([t for t in tops if finite(t)] or [1.0])
+        if not log:
+            ax.set_ylim(0, top * 1.15)
+        for x, s in zip(xs, spreads):
+            if finite(s[0]):
+                # Above the whisker, so the label never sits on it.
+                y = s[2] if s[3] > 1 and finite(s[2]) else s[0]
+                ax.annotate(fmt(s[0]), (x, y), xytext=(0, 3), textcoords="offset points",
+                            ha="center", va="bottom", fontsize=8, zorder=5)
+        ax.set_xticks(xs)
+        ax.set_xticklabels(labels)
+        ax.grid(axis="x", visible=False)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        rows = self.legend(fig, handles, most=3)
+        return self.save(fig, name, rows, suptitle=False)
+
+    def model_memory(self, labels, peaks, categories):
+        """Stacked bars of peak bytes per category, one bar per model."""
+        plt = self.plt
+        fig, ax = plt.subplots(figsize=self.model_figsize(len(labels)))
+        totals = [sum(p.get(c, 0) for c in categories) for p in peaks]
+        unit, scale = "B", 1
+        for u, sc in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+            if max(totals or [0]) >= sc:
+                unit, scale = u, sc
+                break
+        xs = list(range(len(labels)))
+        bottom = [0.0] * len(labels)
+        handles = []
+        for c in categories:
+            vals = [p.get(c, 0) / scale for p in peaks]
+            ax.bar(xs, vals, bottom=bottom, width=0.6, color=self.memory_colors[c], zorder=3)
+            bottom = [b + v for b, v in zip(bottom, vals)]
+            handles.append(self.Patch(color=self.memory_colors[c], label=c))
+        for x, t in zip(xs, totals):
+            ax.annotate(fmt_size(t), (x, t / scale), xytext=(0, 3), textcoords="offset points",
+                        ha="center", va="bottom", fontsize=8)
+        ax.set_ylim(0, max(bottom or [1.0]) * 1.15 or 1.0)
+        ax.set_xticks(xs)
+        ax.set_xticklabels(labels)
+        ax.grid(axis="x", visible=False)
+        ax.set_ylabel(f"peak bytes during the steps ({unit})")
+        ax.set_title("Peak memory of a training step by category (largest rank)")
+        rows = self.legend(fig, handles, most=3)  # long category names: 3 fit a narrow figure
+        return self.save(fig, "model_memory", rows, suptitle=False)
+
+    def model_comparison(self, labels, spreads_a, spreads_b, run_labels):
+        """Grouped bars of tokens/s per model, run A beside run B, whiskers over ranks."""
+        plt = self.plt
+        fig, ax = plt.subplots(figsize=self.model_figsize(2 * len(labels)))
+        xs = list(range(len(labels)))
+        width = 0.38
+        handles = []
+        tops = []
+        for j, (spreads, run) in enumerate(((spreads_a, run_labels[0]),
+                                            (spreads_b, run_labels[1]))):
+            bx = [x + (j - 0.5) * width for x in xs]
+            ax.bar(bx, [s[0] if finite(s[0]) else 0.0 for s in spreads], width=width,
+                   color=self.run_colors[j], zorder=3)
+            self.whiskers(ax, bx, spreads)
+            handles.append(self.Patch(color=self.run_colors[j], label=run))
+            tops += [s[2] if finite(s[2]) else s[0] for s in spreads]
+        log = self.log_if_wide(ax, tops)
+        if not log:
+            ax.set_ylim(0, max([t for t in tops if finite(t)] or [1.0]) * 1.18)
+        for x, a, b in zip(xs, spreads_a, spreads_b):
+            r = ratio_of(b[0], a[0])
+            top = max(v for v in (a[0], a[2], b[0], b[2], 0.0) if finite(v))
+            if finite(r) and top > 0:
+                ax.annotate(f"B/A {r:.3f}", (x, top), xytext=(0, 4), textcoords="offset points",
+                            ha="center", va="bottom", fontsize=8)
+        ax.set_xticks(xs)
+        ax.set_xticklabels(labels)
+        ax.grid(axis="x", visible=False)
+        ax.set_ylabel("tokens/s per rank")
+        ax.set_title("Training-step throughput per model (mean over ranks; whiskers min–max)")
+        rows = self.legend(fig, handles)
+        return self.save(fig, "model_compare_tokens", rows, suptitle=False)
 
 
 # --------------------------------------------------------------------------------------------
@@ -963,19 +1214,114 @@ def check_section(page, check, max_failures):
                       f"(--max-failures {max_failures}).")
 
 
+def mfu_caption(model):
+    denominator = model.denominator()
+    text = ("MFU = achieved FLOP/s (the step's counted FLOPs / its median step time) divided by "
+            "the same rank's matrix-multiply rate measured in the same run (matmul GFLOP/s); ")
+    if denominator:
+        return text + f"that rate is the {denominator}."
+    return text + "the file does not say how that rate was measured (no mfu_denominator)."
+
+
+def model_section(page, model, plotter):
+    """The "Model training step" section; left out entirely when the file has no /bench/model
+    (files from before it existed, and subcommands that do not train)."""
+    if not model.present:
+        return
+    page.add("<h2 id=\"model\">Model training step</h2>")
+    if not model.usable:
+        page.note("/bench/model is present but has 0 rows.")
+        return
+    a = model.attrs
+    nranks = max(m["ranks"] for m in model.models)
+    setup = []
+    if a.get("optimizer"):
+        setup.append(f"optimizer {esc(a['optimizer'])}")
+    if finite(a.get("timed_steps")):
+        setup.append(f"median of {fmt_int(a['timed_steps'])} timed steps")
+    if finite(a.get("warmup_steps")):
+        n = fmt_int(a["warmup_steps"])
+        setup.append(f"after {n} warm-up step{'' if n == '1' else 's'}")
+    if a.get("blas"):
+        setup.append(f"BLAS {esc(a['blas'])}")
+    page.p("A GPT training step (forward, backward, optimizer step) on every rank, each rank "
+           "training its own replica at the same time; one row per model, spreads are over "
+           f"its {nranks} rank{'' if nranks == 1 else 's'}"
+           + ("; " + ", ".join(setup) if setup else "") + ".")
+    rows = []
+    for m in model.models:
+        rows.append([f"<b>{esc(m['model'])}</b>", f"<span class=\"mono\">{esc(m['config'])}</span>",
+                     fmt_count(m["parameters"]),
+                     f"{fmt_int(m['batch'])} × {fmt_int(m['sequence'])}",
+                     esc(fmt_flops(m["step_flops"])),
+                     esc(fmt_spread(m["tokens"], fmt_tokens)),
+                     esc(fmt_spread(m["mfu"], fmt_mfu)),
+                     esc(fmt_spread(m["matmul"], fmt_num))])
+    page.table(["model", "config", "parameters", "batch × sequence", "step FLOPs",
+                "tokens/s per rank: mean (min–max)", "MFU: mean (min–max)",
+                "matmul GFLOP/s: mean (min–max)"], rows, numeric={2, 3, 4, 5, 6, 7})
+
+    labels = [m["label"] for m in model.models]
+    page.p("Throughput: tokens (batch × sequence) per second of one rank's step; bar at the mean "
+           "over ranks, whiskers from the slowest to the fastest rank.")
+    page.img(plotter.model_bars("model_tokens", labels, [m["tokens"] for m in model.models],
+                                "tokens/s per rank", "Training-step throughput per model",
+                                fmt_tokens), "tokens per second per model")
+    page.p(esc("Model FLOPs utilisation per model (mean over ranks, whiskers min–max). At 1.0 a "
+               "step would run at the same-run matrix-multiply rate. " + mfu_caption(model)))
+    page.img(plotter.model_bars("model_mfu", labels, [m["mfu"] for m in model.models], "MFU",
+                                "Model FLOPs utilisation per model", fmt_mfu,
+                                reference=(1.0, "same-run matmul rate")),
+             "MFU per model")
+    categories = model.memory_categories()
+    if categories:
+        page.p("Peak bytes allocated from just before the model is built to the end of its "
+               "training steps, by category, on the rank with the most: parameters, gradients "
+               "and optimizer state are the model states; a category's peak is its own, the "
+               "peaks of different categories need not coincide in time.")
+        page.img(plotter.model_memory(labels, [m["peaks"] for m in model.models], categories),
+                 "peak memory per model by category")
+    else:
+        page.note("/bench/model has no peak_*_bytes columns: no memory figure.")
+
+    def body():
+        body_rows = []
+        for m in model.models:
+            for r in sorted(m["rows"], key=lambda r: r["rank"]):
+                peak = sum(r[f"peak_{c}_bytes"] or 0 for c in MEMORY_CATEGORIES)
+                body_rows.append([esc(m["model"]), fmt_int(r["rank"]), esc(r["host"]),
+                                  fmt_num(r["step_time_s"] * 1e3, 2)
+                                  if finite(r["step_time_s"]) else "–",
+                                  fmt_tokens(r["tokens_per_s"]), fmt_num(r["achieved_GFLOPs"]),
+                                  fmt_num(r["matmul_GFLOPs"]), fmt_mfu(r["mfu"]),
+                                  esc(fmt_size(peak))])
+        page.table(["model", "rank", "host", "step time (ms)", "tokens/s", "achieved GFLOP/s",
+                    "matmul GFLOP/s", "MFU", "sum of category peaks"], body_rows,
+                   numeric={1, 3, 4, 5, 6, 7, 8})
+    page.details(f"Table: every rank ({len(model.rows)} rows)", body)
+
+
+def model_md(model, lead="Model training step"):
+    """One line (summary.md, the glance list): per-model tokens/s and MFU, means over ranks."""
+    nranks = max(m["ranks"] for m in model.models)
+    return f"{lead} (mean over {nranks} rank{'s' if nranks != 1 else ''}): {model.words()}."
+
+
 def single_report(rf, label, outdir, title, args):
     plotter = Plotter(outdir)
-    bench, check, p2p = Bench(rf), Check(rf), P2P(rf)
+    bench, check, p2p, model = Bench(rf), Check(rf), P2P(rf), ModelBench(rf)
     page = Page(title)
     page.add(f"<p class=\"mono\">{esc(label)}</p>")
     page.add("<nav><a href=\"#provenance\">Provenance</a><a href=\"#collectives\">Collectives</a>"
              "<a href=\"#slow-ranks\">Slow ranks</a><a href=\"#p2p\">Point-to-point</a>"
+             + ("<a href=\"#model\">Model</a>" if model.present else "") +
              "<a href=\"#conformance\">Conformance</a></nav>")
     glance_at = len(page.parts)
     provenance_section(page, rf)
     collectives_section(page, rf, bench, plotter, args.max_plots)
     sr = slow_rank_section(page, rf, bench, plotter)
     p2p_section(page, [(label, p2p)], plotter)
+    model_section(page, model, plotter)
     check_section(page, check, args.max_failures)
 
     glance = [f"Conformance: {esc(check.words())}."]
@@ -993,6 +1339,8 @@ def single_report(rf, label, outdir, title, args):
                           f"({esc(sr.rank_hosts().get(worst, '?'))}), {rel[worst]:.2f}× median.")
     if p2p.present:
         glance.append("Point-to-point: " + esc(p2p.text()) + ".")
+    if model.usable:
+        glance.append(esc(model_md(model)))
     ws = rf.world_size
     glance.insert(0, f"{esc(rf.attrs.get('subcommand', '?'))} on {ws if ws else '?'} ranks "
                      f"({esc(hosts_text(rf.hosts)) or 'hosts unknown'}), backend "
@@ -1018,6 +1366,10 @@ def single_report(rf, label, outdir, title, args):
                        f"({sr.rank_hosts().get(worst, '?')}), {rel[worst]:.2f}× the median rank."]
     if p2p.present:
         md += ["", f"Point-to-point: {p2p.text()}."]
+    if model.usable:
+        md += ["", "## Model training step", "", model_md(model, "Tokens/s per rank and MFU")]
+    elif model.present:
+        md += ["", "## Model training step", "", "/bench/model has 0 rows."]
     md += ["", "## Conformance", "", check.words() + "."]
     if check.failures:
         md.append("")
@@ -1054,17 +1406,78 @@ def match_key(r):
             r["size_bytes"])
 
 
+def match_models(models):
+    """[(summary A, summary B)] for the models both runs trained with the same config, in A's
+    order. A preset whose config changed (another --dtype, batch or preset definition) is not
+    the same workload, so it is not matched."""
+    if not all(m.usable for m in models):
+        return []
+    b = models[1].by_key()
+    return [(ma, b[key]) for key, ma in models[0].by_key().items() if key in b]
+
+
+def model_comparison_section(page, models, labels, plotter):
+    """Tokens/s and MFU of B against A per model; returns the matched pairs for summary.md.
+    Nothing is drawn when neither run has /bench/model."""
+    if not any(m.present for m in models):
+        return []
+    page.add("<h2 id=\"model\">Model training step: B against A</h2>")
+    for name, m in zip("AB", models):
+        if not m.present:
+            page.note(f"Run {name} has no /bench/model table (no model benchmark in that run).")
+        elif not m.usable:
+            page.note(f"Run {name}: /bench/model has 0 rows.")
+    pairs = match_models(models)
+    if not all(m.usable for m in models):
+        return []
+    keys = [set(m.by_key()) for m in models]
+    only = [sorted(f"{k[0]} ({k[1]})" for k in keys[i] - keys[1 - i]) for i in (0, 1)]
+    for name, names in zip("AB", only):
+        if names:
+            page.note(f"Only in run {name} (no model of the same name and config in the other "
+                      "run): " + "; ".join(names) + ".")
+    if not pairs:
+        page.note("No model of the same name and config in both runs: nothing to compare.")
+        return []
+    page.p("Means over ranks; models matched on name and config. Ratio = B / A (above 1: B "
+           "has more tokens/s, or a higher MFU). MFU divides out each run's own matmul rate, so "
+           "faster hardware raises tokens/s but need not raise MFU; the last column shows how "
+           "that rate itself changed.")
+    rows = []
+    for ma, mb in pairs:
+        rows.append([f"<b>{esc(ma['model'])}</b>",
+                     f"<span class=\"mono\">{esc(ma['config'])}</span>",
+                     fmt_tokens(ma["tokens"][0]), fmt_tokens(mb["tokens"][0]),
+                     fmt_ratio(ratio_of(mb["tokens"][0], ma["tokens"][0])),
+                     fmt_mfu(ma["mfu"][0]), fmt_mfu(mb["mfu"][0]),
+                     fmt_ratio(ratio_of(mb["mfu"][0], ma["mfu"][0])),
+                     fmt_ratio(ratio_of(mb["matmul"][0], ma["matmul"][0]))])
+    page.table(["model", "config", "tokens/s A", "tokens/s B", "tokens/s B / A", "MFU A",
+                "MFU B", "MFU B / A", "matmul GFLOP/s B / A"], rows,
+               numeric={2, 3, 4, 5, 6, 7, 8})
+    names = [ma["model"] if sum(p[0]["model"] == ma["model"] for p in pairs) == 1
+             else f"{ma['model']}\n{ma['config']}" for ma, _ in pairs]
+    page.img(plotter.model_comparison(names, [ma["tokens"] for ma, _ in pairs],
+                                      [mb["tokens"] for _, mb in pairs],
+                                      [f"A: {labels[0]}", f"B: {labels[1]}"]),
+             "tokens per second per model, run A and run B")
+    return pairs
+
+
 def comparison_report(rfs, labels, outdir, title, args):
     plotter = Plotter(outdir)
     a_rf, b_rf = rfs
     benches = [Bench(rf) for rf in rfs]
     checks = [Check(rf) for rf in rfs]
     p2ps = [P2P(rf) for rf in rfs]
+    models = [ModelBench(rf) for rf in rfs]
     page = Page(title)
     page.add(f"<p>Run A: <span class=\"mono\">{esc(labels[0])}</span><br>Run B: "
              f"<span class=\"mono\">{esc(labels[1])}</span></p>")
     page.add("<nav><a href=\"#provenance\">Provenance</a><a href=\"#conformance\">Conformance</a>"
-             "<a href=\"#collectives\">Collectives</a><a href=\"#p2p\">Point-to-point</a></nav>")
+             "<a href=\"#collectives\">Collectives</a><a href=\"#p2p\">Point-to-point</a>"
+             + ("<a href=\"#model\">Model</a>" if any(m.present for m in models) else "")
+             + "</nav>")
 
     # Matching rows
     maps = []
@@ -1112,6 +1525,11 @@ def comparison_report(rfs, labels, outdir, title, args):
                           f"{g:.3f}, range {min(rs):.3f}–{max(rs):.3f}.")
     else:
         glance.append("No matching collective benchmark rows between the runs.")
+    model_pairs = match_models(models)
+    if model_pairs:
+        glance.append("Model training step, tokens/s B / A: " + "; ".join(
+            f"{esc(ma['model'])} {fmt_ratio(ratio_of(mb['tokens'][0], ma['tokens'][0]))}"
+            for ma, mb in model_pairs) + ".")
     page.add("<ul class=\"glance\">" + "".join(f"<li>{g}</li>" for g in glance) + "</ul>")
 
     # Provenance side by side
@@ -1236,6 +1654,7 @@ def comparison_report(rfs, labels, outdir, title, args):
             page.details(f"Table: busbw ratios at {len(keys)} matching rows", body)
 
     p2p_section(page, [("A", p2ps[0]), ("B", p2ps[1])], plotter)
+    model_matched = model_comparison_section(page, models, labels, plotter)
 
     md = [f"# {title}", "", f"- A: `{labels[0]}`", f"- B: `{labels[1]}`", ""]
     for name, rf in zip("AB", rfs):
@@ -1262,6 +1681,16 @@ def comparison_report(rfs, labels, outdir, title, args):
         md += ["", "## Point-to-point", ""]
         for name, p in zip("AB", p2ps):
             md.append(f"- {name}: {p.text()}" if p.present else f"- {name}: not measured")
+    if model_matched:
+        md += ["", "## Model training step (means over ranks)", "",
+               "| model | config | tokens/s A | tokens/s B | B / A | MFU A | MFU B | B / A |",
+               "|---|---|---:|---:|---:|---:|---:|---:|"]
+        for ma, mb in model_matched:
+            md.append(f"| {ma['model']} | {ma['config']} | {fmt_tokens(ma['tokens'][0])} | "
+                      f"{fmt_tokens(mb['tokens'][0])} | "
+                      f"{fmt_ratio(ratio_of(mb['tokens'][0], ma['tokens'][0]))} | "
+                      f"{fmt_mfu(ma['mfu'][0])} | {fmt_mfu(mb['mfu'][0])} | "
+                      f"{fmt_ratio(ratio_of(mb['mfu'][0], ma['mfu'][0]))} |")
     return page, md
 
 
