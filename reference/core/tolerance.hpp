@@ -48,6 +48,16 @@ inline double float32_op_relative_bound(int n, int stages) {
   const double u32 = unit_roundoff(DataType::float32);
   return stages * std::sqrt(static_cast<double>(n)) * gamma(n, u32) + u32;
 }
+// Elementwise ops (no reduction) use the same bound with n = the roundings along one element's
+// chain of operations and one stage: gamma_n covers n roundings (Higham 3.1), and the sqrt(n)
+// factor only loosens it.
+
+// 16-bit storage (float16, bfloat16) with float32 arithmetic, against float64 on the unrounded
+// inputs: the float32 arithmetic's bound plus one 16-bit unit roundoff for every operand rounded
+// to 16 bits and one for the stored result.
+inline double half_storage_op_relative_bound(DataType type, int rounded_inputs, int n, int stages) {
+  return float32_op_relative_bound(n, stages) + (rounded_inputs + 1) * unit_roundoff(type);
+}
 
 
 // A closed-form formula evaluated in float64 (e.g. Megatron's 72BsLh^2(1 + s/6h + V/12hL))

@@ -182,9 +182,11 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor
   if (x.dim(-1) != w.dim(0))
     fail(op, "input " + x.describe() + " has last dimension " + std::to_string(x.dim(-1)) + " but weight " +
                  w.describe() + " expects " + std::to_string(w.dim(0)));
+  same_type(op, x, w);
   Shape out_shape = x.shape();
   out_shape.back() = w.dim(1);
   require_shape(op, y, out_shape);
+  same_type(op, x, y);
   const std::int64_t n = rows_of(x);
   Tensor y2 = y.reshape({n, w.dim(1)});
   if (bias.defined()) {
@@ -405,11 +407,13 @@ void softmax_forward(const Tensor& x, Tensor& y) {
     using T = decltype(tag);
     using C = Acc<T>;
     const std::int64_t c = x.dim(-1), n = rows_of(x);
+    const T* in = x.data<T>();
+    T* out = y.data<T>();
     std::vector<C> row(static_cast<std::size_t>(c));
     for (std::int64_t r = 0; r < n; ++r) {
-      for (std::int64_t j = 0; j < c; ++j) row[static_cast<std::size_t>(j)] = load(x.data<T>()[r * c + j]);
+      for (std::int64_t j = 0; j < c; ++j) row[static_cast<std::size_t>(j)] = load(in[r * c + j]);
       softmax_row(row.data(), c, c);
-      for (std::int64_t j = 0; j < c; ++j) y.data<T>()[r * c + j] = store<T>(row[static_cast<std::size_t>(j)]);
+      for (std::int64_t j = 0; j < c; ++j) out[r * c + j] = store<T>(row[static_cast<std::size_t>(j)]);
     }
   });
 }
@@ -642,12 +646,14 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, double 
     using C = Acc<T>;
     const std::int64_t n = logits.dim(0), v = logits.dim(1);
     const C inv = static_cast<C>(1.0 / normalizer);
+    const T* in = logits.data<T>();
+    T* out = dlogits.data<T>();
     std::vector<C> row(static_cast<std::size_t>(v));
     for (std::int64_t r = 0; r < n; ++r) {
-      for (std::int64_t j = 0; j < v; ++j) row[static_cast<std::size_t>(j)] = load(logits.data<T>()[r * v + j]);
+      for (std::int64_t j = 0; j < v; ++j) row[static_cast<std::size_t>(j)] = load(in[r * v + j]);
       softmax_row(row.data(), v, v);
       row[static_cast<std::size_t>(index_at(targets, r))] -= C(1);
-      for (std::int64_t j = 0; j < v; ++j) dlogits.data<T>()[r * v + j] = store<T>(row[static_cast<std::size_t>(j)] * inv);
+      for (std::int64_t j = 0; j < v; ++j) out[r * v + j] = store<T>(row[static_cast<std::size_t>(j)] * inv);
     }
   });
 }
@@ -659,9 +665,11 @@ double mse_forward(const Tensor& prediction, const Tensor& target, double normal
   if (!(normalizer > 0)) fail(op, "normalizer must be positive");
   return visit_floating(op, prediction, [&](auto tag) {
     using T = decltype(tag);
+    const T* p = prediction.data<T>();
+    const T* t = target.data<T>();
     double total = 0;
     for (std::int64_t i = 0; i < prediction.numel(); ++i) {
-      const auto d = static_cast<double>(load(prediction.data<T>()[i]) - load(target.data<T>()[i]));
+      const auto d = static_cast<double>(load(p[i]) - load(t[i]));
       total += d * d;
     }
     return total / normalizer;
@@ -678,8 +686,10 @@ void mse_backward(const Tensor& prediction, const Tensor& target, double normali
     using T = decltype(tag);
     using C = Acc<T>;
     const C scale = static_cast<C>(2.0 / normalizer);
-    for (std::int64_t i = 0; i < prediction.numel(); ++i)
-      dprediction.data<T>()[i] = store<T>(scale * (load(prediction.data<T>()[i]) - load(target.data<T>()[i])));
+    const T* p = prediction.data<T>();
+    const T* t = target.data<T>();
+    T* d = dprediction.data<T>();
+    for (std::int64_t i = 0; i < prediction.numel(); ++i) d[i] = store<T>(scale * (load(p[i]) - load(t[i])));
   });
 }
 
@@ -692,9 +702,11 @@ void dropout_apply(const char* op, const Tensor& in, double p, DropoutKey key, T
     using T = decltype(tag);
     using C = Acc<T>;
     const C scale = static_cast<C>(1.0 / (1.0 - p));
+    const T* src = in.data<T>();
+    T* dst = out.data<T>();
     for (std::int64_t i = 0; i < in.numel(); ++i) {
       const bool keep = p == 0 || uniform_open(key.seed, key.stream, static_cast<std::uint64_t>(i)) >= p;
-      out.data<T>()[i] = keep ? store<T>(load(in.data<T>()[i]) * scale) : store<T>(C(0));
+      dst[i] = keep ? store<T>(load(src[i]) * scale) : store<T>(C(0));
     }
   });
 }
