@@ -236,16 +236,18 @@ void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor&
 }
 
 namespace {
-template <typename C> inline C gelu_value(C x) {
+// 0.5 x (1 + tanh(u)) = x * sigmoid(2u) with u = sqrt(2/pi) (x + 0.044715 x^3): the same function
+// written with exp, which costs a fraction of tanh; the derivative uses 1 - tanh(u)^2 = 4 s (1 - s)
+// with s = sigmoid(2u).
+template <typename C> inline C gelu_inner(C x) {
   const C k = static_cast<C>(std::sqrt(2.0 / std::numbers::pi));
-  return C(0.5) * x * (C(1) + std::tanh(k * (x + C(0.044715) * x * x * x)));
+  return k * (x + C(0.044715) * x * x * x);
 }
+template <typename C> inline C gelu_value(C x) { return x / (C(1) + std::exp(C(-2) * gelu_inner(x))); }
 template <typename C> inline C gelu_derivative(C x) {
   const C k = static_cast<C>(std::sqrt(2.0 / std::numbers::pi));
-  const C inner = k * (x + C(0.044715) * x * x * x);
-  const C t = std::tanh(inner);
-  const C sech2 = C(1) - t * t;
-  return C(0.5) * (C(1) + t) + C(0.5) * x * sech2 * k * (C(1) + C(3 * 0.044715) * x * x);
+  const C s = C(1) / (C(1) + std::exp(C(-2) * gelu_inner(x)));
+  return s + C(2) * x * s * (C(1) - s) * k * (C(1) + C(3 * 0.044715) * x * x);
 }
 }  // namespace
 
