@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
 
 #include "reference/core/error.hpp"
 #include "reference/core/tolerance.hpp"
@@ -54,8 +55,7 @@ TEST(ModelAccounting, ParameterCountsEqualTheFormulas) {
       c.heads = heads;
       c.tied_embeddings = tied;
       const auto m = build_gpt(c);
-      EXPECT_EQ(m->parameter_count(), theory::gpt_parameters(c)) << c.describe();
-      EXPECT_EQ(m->parameter_count(), sum_of_sizes(*m));
+      EXPECT_EQ(sum_of_sizes(*m), theory::gpt_parameters(c)) << c.describe();
       std::int64_t block = 0;
       for (Parameter* p : m->layers()[1]->parameters()) block += p->value.numel();
       EXPECT_EQ(block, theory::gpt_block_parameters(hidden)) << "12h^2 + 13h at h=" << hidden;
@@ -63,7 +63,69 @@ TEST(ModelAccounting, ParameterCountsEqualTheFormulas) {
   MlpConfig mlp;
   mlp.layers = 5;
   const auto m = build_mlp(mlp);
-  EXPECT_EQ(m->parameter_count(), theory::mlp_parameters(mlp));
+  EXPECT_EQ(sum_of_sizes(*m), theory::mlp_parameters(mlp));
+}
+
+namespace {
+// The whole model's gradient (every parameter, through every layer, the loss and a tied head)
+// against central differences of the loss in float64. The context is the same for every
+// evaluation, so dropout draws the same masks and the loss is a smooth function of parameters.
+void expect_model_gradient(Model& m, const Batch& b, const PassContext& context, const std::string& what) {
+  m.zero_grad();
+  m.forward_backward(b, context);
+  const double step = tolerance::kFiniteDifferenceStep;
+  double diff2 = 0, ref2 = 0, largest = 0;
+  std::string where;
+  for (Parameter* p : m.parameters()) {
+    for (std::int64_t i = 0; i < p->value.numel(); ++i) {
+      const double x = p->value.at(i);
+      p->value.set(i, x + step);
+      const double up = m.loss(m.forward(b.inputs, context), b.targets, b.normalizer, nullptr);
+      p->value.set(i, x - step);
+      const double down = m.loss(m.forward(b.inputs, context), b.targets, b.normalizer, nullptr);
+      p->value.set(i, x);
+      const double numeric = (up - down) / (2 * step), analytic = p->grad.at(i);
+      diff2 += (analytic - numeric) * (analytic - numeric);
+      ref2 += numeric * numeric;
+      if (std::fabs(analytic - numeric) > largest) {
+        largest = std::fabs(analytic - numeric);
+        where = p->name + "[" + std::to_string(i) + "] analytic " + std::to_string(analytic) + " numeric " +
+                std::to_string(numeric);
+      }
+    }
+  }
+  for (Layer* layer : m.layers()) layer->release_saved(context);
+  EXPECT_LT(std::sqrt(diff2 / ref2), tolerance::kGradientRelativeError) << what << "; largest difference at " << where;
+}
+}  // namespace
+
+TEST(ModelGradient, GptAgainstFiniteDifferences) {
+  for (bool tied : {true, false})
+    for (double dropout : {0.0, 0.1}) {
+      GptConfig c;
+      c.vocabulary = 16;
+      c.layers = 2;
+      c.hidden = 8;
+      c.heads = 2;
+      c.sequence = 4;
+      c.tied_embeddings = tied;
+      c.dropout = dropout;
+      c.dtype = DataType::float64;
+      const auto m = build_gpt(c);
+      expect_model_gradient(*m, gpt_batch(c, 0, 0, 2, 2), {3, 0, true, 0},
+                            c.describe() + " dropout " + std::to_string(dropout));
+    }
+}
+
+TEST(ModelGradient, MlpAgainstFiniteDifferences) {
+  MlpConfig c;
+  c.inputs = 5;
+  c.width = 7;
+  c.outputs = 3;
+  c.layers = 3;
+  c.dtype = DataType::float64;
+  const auto m = build_mlp(c);
+  expect_model_gradient(*m, mlp_batch(c, 0, 0, 4, 4), {}, c.describe());
 }
 
 TEST(ModelAccounting, CountedFlopsEqualTheFormulasExactly) {
@@ -112,17 +174,19 @@ TEST(ModelAccounting, ActivationBytesKeptPerBlockEqualTheImplementationFormula) 
       auto& tracker = MemoryTracker::process();
       std::vector<std::int64_t> kept, transient;
       std::int64_t before = 0;
+      std::optional<PeakScope> scope;
       for (Layer* layer : m->layers())
         if (std::string(layer->kind()) == "block")
           layer->add_hook([&](Layer&, HookPoint point, const PassContext&) {
             if (point == HookPoint::before_forward) {
-              tracker.reset_peaks();
+              scope.emplace();
               before = tracker.usage(MemoryCategory::activations).current;
             }
             if (point == HookPoint::after_forward) {
-              const auto now = tracker.usage(MemoryCategory::activations);
-              kept.push_back(now.current - before);
-              transient.push_back(now.peak - now.current);
+              const std::int64_t now = tracker.usage(MemoryCategory::activations).current - before;
+              kept.push_back(now);
+              transient.push_back(scope->peak_above_start(MemoryCategory::activations) - now);
+              scope.reset();
             }
           });
       const Batch b = gpt_batch(c, 0, 0, batch, batch);
@@ -140,6 +204,19 @@ TEST(ModelAccounting, ActivationBytesKeptPerBlockEqualTheImplementationFormula) 
       m->backward(Tensor::zeros_like(logits, "dlogits", MemoryCategory::activations), {});
       for (Layer* layer : m->layers()) EXPECT_EQ(layer->saved_passes(), 0u) << layer->name();
     }
+}
+
+TEST(ModelAccounting, ExactCountsRefuseToOverflow) {
+  // Megatron's 1T configuration (Narayanan et al. 2021, table 1): a step of batch 2048 is about
+  // 2.6e19 FLOPs, beyond int64's 9.2e18; the exact count refuses, the closed form still answers.
+  GptConfig c;
+  c.vocabulary = 51200;
+  c.layers = 128;
+  c.hidden = 25600;
+  c.heads = 160;
+  c.sequence = 2048;
+  EXPECT_THROW(theory::gpt_step_flops(c, 2048), UsageError);
+  EXPECT_GT(theory::megatron_step_flops(c, 2048), 9.3e18);
 }
 
 TEST(ModelAccounting, ImplementationFormulaDiffersFromKorthikantiAsDocumented) {
@@ -282,8 +359,8 @@ TEST(Layers, DropoutReplaysFromItsKey) {
   const auto m = build_gpt(c);
   const Batch b = gpt_batch(c, 0, 0, 2, 2);
   const Tensor a = m->forward(b.inputs, {5, 0, true}).clone("a", MemoryCategory::workspace);
-  const Tensor again = m->forward(b.inputs, {5, 0, true});
-  const Tensor other = m->forward(b.inputs, {5, 1, true});
+  const Tensor again = m->forward(b.inputs, {5, 1, true});  // another micro-batch slot, same rows
+  const Tensor other = m->forward(b.inputs, {6, 0, true});
   const Tensor eval = m->forward(b.inputs, {5, 0, false});
   std::int64_t same = 0, differ = 0, differ_eval = 0;
   for (std::int64_t i = 0; i < a.numel(); ++i) {
@@ -291,9 +368,50 @@ TEST(Layers, DropoutReplaysFromItsKey) {
     differ += a.at(i) != other.at(i);
     differ_eval += a.at(i) != eval.at(i);
   }
-  EXPECT_EQ(same, a.numel()) << "same (step, micro-batch): the same masks";
-  EXPECT_GT(differ, a.numel() / 2) << "another micro-batch: other masks";
+  EXPECT_EQ(same, a.numel()) << "same step and rows: the same masks";
+  EXPECT_GT(differ, a.numel() / 2) << "another step: other masks";
   EXPECT_GT(differ_eval, a.numel() / 2) << "evaluation: no dropout";
+  // The three training passes above await their backward; the evaluation pass kept nothing.
+  for (Layer* layer : m->layers()) EXPECT_EQ(layer->saved_passes(), 3u) << layer->name();
+}
+
+TEST(Layers, DropoutMaskOfAShardIsTheSliceOfTheWholeBatchs) {
+  // Rows [2, 5) of a batch of 6, run alone with first_row = 2, draw exactly the whole batch's
+  // mask for those rows: data parallelism and micro-batching keep the reference's dropout.
+  Dropout dropout("blocks.0.attn.dropout", 0.3, 11);
+  Tensor whole = Tensor::empty("x", {6, 4, 5}, DataType::float64, MemoryCategory::activations);
+  initialize(whole, Init::normal(0, 1), 3);
+  const Tensor y_whole = dropout.forward(whole, {2, 0, true, 0});
+  const ShardSpec rows = ShardSpec(whole.shape()).range(0, 2, 5);
+  const Tensor part = slice(whole, rows, "x.rows", MemoryCategory::activations);
+  const Tensor y_part = dropout.forward(part, {2, 0, true, 2});
+  const Tensor expected = slice(y_whole, rows, "y.rows", MemoryCategory::workspace);
+  std::int64_t dropped = 0;
+  for (std::int64_t i = 0; i < y_part.numel(); ++i) {
+    ASSERT_EQ(y_part.at(i), expected.at(i)) << "element " << i;
+    dropped += y_part.at(i) == 0;
+  }
+  EXPECT_GT(dropped, 0);
+  // And its backward applies the same mask.
+  const Tensor ones = Tensor::zeros("dy", part.shape(), DataType::float64, MemoryCategory::activations);
+  Tensor dy = ones;
+  dy.fill(1);
+  const Tensor dx = dropout.backward(dy, {2, 0, true, 2});
+  for (std::int64_t i = 0; i < dx.numel(); ++i) EXPECT_EQ(dx.at(i) == 0, y_part.at(i) == 0) << "element " << i;
+}
+
+TEST(Layers, TiedHeadListsTheTableItBorrows) {
+  // ZeRO-3 gathers a layer's parameters before its forward: a tied head must name the table.
+  const auto m = build_gpt(tiny_gpt());
+  Layer* head = m->layers().back();
+  ASSERT_STREQ(head->kind(), "lm_head");
+  EXPECT_TRUE(head->parameters().empty()) << "owned by the embedding, updated once";
+  ASSERT_EQ(head->borrowed_parameters().size(), 1u);
+  EXPECT_EQ(head->borrowed_parameters()[0]->name, "embedding.wte");
+  EXPECT_EQ(head->borrowed_parameters()[0], &static_cast<Embedding*>(m->layers().front())->token_table());
+  GptConfig untied = tiny_gpt();
+  untied.tied_embeddings = false;
+  EXPECT_TRUE(build_gpt(untied)->layers().back()->borrowed_parameters().empty());
 }
 
 TEST(ModelErrors, InvalidConfigsAreRefusedByName) {

@@ -1238,7 +1238,7 @@ TEST(OpsBadInput, MixedFloat32AndFloat64) {
   const Tensor x32 = zeros("x", {4, 8}, DataType::float32), g32 = zeros("g", {8}, DataType::float32);
   const Tensor beta32 = zeros("beta", {8}, DataType::float32);
   Tensor ln_y32 = zeros("ln_y", {4, 8}, DataType::float32);
-  expect_refused([&] { ops::layernorm_forward(x32, g32, beta32, ln_y32, mean, rstd); }, {"mean and rstd", "float32"});
+  expect_refused([&] { ops::layernorm_forward(x32, g32, beta32, ln_y32, mean, rstd); }, {"statistics mean [4] float64", "must be float32"});
 
   const Tensor qkv64 = zeros("qkv", {2, 4, 24});
   Tensor out32 = zeros("out", {2, 4, 8}, DataType::float32), probs64 = zeros("probs", {2, 2, 4, 4});
@@ -1272,6 +1272,13 @@ TEST(OpsBadInput, LinearWithBiasAndMixedTypes) {
   expect_refused([&] { ops::linear_forward(x64, w32, bias_ones, y32); }, {"x [4, 8] float64", "w [8, 3] float32"});
   for (std::int64_t i = 0; i < y32.numel(); ++i)
     ASSERT_EQ(y32.at(i), 0.0) << "linear_forward wrote y at " << index_string(y32.shape(), i) << " before refusing";
+}
+
+TEST(OpsBadInput, MatmulOutputSharingAnInput) {
+  // BLAS reads a and b while it writes c: an aliased output is refused, naming the tensors.
+  Tensor a = random_tensor("a", {4, 4});
+  const Tensor b = random_tensor("b", {4, 4});
+  expect_refused([&] { ops::matmul(a, false, b, false, a, false); }, {"matmul", "a [4, 4] float64", "shares storage"});
 }
 
 TEST(OpsBadInput, IntegerTensorsToFloatingOps) {

@@ -129,6 +129,8 @@ TEST(Shards, BatchRowsOfTheSyntheticTasks) {
   const model::Batch tail = model::gpt_batch(gpt, 2, 4, 2, 6);
   EXPECT_TRUE(same_values(tail.inputs, slice(tokens.inputs, ShardSpec(tokens.inputs.shape()).range(0, 4, 6), "rows",
                                              MemoryCategory::workspace)));
+  EXPECT_TRUE(same_values(tail.targets, slice(tokens.targets, ShardSpec(tokens.targets.shape()).range(0, 4, 6), "rows",
+                                              MemoryCategory::workspace)));
 }
 
 TEST(Shards, LayerRangesHoldTheWholeModelsValues) {
@@ -172,6 +174,17 @@ TEST(Memory, TracksCurrentAndPeakByCategory) {
   EXPECT_EQ(scope.total_peak_above_start(), 800);
 }
 
+TEST(Memory, PeakScopesNest) {
+  const PeakScope outer;
+  {
+    Tensor big = Tensor::zeros("big", {1000}, DataType::float64, MemoryCategory::workspace);
+  }
+  const PeakScope inner;  // opening it must not forget the outer scope's 8000-byte peak
+  Tensor small = Tensor::zeros("small", {10}, DataType::float64, MemoryCategory::workspace);
+  EXPECT_EQ(inner.peak_above_start(MemoryCategory::workspace), 80);
+  EXPECT_EQ(outer.peak_above_start(MemoryCategory::workspace), 8000);
+}
+
 TEST(TensorErrors, NameTheTensorsAndShapes) {
   Tensor t = Tensor::zeros("activations.x", {2, 3}, DataType::float32, MemoryCategory::activations);
   try {
@@ -185,6 +198,15 @@ TEST(TensorErrors, NameTheTensorsAndShapes) {
   EXPECT_THROW(Tensor::empty("bad", {3, 0}, DataType::float32, MemoryCategory::workspace), Error);
   EXPECT_THROW(Tensor::empty("gpu", {3}, DataType::float32, MemoryCategory::workspace, MemorySpace::cuda), Error);
   EXPECT_THROW(ShardSpec({4, 6}).split(1, 0, 4), Error);  // 6 columns do not split in 4
+  EXPECT_THROW((void)t.at(6), Error);
+  EXPECT_THROW(t.set(-1, 0.0), Error);
+  EXPECT_THROW((void)t.reshape({-2, -3}), Error);
+  const Tensor undefined;
+  EXPECT_THROW(Tensor::zeros_like(undefined, "z", MemoryCategory::gradients), Error);
+  EXPECT_THROW((void)undefined.clone("c", MemoryCategory::workspace), Error);
+  EXPECT_THROW((void)undefined.category(), Error);
+  EXPECT_THROW(Tensor::empty("huge", {1LL << 40, 1LL << 40}, DataType::float32, MemoryCategory::workspace), Error);
+  EXPECT_THROW(Init::tokens(0), Error);
 }
 
 TEST(TensorCast, HalfTypesRoundToNearestEven) {

@@ -1,6 +1,8 @@
 // Layer base: hooks, parameters and saved state per micro-batch (see layer.hpp).
 #include "reference/model/layer.hpp"
 
+#include <algorithm>
+
 #include "reference/core/error.hpp"
 
 namespace parity::model {
@@ -25,7 +27,8 @@ Tensor Layer::backward(const Tensor& dy, const PassContext& context) {
 }
 
 void Layer::run_hooks(HookPoint point, const PassContext& context) {
-  for (auto& hook : hooks_) hook(*this, point, context);
+  // By index: a hook may add hooks.
+  for (std::size_t i = 0; i < hooks_.size(); ++i) hooks_[i](*this, point, context);
 }
 
 std::vector<Parameter*> Layer::parameters() {
@@ -48,12 +51,14 @@ Parameter& Layer::add_named_parameter(std::string full_name, Shape shape, DataTy
   Parameter& p = parameters_.emplace_back();
   p.name = std::move(full_name);
   p.init = init;
+  p.seed = seed;
   p.value = Tensor::empty(p.name, std::move(shape), dtype, MemoryCategory::parameters);
   initialize(p.value, init, seed);
   return p;
 }
 
 void Layer::save(const PassContext& context, std::vector<Tensor> tensors) {
+  if (!context.training) return;
   saved_[{context.step, context.micro_batch}] = std::move(tensors);
 }
 

@@ -19,23 +19,29 @@
 namespace parity::model {
 
 // A trainable tensor. `value` is charged to parameters, `grad` (made on first use) to gradients.
-// `init` and `seed` say how the whole value is made, so a rank can make any shard of it.
+// `init` and `seed` say how the whole value is made (initialize_shard(t, init, seed, name, spec)),
+// so a rank can make any shard of it. ZeRO-3 may replace `value` by a shard between passes.
 struct Parameter {
   std::string name;
   Tensor value;
   Tensor grad;
   Init init;
+  std::uint64_t seed = 0;
   // The gradient, allocated as zeros on first use.
   Tensor& gradient();
 };
 
-// Which pass a forward or backward belongs to: the optimizer step and the micro-batch. Dropout
-// masks are a pure function of (seed, layer, step, micro-batch), so re-running a forward with
-// the same context replays them.
+// Which pass a forward or backward belongs to. `micro_batch` keys the state a layer saves for
+// its backward (several may be in flight on a pipeline stage). `first_row` is the index, in the
+// step's global batch, of this pass's first sample: dropout masks are a pure function of
+// (seed, layer, step, global element index), so a data-parallel shard or a micro-batch draws
+// exactly the slice of the whole batch's mask, and a re-run forward replays it. Evaluation
+// passes (training = false) save nothing and apply no dropout.
 struct PassContext {
   std::uint64_t step = 0;
   int micro_batch = 0;
   bool training = true;
+  std::int64_t first_row = 0;
 };
 
 class Layer;
@@ -56,8 +62,11 @@ class Layer {
   Tensor forward(const Tensor& x, const PassContext& context);
   Tensor backward(const Tensor& dy, const PassContext& context);
 
-  // This layer's own parameters, then its children's, depth first.
+  // This layer's own parameters, then its children's, depth first (what an optimizer updates).
   std::vector<Parameter*> parameters();
+  // The parameters this layer's forward reads that another layer owns (a tied LM head's token
+  // table): hooks that gather or free parameters around a forward need these too.
+  std::vector<Parameter*> borrowed_parameters() { return borrowed_; }
   std::vector<Layer*> children() { return children_; }
   void add_hook(Hook hook) { hooks_.push_back(std::move(hook)); }
   // Drops what a forward saved for `context` without running backward (checkpointing).
@@ -73,6 +82,7 @@ class Layer {
   Parameter& add_parameter(const std::string& local_name, Shape shape, DataType dtype, Init init, std::uint64_t seed);
   // The same under a full name of its own (a stage's copy of a tied embedding table).
   Parameter& add_named_parameter(std::string full_name, Shape shape, DataType dtype, Init init, std::uint64_t seed);
+  void borrow_parameter(Parameter& p) { borrowed_.push_back(&p); }
   // Makes `child` part of this layer: its parameters are listed and its saved state released with ours.
   template <typename L> L& add_child(std::unique_ptr<L> child) {
     L& ref = *child;
@@ -80,6 +90,7 @@ class Layer {
     children_.push_back(&ref);
     return ref;
   }
+  // Keeps tensors for this pass's backward; nothing is kept in an evaluation pass.
   void save(const PassContext& context, std::vector<Tensor> tensors);
   std::vector<Tensor> take_saved(const PassContext& context);
   // A new activation tensor named after this layer.
@@ -89,6 +100,7 @@ class Layer {
   void run_hooks(HookPoint point, const PassContext& context);
   std::string name_;
   std::deque<Parameter> parameters_;  // deque: stable addresses
+  std::vector<Parameter*> borrowed_;
   std::vector<std::unique_ptr<Layer>> owned_children_;
   std::vector<Layer*> children_;
   std::vector<Hook> hooks_;

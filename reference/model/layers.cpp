@@ -8,10 +8,6 @@
 
 namespace parity::model {
 
-namespace {
-Tensor undefined;  // passed where an optional tensor is absent
-}
-
 Linear::Linear(std::string name, std::int64_t in, std::int64_t out, bool bias, DataType dtype, double init_std,
                std::uint64_t seed)
     : Layer(std::move(name)) {
@@ -23,7 +19,8 @@ Tensor Linear::do_forward(const Tensor& x, const PassContext& context) {
   Shape shape = x.shape();
   shape.back() = weight_->value.dim(1);
   Tensor y = activation("out", shape, x.dtype());
-  ops::linear_forward(x, weight_->value, bias_ ? bias_->value : undefined, y);
+  const Tensor no_bias;
+  ops::linear_forward(x, weight_->value, bias_ ? bias_->value : no_bias, y);
   save(context, {x});
   return y;
 }
@@ -77,22 +74,23 @@ Dropout::Dropout(std::string name, double p, std::uint64_t seed) : Layer(std::mo
   require(p >= 0 && p < 1, "dropout " + this->name() + ": probability " + std::to_string(p) + " must be in [0, 1)");
 }
 
-ops::DropoutKey Dropout::key(const PassContext& context) const {
-  return {seed_, tensor_id(name() + "/step" + std::to_string(context.step) + "/micro" +
-                           std::to_string(context.micro_batch))};
+ops::DropoutKey Dropout::key(const PassContext& context, const Tensor& x) const {
+  const auto per_row = static_cast<std::uint64_t>(x.numel() / x.dim(0));
+  return {seed_, tensor_id(name() + "/step" + std::to_string(context.step)),
+          static_cast<std::uint64_t>(context.first_row) * per_row};
 }
 
 Tensor Dropout::do_forward(const Tensor& x, const PassContext& context) {
   if (p_ == 0 || !context.training) return x;
   Tensor y = activation("out", x.shape(), x.dtype());
-  ops::dropout_forward(x, p_, key(context), y);
+  ops::dropout_forward(x, p_, key(context, x), y);
   return y;
 }
 
 Tensor Dropout::do_backward(const Tensor& dy, const PassContext& context) {
   if (p_ == 0 || !context.training) return dy;
   Tensor dx = activation("dx", dy.shape(), dy.dtype());
-  ops::dropout_backward(dy, p_, key(context), dx);
+  ops::dropout_backward(dy, p_, key(context, dy), dx);
   return dx;
 }
 
@@ -106,7 +104,8 @@ CausalSelfAttention::CausalSelfAttention(std::string name, std::int64_t hidden, 
 
 Tensor CausalSelfAttention::do_forward(const Tensor& x, const PassContext& context) {
   const Tensor qkv = qkv_->forward(x, context);
-  const std::int64_t b = x.dim(0), t = x.dim(1), c = x.dim(2);
+  // The core's width comes from qkv, not x: a tensor-parallel rank holds only its heads.
+  const std::int64_t b = x.dim(0), t = x.dim(1), c = qkv.dim(2) / 3;
   Tensor out = activation("core", {b, t, c}, x.dtype());
   Tensor probs = activation("probs", {b, heads_, t, t}, x.dtype());
   ops::attention_forward(qkv, heads_, true, out, probs);
@@ -194,7 +193,9 @@ LanguageModelHead::LanguageModelHead(std::string name, std::string weight_name, 
 }
 
 LanguageModelHead::LanguageModelHead(std::string name, Parameter& tied_table)
-    : Layer(std::move(name)), weight_(&tied_table), tied_(true) {}
+    : Layer(std::move(name)), weight_(&tied_table), tied_(true) {
+  borrow_parameter(tied_table);
+}
 
 Tensor LanguageModelHead::do_forward(const Tensor& x, const PassContext& context) {
   const Tensor& w = weight_->value;

@@ -49,13 +49,14 @@ class LayerNorm : public Layer {
   Parameter* beta_;
 };
 
-// Inverted dropout; the mask is regenerated from (seed, layer name, step, micro-batch), never
-// stored. Identity when p = 0 or outside training.
+// Inverted dropout; the mask is regenerated from (seed, layer name, step, global element index),
+// never stored. Identity when p = 0 or outside training. The input's first dimension is the
+// batch: its row r is row context.first_row + r of the step's global batch.
 class Dropout : public Layer {
  public:
   Dropout(std::string name, double p, std::uint64_t seed);
   const char* kind() const override { return "dropout"; }
-  ops::DropoutKey key(const PassContext& context) const;
+  ops::DropoutKey key(const PassContext& context, const Tensor& x) const;
 
  protected:
   Tensor do_forward(const Tensor& x, const PassContext& context) override;

@@ -95,7 +95,7 @@ void same_shape(const char* op, const Tensor& a, const Tensor& b) {
 }
 
 void require_shape(const char* op, const Tensor& t, const Shape& expected) {
-  require_defined(op, t, "output");
+  if (!t.defined()) fail(op, "a tensor of shape " + to_string(expected) + " is needed but not allocated (" + t.describe() + ")");
   if (t.shape() != expected) fail(op, t.describe() + " should have shape " + to_string(expected));
 }
 
@@ -147,6 +147,9 @@ void matmul(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b
                  (transpose_b ? " (transposed)" : "") + ": inner dimensions " + std::to_string(k) + " and " +
                  std::to_string(kb) + " differ");
   require_shape(op, c, {m, n});
+  // BLAS reads a and b while writing c: they must not share storage.
+  if (c.raw() == a.raw() || c.raw() == b.raw())
+    fail(op, "output " + c.describe() + " shares storage with an input (" + a.describe() + ", " + b.describe() + ")");
   const int M = blas_int(op, m), N = blas_int(op, n), K = blas_int(op, k);
   const int lda = blas_int(op, a.dim(1)), ldb = blas_int(op, b.dim(1));
   switch (a.dtype()) {
@@ -304,7 +307,9 @@ void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
   require_shape(op, beta, {c});
   same_shape(op, x, y);
   const DataType stat = x.dtype() == DataType::float64 ? DataType::float64 : DataType::float32;
-  if (mean.dtype() != stat || rstd.dtype() != stat) fail(op, "mean and rstd must be " + std::string(name_of(stat)));
+  if (!mean.defined() || !rstd.defined() || mean.dtype() != stat || rstd.dtype() != stat)
+    fail(op, "statistics " + mean.describe() + " and " + rstd.describe() + " must be " + std::string(name_of(stat)) +
+                 " for " + x.describe());
   require_shape(op, mean, {n});
   require_shape(op, rstd, {n});
   visit_floating(op, x, [&](auto tag) {
@@ -707,7 +712,8 @@ void dropout_apply(const char* op, const Tensor& in, double p, DropoutKey key, T
     const T* src = in.data<T>();
     T* dst = out.data<T>();
     for (std::int64_t i = 0; i < in.numel(); ++i) {
-      const bool keep = p == 0 || uniform_open(key.seed, key.stream, static_cast<std::uint64_t>(i)) >= p;
+      const bool keep =
+          p == 0 || uniform_open(key.seed, key.stream, key.first_element + static_cast<std::uint64_t>(i)) >= p;
       dst[i] = keep ? store<T>(load(src[i]) * scale) : store<T>(C(0));
     }
   });

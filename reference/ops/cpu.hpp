@@ -70,12 +70,15 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, double 
 double mse_forward(const Tensor& prediction, const Tensor& target, double normalizer);
 void mse_backward(const Tensor& prediction, const Tensor& target, double normalizer, Tensor& dprediction);
 
-// Inverted dropout with a replayable mask: element i is kept when uniform(seed, stream, i) >= p,
-// and scaled by 1/(1-p). The mask is a pure function of (seed, stream, i), so backward and a
-// recomputed forward (activation checkpointing) regenerate it instead of storing it.
+// Inverted dropout with a replayable mask: element i is kept when
+// uniform(seed, stream, first_element + i) >= p, and scaled by 1/(1-p). The mask is a pure
+// function of (seed, stream, global element index), so backward, a recomputed forward
+// (activation checkpointing) and a shard of the batch (first_element = its offset in the whole)
+// regenerate it instead of storing or communicating it.
 struct DropoutKey {
   std::uint64_t seed = 0;
   std::uint64_t stream = 0;
+  std::uint64_t first_element = 0;
 };
 void dropout_forward(const Tensor& x, double p, DropoutKey key, Tensor& y);
 void dropout_backward(const Tensor& dy, double p, DropoutKey key, Tensor& dx);

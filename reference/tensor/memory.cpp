@@ -33,14 +33,21 @@ void MemoryTracker::charge(MemoryCategory category, MemorySpace space, std::size
   auto& total = totals_[static_cast<std::size_t>(space)];
   total.current += b;
   total.peak = std::max(total.peak, total.current);
+  for (PeakScope* scope : scopes_) {
+    if (scope->space_ != space) continue;
+    auto& peak = scope->peak_[static_cast<std::size_t>(category)];
+    peak = std::max(peak, cell.current);
+    scope->total_peak_ = std::max(scope->total_peak_, total.current);
+  }
 }
 
 void MemoryTracker::release(MemoryCategory category, MemorySpace space, std::size_t bytes) {
   const auto b = static_cast<std::int64_t>(bytes);
   std::lock_guard lock(mutex_);
   auto& cell = cells_[static_cast<std::size_t>(space)][static_cast<std::size_t>(category)];
-  require(cell.current >= b, "memory tracker: releasing more " + std::string(name_of(category)) +
-                                 " bytes than were charged");
+  if (cell.current < b)
+    throw Error("memory tracker: releasing " + std::to_string(b) + " bytes of " + std::string(name_of(category)) +
+                " but only " + std::to_string(cell.current) + " are charged");
   cell.current -= b;
   totals_[static_cast<std::size_t>(space)].current -= b;
 }
@@ -55,26 +62,29 @@ MemoryUsage MemoryTracker::total(MemorySpace space) const {
   return totals_[static_cast<std::size_t>(space)];
 }
 
-void MemoryTracker::reset_peaks() {
-  std::lock_guard lock(mutex_);
-  for (auto& space : cells_)
-    for (auto& cell : space) cell.peak = cell.current;
-  for (auto& total : totals_) total.peak = total.current;
-}
-
 PeakScope::PeakScope(MemorySpace space) : space_(space) {
   auto& tracker = MemoryTracker::process();
-  tracker.reset_peaks();
-  for (MemoryCategory c : kAllMemoryCategories) start_[static_cast<std::size_t>(c)] = tracker.usage(c, space).current;
-  total_start_ = tracker.total(space).current;
+  std::lock_guard lock(tracker.mutex_);
+  const auto s = static_cast<std::size_t>(space);
+  for (std::size_t c = 0; c < kMemoryCategoryCount; ++c) start_[c] = peak_[c] = tracker.cells_[s][c].current;
+  total_start_ = total_peak_ = tracker.totals_[s].current;
+  tracker.scopes_.push_back(this);
+}
+
+PeakScope::~PeakScope() {
+  auto& tracker = MemoryTracker::process();
+  std::lock_guard lock(tracker.mutex_);
+  std::erase(tracker.scopes_, this);
 }
 
 std::int64_t PeakScope::peak_above_start(MemoryCategory category) const {
-  return MemoryTracker::process().usage(category, space_).peak - start_[static_cast<std::size_t>(category)];
+  std::lock_guard lock(MemoryTracker::process().mutex_);
+  return peak_[static_cast<std::size_t>(category)] - start_[static_cast<std::size_t>(category)];
 }
 
 std::int64_t PeakScope::total_peak_above_start() const {
-  return MemoryTracker::process().total(space_).peak - total_start_;
+  std::lock_guard lock(MemoryTracker::process().mutex_);
+  return total_peak_ - total_start_;
 }
 
 }  // namespace parity

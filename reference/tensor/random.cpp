@@ -39,10 +39,11 @@ PhiloxCounter element_words(std::uint64_t seed, std::uint64_t id, std::uint64_t 
 }
 
 namespace {
-// 53 bits from two words as a double in (0, 1): (m + 0.5) / 2^53.
+// 52 bits from two words as a double in (0, 1): (m + 0.5) / 2^52, exact, at most 1 - 2^-53.
+// (With 53 bits, m + 0.5 would need 54 and the largest m would round up to 1.)
 double open_unit(std::uint32_t high, std::uint32_t low) {
-  const std::uint64_t bits = ((static_cast<std::uint64_t>(high) << 32) | low) >> 11;
-  return (static_cast<double>(bits) + 0.5) * 0x1p-53;
+  const std::uint64_t bits = ((static_cast<std::uint64_t>(high) << 32) | low) >> 12;
+  return (static_cast<double>(bits) + 0.5) * 0x1p-52;
 }
 }  // namespace
 
@@ -55,6 +56,11 @@ double standard_normal(std::uint64_t seed, std::uint64_t id, std::uint64_t i) {
   const PhiloxCounter w = element_words(seed, id, i);
   const double u1 = open_unit(w[0], w[1]), u2 = open_unit(w[2], w[3]);
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+}
+
+Init Init::tokens(std::int64_t vocabulary) {
+  require(vocabulary > 0, "token ids need a positive vocabulary size, not " + std::to_string(vocabulary));
+  return {Kind::token_ids, static_cast<double>(vocabulary), 0};
 }
 
 double Init::value(std::uint64_t seed, std::uint64_t id, std::uint64_t i) const {

@@ -23,7 +23,7 @@ std::uint64_t tensor_id(std::string_view name);
 
 // The random words of element i of stream `id` under `seed`: counter (i, id), key seed.
 PhiloxCounter element_words(std::uint64_t seed, std::uint64_t id, std::uint64_t i);
-// Uniform in (0, 1): 53 random bits, never 0 (so log() is safe).
+// Uniform in (0, 1): 52 random bits, never 0 (so log() is safe) and never 1.
 double uniform_open(std::uint64_t seed, std::uint64_t id, std::uint64_t i);
 // Standard normal by Box-Muller from the four words of element i.
 double standard_normal(std::uint64_t seed, std::uint64_t id, std::uint64_t i);
@@ -36,7 +36,7 @@ struct Init {
   static Init normal(double mean, double stddev) { return {Kind::normal, mean, stddev}; }
   static Init uniform(double low, double high) { return {Kind::uniform, low, high}; }
   static Init constant(double value) { return {Kind::constant, value, 0}; }
-  static Init tokens(std::int64_t vocabulary) { return {Kind::token_ids, static_cast<double>(vocabulary), 0}; }
+  static Init tokens(std::int64_t vocabulary);
   // The value of global element i of the tensor named `name`.
   double value(std::uint64_t seed, std::uint64_t id, std::uint64_t i) const;
 };

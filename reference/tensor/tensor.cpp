@@ -18,7 +18,8 @@ std::string to_string(const Shape& shape) {
 
 std::int64_t element_count(const Shape& shape) {
   std::int64_t n = 1;
-  for (auto d : shape) n *= d;
+  for (auto d : shape)
+    if (__builtin_mul_overflow(n, d, &n)) throw Error("shape " + to_string(shape) + " has more elements than int64 counts");
   return n;
 }
 
@@ -56,12 +57,25 @@ Tensor Tensor::zeros(std::string name, Shape shape, DataType dtype, MemoryCatego
   return t;
 }
 
+namespace {
+void require_defined(const Tensor& t, const std::string& use) {
+  if (!t.defined()) throw Error("tensor " + t.describe() + " is used (" + use + ") but holds no storage");
+}
+}  // namespace
+
 Tensor Tensor::zeros_like(const Tensor& other, std::string name, MemoryCategory category) {
+  require_defined(other, "as the model of " + name);
   return zeros(std::move(name), other.shape(), other.dtype(), category, other.space());
 }
 
 Tensor Tensor::empty_like(const Tensor& other, std::string name, MemoryCategory category) {
+  require_defined(other, "as the model of " + name);
   return empty(std::move(name), other.shape(), other.dtype(), category, other.space());
+}
+
+MemoryCategory Tensor::category() const {
+  require_defined(*this, "for its memory category");
+  return storage_->category();
 }
 
 std::int64_t Tensor::dim(int d) const {
@@ -85,6 +99,9 @@ void Tensor::check_access(DataType requested) const {
 }
 
 Tensor Tensor::reshape(Shape shape) const {
+  require_defined(*this, "reshaped to " + to_string(shape));
+  for (auto d : shape)
+    if (d <= 0) throw Error("cannot reshape " + describe() + " to " + to_string(shape) + ": dimensions must be positive");
   if (element_count(shape) != numel_)
     throw Error("cannot reshape " + describe() + " to " + to_string(shape) + ": element counts differ");
   Tensor t = *this;
@@ -99,12 +116,20 @@ Tensor Tensor::renamed(std::string name) const {
 }
 
 Tensor Tensor::clone(std::string name, MemoryCategory category) const {
+  require_defined(*this, "cloned into " + name);
   Tensor t = empty(std::move(name), shape_, dtype_, category, space());
   std::memcpy(t.raw(), raw(), bytes());
   return t;
 }
 
+void Tensor::check_index(std::int64_t i) const {
+  if (i < 0 || i >= numel_)
+    throw Error("element " + std::to_string(i) + " is outside tensor " + describe() + " (" + std::to_string(numel_) +
+                " elements)");
+}
+
 double Tensor::at(std::int64_t i) const {
+  check_index(i);
   return visit_data_type(dtype_, [&](auto tag) {
     using T = decltype(tag);
     return to_double(data<T>()[i]);
@@ -112,6 +137,7 @@ double Tensor::at(std::int64_t i) const {
 }
 
 void Tensor::set(std::int64_t i, double value) {
+  check_index(i);
   visit_data_type(dtype_, [&](auto tag) {
     using T = decltype(tag);
     data<T>()[i] = from_double<T>(value);

@@ -60,7 +60,7 @@ class Tensor {
   std::int64_t numel() const { return numel_; }
   DataType dtype() const { return dtype_; }
   MemorySpace space() const { return storage_ ? storage_->space() : MemorySpace::host; }
-  MemoryCategory category() const { return storage_->category(); }
+  MemoryCategory category() const;
   std::size_t bytes() const { return static_cast<std::size_t>(numel_) * size_of(dtype_); }
   // "name [2, 3] float32", for messages.
   std::string describe() const;
@@ -79,7 +79,8 @@ class Tensor {
   // Same storage under another name (for messages).
   Tensor renamed(std::string name) const;
   Tensor clone(std::string name, MemoryCategory category) const;
-  // Element i as double / set from double (rounded to the type), host only.
+  // Element i as double / set from double (rounded to the type), host only; i is checked
+  // (these are the slow, safe accessors for tests and set-up; kernels use data<T>()).
   double at(std::int64_t i) const;
   void set(std::int64_t i, double value);
   void fill(double value);
@@ -88,6 +89,7 @@ class Tensor {
 
  private:
   void check_access(DataType requested) const;
+  void check_index(std::int64_t i) const;
   std::string name_;
   Shape shape_;
   std::int64_t numel_ = 0;

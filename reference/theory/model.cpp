@@ -1,7 +1,29 @@
 // Analytic models of model size, FLOPs and activation memory (see model.hpp).
 #include "reference/theory/model.hpp"
 
+#include <initializer_list>
+
+#include "reference/core/error.hpp"
+
 namespace parity::theory {
+
+namespace {
+// Exact counts are int64 (up to 9.2e18): a 1T-parameter configuration's step exceeds that, and
+// an overflow must not pass as a number. megatron_step_flops (double) has no such limit.
+std::int64_t product(std::initializer_list<std::int64_t> factors) {
+  std::int64_t p = 1;
+  for (auto f : factors)
+    if (__builtin_mul_overflow(p, f, &p))
+      throw UsageError("an exact FLOP count exceeds int64 for this configuration; use the floating-point formula");
+  return p;
+}
+std::int64_t sum(std::int64_t a, std::int64_t b) {
+  std::int64_t s = 0;
+  if (__builtin_add_overflow(a, b, &s))
+    throw UsageError("an exact FLOP count exceeds int64 for this configuration; use the floating-point formula");
+  return s;
+}
+}  // namespace
 
 std::int64_t gpt_block_parameters(std::int64_t h) { return 12 * h * h + 13 * h; }
 
@@ -21,16 +43,17 @@ std::int64_t mlp_parameters(const model::MlpConfig& c) {
 }
 
 std::int64_t gpt_block_forward_flops(std::int64_t b, std::int64_t s, std::int64_t h) {
-  return 24 * b * s * h * h + 4 * b * s * s * h;
+  return sum(product({24, b, s, h, h}), product({4, b, s, s, h}));
 }
 
 std::int64_t gpt_head_forward_flops(std::int64_t b, std::int64_t s, std::int64_t h, std::int64_t v) {
-  return 2 * b * s * h * v;
+  return product({2, b, s, h, v});
 }
 
 std::int64_t gpt_step_flops(const model::GptConfig& c, std::int64_t batch) {
-  return 3 * (c.layers * gpt_block_forward_flops(batch, c.sequence, c.hidden) +
-              gpt_head_forward_flops(batch, c.sequence, c.hidden, c.vocabulary));
+  const std::int64_t forward = sum(product({c.layers, gpt_block_forward_flops(batch, c.sequence, c.hidden)}),
+                                   gpt_head_forward_flops(batch, c.sequence, c.hidden, c.vocabulary));
+  return product({3, forward});
 }
 
 double megatron_step_flops(const model::GptConfig& c, std::int64_t batch) {
