@@ -500,7 +500,8 @@ TEST(OpsGradient, CrossEntropy) {
     EXPECT_LE(std::fabs(loss() - expected), bound) << "cross_entropy_forward " << loss() << ", direct " << expected;
 
     Tensor dlogits = nans("cross_entropy.dlogits", {s.N, s.V});
-    ops::cross_entropy_backward(logits, targets, s.normalizer, dlogits);
+    const double loss_from_backward = ops::cross_entropy_backward(logits, targets, s.normalizer, dlogits);
+    EXPECT_EQ(loss_from_backward, loss()) << "backward returns the forward's loss, from the same sums";
     expect_gradient(dlogits, logits, loss, "dlogits");
   }
 }

@@ -7,9 +7,9 @@
 #include <cstdio>
 #include <cstring>
 #include <numeric>
-#include <sstream>
 
 #include "bench/cli/progress.hpp"
+#include "bench/cli/shared.hpp"
 #include "bench/commands/commands.hpp"
 #include "correctness/cases/collectives.hpp"
 #include "reference/comm/reduce_kernels.hpp"
@@ -19,23 +19,6 @@ namespace parity::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
-double percentile(std::vector<double> values, double q) {
-  if (values.empty()) return std::nan("");
-  std::sort(values.begin(), values.end());
-  const double position = q * static_cast<double>(values.size() - 1);
-  const auto low = static_cast<std::size_t>(std::floor(position));
-  const auto high = std::min(low + 1, values.size() - 1);
-  return values[low] + (values[high] - values[low]) * (position - static_cast<double>(low));
-}
 
 std::size_t count_for(Collective c, std::size_t bytes, DataType type, int n) {
   return bytes / size_of(type) / (is_chunked(c) ? static_cast<std::size_t>(n) : 1);
@@ -128,8 +111,7 @@ HostCopy measure_host_copy(Session& session) {
     }
   }
   local->barrier();
-  std::vector<double> all(static_cast<std::size_t>(world.size()));
-  world.all_gather({&best, 1, DataType::float64, MemorySpace::host}, {all.data(), all.size(), DataType::float64, MemorySpace::host});
+  const std::vector<double> all = gather_from_ranks(world, best);
   HostCopy out;
   for (int r = 0; r < world.size(); ++r) {
     if (all[static_cast<std::size_t>(r)] <= 0) continue;

@@ -5,10 +5,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <map>
-#include <sstream>
 
 #include "bench/cli/progress.hpp"
+#include "bench/cli/shared.hpp"
 #include "bench/commands/commands.hpp"
 #include "reference/core/error.hpp"
 #include "reference/model/optimizer.hpp"
@@ -22,12 +21,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // Best of five square matrix multiplies of size n: the same-run denominator of MFU.
 double measure_matmul_GFLOPs(DataType dtype, std::int64_t n) {
@@ -44,12 +37,6 @@ double measure_matmul_GFLOPs(DataType dtype, std::int64_t n) {
     best = std::max(best, 2.0 * static_cast<double>(n * n * n) / seconds_since(t0) / 1e9);
   }
   return best;
-}
-
-std::vector<double> gather(Communicator& world, double value) {
-  std::vector<double> all(static_cast<std::size_t>(world.size()));
-  world.all_gather({&value, 1, DataType::float64, MemorySpace::host}, {all.data(), all.size(), DataType::float64, MemorySpace::host});
-  return all;
 }
 
 }  // namespace
@@ -85,9 +72,7 @@ ModelBenchPlan plan_model_bench(const ModelBenchOptions& options) {
   const DataType dtype = parse_data_type(options.dtype);
   if (dtype != DataType::float32 && dtype != DataType::float64)
     throw UsageError("--dtype " + options.dtype + ": models train in float32 or float64");
-  std::stringstream in(options.models);
-  for (std::string name; std::getline(in, name, ',');) {
-    if (name.empty()) continue;
+  for (const std::string& name : split_list(options.models)) {
     auto it = std::find_if(model_presets().begin(), model_presets().end(), [&](const ModelPreset& p) { return p.name == name; });
     if (it == model_presets().end()) {
       std::string known;
@@ -152,16 +137,16 @@ ModelBenchOutcome run_model_bench(Session& session, const ModelBenchPlan& plan, 
       counted_flops = flops.matmul();
       progress.update(done++, preset.name + " step " + std::to_string(step + 1));
     }
-    const double step_seconds = median(times);
+    const double step_seconds = percentile(times, 0.5);
     const std::int64_t formula_flops = theory::gpt_step_flops(c, plan.batch);
     if (counted_flops != formula_flops)
       throw Error("bench model " + preset.name + ": the ops counted " + std::to_string(counted_flops) +
                   " matmul FLOPs per step but the formula gives " + std::to_string(formula_flops));
-    const auto all_times = gather(world, step_seconds);
-    const auto all_matmul = gather(world, matmul_GFLOPs);
+    const auto all_times = gather_from_ranks(world, step_seconds);
+    const auto all_matmul = gather_from_ranks(world, matmul_GFLOPs);
     std::vector<std::vector<double>> peaks;
     for (MemoryCategory category : kAllMemoryCategories)
-      peaks.push_back(gather(world, static_cast<double>(memory.peak_above_start(category))));
+      peaks.push_back(gather_from_ranks(world, static_cast<double>(memory.peak_above_start(category))));
     for (int r = 0; r < world.size(); ++r) {
       const auto i = static_cast<std::size_t>(r);
       const double tokens = static_cast<double>(plan.batch * c.sequence);

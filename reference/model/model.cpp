@@ -31,12 +31,10 @@ double Model::loss(const Tensor& output, const Tensor& targets, double normalize
     const std::int64_t v = output.dim(-1), n = output.numel() / v;
     const Tensor logits = output.reshape({n, v});
     const Tensor flat_targets = targets.reshape({targets.numel()});
-    if (doutput) {
-      *doutput = Tensor::empty("dlogits", output.shape(), output.dtype(), MemoryCategory::activations);
-      Tensor d2 = doutput->reshape({n, v});
-      ops::cross_entropy_backward(logits, flat_targets, normalizer, d2);
-    }
-    return ops::cross_entropy_forward(logits, flat_targets, normalizer);
+    if (!doutput) return ops::cross_entropy_forward(logits, flat_targets, normalizer);
+    *doutput = Tensor::empty("dlogits", output.shape(), output.dtype(), MemoryCategory::activations);
+    Tensor d2 = doutput->reshape({n, v});
+    return ops::cross_entropy_backward(logits, flat_targets, normalizer, d2);
   }
   if (doutput) {
     *doutput = Tensor::empty("doutput", output.shape(), output.dtype(), MemoryCategory::activations);
@@ -221,10 +219,14 @@ Batch mlp_batch(const MlpConfig& c, std::uint64_t step, std::int64_t first_row, 
   Tensor teacher = Tensor::empty("task.teacher", {c.inputs, c.outputs}, DataType::float64, MemoryCategory::workspace);
   initialize(teacher, Init::normal(0, 1.0 / std::sqrt(static_cast<double>(c.inputs))), c.seed);
   batch.targets = Tensor::empty("targets", {rows, c.outputs}, c.dtype, MemoryCategory::activations);
+  // In float64 from the stored (rounded) inputs, so targets do not depend on the model's type
+  // beyond its inputs.
+  const std::vector<double> x = batch.inputs.to_vector(), w = teacher.to_vector();
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t o = 0; o < c.outputs; ++o) {
       double s = 0;
-      for (std::int64_t i = 0; i < c.inputs; ++i) s += batch.inputs.at(r * c.inputs + i) * teacher.at(i * c.outputs + o);
+      for (std::int64_t i = 0; i < c.inputs; ++i)
+        s += x[static_cast<std::size_t>(r * c.inputs + i)] * w[static_cast<std::size_t>(i * c.outputs + o)];
       batch.targets.set(r * c.outputs + o, std::tanh(s));
     }
   batch.normalizer = static_cast<double>(global_rows * c.outputs);

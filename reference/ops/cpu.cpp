@@ -5,11 +5,13 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <mutex>
 #include <numbers>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "reference/core/error.hpp"
@@ -254,44 +256,35 @@ template <typename C> inline C gelu_derivative(C x) {
 }
 }  // namespace
 
-void gelu_forward(const Tensor& x, Tensor& y) {
-  const char* op = "gelu_forward";
-  require_defined(op, x, "x");
-  same_shape(op, x, y);
-  visit_floating(op, x, [&](auto tag) {
+namespace {
+// y[i] = f(first[i], rest[i]...) computed in Acc<T>, after checking that every tensor has
+// first's shape and type. f is generic over the arithmetic type.
+template <typename F, typename... Rest>
+void elementwise(const char* op, Tensor& y, F f, const Tensor& first, const Rest&... rest) {
+  require_defined(op, first, "input");
+  (same_shape(op, first, rest), ...);
+  same_shape(op, first, y);
+  visit_floating(op, first, [&](auto tag) {
     using T = decltype(tag);
-    const T* in = x.data<T>();
     T* out = y.data<T>();
-    for (std::int64_t i = 0; i < x.numel(); ++i) out[i] = store<T>(gelu_value(load(in[i])));
+    const T* in = first.data<T>();
+    const std::array<const T*, sizeof...(Rest)> more{rest.template data<T>()...};
+    for (std::int64_t i = 0; i < first.numel(); ++i)
+      out[i] = store<T>(std::apply([&](auto*... p) { return f(load(in[i]), load(p[i])...); }, more));
   });
+}
+}  // namespace
+
+void gelu_forward(const Tensor& x, Tensor& y) {
+  elementwise("gelu_forward", y, [](auto v) { return gelu_value(v); }, x);
 }
 
 void gelu_backward(const Tensor& dy, const Tensor& x, Tensor& dx) {
-  const char* op = "gelu_backward";
-  require_defined(op, x, "x");
-  same_shape(op, x, dy);
-  same_shape(op, x, dx);
-  visit_floating(op, x, [&](auto tag) {
-    using T = decltype(tag);
-    const T* in = x.data<T>();
-    const T* g = dy.data<T>();
-    T* out = dx.data<T>();
-    for (std::int64_t i = 0; i < x.numel(); ++i) out[i] = store<T>(load(g[i]) * gelu_derivative(load(in[i])));
-  });
+  elementwise("gelu_backward", dx, [](auto v, auto g) { return g * gelu_derivative(v); }, x, dy);
 }
 
 void add_forward(const Tensor& a, const Tensor& b, Tensor& y) {
-  const char* op = "add_forward";
-  require_defined(op, a, "a");
-  same_shape(op, a, b);
-  same_shape(op, a, y);
-  visit_floating(op, a, [&](auto tag) {
-    using T = decltype(tag);
-    const T* pa = a.data<T>();
-    const T* pb = b.data<T>();
-    T* out = y.data<T>();
-    for (std::int64_t i = 0; i < a.numel(); ++i) out[i] = store<T>(load(pa[i]) + load(pb[i]));
-  });
+  elementwise("add_forward", y, [](auto u, auto v) { return u + v; }, a, b);
 }
 
 void accumulate(Tensor& y, const Tensor& x) { add_forward(y, x, y); }
@@ -392,7 +385,8 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, 
 
 namespace {
 // Softmax of one row of length c, with the first `valid` entries live and the rest zero.
-template <typename C> void softmax_row(C* row, std::int64_t c, std::int64_t valid) {
+// Returns log(sum_j exp(row_j)) over the live entries (the cross-entropy needs it).
+template <typename C> C softmax_row(C* row, std::int64_t c, std::int64_t valid) {
   C m = -std::numeric_limits<C>::infinity();
   for (std::int64_t j = 0; j < valid; ++j) m = std::max(m, row[j]);
   C sum = 0;
@@ -403,6 +397,7 @@ template <typename C> void softmax_row(C* row, std::int64_t c, std::int64_t vali
   const C inv = C(1) / sum;
   for (std::int64_t j = 0; j < valid; ++j) row[j] *= inv;
   for (std::int64_t j = valid; j < c; ++j) row[j] = 0;
+  return m + std::log(sum);
 }
 }  // namespace
 
@@ -644,11 +639,11 @@ double cross_entropy_forward(const Tensor& logits, const Tensor& targets, double
   });
 }
 
-void cross_entropy_backward(const Tensor& logits, const Tensor& targets, double normalizer, Tensor& dlogits) {
+double cross_entropy_backward(const Tensor& logits, const Tensor& targets, double normalizer, Tensor& dlogits) {
   const char* op = "cross_entropy_backward";
   check_classification(op, logits, targets, normalizer);
   same_shape(op, logits, dlogits);
-  visit_floating(op, logits, [&](auto tag) {
+  return visit_floating(op, logits, [&](auto tag) {
     using T = decltype(tag);
     using C = Acc<T>;
     const std::int64_t n = logits.dim(0), v = logits.dim(1);
@@ -656,12 +651,17 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, double 
     const T* in = logits.data<T>();
     T* out = dlogits.data<T>();
     std::vector<C> row(static_cast<std::size_t>(v));
+    double total = 0;
     for (std::int64_t r = 0; r < n; ++r) {
+      const auto target = static_cast<std::size_t>(index_at(targets, r));
       for (std::int64_t j = 0; j < v; ++j) row[static_cast<std::size_t>(j)] = load(in[r * v + j]);
-      softmax_row(row.data(), v, v);
-      row[static_cast<std::size_t>(index_at(targets, r))] -= C(1);
+      const C target_logit = row[target];
+      // The same sums in the same order as cross_entropy_forward: the same loss, bit for bit.
+      total += static_cast<double>(softmax_row(row.data(), v, v) - target_logit);
+      row[target] -= C(1);
       for (std::int64_t j = 0; j < v; ++j) out[r * v + j] = store<T>(row[static_cast<std::size_t>(j)] * inv);
     }
+    return total / normalizer;
   });
 }
 
@@ -685,19 +685,10 @@ double mse_forward(const Tensor& prediction, const Tensor& target, double normal
 
 void mse_backward(const Tensor& prediction, const Tensor& target, double normalizer, Tensor& dprediction) {
   const char* op = "mse_backward";
-  require_defined(op, prediction, "prediction");
-  same_shape(op, prediction, target);
-  same_shape(op, prediction, dprediction);
   if (!(normalizer > 0)) fail(op, "normalizer must be positive");
-  visit_floating(op, prediction, [&](auto tag) {
-    using T = decltype(tag);
-    using C = Acc<T>;
-    const C scale = static_cast<C>(2.0 / normalizer);
-    const T* p = prediction.data<T>();
-    const T* t = target.data<T>();
-    T* d = dprediction.data<T>();
-    for (std::int64_t i = 0; i < prediction.numel(); ++i) d[i] = store<T>(scale * (load(p[i]) - load(t[i])));
-  });
+  const double scale = 2.0 / normalizer;
+  elementwise(op, dprediction, [scale](auto p, auto t) { return static_cast<decltype(p)>(scale) * (p - t); },
+              prediction, target);
 }
 
 namespace {

@@ -63,8 +63,9 @@ void embedding_backward(const Tensor& dy, const Tensor& tokens, Tensor& dwte, Te
 // sum_n -log softmax(logits_n)[target_n] / normalizer. normalizer is N for a mean over this
 // batch; data parallelism passes the global count so that shards add up to the whole.
 double cross_entropy_forward(const Tensor& logits, const Tensor& targets, double normalizer);
-// dlogits = (softmax(logits) - onehot(targets)) / normalizer.
-void cross_entropy_backward(const Tensor& logits, const Tensor& targets, double normalizer, Tensor& dlogits);
+// dlogits = (softmax(logits) - onehot(targets)) / normalizer; returns the loss as well (the
+// same value as cross_entropy_forward, from the same pass over the logits).
+double cross_entropy_backward(const Tensor& logits, const Tensor& targets, double normalizer, Tensor& dlogits);
 
 // Mean squared error: sum (prediction - target)^2 / normalizer; backward 2 (p - t) / normalizer.
 double mse_forward(const Tensor& prediction, const Tensor& target, double normalizer);
