@@ -10,6 +10,8 @@
 
 namespace parity {
 
+thread_local void (*yield_while_waiting)() = nullptr;
+
 std::string_view name_of(Collective collective) {
   switch (collective) {
     case Collective::all_reduce: return "all_reduce";
@@ -82,9 +84,14 @@ void Communicator::wait(RequestPtr& request) {
   watchdog_->waiting_for(std::string(request->is_send ? "a send to rank " : "a message from rank ") +
                          std::to_string(request->peer) + " (" + std::to_string(request->bytes) +
                          " bytes, tag " + std::to_string(request->tag) + ")");
-  // Poll, yielding the core now and then: ranks may share cores (--oversubscribe).
-  for (unsigned spins = 0; !request->test(); ++spins)
-    if (spins > 64) std::this_thread::yield();
+  // Poll, yielding the core now and then: ranks may share cores (--oversubscribe). Inside a
+  // communication stream, hand control back to the computation instead.
+  for (unsigned spins = 0; !request->test(); ++spins) {
+    if (yield_while_waiting)
+      yield_while_waiting();
+    else if (spins > 64)
+      std::this_thread::yield();
+  }
   request.reset();
 }
 

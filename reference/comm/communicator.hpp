@@ -119,6 +119,11 @@ class Communicator {
   TrafficCounters traffic_;
 };
 
+// While a communication stream's fiber runs (reference/comm/stream.hpp), a wait() whose
+// message has not arrived calls this instead of spinning, handing the core back to the
+// computation that started the collective. Null on the main stack.
+extern thread_local void (*yield_while_waiting)();
+
 // Checks that a collective's buffers fit its contract (counts, types, memory space, root,
 // in-place layout); throws Error naming the collective and the offending sizes.
 void validate_collective(const Communicator& comm, Collective collective, BufferView send,

@@ -41,6 +41,12 @@ std::vector<Parameter*> Layer::parameters() {
   return out;
 }
 
+std::vector<Parameter*> Layer::own_parameters() {
+  std::vector<Parameter*> out;
+  for (auto& p : parameters_) out.push_back(&p);
+  return out;
+}
+
 Parameter& Layer::add_parameter(const std::string& local_name, Shape shape, DataType dtype, Init init,
                                 std::uint64_t seed) {
   return add_named_parameter(name_ + "." + local_name, std::move(shape), dtype, init, seed);

@@ -64,6 +64,8 @@ class Layer {
 
   // This layer's own parameters, then its children's, depth first (what an optimizer updates).
   std::vector<Parameter*> parameters();
+  // Only the parameters this layer holds itself (its gradients are final after its backward).
+  std::vector<Parameter*> own_parameters();
   // The parameters this layer's forward reads that another layer owns (a tied LM head's token
   // table): hooks that gather or free parameters around a forward need these too.
   std::vector<Parameter*> borrowed_parameters() { return borrowed_; }

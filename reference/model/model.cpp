@@ -78,10 +78,12 @@ void Model::zero_grad() {
 }
 
 namespace {
-void require_model_type(const char* what, DataType dtype) {
-  if (dtype != DataType::float32 && dtype != DataType::float64)
-    throw UsageError(std::string(what) + ": data type " + std::string(name_of(dtype)) +
-                     " is not supported for a whole model (float32 or float64; 16-bit storage comes with mixed precision)");
+// half_storage: the model's ops all have 16-bit storage forms (float32 arithmetic); the GPT's
+// attention does not.
+void require_model_type(const char* what, DataType dtype, bool half_storage) {
+  if (dtype == DataType::float32 || dtype == DataType::float64 || (half_storage && is_half(dtype))) return;
+  throw UsageError(std::string(what) + ": data type " + std::string(name_of(dtype)) + " is not supported (float32 or float64" +
+                   (half_storage ? ", or 16-bit storage with float32 arithmetic)" : "; attention has no 16-bit kernel)"));
 }
 
 struct StageBounds {
@@ -103,7 +105,7 @@ void GptConfig::validate() const {
   if (hidden % heads != 0)
     throw UsageError(what + ": heads " + std::to_string(heads) + " do not divide hidden " + std::to_string(hidden));
   if (!(dropout >= 0 && dropout < 1)) throw UsageError(what + ": dropout must be in [0, 1)");
-  require_model_type("GPT config", dtype);
+  require_model_type("GPT config", dtype, false);
 }
 
 std::string GptConfig::describe() const {
@@ -147,7 +149,7 @@ void MlpConfig::validate() const {
   const std::string what = "MLP config (" + describe() + ")";
   if (inputs <= 0 || width <= 0 || outputs <= 0 || layers <= 0)
     throw UsageError(what + ": inputs, width, outputs and layers must all be positive");
-  require_model_type("MLP config", dtype);
+  require_model_type("MLP config", dtype, true);
 }
 
 std::string MlpConfig::describe() const {

@@ -115,6 +115,22 @@ Tensor Tensor::renamed(std::string name) const {
   return t;
 }
 
+Tensor Tensor::segment(std::string name, std::int64_t first, Shape shape) const {
+  require_defined(*this, "segmented into " + name);
+  for (auto d : shape)
+    if (d <= 0) throw Error("segment " + name + " " + to_string(shape) + " of " + describe() + ": dimensions must be positive");
+  const std::int64_t count = element_count(shape);
+  if (first < 0 || first > numel_ || count > numel_ - first)
+    throw Error("segment " + name + " of " + std::to_string(count) + " elements at " + std::to_string(first) +
+                " does not fit in " + describe());
+  Tensor t = *this;
+  t.name_ = std::move(name);
+  t.shape_ = std::move(shape);
+  t.numel_ = count;
+  t.offset_ = offset_ + first;
+  return t;
+}
+
 Tensor Tensor::clone(std::string name, MemoryCategory category) const {
   require_defined(*this, "cloned into " + name);
   Tensor t = empty(std::move(name), shape_, dtype_, category, space());

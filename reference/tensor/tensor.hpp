@@ -3,6 +3,7 @@
 // data. Host memory now; the CUDA space is the seam the GPU path fills in.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -65,7 +66,10 @@ class Tensor {
   // "name [2, 3] float32", for messages.
   std::string describe() const;
 
-  void* raw() const { return storage_ ? storage_->data() : nullptr; }
+  void* raw() const {
+    return storage_ ? static_cast<std::byte*>(storage_->data()) + offset_ * static_cast<std::int64_t>(size_of(dtype_))
+                    : nullptr;
+  }
   // Typed access; throws when T is not the tensor's type or the tensor is not on the host.
   template <typename T> T* data() const {
     check_access(data_type_of<T>::value);
@@ -78,6 +82,9 @@ class Tensor {
   Tensor reshape(Shape shape) const;
   // Same storage under another name (for messages).
   Tensor renamed(std::string name) const;
+  // Elements [first, first + numel(shape)) of this tensor as a tensor of `shape`, sharing the
+  // storage: a parameter living inside a flat buffer, or a rank's shard of one (ZeRO, FSDP).
+  Tensor segment(std::string name, std::int64_t first, Shape shape) const;
   Tensor clone(std::string name, MemoryCategory category) const;
   // Element i as double / set from double (rounded to the type), host only; i is checked
   // (these are the slow, safe accessors for tests and set-up; kernels use data<T>()).
@@ -93,6 +100,7 @@ class Tensor {
   std::string name_;
   Shape shape_;
   std::int64_t numel_ = 0;
+  std::int64_t offset_ = 0;  // elements into the storage (segment())
   DataType dtype_ = DataType::float32;
   std::shared_ptr<Storage> storage_;
 };

@@ -1,0 +1,361 @@
+// Training conformance cases (see training.hpp): the technique on every rank against the
+// single-device computation of the same steps, on every rank.
+#include "correctness/cases/training.hpp"
+
+#include <cmath>
+#include <memory>
+
+#include "reference/core/error.hpp"
+#include "reference/core/tolerance.hpp"
+#include "reference/parallel/parameter_server.hpp"
+#include "reference/parallel/zero.hpp"
+
+namespace parity::cases {
+namespace {
+
+using parallel::BatchSource;
+
+// A small GPT (tied table, dropout on, so the checks see shared parameters and replayed
+// masks) and a small MLP (the model that runs in bfloat16: attention has no 16-bit kernel).
+model::GptConfig gpt_config(DataType dtype) {
+  model::GptConfig g;
+  g.vocabulary = 32;
+  g.layers = 2;
+  g.hidden = 16;
+  g.heads = 2;
+  g.sequence = 8;
+  g.tied_embeddings = true;
+  g.dropout = 0.1;
+  g.dtype = dtype;
+  g.seed = 4321;
+  return g;
+}
+
+model::MlpConfig mlp_config(DataType dtype) {
+  model::MlpConfig m;
+  m.inputs = 12;
+  m.width = 20;
+  m.outputs = 6;
+  m.layers = 3;
+  m.dtype = dtype;
+  m.seed = 4321;
+  return m;
+}
+
+DataType model_type(const TrainingCase& c) {
+  if (c.precision == "mixed") return DataType::bfloat16;
+  return c.precision == "float64" ? DataType::float64 : DataType::float32;
+}
+
+std::unique_ptr<model::Model> build(const TrainingCase& c) {
+  if (c.model == "gpt") return model::build_gpt(gpt_config(model_type(c)));
+  return model::build_mlp(mlp_config(model_type(c)));
+}
+
+BatchSource batches(const TrainingCase& c) {
+  if (c.model == "gpt") {
+    const model::GptConfig g = gpt_config(model_type(c));
+    return [g](std::uint64_t step, std::int64_t first, std::int64_t rows, std::int64_t global) {
+      return model::gpt_batch(g, step, first, rows, global);
+    };
+  }
+  const model::MlpConfig m = mlp_config(model_type(c));
+  return [m](std::uint64_t step, std::int64_t first, std::int64_t rows, std::int64_t global) {
+    return model::mlp_batch(m, step, first, rows, global);
+  };
+}
+
+BatchSource with_fault(BatchSource source, const std::string& fault, int rank) {
+  if (fault.empty()) return source;
+  require(fault == "local_normalizer" || fault == "shifted_rows", "unknown training fault '" + fault + "'");
+  return [source, fault, rank](std::uint64_t step, std::int64_t first, std::int64_t rows, std::int64_t global) {
+    if (fault == "shifted_rows" && rank == 0) return source(step, first + 1, rows, global);
+    model::Batch b = source(step, first, rows, global);
+    if (fault == "local_normalizer") b.normalizer = b.normalizer * static_cast<double>(rows) / static_cast<double>(global);
+    return b;
+  };
+}
+
+std::unique_ptr<model::Optimizer> make_optimizer(const TrainingCase& c) {
+  const DataType state = c.precision == "float64" ? DataType::float64 : DataType::float32;
+  if (c.optimizer == "sgd") return std::make_unique<model::Sgd>(model::SgdConfig{0.05, 0.9, 0.01}, state);
+  return std::make_unique<model::AdamW>(model::AdamWConfig{1e-2, 0.9, 0.999, 1e-8, 0.01}, state);
+}
+
+int zero_stage(const std::string& technique) {
+  if (technique.rfind("zero", 0) == 0) return technique.back() - '0';
+  return 0;
+}
+
+// Parameters and optimizer state of a single-device model, in model order.
+parallel::ParameterValues values_of(model::Model& m, const model::Optimizer* optimizer,
+                                    const std::map<std::string, std::vector<Tensor>>* state = nullptr,
+                                    const std::map<std::string, Tensor>* master = nullptr) {
+  parallel::ParameterValues out;
+  for (model::Parameter* p : m.parameters()) {
+    out.names.push_back(p->name);
+    out.values.push_back(master ? master->at(p->name).to_vector() : p->value.to_vector());
+    auto& s = out.state.emplace_back();
+    const std::vector<Tensor>& tensors = state ? state->at(p->name) : optimizer->state_of(p->name);
+    for (const Tensor& t : tensors) s.push_back(t.to_vector());
+  }
+  return out;
+}
+
+// ||a - b|| / ||b - origin|| over all parameters (the difference relative to what training
+// changed), and ||state_a - state_b|| / ||state_b|| over all optimizer state.
+struct Difference {
+  double parameters = 0;
+  double state = 0;
+  std::string where;  // the parameter with the largest difference
+};
+Difference compare(const parallel::ParameterValues& a, const parallel::ParameterValues& b,
+                   const parallel::ParameterValues& origin) {
+  require(a.names == b.names && a.names == origin.names, "compare: parameters differ in name or order");
+  double d2 = 0, c2 = 0, s2 = 0, r2 = 0, worst = -1;
+  Difference out;
+  for (std::size_t i = 0; i < a.names.size(); ++i) {
+    require(a.values[i].size() == b.values[i].size(), "compare: " + a.names[i] + " differs in size");
+    double local = 0;
+    for (std::size_t k = 0; k < a.values[i].size(); ++k) {
+      const double d = a.values[i][k] - b.values[i][k], c = b.values[i][k] - origin.values[i][k];
+      d2 += d * d;
+      c2 += c * c;
+      local = std::max(local, std::abs(d));
+    }
+    if (local > worst) {
+      worst = local;
+      out.where = a.names[i];
+    }
+    require(a.state[i].size() == b.state[i].size(), "compare: optimizer state of " + a.names[i] + " differs");
+    for (std::size_t t = 0; t < a.state[i].size(); ++t)
+      for (std::size_t k = 0; k < a.state[i][t].size(); ++k) {
+        const double d = a.state[i][t][k] - b.state[i][t][k];
+        s2 += d * d;
+        r2 += b.state[i][t][k] * b.state[i][t][k];
+      }
+  }
+  out.parameters = c2 > 0 ? std::sqrt(d2 / c2) : std::sqrt(d2);
+  out.state = r2 > 0 ? std::sqrt(s2 / r2) : std::sqrt(s2);
+  return out;
+}
+
+// The single-device reference: the whole batch on one model, `steps` optimizer steps. With
+// mixed precision: bfloat16 parameters and gradients, float32 master copies and state.
+parallel::ParameterValues single_device(const TrainingCase& c) {
+  auto m = build(c);
+  auto optimizer = make_optimizer(c);
+  const BatchSource source = batches(c);
+  if (c.precision != "mixed") {
+    for (int step = 0; step < c.steps; ++step)
+      model::train_step(*m, *optimizer, source(step, 0, c.global_batch, c.global_batch), step);
+    return values_of(*m, optimizer.get());
+  }
+  std::map<std::string, Tensor> master;
+  std::map<std::string, std::vector<Tensor>> state;
+  for (model::Parameter* p : m->parameters()) {
+    master[p->name] = cast(p->value, DataType::float32, p->name + ".master", MemoryCategory::optimizer_state);
+    for (int i = 0; i < optimizer->state_count(); ++i)
+      state[p->name].push_back(Tensor::zeros(p->name + ".state", {p->value.numel()}, DataType::float32,
+                                             MemoryCategory::optimizer_state));
+  }
+  for (int step = 0; step < c.steps; ++step) {
+    m->zero_grad();
+    m->forward_backward(source(step, 0, c.global_batch, c.global_batch), {static_cast<std::uint64_t>(step), 0, true, 0});
+    for (model::Parameter* p : m->parameters()) {
+      const Tensor grad = cast(p->gradient(), DataType::float32, p->name + ".grad32", MemoryCategory::workspace);
+      optimizer->update(master[p->name], grad, state[p->name], step + 1);
+      copy_into(p->value, master[p->name]);
+    }
+  }
+  return values_of(*m, nullptr, &state, &master);
+}
+
+struct Trained {
+  parallel::ParameterValues values;
+  parallel::StepStats last;
+  std::vector<theory::ShardedUnit> units;
+  std::int64_t parameters = 0;
+};
+
+Trained train_data_parallel(Communicator& comm, const TrainingCase& c, int stage) {
+  auto m = build(c);
+  auto optimizer = make_optimizer(c);
+  parallel::DataParallelConfig config;
+  config.zero_stage = stage;
+  config.global_batch = c.global_batch;
+  config.micro_batches = c.micro_batches;
+  config.bucket_bytes = 2048;  // several buckets even for these small models
+  config.precision = c.precision == "mixed" ? parallel::Precision::mixed : parallel::Precision::model;
+  Trained out;
+  out.parameters = m->parameter_count();
+  auto trainer = parallel::make_trainer(comm, *m, *optimizer, config);
+  const BatchSource source = with_fault(batches(c), c.fault, comm.rank());
+  for (int step = 0; step < c.steps; ++step) out.last = trainer->step(source, step);
+  out.values = trainer->gathered(c.precision == "mixed");
+  if (auto* zero = dynamic_cast<parallel::Zero*>(trainer.get())) out.units = zero->units();
+  return out;
+}
+
+double element_bytes(const TrainingCase& c) { return static_cast<double>(size_of(model_type(c))); }
+
+// Sum of a value over ranks, and the largest.
+double sum_over_ranks(Communicator& comm, double x) {
+  comm.all_reduce({&x, 1, DataType::float64, MemorySpace::host}, {&x, 1, DataType::float64, MemorySpace::host},
+                  ReduceOp::sum);
+  return x;
+}
+double max_over_ranks(Communicator& comm, double x) {
+  comm.all_reduce({&x, 1, DataType::float64, MemorySpace::host}, {&x, 1, DataType::float64, MemorySpace::host},
+                  ReduceOp::max);
+  return x;
+}
+
+std::string format(double x) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g", x);
+  return text;
+}
+
+TrainingResult run_data_parallel_case(Communicator& comm, const TrainingCase& c) {
+  const int n = comm.size(), stage = zero_stage(c.technique);
+  TrainingResult r;
+  const parallel::ParameterValues origin = values_of(*build(c), make_optimizer(c).get());
+  const Trained trained = train_data_parallel(comm, c, stage);
+  const std::int64_t tokens_per_row = c.model == "gpt" ? gpt_config(model_type(c)).sequence : 1;
+  r.bound = tolerance::training_relative_bound(model_type(c), c.global_batch * tokens_per_row, n, c.steps);
+  // Mixed precision is held to plain data parallelism in the same precision; everything
+  // else to the single-device run, and ZeRO also to plain data parallelism.
+  std::vector<std::pair<std::string, parallel::ParameterValues>> references;
+  references.emplace_back("single device", single_device(c));
+  if (stage > 0) references.emplace_back("data parallel", train_data_parallel(comm, c, 0).values);
+  std::string failures;
+  for (const auto& [what, reference] : references) {
+    const Difference d = compare(trained.values, reference, origin);
+    r.compared += (r.compared.empty() ? "" : "; ") + std::string("against ") + what + ": parameters " +
+                  format(d.parameters) + ", state " + format(d.state);
+    r.error = std::max({r.error, d.parameters, d.state});
+    if (!(d.parameters <= r.bound && d.state <= r.bound))
+      failures += what + " differs beyond " + format(r.bound) + " (largest at " + d.where + "); ";
+  }
+  // Bytes sent in the last step, counted by the communicator, against the formula.
+  const double e = element_bytes(c);
+  std::vector<theory::ShardedUnit> units = trained.units;
+  if (stage == 0) units = {{trained.parameters, trained.parameters, 1}};
+  r.bytes_formula = theory::zero_bytes_sent_per_rank(stage, units, n, e, c.micro_batches);
+  const double sent = static_cast<double>(trained.last.bytes_sent);
+  if (stage == 0) {
+    // Ring blocks of a bucket differ by an element between ranks: the total is exact.
+    r.bytes_sent = sum_over_ranks(comm, sent) / n;
+    if (std::llround(r.bytes_sent * n) != std::llround(r.bytes_formula * n))
+      failures += "bytes sent " + format(r.bytes_sent) + " per rank on average, formula " + format(r.bytes_formula) + "; ";
+  } else {
+    const double wrong = max_over_ranks(comm, std::llround(sent) != std::llround(r.bytes_formula) ? 1 : 0);
+    r.bytes_sent = max_over_ranks(comm, sent);
+    if (wrong > 0) failures += "bytes sent " + format(r.bytes_sent) + " by a rank, formula " + format(r.bytes_formula) + "; ";
+  }
+  r.passed = failures.empty();
+  r.message = failures.empty() ? r.compared : failures + r.compared;
+  return r;
+}
+
+double evaluate(model::Model& m, const BatchSource& source, std::int64_t rows) {
+  const model::Batch b = source(1u << 30, 0, rows, rows);
+  const model::PassContext eval{1u << 30, 0, false, 0};
+  return m.loss(m.forward(b.inputs, eval), b.targets, b.normalizer, nullptr);
+}
+
+TrainingResult run_parameter_server_case(Communicator& comm, const TrainingCase& c) {
+  TrainingResult r;
+  const bool one_worker = c.technique == "ps_one_worker";
+  // One worker: ranks 0 and 1 run it, the others wait; several: every rank.
+  auto group = comm.split(one_worker && comm.rank() >= 2 ? 1 : 0, comm.rank());
+  double error = 0, staleness = 0, first = 0, last = 0;
+  if (!one_worker || comm.rank() < 2) {
+    auto m = build(c);
+    auto optimizer = make_optimizer(c);
+    const BatchSource source = batches(c);
+    first = evaluate(*m, source, c.global_batch);
+    parallel::ParameterServerConfig config{c.steps, c.global_batch};
+    const auto stats = parallel::run_parameter_server(*group, *m, *optimizer, source, config);
+    last = evaluate(*m, source, c.global_batch);
+    for (auto s : stats.staleness) staleness = std::max(staleness, static_cast<double>(s));
+    if (one_worker) {
+      // Synchronous SGD on the worker's batches: equal bit for bit.
+      const parallel::ParameterValues reference = single_device(c);
+      const parallel::ParameterValues mine = values_of(*m, optimizer.get());
+      for (std::size_t i = 0; i < mine.names.size(); ++i)
+        for (std::size_t k = 0; k < mine.values[i].size(); ++k)
+          error = std::max(error, std::abs(mine.values[i][k] - reference.values[i][k]));
+    }
+  }
+  r.error = max_over_ranks(comm, error);
+  r.max_staleness = max_over_ranks(comm, staleness);
+  r.first_loss = max_over_ranks(comm, comm.rank() == 0 ? first : -1e300);
+  r.last_loss = max_over_ranks(comm, comm.rank() == 0 ? last : -1e300);
+  if (one_worker) {
+    r.bound = 0;
+    r.compared = "against synchronous SGD: largest difference " + format(r.error) + ", staleness " + format(r.max_staleness);
+    r.passed = r.error == 0 && r.max_staleness == 0;
+  } else {
+    // Not expected to match synchronous SGD; the loss on a held-out batch must fall.
+    r.compared = "held-out loss " + format(r.first_loss) + " -> " + format(r.last_loss) + ", largest staleness " +
+                 format(r.max_staleness);
+    r.passed = r.last_loss < r.first_loss;
+  }
+  r.message = (r.passed ? "" : "failed: ") + r.compared;
+  return r;
+}
+
+}  // namespace
+
+std::string TrainingCase::name() const {
+  return "training/" + technique + "/" + optimizer + "/" + precision + "/" + model;
+}
+
+std::vector<TrainingCase> training_grid(int world_size) {
+  std::vector<TrainingCase> out;
+  for (const char* precision : {"float64", "float32"})
+    for (const char* optimizer : {"adamw", "sgd"})
+      for (const char* technique : {"dp", "dp_accumulation", "zero1", "zero2", "zero3"}) {
+        TrainingCase c;
+        c.technique = technique;
+        c.optimizer = optimizer;
+        c.precision = precision;
+        if (c.technique == "dp_accumulation") {
+          c.micro_batches = 2;
+          c.global_batch = 16;
+        }
+        out.push_back(c);
+      }
+  for (const char* technique : {"dp", "zero1", "zero2", "zero3"}) {
+    TrainingCase c;
+    c.technique = technique;
+    c.precision = "mixed";
+    c.model = "mlp";
+    out.push_back(c);
+  }
+  if (world_size >= 2) {
+    TrainingCase c;
+    c.technique = "ps_one_worker";
+    c.optimizer = "sgd";
+    out.push_back(c);
+  }
+  if (world_size >= 3) {
+    TrainingCase c;
+    c.technique = "ps_async";
+    c.optimizer = "sgd";
+    c.model = "mlp";
+    c.steps = 20;
+    c.global_batch = 16;
+    out.push_back(c);
+  }
+  return out;
+}
+
+TrainingResult run_training_case(Communicator& comm, const TrainingCase& c) {
+  if (c.technique.rfind("ps_", 0) == 0) return run_parameter_server_case(comm, c);
+  return run_data_parallel_case(comm, c);
+}
+
+}  // namespace parity::cases

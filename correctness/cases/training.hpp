@@ -1,0 +1,53 @@
+// Conformance cases for data parallelism, gradient accumulation, ZeRO 1-3 and the parameter
+// server, written once and run by GoogleTest (correctness/test_training.cpp) and by `parity
+// check`. A case trains a small model for a few optimizer steps with the technique on every
+// rank of the communicator and, on every rank, the same model on one device on the whole
+// batch; parameters and optimizer state must agree within tolerance::training_relative_bound,
+// and the bytes each rank sent must equal the formula of theory/parallel.hpp exactly.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "reference/comm/communicator.hpp"
+
+namespace parity::cases {
+
+struct TrainingCase {
+  std::string technique = "dp";    // dp, dp_accumulation, zero1, zero2, zero3, ps_one_worker, ps_async
+  std::string optimizer = "adamw"; // adamw, sgd (with momentum)
+  std::string precision = "float64";  // float64, float32, mixed (bfloat16 + float32 master)
+  std::string model = "gpt";       // gpt (tied, dropout), mlp
+  int steps = 3;
+  std::int64_t global_batch = 10;
+  int micro_batches = 1;
+  // A deliberate bug, to show the checks catch it: "local_normalizer" (each rank averages its
+  // own rows: uneven shards weighted wrongly), "shifted_rows" (rank 0 trains on its
+  // neighbour's first row).
+  std::string fault;
+  // "training/zero2/adamw/float32/gpt"
+  std::string name() const;
+};
+
+// The cases at world size n: every technique x {adamw, sgd} x {float64, float32} on the GPT;
+// every stage in mixed precision on the MLP; the parameter server with one worker (n >= 2)
+// and with several (n >= 3).
+std::vector<TrainingCase> training_grid(int world_size);
+
+struct TrainingResult {
+  double error = 0;        // largest relative difference of parameters (or state) found
+  double bound = 0;        // tolerance::training_relative_bound for the case
+  std::string compared;    // what was compared with what
+  double bytes_sent = 0;   // by this rank in the last step (the mean over ranks for plain DP)
+  double bytes_formula = 0;
+  double first_loss = 0, last_loss = 0;
+  double max_staleness = 0;  // parameter server only
+  bool passed = false;
+  std::string message;
+};
+
+// Runs the case on every rank of comm (collectively); every rank returns the same result.
+TrainingResult run_training_case(Communicator& comm, const TrainingCase& c);
+
+}  // namespace parity::cases
