@@ -75,6 +75,27 @@ void add_model_bench_options(CLI::App* app, ModelBenchOptions& m) {
   app->add_option("--optimizer", m.optimizer, "adamw or sgd (with momentum)");
 }
 
+void add_parallel_bench_options(CLI::App* app, ParallelBenchOptions& p, bool scaling) {
+  if (scaling) {
+    p.model = "tiny";
+    p.precisions = "float32";  // scaling trains in float32
+    app->add_option("--model", p.model, "mlp, or a GPT preset (tiny, small, medium, large), trained in float32");
+    app->add_option("--batch", p.batch, "Global batch (rows) of strong scaling; at least the number of ranks");
+    app->add_option("--weak-batch", p.weak_batch, "Rows per rank of weak scaling");
+    app->add_option("--bucket-sizes", p.bucket_sizes, "Gradient bucket sizes for the overlap measurement at the full "
+                                                      "world, comma-separated (K, M suffixes)");
+  } else {
+    app->add_option("--model", p.model, "mlp (" + model::MlpConfig{256, 1024, 256, 4}.describe() +
+                                            ", runs in every precision) or a GPT preset (float32/float64 only)");
+    app->add_option("--strategies", p.strategies, "dp, zero1, zero2, zero3, comma-separated");
+    app->add_option("--precision", p.precisions, "mixed (bfloat16 parameters and gradients, float32 master weights and "
+                                                 "Adam moments: K = 12), float32, float64; comma-separated");
+    app->add_option("--batch", p.batch, "Rows per rank");
+  }
+  app->add_option("--steps", p.steps, "Timed steps (scaling: the median is reported; memory: the last is measured)");
+  app->add_option("--warmup", p.warmup, "Untimed steps first");
+}
+
 // parity's own arguments without --np and --hostfile, for the relaunched ranks.
 std::vector<std::string> arguments_for_ranks(int argc, char** argv, const std::string& out) {
   std::vector<std::string> args = {self_executable()};
@@ -205,8 +226,9 @@ int main(int argc, char** argv) {
   app.option_defaults()->always_capture_default();
   app.set_version_flag("--version", parity_version() + " (" + git_commit() + ")");
 
-  CommonOptions run_common, check_common, bench_common, model_common;
+  CommonOptions run_common, check_common, bench_common, model_common, memory_common, scaling_common;
   ModelBenchOptions model_options;
+  ParallelBenchOptions memory_options, scaling_options;
   CheckOptions check_options;
   BenchOptions bench_options;
   std::vector<std::string> report_files;
@@ -244,6 +266,19 @@ int main(int argc, char** argv) {
   add_common(bench_model, model_common, false);
   add_model_bench_options(bench_model, model_options);
 
+  auto* bench_memory = bench->add_subcommand(
+      "memory", "Peak bytes per category on every rank for data parallelism and ZeRO stages 1-3 at world sizes 1 to "
+                "--np, beside the ZeRO paper's model-state formulas (which must match), and the bytes each rank sent");
+  add_common(bench_memory, memory_common, false);
+  add_parallel_bench_options(bench_memory, memory_options, false);
+
+  auto* bench_scaling = bench->add_subcommand(
+      "scaling", "Strong and weak scaling of a data-parallel training step at 1 to --np ranks (speedup, efficiency, "
+                 "Amdahl fit, alpha-beta prediction of the gradient all-reduce) and the communication hidden by "
+                 "overlapping bucketed all-reduces with backward");
+  add_common(bench_scaling, scaling_common, false);
+  add_parallel_bench_options(bench_scaling, scaling_options, true);
+
   auto* report = app.add_subcommand("report", "Draw an HTML report with plots from one result file, or compare two");
   report->add_option("files", report_files, "One result file, or two to compare")->required()->expected(1, 2)->check(CLI::ExistingFile);
   report->add_option("--out", report_out, "Report directory [default: <first file without .h5>.report]");
@@ -258,9 +293,10 @@ int main(int argc, char** argv) {
     bool known = false;
     for (const auto* sub : app.get_subcommands({})) known = known || sub->get_name() == word;
     const bool bad_bench = word == "bench" && argc > 2 && argv[2][0] != '-' && std::string(argv[2]) != "collectives" &&
-                           std::string(argv[2]) != "model";
+                           std::string(argv[2]) != "model" && std::string(argv[2]) != "memory" &&
+                           std::string(argv[2]) != "scaling";
     if (!known || bad_bench) {
-      std::fprintf(stderr, "parity: unknown subcommand '%s' (known: run, check, bench collectives, bench model, report, list)\n",
+      std::fprintf(stderr, "parity: unknown subcommand '%s' (known: run, check, bench collectives, bench model, bench memory, bench scaling, report, list)\n",
                    bad_bench ? (word + " " + argv[2]).c_str() : word.c_str());
       return kExitUsage;
     }
@@ -292,7 +328,7 @@ int main(int argc, char** argv) {
       maybe_relaunch(argc, argv, check_common, "check");
       return with_session(argc, argv, check_common, "check", [&](Session& s) {
         CheckOutcome outcome = run_check(s, check_options);
-        if (s.is_root()) s.results().write_table("/check/collectives", outcome.cases);
+        write_check_tables(s, outcome);
         s.commit_results();
         return outcome.failed ? kExitFailed : 0;
       });
@@ -327,6 +363,34 @@ int main(int argc, char** argv) {
       });
     }
 
+    if (*bench_memory) {
+      const ParallelBenchPlan plan = plan_parallel_bench(memory_options);
+      maybe_relaunch(argc, argv, memory_common, "bench-memory");
+      return with_session(argc, argv, memory_common, "bench memory", [&](Session& s) {
+        s.check_memory(parallel_bench_bytes_per_rank(memory_options), "the memory benchmark");
+        s.maybe_inject_stall();
+        const MemoryBenchOutcome outcome = run_memory_bench(s, plan, memory_options);
+        record_parallel_bench(s, &outcome, nullptr);
+        s.commit_results();
+        return outcome.mismatches ? kExitFailed : 0;
+      });
+    }
+
+    if (*bench_scaling) {
+      const ParallelBenchPlan plan = plan_parallel_bench(scaling_options);
+      maybe_relaunch(argc, argv, scaling_common, "bench-scaling");
+      return with_session(argc, argv, scaling_common, "bench scaling", [&](Session& s) {
+        check_scaling_batch(s, scaling_options);
+        s.check_memory(parallel_bench_bytes_per_rank(scaling_options), "the scaling benchmark");
+        s.maybe_inject_stall();
+        const PointToPoint p2p = measure_point_to_point(s, 1 << 20);
+        const ScalingBenchOutcome outcome = run_scaling_bench(s, plan, scaling_options, p2p);
+        record_parallel_bench(s, nullptr, &outcome);
+        s.commit_results();
+        return 0;
+      });
+    }
+
     if (*run) {
       parse_half_accumulate(run_common.half_accumulate);
       BenchOptions b;
@@ -344,6 +408,12 @@ int main(int argc, char** argv) {
       m.models = run_quick ? "tiny" : "tiny,small";
       m.steps = 3;
       const ModelBenchPlan model_plan = plan_model_bench(m);
+      ParallelBenchOptions memory, scaling;
+      scaling.model = "tiny";
+      scaling.precisions = "float32";
+      scaling.bucket_sizes = run_quick ? "64K" : "64K,1M";
+      memory.steps = scaling.steps = run_quick ? 2 : 3;
+      const ParallelBenchPlan memory_plan = plan_parallel_bench(memory), scaling_plan = plan_parallel_bench(scaling);
       maybe_relaunch(argc, argv, run_common, "run");
       int status = with_session(argc, argv, run_common, "run", [&](Session& s) {
         CheckOutcome conformance = run_check(s, c);
@@ -354,10 +424,15 @@ int main(int argc, char** argv) {
         record_bench(s, copy, p2p, outcome, b);
         s.check_memory(model_bench_bytes_per_rank(model_plan), "the model benchmark");
         record_model_bench(s, run_model_bench(s, model_plan, m), m);
-        if (s.is_root()) s.results().write_table("/check/collectives", conformance.cases);
+        check_scaling_batch(s, scaling);
+        s.check_memory(parallel_bench_bytes_per_rank(memory), "the memory and scaling benchmarks");
+        const MemoryBenchOutcome memory_outcome = run_memory_bench(s, memory_plan, memory);
+        const ScalingBenchOutcome scaling_outcome = run_scaling_bench(s, scaling_plan, scaling, p2p);
+        record_parallel_bench(s, &memory_outcome, &scaling_outcome);
+        write_check_tables(s, conformance);
         s.commit_results();
         run_common.out = s.options().out;
-        return conformance.failed ? kExitFailed : 0;
+        return conformance.failed || memory_outcome.mismatches ? kExitFailed : 0;
       });
       // MPI is finalised now; rank 0 (or the only process) draws the report.
       const bool rank0 = launcher_rank() == 0;

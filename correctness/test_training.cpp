@@ -8,6 +8,7 @@
 #include "correctness/mpi_test.hpp"
 #include "reference/comm/stream.hpp"
 #include "reference/core/error.hpp"
+#include "reference/theory/parallel.hpp"
 #include "reference/parallel/parameter_server.hpp"
 #include "reference/parallel/zero.hpp"
 
@@ -35,6 +36,153 @@ void register_grid(Communicator& comm) {
                             [c]() -> MpiTest* { return new TrainingCaseTest(c); });
 }
 const bool registered = add_registrar(register_grid);
+
+class DataParallelTest : public MpiTest {};
+
+template <typename E, typename F> std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  }
+  return "(nothing thrown)";
+}
+
+// The checks can fail: realistic bugs are caught by the parameter comparison.
+TEST_F(DataParallelTest, CatchesWronglyWeightedShardsAndWrongRows) {
+  if (comm().size() < 2) GTEST_SKIP() << "needs two ranks (one rank has no shards to get wrong)";
+  for (const char* fault : {"local_normalizer", "shifted_rows"}) {
+    cases::TrainingCase c;
+    c.technique = "zero2";
+    c.precision = "float64";
+    c.global_batch = 2 * comm().size() + 1;  // uneven shards
+    c.fault = fault;
+    const cases::TrainingResult r = cases::run_training_case(comm(), c);
+    EXPECT_FALSE(r.passed) << fault;
+    EXPECT_GT(r.error, 1e3 * r.bound) << fault << ": " << r.message;
+  }
+}
+
+TEST_F(DataParallelTest, RefusesBadConfigurations) {
+  const int n = comm().size();
+  parallel::DataParallelConfig c;
+  c.global_batch = 4 * n;
+  c.zero_stage = 4;
+  EXPECT_NE(message_of<UsageError>([&] { c.validate(n); }).find("ZeRO stage 4 is outside 0-3"), std::string::npos);
+  c.zero_stage = -1;
+  EXPECT_NE(message_of<UsageError>([&] { c.validate(n); }).find("outside 0-3"), std::string::npos);
+  c.zero_stage = 1;
+  c.bucket_bytes = 0;
+  EXPECT_NE(message_of<UsageError>([&] { c.validate(n); }).find("bucket size must be positive"), std::string::npos);
+  c.bucket_bytes = 1024;
+  c.global_batch = n - 1;
+  if (n > 1) {
+    EXPECT_NE(message_of<UsageError>([&] { c.validate(n); }).find("smaller than the world"), std::string::npos);
+  }
+  c.global_batch = 2 * n;
+  c.micro_batches = 3;
+  EXPECT_NE(message_of<UsageError>([&] { c.validate(n); }).find("cannot split them into 3 micro-batches"),
+            std::string::npos);
+  c.micro_batches = 1;
+  c.all_reduce = "carrier_pigeon";
+  EXPECT_THROW(c.validate(n), UsageError);
+  c.all_reduce = "ring";
+  EXPECT_NO_THROW(c.validate(n));
+  // A 16-bit model needs mixed precision, and mixed precision float32 state.
+  model::MlpConfig m;
+  m.dtype = DataType::bfloat16;
+  auto half = model::build_mlp(m);
+  model::AdamW fp32_state({}, DataType::float32), fp64_state({}, DataType::float64);
+  EXPECT_NE(message_of<UsageError>([&] { parallel::make_trainer(comm(), *half, fp32_state, c); }).find("--precision mixed"),
+            std::string::npos);
+  c.precision = parallel::Precision::mixed;
+  EXPECT_NE(message_of<UsageError>([&] { parallel::make_trainer(comm(), *half, fp64_state, c); }).find("K = 12"),
+            std::string::npos);
+}
+
+TEST_F(DataParallelTest, ParameterServerNeedsAWorker) {
+  if (comm().size() != 1) GTEST_SKIP() << "the refusal is for a world of one";
+  model::MlpConfig m;
+  auto mlp = model::build_mlp(m);
+  model::Sgd sgd({0.1, 0, 0}, DataType::float32);
+  const parallel::BatchSource source = [m](std::uint64_t s, std::int64_t f, std::int64_t r, std::int64_t g) {
+    return model::mlp_batch(m, s, f, r, g);
+  };
+  EXPECT_NE(message_of<UsageError>([&] { parallel::run_parameter_server(comm(), *mlp, sgd, source, {}); })
+                .find("at least two ranks"),
+            std::string::npos);
+}
+
+TEST_F(DataParallelTest, ShardsCoverTheBatchOnce) {
+  for (int world : {1, 2, 3, 8})
+    for (std::int64_t rows : {8, 10, 17}) {
+      if (rows < world) continue;
+      std::int64_t next = 0;
+      for (int r = 0; r < world; ++r) {
+        const parallel::RowRange s = parallel::batch_shard(rows, r, world);
+        EXPECT_EQ(s.first, next);
+        EXPECT_GE(s.rows, rows / world);
+        EXPECT_LE(s.rows, rows / world + 1);
+        next += s.rows;
+      }
+      EXPECT_EQ(next, rows);
+    }
+}
+
+// The stream runs queued collectives in order, lets the caller compute between them, and
+// reports a failure with the name of the work that failed.
+TEST_F(DataParallelTest, StreamRunsCollectivesInOrderAndReportsFailures) {
+  CommStream stream(comm());
+  const int n = comm().size();
+  std::vector<double> a(1000, 1.0), b(1000, 2.0);
+  std::vector<int> order;
+  const AlgorithmDescriptor& ring = find_algorithm(Collective::all_reduce, "ring");
+  auto all_reduce = [&](std::vector<double>& v, int tag) {
+    return stream.enqueue("all_reduce " + std::to_string(tag), [&v, &order, &ring, tag](Communicator& c) {
+      CollectiveCall call;
+      call.send = call.recv = {v.data(), v.size(), DataType::float64, MemorySpace::host};
+      run_collective(c, ring, call);
+      order.push_back(tag);
+    });
+  };
+  const auto first = all_reduce(a, 1);
+  const auto second = all_reduce(b, 2);
+  EXPECT_FALSE(stream.idle());
+  stream.progress();  // starts the first; the caller may compute now
+  stream.wait(first);
+  EXPECT_TRUE(stream.finished(first));
+  stream.synchronize();
+  EXPECT_TRUE(stream.finished(second));
+  EXPECT_EQ(order, (std::vector<int>{1, 2}));
+  EXPECT_EQ(a[999], 1.0 * n);
+  EXPECT_EQ(b[0], 2.0 * n);
+  stream.enqueue("doomed work", [](Communicator&) { throw Error("injected"); });
+  const std::string message = message_of<Error>([&] { stream.synchronize(); });
+  EXPECT_NE(message.find("doomed work failed"), std::string::npos) << message;
+  EXPECT_NE(message.find("injected"), std::string::npos) << message;
+}
+
+TEST_F(DataParallelTest, AmdahlFitRecoversAKnownSerialFraction) {
+  const double s = 0.2, t1 = 3.0;
+  std::vector<int> ranks = {1, 2, 4, 8};
+  std::vector<double> times;
+  for (int n : ranks) times.push_back(t1 * (s + (1 - s) / n));
+  const auto fit = theory::fit_amdahl(ranks, times, t1);
+  EXPECT_NEAR(fit.serial_fraction, s, 1e-12);
+  EXPECT_LT(fit.rms_residual, 1e-12);
+  EXPECT_DOUBLE_EQ(theory::parallel_efficiency(4.0, 1.25, 4), 0.8);
+}
+
+TEST_F(DataParallelTest, ModelStateFormulasReproduceThePaperExample) {
+  // Rajbhandari et al. 2020, Figure 1: 7.5B parameters, N_d = 64, mixed-precision Adam (K = 12).
+  const std::int64_t psi = 7'500'000'000;
+  // The paper prints 120 GB, 31.4 GB, 16.6 GB, 1.9 GB: within half a unit of the last digit shown.
+  const double expect[] = {120e9, 31.4e9, 16.6e9, 1.9e9}, half_unit[] = {0.5e9, 0.05e9, 0.05e9, 0.05e9};
+  for (int stage = 0; stage <= 3; ++stage) {
+    const double bytes = theory::zero_model_state_bytes(stage, psi, psi, 64, {}).total();
+    EXPECT_NEAR(bytes, expect[stage], half_unit[stage]) << "stage " << stage;
+  }
+}
 
 }  // namespace
 }  // namespace parity::test

@@ -6,10 +6,13 @@ report scripts: all tables, several algorithms per collective, sizes 8 B .. 64 M
 two hosts with one slow rank, and a configurable number of failed conformance cases.
 
     make_sample.py OUT.h5 [--seed N] [--bandwidth-scale F] [--failures K] [--empty-collectives]
-                          [--model [--model-speed F]]
+                          [--model [--model-speed F]] [--parallel [--parallel-speed F]]
 
 With --model it also writes /bench/model (GPT training steps of three presets on every rank, the
-last rank slower); without it the file looks like one from before that table existed.
+last rank slower); with --parallel /bench/memory, /bench/scaling and /bench/overlap (DP and ZeRO
+1-3 at 1..4 ranks, their model-state bytes and bytes sent equal to the formulas; strong and weak
+scaling; bucketed overlap). Without them the file looks like one from before those tables
+existed.
 """
 
 import argparse
@@ -151,8 +154,192 @@ def write_model(f, rng, hosts, speed=1.0, batch=8):
                                   "type, same rank, same run")
 
 
+# /bench/memory: a made-up model of three sharding units (top-level layers), Psi = 12345, so
+# that padding each unit to a multiple of the world size makes P differ from Psi at 2, 3 and 4
+# ranks. Bytes per element of each model state (p, g, K) and the parameters' type per precision:
+# mixed is the paper's 16-bit parameters and gradients with float32 master, m and v (K = 12).
+MEMORY_UNITS = [4097, 8191, 57]
+MEMORY_PRECISIONS = [("mixed", 2, 2, 12, "bfloat16"), ("float32", 4, 4, 8, "float32")]
+STRATEGIES = ["dp", "zero1", "zero2", "zero3"]
+MEMORY_COLUMNS = (
+    [("strategy", "str", ""), ("zero_stage", "i8", ""), ("precision", "str", ""),
+     ("model", "str", ""), ("config", "str", ""), ("world_size", "i8", ""), ("rank", "i8", ""),
+     ("parameters", "i8", ""), ("padded_parameters", "i8", "")]
+    + [(f"{c}_bytes", "i8", "B") for c in MEMORY_CATEGORIES]
+    + [("model_state_bytes", "i8", "B"), ("formula_parameters_bytes", "f8", "B"),
+       ("formula_gradients_bytes", "f8", "B"), ("formula_optimizer_state_bytes", "f8", "B"),
+       ("formula_model_state_bytes", "f8", "B"), ("paper_model_state_bytes", "f8", "B"),
+       ("bytes_per_parameter_p", "f8", "B"), ("bytes_per_gradient_g", "f8", "B"),
+       ("optimizer_bytes_K", "f8", "B"), ("matches_formula", "i8", ""), ("bytes_sent", "i8", "B"),
+       ("formula_bytes_sent", "f8", "B"), ("step_seconds", "f8", "s")])
+SCALING_COLUMNS = [
+    ("mode", "str", ""), ("model", "str", ""), ("config", "str", ""), ("world_size", "i8", ""),
+    ("global_batch", "i8", ""), ("rank_batch", "i8", ""), ("step_seconds", "f8", "s"),
+    ("speedup", "f8", ""), ("efficiency", "f8", ""), ("amdahl_serial_fraction", "f8", ""),
+    ("amdahl_speedup", "f8", ""), ("exposed_comm_seconds", "f8", "s"),
+    ("predicted_comm_seconds", "f8", "s"), ("bytes_sent", "i8", "B")]
+OVERLAP_COLUMNS = [
+    ("world_size", "i8", ""), ("model", "str", ""), ("bucket_bytes", "i8", "B"),
+    ("buckets", "i8", ""), ("overlap", "i8", ""), ("step_seconds", "f8", "s"),
+    ("compute_seconds", "f8", "s"), ("exposed_comm_seconds", "f8", "s"),
+    ("stream_seconds", "f8", "s"), ("comm_seconds_alone", "f8", "s"),
+    ("hidden_fraction", "f8", "")]
+# The MLP of `parity bench scaling` (256 -> 1024 -> 1024 -> 1024 -> 256, float32).
+SCALING_MLP = ("in=256 width=1024 out=256 L=4 float32",
+               256 * 1024 + 1024 + 2 * (1024 * 1024 + 1024) + 1024 * 256 + 256)
+ALPHA_S, BETA_S_PER_BYTE = 5e-6, 1e-10  # 5 us, 10 GB/s
+
+
+def zero_model_state(stage, psi, padded, n, p, g, k):
+    """(parameters, gradients, optimizer state) bytes per rank: Rajbhandari et al. 2020 with
+    padding, as theory/parallel.hpp: dp (p+g+K) Psi, zero1 (p+g) P + K P/n, zero2
+    p P + (g+K) P/n, zero3 (p+g+K) P/n."""
+    if stage == 0:
+        return p * psi, g * psi, k * psi
+    return (p * padded if stage < 3 else p * padded / n,
+            g * padded if stage < 2 else g * padded / n, k * padded / n)
+
+
+def zero_bytes_sent(stage, psi, padded, n, element_bytes):
+    """Ring collectives, one micro-batch, no shared unit: 2 Psi, 2 P, 2 P, 3 P times (n-1)/n e."""
+    return (2 * psi if stage == 0 else (3 if stage == 3 else 2) * padded) * (n - 1) / n \
+        * element_bytes
+
+
+def ring_all_reduce_seconds(nbytes, n):
+    return 2 * (n - 1) * ALPHA_S + 2 * (n - 1) / n * nbytes * BETA_S_PER_BYTE if n > 1 else 0.0
+
+
+def append_row(vals, row):
+    for k, v in row.items():
+        vals[k].append(v)
+
+
+def write_memory(f, rng, world_size, speed=1.0, batch=8):
+    """/bench/memory: every strategy and precision at 1..world_size ranks; the model-state
+    bytes equal the formula on every rank, bytes sent the formula on average over ranks (data
+    parallelism's ring blocks of an unpadded bucket differ by one element between ranks)."""
+    vals = {c[0]: [] for c in MEMORY_COLUMNS}
+    psi = sum(MEMORY_UNITS)
+    for precision, p, g, k, dtype in MEMORY_PRECISIONS:
+        config = "units " + "+".join(map(str, MEMORY_UNITS)) + f" {dtype}"
+        for n in range(1, world_size + 1):
+            padded = sum(-(-u // n) * n for u in MEMORY_UNITS)
+            for stage, strategy in enumerate(STRATEGIES):
+                formula = zero_model_state(stage, psi, padded, n, p, g, k)
+                paper = zero_model_state(stage, psi, psi, n, p, g, k)
+                sent = zero_bytes_sent(stage, psi, padded, n, g)
+                largest_unit = max(-(-u // n) * n for u in MEMORY_UNITS)
+                for r in range(n):
+                    measured = [int(round(b)) for b in formula]
+                    skew = g * ((r == 0) - (r == n - 1)) if stage == 0 and n > 1 else 0
+                    row = {"strategy": strategy, "zero_stage": stage, "precision": precision,
+                           "model": "mlp", "config": config, "world_size": n, "rank": r,
+                           "parameters": psi, "padded_parameters": padded,
+                           "parameters_bytes": measured[0], "gradients_bytes": measured[1],
+                           "optimizer_state_bytes": measured[2],
+                           "activations_bytes": batch * 640 * p,
+                           "communication_bytes": (0 if stage == 0 else
+                                                   g * padded // n if stage < 3
+                                                   else p * largest_unit),
+                           "workspace_bytes": 4096 * p,
+                           "model_state_bytes": sum(measured),
+                           "formula_parameters_bytes": float(formula[0]),
+                           "formula_gradients_bytes": float(formula[1]),
+                           "formula_optimizer_state_bytes": float(formula[2]),
+                           "formula_model_state_bytes": float(sum(formula)),
+                           "paper_model_state_bytes": float(sum(paper)),
+                           "bytes_per_parameter_p": float(p), "bytes_per_gradient_g": float(g),
+                           "optimizer_bytes_K": float(k), "matches_formula": 1,
+                           "bytes_sent": int(round(sent)) + skew, "formula_bytes_sent": sent,
+                           "step_seconds": (0.002 + sent * 2e-9) / speed
+                           * (1 + 0.02 * rng.random())}
+                    append_row(vals, row)
+    g_ = write_table(f, "/bench/memory", "model-state bytes of DP and ZeRO 1-3 per rank",
+                     MEMORY_COLUMNS, vals)
+    g_.attrs["model_state_formula"] = (
+        "per rank, p, g and K bytes per parameter, gradient and optimizer state element: "
+        "dp (p+g+K) Psi; zero1 (p+g) P + K P/N; zero2 p P + (g+K) P/N; zero3 (p+g+K) P/N, "
+        "P = Psi with every unit padded to a multiple of N")
+
+
+def fit_serial_fraction(ns, speedups):
+    """Amdahl's law 1/S = s + (1-s)/N by least squares in x = 1/N (theory::fit_amdahl);
+    N = 1 says nothing about s."""
+    num = den = 0.0
+    for n, sp in zip(ns, speedups):
+        if n > 1:
+            x, y = 1.0 / n, 1.0 / sp
+            num += (1 - x) * (y - x)
+            den += (1 - x) ** 2
+    return num / den if den else 0.0
+
+
+def write_scaling(f, rng, world_size, speed=1.0, global_batch=64, rank_batch=16):
+    """/bench/scaling: a step of 4 ms that does not shrink with the batch, compute that does,
+    and the ring all-reduce of the gradients exposed at 1.15 times its alpha-beta prediction."""
+    config, psi = SCALING_MLP
+    grad_bytes = 4 * psi
+    vals = {c[0]: [] for c in SCALING_COLUMNS}
+    for mode in ("strong", "weak"):
+        rows = []
+        for n in range(1, world_size + 1):
+            rows_here = -(-global_batch // n) if mode == "strong" else rank_batch
+            predicted = ring_all_reduce_seconds(grad_bytes, n)
+            exposed = 1.15 * predicted * (1 + 0.03 * rng.random())
+            step = (0.004 + 0.036 * rows_here / global_batch) / speed + exposed
+            rows.append({"mode": mode, "model": "mlp", "config": config, "world_size": n,
+                         "global_batch": global_batch if mode == "strong" else rank_batch * n,
+                         "rank_batch": rows_here, "step_seconds": step,
+                         "exposed_comm_seconds": exposed, "predicted_comm_seconds": predicted,
+                         "bytes_sent": int(round(2 * (n - 1) / n * grad_bytes))})
+        t1 = rows[0]["step_seconds"]
+        for r in rows:
+            n, tn = r["world_size"], r["step_seconds"]
+            r["speedup"] = t1 / tn if mode == "strong" else n * t1 / tn
+            r["efficiency"] = t1 / (n * tn) if mode == "strong" else t1 / tn
+        s = fit_serial_fraction([r["world_size"] for r in rows], [r["speedup"] for r in rows])
+        for r in rows:
+            r["amdahl_serial_fraction"] = s
+            r["amdahl_speedup"] = 1 / (s + (1 - s) / r["world_size"])
+            append_row(vals, r)
+    g = write_table(f, "/bench/scaling", "strong and weak scaling of a data-parallel step",
+                    SCALING_COLUMNS, vals)
+    g.attrs["alpha_s"] = ALPHA_S
+    g.attrs["beta_s_per_byte"] = BETA_S_PER_BYTE
+    g.attrs["alpha_beta_source"] = "ping-pong between rank 0 and rank 1 in this run"
+
+
+def write_overlap(f, rng, world_size, speed=1.0):
+    """/bench/overlap: gradient buckets of 256 KiB .. 16 MiB, each with and without overlapping
+    its all-reduce with the rest of backward. The last bucket is never hidden, so fewer, larger
+    buckets hide less; more, smaller ones pay more latency."""
+    config, psi = SCALING_MLP
+    grad_bytes = 4 * psi
+    n = world_size
+    vals = {c[0]: [] for c in OVERLAP_COLUMNS}
+    for bucket in (1 << 18, 1 << 20, 1 << 22, 1 << 24):
+        buckets = -(-grad_bytes // bucket)
+        alone = sum(ring_all_reduce_seconds(min(bucket, grad_bytes - i * bucket), n)
+                    for i in range(buckets)) * (1 + 0.03 * rng.random())
+        compute = 0.030 / speed
+        hidden = 0.92 * (1 - 1 / buckets)
+        for overlap in (0, 1):
+            exposed = alone * (1 - hidden) if overlap else alone
+            append_row(vals, {"world_size": n, "model": "mlp", "bucket_bytes": bucket,
+                              "buckets": buckets, "overlap": overlap,
+                              "step_seconds": compute + exposed, "compute_seconds": compute,
+                              "exposed_comm_seconds": exposed,
+                              "stream_seconds": alone * (1.05 if overlap else 1.0),
+                              "comm_seconds_alone": alone,
+                              "hidden_fraction": 1 - exposed / alone if overlap else 0.0})
+    write_table(f, "/bench/overlap", "gradient all-reduce overlapped with backward, per bucket "
+                "size", OVERLAP_COLUMNS, vals)
+
+
 def write_sample(path, seed=1, bandwidth_scale=1.0, failures=2, empty_collectives=False,
-                 omit=(), world_size=4, model=False, model_speed=1.0):
+                 omit=(), world_size=4, model=False, model_speed=1.0, parallel=False,
+                 parallel_speed=1.0):
     rng = np.random.default_rng(seed)
     p = world_size
     hosts = [f"node{r * 2 // p}" for r in range(p)]
@@ -255,6 +442,12 @@ def write_sample(path, seed=1, bandwidth_scale=1.0, failures=2, empty_collective
             # Its own generator, so adding the table leaves every other number as it was.
             write_model(f, np.random.default_rng(seed + 1000), hosts, speed=model_speed)
 
+        if parallel:
+            prng = np.random.default_rng(seed + 2000)
+            write_memory(f, prng, p, speed=parallel_speed)
+            write_scaling(f, prng, p, speed=parallel_speed)
+            write_overlap(f, prng, p, speed=parallel_speed)
+
 
 def write_check(f, rng, p, failures):
     names = ["case", "collective", "algorithm", "dtype", "redop", "count", "in_place", "input",
@@ -330,10 +523,16 @@ def main(argv=None):
                     help="also write /bench/model (training steps of three GPT presets)")
     ap.add_argument("--model-speed", type=float, default=1.0,
                     help="multiply the model benchmark's MFU and tokens/s (default 1.0)")
+    ap.add_argument("--parallel", action="store_true",
+                    help="also write /bench/memory, /bench/scaling and /bench/overlap (DP and "
+                         "ZeRO 1-3, strong and weak scaling, bucketed overlap)")
+    ap.add_argument("--parallel-speed", type=float, default=1.0,
+                    help="divide those tables' compute times by F (default 1.0)")
     args = ap.parse_args(argv)
     write_sample(args.out, seed=args.seed, bandwidth_scale=args.bandwidth_scale,
                  failures=args.failures, empty_collectives=args.empty_collectives,
-                 omit=tuple(args.omit), model=args.model, model_speed=args.model_speed)
+                 omit=tuple(args.omit), model=args.model, model_speed=args.model_speed,
+                 parallel=args.parallel, parallel_speed=args.parallel_speed)
     return 0
 
 

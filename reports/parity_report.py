@@ -50,6 +50,24 @@ MEMORY_OPTIONAL = {"communication"}
 MODEL_OPTIONAL = {"host": "", "layers": -1, "hidden": -1, "megatron_step_flops": math.nan,
                   "step_time_s": math.nan, "achieved_GFLOPs": math.nan}
 
+# /bench/memory, /bench/scaling and /bench/overlap (docs/results-schema.md). ZeRO's model states
+# are the first three memory categories; the others are drawn apart, as not model state.
+STRATEGY_ORDER = ["dp", "zero1", "zero2", "zero3"]
+PRECISION_ORDER = ["mixed", "float32", "float64"]
+SCALING_MODE_ORDER = ["strong", "weak"]
+MODEL_STATE_CATEGORIES = ["parameters", "gradients", "optimizer_state"]
+MEMORY_BENCH_OPTIONAL = {"precision": "", "model": "", "config": "", "parameters": -1,
+                         "padded_parameters": -1, "paper_model_state_bytes": math.nan,
+                         "matches_formula": None, "bytes_sent": None,
+                         "formula_bytes_sent": math.nan, "step_seconds": math.nan}
+SCALING_OPTIONAL = {"model": "", "config": "", "global_batch": -1, "rank_batch": -1,
+                    "amdahl_serial_fraction": math.nan, "amdahl_speedup": math.nan,
+                    "exposed_comm_seconds": math.nan, "predicted_comm_seconds": math.nan,
+                    "bytes_sent": -1}
+OVERLAP_OPTIONAL = {"world_size": -1, "model": "", "buckets": -1, "step_seconds": math.nan,
+                    "compute_seconds": math.nan, "stream_seconds": math.nan,
+                    "comm_seconds_alone": math.nan, "hidden_fraction": math.nan}
+
 
 class UsageError(Exception):
     """Bad command line or unusable output directory (exit status 2)."""
@@ -142,6 +160,10 @@ def fmt_tokens(x):
     return fmt_num(x, 0)
 
 
+def capitalized(text):
+    return text[:1].upper() + text[1:]
+
+
 def fmt_spread(spread, fmt):
     """'mean (min–max)', or just the mean when the ranks agree or there is one rank."""
     mean, lo, hi, n = spread
@@ -160,6 +182,11 @@ def spread(values):
 
 def ratio_of(b, a):
     return b / a if finite(a) and finite(b) and a > 0 else math.nan
+
+
+def amdahl_speedup(serial_fraction, n):
+    """Amdahl's law: 1 / (s + (1 - s) / N) (theory::amdahl_speedup)."""
+    return 1 / (serial_fraction + (1 - serial_fraction) / n)
 
 
 def median(values):
@@ -513,6 +540,240 @@ class ModelBench:
                          f"{fmt_mfu(m['mfu'][0])}" for m in self.models)
 
 
+def row_matches_formula(r):
+    """A /bench/memory row's own verdict (matches_formula), or, in a file without that column,
+    measured model-state bytes == formula rounded to whole bytes (what parity checks)."""
+    if r["matches_formula"] is not None:
+        return int(r["matches_formula"]) == 1
+    return finite(r["formula_model_state_bytes"]) and \
+        int(r["model_state_bytes"]) == round(r["formula_model_state_bytes"])
+
+
+def max_of(rows, column):
+    vals = [r[column] for r in rows if r[column] is not None and finite(r[column])]
+    return max(vals) if vals else None
+
+
+class MemoryBench:
+    """/bench/memory: one row per (strategy, precision, world size, rank), summarised per
+    (strategy, precision, world size) over ranks."""
+
+    def __init__(self, rf):
+        self.table = rf.table("/bench/memory")
+        self.present = self.table is not None
+        self.attrs = rf.group_attrs.get("/bench/memory", {})
+        # The reader refuses the table without strategy, world_size, rank, model_state_bytes or
+        # formula_model_state_bytes; a column absent among the others stays None (or NaN),
+        # unlike a measured 0.
+        defaults = dict(MEMORY_BENCH_OPTIONAL)
+        defaults.update({f"{c}_bytes": None for c in MEMORY_CATEGORIES})
+        defaults.update({f"formula_{c}_bytes": math.nan for c in MODEL_STATE_CATEGORIES})
+        self.rows = table_rows(self.table, defaults) if self.present else []
+        groups = defaultdict(list)
+        for r in self.rows:
+            groups[(r["strategy"], r["precision"], int(r["world_size"]))].append(r)
+        self.points = []
+        for (strategy, precision, n), rows in sorted(groups.items(), key=lambda kv: (
+                order_key(kv[0][1], PRECISION_ORDER), order_key(kv[0][0], STRATEGY_ORDER),
+                kv[0][2])):
+            first = rows[0]
+            categories = {}
+            for c in MEMORY_CATEGORIES:
+                peak = max_of(rows, f"{c}_bytes")
+                if peak is not None:
+                    # The largest rank: what has to fit on every device.
+                    categories[c] = int(peak)
+            self.points.append({
+                "strategy": strategy, "precision": precision, "world_size": n, "rows": rows,
+                "ranks": len({r["rank"] for r in rows}), "model": first["model"],
+                "config": first["config"], "parameters": first["parameters"],
+                "padded": first["padded_parameters"],
+                "model_state": max(int(r["model_state_bytes"]) for r in rows),
+                # The formulas are the same on every rank; the largest is kept all the same.
+                "formula": max_of(rows, "formula_model_state_bytes"),
+                "paper": max_of(rows, "paper_model_state_bytes"),
+                "categories": categories,
+                "mismatched": sorted(r["rank"] for r in rows if not row_matches_formula(r)),
+                # Bytes sent: the mean over ranks, which is what the formula gives (ring blocks
+                # of an unpadded bucket differ by an element between ranks).
+                "bytes_sent": spread(r["bytes_sent"] for r in rows
+                                     if r["bytes_sent"] is not None)[0],
+                "formula_bytes_sent": spread(r["formula_bytes_sent"] for r in rows)[0],
+            })
+        self.precisions = sorted({p["precision"] for p in self.points},
+                                 key=lambda p: order_key(p, PRECISION_ORDER))
+        self.mismatched_rows = sum(len(p["mismatched"]) for p in self.points)
+
+    @property
+    def usable(self):
+        return bool(self.points)
+
+    def by_key(self):
+        return OrderedDict(((p["strategy"], p["precision"], p["world_size"]), p)
+                           for p in self.points)
+
+    def panels(self, precision):
+        """[(strategy, points by world size)] of one precision, strategies in ZeRO order."""
+        out = OrderedDict()
+        for p in self.points:
+            if p["precision"] == precision:
+                out.setdefault(p["strategy"], []).append(p)
+        return list(out.items())
+
+    def categories(self):
+        present = {c for p in self.points for c in p["categories"]}
+        return [c for c in MEMORY_CATEGORIES if c in present and (
+            c not in MEMORY_OPTIONAL or any(p["categories"].get(c) for p in self.points))]
+
+    def has_bytes_sent(self):
+        return any(finite(p["bytes_sent"]) for p in self.points)
+
+    def workloads(self):
+        """The distinct (model, config) pairs, in file order."""
+        return list(OrderedDict.fromkeys((p["model"], p["config"]) for p in self.points))
+
+    def match_words(self):
+        """'all 80 rows match the model-state formula', or which do not."""
+        total = len(self.rows)
+        if self.mismatched_rows == 0:
+            return f"all {total} rows match the model-state formula"
+        where = "; ".join(
+            f"{p['strategy']} {p['precision']} at {p['world_size']} ranks (rank"
+            f"{'s' if len(p['mismatched']) > 1 else ''} {compress_ranks(p['mismatched'])})"
+            for p in self.points if p["mismatched"])
+        return (f"{self.mismatched_rows} of {total} rows differ from the model-state formula: "
+                f"{where}")
+
+    def at_largest(self, precision, key):
+        """'dp 193 KiB, zero1 ...' at the largest world size of a precision, and that size."""
+        points = [p for p in self.points if p["precision"] == precision]
+        n = max(p["world_size"] for p in points)
+        return n, ", ".join(f"{p['strategy']} {key(p)}" for p in points if p["world_size"] == n)
+
+
+class ScalingBench:
+    """/bench/scaling: one row per (mode, world size)."""
+
+    def __init__(self, rf):
+        self.table = rf.table("/bench/scaling")
+        self.present = self.table is not None
+        self.attrs = rf.group_attrs.get("/bench/scaling", {})
+        self.rows = table_rows(self.table, SCALING_OPTIONAL) if self.present else []
+        modes = defaultdict(list)
+        for r in self.rows:
+            modes[r["mode"]].append(r)
+        self.modes = OrderedDict(
+            (m, sorted(modes[m], key=lambda r: r["world_size"]))
+            for m in sorted(modes, key=lambda m: order_key(m, SCALING_MODE_ORDER)))
+        self.alpha = float(self.attrs["alpha_s"]) if finite(self.attrs.get("alpha_s")) else None
+        self.beta = (float(self.attrs["beta_s_per_byte"])
+                     if finite(self.attrs.get("beta_s_per_byte")) else None)
+
+    @property
+    def usable(self):
+        return bool(self.rows)
+
+    def by_key(self):
+        return OrderedDict(((r["mode"], int(r["world_size"])), r)
+                           for rows in self.modes.values() for r in rows)
+
+    def serial_fraction(self, mode):
+        vals = [r["amdahl_serial_fraction"] for r in self.modes[mode]
+                if finite(r["amdahl_serial_fraction"])]
+        return vals[0] if vals else None
+
+    def amdahl_curve(self, mode):
+        """(xs, ys) of the Amdahl fit to draw: 1/(s + (1-s)/N) over the measured range when the
+        file's amdahl_speedup is that curve (or absent); else the file's own predictions at the
+        measured N, joined. None without a serial fraction."""
+        s = self.serial_fraction(mode)
+        if s is None:
+            return None
+        rows = self.modes[mode]
+        given = [(r["world_size"], r["amdahl_speedup"]) for r in rows
+                 if finite(r["amdahl_speedup"])]
+        if any(abs(amdahl_speedup(s, n) - y) > 1e-6 * max(1.0, abs(y)) for n, y in given):
+            return [n for n, _ in given], [y for _, y in given]
+        lo, hi = rows[0]["world_size"], rows[-1]["world_size"]
+        xs = [lo + (hi - lo) * i / 60 for i in range(61)]
+        return xs, [amdahl_speedup(s, n) for n in xs]
+
+    def has_comm(self):
+        return any(finite(r["exposed_comm_seconds"]) or finite(r["predicted_comm_seconds"])
+                   for r in self.rows)
+
+    def alpha_beta_text(self):
+        if self.alpha is None and self.beta is None:
+            return None
+        parts = [f"alpha = {self.alpha * 1e6:.3g} us" if self.alpha is not None else "alpha = –"]
+        if self.beta is not None and self.beta > 0:
+            parts.append(f"beta = {self.beta:.4g} s/B ({1e-9 / self.beta:.3g} GB/s)")
+        else:
+            parts.append("beta = –")
+        source = self.attrs.get("alpha_beta_source")
+        return ", ".join(parts) + (f" ({source})" if source else "")
+
+    def words(self, mode):
+        """'strong scaling to 4 ranks: speedup 2.69 (efficiency 0.671), Amdahl serial fraction
+        0.168'."""
+        last = self.modes[mode][-1]
+        s = self.serial_fraction(mode)
+        what = "scaled speedup" if mode == "weak" else "speedup"
+        return (f"{mode} scaling to {fmt_int(last['world_size'])} ranks: {what} "
+                f"{fmt_num(last['speedup'])} (efficiency {fmt_ratio(last['efficiency'])})"
+                + (f", Amdahl serial fraction {s:.3g}" if s is not None else ""))
+
+
+class OverlapBench:
+    """/bench/overlap: one row per (bucket size, overlap on or off)."""
+
+    def __init__(self, rf):
+        self.table = rf.table("/bench/overlap")
+        self.present = self.table is not None
+        self.rows = table_rows(self.table, OVERLAP_OPTIONAL) if self.present else []
+        self.buckets = OrderedDict()
+        for r in sorted(self.rows, key=lambda r: (r["bucket_bytes"], r["overlap"])):
+            self.buckets.setdefault(r["bucket_bytes"], {}).setdefault(int(r["overlap"]), r)
+
+    @property
+    def usable(self):
+        return bool(self.rows)
+
+    def by_key(self):
+        return OrderedDict(((b, o), r) for b, pair in self.buckets.items()
+                           for o, r in pair.items())
+
+    def alone(self, bucket):
+        """Exposed communication without overlap at this bucket size."""
+        pair = self.buckets[bucket]
+        for r in pair.values():
+            if finite(r["comm_seconds_alone"]):
+                return r["comm_seconds_alone"]
+        return pair[0]["exposed_comm_seconds"] if 0 in pair else math.nan
+
+    def hidden(self, r):
+        """The file's hidden fraction, or 1 - exposed / alone where it has none."""
+        if finite(r["hidden_fraction"]):
+            return r["hidden_fraction"]
+        if int(r["overlap"]) != 1:
+            return 0.0
+        alone = self.alone(r["bucket_bytes"])
+        return 1 - r["exposed_comm_seconds"] / alone if finite(alone) and alone > 0 else math.nan
+
+    def best(self):
+        overlapped = [r for r in self.rows if int(r["overlap"]) == 1 and finite(self.hidden(r))]
+        return max(overlapped, key=self.hidden) if overlapped else None
+
+    def words(self):
+        best = self.best()
+        if best is None:
+            return "no overlapped row with a hidden fraction"
+        b = best["bucket_bytes"]
+        return (f"best hidden fraction {fmt_ratio(self.hidden(best))} with {fmt_size(b)} buckets "
+                f"(exposed communication {fmt_num(best['exposed_comm_seconds'] * 1e3)} ms "
+                f"overlapped, {fmt_num(self.alone(b) * 1e3)} ms without)")
+
+
 # --------------------------------------------------------------------------------------------
 # Plotting
 
@@ -856,11 +1117,7 @@ class Plotter:
         plt = self.plt
         fig, ax = plt.subplots(figsize=self.model_figsize(len(labels)))
         totals = [sum(p.get(c, 0) for c in categories) for p in peaks]
-        unit, scale = "B", 1
-        for u, sc in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-            if max(totals or [0]) >= sc:
-                unit, scale = u, sc
-                break
+        unit, scale = self.byte_unit(max(totals or [0]))
         xs = list(range(len(labels)))
         bottom = [0.0] * len(labels)
         handles = []
@@ -913,6 +1170,253 @@ class Plotter:
         ax.set_title("Training-step throughput per model (mean over ranks; whiskers min–max)")
         rows = self.legend(fig, handles)
         return self.save(fig, "model_compare_tokens", rows, suptitle=False)
+
+    @staticmethod
+    def byte_unit(largest):
+        """(unit, scale) for an axis of bytes whose largest value is `largest`."""
+        for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+            if largest >= scale:
+                return unit, scale
+        return "B", 1
+
+    @staticmethod
+    def world_axis(ax, sizes):
+        """Integer ticks at the measured world sizes (at most about 12)."""
+        sizes = sorted(set(int(s) for s in sizes))
+        step = max(1, math.ceil(len(sizes) / 12))
+        ax.set_xticks(sizes[::step])
+        ax.set_xlabel("world size (ranks)")
+
+    def zero_memory(self, precision, panels, categories):
+        """One panel per strategy: per world size, stacked bars of the measured peak bytes per
+        category (model states solid, the rest hatched and lighter on top) and the formula's
+        model-state bytes as diamonds. The panels share the y axis, so ZeRO's saving shows."""
+        plt = self.plt
+        n = len(panels)
+        width = max(len(points) for _, points in panels)
+        fig, axes = plt.subplots(1, n, figsize=(max(6.5, min(16, (0.5 * width + 1.6) * n + 1)),
+                                                4.8), sharey=True, squeeze=False)
+        tops = [sum(p["categories"].get(c, 0) for c in categories)
+                for _, points in panels for p in points]
+        tops += [p[k] for _, points in panels for p in points for k in ("formula", "paper")
+                 if finite(p[k])]
+        unit, scale = self.byte_unit(max(tops or [0]))
+        paper_differs = False
+        for ax, (strategy, points) in zip(axes[0], panels):
+            xs = list(range(len(points)))
+            bottom = [0.0] * len(points)
+            for c in categories:
+                vals = [p["categories"].get(c, 0) / scale for p in points]
+                if c in MODEL_STATE_CATEGORIES:
+                    ax.bar(xs, vals, bottom=bottom, width=0.65, color=self.memory_colors[c],
+                           zorder=3)
+                else:
+                    ax.bar(xs, vals, bottom=bottom, width=0.65, color=self.memory_colors[c],
+                           alpha=0.45, hatch="//", edgecolor="0.45", linewidth=0, zorder=3)
+                bottom = [b + v for b, v in zip(bottom, vals)]
+            fx = [x for x, p in zip(xs, points) if finite(p["formula"])]
+            ax.plot(fx, [p["formula"] / scale for p in points if finite(p["formula"])],
+                    linestyle="none", marker="D", markersize=6, color="black", zorder=5)
+            # Padding adds at most N-1 elements per unit: the paper's cross is drawn only where
+            # it would not hide under the diamond.
+            visible = 0.01 * max(tops or [0])
+            paper = [(x, p["paper"]) for x, p in zip(xs, points) if finite(p["paper"])
+                     and finite(p["formula"]) and abs(p["paper"] - p["formula"]) > visible]
+            if paper:
+                paper_differs = True
+                ax.plot([x for x, _ in paper], [y / scale for _, y in paper], linestyle="none",
+                        marker="x", markersize=7, color="0.35", zorder=5)
+            ax.set_xticks(xs)
+            ax.set_xticklabels([str(p["world_size"]) for p in points])
+            ax.set_xlabel("world size (ranks)")
+            ax.grid(axis="x", visible=False)
+            ax.set_title(strategy)
+        axes[0][0].set_ylabel(f"bytes per rank ({unit})")
+        axes[0][0].set_ylim(0, max(tops or [1]) / scale * 1.12 or 1.0)
+        handles = [self.Patch(color=self.memory_colors[c], label=c) for c in categories
+                   if c in MODEL_STATE_CATEGORIES]
+        handles += [self.Patch(facecolor=self.memory_colors[c], alpha=0.45, hatch="//",
+                               edgecolor="0.45", linewidth=0, label=f"not model state: {c}")
+                    for c in categories if c not in MODEL_STATE_CATEGORIES]
+        handles.append(self.Line2D([], [], linestyle="none", marker="D", markersize=6,
+                                   color="black", label="formula: model state"))
+        if paper_differs:
+            handles.append(self.Line2D([], [], linestyle="none", marker="x", markersize=7,
+                                       color="0.35", label="paper formula (no padding)"))
+        fig.suptitle(f"Peak bytes per rank during a training step, {precision} "
+                     "(largest rank per category)", fontsize=12, fontweight="bold")
+        rows = self.legend(fig, handles, most=4)
+        return self.save(fig, "zero_memory_" + precision, rows)
+
+    def zero_bytes_sent(self, panels):
+        """panels: [(precision, [(strategy, points by world size)])]. Grouped bars per world
+        size, one per strategy, of the bytes a rank sent per step (mean over ranks); the
+        formula as a black bar-wide mark on each."""
+        plt = self.plt
+        n = len(panels)
+        fig, axes = plt.subplots(1, n, figsize=(max(7, min(16, 6 * n)), 4.6), squeeze=False)
+        values = [v for _, strategies in panels for _, points in strategies for p in points
+                  for v in (p["bytes_sent"], p["formula_bytes_sent"]) if finite(v)]
+        unit, scale = self.byte_unit(max(values or [0]))
+        strategies_seen = []
+        for ax, (precision, strategies) in zip(axes[0], panels):
+            sizes = sorted({p["world_size"] for _, points in strategies for p in points})
+            pos = {s: i for i, s in enumerate(sizes)}
+            width = 0.8 / max(1, len(strategies))
+            for j, (strategy, points) in enumerate(strategies):
+                if strategy not in strategies_seen:
+                    strategies_seen.append(strategy)
+                xs = [pos[p["world_size"]] + (j - (len(strategies) - 1) / 2) * width
+                      for p in points]
+                ax.bar(xs, [p["bytes_sent"] / scale if finite(p["bytes_sent"]) else 0.0
+                            for p in points], width=width, color=self.strategy_color(strategy),
+                       zorder=3)
+                fp = [(x, p["formula_bytes_sent"]) for x, p in zip(xs, points)
+                      if finite(p["formula_bytes_sent"])]
+                ax.plot([x for x, _ in fp], [y / scale for _, y in fp], linestyle="none",
+                        marker="_", markersize=max(6, 60 * width), markeredgewidth=2.2,
+                        color="black", zorder=5)
+            ax.set_xticks(range(len(sizes)))
+            ax.set_xticklabels([str(s) for s in sizes])
+            ax.set_xlabel("world size (ranks)")
+            ax.grid(axis="x", visible=False)
+            ax.set_ylabel(f"bytes sent per rank per step ({unit})")
+            ax.set_title(precision)
+        handles = [self.Patch(color=self.strategy_color(s), label=s) for s in strategies_seen]
+        handles.append(self.Line2D([], [], linestyle="none", marker="_", markersize=12,
+                                   markeredgewidth=2.2, color="black", label="formula"))
+        fig.suptitle("Bytes each rank sends per training step (mean over ranks) and the formula",
+                     fontsize=12, fontweight="bold")
+        rows = self.legend(fig, handles)
+        return self.save(fig, "zero_bytes_sent", rows)
+
+    def strategy_color(self, strategy):
+        return self.palette[order_key(strategy, STRATEGY_ORDER)[0] % len(self.palette)]
+
+    def mode_color(self, mode):
+        return self.palette[order_key(mode, SCALING_MODE_ORDER)[0] % len(self.palette)]
+
+    def scaling(self, scaling):
+        """Speedup against N with the ideal and the Amdahl fit; efficiency; and, when the table
+        has them, exposed communication against the alpha-beta prediction."""
+        plt = self.plt
+        comm = scaling.has_comm()
+        fig, axes = plt.subplots(1, 3 if comm else 2, figsize=(15 if comm else 11, 4.8))
+        ax_s, ax_e = axes[0], axes[1]
+        handles, sizes = [], []
+        for mode, rows in scaling.modes.items():
+            color = self.mode_color(mode)
+            ns = [r["world_size"] for r in rows]
+            sizes += ns
+            ax_s.plot(ns, [r["speedup"] for r in rows], marker="o", markersize=4, color=color,
+                      linewidth=1.8, zorder=4)
+            ax_e.plot(ns, [r["efficiency"] for r in rows], marker="o", markersize=4,
+                      color=color, linewidth=1.8, zorder=4)
+            handles.append(self.Line2D([], [], marker="o", markersize=4, color=color,
+                                       label=f"{mode} (measured)"))
+            curve = scaling.amdahl_curve(mode)
+            if curve is not None:
+                ax_s.plot(curve[0], curve[1], linestyle=":", linewidth=1.6, color=color,
+                          zorder=3)
+                handles.append(self.Line2D([], [], linestyle=":", linewidth=1.6, color=color,
+                                           label=f"Amdahl fit, {mode}: s = "
+                                                 f"{scaling.serial_fraction(mode):.3g}"))
+            if comm:
+                ax_c = axes[2]
+                ax_c.plot(ns, [r["exposed_comm_seconds"] * 1e3 for r in rows], marker="o",
+                          markersize=4, color=color, linewidth=1.8, zorder=4)
+                ax_c.plot(ns, [r["predicted_comm_seconds"] * 1e3 for r in rows], marker="o",
+                          markersize=5, markerfacecolor="white", linestyle="--", color=color,
+                          linewidth=1.2, zorder=3)
+        lo, hi = min(sizes), max(sizes)
+        ax_s.plot([lo, hi], [lo, hi], color="0.45", linestyle="--", linewidth=1.2, zorder=2)
+        handles.insert(0, self.Line2D([], [], color="0.45", linestyle="--",
+                                      label="ideal (speedup = N)"))
+        ax_s.set_ylabel("speedup (weak: scaled, N·T1/TN)")
+        ax_s.set_title("speedup against one rank")
+        ax_e.axhline(1.0, color="0.45", linestyle="--", linewidth=1.2, zorder=2)
+        top = max([r["efficiency"] for r in scaling.rows if finite(r["efficiency"])] or [1.0])
+        ax_e.set_ylim(0, max(1.05, top * 1.08))
+        ax_e.set_ylabel("efficiency (strong: T1/(N·TN); weak: T1/TN)")
+        ax_e.set_title("parallel efficiency")
+        panels = [ax_s, ax_e]
+        if comm:
+            ax_c = axes[2]
+            ax_c.set_ylim(bottom=0)
+            ax_c.set_ylabel("communication per step (ms)")
+            ax_c.set_title("exposed communication vs alpha-beta")
+            handles.append(self.Line2D([], [], marker="o", markersize=5,
+                                       markerfacecolor="white", linestyle="--", color="0.3",
+                                       label="alpha-beta prediction (ring all-reduce)"))
+            panels.append(ax_c)
+        for ax in panels:
+            self.world_axis(ax, sizes)
+        fig.suptitle("Data-parallel scaling", fontsize=12, fontweight="bold")
+        rows = self.legend(fig, handles, most=3)
+        return self.save(fig, "scaling", rows)
+
+    def overlap(self, overlap):
+        """Per bucket size: exposed communication without and with overlap, the hidden
+        fraction written over the overlapped bar."""
+        plt = self.plt
+        buckets = list(overlap.buckets)
+        fig, ax = plt.subplots(figsize=self.model_figsize(2 * len(buckets)))
+        width = 0.38
+        xs = list(range(len(buckets)))
+        tops = []
+        handles = []
+        for j, (flag, label) in enumerate(((0, "without overlap"), (1, "with overlap"))):
+            bx = [x + (j - 0.5) * width for x in xs]
+            vals = [overlap.buckets[b][flag]["exposed_comm_seconds"] * 1e3
+                    if flag in overlap.buckets[b] else math.nan for b in buckets]
+            ax.bar(bx, [v if finite(v) else 0.0 for v in vals], width=width,
+                   color=self.run_colors[j], zorder=3)
+            handles.append(self.Patch(color=self.run_colors[j], label=label))
+            tops += [v for v in vals if finite(v)]
+            if flag == 1:
+                for x, b, v in zip(bx, buckets, vals):
+                    if finite(v) and 1 in overlap.buckets[b]:
+                        hidden = overlap.hidden(overlap.buckets[b][1])
+                        if finite(hidden):
+                            ax.annotate(f"hidden {hidden:.2f}", (x, v), xytext=(0, 3),
+                                        textcoords="offset points", ha="center",
+                                        va="bottom", fontsize=8, zorder=5)
+        ax.set_ylim(0, max(tops or [1.0]) * 1.18 or 1.0)
+        ax.set_xticks(xs)
+        counts = [next(iter(overlap.buckets[b].values()))["buckets"] for b in buckets]
+        ax.set_xticklabels([fmt_size(b) + (f"\n{c} bucket{'s' if c != 1 else ''}" if c > 0 else "")
+                            for b, c in zip(buckets, counts)])
+        ax.set_xlabel("gradient bucket size")
+        ax.grid(axis="x", visible=False)
+        ax.set_ylabel("exposed communication per step (ms)")
+        ax.set_title("Gradient all-reduce overlapped with backward")
+        rows = self.legend(fig, handles)
+        return self.save(fig, "overlap", rows, suptitle=False)
+
+    def scaling_comparison(self, scalings, run_labels):
+        """Step time against N per mode, run A solid, run B dashed."""
+        plt = self.plt
+        fig, ax = plt.subplots(figsize=(7.5, 4.8))
+        handles, sizes = [], []
+        modes = list(OrderedDict.fromkeys(m for s in scalings for m in s.modes))
+        for mode in modes:
+            color = self.mode_color(mode)
+            for scaling, ls in zip(scalings, ("-", "--")):
+                rows = scaling.modes.get(mode, [])
+                ns = [r["world_size"] for r in rows]
+                sizes += ns
+                ax.plot(ns, [r["step_seconds"] * 1e3 for r in rows], marker="o", markersize=4,
+                        linestyle=ls, color=color, linewidth=1.6)
+            handles.append(self.Line2D([], [], color=color, label=mode))
+        for (ls, word), label in zip((("-", "solid"), ("--", "dashed")), run_labels):
+            handles.append(self.Line2D([], [], color="0.3", linestyle=ls,
+                                       label=f"{label} ({word})"))
+        self.world_axis(ax, sizes)
+        ax.set_ylim(bottom=0)
+        ax.set_ylabel("step time (ms, slowest rank)")
+        ax.set_title("Data-parallel step time per world size, run A and run B")
+        rows = self.legend(fig, handles, most=2)
+        return self.save(fig, "scaling_compare", rows, suptitle=False)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1307,14 +1811,207 @@ def model_md(model, lead="Model training step"):
     return f"{lead} (mean over {nranks} rank{'s' if nranks != 1 else ''}): {model.words()}."
 
 
+def fmt_bytes(x):
+    """Whole bytes with thousands separators: '197,520'; '–' for missing."""
+    return fmt_count(round(x)) if finite(x) else "–"
+
+
+def fmt_ms(seconds):
+    return fmt_num(seconds * 1e3) if finite(seconds) else "–"
+
+
+def workload_text(memory):
+    return "; ".join(f"{model} ({config})" if config else str(model)
+                     for model, config in memory.workloads())
+
+
+def memory_section(page, memory, plotter):
+    """The "ZeRO memory" section; left out entirely when the file has no /bench/memory."""
+    if not memory.present:
+        return
+    page.add("<h2 id=\"memory\">ZeRO memory and communication</h2>")
+    if not memory.usable:
+        page.note("/bench/memory is present but has 0 rows.")
+        return
+    page.p(f"Data parallelism (dp) and ZeRO stages 1–3 training {esc(workload_text(memory))} "
+           "at every world size measured; one row per rank. "
+           f"<span class=\"{'good' if memory.mismatched_rows == 0 else 'bad'}\">"
+           f"{esc(capitalized(memory.match_words()))}.</span>")
+    formula = memory.attrs.get("model_state_formula")
+    page.p("Bars: peak bytes of each category during one training step, on the rank with the "
+           "most (per category). Parameters, gradients and optimizer state are the model states "
+           "the ZeRO formulas count; activations, communication buffers and workspace (hatched, "
+           "lighter) are not model state. Diamonds: the formula's model-state bytes per rank"
+           + (f" ({esc(formula)})" if formula else "") + "; crosses, where they differ visibly, "
+           "the paper's formula with Psi in place of the padded P.")
+    categories = memory.categories()
+    for precision in memory.precisions:
+        page.img(plotter.zero_memory(precision, memory.panels(precision), categories),
+                 f"model-state bytes per rank and strategy, {precision}")
+    rows, classes = [], []
+    for p in memory.points:
+        ok = not p["mismatched"]
+        match = "yes" if ok else (f"<span class=\"bad\">no</span> (rank"
+                                  f"{'s' if len(p['mismatched']) > 1 else ''} "
+                                  f"{compress_ranks(p['mismatched'])})")
+        rows.append([esc(p["precision"]), esc(p["strategy"]), fmt_int(p["world_size"]),
+                     fmt_count(p["parameters"]), fmt_count(p["padded"]),
+                     fmt_bytes(p["model_state"]), fmt_bytes(p["formula"]),
+                     fmt_bytes(p["paper"]), esc(fmt_size(p["model_state"])), match])
+        classes.append("" if ok else "diff")
+    page.table(["precision", "strategy", "world size", "Psi", "P (padded)",
+                "model state (B, largest rank)", "formula (B)", "paper formula, Psi (B)",
+                "model state", "matches formula"], rows, numeric={2, 3, 4, 5, 6, 7, 8},
+               row_classes=classes)
+    if memory.has_bytes_sent():
+        page.p("Bytes each rank sent in a training step, counted by the communicator (mean over "
+               "ranks), against the formula (black marks): 2 Psi (n-1)/n gradient elements for "
+               "dp, 2 P (n-1)/n for ZeRO-1 and 2, 3 P (n-1)/n for ZeRO-3 (more when a unit, "
+               "such as a tied embedding, is read by two layers).")
+        page.img(plotter.zero_bytes_sent([(pr, memory.panels(pr)) for pr in memory.precisions]),
+                 "bytes sent per rank and strategy against the formula")
+
+        def sent_body():
+            page.table(["precision", "strategy", "world size", "bytes sent (mean over ranks)",
+                        "formula", "sent / formula"],
+                       [[esc(p["precision"]), esc(p["strategy"]), fmt_int(p["world_size"]),
+                         fmt_bytes(p["bytes_sent"]), fmt_bytes(p["formula_bytes_sent"]),
+                         fmt_ratio(ratio_of(p["bytes_sent"], p["formula_bytes_sent"]))]
+                        for p in memory.points], numeric={2, 3, 4, 5})
+        page.details("Table: bytes sent per strategy and world size", sent_body)
+    else:
+        page.note("/bench/memory has no bytes_sent column: no communication figure.")
+
+    def body():
+        body_rows = []
+        for p in memory.points:
+            for r in sorted(p["rows"], key=lambda r: r["rank"]):
+                body_rows.append(
+                    [esc(p["precision"]), esc(p["strategy"]), fmt_int(p["world_size"]),
+                     fmt_int(r["rank"])]
+                    + [fmt_bytes(r[f"{c}_bytes"]) if r[f"{c}_bytes"] is not None else "–"
+                       for c in MEMORY_CATEGORIES]
+                    + [fmt_bytes(r["model_state_bytes"]),
+                       fmt_bytes(r["bytes_sent"]) if r["bytes_sent"] is not None else "–",
+                       fmt_ms(r["step_seconds"])])
+        page.table(["precision", "strategy", "world size", "rank"] + MEMORY_CATEGORIES
+                   + ["model state", "bytes sent", "step time (ms)"], body_rows,
+                   numeric=set(range(2, 13)))
+    page.details(f"Table: every rank ({len(memory.rows)} rows, bytes)", body)
+
+
+def memory_md(memory):
+    """summary.md lines: model-state bytes at the largest world size, the formula check, and
+    bytes sent against the formula."""
+    lines = []
+    for precision in memory.precisions:
+        n, text = memory.at_largest(precision, lambda p: fmt_size(p["model_state"]))
+        lines.append(f"- Model-state bytes per rank at {n} ranks ({precision}): {text}.")
+    lines.append(f"- Model state against the formula: {memory.match_words()}.")
+    if memory.has_bytes_sent():
+        for precision in memory.precisions:
+            n, text = memory.at_largest(
+                precision, lambda p: f"{fmt_bytes(p['bytes_sent'])} "
+                                     f"(formula {fmt_bytes(p['formula_bytes_sent'])})")
+            lines.append(f"- Bytes sent per rank per step at {n} ranks ({precision}): {text}.")
+    return lines
+
+
+def scaling_section(page, scaling, plotter):
+    """The "Scaling" section; left out entirely when the file has no /bench/scaling."""
+    if not scaling.present:
+        return
+    page.add("<h2 id=\"scaling\">Data-parallel scaling</h2>")
+    if not scaling.usable:
+        page.note("/bench/scaling is present but has 0 rows.")
+        return
+    workloads = list(OrderedDict.fromkeys((r["model"], r["config"]) for r in scaling.rows))
+    page.p("A data-parallel training step of "
+           + esc("; ".join(f"{m} ({c})" if c else str(m) for m, c in workloads))
+           + " at every world size. Strong scaling keeps the global batch: speedup T1/TN, "
+           "efficiency T1/(N·TN). Weak scaling keeps the rows per rank: scaled speedup "
+           "N·T1/TN, efficiency T1/TN. Step time: the median step, slowest rank. Dotted: "
+           "Amdahl's law 1/(s + (1-s)/N) fitted per mode. <b>"
+           + "; ".join(esc(scaling.words(m)) for m in scaling.modes) + ".</b>")
+    if scaling.has_comm():
+        ab = scaling.alpha_beta_text()
+        page.p("Right: time per step spent waiting for communication, against the alpha-beta "
+               "prediction of the gradients' ring all-reduce, 2(n-1)·alpha + "
+               "2(n-1)/n·bytes·beta" + (f"; {esc(ab)}" if ab else "") + ".")
+    page.img(plotter.scaling(scaling), "speedup, efficiency and communication against ranks")
+    rows = []
+    for mode, mode_rows in scaling.modes.items():
+        for r in mode_rows:
+            rows.append([esc(mode), fmt_int(r["world_size"]), fmt_int(r["global_batch"]),
+                         fmt_int(r["rank_batch"]), fmt_ms(r["step_seconds"]),
+                         fmt_num(r["speedup"]), fmt_ratio(r["efficiency"]),
+                         fmt_num(r["amdahl_speedup"]), fmt_ms(r["exposed_comm_seconds"]),
+                         fmt_ms(r["predicted_comm_seconds"]),
+                         fmt_count(r["bytes_sent"]) if r["bytes_sent"] >= 0 else "–"])
+    page.table(["mode", "world size", "global batch", "rows on rank 0", "step time (ms)",
+                "speedup", "efficiency", "Amdahl fit", "exposed comm (ms)",
+                "predicted comm (ms)", "bytes sent per rank"], rows,
+               numeric=set(range(1, 11)))
+
+
+def scaling_md(scaling):
+    lines = [f"- {capitalized(scaling.words(m))}." for m in scaling.modes]
+    ab = scaling.alpha_beta_text()
+    if ab:
+        lines.append(f"- Alpha-beta constants of the communication prediction: {ab}.")
+    return lines
+
+
+def overlap_section(page, overlap, plotter):
+    """The "Overlap" section; left out entirely when the file has no /bench/overlap."""
+    if not overlap.present:
+        return
+    page.add("<h2 id=\"overlap\">Communication overlap</h2>")
+    if not overlap.usable:
+        page.note("/bench/overlap is present but has 0 rows.")
+        return
+    worlds = sorted({r["world_size"] for r in overlap.rows if r["world_size"] > 0})
+    page.p("The gradients' all-reduce in buckets, issued as each bucket's gradients are ready "
+           "(overlapped with the rest of backward) or after backward (not overlapped)"
+           + (f", on {', '.join(map(str, worlds))} ranks" if worlds else "") + ". Hidden "
+           "fraction: 1 - exposed communication / the same bucket size's communication without "
+           f"overlap. <b>{esc(capitalized(overlap.words()))}.</b>")
+    page.img(plotter.overlap(overlap), "exposed communication with and without overlap")
+    rows = []
+    for r in overlap.by_key().values():
+        rows.append([esc(fmt_size(r["bucket_bytes"])), fmt_int(r["buckets"]),
+                     "yes" if int(r["overlap"]) == 1 else "no", fmt_ms(r["step_seconds"]),
+                     fmt_ms(r["compute_seconds"]), fmt_ms(r["exposed_comm_seconds"]),
+                     fmt_ms(r["stream_seconds"]), fmt_ms(overlap.alone(r["bucket_bytes"])),
+                     fmt_ratio(overlap.hidden(r))])
+    page.table(["bucket size", "buckets", "overlap", "step time (ms)", "compute (ms)",
+                "exposed comm (ms)", "comm stream busy (ms)", "comm without overlap (ms)",
+                "hidden fraction"], rows, numeric={1, 3, 4, 5, 6, 7, 8})
+
+
+def overlap_md(overlap):
+    return [f"- Overlap of the gradient all-reduce with backward: {overlap.words()}."]
+
+
+def parallel_nav(memories, scalings, overlaps):
+    """Navigation links of the sections present in any of the runs."""
+    return "".join(f"<a href=\"#{anchor}\">{name}</a>"
+                   for benches, anchor, name in ((memories, "memory", "Memory"),
+                                                 (scalings, "scaling", "Scaling"),
+                                                 (overlaps, "overlap", "Overlap"))
+                   if any(b.present for b in benches))
+
+
 def single_report(rf, label, outdir, title, args):
     plotter = Plotter(outdir)
     bench, check, p2p, model = Bench(rf), Check(rf), P2P(rf), ModelBench(rf)
+    memory, scaling, overlap = MemoryBench(rf), ScalingBench(rf), OverlapBench(rf)
     page = Page(title)
     page.add(f"<p class=\"mono\">{esc(label)}</p>")
     page.add("<nav><a href=\"#provenance\">Provenance</a><a href=\"#collectives\">Collectives</a>"
              "<a href=\"#slow-ranks\">Slow ranks</a><a href=\"#p2p\">Point-to-point</a>"
-             + ("<a href=\"#model\">Model</a>" if model.present else "") +
+             + ("<a href=\"#model\">Model</a>" if model.present else "")
+             + parallel_nav([memory], [scaling], [overlap]) +
              "<a href=\"#conformance\">Conformance</a></nav>")
     glance_at = len(page.parts)
     provenance_section(page, rf)
@@ -1322,6 +2019,9 @@ def single_report(rf, label, outdir, title, args):
     sr = slow_rank_section(page, rf, bench, plotter)
     p2p_section(page, [(label, p2p)], plotter)
     model_section(page, model, plotter)
+    memory_section(page, memory, plotter)
+    scaling_section(page, scaling, plotter)
+    overlap_section(page, overlap, plotter)
     check_section(page, check, args.max_failures)
 
     glance = [f"Conformance: {esc(check.words())}."]
@@ -1341,6 +2041,12 @@ def single_report(rf, label, outdir, title, args):
         glance.append("Point-to-point: " + esc(p2p.text()) + ".")
     if model.usable:
         glance.append(esc(model_md(model)))
+    if memory.usable:
+        glance.append(f"ZeRO memory: {esc(memory.match_words())}.")
+    if scaling.usable:
+        glance.append(esc("; ".join(capitalized(scaling.words(m)) for m in scaling.modes)) + ".")
+    if overlap.usable:
+        glance.append(f"Overlap: {esc(overlap.words())}.")
     ws = rf.world_size
     glance.insert(0, f"{esc(rf.attrs.get('subcommand', '?'))} on {ws if ws else '?'} ranks "
                      f"({esc(hosts_text(rf.hosts)) or 'hosts unknown'}), backend "
@@ -1370,6 +2076,13 @@ def single_report(rf, label, outdir, title, args):
         md += ["", "## Model training step", "", model_md(model, "Tokens/s per rank and MFU")]
     elif model.present:
         md += ["", "## Model training step", "", "/bench/model has 0 rows."]
+    for bench_, heading, table, lines in (
+            (memory, "ZeRO memory and communication", "/bench/memory", memory_md),
+            (scaling, "Data-parallel scaling", "/bench/scaling", scaling_md),
+            (overlap, "Communication overlap", "/bench/overlap", overlap_md)):
+        if bench_.present:
+            md += ["", f"## {heading}", ""]
+            md += lines(bench_) if bench_.usable else [f"{table} has 0 rows."]
     md += ["", "## Conformance", "", check.words() + "."]
     if check.failures:
         md.append("")
@@ -1464,6 +2177,174 @@ def model_comparison_section(page, models, labels, plotter):
     return pairs
 
 
+def matched_pairs(benches):
+    """[(key, A's entry, B's entry)] for the keys both runs have, in A's order; and the keys
+    only A has, and only B has."""
+    a, b = benches[0].by_key(), benches[1].by_key()
+    return ([(k, a[k], b[k]) for k in a if k in b], [k for k in a if k not in b],
+            [k for k in b if k not in a])
+
+
+def comparison_start(page, benches, table, anchor, heading):
+    """The heading of a comparison section, when either run has the table, and a note for a run
+    without rows; True when both runs have rows to match."""
+    if not any(b.present for b in benches):
+        return False
+    page.add(f"<h2 id=\"{anchor}\">{esc(heading)}</h2>")
+    for name, b in zip("AB", benches):
+        if not b.present:
+            page.note(f"Run {name} has no {table} table.")
+        elif not b.usable:
+            page.note(f"Run {name}: {table} has 0 rows.")
+    return all(b.usable for b in benches)
+
+
+def only_notes(page, only, what, describe):
+    """Notes listing the keys that only one run has; only: (keys only in A, keys only in B)."""
+    for name, keys in zip("AB", only):
+        if keys:
+            page.note(f"Only in run {name} (no {what} in the other run): "
+                      + "; ".join(describe(k) for k in keys) + ".")
+
+
+def ratio_range_words(ratios):
+    """'1.000' when they all agree to three decimals, else 'from 0.912 to 1.034'."""
+    good = [r for r in ratios if finite(r)]
+    if not good:
+        return "–"
+    lo, hi = fmt_ratio(min(good)), fmt_ratio(max(good))
+    return lo if lo == hi else f"from {lo} to {hi}"
+
+
+def memory_comparison_section(page, memories):
+    """Model-state bytes and bytes sent of B against A per (strategy, precision, world size);
+    returns the matched pairs for summary.md."""
+    if not comparison_start(page, memories, "/bench/memory", "memory",
+                            "ZeRO memory and communication: B against A"):
+        return []
+    pairs, *only = matched_pairs(memories)
+    only_notes(page, only, "row of the same strategy, precision and world size",
+               lambda k: f"{k[0]} {k[1]} at {k[2]} ranks")
+    workloads = [workload_text(m) for m in memories]
+    if workloads[0] != workloads[1]:
+        page.note(f"The runs trained different models (A: {workloads[0]}; B: {workloads[1]}): "
+                  "the ratios compare different workloads.")
+    if not pairs:
+        page.note("No strategy, precision and world size in both runs: nothing to compare.")
+        return []
+    page.p("Model-state bytes of the largest rank and bytes sent per rank per step (mean over "
+           "ranks), matched on strategy, precision and world size. Ratio = B / A (above 1: B "
+           "holds or sends more). Formula match: " + "; ".join(
+               f"{name} {esc(m.match_words())}" for name, m in zip("AB", memories)) + ".")
+    rows, classes = [], []
+    for (strategy, precision, n), a, b in pairs:
+        state, sent = (ratio_of(b["model_state"], a["model_state"]),
+                       ratio_of(b["bytes_sent"], a["bytes_sent"]))
+        rows.append([esc(precision), esc(strategy), fmt_int(n), fmt_bytes(a["model_state"]),
+                     fmt_bytes(b["model_state"]), fmt_ratio(state), fmt_bytes(a["bytes_sent"]),
+                     fmt_bytes(b["bytes_sent"]), fmt_ratio(sent)])
+        classes.append("diff" if a["model_state"] != b["model_state"] or
+                       (finite(sent) and fmt_ratio(sent) != "1.000") else "")
+    page.table(["precision", "strategy", "world size", "model state A (B)",
+                "model state B (B)", "model state B / A", "bytes sent A", "bytes sent B",
+                "bytes sent B / A"], rows, numeric=set(range(2, 9)), row_classes=classes)
+    page.note("Highlighted rows differ between the runs.")
+    return pairs
+
+
+def scaling_comparison_section(page, scalings, labels, plotter):
+    """Step time of B against A per (mode, world size); returns the matched pairs."""
+    if not comparison_start(page, scalings, "/bench/scaling", "scaling",
+                            "Data-parallel scaling: B against A"):
+        return []
+    pairs, *only = matched_pairs(scalings)
+    only_notes(page, only, "row of the same mode and world size",
+               lambda k: f"{k[0]} at {k[1]} ranks")
+    if not pairs:
+        page.note("No mode and world size in both runs: nothing to compare.")
+        return []
+    fits = []
+    for mode in OrderedDict.fromkeys(k[0] for k, _, _ in pairs):
+        s = [sc.serial_fraction(mode) for sc in scalings]
+        fits.append(f"{mode} A {s[0]:.3g}, B {s[1]:.3g}" if None not in s else
+                    f"{mode} A {'–' if s[0] is None else f'{s[0]:.3g}'}, "
+                    f"B {'–' if s[1] is None else f'{s[1]:.3g}'}")
+    page.p("Median step time of the slowest rank, matched on mode and world size. Ratio = B / A "
+           "(below 1: B is faster). Amdahl serial fraction: " + esc("; ".join(fits)) + ".")
+    rows = []
+    for (mode, n), a, b in pairs:
+        rows.append([esc(mode), fmt_int(n), fmt_ms(a["step_seconds"]), fmt_ms(b["step_seconds"]),
+                     fmt_ratio(ratio_of(b["step_seconds"], a["step_seconds"])),
+                     fmt_num(a["speedup"]), fmt_num(b["speedup"]), fmt_ratio(a["efficiency"]),
+                     fmt_ratio(b["efficiency"])])
+    page.table(["mode", "world size", "step time A (ms)", "step time B (ms)", "step time B / A",
+                "speedup A", "speedup B", "efficiency A", "efficiency B"], rows,
+               numeric=set(range(1, 9)))
+    page.img(plotter.scaling_comparison(scalings, [f"A: {labels[0]}", f"B: {labels[1]}"]),
+             "step time against ranks, run A and run B")
+    return pairs
+
+
+def overlap_comparison_section(page, overlaps):
+    """Exposed communication and hidden fraction of B against A per (bucket size, overlap)."""
+    if not comparison_start(page, overlaps, "/bench/overlap", "overlap",
+                            "Communication overlap: B against A"):
+        return []
+    pairs, *only = matched_pairs(overlaps)
+    only_notes(page, only, "row of the same bucket size and overlap",
+               lambda k: f"{fmt_size(k[0])} {'with' if k[1] else 'without'} overlap")
+    if not pairs:
+        page.note("No bucket size and overlap setting in both runs: nothing to compare.")
+        return []
+    page.p("Exposed communication per step, matched on bucket size and overlap. Ratio = B / A "
+           "(below 1: B waits less).")
+    rows = []
+    for (bucket, flag), a, b in pairs:
+        rows.append([esc(fmt_size(bucket)), "yes" if flag else "no",
+                     fmt_ms(a["exposed_comm_seconds"]), fmt_ms(b["exposed_comm_seconds"]),
+                     fmt_ratio(ratio_of(b["exposed_comm_seconds"], a["exposed_comm_seconds"])),
+                     fmt_ratio(overlaps[0].hidden(a)), fmt_ratio(overlaps[1].hidden(b))])
+    page.table(["bucket size", "overlap", "exposed comm A (ms)", "exposed comm B (ms)",
+                "B / A", "hidden fraction A", "hidden fraction B"], rows,
+               numeric={2, 3, 4, 5, 6})
+    return pairs
+
+
+def parallel_comparison_md(memory_pairs, scaling_pairs, overlap_pairs, overlaps):
+    """summary.md tables of the matched /bench/memory, /bench/scaling and /bench/overlap rows."""
+    md = []
+    if memory_pairs:
+        md += ["", "## ZeRO memory and communication", "",
+               "| precision | strategy | world size | model state A | model state B | B / A | "
+               "bytes sent A | bytes sent B | B / A |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+        for (strategy, precision, n), a, b in memory_pairs:
+            md.append(f"| {precision} | {strategy} | {n} | {fmt_bytes(a['model_state'])} | "
+                      f"{fmt_bytes(b['model_state'])} | "
+                      f"{fmt_ratio(ratio_of(b['model_state'], a['model_state']))} | "
+                      f"{fmt_bytes(a['bytes_sent'])} | {fmt_bytes(b['bytes_sent'])} | "
+                      f"{fmt_ratio(ratio_of(b['bytes_sent'], a['bytes_sent']))} |")
+    if scaling_pairs:
+        md += ["", "## Data-parallel scaling (step time, slowest rank)", "",
+               "| mode | world size | step A (ms) | step B (ms) | B / A | speedup A | speedup B |",
+               "|---|---:|---:|---:|---:|---:|---:|"]
+        for (mode, n), a, b in scaling_pairs:
+            md.append(f"| {mode} | {n} | {fmt_ms(a['step_seconds'])} | "
+                      f"{fmt_ms(b['step_seconds'])} | "
+                      f"{fmt_ratio(ratio_of(b['step_seconds'], a['step_seconds']))} | "
+                      f"{fmt_num(a['speedup'])} | {fmt_num(b['speedup'])} |")
+    if overlap_pairs:
+        md += ["", "## Communication overlap (exposed communication)", "",
+               "| bucket size | overlap | A (ms) | B (ms) | B / A | hidden A | hidden B |",
+               "|---|---|---:|---:|---:|---:|---:|"]
+        for (bucket, flag), a, b in overlap_pairs:
+            md.append(f"| {fmt_size(bucket)} | {'yes' if flag else 'no'} | "
+                      f"{fmt_ms(a['exposed_comm_seconds'])} | "
+                      f"{fmt_ms(b['exposed_comm_seconds'])} | "
+                      f"{fmt_ratio(ratio_of(b['exposed_comm_seconds'], a['exposed_comm_seconds']))}"
+                      f" | {fmt_ratio(overlaps[0].hidden(a))} | {fmt_ratio(overlaps[1].hidden(b))} |")
+    return md
+
+
 def comparison_report(rfs, labels, outdir, title, args):
     plotter = Plotter(outdir)
     a_rf, b_rf = rfs
@@ -1471,13 +2352,16 @@ def comparison_report(rfs, labels, outdir, title, args):
     checks = [Check(rf) for rf in rfs]
     p2ps = [P2P(rf) for rf in rfs]
     models = [ModelBench(rf) for rf in rfs]
+    memories = [MemoryBench(rf) for rf in rfs]
+    scalings = [ScalingBench(rf) for rf in rfs]
+    overlaps = [OverlapBench(rf) for rf in rfs]
     page = Page(title)
     page.add(f"<p>Run A: <span class=\"mono\">{esc(labels[0])}</span><br>Run B: "
              f"<span class=\"mono\">{esc(labels[1])}</span></p>")
     page.add("<nav><a href=\"#provenance\">Provenance</a><a href=\"#conformance\">Conformance</a>"
              "<a href=\"#collectives\">Collectives</a><a href=\"#p2p\">Point-to-point</a>"
              + ("<a href=\"#model\">Model</a>" if any(m.present for m in models) else "")
-             + "</nav>")
+             + parallel_nav(memories, scalings, overlaps) + "</nav>")
 
     # Matching rows
     maps = []
@@ -1530,6 +2414,21 @@ def comparison_report(rfs, labels, outdir, title, args):
         glance.append("Model training step, tokens/s B / A: " + "; ".join(
             f"{esc(ma['model'])} {fmt_ratio(ratio_of(mb['tokens'][0], ma['tokens'][0]))}"
             for ma, mb in model_pairs) + ".")
+    memory_pairs = matched_pairs(memories)[0] if all(m.usable for m in memories) else []
+    if memory_pairs:
+        glance.append(f"ZeRO model-state bytes B / A over {len(memory_pairs)} matching "
+                      "(strategy, precision, world size): " + ratio_range_words(
+                          [ratio_of(b["model_state"], a["model_state"])
+                           for _, a, b in memory_pairs]) + ".")
+    scaling_pairs = matched_pairs(scalings)[0] if all(s.usable for s in scalings) else []
+    if scaling_pairs:
+        largest = OrderedDict()
+        for (mode, n), a, b in scaling_pairs:
+            if mode not in largest or n > largest[mode][0]:
+                largest[mode] = (n, ratio_of(b["step_seconds"], a["step_seconds"]))
+        glance.append("Data-parallel step time B / A at the largest matching world size: "
+                      + "; ".join(f"{esc(mode)} at {n} ranks {fmt_ratio(r)}"
+                                  for mode, (n, r) in largest.items()) + ".")
     page.add("<ul class=\"glance\">" + "".join(f"<li>{g}</li>" for g in glance) + "</ul>")
 
     # Provenance side by side
@@ -1655,6 +2554,9 @@ def comparison_report(rfs, labels, outdir, title, args):
 
     p2p_section(page, [("A", p2ps[0]), ("B", p2ps[1])], plotter)
     model_matched = model_comparison_section(page, models, labels, plotter)
+    memory_matched = memory_comparison_section(page, memories)
+    scaling_matched = scaling_comparison_section(page, scalings, labels, plotter)
+    overlap_matched = overlap_comparison_section(page, overlaps)
 
     md = [f"# {title}", "", f"- A: `{labels[0]}`", f"- B: `{labels[1]}`", ""]
     for name, rf in zip("AB", rfs):
@@ -1691,6 +2593,7 @@ def comparison_report(rfs, labels, outdir, title, args):
                       f"{fmt_ratio(ratio_of(mb['tokens'][0], ma['tokens'][0]))} | "
                       f"{fmt_mfu(ma['mfu'][0])} | {fmt_mfu(mb['mfu'][0])} | "
                       f"{fmt_ratio(ratio_of(mb['mfu'][0], ma['mfu'][0]))} |")
+    md += parallel_comparison_md(memory_matched, scaling_matched, overlap_matched, overlaps)
     return page, md
 
 

@@ -49,14 +49,33 @@ KNOWN_TABLES = {
         "peak_parameters_bytes,peak_gradients_bytes,peak_optimizer_state_bytes,"
         "peak_activations_bytes,peak_communication_bytes,peak_workspace_bytes "
         "f:megatron_step_flops,step_time_s,tokens_per_s,achieved_GFLOPs,matmul_GFLOPs,mfu"),
+    "/bench/memory": _types(
+        "s:strategy,precision,model,config i:zero_stage,world_size,rank,parameters,"
+        "padded_parameters,parameters_bytes,gradients_bytes,optimizer_state_bytes,"
+        "activations_bytes,communication_bytes,workspace_bytes,model_state_bytes,"
+        "matches_formula,bytes_sent f:formula_parameters_bytes,formula_gradients_bytes,"
+        "formula_optimizer_state_bytes,formula_model_state_bytes,paper_model_state_bytes,"
+        "bytes_per_parameter_p,bytes_per_gradient_g,optimizer_bytes_K,formula_bytes_sent,"
+        "step_seconds"),
+    "/bench/scaling": _types(
+        "s:mode,model,config i:world_size,global_batch,rank_batch,bytes_sent "
+        "f:step_seconds,speedup,efficiency,amdahl_serial_fraction,amdahl_speedup,"
+        "exposed_comm_seconds,predicted_comm_seconds"),
+    "/bench/overlap": _types(
+        "s:model i:world_size,bucket_bytes,buckets,overlap f:step_seconds,compute_seconds,"
+        "exposed_comm_seconds,stream_seconds,comm_seconds_alone,hidden_fraction"),
 }
-# Columns without which a table is refused as malformed. Only /bench/model is listed: it is
-# newer than the report's lenient handling of the older tables (which note a missing column on
-# the page instead), and its whole section rests on these columns, so a file lacking one is
-# damaged rather than merely older. The peak_*_bytes and host columns stay optional.
+# Columns without which a table is refused as malformed. Only the tables from /bench/model on
+# are listed: they are newer than the report's lenient handling of the older tables (which note
+# a missing column on the page instead), and each section rests on its columns, so a file
+# lacking one is damaged rather than merely older. Their other columns stay optional.
 REQUIRED_COLUMNS = {
     "/bench/model": ["model", "config", "rank", "parameters", "batch", "sequence", "step_flops",
                      "tokens_per_s", "matmul_GFLOPs", "mfu"],
+    "/bench/memory": ["strategy", "world_size", "rank", "model_state_bytes",
+                      "formula_model_state_bytes"],
+    "/bench/scaling": ["mode", "world_size", "step_seconds", "speedup", "efficiency"],
+    "/bench/overlap": ["bucket_bytes", "overlap", "exposed_comm_seconds"],
 }
 TYPE_WORDS = {"s": "a string", "i": "an integer", "f": "a float"}
 

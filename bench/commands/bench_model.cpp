@@ -62,6 +62,14 @@ const std::vector<ModelPreset>& model_presets() {
   return presets;
 }
 
+const ModelPreset& find_model_preset(const std::string& name) {
+  auto it = std::find_if(model_presets().begin(), model_presets().end(), [&](const ModelPreset& p) { return p.name == name; });
+  if (it != model_presets().end()) return *it;
+  std::string known;
+  for (const auto& p : model_presets()) known += (known.empty() ? "" : ", ") + p.name;
+  throw UsageError("'" + name + "' is not a known model (" + known + ")");
+}
+
 ModelBenchPlan plan_model_bench(const ModelBenchOptions& options) {
   ModelBenchPlan plan;
   if (options.batch < 1) throw UsageError("--batch must be at least 1");
@@ -73,13 +81,12 @@ ModelBenchPlan plan_model_bench(const ModelBenchOptions& options) {
   if (dtype != DataType::float32 && dtype != DataType::float64)
     throw UsageError("--dtype " + options.dtype + ": models train in float32 or float64");
   for (const std::string& name : split_list(options.models)) {
-    auto it = std::find_if(model_presets().begin(), model_presets().end(), [&](const ModelPreset& p) { return p.name == name; });
-    if (it == model_presets().end()) {
-      std::string known;
-      for (const auto& p : model_presets()) known += (known.empty() ? "" : ", ") + p.name;
-      throw UsageError("--models: '" + name + "' is not a known model (" + known + ")");
+    ModelPreset preset;
+    try {
+      preset = find_model_preset(name);
+    } catch (const UsageError& e) {
+      throw UsageError(std::string("--models: ") + e.what());
     }
-    ModelPreset preset = *it;
     preset.config.dtype = dtype;
     preset.config.validate();
     plan.models.push_back(preset);

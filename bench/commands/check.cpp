@@ -6,29 +6,85 @@
 #include "bench/cli/progress.hpp"
 #include "bench/commands/commands.hpp"
 #include "correctness/cases/collectives.hpp"
+#include "correctness/cases/training.hpp"
 #include "reference/core/error.hpp"
 
 namespace parity::cli {
 namespace {
-std::vector<cases::CollectiveCase> selected_cases(int world_size, const CheckOptions& options) {
+struct Selected {
+  std::vector<cases::CollectiveCase> collectives;
+  std::vector<cases::TrainingCase> training;
+};
+
+Selected selected_cases(int world_size, const CheckOptions& options) {
   const NameFilter filter(options.filter);
-  std::vector<cases::CollectiveCase> out;
+  Selected out;
   for (const auto& c : cases::conformance_grid(world_size, {options.include_large}))
-    if (filter.matches(c.name())) out.push_back(c);
-  if (out.empty()) throw UsageError("--filter '" + options.filter + "' matches no case (parity check --list shows them)");
+    if (filter.matches(c.name())) out.collectives.push_back(c);
+  for (const auto& c : cases::training_grid(world_size))
+    if (filter.matches(c.name())) out.training.push_back(c);
+  if (out.collectives.empty() && out.training.empty())
+    throw UsageError("--filter '" + options.filter + "' matches no case (parity check --list shows them)");
   return out;
+}
+
+void run_training_cases(Session& session, const std::vector<cases::TrainingCase>& selected, CheckOutcome& outcome) {
+  if (selected.empty()) return;
+  Communicator& comm = session.world();
+  record::Table& t = outcome.training;
+  Progress progress("check training", selected.size(), session.is_root() && !session.options().quiet);
+  std::size_t failed = 0;
+  for (std::size_t i = 0; i < selected.size(); ++i) {
+    const auto& c = selected[i];
+    progress.update(i, c.name());
+    const cases::TrainingResult r = cases::run_training_case(comm, c);
+    if (!r.passed) {
+      ++failed;
+      if (session.is_root()) std::fprintf(stderr, "FAILED %s: %s\n", c.name().c_str(), r.message.c_str());
+    }
+    t.str("case").push_back(c.name());
+    t.str("technique").push_back(c.technique);
+    t.str("optimizer").push_back(c.optimizer);
+    t.str("precision").push_back(c.precision);
+    t.str("model").push_back(c.model);
+    t.i64("world_size").push_back(comm.size());
+    t.i64("steps").push_back(c.steps);
+    t.i64("global_batch").push_back(c.global_batch);
+    t.i64("micro_batches").push_back(c.micro_batches);
+    t.f64("error").push_back(r.error);
+    t.f64("bound").push_back(r.bound);
+    t.f64("bytes_sent", "B").push_back(r.bytes_sent);
+    t.f64("formula_bytes_sent", "B").push_back(r.bytes_formula);
+    t.f64("max_staleness").push_back(r.max_staleness);
+    t.i64("passed").push_back(r.passed ? 1 : 0);
+    t.str("message").push_back(r.message);
+  }
+  progress.finish();
+  outcome.failed += failed;
+  if (session.is_root())
+    std::printf("# training conformance: %zu cases at %d ranks, %zu passed, %zu failed\n", selected.size(), comm.size(),
+                selected.size() - failed, failed);
 }
 }  // namespace
 
 std::vector<std::string> check_case_names(int world_size, const CheckOptions& options) {
   std::vector<std::string> names;
-  for (const auto& c : selected_cases(world_size, options)) names.push_back(c.name());
+  const Selected selected = selected_cases(world_size, options);
+  for (const auto& c : selected.collectives) names.push_back(c.name());
+  for (const auto& c : selected.training) names.push_back(c.name());
   return names;
+}
+
+void write_check_tables(Session& session, const CheckOutcome& outcome) {
+  if (!session.is_root()) return;
+  if (outcome.cases.rows()) session.results().write_table("/check/collectives", outcome.cases);
+  if (outcome.training.rows()) session.results().write_table("/check/training", outcome.training);
 }
 
 CheckOutcome run_check(Session& session, const CheckOptions& options) {
   Communicator& comm = session.world();
-  const auto selected = selected_cases(comm.size(), options);
+  const Selected chosen = selected_cases(comm.size(), options);
+  const auto& selected = chosen.collectives;
   std::size_t largest = 0;
   for (const auto& c : selected) largest = std::max(largest, cases::case_bytes_per_rank(c, comm.size()));
   session.check_memory(largest, "the conformance cases");
@@ -63,9 +119,10 @@ CheckOutcome run_check(Session& session, const CheckOptions& options) {
     t.str("message").push_back(r.message);
   }
   progress.finish();
-  if (session.is_root())
+  if (session.is_root() && !selected.empty())
     std::printf("# conformance: %zu cases at %d ranks, %zu passed, %zu failed\n", selected.size(), comm.size(),
                 selected.size() - outcome.failed, outcome.failed);
+  run_training_cases(session, chosen.training, outcome);
   return outcome;
 }
 

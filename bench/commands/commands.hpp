@@ -21,8 +21,11 @@ struct CheckOptions {
 };
 struct CheckOutcome {
   record::Table cases{"conformance cases of the collectives (docs/results-schema.md)"};
+  record::Table training{"conformance cases of data parallelism, ZeRO and the parameter server (docs/results-schema.md)"};
   std::size_t failed = 0;
 };
+// /check/collectives and /check/training (when any training case ran), on rank 0.
+void write_check_tables(Session& session, const CheckOutcome& outcome);
 CheckOutcome run_check(Session& session, const CheckOptions& options);
 // Case names matching the filter at a world size (for --list and for validation).
 std::vector<std::string> check_case_names(int world_size, const CheckOptions& options);
@@ -94,6 +97,8 @@ struct ModelPreset {
   model::GptConfig config;
 };
 const std::vector<ModelPreset>& model_presets();
+// The preset of that name; throws UsageError listing the known ones.
+const ModelPreset& find_model_preset(const std::string& name);
 struct ModelBenchPlan {
   std::vector<ModelPreset> models;
   std::int64_t batch = 8;
@@ -108,5 +113,39 @@ struct ModelBenchOutcome {
 };
 ModelBenchOutcome run_model_bench(Session& session, const ModelBenchPlan& plan, const ModelBenchOptions& options);
 void record_model_bench(Session& session, const ModelBenchOutcome& outcome, const ModelBenchOptions& options);
+
+// ---- parity bench memory, parity bench scaling ----
+struct ParallelBenchOptions {
+  std::string model = "mlp";                    // mlp, or a GPT preset (tiny, small, ...)
+  std::string strategies = "dp,zero1,zero2,zero3";
+  std::string precisions = "mixed,float32";     // mixed needs the MLP
+  std::int64_t batch = 16;       // memory: rows per rank; scaling: the strong-scaling global batch
+  std::int64_t weak_batch = 4;   // scaling: rows per rank in weak scaling
+  int steps = 3;
+  int warmup = 1;
+  std::string bucket_sizes = "64K,1M,25M";  // scaling: the overlap measurement's bucket sizes
+};
+struct ParallelBenchPlan {
+  std::vector<int> stages;
+  std::vector<std::string> precisions;
+  std::vector<std::size_t> bucket_sizes;
+};
+ParallelBenchPlan plan_parallel_bench(const ParallelBenchOptions& options);
+std::size_t parallel_bench_bytes_per_rank(const ParallelBenchOptions& options);
+// Refuses a strong-scaling batch smaller than the world (every rank needs a row).
+void check_scaling_batch(Session& session, const ParallelBenchOptions& options);
+struct MemoryBenchOutcome {
+  record::Table table{"peak bytes per category per rank for DP and ZeRO stages, beside the model-state formulas"};
+  std::size_t mismatches = 0;  // rows whose model-state bytes differ from the formula
+};
+MemoryBenchOutcome run_memory_bench(Session& session, const ParallelBenchPlan& plan, const ParallelBenchOptions& options);
+struct ScalingBenchOutcome {
+  record::Table scaling{"strong and weak scaling of a data-parallel training step, Amdahl fit, alpha-beta prediction"};
+  record::Table overlap{"gradient buckets: communication exposed with and without overlap with backward"};
+  PointToPoint p2p;
+};
+ScalingBenchOutcome run_scaling_bench(Session& session, const ParallelBenchPlan& plan, const ParallelBenchOptions& options,
+                                      const PointToPoint& p2p);
+void record_parallel_bench(Session& session, const MemoryBenchOutcome* memory, const ScalingBenchOutcome* scaling);
 
 }  // namespace parity::cli

@@ -16,7 +16,7 @@ namespace parity::cases {
 
 struct TrainingCase {
   std::string technique = "dp";    // dp, dp_accumulation, zero1, zero2, zero3, ps_one_worker, ps_async
-  std::string optimizer = "adamw"; // adamw, sgd (with momentum)
+  std::string optimizer = "adamw"; // adamw, sgd (momentum 0.9), sgd_plain
   std::string precision = "float64";  // float64, float32, mixed (bfloat16 + float32 master)
   std::string model = "gpt";       // gpt (tied, dropout), mlp
   int steps = 3;

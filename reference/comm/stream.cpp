@@ -106,7 +106,15 @@ CommStream::Ticket CommStream::enqueue(std::string what, std::function<void(Comm
 }
 
 void CommStream::progress() {
-  if (!idle() || failure_) resume();
+  if (idle() && !failure_) return;
+  const double before = busy_seconds_;
+  try {
+    resume();
+  } catch (...) {
+    progress_seconds_ += busy_seconds_ - before;
+    throw;
+  }
+  progress_seconds_ += busy_seconds_ - before;
 }
 
 void CommStream::wait(Ticket ticket) {

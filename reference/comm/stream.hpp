@@ -45,9 +45,12 @@ class CommStream {
   bool finished(Ticket ticket) const { return ticket <= finished_; }
 
   Communicator& communicator() { return *comm_; }
-  // Wall time spent running the stream's work (inside progress, wait, synchronize).
+  // Wall time spent running the stream's work (inside progress, wait, synchronize), and the
+  // part of it spent inside progress(): on a rank with one thread, that time is taken from
+  // the computation that called progress(), so it is not hidden communication.
   double busy_seconds() const { return busy_seconds_; }
-  void reset_busy() { busy_seconds_ = 0; }
+  double progress_seconds() const { return progress_seconds_; }
+  void reset_busy() { busy_seconds_ = progress_seconds_ = 0; }
 
  private:
   struct Fiber;
@@ -70,6 +73,7 @@ class CommStream {
   std::exception_ptr failure_;
   std::string failed_what_;
   double busy_seconds_ = 0;
+  double progress_seconds_ = 0;
 };
 
 }  // namespace parity

@@ -141,7 +141,7 @@ StepStats DataParallelTrainer::step(const BatchSource& batches, std::uint64_t st
   const auto micro = split_rows(batch_shard(config_.global_batch, world_.rank(), world_.size()), config_.micro_batches);
   StepStats stats;
   begin_step();
-  double loss = 0;
+  double loss = 0, passes = 0;
   for (std::size_t i = 0; i < micro.size(); ++i) {
     micro_batch_ = static_cast<int>(i);
     last_micro_batch_ = i + 1 == micro.size();
@@ -149,8 +149,12 @@ StepStats DataParallelTrainer::step(const BatchSource& batches, std::uint64_t st
     const model::Batch batch = batches(step, micro[i].first, micro[i].rows, config_.global_batch);
     const auto compute = std::chrono::steady_clock::now();
     loss += model_.forward_backward(batch, {step, micro_batch_, true, micro[i].first});
-    stats.compute_seconds += seconds_since(compute);
+    passes += seconds_since(compute);
   }
+  // Communication run from the backward hooks, and parameter gathers waited for there, took
+  // time from the computation on this thread: exposed, not hidden.
+  const double in_passes = exposed_ + stream_.progress_seconds();
+  stats.compute_seconds = passes - in_passes;
   finish_gradients();
   apply_optimizer();
   finish_step();
@@ -158,7 +162,7 @@ StepStats DataParallelTrainer::step(const BatchSource& batches, std::uint64_t st
                     ReduceOp::sum);
   stats.loss = loss;
   stats.seconds = seconds_since(start);
-  stats.exposed_comm_seconds = exposed_;
+  stats.exposed_comm_seconds = exposed_ + stream_.progress_seconds();
   stats.stream_seconds = stream_.busy_seconds();
   stats.bytes_sent = stream_.communicator().traffic().bytes_sent - before.bytes_sent;
   stats.messages_sent = stream_.communicator().traffic().messages_sent - before.messages_sent;

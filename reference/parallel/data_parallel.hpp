@@ -74,8 +74,12 @@ struct DataParallelConfig {
 struct StepStats {
   double loss = 0;                  // the global batch's loss (same on every rank)
   double seconds = 0;               // the whole step on this rank
-  double compute_seconds = 0;       // forward and backward of every micro-batch
-  double exposed_comm_seconds = 0;  // waiting for communication the computation did not hide
+  double compute_seconds = 0;       // forward and backward of every micro-batch, communication excluded
+  // Time this rank's thread spent on communication instead of computing: waiting for the
+  // stream (after backward, for ZeRO-3 gathers, for the parameter all-gather) and running it
+  // from the backward hooks. What overlap hides is the rest: transfers that progressed while
+  // the rank computed.
+  double exposed_comm_seconds = 0;
   double stream_seconds = 0;        // time the communication stream ran (hidden or not)
   std::uint64_t bytes_sent = 0;     // by this rank's point-to-point calls (reference algorithms)
   std::uint64_t messages_sent = 0;

@@ -1,0 +1,391 @@
+// parity bench memory and parity bench scaling: data parallelism and ZeRO measured on the
+// ranks given, at every world size from 1 to the job's (ranks beyond the world size in use
+// wait), beside the formulas of theory/parallel.hpp.
+//   memory:  peak bytes per category on every rank during a training step, per strategy (DP,
+//            ZeRO-1/2/3) and precision, with the model-state formula (which must match) and
+//            the bytes each rank sent against 2 Psi (n-1)/n or 3 Psi (n-1)/n.
+//   scaling: strong (fixed global batch) and weak (fixed rows per rank) scaling of a DP step,
+//            Amdahl fit, alpha-beta prediction of the gradient all-reduce; and the fraction of
+//            communication that bucketed overlap hides behind backward.
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+#include "bench/cli/progress.hpp"
+#include "bench/cli/shared.hpp"
+#include "bench/commands/commands.hpp"
+#include "reference/core/error.hpp"
+#include "reference/parallel/zero.hpp"
+#include "reference/theory/model.hpp"
+#include "reference/theory/parallel.hpp"
+
+namespace parity::cli {
+namespace {
+
+// What a strategy trains: the model, how to make its batches, the optimizer.
+struct Workload {
+  std::string name, config;
+  std::unique_ptr<model::Model> model;
+  parallel::BatchSource batches;
+  std::unique_ptr<model::Optimizer> optimizer;
+  std::int64_t tokens_per_row = 1;
+};
+
+model::MlpConfig mlp_for(DataType dtype) {
+  model::MlpConfig m;
+  m.inputs = 256;
+  m.width = 1024;
+  m.outputs = 256;
+  m.layers = 4;
+  m.dtype = dtype;
+  return m;
+}
+
+Workload make_workload(const std::string& model_name, parallel::Precision precision, DataType dtype) {
+  Workload w;
+  w.name = model_name;
+  const DataType type = precision == parallel::Precision::mixed ? DataType::bfloat16 : dtype;
+  if (model_name == "mlp") {
+    const model::MlpConfig m = mlp_for(type);
+    w.config = m.describe();
+    w.model = model::build_mlp(m);
+    w.batches = [m](std::uint64_t s, std::int64_t f, std::int64_t r, std::int64_t g) { return model::mlp_batch(m, s, f, r, g); };
+  } else {
+    model::GptConfig g = find_model_preset(model_name).config;
+    g.dtype = type;
+    w.config = g.describe();
+    w.model = model::build_gpt(g);
+    w.batches = [g](std::uint64_t s, std::int64_t f, std::int64_t r, std::int64_t n) { return model::gpt_batch(g, s, f, r, n); };
+    w.tokens_per_row = g.sequence;
+  }
+  const DataType state = precision == parallel::Precision::mixed ? DataType::float32 : type;
+  w.optimizer = std::make_unique<model::AdamW>(model::AdamWConfig{}, state);
+  return w;
+}
+
+// Ranks [0, n) of the world, or nothing for the others (who still take part in the split).
+std::unique_ptr<Communicator> first_ranks(Communicator& world, int n) {
+  auto group = world.split(world.rank() < n ? 0 : 1, world.rank());
+  if (world.rank() >= n) group.reset();
+  return group;
+}
+
+std::string strategy_name(int stage) { return stage == 0 ? "dp" : "zero" + std::to_string(stage); }
+
+}  // namespace
+
+ParallelBenchPlan plan_parallel_bench(const ParallelBenchOptions& options) {
+  ParallelBenchPlan plan;
+  if (options.batch < 1) throw UsageError("--batch must be at least 1");
+  if (options.steps < 1) throw UsageError("--steps must be at least 1");
+  if (options.warmup < 0) throw UsageError("--warmup must not be negative");
+  if (options.model != "mlp") find_model_preset(options.model);
+  for (const std::string& s : split_list(options.strategies)) {
+    if (s == "dp") {
+      plan.stages.push_back(0);
+    } else if (s.size() == 5 && s.rfind("zero", 0) == 0 && s[4] >= '0' && s[4] <= '9') {
+      const int stage = s[4] - '0';
+      if (stage > 3) throw UsageError("--strategies: ZeRO stage " + std::to_string(stage) + " is outside 0-3 (dp, zero1, zero2, zero3)");
+      plan.stages.push_back(stage);
+    } else {
+      throw UsageError("--strategies: '" + s + "' is not known (dp, zero1, zero2, zero3)");
+    }
+  }
+  if (plan.stages.empty()) throw UsageError("--strategies names no strategy");
+  for (const std::string& p : split_list(options.precisions)) {
+    const parallel::Precision precision = parallel::parse_precision(p);
+    if (precision == parallel::Precision::mixed && options.model != "mlp")
+      throw UsageError("--precision mixed needs --model mlp: the GPT's attention has no 16-bit kernel");
+    plan.precisions.push_back(p);
+  }
+  if (plan.precisions.empty()) throw UsageError("--precision names no precision");
+  for (const std::string& b : split_list(options.bucket_sizes)) {
+    const std::size_t bytes = parse_size(b, "--bucket-sizes");
+    if (bytes == 0) throw UsageError("--bucket-sizes: a gradient bucket of 0 bytes (sizes must be positive)");
+    plan.bucket_sizes.push_back(bytes);
+  }
+  return plan;
+}
+
+std::size_t parallel_bench_bytes_per_rank(const ParallelBenchOptions& options) {
+  // Plain DP in float64 holds the most model state: 8 + 8 + 16 bytes per parameter, plus
+  // activations of the batch (bounded by the model bench's own estimate for GPT presets).
+  std::int64_t parameters = 0;
+  if (options.model == "mlp") {
+    const model::MlpConfig m = mlp_for(DataType::float32);
+    parameters = m.inputs * m.width + m.width + (m.layers - 2) * (m.width * m.width + m.width) + m.width * m.outputs + m.outputs;
+  } else {
+    parameters = theory::gpt_parameters(find_model_preset(options.model).config);
+  }
+  ModelBenchOptions m;
+  m.models = options.model == "mlp" ? "tiny" : options.model;
+  m.batch = std::max(options.batch, options.weak_batch);
+  return static_cast<std::size_t>(parameters) * 40 + model_bench_bytes_per_rank(plan_model_bench(m));
+}
+
+void check_scaling_batch(Session& session, const ParallelBenchOptions& options) {
+  if (options.batch < session.world().size())
+    throw UsageError("--batch " + std::to_string(options.batch) + " is smaller than the world (" +
+                     std::to_string(session.world().size()) + " ranks): every rank needs at least one row");
+}
+
+MemoryBenchOutcome run_memory_bench(Session& session, const ParallelBenchPlan& plan, const ParallelBenchOptions& options) {
+  Communicator& world = session.world();
+  MemoryBenchOutcome out;
+  record::Table& t = out.table;
+  const int n_max = world.size();
+  Progress progress("bench memory", static_cast<std::size_t>(n_max) * plan.stages.size() * plan.precisions.size(),
+                    session.is_root() && !session.options().quiet);
+  std::size_t done = 0;
+  for (const std::string& precision_name : plan.precisions) {
+    const parallel::Precision precision = parallel::parse_precision(precision_name);
+    const DataType dtype = precision_name == "float64" ? DataType::float64 : DataType::float32;
+    for (int n = 1; n <= n_max; ++n) {
+      auto group = first_ranks(world, n);
+      for (int stage : plan.stages) {
+        progress.update(done++, strategy_name(stage) + " " + precision_name + " at " + std::to_string(n) + " ranks");
+        // Values of this rank's row (zeros on waiting ranks), gathered to rank 0 below.
+        std::vector<double> row(10, 0.0);
+        std::string config;
+        std::int64_t psi = 0, padded = 0;
+        theory::StateBytes per;
+        std::vector<theory::ShardedUnit> units;
+        if (group) {
+          Workload w = make_workload(options.model, precision, dtype);
+          config = w.config;
+          psi = w.model->parameter_count();
+          parallel::DataParallelConfig c;
+          c.zero_stage = stage;
+          c.global_batch = options.batch * n;
+          c.precision = precision;
+          auto trainer = parallel::make_trainer(*group, *w.model, *w.optimizer, c);
+          padded = trainer->padded_parameters();
+          if (auto* z = dynamic_cast<parallel::Zero*>(trainer.get())) units = z->units();
+          for (int s = 0; s < options.warmup; ++s) trainer->step(w.batches, static_cast<std::uint64_t>(s));
+          // Peak during the step = what was allocated when it began + the rise above that.
+          std::array<std::int64_t, kMemoryCategoryCount> at_start{};
+          for (MemoryCategory category : kAllMemoryCategories)
+            at_start[static_cast<std::size_t>(category)] = MemoryTracker::process().usage(category).current;
+          const PeakScope scope;
+          const parallel::StepStats stats = trainer->step(w.batches, static_cast<std::uint64_t>(options.warmup));
+          for (MemoryCategory category : kAllMemoryCategories) {
+            const auto i = static_cast<std::size_t>(category);
+            row[i] = static_cast<double>(at_start[i] + scope.peak_above_start(category));
+          }
+          row[6] = static_cast<double>(stats.bytes_sent);
+          row[7] = stats.seconds;
+          row[8] = static_cast<double>(size_of(w.model->dtype()));
+          row[9] = (precision == parallel::Precision::mixed ? 4.0 : 0.0) +
+                   w.optimizer->state_count() * static_cast<double>(size_of(w.optimizer->state_dtype()));
+        }
+        const auto config_all = world.all_gather_strings(config);
+        std::vector<std::vector<double>> all(row.size());
+        for (std::size_t i = 0; i < row.size(); ++i) all[i] = gather_from_ranks(world, row[i]);
+        const double psi_all = gather_from_ranks(world, static_cast<double>(psi))[0];
+        const double padded_all = gather_from_ranks(world, static_cast<double>(padded))[0];
+        if (!session.is_root()) continue;
+        // Rank 0 always takes part, so its units and sizes stand for the group.
+        if (stage == 0) units = {{psi, psi, 1}};
+        for (int r = 0; r < n; ++r) {
+          const auto i = static_cast<std::size_t>(r);
+          per.parameter = per.gradient = all[8][i];
+          per.optimizer = all[9][i];
+          const auto formula = theory::zero_model_state_bytes(stage, static_cast<std::int64_t>(psi_all),
+                                                              static_cast<std::int64_t>(padded_all), n, per);
+          const auto paper = theory::zero_model_state_bytes(stage, static_cast<std::int64_t>(psi_all),
+                                                            static_cast<std::int64_t>(psi_all), n, per);
+          const double measured = all[0][i] + all[1][i] + all[2][i];
+          t.str("strategy").push_back(strategy_name(stage));
+          t.i64("zero_stage").push_back(stage);
+          t.str("precision").push_back(precision_name);
+          t.str("model").push_back(options.model);
+          t.str("config").push_back(config_all[0]);
+          t.i64("world_size").push_back(n);
+          t.i64("rank").push_back(r);
+          t.i64("parameters").push_back(static_cast<std::int64_t>(psi_all));
+          t.i64("padded_parameters").push_back(static_cast<std::int64_t>(padded_all));
+          for (MemoryCategory category : kAllMemoryCategories)
+            t.i64(std::string(name_of(category)) + "_bytes", "B")
+                .push_back(static_cast<std::int64_t>(all[static_cast<std::size_t>(category)][i]));
+          t.i64("model_state_bytes", "B").push_back(static_cast<std::int64_t>(measured));
+          t.f64("formula_parameters_bytes", "B").push_back(formula.parameters);
+          t.f64("formula_gradients_bytes", "B").push_back(formula.gradients);
+          t.f64("formula_optimizer_state_bytes", "B").push_back(formula.optimizer_state);
+          t.f64("formula_model_state_bytes", "B").push_back(formula.total());
+          t.f64("paper_model_state_bytes", "B").push_back(paper.total());
+          t.f64("bytes_per_parameter_p", "B").push_back(per.parameter);
+          t.f64("bytes_per_gradient_g", "B").push_back(per.gradient);
+          t.f64("optimizer_bytes_K", "B").push_back(per.optimizer);
+          const bool match = std::llround(measured) == std::llround(formula.total());
+          t.i64("matches_formula").push_back(match ? 1 : 0);
+          if (!match) ++out.mismatches;
+          t.i64("bytes_sent", "B").push_back(static_cast<std::int64_t>(all[6][i]));
+          t.f64("formula_bytes_sent", "B").push_back(theory::zero_bytes_sent_per_rank(stage, units, n, per.gradient, 1));
+          t.f64("step_seconds", "s").push_back(all[7][i]);
+        }
+      }
+    }
+  }
+  progress.finish();
+  if (session.is_root() && !session.options().quiet)
+    std::fprintf(stderr, "[bench memory] %zu rows; model-state bytes %s the formula%s\n", t.rows(),
+                 out.mismatches ? "differ from" : "equal", out.mismatches ? " in some rows (see matches_formula)" : " in every row");
+  return out;
+}
+
+namespace {
+// Median step statistics of `steps` timed steps (after `warmup`) of data parallelism on `group`.
+struct Timed {
+  double step = 0, compute = 0, exposed = 0, stream = 0, bytes = 0;
+  std::size_t buckets = 0;
+};
+Timed time_steps(Communicator& group, const ParallelBenchOptions& options, std::int64_t global_batch,
+                 std::size_t bucket_bytes, bool overlap) {
+  Workload w = make_workload(options.model, parallel::Precision::model, DataType::float32);
+  parallel::DataParallelConfig c;
+  c.global_batch = global_batch;
+  c.bucket_bytes = bucket_bytes;
+  c.overlap = overlap;
+  parallel::DataParallel trainer(group, *w.model, *w.optimizer, c);
+  std::vector<double> step, compute, exposed, stream;
+  Timed out;
+  for (int s = 0; s < options.warmup + options.steps; ++s) {
+    group.barrier();  // every step starts together, so the slowest rank sets its time
+    const parallel::StepStats stats = trainer.step(w.batches, static_cast<std::uint64_t>(s));
+    if (s < options.warmup) continue;
+    step.push_back(stats.seconds);
+    compute.push_back(stats.compute_seconds);
+    exposed.push_back(stats.exposed_comm_seconds);
+    stream.push_back(stats.stream_seconds);
+    out.bytes = static_cast<double>(stats.bytes_sent);
+  }
+  out.step = percentile(step, 0.5);
+  out.compute = percentile(compute, 0.5);
+  out.exposed = percentile(exposed, 0.5);
+  out.stream = percentile(stream, 0.5);
+  out.buckets = trainer.bucket_parameters().size();
+  return out;
+}
+
+double max_over(Communicator& world, double x) {
+  const auto all = gather_from_ranks(world, x);
+  return *std::max_element(all.begin(), all.end());
+}
+}  // namespace
+
+ScalingBenchOutcome run_scaling_bench(Session& session, const ParallelBenchPlan& plan, const ParallelBenchOptions& options,
+                                      const PointToPoint& p2p) {
+  Communicator& world = session.world();
+  ScalingBenchOutcome out;
+  const int n_max = world.size();
+  const std::size_t bucket = plan.bucket_sizes.empty() ? parallel::DataParallelConfig{}.bucket_bytes : plan.bucket_sizes.back();
+  Progress progress("bench scaling", 2 * static_cast<std::size_t>(n_max) + 2 * plan.bucket_sizes.size(),
+                    session.is_root() && !session.options().quiet);
+  std::size_t done = 0;
+  // Gradient bytes and buckets, for the alpha-beta prediction of the all-reduces.
+  const Workload probe = make_workload(options.model, parallel::Precision::model, DataType::float32);
+  const double gradient_bytes = static_cast<double>(probe.model->parameter_count()) * 4;
+  const AlgorithmDescriptor& ring = find_algorithm(Collective::all_reduce, "ring");
+  for (const char* mode : {"strong", "weak"}) {
+    const bool strong = std::string(mode) == "strong";
+    std::vector<int> ranks;
+    std::vector<double> times;
+    std::vector<Timed> rows;
+    for (int n = 1; n <= n_max; ++n) {
+      progress.update(done++, std::string(mode) + " scaling at " + std::to_string(n) + " ranks");
+      const std::int64_t global = strong ? options.batch : options.weak_batch * n;
+      auto group = first_ranks(world, n);
+      Timed timed;
+      if (group) timed = time_steps(*group, options, global, bucket, true);
+      timed.step = max_over(world, timed.step);
+      timed.exposed = max_over(world, timed.exposed);
+      timed.buckets = static_cast<std::size_t>(max_over(world, static_cast<double>(timed.buckets)));
+      ranks.push_back(n);
+      times.push_back(timed.step);
+      rows.push_back(timed);
+    }
+    const double t1 = times.front();
+    // Amdahl's law describes a fixed problem: fitted to strong scaling only.
+    const theory::AmdahlFit fit = strong ? theory::fit_amdahl(ranks, times, t1) : theory::AmdahlFit{std::nan(""), 0, 0};
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      const int n = ranks[i];
+      const double speedup = strong ? t1 / times[i] : n * t1 / times[i];
+      const double efficiency = strong ? theory::parallel_efficiency(t1, times[i], n) : t1 / times[i];
+      // Ring all-reduce of every bucket: 2(n-1) alpha + 2(n-1)/n bytes beta each.
+      const double per_bucket = gradient_bytes / static_cast<double>(std::max<std::size_t>(rows[i].buckets, 1));
+      const double predicted = p2p.measured ? static_cast<double>(rows[i].buckets) *
+                                                  ring.predicted_seconds(n, per_bucket, p2p.model)
+                                            : std::nan("");
+      record::Table& t = out.scaling;
+      t.str("mode").emplace_back(mode);
+      t.str("model").push_back(options.model);
+      t.str("config").push_back(probe.config);
+      t.i64("world_size").push_back(n);
+      const std::int64_t global = strong ? options.batch : options.weak_batch * n;
+      t.i64("global_batch").push_back(global);
+      t.i64("rank_batch").push_back(parallel::batch_shard(global, 0, n).rows);
+      t.f64("step_seconds", "s").push_back(times[i]);
+      t.f64("speedup").push_back(speedup);
+      t.f64("efficiency").push_back(efficiency);
+      t.f64("amdahl_serial_fraction").push_back(fit.serial_fraction);
+      t.f64("amdahl_speedup").push_back(strong ? theory::amdahl_speedup(fit.serial_fraction, n) : std::nan(""));
+      t.f64("exposed_comm_seconds", "s").push_back(rows[i].exposed);
+      t.f64("predicted_comm_seconds", "s").push_back(n == 1 ? 0.0 : predicted);
+      t.i64("bytes_sent", "B").push_back(static_cast<std::int64_t>(rows[i].bytes));
+    }
+    if (session.is_root() && !session.options().quiet)
+      std::fprintf(stderr, "[bench scaling] %s: speedup %.2f at %d ranks (efficiency %.2f), Amdahl serial fraction %.3f\n",
+                   mode, strong ? t1 / times.back() : n_max * t1 / times.back(),
+                   n_max, strong ? t1 / (n_max * times.back()) : t1 / times.back(), fit.serial_fraction);
+  }
+  // Overlap at the full world: each bucket size with and without starting all-reduces in backward.
+  for (std::size_t bytes : plan.bucket_sizes) {
+    Timed off, on;
+    progress.update(done++, "overlap off, buckets of " + std::to_string(bytes) + " B");
+    off = time_steps(world, options, options.batch, bytes, false);
+    progress.update(done++, "overlap on, buckets of " + std::to_string(bytes) + " B");
+    on = time_steps(world, options, options.batch, bytes, true);
+    const double alone = max_over(world, off.exposed);
+    for (const Timed* t : {&off, &on}) {
+      const bool overlapped = t == &on;
+      const double exposed = max_over(world, t->exposed);
+      record::Table& o = out.overlap;
+      o.i64("world_size").push_back(n_max);
+      o.str("model").push_back(options.model);
+      o.i64("bucket_bytes", "B").push_back(static_cast<std::int64_t>(bytes));
+      o.i64("buckets").push_back(static_cast<std::int64_t>(t->buckets));
+      o.i64("overlap").push_back(overlapped ? 1 : 0);
+      o.f64("step_seconds", "s").push_back(max_over(world, t->step));
+      o.f64("compute_seconds", "s").push_back(max_over(world, t->compute));
+      o.f64("exposed_comm_seconds", "s").push_back(exposed);
+      o.f64("stream_seconds", "s").push_back(max_over(world, t->stream));
+      o.f64("comm_seconds_alone", "s").push_back(alone);
+      o.f64("hidden_fraction").push_back(overlapped && alone > 0 ? 1 - exposed / alone : 0.0);
+    }
+  }
+  progress.finish();
+  out.p2p = p2p;
+  return out;
+}
+
+void record_parallel_bench(Session& session, const MemoryBenchOutcome* memory, const ScalingBenchOutcome* scaling) {
+  if (!session.is_root()) return;
+  auto& file = session.results();
+  if (memory) {
+    file.write_table("/bench/memory", memory->table);
+    file.set_attribute("/bench/memory", "model_state_formula",
+                       std::string("Rajbhandari et al. 2020 with per-unit padding P: dp (p+g+K)Psi; zero1 (p+g)P + K P/n; "
+                                   "zero2 p P + (g+K) P/n; zero3 (p+g+K) P/n"));
+  }
+  if (scaling) {
+    file.write_table("/bench/scaling", scaling->scaling);
+    if (scaling->overlap.rows()) file.write_table("/bench/overlap", scaling->overlap);
+    file.set_attribute("/bench/scaling", "alpha_s", scaling->p2p.measured ? scaling->p2p.model.alpha_seconds : std::nan(""));
+    file.set_attribute("/bench/scaling", "beta_s_per_byte", scaling->p2p.measured ? scaling->p2p.model.beta_seconds_per_byte : std::nan(""));
+    file.set_attribute("/bench/scaling", "alpha_beta_source",
+                       std::string(scaling->p2p.measured ? "ping-pong between ranks 0 and 1 in this run (/bench/point_to_point)"
+                                                         : "not measured (one rank)"));
+  }
+}
+
+}  // namespace parity::cli
