@@ -275,19 +275,23 @@ def fit_serial_fraction(ns, speedups):
     return num / den if den else 0.0
 
 
-def write_scaling(f, rng, world_size, speed=1.0, global_batch=64, rank_batch=16):
+def write_scaling(f, rng, world_size, speed=1.0, global_batch=16, rank_batch=4,
+                  bucket=25 << 20):
     """/bench/scaling: a step of 4 ms that does not shrink with the batch, compute that does,
-    and the ring all-reduce of the gradients exposed at 1.15 times its alpha-beta prediction."""
+    and the ring all-reduce of every gradient bucket exposed at 1.15 times its alpha-beta
+    prediction. Amdahl's law is fitted to strong scaling only (a fixed problem), as parity does:
+    weak rows carry NaN."""
     config, psi = SCALING_MLP
     grad_bytes = 4 * psi
+    buckets = -(-grad_bytes // bucket)
     vals = {c[0]: [] for c in SCALING_COLUMNS}
     for mode in ("strong", "weak"):
         rows = []
         for n in range(1, world_size + 1):
             rows_here = -(-global_batch // n) if mode == "strong" else rank_batch
-            predicted = ring_all_reduce_seconds(grad_bytes, n)
+            predicted = buckets * ring_all_reduce_seconds(grad_bytes / buckets, n)
             exposed = 1.15 * predicted * (1 + 0.03 * rng.random())
-            step = (0.004 + 0.036 * rows_here / global_batch) / speed + exposed
+            step = (0.004 + 0.036 * rows_here / 16) / speed + exposed
             rows.append({"mode": mode, "model": "mlp", "config": config, "world_size": n,
                          "global_batch": global_batch if mode == "strong" else rank_batch * n,
                          "rank_batch": rows_here, "step_seconds": step,
@@ -298,7 +302,8 @@ def write_scaling(f, rng, world_size, speed=1.0, global_batch=64, rank_batch=16)
             n, tn = r["world_size"], r["step_seconds"]
             r["speedup"] = t1 / tn if mode == "strong" else n * t1 / tn
             r["efficiency"] = t1 / (n * tn) if mode == "strong" else t1 / tn
-        s = fit_serial_fraction([r["world_size"] for r in rows], [r["speedup"] for r in rows])
+        s = (fit_serial_fraction([r["world_size"] for r in rows], [r["speedup"] for r in rows])
+             if mode == "strong" else math.nan)
         for r in rows:
             r["amdahl_serial_fraction"] = s
             r["amdahl_speedup"] = 1 / (s + (1 - s) / r["world_size"])
@@ -307,18 +312,19 @@ def write_scaling(f, rng, world_size, speed=1.0, global_batch=64, rank_batch=16)
                     SCALING_COLUMNS, vals)
     g.attrs["alpha_s"] = ALPHA_S
     g.attrs["beta_s_per_byte"] = BETA_S_PER_BYTE
-    g.attrs["alpha_beta_source"] = "ping-pong between rank 0 and rank 1 in this run"
+    g.attrs["alpha_beta_source"] = ("ping-pong between ranks 0 and 1 in this run "
+                                    "(/bench/point_to_point)")
 
 
 def write_overlap(f, rng, world_size, speed=1.0):
-    """/bench/overlap: gradient buckets of 256 KiB .. 16 MiB, each with and without overlapping
-    its all-reduce with the rest of backward. The last bucket is never hidden, so fewer, larger
-    buckets hide less; more, smaller ones pay more latency."""
+    """/bench/overlap: gradient buckets of 64 KiB, 1 MiB and 25 MiB (parity's default sizes),
+    each with and without overlapping its all-reduce with the rest of backward. The last bucket
+    is never hidden, so fewer, larger buckets hide less; more, smaller ones pay more latency."""
     config, psi = SCALING_MLP
     grad_bytes = 4 * psi
     n = world_size
     vals = {c[0]: [] for c in OVERLAP_COLUMNS}
-    for bucket in (1 << 18, 1 << 20, 1 << 22, 1 << 24):
+    for bucket in (64 << 10, 1 << 20, 25 << 20):
         buckets = -(-grad_bytes // bucket)
         alone = sum(ring_all_reduce_seconds(min(bucket, grad_bytes - i * bucket), n)
                     for i in range(buckets)) * (1 + 0.03 * rng.random())

@@ -133,6 +133,11 @@ def fmt_wrong(x):
     return "n/c" if x < 0 else str(x)
 
 
+def fmt_known(x):
+    """An integer column whose -1 stands for absent (an optional column the file lacks)."""
+    return fmt_int(x) if finite(x) and x >= 0 else "–"
+
+
 def fmt_count(x):
     """Integer with thousands separators (parameter counts)."""
     try:
@@ -703,15 +708,15 @@ class ScalingBench:
                    for r in self.rows)
 
     def alpha_beta_text(self):
+        source = self.attrs.get("alpha_beta_source")
         if self.alpha is None and self.beta is None:
-            return None
+            return f"alpha and beta not known ({source})" if source else None
         parts = [f"alpha = {self.alpha * 1e6:.3g} us" if self.alpha is not None else "alpha = –"]
         if self.beta is not None and self.beta > 0:
             parts.append(f"beta = {self.beta:.4g} s/B ({1e-9 / self.beta:.3g} GB/s)")
         else:
             parts.append("beta = –")
-        source = self.attrs.get("alpha_beta_source")
-        return ", ".join(parts) + (f" ({source})" if source else "")
+        return ", ".join(parts) + (f"; source: {source}" if source else "")
 
     def words(self, mode):
         """'strong scaling to 4 ranks: speedup 2.69 (efficiency 0.671), Amdahl serial fraction
@@ -1196,7 +1201,10 @@ class Plotter:
         width = max(len(points) for _, points in panels)
         fig, axes = plt.subplots(1, n, figsize=(max(6.5, min(16, (0.5 * width + 1.6) * n + 1)),
                                                 4.8), sharey=True, squeeze=False)
+        # Without the per-category columns the measured model state is one grey bar.
+        whole_state = not any(c in MODEL_STATE_CATEGORIES for c in categories)
         tops = [sum(p["categories"].get(c, 0) for c in categories)
+                + (p["model_state"] if whole_state else 0)
                 for _, points in panels for p in points]
         tops += [p[k] for _, points in panels for p in points for k in ("formula", "paper")
                  if finite(p[k])]
@@ -1205,6 +1213,9 @@ class Plotter:
         for ax, (strategy, points) in zip(axes[0], panels):
             xs = list(range(len(points)))
             bottom = [0.0] * len(points)
+            if whole_state:
+                bottom = [p["model_state"] / scale for p in points]
+                ax.bar(xs, bottom, width=0.65, color="0.65", zorder=3)
             for c in categories:
                 vals = [p["categories"].get(c, 0) / scale for p in points]
                 if c in MODEL_STATE_CATEGORIES:
@@ -1235,6 +1246,8 @@ class Plotter:
         axes[0][0].set_ylim(0, max(tops or [1]) / scale * 1.12 or 1.0)
         handles = [self.Patch(color=self.memory_colors[c], label=c) for c in categories
                    if c in MODEL_STATE_CATEGORIES]
+        if whole_state:
+            handles.append(self.Patch(color="0.65", label="model state (measured)"))
         handles += [self.Patch(facecolor=self.memory_colors[c], alpha=0.45, hatch="//",
                                edgecolor="0.45", linewidth=0, label=f"not model state: {c}")
                     for c in categories if c not in MODEL_STATE_CATEGORIES]
@@ -1243,10 +1256,11 @@ class Plotter:
         if paper_differs:
             handles.append(self.Line2D([], [], linestyle="none", marker="x", markersize=7,
                                        color="0.35", label="paper formula (no padding)"))
-        fig.suptitle(f"Peak bytes per rank during a training step, {precision} "
-                     "(largest rank per category)", fontsize=12, fontweight="bold")
+        fig.suptitle("Peak bytes per rank during a training step"
+                     + (f", {precision}" if precision else "") + " (largest rank per category)",
+                     fontsize=12, fontweight="bold")
         rows = self.legend(fig, handles, most=4)
-        return self.save(fig, "zero_memory_" + precision, rows)
+        return self.save(fig, "zero_memory_" + (precision or "all"), rows)
 
     def zero_bytes_sent(self, panels):
         """panels: [(precision, [(strategy, points by world size)])]. Grouped bars per world
@@ -1821,8 +1835,9 @@ def fmt_ms(seconds):
 
 
 def workload_text(memory):
-    return "; ".join(f"{model} ({config})" if config else str(model)
-                     for model, config in memory.workloads())
+    text = "; ".join(f"{model} ({config})" if config else str(model)
+                     for model, config in memory.workloads() if model or config)
+    return text or "the model"
 
 
 def memory_section(page, memory, plotter):
@@ -1855,7 +1870,8 @@ def memory_section(page, memory, plotter):
                                   f"{'s' if len(p['mismatched']) > 1 else ''} "
                                   f"{compress_ranks(p['mismatched'])})")
         rows.append([esc(p["precision"]), esc(p["strategy"]), fmt_int(p["world_size"]),
-                     fmt_count(p["parameters"]), fmt_count(p["padded"]),
+                     fmt_count(p["parameters"]) if p["parameters"] >= 0 else "–",
+                     fmt_count(p["padded"]) if p["padded"] >= 0 else "–",
                      fmt_bytes(p["model_state"]), fmt_bytes(p["formula"]),
                      fmt_bytes(p["paper"]), esc(fmt_size(p["model_state"])), match])
         classes.append("" if ok else "diff")
@@ -1900,20 +1916,26 @@ def memory_section(page, memory, plotter):
     page.details(f"Table: every rank ({len(memory.rows)} rows, bytes)", body)
 
 
+def precision_words(precision):
+    return f" ({precision})" if precision else ""
+
+
 def memory_md(memory):
     """summary.md lines: model-state bytes at the largest world size, the formula check, and
     bytes sent against the formula."""
     lines = []
     for precision in memory.precisions:
         n, text = memory.at_largest(precision, lambda p: fmt_size(p["model_state"]))
-        lines.append(f"- Model-state bytes per rank at {n} ranks ({precision}): {text}.")
+        lines.append(f"- Model-state bytes per rank at {n} ranks{precision_words(precision)}: "
+                     f"{text}.")
     lines.append(f"- Model state against the formula: {memory.match_words()}.")
     if memory.has_bytes_sent():
         for precision in memory.precisions:
             n, text = memory.at_largest(
-                precision, lambda p: f"{fmt_bytes(p['bytes_sent'])} "
-                                     f"(formula {fmt_bytes(p['formula_bytes_sent'])})")
-            lines.append(f"- Bytes sent per rank per step at {n} ranks ({precision}): {text}.")
+                precision, lambda p: f"{fmt_bytes(p['bytes_sent'])} B "
+                                     f"(formula {fmt_bytes(p['formula_bytes_sent'])} B)")
+            lines.append(f"- Bytes sent per rank per step at {n} ranks"
+                         f"{precision_words(precision)}: {text}.")
     return lines
 
 
@@ -1931,19 +1953,20 @@ def scaling_section(page, scaling, plotter):
            + " at every world size. Strong scaling keeps the global batch: speedup T1/TN, "
            "efficiency T1/(N·TN). Weak scaling keeps the rows per rank: scaled speedup "
            "N·T1/TN, efficiency T1/TN. Step time: the median step, slowest rank. Dotted: "
-           "Amdahl's law 1/(s + (1-s)/N) fitted per mode. <b>"
+           "Amdahl's law 1/(s + (1-s)/N) fitted to the step times, for each mode the file "
+           "fits (parity fits strong scaling only: the law describes a fixed problem). <b>"
            + "; ".join(esc(scaling.words(m)) for m in scaling.modes) + ".</b>")
     if scaling.has_comm():
         ab = scaling.alpha_beta_text()
         page.p("Right: time per step spent waiting for communication, against the alpha-beta "
                "prediction of the gradients' ring all-reduce, 2(n-1)·alpha + "
-               "2(n-1)/n·bytes·beta" + (f"; {esc(ab)}" if ab else "") + ".")
+               "2(n-1)/n·bytes·beta per bucket" + (f"; {esc(ab)}" if ab else "") + ".")
     page.img(plotter.scaling(scaling), "speedup, efficiency and communication against ranks")
     rows = []
     for mode, mode_rows in scaling.modes.items():
         for r in mode_rows:
-            rows.append([esc(mode), fmt_int(r["world_size"]), fmt_int(r["global_batch"]),
-                         fmt_int(r["rank_batch"]), fmt_ms(r["step_seconds"]),
+            rows.append([esc(mode), fmt_int(r["world_size"]), fmt_known(r["global_batch"]),
+                         fmt_known(r["rank_batch"]), fmt_ms(r["step_seconds"]),
                          fmt_num(r["speedup"]), fmt_ratio(r["efficiency"]),
                          fmt_num(r["amdahl_speedup"]), fmt_ms(r["exposed_comm_seconds"]),
                          fmt_ms(r["predicted_comm_seconds"]),
@@ -1979,7 +2002,7 @@ def overlap_section(page, overlap, plotter):
     page.img(plotter.overlap(overlap), "exposed communication with and without overlap")
     rows = []
     for r in overlap.by_key().values():
-        rows.append([esc(fmt_size(r["bucket_bytes"])), fmt_int(r["buckets"]),
+        rows.append([esc(fmt_size(r["bucket_bytes"])), fmt_known(r["buckets"]),
                      "yes" if int(r["overlap"]) == 1 else "no", fmt_ms(r["step_seconds"]),
                      fmt_ms(r["compute_seconds"]), fmt_ms(r["exposed_comm_seconds"]),
                      fmt_ms(r["stream_seconds"]), fmt_ms(overlap.alone(r["bucket_bytes"])),
@@ -2044,7 +2067,7 @@ def single_report(rf, label, outdir, title, args):
     if memory.usable:
         glance.append(f"ZeRO memory: {esc(memory.match_words())}.")
     if scaling.usable:
-        glance.append(esc("; ".join(capitalized(scaling.words(m)) for m in scaling.modes)) + ".")
+        glance.append(esc(capitalized("; ".join(scaling.words(m) for m in scaling.modes))) + ".")
     if overlap.usable:
         glance.append(f"Overlap: {esc(overlap.words())}.")
     ws = rf.world_size
@@ -2316,7 +2339,8 @@ def parallel_comparison_md(memory_pairs, scaling_pairs, overlap_pairs, overlaps)
     if memory_pairs:
         md += ["", "## ZeRO memory and communication", "",
                "| precision | strategy | world size | model state A | model state B | B / A | "
-               "bytes sent A | bytes sent B | B / A |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+               "bytes sent A | bytes sent B | B / A |",
+               "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
         for (strategy, precision, n), a, b in memory_pairs:
             md.append(f"| {precision} | {strategy} | {n} | {fmt_bytes(a['model_state'])} | "
                       f"{fmt_bytes(b['model_state'])} | "
@@ -2337,11 +2361,10 @@ def parallel_comparison_md(memory_pairs, scaling_pairs, overlap_pairs, overlaps)
                "| bucket size | overlap | A (ms) | B (ms) | B / A | hidden A | hidden B |",
                "|---|---|---:|---:|---:|---:|---:|"]
         for (bucket, flag), a, b in overlap_pairs:
-            md.append(f"| {fmt_size(bucket)} | {'yes' if flag else 'no'} | "
-                      f"{fmt_ms(a['exposed_comm_seconds'])} | "
-                      f"{fmt_ms(b['exposed_comm_seconds'])} | "
-                      f"{fmt_ratio(ratio_of(b['exposed_comm_seconds'], a['exposed_comm_seconds']))}"
-                      f" | {fmt_ratio(overlaps[0].hidden(a))} | {fmt_ratio(overlaps[1].hidden(b))} |")
+            ea, eb = a["exposed_comm_seconds"], b["exposed_comm_seconds"]
+            md.append(f"| {fmt_size(bucket)} | {'yes' if flag else 'no'} | {fmt_ms(ea)} | "
+                      f"{fmt_ms(eb)} | {fmt_ratio(ratio_of(eb, ea))} | "
+                      f"{fmt_ratio(overlaps[0].hidden(a))} | {fmt_ratio(overlaps[1].hidden(b))} |")
     return md
 
 

@@ -64,16 +64,50 @@ def conformance_counts(path):
     return len(passed), int((passed != 1).sum())
 
 
-def read_model(path):
-    """/bench/model as {column: list}, read with plain h5py."""
+def read_columns(path, table):
+    """A table as {column: list}, read with plain h5py."""
     with h5py.File(path, "r") as f:
-        g = f["/bench/model"]
+        g = f[table]
         out = {}
         for c in g.attrs["columns"]:
             c = c.decode() if isinstance(c, bytes) else c
             ds = g[c]
             out[c] = text_col(ds) if ds.dtype.kind in "OS" else ds[()].tolist()
     return out
+
+
+def read_rows(path, table):
+    """A table as a list of {column: value} rows."""
+    cols = read_columns(path, table)
+    n = len(next(iter(cols.values()))) if cols else 0
+    return [{c: cols[c][i] for c in cols} for i in range(n)]
+
+
+def read_model(path):
+    """/bench/model as {column: list}, read with plain h5py."""
+    return read_columns(path, "/bench/model")
+
+
+def set_rows(path, table, column, match, value):
+    """Sets column to value(row) in every row of table that match(row) accepts."""
+    rows = read_rows(path, table)
+    with h5py.File(path, "a") as f:
+        ds = f[table][column]
+        values = ds[()]
+        for i, r in enumerate(rows):
+            if match(r):
+                values[i] = value(r)
+        ds[...] = values
+
+
+def drop_column(path, table, column):
+    """Removes a column from a table's list and its dataset alike."""
+    with h5py.File(path, "a") as f:
+        g = f[table]
+        cols = [c.decode() if isinstance(c, bytes) else c for c in g.attrs["columns"]]
+        g.attrs.create("columns", np.array([c for c in cols if c != column], dtype=object),
+                       dtype=h5py.string_dtype())
+        del g[column]
 
 
 def model_means(path, column):
@@ -102,6 +136,33 @@ def set_model_column(path, column, per_model):
 
 
 MODEL_ONLY = ("copy_bandwidth", "point_to_point", "collectives", "check")
+PARALLEL_TABLES = ("/bench/memory", "/bench/scaling", "/bench/overlap")
+KEY_COLUMNS = {
+    "/bench/memory": ["strategy", "world_size", "rank", "model_state_bytes",
+                      "formula_model_state_bytes"],
+    "/bench/scaling": ["mode", "world_size", "step_seconds", "speedup", "efficiency"],
+    "/bench/overlap": ["bucket_bytes", "overlap", "exposed_comm_seconds"],
+}
+
+
+def memory_point(rows, strategy, precision, n):
+    """The rows of one (strategy, precision, world size) of /bench/memory."""
+    return [r for r in rows if (r["strategy"], r["precision"], r["world_size"])
+            == (strategy, precision, n)]
+
+
+def scaling_row(rows, mode, n):
+    return find_row(rows, mode=mode, world_size=n)
+
+
+def fmt_size(n):
+    """The report's size format (reports/parity_report.py fmt_size), restated."""
+    n = float(n)
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            v = n / scale
+            return f"{v:.0f} {unit}" if v == int(v) else f"{v:.3g} {unit}"
+    return f"{n:.0f} B"
 
 
 def after(text, marker):
@@ -419,6 +480,237 @@ class ReportTests(unittest.TestCase):
             g.create_dataset("model", data=np.arange(n, dtype=np.int64)).attrs["unit"] = ""
         self.assert_bad_input([path, "--out", os.path.join(self.tmp, "x")],
                               "column /bench/model/model holds numbers")
+
+    # -- data parallelism and ZeRO: /bench/memory, /bench/scaling, /bench/overlap -------------
+
+    def parallel_file(self, name, **kwargs):
+        """A file like `parity bench memory` and `parity bench scaling` write together."""
+        path = os.path.join(self.tmp, name)
+        make_sample.write_sample(path, omit=MODEL_ONLY, parallel=True, **kwargs)
+        return path
+
+    def parallel_report(self, name, *paths):
+        out = os.path.join(self.tmp, name)
+        res = run_report(*paths, "--out", out)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        return out, self.read(out, "index.html"), self.read(out, "summary.md")
+
+    def test_parallel_sections(self):
+        path = self.parallel_file("parallel.h5")
+        out, html, summary = self.parallel_report("parallel_out", path)
+        for anchor, heading in (("memory", "ZeRO memory and communication"),
+                                ("scaling", "Data-parallel scaling"),
+                                ("overlap", "Communication overlap")):
+            self.assertIn(f"<h2 id=\"{anchor}\">{heading}</h2>", html)
+            self.assertIn(f"<a href=\"#{anchor}\">", html)
+            self.assertIn(f"## {heading}", summary)
+        sources = self.assert_pngs(out, html)
+        for kind in ("zero_memory_mixed", "zero_memory_float32", "zero_bytes_sent", "scaling",
+                     "overlap"):
+            self.assertEqual(len([s for s in sources if s.endswith(f"_{kind}.png")]), 1, kind)
+        self.assertIn("not model state", html)
+
+    def test_memory_table_and_summary(self):
+        path = self.parallel_file("memory.h5")
+        _, html, summary = self.parallel_report("memory_out", path)
+        rows = read_rows(path, "/bench/memory")
+        # Table row of ZeRO-3, mixed precision, 4 ranks: Psi, P, bytes and the verdict.
+        point = memory_point(rows, "zero3", "mixed", 4)
+        self.assertEqual(len(point), 4)
+        state = max(r["model_state_bytes"] for r in point)
+        padded = point[0]["padded_parameters"]
+        self.assertEqual(state, 16 * padded // 4)  # (p+g+K) P/N with 2 + 2 + 12
+        row = re.search(r"<tr><td>mixed</td><td>zero3</td><td class=\"num\">4</td>.*?</tr>",
+                        html)
+        self.assertIsNotNone(row)
+        cells = re.findall(r"<td[^>]*>([^<]*)</td>", row.group(0))
+        formula = round(point[0]["formula_model_state_bytes"])
+        self.assertEqual(cells[3:7], [f"{point[0]['parameters']:,}", f"{padded:,}",
+                                      f"{state:,}", f"{formula:,}"])
+        self.assertEqual(cells[-1], "yes")
+        # summary.md: model state at the largest world size, the check, bytes sent.
+        line = [l for l in summary.splitlines()
+                if l.startswith("- Model-state bytes per rank at 4 ranks (mixed):")]
+        self.assertEqual(len(line), 1, summary)
+        for strategy in ("dp", "zero1", "zero2", "zero3"):
+            mine = max(r["model_state_bytes"] for r in memory_point(rows, strategy, "mixed", 4))
+            self.assertIn(f"{strategy} {fmt_size(mine)}", line[0])
+        self.assertIn(f"all {len(rows)} rows match the model-state formula", summary)
+        self.assertIn(f"All {len(rows)} rows match the model-state formula", html)
+        line = [l for l in summary.splitlines()
+                if l.startswith("- Bytes sent per rank per step at 4 ranks (float32):")]
+        self.assertEqual(len(line), 1, summary)
+        for strategy in ("dp", "zero3"):
+            point = memory_point(rows, strategy, "float32", 4)
+            sent = sum(r["bytes_sent"] for r in point) / len(point)
+            self.assertIn(f"{strategy} {round(sent):,} B (formula "
+                          f"{round(point[0]['formula_bytes_sent']):,} B)", line[0])
+
+    def test_memory_mismatch_named(self):
+        path = self.parallel_file("memory_mismatch.h5")
+        def wrong(r):
+            return (r["strategy"], r["precision"], r["world_size"], r["rank"]) \
+                == ("zero2", "float32", 3, 1)
+        set_rows(path, "/bench/memory", "model_state_bytes", wrong,
+                 lambda r: r["model_state_bytes"] + 64)
+        set_rows(path, "/bench/memory", "matches_formula", wrong, lambda r: 0)
+        total = len(read_rows(path, "/bench/memory"))
+        _, html, summary = self.parallel_report("memory_mismatch_out", path)
+        words = (f"1 of {total} rows differ from the model-state formula: zero2 float32 at 3 "
+                 "ranks (rank 1)")
+        self.assertIn(words, summary)
+        self.assertIn(words, html)
+        self.assertIn("<span class=\"bad\">no</span> (rank 1)", html)
+        # Without matches_formula the report compares the bytes with the formula itself.
+        drop_column(path, "/bench/memory", "matches_formula")
+        _, html, summary = self.parallel_report("memory_mismatch_out2", path)
+        self.assertIn(words, summary)
+
+    def test_scaling_and_overlap_summary(self):
+        path = self.parallel_file("scaling.h5")
+        _, html, summary = self.parallel_report("scaling_out", path)
+        rows = read_rows(path, "/bench/scaling")
+        t1 = scaling_row(rows, "strong", 1)["step_seconds"]
+        last = scaling_row(rows, "strong", 4)
+        t4 = last["step_seconds"]
+        s = last["amdahl_serial_fraction"]
+        line = (f"Strong scaling to 4 ranks: speedup {t1 / t4:.2f} (efficiency "
+                f"{t1 / (4 * t4):.3f}), Amdahl serial fraction {s:.3g}.")
+        self.assertIn(f"- {line}", summary)
+        self.assertIn(f"Strong scaling to 4 ranks: speedup {t1 / t4:.2f}", html)
+        self.assertIn(f"Amdahl serial fraction {s:.3g}", html)
+        w1 = scaling_row(rows, "weak", 1)["step_seconds"]
+        w4 = scaling_row(rows, "weak", 4)["step_seconds"]
+        # Amdahl's law is fitted to strong scaling only: no serial fraction for weak.
+        self.assertIn(f"- Weak scaling to 4 ranks: scaled speedup {4 * w1 / w4:.2f} (efficiency "
+                      f"{w1 / w4:.3f}).", summary)
+        overlap = read_rows(path, "/bench/overlap")
+        best = max((r for r in overlap if r["overlap"] == 1), key=lambda r: r["hidden_fraction"])
+        self.assertIn(f"best hidden fraction {best['hidden_fraction']:.3f} with "
+                      f"{fmt_size(best['bucket_bytes'])} buckets", summary)
+        self.assertIn(f"Best hidden fraction {best['hidden_fraction']:.3f}", html)
+
+    def test_parallel_comparison_ratios(self):
+        a = self.parallel_file("parallel_a.h5", seed=1)
+        b = self.parallel_file("parallel_b.h5", seed=2, parallel_speed=1.25)
+        # Crafted: ZeRO-1 mixed at 2 ranks holds twice the model state in B; dp float32 at 4
+        # ranks sends 1.5 times the bytes.
+        def at(strategy, precision, n):
+            return lambda r: (r["strategy"], r["precision"], r["world_size"]) == \
+                (strategy, precision, n)
+        set_rows(b, "/bench/memory", "model_state_bytes", at("zero1", "mixed", 2),
+                 lambda r: 2 * r["model_state_bytes"])
+        set_rows(b, "/bench/memory", "bytes_sent", at("dp", "float32", 4),
+                 lambda r: int(1.5 * r["bytes_sent"]))
+        out, html, summary = self.parallel_report("parallel_cmp", a, b)
+        for heading in ("ZeRO memory and communication: B against A",
+                        "Data-parallel scaling: B against A", "Communication overlap: B against A"):
+            self.assertIn(heading, html)
+        rows_a, rows_b = read_rows(a, "/bench/memory"), read_rows(b, "/bench/memory")
+        state_a = max(r["model_state_bytes"] for r in memory_point(rows_a, "zero1", "mixed", 2))
+        state_b = max(r["model_state_bytes"] for r in memory_point(rows_b, "zero1", "mixed", 2))
+        self.assertEqual(state_b, 2 * state_a)
+        self.assertIn(f"| mixed | zero1 | 2 | {state_a:,} | {state_b:,} | 2.000 |", summary)
+        row = re.search(r"<tr[^>]*><td>float32</td><td>dp</td><td class=\"num\">4</td>.*?</tr>",
+                        html)
+        self.assertIsNotNone(row)
+        cells = re.findall(r"<td class=\"num\">([^<]*)</td>", row.group(0))
+        self.assertEqual(cells[3], "1.000")  # model state unchanged
+        self.assertEqual(cells[-1], "1.500")  # bytes sent
+        self.assertIn("ZeRO model-state bytes B / A over 32 matching", html)
+        # Step time B / A per (mode, world size), computed from the files.
+        sa, sb = read_rows(a, "/bench/scaling"), read_rows(b, "/bench/scaling")
+        for mode, n in (("strong", 4), ("weak", 2)):
+            ta = scaling_row(sa, mode, n)["step_seconds"]
+            tb = scaling_row(sb, mode, n)["step_seconds"]
+            self.assertIn(f"| {mode} | {n} | {ta * 1e3:.2f} | {tb * 1e3:.2f} | {tb / ta:.3f} |",
+                          summary)
+        ta, tb = (scaling_row(x, "strong", 4)["step_seconds"] for x in (sa, sb))
+        self.assertIn(f"strong at 4 ranks {tb / ta:.3f}", html)
+        oa, ob = read_rows(a, "/bench/overlap"), read_rows(b, "/bench/overlap")
+        ea = find_row(oa, bucket_bytes=1 << 20, overlap=1)["exposed_comm_seconds"]
+        eb = find_row(ob, bucket_bytes=1 << 20, overlap=1)["exposed_comm_seconds"]
+        self.assertIn(f"| 1 MiB | yes | {ea * 1e3:.3g} | {eb * 1e3:.3g} | {eb / ea:.3f} |",
+                      summary)
+        sources = self.assert_pngs(out, html)
+        self.assertEqual(len([s for s in sources if s.endswith("_scaling_compare.png")]), 1)
+
+    def test_parallel_comparison_one_side(self):
+        a = self.parallel_file("parallel_one.h5")
+        out, html, summary = self.parallel_report("parallel_one_cmp", a, self.a)
+        for table in PARALLEL_TABLES:
+            self.assertIn(f"Run B has no {table} table", html)
+        self.assertEqual(glob.glob(os.path.join(out, "*_scaling_compare.png")), [])
+        self.assertNotIn("## ZeRO memory", summary)
+
+    def test_parallel_sections_absent_without_tables(self):
+        for out in (self.single, self.compare):
+            html = self.read(out, "index.html")
+            for anchor in ("memory", "scaling", "overlap"):
+                self.assertNotIn(f"id=\"{anchor}\"", html)
+                self.assertNotIn(f"href=\"#{anchor}\"", html)
+            summary = self.read(out, "summary.md")
+            for heading in ("ZeRO memory", "Data-parallel scaling", "Communication overlap"):
+                self.assertNotIn(heading, html)
+                self.assertNotIn(heading, summary)
+            for kind in ("zero_memory", "zero_bytes_sent", "scaling", "overlap"):
+                self.assertEqual(glob.glob(os.path.join(out, f"*_{kind}*.png")), [])
+
+    def test_parallel_empty_tables(self):
+        path = os.path.join(self.tmp, "parallel_empty.h5")
+        make_sample.write_sample(path, omit=MODEL_ONLY)
+        with h5py.File(path, "a") as f:
+            for table, columns in (("/bench/memory", make_sample.MEMORY_COLUMNS),
+                                   ("/bench/scaling", make_sample.SCALING_COLUMNS),
+                                   ("/bench/overlap", make_sample.OVERLAP_COLUMNS)):
+                make_sample.write_table(f, table, "no rows", columns,
+                                        {c[0]: [] for c in columns})
+        _, html, summary = self.parallel_report("parallel_empty_out", path)
+        for table in PARALLEL_TABLES:
+            self.assertIn(f"{table} is present but has 0 rows", html)
+            self.assertIn(f"{table} has 0 rows", summary)
+
+    def test_parallel_key_columns_only(self):
+        """The columns the reader requires are enough to draw every section."""
+        path = self.parallel_file("parallel_minimal.h5")
+        with h5py.File(path, "a") as f:
+            for table in PARALLEL_TABLES:
+                for name in list(f[table].attrs):
+                    if name not in ("kind", "description", "columns", "rows"):
+                        del f[table].attrs[name]
+        for table in PARALLEL_TABLES:
+            for column in read_columns(path, table):
+                if column not in KEY_COLUMNS[table]:
+                    drop_column(path, table, column)
+        out, html, summary = self.parallel_report("parallel_minimal_out", path)
+        sources = self.assert_pngs(out, html)
+        for kind in ("zero_memory_all", "scaling", "overlap"):
+            self.assertEqual(len([s for s in sources if s.endswith(f"_{kind}.png")]), 1, kind)
+        self.assertIn("rows match the model-state formula", summary)
+        self.assertIn("Strong scaling to 4 ranks", summary)
+        self.assertIn("best hidden fraction", summary)
+
+    def test_parallel_malformed(self):
+        for table, column in (("/bench/memory", "formula_model_state_bytes"),
+                              ("/bench/scaling", "efficiency"),
+                              ("/bench/overlap", "exposed_comm_seconds")):
+            path = self.parallel_file(f"no_{column}.h5")
+            drop_column(path, table, column)
+            self.assert_bad_input([path, "--out", os.path.join(self.tmp, "x")],
+                                  f"table {table} has no column(s) {column}")
+        # Also as the second file of a comparison.
+        self.assert_bad_input([self.a, path, "--out", os.path.join(self.tmp, "x")],
+                              "/bench/overlap has no column(s) exposed_comm_seconds")
+        # A string where the schema has a number.
+        path = self.parallel_file("memory_text_bytes.h5")
+        with h5py.File(path, "a") as f:
+            g = f["/bench/memory"]
+            values = [str(v) for v in g["model_state_bytes"][()]]
+            del g["model_state_bytes"]
+            g.create_dataset("model_state_bytes", data=np.array(values, dtype=object),
+                             dtype=h5py.string_dtype()).attrs["unit"] = "B"
+        self.assert_bad_input([path, "--out", os.path.join(self.tmp, "x")],
+                              "column /bench/memory/model_state_bytes holds strings")
 
     # -- bad input -----------------------------------------------------------------------------
 
