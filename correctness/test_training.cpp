@@ -105,9 +105,7 @@ TEST_F(DataParallelTest, ParameterServerNeedsAWorker) {
   model::MlpConfig m;
   auto mlp = model::build_mlp(m);
   model::Sgd sgd({0.1, 0, 0}, DataType::float32);
-  const parallel::BatchSource source = [m](std::uint64_t s, std::int64_t f, std::int64_t r, std::int64_t g) {
-    return model::mlp_batch(m, s, f, r, g);
-  };
+  const parallel::BatchSource source = parallel::batches_of(m);
   EXPECT_NE(message_of<UsageError>([&] { parallel::run_parameter_server(comm(), *mlp, sgd, source, {}); })
                 .find("at least two ranks"),
             std::string::npos);

@@ -49,13 +49,13 @@ Workload make_workload(const std::string& model_name, parallel::Precision precis
     const model::MlpConfig m = mlp_for(type);
     w.config = m.describe();
     w.model = model::build_mlp(m);
-    w.batches = [m](std::uint64_t s, std::int64_t f, std::int64_t r, std::int64_t g) { return model::mlp_batch(m, s, f, r, g); };
+    w.batches = parallel::batches_of(m);
   } else {
     model::GptConfig g = find_model_preset(model_name).config;
     g.dtype = type;
     w.config = g.describe();
     w.model = model::build_gpt(g);
-    w.batches = [g](std::uint64_t s, std::int64_t f, std::int64_t r, std::int64_t n) { return model::gpt_batch(g, s, f, r, n); };
+    w.batches = parallel::batches_of(g);
     w.tokens_per_row = g.sequence;
   }
   const DataType state = precision == parallel::Precision::mixed ? DataType::float32 : type;
@@ -112,8 +112,7 @@ std::size_t parallel_bench_bytes_per_rank(const ParallelBenchOptions& options) {
   // activations of the batch (bounded by the model bench's own estimate for GPT presets).
   std::int64_t parameters = 0;
   if (options.model == "mlp") {
-    const model::MlpConfig m = mlp_for(DataType::float32);
-    parameters = m.inputs * m.width + m.width + (m.layers - 2) * (m.width * m.width + m.width) + m.width * m.outputs + m.outputs;
+    parameters = theory::mlp_parameters(mlp_for(DataType::float32));
   } else {
     parameters = theory::gpt_parameters(find_model_preset(options.model).config);
   }

@@ -53,16 +53,8 @@ std::unique_ptr<model::Model> build(const TrainingCase& c) {
 }
 
 BatchSource batches(const TrainingCase& c) {
-  if (c.model == "gpt") {
-    const model::GptConfig g = gpt_config(model_type(c));
-    return [g](std::uint64_t step, std::int64_t first, std::int64_t rows, std::int64_t global) {
-      return model::gpt_batch(g, step, first, rows, global);
-    };
-  }
-  const model::MlpConfig m = mlp_config(model_type(c));
-  return [m](std::uint64_t step, std::int64_t first, std::int64_t rows, std::int64_t global) {
-    return model::mlp_batch(m, step, first, rows, global);
-  };
+  if (c.model == "gpt") return parallel::batches_of(gpt_config(model_type(c)));
+  return parallel::batches_of(mlp_config(model_type(c)));
 }
 
 BatchSource with_fault(BatchSource source, const std::string& fault, int rank) {

@@ -10,11 +10,21 @@
 
 namespace parity::parallel {
 
-namespace {
-double seconds_since(std::chrono::steady_clock::time_point start) {
+double DataParallelTrainer::seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
-}  // namespace
+
+BatchSource batches_of(const model::GptConfig& config) {
+  return [config](std::uint64_t step, std::int64_t first, std::int64_t rows, std::int64_t global) {
+    return model::gpt_batch(config, step, first, rows, global);
+  };
+}
+
+BatchSource batches_of(const model::MlpConfig& config) {
+  return [config](std::uint64_t step, std::int64_t first, std::int64_t rows, std::int64_t global) {
+    return model::mlp_batch(config, step, first, rows, global);
+  };
+}
 
 RowRange batch_shard(std::int64_t global_rows, int rank, int world) {
   require(world > 0 && rank >= 0 && rank < world, "batch_shard: rank outside the world");

@@ -13,6 +13,7 @@
 // give exactly the whole batch's mean (REFERENCE.md, data parallelism).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -42,6 +43,9 @@ std::vector<RowRange> split_rows(RowRange shard, int count);
 // (model::gpt_batch and model::mlp_batch have this form).
 using BatchSource = std::function<model::Batch(std::uint64_t step, std::int64_t first_row, std::int64_t rows,
                                                std::int64_t global_rows)>;
+// The synthetic task of a model config as a BatchSource.
+BatchSource batches_of(const model::GptConfig& config);
+BatchSource batches_of(const model::MlpConfig& config);
 
 enum class Precision {
   model,  // parameters, gradients and optimizer state in the model's own type
@@ -136,6 +140,7 @@ class DataParallelTrainer {
   virtual void finish_gradients() = 0;
   virtual void finish_step() = 0;
 
+  static double seconds_since(std::chrono::steady_clock::time_point start);
   // Registers `hook` on every layer of the model's tree.
   void add_hooks(const model::Hook& hook);
   // Runs a collective on the stream; returns at once when overlap is on (progress() later).

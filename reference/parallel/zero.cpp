@@ -11,10 +11,6 @@
 namespace parity::parallel {
 
 namespace {
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 // Copies each parameter's values into its place in `flat` (padding stays zero).
 void pack(Tensor& flat, const std::vector<model::Parameter*>& parameters, const std::vector<std::int64_t>& offsets) {
   for (std::size_t i = 0; i < parameters.size(); ++i) {
