@@ -43,6 +43,12 @@ void add_common(CLI::App* app, CommonOptions& o, bool with_half = true) {
     app->add_option("--half-accumulate", o.half_accumulate,
                     "How float16/bfloat16 are reduced: float32 (widen, reduce in float32, round once to nearest even) "
                     "or native (every combination rounded to 16 bits)");
+  app->add_option("--device", o.device,
+                  "Where tensors and collective buffers live: cpu, or cuda (one GPU per rank chosen from the rank's "
+                  "place on its host, round robin; several ranks may share a GPU)");
+  app->add_option("--backend", o.backend,
+                  "Communicator: auto (mpi on cpu; on cuda nccl, or mpi when ranks share a GPU and NCCL does not allow "
+                  "it), mpi (device buffers staged through pinned host memory unless the MPI is CUDA-aware), nccl");
   app->add_option("--inject-stall", o.inject_stall_rank,
                   "Fault injection: this rank stops before the first operation, to see --timeout at work");
 }
@@ -120,6 +126,7 @@ std::vector<std::string> command_line(int argc, char** argv) {
 // Relaunches under mpirun when asked for more than one rank outside a launcher; otherwise
 // returns and the caller starts MPI in this process.
 void maybe_relaunch(int argc, char** argv, CommonOptions& common, const std::string& what) {
+  validate_device_options(common);
   if (under_launcher() || (common.np <= 1 && common.hostfile.empty())) return;
   if (common.out.empty()) common.out = default_output_path(what);
   if (!common.out.empty()) record::check_output_path(common.out, common.force);

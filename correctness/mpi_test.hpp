@@ -11,6 +11,8 @@ namespace parity::test {
 
 // The world communicator (valid while tests run).
 Communicator& world();
+// Another MPI communicator over all ranks, in `space` (device tests use MemorySpace::cuda).
+std::unique_ptr<Communicator> mpi_world(MemorySpace space);
 
 // Base fixture: TearDown makes the ranks agree on the outcome.
 class MpiTest : public ::testing::Test {

@@ -14,6 +14,7 @@ namespace parity::test {
 namespace {
 
 std::unique_ptr<Communicator> g_world;
+MpiRuntime* g_runtime = nullptr;
 std::string g_failures;  // this rank's failure messages in the current test
 
 std::vector<Registrar>& registrars() {
@@ -51,6 +52,8 @@ class FailureRecorder : public ::testing::EmptyTestEventListener {
 
 Communicator& world() { return *g_world; }
 
+std::unique_ptr<Communicator> mpi_world(MemorySpace space) { return g_runtime->world(g_world->watchdog().timeout(), space); }
+
 bool add_registrar(Registrar registrar) {
   registrars().push_back(registrar);
   return true;
@@ -68,6 +71,7 @@ void MpiTest::TearDown() {
 int main(int argc, char** argv) {
   using namespace parity;
   MpiRuntime mpi(&argc, &argv);
+  test::g_runtime = &mpi;
   ::testing::InitGoogleTest(&argc, argv);
   // An exception escaping a test on one rank ends the job with its message; caught by
   // GoogleTest it would leave the other ranks waiting in a collective.

@@ -28,10 +28,12 @@ DTYPE_ORDER = ["float64", "float32", "float16", "bfloat16", "int32", "int64"]
 REDOP_ORDER = ["sum", "prod", "max", "min", "avg", "none"]
 PROVENANCE_ORDER = ["schema", "schema_version", "parity_version", "git_commit", "command_line",
                     "subcommand", "start_time_utc", "end_time_utc", "world_size", "hosts",
-                    "backend", "device", "mpi_library", "hdf5_version", "compiler", "cpu_model",
-                    "half_accumulate"]
+                    "backend", "device", "gpu", "ranks_per_gpu", "rank_devices", "cuda_version",
+                    "nccl_version", "mpi_cuda_aware", "mpi_library", "hdf5_version", "compiler",
+                    "cpu_model", "half_accumulate"]
 ESSENTIALS = ["parity_version", "git_commit", "subcommand", "start_time_utc", "world_size",
-              "hosts", "backend", "device", "mpi_library", "cpu_model"]
+              "hosts", "backend", "device", "gpu", "ranks_per_gpu", "nccl_version", "mpi_library",
+              "cpu_model"]
 
 BENCH_REQUIRED = ["collective", "algorithm", "size_bytes", "busbw_GBps", "time_us"]
 BENCH_OPTIONAL = {"dtype": "", "redop": "", "in_place": 0, "root": -1, "world_size": -1,
@@ -2071,6 +2073,7 @@ def single_report(rf, label, outdir, title, args):
     if overlap.usable:
         glance.append(f"Overlap: {esc(overlap.words())}.")
     ws = rf.world_size
+    glance[1:1] = [esc(capitalized(w)) + "." for w in device_words(rf)]
     glance.insert(0, f"{esc(rf.attrs.get('subcommand', '?'))} on {ws if ws else '?'} ranks "
                      f"({esc(hosts_text(rf.hosts)) or 'hosts unknown'}), backend "
                      f"{esc(rf.attrs.get('backend', '?'))}, device "
@@ -2081,6 +2084,7 @@ def single_report(rf, label, outdir, title, args):
 
     md = [f"# {title}", "", f"File: `{label}`", ""]
     md += essentials_md(rf)
+    md += [f"- {w}" for w in device_words(rf)]
     md += ["", "## Collective benchmark: best busbw at the largest size", ""]
     if bench.usable:
         md += best_md(bench)
@@ -2114,6 +2118,34 @@ def single_report(rf, label, outdir, title, args):
         if len(check.failures) > 20:
             md.append(f"- … {len(check.failures) - 20} more")
     return page, md
+
+
+def device_words(rf):
+    """What the device of a run was, and what its collective figures measure there."""
+    if rf.attrs.get("device") != "cuda":
+        return []
+    words = [f"GPU: {rf.attrs.get('gpu', '?')}"]
+    try:
+        sharing = int(rf.attrs.get("ranks_per_gpu", 1))
+    except (TypeError, ValueError):
+        sharing = 1
+    if rf.world_size == 1:
+        words.append("one rank: the collective figures time a rank's own copies and kernel "
+                     "launches, not a network")
+    elif sharing > 1:
+        via = ("MPI staging through pinned host memory" if rf.attrs.get("backend") == "mpi"
+               else "NCCL within one GPU")
+        words.append(f"{sharing} ranks share one GPU: the collective figures measure {via} on "
+                     "that GPU and host, not links between GPUs")
+    table = rf.table("/bench/device_kernels")
+    if table is not None and table.has("kernel", "dtype", "bandwidth_GBps", "ratio_vs_copy"):
+        for i in range(len(table)):
+            if table["kernel"][i] == "reduce_sum" and int(table["rank"][i]) == 0:
+                words.append(f"reduction kernel ({table['dtype'][i]}) at "
+                             f"{fmt_size(table['size_bytes'][i])}: "
+                             f"{table['bandwidth_GBps'][i]:.1f} GB/s, "
+                             f"{table['ratio_vs_copy'][i]:.3f}× the device copy (target ≥ 0.9)")
+    return words
 
 
 def essentials_md(rf, prefix=""):

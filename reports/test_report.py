@@ -778,5 +778,44 @@ class ReportTests(unittest.TestCase):
             self.assertIn(option, res.stdout)
 
 
+class DeviceWordsTest(unittest.TestCase):
+    """The report says where a GPU run ran and what its collective figures mean there."""
+
+    class FakeRun:
+        def __init__(self, attrs, world_size, tables=None):
+            self.attrs, self.world_size, self.tables = attrs, world_size, tables or {}
+
+        def table(self, name):
+            return self.tables.get(name)
+
+    def words(self, *args, **kwargs):
+        import parity_report
+        return parity_report.device_words(self.FakeRun(*args, **kwargs))
+
+    def test_cpu_runs_say_nothing(self):
+        self.assertEqual(self.words({"device": "cpu"}, 4), [])
+
+    def test_shared_gpu_and_single_rank_are_explained(self):
+        shared = self.words({"device": "cuda", "gpu": "NVIDIA H200", "ranks_per_gpu": 4,
+                             "backend": "mpi"}, 4)
+        self.assertEqual(shared[0], "GPU: NVIDIA H200")
+        self.assertIn("4 ranks share one GPU", shared[1])
+        self.assertIn("pinned host memory", shared[1])
+        single = self.words({"device": "cuda", "gpu": "NVIDIA H100", "ranks_per_gpu": 1,
+                             "backend": "nccl"}, 1)
+        self.assertIn("not a network", single[1])
+
+    def test_reduction_kernel_ratio_is_reported(self):
+        import parity_results
+        cols = {"kernel": np.array(["copy", "reduce_sum"]), "dtype": np.array(["float32"] * 2),
+                "rank": np.array([0, 0]), "size_bytes": np.array([1 << 28] * 2),
+                "bandwidth_GBps": np.array([3000.0, 2850.0]),
+                "ratio_vs_copy": np.array([1.0, 0.95])}
+        table = parity_results.Table("/bench/device_kernels", "", list(cols), {}, cols, 2)
+        words = self.words({"device": "cuda", "gpu": "G", "ranks_per_gpu": 1, "backend": "nccl"},
+                           2, {"/bench/device_kernels": table})
+        self.assertTrue(any("0.950× the device copy" in w for w in words), words)
+
+
 if __name__ == "__main__":
     unittest.main()

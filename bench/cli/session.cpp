@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "reference/comm/nccl_communicator.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/provenance.hpp"
 #include "reference/cuda/device.hpp"
@@ -20,10 +21,22 @@ std::string default_output_path(const std::string& what) {
   return "parity-" + what + "-" + stamp + ".h5";
 }
 
+void validate_device_options(const CommonOptions& o) {
+  if (o.device != "cpu" && o.device != "cuda") throw UsageError("--device " + o.device + ": expected cpu or cuda");
+  if (o.backend != "auto" && o.backend != "mpi" && o.backend != "nccl")
+    throw UsageError("--backend " + o.backend + ": expected auto, mpi or nccl");
+  if (o.device == "cpu" && o.backend == "nccl") throw UsageError("--backend nccl needs --device cuda");
+  if (o.device == "cuda" && !cuda::compiled_with_cuda())
+    throw UsageError("--device cuda: this parity was built without CUDA (configure with nvcc on PATH or -DPARITY_CUDA=ON)");
+  if (o.backend == "nccl" && !compiled_with_nccl())
+    throw UsageError("--backend nccl: this parity was built without NCCL");
+}
+
 Session::Session(int* argc, char*** argv, const CommonOptions& options, std::string subcommand,
                  std::vector<std::string> command_line)
     : options_(options), subcommand_(std::move(subcommand)), command_line_(std::move(command_line)),
       start_time_(utc_now_iso8601()), half_(parse_half_accumulate(options.half_accumulate)) {
+  validate_device_options(options_);
   mpi_ = std::make_unique<MpiRuntime>(argc, argv);
   world_ = mpi_->world(options_.timeout_seconds);
   hosts_ = world_->all_gather_strings(process_host());
@@ -34,6 +47,46 @@ Session::Session(int* argc, char*** argv, const CommonOptions& options, std::str
   }
   if (options_.out.empty()) options_.out = default_output_path(subcommand_ == "bench collectives" ? "bench" : subcommand_);
   agree_on_root([&] { record::check_output_path(options_.out, options_.force); });
+  if (options_.device == "cuda") use_gpu();
+}
+
+void Session::use_gpu() {
+  // A rank without a GPU refuses; the others learn of it here instead of waiting for it.
+  std::string problem;
+  try {
+    placement_ = cuda::select_device_for(*world_);
+  } catch (const UsageError& e) {
+    problem = e.what();
+  }
+  for (const auto& p : world_->all_gather_strings(problem))
+    if (!p.empty()) {
+      agree_on_root([&] { throw UsageError(p); });
+    }
+  // The backend: every rank must choose the same, so the most crowded GPU decides.
+  std::int64_t crowded = placement_.ranks_on_device;
+  world_->all_reduce({&crowded, 1, DataType::int64, MemorySpace::host}, {&crowded, 1, DataType::int64, MemorySpace::host},
+                     ReduceOp::max);
+  const std::string nccl_problem =
+      compiled_with_nccl() ? cuda::sharing_problem("nccl", static_cast<int>(crowded), nccl_version(),
+                                                   std::getenv(cuda::kNcclMultiRankVariable))
+                           : "this parity was built without NCCL";
+  std::string backend = options_.backend;
+  if (backend == "nccl" && !nccl_problem.empty()) agree_on_root([&] { throw UsageError("--backend nccl: " + nccl_problem); });
+  if (backend == "auto") {
+    backend = nccl_problem.empty() ? "nccl" : "mpi";
+    if (!nccl_problem.empty() && is_root() && !options_.quiet)
+      std::fprintf(stderr, "[device] using MPI with device buffers: %s\n", nccl_problem.c_str());
+  }
+  ranks_per_gpu_ = static_cast<int>(crowded);
+  const auto devices = cuda::devices();
+  rank_devices_ = world_->all_gather_strings(process_host() + " GPU " + std::to_string(placement_.device) + ": " +
+                                             devices[static_cast<std::size_t>(placement_.device)].name);
+  bootstrap_ = std::move(world_);
+  world_ = backend == "nccl" ? make_nccl_communicator(*bootstrap_) : mpi_->world(options_.timeout_seconds, MemorySpace::cuda);
+  space_ = MemorySpace::cuda;
+  if (is_root() && !options_.quiet)
+    std::fprintf(stderr, "[device] %d ranks, %s backend, %lld rank(s) per GPU at most; rank 0 on %s\n", world_->size(),
+                 backend.c_str(), static_cast<long long>(crowded), rank_devices_.front().c_str());
 }
 
 Session::~Session() = default;
@@ -67,6 +120,15 @@ void Session::check_memory(std::size_t bytes_per_rank, const std::string& what) 
       message = text;
     }
   }
+  if (on_gpu() && message.empty()) {
+    // Every rank on a GPU allocates the same, so the GPU must hold all of them at once.
+    const std::size_t needed = bytes_per_rank * static_cast<std::size_t>(placement_.ranks_on_device);
+    message = cuda::fit_problem(needed, cuda::memory_info().free_bytes,
+                                what + " on " + process_host() + " GPU " + std::to_string(placement_.device) + " (" +
+                                    std::to_string(placement_.ranks_on_device) + " ranks x " +
+                                    std::to_string(bytes_per_rank >> 20) + " MiB)");
+    if (!message.empty()) message += "; lower the sizes or the ranks per GPU";
+  }
   std::string first;
   for (const auto& m : world_->all_gather_strings(message))
     if (!m.empty()) { first = m; break; }
@@ -89,7 +151,7 @@ void Session::commit_results() {
   if (!is_root()) return;
   auto& file = results();
   auto devices = cuda::device_names();
-  const std::vector<std::pair<std::string, record::Attribute>> attributes = {
+  std::vector<std::pair<std::string, record::Attribute>> attributes = {
       {"parity_version", parity_version()},
       {"git_commit", git_commit()},
       {"command_line", quote_command_line(command_line_)},
@@ -99,7 +161,7 @@ void Session::commit_results() {
       {"world_size", static_cast<std::int64_t>(world_->size())},
       {"hosts", hosts_},
       {"backend", std::string(world_->backend())},
-      {"device", std::string("cpu")},
+      {"device", std::string(on_gpu() ? "cuda" : "cpu")},
       {"cuda_compiled", static_cast<std::int64_t>(cuda::compiled_with_cuda() ? 1 : 0)},
       {"cuda_devices_visible", devices},
       {"mpi_library", MpiRuntime::library_version()},
@@ -109,6 +171,14 @@ void Session::commit_results() {
       {"half_accumulate", std::string(name_of(half_))},
       {"timeout_seconds", options_.timeout_seconds},
   };
+  if (on_gpu()) {
+    attributes.emplace_back("gpu", rank_devices_.front().substr(rank_devices_.front().find(": ") + 2));
+    attributes.emplace_back("rank_devices", rank_devices_);
+    attributes.emplace_back("ranks_per_gpu", static_cast<std::int64_t>(ranks_per_gpu_));
+    attributes.emplace_back("cuda_version", cuda::version_description());
+    if (compiled_with_nccl()) attributes.emplace_back("nccl_version", cuda::nccl_version_text(nccl_version()));
+    attributes.emplace_back("mpi_cuda_aware", static_cast<std::int64_t>(MpiRuntime::cuda_aware() ? 1 : 0));
+  }
   for (const auto& [name, value] : attributes) file.set_attribute("/", name, value);
   file.commit();
   if (!options_.quiet) std::fprintf(stderr, "[%s] results written to %s\n", subcommand_.c_str(), options_.out.c_str());

@@ -9,6 +9,7 @@
 
 #include "reference/comm/algorithms.hpp"
 #include "reference/comm/mpi_communicator.hpp"
+#include "reference/cuda/placement.hpp"
 #include "reference/record/results_file.hpp"
 
 namespace parity::cli {
@@ -21,8 +22,13 @@ struct CommonOptions {
   bool quiet = false;
   double timeout_seconds = 300;
   std::string half_accumulate = "float32";
+  std::string device = "cpu";    // cpu or cuda
+  std::string backend = "auto";  // auto, mpi or nccl
   int inject_stall_rank = -1;  // fault injection: this rank skips its first operation
 };
+
+// Checks --device and --backend before any rank starts (UsageError naming the bad value).
+void validate_device_options(const CommonOptions& options);
 
 // Default result file name when --out is not given: parity-<what>-<UTC time>.h5.
 std::string default_output_path(const std::string& what);
@@ -33,7 +39,14 @@ class Session {
           std::vector<std::string> command_line);
   ~Session();
 
+  // The ranks' communicator: MPI on host memory, or (--device cuda) NCCL or MPI on the GPU.
   Communicator& world() { return *world_; }
+  // MPI on host memory: the world itself, or on a GPU run the communicator it was built from.
+  Communicator& host_world() { return bootstrap_ ? *bootstrap_ : *world_; }
+  // Where tensors and collective buffers live: host, or the GPU this rank selected.
+  MemorySpace space() const { return space_; }
+  bool on_gpu() const { return space_ == MemorySpace::cuda; }
+  const cuda::Placement& placement() const { return placement_; }
   bool is_root() const { return world_->rank() == 0; }
   const CommonOptions& options() const { return options_; }
   HalfAccumulate half() const { return half_; }
@@ -43,7 +56,8 @@ class Session {
   // it fails, rank 0 prints the message and every rank throws Refused.
   void agree_on_root(const std::function<void()>& check);
   // Refuses a job whose ranks on some host would need more than that host's available
-  // memory (checked on every host, before anything is allocated).
+  // memory, or (--device cuda) more than the free memory of the GPU they share; checked on
+  // every host, before anything is allocated.
   void check_memory(std::size_t bytes_per_rank, const std::string& what);
   // Blocks the rank named by --inject-stall forever (until the watchdog of others fires).
   void maybe_inject_stall();
@@ -56,13 +70,20 @@ class Session {
   struct Refused {};  // thrown on every rank after a refusal printed by rank 0
 
  private:
+  // --device cuda: selects this rank's GPU and replaces the world with a communicator on it.
+  void use_gpu();
   CommonOptions options_;
   std::string subcommand_;
   std::vector<std::string> command_line_;
   std::string start_time_;
   HalfAccumulate half_;
   std::unique_ptr<MpiRuntime> mpi_;
+  std::unique_ptr<Communicator> bootstrap_;  // MPI on host memory, when world_ is on a GPU
   std::unique_ptr<Communicator> world_;
+  MemorySpace space_ = MemorySpace::host;
+  cuda::Placement placement_;
+  std::vector<std::string> rank_devices_;
+  int ranks_per_gpu_ = 0;  // on the most crowded GPU  // "host GPU i: name" per rank (--device cuda)
   std::vector<std::string> hosts_;
   std::unique_ptr<record::ResultsFile> results_;
 };

@@ -7,13 +7,16 @@
 #include <cstdio>
 #include <cstring>
 #include <numeric>
+#include <optional>
 
 #include "bench/cli/progress.hpp"
 #include "bench/cli/shared.hpp"
 #include "bench/commands/commands.hpp"
 #include "correctness/cases/collectives.hpp"
+#include "reference/comm/mirror.hpp"
 #include "reference/comm/reduce_kernels.hpp"
 #include "reference/core/error.hpp"
+#include "reference/cuda/device.hpp"
 
 namespace parity::cli {
 namespace {
@@ -22,6 +25,57 @@ using Clock = std::chrono::steady_clock;
 
 std::size_t count_for(Collective c, std::size_t bytes, DataType type, int n) {
   return bytes / size_of(type) / (is_chunked(c) ? static_cast<std::size_t>(n) : 1);
+}
+
+// Device-to-device copy and the element-wise reduction (a += b, as the reference algorithms
+// apply to received chunks) on 256 MiB buffers, best of 5 each, timed with CUDA events.
+// Bandwidth counts bytes read plus written: 2 per element byte for a copy, 3 for a reduction.
+void measure_device_kernels(Session& session, record::Table& table, bool measure) {
+  constexpr std::size_t kBytes = std::size_t{256} << 20;
+  std::vector<double> rows;  // copy, reduce float32, reduce bfloat16
+  if (measure) {
+    auto a = allocator_for(MemorySpace::cuda)(kBytes), b = allocator_for(MemorySpace::cuda)(kBytes);
+    for (auto* p : {a.get(), b.get()}) cuda::fill(p, kBytes / 4, static_cast<int>(DataType::float32), 1.0);
+    auto best_of = [&](double moved, const std::function<void()>& kernel) {
+      double best = 0;
+      for (int rep = 0; rep < 6; ++rep) {
+        cuda::Event start, stop;
+        start.record();
+        kernel();
+        stop.record();
+        stop.wait();
+        if (rep > 0) best = std::max(best, moved / (cuda::Event::elapsed_ms(start, stop) * 1e-3) / 1e9);  // first: warm-up
+      }
+      return best;
+    };
+    rows.push_back(best_of(2.0 * kBytes, [&] { cuda::copy(b.get(), a.get(), kBytes); }));
+    for (DataType type : {DataType::float32, DataType::bfloat16}) {
+      const BufferView acc{b.get(), kBytes / size_of(type), type, MemorySpace::cuda};
+      const BufferView in{a.get(), acc.count, type, MemorySpace::cuda};
+      rows.push_back(best_of(3.0 * kBytes, [&] { reduce_into(acc, in, ReduceOp::sum); }));
+    }
+  }
+  // Rank 0 records every measuring rank's rows.
+  Communicator& world = session.world();
+  const std::vector<double> copies = gather_from_ranks(world, rows.empty() ? 0.0 : rows[0]);
+  for (std::size_t i = 0; i < 3; ++i) {
+    const std::vector<double> all = gather_from_ranks(world, i < rows.size() ? rows[i] : 0.0);
+    for (int r = 0; r < world.size(); ++r) {
+      const double GBps = all[static_cast<std::size_t>(r)];
+      if (GBps <= 0) continue;
+      table.str("host").push_back(session.hosts()[static_cast<std::size_t>(r)]);
+      table.i64("rank").push_back(r);
+      table.str("kernel").push_back(i == 0 ? "copy" : "reduce_sum");
+      table.str("dtype").emplace_back(name_of(i == 2 ? DataType::bfloat16 : DataType::float32));
+      table.i64("size_bytes", "B").push_back(static_cast<std::int64_t>(kBytes));
+      table.f64("bandwidth_GBps", "GB/s").push_back(GBps);
+      table.f64("ratio_vs_copy").push_back(GBps / copies[static_cast<std::size_t>(r)]);
+      if (session.is_root() && i > 0)
+        std::printf("# GPU of rank %d: reduce_sum %s %.1f GB/s = %.3f x device copy %.1f GB/s (target >= 0.9)\n", r,
+                    i == 2 ? "bfloat16" : "float32", GBps, GBps / copies[static_cast<std::size_t>(r)],
+                    copies[static_cast<std::size_t>(r)]);
+    }
+  }
 }
 
 }  // namespace
@@ -113,6 +167,10 @@ HostCopy measure_host_copy(Session& session) {
   local->barrier();
   const std::vector<double> all = gather_from_ranks(world, best);
   HostCopy out;
+  if (session.on_gpu()) {
+    measure_device_kernels(session, out.device_kernels, local->rank() == 0);
+    local->barrier();
+  }
   for (int r = 0; r < world.size(); ++r) {
     if (all[static_cast<std::size_t>(r)] <= 0) continue;
     out.table.str("host").push_back(session.hosts()[static_cast<std::size_t>(r)]);
@@ -134,9 +192,15 @@ PointToPoint measure_point_to_point(Session& session, std::size_t max_bytes) {
   std::vector<std::size_t> sizes;
   for (std::size_t s = 8; s <= top; s *= 4) sizes.push_back(s);
   std::vector<double> medians;
+  // On a GPU the message lives in device memory (what a collective's chunks are).
+  std::optional<Mirror> device;
+  BufferView whole{buffer.data(), top / 4, DataType::float32, MemorySpace::host};
+  if (session.on_gpu()) {
+    device.emplace(whole, BufferView{}, MemorySpace::cuda, 0, allocator_for(MemorySpace::cuda));
+    whole = device->send();
+  }
   for (std::size_t size : sizes) {
-    BufferView message{buffer.data(), size, DataType::float32, MemorySpace::host};
-    message.count = size / 4;
+    const BufferView message = whole.slice(0, size / 4);
     const int iterations = size >= (std::size_t{1} << 24) ? 5 : 20;
     std::vector<double> halves;
     comm.barrier();
@@ -282,6 +346,12 @@ BenchOutcome run_bench(Session& session, const BenchPlan& plan, const BenchOptio
                 call.recv.count = rc;
               }
               fill_small_values(call.send, comm.rank());
+              std::optional<Mirror> device;  // on a GPU the timed buffers are device copies
+              if (session.on_gpu()) {
+                device.emplace(call.send, call.recv, MemorySpace::cuda, 0, allocator_for(MemorySpace::cuda));
+                call.send = device->send();
+                call.recv = device->recv();
+              }
               const Timing timing = time_collective(comm, algorithm, call, session.half(), options.warmup, options.iterations);
               // Correctness of this row: -c check runs of the same case with crafted inputs.
               std::int64_t wrong = -1;
@@ -359,6 +429,8 @@ BenchOutcome run_bench(Session& session, const BenchPlan& plan, const BenchOptio
   progress.finish();
   if (root_prints) {
     if (copy_GBps > 0) std::printf("#\n# host memcpy bandwidth: %.2f GB/s (the ceiling for busbw on one host)\n", copy_GBps);
+    if (session.on_gpu() && n == 1)
+      std::printf("# one rank: native and reference algorithms time their local copies and the launch, not a network\n");
     if (p2p.measured)
       std::printf("# alpha-beta from ping-pong: alpha %.2f us, beta %.4f us/KB (%.2f GB/s)\n", p2p.model.alpha_seconds * 1e6,
                   p2p.model.beta_seconds_per_byte * 1e9, p2p.model.beta_seconds_per_byte > 0 ? 1e-9 / p2p.model.beta_seconds_per_byte : 0.0);
@@ -378,6 +450,7 @@ void record_bench(Session& session, const HostCopy& copy, const PointToPoint& p2
   if (!session.is_root()) return;
   auto& file = session.results();
   file.write_table("/host/copy_bandwidth", copy.table);
+  if (copy.device_kernels.rows()) file.write_table("/bench/device_kernels", copy.device_kernels);
   if (p2p.measured) {
     file.write_table("/bench/point_to_point", p2p.table);
     file.set_attribute("/bench/point_to_point", "alpha_us", p2p.model.alpha_seconds * 1e6);

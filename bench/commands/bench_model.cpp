@@ -9,6 +9,7 @@
 #include "bench/cli/progress.hpp"
 #include "bench/cli/shared.hpp"
 #include "bench/commands/commands.hpp"
+#include "reference/cuda/device.hpp"
 #include "reference/core/error.hpp"
 #include "reference/model/optimizer.hpp"
 #include "reference/ops/cpu.hpp"
@@ -23,21 +24,34 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // Best of five square matrix multiplies of size n: the same-run denominator of MFU.
-double measure_matmul_GFLOPs(DataType dtype, std::int64_t n) {
+// Waits for the GPU's queued work, so that a host clock read after it times the work itself.
+void finish(MemorySpace space) {
+  if (space == MemorySpace::cuda) cuda::synchronize();
+}
+
+// The matrix-multiply rate (GFLOP/s) of square n x n products in `space`, best of 5.
+double measure_matmul_GFLOPs(DataType dtype, std::int64_t n, MemorySpace space) {
   Tensor a = Tensor::empty("bench.a", {n, n}, dtype, MemoryCategory::workspace);
   Tensor b = Tensor::empty("bench.b", {n, n}, dtype, MemoryCategory::workspace);
-  Tensor c = Tensor::empty("bench.c", {n, n}, dtype, MemoryCategory::workspace);
   initialize(a, Init::normal(0, 1), 1);
   initialize(b, Init::normal(0, 1), 1);
+  a = a.to(space, "bench.a", MemoryCategory::workspace);
+  b = b.to(space, "bench.b", MemoryCategory::workspace);
+  Tensor c = Tensor::empty("bench.c", {n, n}, dtype, MemoryCategory::workspace, space);
   ops::matmul(a, false, b, false, c, false);  // warm-up
+  finish(space);
   double best = 0;
   for (int rep = 0; rep < 5; ++rep) {
     const auto t0 = Clock::now();
     ops::matmul(a, false, b, false, c, false);
+    finish(space);
     best = std::max(best, 2.0 * static_cast<double>(n * n * n) / seconds_since(t0) / 1e9);
   }
   return best;
 }
+
+// Square size of the MFU denominator: large enough to reach the unit's rate.
+std::int64_t matmul_size(MemorySpace space) { return space == MemorySpace::cuda ? 4096 : 512; }
 
 }  // namespace
 
@@ -123,9 +137,11 @@ ModelBenchOutcome run_model_bench(Session& session, const ModelBenchPlan& plan, 
   for (const ModelPreset& preset : plan.models) {
     const model::GptConfig& c = preset.config;
     world.barrier();
-    const double matmul_GFLOPs = measure_matmul_GFLOPs(c.dtype, 512);
-    const PeakScope memory;  // from before the model exists: parameters count whole
+    const MemorySpace space = session.space();
+    const double matmul_GFLOPs = measure_matmul_GFLOPs(c.dtype, matmul_size(space), space);
+    const PeakScope memory(space);  // from before the model exists: parameters count whole
     auto model = model::build_gpt(c);
+    model->to(space);
     std::unique_ptr<model::Optimizer> optimizer;
     if (options.optimizer == "sgd")
       optimizer = std::make_unique<model::Sgd>(model::SgdConfig{0.01, 0.9, 0}, c.dtype);
@@ -135,10 +151,13 @@ ModelBenchOutcome run_model_bench(Session& session, const ModelBenchPlan& plan, 
     std::int64_t counted_flops = 0;
     world.barrier();  // replicas start together
     for (int step = 0; step < options.warmup + options.steps; ++step) {
-      const model::Batch batch = model::gpt_batch(c, static_cast<std::uint64_t>(step), 0, plan.batch, plan.batch);
+      const model::Batch batch =
+          model::gpt_batch(c, static_cast<std::uint64_t>(step), 0, plan.batch, plan.batch).to(space);
       const ops::FlopScope flops;
+      finish(space);
       const auto t0 = Clock::now();
       model::train_step(*model, *optimizer, batch, static_cast<std::uint64_t>(step));
+      finish(space);
       const double t = seconds_since(t0);
       if (step >= options.warmup) times.push_back(t);
       counted_flops = flops.matmul();
@@ -201,9 +220,12 @@ void record_model_bench(Session& session, const ModelBenchOutcome& outcome, cons
   file.set_attribute("/bench/model", "optimizer", options.optimizer);
   file.set_attribute("/bench/model", "timed_steps", static_cast<std::int64_t>(options.steps));
   file.set_attribute("/bench/model", "warmup_steps", static_cast<std::int64_t>(options.warmup));
-  file.set_attribute("/bench/model", "blas", std::string(ops::blas_name()));
+  const bool gpu = session.on_gpu();
+  file.set_attribute("/bench/model", "blas", std::string(gpu ? "cuBLAS (TF32 off)" : ops::blas_name()));
+  const std::string n = std::to_string(matmul_size(session.space()));
   file.set_attribute("/bench/model", "mfu_denominator",
-                     std::string("best of 5 square 512x512 matrix multiplies in the model's type, same rank, same run"));
+                     "best of 5 square " + n + "x" + n + " matrix multiplies in the model's type on the " +
+                         (gpu ? "rank's GPU" : "rank's core") + ", same run");
 }
 
 }  // namespace parity::cli

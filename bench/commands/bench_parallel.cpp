@@ -41,7 +41,7 @@ model::MlpConfig mlp_for(DataType dtype) {
   return m;
 }
 
-Workload make_workload(const std::string& model_name, parallel::Precision precision, DataType dtype) {
+Workload make_workload(const std::string& model_name, parallel::Precision precision, DataType dtype, MemorySpace space) {
   Workload w;
   w.name = model_name;
   const DataType type = precision == parallel::Precision::mixed ? DataType::bfloat16 : dtype;
@@ -58,6 +58,7 @@ Workload make_workload(const std::string& model_name, parallel::Precision precis
     w.batches = parallel::batches_of(g);
     w.tokens_per_row = g.sequence;
   }
+  w.model->to(space);
   const DataType state = precision == parallel::Precision::mixed ? DataType::float32 : type;
   w.optimizer = std::make_unique<model::AdamW>(model::AdamWConfig{}, state);
   return w;
@@ -150,7 +151,7 @@ MemoryBenchOutcome run_memory_bench(Session& session, const ParallelBenchPlan& p
         theory::StateBytes per;
         std::vector<theory::ShardedUnit> units;
         if (group) {
-          Workload w = make_workload(options.model, precision, dtype);
+          Workload w = make_workload(options.model, precision, dtype, session.space());
           config = w.config;
           psi = w.model->parameter_count();
           parallel::DataParallelConfig c;
@@ -164,8 +165,8 @@ MemoryBenchOutcome run_memory_bench(Session& session, const ParallelBenchPlan& p
           // Peak during the step = what was allocated when it began + the rise above that.
           std::array<std::int64_t, kMemoryCategoryCount> at_start{};
           for (MemoryCategory category : kAllMemoryCategories)
-            at_start[static_cast<std::size_t>(category)] = MemoryTracker::process().usage(category).current;
-          const PeakScope scope;
+            at_start[static_cast<std::size_t>(category)] = MemoryTracker::process().usage(category, session.space()).current;
+          const PeakScope scope(session.space());
           const parallel::StepStats stats = trainer->step(w.batches, static_cast<std::uint64_t>(options.warmup));
           for (MemoryCategory category : kAllMemoryCategories) {
             const auto i = static_cast<std::size_t>(category);
@@ -240,7 +241,7 @@ struct Timed {
 };
 Timed time_steps(Communicator& group, const ParallelBenchOptions& options, std::int64_t global_batch,
                  std::size_t bucket_bytes, bool overlap) {
-  Workload w = make_workload(options.model, parallel::Precision::model, DataType::float32);
+  Workload w = make_workload(options.model, parallel::Precision::model, DataType::float32, group.memory_space());
   parallel::DataParallelConfig c;
   c.global_batch = global_batch;
   c.bucket_bytes = bucket_bytes;
@@ -282,7 +283,7 @@ ScalingBenchOutcome run_scaling_bench(Session& session, const ParallelBenchPlan&
                     session.is_root() && !session.options().quiet);
   std::size_t done = 0;
   // Gradient bytes and buckets, for the alpha-beta prediction of the all-reduces.
-  const Workload probe = make_workload(options.model, parallel::Precision::model, DataType::float32);
+  const Workload probe = make_workload(options.model, parallel::Precision::model, DataType::float32, session.space());
   const double gradient_bytes = static_cast<double>(probe.model->parameter_count()) * 4;
   const AlgorithmDescriptor& ring = find_algorithm(Collective::all_reduce, "ring");
   for (const char* mode : {"strong", "weak"}) {

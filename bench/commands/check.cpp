@@ -37,7 +37,8 @@ void run_training_cases(Session& session, const std::vector<cases::TrainingCase>
   for (std::size_t i = 0; i < selected.size(); ++i) {
     const auto& c = selected[i];
     progress.update(i, c.name());
-    const cases::TrainingResult r = cases::run_training_case(comm, c);
+    Communicator& where = cases::runs_on_host(c) ? session.host_world() : comm;
+    const cases::TrainingResult r = cases::run_training_case(where, c);
     if (!r.passed) {
       ++failed;
       if (session.is_root()) std::fprintf(stderr, "FAILED %s: %s\n", c.name().c_str(), r.message.c_str());
@@ -47,6 +48,7 @@ void run_training_cases(Session& session, const std::vector<cases::TrainingCase>
     t.str("optimizer").push_back(c.optimizer);
     t.str("precision").push_back(c.precision);
     t.str("model").push_back(c.model);
+    t.str("device").emplace_back(where.memory_space() == MemorySpace::cuda ? "cuda" : "cpu");
     t.i64("world_size").push_back(comm.size());
     t.i64("steps").push_back(c.steps);
     t.i64("global_batch").push_back(c.global_batch);

@@ -62,6 +62,9 @@ std::size_t bench_bytes_per_rank(const BenchPlan& plan, int n);
 struct HostCopy {
   record::Table table{"host memcpy bandwidth, first rank of each host alone"};
   double best_GBps = 0;
+  // --device cuda: device-to-device copy against the reduction kernel of the reference
+  // algorithms, first rank of each host alone on its GPU.
+  record::Table device_kernels{"GPU copy and reduction kernel bandwidth (bytes read + written per second)"};
 };
 HostCopy measure_host_copy(Session& session);
 

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 
+#include "reference/comm/mirror.hpp"
 #include "reference/comm/reduce_kernels.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/tolerance.hpp"
@@ -304,6 +305,17 @@ std::size_t recv_count(const CollectiveCase& c, int n) {
   return c.collective == Collective::all_gather || c.collective == Collective::all_to_all ? c.count * n : c.count;
 }
 
+// Runs the collective where the communicator's memory is. On a device, the host-filled,
+// guarded buffers are mirrored there (guards included) and copied back whole for the checks.
+void run_in_space(Communicator& comm, const AlgorithmDescriptor& algorithm, CollectiveCall call, HalfAccumulate half) {
+  if (comm.memory_space() == MemorySpace::host) return run_collective(comm, algorithm, call, half);
+  const Mirror device(call.send, call.recv, comm.memory_space(), kGuardBytes, allocator_for(comm.memory_space()));
+  call.send = device.send();
+  call.recv = device.recv();
+  run_collective(comm, algorithm, call, half);
+  device.copy_back_all();
+}
+
 // Runs `algorithm` once on freshly filled, guarded buffers and checks what it wrote.
 void run_and_check(Communicator& comm, const AlgorithmDescriptor& algorithm, const Inputs& in, HalfAccumulate half,
                    const std::vector<float>& exact, LocalCheck& check) {
@@ -329,7 +341,7 @@ void run_and_check(Communicator& comm, const AlgorithmDescriptor& algorithm, con
       }
       fill_inputs<T>(call.send, in, r, 0);
       const Snapshot input(writes_output ? call.send.slice(0, 0) : call.send);
-      run_collective(comm, algorithm, call, half);
+      run_in_space(comm, algorithm, call, half);
       if (writes_output) check_output<T>(check, call.recv, in, r, half, label, exact);
       else if (!input.unchanged(call.send)) {
         check.guard_ok = false;
@@ -346,7 +358,7 @@ void run_and_check(Communicator& comm, const AlgorithmDescriptor& algorithm, con
       fill_inputs<T>(call.send, in, r, 0);
       const Snapshot input(call.send);
       GuardedBuffer untouched(writes_output ? 0 : rc, c.dtype);  // poisoned like recv
-      run_collective(comm, algorithm, call, half);
+      run_in_space(comm, algorithm, call, half);
       if (writes_output) check_output<T>(check, call.recv, in, r, half, label, exact);
       else if (std::memcmp(call.recv.data, untouched.view().data, call.recv.bytes()) != 0) {
         check.guard_ok = false;

@@ -175,6 +175,7 @@ struct Trained {
 
 Trained train_data_parallel(Communicator& comm, const TrainingCase& c, int stage) {
   auto m = build(c);
+  m->to(comm.memory_space());  // initialised on the host: the same start as the reference
   auto optimizer = make_optimizer(c);
   parallel::DataParallelConfig config;
   config.zero_stage = stage;
@@ -348,8 +349,10 @@ std::vector<TrainingCase> training_grid(int world_size) {
   return out;
 }
 
+bool runs_on_host(const TrainingCase& c) { return c.technique.rfind("ps_", 0) == 0; }
+
 TrainingResult run_training_case(Communicator& comm, const TrainingCase& c) {
-  if (c.technique.rfind("ps_", 0) == 0) return run_parameter_server_case(comm, c);
+  if (runs_on_host(c)) return run_parameter_server_case(comm, c);
   return run_data_parallel_case(comm, c);
 }
 

@@ -47,7 +47,10 @@ struct TrainingResult {
   std::string message;
 };
 
-// Runs the case on every rank of comm (collectively); every rank returns the same result.
+// Runs the case on every rank of comm (collectively); every rank returns the same result. Data
+// parallelism and ZeRO train in comm's memory space (a GPU's, for a device communicator); the
+// parameter server trains on the host (its protocol polls any worker, which needs MPI).
 TrainingResult run_training_case(Communicator& comm, const TrainingCase& c);
+bool runs_on_host(const TrainingCase& c);
 
 }  // namespace parity::cases

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "reference/core/error.hpp"
+#include "reference/cuda/device.hpp"
 
 namespace parity {
 
@@ -52,9 +53,11 @@ Communicator::Communicator(std::shared_ptr<Watchdog> watchdog) : watchdog_(std::
   require(watchdog_ != nullptr, "communicator created without a watchdog");
 }
 
+bool Communicator::accepts(MemorySpace space, bool) const { return space == memory_space(); }
+
 RequestPtr Communicator::isend(BufferView buffer, int peer, int tag) {
   require(peer >= 0 && peer < size(), "isend to rank " + std::to_string(peer) + " of " + std::to_string(size()));
-  require(buffer.space == memory_space() || buffer.count == 0,
+  require(accepts(buffer.space, true) || buffer.count == 0,
           "isend: a " + std::string(name_of(buffer.space)) + " buffer given to a " + std::string(backend()) + " communicator");
   RequestPtr request = do_isend(buffer, peer, tag);
   request->peer = peer;
@@ -68,7 +71,7 @@ RequestPtr Communicator::isend(BufferView buffer, int peer, int tag) {
 
 RequestPtr Communicator::irecv(BufferView buffer, int peer, int tag) {
   require(peer >= 0 && peer < size(), "irecv from rank " + std::to_string(peer) + " of " + std::to_string(size()));
-  require(buffer.space == memory_space() || buffer.count == 0,
+  require(accepts(buffer.space, true) || buffer.count == 0,
           "irecv: a " + std::string(name_of(buffer.space)) + " buffer given to a " + std::string(backend()) + " communicator");
   RequestPtr request = do_irecv(buffer, peer, tag);
   request->peer = peer;
@@ -105,14 +108,19 @@ void Communicator::send_recv(BufferView send, int to, BufferView recv, int from,
 }
 
 void validate_collective(const Communicator& comm, Collective collective, BufferView send,
-                         BufferView recv, int root) {
+                         BufferView recv, int root, bool native) {
   const std::string what(name_of(collective));
   const std::size_t n = static_cast<std::size_t>(comm.size());
   auto fail = [&](const std::string& why) { throw Error(what + ": " + why); };
   if (send.dtype != recv.dtype) fail("send and receive buffers differ in type");
-  for (const BufferView* v : {&send, &recv})
-    if (v->space != comm.memory_space() && v->count != 0)
-      fail("a " + std::string(name_of(v->space)) + " buffer given to a " + std::string(comm.backend()) + " communicator");
+  for (const BufferView* v : {&send, &recv}) {
+    const bool accepted = native ? comm.accepts(v->space, false) : v->space == comm.memory_space();
+    if (!accepted && v->count != 0)
+      fail("a " + std::string(name_of(v->space)) + " buffer given to " + (native ? "a " : "a reference algorithm on a ") +
+           std::string(comm.backend()) + " communicator in " + std::string(name_of(comm.memory_space())) + " memory");
+  }
+  if (send.space != recv.space && send.count != 0 && recv.count != 0)
+    fail("send and receive buffers are in different memory spaces");
   if (has_root(collective) && (root < 0 || root >= comm.size()))
     fail("root " + std::to_string(root) + " outside 0.." + std::to_string(comm.size() - 1));
   const std::string sizes = " (send " + std::to_string(send.count) + ", receive " + std::to_string(recv.count) + ")";
@@ -151,7 +159,7 @@ std::string describe_collective(Collective c, BufferView send, BufferView recv, 
 }  // namespace
 
 Watchdog::Scope Communicator::enter_native(Collective c, BufferView send, BufferView recv, int root) {
-  validate_collective(*this, c, send, recv, root);
+  validate_collective(*this, c, send, recv, root, true);
   return Watchdog::Scope(*watchdog_, describe_collective(c, send, recv, "native"),
                          "every rank to reach this native " + std::string(name_of(c)));
 }
@@ -182,6 +190,7 @@ void Communicator::all_to_all(BufferView send, BufferView recv) {
 }
 
 std::shared_ptr<void> Communicator::allocate(std::size_t bytes) {
+  if (memory_space() == MemorySpace::cuda) return {cuda::allocate(bytes), cuda::release};
   auto buffer = std::make_shared<HostBuffer>((bytes + 7) / 8, DataType::float64);  // 8-byte units
   return {buffer, buffer->data()};
 }

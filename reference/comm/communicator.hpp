@@ -1,6 +1,12 @@
 // The communicator: the one interface every technique and every collective algorithm is
-// written against. Backends (MPI now, NCCL later) implement point-to-point and the native
-// collectives; validation, hang detection and traffic counting live here, once.
+// written against. Backends (MPI, NCCL) implement point-to-point and the native collectives;
+// validation, hang detection and traffic counting live here, once.
+//
+// Memory spaces: memory_space() is where the communicator's scratch lives and where the
+// reference algorithms' buffers must be. A backend may accept other spaces too (accepts()):
+// MPI takes device buffers (staged through pinned host memory unless the MPI is CUDA-aware),
+// NCCL takes host buffers in its native collectives (staged through device memory), so host
+// bookkeeping (all_gather_strings, split_by_host) works on every communicator.
 //
 // In-place conventions follow NCCL so that device backends need no copies:
 //   all_reduce, reduce, broadcast, all_to_all: send.data == recv.data
@@ -61,6 +67,8 @@ class Communicator {
   virtual int size() const = 0;
   virtual std::string_view backend() const = 0;
   virtual MemorySpace memory_space() const = 0;
+  // Whether buffers in `space` may be given to point-to-point calls or to native collectives.
+  virtual bool accepts(MemorySpace space, bool point_to_point) const;
   // Ranks with the same color form a new communicator, ordered by key then rank.
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
   virtual void barrier() = 0;
@@ -106,7 +114,7 @@ class Communicator {
   virtual void do_all_to_all(BufferView send, BufferView recv) = 0;
   // Checks a native call's buffers and opens its watchdog scope.
   Watchdog::Scope enter_native(Collective c, BufferView send, BufferView recv, int root);
-  // Memory for scratch(); host memory unless a backend works on devices.
+  // Memory for scratch() in memory_space(): host, or the selected CUDA device.
   virtual std::shared_ptr<void> allocate(std::size_t bytes);
 
  private:
@@ -125,9 +133,10 @@ class Communicator {
 extern thread_local void (*yield_while_waiting)();
 
 // Checks that a collective's buffers fit its contract (counts, types, memory space, root,
-// in-place layout); throws Error naming the collective and the offending sizes.
+// in-place layout); throws Error naming the collective and the offending sizes. A native call
+// takes any space the backend accepts; a reference algorithm needs memory_space().
 void validate_collective(const Communicator& comm, Collective collective, BufferView send,
-                         BufferView recv, int root);
+                         BufferView recv, int root, bool native = false);
 
 // Human-readable "all_reduce 1024 x float32 (sum)" for progress and watchdog messages.
 std::string describe_operation(std::string_view what, BufferView buffer, std::string_view detail = "");

@@ -1,10 +1,15 @@
 // MPI backend. Point-to-point goes in messages of at most 1 GiB (MPI counts are int);
 // native collectives map to MPI's, with float16/bfloat16 carried as 2-byte types and reduced
 // by user operations that compute in float32 and round each result to 16 bits; avg is sum
-// followed by a division, since MPI has no average.
+// followed by a division, since MPI has no average. Device buffers go through pinned host
+// copies unless the library is CUDA-aware (16-bit reductions always do: their user operations
+// run on the host).
 #include "reference/comm/mpi_communicator.hpp"
 
 #include <mpi.h>
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>
+#endif
 #include <unistd.h>
 
 #include <array>
@@ -12,10 +17,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <map>
 #include <vector>
 
+#include "reference/comm/mirror.hpp"
 #include "reference/comm/reduce_kernels.hpp"
 #include "reference/core/error.hpp"
+#include "reference/cuda/device.hpp"
 
 namespace parity {
 namespace {
@@ -83,12 +92,46 @@ int mpi_count(std::size_t count, const char* what) {
   return static_cast<int>(count);
 }
 
+// Page-locked host buffers, kept and reused: cudaMallocHost costs milliseconds.
+class PinnedPool : public std::enable_shared_from_this<PinnedPool> {
+ public:
+  ~PinnedPool() {
+    for (auto& [bytes, p] : free_) cuda::release_pinned(p);
+  }
+  // A buffer of at least `bytes`, returned to the pool when the last holder lets go.
+  std::shared_ptr<std::byte> acquire(std::size_t bytes) {
+    void* p = nullptr;
+    std::size_t capacity = bytes;
+    if (auto it = free_.lower_bound(bytes); it != free_.end()) {
+      capacity = it->first;
+      p = it->second;
+      free_.erase(it);
+    } else {
+      p = cuda::allocate_pinned(bytes);
+    }
+    std::weak_ptr<PinnedPool> pool = weak_from_this();
+    return {static_cast<std::byte*>(p), [pool, capacity](std::byte* q) {
+              if (auto live = pool.lock()) live->free_.emplace(capacity, q);
+              else cuda::release_pinned(q);
+            }};
+  }
+
+ private:
+  std::multimap<std::size_t, void*> free_;
+};
+
 class MpiRequest final : public Request {
  public:
   std::vector<MPI_Request> parts;
+  std::shared_ptr<std::byte> staging;  // pinned copy of a device buffer
+  std::function<void()> on_complete;   // copies a staged receive to the device
   bool test() override {
     int done = 0;
     check_mpi(MPI_Testall(static_cast<int>(parts.size()), parts.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall");
+    if (done && on_complete) {
+      on_complete();
+      on_complete = nullptr;
+    }
     return done != 0;
   }
   ~MpiRequest() override {
@@ -100,8 +143,9 @@ class MpiRequest final : public Request {
 
 class MpiCommunicator final : public Communicator {
  public:
-  MpiCommunicator(MPI_Comm comm, bool owned, std::shared_ptr<Watchdog> watchdog)
-      : Communicator(std::move(watchdog)), comm_(comm), owned_(owned) {
+  MpiCommunicator(MPI_Comm comm, bool owned, std::shared_ptr<Watchdog> watchdog, MemorySpace space)
+      : Communicator(std::move(watchdog)), comm_(comm), owned_(owned), space_(space),
+        cuda_aware_(space == MemorySpace::cuda && MpiRuntime::cuda_aware()) {
     check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
     check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
   }
@@ -111,12 +155,13 @@ class MpiCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string_view backend() const override { return "mpi"; }
-  MemorySpace memory_space() const override { return MemorySpace::host; }
+  MemorySpace memory_space() const override { return space_; }
+  bool accepts(MemorySpace space, bool) const override { return space == MemorySpace::host || space == space_; }
 
   std::unique_ptr<Communicator> split(int color, int key) override {
     MPI_Comm out;
     check_mpi(MPI_Comm_split(comm_, color, key, &out), "MPI_Comm_split");
-    return std::make_unique<MpiCommunicator>(out, true, shared_watchdog());
+    return std::make_unique<MpiCommunicator>(out, true, shared_watchdog(), space_);
   }
   void barrier() override {
     Watchdog::Scope scope(watchdog(), "barrier");
@@ -128,6 +173,15 @@ class MpiCommunicator final : public Communicator {
 
   RequestPtr do_isend(BufferView buffer, int peer, int tag) override {
     auto request = std::make_unique<MpiRequest>();
+    if (buffer.space == MemorySpace::cuda) {
+      if (cuda_aware_) {
+        cuda::synchronize();  // the kernels that wrote the buffer must have finished
+      } else {
+        request->staging = pinned_->acquire(buffer.bytes());
+        cuda::copy(request->staging.get(), buffer.data, buffer.bytes());
+        buffer = {request->staging.get(), buffer.count, buffer.dtype, MemorySpace::host};
+      }
+    }
     for_each_piece(buffer, [&](void* p, int n) {
       request->parts.emplace_back();
       check_mpi(MPI_Isend(p, n, MPI_BYTE, peer, tag, comm_, &request->parts.back()), "MPI_Isend");
@@ -136,6 +190,13 @@ class MpiCommunicator final : public Communicator {
   }
   RequestPtr do_irecv(BufferView buffer, int peer, int tag) override {
     auto request = std::make_unique<MpiRequest>();
+    if (buffer.space == MemorySpace::cuda && !cuda_aware_) {
+      request->staging = pinned_->acquire(buffer.bytes());
+      const BufferView device = buffer;
+      std::byte* host = request->staging.get();
+      request->on_complete = [device, host] { cuda::copy(device.data, host, device.bytes()); };
+      buffer = {host, buffer.count, buffer.dtype, MemorySpace::host};
+    }
     for_each_piece(buffer, [&](void* p, int n) {
       request->parts.emplace_back();
       check_mpi(MPI_Irecv(p, n, MPI_BYTE, peer, tag, comm_, &request->parts.back()), "MPI_Irecv");
@@ -144,28 +205,33 @@ class MpiCommunicator final : public Communicator {
   }
 
   void do_all_reduce(BufferView send, BufferView recv, ReduceOp op) override {
+    if (staged(send, recv, [&](BufferView s, BufferView r) { do_all_reduce(s, r, op); })) return;
     const void* s = send.data == recv.data ? MPI_IN_PLACE : send.data;
     check_mpi(MPI_Allreduce(s, recv.data, mpi_count(recv.count, "all_reduce"), mpi_type(recv.dtype),
                             mpi_op(op, recv.dtype), comm_), "MPI_Allreduce");
     if (op == ReduceOp::avg) finish_average(recv, size_);
   }
   void do_reduce(BufferView send, BufferView recv, ReduceOp op, int root) override {
+    if (staged(send, recv, [&](BufferView s, BufferView r) { do_reduce(s, r, op, root); })) return;
     const void* s = (rank_ == root && send.data == recv.data) ? MPI_IN_PLACE : send.data;
     check_mpi(MPI_Reduce(s, recv.data, mpi_count(recv.count, "reduce"), mpi_type(recv.dtype),
                          mpi_op(op, recv.dtype), root, comm_), "MPI_Reduce");
     if (op == ReduceOp::avg && rank_ == root) finish_average(recv, size_);
   }
   void do_broadcast(BufferView send, BufferView recv, int root) override {
+    if (staged(send, recv, [&](BufferView s, BufferView r) { do_broadcast(s, r, root); })) return;
     if (rank_ == root) copy_buffer(recv, send);
     check_mpi(MPI_Bcast(recv.data, mpi_count(recv.count, "broadcast"), mpi_type(recv.dtype), root, comm_), "MPI_Bcast");
   }
   void do_all_gather(BufferView send, BufferView recv) override {
+    if (staged(send, recv, [&](BufferView s, BufferView r) { do_all_gather(s, r); })) return;
     const bool in_place = send.data == recv.slice(static_cast<std::size_t>(rank_) * send.count, 0).data;
     const int count = mpi_count(send.count, "all_gather");
     check_mpi(MPI_Allgather(in_place ? MPI_IN_PLACE : send.data, count, mpi_type(send.dtype), recv.data, count,
                             mpi_type(recv.dtype), comm_), "MPI_Allgather");
   }
   void do_reduce_scatter(BufferView send, BufferView recv, ReduceOp op) override {
+    if (staged(send, recv, [&](BufferView s, BufferView r) { do_reduce_scatter(s, r, op); })) return;
     const int count = mpi_count(recv.count, "reduce_scatter");
     if (recv.data == send.slice(static_cast<std::size_t>(rank_) * recv.count, 0).data && recv.count != 0) {
       // In place (NCCL layout): MPI leaves the result at the start of the buffer; move it.
@@ -179,12 +245,30 @@ class MpiCommunicator final : public Communicator {
     if (op == ReduceOp::avg) finish_average(recv, size_);
   }
   void do_all_to_all(BufferView send, BufferView recv) override {
+    if (staged(send, recv, [&](BufferView s, BufferView r) { do_all_to_all(s, r); })) return;
     const int count = mpi_count(send.count / static_cast<std::size_t>(size_), "all_to_all");
     check_mpi(MPI_Alltoall(send.data == recv.data ? MPI_IN_PLACE : send.data, count, mpi_type(send.dtype),
                            recv.data, count, mpi_type(recv.dtype), comm_), "MPI_Alltoall");
   }
 
  private:
+  // Runs a native collective on device buffers through pinned host copies when MPI cannot
+  // read them (always for 16-bit types, whose user reductions run on the host); returns false
+  // when the call can go to MPI as it is.
+  template <typename F>
+  bool staged(BufferView send, BufferView recv, F&& call) {
+    const bool device = (send.space == MemorySpace::cuda && send.count) || (recv.space == MemorySpace::cuda && recv.count);
+    if (!device) return false;
+    if (cuda_aware_ && !is_half(recv.dtype)) {
+      cuda::synchronize();
+      return false;
+    }
+    const Mirror host(send, recv, MemorySpace::host, 0, [this](std::size_t bytes) { return pinned_->acquire(bytes); });
+    call(host.send(), host.recv());
+    host.copy_back_receive();
+    return true;
+  }
+
   template <typename F>
   static void for_each_piece(BufferView buffer, F&& f) {
     auto* p = static_cast<std::byte*>(buffer.data);
@@ -199,6 +283,9 @@ class MpiCommunicator final : public Communicator {
 
   MPI_Comm comm_;
   bool owned_;
+  MemorySpace space_;
+  bool cuda_aware_;
+  std::shared_ptr<PinnedPool> pinned_ = std::make_shared<PinnedPool>();
   int rank_ = 0;
   int size_ = 1;
 };
@@ -231,8 +318,17 @@ MpiRuntime::~MpiRuntime() {
   if (!finalized) MPI_Finalize();
 }
 
-std::unique_ptr<Communicator> MpiRuntime::world(double timeout_seconds) {
-  return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, false, std::make_shared<Watchdog>(timeout_seconds));
+std::unique_ptr<Communicator> MpiRuntime::world(double timeout_seconds, MemorySpace space) {
+  return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, false, std::make_shared<Watchdog>(timeout_seconds), space);
+}
+
+bool MpiRuntime::cuda_aware() {
+  if (const char* forced = std::getenv("PARITY_MPI_CUDA_AWARE"); forced && *forced) return std::string(forced) != "0";
+#if defined(OMPI_HAVE_MPI_EXT_CUDA) && OMPI_HAVE_MPI_EXT_CUDA
+  return MPIX_Query_cuda_support() == 1;
+#else
+  return false;
+#endif
 }
 
 std::string MpiRuntime::library_version() {

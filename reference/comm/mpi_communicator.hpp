@@ -1,4 +1,6 @@
-// MPI backend (Open MPI): host buffers; device buffers come with the GPU path.
+// MPI backend (Open MPI). A communicator in CUDA memory also takes device buffers: directly
+// when the MPI library is CUDA-aware, otherwise staged through pinned host memory (Debian's
+// Open MPI is not CUDA-aware).
 #pragma once
 
 #include <memory>
@@ -16,8 +18,12 @@ class MpiRuntime {
   ~MpiRuntime();
   MpiRuntime(const MpiRuntime&) = delete;
   MpiRuntime& operator=(const MpiRuntime&) = delete;
-  // The world communicator; its watchdog times every operation (timeout 0 = off).
-  std::unique_ptr<Communicator> world(double timeout_seconds);
+  // The world communicator; its watchdog times every operation (timeout 0 = off). In CUDA
+  // memory, its scratch is device memory and it accepts host and device buffers.
+  std::unique_ptr<Communicator> world(double timeout_seconds, MemorySpace space = MemorySpace::host);
+  // Whether the MPI library reads device memory itself: MPIX_Query_cuda_support() where Open
+  // MPI's CUDA extension exists, overridden by PARITY_MPI_CUDA_AWARE=0 or 1.
+  static bool cuda_aware();
   // First line of MPI_Get_library_version, e.g. "Open MPI v4.1.4, ...".
   static std::string library_version();
   // Ends the whole job from any rank (MPI_Abort), after printing message on stderr.

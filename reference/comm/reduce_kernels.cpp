@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "reference/core/error.hpp"
+#include "reference/cuda/device.hpp"
 
 namespace parity {
 namespace {
@@ -35,8 +36,20 @@ void combine_op(T* out, const T* a, const T* b, std::size_t n, ReduceOp op) {
   }
 }
 
-void require_host(BufferView v, const char* what) {
-  require(v.space == MemorySpace::host, std::string(what) + ": host kernel given a device buffer");
+// The device kernels take parity's enums as integers (reference/cuda/device.hpp).
+static_assert(static_cast<int>(DataType::float64) == 0 && static_cast<int>(DataType::float32) == 1 &&
+              static_cast<int>(DataType::float16) == 2 && static_cast<int>(DataType::bfloat16) == 3 &&
+              static_cast<int>(DataType::int32) == 4 && static_cast<int>(DataType::int64) == 5);
+static_assert(static_cast<int>(ReduceOp::sum) == 0 && static_cast<int>(ReduceOp::prod) == 1 &&
+              static_cast<int>(ReduceOp::max) == 2 && static_cast<int>(ReduceOp::min) == 3 &&
+              static_cast<int>(ReduceOp::avg) == 4);
+
+// True when the kernel runs on the device; a mix of spaces is a caller bug.
+bool on_device(const char* what, std::initializer_list<BufferView> views) {
+  const MemorySpace space = views.begin()->space;
+  for (const BufferView& v : views)
+    require(v.space == space, std::string(what) + ": host and device buffers mixed");
+  return space == MemorySpace::cuda;
 }
 
 }  // namespace
@@ -44,7 +57,8 @@ void require_host(BufferView v, const char* what) {
 void reduce_to(BufferView out, BufferView a, BufferView b, ReduceOp op) {
   require(out.count == a.count && a.count == b.count && out.dtype == a.dtype && a.dtype == b.dtype,
           "reduce_to: buffers differ in count or type");
-  require_host(out, "reduce_to");
+  if (on_device("reduce_to", {out, a, b}))
+    return cuda::reduce(out.data, a.data, b.data, out.count, static_cast<int>(out.dtype), static_cast<int>(op));
   visit_data_type(out.dtype, [&](auto tag) {
     using T = decltype(tag);
     combine_op(out.as<T>(), a.as<const T>(), b.as<const T>(), out.count, op);
@@ -54,7 +68,7 @@ void reduce_to(BufferView out, BufferView a, BufferView b, ReduceOp op) {
 void reduce_into(BufferView acc, BufferView in, ReduceOp op) { reduce_to(acc, acc, in, op); }
 
 void finish_average(BufferView buf, int n) {
-  require_host(buf, "finish_average");
+  if (on_device("finish_average", {buf})) return cuda::divide(buf.data, buf.count, static_cast<int>(buf.dtype), n);
   visit_data_type(buf.dtype, [&](auto tag) {
     using T = decltype(tag);
     T* p = buf.as<T>();
@@ -69,14 +83,28 @@ void finish_average(BufferView buf, int n) {
 
 void copy_buffer(BufferView dst, BufferView src) {
   require(dst.count == src.count && dst.dtype == src.dtype, "copy_buffer: buffers differ in count or type");
-  require_host(dst, "copy_buffer");
+  if (on_device("copy_buffer", {dst, src})) return cuda::copy(dst.data, src.data, dst.bytes());
   if (dst.data != src.data && dst.count != 0) std::memmove(dst.data, src.data, dst.bytes());
+}
+
+void copy_between_spaces(BufferView dst, BufferView src) {
+  require(dst.count == src.count && dst.dtype == src.dtype, "copy_between_spaces: buffers differ in count or type");
+  copy_bytes(dst.data, dst.space, src.data, src.space, dst.bytes());
+}
+
+void copy_bytes(void* dst, MemorySpace dst_space, const void* src, MemorySpace src_space, std::size_t bytes) {
+  if (bytes == 0 || dst == src) return;
+  if (dst_space == MemorySpace::host && src_space == MemorySpace::host)
+    std::memmove(dst, src, bytes);
+  else
+    cuda::copy(dst, src, bytes);
 }
 
 void convert_buffer(BufferView dst, BufferView src) {
   require(dst.count == src.count, "convert_buffer: buffers differ in count");
-  require_host(dst, "convert_buffer");
   if (dst.dtype == src.dtype) return copy_buffer(dst, src);
+  if (on_device("convert_buffer", {dst, src}))
+    return cuda::convert(dst.data, static_cast<int>(dst.dtype), src.data, static_cast<int>(src.dtype), dst.count);
   visit_data_type(dst.dtype, [&](auto dst_tag) {
     using D = decltype(dst_tag);
     visit_data_type(src.dtype, [&](auto src_tag) {

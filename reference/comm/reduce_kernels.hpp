@@ -1,6 +1,7 @@
-// Host kernels that reference collective algorithms apply to data they receive. float16 and
-// bfloat16 are combined in float32 and rounded back after each operation ("native" 16-bit
-// arithmetic: every partial result is a 16-bit number).
+// Kernels that reference collective algorithms apply to data they receive, on host buffers here
+// and on device buffers through reference/cuda/device.hpp (chosen by the buffers' memory
+// space). float16 and bfloat16 are combined in float32 and rounded back after each operation
+// ("native" 16-bit arithmetic: every partial result is a 16-bit number).
 #pragma once
 
 #include "reference/comm/buffer.hpp"
@@ -17,5 +18,9 @@ void finish_average(BufferView buf, int n);
 void copy_buffer(BufferView dst, BufferView src);
 // Converts between any two types (used to widen 16-bit data to float32 and narrow it back).
 void convert_buffer(BufferView dst, BufferView src);
+// dst = src for buffers of the same count and type in any two memory spaces.
+void copy_between_spaces(BufferView dst, BufferView src);
+// Copies bytes between any two memory spaces.
+void copy_bytes(void* dst, MemorySpace dst_space, const void* src, MemorySpace src_space, std::size_t bytes);
 
 }  // namespace parity

@@ -1,7 +1,10 @@
-// Device queries and the float32 reduction kernel, compiled by nvcc.
+// The CUDA runtime layer (see device.hpp), compiled by nvcc.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -10,41 +13,300 @@
 namespace parity::cuda {
 namespace {
 
-void check_cuda(cudaError_t rc, const char* call) {
-  if (rc != cudaSuccess) throw std::runtime_error(std::string(call) + ": " + cudaGetErrorString(rc));
+// Must match parity::DataType and parity::ReduceOp (static_asserts in bridge.cpp).
+enum Type { kFloat64, kFloat32, kFloat16, kBFloat16, kInt32, kInt64 };
+enum Op { kSum, kProd, kMax, kMin, kAvg };
+
+void check(cudaError_t rc, const char* call) {
+  if (rc != cudaSuccess) throw std::runtime_error(std::string("CUDA ") + call + ": " + cudaGetErrorString(rc));
 }
 
-__global__ void reduce_sum_kernel(float* acc, const float* in, std::size_t count) {
-  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < count; i += stride)
-    acc[i] += in[i];
+int g_device = -1;
+cudaStream_t g_stream = nullptr;
+
+cudaStream_t the_stream() {
+  if (g_stream == nullptr) throw std::runtime_error("no CUDA device selected (parity selects one per rank with --device cuda)");
+  return g_stream;
 }
+
+std::string mib(std::size_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
+
+// Launch shape for a grid-stride loop over n elements.
+struct Launch {
+  unsigned blocks;
+  unsigned threads;
+};
+Launch launch_for(std::size_t n) {
+  const unsigned threads = 256;
+  const std::size_t wanted = (n + threads - 1) / threads;
+  return {static_cast<unsigned>(std::max<std::size_t>(1, std::min<std::size_t>(wanted, 65535u * 8))), threads};
+}
+
+// Values are combined as Wide (float for 16-bit storage, else the type itself).
+template <typename T> struct Wide { using type = T; };
+template <> struct Wide<__half> { using type = float; };
+template <> struct Wide<__nv_bfloat16> { using type = float; };
+
+template <typename T> __device__ typename Wide<T>::type widen(T v) { return v; }
+template <> __device__ float widen(__half v) { return __half2float(v); }
+template <> __device__ float widen(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename T> __device__ T narrow(double v) { return static_cast<T>(v); }
+template <> __device__ __half narrow(double v) { return __float2half_rn(static_cast<float>(v)); }
+template <> __device__ __nv_bfloat16 narrow(double v) { return __float2bfloat16_rn(static_cast<float>(v)); }
+template <typename T> __device__ T narrow_float(float v) { return static_cast<T>(v); }
+template <> __device__ __half narrow_float(float v) { return __float2half_rn(v); }
+template <> __device__ __nv_bfloat16 narrow_float(float v) { return __float2bfloat16_rn(v); }
+
+template <typename T, int O>
+__global__ void reduce_kernel(T* out, const T* a, const T* b, std::size_t n) {
+  using W = typename Wide<T>::type;
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n; i += stride) {
+    const W x = widen(a[i]), y = widen(b[i]);
+    W r;
+    if constexpr (O == kSum || O == kAvg) r = x + y;
+    else if constexpr (O == kProd) r = x * y;
+    else if constexpr (O == kMax) r = x > y ? x : y;
+    else r = x < y ? x : y;
+    if constexpr (sizeof(W) != sizeof(T)) out[i] = narrow_float<T>(r);
+    else out[i] = r;
+  }
+}
+
+template <typename T>
+__global__ void divide_kernel(T* p, std::size_t n, int divisor) {
+  using W = typename Wide<T>::type;
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n; i += stride) {
+    const W r = widen(p[i]) / static_cast<W>(divisor);
+    if constexpr (sizeof(W) != sizeof(T)) p[i] = narrow_float<T>(r);
+    else p[i] = r;
+  }
+}
+
+template <typename D, typename S>
+__global__ void convert_kernel(D* d, const S* s, std::size_t n) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n; i += stride) {
+    // float -> half rounds once; everything else goes through double, which holds every value.
+    if constexpr (std::is_same<S, float>::value && sizeof(D) == 2) d[i] = narrow_float<D>(s[i]);
+    else d[i] = narrow<D>(static_cast<double>(widen(s[i])));
+  }
+}
+
+template <typename T>
+__global__ void fill_kernel(T* d, std::size_t n, T value) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n; i += stride) d[i] = value;
+}
+
+template <typename F>
+void visit_type(int dtype, F&& f) {
+  switch (dtype) {
+    case kFloat64: f(double{}); return;
+    case kFloat32: f(float{}); return;
+    case kFloat16: f(__half{}); return;
+    case kBFloat16: f(__nv_bfloat16{}); return;
+    case kInt32: f(std::int32_t{}); return;
+    case kInt64: f(std::int64_t{}); return;
+  }
+  throw std::runtime_error("CUDA kernel: unknown data type " + std::to_string(dtype));
+}
+
+template <typename T>
+T host_narrow(double v) {
+  if constexpr (std::is_same<T, __half>::value) return __double2half(v);
+  else if constexpr (std::is_same<T, __nv_bfloat16>::value) return __double2bfloat16(v);
+  else return static_cast<T>(v);
+}
+
+void check_launch(const char* kernel) { check(cudaGetLastError(), kernel); }
 
 }  // namespace
 
 bool compiled_with_cuda() { return true; }
 
-std::vector<std::string> device_names() {
+std::vector<DeviceInfo> devices() {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    cudaGetLastError();  // clear the sticky "no driver" error
+    cudaGetLastError();  // clear the "no driver" error so later calls are not blamed for it
     return {};
   }
-  std::vector<std::string> names;
+  std::vector<DeviceInfo> out;
   for (int i = 0; i < count; ++i) {
     cudaDeviceProp prop{};
-    if (cudaGetDeviceProperties(&prop, i) == cudaSuccess) names.emplace_back(prop.name);
+    if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) continue;
+    out.push_back({i, prop.name, prop.totalGlobalMem, prop.multiProcessorCount, prop.major, prop.minor});
   }
+  return out;
+}
+
+std::vector<std::string> device_names() {
+  std::vector<std::string> names;
+  for (const auto& d : devices()) names.push_back(d.name);
   return names;
 }
 
-void reduce_sum_float32(float* acc, const float* in, std::size_t count) {
+std::string version_description() {
+  int runtime = 0, driver = 0;
+  cudaRuntimeGetVersion(&runtime);
+  if (cudaDriverGetVersion(&driver) != cudaSuccess) cudaGetLastError();
+  auto text = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
+  return "CUDA runtime " + text(runtime) + (driver ? ", driver " + text(driver) : ", no driver");
+}
+
+void select_device(int index) {
+  if (g_device == index) return;
+  if (g_stream != nullptr) throw std::runtime_error("the CUDA device was already selected for this process");
+  check(cudaSetDevice(index), "cudaSetDevice");
+  check(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  g_device = index;
+}
+
+int selected_device() { return g_device; }
+
+MemoryInfo memory_info() {
+  the_stream();
+  MemoryInfo info;
+  check(cudaMemGetInfo(&info.free_bytes, &info.total_bytes), "cudaMemGetInfo");
+  return info;
+}
+
+void* allocate(std::size_t bytes) {
+  the_stream();
+  void* p = nullptr;
+  const cudaError_t rc = cudaMalloc(&p, bytes == 0 ? 1 : bytes);
+  if (rc != cudaSuccess) {
+    cudaGetLastError();
+    std::size_t free_bytes = 0, total = 0;
+    cudaMemGetInfo(&free_bytes, &total);
+    throw std::runtime_error("cudaMalloc of " + mib(bytes) + " failed (" + cudaGetErrorString(rc) + "); " +
+                             mib(free_bytes) + " free of " + mib(total) + " on GPU " + std::to_string(g_device));
+  }
+  return p;
+}
+
+void release(void* pointer) noexcept {
+  if (pointer) cudaFree(pointer);
+}
+
+void* allocate_pinned(std::size_t bytes) {
+  void* p = nullptr;
+  check(cudaMallocHost(&p, bytes == 0 ? 1 : bytes), "cudaMallocHost");
+  return p;
+}
+
+void release_pinned(void* pointer) noexcept {
+  if (pointer) cudaFreeHost(pointer);
+}
+
+bool is_device_pointer(const void* pointer) {
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, pointer) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
+}
+
+void* stream() { return the_stream(); }
+
+void synchronize() { check(cudaStreamSynchronize(the_stream()), "cudaStreamSynchronize"); }
+
+void copy(void* destination, const void* source, std::size_t bytes) {
+  if (bytes == 0 || destination == source) return;
+  check(cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDefault, the_stream()), "cudaMemcpyAsync");
+  if (!is_device_pointer(destination) || !is_device_pointer(source)) synchronize();
+}
+
+void zero(void* destination, std::size_t bytes) {
+  if (bytes) check(cudaMemsetAsync(destination, 0, bytes, the_stream()), "cudaMemsetAsync");
+}
+
+void poison(void* destination, std::size_t bytes) {
+  if (bytes) check(cudaMemsetAsync(destination, 0xFF, bytes, the_stream()), "cudaMemsetAsync");
+}
+
+void reduce(void* out, const void* a, const void* b, std::size_t count, int dtype, int op) {
   if (count == 0) return;
-  const int threads = 256;
-  const int blocks = static_cast<int>(std::min<std::size_t>((count + threads - 1) / threads, 65535));
-  reduce_sum_kernel<<<blocks, threads>>>(acc, in, count);
-  check_cuda(cudaGetLastError(), "reduce_sum_kernel launch");
-  check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  const Launch l = launch_for(count);
+  cudaStream_t s = the_stream();
+  visit_type(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* o = static_cast<T*>(out);
+    const T* x = static_cast<const T*>(a);
+    const T* y = static_cast<const T*>(b);
+    switch (op) {
+      case kSum: case kAvg: reduce_kernel<T, kSum><<<l.blocks, l.threads, 0, s>>>(o, x, y, count); break;
+      case kProd: reduce_kernel<T, kProd><<<l.blocks, l.threads, 0, s>>>(o, x, y, count); break;
+      case kMax: reduce_kernel<T, kMax><<<l.blocks, l.threads, 0, s>>>(o, x, y, count); break;
+      case kMin: reduce_kernel<T, kMin><<<l.blocks, l.threads, 0, s>>>(o, x, y, count); break;
+      default: throw std::runtime_error("CUDA reduce: unknown operation " + std::to_string(op));
+    }
+  });
+  check_launch("reduce_kernel");
+}
+
+void divide(void* buffer, std::size_t count, int dtype, int n) {
+  if (count == 0) return;
+  const Launch l = launch_for(count);
+  visit_type(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    divide_kernel<T><<<l.blocks, l.threads, 0, the_stream()>>>(static_cast<T*>(buffer), count, n);
+  });
+  check_launch("divide_kernel");
+}
+
+void convert(void* destination, int destination_dtype, const void* source, int source_dtype, std::size_t count) {
+  if (count == 0) return;
+  const Launch l = launch_for(count);
+  visit_type(destination_dtype, [&](auto dtag) {
+    using D = decltype(dtag);
+    visit_type(source_dtype, [&](auto stag) {
+      using S = decltype(stag);
+      convert_kernel<D, S><<<l.blocks, l.threads, 0, the_stream()>>>(static_cast<D*>(destination),
+                                                                      static_cast<const S*>(source), count);
+    });
+  });
+  check_launch("convert_kernel");
+}
+
+void fill(void* destination, std::size_t count, int dtype, double value) {
+  if (count == 0) return;
+  const Launch l = launch_for(count);
+  visit_type(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    fill_kernel<T><<<l.blocks, l.threads, 0, the_stream()>>>(static_cast<T*>(destination), count, host_narrow<T>(value));
+  });
+  check_launch("fill_kernel");
+}
+
+Event::Event() {
+  cudaEvent_t e = nullptr;
+  check(cudaEventCreate(&e), "cudaEventCreate");
+  event_ = e;
+}
+
+Event::~Event() {
+  if (event_) cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+}
+
+void Event::record() { check(cudaEventRecord(static_cast<cudaEvent_t>(event_), the_stream()), "cudaEventRecord"); }
+
+bool Event::done() const {
+  const cudaError_t rc = cudaEventQuery(static_cast<cudaEvent_t>(event_));
+  if (rc == cudaErrorNotReady) return false;
+  check(rc, "cudaEventQuery");
+  return true;
+}
+
+void Event::wait() const { check(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)), "cudaEventSynchronize"); }
+
+double Event::elapsed_ms(const Event& start, const Event& stop) {
+  float ms = 0;
+  check(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start.event_), static_cast<cudaEvent_t>(stop.event_)),
+        "cudaEventElapsedTime");
+  return ms;
 }
 
 }  // namespace parity::cuda

@@ -90,7 +90,16 @@ std::size_t Layer::saved_passes() const {
 }
 
 Tensor Layer::activation(const std::string& what, Shape shape, DataType dtype) const {
-  return Tensor::empty(name_ + "." + what, std::move(shape), dtype, MemoryCategory::activations);
+  return Tensor::empty(name_ + "." + what, std::move(shape), dtype, MemoryCategory::activations, space_);
+}
+
+void Layer::move_to(MemorySpace space) {
+  require(saved_.empty(), "layer " + name_ + ": moved between memory spaces with a forward pass in flight");
+  space_ = space;
+  for (Parameter& p : parameters_) {
+    if (p.value.space() != space) p.value = p.value.to(space, p.name, MemoryCategory::parameters);
+    if (p.grad.defined() && p.grad.space() != space) p.grad = p.grad.to(space, p.name + ".grad", MemoryCategory::gradients);
+  }
 }
 
 std::vector<Layer*> all_layers(const std::vector<Layer*>& roots) {

@@ -75,6 +75,10 @@ class Layer {
   void release_saved(const PassContext& context);
   // Micro-batches whose forward state this layer (and its children) hold.
   std::size_t saved_passes() const;
+  // Moves this layer's own parameters (and gradients) to `space`; activations are made there
+  // from now on. Model::to() calls it for every layer.
+  void move_to(MemorySpace space);
+  MemorySpace space() const { return space_; }
 
  protected:
   virtual Tensor do_forward(const Tensor& x, const PassContext& context) = 0;
@@ -107,6 +111,7 @@ class Layer {
   std::vector<Layer*> children_;
   std::vector<Hook> hooks_;
   std::map<std::pair<std::uint64_t, int>, std::vector<Tensor>> saved_;
+  MemorySpace space_ = MemorySpace::host;
 };
 
 // Every layer of a tree, parents before children.

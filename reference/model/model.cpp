@@ -32,12 +32,12 @@ double Model::loss(const Tensor& output, const Tensor& targets, double normalize
     const Tensor logits = output.reshape({n, v});
     const Tensor flat_targets = targets.reshape({targets.numel()});
     if (!doutput) return ops::cross_entropy_forward(logits, flat_targets, normalizer);
-    *doutput = Tensor::empty("dlogits", output.shape(), output.dtype(), MemoryCategory::activations);
+    *doutput = Tensor::empty("dlogits", output.shape(), output.dtype(), MemoryCategory::activations, output.space());
     Tensor d2 = doutput->reshape({n, v});
     return ops::cross_entropy_backward(logits, flat_targets, normalizer, d2);
   }
   if (doutput) {
-    *doutput = Tensor::empty("doutput", output.shape(), output.dtype(), MemoryCategory::activations);
+    *doutput = Tensor::empty("doutput", output.shape(), output.dtype(), MemoryCategory::activations, output.space());
     ops::mse_backward(output, targets, normalizer, *doutput);
   }
   return ops::mse_forward(output, targets, normalizer);
@@ -75,6 +75,18 @@ std::int64_t Model::parameter_count() const {
 void Model::zero_grad() {
   for (Parameter* p : parameters())
     if (p->grad.defined()) p->grad.zero();
+}
+
+void Model::to(MemorySpace space) {
+  for (Layer* layer : all_layers(layers())) layer->move_to(space);
+  space_ = space;
+}
+
+Batch Batch::to(MemorySpace space) const {
+  Batch out = *this;
+  if (inputs.space() != space) out.inputs = inputs.to(space, inputs.name(), MemoryCategory::activations);
+  if (targets.space() != space) out.targets = targets.to(space, targets.name(), MemoryCategory::activations);
+  return out;
 }
 
 namespace {

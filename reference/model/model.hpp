@@ -21,6 +21,8 @@ struct Batch {
   // Loss = sum over the rows here / normalizer. The global element count makes shards add up to
   // the whole batch's mean (data parallelism with uneven shards).
   double normalizer = 1;
+  // The same batch with its tensors in `space` (batches are made on the host).
+  Batch to(MemorySpace space) const;
 };
 
 class Model {
@@ -40,6 +42,11 @@ class Model {
   std::vector<Parameter*> parameters() const;
   std::int64_t parameter_count() const;
   void zero_grad();
+  // Moves every parameter to `space` (initialised on the host, so a model on a GPU starts from
+  // the same values) and makes activations there; call before an optimizer or trainer holds
+  // its tensors.
+  void to(MemorySpace space);
+  MemorySpace space() const { return space_; }
   const std::string& description() const { return description_; }
   DataType dtype() const { return dtype_; }
   LossKind loss_kind() const { return loss_; }
@@ -48,6 +55,7 @@ class Model {
   std::string description_;
   LossKind loss_;
   DataType dtype_;
+  MemorySpace space_ = MemorySpace::host;
   std::vector<std::unique_ptr<Layer>> layers_;
 };
 

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "reference/core/error.hpp"
+#include "reference/ops/cuda.hpp"
 
 namespace parity::model {
 
@@ -48,7 +49,7 @@ void Optimizer::step(const std::vector<Parameter*>& parameters) {
     if (state.empty())
       for (int i = 0; i < state_count(); ++i)
         state.push_back(Tensor::zeros(p->name + "." + name() + ".state" + std::to_string(i), p->value.shape(),
-                                      state_dtype_, MemoryCategory::optimizer_state));
+                                      state_dtype_, MemoryCategory::optimizer_state, p->value.space()));
     update(p->value, p->gradient(), state, steps_);
   }
 }
@@ -66,6 +67,9 @@ Sgd::Sgd(SgdConfig config, DataType state_dtype) : Optimizer(state_dtype), confi
 
 void Sgd::update(Tensor& value, const Tensor& grad, std::vector<Tensor>& state, std::int64_t) const {
   check_state("sgd", value, state, static_cast<std::size_t>(state_count()), state_dtype());
+  if (ops::on_device(value))
+    return ops::cuda::sgd_update(value, grad, state.empty() ? nullptr : &state[0], state_dtype(), config_.learning_rate,
+                                 config_.momentum, config_.weight_decay);
   visit_update("sgd", value, grad, state_dtype(), [&](auto value_tag, auto state_tag) {
     using V = decltype(value_tag);
     using S = decltype(state_tag);
@@ -92,6 +96,9 @@ AdamW::AdamW(AdamWConfig config, DataType state_dtype) : Optimizer(state_dtype),
 void AdamW::update(Tensor& value, const Tensor& grad, std::vector<Tensor>& state, std::int64_t step) const {
   check_state("adamw", value, state, 2, state_dtype());
   require(step >= 1, "adamw: steps count from 1");
+  if (ops::on_device(value))
+    return ops::cuda::adamw_update(value, grad, state[0], state[1], config_.learning_rate, config_.beta1, config_.beta2,
+                                   config_.epsilon, config_.weight_decay, step);
   visit_update("adamw", value, grad, state_dtype(), [&](auto value_tag, auto state_tag) {
     using V = decltype(value_tag);
     using S = decltype(state_tag);

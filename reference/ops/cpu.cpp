@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "reference/core/error.hpp"
+#include "reference/ops/cuda.hpp"
 #include "reference/ops/flops.hpp"
 #include "reference/tensor/random.hpp"
 
@@ -135,6 +136,7 @@ void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, in
 }  // namespace
 
 void matmul(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, Tensor& c, bool accumulate) {
+  if (on_device(a)) return cuda::matmul(a, transpose_a, b, transpose_b, c, accumulate);
   const char* op = "matmul";
   configure_blas_once();
   require_defined(op, a, "a");
@@ -180,6 +182,7 @@ void matmul(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b
 }
 
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y) {
+  if (on_device(x)) return cuda::linear_forward(x, w, bias, y);
   const char* op = "linear_forward";
   require_defined(op, x, "x");
   require_defined(op, w, "w");
@@ -209,6 +212,7 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor
 }
 
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw, Tensor& dbias) {
+  if (on_device(dy)) return cuda::linear_backward(dy, x, w, dx, dw, dbias);
   const char* op = "linear_backward";
   require_defined(op, dy, "dy");
   require_defined(op, x, "x");
@@ -276,14 +280,17 @@ void elementwise(const char* op, Tensor& y, F f, const Tensor& first, const Rest
 }  // namespace
 
 void gelu_forward(const Tensor& x, Tensor& y) {
+  if (on_device(x)) return cuda::gelu_forward(x, y);
   elementwise("gelu_forward", y, [](auto v) { return gelu_value(v); }, x);
 }
 
 void gelu_backward(const Tensor& dy, const Tensor& x, Tensor& dx) {
+  if (on_device(dy)) return cuda::gelu_backward(dy, x, dx);
   elementwise("gelu_backward", dx, [](auto v, auto g) { return g * gelu_derivative(v); }, x, dy);
 }
 
 void add_forward(const Tensor& a, const Tensor& b, Tensor& y) {
+  if (on_device(a)) return cuda::add_forward(a, b, y);
   elementwise("add_forward", y, [](auto u, auto v) { return u + v; }, a, b);
 }
 
@@ -291,6 +298,7 @@ void accumulate(Tensor& y, const Tensor& x) { add_forward(y, x, y); }
 
 void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& mean,
                        Tensor& rstd) {
+  if (on_device(x)) return cuda::layernorm_forward(x, gamma, beta, y, mean, rstd);
   const char* op = "layernorm_forward";
   require_defined(op, x, "x");
   const std::int64_t c = x.dim(-1), n = rows_of(x);
@@ -335,6 +343,7 @@ void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
 
 void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
                         const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
+  if (on_device(dy)) return cuda::layernorm_backward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta);
   const char* op = "layernorm_backward";
   require_defined(op, x, "x");
   const std::int64_t c = x.dim(-1), n = rows_of(x);
@@ -402,6 +411,7 @@ template <typename C> C softmax_row(C* row, std::int64_t c, std::int64_t valid) 
 }  // namespace
 
 void softmax_forward(const Tensor& x, Tensor& y) {
+  if (on_device(x)) return cuda::softmax_forward(x, y);
   const char* op = "softmax_forward";
   require_defined(op, x, "x");
   same_shape(op, x, y);
@@ -421,6 +431,7 @@ void softmax_forward(const Tensor& x, Tensor& y) {
 }
 
 void softmax_backward(const Tensor& dy, const Tensor& y, Tensor& dx) {
+  if (on_device(dy)) return cuda::softmax_backward(dy, y, dx);
   const char* op = "softmax_backward";
   require_defined(op, y, "y");
   same_shape(op, y, dy);
@@ -507,6 +518,7 @@ void attention_backward_impl(const AttentionSizes& s, const T* dout, const T* qk
 }  // namespace
 
 void attention_forward(const Tensor& qkv, int heads, bool causal, Tensor& out, Tensor& probs) {
+  if (on_device(qkv)) return cuda::attention_forward(qkv, heads, causal, out, probs);
   const char* op = "attention_forward";
   configure_blas_once();
   const AttentionSizes s = attention_sizes(op, qkv, heads);
@@ -521,6 +533,7 @@ void attention_forward(const Tensor& qkv, int heads, bool causal, Tensor& out, T
 }
 
 void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& probs, int heads, Tensor& dqkv) {
+  if (on_device(dout)) return cuda::attention_backward(dout, qkv, probs, heads, dqkv);
   const char* op = "attention_backward";
   configure_blas_once();
   const AttentionSizes s = attention_sizes(op, qkv, heads);
@@ -562,6 +575,7 @@ EmbeddingSizes embedding_sizes(const char* op, const Tensor& tokens, const Tenso
 }  // namespace
 
 void embedding_forward(const Tensor& tokens, const Tensor& wte, const Tensor& wpe, Tensor& y) {
+  if (on_device(tokens)) return cuda::embedding_forward(tokens, wte, wpe, y);
   const char* op = "embedding_forward";
   const EmbeddingSizes s = embedding_sizes(op, tokens, wte, wpe);
   same_type(op, wte, y);
@@ -582,6 +596,7 @@ void embedding_forward(const Tensor& tokens, const Tensor& wte, const Tensor& wp
 }
 
 void embedding_backward(const Tensor& dy, const Tensor& tokens, Tensor& dwte, Tensor& dwpe) {
+  if (on_device(dy)) return cuda::embedding_backward(dy, tokens, dwte, dwpe);
   const char* op = "embedding_backward";
   const EmbeddingSizes s = embedding_sizes(op, tokens, dwte, dwpe);
   same_type(op, dwte, dy);
@@ -620,6 +635,7 @@ void check_classification(const char* op, const Tensor& logits, const Tensor& ta
 }  // namespace
 
 double cross_entropy_forward(const Tensor& logits, const Tensor& targets, double normalizer) {
+  if (on_device(logits)) return cuda::cross_entropy_forward(logits, targets, normalizer);
   const char* op = "cross_entropy_forward";
   check_classification(op, logits, targets, normalizer);
   return visit_floating(op, logits, [&](auto tag) {
@@ -640,6 +656,7 @@ double cross_entropy_forward(const Tensor& logits, const Tensor& targets, double
 }
 
 double cross_entropy_backward(const Tensor& logits, const Tensor& targets, double normalizer, Tensor& dlogits) {
+  if (on_device(logits)) return cuda::cross_entropy_backward(logits, targets, normalizer, dlogits);
   const char* op = "cross_entropy_backward";
   check_classification(op, logits, targets, normalizer);
   same_shape(op, logits, dlogits);
@@ -666,6 +683,7 @@ double cross_entropy_backward(const Tensor& logits, const Tensor& targets, doubl
 }
 
 double mse_forward(const Tensor& prediction, const Tensor& target, double normalizer) {
+  if (on_device(prediction)) return cuda::mse_forward(prediction, target, normalizer);
   const char* op = "mse_forward";
   require_defined(op, prediction, "prediction");
   same_shape(op, prediction, target);
@@ -684,6 +702,7 @@ double mse_forward(const Tensor& prediction, const Tensor& target, double normal
 }
 
 void mse_backward(const Tensor& prediction, const Tensor& target, double normalizer, Tensor& dprediction) {
+  if (on_device(prediction)) return cuda::mse_backward(prediction, target, normalizer, dprediction);
   const char* op = "mse_backward";
   if (!(normalizer > 0)) fail(op, "normalizer must be positive");
   const double scale = 2.0 / normalizer;
@@ -711,8 +730,12 @@ void dropout_apply(const char* op, const Tensor& in, double p, DropoutKey key, T
 }
 }  // namespace
 
-void dropout_forward(const Tensor& x, double p, DropoutKey key, Tensor& y) { dropout_apply("dropout_forward", x, p, key, y); }
+void dropout_forward(const Tensor& x, double p, DropoutKey key, Tensor& y) {
+  if (on_device(x)) return cuda::dropout_forward(x, p, key, y);
+  dropout_apply("dropout_forward", x, p, key, y);
+}
 void dropout_backward(const Tensor& dy, double p, DropoutKey key, Tensor& dx) {
+  if (on_device(dy)) return cuda::dropout_backward(dy, p, key, dx);
   dropout_apply("dropout_backward", dy, p, key, dx);
 }
 

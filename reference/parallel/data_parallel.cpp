@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "reference/core/error.hpp"
+#include "reference/cuda/device.hpp"
 #include "reference/parallel/zero.hpp"
 
 namespace parity::parallel {
@@ -122,7 +123,7 @@ void DataParallelTrainer::add_segment(std::string name, Tensor value, Tensor gra
   s.name = std::move(name);
   for (int i = 0; i < optimizer_.state_count(); ++i)
     s.state.push_back(Tensor::zeros(s.name + ".state" + std::to_string(i), {value.numel()}, optimizer_.state_dtype(),
-                                    MemoryCategory::optimizer_state));
+                                    MemoryCategory::optimizer_state, value.space()));
   if (config_.precision == Precision::mixed)
     s.master = cast(value, DataType::float32, s.name + ".master", MemoryCategory::optimizer_state);
   s.value = std::move(value);
@@ -156,7 +157,7 @@ StepStats DataParallelTrainer::step(const BatchSource& batches, std::uint64_t st
     micro_batch_ = static_cast<int>(i);
     last_micro_batch_ = i + 1 == micro.size();
     begin_micro_batch(last_micro_batch_);
-    const model::Batch batch = batches(step, micro[i].first, micro[i].rows, config_.global_batch);
+    const model::Batch batch = batches(step, micro[i].first, micro[i].rows, config_.global_batch).to(model_.space());
     const auto compute = std::chrono::steady_clock::now();
     loss += model_.forward_backward(batch, {step, micro_batch_, true, micro[i].first});
     passes += seconds_since(compute);
@@ -171,6 +172,7 @@ StepStats DataParallelTrainer::step(const BatchSource& batches, std::uint64_t st
   world_.all_reduce({&loss, 1, DataType::float64, MemorySpace::host}, {&loss, 1, DataType::float64, MemorySpace::host},
                     ReduceOp::sum);
   stats.loss = loss;
+  if (model_.space() == MemorySpace::cuda) cuda::synchronize();  // the step ends when the GPU is done
   stats.seconds = seconds_since(start);
   stats.exposed_comm_seconds = exposed_ + stream_.progress_seconds();
   stats.stream_seconds = stream_.busy_seconds();
@@ -216,7 +218,7 @@ DataParallel::DataParallel(Communicator& world, model::Model& model, const model
     std::int64_t count = 0;
     for (model::Parameter* p : group) count += p->value.numel();
     b.grads = Tensor::zeros("bucket" + std::to_string(buckets_.size() - 1) + ".grads", {count}, model.dtype(),
-                            MemoryCategory::gradients);
+                            MemoryCategory::gradients, model.space());
     std::int64_t offset = 0;
     for (model::Parameter* p : group) {
       p->grad = b.grads.segment(p->name + ".grad", offset, p->value.shape());

@@ -46,10 +46,13 @@ ParameterServerStats run_parameter_server(Communicator& comm, model::Model& mode
     throw UsageError("a parameter server needs at least two ranks (rank 0 serves, the others work); this world has 1");
   if (config.steps_per_worker < 1 || config.batch < 1)
     throw UsageError("parameter server: steps per worker and batch rows must be positive");
+  if (!comm.accepts(MemorySpace::host, true))
+    throw UsageError("the parameter server sends host headers point-to-point and polls for any worker, which the " +
+                     std::string(comm.backend()) + " backend cannot do; use --backend mpi");
   const int workers = comm.size() - 1;
   const auto parameters = model.parameters();
   Tensor flat = Tensor::empty("parameter_server.flat", {total_elements(parameters)}, model.dtype(),
-                              MemoryCategory::communication);
+                              MemoryCategory::communication, model.space());
   ParameterServerStats stats;
 
   if (comm.rank() == 0) {
@@ -91,7 +94,7 @@ ParameterServerStats run_parameter_server(Communicator& comm, model::Model& mode
     for (int t = 0; t < config.steps_per_worker; ++t) {
       const std::uint64_t step = static_cast<std::uint64_t>(t) * workers + w;
       model.zero_grad();
-      stats.losses.push_back(model.forward_backward(batches(step, 0, config.batch, config.batch), {step, 0, true, 0}));
+      stats.losses.push_back(model.forward_backward(batches(step, 0, config.batch, config.batch).to(model.space()), {step, 0, true, 0}));
       flatten(flat, parameters, true);
       std::int64_t header[2] = {version, static_cast<std::int64_t>(step)};
       RequestPtr sends[2] = {comm.isend(header_view(header), 0, kHeaderTag), comm.isend(flat.view(), 0, kGradientTag)};

@@ -21,7 +21,7 @@ void pack(Tensor& flat, const std::vector<model::Parameter*>& parameters, const 
 
 // All-gathers every rank's chunk of a flat unit into one whole buffer (blocking, on comm).
 Tensor gather_whole(Communicator& comm, const Tensor& chunk, std::int64_t padded, const std::string& name) {
-  Tensor whole = Tensor::empty(name, {padded}, chunk.dtype(), MemoryCategory::workspace);
+  Tensor whole = Tensor::empty(name, {padded}, chunk.dtype(), MemoryCategory::workspace, chunk.space());
   Tensor mine = whole.segment(name + ".mine", comm.rank() * chunk.numel(), {chunk.numel()});
   copy_into(mine, chunk);
   comm.all_gather(mine.view(), whole.view());
@@ -65,7 +65,7 @@ Zero::Zero(Communicator& world, model::Model& model, const model::Optimizer& opt
   for (Unit& u : units_) {
     // The flat buffer replaces the model's own tensors (whose storage is then released).
     const MemoryCategory flat_category = stage == 3 ? MemoryCategory::communication : MemoryCategory::parameters;
-    Tensor flat = Tensor::zeros(u.name + ".flat", {u.padded}, type, flat_category);
+    Tensor flat = Tensor::zeros(u.name + ".flat", {u.padded}, type, flat_category, model.space());
     pack(flat, u.parameters, u.offsets);
     if (stage == 3) {
       u.parameter_chunk = flat.segment(u.name + ".chunk", r * u.chunk, {u.chunk})
@@ -81,12 +81,12 @@ Zero::Zero(Communicator& world, model::Model& model, const model::Optimizer& opt
         u.parameters[i]->value = flat.segment(u.parameters[i]->name, u.offsets[i], u.shapes[i]);
     }
     if (stage == 1) {
-      u.flat_gradients = Tensor::zeros(u.name + ".grads", {u.padded}, type, MemoryCategory::gradients);
+      u.flat_gradients = Tensor::zeros(u.name + ".grads", {u.padded}, type, MemoryCategory::gradients, model.space());
       point_gradients(u);
       add_segment(u.name, u.parameter_chunk, u.flat_gradients.segment(u.name + ".grad_chunk", r * u.chunk, {u.chunk}));
     } else {
       for (model::Parameter* p : u.parameters) p->grad = Tensor();
-      u.gradient_chunk = Tensor::zeros(u.name + ".grad_chunk", {u.chunk}, type, MemoryCategory::gradients);
+      u.gradient_chunk = Tensor::zeros(u.name + ".grad_chunk", {u.chunk}, type, MemoryCategory::gradients, model.space());
       add_segment(u.name, u.parameter_chunk, u.gradient_chunk);
     }
   }
@@ -143,7 +143,7 @@ void Zero::acquire_parameters(Unit& u) {
   if (u.gathered++ > 0) return;
   const auto start = std::chrono::steady_clock::now();
   u.flat_parameters = Tensor::empty(u.name + ".gathered", {u.padded}, u.parameter_chunk.dtype(),
-                                    MemoryCategory::communication);
+                                    MemoryCategory::communication, u.parameter_chunk.space());
   Tensor mine = u.flat_parameters.segment(u.name + ".mine", world_.rank() * u.chunk, {u.chunk});
   copy_into(mine, u.parameter_chunk);
   stream_.wait(enqueue("all_gather of " + u.name, Collective::all_gather, config_.all_gather, mine.view(),
@@ -164,7 +164,8 @@ void Zero::release_parameters(Unit& u) {
 
 void Zero::ensure_gradients(Unit& u) {
   if (u.flat_gradients.defined()) return;
-  u.flat_gradients = Tensor::zeros(u.name + ".grads", {u.padded}, u.gradient_chunk.dtype(), MemoryCategory::communication);
+  u.flat_gradients = Tensor::zeros(u.name + ".grads", {u.padded}, u.gradient_chunk.dtype(), MemoryCategory::communication,
+                                   u.gradient_chunk.space());
   point_gradients(u);
 }
 

@@ -7,6 +7,7 @@
 
 #include "reference/comm/reduce_kernels.hpp"
 #include "reference/core/error.hpp"
+#include "reference/cuda/device.hpp"
 
 namespace parity {
 
@@ -25,16 +26,26 @@ std::int64_t element_count(const Shape& shape) {
 
 Storage::Storage(std::size_t bytes, MemoryCategory category, MemorySpace space)
     : bytes_(bytes), category_(category), space_(space) {
-  require(space == MemorySpace::host, "tensor storage on the CUDA memory space needs the GPU path (--device cuda)");
-  const std::size_t rounded = (bytes + 63) / 64 * 64;
-  data_ = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
-  if (!data_) throw std::bad_alloc();
+  if (space == MemorySpace::cuda) {
+    try {
+      data_ = cuda::allocate(bytes);
+    } catch (const std::exception& e) {
+      throw Error(std::string(e.what()) + " (" + std::string(name_of(category)) + ")");
+    }
+  } else {
+    const std::size_t rounded = (bytes + 63) / 64 * 64;
+    data_ = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+    if (!data_) throw std::bad_alloc();
+  }
   MemoryTracker::process().charge(category_, space_, bytes_);
 }
 
 Storage::~Storage() {
   MemoryTracker::process().release(category_, space_, bytes_);
-  std::free(data_);
+  if (space_ == MemorySpace::cuda)
+    cuda::release(data_);
+  else
+    std::free(data_);
 }
 
 Tensor Tensor::empty(std::string name, Shape shape, DataType dtype, MemoryCategory category, MemorySpace space) {
@@ -53,7 +64,7 @@ Tensor Tensor::empty(std::string name, Shape shape, DataType dtype, MemoryCatego
 
 Tensor Tensor::zeros(std::string name, Shape shape, DataType dtype, MemoryCategory category, MemorySpace space) {
   Tensor t = empty(std::move(name), std::move(shape), dtype, category, space);
-  std::memset(t.raw(), 0, t.bytes());
+  t.zero();
   return t;
 }
 
@@ -134,7 +145,14 @@ Tensor Tensor::segment(std::string name, std::int64_t first, Shape shape) const 
 Tensor Tensor::clone(std::string name, MemoryCategory category) const {
   require_defined(*this, "cloned into " + name);
   Tensor t = empty(std::move(name), shape_, dtype_, category, space());
-  std::memcpy(t.raw(), raw(), bytes());
+  copy_into(t, *this);
+  return t;
+}
+
+Tensor Tensor::to(MemorySpace space, std::string name, MemoryCategory category) const {
+  require_defined(*this, "copied into " + name);
+  Tensor t = empty(std::move(name), shape_, dtype_, category, space);
+  copy_into(t, *this);
   return t;
 }
 
@@ -146,6 +164,7 @@ void Tensor::check_index(std::int64_t i) const {
 
 double Tensor::at(std::int64_t i) const {
   check_index(i);
+  if (space() == MemorySpace::cuda) return segment(name_, i, {1}).to_vector()[0];
   return visit_data_type(dtype_, [&](auto tag) {
     using T = decltype(tag);
     return to_double(data<T>()[i]);
@@ -154,6 +173,11 @@ double Tensor::at(std::int64_t i) const {
 
 void Tensor::set(std::int64_t i, double value) {
   check_index(i);
+  if (space() == MemorySpace::cuda) {
+    Tensor element = segment(name_, i, {1});
+    element.fill(value);
+    return;
+  }
   visit_data_type(dtype_, [&](auto tag) {
     using T = decltype(tag);
     data<T>()[i] = from_double<T>(value);
@@ -161,6 +185,8 @@ void Tensor::set(std::int64_t i, double value) {
 }
 
 void Tensor::fill(double value) {
+  require_defined(*this, "filled");
+  if (space() == MemorySpace::cuda) return cuda::fill(raw(), static_cast<std::size_t>(numel_), static_cast<int>(dtype_), value);
   visit_data_type(dtype_, [&](auto tag) {
     using T = decltype(tag);
     const T v = from_double<T>(value);
@@ -169,11 +195,14 @@ void Tensor::fill(double value) {
 }
 
 void Tensor::zero() {
-  check_access(dtype_);
+  require_defined(*this, "zeroed");
+  if (space() == MemorySpace::cuda) return cuda::zero(raw(), bytes());
   std::memset(raw(), 0, bytes());
 }
 
 std::vector<double> Tensor::to_vector() const {
+  require_defined(*this, "read");
+  if (space() == MemorySpace::cuda) return to(MemorySpace::host, name_, MemoryCategory::workspace).to_vector();
   std::vector<double> v(static_cast<std::size_t>(numel_));
   for (std::int64_t i = 0; i < numel_; ++i) v[static_cast<std::size_t>(i)] = at(i);
   return v;
@@ -189,9 +218,13 @@ void copy_into(Tensor& destination, const Tensor& source) {
   if (destination.numel() != source.numel())
     throw Error("cannot copy " + source.describe() + " into " + destination.describe() + ": element counts differ");
   if (destination.dtype() == source.dtype()) {
-    std::memcpy(destination.raw(), source.raw(), source.bytes());
-  } else {
+    copy_between_spaces(destination.view(), source.view());
+  } else if (destination.space() == source.space()) {
     convert_buffer(destination.view(), source.view());
+  } else {
+    // Across spaces: convert where the source lives, then move the bytes.
+    Tensor converted = cast(source, destination.dtype(), source.name(), MemoryCategory::workspace);
+    copy_between_spaces(destination.view(), converted.view());
   }
 }
 

@@ -1,6 +1,7 @@
 // Tensors: a contiguous row-major array with a shape, a data type, a memory space and a memory
 // category its storage is charged to. Copies share storage (like a handle); clone() copies the
-// data. Host memory now; the CUDA space is the seam the GPU path fills in.
+// data. Storage lives in host memory or on the process's CUDA device (reference/cuda/device.hpp);
+// kernels get raw pointers, and the slow accessors (at, set, to_vector) copy through the host.
 #pragma once
 
 #include <cstddef>
@@ -86,8 +87,11 @@ class Tensor {
   // storage: a parameter living inside a flat buffer, or a rank's shard of one (ZeRO, FSDP).
   Tensor segment(std::string name, std::int64_t first, Shape shape) const;
   Tensor clone(std::string name, MemoryCategory category) const;
-  // Element i as double / set from double (rounded to the type), host only; i is checked
-  // (these are the slow, safe accessors for tests and set-up; kernels use data<T>()).
+  // A copy in another memory space (host <-> CUDA device).
+  Tensor to(MemorySpace space, std::string name, MemoryCategory category) const;
+  // Element i as double / set from double (rounded to the type); i is checked. These are the
+  // slow, safe accessors for tests and set-up (a device tensor copies through the host);
+  // kernels use data<T>() or raw().
   double at(std::int64_t i) const;
   void set(std::int64_t i, double value);
   void fill(double value);

@@ -1,0 +1,145 @@
+// The GPU path's decisions that need no GPU: which device a rank takes, when a backend may
+// share a GPU, when a job does not fit, and the mirrored buffers that stage collectives between
+// memory spaces (exercised host to host here; the GPU tests run the same code on a device).
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <vector>
+
+#include "reference/comm/mirror.hpp"
+#include "reference/core/error.hpp"
+#include "reference/cuda/device.hpp"
+#include "reference/cuda/placement.hpp"
+#include "reference/tensor/tensor.hpp"
+
+using namespace parity;
+
+TEST(Placement, RoundRobinOverTheHostsGpus) {
+  // 4 ranks on 1 GPU: all on device 0, 4 sharing it.
+  for (int r = 0; r < 4; ++r) {
+    const auto p = cuda::place(r, 4, 1);
+    EXPECT_EQ(p.device, 0);
+    EXPECT_EQ(p.ranks_on_device, 4);
+  }
+  // 5 ranks on 2 GPUs: devices 0,1,0,1,0; GPU 0 holds 3 ranks and GPU 1 holds 2.
+  const int expected_device[] = {0, 1, 0, 1, 0};
+  const int expected_sharing[] = {3, 2, 3, 2, 3};
+  for (int r = 0; r < 5; ++r) {
+    const auto p = cuda::place(r, 5, 2);
+    EXPECT_EQ(p.device, expected_device[r]) << "rank " << r;
+    EXPECT_EQ(p.ranks_on_device, expected_sharing[r]) << "rank " << r;
+  }
+  // One rank per GPU on an 8-GPU host.
+  EXPECT_EQ(cuda::place(7, 8, 8).device, 7);
+  EXPECT_EQ(cuda::place(7, 8, 8).ranks_on_device, 1);
+  EXPECT_EQ(cuda::place(0, 1, 0).device, -1);  // no GPU: no device
+  EXPECT_THROW(cuda::place(4, 4, 1), Error);
+}
+
+TEST(Placement, NcclSharesAGpuOnlyWhereItAllowsIt) {
+  // MPI always may, and one rank per GPU always may.
+  EXPECT_EQ(cuda::sharing_problem("mpi", 4, 22809, nullptr), "");
+  EXPECT_EQ(cuda::sharing_problem("nccl", 1, 22809, nullptr), "");
+  // NCCL 2.28: refused, naming the version needed and the fix.
+  const std::string old = cuda::sharing_problem("nccl", 4, 22809, "1");
+  EXPECT_NE(old.find("4 ranks share one GPU"), std::string::npos) << old;
+  EXPECT_NE(old.find("2.30.0"), std::string::npos) << old;
+  EXPECT_NE(old.find("2.28.9"), std::string::npos) << old;
+  EXPECT_NE(old.find("--backend mpi"), std::string::npos) << old;
+  // NCCL 2.30 without the variable, or with it set to something else: refused, naming it.
+  for (const char* value : {static_cast<const char*>(nullptr), "0", "yes"}) {
+    const std::string unset = cuda::sharing_problem("nccl", 2, 23000, value);
+    EXPECT_NE(unset.find("NCCL_MULTI_RANK_GPU_ENABLE=1"), std::string::npos) << unset;
+  }
+  EXPECT_EQ(cuda::sharing_problem("nccl", 2, 23000, "1"), "");
+  EXPECT_EQ(cuda::sharing_problem("nccl", 8, 23101, "1"), "");
+  EXPECT_EQ(cuda::nccl_version_text(22809), "2.28.9");
+  EXPECT_EQ(cuda::nccl_version_text(23000), "2.30.0");
+}
+
+TEST(Placement, RefusesAJobThatDoesNotFitTheGpu) {
+  const std::size_t gib = std::size_t{1} << 30;
+  EXPECT_EQ(cuda::fit_problem(8 * gib, 80 * gib, "the benchmark"), "");
+  // The margin: 0.9 of the free memory is usable.
+  EXPECT_EQ(cuda::fit_problem(72 * gib, 80 * gib, "x"), "");
+  const std::string over = cuda::fit_problem(73 * gib, 80 * gib, "the model benchmark on h GPU 0");
+  EXPECT_NE(over.find("the model benchmark on h GPU 0"), std::string::npos) << over;
+  EXPECT_NE(over.find("74752.0 MiB"), std::string::npos) << over;  // 73 GiB needed
+  EXPECT_NE(over.find("81920.0 MiB are free"), std::string::npos) << over;
+}
+
+TEST(Placement, WithoutAGpuCudaIsAClearError) {
+  if (!cuda::devices().empty()) GTEST_SKIP() << "a GPU is visible: the no-GPU errors cannot be seen here";
+  EXPECT_EQ(cuda::selected_device(), -1);
+  try {
+    (void)Tensor::empty("on_gpu", {4}, DataType::float32, MemoryCategory::workspace, MemorySpace::cuda);
+    FAIL() << "a device tensor was made without a device";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("CUDA"), std::string::npos) << e.what();
+  }
+}
+
+namespace {
+std::vector<float> iota(std::size_t n, float first) {
+  std::vector<float> v(n);
+  std::iota(v.begin(), v.end(), first);
+  return v;
+}
+BufferView view_of(std::vector<float>& v, std::size_t first, std::size_t count) {
+  return {v.data() + first, count, DataType::float32, MemorySpace::host};
+}
+}  // namespace
+
+// In place stays in place: the mirror of an in-place reduce-scatter holds one area, and the
+// receive view sits at the same offset of it as in the original.
+TEST(Mirror, KeepsInPlaceLayoutsAndCopiesBack) {
+  std::vector<float> whole = iota(12, 1);
+  const BufferView send = view_of(whole, 0, 12), recv = view_of(whole, 8, 4);  // rank 2 of 3
+  int allocations = 0;
+  const Mirror::Allocate allocate = [&](std::size_t bytes) {
+    ++allocations;
+    return allocator_for(MemorySpace::host)(bytes);
+  };
+  const Mirror m(send, recv, MemorySpace::host, 0, allocate);
+  EXPECT_EQ(allocations, 1);
+  EXPECT_EQ(m.recv().as<float>() - m.send().as<float>(), 8);
+  EXPECT_EQ(m.send().as<float>()[11], 12.0f);  // contents copied in
+  for (std::size_t i = 0; i < 4; ++i) m.recv().as<float>()[i] = -1.0f;
+  m.send().as<float>()[0] = 99.0f;  // outside the receive buffer: not copied back by copy_back_receive
+  m.copy_back_receive();
+  EXPECT_EQ(whole[0], 1.0f);
+  for (std::size_t i = 8; i < 12; ++i) EXPECT_EQ(whole[i], -1.0f);
+  m.copy_back_all();
+  EXPECT_EQ(whole[0], 99.0f);
+}
+
+TEST(Mirror, SeparateBuffersAndMarginsAreMirrored) {
+  std::vector<float> a = iota(10, 0), b = iota(10, 100);
+  // Send a[2..6), receive b[2..6), with 2 floats (8 bytes) of margin on each side.
+  const Mirror m(view_of(a, 2, 4), view_of(b, 2, 4), MemorySpace::host, 8, allocator_for(MemorySpace::host));
+  EXPECT_EQ(m.send().as<float>()[-2], 0.0f);  // the margin came along
+  EXPECT_EQ(m.recv().as<float>()[5], 107.0f);
+  m.recv().as<float>()[4] = -7.0f;  // an overrun into the margin
+  m.copy_back_receive();
+  EXPECT_EQ(b[6], 106.0f);  // the receive copy stops at the buffer
+  m.copy_back_all();
+  EXPECT_EQ(b[6], -7.0f);  // the whole copy shows the overrun, as a guard check needs
+  const Mirror empty(BufferView{}, view_of(b, 0, 3), MemorySpace::host, 0, allocator_for(MemorySpace::host));
+  EXPECT_EQ(empty.send().data, nullptr);
+  EXPECT_EQ(empty.recv().as<float>()[2], 102.0f);
+}
+
+// Tensor::to makes a copy with its own storage, charged to the category asked for (host to
+// host here; the GPU tests move tensors and models to the device and back).
+TEST(TensorPlacement, ToCopiesIntoItsOwnStorage) {
+  Tensor a = Tensor::empty("a", {2, 3}, DataType::float32, MemoryCategory::parameters);
+  for (std::int64_t i = 0; i < a.numel(); ++i) a.set(i, static_cast<double>(i) + 0.5);
+  const auto before = MemoryTracker::process().usage(MemoryCategory::workspace).current;
+  Tensor b = a.to(MemorySpace::host, "b", MemoryCategory::workspace);
+  EXPECT_EQ(MemoryTracker::process().usage(MemoryCategory::workspace).current - before, 24);
+  EXPECT_EQ(b.to_vector(), a.to_vector());
+  EXPECT_EQ(b.shape(), a.shape());
+  b.set(0, -1.0);
+  EXPECT_EQ(a.at(0), 0.5);  // separate storage
+  EXPECT_NE(a.raw(), b.raw());
+}
