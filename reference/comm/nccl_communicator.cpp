@@ -167,8 +167,9 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
-  // Scratch slots of the backend itself, after those of the reference algorithms (0-3).
-  static constexpr int kHostSend = 8, kHostRecv = 9, kInPlaceSlot = 10, kBarrierSlot = 11;
+  // Scratch slots of the backend itself, after those of the reference algorithms (0-3): two
+  // for host buffers staged on the device (8, 9), a copy for in-place all-to-all, a barrier token.
+  static constexpr int kHostStaging = 8, kInPlaceSlot = 10, kBarrierSlot = 11;
 
   RequestPtr post(bool send, BufferView buffer, int peer, int) {
     if (!pending_) {
@@ -220,7 +221,7 @@ class NcclCommunicator final : public Communicator {
       wait_for_stream();
       return;
     }
-    int slot = kHostSend;
+    int slot = kHostStaging;
     const Mirror device(send, recv, MemorySpace::cuda, 0, [&](std::size_t bytes) {
       // Scratch stays owned by the communicator: the pointer is lent, not freed.
       auto* p = static_cast<std::byte*>(scratch((bytes + 3) / 4, DataType::int32, slot++).data);
