@@ -16,6 +16,7 @@
 
 #include "reference/core/error.hpp"
 #include "reference/ops/cuda.hpp"
+#include "reference/ops/checks.hpp"
 #include "reference/ops/flops.hpp"
 #include "reference/tensor/random.hpp"
 
@@ -61,12 +62,6 @@ template <typename T> inline T store(Acc<T> v) { return v; }
 template <> inline float16_t store<float16_t>(float v) { return float_to_half(v); }
 template <> inline bfloat16_t store<bfloat16_t>(float v) { return float_to_bf16(v); }
 
-[[noreturn]] void fail(const char* op, const std::string& message) { throw Error(std::string(op) + ": " + message); }
-
-void require_defined(const char* op, const Tensor& t, const char* role) {
-  if (!t.defined()) fail(op, std::string(role) + " tensor is not allocated");
-}
-
 // Calls f(T{}) for a floating storage type; refuses integer tensors.
 template <typename F> decltype(auto) visit_floating(const char* op, const Tensor& t, F&& f) {
   require_defined(op, t, "input");
@@ -80,43 +75,8 @@ template <typename F> decltype(auto) visit_floating(const char* op, const Tensor
   return f(float{});
 }
 
-// float32 or float64 only (ops whose arithmetic goes through BLAS with saved tensors).
-void require_blas_type(const char* op, const Tensor& t) {
-  require_defined(op, t, "input");
-  if (t.dtype() != DataType::float32 && t.dtype() != DataType::float64)
-    fail(op, t.describe() + ": supported in float32 and float64 only (cast 16-bit storage to float32 first)");
-}
-
-void same_type(const char* op, const Tensor& a, const Tensor& b) {
-  require_defined(op, b, "second");
-  if (a.dtype() != b.dtype()) fail(op, a.describe() + " and " + b.describe() + " have different data types");
-}
-
-void same_shape(const char* op, const Tensor& a, const Tensor& b) {
-  same_type(op, a, b);
-  if (a.shape() != b.shape()) fail(op, a.describe() + " and " + b.describe() + " have different shapes");
-}
-
-void require_shape(const char* op, const Tensor& t, const Shape& expected) {
-  if (!t.defined()) fail(op, "a tensor of shape " + to_string(expected) + " is needed but not allocated (" + t.describe() + ")");
-  if (t.shape() != expected) fail(op, t.describe() + " should have shape " + to_string(expected));
-}
-
-void require_index_type(const char* op, const Tensor& t) {
-  require_defined(op, t, "index");
-  if (t.dtype() != DataType::int32 && t.dtype() != DataType::int64)
-    fail(op, t.describe() + ": indices must be int32 or int64");
-}
-
 std::int64_t index_at(const Tensor& t, std::int64_t i) {
   return t.dtype() == DataType::int32 ? t.data<std::int32_t>()[i] : t.data<std::int64_t>()[i];
-}
-
-std::int64_t rows_of(const Tensor& t) { return t.numel() / t.dim(-1); }
-
-int blas_int(const char* op, std::int64_t v) {
-  if (v > std::numeric_limits<int>::max()) fail(op, "dimension " + std::to_string(v) + " exceeds the BLAS integer range");
-  return static_cast<int>(v);
 }
 
 // Row-major GEMM C = alpha op(A) op(B) + beta C with leading dimensions; counts 2mnk FLOPs.

@@ -1,4 +1,4 @@
-// CUDA ops (see cuda.hpp): the checks of the CPU ops (same messages, "op: tensor ..."), the
+// CUDA ops (see cuda.hpp): the checks shared with the CPU ops (reference/ops/checks.hpp), the
 // device placement check, scratch tensors on the device, and calls of the launch functions of
 // cuda_kernels.hpp (implemented by cuda_kernels.cu, or by cuda_stub.cpp without CUDA).
 #include "reference/ops/cuda.hpp"
@@ -10,6 +10,7 @@
 #include <string>
 
 #include "reference/core/error.hpp"
+#include "reference/ops/checks.hpp"
 #include "reference/ops/cuda_kernels.hpp"
 #include "reference/ops/flops.hpp"
 
@@ -30,12 +31,6 @@ std::atomic<bool> g_allow_tf32{false};
 int code(const Tensor& t) { return static_cast<int>(t.dtype()); }
 int code(DataType t) { return static_cast<int>(t); }
 
-[[noreturn]] void fail(const char* op, const std::string& message) { throw Error(std::string(op) + ": " + message); }
-
-void require_defined(const char* op, const Tensor& t, const char* role) {
-  if (!t.defined()) fail(op, std::string(role) + " tensor is not allocated");
-}
-
 // Every allocated tensor the op touches must be in device memory (unallocated optional tensors
 // are checked, or skipped, by the op).
 void require_device(const char* op, std::initializer_list<const Tensor*> tensors) {
@@ -48,41 +43,6 @@ void require_device(const char* op, std::initializer_list<const Tensor*> tensors
 void require_floating(const char* op, const Tensor& t) {
   require_defined(op, t, "input");
   if (!is_floating(t.dtype())) fail(op, t.describe() + ": needs a floating-point tensor");
-}
-
-void require_blas_type(const char* op, const Tensor& t) {
-  require_defined(op, t, "input");
-  if (t.dtype() != DataType::float32 && t.dtype() != DataType::float64)
-    fail(op, t.describe() + ": supported in float32 and float64 only (cast 16-bit storage to float32 first)");
-}
-
-void same_type(const char* op, const Tensor& a, const Tensor& b) {
-  require_defined(op, b, "second");
-  if (a.dtype() != b.dtype()) fail(op, a.describe() + " and " + b.describe() + " have different data types");
-}
-
-void same_shape(const char* op, const Tensor& a, const Tensor& b) {
-  same_type(op, a, b);
-  if (a.shape() != b.shape()) fail(op, a.describe() + " and " + b.describe() + " have different shapes");
-}
-
-void require_shape(const char* op, const Tensor& t, const Shape& expected) {
-  if (!t.defined())
-    fail(op, "a tensor of shape " + to_string(expected) + " is needed but not allocated (" + t.describe() + ")");
-  if (t.shape() != expected) fail(op, t.describe() + " should have shape " + to_string(expected));
-}
-
-void require_index_type(const char* op, const Tensor& t) {
-  require_defined(op, t, "index");
-  if (t.dtype() != DataType::int32 && t.dtype() != DataType::int64)
-    fail(op, t.describe() + ": indices must be int32 or int64");
-}
-
-std::int64_t rows_of(const Tensor& t) { return t.numel() / t.dim(-1); }
-
-int blas_int(const char* op, std::int64_t v) {
-  if (v > std::numeric_limits<int>::max()) fail(op, "dimension " + std::to_string(v) + " exceeds the BLAS integer range");
-  return static_cast<int>(v);
 }
 
 // A scratch tensor on the device, charged to workspace.

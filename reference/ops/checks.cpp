@@ -1,0 +1,51 @@
+// Argument checks shared by the CPU and CUDA ops (see checks.hpp).
+#include "reference/ops/checks.hpp"
+
+#include <limits>
+
+#include "reference/core/error.hpp"
+
+namespace parity::ops {
+
+void fail(const char* op, const std::string& message) { throw Error(std::string(op) + ": " + message); }
+
+void require_defined(const char* op, const Tensor& t, const char* role) {
+  if (!t.defined()) fail(op, std::string(role) + " tensor is not allocated");
+}
+
+void require_blas_type(const char* op, const Tensor& t) {
+  require_defined(op, t, "input");
+  if (t.dtype() != DataType::float32 && t.dtype() != DataType::float64)
+    fail(op, t.describe() + ": supported in float32 and float64 only (cast 16-bit storage to float32 first)");
+}
+
+void same_type(const char* op, const Tensor& a, const Tensor& b) {
+  require_defined(op, b, "second");
+  if (a.dtype() != b.dtype()) fail(op, a.describe() + " and " + b.describe() + " have different data types");
+}
+
+void same_shape(const char* op, const Tensor& a, const Tensor& b) {
+  same_type(op, a, b);
+  if (a.shape() != b.shape()) fail(op, a.describe() + " and " + b.describe() + " have different shapes");
+}
+
+void require_shape(const char* op, const Tensor& t, const Shape& expected) {
+  if (!t.defined())
+    fail(op, "a tensor of shape " + to_string(expected) + " is needed but not allocated (" + t.describe() + ")");
+  if (t.shape() != expected) fail(op, t.describe() + " should have shape " + to_string(expected));
+}
+
+void require_index_type(const char* op, const Tensor& t) {
+  require_defined(op, t, "index");
+  if (t.dtype() != DataType::int32 && t.dtype() != DataType::int64)
+    fail(op, t.describe() + ": indices must be int32 or int64");
+}
+
+std::int64_t rows_of(const Tensor& t) { return t.numel() / t.dim(-1); }
+
+int blas_int(const char* op, std::int64_t v) {
+  if (v > std::numeric_limits<int>::max()) fail(op, "dimension " + std::to_string(v) + " exceeds the BLAS integer range");
+  return static_cast<int>(v);
+}
+
+}  // namespace parity::ops

@@ -1,0 +1,25 @@
+// Argument checks shared by the CPU and CUDA ops: each throws parity::Error reading
+// "op: <tensor description> ...", so both back ends word a bad call the same way.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "reference/tensor/tensor.hpp"
+
+namespace parity::ops {
+
+[[noreturn]] void fail(const char* op, const std::string& message);
+void require_defined(const char* op, const Tensor& t, const char* role);
+// float32 or float64 only (ops whose arithmetic goes through BLAS with saved tensors).
+void require_blas_type(const char* op, const Tensor& t);
+void same_type(const char* op, const Tensor& a, const Tensor& b);
+void same_shape(const char* op, const Tensor& a, const Tensor& b);
+void require_shape(const char* op, const Tensor& t, const Shape& expected);
+void require_index_type(const char* op, const Tensor& t);
+// Rows of a tensor whose last dimension is the channels.
+std::int64_t rows_of(const Tensor& t);
+// A dimension as a BLAS int, refused beyond its range.
+int blas_int(const char* op, std::int64_t v);
+
+}  // namespace parity::ops
