@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "reference/comm/reduce_kernels.hpp"
+#include "reference/kernels/buffer_kernels.hpp"
 
 namespace {
 

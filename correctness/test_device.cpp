@@ -9,7 +9,7 @@
 #include "reference/comm/mirror.hpp"
 #include "reference/core/error.hpp"
 #include "reference/cuda/device.hpp"
-#include "reference/cuda/placement.hpp"
+#include "reference/comm/placement.hpp"
 #include "reference/tensor/tensor.hpp"
 
 using namespace parity;
@@ -142,4 +142,29 @@ TEST(TensorPlacement, ToCopiesIntoItsOwnStorage) {
   b.set(0, -1.0);
   EXPECT_EQ(a.at(0), 0.5);  // separate storage
   EXPECT_NE(a.raw(), b.raw());
+}
+
+// Faults in the CUDA layer (compiled as C++17 by nvcc, or the stubs) are parity::Error naming
+// the rank, the host and where they happened, like every other fault.
+TEST(DeviceErrors, NameRankHostAndPlace) {
+  set_process_identity(3, "node-a");
+  try {
+    cuda::memory_info();  // no device selected on this machine (or no CUDA at all)
+    ADD_FAILURE() << "memory_info() without a selected device did not throw";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(e.rank(), 3);
+    EXPECT_EQ(e.host(), "node-a");
+    EXPECT_NE(what.find("rank 3 on node-a: "), std::string::npos) << what;
+    EXPECT_NE(what.find("reference/cuda/device"), std::string::npos) << what;
+  }
+  // raise_error takes its caller's location by default.
+  try {
+    raise_error("kernel failed", "someKernel");
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("kernel failed [someKernel]"), std::string::npos) << what;
+    EXPECT_NE(what.find("test_device.cpp:"), std::string::npos) << what;
+  }
+  set_process_identity(-1, "");
 }

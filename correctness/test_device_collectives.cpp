@@ -11,7 +11,7 @@
 #include "reference/comm/nccl_communicator.hpp"
 #include "reference/core/error.hpp"
 #include "reference/cuda/device.hpp"
-#include "reference/cuda/placement.hpp"
+#include "reference/comm/placement.hpp"
 
 namespace parity::test {
 namespace {

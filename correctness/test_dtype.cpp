@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "reference/core/error.hpp"
-#include "reference/tensor/dtype.hpp"
+#include "reference/core/dtype.hpp"
 
 namespace parity {
 namespace {

@@ -9,7 +9,7 @@
 
 #include "reference/comm/algorithms.hpp"
 #include "reference/comm/mpi_communicator.hpp"
-#include "reference/cuda/placement.hpp"
+#include "reference/comm/placement.hpp"
 #include "reference/record/results_file.hpp"
 
 namespace parity::cli {

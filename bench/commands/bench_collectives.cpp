@@ -14,7 +14,7 @@
 #include "bench/commands/commands.hpp"
 #include "correctness/cases/collectives.hpp"
 #include "reference/comm/mirror.hpp"
-#include "reference/comm/reduce_kernels.hpp"
+#include "reference/kernels/buffer_kernels.hpp"
 #include "reference/core/error.hpp"
 #include "reference/cuda/device.hpp"
 

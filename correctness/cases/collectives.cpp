@@ -8,7 +8,7 @@
 #include <limits>
 
 #include "reference/comm/mirror.hpp"
-#include "reference/comm/reduce_kernels.hpp"
+#include "reference/kernels/buffer_kernels.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/tolerance.hpp"
 

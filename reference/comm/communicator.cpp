@@ -13,35 +13,6 @@ namespace parity {
 
 thread_local void (*yield_while_waiting)() = nullptr;
 
-std::string_view name_of(Collective collective) {
-  switch (collective) {
-    case Collective::all_reduce: return "all_reduce";
-    case Collective::reduce: return "reduce";
-    case Collective::broadcast: return "broadcast";
-    case Collective::all_gather: return "all_gather";
-    case Collective::reduce_scatter: return "reduce_scatter";
-    case Collective::all_to_all: return "all_to_all";
-  }
-  return "?";
-}
-
-Collective parse_collective(std::string_view text) {
-  std::string known;
-  for (auto c : kAllCollectives) {
-    if (name_of(c) == text) return c;
-    known += (known.empty() ? "" : ", ") + std::string(name_of(c));
-  }
-  throw UsageError("unknown collective '" + std::string(text) + "' (known: " + known + ")");
-}
-
-bool is_reducing(Collective c) {
-  return c == Collective::all_reduce || c == Collective::reduce || c == Collective::reduce_scatter;
-}
-bool has_root(Collective c) { return c == Collective::reduce || c == Collective::broadcast; }
-bool is_chunked(Collective c) {
-  return c == Collective::all_gather || c == Collective::reduce_scatter || c == Collective::all_to_all;
-}
-
 std::string describe_operation(std::string_view what, BufferView buffer, std::string_view detail) {
   std::string text = std::string(what) + " " + std::to_string(buffer.count) + " x " +
                      std::string(name_of(buffer.dtype));

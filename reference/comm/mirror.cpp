@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "reference/comm/reduce_kernels.hpp"
+#include "reference/kernels/buffer_kernels.hpp"
 #include "reference/cuda/device.hpp"
 
 namespace parity {

@@ -9,7 +9,7 @@
 #include <functional>
 #include <memory>
 
-#include "reference/comm/buffer.hpp"
+#include "reference/core/buffer.hpp"
 
 namespace parity {
 

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "reference/comm/mirror.hpp"
-#include "reference/comm/reduce_kernels.hpp"
+#include "reference/kernels/buffer_kernels.hpp"
 #include "reference/core/error.hpp"
 #include "reference/cuda/device.hpp"
 

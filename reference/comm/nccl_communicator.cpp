@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "reference/comm/mirror.hpp"
-#include "reference/comm/reduce_kernels.hpp"
+#include "reference/kernels/buffer_kernels.hpp"
 #include "reference/core/error.hpp"
 #include "reference/cuda/device.hpp"
-#include "reference/cuda/placement.hpp"
+#include "reference/comm/placement.hpp"
 
 namespace parity {
 namespace {

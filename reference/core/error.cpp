@@ -9,21 +9,26 @@ namespace {
 int g_rank = -1;
 std::string g_host;
 
-std::string describe(const std::string& message, const std::string& call,
-                     const std::source_location& where) {
+std::string describe(const std::string& message, const std::string& call, std::string file, unsigned line) {
   std::string text;
   if (g_rank >= 0) text = "rank " + std::to_string(g_rank) + " on " + g_host + ": ";
   text += message;
   if (!call.empty()) text += " [" + call + "]";
-  std::string file = where.file_name();
   if (auto slash = file.find("reference/"); slash != std::string::npos) file = file.substr(slash);
-  text += " (" + file + ":" + std::to_string(where.line()) + ")";
+  text += " (" + file + ":" + std::to_string(line) + ")";
   return text;
 }
 }  // namespace
 
 Error::Error(const std::string& message, const std::string& call, std::source_location where)
-    : std::runtime_error(describe(message, call, where)), rank_(g_rank), host_(g_host) {}
+    : std::runtime_error(describe(message, call, where.file_name(), where.line())), rank_(g_rank), host_(g_host) {}
+
+Error::Error(const std::string& message, const std::string& call, const char* file, int line)
+    : std::runtime_error(describe(message, call, file, static_cast<unsigned>(line))), rank_(g_rank), host_(g_host) {}
+
+void raise_error(const std::string& message, const std::string& call, const char* file, int line) {
+  throw Error(message, call, file, line);
+}
 
 void set_process_identity(int rank, std::string host) {
   g_rank = rank;

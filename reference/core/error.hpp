@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "reference/core/raise.hpp"
+
 namespace parity {
 
 // Bad input from the user: an unknown name, a malformed size, an unwritable path.
@@ -21,6 +23,8 @@ class Error : public std::runtime_error {
  public:
   Error(const std::string& message, const std::string& call = "",
         std::source_location where = std::source_location::current());
+  // The same with the location spelled out (raise_error, for code compiled as C++17).
+  Error(const std::string& message, const std::string& call, const char* file, int line);
   int rank() const { return rank_; }
   const std::string& host() const { return host_; }
 

@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "reference/tensor/dtype.hpp"
+#include "reference/core/dtype.hpp"
 
 namespace parity::tolerance {
 

@@ -5,27 +5,28 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <stdexcept>
 #include <string>
 
 #include "reference/cuda/device.hpp"
+#include "reference/core/raise.hpp"
 
 namespace parity::cuda {
 namespace {
 
-// Must match parity::DataType and parity::ReduceOp (static_asserts in bridge.cpp).
+// Must match parity::DataType and parity::ReduceOp (static_asserts in reference/kernels/buffer_kernels.cpp).
 enum Type { kFloat64, kFloat32, kFloat16, kBFloat16, kInt32, kInt64 };
 enum Op { kSum, kProd, kMax, kMin, kAvg };
 
-void check(cudaError_t rc, const char* call) {
-  if (rc != cudaSuccess) throw std::runtime_error(std::string("CUDA ") + call + ": " + cudaGetErrorString(rc));
+// Fails with the caller's file:line.
+void check(cudaError_t rc, const char* call, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+  if (rc != cudaSuccess) raise_error(std::string("CUDA: ") + cudaGetErrorString(rc), call, file, line);
 }
 
 int g_device = -1;
 cudaStream_t g_stream = nullptr;
 
 cudaStream_t the_stream() {
-  if (g_stream == nullptr) throw std::runtime_error("no CUDA device selected (parity selects one per rank with --device cuda)");
+  if (g_stream == nullptr) raise_error("no CUDA device selected (parity selects one per rank with --device cuda)");
   return g_stream;
 }
 
@@ -110,7 +111,7 @@ void visit_type(int dtype, F&& f) {
     case kInt32: f(std::int32_t{}); return;
     case kInt64: f(std::int64_t{}); return;
   }
-  throw std::runtime_error("CUDA kernel: unknown data type " + std::to_string(dtype));
+  raise_error("CUDA kernel: unknown data type " + std::to_string(dtype));
 }
 
 template <typename T>
@@ -120,7 +121,9 @@ T host_narrow(double v) {
   else return static_cast<T>(v);
 }
 
-void check_launch(const char* kernel) { check(cudaGetLastError(), kernel); }
+void check_launch(const char* kernel, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+  check(cudaGetLastError(), kernel, file, line);
+}
 
 }  // namespace
 
@@ -157,7 +160,7 @@ std::string version_description() {
 
 void select_device(int index) {
   if (g_device == index) return;
-  if (g_stream != nullptr) throw std::runtime_error("the CUDA device was already selected for this process");
+  if (g_stream != nullptr) raise_error("the CUDA device was already selected for this process");
   check(cudaSetDevice(index), "cudaSetDevice");
   check(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking), "cudaStreamCreate");
   g_device = index;
@@ -180,7 +183,7 @@ void* allocate(std::size_t bytes) {
     cudaGetLastError();
     std::size_t free_bytes = 0, total = 0;
     cudaMemGetInfo(&free_bytes, &total);
-    throw std::runtime_error("cudaMalloc of " + mib(bytes) + " failed (" + cudaGetErrorString(rc) + "); " +
+    raise_error("cudaMalloc of " + mib(bytes) + " failed (" + cudaGetErrorString(rc) + "); " +
                              mib(free_bytes) + " free of " + mib(total) + " on GPU " + std::to_string(g_device));
   }
   return p;
@@ -241,7 +244,7 @@ void reduce(void* out, const void* a, const void* b, std::size_t count, int dtyp
       case kProd: reduce_kernel<T, kProd><<<l.blocks, l.threads, 0, s>>>(o, x, y, count); break;
       case kMax: reduce_kernel<T, kMax><<<l.blocks, l.threads, 0, s>>>(o, x, y, count); break;
       case kMin: reduce_kernel<T, kMin><<<l.blocks, l.threads, 0, s>>>(o, x, y, count); break;
-      default: throw std::runtime_error("CUDA reduce: unknown operation " + std::to_string(op));
+      default: raise_error("CUDA reduce: unknown operation " + std::to_string(op));
     }
   });
   check_launch("reduce_kernel");

@@ -7,7 +7,7 @@
 // they run in the order issued; the host waits only where it reads results (copies to host
 // memory, synchronize(), events). Kept to C++17 and the standard library so that nvcc
 // compiles it with any host compiler; data types and reductions are passed as the integer
-// values of parity::DataType and parity::ReduceOp (checked in reference/comm/reduce_kernels.cpp).
+// values of parity::DataType and parity::ReduceOp (checked in reference/kernels/buffer_kernels.cpp).
 #pragma once
 
 #include <cstddef>

@@ -1,13 +1,12 @@
 // Built instead of device.cu when CUDA is off or nvcc is not found: no devices, and every call
 // that would need one says how to get a CUDA build.
-#include <stdexcept>
-
+#include "reference/core/error.hpp"
 #include "reference/cuda/device.hpp"
 
 namespace parity::cuda {
 namespace {
 [[noreturn]] void no_cuda() {
-  throw std::runtime_error("this parity was built without CUDA (configure with nvcc on PATH or -DPARITY_CUDA=ON)");
+  throw Error("this parity was built without CUDA (configure with nvcc on PATH or -DPARITY_CUDA=ON)");
 }
 }  // namespace
 

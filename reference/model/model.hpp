@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "reference/model/layers.hpp"
+#include "reference/theory/model_config.hpp"
 
 namespace parity::model {
 
@@ -65,38 +66,11 @@ struct LayerRange {
   int end = -1;
 };
 
-// GPT-style decoder: embedding (token + position), L pre-LN blocks (attention with h/a heads,
-// FFN 4h), final LayerNorm, LM head (tied to the token table or its own weight).
-// GPT-2 initialisation: weights N(0, 0.02), residual projections N(0, 0.02/sqrt(2L)).
-struct GptConfig {
-  std::int64_t vocabulary = 64;
-  int layers = 2;
-  std::int64_t hidden = 32;
-  int heads = 4;
-  std::int64_t sequence = 16;
-  bool tied_embeddings = true;
-  double dropout = 0;
-  DataType dtype = DataType::float32;
-  std::uint64_t seed = 1234;
-  // Refuses zero sizes, heads not dividing hidden, unsupported types (UsageError naming them).
-  void validate() const;
-  std::string describe() const;
-};
-// Top-level layers: "embedding", "blocks.0" .. "blocks.L-1", "ln_f", "lm_head" (L + 3).
+// GPT-style decoder (GptConfig, reference/theory/model_config.hpp). Top-level layers:
+// "embedding", "blocks.0" .. "blocks.L-1", "ln_f", "lm_head" (L + 3).
 std::unique_ptr<Model> build_gpt(const GptConfig& config, LayerRange range = {});
 
-// Plain MLP stack: Dense(in -> width, GeLU), (layers - 2) x Dense(width -> width, GeLU),
-// Dense(width -> out); mean-squared-error loss. Top-level layers "layers.0" .. "layers.L-1".
-struct MlpConfig {
-  std::int64_t inputs = 16;
-  std::int64_t width = 32;
-  std::int64_t outputs = 8;
-  int layers = 4;
-  DataType dtype = DataType::float32;
-  std::uint64_t seed = 1234;
-  void validate() const;
-  std::string describe() const;
-};
+// Plain MLP stack (MlpConfig) with a mean-squared-error loss.
 std::unique_ptr<Model> build_mlp(const MlpConfig& config, LayerRange range = {});
 
 // Synthetic tasks, rows [first_row, first_row + rows) of step `step`'s global batch: every value

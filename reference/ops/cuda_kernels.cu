@@ -11,12 +11,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <stdexcept>
 #include <string>
 #include <type_traits>
 
 #include "reference/cuda/device.hpp"
 #include "reference/ops/cuda_kernels.hpp"
+#include "reference/core/raise.hpp"
 
 namespace parity::ops::kernels {
 namespace {
@@ -25,14 +25,16 @@ using std::int64_t;
 
 // --- Errors, stream, launch shapes ------------------------------------------------------------
 
-void check(cudaError_t rc, const char* what) {
-  if (rc != cudaSuccess) throw std::runtime_error(std::string("CUDA ") + what + ": " + cudaGetErrorString(rc));
+// Each fails with the caller's file:line.
+void check(cudaError_t rc, const char* what, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+  if (rc != cudaSuccess) raise_error(std::string("CUDA: ") + cudaGetErrorString(rc), what, file, line);
 }
-void check_launch(const char* kernel) { check(cudaGetLastError(), kernel); }
+void check_launch(const char* kernel, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+  check(cudaGetLastError(), kernel, file, line);
+}
 
-void check_blas(cublasStatus_t rc, const char* what) {
-  if (rc != CUBLAS_STATUS_SUCCESS)
-    throw std::runtime_error(std::string("cuBLAS ") + what + ": " + cublasGetStatusString(rc));
+void check_blas(cublasStatus_t rc, const char* what, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+  if (rc != CUBLAS_STATUS_SUCCESS) raise_error(std::string("cuBLAS: ") + cublasGetStatusString(rc), what, file, line);
 }
 
 cudaStream_t stream() { return static_cast<cudaStream_t>(::parity::cuda::stream()); }
@@ -97,20 +99,20 @@ template <typename F> void visit_floating(int dtype, const char* op, F&& f) {
     case kBFloat16: f(__nv_bfloat16{}); return;
     default: break;
   }
-  throw std::runtime_error(std::string(op) + ": data type " + std::to_string(dtype) + " is not a floating-point type");
+  raise_error(std::string(op) + ": data type " + std::to_string(dtype) + " is not a floating-point type");
 }
 
 // float32/float64 only (the ops whose CPU versions are).
 template <typename F> void visit_wide(int dtype, const char* op, F&& f) {
   if (dtype == kFloat64) return f(double{});
   if (dtype == kFloat32) return f(float{});
-  throw std::runtime_error(std::string(op) + ": supported in float32 and float64 only");
+  raise_error(std::string(op) + ": supported in float32 and float64 only");
 }
 
 template <typename F> void visit_index(int dtype, const char* op, F&& f) {
   if (dtype == kInt32) return f(std::int32_t{});
   if (dtype == kInt64) return f(std::int64_t{});
-  throw std::runtime_error(std::string(op) + ": indices must be int32 or int64");
+  raise_error(std::string(op) + ": indices must be int32 or int64");
 }
 
 template <typename F> void visit_state(int dtype, const char* op, F&& f) { visit_wide(dtype, op, f); }
@@ -578,7 +580,7 @@ void matmul(int dtype, bool transpose_a, bool transpose_b, int m, int n, int k, 
     case kFloat32: type = CUDA_R_32F; compute = allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F; break;
     case kFloat16: type = CUDA_R_16F; compute = CUBLAS_COMPUTE_32F; break;
     case kBFloat16: type = CUDA_R_16BF; compute = CUBLAS_COMPUTE_32F; break;
-    default: throw std::runtime_error("matmul: data type " + std::to_string(dtype) + " is not a floating-point type");
+    default: raise_error("matmul: data type " + std::to_string(dtype) + " is not a floating-point type");
   }
   const double alpha64 = 1.0, beta64 = accumulate ? 1.0 : 0.0;
   const float alpha32 = 1.0f, beta32 = accumulate ? 1.0f : 0.0f;
@@ -685,7 +687,7 @@ namespace {
 constexpr int kAttentionThreads = 128;
 unsigned attention_blocks(const Heads& s) {
   const int64_t blocks = static_cast<int64_t>(s.B) * s.H * s.T;
-  if (blocks > 0x7fffffff) throw std::runtime_error("attention: B * H * T exceeds the CUDA grid");
+  if (blocks > 0x7fffffff) raise_error("attention: B * H * T exceeds the CUDA grid");
   return static_cast<unsigned>(blocks);
 }
 }  // namespace
@@ -759,7 +761,7 @@ void embedding_backward(int dtype, const void* dy, const void* tokens, int index
             static_cast<const F*>(dy), static_cast<const I*>(tokens), static_cast<F*>(dwte), B * T, C);
         check_launch("embedding_scatter_kernel");
       } else {
-        if (wte_scratch == nullptr) throw std::runtime_error("embedding_backward: 16-bit types need the float32 scratch");
+        if (wte_scratch == nullptr) raise_error("embedding_backward: 16-bit types need the float32 scratch");
         check(cudaMemsetAsync(wte_scratch, 0, static_cast<std::size_t>(V * C) * sizeof(float), stream()),
               "cudaMemsetAsync");
         embedding_scatter_kernel<F, float, I><<<blocks, kThreads, 0, stream()>>>(

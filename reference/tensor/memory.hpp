@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "reference/comm/buffer.hpp"
+#include "reference/core/buffer.hpp"
 
 namespace parity {
 

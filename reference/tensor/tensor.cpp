@@ -5,7 +5,7 @@
 #include <cstring>
 #include <new>
 
-#include "reference/comm/reduce_kernels.hpp"
+#include "reference/kernels/buffer_kernels.hpp"
 #include "reference/core/error.hpp"
 #include "reference/cuda/device.hpp"
 

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "reference/comm/buffer.hpp"
-#include "reference/tensor/dtype.hpp"
+#include "reference/core/buffer.hpp"
+#include "reference/core/dtype.hpp"
 #include "reference/tensor/memory.hpp"
 
 namespace parity {

@@ -6,7 +6,7 @@
 
 #include <cstddef>
 
-#include "reference/comm/communicator.hpp"
+#include "reference/core/collective.hpp"
 
 namespace parity::theory {
 

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "reference/model/model.hpp"
+#include "reference/theory/model_config.hpp"
 
 namespace parity::theory {
 

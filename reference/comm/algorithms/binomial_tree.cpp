@@ -3,7 +3,7 @@
 // to v - 2^k and drop out; the others add what v + 2^k sends. Broadcast runs the same tree
 // from the root outwards. ceil(log2 n) rounds of whole-buffer messages.
 #include "reference/comm/algorithms.hpp"
-#include "reference/comm/reduce_kernels.hpp"
+#include "reference/kernels/buffer_kernels.hpp"
 
 namespace parity::algorithms {
 

@@ -1,7 +1,7 @@
 // The fold onto a power of two shared by recursive doubling and Rabenseifner.
 #include "reference/comm/algorithms/fold.hpp"
 
-#include "reference/comm/reduce_kernels.hpp"
+#include "reference/kernels/buffer_kernels.hpp"
 
 namespace parity::algorithms {
 

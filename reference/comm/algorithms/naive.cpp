@@ -2,7 +2,7 @@
 // order and sends the result back to everyone. O(n) bytes through the root: the baseline the
 // ring improves on.
 #include "reference/comm/algorithms.hpp"
-#include "reference/comm/reduce_kernels.hpp"
+#include "reference/kernels/buffer_kernels.hpp"
 
 namespace parity::algorithms {
 

@@ -3,7 +3,7 @@
 // peer, and over n steps every rank meets every other once (and itself once). The same
 // schedule works in place with one chunk of scratch.
 #include "reference/comm/algorithms.hpp"
-#include "reference/comm/reduce_kernels.hpp"
+#include "reference/kernels/buffer_kernels.hpp"
 
 namespace parity::algorithms {
 

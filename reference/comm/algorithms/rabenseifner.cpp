@@ -4,7 +4,7 @@
 // 2(p-1)/p of the buffer in 2 log2(p) messages. Non-powers of two fold as in recursive doubling.
 #include "reference/comm/algorithms.hpp"
 #include "reference/comm/algorithms/fold.hpp"
-#include "reference/comm/reduce_kernels.hpp"
+#include "reference/kernels/buffer_kernels.hpp"
 
 namespace parity::algorithms {
 

@@ -3,7 +3,7 @@
 // power of two, the ranks beyond p = 2^k fold in first (fold.hpp).
 #include "reference/comm/algorithms.hpp"
 #include "reference/comm/algorithms/fold.hpp"
-#include "reference/comm/reduce_kernels.hpp"
+#include "reference/kernels/buffer_kernels.hpp"
 
 namespace parity::algorithms {
 

@@ -6,7 +6,7 @@
 #include <limits>
 
 #include "reference/comm/algorithms.hpp"
-#include "reference/comm/reduce_kernels.hpp"
+#include "reference/kernels/buffer_kernels.hpp"
 #include "reference/core/error.hpp"
 
 namespace parity {

@@ -3,7 +3,7 @@
 // its own contribution on the way; in all-gather the finished blocks travel round once more.
 // Each rank sends 2(n-1)/n of the buffer in all-reduce: bandwidth-optimal, independent of n.
 #include "reference/comm/algorithms.hpp"
-#include "reference/comm/reduce_kernels.hpp"
+#include "reference/kernels/buffer_kernels.hpp"
 
 namespace parity::algorithms {
 namespace {

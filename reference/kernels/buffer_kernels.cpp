@@ -1,7 +1,7 @@
 // Host reduction kernels: plain element-wise loops that g++ -O3 vectorises (with a run-time
 // overlap check, since out may alias an input); the kernel benchmark reads them against the
 // host copy bandwidth.
-#include "reference/comm/reduce_kernels.hpp"
+#include "reference/kernels/buffer_kernels.hpp"
 
 #include <algorithm>
 #include <cstring>

@@ -4,7 +4,7 @@
 // ("native" 16-bit arithmetic: every partial result is a 16-bit number).
 #pragma once
 
-#include "reference/comm/buffer.hpp"
+#include "reference/core/buffer.hpp"
 
 namespace parity {
 

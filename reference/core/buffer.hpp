@@ -6,7 +6,7 @@
 #include <memory>
 #include <string_view>
 
-#include "reference/tensor/dtype.hpp"
+#include "reference/core/dtype.hpp"
 
 namespace parity {
 

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "reference/tensor/half.hpp"
+#include "reference/core/half.hpp"
 
 namespace parity {
 

@@ -1,5 +1,5 @@
 // Device placement and the checks that refuse a job before it allocates (see placement.hpp).
-#include "reference/cuda/placement.hpp"
+#include "reference/comm/placement.hpp"
 
 #include <cstdio>
 

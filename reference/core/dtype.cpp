@@ -1,5 +1,5 @@
 // Names, sizes and precision facts of the data types.
-#include "reference/tensor/dtype.hpp"
+#include "reference/core/dtype.hpp"
 
 #include <algorithm>
 #include <cmath>

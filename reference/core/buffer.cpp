@@ -1,5 +1,5 @@
 // Host buffer allocation.
-#include "reference/comm/buffer.hpp"
+#include "reference/core/buffer.hpp"
 
 #include <cstdlib>
 #include <new>
