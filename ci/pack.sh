@@ -205,10 +205,10 @@ for f in "${!missing[@]}"; do
 done
 
 shopt -s nullglob
-reports=("$SRC"/reports/*.py)
+mapfile -t reports < <(cd "$SRC/reports" && find . -name '*.py' | sort)
 ((${#reports[@]})) || die "no report scripts in $SRC/reports"
 for f in "${reports[@]}"; do
-    put "$f" "share/parity/reports/$(basename -- "$f")" 644
+    put "$SRC/reports/${f#./}" "share/parity/reports/${f#./}" 644
 done
 
 # ---------------------------------------------------------------------------------------

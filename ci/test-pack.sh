@@ -63,7 +63,7 @@ grep -q "bin/parity not found" "$tmp/pack3.log" || fail "pack.sh gave no clear m
 pack=$tmp/moved-to/x/parity
 mv "$tmp/made/pack" "$pack"
 for f in MANIFEST.txt README.txt env.sh bin/parity bin/mpirun bin/orted bin/ompi_info \
-    share/parity/reports/parity_report.py; do
+    share/parity/reports/parity_report.py share/parity/reports/parity_reports/tables/__init__.py; do
     [ -e "$pack/$f" ] || fail "the pack has no $f"
 done
 

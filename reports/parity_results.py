@@ -22,7 +22,8 @@ HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 
 
 def _types(spec):
-    """'s:a,b i:c f:d' -> {'a': 's', 'b': 's', 'c': 'i', 'd': 'f'}"""
+    """'s:a,b i:c f:d' -> {'a': 's', 'b': 's', 'c': 'i', 'd': 'f'}: the schema's type of each
+    column (s string, i int64, f float64). Columns not listed are read as they come."""
     out = {}
     for part in spec.split():
         kind, names = part.split(":")
@@ -30,53 +31,6 @@ def _types(spec):
     return out
 
 
-# Tables the report reads, with the schema's type of each column (s string, i int64,
-# f float64). Columns not listed here are read as they come.
-KNOWN_TABLES = {
-    "/host/copy_bandwidth": _types("s:host i:rank,size_bytes f:bandwidth_GBps"),
-    "/bench/point_to_point": _types("i:size_bytes f:time_us"),
-    "/bench/collectives": _types(
-        "s:collective,algorithm,dtype,redop i:root,in_place,size_bytes,count,world_size,"
-        "iterations,wrong f:time_us,time_p50_us,time_p95_us,time_min_rank_us,time_max_rank_us,"
-        "algbw_GBps,busbw_GBps,predicted_time_us,predicted_busbw_GBps"),
-    "/bench/collectives_rank_times": _types("i:row,rank s:host f:time_us"),
-    "/check/collectives": _types(
-        "s:case,collective,algorithm,dtype,redop,input,message "
-        "i:count,in_place,world_size,wrong,guard_ok,passed "
-        "f:max_abs_error,max_rel_error,tolerance"),
-    "/bench/model": _types(
-        "s:model,config,host i:rank,parameters,batch,sequence,layers,hidden,step_flops,"
-        "peak_parameters_bytes,peak_gradients_bytes,peak_optimizer_state_bytes,"
-        "peak_activations_bytes,peak_communication_bytes,peak_workspace_bytes "
-        "f:megatron_step_flops,step_time_s,tokens_per_s,achieved_GFLOPs,matmul_GFLOPs,mfu"),
-    "/bench/memory": _types(
-        "s:strategy,precision,model,config i:zero_stage,world_size,rank,parameters,"
-        "padded_parameters,parameters_bytes,gradients_bytes,optimizer_state_bytes,"
-        "activations_bytes,communication_bytes,workspace_bytes,model_state_bytes,"
-        "matches_formula,bytes_sent f:formula_parameters_bytes,formula_gradients_bytes,"
-        "formula_optimizer_state_bytes,formula_model_state_bytes,paper_model_state_bytes,"
-        "bytes_per_parameter_p,bytes_per_gradient_g,optimizer_bytes_K,formula_bytes_sent,"
-        "step_seconds"),
-    "/bench/scaling": _types(
-        "s:mode,model,config i:world_size,global_batch,rank_batch,bytes_sent "
-        "f:step_seconds,speedup,efficiency,amdahl_serial_fraction,amdahl_speedup,"
-        "exposed_comm_seconds,predicted_comm_seconds"),
-    "/bench/overlap": _types(
-        "s:model i:world_size,bucket_bytes,buckets,overlap f:step_seconds,compute_seconds,"
-        "exposed_comm_seconds,stream_seconds,comm_seconds_alone,hidden_fraction"),
-}
-# Columns without which a table is refused as malformed. Only the tables from /bench/model on
-# are listed: they are newer than the report's lenient handling of the older tables (which note
-# a missing column on the page instead), and each section rests on its columns, so a file
-# lacking one is damaged rather than merely older. Their other columns stay optional.
-REQUIRED_COLUMNS = {
-    "/bench/model": ["model", "config", "rank", "parameters", "batch", "sequence", "step_flops",
-                     "tokens_per_s", "matmul_GFLOPs", "mfu"],
-    "/bench/memory": ["strategy", "world_size", "rank", "model_state_bytes",
-                      "formula_model_state_bytes"],
-    "/bench/scaling": ["mode", "world_size", "step_seconds", "speedup", "efficiency"],
-    "/bench/overlap": ["bucket_bytes", "overlap", "exposed_comm_seconds"],
-}
 TYPE_WORDS = {"s": "a string", "i": "an integer", "f": "a float"}
 
 
@@ -189,15 +143,17 @@ def _conform(values, expected, table, col, label):
     return values
 
 
-def _read_table(group, label):
+def _read_table(group, label, spec):
+    """spec: (column types as _types reads them, required columns)."""
     name = group.name
     attrs = group.attrs
+    types, required = _types(spec[0]), spec[1]
     if "columns" not in attrs:
         raise InputError(f"{label}: table {name} has no 'columns' attribute")
     columns = decode(attrs["columns"])
     if isinstance(columns, str):
         columns = [columns]
-    absent = [c for c in REQUIRED_COLUMNS.get(name, []) if c not in columns]
+    absent = [c for c in required if c not in columns]
     if absent:
         raise InputError(f"{label}: table {name} has no column(s) " + ", ".join(absent)
                          + "; the schema requires them")
@@ -211,7 +167,7 @@ def _read_table(group, label):
             values = _read_column(ds)
         except InputError as exc:
             raise InputError(f"{label}: {exc}") from None
-        data[col] = _conform(values, KNOWN_TABLES.get(name, {}).get(col), name, col, label)
+        data[col] = _conform(values, types.get(col), name, col, label)
         units[col] = decode(ds.attrs["unit"]) if "unit" in ds.attrs else ""
     lengths = {len(v) for v in data.values()}
     if rows_attr is not None:
@@ -285,8 +241,10 @@ def _check_schema(f, label):
                          f"{SCHEMA_VERSION}")
 
 
-def load(path):
-    """Opens, validates and loads one result file. Raises InputError for bad input."""
+def load(path, tables):
+    """Opens, validates and loads one result file. Raises InputError for bad input.
+    tables: {table path: (column types, required columns)}, the tables to read (the report's
+    are parity_reports.tables.schema()); any other table is only named in other_tables."""
     label = str(path)
     if not os.path.exists(path):
         raise InputError(f"{label}: no such file")
@@ -318,18 +276,18 @@ def load(path):
 
             f.visititems(visit)
             for name in found:
-                if name in KNOWN_TABLES:
-                    result.tables[name] = _read_table(f[name], label)
+                if name in tables:
+                    result.tables[name] = _read_table(f[name], label, tables[name])
                     result.group_attrs[name] = {k: decode(f[name].attrs[k])
                                                 for k in f[name].attrs.keys()}
                 else:
                     result.other_tables.append(name)
             # A known group that is present but not marked as a table is still read when it
             # carries the table attributes, so a missing 'kind' does not hide data.
-            for name in KNOWN_TABLES:
+            for name in tables:
                 if name not in result.tables and name in f and isinstance(f[name], h5py.Group) \
                         and "columns" in f[name].attrs:
-                    result.tables[name] = _read_table(f[name], label)
+                    result.tables[name] = _read_table(f[name], label, tables[name])
                     result.group_attrs[name] = {k: decode(f[name].attrs[k])
                                                 for k in f[name].attrs.keys()}
     except InputError:
@@ -340,11 +298,11 @@ def load(path):
     return result
 
 
-def load_isolated(path):
+def load_isolated(path, tables):
     """load() in a forked child, so that a crash inside the HDF5 library on a damaged file
     (it can segfault on some corruptions) becomes an InputError instead of killing the caller."""
     if not hasattr(os, "fork"):
-        return load(path)
+        return load(path, tables)
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # child: never returns
@@ -354,7 +312,7 @@ def load_isolated(path):
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, 2)
             try:
-                payload = ("ok", load(path))
+                payload = ("ok", load(path, tables))
             except InputError as exc:
                 payload = ("error", str(exc))
             except BaseException as exc:  # MemoryError on absurd sizes, and the like

@@ -156,7 +156,7 @@ def scaling_row(rows, mode, n):
 
 
 def fmt_size(n):
-    """The report's size format (reports/parity_report.py fmt_size), restated."""
+    """The report's size format (reports/parity_reports/common.py fmt_size), restated."""
     n = float(n)
     for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= scale:
@@ -789,8 +789,8 @@ class DeviceWordsTest(unittest.TestCase):
             return self.tables.get(name)
 
     def words(self, *args, **kwargs):
-        import parity_report
-        return parity_report.device_words(self.FakeRun(*args, **kwargs))
+        from parity_reports.provenance import device_words
+        return device_words(self.FakeRun(*args, **kwargs))
 
     def test_cpu_runs_say_nothing(self):
         self.assertEqual(self.words({"device": "cpu"}, 4), [])
@@ -815,6 +815,67 @@ class DeviceWordsTest(unittest.TestCase):
         words = self.words({"device": "cuda", "gpu": "G", "ranks_per_gpu": 1, "backend": "nccl"},
                            2, {"/bench/device_kernels": table})
         self.assertTrue(any("0.950× the device copy" in w for w in words), words)
+
+
+class TableModulesTest(unittest.TestCase):
+    """Every result table is a module in parity_reports.tables.TABLES with the same interface:
+    a module that leaves out a function, or takes other arguments, fails here rather than in
+    the middle of drawing a report."""
+
+    def test_registry_lists_every_table_module(self):
+        import pkgutil
+        from parity_reports import tables
+        on_disk = {m.name for m in pkgutil.iter_modules(tables.__path__)}
+        registered = [m.__name__.rsplit(".", 1)[-1] for m in tables.TABLES]
+        self.assertEqual(len(registered), len(set(registered)), registered)
+        self.assertEqual(set(registered), on_disk)
+        for name in ("collectives", "slow_ranks", "p2p", "conformance", "model", "memory",
+                     "scaling", "overlap"):
+            self.assertIn(name, registered)
+
+    def test_modules_implement_the_interface(self):
+        import inspect
+        from parity_reports import tables
+        names, paths = set(), set()
+        for module in tables.TABLES:
+            with self.subTest(module=module.__name__):
+                for attr, kind in tables.INTERFACE.items():
+                    self.assertTrue(hasattr(module, attr), f"{module.__name__} has no {attr}")
+                    self.assertIsInstance(getattr(module, attr), kind, attr)
+                for func, params in tables.FUNCTIONS.items():
+                    self.assertTrue(callable(getattr(module, func, None)),
+                                    f"{module.__name__} has no function {func}")
+                    got = list(inspect.signature(getattr(module, func)).parameters)
+                    self.assertEqual(len(got), len(params),
+                                     f"{module.__name__}.{func}{tuple(got)}, want {params}")
+                for path, (types, required) in module.READS.items():
+                    self.assertTrue(path.startswith("/"), path)
+                    self.assertIsInstance(types, str)
+                    self.assertIsInstance(required, list)
+                    self.assertNotIn(path, paths, "two modules read the same table")
+                    paths.add(path)
+                self.assertNotIn(module.NAME, names)
+                names.add(module.NAME)
+        # A table needs its module before it: slow ranks refer to the collective rows.
+        order = [m.NAME for m in tables.TABLES]
+        self.assertLess(order.index("collectives"), order.index("slow_ranks"))
+
+    def test_load_reports_presence(self):
+        import parity_results
+        from parity_reports.report import load_tables
+        from parity_reports.tables import schema
+        tmp = tempfile.mkdtemp(prefix="parity-report-tables-")
+        try:
+            full, bare = os.path.join(tmp, "full.h5"), os.path.join(tmp, "bare.h5")
+            make_sample.write_sample(full, model=True, parallel=True)
+            make_sample.write_sample(bare, omit=MODEL_ONLY)
+            for path, expected in ((full, True), (bare, False)):
+                for name, table in load_tables(parity_results.load(path, schema())).items():
+                    with self.subTest(path=os.path.basename(path), table=name):
+                        self.assertEqual(bool(table.present), expected)
+                        self.assertEqual(bool(table.usable), expected)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
