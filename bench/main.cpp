@@ -213,6 +213,10 @@ int list_everything() {
   std::printf("\nReductions: ");
   for (const auto& n : reduce_op_names()) std::printf("%s ", n.c_str());
   std::printf("\n16-bit reduction modes (--half-accumulate): float32 (default), native\n");
+  std::printf("Training techniques (parity check --filter 'training/<name>/*'):\n");
+  for (const auto& t : parallel::techniques())
+    std::printf("  %-16s %s\n  %-16s step: %s; %s; optimizer %s\n", t.name.c_str(), t.summary.c_str(), "",
+                t.schedule.c_str(), t.gradient_sync.c_str(), t.optimizer_step.c_str());
   std::printf("Conformance cases at world sizes 1..8: ");
   for (int n : {1, 2, 3, 4, 5, 8}) std::printf("%d:%zu ", n, cases::conformance_grid(n).size());
   std::printf("\nResult schema version: %lld (docs/results-schema.md)\n", static_cast<long long>(record::kSchemaVersion));

@@ -30,6 +30,14 @@ def read_table(path):
             if folder in table:
                 raise ValueError(f"{path}:{number}: {folder} is listed twice")
             table[folder] = set(allowed.split())
+    # x/** stands for every folder of the table under x.
+    for folder, allowed in table.items():
+        for pattern in [a for a in allowed if a.endswith("/**")]:
+            allowed.discard(pattern)
+            under = [f for f in table if f.startswith(pattern[:-2])]
+            if not under:
+                raise ValueError(f"{path}: {folder} may include {pattern}, which matches no folder of the table")
+            allowed.update(under)
     for folder, allowed in table.items():
         for target in allowed:
             if target not in table:

@@ -9,8 +9,8 @@
 #include "reference/comm/stream.hpp"
 #include "reference/core/error.hpp"
 #include "reference/theory/parallel.hpp"
-#include "reference/parallel/parameter_server.hpp"
-#include "reference/parallel/zero.hpp"
+#include "reference/parallel/data/parameter_server.hpp"
+#include "reference/parallel/techniques/techniques.hpp"
 
 namespace parity::test {
 namespace {
@@ -53,7 +53,7 @@ TEST_F(DataParallelTest, CatchesWronglyWeightedShardsAndWrongRows) {
   if (comm().size() < 2) GTEST_SKIP() << "needs two ranks (one rank has no shards to get wrong)";
   for (const char* fault : {"local_normalizer", "shifted_rows"}) {
     cases::TrainingCase c;
-    c.technique = "zero2";
+    c.technique = &parallel::find_technique("zero2");
     c.precision = "float64";
     c.global_batch = 2 * comm().size() + 1;  // uneven shards
     c.fault = fault;
@@ -98,6 +98,39 @@ TEST_F(DataParallelTest, RefusesBadConfigurations) {
   c.precision = parallel::Precision::mixed;
   EXPECT_NE(message_of<UsageError>([&] { parallel::make_trainer(comm(), *half, fp64_state, c); }).find("K = 12"),
             std::string::npos);
+}
+
+// A trainer's hooks go with it: a model trained again (by another trainer, or alone) runs no
+// stale hook.
+TEST_F(DataParallelTest, TrainerRemovesItsHooksWhenItGoesAway) {
+  model::MlpConfig m;
+  auto mlp = model::build_mlp(m);
+  model::AdamW adamw({}, DataType::float32);
+  const auto layers = model::all_layers(mlp->layers());
+  std::vector<std::size_t> before;
+  for (const model::Layer* l : layers) before.push_back(l->hook_count());
+  for (int stage : {0, 3}) {
+    parallel::DataParallelConfig c;
+    c.zero_stage = stage;
+    c.global_batch = 2 * comm().size();
+    auto trainer = parallel::make_trainer(comm(), *mlp, adamw, c);
+    trainer->step(parallel::batches_of(m), 0);
+    for (std::size_t i = 0; i < layers.size(); ++i) EXPECT_EQ(layers[i]->hook_count(), before[i] + 1) << layers[i]->name();
+    trainer.reset();
+    for (std::size_t i = 0; i < layers.size(); ++i) EXPECT_EQ(layers[i]->hook_count(), before[i]) << layers[i]->name();
+  }
+}
+
+// The server yields its core only after a run of empty polls, and serving a worker starts the
+// run again (it used to count empty polls forever, so a busy server kept yielding).
+TEST_F(DataParallelTest, ParameterServerBackoffStartsAgainAfterServing) {
+  parallel::PollBackoff backoff(3);
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(backoff.should_yield(false)) << "poll " << i;
+  EXPECT_TRUE(backoff.should_yield(false));
+  EXPECT_TRUE(backoff.should_yield(false));
+  EXPECT_FALSE(backoff.should_yield(true));
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(backoff.should_yield(false)) << "poll " << i << " after serving";
+  EXPECT_TRUE(backoff.should_yield(false));
 }
 
 TEST_F(DataParallelTest, ParameterServerNeedsAWorker) {

@@ -15,7 +15,8 @@
 #include "bench/cli/shared.hpp"
 #include "bench/commands/commands.hpp"
 #include "reference/core/error.hpp"
-#include "reference/parallel/zero.hpp"
+#include "reference/parallel/data/data_parallel.hpp"
+#include "reference/parallel/techniques/techniques.hpp"
 #include "reference/theory/model.hpp"
 #include "reference/theory/parallel.hpp"
 
@@ -71,8 +72,6 @@ std::unique_ptr<Communicator> first_ranks(Communicator& world, int n) {
   return group;
 }
 
-std::string strategy_name(int stage) { return stage == 0 ? "dp" : "zero" + std::to_string(stage); }
-
 }  // namespace
 
 ParallelBenchPlan plan_parallel_bench(const ParallelBenchOptions& options) {
@@ -82,17 +81,18 @@ ParallelBenchPlan plan_parallel_bench(const ParallelBenchOptions& options) {
   if (options.warmup < 0) throw UsageError("--warmup must not be negative");
   if (options.model != "mlp") find_model_preset(options.model);
   for (const std::string& s : split_list(options.strategies)) {
-    if (s == "dp") {
-      plan.stages.push_back(0);
-    } else if (s.size() == 5 && s.rfind("zero", 0) == 0 && s[4] >= '0' && s[4] <= '9') {
-      const int stage = s[4] - '0';
-      if (stage > 3) throw UsageError("--strategies: ZeRO stage " + std::to_string(stage) + " is outside 0-3 (dp, zero1, zero2, zero3)");
-      plan.stages.push_back(stage);
-    } else {
-      throw UsageError("--strategies: '" + s + "' is not known (dp, zero1, zero2, zero3)");
+    const parallel::Technique* t = nullptr;
+    try {
+      t = &parallel::find_technique(s);
+    } catch (const UsageError& e) {
+      if (std::string(e.what()).rfind("ZeRO stage", 0) == 0) throw UsageError("--strategies: " + std::string(e.what()));
     }
+    // The memory formulas are those of one step of synchronous data parallelism.
+    if (!t || t->asynchronous || t->micro_batches != 1)
+      throw UsageError("--strategies: '" + s + "' is not known (dp, zero1, zero2, zero3)");
+    plan.strategies.push_back(t);
   }
-  if (plan.stages.empty()) throw UsageError("--strategies names no strategy");
+  if (plan.strategies.empty()) throw UsageError("--strategies names no strategy");
   for (const std::string& p : split_list(options.precisions)) {
     const parallel::Precision precision = parallel::parse_precision(p);
     if (precision == parallel::Precision::mixed && options.model != "mlp")
@@ -134,7 +134,7 @@ MemoryBenchOutcome run_memory_bench(Session& session, const ParallelBenchPlan& p
   MemoryBenchOutcome out;
   record::Table& t = out.table;
   const int n_max = world.size();
-  Progress progress("bench memory", static_cast<std::size_t>(n_max) * plan.stages.size() * plan.precisions.size(),
+  Progress progress("bench memory", static_cast<std::size_t>(n_max) * plan.strategies.size() * plan.precisions.size(),
                     session.is_root() && !session.options().quiet);
   std::size_t done = 0;
   for (const std::string& precision_name : plan.precisions) {
@@ -142,8 +142,9 @@ MemoryBenchOutcome run_memory_bench(Session& session, const ParallelBenchPlan& p
     const DataType dtype = precision_name == "float64" ? DataType::float64 : DataType::float32;
     for (int n = 1; n <= n_max; ++n) {
       auto group = first_ranks(world, n);
-      for (int stage : plan.stages) {
-        progress.update(done++, strategy_name(stage) + " " + precision_name + " at " + std::to_string(n) + " ranks");
+      for (const parallel::Technique* strategy : plan.strategies) {
+        const int stage = strategy->zero_stage;
+        progress.update(done++, strategy->name + " " + precision_name + " at " + std::to_string(n) + " ranks");
         // Values of this rank's row (zeros on waiting ranks), gathered to rank 0 below.
         std::vector<double> row(10, 0.0);
         std::string config;
@@ -159,8 +160,8 @@ MemoryBenchOutcome run_memory_bench(Session& session, const ParallelBenchPlan& p
           c.global_batch = options.batch * n;
           c.precision = precision;
           auto trainer = parallel::make_trainer(*group, *w.model, *w.optimizer, c);
-          padded = trainer->padded_parameters();
-          if (auto* z = dynamic_cast<parallel::Zero*>(trainer.get())) units = z->units();
+          padded = trainer->parts().optimizer->padded_parameters();
+          units = trainer->parts().optimizer->units();
           for (int s = 0; s < options.warmup; ++s) trainer->step(w.batches, static_cast<std::uint64_t>(s));
           // Peak during the step = what was allocated when it began + the rise above that.
           std::array<std::int64_t, kMemoryCategoryCount> at_start{};
@@ -185,17 +186,16 @@ MemoryBenchOutcome run_memory_bench(Session& session, const ParallelBenchPlan& p
         const double padded_all = gather_from_ranks(world, static_cast<double>(padded))[0];
         if (!session.is_root()) continue;
         // Rank 0 always takes part, so its units and sizes stand for the group.
-        if (stage == 0) units = {{psi, psi, 1}};
         for (int r = 0; r < n; ++r) {
           const auto i = static_cast<std::size_t>(r);
           per.parameter = per.gradient = all[8][i];
           per.optimizer = all[9][i];
-          const auto formula = theory::zero_model_state_bytes(stage, static_cast<std::int64_t>(psi_all),
-                                                              static_cast<std::int64_t>(padded_all), n, per);
-          const auto paper = theory::zero_model_state_bytes(stage, static_cast<std::int64_t>(psi_all),
-                                                            static_cast<std::int64_t>(psi_all), n, per);
+          const auto formula = strategy->model_state_bytes(static_cast<std::int64_t>(psi_all),
+                                                           static_cast<std::int64_t>(padded_all), n, per);
+          const auto paper = strategy->model_state_bytes(static_cast<std::int64_t>(psi_all),
+                                                         static_cast<std::int64_t>(psi_all), n, per);
           const double measured = all[0][i] + all[1][i] + all[2][i];
-          t.str("strategy").push_back(strategy_name(stage));
+          t.str("strategy").push_back(strategy->name);
           t.i64("zero_stage").push_back(stage);
           t.str("precision").push_back(precision_name);
           t.str("model").push_back(options.model);
@@ -220,7 +220,7 @@ MemoryBenchOutcome run_memory_bench(Session& session, const ParallelBenchPlan& p
           t.i64("matches_formula").push_back(match ? 1 : 0);
           if (!match) ++out.mismatches;
           t.i64("bytes_sent", "B").push_back(static_cast<std::int64_t>(all[6][i]));
-          t.f64("formula_bytes_sent", "B").push_back(theory::zero_bytes_sent_per_rank(stage, units, n, per.gradient, 1));
+          t.f64("formula_bytes_sent", "B").push_back(strategy->bytes_sent_per_rank(units, n, per.gradient, 1));
           t.f64("step_seconds", "s").push_back(all[7][i]);
         }
       }
@@ -246,7 +246,8 @@ Timed time_steps(Communicator& group, const ParallelBenchOptions& options, std::
   c.global_batch = global_batch;
   c.bucket_bytes = bucket_bytes;
   c.overlap = overlap;
-  parallel::DataParallel trainer(group, *w.model, *w.optimizer, c);
+  const auto trainer_ptr = parallel::make_trainer(group, *w.model, *w.optimizer, c);
+  parallel::Trainer& trainer = *trainer_ptr;
   std::vector<double> step, compute, exposed, stream;
   Timed out;
   for (int s = 0; s < options.warmup + options.steps; ++s) {
@@ -263,7 +264,7 @@ Timed time_steps(Communicator& group, const ParallelBenchOptions& options, std::
   out.compute = percentile(compute, 0.5);
   out.exposed = percentile(exposed, 0.5);
   out.stream = percentile(stream, 0.5);
-  out.buckets = trainer.bucket_parameters().size();
+  out.buckets = dynamic_cast<const parallel::BucketedAllReduce&>(*trainer.parts().syncs.front()).bucket_parameters().size();
   return out;
 }
 

@@ -44,7 +44,7 @@ void run_training_cases(Session& session, const std::vector<cases::TrainingCase>
       if (session.is_root()) std::fprintf(stderr, "FAILED %s: %s\n", c.name().c_str(), r.message.c_str());
     }
     t.str("case").push_back(c.name());
-    t.str("technique").push_back(c.technique);
+    t.str("technique").push_back(c.technique->name);
     t.str("optimizer").push_back(c.optimizer);
     t.str("precision").push_back(c.precision);
     t.str("model").push_back(c.model);

@@ -8,6 +8,7 @@
 #include "bench/cli/session.hpp"
 #include "bench/cli/sizes.hpp"
 #include "reference/model/model.hpp"
+#include "reference/parallel/techniques/techniques.hpp"
 #include "reference/record/results_file.hpp"
 #include "reference/theory/collectives.hpp"
 
@@ -129,7 +130,7 @@ struct ParallelBenchOptions {
   std::string bucket_sizes = "64K,1M,25M";  // scaling: the overlap measurement's bucket sizes
 };
 struct ParallelBenchPlan {
-  std::vector<int> stages;
+  std::vector<const parallel::Technique*> strategies;  // dp and ZeRO stages, from the registry
   std::vector<std::string> precisions;
   std::vector<std::size_t> bucket_sizes;
 };

@@ -7,8 +7,7 @@
 
 #include "reference/core/error.hpp"
 #include "reference/core/tolerance.hpp"
-#include "reference/parallel/parameter_server.hpp"
-#include "reference/parallel/zero.hpp"
+#include "reference/parallel/data/parameter_server.hpp"
 
 namespace parity::cases {
 namespace {
@@ -75,11 +74,6 @@ std::unique_ptr<model::Optimizer> make_optimizer(const TrainingCase& c) {
   // momentum 0.9 does not converge here): the asynchronous case uses plain SGD.
   if (c.optimizer == "sgd_plain") return std::make_unique<model::Sgd>(model::SgdConfig{0.05, 0, 0}, state);
   return std::make_unique<model::AdamW>(model::AdamWConfig{1e-2, 0.9, 0.999, 1e-8, 0.01}, state);
-}
-
-int zero_stage(const std::string& technique) {
-  if (technique.rfind("zero", 0) == 0) return technique.back() - '0';
-  return 0;
 }
 
 // Parameters and optimizer state of a single-device model, in model order.
@@ -170,7 +164,6 @@ struct Trained {
   parallel::ParameterValues values;
   parallel::StepStats last;
   std::vector<theory::ShardedUnit> units;
-  std::int64_t parameters = 0;
 };
 
 Trained train_data_parallel(Communicator& comm, const TrainingCase& c, int stage) {
@@ -184,12 +177,11 @@ Trained train_data_parallel(Communicator& comm, const TrainingCase& c, int stage
   config.bucket_bytes = 2048;  // several buckets even for these small models
   config.precision = c.precision == "mixed" ? parallel::Precision::mixed : parallel::Precision::model;
   Trained out;
-  out.parameters = m->parameter_count();
   auto trainer = parallel::make_trainer(comm, *m, *optimizer, config);
   const BatchSource source = with_fault(batches(c), c.fault, comm.rank());
   for (int step = 0; step < c.steps; ++step) out.last = trainer->step(source, step);
   out.values = trainer->gathered(c.precision == "mixed");
-  if (auto* zero = dynamic_cast<parallel::Zero*>(trainer.get())) out.units = zero->units();
+  out.units = trainer->parts().optimizer->units();
   return out;
 }
 
@@ -214,7 +206,7 @@ std::string format(double x) {
 }
 
 TrainingResult run_data_parallel_case(Communicator& comm, const TrainingCase& c) {
-  const int n = comm.size(), stage = zero_stage(c.technique);
+  const int n = comm.size(), stage = c.technique->zero_stage;
   TrainingResult r;
   const parallel::ParameterValues origin = values_of(*build(c), make_optimizer(c).get());
   const Trained trained = train_data_parallel(comm, c, stage);
@@ -235,10 +227,7 @@ TrainingResult run_data_parallel_case(Communicator& comm, const TrainingCase& c)
       failures += what + " differs beyond " + format(r.bound) + " (largest at " + d.where + "); ";
   }
   // Bytes sent in the last step, counted by the communicator, against the formula.
-  const double e = element_bytes(c);
-  std::vector<theory::ShardedUnit> units = trained.units;
-  if (stage == 0) units = {{trained.parameters, trained.parameters, 1}};
-  r.bytes_formula = theory::zero_bytes_sent_per_rank(stage, units, n, e, c.micro_batches);
+  r.bytes_formula = c.technique->bytes_sent_per_rank(trained.units, n, element_bytes(c), c.micro_batches);
   const double sent = static_cast<double>(trained.last.bytes_sent);
   if (stage == 0) {
     // Ring blocks of a bucket differ by an element between ranks: the total is exact.
@@ -263,7 +252,7 @@ double evaluate(model::Model& m, const BatchSource& source, std::int64_t rows) {
 
 TrainingResult run_parameter_server_case(Communicator& comm, const TrainingCase& c) {
   TrainingResult r;
-  const bool one_worker = c.technique == "ps_one_worker";
+  const bool one_worker = c.technique->name == "ps_one_worker";
   // One worker: ranks 0 and 1 run it, the others wait; several: every rank.
   auto group = comm.split(one_worker && comm.rank() >= 2 ? 1 : 0, comm.rank());
   double error = 0, staleness = 0, first = 0, last = 0;
@@ -306,7 +295,7 @@ TrainingResult run_parameter_server_case(Communicator& comm, const TrainingCase&
 }  // namespace
 
 std::string TrainingCase::name() const {
-  return "training/" + technique + "/" + optimizer + "/" + precision + "/" + model;
+  return "training/" + technique->name + "/" + optimizer + "/" + precision + "/" + model;
 }
 
 std::vector<TrainingCase> training_grid(int world_size) {
@@ -315,31 +304,29 @@ std::vector<TrainingCase> training_grid(int world_size) {
     for (const char* optimizer : {"adamw", "sgd"})
       for (const char* technique : {"dp", "dp_accumulation", "zero1", "zero2", "zero3"}) {
         TrainingCase c;
-        c.technique = technique;
+        c.technique = &parallel::find_technique(technique);
         c.optimizer = optimizer;
         c.precision = precision;
-        if (c.technique == "dp_accumulation") {
-          c.micro_batches = 2;
-          c.global_batch = 16;
-        }
+        c.micro_batches = c.technique->micro_batches;
+        if (c.micro_batches > 1) c.global_batch = 16;
         out.push_back(c);
       }
   for (const char* technique : {"dp", "zero1", "zero2", "zero3"}) {
     TrainingCase c;
-    c.technique = technique;
+    c.technique = &parallel::find_technique(technique);
     c.precision = "mixed";
     c.model = "mlp";
     out.push_back(c);
   }
   if (world_size >= 2) {
     TrainingCase c;
-    c.technique = "ps_one_worker";
+    c.technique = &parallel::find_technique("ps_one_worker");
     c.optimizer = "sgd";
     out.push_back(c);
   }
   if (world_size >= 3) {
     TrainingCase c;
-    c.technique = "ps_async";
+    c.technique = &parallel::find_technique("ps_async");
     c.optimizer = "sgd_plain";
     c.model = "mlp";
     c.steps = 20;
@@ -349,7 +336,7 @@ std::vector<TrainingCase> training_grid(int world_size) {
   return out;
 }
 
-bool runs_on_host(const TrainingCase& c) { return c.technique.rfind("ps_", 0) == 0; }
+bool runs_on_host(const TrainingCase& c) { return c.technique->asynchronous; }
 
 TrainingResult run_training_case(Communicator& comm, const TrainingCase& c) {
   if (runs_on_host(c)) return run_parameter_server_case(comm, c);

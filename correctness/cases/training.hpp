@@ -11,11 +11,13 @@
 #include <vector>
 
 #include "reference/comm/communicator.hpp"
+#include "reference/parallel/techniques/techniques.hpp"
 
 namespace parity::cases {
 
 struct TrainingCase {
-  std::string technique = "dp";    // dp, dp_accumulation, zero1, zero2, zero3, ps_one_worker, ps_async
+  // From the registry (parallel/techniques): dp, dp_accumulation, zero1-3, ps_one_worker, ps_async.
+  const parallel::Technique* technique = &parallel::find_technique("dp");
   std::string optimizer = "adamw"; // adamw, sgd (momentum 0.9), sgd_plain
   std::string precision = "float64";  // float64, float32, mixed (bfloat16 + float32 master)
   std::string model = "gpt";       // gpt (tied, dropout), mlp

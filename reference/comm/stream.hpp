@@ -45,6 +45,7 @@ class CommStream {
   bool finished(Ticket ticket) const { return ticket <= finished_; }
 
   Communicator& communicator() { return *comm_; }
+  const Communicator& communicator() const { return *comm_; }
   // Wall time spent running the stream's work (inside progress, wait, synchronize), and the
   // part of it spent inside progress(): on a rank with one thread, that time is taken from
   // the computation that called progress(), so it is not hidden communication.

@@ -28,7 +28,16 @@ Tensor Layer::backward(const Tensor& dy, const PassContext& context) {
 
 void Layer::run_hooks(HookPoint point, const PassContext& context) {
   // By index: a hook may add hooks.
-  for (std::size_t i = 0; i < hooks_.size(); ++i) hooks_[i](*this, point, context);
+  for (std::size_t i = 0; i < hooks_.size(); ++i) hooks_[i].second(*this, point, context);
+}
+
+HookId Layer::add_hook(Hook hook) {
+  hooks_.emplace_back(next_hook_, std::move(hook));
+  return next_hook_++;
+}
+
+void Layer::remove_hook(HookId id) {
+  std::erase_if(hooks_, [id](const auto& h) { return h.first == id; });
 }
 
 std::vector<Parameter*> Layer::parameters() {

@@ -47,6 +47,7 @@ struct PassContext {
 class Layer;
 enum class HookPoint { before_forward, after_forward, before_backward, after_backward };
 using Hook = std::function<void(Layer& layer, HookPoint point, const PassContext& context)>;
+using HookId = std::uint64_t;
 
 class Layer {
  public:
@@ -70,7 +71,10 @@ class Layer {
   // table): hooks that gather or free parameters around a forward need these too.
   std::vector<Parameter*> borrowed_parameters() { return borrowed_; }
   std::vector<Layer*> children() { return children_; }
-  void add_hook(Hook hook) { hooks_.push_back(std::move(hook)); }
+  // Hooks run in the order added; whoever adds one removes it when it goes away.
+  HookId add_hook(Hook hook);
+  void remove_hook(HookId id);
+  std::size_t hook_count() const { return hooks_.size(); }
   // Drops what a forward saved for `context` without running backward (checkpointing).
   void release_saved(const PassContext& context);
   // Micro-batches whose forward state this layer (and its children) hold.
@@ -109,7 +113,8 @@ class Layer {
   std::vector<Parameter*> borrowed_;
   std::vector<std::unique_ptr<Layer>> owned_children_;
   std::vector<Layer*> children_;
-  std::vector<Hook> hooks_;
+  std::vector<std::pair<HookId, Hook>> hooks_;
+  HookId next_hook_ = 1;
   std::map<std::pair<std::uint64_t, int>, std::vector<Tensor>> saved_;
   MemorySpace space_ = MemorySpace::host;
 };

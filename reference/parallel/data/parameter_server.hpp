@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "reference/parallel/data_parallel.hpp"
+#include "reference/parallel/step.hpp"
 
 namespace parity::parallel {
 
@@ -25,6 +25,26 @@ struct ParameterServerStats {
   // Workers: loss of each of their steps. Server: empty.
   std::vector<double> losses;
   std::int64_t updates = 0;  // server: updates applied (workers x steps_per_worker)
+};
+
+// How the server waits for workers without starving them of a shared core: after `patience`
+// polls in a row that found nothing it yields the core on every further empty poll, and a
+// poll that served a worker starts the count again (a busy server never yields).
+class PollBackoff {
+ public:
+  explicit PollBackoff(unsigned patience = 64) : patience_(patience) {}
+  // Call once per poll; true when the caller should yield now.
+  bool should_yield(bool served) {
+    if (served) {
+      idle_ = 0;
+      return false;
+    }
+    return ++idle_ > patience_;
+  }
+
+ private:
+  unsigned patience_;
+  unsigned idle_ = 0;
 };
 
 // Worker w (rank w >= 1) trains on batches(step = t * workers + w - 1, 0, batch, batch) at its

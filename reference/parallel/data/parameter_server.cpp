@@ -1,7 +1,7 @@
 // The parameter server and its workers (see parameter_server.hpp), on point-to-point messages:
 // a worker sends a header (the parameter version it used) and its gradient; the server answers
 // with the new parameters and their version.
-#include "reference/parallel/parameter_server.hpp"
+#include "reference/parallel/data/parameter_server.hpp"
 
 #include <array>
 #include <thread>
@@ -62,7 +62,8 @@ ParameterServerStats run_parameter_server(Communicator& comm, model::Model& mode
     std::vector<int> remaining(static_cast<std::size_t>(workers), config.steps_per_worker);
     for (int w = 0; w < workers; ++w) pending[w] = comm.irecv(header_view(headers[w].data()), w + 1, kHeaderTag);
     int active = workers;
-    for (unsigned idle = 0; active > 0;) {
+    PollBackoff backoff;
+    while (active > 0) {
       bool served = false;
       for (int w = 0; w < workers; ++w) {
         if (!pending[w] || !pending[w]->test()) continue;
@@ -86,7 +87,7 @@ ParameterServerStats run_parameter_server(Communicator& comm, model::Model& mode
           --active;
         served = true;
       }
-      if (!served && ++idle > 64) std::this_thread::yield();  // workers may share the server's core
+      if (backoff.should_yield(served)) std::this_thread::yield();  // workers may share the server's core
     }
   } else {
     const int w = comm.rank() - 1;

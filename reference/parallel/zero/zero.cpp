@@ -1,12 +1,12 @@
 // ZeRO stages 1-3 on flat, padded units (see zero.hpp).
-#include "reference/parallel/zero.hpp"
+#include "reference/parallel/zero/zero.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 
-#include "reference/kernels/buffer_kernels.hpp"
 #include "reference/core/error.hpp"
+#include "reference/kernels/buffer_kernels.hpp"
 
 namespace parity::parallel {
 
@@ -29,10 +29,116 @@ Tensor gather_whole(Communicator& comm, const Tensor& chunk, std::int64_t padded
 }
 }  // namespace
 
-Zero::Zero(Communicator& world, model::Model& model, const model::Optimizer& optimizer, DataParallelConfig config)
-    : DataParallelTrainer(world, model, optimizer, std::move(config)) {
-  const int n = world.size(), r = world.rank(), stage = config_.zero_stage;
-  require(stage >= 1 && stage <= 3, "Zero: stages 1-3 (stage 0 is DataParallel)");
+// The units and their buffers, shared by the two parts (see zero.hpp).
+class ZeroShards {
+ public:
+  ZeroShards(Communicator& group, model::Model& model, const DataParallelConfig& config);
+  struct Unit {
+    std::string name;
+    std::vector<model::Parameter*> parameters;
+    std::vector<std::int64_t> offsets;  // of each parameter in the flat buffer
+    std::vector<Shape> shapes;
+    std::int64_t count = 0;             // parameter elements
+    std::int64_t padded = 0;            // count rounded up to a multiple of n
+    std::int64_t chunk = 0;             // padded / n
+    Tensor flat_parameters;             // stages 1-2: the model's storage; stage 3: gathered around a pass
+    Tensor parameter_chunk;             // stage 3: the rank's chunk (stages 1-2: a segment of the flat buffer)
+    Tensor flat_gradients;              // stage 1: kept; stages 2-3: while backward produces it
+    Tensor gradient_chunk;              // stages 2-3
+    int users = 0;                      // top-level layers whose forward reads these parameters
+    int pending = 0;                    // users whose backward has not run in this micro-batch
+    int gathered = 0;                   // stage 3: passes holding the gathered parameters
+  };
+  // The part of this rank's gradient chunk the optimizer reads (stage 1: a segment of the
+  // full gradient).
+  Tensor gradient_chunk_of(const Unit& u) const;
+  void hook(model::Layer& layer, model::HookPoint point, double& exposed);
+  void begin_step();
+  void begin_backward(bool last);
+  void finish_gradients(double& exposed);
+  void share_parameters(double& exposed);  // stages 1-2, after the update
+  std::vector<theory::ShardedUnit> units() const;
+  const std::vector<Unit>& unit_list() const { return units_; }
+  Communicator& group() { return group_; }
+  CommStream& stream() { return stream_; }
+  const DataParallelConfig& config() const { return config_; }
+
+ private:
+  void acquire_parameters(Unit& unit, double& exposed);  // stage 3
+  void release_parameters(Unit& unit);                   // stage 3
+  void ensure_gradients(Unit& unit);                     // stages 2-3
+  void gradients_final(Unit& unit);
+  void point_gradients(Unit& unit);                      // parameters' grads -> segments of flat_gradients
+  // Runs a collective on the stream; returns at once when overlap is on (progress() later).
+  CommStream::Ticket enqueue(std::string what, Collective collective, const std::string& algorithm, BufferView send,
+                             BufferView recv);
+  Communicator& group_;
+  DataParallelConfig config_;
+  CommStream stream_;
+  std::vector<Unit> units_;
+  std::map<const model::Layer*, std::vector<std::size_t>> needs_;  // top-level layer -> units it reads
+  bool last_ = false;
+};
+
+namespace {
+
+class ZeroSync : public GradientSync {
+ public:
+  explicit ZeroSync(std::shared_ptr<ZeroShards> shards) : shards_(std::move(shards)) {}
+  std::string describe() const override {
+    const int stage = shards_->config().zero_stage;
+    return std::string(stage == 3 ? "parameters gathered around each pass, " : "") +
+           "gradients reduce-scattered (" + shards_->config().reduce_scatter + ") over " +
+           std::to_string(shards_->group().size()) + " ranks" + (stage == 1 ? " once per step" : " every micro-batch");
+  }
+  std::vector<CommStream*> streams() override { return {&shards_->stream()}; }
+  void on_layer(model::Layer& layer, model::HookPoint point, const model::PassContext&) override {
+    shards_->hook(layer, point, exposed_seconds);
+  }
+  void begin_step() override { shards_->begin_step(); }
+  void begin_backward(const MicroBatch& micro_batch) override { shards_->begin_backward(micro_batch.last); }
+  void finish() override { shards_->finish_gradients(exposed_seconds); }
+
+ private:
+  std::shared_ptr<ZeroShards> shards_;
+};
+
+class ZeroOptimizer : public OptimizerStep {
+ public:
+  ZeroOptimizer(std::shared_ptr<ZeroShards> shards, const model::Optimizer& optimizer)
+      : OptimizerStep(optimizer, shards->config().precision), shards_(std::move(shards)) {
+    for (const auto& u : shards_->unit_list()) add_segment(u.name, u.parameter_chunk, shards_->gradient_chunk_of(u));
+  }
+  std::string describe() const override {
+    return "optimizer state sharded over " + std::to_string(shards_->group().size()) + " ranks" +
+           (shards_->config().zero_stage < 3 ? ", parameters all-gathered (" + shards_->config().all_gather + ") after the update" : "");
+  }
+  std::vector<CommStream*> streams() override { return {&shards_->stream()}; }
+  ParameterValues gathered(bool master) override;
+  std::vector<theory::ShardedUnit> units() const override { return shards_->units(); }
+
+ protected:
+  void finish_update() override { shards_->share_parameters(exposed_seconds); }
+
+ private:
+  std::shared_ptr<ZeroShards> shards_;
+};
+
+}  // namespace
+
+ZeroParts make_zero(Communicator& group, model::Model& model, const model::Optimizer& optimizer,
+                    const DataParallelConfig& config) {
+  auto shards = std::make_shared<ZeroShards>(group, model, config);
+  ZeroParts parts;
+  parts.sync = std::make_unique<ZeroSync>(shards);
+  parts.optimizer = std::make_unique<ZeroOptimizer>(shards, optimizer);
+  return parts;
+}
+
+ZeroShards::ZeroShards(Communicator& group, model::Model& model, const DataParallelConfig& config)
+    : group_(group), config_(config), stream_(group) {
+  const int n = group.size(), r = group.rank(), stage = config_.zero_stage;
+  require(stage >= 1 && stage <= 3, "ZeRO: stages 1-3 (stage 0 is plain data parallelism)");
   std::map<const model::Parameter*, std::size_t> unit_of;
   for (model::Layer* layer : model.layers()) {
     if (layer->parameters().empty()) continue;
@@ -83,36 +189,45 @@ Zero::Zero(Communicator& world, model::Model& model, const model::Optimizer& opt
     if (stage == 1) {
       u.flat_gradients = Tensor::zeros(u.name + ".grads", {u.padded}, type, MemoryCategory::gradients, model.space());
       point_gradients(u);
-      add_segment(u.name, u.parameter_chunk, u.flat_gradients.segment(u.name + ".grad_chunk", r * u.chunk, {u.chunk}));
     } else {
       for (model::Parameter* p : u.parameters) p->grad = Tensor();
       u.gradient_chunk = Tensor::zeros(u.name + ".grad_chunk", {u.chunk}, type, MemoryCategory::gradients, model.space());
-      add_segment(u.name, u.parameter_chunk, u.gradient_chunk);
     }
   }
-  add_hooks([this](model::Layer& layer, model::HookPoint point, const model::PassContext&) { hook(layer, point); });
 }
 
-void Zero::point_gradients(Unit& u) {
+Tensor ZeroShards::gradient_chunk_of(const Unit& u) const {
+  if (config_.zero_stage != 1) return u.gradient_chunk;
+  return u.flat_gradients.segment(u.name + ".grad_chunk", group_.rank() * u.chunk, {u.chunk});
+}
+
+CommStream::Ticket ZeroShards::enqueue(std::string what, Collective collective, const std::string& algorithm,
+                                       BufferView send, BufferView recv) {
+  const AlgorithmDescriptor* a = &find_algorithm(collective, algorithm);
+  CollectiveCall call;
+  call.collective = collective;
+  call.send = send;
+  call.recv = recv;
+  const CommStream::Ticket ticket =
+      stream_.enqueue(std::move(what), [a, call](Communicator& comm) { run_collective(comm, *a, call, kHalfReduction); });
+  if (config_.overlap) stream_.progress();
+  return ticket;
+}
+
+void ZeroShards::point_gradients(Unit& u) {
   for (std::size_t i = 0; i < u.parameters.size(); ++i) {
     model::Parameter* p = u.parameters[i];
     p->grad = u.flat_gradients.segment(p->name + ".grad", u.offsets[i], u.shapes[i]);
   }
 }
 
-std::int64_t Zero::padded_parameters() const {
-  std::int64_t total = 0;
-  for (const Unit& u : units_) total += u.padded;
-  return total;
-}
-
-std::vector<theory::ShardedUnit> Zero::units() const {
+std::vector<theory::ShardedUnit> ZeroShards::units() const {
   std::vector<theory::ShardedUnit> out;
   for (const Unit& u : units_) out.push_back({u.count, u.padded, u.users});
   return out;
 }
 
-void Zero::hook(model::Layer& layer, model::HookPoint point) {
+void ZeroShards::hook(model::Layer& layer, model::HookPoint point, double& exposed) {
   auto it = needs_.find(&layer);
   if (it != needs_.end()) {
     const bool stage3 = config_.zero_stage == 3;
@@ -120,13 +235,13 @@ void Zero::hook(model::Layer& layer, model::HookPoint point) {
       Unit& u = units_[index];
       switch (point) {
         case model::HookPoint::before_forward:
-          if (stage3) acquire_parameters(u);
+          if (stage3) acquire_parameters(u, exposed);
           break;
         case model::HookPoint::after_forward:
           if (stage3) release_parameters(u);
           break;
         case model::HookPoint::before_backward:
-          if (stage3) acquire_parameters(u);
+          if (stage3) acquire_parameters(u, exposed);
           if (config_.zero_stage >= 2) ensure_gradients(u);
           break;
         case model::HookPoint::after_backward:
@@ -139,40 +254,40 @@ void Zero::hook(model::Layer& layer, model::HookPoint point) {
   if (point == model::HookPoint::after_backward && config_.overlap) stream_.progress();
 }
 
-void Zero::acquire_parameters(Unit& u) {
+void ZeroShards::acquire_parameters(Unit& u, double& exposed) {
   if (u.gathered++ > 0) return;
   const auto start = std::chrono::steady_clock::now();
   u.flat_parameters = Tensor::empty(u.name + ".gathered", {u.padded}, u.parameter_chunk.dtype(),
                                     MemoryCategory::communication, u.parameter_chunk.space());
-  Tensor mine = u.flat_parameters.segment(u.name + ".mine", world_.rank() * u.chunk, {u.chunk});
+  Tensor mine = u.flat_parameters.segment(u.name + ".mine", group_.rank() * u.chunk, {u.chunk});
   copy_into(mine, u.parameter_chunk);
   stream_.wait(enqueue("all_gather of " + u.name, Collective::all_gather, config_.all_gather, mine.view(),
                        u.flat_parameters.view()));
-  exposed_ += seconds_since(start);
+  exposed += seconds_since(start);
   for (std::size_t i = 0; i < u.parameters.size(); ++i) {
     model::Parameter* p = u.parameters[i];
     p->value = u.flat_parameters.segment(p->name, u.offsets[i], u.shapes[i]);
   }
 }
 
-void Zero::release_parameters(Unit& u) {
+void ZeroShards::release_parameters(Unit& u) {
   require(u.gathered > 0, "ZeRO-3: " + u.name + " released more often than gathered");
   if (--u.gathered > 0) return;
   for (model::Parameter* p : u.parameters) p->value = Tensor();
   u.flat_parameters = Tensor();
 }
 
-void Zero::ensure_gradients(Unit& u) {
+void ZeroShards::ensure_gradients(Unit& u) {
   if (u.flat_gradients.defined()) return;
   u.flat_gradients = Tensor::zeros(u.name + ".grads", {u.padded}, u.gradient_chunk.dtype(), MemoryCategory::communication,
                                    u.gradient_chunk.space());
   point_gradients(u);
 }
 
-void Zero::gradients_final(Unit& u) {
+void ZeroShards::gradients_final(Unit& u) {
   if (config_.zero_stage == 1) {
-    if (!last_micro_batch_) return;  // accumulate locally; one reduce-scatter per step
-    Tensor chunk = u.flat_gradients.segment(u.name + ".grad_chunk", world_.rank() * u.chunk, {u.chunk});
+    if (!last_) return;  // accumulate locally; one reduce-scatter per step
+    Tensor chunk = u.flat_gradients.segment(u.name + ".grad_chunk", group_.rank() * u.chunk, {u.chunk});
     enqueue("reduce_scatter of " + u.name, Collective::reduce_scatter, config_.reduce_scatter, u.flat_gradients.view(),
             chunk.view());
     return;
@@ -182,7 +297,7 @@ void Zero::gradients_final(Unit& u) {
   Tensor full = std::move(u.flat_gradients);
   u.flat_gradients = Tensor();
   for (model::Parameter* p : u.parameters) p->grad = Tensor();
-  const std::int64_t offset = world_.rank() * u.chunk;
+  const std::int64_t offset = group_.rank() * u.chunk;
   Tensor chunk = full.segment(u.name + ".reduced", offset, {u.chunk});
   Tensor keep = u.gradient_chunk;
   const AlgorithmDescriptor* a = &find_algorithm(Collective::reduce_scatter, config_.reduce_scatter);
@@ -197,7 +312,7 @@ void Zero::gradients_final(Unit& u) {
   if (config_.overlap) stream_.progress();
 }
 
-void Zero::begin_step() {
+void ZeroShards::begin_step() {
   for (Unit& u : units_) {
     if (config_.zero_stage == 1)
       u.flat_gradients.zero();
@@ -206,36 +321,39 @@ void Zero::begin_step() {
   }
 }
 
-void Zero::begin_micro_batch(bool) {
+void ZeroShards::begin_backward(bool last) {
+  last_ = last;
   for (Unit& u : units_) u.pending = u.users;
 }
 
-void Zero::finish_gradients() {
+void ZeroShards::finish_gradients(double& exposed) {
   const auto start = std::chrono::steady_clock::now();
   stream_.synchronize();
-  exposed_ += seconds_since(start);
+  exposed += seconds_since(start);
   for (const Unit& u : units_)
     require(u.pending == 0 && u.gathered == 0, "ZeRO: " + u.name + " did not finish its backward in this step");
 }
 
-void Zero::finish_step() {
+void ZeroShards::share_parameters(double& exposed) {
   if (config_.zero_stage == 3) return;  // the chunks are the parameters
   const auto start = std::chrono::steady_clock::now();
   for (Unit& u : units_)
     enqueue("all_gather of " + u.name, Collective::all_gather, config_.all_gather, u.parameter_chunk.view(),
             u.flat_parameters.view());
   stream_.synchronize();
-  exposed_ += seconds_since(start);
+  exposed += seconds_since(start);
 }
 
-ParameterValues Zero::gathered(bool master) {
+ParameterValues ZeroOptimizer::gathered(bool master) {
+  Communicator& group = shards_->group();
+  const auto& units_ = shards_->unit_list();
   ParameterValues out;
   for (std::size_t k = 0; k < units_.size(); ++k) {
-    const Unit& u = units_[k];
+    const ZeroShards::Unit& u = units_[k];
     const Segment& s = segments_[k];
-    const Tensor values = gather_whole(world_, master && s.master.defined() ? s.master : s.value, u.padded, u.name);
+    const Tensor values = gather_whole(group, master && s.master.defined() ? s.master : s.value, u.padded, u.name);
     std::vector<Tensor> state;
-    for (const Tensor& t : s.state) state.push_back(gather_whole(world_, t, u.padded, t.name()));
+    for (const Tensor& t : s.state) state.push_back(gather_whole(group, t, u.padded, t.name()));
     for (std::size_t i = 0; i < u.parameters.size(); ++i) {
       const std::int64_t first = u.offsets[i];
       const std::int64_t count = (i + 1 < u.parameters.size() ? u.offsets[i + 1] : u.count) - first;

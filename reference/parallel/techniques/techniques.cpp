@@ -1,0 +1,95 @@
+// The registry of techniques and the builders of their parts (see techniques.hpp).
+#include "reference/parallel/techniques/techniques.hpp"
+
+#include "reference/core/error.hpp"
+#include "reference/parallel/data/data_parallel.hpp"
+#include "reference/parallel/zero/zero.hpp"
+
+namespace parity::parallel {
+namespace {
+
+Technique data_parallel(std::string name, int stage, int micro_batches, std::string summary) {
+  Technique t;
+  t.name = std::move(name);
+  t.summary = std::move(summary);
+  t.schedule = micro_batches > 1 ? "sequential micro-batches, gradients accumulated" : "sequential";
+  t.gradient_sync = stage == 0 ? "DDP buckets all-reduced during backward"
+                               : stage == 1 ? "reduce-scatter once per step"
+                                            : stage == 2 ? "reduce-scatter every micro-batch"
+                                                         : "parameters gathered around each pass, reduce-scatter every micro-batch";
+  t.optimizer_step = stage == 0 ? "replicated" : stage == 3 ? "sharded" : "sharded, parameters all-gathered";
+  t.zero_stage = stage;
+  t.micro_batches = micro_batches;
+  t.bytes_sent_per_rank = [stage](const std::vector<theory::ShardedUnit>& units, int ranks, double e, int k) {
+    return theory::zero_bytes_sent_per_rank(stage, units, ranks, e, k);
+  };
+  t.model_state_bytes = [stage](std::int64_t parameters, std::int64_t padded, int ranks, theory::StateBytes bytes) {
+    return theory::zero_model_state_bytes(stage, parameters, padded, ranks, bytes);
+  };
+  return t;
+}
+
+std::vector<Technique> make_registry() {
+  std::vector<Technique> out;
+  out.push_back(data_parallel("dp", 0, 1, "data parallelism: replicas, gradients all-reduced in DDP buckets"));
+  out.push_back(data_parallel("dp_accumulation", 0, 2, "data parallelism with 2 micro-batches of gradient accumulation"));
+  out.push_back(data_parallel("zero1", 1, 1, "ZeRO-1: optimizer state sharded over the data-parallel ranks"));
+  out.push_back(data_parallel("zero2", 2, 1, "ZeRO-2: optimizer state and gradients sharded"));
+  out.push_back(data_parallel("zero3", 3, 1, "ZeRO-3 (FSDP): optimizer state, gradients and parameters sharded"));
+  for (const char* name : {"ps_one_worker", "ps_async"}) {
+    Technique t;
+    t.name = name;
+    t.summary = std::string(name) == "ps_one_worker"
+                    ? "parameter server with one worker: synchronous SGD, bit for bit"
+                    : "asynchronous SGD with a parameter server: workers push gradients, pull parameters";
+    t.schedule = "each worker its own steps";
+    t.gradient_sync = "gradients pushed to rank 0";
+    t.optimizer_step = "on the server, parameters pulled";
+    t.asynchronous = true;
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+}  // namespace
+
+const std::vector<Technique>& techniques() {
+  static const std::vector<Technique> registry = make_registry();
+  return registry;
+}
+
+const Technique& find_technique(std::string_view name) {
+  std::string known;
+  for (const Technique& t : techniques()) {
+    if (t.name == name) return t;
+    known += (known.empty() ? "" : ", ") + t.name;
+  }
+  if (name.size() == 5 && name.substr(0, 4) == "zero" && name[4] >= '0' && name[4] <= '9')
+    throw UsageError("ZeRO stage " + std::string(1, name[4]) + " is outside 0-3 (dp, zero1, zero2, zero3)");
+  throw UsageError("unknown technique '" + std::string(name) + "' (known: " + known + ")");
+}
+
+StepParts make_data_parallel_parts(Communicator& group, model::Model& model, const model::Optimizer& optimizer,
+                                   const DataParallelConfig& config) {
+  StepParts parts;
+  parts.schedule = std::make_unique<SequentialSchedule>();
+  if (config.zero_stage == 0) {
+    // The buckets rebind the gradients first; the optimizer step then holds them.
+    parts.syncs.push_back(std::make_unique<BucketedAllReduce>(group, model, config));
+    parts.optimizer = std::make_unique<ReplicatedOptimizer>(model, optimizer, config.precision);
+  } else {
+    ZeroParts zero = make_zero(group, model, optimizer, config);
+    parts.syncs.push_back(std::move(zero.sync));
+    parts.optimizer = std::move(zero.optimizer);
+  }
+  return parts;
+}
+
+std::unique_ptr<Trainer> make_trainer(Communicator& group, model::Model& model, const model::Optimizer& optimizer,
+                                      const DataParallelConfig& config) {
+  const DataParallelConfig checked = checked_config(config, group.size(), model, optimizer);
+  return std::make_unique<Trainer>(model, group, checked.global_batch, checked.micro_batches,
+                                   make_data_parallel_parts(group, model, optimizer, checked));
+}
+
+}  // namespace parity::parallel
