@@ -65,6 +65,21 @@ Workload make_workload(const std::string& model_name, parallel::Precision precis
   return w;
 }
 
+// The model's description and parameter count, from its config alone (no model is built).
+struct WorkloadShape {
+  std::string config;
+  std::int64_t parameters = 0;
+};
+WorkloadShape shape_of(const std::string& model_name, DataType dtype) {
+  if (model_name == "mlp") {
+    const model::MlpConfig m = mlp_for(dtype);
+    return {m.describe(), theory::mlp_parameters(m)};
+  }
+  model::GptConfig g = find_model_preset(model_name).config;
+  g.dtype = dtype;
+  return {g.describe(), theory::gpt_parameters(g)};
+}
+
 // Ranks [0, n) of the world, or nothing for the others (who still take part in the split).
 std::unique_ptr<Communicator> first_ranks(Communicator& world, int n) {
   auto group = world.split(world.rank() < n ? 0 : 1, world.rank());
@@ -111,12 +126,7 @@ ParallelBenchPlan plan_parallel_bench(const ParallelBenchOptions& options) {
 std::size_t parallel_bench_bytes_per_rank(const ParallelBenchOptions& options) {
   // Plain DP in float64 holds the most model state: 8 + 8 + 16 bytes per parameter, plus
   // activations of the batch (bounded by the model bench's own estimate for GPT presets).
-  std::int64_t parameters = 0;
-  if (options.model == "mlp") {
-    parameters = theory::mlp_parameters(mlp_for(DataType::float32));
-  } else {
-    parameters = theory::gpt_parameters(find_model_preset(options.model).config);
-  }
+  const std::int64_t parameters = shape_of(options.model, DataType::float32).parameters;
   ModelBenchOptions m;
   m.models = options.model == "mlp" ? "tiny" : options.model;
   m.batch = std::max(options.batch, options.weak_batch);
@@ -284,8 +294,8 @@ ScalingBenchOutcome run_scaling_bench(Session& session, const ParallelBenchPlan&
                     session.is_root() && !session.options().quiet);
   std::size_t done = 0;
   // Gradient bytes and buckets, for the alpha-beta prediction of the all-reduces.
-  const Workload probe = make_workload(options.model, parallel::Precision::model, DataType::float32, session.space());
-  const double gradient_bytes = static_cast<double>(probe.model->parameter_count()) * 4;
+  const WorkloadShape shape = shape_of(options.model, DataType::float32);
+  const double gradient_bytes = static_cast<double>(shape.parameters) * 4;
   const AlgorithmDescriptor& ring = find_algorithm(Collective::all_reduce, "ring");
   for (const char* mode : {"strong", "weak"}) {
     const bool strong = std::string(mode) == "strong";
@@ -320,7 +330,7 @@ ScalingBenchOutcome run_scaling_bench(Session& session, const ParallelBenchPlan&
       record::Table& t = out.scaling;
       t.str("mode").emplace_back(mode);
       t.str("model").push_back(options.model);
-      t.str("config").push_back(probe.config);
+      t.str("config").push_back(shape.config);
       t.i64("world_size").push_back(n);
       const std::int64_t global = strong ? options.batch : options.weak_batch * n;
       t.i64("global_batch").push_back(global);

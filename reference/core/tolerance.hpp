@@ -33,7 +33,7 @@ inline double reduction_bound(int n, double accumulate_u, double storage_u, doub
 // Finite differences: central differences (f(x+d) - f(x-d)) / 2d in float64 have truncation
 // error O(d^2 f''') and rounding error O(u f / d); d = 1e-6 makes both about 1e-10 relative on
 // inputs of order one, so analytic and numerical gradients must agree to this relative error
-// (the target), leaving four orders of margin.
+// to 1e-6, leaving four orders of margin.
 inline constexpr double kFiniteDifferenceStep = 1e-6;
 inline constexpr double kGradientRelativeError = 1e-6;
 

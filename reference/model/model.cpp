@@ -27,15 +27,20 @@ Tensor Model::backward(const Tensor& dy, const PassContext& context) {
 }
 
 double Model::loss(const Tensor& output, const Tensor& targets, double normalizer, Tensor* doutput) const {
-  if (loss_ == LossKind::cross_entropy) {
-    const std::int64_t v = output.dim(-1), n = output.numel() / v;
-    const Tensor logits = output.reshape({n, v});
-    const Tensor flat_targets = targets.reshape({targets.numel()});
-    if (!doutput) return ops::cross_entropy_forward(logits, flat_targets, normalizer);
-    *doutput = Tensor::empty("dlogits", output.shape(), output.dtype(), MemoryCategory::activations, output.space());
-    Tensor d2 = doutput->reshape({n, v});
-    return ops::cross_entropy_backward(logits, flat_targets, normalizer, d2);
-  }
+  return loss_->compute(output, targets, normalizer, doutput);
+}
+
+double CrossEntropyLoss::compute(const Tensor& output, const Tensor& targets, double normalizer, Tensor* doutput) const {
+  const std::int64_t v = output.dim(-1), n = output.numel() / v;
+  const Tensor logits = output.reshape({n, v});
+  const Tensor flat_targets = targets.reshape({targets.numel()});
+  if (!doutput) return ops::cross_entropy_forward(logits, flat_targets, normalizer);
+  *doutput = Tensor::empty("dlogits", output.shape(), output.dtype(), MemoryCategory::activations, output.space());
+  Tensor d2 = doutput->reshape({n, v});
+  return ops::cross_entropy_backward(logits, flat_targets, normalizer, d2);
+}
+
+double MeanSquaredErrorLoss::compute(const Tensor& output, const Tensor& targets, double normalizer, Tensor* doutput) const {
   if (doutput) {
     *doutput = Tensor::empty("doutput", output.shape(), output.dtype(), MemoryCategory::activations, output.space());
     ops::mse_backward(output, targets, normalizer, *doutput);
@@ -106,7 +111,7 @@ std::unique_ptr<Model> build_gpt(const GptConfig& c, LayerRange range) {
   c.validate();
   const int total = c.layers + 3;
   const StageBounds stage = resolve(range, total, "GPT model");
-  auto model = std::make_unique<Model>(c.describe(), LossKind::cross_entropy, c.dtype);
+  auto model = std::make_unique<Model>(c.describe(), std::make_unique<CrossEntropyLoss>(), c.dtype);
   const double init_std = 0.02, proj_std = 0.02 / std::sqrt(2.0 * c.layers);
   Embedding* embedding = nullptr;
   for (int i = stage.begin; i < stage.end; ++i) {
@@ -136,7 +141,7 @@ std::unique_ptr<Model> build_gpt(const GptConfig& c, LayerRange range) {
 std::unique_ptr<Model> build_mlp(const MlpConfig& c, LayerRange range) {
   c.validate();
   const StageBounds stage = resolve(range, c.layers, "MLP model");
-  auto model = std::make_unique<Model>(c.describe(), LossKind::mean_squared_error, c.dtype);
+  auto model = std::make_unique<Model>(c.describe(), std::make_unique<MeanSquaredErrorLoss>(), c.dtype);
   for (int i = stage.begin; i < stage.end; ++i) {
     const std::int64_t in = i == 0 ? c.inputs : c.width;
     const bool last = i == c.layers - 1;

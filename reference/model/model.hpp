@@ -13,7 +13,27 @@
 
 namespace parity::model {
 
-enum class LossKind { cross_entropy, mean_squared_error };
+// A loss: the batch's loss from the model's output and, when asked, its gradient with respect
+// to the output. The sum over the rows given is divided by `normalizer` (the global count, so
+// that shards add up to the whole batch's mean).
+class Loss {
+ public:
+  virtual ~Loss() = default;
+  virtual const char* name() const = 0;
+  virtual double compute(const Tensor& output, const Tensor& targets, double normalizer, Tensor* doutput) const = 0;
+};
+// Cross-entropy of logits [..., V] against integer targets [...].
+class CrossEntropyLoss : public Loss {
+ public:
+  const char* name() const override { return "cross_entropy"; }
+  double compute(const Tensor& output, const Tensor& targets, double normalizer, Tensor* doutput) const override;
+};
+// Squared error summed over elements.
+class MeanSquaredErrorLoss : public Loss {
+ public:
+  const char* name() const override { return "mean_squared_error"; }
+  double compute(const Tensor& output, const Tensor& targets, double normalizer, Tensor* doutput) const override;
+};
 
 // The whole global batch, or this rank's rows of it.
 struct Batch {
@@ -28,7 +48,8 @@ struct Batch {
 
 class Model {
  public:
-  Model(std::string description, LossKind loss, DataType dtype) : description_(std::move(description)), loss_(loss), dtype_(dtype) {}
+  Model(std::string description, std::unique_ptr<Loss> loss, DataType dtype)
+      : description_(std::move(description)), loss_(std::move(loss)), dtype_(dtype) {}
   Layer& add(std::unique_ptr<Layer> layer);
 
   Tensor forward(const Tensor& x, const PassContext& context);
@@ -50,11 +71,10 @@ class Model {
   MemorySpace space() const { return space_; }
   const std::string& description() const { return description_; }
   DataType dtype() const { return dtype_; }
-  LossKind loss_kind() const { return loss_; }
 
  private:
   std::string description_;
-  LossKind loss_;
+  std::unique_ptr<Loss> loss_;
   DataType dtype_;
   MemorySpace space_ = MemorySpace::host;
   std::vector<std::unique_ptr<Layer>> layers_;

@@ -5,7 +5,7 @@
 // (+=), so micro-batches add up; input gradients are overwritten.
 //
 // Every function checks its tensors' shapes and types first and throws parity::Error naming
-// the tensors and shapes. GPU versions (issue: GPU path) keep these signatures.
+// the tensors and shapes. The CUDA versions (ops/cuda.hpp) keep these signatures.
 #pragma once
 
 #include <cstdint>

@@ -13,7 +13,7 @@
 // Loss scaling: a rank's loss is its rows' sum divided by the *global* count (Batch::
 // normalizer), so its gradient is already weighted by local_rows / global_rows and the
 // gradients are summed, not averaged: uneven shards (global batch not divisible by the world)
-// give exactly the whole batch's mean (REFERENCE.md, data parallelism).
+// give exactly the whole batch's mean.
 #pragma once
 
 #include <chrono>

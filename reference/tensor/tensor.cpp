@@ -79,11 +79,6 @@ Tensor Tensor::zeros_like(const Tensor& other, std::string name, MemoryCategory 
   return zeros(std::move(name), other.shape(), other.dtype(), category, other.space());
 }
 
-Tensor Tensor::empty_like(const Tensor& other, std::string name, MemoryCategory category) {
-  require_defined(other, "as the model of " + name);
-  return empty(std::move(name), other.shape(), other.dtype(), category, other.space());
-}
-
 MemoryCategory Tensor::category() const {
   require_defined(*this, "for its memory category");
   return storage_->category();
@@ -117,12 +112,6 @@ Tensor Tensor::reshape(Shape shape) const {
     throw Error("cannot reshape " + describe() + " to " + to_string(shape) + ": element counts differ");
   Tensor t = *this;
   t.shape_ = std::move(shape);
-  return t;
-}
-
-Tensor Tensor::renamed(std::string name) const {
-  Tensor t = *this;
-  t.name_ = std::move(name);
   return t;
 }
 

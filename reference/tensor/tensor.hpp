@@ -51,7 +51,6 @@ class Tensor {
                       MemorySpace space = MemorySpace::host);
   // A tensor of the same shape, type and space with its own storage.
   static Tensor zeros_like(const Tensor& other, std::string name, MemoryCategory category);
-  static Tensor empty_like(const Tensor& other, std::string name, MemoryCategory category);
 
   bool defined() const { return storage_ != nullptr; }
   const std::string& name() const { return name_; }
@@ -81,8 +80,6 @@ class Tensor {
 
   // Same storage, another shape with the same element count.
   Tensor reshape(Shape shape) const;
-  // Same storage under another name (for messages).
-  Tensor renamed(std::string name) const;
   // Elements [first, first + numel(shape)) of this tensor as a tensor of `shape`, sharing the
   // storage: a parameter living inside a flat buffer, or a rank's shard of one (ZeRO, FSDP).
   Tensor segment(std::string name, std::int64_t first, Shape shape) const;

@@ -19,7 +19,7 @@ std::int64_t gpt_block_parameters(std::int64_t hidden);
 std::int64_t mlp_parameters(const model::MlpConfig& config);
 
 // Matmul FLOPs of one transformer block's forward on B sequences of s tokens
-// (seeds/002, Narayanan et al. 2021): QKV 6Bsh^2 + scores and weighted sum 4Bs^2h
+// (Narayanan et al. 2021): QKV 6Bsh^2 + scores and weighted sum 4Bs^2h
 // + output projection 2Bsh^2 + FFN 16Bsh^2 = 24Bsh^2 + 4Bs^2h.
 std::int64_t gpt_block_forward_flops(std::int64_t batch, std::int64_t sequence, std::int64_t hidden);
 // The LM head's forward: 2BshV.

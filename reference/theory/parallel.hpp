@@ -49,7 +49,7 @@ struct ShardedUnit {
 double zero_bytes_sent_per_rank(int stage, const std::vector<ShardedUnit>& units, int world, double element_bytes,
                                 int micro_batches);
 
-// Scaling. Efficiency T1 / (N TN) (REFERENCE.md: not the seeds' double division).
+// Scaling. Efficiency T1 / (N TN): T_N is already the time per rank, not to be divided by N again.
 double parallel_efficiency(double t1, double tn, int n);
 // Amdahl's law T_N / T_1 = s + (1 - s) / N, fitted to measured step times by least squares
 // in (1/N, T_N/T_1); points at N = 1 carry no information about s and are skipped.
