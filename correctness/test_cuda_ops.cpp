@@ -504,6 +504,45 @@ TEST_F(CudaDevice, CrossEntropyRefusesTargetsOutsideTheClasses) {
       "cross_entropy_forward: target 5 at row 3");
 }
 
+TEST_P(CudaOps, VocabularyShards) {
+  const DataType dt = GetParam();
+  const std::int64_t V = 12, first = 4, shard = 5, B = 3, T = 5, C = 8, n = B * T;
+  const Tensor tokens = indices("vs.tokens", {B, T}, V, DataType::int32);  // some inside [4, 9), some not
+  const Tensor dev_tokens = tokens.to(MemorySpace::cuda, "vs.tokens.device", kCategory);
+  const Tensor wte = values("vs.wte", {shard, C}, dt);
+  Tensor y_ref = host_output("vs.y", {B, T, C});
+  ops::embedding_shard_forward(tokens, wte, first, V, y_ref);
+  Tensor y = poisoned("vs.y", {B, T, C}, dt);
+  ops::embedding_shard_forward(dev_tokens, device_copy(wte, dt), first, V, y);
+  expect_close(y, y_ref, bound_for(dt), "embedding shard: forward");
+  const Tensor dy = values("vs.dy", {B, T, C}, dt), dwte0 = values("vs.dwte0", {shard, C}, dt);
+  Tensor dwte_ref = dwte0.clone("vs.dwte", kCategory);
+  ops::embedding_shard_backward(dy, tokens, first, dwte_ref);
+  Tensor dwte = device_copy(dwte0, dt);
+  ops::embedding_shard_backward(device_copy(dy, dt), dev_tokens, first, dwte);
+  expect_close(dwte, dwte_ref, bound_for(dt), "embedding shard: dwte (+=)");
+
+  // Cross-entropy statistics and gradient of one shard of the classes.
+  const DataType stat = dt == DataType::float64 ? DataType::float64 : DataType::float32;
+  const Tensor logits = values("vs.logits", {n, shard}, dt, 0, 2);
+  const Tensor targets = indices("vs.targets", {n}, V, DataType::int64);
+  const Tensor dev_logits = device_copy(logits, dt), dev_targets = targets.to(MemorySpace::cuda, "vs.t", kCategory);
+  Tensor max_ref = host_output("vs.max", {n}), sum_ref = host_output("vs.sum", {n}), z_ref = host_output("vs.z", {n});
+  ops::cross_entropy_shard_max(logits, max_ref);
+  ops::cross_entropy_shard_sums(logits, targets, first, V, max_ref, sum_ref, z_ref);
+  Tensor row_max = poisoned("vs.max", {n}, stat), sums = poisoned("vs.sum", {n}, stat), z = poisoned("vs.z", {n}, stat);
+  ops::cross_entropy_shard_max(dev_logits, row_max);
+  ops::cross_entropy_shard_sums(dev_logits, dev_targets, first, V, row_max, sums, z);
+  expect_close(row_max, max_ref, arithmetic_bound(dt), "cross-entropy shard: row maxima");
+  expect_close(sums, sum_ref, arithmetic_bound(dt), "cross-entropy shard: sums of exponentials");
+  expect_close(z, z_ref, arithmetic_bound(dt), "cross-entropy shard: target logits");
+  Tensor d_ref = host_output("vs.d", {n, shard});
+  ops::cross_entropy_shard_backward(logits, targets, first, max_ref, sum_ref, 30.0, d_ref);
+  Tensor d = poisoned("vs.d", {n, shard}, dt);
+  ops::cross_entropy_shard_backward(dev_logits, dev_targets, first, row_max, sums, 30.0, d);
+  expect_close(d, d_ref, bound_for(dt), "cross-entropy shard: dlogits");
+}
+
 TEST_P(CudaOps, MeanSquaredError) {
   const DataType dt = GetParam();
   const Tensor p = values("mse.p", {5, 9}, dt), t = values("mse.t", {5, 9}, dt);

@@ -506,6 +506,96 @@ TEST(OpsGradient, CrossEntropy) {
   }
 }
 
+// Vocabulary shards (tensor parallelism's embedding and cross-entropy): the shards' results put
+// together equal the whole op's, and the sharded loss's gradient matches central differences.
+TEST(OpsGradient, VocabularyShardsEqualTheWholeOps) {
+  const std::int64_t V = 10, C = 3, N = 6;
+  const std::int64_t bounds[] = {0, 4, 7, 10};  // uneven shards
+  const Tensor tokens = token_tensor("shards.tokens", {2, 3}, V);
+  const Tensor wte = random_tensor("shards.wte", {V, C});
+  Tensor whole = nans("shards.y", {2, 3, C});
+  ops::embedding_forward(tokens, wte, Tensor(), whole);
+  Tensor sum = zeros("shards.sum", {2, 3, C});
+  const Tensor r = random_tensor("shards.r", {2, 3, C});
+  Tensor dwte_whole = zeros("shards.dwte", {V, C});
+  Tensor no_positions;
+  ops::embedding_backward(r, tokens, dwte_whole, no_positions);
+  for (int k = 0; k < 3; ++k) {
+    const std::int64_t first = bounds[k], rows = bounds[k + 1] - bounds[k];
+    const Tensor part = slice(wte, ShardSpec({V, C}).range(0, first, first + rows), "shards.wte.part", kCategory);
+    Tensor y = nans("shards.y.part", {2, 3, C});
+    ops::embedding_shard_forward(tokens, part, first, V, y);
+    ops::accumulate(sum, y);
+    Tensor dpart = zeros("shards.dwte.part", {rows, C});
+    ops::embedding_shard_backward(r, tokens, first, dpart);
+    const Tensor expected = slice(dwte_whole, ShardSpec({V, C}).range(0, first, first + rows), "e", kCategory);
+    for (std::int64_t i = 0; i < dpart.numel(); ++i) EXPECT_EQ(dpart.at(i), expected.at(i)) << "shard " << k;
+  }
+  // Exactly one shard holds each token's row; the others add zeros.
+  for (std::int64_t i = 0; i < whole.numel(); ++i) EXPECT_EQ(sum.at(i), whole.at(i)) << "element " << i;
+
+  Tensor logits = random_tensor("shards.logits", {N, V}, 0, 2);
+  const Tensor targets = token_tensor("shards.targets", {N}, V, DataType::int64);
+  const double normalizer = 9.0;
+  // The sharded loss: maxima over shards, then the shards' sums and target logits added.
+  const auto sharded = [&](Tensor* dlogits) {
+    std::vector<Tensor> parts;
+    Tensor m = zeros("m", {N}), s_total = zeros("s", {N}), z_total = zeros("z", {N});
+    m.fill(-std::numeric_limits<double>::infinity());
+    for (int k = 0; k < 3; ++k) {
+      parts.push_back(slice(logits, ShardSpec({N, V}).range(1, bounds[k], bounds[k + 1]), "part", kCategory));
+      Tensor mk = nans("mk", {N});
+      ops::cross_entropy_shard_max(parts.back(), mk);
+      for (std::int64_t i = 0; i < N; ++i) m.set(i, std::max(m.at(i), mk.at(i)));
+    }
+    for (int k = 0; k < 3; ++k) {
+      Tensor sk = nans("sk", {N}), zk = nans("zk", {N});
+      ops::cross_entropy_shard_sums(parts[static_cast<std::size_t>(k)], targets, bounds[k], V, m, sk, zk);
+      ops::accumulate(s_total, sk);
+      ops::accumulate(z_total, zk);
+    }
+    double loss = 0;
+    for (std::int64_t i = 0; i < N; ++i) loss += std::log(s_total.at(i)) + m.at(i) - z_total.at(i);
+    if (dlogits)
+      for (int k = 0; k < 3; ++k) {
+        const std::int64_t width = bounds[k + 1] - bounds[k];
+        Tensor dk = nans("dk", {N, width});
+        ops::cross_entropy_shard_backward(parts[static_cast<std::size_t>(k)], targets, bounds[k], m, s_total,
+                                          normalizer, dk);
+        for (std::int64_t i = 0; i < N; ++i)
+          for (std::int64_t j = 0; j < width; ++j) dlogits->set(i * V + bounds[k] + j, dk.at(i * width + j));
+      }
+    return loss / normalizer;
+  };
+  Tensor dlogits = nans("shards.dlogits", {N, V});
+  const double loss = sharded(&dlogits);
+  Tensor dlogits_whole = nans("shards.dlogits.whole", {N, V});
+  const double whole_loss = ops::cross_entropy_backward(logits, targets, normalizer, dlogits_whole);
+  // The same sums in another order: within gamma_{V+4} of the magnitudes (as the op's own test).
+  double magnitude = 0;
+  direct_cross_entropy(logits, targets, normalizer, magnitude);
+  const double bound = 2 * tolerance::gamma(static_cast<int>(V) + 4, unit_roundoff(DataType::float64));
+  EXPECT_LE(std::fabs(loss - whole_loss), bound * magnitude) << "sharded " << loss << ", whole " << whole_loss;
+  expect_close(dlogits, dlogits_whole, bound, "sharded dlogits against the whole op's");
+  expect_gradient(dlogits, logits, [&] { return sharded(nullptr); }, "sharded dlogits");
+}
+
+TEST(OpsBadInput, VocabularyShards) {
+  const Tensor tokens = token_tensor("tokens", {2, 3}, 10);
+  const Tensor wte = random_tensor("wte_shard", {4, 3});
+  Tensor y = zeros("y", {2, 3, 3});
+  expect_refused([&] { ops::embedding_shard_forward(tokens, wte, 7, 10, y); },
+                 {"embedding_shard_forward", "wte_shard [4, 3]", "class 7", "vocabulary of 10"});
+  expect_refused([&] { ops::embedding_shard_forward(tokens, wte, 0, 5, y); }, {"token", "vocabulary of 5"});
+  const Tensor logits = random_tensor("logits", {3, 4});
+  Tensor m32 = zeros("m", {3}, DataType::float32), m = zeros("m", {3}), s = zeros("s", {3}), z = zeros("z", {3});
+  expect_refused([&] { ops::cross_entropy_shard_max(logits, m32); }, {"statistics m [3] float32", "must be float64"});
+  Tensor targets = token_tensor("targets", {3}, 10);
+  targets.set(1, 12);
+  expect_refused([&] { ops::cross_entropy_shard_sums(logits, targets, 0, 10, m, s, z); },
+                 {"cross_entropy_shard_sums", "target 12 at 1", "vocabulary of 10"});
+}
+
 TEST(OpsGradient, MeanSquaredError) {
   for (const auto& [shape, normalizer] : {std::pair{Shape{4, 5}, 20.0}, std::pair{Shape{13}, 3.5},
                                           std::pair{Shape{2, 3, 2}, 12.0}}) {

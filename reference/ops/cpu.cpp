@@ -512,7 +512,9 @@ namespace {
 struct EmbeddingSizes {
   std::int64_t B, T, C, V;
 };
-EmbeddingSizes embedding_sizes(const char* op, const Tensor& tokens, const Tensor& wte, const Tensor& wpe) {
+// Token ids must lie in [0, vocabulary) (the table's rows when vocabulary is 0).
+EmbeddingSizes embedding_sizes(const char* op, const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
+                               std::int64_t vocabulary = 0) {
   require_index_type(op, tokens);
   require_defined(op, wte, "wte");
   if (tokens.rank() != 2) fail(op, "tokens " + tokens.describe() + " must be [B, T]");
@@ -524,11 +526,13 @@ EmbeddingSizes embedding_sizes(const char* op, const Tensor& tokens, const Tenso
       fail(op, "position embedding " + wpe.describe() + " must be [T_max >= " + std::to_string(s.T) + ", " +
                    std::to_string(s.C) + "]");
   }
+  const std::int64_t limit = vocabulary > 0 ? vocabulary : s.V;
   for (std::int64_t i = 0; i < tokens.numel(); ++i) {
     const std::int64_t id = index_at(tokens, i);
-    if (id < 0 || id >= s.V)
+    if (id < 0 || id >= limit)
       fail(op, "token " + std::to_string(id) + " at position " + std::to_string(i) + " of " + tokens.describe() +
-                   " is outside the vocabulary of " + wte.describe());
+                   " is outside the vocabulary of " +
+                   (vocabulary > 0 ? std::to_string(vocabulary) : wte.describe()));
   }
   return s;
 }
@@ -639,6 +643,162 @@ double cross_entropy_backward(const Tensor& logits, const Tensor& targets, doubl
       for (std::int64_t j = 0; j < v; ++j) out[r * v + j] = store<T>(row[static_cast<std::size_t>(j)] * inv);
     }
     return total / normalizer;
+  });
+}
+
+namespace {
+// Ids of the whole vocabulary: refused outside [0, vocabulary).
+void check_ids(const char* op, const Tensor& ids, std::int64_t vocabulary, const char* what) {
+  require_index_type(op, ids);
+  if (vocabulary <= 0) fail(op, "the vocabulary must be positive, not " + std::to_string(vocabulary));
+  for (std::int64_t i = 0; i < ids.numel(); ++i) {
+    const std::int64_t id = index_at(ids, i);
+    if (id < 0 || id >= vocabulary)
+      fail(op, std::string(what) + " " + std::to_string(id) + " at " + std::to_string(i) + " of " + ids.describe() +
+                   " is outside the vocabulary of " + std::to_string(vocabulary));
+  }
+}
+
+void check_shard(const char* op, const Tensor& shard, std::int64_t first, std::int64_t vocabulary, int class_dim) {
+  const std::int64_t v = shard.dim(class_dim);
+  if (first < 0 || first + v > vocabulary)
+    fail(op, shard.describe() + " starting at class " + std::to_string(first) + " does not fit a vocabulary of " +
+                 std::to_string(vocabulary));
+}
+
+// The statistics type of a shard's logits: float64 for float64, else float32.
+void check_statistic(const char* op, const Tensor& logits, const Tensor& stat, const char* what) {
+  const DataType want = logits.dtype() == DataType::float64 ? DataType::float64 : DataType::float32;
+  require_defined(op, stat, what);
+  if (stat.dtype() != want)
+    fail(op, "statistics " + stat.describe() + " must be " + std::string(name_of(want)) + " for " + logits.describe());
+  require_shape(op, stat, {logits.dim(0)});
+}
+}  // namespace
+
+void embedding_shard_forward(const Tensor& tokens, const Tensor& wte_shard, std::int64_t first_token,
+                             std::int64_t vocabulary, Tensor& y) {
+  if (on_device(tokens)) return cuda::embedding_shard_forward(tokens, wte_shard, first_token, vocabulary, y);
+  const char* op = "embedding_shard_forward";
+  const EmbeddingSizes s = embedding_sizes(op, tokens, wte_shard, Tensor(), vocabulary);
+  check_shard(op, wte_shard, first_token, vocabulary, 0);
+  same_type(op, wte_shard, y);
+  require_shape(op, y, {s.B, s.T, s.C});
+  visit_floating(op, wte_shard, [&](auto tag) {
+    using T = decltype(tag);
+    const T* e = wte_shard.data<T>();
+    T* out = y.data<T>();
+    for (std::int64_t row = 0; row < s.B * s.T; ++row) {
+      const std::int64_t id = index_at(tokens, row) - first_token;
+      for (std::int64_t c = 0; c < s.C; ++c) out[row * s.C + c] = id >= 0 && id < s.V ? e[id * s.C + c] : T{};
+    }
+  });
+}
+
+void embedding_shard_backward(const Tensor& dy, const Tensor& tokens, std::int64_t first_token, Tensor& dwte_shard) {
+  if (on_device(dy)) return cuda::embedding_shard_backward(dy, tokens, first_token, dwte_shard);
+  const char* op = "embedding_shard_backward";
+  require_index_type(op, tokens);
+  require_defined(op, dwte_shard, "dwte_shard");
+  if (tokens.rank() != 2 || dwte_shard.rank() != 2)
+    fail(op, "tokens " + tokens.describe() + " must be [B, T] and " + dwte_shard.describe() + " [V_shard, C]");
+  same_type(op, dwte_shard, dy);
+  const std::int64_t v = dwte_shard.dim(0), c = dwte_shard.dim(1), rows = tokens.numel();
+  require_shape(op, dy, {tokens.dim(0), tokens.dim(1), c});
+  visit_floating(op, dy, [&](auto tag) {
+    using T = decltype(tag);
+    const T* g = dy.data<T>();
+    T* de = dwte_shard.data<T>();
+    for (std::int64_t row = 0; row < rows; ++row) {
+      const std::int64_t id = index_at(tokens, row) - first_token;
+      if (id < 0 || id >= v) continue;
+      for (std::int64_t k = 0; k < c; ++k) de[id * c + k] = store<T>(load(de[id * c + k]) + load(g[row * c + k]));
+    }
+  });
+}
+
+void cross_entropy_shard_max(const Tensor& logits_shard, Tensor& row_max) {
+  if (on_device(logits_shard)) return cuda::cross_entropy_shard_max(logits_shard, row_max);
+  const char* op = "cross_entropy_shard_max";
+  require_defined(op, logits_shard, "logits");
+  if (logits_shard.rank() != 2) fail(op, "logits " + logits_shard.describe() + " must be [N, V_shard]");
+  check_statistic(op, logits_shard, row_max, "row_max");
+  visit_floating(op, logits_shard, [&](auto tag) {
+    using T = decltype(tag);
+    using C = Acc<T>;
+    const std::int64_t n = logits_shard.dim(0), v = logits_shard.dim(1);
+    const T* in = logits_shard.data<T>();
+    C* out = row_max.data<C>();
+    for (std::int64_t r = 0; r < n; ++r) {
+      C m = -std::numeric_limits<C>::infinity();
+      for (std::int64_t j = 0; j < v; ++j) m = std::max(m, load(in[r * v + j]));
+      out[r] = m;
+    }
+  });
+}
+
+void cross_entropy_shard_sums(const Tensor& logits_shard, const Tensor& targets, std::int64_t first_class,
+                              std::int64_t vocabulary, const Tensor& row_max, Tensor& sum_exp, Tensor& target_logit) {
+  if (on_device(logits_shard))
+    return cuda::cross_entropy_shard_sums(logits_shard, targets, first_class, vocabulary, row_max, sum_exp, target_logit);
+  const char* op = "cross_entropy_shard_sums";
+  require_defined(op, logits_shard, "logits");
+  if (logits_shard.rank() != 2 || targets.rank() != 1 || targets.dim(0) != logits_shard.dim(0))
+    fail(op, "logits " + logits_shard.describe() + " must be [N, V_shard] and targets " + targets.describe() + " [N]");
+  check_ids(op, targets, vocabulary, "target");
+  check_shard(op, logits_shard, first_class, vocabulary, 1);
+  for (const Tensor* t : {&row_max, static_cast<const Tensor*>(&sum_exp), static_cast<const Tensor*>(&target_logit)}) check_statistic(op, logits_shard, *t, "statistic");
+  visit_floating(op, logits_shard, [&](auto tag) {
+    using T = decltype(tag);
+    using C = Acc<T>;
+    const std::int64_t n = logits_shard.dim(0), v = logits_shard.dim(1);
+    const T* in = logits_shard.data<T>();
+    const C* m = row_max.data<C>();
+    C* s = sum_exp.data<C>();
+    C* z = target_logit.data<C>();
+    for (std::int64_t r = 0; r < n; ++r) {
+      C sum = 0;
+      for (std::int64_t j = 0; j < v; ++j) sum += std::exp(load(in[r * v + j]) - m[r]);
+      s[r] = sum;
+      const std::int64_t target = index_at(targets, r) - first_class;
+      z[r] = target >= 0 && target < v ? load(in[r * v + target]) : C(0);
+    }
+  });
+}
+
+void cross_entropy_shard_backward(const Tensor& logits_shard, const Tensor& targets, std::int64_t first_class,
+                                  const Tensor& row_max, const Tensor& sum_exp, double normalizer,
+                                  Tensor& dlogits_shard) {
+  if (on_device(logits_shard))
+    return cuda::cross_entropy_shard_backward(logits_shard, targets, first_class, row_max, sum_exp, normalizer,
+                                              dlogits_shard);
+  const char* op = "cross_entropy_shard_backward";
+  require_defined(op, logits_shard, "logits");
+  require_index_type(op, targets);
+  if (logits_shard.rank() != 2 || targets.rank() != 1 || targets.dim(0) != logits_shard.dim(0))
+    fail(op, "logits " + logits_shard.describe() + " must be [N, V_shard] and targets " + targets.describe() + " [N]");
+  if (!(normalizer > 0)) fail(op, "normalizer must be positive");
+  same_shape(op, logits_shard, dlogits_shard);
+  same_type(op, logits_shard, dlogits_shard);
+  for (const Tensor* t : {&row_max, &sum_exp}) check_statistic(op, logits_shard, *t, "statistic");
+  visit_floating(op, logits_shard, [&](auto tag) {
+    using T = decltype(tag);
+    using C = Acc<T>;
+    const std::int64_t n = logits_shard.dim(0), v = logits_shard.dim(1);
+    const C inv = static_cast<C>(1.0 / normalizer);
+    const T* in = logits_shard.data<T>();
+    const C* m = row_max.data<C>();
+    const C* s = sum_exp.data<C>();
+    T* out = dlogits_shard.data<T>();
+    for (std::int64_t r = 0; r < n; ++r) {
+      const C inv_sum = C(1) / s[r];
+      const std::int64_t target = index_at(targets, r) - first_class;
+      for (std::int64_t j = 0; j < v; ++j) {
+        C g = std::exp(load(in[r * v + j]) - m[r]) * inv_sum;
+        if (j == target) g -= C(1);
+        out[r * v + j] = store<T>(g * inv);
+      }
+    }
   });
 }
 

@@ -67,6 +67,29 @@ double cross_entropy_forward(const Tensor& logits, const Tensor& targets, double
 // same value as cross_entropy_forward, from the same pass over the logits).
 double cross_entropy_backward(const Tensor& logits, const Tensor& targets, double normalizer, Tensor& dlogits);
 
+// Vocabulary-parallel forms (Megatron's VocabParallelEmbedding and vocab-parallel
+// cross-entropy): a shard holds classes (token-table rows) [first, first + V_shard) of the whole
+// vocabulary, and tokens or targets are ids in the whole vocabulary.
+//
+// y[b, t] = wte_shard[tokens[b, t] - first_token], or zeros when the token is outside the shard;
+// tokens must lie in [0, vocabulary). Summing y over the shards gives the whole lookup.
+void embedding_shard_forward(const Tensor& tokens, const Tensor& wte_shard, std::int64_t first_token,
+                             std::int64_t vocabulary, Tensor& y);
+// dwte_shard[tokens - first_token] += dy for the tokens inside the shard.
+void embedding_shard_backward(const Tensor& dy, const Tensor& tokens, std::int64_t first_token, Tensor& dwte_shard);
+// Cross-entropy over shards of the logits [N, V_shard]: each shard's row maxima; with the
+// global maxima m (the max over shards), each shard's sum_j exp(l_j - m) and the target's logit
+// (0 where the target is in another shard). Summed over shards: s and z, and the loss is
+// sum_n (log s_n + m_n - z_n) / normalizer. Statistics are float64 for float64 logits, else
+// float32. Targets must lie in [0, vocabulary).
+void cross_entropy_shard_max(const Tensor& logits_shard, Tensor& row_max);
+void cross_entropy_shard_sums(const Tensor& logits_shard, const Tensor& targets, std::int64_t first_class,
+                              std::int64_t vocabulary, const Tensor& row_max, Tensor& sum_exp, Tensor& target_logit);
+// dlogits_shard = (exp(l - m) / s - [class = target]) / normalizer, from the global m and s.
+void cross_entropy_shard_backward(const Tensor& logits_shard, const Tensor& targets, std::int64_t first_class,
+                                  const Tensor& row_max, const Tensor& sum_exp, double normalizer,
+                                  Tensor& dlogits_shard);
+
 // Mean squared error: sum (prediction - target)^2 / normalizer; backward 2 (p - t) / normalizer.
 double mse_forward(const Tensor& prediction, const Tensor& target, double normalizer);
 void mse_backward(const Tensor& prediction, const Tensor& target, double normalizer, Tensor& dprediction);

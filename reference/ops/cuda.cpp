@@ -358,6 +358,112 @@ double cross_entropy_backward(const Tensor& logits, const Tensor& targets, doubl
   return cross_entropy(op, logits, targets, normalizer, &dlogits);
 }
 
+namespace {
+void check_vocabulary_ids(const char* op, const Tensor& ids, std::int64_t vocabulary, const char* what) {
+  require_index_type(op, ids);
+  if (vocabulary <= 0) fail(op, "the vocabulary must be positive, not " + std::to_string(vocabulary));
+  const std::int64_t bad = first_invalid(ids, vocabulary);
+  if (bad >= 0)
+    fail(op, std::string(what) + " " + std::to_string(static_cast<std::int64_t>(ids.at(bad))) + " at " +
+                 std::to_string(bad) + " of " + ids.describe() + " is outside the vocabulary of " +
+                 std::to_string(vocabulary));
+}
+
+void check_shard_range(const char* op, const Tensor& shard, std::int64_t first, std::int64_t vocabulary, int class_dim) {
+  if (first < 0 || first + shard.dim(class_dim) > vocabulary)
+    fail(op, shard.describe() + " starting at class " + std::to_string(first) + " does not fit a vocabulary of " +
+                 std::to_string(vocabulary));
+}
+
+void check_statistic(const char* op, const Tensor& logits, const Tensor& stat) {
+  const DataType want = logits.dtype() == DataType::float64 ? DataType::float64 : DataType::float32;
+  require_defined(op, stat, "statistic");
+  if (stat.dtype() != want)
+    fail(op, "statistics " + stat.describe() + " must be " + std::string(name_of(want)) + " for " + logits.describe());
+  require_shape(op, stat, {logits.dim(0)});
+}
+
+void check_logits(const char* op, const Tensor& logits, const Tensor* targets) {
+  require_defined(op, logits, "logits");
+  if (logits.rank() != 2 || (targets && (targets->rank() != 1 || targets->dim(0) != logits.dim(0))))
+    fail(op, "logits " + logits.describe() + " must be [N, V_shard]" +
+                 (targets ? " and targets " + targets->describe() + " [N]" : std::string()));
+  require_floating(op, logits);
+}
+}  // namespace
+
+void embedding_shard_forward(const Tensor& tokens, const Tensor& wte_shard, std::int64_t first_token,
+                             std::int64_t vocabulary, Tensor& y) {
+  const char* op = "embedding_shard_forward";
+  require_defined(op, wte_shard, "wte_shard");
+  require_device(op, {&tokens, &wte_shard, &y});
+  if (tokens.rank() != 2 || wte_shard.rank() != 2)
+    fail(op, "tokens " + tokens.describe() + " must be [B, T] and " + wte_shard.describe() + " [V_shard, C]");
+  check_vocabulary_ids(op, tokens, vocabulary, "token");
+  check_shard_range(op, wte_shard, first_token, vocabulary, 0);
+  same_type(op, wte_shard, y);
+  require_floating(op, wte_shard);
+  require_shape(op, y, {tokens.dim(0), tokens.dim(1), wte_shard.dim(1)});
+  kernels::embedding_shard_forward(code(wte_shard), tokens.raw(), code(tokens), wte_shard.raw(), y.raw(), tokens.numel(),
+                                   wte_shard.dim(1), first_token, wte_shard.dim(0));
+}
+
+void embedding_shard_backward(const Tensor& dy, const Tensor& tokens, std::int64_t first_token, Tensor& dwte_shard) {
+  const char* op = "embedding_shard_backward";
+  require_defined(op, dwte_shard, "dwte_shard");
+  require_index_type(op, tokens);
+  require_device(op, {&dy, &tokens, &dwte_shard});
+  if (tokens.rank() != 2 || dwte_shard.rank() != 2)
+    fail(op, "tokens " + tokens.describe() + " must be [B, T] and " + dwte_shard.describe() + " [V_shard, C]");
+  same_type(op, dwte_shard, dy);
+  require_floating(op, dy);
+  const std::int64_t v = dwte_shard.dim(0), c = dwte_shard.dim(1);
+  require_shape(op, dy, {tokens.dim(0), tokens.dim(1), c});
+  Tensor wide;
+  if (is_half(dwte_shard.dtype())) wide = scratch(dwte_shard.name() + ".float32", {v, c}, DataType::float32);
+  kernels::embedding_shard_backward(code(dy), dy.raw(), tokens.raw(), code(tokens), dwte_shard.raw(),
+                                    wide.defined() ? static_cast<float*>(wide.raw()) : nullptr, tokens.numel(), c,
+                                    first_token, v);
+}
+
+void cross_entropy_shard_max(const Tensor& logits_shard, Tensor& row_max) {
+  const char* op = "cross_entropy_shard_max";
+  check_logits(op, logits_shard, nullptr);
+  check_statistic(op, logits_shard, row_max);
+  require_device(op, {&logits_shard, &row_max});
+  kernels::cross_entropy_shard_max(code(logits_shard), logits_shard.raw(), logits_shard.dim(0), logits_shard.dim(1),
+                                   row_max.raw());
+}
+
+void cross_entropy_shard_sums(const Tensor& logits_shard, const Tensor& targets, std::int64_t first_class,
+                              std::int64_t vocabulary, const Tensor& row_max, Tensor& sum_exp, Tensor& target_logit) {
+  const char* op = "cross_entropy_shard_sums";
+  check_logits(op, logits_shard, &targets);
+  require_device(op, {&logits_shard, &targets, &row_max, &sum_exp, &target_logit});
+  check_vocabulary_ids(op, targets, vocabulary, "target");
+  check_shard_range(op, logits_shard, first_class, vocabulary, 1);
+  for (const Tensor* t : {&row_max, static_cast<const Tensor*>(&sum_exp), static_cast<const Tensor*>(&target_logit)}) check_statistic(op, logits_shard, *t);
+  kernels::cross_entropy_shard_sums(code(logits_shard), logits_shard.raw(), targets.raw(), code(targets),
+                                    logits_shard.dim(0), logits_shard.dim(1), first_class, row_max.raw(),
+                                    sum_exp.raw(), target_logit.raw());
+}
+
+void cross_entropy_shard_backward(const Tensor& logits_shard, const Tensor& targets, std::int64_t first_class,
+                                  const Tensor& row_max, const Tensor& sum_exp, double normalizer,
+                                  Tensor& dlogits_shard) {
+  const char* op = "cross_entropy_shard_backward";
+  check_logits(op, logits_shard, &targets);
+  require_index_type(op, targets);
+  if (!(normalizer > 0)) fail(op, "normalizer must be positive");
+  require_device(op, {&logits_shard, &targets, &row_max, &sum_exp, &dlogits_shard});
+  same_shape(op, logits_shard, dlogits_shard);
+  same_type(op, logits_shard, dlogits_shard);
+  for (const Tensor* t : {&row_max, &sum_exp}) check_statistic(op, logits_shard, *t);
+  kernels::cross_entropy_shard_backward(code(logits_shard), logits_shard.raw(), targets.raw(), code(targets),
+                                        logits_shard.dim(0), logits_shard.dim(1), first_class, row_max.raw(),
+                                        sum_exp.raw(), normalizer, dlogits_shard.raw());
+}
+
 double mse_forward(const Tensor& prediction, const Tensor& target, double normalizer) {
   const char* op = "mse_forward";
   require_defined(op, prediction, "prediction");

@@ -56,6 +56,16 @@ void embedding_backward(const Tensor& dy, const Tensor& tokens, Tensor& dwte, Te
 double cross_entropy_forward(const Tensor& logits, const Tensor& targets, double normalizer);
 double cross_entropy_backward(const Tensor& logits, const Tensor& targets, double normalizer, Tensor& dlogits);
 
+void embedding_shard_forward(const Tensor& tokens, const Tensor& wte_shard, std::int64_t first_token,
+                             std::int64_t vocabulary, Tensor& y);
+void embedding_shard_backward(const Tensor& dy, const Tensor& tokens, std::int64_t first_token, Tensor& dwte_shard);
+void cross_entropy_shard_max(const Tensor& logits_shard, Tensor& row_max);
+void cross_entropy_shard_sums(const Tensor& logits_shard, const Tensor& targets, std::int64_t first_class,
+                              std::int64_t vocabulary, const Tensor& row_max, Tensor& sum_exp, Tensor& target_logit);
+void cross_entropy_shard_backward(const Tensor& logits_shard, const Tensor& targets, std::int64_t first_class,
+                                  const Tensor& row_max, const Tensor& sum_exp, double normalizer,
+                                  Tensor& dlogits_shard);
+
 double mse_forward(const Tensor& prediction, const Tensor& target, double normalizer);
 void mse_backward(const Tensor& prediction, const Tensor& target, double normalizer, Tensor& dprediction);
 

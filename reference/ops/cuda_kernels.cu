@@ -496,6 +496,68 @@ __global__ void cross_entropy_kernel(const T* logits, const I* targets, int64_t 
 }
 
 // Block sums of (p - t)^2 in float64, one per block.
+// Vocabulary shards: ids outside [first, first + shard_rows) give zero rows and no gradient.
+template <typename T, typename I>
+__global__ void embedding_shard_forward_kernel(const I* tokens, const T* wte, T* y, int64_t rows, int64_t C,
+                                               int64_t first, int64_t shard_rows) {
+  PARITY_GRID_STRIDE(e, rows * C) {
+    const int64_t row = e / C, c = e % C;
+    const int64_t id = static_cast<int64_t>(tokens[row]) - first;
+    y[e] = id >= 0 && id < shard_rows ? wte[id * C + c] : T{};
+  }
+}
+
+template <typename T, typename A, typename I>
+__global__ void embedding_shard_scatter_kernel(const T* dy, const I* tokens, A* target, int64_t rows, int64_t C,
+                                               int64_t first, int64_t shard_rows) {
+  PARITY_GRID_STRIDE(e, rows * C) {
+    const int64_t row = e / C, c = e % C;
+    const int64_t id = static_cast<int64_t>(tokens[row]) - first;
+    if (id >= 0 && id < shard_rows) atomicAdd(&target[id * C + c], static_cast<A>(load(dy[e])));
+  }
+}
+
+template <typename T> __global__ void shard_max_kernel(const T* logits, int64_t rows, int64_t classes, Acc<T>* row_max) {
+  using C = Acc<T>;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* x = logits + r * classes;
+    C m = negative_infinity<C>();
+    for (int64_t j = threadIdx.x; j < classes; j += blockDim.x) m = load(x[j]) > m ? load(x[j]) : m;
+    m = block_max(m);
+    if (threadIdx.x == 0) row_max[r] = m;
+  }
+}
+
+template <typename T, typename I>
+__global__ void shard_sums_kernel(const T* logits, const I* targets, int64_t rows, int64_t classes, int64_t first,
+                                  const Acc<T>* row_max, Acc<T>* sum_exp, Acc<T>* target_logit) {
+  using C = Acc<T>;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* x = logits + r * classes;
+    const C m = row_max[r];
+    C s = 0;
+    for (int64_t j = threadIdx.x; j < classes; j += blockDim.x) s += dexp(load(x[j]) - m);
+    s = block_sum(s);
+    if (threadIdx.x == 0) {
+      const int64_t target = static_cast<int64_t>(targets[r]) - first;
+      sum_exp[r] = s;
+      target_logit[r] = target >= 0 && target < classes ? load(x[target]) : C(0);
+    }
+  }
+}
+
+template <typename T, typename I>
+__global__ void shard_backward_kernel(const T* logits, const I* targets, int64_t rows, int64_t classes, int64_t first,
+                                      const Acc<T>* row_max, const Acc<T>* sum_exp, Acc<T> inv_normalizer, T* dlogits) {
+  using C = Acc<T>;
+  PARITY_GRID_STRIDE(e, rows * classes) {
+    const int64_t r = e / classes, j = e % classes;
+    C g = dexp(load(logits[e]) - row_max[r]) / sum_exp[r];
+    if (j == static_cast<int64_t>(targets[r]) - first) g -= C(1);
+    store(dlogits[e], g * inv_normalizer);
+  }
+}
+
 template <typename T> __global__ void squared_error_kernel(const T* p, const T* t, int64_t n, double* block_sums) {
   double s = 0;
   PARITY_GRID_STRIDE(i, n) {
@@ -795,6 +857,86 @@ double cross_entropy(int dtype, const void* logits, const void* targets, int ind
   sum_doubles_kernel<<<1, kSumThreads, 0, stream()>>>(scratch, rows, scratch + rows);
   check_launch("sum_doubles_kernel");
   return read_double(scratch + rows) / normalizer;
+}
+
+void embedding_shard_forward(int dtype, const void* tokens, int index_dtype, const void* wte_shard, void* y,
+                             int64_t rows, int64_t C, int64_t first, int64_t shard_rows) {
+  visit_floating(dtype, "embedding_shard_forward", [&](auto tag) {
+    using F = decltype(tag);
+    visit_index(index_dtype, "embedding_shard_forward", [&](auto index_tag) {
+      using I = decltype(index_tag);
+      embedding_shard_forward_kernel<F, I><<<blocks_for(rows * C), kThreads, 0, stream()>>>(
+          static_cast<const I*>(tokens), static_cast<const F*>(wte_shard), static_cast<F*>(y), rows, C, first,
+          shard_rows);
+    });
+  });
+  check_launch("embedding_shard_forward_kernel");
+}
+
+void embedding_shard_backward(int dtype, const void* dy, const void* tokens, int index_dtype, void* dwte_shard,
+                              float* wte_scratch, int64_t rows, int64_t C, int64_t first, int64_t shard_rows) {
+  visit_floating(dtype, "embedding_shard_backward", [&](auto tag) {
+    using F = decltype(tag);
+    visit_index(index_dtype, "embedding_shard_backward", [&](auto index_tag) {
+      using I = decltype(index_tag);
+      const unsigned blocks = blocks_for(rows * C);
+      if constexpr (std::is_same<F, Acc<F>>::value) {
+        embedding_shard_scatter_kernel<F, F, I><<<blocks, kThreads, 0, stream()>>>(
+            static_cast<const F*>(dy), static_cast<const I*>(tokens), static_cast<F*>(dwte_shard), rows, C, first,
+            shard_rows);
+        check_launch("embedding_shard_scatter_kernel");
+      } else {
+        if (wte_scratch == nullptr) raise_error("embedding_shard_backward: 16-bit types need the float32 scratch");
+        check(cudaMemsetAsync(wte_scratch, 0, static_cast<std::size_t>(shard_rows * C) * sizeof(float), stream()),
+              "cudaMemsetAsync");
+        embedding_shard_scatter_kernel<F, float, I><<<blocks, kThreads, 0, stream()>>>(
+            static_cast<const F*>(dy), static_cast<const I*>(tokens), wte_scratch, rows, C, first, shard_rows);
+        check_launch("embedding_shard_scatter_kernel");
+        add_float_scratch_kernel<F><<<blocks_for(shard_rows * C), kThreads, 0, stream()>>>(
+            static_cast<F*>(dwte_shard), wte_scratch, shard_rows * C);
+        check_launch("add_float_scratch_kernel");
+      }
+    });
+  });
+}
+
+void cross_entropy_shard_max(int dtype, const void* logits, int64_t rows, int64_t classes, void* row_max) {
+  visit_floating(dtype, "cross_entropy_shard_max", [&](auto tag) {
+    using F = decltype(tag);
+    shard_max_kernel<F><<<row_blocks(rows), kRowThreads, 0, stream()>>>(static_cast<const F*>(logits), rows, classes,
+                                                                         static_cast<Acc<F>*>(row_max));
+  });
+  check_launch("shard_max_kernel");
+}
+
+void cross_entropy_shard_sums(int dtype, const void* logits, const void* targets, int index_dtype, int64_t rows,
+                              int64_t classes, int64_t first, const void* row_max, void* sum_exp, void* target_logit) {
+  visit_floating(dtype, "cross_entropy_shard_sums", [&](auto tag) {
+    using F = decltype(tag);
+    visit_index(index_dtype, "cross_entropy_shard_sums", [&](auto index_tag) {
+      using I = decltype(index_tag);
+      shard_sums_kernel<F, I><<<row_blocks(rows), kRowThreads, 0, stream()>>>(
+          static_cast<const F*>(logits), static_cast<const I*>(targets), rows, classes, first,
+          static_cast<const Acc<F>*>(row_max), static_cast<Acc<F>*>(sum_exp), static_cast<Acc<F>*>(target_logit));
+    });
+  });
+  check_launch("shard_sums_kernel");
+}
+
+void cross_entropy_shard_backward(int dtype, const void* logits, const void* targets, int index_dtype, int64_t rows,
+                                  int64_t classes, int64_t first, const void* row_max, const void* sum_exp,
+                                  double normalizer, void* dlogits) {
+  visit_floating(dtype, "cross_entropy_shard_backward", [&](auto tag) {
+    using F = decltype(tag);
+    visit_index(index_dtype, "cross_entropy_shard_backward", [&](auto index_tag) {
+      using I = decltype(index_tag);
+      shard_backward_kernel<F, I><<<blocks_for(rows * classes), kThreads, 0, stream()>>>(
+          static_cast<const F*>(logits), static_cast<const I*>(targets), rows, classes, first,
+          static_cast<const Acc<F>*>(row_max), static_cast<const Acc<F>*>(sum_exp),
+          static_cast<Acc<F>>(1.0 / normalizer), static_cast<F*>(dlogits));
+    });
+  });
+  check_launch("shard_backward_kernel");
 }
 
 double mse_forward(int dtype, const void* prediction, const void* target, int64_t count, double normalizer,

@@ -116,6 +116,25 @@ void embedding_backward(int dtype, const void* dy, const void* tokens, int index
 double cross_entropy(int dtype, const void* logits, const void* targets, int index_dtype, std::int64_t rows,
                      std::int64_t classes, double normalizer, void* dlogits, double* scratch);
 
+// Vocabulary shards (ops/cpu.hpp): y[row] = wte_shard[tokens[row] - first] or zeros outside
+// [first, first + V_shard); dwte_shard[tokens - first] += dy (atomic adds; 16-bit types through
+// wte_scratch as in embedding_backward).
+void embedding_shard_forward(int dtype, const void* tokens, int index_dtype, const void* wte_shard, void* y,
+                             std::int64_t rows, std::int64_t C, std::int64_t first, std::int64_t shard_rows);
+void embedding_shard_backward(int dtype, const void* dy, const void* tokens, int index_dtype, void* dwte_shard,
+                              float* wte_scratch, std::int64_t rows, std::int64_t C, std::int64_t first,
+                              std::int64_t shard_rows);
+// Per row of logits [rows, classes] (statistics in the accumulation type: double for float64,
+// else float): the maximum; the sum of exp(l - max) and the logit of target - first (0 outside
+// the shard); the gradient (exp(l - max) / sum - [j = target - first]) / normalizer.
+void cross_entropy_shard_max(int dtype, const void* logits, std::int64_t rows, std::int64_t classes, void* row_max);
+void cross_entropy_shard_sums(int dtype, const void* logits, const void* targets, int index_dtype, std::int64_t rows,
+                              std::int64_t classes, std::int64_t first, const void* row_max, void* sum_exp,
+                              void* target_logit);
+void cross_entropy_shard_backward(int dtype, const void* logits, const void* targets, int index_dtype,
+                                  std::int64_t rows, std::int64_t classes, std::int64_t first, const void* row_max,
+                                  const void* sum_exp, double normalizer, void* dlogits);
+
 // Number of doubles mse_forward needs as scratch.
 inline constexpr std::int64_t kMseScratch = 1025;
 // sum (p - t)^2 / normalizer, the squares summed in float64 in a fixed order (waits).

@@ -40,6 +40,23 @@ void embedding_backward(int, const void*, const void*, int, void*, void*, float*
 double cross_entropy(int, const void*, const void*, int, std::int64_t, std::int64_t, double, void*, double*) {
   no_cuda();
 }
+void embedding_shard_forward(int, const void*, int, const void*, void*, std::int64_t, std::int64_t, std::int64_t,
+                             std::int64_t) {
+  no_cuda();
+}
+void embedding_shard_backward(int, const void*, const void*, int, void*, float*, std::int64_t, std::int64_t,
+                              std::int64_t, std::int64_t) {
+  no_cuda();
+}
+void cross_entropy_shard_max(int, const void*, std::int64_t, std::int64_t, void*) { no_cuda(); }
+void cross_entropy_shard_sums(int, const void*, const void*, int, std::int64_t, std::int64_t, std::int64_t,
+                              const void*, void*, void*) {
+  no_cuda();
+}
+void cross_entropy_shard_backward(int, const void*, const void*, int, std::int64_t, std::int64_t, std::int64_t,
+                                  const void*, const void*, double, void*) {
+  no_cuda();
+}
 double mse_forward(int, const void*, const void*, std::int64_t, double, double*) { no_cuda(); }
 void mse_backward(int, const void*, const void*, void*, std::int64_t, double) { no_cuda(); }
 void dropout(int, const void*, void*, std::int64_t, double, std::uint64_t, std::uint64_t, std::uint64_t) { no_cuda(); }
