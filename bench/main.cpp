@@ -11,6 +11,8 @@
 #include "bench/cli/launcher.hpp"
 #include "bench/commands/commands.hpp"
 #include "correctness/cases/collectives.hpp"
+#include "correctness/cases/tensor.hpp"
+#include "correctness/cases/training.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/provenance.hpp"
 #include "reference/cuda/device.hpp"
@@ -219,6 +221,9 @@ int list_everything() {
                 t.schedule.c_str(), t.gradient_sync.c_str(), t.optimizer_step.c_str());
   std::printf("Conformance cases at world sizes 1..8: ");
   for (int n : {1, 2, 3, 4, 5, 8}) std::printf("%d:%zu ", n, cases::conformance_grid(n).size());
+  std::printf("\nTraining and tensor-parallel cases at world sizes 1..8: ");
+  for (int n = 1; n <= 8; ++n)
+    std::printf("%d:%zu+%zu ", n, cases::training_grid(n).size(), cases::tensor_grid(n).size());
   std::printf("\nResult schema version: %lld (docs/results-schema.md)\n", static_cast<long long>(record::kSchemaVersion));
   const auto devices = cuda::device_names();
   std::printf("CUDA code compiled: %s; GPUs visible: %zu\n", cuda::compiled_with_cuda() ? "yes" : "no", devices.size());

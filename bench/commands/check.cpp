@@ -6,6 +6,7 @@
 #include "bench/cli/progress.hpp"
 #include "bench/commands/commands.hpp"
 #include "correctness/cases/collectives.hpp"
+#include "correctness/cases/tensor.hpp"
 #include "correctness/cases/training.hpp"
 #include "reference/core/error.hpp"
 
@@ -14,6 +15,7 @@ namespace {
 struct Selected {
   std::vector<cases::CollectiveCase> collectives;
   std::vector<cases::TrainingCase> training;
+  std::vector<cases::TensorCase> tensor;
 };
 
 Selected selected_cases(int world_size, const CheckOptions& options) {
@@ -23,7 +25,9 @@ Selected selected_cases(int world_size, const CheckOptions& options) {
     if (filter.matches(c.name())) out.collectives.push_back(c);
   for (const auto& c : cases::training_grid(world_size))
     if (filter.matches(c.name())) out.training.push_back(c);
-  if (out.collectives.empty() && out.training.empty())
+  for (const auto& c : cases::tensor_grid(world_size))
+    if (filter.matches(c.name())) out.tensor.push_back(c);
+  if (out.collectives.empty() && out.training.empty() && out.tensor.empty())
     throw UsageError("--filter '" + options.filter + "' matches no case (parity check --list shows them)");
   return out;
 }
@@ -67,6 +71,47 @@ void run_training_cases(Session& session, const std::vector<cases::TrainingCase>
     std::printf("# training conformance: %zu cases at %d ranks, %zu passed, %zu failed\n", selected.size(), comm.size(),
                 selected.size() - failed, failed);
 }
+void run_tensor_cases(Session& session, const std::vector<cases::TensorCase>& selected, CheckOutcome& outcome) {
+  if (selected.empty()) return;
+  Communicator& comm = session.world();
+  record::Table& t = outcome.tensor;
+  Progress progress("check tensor", selected.size(), session.is_root() && !session.options().quiet);
+  std::size_t failed = 0;
+  for (std::size_t i = 0; i < selected.size(); ++i) {
+    const auto& c = selected[i];
+    progress.update(i, c.name());
+    const cases::TensorResult r = cases::run_tensor_case(comm, c);
+    if (!r.passed) {
+      ++failed;
+      if (session.is_root()) std::fprintf(stderr, "FAILED %s: %s\n", c.name().c_str(), r.message.c_str());
+    }
+    t.str("case").push_back(c.name());
+    t.str("technique").push_back(c.technique->name);
+    t.str("data_parallel").push_back(c.data_parallel->name);
+    t.i64("tp").push_back(c.tp);
+    t.i64("dp").push_back(comm.size() / c.tp);
+    t.i64("sequence_parallel").push_back(c.technique->sequence_parallel ? 1 : 0);
+    t.str("precision").push_back(c.precision);
+    t.str("device").emplace_back(comm.memory_space() == MemorySpace::cuda ? "cuda" : "cpu");
+    t.i64("world_size").push_back(comm.size());
+    t.i64("steps").push_back(c.steps);
+    t.i64("micro_batches").push_back(c.micro_batches);
+    t.f64("error").push_back(r.error);
+    t.f64("bound").push_back(r.bound);
+    t.f64("gradient_error").push_back(r.gradient_error);
+    t.f64("gradient_bound").push_back(r.gradient_bound);
+    t.f64("loss_error").push_back(r.loss_error);
+    t.f64("tp_bytes_sent", "B").push_back(r.bytes_sent);
+    t.f64("formula_tp_bytes_sent", "B").push_back(r.bytes_formula);
+    t.i64("passed").push_back(r.passed ? 1 : 0);
+    t.str("message").push_back(r.message);
+  }
+  progress.finish();
+  outcome.failed += failed;
+  if (session.is_root())
+    std::printf("# tensor-parallel conformance: %zu cases at %d ranks, %zu passed, %zu failed\n", selected.size(),
+                comm.size(), selected.size() - failed, failed);
+}
 }  // namespace
 
 std::vector<std::string> check_case_names(int world_size, const CheckOptions& options) {
@@ -74,6 +119,7 @@ std::vector<std::string> check_case_names(int world_size, const CheckOptions& op
   const Selected selected = selected_cases(world_size, options);
   for (const auto& c : selected.collectives) names.push_back(c.name());
   for (const auto& c : selected.training) names.push_back(c.name());
+  for (const auto& c : selected.tensor) names.push_back(c.name());
   return names;
 }
 
@@ -81,6 +127,7 @@ void write_check_tables(Session& session, const CheckOutcome& outcome) {
   if (!session.is_root()) return;
   if (outcome.cases.rows()) session.results().write_table("/check/collectives", outcome.cases);
   if (outcome.training.rows()) session.results().write_table("/check/training", outcome.training);
+  if (outcome.tensor.rows()) session.results().write_table("/check/tensor", outcome.tensor);
 }
 
 CheckOutcome run_check(Session& session, const CheckOptions& options) {
@@ -125,6 +172,7 @@ CheckOutcome run_check(Session& session, const CheckOptions& options) {
     std::printf("# conformance: %zu cases at %d ranks, %zu passed, %zu failed\n", selected.size(), comm.size(),
                 selected.size() - outcome.failed, outcome.failed);
   run_training_cases(session, chosen.training, outcome);
+  run_tensor_cases(session, chosen.tensor, outcome);
   return outcome;
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <memory>
 
+#include "correctness/cases/compare.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/tolerance.hpp"
 #include "reference/parallel/data/parameter_server.hpp"
@@ -76,59 +77,6 @@ std::unique_ptr<model::Optimizer> make_optimizer(const TrainingCase& c) {
   return std::make_unique<model::AdamW>(model::AdamWConfig{1e-2, 0.9, 0.999, 1e-8, 0.01}, state);
 }
 
-// Parameters and optimizer state of a single-device model, in model order.
-parallel::ParameterValues values_of(model::Model& m, const model::Optimizer* optimizer,
-                                    const std::map<std::string, std::vector<Tensor>>* state = nullptr,
-                                    const std::map<std::string, Tensor>* master = nullptr) {
-  parallel::ParameterValues out;
-  for (model::Parameter* p : m.parameters()) {
-    out.names.push_back(p->name);
-    out.values.push_back(master ? master->at(p->name).to_vector() : p->value.to_vector());
-    auto& s = out.state.emplace_back();
-    const std::vector<Tensor>& tensors = state ? state->at(p->name) : optimizer->state_of(p->name);
-    for (const Tensor& t : tensors) s.push_back(t.to_vector());
-  }
-  return out;
-}
-
-// ||a - b|| / ||b - origin|| over all parameters (the difference relative to what training
-// changed), and ||state_a - state_b|| / ||state_b|| over all optimizer state.
-struct Difference {
-  double parameters = 0;
-  double state = 0;
-  std::string where;  // the parameter with the largest difference
-};
-Difference compare(const parallel::ParameterValues& a, const parallel::ParameterValues& b,
-                   const parallel::ParameterValues& origin) {
-  require(a.names == b.names && a.names == origin.names, "compare: parameters differ in name or order");
-  double d2 = 0, c2 = 0, s2 = 0, r2 = 0, worst = -1;
-  Difference out;
-  for (std::size_t i = 0; i < a.names.size(); ++i) {
-    require(a.values[i].size() == b.values[i].size(), "compare: " + a.names[i] + " differs in size");
-    double local = 0;
-    for (std::size_t k = 0; k < a.values[i].size(); ++k) {
-      const double d = a.values[i][k] - b.values[i][k], c = b.values[i][k] - origin.values[i][k];
-      d2 += d * d;
-      c2 += c * c;
-      local = std::max(local, std::abs(d));
-    }
-    if (local > worst) {
-      worst = local;
-      out.where = a.names[i];
-    }
-    require(a.state[i].size() == b.state[i].size(), "compare: optimizer state of " + a.names[i] + " differs");
-    for (std::size_t t = 0; t < a.state[i].size(); ++t)
-      for (std::size_t k = 0; k < a.state[i][t].size(); ++k) {
-        const double d = a.state[i][t][k] - b.state[i][t][k];
-        s2 += d * d;
-        r2 += b.state[i][t][k] * b.state[i][t][k];
-      }
-  }
-  out.parameters = c2 > 0 ? std::sqrt(d2 / c2) : std::sqrt(d2);
-  out.state = r2 > 0 ? std::sqrt(s2 / r2) : std::sqrt(s2);
-  return out;
-}
-
 // The single-device reference: the whole batch on one model, `steps` optimizer steps. With
 // mixed precision: bfloat16 parameters and gradients, float32 master copies and state.
 parallel::ParameterValues single_device(const TrainingCase& c) {
@@ -186,24 +134,6 @@ Trained train_data_parallel(Communicator& comm, const TrainingCase& c, int stage
 }
 
 double element_bytes(const TrainingCase& c) { return static_cast<double>(size_of(model_type(c))); }
-
-// Sum of a value over ranks, and the largest.
-double sum_over_ranks(Communicator& comm, double x) {
-  comm.all_reduce({&x, 1, DataType::float64, MemorySpace::host}, {&x, 1, DataType::float64, MemorySpace::host},
-                  ReduceOp::sum);
-  return x;
-}
-double max_over_ranks(Communicator& comm, double x) {
-  comm.all_reduce({&x, 1, DataType::float64, MemorySpace::host}, {&x, 1, DataType::float64, MemorySpace::host},
-                  ReduceOp::max);
-  return x;
-}
-
-std::string format(double x) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.3g", x);
-  return text;
-}
 
 TrainingResult run_data_parallel_case(Communicator& comm, const TrainingCase& c) {
   const int n = comm.size(), stage = c.technique->zero_stage;

@@ -3,7 +3,9 @@
 // a float64 reference under a bound derived from the precision and the reduction length.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "reference/core/dtype.hpp"
 
@@ -79,6 +81,32 @@ inline double training_relative_bound(DataType storage, std::int64_t reduction_t
   const double reorder = kTrainingConditioning * gamma(static_cast<int>(reduction_terms) + world, unit_roundoff(arithmetic));
   const double rounding = is_half(storage) ? (world + 1) * unit_roundoff(storage) : 0;
   return 2.0 * steps * (reorder + rounding);
+}
+
+// Tensor parallelism (and its composition with data parallelism and ZeRO) against the
+// single-device run: the same sums, regrouped. A column-parallel layer computes each of its
+// outputs as one device does (the reduction runs over whole input rows); a row-parallel layer
+// sums t partial products of in/t terms and then the t partials; the vocabulary-parallel loss
+// sums exponentials over V/t classes, then over the shards; sequence parallelism splits the
+// weight gradients' sums over tokens between ranks. Every reduction is thus one of the
+// single-device run's in another order, the longest of max(tokens of the global batch, FFN
+// width 4h, vocabulary V) terms, plus the additions across the ranks: training_relative_bound
+// with that length holds for parameters and optimizer state after N steps, and one step's
+// gradients and loss (no optimizer to double the error) are within kappa gamma_{m+n}(u).
+inline std::int64_t tensor_parallel_reduction_terms(std::int64_t tokens, std::int64_t hidden, std::int64_t vocabulary) {
+  return std::max({tokens, 4 * hidden, vocabulary});
+}
+inline double gradient_relative_bound(DataType storage, std::int64_t reduction_terms, int world) {
+  const DataType arithmetic = storage == DataType::float64 ? DataType::float64 : DataType::float32;
+  return kTrainingConditioning * gamma(static_cast<int>(reduction_terms) + world, unit_roundoff(arithmetic));
+}
+
+// One sharded layer against the same layer whole, on the same inputs in the same type: each is
+// within the single op's bound of the exact result (float32_op_relative_bound's argument, in
+// the type's unit roundoff: stages * sqrt(n) * gamma_n(u) + u), so they differ by at most twice that.
+inline double regrouped_op_relative_bound(DataType type, int n, int stages) {
+  const double u = unit_roundoff(type);
+  return 2 * (stages * std::sqrt(static_cast<double>(n)) * gamma(n, u) + u);
 }
 
 // A closed-form formula evaluated in float64 (e.g. Megatron's 72BsLh^2(1 + s/6h + V/12hL))

@@ -72,6 +72,18 @@ Parameter& Layer::add_named_parameter(std::string full_name, Shape shape, DataTy
   return p;
 }
 
+Parameter& Layer::add_sharded_parameter(std::string full_name, const ShardSpec& shard, DataType dtype, Init init,
+                                        std::uint64_t seed) {
+  Parameter& p = parameters_.emplace_back();
+  p.name = std::move(full_name);
+  p.init = init;
+  p.seed = seed;
+  p.shard = shard;
+  p.value = Tensor::empty(p.name, shard.shape(), dtype, MemoryCategory::parameters);
+  initialize_shard(p.value, init, seed, p.name, shard);
+  return p;
+}
+
 void Layer::save(const PassContext& context, std::vector<Tensor> tensors) {
   if (!context.training) return;
   saved_[{context.step, context.micro_batch}] = std::move(tensors);

@@ -9,6 +9,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,6 +28,8 @@ struct Parameter {
   Tensor grad;
   Init init;
   std::uint64_t seed = 0;
+  // Which part of the whole tensor `name` this rank holds (tensor parallelism); none: all of it.
+  std::optional<ShardSpec> shard;
   // The gradient, allocated as zeros on first use.
   Tensor& gradient();
 };
@@ -92,6 +95,10 @@ class Layer {
   Parameter& add_parameter(const std::string& local_name, Shape shape, DataType dtype, Init init, std::uint64_t seed);
   // The same under a full name of its own (a stage's copy of a tied embedding table).
   Parameter& add_named_parameter(std::string full_name, Shape shape, DataType dtype, Init init, std::uint64_t seed);
+  // The part `shard` of the whole parameter `full_name`, initialised as that slice of the whole
+  // (initialize_shard): the same values as initialising the whole and splitting it.
+  Parameter& add_sharded_parameter(std::string full_name, const ShardSpec& shard, DataType dtype, Init init,
+                                   std::uint64_t seed);
   void borrow_parameter(Parameter& p) { borrowed_.push_back(&p); }
   // Makes `child` part of this layer: its parameters are listed and its saved state released with ours.
   template <typename L> L& add_child(std::unique_ptr<L> child) {

@@ -74,10 +74,13 @@ Dropout::Dropout(std::string name, double p, std::uint64_t seed) : Layer(std::mo
   require(p >= 0 && p < 1, "dropout " + this->name() + ": probability " + std::to_string(p) + " must be in [0, 1)");
 }
 
+ops::DropoutKey dropout_key(std::uint64_t seed, const std::string& layer, std::uint64_t step, std::uint64_t first_element) {
+  return {seed, tensor_id(layer + "/step" + std::to_string(step)), first_element};
+}
+
 ops::DropoutKey Dropout::key(const PassContext& context, const Tensor& x) const {
   const auto per_row = static_cast<std::uint64_t>(x.numel() / x.dim(0));
-  return {seed_, tensor_id(name() + "/step" + std::to_string(context.step)),
-          static_cast<std::uint64_t>(context.first_row) * per_row};
+  return dropout_key(seed_, name(), context.step, static_cast<std::uint64_t>(context.first_row) * per_row);
 }
 
 Tensor Dropout::do_forward(const Tensor& x, const PassContext& context) {
@@ -96,16 +99,24 @@ Tensor Dropout::do_backward(const Tensor& dy, const PassContext& context) {
 
 CausalSelfAttention::CausalSelfAttention(std::string name, std::int64_t hidden, int heads, double dropout,
                                          DataType dtype, double init_std, double proj_std, std::uint64_t seed)
+    : CausalSelfAttention(name, heads,
+                          std::make_unique<Linear>(name + ".qkv", hidden, 3 * hidden, true, dtype, init_std, seed),
+                          std::make_unique<Linear>(name + ".proj", hidden, hidden, true, dtype, proj_std, seed),
+                          std::make_unique<Dropout>(name + ".dropout", dropout, seed)) {}
+
+CausalSelfAttention::CausalSelfAttention(std::string name, int heads, std::unique_ptr<Layer> qkv,
+                                         std::unique_ptr<Layer> proj, std::unique_ptr<Layer> dropout)
     : Layer(std::move(name)), heads_(heads) {
-  qkv_ = &add_child(std::make_unique<Linear>(this->name() + ".qkv", hidden, 3 * hidden, true, dtype, init_std, seed));
-  proj_ = &add_child(std::make_unique<Linear>(this->name() + ".proj", hidden, hidden, true, dtype, proj_std, seed));
-  dropout_ = &add_child(std::make_unique<Dropout>(this->name() + ".dropout", dropout, seed));
+  qkv_ = &add_child(std::move(qkv));
+  proj_ = &add_child(std::move(proj));
+  dropout_ = &add_child(std::move(dropout));
 }
 
 Tensor CausalSelfAttention::do_forward(const Tensor& x, const PassContext& context) {
   const Tensor qkv = qkv_->forward(x, context);
-  // The core's width comes from qkv, not x: a tensor-parallel rank holds only its heads.
-  const std::int64_t b = x.dim(0), t = x.dim(1), c = qkv.dim(2) / 3;
+  // The core's sizes come from qkv, not x: a tensor-parallel rank holds only its heads, and with
+  // sequence parallelism x is a sequence shard while qkv covers whole sequences.
+  const std::int64_t b = qkv.dim(0), t = qkv.dim(1), c = qkv.dim(2) / 3;
   Tensor out = activation("core", {b, t, c}, x.dtype());
   Tensor probs = activation("probs", {b, heads_, t, t}, x.dtype());
   ops::attention_forward(qkv, heads_, true, out, probs);
@@ -123,11 +134,17 @@ Tensor CausalSelfAttention::do_backward(const Tensor& dy, const PassContext& con
 
 FeedForward::FeedForward(std::string name, std::int64_t hidden, std::int64_t ffn, double dropout, DataType dtype,
                          double init_std, double proj_std, std::uint64_t seed)
+    : FeedForward(name, std::make_unique<Linear>(name + ".fc", hidden, ffn, true, dtype, init_std, seed),
+                  std::make_unique<Linear>(name + ".proj", ffn, hidden, true, dtype, proj_std, seed),
+                  std::make_unique<Dropout>(name + ".dropout", dropout, seed)) {}
+
+FeedForward::FeedForward(std::string name, std::unique_ptr<Layer> fc, std::unique_ptr<Layer> proj,
+                         std::unique_ptr<Layer> dropout)
     : Layer(std::move(name)) {
-  fc_ = &add_child(std::make_unique<Linear>(this->name() + ".fc", hidden, ffn, true, dtype, init_std, seed));
+  fc_ = &add_child(std::move(fc));
   gelu_ = &add_child(std::make_unique<Gelu>(this->name() + ".gelu"));
-  proj_ = &add_child(std::make_unique<Linear>(this->name() + ".proj", ffn, hidden, true, dtype, proj_std, seed));
-  dropout_ = &add_child(std::make_unique<Dropout>(this->name() + ".dropout", dropout, seed));
+  proj_ = &add_child(std::move(proj));
+  dropout_ = &add_child(std::move(dropout));
 }
 
 Tensor FeedForward::do_forward(const Tensor& x, const PassContext& context) {
@@ -140,13 +157,20 @@ Tensor FeedForward::do_backward(const Tensor& dy, const PassContext& context) {
 
 TransformerBlock::TransformerBlock(std::string name, std::int64_t hidden, int heads, double dropout, DataType dtype,
                                    double init_std, double proj_std, std::uint64_t seed)
+    : TransformerBlock(name, hidden, dtype, seed,
+                       std::make_unique<CausalSelfAttention>(name + ".attn", hidden, heads, dropout, dtype, init_std,
+                                                             proj_std, seed),
+                       std::make_unique<FeedForward>(name + ".mlp", hidden, 4 * hidden, dropout, dtype, init_std,
+                                                     proj_std, seed)) {}
+
+TransformerBlock::TransformerBlock(std::string name, std::int64_t hidden, DataType dtype, std::uint64_t seed,
+                                   std::unique_ptr<Layer> attention, std::unique_ptr<Layer> mlp)
     : Layer(std::move(name)) {
+  // Children in the order the passes visit them (and parameters are listed).
   ln1_ = &add_child(std::make_unique<LayerNorm>(this->name() + ".ln1", hidden, dtype, seed));
-  attn_ = &add_child(std::make_unique<CausalSelfAttention>(this->name() + ".attn", hidden, heads, dropout, dtype,
-                                                           init_std, proj_std, seed));
+  attn_ = &add_child(std::move(attention));
   ln2_ = &add_child(std::make_unique<LayerNorm>(this->name() + ".ln2", hidden, dtype, seed));
-  mlp_ = &add_child(std::make_unique<FeedForward>(this->name() + ".mlp", hidden, 4 * hidden, dropout, dtype, init_std,
-                                                  proj_std, seed));
+  mlp_ = &add_child(std::move(mlp));
 }
 
 Tensor TransformerBlock::do_forward(const Tensor& x, const PassContext& context) {

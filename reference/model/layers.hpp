@@ -49,6 +49,10 @@ class LayerNorm : public Layer {
   Parameter* beta_;
 };
 
+// The key of a dropout layer's mask in step `step`, for the tensor whose first element is element
+// `first_element` of the whole step's tensor: every layer, sharded or not, draws from it.
+ops::DropoutKey dropout_key(std::uint64_t seed, const std::string& layer, std::uint64_t step, std::uint64_t first_element);
+
 // Inverted dropout; the mask is regenerated from (seed, layer name, step, global element index),
 // never stored. Identity when p = 0 or outside training. The input's first dimension is the
 // batch: its row r is row context.first_row + r of the step's global batch.
@@ -73,9 +77,12 @@ class CausalSelfAttention : public Layer {
  public:
   CausalSelfAttention(std::string name, std::int64_t hidden, int heads, double dropout, DataType dtype,
                       double init_std, double proj_std, std::uint64_t seed);
+  // With projections and dropout of another kind, named "<name>.qkv", ".proj", ".dropout":
+  // tensor parallelism's, where qkv gives this rank's `heads` heads (the core's width comes
+  // from qkv's output) and proj takes their outputs.
+  CausalSelfAttention(std::string name, int heads, std::unique_ptr<Layer> qkv, std::unique_ptr<Layer> proj,
+                      std::unique_ptr<Layer> dropout);
   const char* kind() const override { return "attention"; }
-  Linear& qkv() { return *qkv_; }
-  Linear& proj() { return *proj_; }
   int heads() const { return heads_; }
 
  protected:
@@ -84,9 +91,9 @@ class CausalSelfAttention : public Layer {
 
  private:
   int heads_;
-  Linear* qkv_;
-  Linear* proj_;
-  Dropout* dropout_;
+  Layer* qkv_;
+  Layer* proj_;
+  Layer* dropout_;
 };
 
 // Feed-forward block: Linear(h -> ffn) , GeLU, Linear(ffn -> h), dropout.
@@ -94,19 +101,20 @@ class FeedForward : public Layer {
  public:
   FeedForward(std::string name, std::int64_t hidden, std::int64_t ffn, double dropout, DataType dtype,
               double init_std, double proj_std, std::uint64_t seed);
+  // With linears and dropout of another kind, named "<name>.fc", ".proj", ".dropout" (tensor
+  // parallelism's: the GeLU applies to this rank's columns).
+  FeedForward(std::string name, std::unique_ptr<Layer> fc, std::unique_ptr<Layer> proj, std::unique_ptr<Layer> dropout);
   const char* kind() const override { return "mlp"; }
-  Linear& fc() { return *fc_; }
-  Linear& proj() { return *proj_; }
 
  protected:
   Tensor do_forward(const Tensor& x, const PassContext& context) override;
   Tensor do_backward(const Tensor& dy, const PassContext& context) override;
 
  private:
-  Linear* fc_;
+  Layer* fc_;
   Gelu* gelu_;
-  Linear* proj_;
-  Dropout* dropout_;
+  Layer* proj_;
+  Layer* dropout_;
 };
 
 // Pre-LayerNorm transformer block: x + attn(ln1(x)), then + mlp(ln2(.)).
@@ -114,9 +122,11 @@ class TransformerBlock : public Layer {
  public:
   TransformerBlock(std::string name, std::int64_t hidden, int heads, double dropout, DataType dtype, double init_std,
                    double proj_std, std::uint64_t seed);
+  // With attention and feed-forward layers of another kind (named "<name>.attn", "<name>.mlp"):
+  // tensor parallelism's, whose inputs and outputs have the same shapes.
+  TransformerBlock(std::string name, std::int64_t hidden, DataType dtype, std::uint64_t seed,
+                   std::unique_ptr<Layer> attention, std::unique_ptr<Layer> mlp);
   const char* kind() const override { return "block"; }
-  CausalSelfAttention& attention() { return *attn_; }
-  FeedForward& mlp() { return *mlp_; }
 
  protected:
   Tensor do_forward(const Tensor& x, const PassContext& context) override;
@@ -124,9 +134,9 @@ class TransformerBlock : public Layer {
 
  private:
   LayerNorm* ln1_;
-  CausalSelfAttention* attn_;
+  Layer* attn_;
   LayerNorm* ln2_;
-  FeedForward* mlp_;
+  Layer* mlp_;
 };
 
 // Token plus learned position embedding: tokens [B, T] (int32/int64) -> [B, T, C].

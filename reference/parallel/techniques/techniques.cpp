@@ -3,6 +3,7 @@
 
 #include "reference/core/error.hpp"
 #include "reference/parallel/data/data_parallel.hpp"
+#include "reference/parallel/tensor/tensor_parallel.hpp"
 #include "reference/parallel/zero/zero.hpp"
 
 namespace parity::parallel {
@@ -36,6 +37,28 @@ std::vector<Technique> make_registry() {
   out.push_back(data_parallel("zero1", 1, 1, "ZeRO-1: optimizer state sharded over the data-parallel ranks"));
   out.push_back(data_parallel("zero2", 2, 1, "ZeRO-2: optimizer state and gradients sharded"));
   out.push_back(data_parallel("zero3", 3, 1, "ZeRO-3 (FSDP): optimizer state, gradients and parameters sharded"));
+  for (bool sp : {false, true}) {
+    Technique t;
+    t.name = sp ? "tp_sp" : "tp";
+    t.summary = sp ? "Megatron tensor parallelism with sequence parallelism (Korthikanti et al. 2022): LayerNorm and "
+                     "dropout regions split along the sequence"
+                   : "Megatron tensor parallelism (Shoeybi et al. 2019): attention heads, MLP columns and the vocabulary "
+                     "split over the tp ranks";
+    t.schedule = "sequential";
+    t.gradient_sync = sp ? "all-gathers and reduce-scatters inside the passes, sequence-sharded gradients summed over tp; "
+                           "then the data-parallel technique's over dp"
+                         : "all-reduces inside the passes (f, g); then the data-parallel technique's over dp";
+    t.optimizer_step = "the data-parallel technique's, on this rank's shards";
+    t.tensor_parallel = true;
+    t.sequence_parallel = sp;
+    t.tensor_bytes_per_rank = [sp](const model::GptConfig& config, std::int64_t rows, int tp, double e, double e_stat) {
+      return theory::tensor_parallel_bytes_per_rank(config, rows, tp, sp, e, e_stat);
+    };
+    t.activation_bytes_per_layer = [sp](const model::GptConfig& c, std::int64_t rows, int tp, std::int64_t e) {
+      return theory::tensor_parallel_block_activation_bytes(c.sequence, rows, c.hidden, c.heads, tp, sp, e);
+    };
+    out.push_back(std::move(t));
+  }
   for (const char* name : {"ps_one_worker", "ps_async"}) {
     Technique t;
     t.name = name;
@@ -83,6 +106,19 @@ StepParts make_data_parallel_parts(Communicator& group, model::Model& model, con
     parts.optimizer = std::move(zero.optimizer);
   }
   return parts;
+}
+
+std::unique_ptr<Trainer> make_tensor_parallel_trainer(Grid& grid, const TensorParallel& tp, model::Model& model,
+                                                      const model::Optimizer& optimizer,
+                                                      const DataParallelConfig& config) {
+  Communicator& dp = grid.group(Axis::dp);
+  const DataParallelConfig checked = checked_config(config, dp.size(), model, optimizer);
+  require(&tp.group() == &grid.group(Axis::tp) || tp.size() == grid.size(Axis::tp),
+          "make_tensor_parallel_trainer: the tensor-parallel group is not the grid's");
+  auto tensor = std::make_unique<TensorParallelSync>(tp, model, checked.zero_stage >= 2);
+  StepParts parts = make_data_parallel_parts(dp, model, optimizer, checked);
+  parts.syncs.insert(parts.syncs.begin(), std::move(tensor));  // summed over tp before dp takes the gradients
+  return std::make_unique<Trainer>(model, dp, checked.global_batch, checked.micro_batches, std::move(parts));
 }
 
 std::unique_ptr<Trainer> make_trainer(Communicator& group, model::Model& model, const model::Optimizer& optimizer,

@@ -10,7 +10,10 @@
 #include <string_view>
 #include <vector>
 
+#include "reference/parallel/grid.hpp"
 #include "reference/parallel/step.hpp"
+#include "reference/parallel/tensor/regions.hpp"
+#include "reference/theory/tensor.hpp"
 
 namespace parity::parallel {
 
@@ -23,6 +26,8 @@ struct Technique {
   int zero_stage = 0;          // state sharded over the data-parallel ranks: 0 none .. 3 parameters too
   int micro_batches = 1;       // gradient accumulation in the technique's conformance cases
   bool asynchronous = false;   // no synchronous step (the parameter server)
+  bool tensor_parallel = false;     // the model split over the grid's tp ranks (composed with a data-parallel technique)
+  bool sequence_parallel = false;
   // Bytes one rank sends per optimizer step: the units its optimizer step reports, `ranks`
   // data-parallel ranks, `element_bytes` per gradient element, `micro_batches` per step.
   std::function<double(const std::vector<theory::ShardedUnit>& units, int ranks, double element_bytes,
@@ -32,6 +37,13 @@ struct Technique {
   std::function<theory::ModelStateBytes(std::int64_t parameters, std::int64_t padded, int ranks,
                                         theory::StateBytes bytes)>
       model_state_bytes;
+  // Tensor-parallel techniques: bytes a rank of the tp group sends per step for `rows` sequences,
+  // and the activation bytes it keeps per transformer layer (theory/tensor.hpp).
+  std::function<theory::TensorParallelBytes(const model::GptConfig& config, std::int64_t rows, int t,
+                                            double element_bytes, double statistic_bytes)>
+      tensor_bytes_per_rank;
+  std::function<std::int64_t(const model::GptConfig& config, std::int64_t rows, int t, std::int64_t element_bytes)>
+      activation_bytes_per_layer;
 };
 
 const std::vector<Technique>& techniques();
@@ -43,6 +55,13 @@ const Technique& find_technique(std::string_view name);
 // for stages 1-3; with the sequential schedule.
 StepParts make_data_parallel_parts(Communicator& group, model::Model& model, const model::Optimizer& optimizer,
                                    const DataParallelConfig& config);
+// A trainer of a tensor-parallel model (built on `tp`, the grid's tp group) composed with data
+// parallelism or ZeRO (config.zero_stage) over the grid's dp group: the tensor-parallel part of
+// the step first, then the data-parallel one; the batch split over dp. Refuses (UsageError) a
+// configuration that does not fit before any collective.
+std::unique_ptr<Trainer> make_tensor_parallel_trainer(Grid& grid, const TensorParallel& tp, model::Model& model,
+                                                      const model::Optimizer& optimizer,
+                                                      const DataParallelConfig& config);
 // A trainer of data parallelism or ZeRO (config.zero_stage) over every rank of `group`;
 // refuses (UsageError) a configuration that does not fit before any collective.
 std::unique_ptr<Trainer> make_trainer(Communicator& group, model::Model& model, const model::Optimizer& optimizer,

@@ -1,0 +1,94 @@
+// Shared helpers of the training cases (see compare.hpp).
+#include "correctness/cases/compare.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "reference/core/error.hpp"
+
+namespace parity::cases {
+
+// Parameters and optimizer state of a single-device model, in model order.
+parallel::ParameterValues values_of(model::Model& m, const model::Optimizer* optimizer,
+                                    const std::map<std::string, std::vector<Tensor>>* state,
+                                    const std::map<std::string, Tensor>* master) {
+  parallel::ParameterValues out;
+  for (model::Parameter* p : m.parameters()) {
+    out.names.push_back(p->name);
+    out.values.push_back(master ? master->at(p->name).to_vector() : p->value.to_vector());
+    auto& s = out.state.emplace_back();
+    const std::vector<Tensor>& tensors = state ? state->at(p->name) : optimizer->state_of(p->name);
+    for (const Tensor& t : tensors) s.push_back(t.to_vector());
+  }
+  return out;
+}
+
+parallel::ParameterValues gradients_of(model::Model& m) {
+  parallel::ParameterValues out;
+  for (model::Parameter* p : m.parameters()) {
+    out.names.push_back(p->name);
+    out.values.push_back(p->gradient().to_vector());
+    out.state.emplace_back();
+  }
+  return out;
+}
+
+parallel::ParameterValues zeros_like(const parallel::ParameterValues& values) {
+  parallel::ParameterValues out = values;
+  for (auto& v : out.values) std::fill(v.begin(), v.end(), 0.0);
+  for (auto& s : out.state)
+    for (auto& v : s) std::fill(v.begin(), v.end(), 0.0);
+  return out;
+}
+
+Difference compare(const parallel::ParameterValues& a, const parallel::ParameterValues& b,
+                   const parallel::ParameterValues& origin) {
+  require(a.names == b.names && a.names == origin.names, "compare: parameters differ in name or order");
+  double d2 = 0, c2 = 0, s2 = 0, r2 = 0, worst = -1;
+  Difference out;
+  for (std::size_t i = 0; i < a.names.size(); ++i) {
+    require(a.values[i].size() == b.values[i].size(), "compare: " + a.names[i] + " differs in size");
+    double local = 0;
+    for (std::size_t k = 0; k < a.values[i].size(); ++k) {
+      const double d = a.values[i][k] - b.values[i][k], c = b.values[i][k] - origin.values[i][k];
+      d2 += d * d;
+      c2 += c * c;
+      local = std::max(local, std::abs(d));
+    }
+    if (local > worst) {
+      worst = local;
+      out.where = a.names[i];
+    }
+    require(a.state[i].size() == b.state[i].size(), "compare: optimizer state of " + a.names[i] + " differs");
+    for (std::size_t t = 0; t < a.state[i].size(); ++t)
+      for (std::size_t k = 0; k < a.state[i][t].size(); ++k) {
+        const double d = a.state[i][t][k] - b.state[i][t][k];
+        s2 += d * d;
+        r2 += b.state[i][t][k] * b.state[i][t][k];
+      }
+  }
+  out.parameters = c2 > 0 ? std::sqrt(d2 / c2) : std::sqrt(d2);
+  out.state = r2 > 0 ? std::sqrt(s2 / r2) : std::sqrt(s2);
+  return out;
+}
+
+
+double sum_over_ranks(Communicator& comm, double x) {
+  comm.all_reduce({&x, 1, DataType::float64, MemorySpace::host}, {&x, 1, DataType::float64, MemorySpace::host},
+                  ReduceOp::sum);
+  return x;
+}
+double max_over_ranks(Communicator& comm, double x) {
+  comm.all_reduce({&x, 1, DataType::float64, MemorySpace::host}, {&x, 1, DataType::float64, MemorySpace::host},
+                  ReduceOp::max);
+  return x;
+}
+
+std::string format(double x) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g", x);
+  return text;
+}
+
+}  // namespace parity::cases

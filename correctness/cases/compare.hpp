@@ -1,0 +1,40 @@
+// What the training cases share: a model's parameters and optimizer state as float64 lists, the
+// relative difference of two such lists, and small reductions over ranks.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "reference/comm/communicator.hpp"
+#include "reference/model/optimizer.hpp"
+#include "reference/parallel/step.hpp"
+
+namespace parity::cases {
+
+// Parameters and optimizer state of a single-device model, in model order (state from the
+// optimizer, or from `state` and `master` copies when given).
+parallel::ParameterValues values_of(model::Model& m, const model::Optimizer* optimizer,
+                                    const std::map<std::string, std::vector<Tensor>>* state = nullptr,
+                                    const std::map<std::string, Tensor>* master = nullptr);
+// The model's gradients as values (no state), in model order.
+parallel::ParameterValues gradients_of(model::Model& m);
+// The same names and sizes, all zero (an origin for differences relative to b itself).
+parallel::ParameterValues zeros_like(const parallel::ParameterValues& values);
+
+// ||a - b|| / ||b - origin|| over all parameters (the difference relative to what training
+// changed), and ||state_a - state_b|| / ||state_b|| over all optimizer state.
+struct Difference {
+  double parameters = 0;
+  double state = 0;
+  std::string where;  // the parameter with the largest difference
+};
+Difference compare(const parallel::ParameterValues& a, const parallel::ParameterValues& b,
+                   const parallel::ParameterValues& origin);
+
+double sum_over_ranks(Communicator& comm, double x);
+double max_over_ranks(Communicator& comm, double x);
+// "%.3g".
+std::string format(double x);
+
+}  // namespace parity::cases

@@ -1,0 +1,208 @@
+// Tensor-parallel conformance cases (see tensor.hpp).
+#include "correctness/cases/tensor.hpp"
+
+#include <cmath>
+#include <map>
+#include <memory>
+
+#include "correctness/cases/compare.hpp"
+#include "reference/core/error.hpp"
+#include "reference/core/tolerance.hpp"
+#include "reference/parallel/tensor/tensor_parallel.hpp"
+
+namespace parity::cases {
+namespace {
+
+using parallel::Axis;
+
+DataType model_type(const TensorCase& c) { return c.precision == "float64" ? DataType::float64 : DataType::float32; }
+
+std::unique_ptr<model::Optimizer> make_optimizer(const TensorCase& c) {
+  return std::make_unique<model::AdamW>(model::AdamWConfig{1e-2, 0.9, 0.999, 1e-8, 0.01}, model_type(c));
+}
+
+std::int64_t global_batch(const TensorCase& c, int dp) { return c.global_batch > 0 ? c.global_batch : 2 * dp + 1; }
+
+// One device, the whole batch: every step's loss, the first step's gradients, the parameters
+// and state after the last step, and where they started.
+struct Reference {
+  std::vector<double> losses;
+  parallel::ParameterValues gradients, values, origin;
+};
+Reference single_device(const TensorCase& c, const model::GptConfig& config, std::int64_t rows) {
+  auto m = model::build_gpt(config);
+  auto optimizer = make_optimizer(c);
+  Reference r;
+  r.origin = values_of(*m, optimizer.get());
+  const parallel::BatchSource source = parallel::batches_of(config);
+  for (int step = 0; step < c.steps; ++step) {
+    r.losses.push_back(model::train_step(*m, *optimizer, source(step, 0, rows, rows), step));
+    if (step == 0) r.gradients = gradients_of(*m);
+  }
+  r.values = values_of(*m, optimizer.get());
+  return r;
+}
+
+// The top-level layer a tensor-parallel site belongs to: "blocks.3" for "blocks.3.mlp.fc".
+std::string layer_of(const std::string& site) {
+  const auto first = site.find('.');
+  if (site.rfind("blocks.", 0) != 0) return site.substr(0, first);
+  const auto second = site.find('.', first + 1);
+  return site.substr(0, second);
+}
+
+}  // namespace
+
+model::GptConfig tensor_case_model(DataType dtype) {
+  model::GptConfig g;
+  g.vocabulary = 48;
+  g.layers = 2;
+  g.hidden = 24;
+  g.heads = 12;
+  g.sequence = 12;
+  g.tied_embeddings = true;
+  g.dropout = 0.1;
+  g.dtype = dtype;
+  g.seed = 4321;
+  return g;
+}
+
+std::string TensorCase::name() const {
+  return "tensor/tp" + std::to_string(tp) + "/" + (technique->sequence_parallel ? "sp" : "nosp") + "/" +
+         data_parallel->name + "/" + precision + (micro_batches > 1 ? "/accumulate" + std::to_string(micro_batches) : "");
+}
+
+std::vector<TensorCase> tensor_grid(int world_size) {
+  std::vector<TensorCase> out;
+  for (int t : {1, 2, 3, 4}) {
+    if (world_size % t != 0) continue;
+    const int dp = world_size / t;
+    // tp 1 is the degenerate split (every layer whole): checked with plain data parallelism.
+    std::vector<const char*> dp_techniques = {"dp"};
+    if (t > 1 && dp > 1) dp_techniques = {"dp", "zero1", "zero2", "zero3"};
+    for (bool sp : {false, true}) {
+      if (sp && t == 1) continue;
+      for (const char* technique : dp_techniques)
+        for (const char* precision : {"float64", "float32"}) {
+          TensorCase c;
+          c.technique = &parallel::find_technique(sp ? "tp_sp" : "tp");
+          c.data_parallel = &parallel::find_technique(technique);
+          c.tp = t;
+          c.precision = precision;
+          // Accumulation where the sequence-sharded gradients are summed once per step (dp) and
+          // once per micro-batch (ZeRO-2).
+          const std::string dpt = technique;
+          if (sp && (dpt == "dp" || dpt == "zero2")) c.micro_batches = 2;
+          out.push_back(c);
+        }
+    }
+  }
+  return out;
+}
+
+TensorResult run_tensor_case(Communicator& comm, const TensorCase& c) {
+  const int n = comm.size();
+  TensorResult r;
+  if (n % c.tp != 0)
+    throw UsageError(c.name() + ": a tensor-parallel size of " + std::to_string(c.tp) + " does not divide " +
+                     std::to_string(n) + " ranks");
+  parallel::GridSpec spec;
+  spec.set(Axis::tp, c.tp).set(Axis::dp, n / c.tp);
+  parallel::Grid grid(comm, spec);
+  parallel::TensorParallelConfig tc;
+  tc.sequence_parallel = c.technique->sequence_parallel;
+  tc.fault = c.fault;
+  const parallel::TensorParallel tp(grid.group(Axis::tp), tc);
+  Communicator& dp = grid.group(Axis::dp);
+
+  const model::GptConfig config = tensor_case_model(model_type(c));
+  const std::int64_t rows = global_batch(c, dp.size());
+  const Reference reference = single_device(c, config, rows);
+  const std::int64_t terms = tolerance::tensor_parallel_reduction_terms(rows * config.sequence, config.hidden, config.vocabulary);
+  r.bound = tolerance::training_relative_bound(config.dtype, terms, n, c.steps);
+  r.gradient_bound = tolerance::gradient_relative_bound(config.dtype, terms, n);
+  const parallel::BatchSource source = parallel::batches_of(config);
+  const parallel::RowRange mine = parallel::batch_shard(rows, dp.rank(), dp.size());
+  std::string failures;
+  std::vector<std::string> disagreeing;
+
+  // The first step's loss and gradients, from the model alone: each dp rank its rows, the
+  // gradients summed over dp (and the sequence-sharded ones over tp), then gathered.
+  {
+    auto m = parallel::build_tensor_parallel_gpt(config, tp);
+    const std::int64_t expected = theory::tensor_parallel_parameters_per_rank(config, c.tp);
+    if (m->parameter_count() != expected)
+      failures += "holds " + std::to_string(m->parameter_count()) + " parameters, formula " + std::to_string(expected) + "; ";
+    m->to(comm.memory_space());
+    const model::Batch batch = source(0, mine.first, mine.rows, rows).to(m->space());
+    const double loss = sum_over_ranks(dp, m->forward_backward(batch, {0, 0, true, mine.first}));
+    for (model::Parameter* p : m->parameters()) dp.all_reduce(p->gradient().view(), p->gradient().view(), ReduceOp::sum);
+    for (model::Parameter* p : parallel::sequence_sharded_gradients(*m, tp))
+      tp.group().all_reduce(p->gradient().view(), p->gradient().view(), ReduceOp::sum);
+    const parallel::ParameterValues gradients = parallel::gather_tensor_parallel(gradients_of(*m), m->parameters(), tp.group(), &disagreeing);
+    const Difference d = compare(gradients, reference.gradients, zeros_like(reference.gradients));
+    r.gradient_error = d.parameters;
+    r.loss_error = std::abs(loss - reference.losses[0]) / std::abs(reference.losses[0]);
+    r.compared = "gradients " + format(d.parameters);
+    if (!(d.parameters <= r.gradient_bound))
+      failures += "gradients differ beyond " + format(r.gradient_bound) + " (largest at " + d.where + "); ";
+  }
+
+  // Training through the grid: the tensor-parallel model with the data-parallel technique.
+  auto m = parallel::build_tensor_parallel_gpt(config, tp);
+  m->to(comm.memory_space());
+  auto optimizer = make_optimizer(c);
+  parallel::DataParallelConfig dc;
+  dc.zero_stage = c.data_parallel->zero_stage;
+  dc.global_batch = rows;
+  dc.micro_batches = c.micro_batches;
+  dc.bucket_bytes = 2048;  // several buckets even for this small model
+  auto trainer = parallel::make_tensor_parallel_trainer(grid, tp, *m, *optimizer, dc);
+  for (int step = 0; step < c.steps; ++step) {
+    if (step + 1 == c.steps) tp.reset_counters();
+    const double loss = trainer->step(source, static_cast<std::uint64_t>(step)).loss;
+    r.loss_error = std::max(r.loss_error, std::abs(loss - reference.losses[static_cast<std::size_t>(step)]) /
+                                              std::abs(reference.losses[static_cast<std::size_t>(step)]));
+  }
+  if (!(r.loss_error <= r.gradient_bound)) failures += "a step's loss differs by " + format(r.loss_error) + "; ";
+  const parallel::ParameterValues values =
+      parallel::gather_tensor_parallel(trainer->gathered(false), m->parameters(), tp.group(), &disagreeing);
+  const Difference d = compare(values, reference.values, reference.origin);
+  r.error = std::max({r.gradient_error, d.parameters, d.state});
+  r.compared += ", loss " + format(r.loss_error) + ", parameters " + format(d.parameters) + ", state " + format(d.state);
+  if (!(d.parameters <= r.bound && d.state <= r.bound))
+    failures += "parameters or state differ beyond " + format(r.bound) + " (largest at " + d.where + "); ";
+  if (!disagreeing.empty()) failures += "whole parameters differ between tp ranks (" + disagreeing.front() + "); ";
+
+  // Bytes of the last step in the tp group, per layer, against the formula.
+  std::map<std::string, double> measured;
+  for (const auto& [site, bytes] : tp.bytes_by_site()) measured[layer_of(site)] += static_cast<double>(bytes);
+  const double e = static_cast<double>(size_of(config.dtype));
+  const theory::TensorParallelBytes formula = c.technique->tensor_bytes_per_rank(config, mine.rows, c.tp, e, e);
+  std::string wrong;
+  auto check = [&](const std::string& layer, double want) {
+    if (std::llround(measured[layer]) != std::llround(want))
+      wrong += layer + " " + format(measured[layer]) + " (formula " + format(want) + ") ";
+  };
+  check("embedding", formula.embedding);
+  for (int i = 0; i < config.layers; ++i) check("blocks." + std::to_string(i), formula.block);
+  check("lm_head", formula.head);
+  check("loss", formula.loss);
+  for (const auto& [layer, bytes] : measured) r.bytes_sent += bytes;
+  r.bytes_formula = formula.total(config.layers);
+  if (max_over_ranks(comm, wrong.empty() ? 0 : 1) > 0)
+    failures += "tensor-parallel bytes differ from the formula" + (wrong.empty() ? std::string(" on another rank") : ": " + wrong) + "; ";
+  r.bytes_sent = max_over_ranks(comm, r.bytes_sent);
+  r.bytes_formula = max_over_ranks(comm, r.bytes_formula);
+
+  // Every rank must agree on the verdict (a check may fail on one rank only).
+  const bool failed_here = !failures.empty();
+  r.passed = max_over_ranks(comm, failed_here ? 1 : 0) == 0;
+  r.error = max_over_ranks(comm, r.error);
+  r.gradient_error = max_over_ranks(comm, r.gradient_error);
+  r.loss_error = max_over_ranks(comm, r.loss_error);
+  r.message = r.passed ? r.compared : (failed_here ? failures : std::string("failed on another rank; ")) + r.compared;
+  return r;
+}
+
+}  // namespace parity::cases

@@ -1,0 +1,47 @@
+// Tensor and sequence parallelism's formulas (see tensor.hpp).
+#include "reference/theory/tensor.hpp"
+
+namespace parity::theory {
+
+TensorParallelBytes tensor_parallel_bytes_per_rank(const model::GptConfig& c, std::int64_t rows, int t,
+                                                   bool sequence_parallel, double e, double e_stat) {
+  TensorParallelBytes out;
+  if (t <= 1) return out;
+  const double share = static_cast<double>(t - 1) / t;
+  const double a = static_cast<double>(rows) * static_cast<double>(c.sequence) * static_cast<double>(c.hidden);
+  const double tokens = static_cast<double>(rows) * static_cast<double>(c.sequence);
+  out.block = (sequence_parallel ? 10 : 8) * share * a * e;
+  out.embedding = 2 * share * a * e;
+  out.head = (sequence_parallel ? 3 : 2) * share * a * e;
+  out.loss = 2 * share * 3 * tokens * e_stat;
+  return out;
+}
+
+double sequence_parallel_gradient_bytes_per_rank(const model::GptConfig& c, int t, double e) {
+  if (t <= 1) return 0;
+  const double elements = static_cast<double>(4 * c.hidden * c.layers + 2 * c.hidden + c.sequence * c.hidden);
+  return 2.0 * (t - 1) / t * elements * e;
+}
+
+std::int64_t tensor_parallel_block_activation_bytes(std::int64_t s, std::int64_t b, std::int64_t h, std::int64_t a,
+                                                    int t, bool sequence_parallel, std::int64_t e) {
+  const std::int64_t probabilities = b * (a / t) * s * s;
+  if (sequence_parallel) return e * (b * (s / t) * (16 * h + 4) + probabilities);
+  return e * (b * s * (4 * h + 12 * h / t + 4) + probabilities);
+}
+
+double korthikanti_tensor_parallel_activation_bytes(std::int64_t s, std::int64_t b, std::int64_t h, std::int64_t a,
+                                                    int t, bool sequence_parallel) {
+  const double sbh = static_cast<double>(s) * static_cast<double>(b) * static_cast<double>(h);
+  const double attention = 5.0 * static_cast<double>(a) * static_cast<double>(s) / static_cast<double>(h);
+  if (sequence_parallel) return sbh / t * (34 + attention);
+  return sbh * (10 + 24.0 / t + attention / t);
+}
+
+std::int64_t tensor_parallel_parameters_per_rank(const model::GptConfig& c, int t) {
+  const std::int64_t h = c.hidden, v = c.vocabulary;
+  const std::int64_t block = 12 * h * h / t + 7 * h / t + 6 * h;
+  return v * h / t + c.sequence * h + c.layers * block + 2 * h + (c.tied_embeddings ? 0 : v * h / t);
+}
+
+}  // namespace parity::theory
