@@ -104,6 +104,21 @@ void add_parallel_bench_options(CLI::App* app, ParallelBenchOptions& p, bool sca
   app->add_option("--warmup", p.warmup, "Untimed steps first");
 }
 
+void add_tensor_bench_options(CLI::App* app, TensorBenchOptions& t) {
+  std::string names;
+  for (const auto& p : model_presets()) names += " " + p.name + " (" + p.config.describe() + ");";
+  app->add_option("--model", t.model, "GPT preset:" + names);
+  app->add_option("--tp", t.sizes, "Tensor-parallel sizes, comma-separated; each runs on the first t ranks [default: "
+                                   "every size up to the world that divides the heads and the vocabulary]");
+  app->add_option("--sp", t.sequence_parallel, "Sequence parallelism: off, on, or off,on (both; sizes above 1)");
+  app->add_option("--grid", t.grid, "One grid over every rank instead of the sweep, e.g. tp=2,dp=2 (its product must "
+                                    "be the world size)");
+  app->add_option("--batch", t.batch, "Sequences per step (the global batch)");
+  app->add_option("--steps", t.steps, "Timed steps (the median is reported)");
+  app->add_option("--warmup", t.warmup, "Untimed steps first");
+  app->add_option("--dtype", t.dtype, "float32 or float64");
+}
+
 // parity's own arguments without --np and --hostfile, for the relaunched ranks.
 std::vector<std::string> arguments_for_ranks(int argc, char** argv, const std::string& out) {
   std::vector<std::string> args = {self_executable()};
@@ -242,7 +257,8 @@ int main(int argc, char** argv) {
   app.option_defaults()->always_capture_default();
   app.set_version_flag("--version", parity_version() + " (" + git_commit() + ")");
 
-  CommonOptions run_common, check_common, bench_common, model_common, memory_common, scaling_common;
+  CommonOptions run_common, check_common, bench_common, model_common, memory_common, scaling_common, tensor_common;
+  TensorBenchOptions tensor_options;
   ModelBenchOptions model_options;
   ParallelBenchOptions memory_options, scaling_options;
   CheckOptions check_options;
@@ -295,6 +311,13 @@ int main(int argc, char** argv) {
   add_common(bench_scaling, scaling_common, false);
   add_parallel_bench_options(bench_scaling, scaling_options, true);
 
+  auto* bench_tensor = bench->add_subcommand(
+      "tensor", "Tensor parallelism (Megatron) with and without sequence parallelism against the tensor-parallel size: "
+                "step time, tokens/s, the tp group's communication and its alpha-beta prediction, bytes per layer, "
+                "activation and parameter bytes per rank, beside the formulas (which must match)");
+  add_common(bench_tensor, tensor_common, false);
+  add_tensor_bench_options(bench_tensor, tensor_options);
+
   auto* report = app.add_subcommand("report", "Draw an HTML report with plots from one result file, or compare two");
   report->add_option("files", report_files, "One result file, or two to compare")->required()->expected(1, 2)->check(CLI::ExistingFile);
   report->add_option("--out", report_out, "Report directory [default: <first file without .h5>.report]");
@@ -310,9 +333,9 @@ int main(int argc, char** argv) {
     for (const auto* sub : app.get_subcommands({})) known = known || sub->get_name() == word;
     const bool bad_bench = word == "bench" && argc > 2 && argv[2][0] != '-' && std::string(argv[2]) != "collectives" &&
                            std::string(argv[2]) != "model" && std::string(argv[2]) != "memory" &&
-                           std::string(argv[2]) != "scaling";
+                           std::string(argv[2]) != "scaling" && std::string(argv[2]) != "tensor";
     if (!known || bad_bench) {
-      std::fprintf(stderr, "parity: unknown subcommand '%s' (known: run, check, bench collectives, bench model, bench memory, bench scaling, report, list)\n",
+      std::fprintf(stderr, "parity: unknown subcommand '%s' (known: run, check, bench collectives, bench model, bench memory, bench scaling, bench tensor, report, list)\n",
                    bad_bench ? (word + " " + argv[2]).c_str() : word.c_str());
       return kExitUsage;
     }
@@ -407,6 +430,21 @@ int main(int argc, char** argv) {
       });
     }
 
+    if (*bench_tensor) {
+      check_tensor_bench_options(tensor_options);
+      maybe_relaunch(argc, argv, tensor_common, "bench-tensor");
+      return with_session(argc, argv, tensor_common, "bench tensor", [&](Session& s) {
+        const TensorBenchPlan plan = plan_tensor_bench(tensor_options, s.world().size());
+        s.check_memory(tensor_bench_bytes_per_rank(plan, tensor_options.batch), "the tensor benchmark");
+        s.maybe_inject_stall();
+        const PointToPoint p2p = measure_point_to_point(s, 4 << 20);
+        const TensorBenchOutcome outcome = run_tensor_bench(s, plan, tensor_options, p2p);
+        record_tensor_bench(s, outcome, tensor_options);
+        s.commit_results();
+        return outcome.mismatches ? kExitFailed : 0;
+      });
+    }
+
     if (*run) {
       parse_half_accumulate(run_common.half_accumulate);
       BenchOptions b;
@@ -430,6 +468,10 @@ int main(int argc, char** argv) {
       scaling.bucket_sizes = run_quick ? "64K" : "64K,1M";
       memory.steps = scaling.steps = run_quick ? 2 : 3;
       const ParallelBenchPlan memory_plan = plan_parallel_bench(memory), scaling_plan = plan_parallel_bench(scaling);
+      TensorBenchOptions tensor;
+      tensor.batch = 2;
+      tensor.steps = run_quick ? 1 : 3;
+      check_tensor_bench_options(tensor);
       maybe_relaunch(argc, argv, run_common, "run");
       int status = with_session(argc, argv, run_common, "run", [&](Session& s) {
         CheckOutcome conformance = run_check(s, c);
@@ -445,10 +487,14 @@ int main(int argc, char** argv) {
         const MemoryBenchOutcome memory_outcome = run_memory_bench(s, memory_plan, memory);
         const ScalingBenchOutcome scaling_outcome = run_scaling_bench(s, scaling_plan, scaling, p2p);
         record_parallel_bench(s, &memory_outcome, &scaling_outcome);
+        const TensorBenchPlan tensor_plan = plan_tensor_bench(tensor, s.world().size());
+        s.check_memory(tensor_bench_bytes_per_rank(tensor_plan, tensor.batch), "the tensor benchmark");
+        const TensorBenchOutcome tensor_outcome = run_tensor_bench(s, tensor_plan, tensor, p2p);
+        record_tensor_bench(s, tensor_outcome, tensor);
         write_check_tables(s, conformance);
         s.commit_results();
         run_common.out = s.options().out;
-        return conformance.failed || memory_outcome.mismatches ? kExitFailed : 0;
+        return conformance.failed || memory_outcome.mismatches || tensor_outcome.mismatches ? kExitFailed : 0;
       });
       // MPI is finalised now; rank 0 (or the only process) draws the report.
       const bool rank0 = launcher_rank() == 0;

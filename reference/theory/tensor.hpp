@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "reference/theory/collectives.hpp"
 #include "reference/theory/model_config.hpp"
 
 namespace parity::theory {
@@ -34,6 +35,13 @@ struct TensorParallelBytes {
 TensorParallelBytes tensor_parallel_bytes_per_rank(const model::GptConfig& config, std::int64_t rows, int t,
                                                    bool sequence_parallel, double element_bytes,
                                                    double statistic_bytes);
+// The alpha-beta prediction (theory/collectives.hpp, ring algorithms) of the time those
+// collectives take per step: per block 4 all-reduces of A e bytes, or with SP 6 all-gathers and
+// 4 reduce-scatters of A e; the embedding's and head's as above; the loss's two all-reduces.
+double tensor_parallel_predicted_seconds(const model::GptConfig& config, std::int64_t rows, int t,
+                                         bool sequence_parallel, double element_bytes, double statistic_bytes,
+                                         AlphaBeta model);
+
 // Bytes one rank sends to sum the sequence-sharded gradients once (SP): an all-reduce of every
 // LayerNorm's 2h elements and the position table's s h: 2 (t-1)/t (4 h L + 2 h + s h) e.
 double sequence_parallel_gradient_bytes_per_rank(const model::GptConfig& config, int t, double element_bytes);

@@ -1,0 +1,305 @@
+// parity bench tensor: tensor parallelism (with and without sequence parallelism) of a fixed
+// GPT against the tensor-parallel size t. Each size runs on the first t ranks (the others wait),
+// or one grid (--grid tp=..,dp=..) runs on every rank. Measured beside theory/tensor.hpp:
+//   - the step: time, tokens/s, the time in the tp group's collectives (its share of the step),
+//     and their alpha-beta prediction from a ping-pong in the same run;
+//   - bytes a rank sent per step in the tp group, per layer (embedding, block, head, loss),
+//     against the formula (must match exactly);
+//   - activation bytes a rank keeps per block, measured by the memory tracker, against parity's
+//     formula (must match) and Korthikanti's 16-bit figure;
+//   - parameters and optimizer-state bytes per rank against the sharded count (must match).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "bench/cli/progress.hpp"
+#include "bench/cli/shared.hpp"
+#include "bench/commands/commands.hpp"
+#include "reference/core/error.hpp"
+#include "reference/cuda/device.hpp"
+#include "reference/parallel/tensor/tensor_parallel.hpp"
+#include "reference/theory/model.hpp"
+#include "reference/theory/tensor.hpp"
+
+namespace parity::cli {
+namespace {
+
+using parallel::Axis;
+
+std::vector<bool> parse_sequence_parallel(const std::string& text) {
+  std::vector<bool> out;
+  for (const std::string& s : split_list(text)) {
+    if (s == "off") out.push_back(false);
+    else if (s == "on") out.push_back(true);
+    else throw UsageError("--sp: '" + s + "' is not known (off, on, or both: off,on)");
+  }
+  if (out.empty()) throw UsageError("--sp names neither off nor on");
+  return out;
+}
+
+model::GptConfig config_of(const TensorBenchOptions& options) {
+  model::GptConfig c = find_model_preset(options.model).config;
+  c.dtype = parse_data_type(options.dtype);
+  if (c.dtype != DataType::float32 && c.dtype != DataType::float64)
+    throw UsageError("--dtype " + options.dtype + ": models train in float32 or float64");
+  return c;
+}
+
+// Which top-level layer a tensor-parallel site belongs to ("blocks.3" for "blocks.3.mlp.fc").
+std::string layer_of(const std::string& site) {
+  const auto first = site.find('.');
+  if (site.rfind("blocks.", 0) != 0) return site.substr(0, first);
+  return site.substr(0, site.find('.', first + 1));
+}
+
+// Ranks [0, n) of the world, or nothing for the others (who still take part in the split).
+std::unique_ptr<Communicator> first_ranks(Communicator& world, int n) {
+  auto group = world.split(world.rank() < n ? 0 : 1, world.rank());
+  if (world.rank() >= n) group.reset();
+  return group;
+}
+
+// What one run measured on the group's first rank.
+struct Measured {
+  double step = 0, comm = 0, embedding = 0, block = 0, head = 0, loss = 0;
+  double activation = 0, parameters = 0, optimizer_bytes = 0;
+};
+
+}  // namespace
+
+void check_tensor_bench_options(const TensorBenchOptions& options) {
+  if (options.batch < 1) throw UsageError("--batch must be at least 1");
+  if (options.steps < 1) throw UsageError("--steps must be at least 1");
+  if (options.warmup < 0) throw UsageError("--warmup must not be negative");
+  try {
+    config_of(options).validate();
+  } catch (const UsageError& e) {
+    throw UsageError(std::string("--model: ") + e.what());
+  }
+  parse_sequence_parallel(options.sequence_parallel);
+  if (!options.grid.empty()) parallel::parse_grid(options.grid);
+}
+
+TensorBenchPlan plan_tensor_bench(const TensorBenchOptions& options, int world) {
+  check_tensor_bench_options(options);
+  TensorBenchPlan plan;
+  plan.model = options.model;
+  plan.config = config_of(options);
+  const std::vector<bool> sp = parse_sequence_parallel(options.sequence_parallel);
+  std::vector<std::pair<int, int>> grids;  // (tp, dp)
+  if (!options.grid.empty()) {
+    const parallel::GridSpec spec = parallel::parse_grid(options.grid);
+    for (Axis a : {Axis::cp, Axis::ep, Axis::pp})
+      if (spec.size(a) != 1)
+        throw UsageError("--grid " + options.grid + ": bench tensor runs tp and dp; " + std::string(parallel::name_of(a)) +
+                         " must be 1");
+    parallel::GridLayout(spec, world);  // refuses a grid that is not the world
+    grids.emplace_back(spec.size(Axis::tp), spec.size(Axis::dp));
+  } else if (!options.sizes.empty()) {
+    for (const std::string& s : split_list(options.sizes)) {
+      const int t = std::atoi(s.c_str());
+      if (std::to_string(t) != s || t < 1) throw UsageError("--tp: '" + s + "' is not a positive whole number");
+      if (t > world) throw UsageError("--tp " + s + " exceeds the world of " + std::to_string(world) + " ranks");
+      grids.emplace_back(t, 1);
+    }
+  } else {
+    // Every size the world holds that divides the model (and, for SP, its sequence).
+    for (int t = 1; t <= world; ++t) {
+      bool fits = true;
+      try {
+        parallel::validate_tensor_parallel(plan.config, t, false);
+      } catch (const UsageError&) {
+        fits = false;
+      }
+      if (fits) grids.emplace_back(t, 1);
+    }
+  }
+  for (const auto& [t, dp] : grids)
+    for (bool on : sp) {
+      // In a sweep, SP is for sizes above 1 (a size of 1 has nothing to shard); named alone, refused.
+      if (on && t == 1 && (grids.size() > 1 || sp.size() > 1)) continue;
+      parallel::validate_tensor_parallel(plan.config, t, on);
+      plan.runs.push_back({t, dp, on});
+    }
+  if (plan.runs.empty()) throw UsageError("bench tensor: nothing to run (--tp and --sp name no run)");
+  return plan;
+}
+
+std::size_t tensor_bench_bytes_per_rank(const TensorBenchPlan& plan, std::int64_t batch) {
+  // The single device's share (t = 1) bounds every run: parameters, gradients, two AdamW
+  // moments; the blocks' activations; logits and their gradient; transient [B, s, h] tensors.
+  const auto& c = plan.config;
+  const double e = static_cast<double>(size_of(c.dtype));
+  const double b = static_cast<double>(batch), s = static_cast<double>(c.sequence), h = static_cast<double>(c.hidden);
+  return static_cast<std::size_t>(
+      e * (4.0 * static_cast<double>(theory::gpt_parameters(c)) +
+           static_cast<double>(theory::parity_block_activation_bytes(c.sequence, batch, c.hidden, c.heads, 1)) * c.layers +
+           3.0 * b * s * static_cast<double>(c.vocabulary) + 12.0 * b * s * h));
+}
+
+TensorBenchOutcome run_tensor_bench(Session& session, const TensorBenchPlan& plan, const TensorBenchOptions& options,
+                                    const PointToPoint& p2p) {
+  Communicator& world = session.world();
+  TensorBenchOutcome out;
+  out.p2p = p2p;
+  const model::GptConfig& c = plan.config;
+  const std::int64_t e = static_cast<std::int64_t>(size_of(c.dtype));
+  Progress progress("bench tensor", plan.runs.size(), session.is_root() && !session.options().quiet);
+  for (std::size_t run_index = 0; run_index < plan.runs.size(); ++run_index) {
+    const TensorBenchRun& run = plan.runs[run_index];
+    const std::string label = "tp" + std::to_string(run.tp) + (run.dp > 1 ? " x dp" + std::to_string(run.dp) : "") +
+                              (run.sequence_parallel ? " sp" : "");
+    progress.update(run_index, label);
+    const int ranks = run.tp * run.dp;
+    auto group = first_ranks(world, ranks);
+    Measured m;
+    if (group) {
+      parallel::GridSpec spec;
+      spec.set(Axis::tp, run.tp).set(Axis::dp, run.dp);
+      parallel::Grid grid(*group, spec);
+      parallel::TensorParallelConfig tc;
+      tc.sequence_parallel = run.sequence_parallel;
+      const parallel::TensorParallel tp(grid.group(Axis::tp), tc);
+      auto model = parallel::build_tensor_parallel_gpt(c, tp);
+      model->to(session.space());
+      m.parameters = static_cast<double>(model->parameter_count());
+      const parallel::RowRange rows = parallel::batch_shard(options.batch, grid.coordinate(Axis::dp), run.dp);
+      // Activations a block keeps: one forward of this rank's rows, measured between its hooks.
+      {
+        auto& tracker = MemoryTracker::process();
+        std::vector<std::int64_t> kept;
+        std::int64_t before = 0;
+        std::vector<std::pair<model::Layer*, model::HookId>> hooks;
+        for (model::Layer* layer : model->layers())
+          if (std::string(layer->kind()) == "block")
+            hooks.emplace_back(layer, layer->add_hook([&](model::Layer&, model::HookPoint point, const model::PassContext&) {
+              if (point == model::HookPoint::before_forward) before = tracker.usage(MemoryCategory::activations, session.space()).current;
+              if (point == model::HookPoint::after_forward)
+                kept.push_back(tracker.usage(MemoryCategory::activations, session.space()).current - before);
+            }));
+        const model::Batch batch = model::gpt_batch(c, 0, rows.first, rows.rows, options.batch).to(session.space());
+        const model::PassContext context{0, 0, true, rows.first};
+        const Tensor logits = model->forward(batch.inputs, context);
+        model->backward(Tensor::zeros_like(logits, "dlogits", MemoryCategory::activations), context);
+        for (auto& [layer, id] : hooks) layer->remove_hook(id);
+        model->zero_grad();
+        m.activation = kept.empty() ? 0 : static_cast<double>(*std::max_element(kept.begin(), kept.end()));
+      }
+      const std::int64_t state_before = MemoryTracker::process().usage(MemoryCategory::optimizer_state, session.space()).current;
+      model::AdamW optimizer({}, c.dtype);
+      parallel::DataParallelConfig dc;
+      dc.global_batch = options.batch;
+      auto trainer = parallel::make_tensor_parallel_trainer(grid, tp, *model, optimizer, dc);
+      m.optimizer_bytes = static_cast<double>(
+          MemoryTracker::process().usage(MemoryCategory::optimizer_state, session.space()).current - state_before);
+      std::vector<double> steps, comms;
+      const parallel::BatchSource source = parallel::batches_of(c);
+      for (int s = 0; s < options.warmup + options.steps; ++s) {
+        group->barrier();  // every step starts together, so the slowest rank sets its time
+        tp.reset_counters();
+        const parallel::StepStats stats = trainer->step(source, static_cast<std::uint64_t>(s));
+        if (s < options.warmup) continue;
+        steps.push_back(stats.seconds);
+        comms.push_back(tp.seconds());
+      }
+      m.step = percentile(steps, 0.5);
+      m.comm = percentile(comms, 0.5);
+      std::map<std::string, double> bytes;
+      for (const auto& [site, b] : tp.bytes_by_site()) bytes[layer_of(site)] += static_cast<double>(b);
+      m.embedding = bytes["embedding"];
+      m.head = bytes["lm_head"];
+      m.loss = bytes["loss"];
+      for (int i = 0; i < c.layers; ++i) m.block += bytes["blocks." + std::to_string(i)] / c.layers;
+    }
+    // The slowest rank's step and communication; the first rank's counts (every rank's are the
+    // same by construction of the shards).
+    auto root_value = [&](double x) { return gather_from_ranks(world, x)[0]; };
+    auto slowest = [&](double x) {
+      const auto all = gather_from_ranks(world, x);
+      return *std::max_element(all.begin(), all.begin() + ranks);
+    };
+    const double step = slowest(m.step), comm = slowest(m.comm);
+    Measured r;
+    for (auto [field, value] : {std::pair{&r.embedding, m.embedding}, {&r.block, m.block}, {&r.head, m.head},
+                                {&r.loss, m.loss}, {&r.activation, m.activation}, {&r.parameters, m.parameters},
+                                {&r.optimizer_bytes, m.optimizer_bytes}})
+      *field = root_value(value);
+    if (!session.is_root()) continue;
+    const std::int64_t rank_rows = parallel::batch_shard(options.batch, 0, run.dp).rows;
+    const theory::TensorParallelBytes formula = theory::tensor_parallel_bytes_per_rank(
+        c, rank_rows, run.tp, run.sequence_parallel, static_cast<double>(e), static_cast<double>(e));
+    const std::int64_t formula_activation = theory::tensor_parallel_block_activation_bytes(
+        c.sequence, rank_rows, c.hidden, c.heads, run.tp, run.sequence_parallel, e);
+    const std::int64_t formula_parameters = theory::tensor_parallel_parameters_per_rank(c, run.tp);
+    const double predicted = p2p.measured ? theory::tensor_parallel_predicted_seconds(c, rank_rows, run.tp, run.sequence_parallel,
+                                                                                     static_cast<double>(e), static_cast<double>(e), p2p.model)
+                                          : std::nan("");
+    const double measured_total = r.embedding + c.layers * r.block + r.head + r.loss;
+    const bool bytes_match = std::llround(r.embedding) == std::llround(formula.embedding) &&
+                             std::llround(r.block) == std::llround(formula.block) &&
+                             std::llround(r.head) == std::llround(formula.head) && std::llround(r.loss) == std::llround(formula.loss);
+    const bool memory_match = std::llround(r.activation) == formula_activation &&
+                              std::llround(r.parameters) == formula_parameters &&
+                              std::llround(r.optimizer_bytes) == 2 * formula_parameters * e;
+    if (!bytes_match || !memory_match) ++out.mismatches;
+    record::Table& t = out.table;
+    t.str("model").push_back(plan.model);
+    t.str("config").push_back(c.describe());
+    t.i64("tp").push_back(run.tp);
+    t.i64("dp").push_back(run.dp);
+    t.i64("sequence_parallel").push_back(run.sequence_parallel ? 1 : 0);
+    t.i64("world_size").push_back(ranks);
+    t.i64("batch").push_back(options.batch);
+    t.i64("rank_batch").push_back(rank_rows);
+    t.f64("step_seconds", "s").push_back(step);
+    t.f64("tokens_per_second", "1/s").push_back(static_cast<double>(options.batch * c.sequence) / step);
+    t.f64("tp_comm_seconds", "s").push_back(comm);
+    t.f64("compute_seconds", "s").push_back(step - comm);
+    t.f64("comm_share").push_back(comm / step);
+    t.f64("predicted_comm_seconds", "s").push_back(run.tp == 1 ? 0.0 : predicted);
+    t.f64("bytes_embedding", "B").push_back(r.embedding);
+    t.f64("bytes_block", "B").push_back(r.block);
+    t.f64("bytes_head", "B").push_back(r.head);
+    t.f64("bytes_loss", "B").push_back(r.loss);
+    t.f64("bytes_total", "B").push_back(measured_total);
+    t.f64("formula_bytes_embedding", "B").push_back(formula.embedding);
+    t.f64("formula_bytes_block", "B").push_back(formula.block);
+    t.f64("formula_bytes_head", "B").push_back(formula.head);
+    t.f64("formula_bytes_loss", "B").push_back(formula.loss);
+    t.f64("formula_bytes_total", "B").push_back(formula.total(c.layers));
+    t.i64("bytes_match").push_back(bytes_match ? 1 : 0);
+    t.i64("activation_bytes_per_block", "B").push_back(std::llround(r.activation));
+    t.i64("formula_activation_bytes_per_block", "B").push_back(formula_activation);
+    t.f64("korthikanti_activation_bytes_per_block", "B")
+        .push_back(theory::korthikanti_tensor_parallel_activation_bytes(c.sequence, rank_rows, c.hidden, c.heads, run.tp,
+                                                                        run.sequence_parallel));
+    t.i64("parameters_per_rank").push_back(std::llround(r.parameters));
+    t.i64("formula_parameters_per_rank").push_back(formula_parameters);
+    t.i64("optimizer_state_bytes", "B").push_back(std::llround(r.optimizer_bytes));
+    t.i64("formula_optimizer_state_bytes", "B").push_back(2 * formula_parameters * e);
+    t.i64("memory_match").push_back(memory_match ? 1 : 0);
+  }
+  progress.finish();
+  if (session.is_root() && !session.options().quiet)
+    std::fprintf(stderr, "[bench tensor] %zu runs; bytes, activations and parameters %s\n", out.table.rows(),
+                 out.mismatches ? "differ from the formulas in some rows (see bytes_match, memory_match)"
+                                : "equal the formulas in every row");
+  return out;
+}
+
+void record_tensor_bench(Session& session, const TensorBenchOutcome& outcome, const TensorBenchOptions& options) {
+  if (!session.is_root()) return;
+  auto& file = session.results();
+  file.write_table("/bench/tensor", outcome.table);
+  file.set_attribute("/bench/tensor", "timed_steps", static_cast<std::int64_t>(options.steps));
+  file.set_attribute("/bench/tensor", "warmup_steps", static_cast<std::int64_t>(options.warmup));
+  file.set_attribute("/bench/tensor", "alpha_s", outcome.p2p.measured ? outcome.p2p.model.alpha_seconds : std::nan(""));
+  file.set_attribute("/bench/tensor", "beta_s_per_byte",
+                     outcome.p2p.measured ? outcome.p2p.model.beta_seconds_per_byte : std::nan(""));
+  file.set_attribute("/bench/tensor", "formulas",
+                     std::string("theory/tensor.hpp, docs/tensor-parallelism.md: bytes per block 8(t-1)/t bsh e (SP 10), "
+                                 "embedding 2, head 2 (SP 3), loss 6(t-1)/t bs e; activations per block e(bs(4h+12h/t+4)"
+                                 "+b(a/t)s^2), SP e(b(s/t)(16h+4)+b(a/t)s^2)"));
+}
+
+}  // namespace parity::cli
