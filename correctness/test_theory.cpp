@@ -1,7 +1,12 @@
-// The analytic collective models on hand-computed values.
+// The analytic models on hand-computed values.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
+#include "reference/core/tolerance.hpp"
 #include "reference/theory/collectives.hpp"
+#include "reference/theory/model.hpp"
+#include "reference/theory/tensor.hpp"
 
 namespace parity::theory {
 namespace {
@@ -40,6 +45,51 @@ TEST(Theory, PowersOfTwo) {
   EXPECT_EQ(ceil_log2(1), 0);
   EXPECT_EQ(ceil_log2(5), 3);
   EXPECT_EQ(ceil_log2(8), 3);
+}
+
+// docs/tensor-parallelism.md: at 2 bytes per element, parity's block keeps Korthikanti et al.'s
+// bytes minus the residual dropout masks (2sbh, over t with SP) and the attention dropout's mask
+// and output (3as^2b/t), plus the LayerNorm statistics (8bs, over t with SP).
+TEST(Theory, TensorParallelActivationsDifferFromKorthikantiAsDocumented) {
+  for (auto [s, b, h, a] : {std::tuple{12, 3, 24, 12}, std::tuple{128, 4, 256, 8}, std::tuple{2048, 1, 4096, 32}})
+    for (int t : {1, 2, 4})
+      for (bool sp : {false, true}) {
+        const double sbh = double(s) * b * h;
+        const double korthikanti = korthikanti_tensor_parallel_activation_bytes(s, b, h, a, t, sp);
+        const double shard = sp ? t : 1;
+        const double explained = korthikanti - 2 * sbh / shard - 3.0 * a * s * s * b / t + 8.0 * s * b / shard;
+        const double ours = static_cast<double>(tensor_parallel_block_activation_bytes(s, b, h, a, t, sp, 2));
+        EXPECT_NEAR(ours, explained, tolerance::closed_form_relative_bound(12) * korthikanti)
+            << "s=" << s << " b=" << b << " h=" << h << " a=" << a << " t=" << t << (sp ? " sp" : "");
+      }
+  // One rank: the single-device accounting; SP divides everything by t.
+  EXPECT_EQ(tensor_parallel_block_activation_bytes(12, 3, 24, 12, 1, false, 4), parity_block_activation_bytes(12, 3, 24, 12, 4));
+  EXPECT_EQ(4 * tensor_parallel_block_activation_bytes(12, 3, 24, 12, 4, true, 4), parity_block_activation_bytes(12, 3, 24, 12, 4));
+}
+
+TEST(Theory, TensorParallelBytesAndParameters) {
+  model::GptConfig c;
+  c.vocabulary = 48;
+  c.layers = 2;
+  c.hidden = 24;
+  c.heads = 12;
+  c.sequence = 12;
+  // b = 3 sequences, t = 4, e = 4: A = 3 * 12 * 24 = 864 elements.
+  const TensorParallelBytes plain = tensor_parallel_bytes_per_rank(c, 3, 4, false, 4, 4);
+  EXPECT_DOUBLE_EQ(plain.block, 8 * 0.75 * 864 * 4);
+  EXPECT_DOUBLE_EQ(plain.embedding, 2 * 0.75 * 864 * 4);
+  EXPECT_DOUBLE_EQ(plain.head, 2 * 0.75 * 864 * 4);
+  EXPECT_DOUBLE_EQ(plain.loss, 2 * 0.75 * 3 * 36 * 4);
+  const TensorParallelBytes sp = tensor_parallel_bytes_per_rank(c, 3, 4, true, 4, 4);
+  EXPECT_DOUBLE_EQ(sp.block, 10 * 0.75 * 864 * 4);
+  EXPECT_DOUBLE_EQ(sp.head, 3 * 0.75 * 864 * 4);
+  EXPECT_DOUBLE_EQ(tensor_parallel_bytes_per_rank(c, 3, 1, true, 4, 4).total(2), 0.0);
+  // At t = 1 the sharded count is the whole model's.
+  EXPECT_EQ(tensor_parallel_parameters_per_rank(c, 1), gpt_parameters(c));
+  c.tied_embeddings = false;
+  EXPECT_EQ(tensor_parallel_parameters_per_rank(c, 1), gpt_parameters(c));
+  // t = 2: token table and head halved, blocks 12h^2/2 + 7h/2 + 6h, the rest whole.
+  EXPECT_EQ(tensor_parallel_parameters_per_rank(c, 2), 2 * (48 * 24 / 2) + 12 * 24 + 2 * (6 * 576 + 84 + 144) + 48);
 }
 
 }  // namespace
