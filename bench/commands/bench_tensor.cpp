@@ -45,12 +45,6 @@ model::GptConfig config_of(const TensorBenchOptions& options) {
   return c;
 }
 
-// Which top-level layer a tensor-parallel site belongs to ("blocks.3" for "blocks.3.mlp.fc").
-std::string layer_of(const std::string& site) {
-  const auto first = site.find('.');
-  if (site.rfind("blocks.", 0) != 0) return site.substr(0, first);
-  return site.substr(0, site.find('.', first + 1));
-}
 
 // Ranks [0, n) of the world, or nothing for the others (who still take part in the split).
 std::unique_ptr<Communicator> first_ranks(Communicator& world, int n) {
@@ -204,8 +198,7 @@ TensorBenchOutcome run_tensor_bench(Session& session, const TensorBenchPlan& pla
       }
       m.step = percentile(steps, 0.5);
       m.comm = percentile(comms, 0.5);
-      std::map<std::string, double> bytes;
-      for (const auto& [site, b] : tp.bytes_by_site()) bytes[layer_of(site)] += static_cast<double>(b);
+      std::map<std::string, double> bytes = tp.bytes_by_layer();
       m.embedding = bytes["embedding"];
       m.head = bytes["lm_head"];
       m.loss = bytes["loss"];

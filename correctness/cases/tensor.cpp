@@ -43,13 +43,6 @@ Reference single_device(const TensorCase& c, const model::GptConfig& config, std
   return r;
 }
 
-// The top-level layer a tensor-parallel site belongs to: "blocks.3" for "blocks.3.mlp.fc".
-std::string layer_of(const std::string& site) {
-  const auto first = site.find('.');
-  if (site.rfind("blocks.", 0) != 0) return site.substr(0, first);
-  const auto second = site.find('.', first + 1);
-  return site.substr(0, second);
-}
 
 }  // namespace
 
@@ -175,8 +168,7 @@ TensorResult run_tensor_case(Communicator& comm, const TensorCase& c) {
   if (!disagreeing.empty()) failures += "whole parameters differ between tp ranks (" + disagreeing.front() + "); ";
 
   // Bytes of the last step in the tp group, per layer, against the formula.
-  std::map<std::string, double> measured;
-  for (const auto& [site, bytes] : tp.bytes_by_site()) measured[layer_of(site)] += static_cast<double>(bytes);
+  std::map<std::string, double> measured = tp.bytes_by_layer();
   const double e = static_cast<double>(size_of(config.dtype));
   const theory::TensorParallelBytes formula = c.technique->tensor_bytes_per_rank(config, mine.rows, c.tp, e, e);
   std::string wrong;

@@ -113,8 +113,9 @@ std::unique_ptr<Trainer> make_tensor_parallel_trainer(Grid& grid, const TensorPa
                                                       const DataParallelConfig& config) {
   Communicator& dp = grid.group(Axis::dp);
   const DataParallelConfig checked = checked_config(config, dp.size(), model, optimizer);
-  require(&tp.group() == &grid.group(Axis::tp) || tp.size() == grid.size(Axis::tp),
-          "make_tensor_parallel_trainer: the tensor-parallel group is not the grid's");
+  require(tp.size() == grid.size(Axis::tp), "make_tensor_parallel_trainer: the tensor-parallel group has " +
+                                                std::to_string(tp.size()) + " ranks, the grid's tp axis " +
+                                                std::to_string(grid.size(Axis::tp)));
   auto tensor = std::make_unique<TensorParallelSync>(tp, model, checked.zero_stage >= 2);
   StepParts parts = make_data_parallel_parts(dp, model, optimizer, checked);
   parts.syncs.insert(parts.syncs.begin(), std::move(tensor));  // summed over tp before dp takes the gradients

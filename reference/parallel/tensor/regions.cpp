@@ -32,6 +32,16 @@ void TensorParallel::reset_counters() const {
   bytes_.clear();
 }
 
+std::map<std::string, double> TensorParallel::bytes_by_layer() const {
+  std::map<std::string, double> out;
+  for (const auto& [site, bytes] : bytes_) {
+    const auto first = site.find('.');
+    const std::string layer = site.rfind("blocks.", 0) == 0 ? site.substr(0, site.find('.', first + 1)) : site.substr(0, first);
+    out[layer] += static_cast<double>(bytes);
+  }
+  return out;
+}
+
 template <typename F> void TensorParallel::timed(const std::string& site, F&& f) const {
   const auto start = std::chrono::steady_clock::now();
   const std::uint64_t before = group_.traffic().bytes_sent;

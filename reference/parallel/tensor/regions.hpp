@@ -61,6 +61,8 @@ class TensorParallel {
   // Seconds in the collectives and bytes this rank sent, per site, since the last reset.
   double seconds() const { return seconds_; }
   const std::map<std::string, std::uint64_t>& bytes_by_site() const { return bytes_; }
+  // The same bytes per top-level layer ("blocks.3" for the site "blocks.3.mlp.fc"; "loss").
+  std::map<std::string, double> bytes_by_layer() const;
   void reset_counters() const;
 
  private:
