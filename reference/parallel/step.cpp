@@ -2,6 +2,7 @@
 #include "reference/parallel/step.hpp"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "reference/core/error.hpp"

@@ -108,7 +108,13 @@ std::string TensorParallelSync::describe() const {
   return s;
 }
 
+void TensorParallelSync::take_collective_time() {
+  exposed_seconds += tp_.seconds() - seen_;
+  seen_ = tp_.seconds();
+}
+
 void TensorParallelSync::on_layer(model::Layer& layer, model::HookPoint point, const model::PassContext&) {
+  take_collective_time();
   if (point != model::HookPoint::after_backward || tp_.size() == 1 || !(every_micro_batch_ || last_)) return;
   auto it = owned_.find(&layer);
   if (it == owned_.end()) return;

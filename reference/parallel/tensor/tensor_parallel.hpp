@@ -39,21 +39,25 @@ std::vector<model::Parameter*> sequence_sharded_gradients(model::Model& model, c
 // the group right after the backward of the layer that owns them (when they are final, before
 // a data-parallel synchronisation placed after this part may start reducing them: DDP's
 // buckets start at that very hook), on every micro-batch when the data-parallel
-// synchronisation takes each micro-batch's gradients (ZeRO-2/3), else on the last; it also lets
-// the step count the group's traffic (the activations' collectives inside the passes).
+// synchronisation takes each micro-batch's gradients (ZeRO-2/3), else on the last. It also
+// lets the step count the group's traffic and time: the activations' collectives inside the
+// passes are communication the rank waits for (exposed), not computation.
 class TensorParallelSync : public GradientSync {
  public:
   TensorParallelSync(const TensorParallel& tp, model::Model& model, bool every_micro_batch);
   std::string describe() const override;
   std::vector<Communicator*> communicators() override { return {&tp_.group()}; }
   void on_layer(model::Layer& layer, model::HookPoint point, const model::PassContext& context) override;
+  void begin_step() override { seen_ = tp_.seconds(); }
   void begin_backward(const MicroBatch& micro_batch) override { last_ = micro_batch.last; }
-  void finish() override {}
+  void finish() override { take_collective_time(); }
   std::size_t summed_parameters() const;
 
  private:
+  void take_collective_time();  // adds the group's collective time since the last call to exposed_seconds
   const TensorParallel& tp_;
   bool every_micro_batch_;
+  double seen_ = 0;
   bool last_ = false;
   std::map<const model::Layer*, std::vector<model::Parameter*>> owned_;  // layer -> the summed parameters it owns
   const AlgorithmDescriptor* algorithm_;
