@@ -7,12 +7,15 @@ two hosts with one slow rank, and a configurable number of failed conformance ca
 
     make_sample.py OUT.h5 [--seed N] [--bandwidth-scale F] [--failures K] [--empty-collectives]
                           [--model [--model-speed F]] [--parallel [--parallel-speed F]]
+                          [--tensor [--tensor-speed F] [--tensor-mismatch]] [--world-size N]
 
 With --model it also writes /bench/model (GPT training steps of three presets on every rank, the
 last rank slower); with --parallel /bench/memory, /bench/scaling and /bench/overlap (DP and ZeRO
 1-3 at 1..4 ranks, their model-state bytes and bytes sent equal to the formulas; strong and weak
-scaling; bucketed overlap). Without them the file looks like one from before those tables
-existed.
+scaling; bucketed overlap); with --tensor /bench/tensor (tensor parallelism at t = 1, 2, 4 with
+and without sequence parallelism, every count equal to its formula unless --tensor-mismatch) and,
+unless the conformance cases are omitted, /check/training and /check/tensor. Without them the
+file looks like one from before those tables existed.
 """
 
 import argparse
@@ -60,7 +63,10 @@ def busbw_factor(collective, p):
 
 
 def model_time(collective, algorithm, n, p, alpha, beta):
-    """Alpha-beta time in us of one collective of n bytes on p ranks."""
+    """Alpha-beta time in us of one collective of n bytes on p ranks; on one rank a local copy
+    at four times the link's bandwidth (nothing crosses a link, but the call still costs)."""
+    if p == 1:
+        return 0.1 * alpha + 0.25 * n * beta
     lg = math.log2(p)
     if collective == "all_reduce":
         if algorithm == "ring":
@@ -338,14 +344,254 @@ def write_overlap(f, rng, world_size, speed=1.0):
                               "exposed_comm_seconds": exposed,
                               "stream_seconds": alone * (1.05 if overlap else 1.0),
                               "comm_seconds_alone": alone,
-                              "hidden_fraction": 1 - exposed / alone if overlap else 0.0})
+                              # As parity writes it: 0 where there was nothing to hide (one
+                              # rank all-reduces nothing).
+                              "hidden_fraction": 1 - exposed / alone if overlap and alone > 0
+                              else 0.0})
     write_table(f, "/bench/overlap", "gradient all-reduce overlapped with backward, per bucket "
                 "size", OVERLAP_COLUMNS, vals)
 
 
+# /bench/tensor: the tiny preset (tensor-parallel sizes must divide its 4 heads) trained in
+# float32 on the first t ranks, t = 1, 2, 4 as the world allows, with and without sequence
+# parallelism (SP only above t = 1, as `parity bench tensor` sweeps). The formulas are
+# theory/tensor.cpp's, restated.
+TENSOR_COLUMNS = (
+    [("model", "str", ""), ("config", "str", ""), ("tp", "i8", ""), ("dp", "i8", ""),
+     ("sequence_parallel", "i8", ""), ("world_size", "i8", ""), ("batch", "i8", ""),
+     ("rank_batch", "i8", ""), ("step_seconds", "f8", "s"), ("tokens_per_second", "f8", "1/s"),
+     ("tp_comm_seconds", "f8", "s"), ("compute_seconds", "f8", "s"), ("comm_share", "f8", ""),
+     ("predicted_comm_seconds", "f8", "s")]
+    + [(f"bytes_{part}", "f8", "B") for part in ("embedding", "block", "head", "loss", "total")]
+    + [(f"formula_bytes_{part}", "f8", "B")
+       for part in ("embedding", "block", "head", "loss", "total")]
+    + [("bytes_match", "i8", ""), ("activation_bytes_per_block", "i8", "B"),
+       ("formula_activation_bytes_per_block", "i8", "B"),
+       ("korthikanti_activation_bytes_per_block", "f8", "B"), ("parameters_per_rank", "i8", ""),
+       ("formula_parameters_per_rank", "i8", ""), ("optimizer_state_bytes", "i8", "B"),
+       ("formula_optimizer_state_bytes", "i8", "B"), ("memory_match", "i8", "")])
+TENSOR_CHECK_COLUMNS = [
+    ("case", "str", ""), ("technique", "str", ""), ("data_parallel", "str", ""), ("tp", "i8", ""),
+    ("dp", "i8", ""), ("sequence_parallel", "i8", ""), ("precision", "str", ""),
+    ("device", "str", ""), ("world_size", "i8", ""), ("steps", "i8", ""),
+    ("micro_batches", "i8", ""), ("error", "f8", ""), ("bound", "f8", ""),
+    ("gradient_error", "f8", ""), ("gradient_bound", "f8", ""), ("loss_error", "f8", ""),
+    ("tp_bytes_sent", "f8", "B"), ("formula_tp_bytes_sent", "f8", "B"), ("passed", "i8", ""),
+    ("message", "str", "")]
+TRAINING_CHECK_COLUMNS = [
+    ("case", "str", ""), ("technique", "str", ""), ("optimizer", "str", ""),
+    ("precision", "str", ""), ("model", "str", ""), ("device", "str", ""),
+    ("world_size", "i8", ""), ("steps", "i8", ""), ("global_batch", "i8", ""),
+    ("micro_batches", "i8", ""), ("error", "f8", ""), ("bound", "f8", ""),
+    ("bytes_sent", "f8", "B"), ("formula_bytes_sent", "f8", "B"), ("max_staleness", "f8", ""),
+    ("passed", "i8", ""), ("message", "str", "")]
+# The run of the mismatch variant whose block sends more than the formula (t, SP).
+TENSOR_MISMATCH_RUN = (2, 1)
+
+
+def tensor_bytes_per_rank(rows, s, h, t, sp, e):
+    """(embedding, block, head, loss) bytes a rank sends per step in its tensor-parallel group
+    (theory::tensor_parallel_bytes_per_rank): blocks 8 (SP 10), embedding 2, head 2 (SP 3) times
+    (t-1)/t b s h e, and the loss's statistics 6 (t-1)/t b s e."""
+    if t <= 1:
+        return 0.0, 0.0, 0.0, 0.0
+    share, a = (t - 1) / t, rows * s * h
+    return (2 * share * a * e, (10 if sp else 8) * share * a * e, (3 if sp else 2) * share * a * e,
+            2 * share * 3 * rows * s * e)
+
+
+def tensor_predicted_seconds(rows, s, h, layers, t, sp, e):
+    """Alpha-beta seconds of those collectives, ring algorithms
+    (theory::tensor_parallel_predicted_seconds)."""
+    if t <= 1:
+        return 0.0
+
+    def message(nbytes):
+        return ALPHA_S + nbytes * BETA_S_PER_BYTE
+
+    def all_reduce(nbytes):
+        return 2 * (t - 1) * message(nbytes / t)
+
+    def chunked(nbytes):
+        return (t - 1) * message(nbytes / t)
+
+    a, tokens = rows * s * h * e, rows * s
+    block = 10 * chunked(a) if sp else 4 * all_reduce(a)
+    embedding = 2 * chunked(a) if sp else all_reduce(a)
+    head = 3 * chunked(a) if sp else all_reduce(a)
+    loss = all_reduce(tokens * e) + all_reduce(2 * tokens * e)
+    return embedding + layers * block + head + loss
+
+
+def tensor_block_activation_bytes(s, b, h, a, t, sp, e):
+    """theory::tensor_parallel_block_activation_bytes (parity's accounting)."""
+    probabilities = b * (a // t) * s * s
+    if sp:
+        return e * (b * (s // t) * (16 * h + 4) + probabilities)
+    return e * (b * s * (4 * h + 12 * h // t + 4) + probabilities)
+
+
+def korthikanti_activation_bytes(s, b, h, a, t, sp):
+    """Korthikanti et al. 2022 at 16 bits with dropout masks."""
+    sbh, attention = s * b * h, 5.0 * a * s / h
+    return sbh / t * (34 + attention) if sp else sbh * (10 + 24.0 / t + attention / t)
+
+
+def tensor_parameters_per_rank(v, s, h, layers, t):
+    """Tied table: theory::tensor_parallel_parameters_per_rank."""
+    return v * h // t + s * h + layers * (12 * h * h // t + 7 * h // t + 6 * h) + 2 * h
+
+
+def write_tensor(f, rng, world_size, speed=1.0, batch=8, mismatch=False):
+    """/bench/tensor: every count equals its formula except, with mismatch, the block bytes of
+    TENSOR_MISMATCH_RUN. The step's communication takes 1.25 times its alpha-beta prediction;
+    compute shrinks a little less than 1/t."""
+    name, v, layers, h, a, s, _ = MODEL_PRESETS[0]
+    e = 4
+    vals = {c[0]: [] for c in TENSOR_COLUMNS}
+    measured_ab = world_size > 1  # the ping-pong needs two ranks
+    for t in (1, 2, 4):
+        if t > world_size:
+            continue
+        for sp in ((0,) if t == 1 else (0, 1)):
+            formula = tensor_bytes_per_rank(batch, s, h, t, sp, e)
+            measured = list(formula)
+            match = 1
+            if mismatch and (t, sp) == TENSOR_MISMATCH_RUN:
+                measured[1] += 4096.0
+                match = 0
+            predicted = (tensor_predicted_seconds(batch, s, h, layers, t, sp, e) if measured_ab
+                         else (0.0 if t == 1 else math.nan))
+            comm = (1.25 * tensor_predicted_seconds(batch, s, h, layers, t, sp, e)
+                    * (1 + 0.05 * rng.random()))
+            compute = 0.012 / speed / t ** 0.85 * (1 + 0.02 * rng.random())
+            step = compute + comm
+            activation = tensor_block_activation_bytes(s, batch, h, a, t, sp, e)
+            parameters = tensor_parameters_per_rank(v, s, h, layers, t)
+            append_row(vals, {
+                "model": name, "config": f"V={v} L={layers} h={h} a={a} s={s} tied float32",
+                "tp": t, "dp": 1, "sequence_parallel": sp, "world_size": t, "batch": batch,
+                "rank_batch": batch, "step_seconds": step, "tokens_per_second": batch * s / step,
+                "tp_comm_seconds": comm, "compute_seconds": compute, "comm_share": comm / step,
+                "predicted_comm_seconds": predicted,
+                "bytes_embedding": measured[0], "bytes_block": measured[1],
+                "bytes_head": measured[2], "bytes_loss": measured[3],
+                "bytes_total": measured[0] + layers * measured[1] + measured[2] + measured[3],
+                "formula_bytes_embedding": formula[0], "formula_bytes_block": formula[1],
+                "formula_bytes_head": formula[2], "formula_bytes_loss": formula[3],
+                "formula_bytes_total": formula[0] + layers * formula[1] + formula[2]
+                + formula[3],
+                "bytes_match": match, "activation_bytes_per_block": activation,
+                "formula_activation_bytes_per_block": activation,
+                "korthikanti_activation_bytes_per_block":
+                    korthikanti_activation_bytes(s, batch, h, a, t, sp),
+                "parameters_per_rank": parameters, "formula_parameters_per_rank": parameters,
+                "optimizer_state_bytes": 2 * parameters * e,
+                "formula_optimizer_state_bytes": 2 * parameters * e, "memory_match": 1})
+    g = write_table(f, "/bench/tensor", "tensor parallelism of a GPT against the tensor-parallel "
+                    "size", TENSOR_COLUMNS, vals)
+    g.attrs["timed_steps"] = np.int64(3)
+    g.attrs["warmup_steps"] = np.int64(1)
+    g.attrs["alpha_s"] = ALPHA_S if measured_ab else math.nan
+    g.attrs["beta_s_per_byte"] = BETA_S_PER_BYTE if measured_ab else math.nan
+    g.attrs["formulas"] = ("theory/tensor.hpp, docs/tensor-parallelism.md: bytes per block "
+                           "8(t-1)/t bsh e (SP 10), embedding 2, head 2 (SP 3), loss 6(t-1)/t bs "
+                           "e; activations per block e(bs(4h+12h/t+4)+b(a/t)s^2), SP "
+                           "e(b(s/t)(16h+4)+b(a/t)s^2)")
+
+
+def write_tensor_checks(f, rng, world_size, mismatch=False):
+    """/check/tensor as correctness/cases/tensor.cpp's grid: each t of 1..4 dividing the world,
+    with and without SP, plain data parallelism (and ZeRO 1-3 where both axes exceed 1), float64
+    and float32, on the case model (V=48, L=2, h=24, a=12, s=12). With mismatch the case
+    tensor/tp2/sp/zero1/float32 fails on its bytes."""
+    layers, h, s = 2, 24, 12  # the bytes do not depend on the vocabulary
+    vals = {c[0]: [] for c in TENSOR_CHECK_COLUMNS}
+    for t in (1, 2, 3, 4):
+        if world_size % t:
+            continue
+        dp = world_size // t
+        techniques = ["dp", "zero1", "zero2", "zero3"] if t > 1 and dp > 1 else ["dp"]
+        rows = 2 * dp + 1
+        rank_rows = -(-rows // dp)  # the first rank's share of the uneven batch
+        for sp in ((0,) if t == 1 else (0, 1)):
+            for technique in techniques:
+                for precision, e, scale in (("float64", 8, 1e-15), ("float32", 4, 1e-7)):
+                    micro = 2 if sp and technique in ("dp", "zero2") else 1
+                    name = (f"tensor/tp{t}/{'sp' if sp else 'nosp'}/{technique}/{precision}"
+                            + (f"/accumulate{micro}" if micro > 1 else ""))
+                    parts = tensor_bytes_per_rank(rank_rows, s, h, t, sp, e)
+                    formula = parts[0] + layers * parts[1] + parts[2] + parts[3]
+                    gradient, loss = scale * (1 + 3 * rng.random()), scale * rng.random()
+                    parameters = scale * (2 + 5 * rng.random())
+                    state = scale * (2 + 5 * rng.random())
+                    compared = (f"gradients {gradient:.3g}, loss {loss:.3g}, parameters "
+                                f"{parameters:.3g}, state {state:.3g}")
+                    sent, passed, message = formula, 1, compared
+                    if mismatch and name == "tensor/tp2/sp/zero1/float32":
+                        sent, passed = formula + 96, 0
+                        message = (f"tensor-parallel bytes differ from the formula: blocks.1 "
+                                   f"{parts[1] + 96:.6g} (formula {parts[1]:.6g}) ; " + compared)
+                    append_row(vals, {
+                        "case": name, "technique": "tp_sp" if sp else "tp",
+                        "data_parallel": technique, "tp": t, "dp": dp, "sequence_parallel": sp,
+                        "precision": precision, "device": "cpu", "world_size": world_size,
+                        "steps": 3, "micro_batches": micro,
+                        "error": max(gradient, parameters, state), "bound": 1000 * scale,
+                        "gradient_error": gradient, "gradient_bound": 100 * scale,
+                        "loss_error": loss, "tp_bytes_sent": sent,
+                        "formula_tp_bytes_sent": formula, "passed": passed, "message": message})
+    write_table(f, "/check/tensor", "tensor-parallel conformance cases", TENSOR_CHECK_COLUMNS,
+                vals)
+
+
+def write_training_checks(f, rng, world_size):
+    """/check/training as correctness/cases/training.cpp's grid (every case passes): data
+    parallelism, accumulation and ZeRO 1-3 of the GPT case model in float64 and float32 with
+    AdamW and SGD, the mixed-precision MLP, and the parameter server from 2 and 3 ranks."""
+    psi, units = 20136, [1152, 288, 18696]  # the case model's parameters, per sharding unit
+    n = world_size
+    padded = sum(-(-u // n) * n for u in units)
+    cases = [(tech, opt, prec, "gpt", e) for prec, e in (("float64", 8), ("float32", 4))
+             for opt in ("adamw", "sgd")
+             for tech in ("dp", "dp_accumulation", "zero1", "zero2", "zero3")]
+    cases += [(tech, "adamw", "mixed", "mlp", 2) for tech in ("dp", "zero1", "zero2", "zero3")]
+    if n >= 2:
+        cases.append(("ps_one_worker", "sgd", "float64", "gpt", 8))
+    if n >= 3:
+        cases.append(("ps_async", "sgd_plain", "float64", "mlp", 8))
+    vals = {c[0]: [] for c in TRAINING_CHECK_COLUMNS}
+    for tech, opt, prec, model, e in cases:
+        micro = 2 if tech == "dp_accumulation" else 1
+        if tech.startswith("ps_"):
+            sent = formula = math.nan
+            error, bound = (0.0, 0.0) if tech == "ps_one_worker" else (math.nan, math.nan)
+            staleness = 0.0 if tech == "ps_one_worker" else 3.0
+            message = ("against synchronous SGD: largest difference 0, staleness 0"
+                       if tech == "ps_one_worker" else
+                       "held-out loss 2.31 -> 1.87, largest staleness 3")
+        else:
+            factor = {"zero1": 2, "zero2": 2, "zero3": 3}.get(tech)
+            formula = (2 * psi if factor is None else factor * padded) * (n - 1) / n * e
+            sent, staleness = formula, math.nan
+            scale = {"float64": 1e-14, "float32": 1e-6, "mixed": 1e-3}[prec]
+            error, bound = scale * (1 + 4 * rng.random()), 100 * scale
+            message = f"against one device: parameters {error:.3g}, state {error / 2:.3g}"
+        append_row(vals, {
+            "case": f"training/{tech}/{opt}/{prec}/{model}", "technique": tech, "optimizer": opt,
+            "precision": prec, "model": model, "device": "cpu", "world_size": n,
+            "steps": 20 if tech == "ps_async" else 3,
+            "global_batch": 16 if micro > 1 or tech == "ps_async" else 10,
+            "micro_batches": micro, "error": error, "bound": bound, "bytes_sent": sent,
+            "formula_bytes_sent": formula, "max_staleness": staleness, "passed": 1,
+            "message": message})
+    write_table(f, "/check/training", "training conformance cases", TRAINING_CHECK_COLUMNS,
+                vals)
+
+
 def write_sample(path, seed=1, bandwidth_scale=1.0, failures=2, empty_collectives=False,
                  omit=(), world_size=4, model=False, model_speed=1.0, parallel=False,
-                 parallel_speed=1.0):
+                 parallel_speed=1.0, tensor=False, tensor_speed=1.0, tensor_mismatch=False):
     rng = np.random.default_rng(seed)
     p = world_size
     hosts = [f"node{r * 2 // p}" for r in range(p)]
@@ -454,6 +700,13 @@ def write_sample(path, seed=1, bandwidth_scale=1.0, failures=2, empty_collective
             write_scaling(f, prng, p, speed=parallel_speed)
             write_overlap(f, prng, p, speed=parallel_speed)
 
+        if tensor:
+            trng = np.random.default_rng(seed + 3000)
+            write_tensor(f, trng, p, speed=tensor_speed, mismatch=tensor_mismatch)
+            if "check" not in omit:
+                write_training_checks(f, trng, p)
+                write_tensor_checks(f, trng, p, mismatch=tensor_mismatch)
+
 
 def write_check(f, rng, p, failures):
     names = ["case", "collective", "algorithm", "dtype", "redop", "count", "in_place", "input",
@@ -534,11 +787,25 @@ def main(argv=None):
                          "ZeRO 1-3, strong and weak scaling, bucketed overlap)")
     ap.add_argument("--parallel-speed", type=float, default=1.0,
                     help="divide those tables' compute times by F (default 1.0)")
+    ap.add_argument("--world-size", type=int, default=4,
+                    help="ranks of the sampled run (default 4; 1 gives busbw 0 throughout)")
+    ap.add_argument("--tensor", action="store_true",
+                    help="also write /bench/tensor (t = 1, 2, 4 with and without sequence "
+                         "parallelism) and, with the conformance cases, /check/training and "
+                         "/check/tensor")
+    ap.add_argument("--tensor-speed", type=float, default=1.0,
+                    help="divide /bench/tensor's compute times by F (default 1.0)")
+    ap.add_argument("--tensor-mismatch", action="store_true",
+                    help="one /bench/tensor row sends more than the formula, and one "
+                         "/check/tensor case fails on its bytes")
     args = ap.parse_args(argv)
     write_sample(args.out, seed=args.seed, bandwidth_scale=args.bandwidth_scale,
                  failures=args.failures, empty_collectives=args.empty_collectives,
-                 omit=tuple(args.omit), model=args.model, model_speed=args.model_speed,
-                 parallel=args.parallel, parallel_speed=args.parallel_speed)
+                 omit=tuple(args.omit), world_size=args.world_size, model=args.model,
+                 model_speed=args.model_speed,
+                 parallel=args.parallel, parallel_speed=args.parallel_speed,
+                 tensor=args.tensor, tensor_speed=args.tensor_speed,
+                 tensor_mismatch=args.tensor_mismatch)
     return 0
 
 

@@ -137,6 +137,10 @@ def set_model_column(path, column, per_model):
 
 MODEL_ONLY = ("copy_bandwidth", "point_to_point", "collectives", "check")
 PARALLEL_TABLES = ("/bench/memory", "/bench/scaling", "/bench/overlap")
+# What `parity bench tensor` and `parity check` write, without the collective benchmark.
+TENSOR_ONLY = ("copy_bandwidth", "point_to_point", "collectives")
+TENSOR_KEY_COLUMNS = ["model", "tp", "dp", "sequence_parallel", "step_seconds", "bytes_total",
+                      "formula_bytes_total"]
 KEY_COLUMNS = {
     "/bench/memory": ["strategy", "world_size", "rank", "model_state_bytes",
                       "formula_model_state_bytes"],
@@ -712,6 +716,245 @@ class ReportTests(unittest.TestCase):
         self.assert_bad_input([path, "--out", os.path.join(self.tmp, "x")],
                               "column /bench/memory/model_state_bytes holds strings")
 
+    # -- tensor parallelism: /bench/tensor, /check/tensor, /check/training -------------------
+
+    def tensor_file(self, name, **kwargs):
+        """A file like `parity bench tensor` and `parity check` write: /bench/tensor and the
+        conformance tables (collectives, training, tensor), without the collective benchmark,
+        which is slow to draw."""
+        path = os.path.join(self.tmp, name)
+        make_sample.write_sample(path, omit=TENSOR_ONLY, tensor=True, **kwargs)
+        return path
+
+    def test_tensor_section(self):
+        path = self.tensor_file("tensor.h5")
+        out, html, summary = self.parallel_report("tensor_out", path)
+        self.assertIn("<h2 id=\"tensor\">Tensor parallelism</h2>", html)
+        self.assertIn("<a href=\"#tensor\">", html)
+        self.assertIn("## Tensor parallelism", summary)
+        sources = self.assert_pngs(out, html)
+        for kind in ("tensor_activations", "tensor_bytes", "tensor_step"):
+            self.assertEqual(len([s for s in sources if s.endswith(f"_{kind}.png")]), 1, kind)
+        self.assertIn("Korthikanti et al. (2022)", html)
+        rows = read_rows(path, "/bench/tensor")
+        sizes = ", ".join(str(t) for t in sorted({r["tp"] for r in rows}))
+        self.assertEqual(sizes, "1, 2, 4")
+        line = (f"Tensor parallelism: t = {sizes}; bytes, activations and parameters equal the "
+                f"formulas in all {len(rows)} rows.")
+        self.assertIn(f"<li>{line}</li>", html)
+        self.assertIn(f"all {len(rows)} rows.", summary)
+        # The row of t = 4 with SP: step time, bytes and activations beside their formulas.
+        r = find_row(rows, tp=4, sequence_parallel=1)
+        row = re.search(r"<tr><td class=\"num\">4</td><td class=\"num\">1</td><td>yes</td>.*?"
+                        r"</tr>", html)
+        self.assertIsNotNone(row)
+        cells = re.findall(r"<td[^>]*>(.*?)</td>", row.group(0))
+        self.assertEqual(cells[3], f"{r['step_seconds'] * 1e3:.2f}")
+        self.assertEqual(cells[8:12], [f"{round(r['bytes_total']):,}",
+                                       f"{round(r['formula_bytes_total']):,}",
+                                       f"{r['activation_bytes_per_block']:,}",
+                                       f"{r['formula_activation_bytes_per_block']:,}"])
+        self.assertEqual(cells[-2:], ["yes", "yes"])
+        self.assertIn(f"| 4 | 1 | yes | {r['step_seconds'] * 1e3:.2f} | "
+                      f"{r['tokens_per_second']:.0f} | {r['comm_share']:.3f} | "
+                      f"{round(r['bytes_total']):,} | {round(r['formula_bytes_total']):,} |",
+                      summary)
+
+    def test_tensor_mismatch_named(self):
+        path = self.tensor_file("tensor_mismatch.h5", tensor_mismatch=True)
+        _, html, summary = self.parallel_report("tensor_mismatch_out", path)
+        rows = read_rows(path, "/bench/tensor")
+        self.assertEqual([(r["tp"], r["sequence_parallel"]) for r in rows
+                          if r["bytes_match"] == 0], [(2, 1)])
+        words = (f"1 of {len(rows)} rows differ from the formulas: t = 2 with SP (block bytes)")
+        self.assertIn(f"<li>Tensor parallelism: t = 1, 2, 4; {words}.</li>", html)
+        self.assertIn(words, summary)
+        row = re.search(r"<tr class=\"diff\"><td class=\"num\">2</td><td class=\"num\">1</td>"
+                        r"<td>yes</td>.*?</tr>", html)
+        self.assertIsNotNone(row)
+        self.assertIn("<span class=\"bad\">no</span></td><td>yes</td></tr>", row.group(0))
+        # Without bytes_match the report finds the part itself; a memory count is named too.
+        drop_column(path, "/bench/tensor", "bytes_match")
+        set_rows(path, "/bench/tensor", "activation_bytes_per_block",
+                 lambda r: (r["tp"], r["sequence_parallel"]) == (4, 0),
+                 lambda r: r["activation_bytes_per_block"] + 8)
+        set_rows(path, "/bench/tensor", "memory_match",
+                 lambda r: (r["tp"], r["sequence_parallel"]) == (4, 0), lambda r: 0)
+        _, html, summary = self.parallel_report("tensor_mismatch_out2", path)
+        self.assertIn(f"2 of {len(rows)} rows differ from the formulas: t = 2 with SP (block "
+                      "bytes); t = 4 (activations)", summary)
+
+    def test_training_and_tensor_conformance(self):
+        path = self.tensor_file("tensor_checks.h5", tensor_mismatch=True)
+        # One training case fails as well, with its message.
+        message = "parameters differ beyond 1e-12 (largest at blocks.0.mlp.fc.weight)"
+        target = "training/zero2/adamw/float64/gpt"
+        set_rows(path, "/check/training", "passed", lambda r: r["case"] == target, lambda r: 0)
+        with h5py.File(path, "a") as f:
+            ds = f["/check/training/message"]
+            values = [message if c == target else m
+                      for c, m in zip(text_col(f["/check/training/case"]), text_col(ds))]
+            ds[...] = np.array(values, dtype=object)
+        _, html, summary = self.parallel_report("tensor_checks_out", path)
+        counts = {}
+        for table in ("/check/collectives", "/check/training", "/check/tensor"):
+            passed = [r["passed"] for r in read_rows(path, table)]
+            counts[table] = (len(passed), passed.count(0))
+        words = {t: (f"{n} cases, all passed" if not bad else
+                     f"{n} cases, {bad} failed ({n - bad} passed)")
+                 for t, (n, bad) in counts.items()}
+        self.assertEqual(counts["/check/training"][1], 1)
+        self.assertEqual(counts["/check/tensor"][1], 1)
+        self.assertIn(f"<li>Conformance: collectives {words['/check/collectives']}; training "
+                      f"{words['/check/training']}; tensor {words['/check/tensor']}.</li>", html)
+        self.assertIn(f"Training cases: {words['/check/training']}.", summary)
+        self.assertIn(f"Tensor-parallel cases: {words['/check/tensor']}.", summary)
+        for heading in ("Training cases", "Failed training cases", "Tensor-parallel cases",
+                        "Failed tensor-parallel cases", "Failed collective cases"):
+            self.assertIn(f"<h3>{heading}</h3>", html)
+        failed = after(html, "<h3>Failed training cases</h3>")
+        self.assertIn(target, failed)
+        self.assertIn(message, failed)
+        failed = after(html, "<h3>Failed tensor-parallel cases</h3>")
+        self.assertIn("tensor/tp2/sp/zero1/float32", failed)
+        self.assertIn("tensor-parallel bytes differ from the formula", failed)
+        self.assertIn(f"- `{target}`: {message}", summary)
+        self.assertIn("- `tensor/tp2/sp/zero1/float32`: tensor-parallel bytes differ", summary)
+        # Counts per tensor-parallel setting: t = 2 with SP over ZeRO-1, one of two failed.
+        row = re.search(r"<tr><td>2</td><td>tp_sp</td><td>zero1</td>.*?</tr>", html)
+        self.assertIsNotNone(row)
+        self.assertIn("<span class=\"bad\">1</span>", row.group(0))
+        # Those tables are drawn, no longer listed as tables the report does not show.
+        self.assertNotIn("Other tables in the file", html)
+
+    def test_tensor_comparison(self):
+        a = self.tensor_file("tensor_a.h5", seed=1)
+        b = self.tensor_file("tensor_b.h5", seed=2, tensor_speed=1.25, tensor_mismatch=True)
+        out, html, summary = self.parallel_report("tensor_cmp", a, b)
+        self.assertIn("Tensor parallelism: B against A", html)
+        ra, rb = read_rows(a, "/bench/tensor"), read_rows(b, "/bench/tensor")
+        for t, sp in ((1, 0), (4, 1)):
+            ta = find_row(ra, tp=t, sequence_parallel=sp)
+            tb = find_row(rb, tp=t, sequence_parallel=sp)
+            step_a, step_b = ta["step_seconds"], tb["step_seconds"]
+            tok_a, tok_b = ta["tokens_per_second"], tb["tokens_per_second"]
+            self.assertIn(f"| {t} | 1 | {'yes' if sp else 'no'} | {step_a * 1e3:.2f} | "
+                          f"{step_b * 1e3:.2f} | {step_b / step_a:.3f} | {tok_a:.0f} | "
+                          f"{tok_b:.0f} | {tok_b / tok_a:.3f} |", summary)
+        ratios = [find_row(rb, tp=r["tp"], sequence_parallel=r["sequence_parallel"])
+                  ["step_seconds"] / r["step_seconds"] for r in ra]
+        self.assertIn(f"Tensor-parallel step time B / A over {len(ra)} matching runs: from "
+                      f"{min(ratios):.3f} to {max(ratios):.3f}.", html)
+        self.assertIn("B 1 of 5 rows differ from the formulas: t = 2 with SP (block bytes)", html)
+        sources = self.assert_pngs(out, html)
+        self.assertEqual(len([s for s in sources if s.endswith("_tensor_compare.png")]), 1)
+        # Both runs' conformance counts, and the case that fails in B only.
+        tensor_b = [r["passed"] for r in read_rows(b, "/check/tensor")]
+        n = len(tensor_b)
+        self.assertIn(f"Tensor-parallel cases: A {n} cases, all passed; B {n} cases, 1 failed "
+                      f"({n - 1} passed).", html)
+        self.assertIn(f"- B tensor: {n} cases, 1 failed ({n - 1} passed)", summary)
+        new = after(html, "<h3>Tensor-parallel cases</h3>")
+        self.assertIn("Failing in B but passing in A:</span> <span class=\"mono\">"
+                      "tensor/tp2/sp/zero1/float32</span>", new)
+
+    def test_tensor_comparison_one_side(self):
+        a = self.tensor_file("tensor_one.h5")
+        out, html, summary = self.parallel_report("tensor_one_cmp", a, self.a)
+        self.assertIn("Run B has no /bench/tensor table", html)
+        self.assertEqual(glob.glob(os.path.join(out, "*_tensor*.png")), [])
+        self.assertIn("Tensor-parallel cases: A 22 cases, all passed; B no /check/tensor table.",
+                      html)
+        self.assertIn("- B training: no /check/training table", summary)
+        self.assertNotIn("## Tensor parallelism", summary)
+
+    def test_tensor_absent_without_tables(self):
+        """Files from before tensor parallelism report as they did."""
+        for out in (self.single, self.compare):
+            html = self.read(out, "index.html")
+            summary = self.read(out, "summary.md")
+            self.assertNotIn("id=\"tensor\"", html)
+            self.assertNotIn("href=\"#tensor\"", html)
+            for text in ("Tensor parallelism", "Training cases", "Tensor-parallel cases",
+                         "Collective cases", "/check/tensor", "/check/training"):
+                self.assertNotIn(text, html)
+                self.assertNotIn(text, summary)
+            self.assertEqual(glob.glob(os.path.join(out, "*_tensor*.png")), [])
+        total, failed = conformance_counts(self.a)
+        self.assertIn(f"<li>Conformance: {total} cases, {failed} failed ({total - failed} "
+                      "passed).</li>", self.read(self.single, "index.html"))
+        self.assertIn("<h3>Failed cases</h3>", self.read(self.single, "index.html"))
+
+    def test_tensor_key_columns_only(self):
+        """The columns the reader requires are enough to draw the section."""
+        path = self.tensor_file("tensor_minimal.h5")
+        with h5py.File(path, "a") as f:
+            for name in list(f["/bench/tensor"].attrs):
+                if name not in ("kind", "description", "columns", "rows"):
+                    del f["/bench/tensor"].attrs[name]
+        for column in read_columns(path, "/bench/tensor"):
+            if column not in TENSOR_KEY_COLUMNS:
+                drop_column(path, "/bench/tensor", column)
+        out, html, summary = self.parallel_report("tensor_minimal_out", path)
+        sources = self.assert_pngs(out, html)
+        for kind in ("tensor_bytes", "tensor_step"):
+            self.assertEqual(len([s for s in sources if s.endswith(f"_{kind}.png")]), 1, kind)
+        self.assertIn("no activation_bytes_per_block column", html)
+        self.assertIn("equal the formulas in all 5 rows", summary)
+
+    def test_tensor_empty_and_malformed(self):
+        path = os.path.join(self.tmp, "tensor_empty.h5")
+        make_sample.write_sample(path, omit=MODEL_ONLY)
+        with h5py.File(path, "a") as f:
+            make_sample.write_table(f, "/bench/tensor", "no rows", make_sample.TENSOR_COLUMNS,
+                                    {c[0]: [] for c in make_sample.TENSOR_COLUMNS})
+        _, html, summary = self.parallel_report("tensor_empty_out", path)
+        self.assertIn("/bench/tensor is present but has 0 rows", html)
+        self.assertIn("/bench/tensor has 0 rows", summary)
+        for table, column in (("/bench/tensor", "formula_bytes_total"),
+                              ("/check/tensor", "passed"), ("/check/training", "case")):
+            path = self.tensor_file(f"tensor_no_{column}.h5")
+            drop_column(path, table, column)
+            self.assert_bad_input([path, "--out", os.path.join(self.tmp, "x")],
+                                  f"table {table} has no column(s) {column}")
+
+    # -- one rank ------------------------------------------------------------------------------
+
+    def test_one_rank_collectives(self):
+        """At one rank busbw is 0 throughout (the bus factor (n-1)/n is 0): a busbw panel has
+        nothing for a log axis (without the host memcpy line there is nothing else on it)."""
+        path = os.path.join(self.tmp, "one_rank.h5")
+        make_sample.write_sample(path, world_size=1, omit=("copy_bandwidth",))
+        rows = read_collectives(path)
+        self.assertTrue(all(r["busbw_GBps"] == 0 for r in rows
+                            if r["collective"] in ("all_reduce", "all_gather")))
+        self.assertTrue(all(np.isfinite(r["time_us"]) and r["time_us"] > 0 for r in rows))
+        out, html, _ = self.parallel_report("one_rank_out", path)
+        sources = self.assert_pngs(out, html)
+        self.assertEqual(len([s for s in sources if "_coll_" in s]), 8)
+        note = ("No row of this group has a positive busbw (at one rank the bus factor is 0: "
+                "nothing crosses a link), so its panel has a linear axis instead of a log one.")
+        self.assertIn(note, after(html, "all_reduce · float32 · sum · out of place</h3>"))
+        # Broadcast's busbw is its algbw at any size: a log axis and no note.
+        self.assertNotIn(note, after(html, "broadcast · float32 · out of place · root 0</h3>"))
+        out, html, _ = self.parallel_report("one_rank_cmp", path, path)
+        self.assertIn("Collective benchmark: busbw of B against A", html)
+        self.assert_pngs(out, html)
+
+    def test_one_rank_every_table(self):
+        """The sample writes every table at one rank (nothing to hide, no ping-pong) and the
+        report draws them."""
+        path = os.path.join(self.tmp, "one_rank_all.h5")
+        make_sample.write_sample(path, world_size=1, model=True, parallel=True, tensor=True)
+        overlap = read_rows(path, "/bench/overlap")
+        self.assertTrue(all(r["hidden_fraction"] == 0 for r in overlap))
+        out, html, summary = self.parallel_report("one_rank_all_out", path)
+        self.assert_pngs(out, html)
+        self.assertIn("<li>Tensor parallelism: t = 1; bytes, activations and parameters equal "
+                      "the formulas in the one row.</li>", html)
+        self.assertIn("Every run has t = 1", html)
+        self.assertIn("training 24 cases, all passed; tensor 2 cases, all passed", html)
+
     # -- bad input -----------------------------------------------------------------------------
 
     def test_missing_file(self):
@@ -830,7 +1073,7 @@ class TableModulesTest(unittest.TestCase):
         self.assertEqual(len(registered), len(set(registered)), registered)
         self.assertEqual(set(registered), on_disk)
         for name in ("collectives", "slow_ranks", "p2p", "conformance", "model", "memory",
-                     "scaling", "overlap"):
+                     "scaling", "overlap", "tensor"):
             self.assertIn(name, registered)
 
     def test_modules_implement_the_interface(self):
@@ -867,7 +1110,7 @@ class TableModulesTest(unittest.TestCase):
         tmp = tempfile.mkdtemp(prefix="parity-report-tables-")
         try:
             full, bare = os.path.join(tmp, "full.h5"), os.path.join(tmp, "bare.h5")
-            make_sample.write_sample(full, model=True, parallel=True)
+            make_sample.write_sample(full, model=True, parallel=True, tensor=True)
             make_sample.write_sample(bare, omit=MODEL_ONLY)
             for path, expected in ((full, True), (bare, False)):
                 for name, table in load_tables(parity_results.load(path, schema())).items():

@@ -198,6 +198,15 @@ def ratio_of(b, a):
     return b / a if finite(a) and finite(b) and a > 0 else math.nan
 
 
+def ratio_range_words(ratios):
+    """'1.000' when they all agree to three decimals, else 'from 0.912 to 1.034'."""
+    good = [r for r in ratios if finite(r)]
+    if not good:
+        return "–"
+    lo, hi = fmt_ratio(min(good)), fmt_ratio(max(good))
+    return lo if lo == hi else f"from {lo} to {hi}"
+
+
 def median(values):
     vals = sorted(v for v in values if finite(v))
     if not vals:

@@ -75,6 +75,19 @@ class Plotter:
         ax.set_xlim(2.0 ** k0 / 1.3, 2.0 ** k1 * 1.3)
 
     @staticmethod
+    def log_axis_if_positive(ax, values):
+        """A log y axis when some value is positive; else a linear one from 0, and False: a log
+        axis with nothing to show cannot be drawn (busbw is 0 throughout at one rank, where the
+        bus factor (n-1)/n is 0). Call it after drawing: the linear axis keeps what is drawn in
+        view, zeros just above its bottom edge."""
+        if any(finite(v) and v > 0 for v in values):
+            ax.set_yscale("log")
+            return True
+        top = max(1.0, ax.get_ylim()[1])
+        ax.set_ylim(-0.05 * top, top)
+        return False
+
+    @staticmethod
     def positive(xs, ys):
         pts = [(x, y) for x, y in zip(xs, ys) if finite(x) and finite(y) and x > 0 and y > 0]
         return [p[0] for p in pts], [p[1] for p in pts]

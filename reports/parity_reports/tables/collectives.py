@@ -135,6 +135,14 @@ def group_table(page, bench, key, rows):
     page.table(header, body, numeric, classes)
 
 
+def zero_busbw_note(rows):
+    ranks = {int(r["world_size"]) for r in rows}
+    one_rank = ranks == {1}
+    return ("No row of this group has a positive busbw"
+            + (" (at one rank the bus factor is 0: nothing crosses a link)" if one_rank else "")
+            + ", so its panel has a linear axis instead of a log one.")
+
+
 def by_algorithm(rows):
     algos = defaultdict(list)
     for r in rows:
@@ -172,23 +180,40 @@ def match_key(r):
 # Figures
 
 
+def has_positive(rows, column):
+    return any(finite(r[column]) and r[column] > 0 for r in rows)
+
+
+def drawable(plotter, xs, ys, log):
+    """The points a panel can show: positive ones on a log axis, every finite one (zeros
+    included) on a linear axis."""
+    if log:
+        return plotter.positive(xs, ys)
+    pts = [(x, y) for x, y in zip(xs, ys) if finite(x) and finite(y) and x > 0]
+    return [p[0] for p in pts], [p[1] for p in pts]
+
+
 def draw_group(plotter, title, by_algo, host_bw):
-    """by_algo: [(algorithm, rows sorted by size)]. Two panels: busbw and latency."""
+    """by_algo: [(algorithm, rows sorted by size)]. Two panels: busbw and latency, each on a
+    log axis unless it has no positive value (busbw at one rank), then on a linear one."""
     plt = plotter.plt
     fig, (ax_bw, ax_t) = plt.subplots(1, 2, figsize=(12, 5.0))
     handles, has_pred, has_band = [], False, False
     all_sizes = []
+    every_row = [r for _, rows in by_algo for r in rows]
+    bw_log = has_positive(every_row, "busbw_GBps")
+    time_log = has_positive(every_row, "time_us")
     for algo, rows in by_algo:
         st = plotter.style(algo)
         sizes = [r["size_bytes"] for r in rows]
         all_sizes += sizes
-        x, y = plotter.positive(sizes, [r["busbw_GBps"] for r in rows])
+        x, y = drawable(plotter, sizes, [r["busbw_GBps"] for r in rows], bw_log)
         ax_bw.plot(x, y, marker="o", markersize=3, label=algo, **st)
-        x, y = plotter.positive(sizes, [r["predicted_busbw_GBps"] for r in rows])
+        x, y = drawable(plotter, sizes, [r["predicted_busbw_GBps"] for r in rows], bw_log)
         if len(x) > 1:
             ax_bw.plot(x, y, linestyle=":", linewidth=1.0, color=st["color"], zorder=2)
             has_pred = True
-        x, y = plotter.positive(sizes, [r["time_us"] for r in rows])
+        x, y = drawable(plotter, sizes, [r["time_us"] for r in rows], time_log)
         ax_t.plot(x, y, marker="o", markersize=3, **st)
         band = [(r["size_bytes"], r["time_p50_us"], r["time_p95_us"]) for r in rows
                 if r["size_bytes"] > 0 and finite(r["time_p50_us"]) and finite(r["time_p95_us"])
@@ -198,7 +223,7 @@ def draw_group(plotter, title, by_algo, host_bw):
                               [b[2] for b in band], color=st["color"], alpha=0.15,
                               linewidth=0, zorder=1)
             has_band = True
-        x, y = plotter.positive(sizes, [r["predicted_time_us"] for r in rows])
+        x, y = drawable(plotter, sizes, [r["predicted_time_us"] for r in rows], time_log)
         if len(x) > 1:
             ax_t.plot(x, y, linestyle=":", linewidth=1.0, color=st["color"], zorder=2)
         handles.append(plotter.Line2D([], [], marker="o", markersize=3, label=algo, **st))
@@ -211,9 +236,12 @@ def draw_group(plotter, title, by_algo, host_bw):
                                       label="alpha-beta prediction"))
     if has_band:
         handles.append(plotter.Patch(color="0.3", alpha=0.2, label="p50–p95 time"))
-    for ax in (ax_bw, ax_t):
+    for ax, column in ((ax_bw, "busbw_GBps"), (ax_t, "time_us")):
         plotter.size_axis(ax, all_sizes)
-        ax.set_yscale("log")
+        if not plotter.log_axis_if_positive(ax, [r[column] for r in every_row]):
+            ax.text(0.5, 0.5, "no positive busbw" if column == "busbw_GBps" else
+                    "no positive time", transform=ax.transAxes, ha="center", va="center",
+                    color="0.4")
         ax.set_xlabel("size (bytes)")
     ax_bw.set_ylabel("busbw (GB/s)")
     ax_bw.set_title("bus bandwidth (higher is better)")
@@ -229,12 +257,14 @@ def draw_comparison(plotter, title, by_algo, labels, host_bws):
     plt = plotter.plt
     fig, (ax_bw, ax_r) = plt.subplots(1, 2, figsize=(12, 5.0))
     handles, all_sizes, ratio_vals = [], [], []
+    bw_log = has_positive([r for _, rows_a, rows_b in by_algo for r in rows_a + rows_b],
+                          "busbw_GBps")
     for algo, rows_a, rows_b in by_algo:
         st = plotter.style(algo)
         for rows, ls in ((rows_a, "-"), (rows_b, "--")):
             sizes = [r["size_bytes"] for r in rows]
             all_sizes += sizes
-            x, y = plotter.positive(sizes, [r["busbw_GBps"] for r in rows])
+            x, y = drawable(plotter, sizes, [r["busbw_GBps"] for r in rows], bw_log)
             if x:
                 ax_bw.plot(x, y, marker="o", markersize=3, linestyle=ls, **st)
         bmap = {r["size_bytes"]: r["busbw_GBps"] for r in rows_b}
@@ -258,7 +288,10 @@ def draw_comparison(plotter, title, by_algo, labels, host_bws):
     for ax in (ax_bw, ax_r):
         plotter.size_axis(ax, all_sizes)
         ax.set_xlabel("size (bytes)")
-    ax_bw.set_yscale("log")
+    if not plotter.log_axis_if_positive(
+            ax_bw, [r["busbw_GBps"] for _, rows_a, rows_b in by_algo for r in rows_a + rows_b]):
+        ax_bw.text(0.5, 0.5, "no positive busbw in either run", transform=ax_bw.transAxes,
+                   ha="center", va="center", color="0.4")
     ax_bw.set_ylabel("busbw (GB/s)")
     ax_bw.set_title("bus bandwidth")
     ax_r.axhline(1.0, color="0.3", linewidth=1.0, zorder=1)
@@ -322,6 +355,8 @@ def section(page, ctx, bench):
             fname = draw_group(plotter, title, by_algorithm(rows), host_bw)
             page.img(fname, f"busbw and latency vs size, {title}")
             plotted += 1
+            if not has_positive(rows, "busbw_GBps"):
+                page.note(zero_busbw_note(rows))
         page.details(f"Table: {len(rows)} rows",
                      lambda rows=rows, key=key: group_table(page, bench, key, rows))
     if skipped_budget:

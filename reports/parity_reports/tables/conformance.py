@@ -1,11 +1,12 @@
-"""/check/collectives: the conformance cases, passed and failed per collective and algorithm,
-and the failed cases with their first mismatches."""
+"""/check/collectives, /check/training and /check/tensor: the conformance cases, passed and
+failed per collective and algorithm, per training technique and per tensor-parallel setting, and
+the failed cases with their messages."""
 
 import math
 from collections import OrderedDict, defaultdict
 
-from ..common import (ALGORITHM_ORDER, COLLECTIVE_ORDER, esc, fmt_num, fmt_wrong, order_key,
-                      table_rows)
+from ..common import (ALGORITHM_ORDER, COLLECTIVE_ORDER, esc, finite, fmt_bytes, fmt_num,
+                      fmt_wrong, order_key, table_rows)
 
 NAME = "conformance"
 # Whether the runs are correct comes before how fast they were: its line leads the
@@ -16,6 +17,15 @@ READS = {
         "s:case,collective,algorithm,dtype,redop,input,message "
         "i:count,in_place,world_size,wrong,guard_ok,passed "
         "f:max_abs_error,max_rel_error,tolerance", []),
+    "/check/training": (
+        "s:case,technique,optimizer,precision,model,device,message "
+        "i:world_size,steps,global_batch,micro_batches,passed "
+        "f:error,bound,bytes_sent,formula_bytes_sent,max_staleness", ["case", "passed"]),
+    "/check/tensor": (
+        "s:case,technique,data_parallel,precision,device,message "
+        "i:tp,dp,sequence_parallel,world_size,steps,micro_batches,passed "
+        "f:error,bound,gradient_error,gradient_bound,loss_error,tp_bytes_sent,"
+        "formula_tp_bytes_sent", ["case", "passed"]),
 }
 
 
@@ -37,6 +47,9 @@ class Check:
         self.failures = [r for r in self.rows if int(r["passed"]) != 1]
         self.failed = len(self.failures)
         self.passed = self.total - self.failed
+        # False when the file has other conformance tables: then a missing /check/collectives
+        # is no longer a missing conformance run.
+        self.alone = True
         cells = defaultdict(lambda: [0, 0, 0])
         for r in self.rows:
             c = cells[(r["collective"], r["algorithm"])]
@@ -51,7 +64,8 @@ class Check:
 
     def words(self):
         if not self.present:
-            return "no conformance results in this file"
+            return ("no conformance results in this file" if self.alone else
+                    "no /check/collectives table")
         if self.missing:
             return "conformance table unusable (missing column 'passed')"
         if self.total == 0:
@@ -61,22 +75,146 @@ class Check:
         return f"{self.total} cases, {self.failed} failed ({self.passed} passed)"
 
 
+def error_cell(value, bound):
+    """An error against its bound, in red where it exceeds it."""
+    text = fmt_num(value, 3)
+    if finite(value) and finite(bound) and value > bound:
+        return f"<span class=\"bad\">{text}</span>"
+    return text
+
+
+class CaseKind:
+    """What tells the tables of training cases (/check/training, /check/tensor) apart: their
+    path and names, how their cases are grouped in the counts, and the columns that explain a
+    case beside its message."""
+
+    def __init__(self, path, title, short, about, groups, defaults, columns):
+        self.path, self.title, self.short, self.about = path, title, short, about
+        self.groups = groups            # [(column, order of its values)]
+        self.defaults = defaults
+        self.columns = columns          # [(header, cell(row))]
+
+
+TRAINING_TECHNIQUES = ["dp", "dp_accumulation", "zero1", "zero2", "zero3", "ps_one_worker",
+                       "ps_async"]
+TRAINING = CaseKind(
+    "/check/training", "Training cases", "training",
+    "Each case trains a small model for a few optimizer steps with the technique on every rank "
+    "and compares it with the same model trained on one device (for ZeRO also with plain data "
+    "parallelism): error against bound, and the bytes a rank sent against the formula.",
+    [("technique", TRAINING_TECHNIQUES)],
+    {"technique": "", "optimizer": "", "precision": "", "model": "", "error": math.nan,
+     "bound": math.nan, "bytes_sent": math.nan, "formula_bytes_sent": math.nan, "message": ""},
+    [("error", lambda r: error_cell(r["error"], r["bound"])),
+     ("bound", lambda r: fmt_num(r["bound"], 3)),
+     ("bytes sent", lambda r: fmt_bytes(r["bytes_sent"])),
+     ("formula", lambda r: fmt_bytes(r["formula_bytes_sent"]))])
+TENSOR = CaseKind(
+    "/check/tensor", "Tensor-parallel cases", "tensor",
+    "Each case trains the case GPT with tensor parallelism of size tp (with sequence "
+    "parallelism for tp_sp) and the data-parallel technique over dp ranks, and compares the "
+    "loss, the gradients gathered from the shards, the parameters and AdamW's moments with the "
+    "same model trained on one device; the bytes each rank sends in its tensor-parallel group "
+    "must equal the formula.",
+    [("tp", []), ("technique", ["tp", "tp_sp"]),
+     ("data_parallel", ["dp", "zero1", "zero2", "zero3"])],
+    {"technique": "", "data_parallel": "", "tp": -1, "precision": "", "error": math.nan,
+     "bound": math.nan, "gradient_error": math.nan, "gradient_bound": math.nan,
+     "loss_error": math.nan, "tp_bytes_sent": math.nan, "formula_tp_bytes_sent": math.nan,
+     "message": ""},
+    [("error", lambda r: error_cell(r["error"], r["bound"])),
+     ("bound", lambda r: fmt_num(r["bound"], 3)),
+     ("gradient error", lambda r: error_cell(r["gradient_error"], r["gradient_bound"])),
+     ("gradient bound", lambda r: fmt_num(r["gradient_bound"], 3)),
+     ("loss error", lambda r: error_cell(r["loss_error"], r["gradient_bound"])),
+     ("tp bytes sent", lambda r: fmt_bytes(r["tp_bytes_sent"])),
+     ("formula", lambda r: fmt_bytes(r["formula_tp_bytes_sent"]))])
+CASE_KINDS = [TRAINING, TENSOR]
+
+
+def group_key(value, order):
+    """order_key, with numbers (tp sizes) in numeric order."""
+    rank = order.index(value) if value in order else len(order)
+    return (rank, value if isinstance(value, (int, float)) else 0, str(value))
+
+
+class Cases:
+    """/check/training or /check/tensor: one row per case, counted per group of cases."""
+
+    def __init__(self, rf, kind):
+        self.kind = kind
+        self.table = rf.table(kind.path)
+        self.present = self.table is not None
+        # The reader refuses these tables without case or passed.
+        self.rows = table_rows(self.table, kind.defaults) if self.present else []
+        self.total = len(self.rows)
+        self.failures = [r for r in self.rows if int(r["passed"]) != 1]
+        self.failed = len(self.failures)
+        self.passed = self.total - self.failed
+        cells = defaultdict(lambda: [0, 0, 0])
+        for r in self.rows:
+            c = cells[tuple(r[column] for column, _ in kind.groups)]
+            c[0] += 1
+            c[1 if int(r["passed"]) == 1 else 2] += 1
+        self.cells = OrderedDict(sorted(cells.items(), key=lambda kv: tuple(
+            group_key(value, order) for value, (_, order) in zip(kv[0], kind.groups))))
+
+    @property
+    def usable(self):
+        return self.present
+
+    def words(self):
+        if not self.present:
+            return f"no {self.kind.path} table"
+        if self.total == 0:
+            return "0 cases"
+        if self.failed == 0:
+            return f"{self.total} cases, all passed"
+        return f"{self.total} cases, {self.failed} failed ({self.passed} passed)"
+
+
+class Conformance:
+    """Every conformance table of a run: the collectives' (Check) and the training and
+    tensor-parallel cases' (Cases, whether the file has them or not)."""
+
+    def __init__(self, rf):
+        self.collectives = Check(rf)
+        self.cases = [Cases(rf, kind) for kind in CASE_KINDS]
+        self.collectives.alone = not self.extra()
+
+    @property
+    def present(self):
+        return self.collectives.present or any(c.present for c in self.cases)
+
+    @property
+    def usable(self):
+        return self.collectives.usable or any(c.usable for c in self.cases)
+
+    def extra(self):
+        """The training and tensor-parallel tables the file has."""
+        return [c for c in self.cases if c.present]
+
+
 # --------------------------------------------------------------------------------------------
 # One run
 
 def load(rf, loaded):
-    return Check(rf)
+    return Conformance(rf)
 
 
-def nav(checks):
+def nav(conformances):
     return [("conformance", "Conformance")]
 
 
-def section(page, ctx, check):
+def collectives_section(page, ctx, check, alone):
+    """The collectives' cases; alone: the file has no other conformance table, and the section
+    reads as it did before there were others."""
     max_failures = ctx.args.max_failures
-    page.add("<h2 id=\"conformance\">Conformance</h2>")
+    if not alone:
+        page.add("<h3>Collective cases</h3>")
     if not check.present:
-        page.note("This file has no /check/collectives table (no conformance run).")
+        page.note("This file has no /check/collectives table" +
+                  (" (no conformance run)." if alone else "."))
         return
     if check.missing:
         page.note("/check/collectives lacks the 'passed' column; it cannot be summarised.")
@@ -93,7 +231,7 @@ def section(page, ctx, check):
                  f"<b>{check.failed}</b>"])
     page.table(["collective", "algorithm", "cases", "passed", "failed"], rows, numeric={2, 3, 4})
     if check.failures:
-        page.add("<h3>Failed cases</h3>")
+        page.add("<h3>Failed cases</h3>" if alone else "<h3>Failed collective cases</h3>")
         shown = check.failures[:max_failures]
         frows = []
         for r in shown:
@@ -108,35 +246,112 @@ def section(page, ctx, check):
                       f"(--max-failures {max_failures}).")
 
 
-def glance(ctx, check):
-    return [f"Conformance: {esc(check.words())}."]
+def case_rows(cases, rows):
+    """Table rows of cases: name, the kind's columns, message."""
+    return [[f"<span class=\"mono\">{esc(r['case'])}</span>"]
+            + [cell(r) for _, cell in cases.kind.columns]
+            + [esc(r["message"]) if r["message"] else "<span class=\"note\">–</span>"]
+            for r in rows]
 
 
-def markdown(ctx, check):
-    md = ["", "## Conformance", "", check.words() + "."]
-    if check.failures:
+def cases_section(page, ctx, cases):
+    """A table of training or tensor-parallel cases: counts per group, failed cases with their
+    message, every case in a fold."""
+    max_failures = ctx.args.max_failures
+    kind = cases.kind
+    page.add(f"<h3>{esc(kind.title)}</h3>")
+    cls = "good" if cases.failed == 0 else "bad"
+    page.p(f"<span class=\"{cls}\">{esc(cases.words())}.</span> {esc(kind.about)}")
+    if not cases.total:
+        return
+    rows = []
+    for group, (n, ok, bad) in cases.cells.items():
+        rows.append([esc(value) for value in group]
+                    + [str(n), str(ok), f"<span class=\"bad\">{bad}</span>" if bad else "0"])
+    width = len(kind.groups)
+    rows.append(["<b>total</b>"] + [""] * (width - 1)
+                + [f"<b>{cases.total}</b>", f"<b>{cases.passed}</b>", f"<b>{cases.failed}</b>"])
+    page.table([column.replace("_", " ") for column, _ in kind.groups]
+               + ["cases", "passed", "failed"], rows, numeric=set(range(width, width + 3)))
+    headers = ["case"] + [h for h, _ in kind.columns] + ["message"]
+    numeric = set(range(1, len(kind.columns) + 1))
+    if cases.failures:
+        page.add(f"<h3>Failed {esc(kind.title[0].lower() + kind.title[1:])}</h3>")
+        shown = cases.failures[:max_failures]
+        page.table(headers, case_rows(cases, shown), numeric=numeric)
+        if len(cases.failures) > len(shown):
+            page.note(f"{len(cases.failures) - len(shown)} more failed cases not listed "
+                      f"(--max-failures {max_failures}).")
+    page.details(f"Table: every case ({cases.total})",
+                 lambda: page.table(headers, case_rows(cases, cases.rows), numeric=numeric,
+                                    row_classes=["" if int(r["passed"]) == 1 else "diff"
+                                                 for r in cases.rows]))
+
+
+def section(page, ctx, conformance):
+    page.add("<h2 id=\"conformance\">Conformance</h2>")
+    extra = conformance.extra()
+    collectives_section(page, ctx, conformance.collectives, alone=not extra)
+    for cases in extra:
+        cases_section(page, ctx, cases)
+
+
+def glance(ctx, conformance):
+    extra = conformance.extra()
+    if not extra:
+        return [f"Conformance: {esc(conformance.collectives.words())}."]
+    parts = ([f"collectives {conformance.collectives.words()}"]
+             if conformance.collectives.present else [])
+    parts += [f"{cases.kind.short} {cases.words()}" for cases in extra]
+    return [esc("Conformance: " + "; ".join(parts) + ".")]
+
+
+def failure_md(failures):
+    md = []
+    if failures:
         md.append("")
-        for r in check.failures[:20]:
+        for r in failures[:20]:
             md.append(f"- `{r['case']}`: {r['message'] or 'failed'}")
-        if len(check.failures) > 20:
-            md.append(f"- … {len(check.failures) - 20} more")
+        if len(failures) > 20:
+            md.append(f"- … {len(failures) - 20} more")
+    return md
+
+
+def markdown(ctx, conformance):
+    md = ["", "## Conformance", "", conformance.collectives.words() + "."]
+    md += failure_md(conformance.collectives.failures)
+    for cases in conformance.extra():
+        md += ["", f"{cases.kind.title}: {cases.words()}."] + failure_md(cases.failures)
     return md
 
 
 # --------------------------------------------------------------------------------------------
 # Two runs
 
-def compare(ctx, checks):
+def compare(ctx, conformances):
     return None
 
 
-def compare_glance(ctx, checks, matches):
-    return [f"Conformance: A {esc(checks[0].words())}; B {esc(checks[1].words())}."]
+def kinds_in_either(conformances):
+    """[(kind, (A's Cases, B's Cases))] of the training and tensor tables either run has."""
+    return [(kind, pair) for kind, pair in zip(CASE_KINDS, zip(*(c.cases for c in conformances)))
+            if any(cases.present for cases in pair)]
 
 
-def compare_section(page, ctx, checks, matches):
+def compare_glance(ctx, conformances, matches):
+    kinds = kinds_in_either(conformances)
+    lines = [f"Conformance{', collective cases' if kinds else ''}: "
+             f"A {esc(conformances[0].collectives.words())}; "
+             f"B {esc(conformances[1].collectives.words())}."]
+    for kind, pair in kinds:
+        lines.append(esc(f"{kind.title}: A {pair[0].words()}; B {pair[1].words()}."))
+    return lines
+
+
+def compare_checks(page, ctx, checks, what):
+    """Both runs' counts, the cases failing in only one, and each run's failed cases; what:
+    the kind of case in the fold's title ("" for the collectives)."""
     labels = ctx.labels
-    page.add("<h2 id=\"conformance\">Conformance</h2>")
     crows = []
     for label, name, check in zip(labels, ("A", "B"), checks):
         if check.usable:
@@ -166,8 +381,23 @@ def compare_section(page, ctx, checks, matches):
                     page.table(["case", "message"],
                                [[f"<span class=\"mono\">{esc(r['case'])}</span>", esc(r["message"])]
                                 for r in check.failures[:ctx.args.max_failures]])
-                page.details(f"Failed cases of {label} ({check.failed})", body)
+                page.details(f"Failed {what}cases of {label} ({check.failed})", body)
 
 
-def compare_markdown(ctx, checks, matches):
-    return ["", "## Conformance", "", f"- A: {checks[0].words()}", f"- B: {checks[1].words()}"]
+def compare_section(page, ctx, conformances, matches):
+    page.add("<h2 id=\"conformance\">Conformance</h2>")
+    kinds = kinds_in_either(conformances)
+    if kinds:
+        page.add("<h3>Collective cases</h3>")
+    compare_checks(page, ctx, [c.collectives for c in conformances], "")
+    for kind, pair in kinds:
+        page.add(f"<h3>{esc(kind.title)}</h3>")
+        compare_checks(page, ctx, pair, f"{kind.short} ")
+
+
+def compare_markdown(ctx, conformances, matches):
+    md = ["", "## Conformance", "", f"- A: {conformances[0].collectives.words()}",
+          f"- B: {conformances[1].collectives.words()}"]
+    for kind, pair in kinds_in_either(conformances):
+        md += [f"- A {kind.short}: {pair[0].words()}", f"- B {kind.short}: {pair[1].words()}"]
+    return md

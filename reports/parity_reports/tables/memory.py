@@ -8,7 +8,7 @@ from collections import OrderedDict, defaultdict
 from ..common import (MEMORY_CATEGORIES, MEMORY_OPTIONAL, capitalized, comparison_start,
                       compress_ranks, esc, finite, fmt_bytes, fmt_count, fmt_int, fmt_ms,
                       fmt_ratio, fmt_size, matched_pairs, max_of, only_notes, order_key,
-                      ratio_of, spread, table_rows)
+                      ratio_of, ratio_range_words, spread, table_rows)
 
 NAME = "memory"
 VERDICT = False
@@ -168,15 +168,6 @@ def memory_md(memory):
             lines.append(f"- Bytes sent per rank per step at {n} ranks"
                          f"{precision_words(precision)}: {text}.")
     return lines
-
-
-def ratio_range_words(ratios):
-    """'1.000' when they all agree to three decimals, else 'from 0.912 to 1.034'."""
-    good = [r for r in ratios if finite(r)]
-    if not good:
-        return "–"
-    lo, hi = fmt_ratio(min(good)), fmt_ratio(max(good))
-    return lo if lo == hi else f"from {lo} to {hi}"
 
 
 # --------------------------------------------------------------------------------------------
