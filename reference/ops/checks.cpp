@@ -41,6 +41,21 @@ void require_index_type(const char* op, const Tensor& t) {
     fail(op, t.describe() + ": indices must be int32 or int64");
 }
 
+void require_vocabulary_shard(const char* op, const Tensor& shard, std::int64_t first, std::int64_t vocabulary,
+                              int class_dim) {
+  if (first < 0 || first + shard.dim(class_dim) > vocabulary)
+    fail(op, shard.describe() + " starting at class " + std::to_string(first) + " does not fit a vocabulary of " +
+                 std::to_string(vocabulary));
+}
+
+void require_row_statistic(const char* op, const Tensor& logits, const Tensor& statistic) {
+  const DataType want = logits.dtype() == DataType::float64 ? DataType::float64 : DataType::float32;
+  require_defined(op, statistic, "statistic");
+  if (statistic.dtype() != want)
+    fail(op, "statistics " + statistic.describe() + " must be " + std::string(name_of(want)) + " for " + logits.describe());
+  require_shape(op, statistic, {logits.dim(0)});
+}
+
 std::int64_t rows_of(const Tensor& t) { return t.numel() / t.dim(-1); }
 
 int blas_int(const char* op, std::int64_t v) {

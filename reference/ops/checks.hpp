@@ -17,6 +17,12 @@ void same_type(const char* op, const Tensor& a, const Tensor& b);
 void same_shape(const char* op, const Tensor& a, const Tensor& b);
 void require_shape(const char* op, const Tensor& t, const Shape& expected);
 void require_index_type(const char* op, const Tensor& t);
+// A vocabulary shard starting at class `first` whose dimension `class_dim` must fit inside a
+// vocabulary of `vocabulary` classes (the vocabulary-parallel ops).
+void require_vocabulary_shard(const char* op, const Tensor& shard, std::int64_t first, std::int64_t vocabulary,
+                              int class_dim);
+// A per-row statistic of logits [N, V]: [N], float64 for float64 logits, else float32.
+void require_row_statistic(const char* op, const Tensor& logits, const Tensor& statistic);
 // Rows of a tensor whose last dimension is the channels.
 std::int64_t rows_of(const Tensor& t);
 // A dimension as a BLAS int, refused beyond its range.

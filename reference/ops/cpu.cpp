@@ -658,22 +658,6 @@ void check_ids(const char* op, const Tensor& ids, std::int64_t vocabulary, const
                    " is outside the vocabulary of " + std::to_string(vocabulary));
   }
 }
-
-void check_shard(const char* op, const Tensor& shard, std::int64_t first, std::int64_t vocabulary, int class_dim) {
-  const std::int64_t v = shard.dim(class_dim);
-  if (first < 0 || first + v > vocabulary)
-    fail(op, shard.describe() + " starting at class " + std::to_string(first) + " does not fit a vocabulary of " +
-                 std::to_string(vocabulary));
-}
-
-// The statistics type of a shard's logits: float64 for float64, else float32.
-void check_statistic(const char* op, const Tensor& logits, const Tensor& stat, const char* what) {
-  const DataType want = logits.dtype() == DataType::float64 ? DataType::float64 : DataType::float32;
-  require_defined(op, stat, what);
-  if (stat.dtype() != want)
-    fail(op, "statistics " + stat.describe() + " must be " + std::string(name_of(want)) + " for " + logits.describe());
-  require_shape(op, stat, {logits.dim(0)});
-}
 }  // namespace
 
 void embedding_shard_forward(const Tensor& tokens, const Tensor& wte_shard, std::int64_t first_token,
@@ -681,7 +665,7 @@ void embedding_shard_forward(const Tensor& tokens, const Tensor& wte_shard, std:
   if (on_device(tokens)) return cuda::embedding_shard_forward(tokens, wte_shard, first_token, vocabulary, y);
   const char* op = "embedding_shard_forward";
   const EmbeddingSizes s = embedding_sizes(op, tokens, wte_shard, Tensor(), vocabulary);
-  check_shard(op, wte_shard, first_token, vocabulary, 0);
+  require_vocabulary_shard(op, wte_shard, first_token, vocabulary, 0);
   same_type(op, wte_shard, y);
   require_shape(op, y, {s.B, s.T, s.C});
   visit_floating(op, wte_shard, [&](auto tag) {
@@ -722,7 +706,7 @@ void cross_entropy_shard_max(const Tensor& logits_shard, Tensor& row_max) {
   const char* op = "cross_entropy_shard_max";
   require_defined(op, logits_shard, "logits");
   if (logits_shard.rank() != 2) fail(op, "logits " + logits_shard.describe() + " must be [N, V_shard]");
-  check_statistic(op, logits_shard, row_max, "row_max");
+  require_row_statistic(op, logits_shard, row_max);
   visit_floating(op, logits_shard, [&](auto tag) {
     using T = decltype(tag);
     using C = Acc<T>;
@@ -746,8 +730,10 @@ void cross_entropy_shard_sums(const Tensor& logits_shard, const Tensor& targets,
   if (logits_shard.rank() != 2 || targets.rank() != 1 || targets.dim(0) != logits_shard.dim(0))
     fail(op, "logits " + logits_shard.describe() + " must be [N, V_shard] and targets " + targets.describe() + " [N]");
   check_ids(op, targets, vocabulary, "target");
-  check_shard(op, logits_shard, first_class, vocabulary, 1);
-  for (const Tensor* t : {&row_max, static_cast<const Tensor*>(&sum_exp), static_cast<const Tensor*>(&target_logit)}) check_statistic(op, logits_shard, *t, "statistic");
+  require_vocabulary_shard(op, logits_shard, first_class, vocabulary, 1);
+  require_row_statistic(op, logits_shard, row_max);
+  require_row_statistic(op, logits_shard, sum_exp);
+  require_row_statistic(op, logits_shard, target_logit);
   visit_floating(op, logits_shard, [&](auto tag) {
     using T = decltype(tag);
     using C = Acc<T>;
@@ -780,7 +766,8 @@ void cross_entropy_shard_backward(const Tensor& logits_shard, const Tensor& targ
   if (!(normalizer > 0)) fail(op, "normalizer must be positive");
   same_shape(op, logits_shard, dlogits_shard);
   same_type(op, logits_shard, dlogits_shard);
-  for (const Tensor* t : {&row_max, &sum_exp}) check_statistic(op, logits_shard, *t, "statistic");
+  require_row_statistic(op, logits_shard, row_max);
+  require_row_statistic(op, logits_shard, sum_exp);
   visit_floating(op, logits_shard, [&](auto tag) {
     using T = decltype(tag);
     using C = Acc<T>;

@@ -369,19 +369,7 @@ void check_vocabulary_ids(const char* op, const Tensor& ids, std::int64_t vocabu
                  std::to_string(vocabulary));
 }
 
-void check_shard_range(const char* op, const Tensor& shard, std::int64_t first, std::int64_t vocabulary, int class_dim) {
-  if (first < 0 || first + shard.dim(class_dim) > vocabulary)
-    fail(op, shard.describe() + " starting at class " + std::to_string(first) + " does not fit a vocabulary of " +
-                 std::to_string(vocabulary));
-}
 
-void check_statistic(const char* op, const Tensor& logits, const Tensor& stat) {
-  const DataType want = logits.dtype() == DataType::float64 ? DataType::float64 : DataType::float32;
-  require_defined(op, stat, "statistic");
-  if (stat.dtype() != want)
-    fail(op, "statistics " + stat.describe() + " must be " + std::string(name_of(want)) + " for " + logits.describe());
-  require_shape(op, stat, {logits.dim(0)});
-}
 
 void check_logits(const char* op, const Tensor& logits, const Tensor* targets) {
   require_defined(op, logits, "logits");
@@ -400,7 +388,7 @@ void embedding_shard_forward(const Tensor& tokens, const Tensor& wte_shard, std:
   if (tokens.rank() != 2 || wte_shard.rank() != 2)
     fail(op, "tokens " + tokens.describe() + " must be [B, T] and " + wte_shard.describe() + " [V_shard, C]");
   check_vocabulary_ids(op, tokens, vocabulary, "token");
-  check_shard_range(op, wte_shard, first_token, vocabulary, 0);
+  require_vocabulary_shard(op, wte_shard, first_token, vocabulary, 0);
   same_type(op, wte_shard, y);
   require_floating(op, wte_shard);
   require_shape(op, y, {tokens.dim(0), tokens.dim(1), wte_shard.dim(1)});
@@ -429,7 +417,7 @@ void embedding_shard_backward(const Tensor& dy, const Tensor& tokens, std::int64
 void cross_entropy_shard_max(const Tensor& logits_shard, Tensor& row_max) {
   const char* op = "cross_entropy_shard_max";
   check_logits(op, logits_shard, nullptr);
-  check_statistic(op, logits_shard, row_max);
+  require_row_statistic(op, logits_shard, row_max);
   require_device(op, {&logits_shard, &row_max});
   kernels::cross_entropy_shard_max(code(logits_shard), logits_shard.raw(), logits_shard.dim(0), logits_shard.dim(1),
                                    row_max.raw());
@@ -441,8 +429,10 @@ void cross_entropy_shard_sums(const Tensor& logits_shard, const Tensor& targets,
   check_logits(op, logits_shard, &targets);
   require_device(op, {&logits_shard, &targets, &row_max, &sum_exp, &target_logit});
   check_vocabulary_ids(op, targets, vocabulary, "target");
-  check_shard_range(op, logits_shard, first_class, vocabulary, 1);
-  for (const Tensor* t : {&row_max, static_cast<const Tensor*>(&sum_exp), static_cast<const Tensor*>(&target_logit)}) check_statistic(op, logits_shard, *t);
+  require_vocabulary_shard(op, logits_shard, first_class, vocabulary, 1);
+  require_row_statistic(op, logits_shard, row_max);
+  require_row_statistic(op, logits_shard, sum_exp);
+  require_row_statistic(op, logits_shard, target_logit);
   kernels::cross_entropy_shard_sums(code(logits_shard), logits_shard.raw(), targets.raw(), code(targets),
                                     logits_shard.dim(0), logits_shard.dim(1), first_class, row_max.raw(),
                                     sum_exp.raw(), target_logit.raw());
@@ -458,7 +448,8 @@ void cross_entropy_shard_backward(const Tensor& logits_shard, const Tensor& targ
   require_device(op, {&logits_shard, &targets, &row_max, &sum_exp, &dlogits_shard});
   same_shape(op, logits_shard, dlogits_shard);
   same_type(op, logits_shard, dlogits_shard);
-  for (const Tensor* t : {&row_max, &sum_exp}) check_statistic(op, logits_shard, *t);
+  require_row_statistic(op, logits_shard, row_max);
+  require_row_statistic(op, logits_shard, sum_exp);
   kernels::cross_entropy_shard_backward(code(logits_shard), logits_shard.raw(), targets.raw(), code(targets),
                                         logits_shard.dim(0), logits_shard.dim(1), first_class, row_max.raw(),
                                         sum_exp.raw(), normalizer, dlogits_shard.raw());
