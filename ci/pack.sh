@@ -524,9 +524,14 @@ host_shim() { # NAME BODY
     copied[libexec/host/$1]="(written by ci/pack.sh)"
 }
 # shellcheck disable=SC2016
-host_shim python3 'if [ -n "${PARITY_HOST_PYTHON:-}" ]; then exec "$PARITY_HOST_PYTHON" "$@"
-elif [ -x /usr/bin/python3 ]; then exec /usr/bin/python3 "$@"
-else exec python3 "$@"; fi'
+# The reports need h5py, matplotlib and numpy: the first python3 that has them, Debian's
+# /usr/bin/python3 before the one on PATH (a GPU machine's may be a framework's own), else
+# python3 itself, which then names what is missing.
+host_shim python3 'if [ -n "${PARITY_HOST_PYTHON:-}" ]; then exec "$PARITY_HOST_PYTHON" "$@"; fi
+for candidate in /usr/bin/python3 "$(command -v python3)"; do
+    if [ -x "$candidate" ] && "$candidate" -c "import h5py, matplotlib, numpy" 2>/dev/null; then exec "$candidate" "$@"; fi
+done
+exec python3 "$@"'
 host_shim ssh 'exec ssh "$@"'
 
 # ---------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -18,8 +19,10 @@
 #include <utility>
 #include <vector>
 
+#include "reference/core/buffer.hpp"
 #include "reference/core/error.hpp"
 #include "reference/cuda/device.hpp"
+#include "reference/kernels/buffer_kernels.hpp"
 #include "reference/model/optimizer.hpp"
 #include "reference/ops/cpu.hpp"
 #include "reference/ops/cuda.hpp"
@@ -641,4 +644,54 @@ TEST_F(CudaDevice, MixedSpacesAreRefused) {
   const Tensor x = device_copy(values("mixed.x", {4}, DataType::float32), DataType::float32);
   Tensor host_y = host_output("mixed.y", {4}, DataType::float32);
   expect_error_containing([&] { ops::gelu_forward(x, host_y); }, "gelu_forward: mixed.y [4] float32 is in host memory");
+}
+
+// The element-wise reduction the reference algorithms apply to received chunks runs on 16-byte
+// vectors with scalar ends (reference/cuda/device.cu): at every length up to a few vectors and
+// every element offset, in every type and operation, it must equal the host's reduction bit for
+// bit (both combine in the same widened type and round once), and write no byte outside.
+TEST_F(CudaDevice, ReduceMatchesTheHostAtEveryLengthAndOffset) {
+  constexpr std::size_t kMax = 1027 + 8;  // the longest case plus the largest offset
+  constexpr std::size_t kGuard = 8;
+  for (DataType dtype : kAllDataTypes) {
+    const std::size_t element = size_of(dtype);
+    // Inputs: small integers and halves, exact in every type; products stay in range.
+    HostBuffer wide_a(kMax, DataType::float64), wide_b(kMax, DataType::float64);
+    for (std::size_t i = 0; i < kMax; ++i) {
+      wide_a.view().as<double>()[i] = static_cast<double>(static_cast<int>((i * 7919) % 23) - 11) / (is_floating(dtype) ? 2 : 1);
+      wide_b.view().as<double>()[i] = static_cast<double>(static_cast<int>((i * 104729) % 19) - 9) / (is_floating(dtype) ? 4 : 1);
+    }
+    HostBuffer a(kMax, dtype), b(kMax, dtype);
+    convert_buffer(a.view(), wide_a.view());
+    convert_buffer(b.view(), wide_b.view());
+    const std::size_t bytes = (kMax + kGuard) * element;
+    void* da = cuda::allocate(bytes);
+    void* db = cuda::allocate(bytes);
+    void* dout = cuda::allocate(bytes);
+    cuda::copy(da, a.data(), kMax * element);
+    cuda::copy(db, b.data(), kMax * element);
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::prod, ReduceOp::max, ReduceOp::min}) {
+      for (std::size_t offset = 0; offset < 4; ++offset) {
+        for (std::size_t count : {std::size_t{1}, std::size_t{2}, std::size_t{3}, std::size_t{5}, std::size_t{7},
+                                  std::size_t{8}, std::size_t{9}, std::size_t{15}, std::size_t{16}, std::size_t{17},
+                                  std::size_t{31}, std::size_t{33}, std::size_t{64}, std::size_t{1027}}) {
+          const std::string what = std::string(name_of(dtype)) + " " + std::string(name_of(op)) + ", offset " +
+                                   std::to_string(offset) + ", count " + std::to_string(count);
+          HostBuffer want(kMax + kGuard, dtype), got(kMax + kGuard, dtype);
+          std::memset(want.data(), 0xFF, want.view().bytes());
+          reduce_to(want.view().slice(offset, count), a.view().slice(offset, count), b.view().slice(offset, count), op);
+          cuda::poison(dout, bytes);
+          const BufferView device_a{da, kMax, dtype, MemorySpace::cuda}, device_b{db, kMax, dtype, MemorySpace::cuda};
+          const BufferView device_out{dout, kMax + kGuard, dtype, MemorySpace::cuda};
+          reduce_to(device_out.slice(offset, count), device_a.slice(offset, count), device_b.slice(offset, count), op);
+          cuda::copy(got.data(), dout, bytes);
+          cuda::synchronize();
+          ASSERT_EQ(std::memcmp(got.data(), want.data(), bytes), 0) << what;
+        }
+      }
+    }
+    cuda::release(da);
+    cuda::release(db);
+    cuda::release(dout);
+  }
 }

@@ -606,14 +606,14 @@ __global__ void sgd_kernel(V* value, const V* grad, S* buffer, int64_t n, S lr, 
 }
 
 template <typename V, typename S>
-__global__ void adamw_kernel(V* value, const V* grad, S* m, S* v, int64_t n, S lr, S b1, S b2, S eps, S wd,
-                             S correction1, S correction2) {
+__global__ void adamw_kernel(V* value, const V* grad, S* m, S* v, int64_t n, S lr, S b1, S b2, S one_minus_b1,
+                             S one_minus_b2, S eps, S wd, S correction1, S correction2) {
   PARITY_GRID_STRIDE(i, n) {
     S p = to_state<S>(value[i]);
     const S g = to_state<S>(grad[i]);
     p -= lr * wd * p;
-    m[i] = b1 * m[i] + (S(1) - b1) * g;
-    v[i] = b2 * v[i] + (S(1) - b2) * g * g;
+    m[i] = b1 * m[i] + one_minus_b1 * g;
+    v[i] = b2 * v[i] + one_minus_b2 * g * g;
     p -= lr * (m[i] / correction1) / (dsqrt(v[i] / correction2) + eps);
     store_value(value[i], static_cast<double>(p));
   }
@@ -999,7 +999,9 @@ void adamw_update(int value_dtype, int state_dtype, void* value, const void* gra
       using S = decltype(state_tag);
       adamw_kernel<V, S><<<blocks_for(count), kThreads, 0, stream()>>>(
           static_cast<V*>(value), static_cast<const V*>(grad), static_cast<S*>(m), static_cast<S*>(v), count,
-          static_cast<S>(learning_rate), static_cast<S>(beta1), static_cast<S>(beta2), static_cast<S>(epsilon),
+          static_cast<S>(learning_rate), static_cast<S>(beta1), static_cast<S>(beta2),
+          // 1 - beta in float64, rounded once (as on the CPU): in S it would cancel.
+          static_cast<S>(1 - beta1), static_cast<S>(1 - beta2), static_cast<S>(epsilon),
           static_cast<S>(weight_decay), static_cast<S>(correction1), static_cast<S>(correction2));
     });
   });
