@@ -3,12 +3,16 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "bench/cli/launcher.hpp"
+#include "bench/cli/supervisor.hpp"
 #include "bench/commands/commands.hpp"
 #include "correctness/cases/collectives.hpp"
 #include "correctness/cases/tensor.hpp"
@@ -23,11 +27,21 @@ using namespace parity::cli;
 
 namespace {
 
-constexpr int kExitFailed = 1, kExitUsage = 2, kExitRuntime = 4;
+const char* const kExitCodes = kExitStatusHelp;
 
-const char* kExitCodes =
-    "Exit status: 0 success; 1 conformance cases failed; 2 bad input (one line on stderr);\n"
-    "3 an operation stalled past --timeout (the job is aborted); 4 a fault while running.";
+// Seconds: a finite number >= 0 (CLI11's own range check accepts nan and words its refusal of
+// -1 with DBL_MAX written out in full).
+CLI::Validator timeout_validator() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double value = std::strtod(text.c_str(), &end);
+        if (text.empty() || end == text.c_str() || *end != '\0' || !std::isfinite(value) || value < 0)
+          return text + " is not a number of seconds >= 0 (0 disables the watchdog)";
+        return "";
+      },
+      "SECONDS");
+}
 
 void add_common(CLI::App* app, CommonOptions& o, bool with_half = true) {
   app->add_option("--np", o.np, "Ranks to start. Outside mpirun/srun parity re-runs itself as `mpirun -n NP` "
@@ -40,7 +54,7 @@ void add_common(CLI::App* app, CommonOptions& o, bool with_half = true) {
   app->add_option("-T,--timeout", o.timeout_seconds,
                   "Seconds one operation may take before the job is aborted, naming the rank and operation that "
                   "stalled; 0 disables")
-      ->check(CLI::NonNegativeNumber);
+      ->check(timeout_validator());
   if (with_half)
     app->add_option("--half-accumulate", o.half_accumulate,
                     "How float16/bfloat16 are reduced: float32 (widen, reduce in float32, round once to nearest even) "
@@ -52,7 +66,9 @@ void add_common(CLI::App* app, CommonOptions& o, bool with_half = true) {
                   "Communicator: auto (mpi on cpu; on cuda nccl, or mpi when ranks share a GPU and NCCL does not allow "
                   "it), mpi (device buffers staged through pinned host memory unless the MPI is CUDA-aware), nccl");
   app->add_option("--inject-stall", o.inject_stall_rank,
-                  "Fault injection: this rank stops before the first operation, to see --timeout at work");
+                  "Fault injection: this rank stops before the first operation, to see --timeout at work (a rank "
+                  "of the world; -1 none)")
+      ->check(CLI::Range(-1, 1 << 20));
 }
 
 void add_bench_options(CLI::App* app, BenchOptions& b) {
@@ -140,14 +156,24 @@ std::vector<std::string> command_line(int argc, char** argv) {
   return out;
 }
 
-// Relaunches under mpirun when asked for more than one rank outside a launcher; otherwise
-// returns and the caller starts MPI in this process.
-void maybe_relaunch(int argc, char** argv, CommonOptions& common, const std::string& what) {
+// Runs the ranks under mpirun, supervised, when asked for more than one rank outside a
+// launcher, and returns the job's exit status; otherwise returns nothing and the caller
+// starts MPI in this process (then SIGINT and SIGTERM end it with kExitInterrupted).
+std::optional<int> maybe_relaunch(int argc, char** argv, CommonOptions& common, const std::string& what) {
   validate_device_options(common);
-  if (under_launcher() || (common.np <= 1 && common.hostfile.empty())) return;
+  if (under_launcher() || (common.np <= 1 && common.hostfile.empty())) {
+    // Open MPI starts even one rank through its launcher's daemon: without mpirun (and orted
+    // beside it) MPI_Init would fail with pages of text.
+    if (!under_launcher()) {
+      check_working_directory();
+      find_mpirun();
+    }
+    handle_interrupts(under_launcher() ? launcher_rank() : -1);
+    return std::nullopt;
+  }
   if (common.out.empty()) common.out = default_output_path(what);
   if (!common.out.empty()) record::check_output_path(common.out, common.force);
-  relaunch({common.np, common.hostfile}, arguments_for_ranks(argc, argv, common.out));
+  return relaunch({common.np, common.hostfile}, arguments_for_ranks(argc, argv, common.out));
 }
 
 // Runs `body` in an MPI session; maps refusals and faults to exit codes.
@@ -164,8 +190,10 @@ int with_session(int argc, char** argv, const CommonOptions& common, const std::
     if (!session || session->is_root()) std::fprintf(stderr, "parity: %s\n", e.what());
     return kExitUsage;
   } catch (const std::exception& e) {
-    // A fault on one rank: end the whole job now rather than leave the others waiting.
-    MpiRuntime::abort(std::string("parity: ") + e.what(), kExitRuntime);
+    // A fault on one rank: end the whole job now rather than leave the others waiting. Abort
+    // unwinds nothing, so the result file's temporary sibling is removed first.
+    record::discard_temporary_file();
+    MpiRuntime::abort(std::string("parity: ") + e.what(), kExitFault);
   }
 }
 
@@ -212,7 +240,7 @@ int draw_report(const std::vector<std::string>& files, std::string out_dir, bool
   }
   int status = 0;
   waitpid(child, &status, 0);
-  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : kExitRuntime;
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : kExitFault;
   if (code == 127) throw UsageError("python3 not found; install python3-matplotlib python3-h5py (ci/setup.sh)");
   if (code == 0 && !quiet) std::fprintf(stderr, "[report] %s/index.html\n", out_dir.c_str());
   return code;
@@ -364,7 +392,7 @@ int main(int argc, char** argv) {
         return 0;
       }
       check_case_names(std::max(check_common.np, 1), check_options);  // a filter matching nothing fails here
-      maybe_relaunch(argc, argv, check_common, "check");
+      if (auto status = maybe_relaunch(argc, argv, check_common, "check")) return *status;
       return with_session(argc, argv, check_common, "check", [&](Session& s) {
         CheckOutcome outcome = run_check(s, check_options);
         write_check_tables(s, outcome);
@@ -376,7 +404,8 @@ int main(int argc, char** argv) {
     if (*bench_collectives) {
       parse_half_accumulate(bench_common.half_accumulate);
       BenchPlan plan = plan_bench(bench_options);
-      maybe_relaunch(argc, argv, bench_common, "bench");
+      bench_common.result_bytes = bench_result_bytes(plan);
+      if (auto status = maybe_relaunch(argc, argv, bench_common, "bench")) return *status;
       return with_session(argc, argv, bench_common, "bench collectives", [&](Session& s) {
         s.check_memory(bench_bytes_per_rank(plan, s.world().size()), "the benchmark at -e " + bench_options.max_bytes);
         s.maybe_inject_stall();
@@ -391,7 +420,7 @@ int main(int argc, char** argv) {
 
     if (*bench_model) {
       const ModelBenchPlan plan = plan_model_bench(model_options);
-      maybe_relaunch(argc, argv, model_common, "bench-model");
+      if (auto status = maybe_relaunch(argc, argv, model_common, "bench-model")) return *status;
       return with_session(argc, argv, model_common, "bench model", [&](Session& s) {
         s.check_memory(model_bench_bytes_per_rank(plan), "the model benchmark");
         s.maybe_inject_stall();
@@ -404,7 +433,7 @@ int main(int argc, char** argv) {
 
     if (*bench_memory) {
       const ParallelBenchPlan plan = plan_parallel_bench(memory_options);
-      maybe_relaunch(argc, argv, memory_common, "bench-memory");
+      if (auto status = maybe_relaunch(argc, argv, memory_common, "bench-memory")) return *status;
       return with_session(argc, argv, memory_common, "bench memory", [&](Session& s) {
         s.check_memory(parallel_bench_bytes_per_rank(memory_options), "the memory benchmark");
         s.maybe_inject_stall();
@@ -417,7 +446,7 @@ int main(int argc, char** argv) {
 
     if (*bench_scaling) {
       const ParallelBenchPlan plan = plan_parallel_bench(scaling_options);
-      maybe_relaunch(argc, argv, scaling_common, "bench-scaling");
+      if (auto status = maybe_relaunch(argc, argv, scaling_common, "bench-scaling")) return *status;
       return with_session(argc, argv, scaling_common, "bench scaling", [&](Session& s) {
         check_scaling_batch(s, scaling_options);
         s.check_memory(parallel_bench_bytes_per_rank(scaling_options), "the scaling benchmark");
@@ -432,7 +461,7 @@ int main(int argc, char** argv) {
 
     if (*bench_tensor) {
       check_tensor_bench_options(tensor_options);
-      maybe_relaunch(argc, argv, tensor_common, "bench-tensor");
+      if (auto status = maybe_relaunch(argc, argv, tensor_common, "bench-tensor")) return *status;
       return with_session(argc, argv, tensor_common, "bench tensor", [&](Session& s) {
         const TensorBenchPlan plan = plan_tensor_bench(tensor_options, s.world().size());
         s.check_memory(tensor_bench_bytes_per_rank(plan, tensor_options.batch), "the tensor benchmark");
@@ -472,8 +501,8 @@ int main(int argc, char** argv) {
       tensor.batch = 2;
       tensor.steps = run_quick ? 1 : 3;
       check_tensor_bench_options(tensor);
-      maybe_relaunch(argc, argv, run_common, "run");
-      int status = with_session(argc, argv, run_common, "run", [&](Session& s) {
+      std::optional<int> launched = maybe_relaunch(argc, argv, run_common, "run");
+      int status = launched ? *launched : with_session(argc, argv, run_common, "run", [&](Session& s) {
         CheckOutcome conformance = run_check(s, c);
         s.check_memory(bench_bytes_per_rank(plan, s.world().size()), "the benchmark");
         const HostCopy copy = measure_host_copy(s);
@@ -496,9 +525,9 @@ int main(int argc, char** argv) {
         run_common.out = s.options().out;
         return conformance.failed || memory_outcome.mismatches || tensor_outcome.mismatches ? kExitFailed : 0;
       });
-      // MPI is finalised now; rank 0 (or the only process) draws the report.
+      // MPI is finalised now; rank 0 (or the only process) draws the report, not the parent.
       const bool rank0 = launcher_rank() == 0;
-      if (rank0 && !run_no_report && status != kExitUsage && !run_common.out.empty() && fs::exists(run_common.out)) {
+      if (!launched && rank0 && !run_no_report && status != kExitUsage && !run_common.out.empty() && fs::exists(run_common.out)) {
         const int report_status = draw_report({run_common.out}, run_report_dir, true, run_common.quiet);
         if (status == 0) status = report_status;
       }
@@ -509,7 +538,7 @@ int main(int argc, char** argv) {
     return kExitUsage;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "parity: %s\n", e.what());
-    return kExitRuntime;
+    return kExitFault;
   }
   return kExitUsage;
 }

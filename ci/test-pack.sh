@@ -175,14 +175,16 @@ for _ in $(seq 150); do
     sleep 0.1
 done
 sleep 1 # let the ranks finish loading before their maps are read
-launcher=$(readlink "/proc/$bg_pid/exe" 2>/dev/null || echo "(gone)")
+# parity stays the parent of mpirun (bench/cli/supervisor): the launcher is its child.
+launcher_pid=$(pgrep -P "$bg_pid" | head -n 1)
+launcher=$(readlink "/proc/${launcher_pid:-0}/exe" 2>/dev/null || echo "(gone)")
 if ((${#ranks[@]} == 2)); then
     if [ "$launcher" = "$pack/libexec/openmpi/orterun" ]; then
         pass "mpirun is the pack's ($launcher)"
     else
         fail "mpirun is $launcher, not the pack's"
     fi
-    foreign=$(for r in "${ranks[@]}" "$bg_pid"; do
+    foreign=$(for r in "${ranks[@]}" "$bg_pid" ${launcher_pid:+"$launcher_pid"}; do
         awk '$6 ~ /\.so/ {print $6}' "/proc/$r/maps" 2>/dev/null
     done | sort -u | while read -r so; do
         case $so in "$pack"/*) continue ;; esac
@@ -197,7 +199,8 @@ if ((${#ranks[@]} == 2)); then
 else
     fail "did not see 2 ranks of the pack's parity running (found ${#ranks[@]}): $(tail -n 3 "$tmp/stall.txt")"
 fi
-# Seen enough: end the job now rather than wait for -T (mpirun takes its ranks down with it).
+# Seen enough: end the job now rather than wait for -T (parity passes the signal to mpirun,
+# which takes its ranks down with it).
 kill "$bg_pid" 2>/dev/null || true
 wait "$bg_pid" 2>/dev/null || true
 bg_pid=

@@ -639,6 +639,18 @@ def write_sample(path, seed=1, bandwidth_scale=1.0, failures=2, empty_collective
         else:
             pred_alpha = pred_beta = None
 
+        if "harness" not in omit:
+            sizes = [8, 64, 512, 4096, 65536]
+            direct = [0.35 + alpha * 0.2 + s * 1e-5 for s in sizes]
+            overhead = [0.03 + 0.01 * rng.standard_normal() for _ in sizes]
+            g = write_table(f, "/bench/harness_overhead", "the harness's cost per call",
+                            [("size_bytes", "i8", "B"), ("direct_us", "f8", "us"), ("wrapped_us", "f8", "us"),
+                             ("overhead_us", "f8", "us"), ("halves_spread_us", "f8", "us"), ("calls", "i8", "")],
+                            {"size_bytes": sizes, "direct_us": direct,
+                             "wrapped_us": [d + o for d, o in zip(direct, overhead)], "overhead_us": overhead,
+                             "halves_spread_us": [0.005] * 5, "calls": [2000, 2000, 2000, 2000, 500]})
+            g.attrs["target_us"] = 0.1
+
         cols = {c[0]: [] for c in COLLECTIVE_COLUMNS}
         rank_rows = {"row": [], "rank": [], "host": [], "time_us": []}
         if not empty_collectives:
@@ -776,7 +788,7 @@ def main(argv=None):
     ap.add_argument("--empty-collectives", action="store_true",
                     help="write /bench/collectives with 0 rows")
     ap.add_argument("--omit", action="append", default=[],
-                    choices=["copy_bandwidth", "point_to_point", "collectives", "check"],
+                    choices=["copy_bandwidth", "point_to_point", "harness", "collectives", "check"],
                     help="leave a group out (repeatable)")
     ap.add_argument("--model", action="store_true",
                     help="also write /bench/model (training steps of three GPT presets)")

@@ -135,7 +135,7 @@ def set_model_column(path, column, per_model):
         g[column][...] = values
 
 
-MODEL_ONLY = ("copy_bandwidth", "point_to_point", "collectives", "check")
+MODEL_ONLY = ("copy_bandwidth", "point_to_point", "harness", "collectives", "check")
 PARALLEL_TABLES = ("/bench/memory", "/bench/scaling", "/bench/overlap")
 # What `parity bench tensor` and `parity check` write, without the collective benchmark.
 TENSOR_ONLY = ("copy_bandwidth", "point_to_point", "collectives")
@@ -228,9 +228,10 @@ class ReportTests(unittest.TestCase):
         self.assertTrue(os.path.getsize(os.path.join(self.single, "summary.md")) > 0)
         self.assertIn("<title>Sample run A</title>", html)
         sources = self.assert_pngs(self.single, html)
-        # 8 benchmark groups with >= 2 sizes, 2 slow-rank figures, 1 ping-pong figure.
-        self.assertEqual(len(sources), 11)
-        self.assertEqual(len(glob.glob(os.path.join(self.single, "*.png"))), 11)
+        # 8 benchmark groups with >= 2 sizes, 2 slow-rank figures, 1 ping-pong figure, 1 harness
+        # overhead figure.
+        self.assertEqual(len(sources), 12)
+        self.assertEqual(len(glob.glob(os.path.join(self.single, "*.png"))), 12)
 
     def test_single_conformance_totals(self):
         total, failed = conformance_counts(self.a)

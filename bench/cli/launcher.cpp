@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "bench/cli/supervisor.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/provenance.hpp"
 
@@ -61,19 +62,20 @@ std::vector<std::string> mpirun_command(const std::string& mpirun, const LaunchR
     command.push_back("--hostfile");
     command.push_back(request.hostfile);
   }
-  // mpirun's own multi-line notices repeat what the failing rank already said in one line.
-  command.push_back("--quiet");
+  // mpirun's notices are not shown: the supervisor reads them (which rank died) and says one line.
   command.insert(command.end(), arguments.begin(), arguments.end());
   return command;
 }
 
-void relaunch(const LaunchRequest& request, const std::vector<std::string>& arguments) {
-  std::vector<std::string> command = mpirun_command(find_mpirun(), request, arguments);
-  std::vector<char*> argv;
-  for (auto& a : command) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  execv(argv[0], argv.data());
-  throw UsageError("could not start " + command[0] + ": " + std::strerror(errno));
+void check_working_directory() {
+  char cwd[4096];
+  if (getcwd(cwd, sizeof cwd) == nullptr && errno == ENOENT)
+    throw UsageError("the working directory no longer exists; cd to an existing directory (MPI starts the ranks there)");
+}
+
+int relaunch(const LaunchRequest& request, const std::vector<std::string>& arguments) {
+  check_working_directory();
+  return supervise(mpirun_command(find_mpirun(), request, arguments), request.np);
 }
 
 }  // namespace parity::cli

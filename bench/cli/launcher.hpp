@@ -24,8 +24,11 @@ std::vector<std::string> mpirun_command(const std::string& mpirun, const LaunchR
                                         const std::vector<std::string>& arguments);
 // Finds mpirun ($PARITY_MPIRUN, else on PATH); throws UsageError when it is missing.
 std::string find_mpirun();
-// Replaces this process with mpirun (never returns; throws on failure).
-[[noreturn]] void relaunch(const LaunchRequest& request, const std::vector<std::string>& arguments);
+// Refuses (UsageError) to start in a working directory that was deleted: Open MPI cannot.
+void check_working_directory();
+// Runs the ranks under mpirun as a supervised child (bench/cli/supervisor.hpp) and returns
+// parity's exit status; throws UsageError when mpirun or the working directory is missing.
+int relaunch(const LaunchRequest& request, const std::vector<std::string>& arguments);
 // Path of the running executable (/proc/self/exe).
 std::string self_executable();
 

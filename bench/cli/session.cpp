@@ -45,8 +45,16 @@ Session::Session(int* argc, char*** argv, const CommonOptions& options, std::str
                                 std::to_string(world_->size()) + " ranks; drop --np under mpirun or srun";
     agree_on_root([&] { throw UsageError(message); });
   }
+  if (options_.inject_stall_rank >= world_->size()) {
+    const std::string message = "--inject-stall " + std::to_string(options_.inject_stall_rank) +
+                                " is not a rank of the world (ranks 0-" + std::to_string(world_->size() - 1) + ")";
+    agree_on_root([&] { throw UsageError(message); });
+  }
   if (options_.out.empty()) options_.out = default_output_path(subcommand_ == "bench collectives" ? "bench" : subcommand_);
-  agree_on_root([&] { record::check_output_path(options_.out, options_.force); });
+  agree_on_root([&] {
+    record::check_output_path(options_.out, options_.force);
+    record::check_free_space(options_.out, options_.result_bytes);
+  });
   if (options_.device == "cuda") use_gpu();
 }
 
@@ -137,7 +145,12 @@ void Session::check_memory(std::size_t bytes_per_rank, const std::string& what) 
 
 void Session::maybe_inject_stall() {
   if (options_.inject_stall_rank != world_->rank()) return;
-  // Sleep through the others' timeout; their watchdog ends the job.
+  // Sleep through the timeout. The stall is an operation of its own, so this rank's watchdog
+  // fires too: at one rank nobody else would notice, and at several the message tells the
+  // stalled rank (here) from the ones waiting for it in their next operation.
+  Operation stalled;
+  stalled.text = "an injected stall (--inject-stall " + std::to_string(world_->rank()) + ")";
+  Watchdog::Scope stall(world_->watchdog(), std::move(stalled));
   for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
 }
 

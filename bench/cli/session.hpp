@@ -2,6 +2,7 @@
 // watchdog, checks that must agree across ranks, and the result file rank 0 writes.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -25,6 +26,9 @@ struct CommonOptions {
   std::string device = "cpu";    // cpu or cuda
   std::string backend = "auto";  // auto, mpi or nccl
   int inject_stall_rank = -1;  // fault injection: this rank skips its first operation
+  // About how large the result file grows: its file system must have this much free before
+  // any work starts (a `parity run` file is about 2.2 MB).
+  std::uint64_t result_bytes = 8ull << 20;
 };
 
 // Checks --device and --backend before any rank starts (UsageError naming the bad value).

@@ -1,6 +1,8 @@
 // parity bench collectives: an nccl-tests style sweep over sizes for chosen collectives and
 // algorithms, with the native collective as the baseline in the same run, per-rank times kept,
 // and the host copy bandwidth and alpha-beta constants measured alongside.
+#include <mpi.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -110,6 +112,24 @@ BenchPlan plan_bench(BenchOptions& options) {
       throw UsageError("unknown algorithm '" + name + "' (known: " + all + ")");
     }
   }
+  // An algorithm asked for by name must apply to some collective asked for: `--coll broadcast
+  // --algo ring` would otherwise time native alone and look like a ring result.
+  for (const auto& name : algorithm_names) {
+    if (name == "all" || name == "native") continue;
+    const bool applies = std::any_of(collectives.begin(), collectives.end(), [&](Collective c) {
+      const auto algorithms = algorithms_for(c);
+      return std::any_of(algorithms.begin(), algorithms.end(), [&](const AlgorithmDescriptor* d) { return d->name == name; });
+    });
+    if (!applies) {
+      std::string which;
+      for (Collective c : collectives) {
+        std::string names;
+        for (const AlgorithmDescriptor* d : algorithms_for(c)) names += (names.empty() ? "" : " ") + d->name;
+        which += (which.empty() ? "" : "; ") + std::string(name_of(c)) + ": " + names;
+      }
+      throw UsageError("--algo " + name + " does not apply to --coll " + options.collectives + " (algorithms: " + which + ")");
+    }
+  }
   for (Collective c : collectives) {
     BenchPlanEntry entry{c, {}};
     for (const AlgorithmDescriptor* d : algorithms_for(c)) {
@@ -131,6 +151,15 @@ BenchPlan plan_bench(BenchOptions& options) {
   if (plan.datatypes.empty()) throw UsageError("-d/--datatype names no type");
   if (plan.ops.empty()) throw UsageError("-o/--op names no reduction");
   return plan;
+}
+
+std::uint64_t bench_result_bytes(const BenchPlan& plan) {
+  // Rows: every size, algorithm, type, reduction and placement; about 30 columns of 8 bytes,
+  // and 4 MiB for the other tables, attributes and HDF5's own structure.
+  std::uint64_t rows = 0;
+  for (const auto& e : plan.entries)
+    rows += e.algorithms.size() * plan.sizes.size() * plan.datatypes.size() * (is_reducing(e.collective) ? plan.ops.size() : 1) * 2;
+  return (4ull << 20) + rows * 30 * 8;
 }
 
 std::size_t bench_bytes_per_rank(const BenchPlan& plan, int n) {
@@ -290,6 +319,65 @@ void print_header(const BenchPlanEntry& e, DataType type, ReduceOp op, int n, st
 
 }  // namespace
 
+// What parity's wrapper (validation, the watchdog scope) adds to a native call: the same
+// MPI_Allreduce timed directly and through run_collective, call by call in alternating order
+// (direct first, then wrapped first), so that drift in the machine hits both alike; the
+// median per-call time of each, averaged over ranks. Target: under 0.1 us per call.
+constexpr double kHarnessTargetUs = 0.1;
+
+void measure_harness_overhead(Communicator& comm, HalfAccumulate half, record::Table& table, bool print) {
+  const AlgorithmDescriptor& native = find_algorithm(Collective::all_reduce, "native");
+  HostBuffer send(std::size_t{64} << 10, DataType::float32), recv(std::size_t{64} << 10, DataType::float32);
+  fill_small_values(send.view(), comm.rank());
+  MPI_Comm world = MPI_COMM_WORLD;  // the host world is MPI_COMM_WORLD's group, in rank order
+  double worst = 0;
+  for (std::size_t bytes : {std::size_t{8}, std::size_t{64}, std::size_t{512}, std::size_t{4096}, std::size_t{65536}}) {
+    const std::size_t count = bytes / 4;
+    const CollectiveCall call{Collective::all_reduce, send.view().slice(0, count), recv.view().slice(0, count), ReduceOp::sum, 0};
+    const int pairs = bytes <= 4096 ? 2000 : 500, warmup = 50;
+    std::vector<double> direct_us, wrapped_us;
+    direct_us.reserve(pairs);
+    wrapped_us.reserve(pairs);
+    const auto time_one = [&](bool wrapped, std::vector<double>& into, bool keep) {
+      const auto t0 = Clock::now();
+      if (wrapped)
+        run_collective(comm, native, call, half);
+      else
+        MPI_Allreduce(send.data(), recv.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, world);
+      const double us = std::chrono::duration<double>(Clock::now() - t0).count() * 1e6;
+      if (keep) into.push_back(us);
+    };
+    comm.barrier();
+    for (int i = 0; i < pairs + warmup; ++i) {
+      const bool keep = i >= warmup, wrapped_first = i % 2 == 1;
+      time_one(wrapped_first, wrapped_first ? wrapped_us : direct_us, keep);
+      time_one(!wrapped_first, wrapped_first ? direct_us : wrapped_us, keep);
+    }
+    // The overhead of each half of the pairs too: how far the two halves disagree is the noise.
+    const auto half_of = [](const std::vector<double>& v, int h) {
+      const auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
+      return h == 0 ? std::vector<double>(v.begin(), mid) : std::vector<double>(mid, v.end());
+    };
+    double medians[4] = {percentile(direct_us, 0.5), percentile(wrapped_us, 0.5),
+                         percentile(half_of(wrapped_us, 0), 0.5) - percentile(half_of(direct_us, 0), 0.5),
+                         percentile(half_of(wrapped_us, 1), 0.5) - percentile(half_of(direct_us, 1), 0.5)};
+    comm.all_reduce({medians, 4, DataType::float64, MemorySpace::host}, {medians, 4, DataType::float64, MemorySpace::host},
+                    ReduceOp::sum);
+    const double d = medians[0] / comm.size(), w = medians[1] / comm.size();
+    const double spread = std::abs(medians[2] - medians[3]) / comm.size();
+    table.i64("size_bytes", "B").push_back(static_cast<std::int64_t>(bytes));
+    table.f64("direct_us", "us").push_back(d);
+    table.f64("wrapped_us", "us").push_back(w);
+    table.f64("overhead_us", "us").push_back(w - d);
+    table.f64("halves_spread_us", "us").push_back(spread);
+    table.i64("calls", "").push_back(pairs);
+    worst = std::max(worst, w - d);
+  }
+  if (print)
+    std::printf("# harness overhead per native call (8 B - 64 KiB): at most %.3f us (target < %.1f us)\n", worst,
+                kHarnessTargetUs);
+}
+
 BenchOutcome run_bench(Session& session, const BenchPlan& plan, const BenchOptions& options, const PointToPoint& p2p,
                        double copy_GBps) {
   Communicator& comm = session.world();
@@ -297,6 +385,7 @@ BenchOutcome run_bench(Session& session, const BenchPlan& plan, const BenchOptio
   const bool root_prints = session.is_root();
   if (options.root >= n) throw UsageError("-r/--root " + std::to_string(options.root) + " is not a rank of " + std::to_string(n));
   BenchOutcome out;
+  measure_harness_overhead(session.host_world(), session.half(), out.harness, root_prints);
   record::Table& t = out.rows;
 
   std::size_t total = 0;
@@ -461,6 +550,10 @@ void record_bench(Session& session, const HostCopy& copy, const PointToPoint& p2
   file.set_attribute("/bench/collectives", "warmup_iterations", static_cast<std::int64_t>(options.warmup));
   file.set_attribute("/bench/collectives", "check_iterations", static_cast<std::int64_t>(options.check_iterations));
   file.write_table("/bench/collectives_rank_times", bench.rank_times);
+  if (bench.harness.rows()) {
+    file.write_table("/bench/harness_overhead", bench.harness);
+    file.set_attribute("/bench/harness_overhead", "target_us", kHarnessTargetUs);
+  }
 }
 
 }  // namespace parity::cli

@@ -60,6 +60,8 @@ struct BenchPlan {
 BenchPlan plan_bench(BenchOptions& options);
 // Largest bytes one rank allocates for the plan at world size n.
 std::size_t bench_bytes_per_rank(const BenchPlan& plan, int n);
+// About how many bytes the result file of `plan` takes (checked against free space first).
+std::uint64_t bench_result_bytes(const BenchPlan& plan);
 
 struct HostCopy {
   record::Table table{"host memcpy bandwidth, first rank of each host alone"};
@@ -80,6 +82,8 @@ PointToPoint measure_point_to_point(Session& session, std::size_t max_bytes);
 struct BenchOutcome {
   record::Table rows{"collective benchmark, nccl-tests conventions (docs/busbw.md)"};
   record::Table rank_times{"each rank's mean time per row of /bench/collectives"};
+  record::Table harness{"the harness's cost per call: a native float32 sum all_reduce on host memory through parity's "
+                        "wrapper (checks and watchdog) and as a direct MPI_Allreduce, in alternating blocks"};
 };
 BenchOutcome run_bench(Session& session, const BenchPlan& plan, const BenchOptions& options,
                        const PointToPoint& p2p, double copy_GBps);

@@ -13,11 +13,10 @@ namespace parity {
 
 thread_local void (*yield_while_waiting)() = nullptr;
 
-std::string describe_operation(std::string_view what, BufferView buffer, std::string_view detail) {
-  std::string text = std::string(what) + " " + std::to_string(buffer.count) + " x " +
-                     std::string(name_of(buffer.dtype));
-  if (!detail.empty()) text += " (" + std::string(detail) + ")";
-  return text;
+Operation collective_operation(Collective collective, BufferView send, BufferView recv, const char* algorithm) {
+  const BufferView& larger = collective == Collective::reduce_scatter ? send : recv;
+  // name_of returns views of string literals, so data() is null-terminated static text.
+  return {name_of(collective).data(), algorithm, static_cast<std::int64_t>(larger.count), larger.dtype, {}};
 }
 
 Communicator::Communicator(std::shared_ptr<Watchdog> watchdog) : watchdog_(std::move(watchdog)) {
@@ -27,9 +26,9 @@ Communicator::Communicator(std::shared_ptr<Watchdog> watchdog) : watchdog_(std::
 bool Communicator::accepts(MemorySpace space, bool) const { return space == memory_space(); }
 
 RequestPtr Communicator::isend(BufferView buffer, int peer, int tag) {
-  require(peer >= 0 && peer < size(), "isend to rank " + std::to_string(peer) + " of " + std::to_string(size()));
-  require(accepts(buffer.space, true) || buffer.count == 0,
-          "isend: a " + std::string(name_of(buffer.space)) + " buffer given to a " + std::string(backend()) + " communicator");
+  if (peer < 0 || peer >= size()) throw Error("isend to rank " + std::to_string(peer) + " of " + std::to_string(size()));
+  if (!accepts(buffer.space, true) && buffer.count != 0)
+    throw Error("isend: a " + std::string(name_of(buffer.space)) + " buffer given to a " + std::string(backend()) + " communicator");
   RequestPtr request = do_isend(buffer, peer, tag);
   request->peer = peer;
   request->is_send = true;
@@ -41,9 +40,9 @@ RequestPtr Communicator::isend(BufferView buffer, int peer, int tag) {
 }
 
 RequestPtr Communicator::irecv(BufferView buffer, int peer, int tag) {
-  require(peer >= 0 && peer < size(), "irecv from rank " + std::to_string(peer) + " of " + std::to_string(size()));
-  require(accepts(buffer.space, true) || buffer.count == 0,
-          "irecv: a " + std::string(name_of(buffer.space)) + " buffer given to a " + std::string(backend()) + " communicator");
+  if (peer < 0 || peer >= size()) throw Error("irecv from rank " + std::to_string(peer) + " of " + std::to_string(size()));
+  if (!accepts(buffer.space, true) && buffer.count != 0)
+    throw Error("irecv: a " + std::string(name_of(buffer.space)) + " buffer given to a " + std::string(backend()) + " communicator");
   RequestPtr request = do_irecv(buffer, peer, tag);
   request->peer = peer;
   request->is_send = false;
@@ -55,9 +54,8 @@ RequestPtr Communicator::irecv(BufferView buffer, int peer, int tag) {
 void Communicator::wait(RequestPtr& request) {
   if (!request) return;
   Watchdog::Scope scope(*watchdog_, request->is_send ? "send" : "recv");
-  watchdog_->waiting_for(std::string(request->is_send ? "a send to rank " : "a message from rank ") +
-                         std::to_string(request->peer) + " (" + std::to_string(request->bytes) +
-                         " bytes, tag " + std::to_string(request->tag) + ")");
+  watchdog_->waiting_for({request->is_send ? Wait::send_to : Wait::message_from, request->peer,
+                          static_cast<std::int64_t>(request->bytes), request->tag});
   // Poll, yielding the core now and then: ranks may share cores (--oversubscribe). Inside a
   // communication stream, hand control back to the computation instead.
   for (unsigned spins = 0; !request->test(); ++spins) {
@@ -80,9 +78,9 @@ void Communicator::send_recv(BufferView send, int to, BufferView recv, int from,
 
 void validate_collective(const Communicator& comm, Collective collective, BufferView send,
                          BufferView recv, int root, bool native) {
-  const std::string what(name_of(collective));
+  // Runs on every call: no text is made unless a check fails.
   const std::size_t n = static_cast<std::size_t>(comm.size());
-  auto fail = [&](const std::string& why) { throw Error(what + ": " + why); };
+  auto fail = [&](const std::string& why) { throw Error(std::string(name_of(collective)) + ": " + why); };
   if (send.dtype != recv.dtype) fail("send and receive buffers differ in type");
   for (const BufferView* v : {&send, &recv}) {
     const bool accepted = native ? comm.accepts(v->space, false) : v->space == comm.memory_space();
@@ -94,20 +92,20 @@ void validate_collective(const Communicator& comm, Collective collective, Buffer
     fail("send and receive buffers are in different memory spaces");
   if (has_root(collective) && (root < 0 || root >= comm.size()))
     fail("root " + std::to_string(root) + " outside 0.." + std::to_string(comm.size() - 1));
-  const std::string sizes = " (send " + std::to_string(send.count) + ", receive " + std::to_string(recv.count) + ")";
+  const auto sizes = [&] { return " (send " + std::to_string(send.count) + ", receive " + std::to_string(recv.count) + ")"; };
   switch (collective) {
     case Collective::all_reduce: case Collective::reduce: case Collective::broadcast:
-      if (send.count != recv.count) fail("send and receive counts differ" + sizes);
+      if (send.count != recv.count) fail("send and receive counts differ" + sizes());
       break;
     case Collective::all_gather:
-      if (recv.count != send.count * n) fail("receive count must be size x send count" + sizes);
+      if (recv.count != send.count * n) fail("receive count must be size x send count" + sizes());
       break;
     case Collective::reduce_scatter:
-      if (send.count != recv.count * n) fail("send count must be size x receive count" + sizes);
+      if (send.count != recv.count * n) fail("send count must be size x receive count" + sizes());
       break;
     case Collective::all_to_all:
       if (send.count != recv.count || send.count % n != 0)
-        fail("send and receive counts must be equal multiples of the size" + sizes);
+        fail("send and receive counts must be equal multiples of the size" + sizes());
       break;
   }
   // Partial overlap other than the documented in-place layout is a caller bug.
@@ -124,15 +122,11 @@ void validate_collective(const Communicator& comm, Collective collective, Buffer
 }
 
 namespace {
-std::string describe_collective(Collective c, BufferView send, BufferView recv, std::string_view detail) {
-  return describe_operation(name_of(c), c == Collective::reduce_scatter ? send : recv, detail);
-}
 }  // namespace
 
 Watchdog::Scope Communicator::enter_native(Collective c, BufferView send, BufferView recv, int root) {
   validate_collective(*this, c, send, recv, root, true);
-  return Watchdog::Scope(*watchdog_, describe_collective(c, send, recv, "native"),
-                         "every rank to reach this native " + std::string(name_of(c)));
+  return Watchdog::Scope(*watchdog_, collective_operation(c, send, recv, "native"), {Wait::every_rank});
 }
 
 void Communicator::all_reduce(BufferView send, BufferView recv, ReduceOp op) {

@@ -128,7 +128,8 @@ extern thread_local void (*yield_while_waiting)();
 void validate_collective(const Communicator& comm, Collective collective, BufferView send,
                          BufferView recv, int root, bool native = false);
 
-// Human-readable "all_reduce 1024 x float32 (sum)" for progress and watchdog messages.
-std::string describe_operation(std::string_view what, BufferView buffer, std::string_view detail = "");
+// A collective call as the watchdog keeps it: the collective's name, the algorithm (static
+// text), and the count and type of the larger buffer; text only if it is ever reported.
+Operation collective_operation(Collective collective, BufferView send, BufferView recv, const char* algorithm);
 
 }  // namespace parity

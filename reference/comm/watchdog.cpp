@@ -2,6 +2,7 @@
 // be called from the main thread here; mpirun sees a rank exit non-zero and kills the job.
 #include "reference/comm/watchdog.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -27,42 +28,137 @@ void Watchdog::set_timeout(double seconds) {
   timeout_seconds_ = seconds;
 }
 
-Watchdog::Scope::Scope(Watchdog& dog, std::string operation, std::string detail) : dog_(dog) {
-  std::lock_guard lock(dog_.mutex_);
-  outermost_ = dog_.depth_++ == 0;
-  if (outermost_) {
-    dog_.operation_ = std::move(operation);
-    dog_.started_ = Clock::now();
+std::string Operation::describe() const {
+  if (!text.empty()) return text;
+  std::string out = name;
+  if (count >= 0) {
+    out += ' ';
+    out += std::to_string(count);
+    out += " x ";
+    out += name_of(dtype);
   }
-  if (outermost_ || !detail.empty()) dog_.detail_ = std::move(detail);
+  if (variant != nullptr) {
+    out += " (";
+    out += variant;
+    out += ')';
+  }
+  return out;
+}
+
+std::string Wait::describe(const Operation& operation) const {
+  std::string out;
+  switch (kind) {
+    case every_rank:
+      out = "every rank to reach this ";
+      if (operation.variant != nullptr) {
+        out += operation.variant;
+        out += ' ';
+      }
+      out += operation.name;
+      break;
+    case send_to:
+    case message_from:
+      out = kind == send_to ? "a send to rank " : "a message from rank ";
+      out += std::to_string(peer);
+      out += " (";
+      out += std::to_string(bytes);
+      out += " bytes, tag ";
+      out += std::to_string(tag);
+      out += ')';
+      break;
+    case unknown:
+      break;
+  }
+  return out;
+}
+
+Watchdog::Scope::Scope(Watchdog& dog, const Operation& operation, Wait wait) : dog_(dog) {
+  const int depth = dog_.depth_.load(std::memory_order_relaxed);
+  if (depth == 0) {
+    dog_.name_.store(operation.name, std::memory_order_relaxed);
+    dog_.variant_.store(operation.variant, std::memory_order_relaxed);
+    dog_.count_.store(operation.count, std::memory_order_relaxed);
+    dog_.dtype_.store(static_cast<int>(operation.dtype), std::memory_order_relaxed);
+    if (!operation.text.empty() || dog_.has_text_.load(std::memory_order_relaxed)) {
+      std::lock_guard lock(dog_.mutex_);  // rare: an operation with made-up text
+      dog_.text_ = operation.text;
+      dog_.has_text_.store(!operation.text.empty(), std::memory_order_relaxed);
+    }
+    dog_.store_wait(wait);
+    dog_.sequence_.fetch_add(1, std::memory_order_release);
+  } else if (wait.kind != Wait::unknown) {
+    dog_.store_wait(wait);
+  }
+  dog_.depth_.store(depth + 1, std::memory_order_release);
 }
 
 Watchdog::Scope::~Scope() {
-  std::lock_guard lock(dog_.mutex_);
-  --dog_.depth_;
-  if (outermost_) dog_.operation_.clear();
+  dog_.depth_.store(dog_.depth_.load(std::memory_order_relaxed) - 1, std::memory_order_release);
 }
 
-void Watchdog::waiting_for(std::string detail) {
-  std::lock_guard lock(mutex_);
-  detail_ = std::move(detail);
+void Watchdog::store_wait(const Wait& wait) {
+  wait_kind_.store(wait.kind, std::memory_order_relaxed);
+  wait_peer_.store(wait.peer, std::memory_order_relaxed);
+  wait_bytes_.store(wait.bytes, std::memory_order_relaxed);
+  wait_tag_.store(wait.tag, std::memory_order_relaxed);
+}
+
+void Watchdog::waiting_for(const Wait& wait) { store_wait(wait); }
+
+Operation Watchdog::load_operation() {
+  Operation op{name_.load(std::memory_order_relaxed), variant_.load(std::memory_order_relaxed),
+               count_.load(std::memory_order_relaxed), static_cast<DataType>(dtype_.load(std::memory_order_relaxed)), {}};
+  if (has_text_.load(std::memory_order_relaxed)) op.text = text_;  // the caller holds mutex_
+  return op;
+}
+
+Wait Watchdog::load_wait() const {
+  return {static_cast<Wait::Kind>(wait_kind_.load(std::memory_order_relaxed)), wait_peer_.load(std::memory_order_relaxed),
+          wait_bytes_.load(std::memory_order_relaxed), wait_tag_.load(std::memory_order_relaxed)};
 }
 
 void Watchdog::run() {
   std::unique_lock lock(mutex_);
+  std::uint64_t watched = 0;  // the sequence number of the operation being timed
+  bool watching = false;
+  Clock::time_point since;
   while (!stop_) {
-    wake_.wait_for(lock, std::chrono::milliseconds(100));
-    if (stop_ || depth_ == 0 || timeout_seconds_ <= 0) continue;
-    const double elapsed = std::chrono::duration<double>(Clock::now() - started_).count();
+    // Look ten times per timeout, at most every 100 ms: a 1 ms timeout fires near 1 ms.
+    const double period = timeout_seconds_ > 0 ? std::clamp(timeout_seconds_ / 10, 1e-4, 0.1) : 0.1;
+    wake_.wait_for(lock, std::chrono::duration<double>(period));
+    if (stop_) break;
+    const std::uint64_t sequence = sequence_.load(std::memory_order_acquire);
+    if (depth_.load(std::memory_order_acquire) == 0 || timeout_seconds_ <= 0) {
+      watching = false;
+      continue;
+    }
+    // The same outermost operation as at the last look: it has run at least since then.
+    if (!watching || sequence != watched) {
+      watching = true;
+      watched = sequence;
+      since = Clock::now();
+      continue;
+    }
+    // Seen first up to one period after it began: count that period in.
+    const double elapsed = std::chrono::duration<double>(Clock::now() - since).count() + period;
     if (elapsed < timeout_seconds_) continue;
+    const Operation op = load_operation();
+    const Wait wait = load_wait();
+    if (sequence_.load(std::memory_order_acquire) != watched) continue;  // it ended as we looked
     std::string who = process_rank() >= 0
                           ? "rank " + std::to_string(process_rank()) + " on " + process_host()
                           : "this process";
-    std::fprintf(stderr, "parity: %s: %s stalled: not finished after %.1f s%s%s; aborting the job (--timeout %g)\n",
-                 who.c_str(), operation_.c_str(), elapsed, detail_.empty() ? "" : ", waiting for ",
-                 detail_.c_str(), timeout_seconds_);
+    const std::string operation = op.describe(), detail = wait.describe(op);
+    std::fprintf(stderr, "parity: %s: %s stalled: not finished after %.3g s%s%s; aborting the job (--timeout %g)\n",
+                 who.c_str(), operation.c_str(), elapsed, detail.empty() ? "" : ", waiting for ", detail.c_str(),
+                 timeout_seconds_);
     std::fflush(stderr);
     std::fflush(stdout);
+    // Give the other ranks waiting in the same operation time to say so too before this exit
+    // makes mpirun stop them: the launcher's parent (bench/cli/supervisor) names, from these
+    // lines, the ranks that waited and the ones that never entered the operation.
+    lock.unlock();
+    std::this_thread::sleep_for(std::chrono::duration<double>(std::clamp(timeout_seconds_, 0.5, 2.0)));
     std::_Exit(3);
   }
 }

@@ -3,13 +3,38 @@
 // waiting for, then ends the process so the launcher aborts the whole job instead of hanging.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <thread>
 
+#include "reference/core/dtype.hpp"
+
 namespace parity {
+
+// An operation as plain values. Its text ("all_reduce 256 x float32 (native)") is made only
+// when the watchdog reports it: formatting it on every call would cost about a microsecond,
+// more than a small native collective itself.
+struct Operation {
+  const char* name = "";          // static text: a collective's name, "send", "barrier"
+  const char* variant = nullptr;  // static text: the algorithm ("native", "ring"), or none
+  std::int64_t count = -1;        // elements, or -1 when not a buffer operation
+  DataType dtype = DataType::float32;
+  std::string text;  // rare operations that need made-up text: used instead of the above
+  std::string describe() const;
+};
+
+// What the current operation is blocked on, as plain values.
+struct Wait {
+  enum Kind { unknown, every_rank, send_to, message_from } kind = unknown;
+  int peer = -1;
+  std::int64_t bytes = 0;
+  int tag = 0;
+  std::string describe(const Operation& operation) const;  // "" for unknown
+};
 
 class Watchdog {
  public:
@@ -23,32 +48,44 @@ class Watchdog {
   double timeout() const { return timeout_seconds_; }
 
   // Marks an operation as running until the scope ends. Nested scopes (a collective made of
-  // point-to-point waits) keep the outermost operation and its start time.
+  // point-to-point waits) keep the outermost operation. Entering and leaving cost a few
+  // relaxed atomic stores: no lock, no clock, no text (see run()).
   class Scope {
    public:
-    // detail: what the operation waits on until something more precise is said.
-    Scope(Watchdog& dog, std::string operation, std::string detail = "");
+    // wait: what the operation waits on until something more precise is said.
+    Scope(Watchdog& dog, const Operation& operation, Wait wait = {});
+    Scope(Watchdog& dog, const char* operation) : Scope(dog, Operation{operation, nullptr, -1, DataType::float32, {}}) {}
     ~Scope();
     Scope(const Scope&) = delete;
     Scope& operator=(const Scope&) = delete;
    private:
     Watchdog& dog_;
-    bool outermost_;
   };
   // What the current operation is blocked on ("a message from rank 3"), for the report.
-  void waiting_for(std::string detail);
+  void waiting_for(const Wait& wait);
 
  private:
   void run();
+  void store_wait(const Wait& wait);
+  Operation load_operation();
+  Wait load_wait() const;
   using Clock = std::chrono::steady_clock;
   double timeout_seconds_;
-  std::mutex mutex_;
+  std::mutex mutex_;  // timeout_seconds_, stop_ and text_
   std::condition_variable wake_;
   bool stop_ = false;
-  int depth_ = 0;
-  std::string operation_;
-  std::string detail_;
-  Clock::time_point started_;
+  // Written by the thread that runs operations, read by the watchdog thread. The watchdog
+  // times an operation by watching `sequence_` (outermost operations entered so far) stay the
+  // same while `depth_` > 0, so the operation itself never reads a clock.
+  std::atomic<int> depth_{0};
+  std::atomic<std::uint64_t> sequence_{0};
+  std::atomic<const char*> name_{""}, variant_{nullptr};
+  std::atomic<std::int64_t> count_{-1};
+  std::atomic<int> dtype_{0};
+  std::atomic<bool> has_text_{false};
+  std::string text_;
+  std::atomic<int> wait_kind_{0}, wait_peer_{-1}, wait_tag_{0};
+  std::atomic<std::int64_t> wait_bytes_{0};
   std::thread thread_;
 };
 

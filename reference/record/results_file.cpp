@@ -3,10 +3,12 @@
 #include "reference/record/results_file.hpp"
 
 #include <hdf5.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <source_location>
@@ -57,16 +59,46 @@ class Handle {
   Closer close_ = nullptr;
 };
 
+// The temporary file being written, for discard_temporary_file() in a signal handler.
+char g_temporary[4096] = {};
+
+void remember_temporary(const std::filesystem::path& path) {
+  const std::string text = path.string();
+  if (text.size() < sizeof g_temporary) std::memcpy(g_temporary, text.c_str(), text.size() + 1);
+}
+
+void forget_temporary() { g_temporary[0] = '\0'; }
+
+std::string mib_text(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", bytes / 1048576.0);
+  return text;
+}
+
+// " (no space left on device: ENOSPC, ...)" when the file system of `path` is full, else "".
+// HDF5 reports a failed write without errno; a full disk is its usual cause and worth naming.
+std::string full_disk_hint(const std::filesystem::path& path) {
+  struct statvfs fs {};
+  const std::filesystem::path directory = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  if (statvfs(directory.c_str(), &fs) != 0) return "";
+  const double free_bytes = static_cast<double>(fs.f_bavail) * static_cast<double>(fs.f_frsize);
+  return free_bytes < 1048576.0 ? " (the disk is full: ENOSPC, " + mib_text(free_bytes) + " free on " + directory.string() + ")"
+                                : "";
+}
+
+
+std::string full_disk_hint() { return g_temporary[0] ? full_disk_hint(std::filesystem::path(g_temporary)) : ""; }
+
 // Wraps a freshly returned identifier, throwing Error when the call failed.
 Handle own(hid_t id, Handle::Closer close, const std::string& message, const char* call,
            std::source_location where = std::source_location::current()) {
-  if (id < 0) throw Error(message, call, where);
+  if (id < 0) throw Error(message + full_disk_hint(), call, where);
   return Handle(id, close);
 }
 
 void check(herr_t status, const std::string& message, const char* call,
            std::source_location where = std::source_location::current()) {
-  if (status < 0) throw Error(message, call, where);
+  if (status < 0) throw Error(message + full_disk_hint(), call, where);
 }
 
 bool check_tri(htri_t status, const std::string& message, const char* call,
@@ -425,7 +457,16 @@ void check_output_path(const std::filesystem::path& path, bool force) {
   if (path.empty()) throw UsageError("output path is empty");
   std::error_code ec;
   const auto status = fs::status(path, ec);
+  if (path.is_relative()) {
+    char cwd[4096];
+    if (getcwd(cwd, sizeof cwd) == nullptr && errno == ENOENT)
+      throw UsageError("the working directory no longer exists; cd to an existing directory or give --out an absolute path");
+  }
   if (fs::is_directory(status)) throw UsageError("output path " + path.string() + " is a directory");
+  // --force replaces a result file, never a device, FIFO or socket (rename would swap a
+  // regular file in for /dev/null itself).
+  if (fs::exists(status) && !fs::is_regular_file(status))
+    throw UsageError("output path " + path.string() + " exists and is not a regular file; choose another --out");
   if (fs::exists(status) && !force) {
     throw UsageError("output file " + path.string() + " exists; pass --force to overwrite");
   }
@@ -447,12 +488,29 @@ void check_output_path(const std::filesystem::path& path, bool force) {
 
 // ---- ResultsFile --------------------------------------------------------------------------------
 
+void discard_temporary_file() noexcept {
+  if (g_temporary[0] != '\0') unlink(g_temporary);
+}
+
+void check_free_space(const std::filesystem::path& path, std::uint64_t bytes) {
+  struct statvfs fs {};
+  const std::filesystem::path directory = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  if (statvfs(directory.c_str(), &fs) != 0) return;  // check_output_path names what is wrong
+  const double free_bytes = static_cast<double>(fs.f_bavail) * static_cast<double>(fs.f_frsize);
+  if (free_bytes < static_cast<double>(bytes)) {
+    throw UsageError("only " + mib_text(free_bytes) + " free on " + directory.string() + " but the result file " +
+                     path.string() + " needs about " + mib_text(static_cast<double>(bytes)) +
+                     "; free some space or choose another --out");
+  }
+}
+
 ResultsFile::ResultsFile(std::filesystem::path path, bool force)
     : path_(std::move(path)), force_(force) {
   silence_hdf5();
   check_output_path(path_, force_);
   temporary_ = path_;
   temporary_ += ".partial-" + std::to_string(getpid());
+  remember_temporary(temporary_);
 
   Handle access_list = own(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "cannot create file access list", "H5Pcreate");
   // The 1.8 format allows attributes over 64 KiB (e.g. `hosts` at large world sizes) while
@@ -467,7 +525,10 @@ ResultsFile::ResultsFile(std::filesystem::path path, bool force)
   if (file_ < 0) {
     // errno is what open(2) said, when it got that far; it is the useful part of the message.
     const std::string reason = errno != 0 ? std::string(": ") + std::strerror(errno) : "";
-    throw Error("cannot create " + temporary_.string() + reason, "H5Fcreate");
+    std::error_code ec;
+    std::filesystem::remove(temporary_, ec);  // HDF5 may have created it before failing
+    forget_temporary();
+    throw Error("cannot create " + temporary_.string() + reason + full_disk_hint(temporary_), "H5Fcreate");
   }
   try {
     set_attribute("/", "schema", std::string(kSchemaName));
@@ -478,6 +539,7 @@ ResultsFile::ResultsFile(std::filesystem::path path, bool force)
     file_ = -1;
     std::error_code ec;
     std::filesystem::remove(temporary_, ec);
+    forget_temporary();
     throw;
   }
 }
@@ -487,6 +549,7 @@ ResultsFile::~ResultsFile() {
   if (!temporary_.empty()) {
     std::error_code ec;
     std::filesystem::remove(temporary_, ec);
+    forget_temporary();
   }
 }
 
@@ -553,7 +616,7 @@ void ResultsFile::commit() {
   if (file_ < 0) throw Error("results file " + path_.string() + " is already committed");
   const herr_t closed = H5Fclose(file_);
   file_ = -1;
-  if (closed < 0) throw Error("cannot close " + temporary_.string(), "H5Fclose");
+  if (closed < 0) throw Error("cannot close " + temporary_.string() + full_disk_hint(temporary_), "H5Fclose");
   // Another run may have written PATH since the constructor checked; never overwrite it silently.
   check_output_path(path_, force_);
   std::error_code ec;
@@ -563,6 +626,7 @@ void ResultsFile::commit() {
                 "rename");
   }
   temporary_.clear();
+  forget_temporary();
 }
 
 // ---- reading ------------------------------------------------------------------------------------

@@ -49,6 +49,13 @@ using Attribute = std::variant<std::string, double, std::int64_t, std::vector<st
 // directory does not exist or cannot be written. Called before any work starts.
 void check_output_path(const std::filesystem::path& path, bool force);
 
+// Refuses (UsageError) an output whose file system has less than `bytes` free.
+void check_free_space(const std::filesystem::path& path, std::uint64_t bytes);
+
+// Removes the temporary file a ResultsFile is writing, if any. Async-signal-safe: for signal
+// handlers and the paths that end the process without unwinding (MPI_Abort).
+void discard_temporary_file() noexcept;
+
 class ResultsFile {
  public:
   // Creates the temporary sibling of `path`. The final file appears only in commit().

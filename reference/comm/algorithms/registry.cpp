@@ -152,9 +152,7 @@ const AlgorithmDescriptor& find_algorithm(Collective collective, std::string_vie
 void run_collective(Communicator& comm, const AlgorithmDescriptor& algorithm, const CollectiveCall& call,
                     HalfAccumulate half) {
   validate_collective(comm, call.collective, call.send, call.recv, call.root);
-  Watchdog::Scope scope(comm.watchdog(),
-                        describe_operation(name_of(call.collective), call.collective == Collective::reduce_scatter ? call.send : call.recv,
-                                           algorithm.name));
+  Watchdog::Scope scope(comm.watchdog(), collective_operation(call.collective, call.send, call.recv, algorithm.name.c_str()));
   if (is_half(call.send.dtype) && is_reducing(call.collective) && half == HalfAccumulate::float32)
     run_widened(comm, algorithm, call);
   else

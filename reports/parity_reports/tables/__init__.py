@@ -24,10 +24,10 @@ Every table module defines (INTERFACE and FUNCTIONS below; test_report.py checks
 ctx is report.Context: the run files, their labels, the Plotter and the command line.
 """
 
-from . import (collectives, conformance, memory, model, overlap, p2p, scaling, slow_ranks,
+from . import (collectives, conformance, harness, memory, model, overlap, p2p, scaling, slow_ranks,
                tensor)
 
-TABLES = [collectives, slow_ranks, p2p, model, memory, scaling, overlap, tensor, conformance]
+TABLES = [collectives, slow_ranks, p2p, harness, model, memory, scaling, overlap, tensor, conformance]
 
 INTERFACE = {"NAME": str, "VERDICT": bool, "READS": dict}
 FUNCTIONS = {

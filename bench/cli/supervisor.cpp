@@ -1,0 +1,316 @@
+// The supervising parent of mpirun: signal forwarding, and reading mpirun's stderr into one
+// line and an exit status. The patterns below are Open MPI's (4.x) wording; with another
+// launcher nothing matches and the outcome falls back to its exit status.
+#include "bench/cli/supervisor.hpp"
+
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <regex>
+
+#include "reference/record/results_file.hpp"
+
+namespace parity::cli {
+
+const char* const kExitStatusHelp =
+    "Exit status: 0 success; 1 conformance cases or formula checks failed; 2 bad input, or the job could not\n"
+    "start (one line on stderr); 3 an operation stalled past --timeout (the line names the ranks that did not\n"
+    "enter it and those that waited); 4 a fault while running; 5 interrupted (SIGINT, SIGTERM, SIGHUP);\n"
+    "6 a rank died (the line names the rank, its host and the signal).";
+
+namespace {
+
+bool is_rule(const std::string& line) {
+  return line.size() >= 20 && line.find_first_not_of('-') == std::string::npos;
+}
+
+std::string trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t") - b + 1);
+}
+
+// "ranks 0, 2 and 3 (on vm)" style lists: "rank 1", "ranks 0, 2, 3".
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string out = ranks.size() == 1 ? "rank " : "ranks ";
+  const std::size_t shown = std::min<std::size_t>(ranks.size(), 16);
+  for (std::size_t i = 0; i < shown; ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
+  if (ranks.size() > shown) out += " and " + std::to_string(ranks.size() - shown) + " more";
+  return out;
+}
+
+// "ranks 0, 1 on a, rank 3 on b": the ranks grouped by host, in rank order.
+std::string ranks_on_hosts(const std::vector<int>& ranks, const std::function<std::string(int)>& host_of) {
+  std::vector<std::string> hosts;
+  std::map<std::string, std::vector<int>> by_host;
+  for (int r : ranks) {
+    const std::string h = host_of(r);
+    if (!by_host.count(h)) hosts.push_back(h);
+    by_host[h].push_back(r);
+  }
+  std::string out;
+  for (const auto& h : hosts) out += (out.empty() ? "" : ", ") + rank_list(by_host[h]) + " on " + h;
+  return out;
+}
+
+std::string seconds_text(double s) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.3g", s);
+  return text;
+}
+
+}  // namespace
+
+bool LauncherDigest::take(const std::string& line) {
+  static const std::regex watchdog(
+      R"(^parity: rank (\d+) on (\S+): (.*) stalled: not finished after ([0-9.eE+-]+) s(, waiting for (.*))?; aborting the job \(--timeout ([^)]*)\)$)");
+  static const std::regex noticed_signal(
+      R"(process rank (\d+) with PID \d+ on node (\S+) exited on signal (\d+)( \(([^)]*)\))?)");
+  static const std::regex exit_code(R"(^\s*Exit code:\s*(\d+))");
+  static const std::regex process_name(R"(^\s*Process name:\s*\[\[\d+,\d+\],(\d+)\])");
+  static const std::regex stopped(R"(^parity: rank (\d+) on (\S+): stopped by (SIG[A-Z]+)$)");
+  std::smatch m;
+  if (std::regex_match(line, m, stopped)) {
+    stopped_.emplace(std::stoi(m[1]), std::make_pair(m[2].str(), m[3].str()));
+    return false;
+  }
+  static const std::regex rank_error(R"(^parity: rank \d+ on \S+: )");
+  if (stopped_.empty() && std::regex_search(line, rank_error) && !std::regex_match(line, watchdog)) fault_first_ = true;
+  if (std::regex_match(line, m, watchdog)) {
+    const int rank = std::stoi(m[1]);
+    if (!stalls_.count(rank)) stall_order_.push_back(rank);
+    stalls_[rank] = {m[2], m[3], m[6], std::strtod(m[4].str().c_str(), nullptr), m[7]};
+    return false;
+  }
+  if (is_rule(line)) {
+    in_notice_ = !in_notice_;
+    return false;
+  }
+  // mpirun's own lines: inside its notices, or prefixed "mpirun"/"[host:pid]" outside them.
+  static const std::regex open_mpi_prefix(R"(^\[[^\] ]+:\d+\] )");  // "[host:pid] ..."
+  const bool launcher_line = in_notice_ || line.rfind("mpirun", 0) == 0 || line.rfind("ssh:", 0) == 0 ||
+                             line.rfind("*** ", 0) == 0 || std::regex_search(line, open_mpi_prefix);
+  if (std::regex_search(line, m, noticed_signal)) {
+    death_ = Death{std::stoi(m[1]), m[2], std::stoi(m[3]), m[5]};
+  } else if (std::regex_search(line, m, process_name)) {
+    if (!first_failed_) first_failed_ = std::stoi(m[1]);
+  } else if (std::regex_search(line, m, exit_code)) {
+    if (!exit_code_) exit_code_ = std::stoi(m[1]);
+  } else if (line.find("MPI_ABORT was invoked") != std::string::npos) {
+    abort_seen_ = true;
+  }
+  if (!launcher_line) {
+    ranks_spoke_ = true;
+    return true;
+  }
+  if (!trim(line).empty()) notice_lines_.push_back(trim(line));
+  return false;
+}
+
+std::string LauncherDigest::stall_line() const {
+  // The operation most ranks waited in is "the" operation; ranks that reported another one
+  // were stuck there, and ranks that reported nothing never entered it.
+  std::map<std::string, std::vector<int>> by_operation;
+  for (int r : stall_order_) by_operation[stalls_.at(r).operation].push_back(r);
+  // An injected stall is the stalled rank's own doing, never the operation others wait in.
+  const auto injected = [](const std::string& operation) { return operation.find("injected stall") != std::string::npos; };
+  std::string main_operation = stalls_.at(stall_order_.front()).operation;
+  for (const auto& [operation, ranks] : by_operation) {
+    const std::size_t here = ranks.size(), there = by_operation[main_operation].size();
+    if ((injected(main_operation) && !injected(operation)) || (!injected(operation) && here > there)) main_operation = operation;
+  }
+  std::vector<int> waiting = by_operation[main_operation], silent;
+  std::sort(waiting.begin(), waiting.end());
+  for (int r = 0; r < world_size_; ++r)
+    if (!stalls_.count(r)) silent.push_back(r);
+  const auto host_of = [this](int r) { return stalls_.at(r).host; };
+  double longest = 0;
+  for (int r : waiting) longest = std::max(longest, stalls_.at(r).seconds);
+  const Stall& first = stalls_.at(waiting.front());
+  std::string line = "parity: " + main_operation + " stalled past --timeout " + first.timeout + ": ";
+  std::vector<std::string> parts;
+  if (!silent.empty()) parts.push_back(rank_list(silent) + " did not enter it");
+  for (const auto& [operation, ranks] : by_operation) {
+    if (operation == main_operation) continue;
+    std::vector<int> sorted = ranks;
+    std::sort(sorted.begin(), sorted.end());
+    parts.push_back(ranks_on_hosts(sorted, host_of) + (sorted.size() == 1 ? " was" : " were") + " stuck in " + operation);
+  }
+  if (parts.empty()) parts.push_back("every rank entered it");
+  std::string waited = ranks_on_hosts(waiting, host_of) + " waited " + seconds_text(longest) + " s in it";
+  if (!first.detail.empty() && waiting.size() == 1) waited += " for " + first.detail;
+  parts.push_back(waited);
+  for (std::size_t i = 0; i < parts.size(); ++i) line += (i ? "; " : "") + parts[i];
+  return line;
+}
+
+Outcome LauncherDigest::outcome(int wait_status, int signal_received) const {
+  if (signal_received) {
+    const char* name = signal_received == SIGINT ? "SIGINT" : signal_received == SIGTERM ? "SIGTERM"
+                                                 : signal_received == SIGHUP ? "SIGHUP" : "a signal";
+    return {kExitInterrupted, std::string("parity: interrupted by ") + name + "; the ranks were stopped"};
+  }
+  if (!stalls_.empty()) return {kExitStalled, stall_line()};
+  const bool exited = WIFEXITED(wait_status);
+  const int code = exited ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
+  if (code == 0) return {kExitOk, ""};
+  if (death_) {
+    std::string line = "parity: rank " + std::to_string(death_->rank) + " on " + death_->host + " died (signal " +
+                       std::to_string(death_->signal) + (death_->signal_name.empty() ? "" : ", " + death_->signal_name) +
+                       "); the job was stopped";
+    return {kExitRankDied, line};
+  }
+  // A rank that failed (its own error line, or MPI_Abort) said why itself; mpirun then
+  // stopped the others, who may say they were stopped.
+  if (abort_seen_ || fault_first_) return {code >= kExitFailed && code <= kExitFault ? code : kExitFault, ""};
+  // A rank stopped by a signal that did not come through parity (which would have said so).
+  if (exit_code_ == kExitInterrupted || (!exit_code_ && !stopped_.empty())) {
+    const int rank = first_failed_ && stopped_.count(*first_failed_) ? *first_failed_
+                     : !stopped_.empty()                             ? stopped_.begin()->first
+                                                                     : first_failed_.value_or(-1);
+    if (stopped_.count(rank)) {
+      const auto& [host, signal] = stopped_.at(rank);
+      return {kExitRankDied, "parity: rank " + std::to_string(rank) + " on " + host + " was stopped by " + signal +
+                                 " from outside parity; the job was stopped"};
+    }
+    return {kExitRankDied, "parity: rank " + std::to_string(rank) + " was interrupted; the job was stopped"};
+  }
+  // A rank that exited with one of parity's statuses said why itself.
+  if (exit_code_ && *exit_code_ >= kExitFailed && *exit_code_ <= kExitRankDied) return {*exit_code_, ""};
+  if (ranks_spoke_ && code >= kExitFailed && code <= kExitFault) return {code, ""};
+  if (exit_code_) {
+    return {kExitRankDied, "parity: a rank exited with status " + std::to_string(*exit_code_) + " without saying why"};
+  }
+  if (!exited) return {kExitRankDied, "parity: mpirun ended on signal " + std::to_string(WTERMSIG(wait_status))};
+  if (code == 127) return {kExitUsage, "parity: could not start mpirun" + (notice_lines_.empty() ? "" : ": " + notice_lines_.front())};
+  // Nothing from the ranks: mpirun could not start them. The remote shell's own complaint
+  // (an unknown or unreachable host) is the most telling line, else Open MPI's first.
+  const auto remote = std::find_if(notice_lines_.begin(), notice_lines_.end(),
+                                   [](const std::string& l) { return l.rfind("ssh:", 0) == 0; });
+  if (remote != notice_lines_.end()) return {kExitUsage, "parity: mpirun could not start the job: " + *remote};
+  std::string why = notice_lines_.empty() ? "status " + std::to_string(code) : notice_lines_.front();
+  for (std::size_t i = 1; i < notice_lines_.size() && why.size() < 160 && why.back() != '.'; ++i) why += " " + notice_lines_[i];
+  return {kExitUsage, "parity: mpirun could not start the job: " + why + " (PARITY_MPIRUN_VERBOSE=1 shows its full text)"};
+}
+
+// ---- the supervising process -------------------------------------------------------------------
+
+namespace {
+
+volatile sig_atomic_t g_child = 0;
+volatile sig_atomic_t g_signal = 0;
+
+void forward(int signal) {
+  // The first signal is passed on (mpirun stops the ranks); a second one kills the job's
+  // whole process group at once.
+  if (g_child > 0) kill(g_signal ? -g_child : g_child, g_signal ? SIGKILL : signal);
+  if (!g_signal) g_signal = signal;
+}
+
+// What a process says when interrupted, prepared before any signal (a handler may not format).
+char g_interrupt_text[3][256];
+
+void interrupted(int signal) {
+  record::discard_temporary_file();
+  const char* text = g_interrupt_text[signal == SIGINT ? 0 : signal == SIGTERM ? 1 : 2];
+  const ssize_t ignored = write(STDERR_FILENO, text, std::strlen(text));
+  (void)ignored;
+  _exit(kExitInterrupted);
+}
+
+}  // namespace
+
+void handle_interrupts(int launcher_rank) {
+  // Alone, the process speaks to the user; as a rank, to the supervisor (LauncherDigest),
+  // which tells a signal sent from outside to one rank from the job being stopped.
+  char host[128] = "?";
+  gethostname(host, sizeof host - 1);
+  const char* names[3] = {"SIGINT", "SIGTERM", "SIGHUP"};
+  for (int i = 0; i < 3; ++i) {
+    if (launcher_rank < 0) std::snprintf(g_interrupt_text[i], sizeof g_interrupt_text[i], "parity: interrupted by %s\n", names[i]);
+    else std::snprintf(g_interrupt_text[i], sizeof g_interrupt_text[i], "parity: rank %d on %s: stopped by %s\n", launcher_rank, host, names[i]);
+  }
+  struct sigaction action {};
+  action.sa_handler = interrupted;
+  sigemptyset(&action.sa_mask);
+  for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaction(s, &action, nullptr);
+}
+
+int supervise(const std::vector<std::string>& command, int world_size) {
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    std::fprintf(stderr, "parity: cannot create a pipe: %s\n", std::strerror(errno));
+    return kExitUsage;
+  }
+  struct sigaction action {};
+  action.sa_handler = forward;
+  sigemptyset(&action.sa_mask);
+  for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaction(s, &action, nullptr);
+  const pid_t parent = getpid();
+  const pid_t child = fork();
+  if (child < 0) {
+    std::fprintf(stderr, "parity: cannot fork: %s\n", std::strerror(errno));
+    return kExitUsage;
+  }
+  if (child == 0) {
+    // mpirun in its own process group: the terminal's Ctrl-C reaches parity, which passes it
+    // on once, instead of reaching mpirun and the ranks all at the same time.
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(kExitInterrupted);
+    struct sigaction restore {};
+    restore.sa_handler = SIG_DFL;
+    for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaction(s, &restore, nullptr);
+    const int null_in = open("/dev/null", O_RDONLY);
+    if (null_in >= 0) dup2(null_in, STDIN_FILENO);
+    dup2(pipe_fds[1], STDERR_FILENO);
+    std::vector<char*> argv;
+    for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    std::fprintf(stderr, "%s: %s\n", command[0].c_str(), std::strerror(errno));
+    _exit(127);
+  }
+  g_child = child;
+  close(pipe_fds[1]);
+  const bool verbose = [] {
+    const char* v = std::getenv("PARITY_MPIRUN_VERBOSE");
+    return v && *v && std::string(v) != "0";
+  }();
+  LauncherDigest digest(world_size);
+  std::string pending;
+  char buffer[4096];
+  for (;;) {
+    const ssize_t n = read(pipe_fds[0], buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    pending.append(buffer, static_cast<std::size_t>(n));
+    std::size_t newline;
+    while ((newline = pending.find('\n')) != std::string::npos) {
+      const std::string line = pending.substr(0, newline);
+      pending.erase(0, newline + 1);
+      if (digest.take(line) || verbose) std::fprintf(stderr, "%s\n", line.c_str());
+    }
+  }
+  if (!pending.empty() && (digest.take(pending) || verbose)) std::fprintf(stderr, "%s\n", pending.c_str());
+  close(pipe_fds[0]);
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  g_child = 0;
+  const Outcome outcome = digest.outcome(status, g_signal);
+  if (!outcome.line.empty()) std::fprintf(stderr, "%s\n", outcome.line.c_str());
+  std::fflush(stderr);
+  return outcome.status;
+}
+
+}  // namespace parity::cli

@@ -1,0 +1,81 @@
+// The parent of a multi-rank job. `parity ... --np N` keeps running while mpirun runs the
+// ranks as its child: it forwards SIGINT, SIGTERM and SIGHUP to mpirun, reads mpirun's stderr
+// (the ranks' stderr comes through it too) and turns the outcome into one of parity's exit
+// statuses with one line that says what happened: the signal received, the rank and host that
+// died, the ranks that stalled and those that waited, or why mpirun could not start the job.
+// Open MPI's own multi-line notices are read, not shown (PARITY_MPIRUN_VERBOSE=1 shows them).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace parity::cli {
+
+// parity's exit statuses (also in `parity --help` and README.md).
+enum ExitStatus : int {
+  kExitOk = 0,
+  kExitFailed = 1,       // conformance cases or formula checks failed
+  kExitUsage = 2,        // bad input, or the job could not be started
+  kExitStalled = 3,      // an operation stalled past --timeout
+  kExitFault = 4,        // a fault while running (an error on some rank)
+  kExitInterrupted = 5,  // SIGINT, SIGTERM or SIGHUP
+  kExitRankDied = 6,     // a rank was killed or vanished
+};
+extern const char* const kExitStatusHelp;
+
+// What a supervised job came to: the exit status and the one line that explains it (empty
+// where the ranks said everything themselves).
+struct Outcome {
+  int status = kExitOk;
+  std::string line;
+};
+
+// Reads mpirun's stderr line by line. Pure: tested on recorded text without processes.
+class LauncherDigest {
+ public:
+  explicit LauncherDigest(int world_size) : world_size_(world_size) {}
+  // Takes one line (without its newline); returns whether to show it on parity's stderr.
+  bool take(const std::string& line);
+  // The outcome, given mpirun's wait status and the signal parity received (0 for none).
+  Outcome outcome(int wait_status, int signal_received) const;
+
+ private:
+  struct Stall {
+    std::string host, operation, detail;
+    double seconds = 0;
+    std::string timeout;
+  };
+  struct Death {
+    int rank = -1;
+    std::string host;
+    int signal = 0;
+    std::string signal_name;
+  };
+  std::string stall_line() const;
+  int world_size_;
+  bool in_notice_ = false;
+  std::vector<std::string> notice_lines_;  // Open MPI's notices, in order
+  std::map<int, Stall> stalls_;            // rank -> its watchdog's report
+  std::vector<int> stall_order_;
+  std::optional<Death> death_;
+  std::map<int, std::pair<std::string, std::string>> stopped_;  // rank -> host, signal (its own line)
+  std::optional<int> first_failed_;  // "Process name: [[j,1],R]" of the first rank that failed
+  std::optional<int> exit_code_;     // its "Exit code: N"
+  bool abort_seen_ = false;       // MPI_ABORT: the rank said why itself
+  bool fault_first_ = false;      // a rank's own error line came before any rank was stopped
+  bool ranks_spoke_ = false;      // a line from the ranks came through: they did start
+};
+
+// In a process that runs ranks (or the only rank): SIGINT, SIGTERM and SIGHUP remove the
+// result file's temporary sibling and end the process with kExitInterrupted, saying so in one
+// line: "interrupted by SIGINT" alone (launcher_rank < 0), or as a rank "rank R on HOST:
+// stopped by SIGTERM", which the supervisor reads.
+void handle_interrupts(int launcher_rank);
+
+// Runs `command` (mpirun and its arguments) as a child in its own process group, forwards
+// signals, shows its stderr through a LauncherDigest and returns parity's exit status.
+int supervise(const std::vector<std::string>& command, int world_size);
+
+}  // namespace parity::cli

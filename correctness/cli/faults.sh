@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# Faults thrown at the command line with real processes and signals: a stalled rank at any
+# world size, signals to parity and to one rank, a dead rank, launch failures, a device as
+# --out, a full disk. Each scenario checks the exit status, the one line that explains it, that
+# no temporary result file and no process is left behind.
+#   faults.sh PARITY WORKDIR SCENARIO
+set -u
+parity=$1 work=$2 scenario=$3
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
+err=$work/stderr out=$work/stdout
+
+fail() {
+  echo "faults.sh $scenario: $*"
+  echo "--- stderr:"; cat "$err" 2>/dev/null
+  echo "--- stdout (tail):"; tail -5 "$out" 2>/dev/null
+  exit 1
+}
+expect_status() { [ "$status" -eq "$1" ] || fail "expected exit status $1, got $status"; }
+expect_line() { grep -Eq -- "$1" "$err" || fail "stderr does not match /$1/"; }
+expect_lines() { # N: stderr has exactly N lines
+  local n
+  n=$(grep -c '' "$err")
+  [ "$n" -eq "$1" ] || fail "expected $1 stderr line(s), got $n"
+}
+no_leftovers() {
+  local partial
+  partial=$(find "$work" -name '*.partial-*' 2>/dev/null)
+  [ -z "$partial" ] || fail "temporary result files left behind: $partial"
+  sleep 0.5
+  pgrep -f -- "--out $work/" >/dev/null && fail "processes left behind: $(pgrep -af -- "--out $work/")"
+  return 0
+}
+# Runs parity in the background, waits `delay` seconds, then runs `action` (with $pid set).
+run_then() { # DELAY ACTION ARGS...
+  local delay=$1 action=$2
+  shift 2
+  "$parity" "$@" >"$out" 2>"$err" &
+  pid=$!
+  sleep "$delay"
+  eval "$action"
+  wait "$pid"
+  status=$?
+}
+run() { # ARGS...: runs parity with a time limit
+  timeout 120 "$parity" "$@" >"$out" 2>"$err"
+  status=$?
+  [ "$status" -eq 124 ] && fail "no end within 120 s"
+  return 0
+}
+# The newest rank process of this scenario (the ranks' command lines hold --out $work/...),
+# once all N ranks run beside parity and mpirun, and a second more for MPI to start.
+newest_rank() { # N
+  for _ in $(seq 300); do
+    [ "$(pgrep -c -f -- "--out $work/")" -ge $(($1 + 2)) ] && break
+    sleep 0.1
+  done
+  sleep 1
+  pgrep -n -f -- "--out $work/"
+}
+long_bench=(bench collectives -q -e 16M -n 400 --force)
+
+case $scenario in
+  stall_one_rank)
+    # One rank that stalls: its own watchdog fires (nobody else is there to notice).
+    start=$(date +%s)
+    run bench collectives -q -e 1K -T 2 --inject-stall 0 --out "$work/s.h5" --force
+    expect_status 3
+    expect_line "rank 0 on .*: an injected stall \(--inject-stall 0\) stalled: not finished after 2(\.[0-9]+)? s.*--timeout 2\)"
+    [ $(($(date +%s) - start)) -lt 30 ] || fail "took over 30 s with --timeout 2"
+    run check --np 1 -q -T 3 --inject-stall 0 --filter 'all_reduce/ring/*' --out "$work/c.h5" --force
+    expect_status 3
+    expect_line "rank 0 .*injected stall.*--timeout 3\)"
+    no_leftovers ;;
+  stall_names_ranks)
+    # Four ranks, rank 2 stalls: one line names it and the three that waited.
+    run bench collectives -q -e 8 -T 2 --np 4 --inject-stall 2 --out "$work/s.h5" --force
+    expect_status 3
+    expect_lines 1
+    expect_line "^parity: .* stalled past --timeout 2: rank 2 on .* was stuck in an injected stall \(--inject-stall 2\); ranks 0, 1, 3 on .* waited [0-9.]+ s in it"
+    no_leftovers ;;
+  small_timeout)
+    # A timeout under the watchdog's 100 ms look-up period is honoured and printed as given.
+    run bench collectives -q -e 8 -T 0.001 --np 2 --inject-stall 1 --out "$work/s.h5" --force
+    expect_status 3
+    expect_line "stalled past --timeout 0.001: .*waited 0\.0[0-9]+ s"
+    no_leftovers ;;
+  sigint_parent | sigterm_parent)
+    signal=${scenario%_parent}
+    signal=${signal#sig}
+    signal=${signal^^}
+    run_then 3 "kill -$signal \$pid" "${long_bench[@]}" --np 2 --out "$work/i.h5"
+    expect_status 5
+    expect_lines 1
+    expect_line "^parity: interrupted by SIG$signal; the ranks were stopped$"
+    no_leftovers ;;
+  sigint_alone)
+    run_then 3 "kill -INT \$pid" bench collectives -q -e 64M -n 400 --force --out "$work/i.h5"
+    expect_status 5
+    expect_line "^parity: interrupted by SIGINT$"
+    no_leftovers ;;
+  sigkill_rank)
+    run_then 0 "victim=\$(newest_rank 3); kill -KILL \$victim" "${long_bench[@]}" --np 3 --out "$work/i.h5"
+    expect_status 6
+    expect_lines 1
+    expect_line "^parity: rank 2 on [^ ]+ died \(signal 9, Killed\); the job was stopped$"
+    no_leftovers ;;
+  sigterm_rank)
+    run_then 0 "victim=\$(newest_rank 3); kill -TERM \$victim" "${long_bench[@]}" --np 3 --out "$work/i.h5"
+    expect_status 6
+    expect_lines 1
+    expect_line "^parity: rank 2 on [^ ]+ was stopped by SIGTERM from outside parity; the job was stopped$"
+    no_leftovers ;;
+  deleted_cwd)
+    for np in 1 2; do
+      mkdir -p "$work/gone" && cd "$work/gone" && rmdir "$work/gone"
+      run bench collectives -q -e 8 --np "$np" --out x.h5
+      cd "$work" || exit 1
+      expect_status 2
+      expect_lines 1
+      expect_line "working directory no longer exists"
+    done ;;
+  unreachable_host)
+    printf 'no-such-host.invalid slots=2\n' >hosts
+    run bench collectives -q -e 8 --np 2 --hostfile hosts --out "$work/u.h5" --force
+    expect_status 2
+    expect_lines 1
+    expect_line "^parity: mpirun could not start the job: "
+    no_leftovers ;;
+  no_mpirun_one_rank)
+    timeout 120 env PATH=/nonexistent "$parity" bench collectives -q -e 8 --out "$work/n.h5" --force >"$out" 2>"$err"
+    status=$?
+    expect_status 2
+    expect_lines 1
+    expect_line "mpirun not found"
+    ;;
+  device_out)
+    # --out naming a FIFO (or /dev/null): refused with and without --force, and left as it was.
+    mkfifo fifo
+    for force in "" --force; do
+      run bench collectives -q -e 8 --out fifo $force
+      expect_status 2
+      expect_lines 1
+      expect_line "fifo exists and is not a regular file"
+      [ -p fifo ] || fail "the FIFO was replaced"
+    done
+    run bench collectives -q -e 8 --np 2 --out fifo --force
+    expect_status 2
+    expect_line "not a regular file"
+    [ -p fifo ] || fail "the FIFO was replaced" ;;
+  full_disk)
+    mkdir -p disk
+    if ! mount -t tmpfs -o size=1m tmpfs disk 2>/dev/null; then
+      echo "faults.sh full_disk: skipped: cannot mount a small tmpfs here (needs root and CAP_SYS_ADMIN)"
+      exit 0
+    fi
+    trap 'umount "$work/disk" 2>/dev/null' EXIT
+    # Too little space for the expected file: refused before any work.
+    run bench collectives -q -e 8 --out "$work/disk/r.h5" --force
+    expect_status 2
+    expect_lines 1
+    expect_line "only 1.0 MiB free on .*disk but the result file .* needs about"
+    umount disk && mount -t tmpfs -o size=12m tmpfs disk || fail "cannot remount"
+    # Enough at the start, full by the end: the fault names ENOSPC and leaves nothing behind.
+    run_then 1 "dd if=/dev/zero of=$work/disk/filler bs=1M count=64 2>/dev/null" \
+      bench collectives --np 2 -q -e 16M -n 100 --out "$work/disk/r.h5" --force
+    expect_status 4
+    expect_line "No space left on device|ENOSPC"
+    [ -z "$(find disk -name '*.partial-*')" ] || fail "temporary file left on the full disk: $(ls disk)"
+    no_leftovers ;;
+  *) echo "faults.sh: unknown scenario $scenario"; exit 2 ;;
+esac
+exit 0

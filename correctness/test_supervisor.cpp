@@ -1,0 +1,130 @@
+// The supervisor's reading of mpirun's stderr (bench/cli/supervisor.hpp), on text recorded from
+// Open MPI 4.1: which rank died, which stalled and which waited, launch failures, and the exit
+// status each comes to. The processes themselves are exercised by correctness/cli/faults.sh.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <csignal>
+#include <sstream>
+#include <string>
+
+#include "bench/cli/supervisor.hpp"
+
+namespace parity::cli {
+namespace {
+
+constexpr const char* kRule = "--------------------------------------------------------------------------";
+
+// Feeds `text` line by line; returns the lines shown to the user.
+std::string feed(LauncherDigest& digest, const std::string& text) {
+  std::istringstream in(text);
+  std::string line, shown;
+  while (std::getline(in, line))
+    if (digest.take(line)) shown += line + "\n";
+  return shown;
+}
+
+int exited(int code) { return (code & 0xff) << 8; }  // a wait status for exit(code)
+
+TEST(LauncherDigest, NamesTheRankAndHostThatDied) {
+  LauncherDigest d(3);
+  const std::string shown = feed(d, std::string("[bench] 3/12 all_reduce\n") + kRule +
+                                        "\nmpirun noticed that process rank 2 with PID 0 on node node-b exited on signal 9 (Killed).\n" +
+                                        kRule + "\n");
+  EXPECT_EQ(shown, "[bench] 3/12 all_reduce\n");  // the ranks' own lines pass, Open MPI's do not
+  const Outcome o = d.outcome(exited(137), 0);
+  EXPECT_EQ(o.status, kExitRankDied);
+  EXPECT_EQ(o.line, "parity: rank 2 on node-b died (signal 9, Killed); the job was stopped");
+}
+
+TEST(LauncherDigest, NamesTheRankThatNeverEnteredAndTheOnesThatWaited) {
+  LauncherDigest d(4);
+  const std::string shown = feed(
+      d,
+      "parity: rank 3 on b: all_reduce 1024 x float32 (sum) stalled: not finished after 2.01 s; aborting the job (--timeout 2)\n"
+      "parity: rank 0 on a: all_reduce 1024 x float32 (sum) stalled: not finished after 2.03 s; aborting the job (--timeout 2)\n"
+      "parity: rank 1 on a: all_reduce 1024 x float32 (sum) stalled: not finished after 2 s; aborting the job (--timeout 2)\n");
+  EXPECT_EQ(shown, "");  // one summary instead of a line per rank
+  const Outcome o = d.outcome(exited(3), 0);
+  EXPECT_EQ(o.status, kExitStalled);
+  EXPECT_EQ(o.line, "parity: all_reduce 1024 x float32 (sum) stalled past --timeout 2: rank 2 did not enter it; "
+                    "ranks 0, 1 on a, rank 3 on b waited 2.03 s in it");
+}
+
+TEST(LauncherDigest, AStalledRankInsideAnotherOperationIsNamedWithIt) {
+  LauncherDigest d(2);
+  feed(d,
+       "parity: rank 1 on a: an injected stall (--inject-stall 1) stalled: not finished after 2 s; aborting the job (--timeout 2)\n"
+       "parity: rank 0 on a: all_gather 2 x int64 (native) stalled: not finished after 2 s, waiting for rank 1; aborting the job (--timeout 2)\n");
+  const Outcome o = d.outcome(exited(3), 0);
+  EXPECT_EQ(o.status, kExitStalled);
+  EXPECT_EQ(o.line, "parity: all_gather 2 x int64 (native) stalled past --timeout 2: rank 1 on a was stuck in an "
+                    "injected stall (--inject-stall 1); rank 0 on a waited 2 s in it for rank 1");
+}
+
+TEST(LauncherDigest, ASignalToParityIsAnInterruption) {
+  LauncherDigest d(2);
+  feed(d, "parity: rank 0 on a: stopped by SIGTERM\nparity: rank 1 on a: stopped by SIGTERM\n");
+  const Outcome o = d.outcome(exited(5), SIGINT);
+  EXPECT_EQ(o.status, kExitInterrupted);
+  EXPECT_EQ(o.line, "parity: interrupted by SIGINT; the ranks were stopped");
+}
+
+TEST(LauncherDigest, ASignalToOneRankFromOutsideIsADeadRank) {
+  LauncherDigest d(3);
+  feed(d, std::string("parity: rank 2 on c: stopped by SIGTERM\n") + kRule +
+              "\nmpirun detected that one or more processes exited with non-zero status, thus causing\n"
+              "the job to be terminated. The first process to do so was:\n\n  Process name: [[9429,1],2]\n  Exit code:    5\n" +
+              kRule + "\n");
+  const Outcome o = d.outcome(exited(5), 0);
+  EXPECT_EQ(o.status, kExitRankDied);
+  EXPECT_EQ(o.line, "parity: rank 2 on c was stopped by SIGTERM from outside parity; the job was stopped");
+}
+
+TEST(LauncherDigest, ARanksOwnStatusPassesThroughWithoutALine) {
+  for (int code : {kExitFailed, kExitUsage, kExitFault}) {
+    LauncherDigest d(2);
+    feed(d, std::string("# conformance: 10 cases at 2 ranks, 9 passed, 1 failed\n") + kRule +
+                "\nPrimary job  terminated normally, but 1 process returned\n" + kRule + "\n" + kRule +
+                "\n  Process name: [[1,1],0]\n  Exit code:    " + std::to_string(code) + "\n" + kRule + "\n");
+    const Outcome o = d.outcome(exited(code), 0);
+    EXPECT_EQ(o.status, code);
+    EXPECT_EQ(o.line, "");
+  }
+}
+
+TEST(LauncherDigest, AFaultOnOneRankIsNotBlamedOnTheRanksMpirunStopped) {
+  LauncherDigest d(2);
+  feed(d, "parity: rank 0 on a: cannot create r.h5.partial-1: No space left on device [H5Fcreate]\n"
+          "parity: rank 1 on a: stopped by SIGTERM\n");
+  const Outcome o = d.outcome(exited(4), 0);
+  EXPECT_EQ(o.status, kExitFault);
+  EXPECT_EQ(o.line, "");
+}
+
+TEST(LauncherDigest, ALaunchFailureIsOneLineAndStatusTwo) {
+  LauncherDigest d(2);
+  const std::string shown =
+      feed(d, std::string(kRule) + "\nORTE was unable to reliably start one or more daemons.\nThis usually is caused by:\n" +
+                  kRule + "\nssh: Could not resolve hostname no-such-host: Name or service not known\n");
+  EXPECT_EQ(shown, "");
+  const Outcome o = d.outcome(exited(255), 0);
+  EXPECT_EQ(o.status, kExitUsage);
+  EXPECT_EQ(o.line, "parity: mpirun could not start the job: ssh: Could not resolve hostname no-such-host: Name or service not known");
+  LauncherDigest open_mpi_only(2);
+  feed(open_mpi_only, std::string(kRule) + "\nORTE was unable to reliably start one or more daemons.\n" + kRule + "\n");
+  const Outcome o2 = open_mpi_only.outcome(exited(1), 0);
+  EXPECT_EQ(o2.status, kExitUsage);
+  EXPECT_NE(o2.line.find("ORTE was unable to reliably start one or more daemons."), std::string::npos) << o2.line;
+}
+
+TEST(LauncherDigest, ACleanRunSaysNothing) {
+  LauncherDigest d(2);
+  EXPECT_EQ(feed(d, "[check] done: 10 in 1.0s\n"), "[check] done: 10 in 1.0s\n");
+  const Outcome o = d.outcome(exited(0), 0);
+  EXPECT_EQ(o.status, kExitOk);
+  EXPECT_EQ(o.line, "");
+}
+
+}  // namespace
+}  // namespace parity::cli

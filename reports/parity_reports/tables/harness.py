@@ -1,0 +1,113 @@
+"""/bench/harness_overhead: what parity's wrapper (checks and the watchdog scope) adds to a
+native all_reduce, measured beside a direct MPI_Allreduce in the same run, against the
+group's target_us."""
+
+from ..common import esc, finite, fmt_int, fmt_num
+
+NAME = "harness"
+VERDICT = False
+READS = {"/bench/harness_overhead": ("i:size_bytes,calls f:direct_us,wrapped_us,overhead_us,halves_spread_us",
+                                     ["size_bytes", "direct_us", "wrapped_us", "overhead_us"])}
+
+
+class Harness:
+    """The per-size direct and wrapped times of one run."""
+
+    def __init__(self, rf):
+        self.table = rf.table("/bench/harness_overhead")
+        self.present = self.table is not None
+        target = rf.group_attrs.get("/bench/harness_overhead", {}).get("target_us")
+        self.target = float(target) if finite(target) else None
+        self.rows = []
+        if self.present:
+            spread = (self.table["halves_spread_us"].tolist() if self.table.has("halves_spread_us")
+                      else [float("nan")] * len(self.table["size_bytes"]))
+            self.rows = sorted(zip(self.table["size_bytes"].tolist(), self.table["direct_us"].tolist(),
+                                   self.table["wrapped_us"].tolist(), self.table["overhead_us"].tolist(), spread))
+        self.usable = bool(self.rows)
+
+    @property
+    def worst(self):
+        return max(r[3] for r in self.rows) if self.rows else None
+
+    def text(self):
+        if not self.rows:
+            return "not measured"
+        verdict = ""
+        if self.target is not None:
+            verdict = f" (target < {self.target:g} us: {'met' if self.worst < self.target else 'missed'})"
+        return f"at most {self.worst:.3f} us per call over {fmt_int(self.rows[0][0])} B - {fmt_int(self.rows[-1][0])} B{verdict}"
+
+
+def draw(plotter, harness):
+    """The overhead per call against size, with the target line; returns the figure's file."""
+    plt = plotter.plt
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    sizes = [r[0] for r in harness.rows]
+    ax.plot(sizes, [r[3] for r in harness.rows], marker="o", color=plotter.palette[0],
+            label="wrapped - direct (us per call)")
+    if harness.target is not None:
+        ax.axhline(harness.target, color="0.4", linestyle="--", linewidth=1, label=f"target {harness.target:g} us")
+    ax.axhline(0, color="0.8", linewidth=0.8)
+    plotter.size_axis(ax, sizes)
+    ax.set_xlabel("message size (bytes)")
+    ax.set_ylabel("overhead per call (us)")
+    ax.set_title("Harness overhead on a native all_reduce")
+    ax.legend(frameon=False)
+    return plotter.save(fig, "harness_overhead", 1, suptitle=False)
+
+
+def load(rf, loaded):
+    return Harness(rf)
+
+
+def nav(tables):
+    return [("harness", "Harness")] if any(t.usable for t in tables) else []
+
+
+def runs_section(page, runs, plotter):
+    present = [(label, h) for label, h in runs if h.usable]
+    if not present:
+        return
+    page.add("<h2 id=\"harness\">Harness overhead</h2>")
+    page.note("The same native float32 all_reduce timed as a direct MPI_Allreduce and through "
+              "parity's wrapper (argument checks, watchdog scope), call by call in alternating order; "
+              "medians, averaged over ranks. The spread is how far the overheads of the first and second "
+              "halves of the calls disagree: differences within it are noise.")
+    for label, h in present:
+        if len(present) > 1:
+            page.add(f"<h3>{esc(label)}</h3>")
+        page.table(["size (B)", "direct (us)", "wrapped (us)", "overhead (us)", "spread (us)"],
+                   [[fmt_int(s), fmt_num(d, 3), fmt_num(w, 3), f"{o:.3f}", fmt_num(sp, 3)] for s, d, w, o, sp in h.rows],
+                   numeric={0, 1, 2, 3, 4})
+        page.img(draw(plotter, h), "harness overhead per call against message size")
+
+
+def section(page, ctx, harness):
+    runs_section(page, [(ctx.labels[0], harness)], ctx.plotter)
+
+
+def glance(ctx, harness):
+    return ["Harness overhead: " + esc(harness.text()) + "."] if harness.usable else []
+
+
+def markdown(ctx, harness):
+    return ["", f"Harness overhead per native call: {harness.text()}."] if harness.usable else []
+
+
+def compare(ctx, tables):
+    return None
+
+
+def compare_glance(ctx, tables, matches):
+    return []
+
+
+def compare_section(page, ctx, tables, matches):
+    runs_section(page, [("A", tables[0]), ("B", tables[1])], ctx.plotter)
+
+
+def compare_markdown(ctx, tables, matches):
+    if not any(t.usable for t in tables):
+        return []
+    return ["", "## Harness overhead", ""] + [f"- {name}: {t.text()}" for name, t in zip("AB", tables)]
