@@ -172,7 +172,10 @@ std::optional<int> maybe_relaunch(int argc, char** argv, CommonOptions& common, 
     return std::nullopt;
   }
   if (common.out.empty()) common.out = default_output_path(what);
-  if (!common.out.empty()) record::check_output_path(common.out, common.force);
+  record::check_output_path(common.out, common.force);
+  // Held here for the whole job, so a second run refuses at once; the ranks are told.
+  const record::OutputLock lock(common.out);
+  setenv(record::OutputLock::kHeldVariable, fs::absolute(common.out).c_str(), 1);
   return relaunch({common.np, common.hostfile}, arguments_for_ranks(argc, argv, common.out));
 }
 

@@ -1,19 +1,30 @@
 // Data parallelism, accumulation, ZeRO 1-3 and the parameter server under GoogleTest: every
 // case of cases::training_grid at this world size (suite "training", test name = case name,
 // as `parity check` names them), the communication stream, and bad input.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <string>
 
 #include "correctness/cases/training.hpp"
 #include "correctness/mpi_test.hpp"
 #include "reference/comm/stream.hpp"
 #include "reference/core/error.hpp"
+#include "reference/core/tolerance.hpp"
 #include "reference/theory/parallel.hpp"
 #include "reference/parallel/data/parameter_server.hpp"
 #include "reference/parallel/techniques/techniques.hpp"
 
 namespace parity::test {
 namespace {
+
+// The largest error / bound seen per optimizer and precision ("adamw/float64"), for the
+// tightness test that runs after the grid.
+std::map<std::string, double>& largest_ratio() {
+  static std::map<std::string, double> ratios;
+  return ratios;
+}
 
 class TrainingCaseTest : public MpiTest {
  public:
@@ -24,16 +35,35 @@ class TrainingCaseTest : public MpiTest {
       std::printf("%s: error %.3g bound %.3g bytes %.0f/%.0f | %s\n", case_.name().c_str(), r.error, r.bound,
                   r.bytes_sent, r.bytes_formula, r.message.c_str());
     EXPECT_TRUE(r.passed) << case_.name() << ": " << r.message;
+    if (r.bound > 0 && comm().size() >= 2) {
+      double& largest = largest_ratio()[case_.optimizer + "/" + case_.precision];
+      largest = std::max(largest, r.error / r.bound);
+    }
   }
 
  private:
   cases::TrainingCase case_;
 };
 
+// A bound that passes everything proves nothing: each must sit within the stated factor of
+// the largest error the grid measured under it (tolerance::kTrainingBoundSlack).
+class BoundTightnessTest : public MpiTest {
+ public:
+  void TestBody() override {
+    if (comm().size() < 2) GTEST_SKIP() << "one rank is the single-device run itself: no error to measure";
+    if (largest_ratio().empty()) GTEST_SKIP() << "no training case ran (filtered out)";
+    for (const auto& [group, ratio] : largest_ratio())
+      EXPECT_GE(ratio, 1 / tolerance::kTrainingBoundSlack)
+          << group << ": the largest error is " << ratio << " of the bound, under 1/" << tolerance::kTrainingBoundSlack;
+  }
+};
+
 void register_grid(Communicator& comm) {
   for (const auto& c : cases::training_grid(comm.size()))
     ::testing::RegisterTest("training", c.name().c_str(), nullptr, nullptr, __FILE__, __LINE__,
                             [c]() -> MpiTest* { return new TrainingCaseTest(c); });
+  ::testing::RegisterTest("training_bounds", "WithinAStatedFactorOfTheMeasuredError", nullptr, nullptr, __FILE__, __LINE__,
+                          []() -> MpiTest* { return new BoundTightnessTest(); });
 }
 const bool registered = add_registrar(register_grid);
 
@@ -61,6 +91,52 @@ TEST_F(DataParallelTest, CatchesWronglyWeightedShardsAndWrongRows) {
     EXPECT_FALSE(r.passed) << fault;
     EXPECT_GT(r.error, 1e3 * r.bound) << fault << ": " << r.message;
   }
+}
+
+// Small, realistic faults are rejected too, not only ones a thousand times over the bound: one
+// rank's gradient of one step off by 1e-3, one micro-batch of one step skipped.
+TEST_F(DataParallelTest, CatchesSmallFaults) {
+  if (comm().size() < 2) GTEST_SKIP() << "needs two ranks (the faults are on one rank of several)";
+  for (const char* technique : {"dp", "zero1", "zero3"})
+    for (const char* fault : {"scaled_gradient", "dropped_micro_batch"}) {
+      cases::TrainingCase c;
+      c.technique = &parallel::find_technique(technique);
+      c.precision = "float64";
+      c.micro_batches = 2;
+      c.global_batch = 4 * comm().size();
+      c.fault = fault;
+      const cases::TrainingResult r = cases::run_training_case(comm(), c);
+      EXPECT_FALSE(r.passed) << technique << " " << fault << ": " << r.message;
+      EXPECT_GT(r.error, r.bound) << technique << " " << fault;
+    }
+}
+
+// The parameter server's replay check can fail: the same updates in another order, or one
+// worker's updates left out, give other parameters (so a server that applies updates out of
+// its logged order, or drops a worker's, differs from its replay).
+TEST_F(DataParallelTest, ParameterServerReplayDependsOnTheOrderOfUpdates) {
+  cases::TrainingCase c;
+  c.technique = &parallel::find_technique("ps_async");
+  c.optimizer = "sgd_plain";
+  c.model = "mlp";
+  using U = parallel::ParameterServerUpdate;
+  // Two workers, three steps each; each gradient computed on the version its worker last saw.
+  const std::vector<U> logged = {{1, 0, 0}, {2, 1, 0}, {1, 2, 1}, {2, 3, 2}, {1, 4, 3}, {2, 5, 4}};
+  std::vector<U> swapped = logged;
+  std::swap(swapped[2], swapped[3]);
+  const std::vector<U> one_worker = {{1, 0, 0}, {1, 2, 1}, {1, 4, 2}};
+  const auto difference = [](const parallel::ParameterValues& a, const parallel::ParameterValues& b) {
+    double d = 0;
+    for (std::size_t i = 0; i < a.values.size(); ++i)
+      for (std::size_t k = 0; k < a.values[i].size(); ++k) d = std::max(d, std::abs(a.values[i][k] - b.values[i][k]));
+    return d;
+  };
+  const parallel::ParameterValues base = cases::replay_parameter_server(c, logged);
+  EXPECT_EQ(difference(base, cases::replay_parameter_server(c, logged)), 0.0);  // deterministic
+  EXPECT_GT(difference(base, cases::replay_parameter_server(c, swapped)), 0.0);
+  EXPECT_GT(difference(base, cases::replay_parameter_server(c, one_worker)), 0.0);
+  // A version the server never had is refused.
+  EXPECT_THROW(cases::replay_parameter_server(c, {{1, 0, 5}}), Error);
 }
 
 TEST_F(DataParallelTest, RefusesBadConfigurations) {

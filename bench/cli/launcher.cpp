@@ -62,6 +62,9 @@ std::vector<std::string> mpirun_command(const std::string& mpirun, const LaunchR
     command.push_back("--hostfile");
     command.push_back(request.hostfile);
   }
+  // Ranks on other hosts learn that parity holds the result file's lock (record::OutputLock).
+  command.push_back("-x");
+  command.push_back("PARITY_OUTPUT_LOCK_HELD");
   // mpirun's notices are not shown: the supervisor reads them (which rank died) and says one line.
   command.insert(command.end(), arguments.begin(), arguments.end());
   return command;

@@ -5,6 +5,8 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <thread>
 
 #include "reference/comm/nccl_communicator.hpp"
@@ -54,6 +56,10 @@ Session::Session(int* argc, char*** argv, const CommonOptions& options, std::str
   agree_on_root([&] {
     record::check_output_path(options_.out, options_.force);
     record::check_free_space(options_.out, options_.result_bytes);
+    // parity's parent (--np) holds the lock for the whole job; otherwise rank 0 takes it.
+    const char* held = std::getenv(record::OutputLock::kHeldVariable);
+    if (held == nullptr || std::filesystem::absolute(options_.out).string() != held)
+      lock_ = std::make_unique<record::OutputLock>(options_.out);
   });
   if (options_.device == "cuda") use_gpu();
 }

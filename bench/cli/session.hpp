@@ -89,6 +89,7 @@ class Session {
   std::vector<std::string> rank_devices_;
   int ranks_per_gpu_ = 0;  // on the most crowded GPU  // "host GPU i: name" per rank (--device cuda)
   std::vector<std::string> hosts_;
+  std::unique_ptr<record::OutputLock> lock_;  // rank 0, unless the parent holds it
   std::unique_ptr<record::ResultsFile> results_;
 };
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "reference/comm/communicator.hpp"
+#include "reference/parallel/data/parameter_server.hpp"
 #include "reference/parallel/techniques/techniques.hpp"
 
 namespace parity::cases {
@@ -26,7 +27,8 @@ struct TrainingCase {
   int micro_batches = 1;
   // A deliberate bug, to show the checks catch it: "local_normalizer" (each rank averages its
   // own rows: uneven shards weighted wrongly), "shifted_rows" (rank 0 trains on its
-  // neighbour's first row).
+  // neighbour's first row); and small ones: "scaled_gradient" (rank 0's gradient of step 1
+  // scaled by 1 + 1e-3), "dropped_micro_batch" (rank 0 skips one micro-batch of step 1).
   std::string fault;
   // "training/zero2/adamw/float32/gpt"
   std::string name() const;
@@ -54,5 +56,11 @@ struct TrainingResult {
 // parameter server trains on the host (its protocol polls any worker, which needs MPI).
 TrainingResult run_training_case(Communicator& comm, const TrainingCase& c);
 bool runs_on_host(const TrainingCase& c);
+
+// The parameter server's run on one device: each gradient recomputed from the parameters of
+// the version its worker used, on the same batch, applied in `order` (the server's log). With
+// the server's own order it equals the server's parameters bit for bit.
+parallel::ParameterValues replay_parameter_server(const TrainingCase& c,
+                                                  const std::vector<parallel::ParameterServerUpdate>& order);
 
 }  // namespace parity::cases

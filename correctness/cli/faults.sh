@@ -167,6 +167,28 @@ case $scenario in
     expect_line "No space left on device|ENOSPC"
     [ -z "$(find disk -name '*.partial-*')" ] || fail "temporary file left on the full disk: $(ls disk)"
     no_leftovers ;;
+  concurrent_out)
+    # A second run writing the same --out refuses at start, while the first one runs (as one
+    # process, and under mpirun); once the first has ended, by any path, the lock is gone.
+    for np in 1 2; do
+      "$parity" "${long_bench[@]}" --np "$np" --out "$work/w.h5" >/dev/null 2>"$work/first.err" &
+      first=$!
+      sleep 2
+      start=$(date +%s)
+      run bench collectives -q -e 8 --out "$work/w.h5" --force
+      expect_status 2
+      expect_lines 1
+      expect_line "^parity: another parity run \(pid [0-9]+\) is writing .*w.h5 \(lock .*w.h5.lock\); wait for it or choose another --out$"
+      [ $(($(date +%s) - start)) -lt 10 ] || fail "the second run took over 10 s to refuse"
+      kill -KILL "$first"  # no clean-up at all: the kernel releases the lock
+      wait "$first" 2>/dev/null
+      pkill -KILL -f -- "--out $work/w.h5" 2>/dev/null
+      sleep 0.5
+      run bench collectives -q -e 8 --np "$np" --out "$work/w.h5" --force
+      expect_status 0
+      [ -e "$work/w.h5.lock" ] && fail "the lock file stayed after a clean run"
+      [ -f "$work/w.h5" ] || fail "no result file"
+    done ;;
   *) echo "faults.sh: unknown scenario $scenario"; exit 2 ;;
 esac
 exit 0

@@ -3,6 +3,9 @@
 #include "reference/record/results_file.hpp"
 
 #include <hdf5.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -488,8 +491,57 @@ void check_output_path(const std::filesystem::path& path, bool force) {
 
 // ---- ResultsFile --------------------------------------------------------------------------------
 
+namespace {
+char g_lock[4096] = {};  // the lock file this process holds
+}  // namespace
+
 void discard_temporary_file() noexcept {
   if (g_temporary[0] != '\0') unlink(g_temporary);
+  if (g_lock[0] != '\0') unlink(g_lock);
+}
+
+OutputLock::OutputLock(const std::filesystem::path& result) : path_(result.string() + ".lock") {
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    fd_ = open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0)
+      throw UsageError("cannot create the lock file " + path_.string() + ": " + std::strerror(errno));
+    if (flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      const int error = errno;
+      char holder[32] = {};
+      const ssize_t n = pread(fd_, holder, sizeof holder - 1, 0);
+      close(fd_);
+      fd_ = -1;
+      if (error != EWOULDBLOCK)
+        throw UsageError("cannot lock " + path_.string() + ": " + std::strerror(error));
+      std::string pid = n > 0 ? std::string(holder, static_cast<std::size_t>(n)) : "";
+      while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
+      throw UsageError("another parity run" + (pid.empty() ? std::string() : " (pid " + pid + ")") + " is writing " +
+                       result.string() + " (lock " + path_.string() + "); wait for it or choose another --out");
+    }
+    // The file may have been removed by the previous holder between open and flock: then this
+    // lock guards nothing, so try again on the file now at the path.
+    struct stat held {}, current {};
+    if (fstat(fd_, &held) == 0 && stat(path_.c_str(), &current) == 0 && held.st_ino == current.st_ino &&
+        held.st_dev == current.st_dev) {
+      const std::string pid = std::to_string(getpid()) + "\n";
+      if (ftruncate(fd_, 0) == 0 && pwrite(fd_, pid.data(), pid.size(), 0) < 0) {
+        // The pid is only for the message of a second run; the lock holds without it.
+      }
+      const std::string text = path_.string();
+      if (text.size() < sizeof g_lock) std::memcpy(g_lock, text.c_str(), text.size() + 1);
+      return;
+    }
+    close(fd_);
+    fd_ = -1;
+  }
+  throw UsageError("cannot lock " + path_.string() + ": it keeps being replaced");
+}
+
+OutputLock::~OutputLock() {
+  if (fd_ < 0) return;
+  g_lock[0] = '\0';
+  unlink(path_.c_str());  // while still holding the lock: see the inode check above
+  close(fd_);
 }
 
 void check_free_space(const std::filesystem::path& path, std::uint64_t bytes) {

@@ -52,9 +52,29 @@ void check_output_path(const std::filesystem::path& path, bool force);
 // Refuses (UsageError) an output whose file system has less than `bytes` free.
 void check_free_space(const std::filesystem::path& path, std::uint64_t bytes);
 
-// Removes the temporary file a ResultsFile is writing, if any. Async-signal-safe: for signal
-// handlers and the paths that end the process without unwinding (MPI_Abort).
+// Removes the temporary file a ResultsFile is writing, and the lock file this process holds,
+// if any. Async-signal-safe: for signal handlers and the paths that end the process without
+// unwinding (MPI_Abort).
 void discard_temporary_file() noexcept;
+
+// An exclusive lock on `<result>.lock` beside a result file, for the life of the object: a
+// second run writing the same --out refuses at start instead of after its whole run. flock(2)
+// is released by the kernel on every exit, SIGKILL included; the lock file is removed on the
+// ordinary ones (and by discard_temporary_file()).
+class OutputLock {
+ public:
+  // Throws UsageError naming the holder's pid when another process holds the lock.
+  explicit OutputLock(const std::filesystem::path& result);
+  ~OutputLock();
+  OutputLock(const OutputLock&) = delete;
+  OutputLock& operator=(const OutputLock&) = delete;
+  // The environment variable by which a parent that holds the lock tells its ranks so.
+  static constexpr const char* kHeldVariable = "PARITY_OUTPUT_LOCK_HELD";
+
+ private:
+  std::filesystem::path path_;
+  int fd_ = -1;
+};
 
 class ResultsFile {
  public:

@@ -74,6 +74,7 @@ ParameterServerStats run_parameter_server(Communicator& comm, model::Model& mode
         unflatten(flat, parameters, true);
         optimizer.step(parameters);  // its state lives on the server only
         stats.staleness.push_back(version - headers[w][0]);
+        stats.order.push_back({w + 1, headers[w][1], headers[w][0]});
         ++version;
         ++stats.updates;
         flatten(flat, parameters, false);

@@ -19,9 +19,20 @@ struct ParameterServerConfig {
   std::int64_t batch = 8;  // rows per worker step
 };
 
+// One update as the server applied it: whose gradient, on which batch, computed on which
+// parameter version. The order of these is the whole of the asynchrony: replayed on one device
+// it gives the server's parameters bit for bit.
+struct ParameterServerUpdate {
+  int worker = 0;             // the worker's rank
+  std::int64_t step = 0;      // the batch index it trained on
+  std::int64_t version = 0;   // the parameter version its gradient was computed on
+};
+
 struct ParameterServerStats {
   // Server: staleness of each update, in the order applied. Workers: empty.
   std::vector<std::int64_t> staleness;
+  // Server: every update in the order applied. Workers: empty.
+  std::vector<ParameterServerUpdate> order;
   // Workers: loss of each of their steps. Server: empty.
   std::vector<double> losses;
   std::int64_t updates = 0;  // server: updates applied (workers x steps_per_worker)
