@@ -78,17 +78,27 @@ std::string mib_text(double bytes) {
   return text;
 }
 
-// " (no space left on device: ENOSPC, ...)" when the file system of `path` is full, else "".
-// HDF5 reports a failed write without errno; a full disk is its usual cause and worth naming.
-std::string full_disk_hint(const std::filesystem::path& path) {
-  struct statvfs fs {};
-  const std::filesystem::path directory = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-  if (statvfs(directory.c_str(), &fs) != 0) return "";
-  const double free_bytes = static_cast<double>(fs.f_bavail) * static_cast<double>(fs.f_frsize);
-  return free_bytes < 1048576.0 ? " (the disk is full: ENOSPC, " + mib_text(free_bytes) + " free on " + directory.string() + ")"
-                                : "";
+// The directory a result file goes in ("." for a bare name).
+std::filesystem::path directory_of(const std::filesystem::path& path) {
+  return path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
 }
 
+// Bytes free to this user on the file system of `directory`; -1 when it cannot be read.
+double free_bytes_on(const std::filesystem::path& directory) {
+  struct statvfs fs {};
+  if (statvfs(directory.c_str(), &fs) != 0) return -1;
+  return static_cast<double>(fs.f_bavail) * static_cast<double>(fs.f_frsize);
+}
+
+// " (the disk is full: ENOSPC, ...)" when the file system of `path` is full, else "".
+// HDF5 reports a failed write without errno; a full disk is its usual cause and worth naming.
+std::string full_disk_hint(const std::filesystem::path& path) {
+  const std::filesystem::path directory = directory_of(path);
+  const double free_bytes = free_bytes_on(directory);
+  return free_bytes >= 0 && free_bytes < 1048576.0
+             ? " (the disk is full: ENOSPC, " + mib_text(free_bytes) + " free on " + directory.string() + ")"
+             : "";
+}
 
 std::string full_disk_hint() { return g_temporary[0] ? full_disk_hint(std::filesystem::path(g_temporary)) : ""; }
 
@@ -473,7 +483,7 @@ void check_output_path(const std::filesystem::path& path, bool force) {
   if (fs::exists(status) && !force) {
     throw UsageError("output file " + path.string() + " exists; pass --force to overwrite");
   }
-  const fs::path directory = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  const fs::path directory = directory_of(path);
   const auto directory_status = fs::status(directory, ec);
   if (!fs::exists(directory_status)) {
     throw UsageError("directory " + directory.string() + " of output file " + path.string() +
@@ -545,10 +555,9 @@ OutputLock::~OutputLock() {
 }
 
 void check_free_space(const std::filesystem::path& path, std::uint64_t bytes) {
-  struct statvfs fs {};
-  const std::filesystem::path directory = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-  if (statvfs(directory.c_str(), &fs) != 0) return;  // check_output_path names what is wrong
-  const double free_bytes = static_cast<double>(fs.f_bavail) * static_cast<double>(fs.f_frsize);
+  const std::filesystem::path directory = directory_of(path);
+  const double free_bytes = free_bytes_on(directory);
+  if (free_bytes < 0) return;  // check_output_path names what is wrong with the directory
   if (free_bytes < static_cast<double>(bytes)) {
     throw UsageError("only " + mib_text(free_bytes) + " free on " + directory.string() + " but the result file " +
                      path.string() + " needs about " + mib_text(static_cast<double>(bytes)) +
