@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
@@ -69,6 +70,12 @@ void add_common(CLI::App* app, CommonOptions& o, bool with_half = true) {
                   "Fault injection: this rank stops before the first operation, to see --timeout at work (a rank "
                   "of the world; -1 none)")
       ->check(CLI::Range(-1, 1 << 20));
+}
+
+void add_resume(CLI::App* app, CommonOptions& o) {
+  app->add_option("--resume", o.resume,
+                  "Continue an interrupted run from its partial result file (or FILE.journal): rows it finished are "
+                  "taken, the rest run; the same command otherwise. The result replaces FILE unless --out is given");
 }
 
 void add_bench_options(CLI::App* app, BenchOptions& b) {
@@ -161,6 +168,7 @@ std::vector<std::string> command_line(int argc, char** argv) {
 // starts MPI in this process (then SIGINT and SIGTERM end it with kExitInterrupted).
 std::optional<int> maybe_relaunch(int argc, char** argv, CommonOptions& common, const std::string& what) {
   validate_device_options(common);
+  apply_resume(common);
   if (under_launcher() || (common.np <= 1 && common.hostfile.empty())) {
     // Open MPI starts even one rank through its launcher's daemon: without mpirun (and orted
     // beside it) MPI_Init would fail with pages of text.
@@ -176,7 +184,14 @@ std::optional<int> maybe_relaunch(int argc, char** argv, CommonOptions& common, 
   // Held here for the whole job, so a second run refuses at once; the ranks are told.
   const record::OutputLock lock(common.out);
   setenv(record::OutputLock::kHeldVariable, fs::absolute(common.out).c_str(), 1);
-  return relaunch({common.np, common.hostfile}, arguments_for_ranks(argc, argv, common.out));
+  const Outcome outcome = relaunch({common.np, common.hostfile}, arguments_for_ranks(argc, argv, common.out));
+  // A job cut short (a signal, a dead rank, a stall) leaves its journal: this process outlives
+  // the ranks, so it keeps what they finished.
+  std::string reason = outcome.line.rfind("parity: ", 0) == 0 ? outcome.line.substr(8) : outcome.line;
+  if (reason.empty()) reason = "the job ended with status " + std::to_string(outcome.status);
+  const int kept = write_partial_results(record::journal_path(common.out).string(), common.out, reason);
+  record::remove_stale_temporaries(common.out);  // rank 0's, when it was killed outright
+  return outcome.status != 0 ? outcome.status : kept;
 }
 
 // Runs `body` in an MPI session; maps refusals and faults to exit codes.
@@ -187,14 +202,17 @@ int with_session(int argc, char** argv, const CommonOptions& common, const std::
     session = std::make_unique<Session>(&argc, &argv, common, subcommand, command_line(argc, argv));
     return body(*session);
   } catch (const Session::Refused&) {
+    if (session) session->keep_partial_results("refused: see the message before");
     return kExitUsage;
   } catch (const UsageError& e) {
     // Thrown identically on every rank (same arguments); only rank 0 speaks.
     if (!session || session->is_root()) std::fprintf(stderr, "parity: %s\n", e.what());
+    if (session) session->keep_partial_results(std::string("refused: ") + e.what());
     return kExitUsage;
   } catch (const std::exception& e) {
     // A fault on one rank: end the whole job now rather than leave the others waiting. Abort
-    // unwinds nothing, so the result file's temporary sibling is removed first.
+    // unwinds nothing, so what the run finished is kept and the temporary file removed first.
+    if (session) session->keep_partial_results(std::string("a fault on rank ") + std::to_string(session->world().rank()) + ": " + e.what());
     record::discard_temporary_file();
     MpiRuntime::abort(std::string("parity: ") + e.what(), kExitFault);
   }
@@ -280,6 +298,14 @@ int list_everything() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Internal: the partial-results writer a rank starts when a signal or a stall ends its run.
+  if (argc >= 2 && std::strcmp(argv[1], kWritePartialFlag) == 0) {
+    if (argc != 5) {
+      std::fprintf(stderr, "parity: usage: parity %s JOURNAL RESULT REASON\n", kWritePartialFlag);
+      return kExitUsage;
+    }
+    return write_partial_results(argv[2], argv[3], argv[4]);
+  }
   CLI::App app{"parity: reference implementation, conformance suite and benchmark of distributed training.\n"
                "Collectives run on real ranks (Open MPI), are checked against exact or float64 results, timed\n"
                "nccl-tests style, and recorded to HDF5; `parity report` draws the results."};
@@ -302,6 +328,7 @@ int main(int argc, char** argv) {
   auto* run = app.add_subcommand("run", "The main job: conformance suite plus default benchmarks on the given ranks, "
                                         "one result file and its report");
   add_common(run, run_common);
+  add_resume(run, run_common);
   run->add_flag("--quick", run_quick, "Smaller job: no 1 MiB/64 MiB conformance sizes, benchmark sizes up to 1 MiB");
   run->add_flag("--no-report", run_no_report, "Do not draw the report");
   run->add_option("--report-dir", run_report_dir, "Report directory [default: <result file without .h5>.report]");
@@ -309,6 +336,7 @@ int main(int argc, char** argv) {
   auto* check = app.add_subcommand("check", "Run the conformance cases (every collective x algorithm x type x "
                                             "reduction x size x placement) and record each");
   add_common(check, check_common);
+  add_resume(check, check_common);
   check->add_option("--filter", check_options.filter, "GoogleTest-style pattern on case names, e.g. "
                                                       "'all_reduce/ring/*:reduce/*-*/bfloat16/*'");
   check->add_flag("--no-large", [&](std::int64_t) { check_options.include_large = false; },
@@ -321,6 +349,7 @@ int main(int argc, char** argv) {
       "collectives", "Sweep message sizes for collectives and algorithms (nccl-tests options and columns); native is the "
                      "baseline, host copy bandwidth and alpha-beta constants are measured in the same run");
   add_common(bench_collectives, bench_common);
+  add_resume(bench_collectives, bench_common);
   add_bench_options(bench_collectives, bench_options);
 
   auto* bench_model = bench->add_subcommand(

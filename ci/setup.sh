@@ -11,6 +11,7 @@ packages=(
   libcli11-dev libfmt-dev
   libopenblas-dev
   python3-matplotlib python3-h5py python3-numpy
+  chromium
   iproute2
 )
 

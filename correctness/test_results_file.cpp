@@ -1,6 +1,7 @@
 // Tests of results files: table and attribute round trips, the temporary-then-rename protocol,
 // output path checks, and inspect()'s refusals of files that are not parity results.
 #include "reference/record/results_file.hpp"
+#include "reference/record/journal.hpp"
 
 #include <gtest/gtest.h>
 #include <hdf5.h>
@@ -24,6 +25,7 @@
 namespace fs = std::filesystem;
 using parity::Error;
 using parity::UsageError;
+using namespace parity::record;  // NOLINT: the whole record API is under test here
 using parity::record::check_output_path;
 using parity::record::FileInfo;
 using parity::record::inspect;
@@ -685,6 +687,156 @@ TEST_F(ResultsFileTest, ReadTableRefusesWhatIsNotATable) {
   EXPECT_NE(message.find("is not a table"), std::string::npos) << message;
   expect_one_line(usage_error_of([&] { read_table(path, "/bench/collectives/name"); }));
   expect_one_line(usage_error_of([&] { read_table(dir_ / "absent.h5", "/bench/collectives"); }));
+}
+
+// ---- the journal and partial files -------------------------------------------------------------
+
+// A table built row by row, as a run builds /check/collectives.
+Table numbered_rows(int n) {
+  Table t("rows by number");
+  for (int i = 0; i < n; ++i) {
+    t.str("case").push_back("case-" + std::to_string(i));
+    t.i64("passed").push_back(i % 3 != 0);
+    t.f64("error", "1").push_back(0.5 * i);
+  }
+  return t;
+}
+
+TEST_F(ResultsFileTest, PartialFileHoldsEveryRowJournaledBeforeTheFault) {
+  const fs::path path = dir_ / "out.h5";
+  const Table all = numbered_rows(5);
+  {
+    ResultsFile file(path, false);
+    file.set_attribute("/", "subcommand", std::string("check"));
+    file.write_table("/host/copy_bandwidth", sample_table());
+    Table building("rows by number");
+    for (int i = 0; i < 3; ++i) {
+      append_rows(building, all, i, i + 1);
+      file.append_rows("/check/collectives", building, building.rows() - 1);
+    }
+    EXPECT_TRUE(fs::exists(journal_path(path)));
+    file.abandon();  // the run stops here
+  }
+  EXPECT_FALSE(fs::exists(path));
+  ASSERT_TRUE(fs::exists(journal_path(path)));
+  const PartialSummary kept = write_partial(journal_path(path), path, "interrupted by SIGINT");
+  EXPECT_EQ(kept.tables, 2u);
+  EXPECT_EQ(kept.rows, 3u + sample_table().rows());
+  EXPECT_FALSE(fs::exists(journal_path(path)));
+  const FileInfo info = inspect(path);
+  EXPECT_FALSE(info.complete);
+  EXPECT_EQ(info.incomplete_reason, "interrupted by SIGINT");
+  EXPECT_EQ(info.subcommand, "check");
+  const Table rows = read_table(path, "/check/collectives");
+  ASSERT_EQ(rows.rows(), 3u);
+  EXPECT_EQ(rows.get_str("case"), (std::vector<std::string>{"case-0", "case-1", "case-2"}));
+  EXPECT_EQ(rows.get_i64("passed"), (std::vector<std::int64_t>{0, 1, 1}));
+  EXPECT_EQ(rows.get_f64("error"), (std::vector<double>{0.0, 0.5, 1.0}));
+  EXPECT_EQ(read_table(path, "/host/copy_bandwidth").rows(), sample_table().rows());
+}
+
+TEST_F(ResultsFileTest, CommittedFileIsCompleteAndTheJournalGoes) {
+  const fs::path path = dir_ / "out.h5";
+  {
+    ResultsFile file(path, false);
+    Table t = numbered_rows(2);
+    file.append_rows("/check/collectives", t, 0);
+    file.write_table("/check/collectives", t);  // the whole table replaces the rows
+    file.commit();
+  }
+  EXPECT_TRUE(inspect(path).complete);
+  EXPECT_FALSE(fs::exists(journal_path(path)));
+  EXPECT_EQ(read_table(path, "/check/collectives").rows(), 2u);
+}
+
+TEST_F(ResultsFileTest, TornJournalRecordIsLeftOut) {
+  const fs::path path = dir_ / "out.h5";
+  const Table all = numbered_rows(4);
+  {
+    ResultsFile file(path, false);
+    Table building("rows by number");
+    for (int i = 0; i < 4; ++i) {
+      append_rows(building, all, i, i + 1);
+      file.append_rows("/check/collectives", building, building.rows() - 1);
+    }
+    file.abandon();
+  }
+  // A process killed in the middle of its last write.
+  fs::resize_file(journal_path(path), fs::file_size(journal_path(path)) - 3);
+  const JournalReading reading = read_journal(journal_path(path));
+  EXPECT_GT(reading.ignored_bytes, 0u);
+  ASSERT_NE(reading.contents.find("/check/collectives"), nullptr);
+  EXPECT_EQ(reading.contents.find("/check/collectives")->table->rows(), 3u);
+  write_partial(journal_path(path), path, "killed");
+  EXPECT_EQ(read_table(path, "/check/collectives").rows(), 3u);
+}
+
+TEST_F(ResultsFileTest, JournalWithAFlippedByteEndsBeforeIt) {
+  const fs::path path = dir_ / "out.h5";
+  const Table all = numbered_rows(3);
+  {
+    ResultsFile file(path, false);
+    Table building("rows by number");
+    for (int i = 0; i < 3; ++i) {
+      append_rows(building, all, i, i + 1);
+      file.append_rows("/check/collectives", building, building.rows() - 1);
+    }
+    file.abandon();
+  }
+  std::fstream f(journal_path(path), std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(-2, std::ios::end);
+  f.put('\x7f');
+  f.close();
+  EXPECT_EQ(read_journal(journal_path(path)).contents.find("/check/collectives")->table->rows(), 2u);
+}
+
+TEST_F(ResultsFileTest, RowsCarriedFromAResumedFileAndNotYetTakenAreKept) {
+  const fs::path path = dir_ / "out.h5";
+  const Table resumed = numbered_rows(4);
+  {
+    ResultsFile file(path, true);
+    file.carry_rows("/check/collectives", resumed);
+    // The resumed run takes the first two rows back and is stopped.
+    Table building("rows by number");
+    for (std::size_t i = 0; i < 2; ++i) {
+      append_rows(building, resumed, i, i + 1);
+      file.append_rows("/check/collectives", building, i);
+      file.take_row("/check/collectives", i);
+    }
+    file.abandon();
+  }
+  write_partial(journal_path(path), path, "stalled");
+  const Table rows = read_table(path, "/check/collectives");
+  EXPECT_EQ(rows.get_str("case"), resumed.get_str("case"));  // taken rows once, then the others
+  EXPECT_EQ(rows.get_f64("error"), resumed.get_f64("error"));
+}
+
+TEST_F(ResultsFileTest, NothingFinishedGivesNoFile) {
+  const fs::path path = dir_ / "out.h5";
+  {
+    ResultsFile file(path, false);
+    file.set_attribute("/", "subcommand", std::string("check"));
+    file.abandon();
+  }
+  EXPECT_EQ(write_partial(journal_path(path), path, "interrupted").tables, 0u);
+  EXPECT_FALSE(fs::exists(path));
+  EXPECT_FALSE(fs::exists(journal_path(path)));
+}
+
+TEST_F(ResultsFileTest, JournalOfAnInterruptedRunIsNotOverwrittenWithoutForce) {
+  const fs::path path = dir_ / "out.h5";
+  write_text(journal_path(path), "parityJ1");
+  const std::string message = usage_error_of([&] { ResultsFile file(path, false); });
+  expect_one_line(message);
+  EXPECT_NE(message.find("--resume"), std::string::npos) << message;
+  EXPECT_EQ(read_text(journal_path(path)), "parityJ1");
+  { ResultsFile file(path, true); }  // --force starts afresh
+  EXPECT_FALSE(fs::exists(journal_path(path)));
+}
+
+TEST_F(ResultsFileTest, ForeignFileIsNotAJournal) {
+  write_text(dir_ / "x.journal", "not a journal at all");
+  expect_one_line(usage_error_of([&] { read_journal(dir_ / "x.journal"); }));
 }
 
 }  // namespace

@@ -47,8 +47,23 @@ TEST(LauncherDigest, NamesTheRankThatNeverEnteredAndTheOnesThatWaited) {
   EXPECT_EQ(shown, "");  // one summary instead of a line per rank
   const Outcome o = d.outcome(exited(3), 0);
   EXPECT_EQ(o.status, kExitStalled);
-  EXPECT_EQ(o.line, "parity: all_reduce 1024 x float32 (sum) stalled past --timeout 2: rank 2 did not enter it; "
-                    "ranks 0, 1 on a, rank 3 on b waited 2.03 s in it");
+  EXPECT_EQ(o.line, "parity: all_reduce 1024 x float32 (sum) stalled past --timeout 2: rank 2 did not enter it or could "
+                    "not report; ranks 0, 1 on a, rank 3 on b waited 2.03 s in it");
+}
+
+TEST(LauncherDigest, NamesTheHostOfRanksThatCouldNotReport) {
+  // A host cut off: its ranks' watchdog lines never arrive, but their start lines did.
+  LauncherDigest d(4);
+  const std::string shown = feed(
+      d,
+      "parity: rank 0 runs on h1\nparity: rank 1 runs on h1\nparity: rank 2 runs on h2\nparity: rank 3 runs on h2\n"
+      "parity: rank 0 on h1: all_reduce 1 x float64 (native) stalled: not finished after 5 s; aborting the job (--timeout 5)\n"
+      "parity: rank 1 on h1: all_reduce 1 x float64 (native) stalled: not finished after 5 s; aborting the job (--timeout 5)\n");
+  EXPECT_EQ(shown, "");
+  const Outcome o = d.outcome(exited(3), 0);
+  EXPECT_EQ(o.status, kExitStalled);
+  EXPECT_EQ(o.line, "parity: all_reduce 1 x float64 (native) stalled past --timeout 5: ranks 2, 3 on h2 did not enter it or "
+                    "could not report; ranks 0, 1 on h1 waited 5 s in it");
 }
 
 TEST(LauncherDigest, AStalledRankInsideAnotherOperationIsNamedWithIt) {

@@ -1,6 +1,7 @@
-# Steps shared by the namespace-cluster tests (test-netns-cluster.sh and
-# test-parity-netns.sh): prerequisite checks, the work directory, time-limited
-# steps, bringing the cluster up and tearing it down on exit or interrupt.
+# Steps shared by the namespace-cluster tests (test-netns-cluster.sh,
+# test-parity-netns.sh and test-netns-faults.sh): prerequisite checks, the work
+# directory, time-limited steps, bringing the cluster up and tearing it down on
+# exit or interrupt (after the test's own netns_test_extra_cleanup, if defined).
 # Sourced (not executed) by a script that runs under `set -euo pipefail`,
 # has set HERE to this directory, and sets NETNS_TEST_TAG (the "[TAG]" that
 # starts every message) before it calls anything here.
@@ -77,7 +78,16 @@ netns_test_begin() {
 # rather than on the call, so a trap firing meanwhile still prints to the
 # terminal.
 bounded() {
-    local secs=$1 rc=0 left
+    bounded_start "$@" || return
+    bounded_wait
+}
+
+# bounded_start SECS COMMAND...: the first half of 'bounded': starts the step and returns at
+# once (124, nothing started, when the time budget is used up), so the caller can act while
+# it runs. bounded_wait waits for it and returns its status; bounded_running tells whether it
+# still runs. The EXIT trap stops a step that was started and not waited for.
+bounded_start() {
+    local secs=$1 left
     shift
     left=$((STEPS_DEADLINE - SECONDS))
     ((left >= 1)) || { say "time budget used up"; return 124; }
@@ -89,9 +99,21 @@ bounded() {
         timeout -k 2 "$secs" "$@" &
     fi
     step_pid=$!
+}
+
+bounded_wait() {
+    local rc=0
     wait "$step_pid" || rc=$?
     step_pid=
     return "$rc"
+}
+
+bounded_running() {
+    [[ -n $step_pid && -r /proc/$step_pid/stat ]] || return 1
+    local stat
+    stat=$(cat "/proc/$step_pid/stat" 2>/dev/null) || return 1
+    stat=${stat##*) }  # the state follows the command name in parentheses
+    [[ ${stat:0:1} != Z ]]
 }
 
 netns_test_cleanup() {
@@ -105,6 +127,8 @@ netns_test_cleanup() {
         kill -TERM "$step_pid" 2>/dev/null || true
         wait "$step_pid" 2>/dev/null || true
     fi
+    # A test's own clean-up (links, qdiscs, stray launchers), while the cluster still exists.
+    if declare -F netns_test_extra_cleanup >/dev/null; then netns_test_extra_cleanup || true; fi
     if ((cluster_up)); then
         timeout -k 2 "$NETNS_TEST_TEARDOWN_SECS" "$HERE/netns-cluster.sh" --hostfile "$hostfile" down >/dev/null 2>&1 ||
             say "warning: teardown failed; run '$HERE/netns-cluster.sh down'"

@@ -88,10 +88,10 @@ def run(argv):
     try:
         if len(rfs) == 1:
             title = args.title or f"parity report: {labels[0]}"
-            page, md = single_report(rfs[0], paths[0], args.out, title, args)
+            page, md, _ = single_report(rfs[0], paths[0], args.out, title, args)
         else:
             title = args.title or f"parity comparison: {labels[0]} (A) vs {labels[1]} (B)"
-            page, md = comparison_report(rfs, labels, args.out, title, args)
+            page, md, _ = comparison_report(rfs, labels, args.out, title, args)
         with open(os.path.join(args.out, "index.html"), "w", encoding="utf-8") as fh:
             fh.write(page.render())
         with open(os.path.join(args.out, "summary.md"), "w", encoding="utf-8") as fh:

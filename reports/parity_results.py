@@ -199,6 +199,17 @@ class ResultFile:
         return self.tables.get(name)
 
     @property
+    def incomplete_reason(self):
+        """Why the run stopped early, for a partial file (root attribute complete = 0); else None."""
+        try:
+            complete = int(self.attrs.get("complete", 1))
+        except (TypeError, ValueError):
+            complete = 1
+        if complete:
+            return None
+        return str(self.attrs.get("incomplete_reason") or "no reason recorded")
+
+    @property
     def world_size(self):
         try:
             return int(self.attrs.get("world_size"))

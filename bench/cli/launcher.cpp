@@ -76,7 +76,7 @@ void check_working_directory() {
     throw UsageError("the working directory no longer exists; cd to an existing directory (MPI starts the ranks there)");
 }
 
-int relaunch(const LaunchRequest& request, const std::vector<std::string>& arguments) {
+Outcome relaunch(const LaunchRequest& request, const std::vector<std::string>& arguments) {
   check_working_directory();
   return supervise(mpirun_command(find_mpirun(), request, arguments), request.np);
 }

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "bench/cli/supervisor.hpp"
+
 namespace parity::cli {
 
 struct LaunchRequest {
@@ -27,8 +29,8 @@ std::string find_mpirun();
 // Refuses (UsageError) to start in a working directory that was deleted: Open MPI cannot.
 void check_working_directory();
 // Runs the ranks under mpirun as a supervised child (bench/cli/supervisor.hpp) and returns
-// parity's exit status; throws UsageError when mpirun or the working directory is missing.
-int relaunch(const LaunchRequest& request, const std::vector<std::string>& arguments);
+// parity's exit status and the line said; throws UsageError when mpirun or the working directory is missing.
+Outcome relaunch(const LaunchRequest& request, const std::vector<std::string>& arguments);
 // Path of the running executable (/proc/self/exe).
 std::string self_executable();
 

@@ -12,15 +12,30 @@
 #include "reference/comm/nccl_communicator.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/provenance.hpp"
+#include "reference/record/journal.hpp"
+#include "bench/cli/supervisor.hpp"
 #include "reference/cuda/device.hpp"
 
 namespace parity::cli {
+
+namespace fs = std::filesystem;
 
 std::string default_output_path(const std::string& what) {
   std::string stamp = utc_now_iso8601();
   for (char& c : stamp)
     if (c == ':') c = '-';
   return "parity-" + what + "-" + stamp + ".h5";
+}
+
+void apply_resume(CommonOptions& o) {
+  if (o.resume.empty()) return;
+  fs::path file = o.resume;
+  if (file.extension() == ".journal") file.replace_extension();
+  if (!fs::exists(file) && !fs::exists(record::journal_path(file)))
+    throw UsageError("--resume " + o.resume + ": no such file (nor " + record::journal_path(file).string() + ")");
+  if (o.out.empty()) o.out = file.string();
+  std::error_code error;
+  if (fs::weakly_canonical(o.out, error) == fs::weakly_canonical(file, error)) o.force = true;
 }
 
 void validate_device_options(const CommonOptions& o) {
@@ -42,6 +57,12 @@ Session::Session(int* argc, char*** argv, const CommonOptions& options, std::str
   mpi_ = std::make_unique<MpiRuntime>(argc, argv);
   world_ = mpi_->world(options_.timeout_seconds);
   hosts_ = world_->all_gather_strings(process_host());
+  // Under parity's parent, each rank tells it its host, so that a stall line can name the host
+  // of ranks that cannot report (a host cut off).
+  if (std::getenv(record::OutputLock::kHeldVariable) != nullptr) {
+    std::fprintf(stderr, "parity: rank %d runs on %s\n", world_->rank(), process_host().c_str());
+    std::fflush(stderr);
+  }
   if (options_.np > 1 && options_.np != world_->size()) {
     const std::string message = "--np " + std::to_string(options_.np) + " but the launcher started " +
                                 std::to_string(world_->size()) + " ranks; drop --np under mpirun or srun";
@@ -58,10 +79,127 @@ Session::Session(int* argc, char*** argv, const CommonOptions& options, std::str
     record::check_free_space(options_.out, options_.result_bytes);
     // parity's parent (--np) holds the lock for the whole job; otherwise rank 0 takes it.
     const char* held = std::getenv(record::OutputLock::kHeldVariable);
-    if (held == nullptr || std::filesystem::absolute(options_.out).string() != held)
-      lock_ = std::make_unique<record::OutputLock>(options_.out);
+    supervised_ = held != nullptr && fs::absolute(options_.out).string() == held;
+    if (!supervised_) lock_ = std::make_unique<record::OutputLock>(options_.out);
   });
   if (options_.device == "cuda") use_gpu();
+  // The result file and its journal exist from here on, with the run's provenance, so that a
+  // run cut short keeps what it finished; --resume's rows are read before the journal starts.
+  agree_on_root([&] {
+    load_resumed();
+    open_results();
+  });
+}
+
+namespace {
+// The tables --resume takes rows from.
+const char* const kResumableTables[] = {"/check/collectives", "/check/training", "/check/tensor", "/bench/collectives",
+                                        "/bench/collectives_rank_times"};
+}  // namespace
+
+void Session::load_resumed() {
+  if (options_.resume.empty()) return;
+  fs::path file = options_.resume;
+  if (file.extension() == ".journal") file.replace_extension();
+  const fs::path journal = record::journal_path(file);
+  // A journal left beside the file is newer than it (a resumed run cut short again).
+  const bool from_journal = fs::exists(journal);
+  const std::string source = from_journal ? journal.string() : file.string();
+  record::FileInfo info;
+  if (from_journal) {
+    const record::JournalReading reading = record::read_journal(journal);
+    const auto text = [&](const char* name) {
+      const record::Attribute* a = reading.contents.attribute("/", name);
+      return a && std::holds_alternative<std::string>(*a) ? std::get<std::string>(*a) : std::string();
+    };
+    const record::Attribute* size = reading.contents.attribute("/", "world_size");
+    info.subcommand = text("subcommand");
+    info.device = text("device");
+    info.half_accumulate = text("half_accumulate");
+    info.world_size = size && std::holds_alternative<std::int64_t>(*size) ? std::get<std::int64_t>(*size) : 0;
+    for (const auto& group : reading.contents.groups)
+      if (group.table) resumed_[group.path] = *group.table;
+  } else {
+    info = record::inspect(file);
+    for (const char* group : kResumableTables)
+      if (record::has_table(file, group)) resumed_[group] = record::read_table(file, group);
+  }
+  const auto differs = [&](const std::string& what, const std::string& then, const std::string& now) {
+    if (!then.empty() && then != now)
+      throw UsageError("--resume " + source + " was a run with " + what + " " + then + ", this one has " + now +
+                       "; resume it with the same command");
+  };
+  differs("the subcommand", info.subcommand, subcommand_);
+  differs("world size", info.world_size ? std::to_string(info.world_size) : "", std::to_string(world_->size()));
+  differs("device", info.device, on_gpu() ? "cuda" : "cpu");
+  differs("--half-accumulate", info.half_accumulate, std::string(name_of(half_)));
+  if (!options_.quiet) {
+    std::size_t rows = 0;
+    for (const auto& [group, table] : resumed_) rows += table.rows();
+    std::fprintf(stderr, "[%s] resuming from %s: %zu finished rows to take\n", subcommand_.c_str(), source.c_str(), rows);
+  }
+}
+
+void Session::open_results() {
+  results_ = std::make_unique<record::ResultsFile>(options_.out, options_.force);
+  for (const auto& [name, value] : provenance()) results_->set_attribute("/", name, value);
+  for (const auto& [group, table] : resumed_) results_->carry_rows(group, table);
+  if (!supervised_) arm_partial_results(record::journal_path(options_.out).string(), options_.out);
+}
+
+void Session::record_rows(const std::string& group, const record::Table& table, std::size_t first) {
+  if (is_root()) results().append_rows(group, table, first);
+}
+
+Session::Restored Session::restore_row(const std::string& group, const std::string& key, const RowKey& key_of,
+                                       record::Table& into,
+                                       const std::function<std::int64_t(const record::Table&, std::size_t)>& also) {
+  if (options_.resume.empty()) return {};
+  std::int64_t found[2] = {0, 0};
+  if (is_root()) {
+    if (const record::Table* from = resumed(group)) {
+      auto& index = resumed_index_[group];
+      if (index.empty())
+        for (std::size_t row = 0; row < from->rows(); ++row) index.emplace(key_of(*from, row), row);
+      if (const auto hit = index.find(key); hit != index.end()) {
+        const std::size_t first = into.rows();
+        record::append_rows(into, *from, hit->second, hit->second + 1);
+        into.rows();  // the same columns as this run's rows
+        record_rows(group, into, first);
+        take_resumed(group, hit->second);
+        found[0] = 1;
+        found[1] = also ? also(*from, hit->second) : 0;
+        ++restored_rows_;
+      }
+    }
+  }
+  Communicator& comm = host_world();
+  comm.broadcast({found, 2, DataType::int64, MemorySpace::host}, {found, 2, DataType::int64, MemorySpace::host}, 0);
+  return {found[0] != 0, found[1]};
+}
+
+void Session::take_resumed(const std::string& group, std::size_t row) {
+  if (is_root()) results().take_row(group, row);
+}
+
+const record::Table* Session::resumed(const std::string& group) const {
+  const auto it = resumed_.find(group);
+  return it == resumed_.end() ? nullptr : &it->second;
+}
+
+void Session::keep_partial_results(const std::string& reason) noexcept {
+  if (!is_root() || !results_) return;
+  disarm_partial_results();
+  try {
+    results_->abandon();
+    results_.reset();
+    // Under parity's parent the journal is left to it: it outlives every rank, and its line is
+    // the one the user sees.
+    if (!supervised_) write_partial_results(record::journal_path(options_.out).string(), options_.out, reason);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "parity: could not keep partial results: %s\n", e.what());
+  }
+  results_.reset();
 }
 
 void Session::use_gpu() {
@@ -161,14 +299,11 @@ void Session::maybe_inject_stall() {
 }
 
 record::ResultsFile& Session::results() {
-  require(is_root(), "only rank 0 writes the result file");
-  if (!results_) results_ = std::make_unique<record::ResultsFile>(options_.out, options_.force);
+  require(is_root() && results_ != nullptr, "only rank 0 writes the result file, until it is committed");
   return *results_;
 }
 
-void Session::commit_results() {
-  if (!is_root()) return;
-  auto& file = results();
+std::vector<std::pair<std::string, record::Attribute>> Session::provenance() const {
   auto devices = cuda::device_names();
   std::vector<std::pair<std::string, record::Attribute>> attributes = {
       {"parity_version", parity_version()},
@@ -176,7 +311,6 @@ void Session::commit_results() {
       {"command_line", quote_command_line(command_line_)},
       {"subcommand", subcommand_},
       {"start_time_utc", start_time_},
-      {"end_time_utc", utc_now_iso8601()},
       {"world_size", static_cast<std::int64_t>(world_->size())},
       {"hosts", hosts_},
       {"backend", std::string(world_->backend())},
@@ -190,6 +324,7 @@ void Session::commit_results() {
       {"half_accumulate", std::string(name_of(half_))},
       {"timeout_seconds", options_.timeout_seconds},
   };
+  if (!options_.resume.empty()) attributes.emplace_back("resumed_from", options_.resume);
   if (on_gpu()) {
     attributes.emplace_back("gpu", rank_devices_.front().substr(rank_devices_.front().find(": ") + 2));
     attributes.emplace_back("rank_devices", rank_devices_);
@@ -198,9 +333,23 @@ void Session::commit_results() {
     if (compiled_with_nccl()) attributes.emplace_back("nccl_version", cuda::nccl_version_text(nccl_version()));
     attributes.emplace_back("mpi_cuda_aware", static_cast<std::int64_t>(MpiRuntime::cuda_aware() ? 1 : 0));
   }
-  for (const auto& [name, value] : attributes) file.set_attribute("/", name, value);
+  return attributes;
+}
+
+void Session::commit_results() {
+  if (!is_root()) return;
+  auto& file = results();
+  file.set_attribute("/", "end_time_utc", utc_now_iso8601());
+  if (!options_.resume.empty()) file.set_attribute("/", "resumed_rows", static_cast<std::int64_t>(restored_rows_));
+  disarm_partial_results();
   file.commit();
-  if (!options_.quiet) std::fprintf(stderr, "[%s] results written to %s\n", subcommand_.c_str(), options_.out.c_str());
+  results_.reset();
+  if (!options_.quiet) {
+    if (!options_.resume.empty())
+      std::fprintf(stderr, "[%s] %zu rows taken from %s (--resume), the rest run now\n", subcommand_.c_str(), restored_rows_,
+                   options_.resume.c_str());
+    std::fprintf(stderr, "[%s] results written to %s\n", subcommand_.c_str(), options_.out.c_str());
+  }
 }
 
 }  // namespace parity::cli

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <unordered_map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,6 +28,9 @@ struct CommonOptions {
   std::string device = "cpu";    // cpu or cuda
   std::string backend = "auto";  // auto, mpi or nccl
   int inject_stall_rank = -1;  // fault injection: this rank skips its first operation
+  // --resume: a partial result file (or its journal) whose finished rows this run takes
+  // instead of running them again.
+  std::string resume;
   // About how large the result file grows: its file system must have this much free before
   // any work starts (a `parity run` file is about 2.2 MB).
   std::uint64_t result_bytes = 8ull << 20;
@@ -36,6 +41,13 @@ void validate_device_options(const CommonOptions& options);
 
 // Default result file name when --out is not given: parity-<what>-<UTC time>.h5.
 std::string default_output_path(const std::string& what);
+
+// --resume FILE: the result file is FILE unless --out names another, and replacing FILE is
+// what resuming means (so --force is implied for it). A FILE.journal names FILE.
+void apply_resume(CommonOptions& options);
+
+// The key of a row of a resumable table (e.g. its case name), from the table's columns.
+using RowKey = std::function<std::string(const record::Table&, std::size_t row)>;
 
 class Session {
  public:
@@ -66,10 +78,29 @@ class Session {
   // Blocks the rank named by --inject-stall forever (until the watchdog of others fires).
   void maybe_inject_stall();
 
-  // Rank 0 only: the result file, opened on first use.
+  // Rank 0 only: the result file, opened with the session.
   record::ResultsFile& results();
+  // Journals the rows [first, end) of a table being built (rank 0; a no-op elsewhere), so a
+  // run cut short keeps them.
+  void record_rows(const std::string& group, const record::Table& table, std::size_t first);
+  // --resume: when the resumed file has a row of `group` whose key (by key_of) is `key`, rank 0
+  // appends it to `into` and journals it, `also` (rank 0) takes what else the row needs, and
+  // every rank learns that it was found and the number `also` returned.
+  struct Restored {
+    bool found = false;
+    std::int64_t value = 0;
+  };
+  Restored restore_row(const std::string& group, const std::string& key, const RowKey& key_of, record::Table& into,
+                       const std::function<std::int64_t(const record::Table&, std::size_t)>& also = {});
+  // Rank 0, --resume: a table of the resumed file (null when it has none), and the mark that
+  // a row of it was taken (restore_row marks its own; this is for rows restored with it).
+  const record::Table* resumed(const std::string& group) const;
+  void take_resumed(const std::string& group, std::size_t row);
   // Writes provenance and renames the file into place (rank 0; a no-op elsewhere).
   void commit_results();
+  // Rank 0, on a run ending early: turns what the run finished into a partial result file
+  // (root attribute complete = 0, incomplete_reason = reason) and says so. Never throws.
+  void keep_partial_results(const std::string& reason) noexcept;
 
   struct Refused {};  // thrown on every rank after a refusal printed by rank 0
 
@@ -89,8 +120,15 @@ class Session {
   std::vector<std::string> rank_devices_;
   int ranks_per_gpu_ = 0;  // on the most crowded GPU  // "host GPU i: name" per rank (--device cuda)
   std::vector<std::string> hosts_;
+  void load_resumed();
+  void open_results();
+  std::vector<std::pair<std::string, record::Attribute>> provenance() const;
   std::unique_ptr<record::OutputLock> lock_;  // rank 0, unless the parent holds it
   std::unique_ptr<record::ResultsFile> results_;
+  bool supervised_ = false;  // parity's parent holds the lock and keeps partial results
+  std::map<std::string, record::Table> resumed_;  // rank 0, --resume
+  std::map<std::string, std::unordered_map<std::string, std::size_t>> resumed_index_;
+  std::size_t restored_rows_ = 0;
 };
 
 }  // namespace parity::cli

@@ -4,19 +4,24 @@
 #include "bench/cli/supervisor.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <optional>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <regex>
 
+#include "reference/comm/watchdog.hpp"
 #include "reference/record/results_file.hpp"
 
 namespace parity::cli {
@@ -78,7 +83,12 @@ bool LauncherDigest::take(const std::string& line) {
   static const std::regex exit_code(R"(^\s*Exit code:\s*(\d+))");
   static const std::regex process_name(R"(^\s*Process name:\s*\[\[\d+,\d+\],(\d+)\])");
   static const std::regex stopped(R"(^parity: rank (\d+) on (\S+): stopped by (SIG[A-Z]+)$)");
+  static const std::regex rank_host(R"(^parity: rank (\d+) runs on (\S+)$)");
   std::smatch m;
+  if (std::regex_match(line, m, rank_host)) {
+    rank_hosts_[std::stoi(m[1])] = m[2].str();
+    return false;
+  }
   if (std::regex_match(line, m, stopped)) {
     stopped_.emplace(std::stoi(m[1]), std::make_pair(m[2].str(), m[3].str()));
     return false;
@@ -138,7 +148,16 @@ std::string LauncherDigest::stall_line() const {
   const Stall& first = stalls_.at(waiting.front());
   std::string line = "parity: " + main_operation + " stalled past --timeout " + first.timeout + ": ";
   std::vector<std::string> parts;
-  if (!silent.empty()) parts.push_back(rank_list(silent) + " did not enter it");
+  // Ranks that said nothing: not there yet, or cut off (a host whose link is down cannot say).
+  const auto known_host = [this](int r) {
+    const auto it = rank_hosts_.find(r);
+    return it == rank_hosts_.end() ? std::string() : it->second;
+  };
+  bool hosts_known = true;
+  for (int r : silent) hosts_known = hosts_known && !known_host(r).empty();
+  if (!silent.empty())
+    parts.push_back((hosts_known ? ranks_on_hosts(silent, known_host) : rank_list(silent)) +
+                    " did not enter it or could not report");
   for (const auto& [operation, ranks] : by_operation) {
     if (operation == main_operation) continue;
     std::vector<int> sorted = ranks;
@@ -219,12 +238,24 @@ void forward(int signal) {
 // What a process says when interrupted, prepared before any signal (a handler may not format).
 char g_interrupt_text[3][256];
 
+char g_interrupt_reason[3][64];
+
+// Rank 0 outside supervision: the command that makes the partial file, prepared when armed.
+char g_self[4096], g_journal[4096], g_result[4096];
+volatile sig_atomic_t g_armed = 0;
+
 void interrupted(int signal) {
+  const int which = signal == SIGINT ? 0 : signal == SIGTERM ? 1 : 2;
   record::discard_temporary_file();
-  const char* text = g_interrupt_text[signal == SIGINT ? 0 : signal == SIGTERM ? 1 : 2];
+  const char* text = g_interrupt_text[which];
   const ssize_t ignored = write(STDERR_FILENO, text, std::strlen(text));
   (void)ignored;
+  keep_partial_results_now(g_interrupt_reason[which]);
   _exit(kExitInterrupted);
+}
+
+void copy_text(char* to, std::size_t size, const std::string& from) {
+  std::snprintf(to, size, "%s", from.c_str());
 }
 
 }  // namespace
@@ -236,20 +267,26 @@ void handle_interrupts(int launcher_rank) {
   gethostname(host, sizeof host - 1);
   const char* names[3] = {"SIGINT", "SIGTERM", "SIGHUP"};
   for (int i = 0; i < 3; ++i) {
+    std::snprintf(g_interrupt_reason[i], sizeof g_interrupt_reason[i], "interrupted by %s", names[i]);
     if (launcher_rank < 0) std::snprintf(g_interrupt_text[i], sizeof g_interrupt_text[i], "parity: interrupted by %s\n", names[i]);
     else std::snprintf(g_interrupt_text[i], sizeof g_interrupt_text[i], "parity: rank %d on %s: stopped by %s\n", launcher_rank, host, names[i]);
   }
+  // A stall ends the process as a signal does: the watchdog's report is the reason.
+  Watchdog::set_fire_hook([](const char* report) {
+    record::discard_temporary_file();
+    keep_partial_results_now(report);
+  });
   struct sigaction action {};
   action.sa_handler = interrupted;
   sigemptyset(&action.sa_mask);
   for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaction(s, &action, nullptr);
 }
 
-int supervise(const std::vector<std::string>& command, int world_size) {
+Outcome supervise(const std::vector<std::string>& command, int world_size) {
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
     std::fprintf(stderr, "parity: cannot create a pipe: %s\n", std::strerror(errno));
-    return kExitUsage;
+    return {kExitUsage, ""};
   }
   struct sigaction action {};
   action.sa_handler = forward;
@@ -259,7 +296,7 @@ int supervise(const std::vector<std::string>& command, int world_size) {
   const pid_t child = fork();
   if (child < 0) {
     std::fprintf(stderr, "parity: cannot fork: %s\n", std::strerror(errno));
-    return kExitUsage;
+    return {kExitUsage, ""};
   }
   if (child == 0) {
     // mpirun in its own process group: the terminal's Ctrl-C reaches parity, which passes it
@@ -289,7 +326,31 @@ int supervise(const std::vector<std::string>& command, int world_size) {
   LauncherDigest digest(world_size);
   std::string pending;
   char buffer[4096];
+  // mpirun may never end by itself when a host is cut off (it waits on the host's daemon), nor
+  // on the signal passed on: once a stall was reported or a signal passed on, it has
+  // kEndGrace seconds before its whole process group is killed.
+  constexpr double kEndGrace = 10;
+  using Clock = std::chrono::steady_clock;
+  std::optional<Clock::time_point> ending;
+  bool killed = false, reaped = false;
+  int status = 0;
   for (;;) {
+    if (!ending && (digest.stalled() || g_signal)) ending = Clock::now();
+    if (ending && !killed && std::chrono::duration<double>(Clock::now() - *ending).count() > kEndGrace) {
+      kill(-child, SIGKILL);
+      killed = true;
+    }
+    pollfd readable{pipe_fds[0], POLLIN, 0};
+    const int ready = poll(&readable, 1, 250);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) {
+      // The pipe may stay open after mpirun is gone (a daemon kept it): then stop reading.
+      if (killed && waitpid(child, &status, WNOHANG) == child) {
+        reaped = true;
+        break;
+      }
+      continue;
+    }
     const ssize_t n = read(pipe_fds[0], buffer, sizeof buffer);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
@@ -303,14 +364,57 @@ int supervise(const std::vector<std::string>& command, int world_size) {
   }
   if (!pending.empty() && (digest.take(pending) || verbose)) std::fprintf(stderr, "%s\n", pending.c_str());
   close(pipe_fds[0]);
-  int status = 0;
-  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  while (!reaped && waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
   g_child = 0;
   const Outcome outcome = digest.outcome(status, g_signal);
   if (!outcome.line.empty()) std::fprintf(stderr, "%s\n", outcome.line.c_str());
   std::fflush(stderr);
-  return outcome.status;
+  return outcome;
+}
+
+void arm_partial_results(const std::string& journal, const std::string& result) {
+  std::error_code error;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (error) return;
+  copy_text(g_self, sizeof g_self, self.string());
+  copy_text(g_journal, sizeof g_journal, std::filesystem::absolute(journal).string());
+  copy_text(g_result, sizeof g_result, std::filesystem::absolute(result).string());
+  g_armed = 1;
+}
+
+void disarm_partial_results() { g_armed = 0; }
+
+void keep_partial_results_now(const char* reason) {
+  if (!g_armed) return;
+  g_armed = 0;
+  // vfork + execve: no allocation and no atfork handlers (MPI's included) in this process.
+  char flag[32];
+  copy_text(flag, sizeof flag, kWritePartialFlag);
+  char* argv[] = {g_self, flag, g_journal, g_result, const_cast<char*>(reason), nullptr};
+  const pid_t child = vfork();
+  if (child == 0) {
+    execve(g_self, argv, environ);
+    _exit(127);
+  }
+  if (child < 0) return;
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+}
+
+int write_partial_results(const std::string& journal, const std::string& result, const std::string& reason) {
+  if (!std::filesystem::exists(journal)) return 0;
+  try {
+    const record::PartialSummary kept = record::write_partial(journal, result, reason);
+    if (kept.tables > 0)
+      std::fprintf(stderr, "parity: partial results kept in %s (%zu tables, %zu rows finished); continue with --resume %s\n",
+                 result.c_str(), kept.tables, kept.rows, result.c_str());
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "parity: could not keep partial results: %s\n", e.what());
+    return kExitFault;
+  }
 }
 
 }  // namespace parity::cli

@@ -38,6 +38,8 @@ class LauncherDigest {
   explicit LauncherDigest(int world_size) : world_size_(world_size) {}
   // Takes one line (without its newline); returns whether to show it on parity's stderr.
   bool take(const std::string& line);
+  // A rank's watchdog has reported a stall (the job should end within seconds).
+  bool stalled() const { return !stalls_.empty(); }
   // The outcome, given mpirun's wait status and the signal parity received (0 for none).
   Outcome outcome(int wait_status, int signal_received) const;
 
@@ -58,6 +60,7 @@ class LauncherDigest {
   bool in_notice_ = false;
   std::vector<std::string> notice_lines_;  // Open MPI's notices, in order
   std::map<int, Stall> stalls_;            // rank -> its watchdog's report
+  std::map<int, std::string> rank_hosts_;  // rank -> host, as each rank said at its start
   std::vector<int> stall_order_;
   std::optional<Death> death_;
   std::map<int, std::pair<std::string, std::string>> stopped_;  // rank -> host, signal (its own line)
@@ -75,7 +78,22 @@ class LauncherDigest {
 void handle_interrupts(int launcher_rank);
 
 // Runs `command` (mpirun and its arguments) as a child in its own process group, forwards
-// signals, shows its stderr through a LauncherDigest and returns parity's exit status.
-int supervise(const std::vector<std::string>& command, int world_size);
+// signals, shows its stderr through a LauncherDigest and returns parity's exit status with
+// the line it printed.
+Outcome supervise(const std::vector<std::string>& command, int world_size);
+
+// Partial results when a run is cut short. Whoever outlives the ranks makes the partial file
+// from the journal: the supervising parent after mpirun ends, or else rank 0 itself on a signal
+// or a stall, by starting `parity --write-partial JOURNAL RESULT REASON` (a handler may not
+// call HDF5; a fresh process may).
+inline constexpr const char* kWritePartialFlag = "--write-partial";
+// Rank 0 outside supervision: where the journal and the result file are.
+void arm_partial_results(const std::string& journal, const std::string& result);
+void disarm_partial_results();
+// Async-signal-safe; does nothing unless armed (then disarms).
+void keep_partial_results_now(const char* reason);
+// Makes the partial file and prints one line saying where it is and how to resume (or why it
+// could not); returns 0, or kExitFault when it could not. Nothing happens without a journal.
+int write_partial_results(const std::string& journal, const std::string& result, const std::string& reason);
 
 }  // namespace parity::cli

@@ -208,6 +208,8 @@ HostCopy measure_host_copy(Session& session) {
     out.table.f64("bandwidth_GBps", "GB/s").push_back(all[static_cast<std::size_t>(r)]);
     out.best_GBps = std::max(out.best_GBps, all[static_cast<std::size_t>(r)]);
   }
+  session.record_rows("/host/copy_bandwidth", out.table, 0);  // kept if the run is cut short
+  session.record_rows("/bench/device_kernels", out.device_kernels, 0);
   return out;
 }
 
@@ -308,6 +310,34 @@ Timing time_collective(Communicator& comm, const AlgorithmDescriptor& algorithm,
   return t;
 }
 
+// --resume: a row of /bench/collectives is found by what it measured.
+std::string bench_key(const std::string& collective, const std::string& algorithm, const std::string& dtype,
+                      const std::string& redop, std::int64_t in_place, std::int64_t count, std::int64_t iterations) {
+  return collective + "|" + algorithm + "|" + dtype + "|" + redop + "|" + std::to_string(in_place) + "|" +
+         std::to_string(count) + "|" + std::to_string(iterations);
+}
+
+std::string bench_row_key(const record::Table& t, std::size_t row) {
+  return bench_key(t.get_str("collective")[row], t.get_str("algorithm")[row], t.get_str("dtype")[row],
+                   t.get_str("redop")[row], t.get_i64("in_place")[row], t.get_i64("count")[row],
+                   t.get_i64("iterations")[row]);
+}
+
+// Copies the per-rank times of row `from_row` of the resumed file as those of row `to_row`.
+void restore_rank_times(Session& session, std::size_t from_row, std::size_t to_row, record::Table& into) {
+  const record::Table* resumed = session.resumed("/bench/collectives_rank_times");
+  if (resumed == nullptr) return;
+  const auto& rows = resumed->get_i64("row");
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i] != static_cast<std::int64_t>(from_row)) continue;
+    into.i64("row").push_back(static_cast<std::int64_t>(to_row));
+    into.i64("rank").push_back(resumed->get_i64("rank")[i]);
+    into.str("host").push_back(resumed->get_str("host")[i]);
+    into.f64("time_us", "us").push_back(resumed->get_f64("time_us")[i]);
+    session.take_resumed("/bench/collectives_rank_times", i);
+  }
+}
+
 void print_header(const BenchPlanEntry& e, DataType type, ReduceOp op, int n, std::size_t iterations) {
   std::printf("#\n# %s  %s%s%s  ranks %d  iterations %zu  baseline: native\n", std::string(name_of(e.collective)).c_str(),
               std::string(name_of(type)).c_str(), is_reducing(e.collective) ? " " : "",
@@ -386,6 +416,9 @@ BenchOutcome run_bench(Session& session, const BenchPlan& plan, const BenchOptio
   if (options.root >= n) throw UsageError("-r/--root " + std::to_string(options.root) + " is not a rank of " + std::to_string(n));
   BenchOutcome out;
   measure_harness_overhead(session.host_world(), session.half(), out.harness, root_prints);
+  // Kept if the run is cut short (record_bench writes them whole at the end).
+  if (p2p.measured) session.record_rows("/bench/point_to_point", p2p.table, 0);
+  session.record_rows("/bench/harness_overhead", out.harness, 0);
   record::Table& t = out.rows;
 
   std::size_t total = 0;
@@ -415,6 +448,25 @@ BenchOutcome run_bench(Session& session, const BenchPlan& plan, const BenchOptio
               const bool in_place = placement == 1;
               progress.update(done++, std::string(name_of(e.collective)) + " " + algorithm.name + " " +
                                           format_size(static_cast<std::size_t>(bytes)) + (in_place ? " in-place" : ""));
+              const std::string redop_name = is_reducing(e.collective) ? std::string(name_of(op)) : "none";
+              const std::size_t first_time = out.rank_times.rows();
+              double restored_busbw = 0;
+              const Session::Restored restored = session.restore_row(
+                  "/bench/collectives",
+                  bench_key(std::string(name_of(e.collective)), algorithm.name, std::string(name_of(type)), redop_name,
+                            in_place ? 1 : 0, static_cast<std::int64_t>(count), options.iterations),
+                  bench_row_key, t, [&](const record::Table& from, std::size_t row) -> std::int64_t {
+                    restore_rank_times(session, row, t.rows() - 1, out.rank_times);
+                    restored_busbw = from.get_f64("busbw_GBps")[row];
+                    return 0;
+                  });
+              if (restored.found) {
+                session.record_rows("/bench/collectives_rank_times", out.rank_times, first_time);
+                if (a == 0) native_busbw[placement] = restored_busbw;
+                avg_busbw_sum[a] += restored_busbw;
+                avg_busbw_rows[a] += 1;
+                continue;
+              }
               // Buffers for this row (scratch persists in the communicator).
               cases::CollectiveCase shape{e.collective, algorithm.name, type, op, count, in_place,
                                           cases::InputKind::exact, options.root};
@@ -481,7 +533,7 @@ BenchOutcome run_bench(Session& session, const BenchPlan& plan, const BenchOptio
               t.str("collective").emplace_back(name_of(e.collective));
               t.str("algorithm").push_back(algorithm.name);
               t.str("dtype").emplace_back(name_of(type));
-              t.str("redop").emplace_back(is_reducing(e.collective) ? name_of(op) : "none");
+              t.str("redop").push_back(redop_name);
               t.i64("root").push_back(has_root(e.collective) ? options.root : -1);
               t.i64("in_place").push_back(in_place ? 1 : 0);
               t.i64("size_bytes", "B").push_back(static_cast<std::int64_t>(bytes));
@@ -505,6 +557,8 @@ BenchOutcome run_bench(Session& session, const BenchPlan& plan, const BenchOptio
                 out.rank_times.str("host").push_back(session.hosts()[static_cast<std::size_t>(rank)]);
                 out.rank_times.f64("time_us", "us").push_back(means[static_cast<std::size_t>(rank)] * 1e6);
               }
+              session.record_rows("/bench/collectives", t, row);
+              session.record_rows("/bench/collectives_rank_times", out.rank_times, first_time);
             }
           }
         }

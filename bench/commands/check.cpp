@@ -18,6 +18,20 @@ struct Selected {
   std::vector<cases::TensorCase> tensor;
 };
 
+// --resume: a case's row is found by its name.
+std::string case_key(const record::Table& table, std::size_t row) { return table.get_str("case")[row]; }
+
+// Takes the case's row from the resumed file when it has it (counting it when it failed);
+// false when the case must run.
+bool resumed_case(Session& session, const std::string& group, const std::string& name, record::Table& table,
+                  std::size_t& failed) {
+  const Session::Restored r = session.restore_row(group, name, case_key, table, [](const record::Table& from, std::size_t row) {
+    return from.get_i64("passed")[row];
+  });
+  if (r.found && r.value == 0) ++failed;
+  return r.found;
+}
+
 Selected selected_cases(int world_size, const CheckOptions& options) {
   const NameFilter filter(options.filter);
   Selected out;
@@ -41,6 +55,7 @@ void run_training_cases(Session& session, const std::vector<cases::TrainingCase>
   for (std::size_t i = 0; i < selected.size(); ++i) {
     const auto& c = selected[i];
     progress.update(i, c.name());
+    if (resumed_case(session, "/check/training", c.name(), t, failed)) continue;
     Communicator& where = cases::runs_on_host(c) ? session.host_world() : comm;
     const cases::TrainingResult r = cases::run_training_case(where, c);
     if (!r.passed) {
@@ -64,6 +79,7 @@ void run_training_cases(Session& session, const std::vector<cases::TrainingCase>
     t.f64("max_staleness").push_back(r.max_staleness);
     t.i64("passed").push_back(r.passed ? 1 : 0);
     t.str("message").push_back(r.message);
+    session.record_rows("/check/training", t, t.rows() - 1);
   }
   progress.finish();
   outcome.failed += failed;
@@ -80,6 +96,7 @@ void run_tensor_cases(Session& session, const std::vector<cases::TensorCase>& se
   for (std::size_t i = 0; i < selected.size(); ++i) {
     const auto& c = selected[i];
     progress.update(i, c.name());
+    if (resumed_case(session, "/check/tensor", c.name(), t, failed)) continue;
     const cases::TensorResult r = cases::run_tensor_case(comm, c);
     if (!r.passed) {
       ++failed;
@@ -105,6 +122,7 @@ void run_tensor_cases(Session& session, const std::vector<cases::TensorCase>& se
     t.f64("formula_tp_bytes_sent", "B").push_back(r.bytes_formula);
     t.i64("passed").push_back(r.passed ? 1 : 0);
     t.str("message").push_back(r.message);
+    session.record_rows("/check/tensor", t, t.rows() - 1);
   }
   progress.finish();
   outcome.failed += failed;
@@ -145,6 +163,7 @@ CheckOutcome run_check(Session& session, const CheckOptions& options) {
   for (std::size_t i = 0; i < selected.size(); ++i) {
     const auto& c = selected[i];
     progress.update(i, c.name());
+    if (resumed_case(session, "/check/collectives", c.name(), t, outcome.failed)) continue;
     const cases::CaseResult r = cases::run_case(comm, c, session.half());
     if (!r.passed) {
       ++outcome.failed;
@@ -166,6 +185,7 @@ CheckOutcome run_check(Session& session, const CheckOptions& options) {
     t.i64("guard_ok").push_back(r.guard_ok ? 1 : 0);
     t.i64("passed").push_back(r.passed ? 1 : 0);
     t.str("message").push_back(r.message);
+    session.record_rows("/check/collectives", t, t.rows() - 1);
   }
   progress.finish();
   if (session.is_root() && !selected.empty())

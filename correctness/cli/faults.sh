@@ -17,10 +17,19 @@ fail() {
 }
 expect_status() { [ "$status" -eq "$1" ] || fail "expected exit status $1, got $status"; }
 expect_line() { grep -Eq -- "$1" "$err" || fail "stderr does not match /$1/"; }
-expect_lines() { # N: stderr has exactly N lines
+expect_lines() { # N: stderr has exactly N lines besides the one naming partial results
   local n
-  n=$(grep -c '' "$err")
+  n=$(grep -vc '^parity: partial results kept in ' "$err")
   [ "$n" -eq "$1" ] || fail "expected $1 stderr line(s), got $n"
+}
+# When the run had finished some rows, their partial file is valid and says why it stopped.
+expect_partial_if_any() { # FILE REASON_REGEX
+  if grep -q "^parity: partial results kept in .*$(basename "$1")" "$err"; then
+    /usr/bin/python3 "$(dirname "$0")/result_rows.py" partial "$1" "$2" >/dev/null || fail "the partial file $1 is not valid"
+  else
+    [ ! -e "$1" ] || fail "$1 exists but no line names it"
+  fi
+  [ ! -e "$1.journal" ] || fail "the journal $1.journal is left"
 }
 no_leftovers() {
   local partial
@@ -92,23 +101,28 @@ case $scenario in
     expect_status 5
     expect_lines 1
     expect_line "^parity: interrupted by SIG$signal; the ranks were stopped$"
+    expect_line "^parity: partial results kept in $work/i.h5 \([0-9]+ tables, [0-9]+ rows finished\); continue with --resume"
+    expect_partial_if_any "$work/i.h5" "^interrupted by SIG$signal"
     no_leftovers ;;
   sigint_alone)
     run_then 3 "kill -INT \$pid" bench collectives -q -e 64M -n 400 --force --out "$work/i.h5"
     expect_status 5
     expect_line "^parity: interrupted by SIGINT$"
+    expect_partial_if_any "$work/i.h5" "^interrupted by SIGINT$"
     no_leftovers ;;
   sigkill_rank)
     run_then 0 "victim=\$(newest_rank 3); kill -KILL \$victim" "${long_bench[@]}" --np 3 --out "$work/i.h5"
     expect_status 6
     expect_lines 1
     expect_line "^parity: rank 2 on [^ ]+ died \(signal 9, Killed\); the job was stopped$"
+    expect_partial_if_any "$work/i.h5" "^rank 2 on [^ ]+ died"
     no_leftovers ;;
   sigterm_rank)
     run_then 0 "victim=\$(newest_rank 3); kill -TERM \$victim" "${long_bench[@]}" --np 3 --out "$work/i.h5"
     expect_status 6
     expect_lines 1
     expect_line "^parity: rank 2 on [^ ]+ was stopped by SIGTERM from outside parity; the job was stopped$"
+    expect_partial_if_any "$work/i.h5" "^rank 2 on [^ ]+ was stopped by SIGTERM"
     no_leftovers ;;
   deleted_cwd)
     for np in 1 2; do
@@ -165,6 +179,8 @@ case $scenario in
       bench collectives --np 2 -q -e 16M -n 100 --out "$work/disk/r.h5" --force
     expect_status 4
     expect_line "No space left on device|ENOSPC"
+    # What finished stays in the journal, and the line says how to continue from it.
+    expect_line "could not keep partial results: .*ENOSPC.*continue with --resume .*r.h5.journal"
     [ -z "$(find disk -name '*.partial-*')" ] || fail "temporary file left on the full disk: $(ls disk)"
     no_leftovers ;;
   concurrent_out)

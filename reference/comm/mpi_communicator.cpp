@@ -160,7 +160,11 @@ class MpiCommunicator final : public Communicator {
 
   std::unique_ptr<Communicator> split(int color, int key) override {
     MPI_Comm out;
-    check_mpi(MPI_Comm_split(comm_, color, key, &out), "MPI_Comm_split");
+    {
+      // Collective over comm_: a rank cut off from the others stalls here like anywhere else.
+      Watchdog::Scope scope(watchdog(), "split");
+      check_mpi(MPI_Comm_split(comm_, color, key, &out), "MPI_Comm_split");
+    }
     return std::make_unique<MpiCommunicator>(out, true, shared_watchdog(), space_);
   }
   void barrier() override {

@@ -117,6 +117,12 @@ Wait Watchdog::load_wait() const {
           wait_bytes_.load(std::memory_order_relaxed), wait_tag_.load(std::memory_order_relaxed)};
 }
 
+namespace {
+std::atomic<Watchdog::FireHook> g_fire_hook{nullptr};
+}  // namespace
+
+void Watchdog::set_fire_hook(FireHook hook) { g_fire_hook.store(hook); }
+
 void Watchdog::run() {
   std::unique_lock lock(mutex_);
   std::uint64_t watched = 0;  // the sequence number of the operation being timed
@@ -149,11 +155,14 @@ void Watchdog::run() {
                           ? "rank " + std::to_string(process_rank()) + " on " + process_host()
                           : "this process";
     const std::string operation = op.describe(), detail = wait.describe(op);
-    std::fprintf(stderr, "parity: %s: %s stalled: not finished after %.3g s%s%s; aborting the job (--timeout %g)\n",
-                 who.c_str(), operation.c_str(), elapsed, detail.empty() ? "" : ", waiting for ", detail.c_str(),
-                 timeout_seconds_);
+    char report[1024];
+    std::snprintf(report, sizeof report, "%s: %s stalled: not finished after %.3g s%s%s; aborting the job (--timeout %g)",
+                  who.c_str(), operation.c_str(), elapsed, detail.empty() ? "" : ", waiting for ", detail.c_str(),
+                  timeout_seconds_);
+    std::fprintf(stderr, "parity: %s\n", report);
     std::fflush(stderr);
     std::fflush(stdout);
+    if (FireHook hook = g_fire_hook.load()) hook(report);
     // Give the other ranks waiting in the same operation time to say so too before this exit
     // makes mpirun stop them: the launcher's parent (bench/cli/supervisor) names, from these
     // lines, the ranks that waited and the ones that never entered the operation.

@@ -63,6 +63,10 @@ class Watchdog {
   };
   // What the current operation is blocked on ("a message from rank 3"), for the report.
   void waiting_for(const Wait& wait);
+  // Called on the watchdog's thread with its report (one line, no newline) after printing it
+  // and before ending the process: the one chance to keep what the run finished.
+  using FireHook = void (*)(const char* report);
+  static void set_fire_hook(FireHook hook);
 
  private:
   void run();

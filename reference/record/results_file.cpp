@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "reference/core/error.hpp"
+#include "reference/record/journal.hpp"
 
 namespace parity::record {
 
@@ -450,6 +451,26 @@ std::vector<std::string>& Table::str(const std::string& name) {
   return std::get<2>(column(name, "", 2).values);
 }
 
+namespace {
+template <typename T>
+const std::vector<T>& existing_column(const std::vector<Column>& columns, const std::string& name) {
+  for (const auto& column : columns)
+    if (column.name == name) {
+      if (const auto* values = std::get_if<std::vector<T>>(&column.values)) return *values;
+      throw Error("column " + name + " has another type");
+    }
+  throw Error("no column " + name);
+}
+}  // namespace
+
+const std::vector<double>& Table::get_f64(const std::string& name) const { return existing_column<double>(columns_, name); }
+const std::vector<std::int64_t>& Table::get_i64(const std::string& name) const {
+  return existing_column<std::int64_t>(columns_, name);
+}
+const std::vector<std::string>& Table::get_str(const std::string& name) const {
+  return existing_column<std::string>(columns_, name);
+}
+
 std::size_t Table::rows() const {
   if (columns_.empty()) return 0;
   const std::size_t rows = columns_.front().size();
@@ -539,12 +560,26 @@ OutputLock::OutputLock(const std::filesystem::path& result) : path_(result.strin
       }
       const std::string text = path_.string();
       if (text.size() < sizeof g_lock) std::memcpy(g_lock, text.c_str(), text.size() + 1);
+      remove_stale_temporaries(result);
       return;
     }
     close(fd_);
     fd_ = -1;
   }
   throw UsageError("cannot lock " + path_.string() + ": it keeps being replaced");
+}
+
+void remove_stale_temporaries(const std::filesystem::path& result) {
+  std::error_code ec;
+  const std::filesystem::path directory = std::filesystem::absolute(directory_of(result), ec);
+  if (ec) return;
+  const std::string prefix = result.filename().string() + ".partial-";
+  for (const auto& entry : std::filesystem::directory_iterator(directory, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) == 0 && name.find_first_not_of("0123456789", prefix.size()) == std::string::npos &&
+        entry.is_regular_file(ec))
+      std::filesystem::remove(entry.path(), ec);
+  }
 }
 
 OutputLock::~OutputLock() {
@@ -565,14 +600,13 @@ void check_free_space(const std::filesystem::path& path, std::uint64_t bytes) {
   }
 }
 
-ResultsFile::ResultsFile(std::filesystem::path path, bool force)
-    : path_(std::move(path)), force_(force) {
-  silence_hdf5();
-  check_output_path(path_, force_);
-  temporary_ = path_;
-  temporary_ += ".partial-" + std::to_string(getpid());
-  remember_temporary(temporary_);
+namespace {
 
+// Creates the HDF5 file `temporary` (remembered for discard_temporary_file) with the schema's
+// root attributes; on failure removes whatever HDF5 made and throws.
+hid_t create_results_file(const std::filesystem::path& temporary) {
+  silence_hdf5();
+  remember_temporary(temporary);
   Handle access_list = own(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "cannot create file access list", "H5Pcreate");
   // The 1.8 format allows attributes over 64 KiB (e.g. `hosts` at large world sizes) while
   // staying readable by any HDF5 from 1.8 on.
@@ -582,54 +616,44 @@ ResultsFile::ResultsFile(std::filesystem::path path, bool force)
   check(H5Pset_fclose_degree(access_list.get(), H5F_CLOSE_STRONG), "cannot set file close degree",
         "H5Pset_fclose_degree");
   errno = 0;
-  file_ = H5Fcreate(temporary_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access_list.get());
-  if (file_ < 0) {
+  const hid_t file = H5Fcreate(temporary.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access_list.get());
+  if (file < 0) {
     // errno is what open(2) said, when it got that far; it is the useful part of the message.
     const std::string reason = errno != 0 ? std::string(": ") + std::strerror(errno) : "";
     std::error_code ec;
-    std::filesystem::remove(temporary_, ec);  // HDF5 may have created it before failing
+    std::filesystem::remove(temporary, ec);  // HDF5 may have created it before failing
     forget_temporary();
-    throw Error("cannot create " + temporary_.string() + reason + full_disk_hint(temporary_), "H5Fcreate");
+    throw Error("cannot create " + temporary.string() + reason + full_disk_hint(temporary), "H5Fcreate");
   }
   try {
-    set_attribute("/", "schema", std::string(kSchemaName));
-    set_attribute("/", "schema_version", kSchemaVersion);
+    Handle root = open_or_create_group(file, "/", temporary.string());
+    write_attribute(root.get(), "schema", std::string(kSchemaName), "/ in " + temporary.string());
+    write_attribute(root.get(), "schema_version", kSchemaVersion, "/ in " + temporary.string());
   } catch (...) {
-    // The destructor does not run for a constructor that throws.
-    H5Fclose(file_);
-    file_ = -1;
+    H5Fclose(file);
     std::error_code ec;
-    std::filesystem::remove(temporary_, ec);
+    std::filesystem::remove(temporary, ec);
     forget_temporary();
     throw;
   }
+  return file;
 }
 
-ResultsFile::~ResultsFile() {
-  if (file_ >= 0) H5Fclose(file_);
-  if (!temporary_.empty()) {
-    std::error_code ec;
-    std::filesystem::remove(temporary_, ec);
-    forget_temporary();
-  }
+void set_attribute_in(hid_t file, const std::filesystem::path& name, const std::string& group,
+                      const std::string& attribute, const Attribute& value) {
+  if (attribute.empty()) throw Error("empty attribute name on group " + group);
+  const std::string where = join_group(split_group(group)) + " in " + name.string();
+  Handle object = open_or_create_group(file, group, name.string());
+  write_attribute(object.get(), attribute, value, where);
 }
 
-void ResultsFile::set_attribute(const std::string& group, const std::string& name, const Attribute& value) {
-  if (file_ < 0) throw Error("results file " + path_.string() + " is already committed");
-  if (name.empty()) throw Error("empty attribute name on group " + group);
-  const std::string where = join_group(split_group(group)) + " in " + temporary_.string();
-  Handle object = open_or_create_group(file_, group, temporary_.string());
-  write_attribute(object.get(), name, value, where);
-}
-
-void ResultsFile::write_table(const std::string& group, const Table& table) {
-  if (file_ < 0) throw Error("results file " + path_.string() + " is already committed");
+void write_table_in(hid_t file, const std::filesystem::path& name, const std::string& group, const Table& table) {
   const std::size_t rows = table.rows();
   const std::string group_name = join_group(split_group(group));
   if (group_name == "/") throw Error("a table cannot be written at the root group");
-  const std::string where = group_name + " in " + temporary_.string();
+  const std::string where = group_name + " in " + name.string();
   // The group may exist already when its own attributes (e.g. alpha_us) were set first.
-  Handle object = open_or_create_group(file_, group, temporary_.string());
+  Handle object = open_or_create_group(file, group, name.string());
   if (check_tri(H5Aexists(object.get(), "kind"), "cannot look up attribute kind of " + where, "H5Aexists")) {
     throw Error("group " + where + " already holds a table");
   }
@@ -673,21 +697,149 @@ void ResultsFile::write_table(const std::string& group, const Table& table) {
   }
 }
 
+// Closes `file` (the temporary sibling of `path`) and renames it to `path`.
+void close_and_rename(hid_t file, const std::filesystem::path& temporary, const std::filesystem::path& path, bool force) {
+  if (H5Fclose(file) < 0) throw Error("cannot close " + temporary.string() + full_disk_hint(temporary), "H5Fclose");
+  // Another run may have written PATH since the start; never overwrite it silently.
+  check_output_path(path, force);
+  std::error_code ec;
+  std::filesystem::rename(temporary, path, ec);
+  if (ec) throw Error("cannot rename " + temporary.string() + " to " + path.string() + ": " + ec.message(), "rename");
+  forget_temporary();
+}
+
+std::filesystem::path temporary_of(const std::filesystem::path& path) {
+  std::filesystem::path temporary = path;
+  temporary += ".partial-" + std::to_string(getpid());
+  return temporary;
+}
+
+}  // namespace
+
+std::filesystem::path journal_path(const std::filesystem::path& result) {
+  std::filesystem::path journal = result;
+  journal += ".journal";
+  return journal;
+}
+
+ResultsFile::ResultsFile(std::filesystem::path path, bool force)
+    : path_(std::move(path)), force_(force) {
+  check_output_path(path_, force_);
+  const std::filesystem::path journal = journal_path(path_);
+  if (!force_ && std::filesystem::exists(journal))
+    throw UsageError(journal.string() + " holds what an interrupted run finished; continue it with --resume " +
+                     path_.string() + ", or pass --force to start afresh");
+  temporary_ = temporary_of(path_);
+  file_ = create_results_file(temporary_);
+  try {
+    journal_ = std::make_unique<Journal>(journal);
+  } catch (...) {
+    H5Fclose(file_);
+    file_ = -1;
+    std::error_code ec;
+    std::filesystem::remove(temporary_, ec);
+    forget_temporary();
+    throw;
+  }
+}
+
+ResultsFile::~ResultsFile() {
+  if (file_ >= 0) H5Fclose(file_);
+  if (journal_) journal_->remove();
+  if (!temporary_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove(temporary_, ec);
+    forget_temporary();
+  }
+}
+
+void ResultsFile::set_attribute(const std::string& group, const std::string& name, const Attribute& value) {
+  if (file_ < 0) throw Error("results file " + path_.string() + " is already committed");
+  set_attribute_in(file_, temporary_, group, name, value);
+  journal_->attribute(group, name, value);
+}
+
+void ResultsFile::write_table(const std::string& group, const Table& table) {
+  if (file_ < 0) throw Error("results file " + path_.string() + " is already committed");
+  write_table_in(file_, temporary_, group, table);
+  journal_->table(group, table);
+}
+
+void ResultsFile::append_rows(const std::string& group, const Table& table, std::size_t first) {
+  if (file_ < 0) throw Error("results file " + path_.string() + " is already committed");
+  journal_->rows(group, table, first);
+}
+
+void ResultsFile::carry_rows(const std::string& group, const Table& table) {
+  if (file_ < 0) throw Error("results file " + path_.string() + " is already committed");
+  journal_->carried(group, table);
+}
+
+void ResultsFile::take_row(const std::string& group, std::size_t row) {
+  if (file_ < 0) throw Error("results file " + path_.string() + " is already committed");
+  journal_->taken(group, row);
+}
+
 void ResultsFile::commit() {
   if (file_ < 0) throw Error("results file " + path_.string() + " is already committed");
-  const herr_t closed = H5Fclose(file_);
-  file_ = -1;
-  if (closed < 0) throw Error("cannot close " + temporary_.string() + full_disk_hint(temporary_), "H5Fclose");
-  // Another run may have written PATH since the constructor checked; never overwrite it silently.
-  check_output_path(path_, force_);
+  set_attribute("/", "complete", std::int64_t{1});
+  close_and_rename(std::exchange(file_, -1), temporary_, path_, force_);
+  temporary_.clear();
+  journal_->remove();
+  journal_.reset();
+}
+
+void ResultsFile::abandon() {
+  if (file_ < 0 || !journal_) throw Error("results file " + path_.string() + " is already committed");
+  H5Fclose(std::exchange(file_, -1));
   std::error_code ec;
-  std::filesystem::rename(temporary_, path_, ec);
-  if (ec) {
-    throw Error("cannot rename " + temporary_.string() + " to " + path_.string() + ": " + ec.message(),
-                "rename");
-  }
+  std::filesystem::remove(temporary_, ec);
   temporary_.clear();
   forget_temporary();
+  journal_.reset();  // closed, and left for write_partial
+}
+
+PartialSummary write_partial(const std::filesystem::path& journal, const std::filesystem::path& result,
+                             const std::string& reason) {
+  silence_hdf5();
+  JournalReading reading = read_journal(journal);
+  Contents& contents = reading.contents;
+  std::error_code ec;
+  if (contents.tables() == 0) {  // nothing finished: no file
+    std::filesystem::remove(journal, ec);
+    return {};
+  }
+  contents.set_attribute("/", "complete", std::int64_t{0});
+  contents.set_attribute("/", "incomplete_reason", reason);
+  if (reading.ignored_bytes > 0)
+    contents.set_attribute("/", "journal_ignored_bytes", static_cast<std::int64_t>(reading.ignored_bytes));
+  // A file HDF5 fails to close (a full disk) stays open in the library until exit, and its
+  // clean-up then may crash: check the room first (a file is smaller than its journal).
+  std::uintmax_t journal_bytes = std::filesystem::file_size(journal, ec);
+  const double free_bytes = free_bytes_on(directory_of(result));
+  if (!ec && free_bytes >= 0 && free_bytes < static_cast<double>(journal_bytes) + 1048576.0)
+    throw Error("only " + mib_text(free_bytes) + " free on " + directory_of(result).string() +
+                " (ENOSPC); what finished stays in " + journal.string() + ": free some space and continue with --resume " +
+                journal.string());
+  const std::filesystem::path temporary = temporary_of(result);
+  const hid_t file = create_results_file(temporary);
+  bool closed = false;
+  try {
+    for (const auto& group : contents.groups) {
+      if (group.table) write_table_in(file, temporary, group.path, *group.table);
+      for (const auto& [name, value] : group.attributes) set_attribute_in(file, temporary, group.path, name, value);
+    }
+    closed = true;
+    close_and_rename(file, temporary, result, true);
+  } catch (...) {
+    if (!closed) H5Fclose(file);
+    std::error_code ec;
+    std::filesystem::remove(temporary, ec);
+    forget_temporary();
+    throw;
+  }
+  std::filesystem::remove(journal, ec);
+  return {contents.tables(), contents.rows()};
 }
 
 // ---- reading ------------------------------------------------------------------------------------
@@ -707,7 +859,21 @@ FileInfo inspect(const std::filesystem::path& path) {
     FileInfo info;
     info.schema_version = *version;
     info.subcommand = read_string_attribute(root.get(), "subcommand", where).value_or("");
+    info.world_size = read_int_attribute(root.get(), "world_size", where).value_or(0);
+    info.device = read_string_attribute(root.get(), "device", where).value_or("");
+    info.half_accumulate = read_string_attribute(root.get(), "half_accumulate", where).value_or("");
+    info.complete = read_int_attribute(root.get(), "complete", where).value_or(1) != 0;
+    info.incomplete_reason = read_string_attribute(root.get(), "incomplete_reason", where).value_or("");
     return info;
+  });
+}
+
+bool has_table(const std::filesystem::path& path, const std::string& group) {
+  return read_file(path, [&](hid_t file) {
+    const std::string where = join_group(split_group(group)) + " in " + path.string();
+    Handle object = open_object(file, split_group(group), path.string());
+    return object.get() >= 0 && H5Iget_type(object.get()) == H5I_GROUP &&
+           read_string_attribute(object.get(), "kind", where).value_or("") == "table";
   });
 }
 

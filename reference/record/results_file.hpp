@@ -1,10 +1,13 @@
 // Results files: one self-describing HDF5 file per run (schema in docs/results-schema.md).
 // Rank 0 writes; the file appears under its final name only when complete (write to a
-// temporary sibling, then rename), so an interrupted run never leaves a torn file.
+// temporary sibling, then rename), so an interrupted run never leaves a torn file. Everything
+// written is also appended to a journal beside it (journal.hpp), from which write_partial()
+// makes a valid file marked incomplete when the run is cut short.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <variant>
 #include <vector>
@@ -31,6 +34,10 @@ class Table {
   std::vector<double>& f64(const std::string& name, const std::string& unit = "");
   std::vector<std::int64_t>& i64(const std::string& name, const std::string& unit = "");
   std::vector<std::string>& str(const std::string& name);
+  // An existing column's values; throws Error when it is missing or of another type.
+  const std::vector<double>& get_f64(const std::string& name) const;
+  const std::vector<std::int64_t>& get_i64(const std::string& name) const;
+  const std::vector<std::string>& get_str(const std::string& name) const;
   const std::vector<Column>& columns() const { return columns_; }
   const std::string& description() const { return description_; }
   // Number of rows; throws when the columns have different lengths.
@@ -76,11 +83,32 @@ class OutputLock {
   int fd_ = -1;
 };
 
+// Removes `<result>.partial-*`, temporary files of processes killed outright (SIGKILL). Only
+// for the holder of the result's OutputLock, which no other run can be writing.
+void remove_stale_temporaries(const std::filesystem::path& result);
+
+class Journal;
+
+// `<result>.journal`: what a run has finished so far, while it runs.
+std::filesystem::path journal_path(const std::filesystem::path& result);
+
+struct PartialSummary {
+  std::size_t tables = 0;
+  std::size_t rows = 0;
+};
+// Makes `result` (replacing it) from the journal of a run that was cut short: every table and
+// attribute in it, tables being built with the rows finished so far, and root attributes
+// complete = 0 and incomplete_reason = `reason`. Removes the journal once the file is in place.
+// A journal without any table (nothing finished) gives no file: the summary says 0 tables.
+PartialSummary write_partial(const std::filesystem::path& journal, const std::filesystem::path& result,
+                             const std::string& reason);
+
 class ResultsFile {
  public:
-  // Creates the temporary sibling of `path`. The final file appears only in commit().
+  // Creates the temporary sibling of `path` and the journal. The final file appears only in
+  // commit(). Refuses (UsageError) a journal left by an interrupted run unless force.
   ResultsFile(std::filesystem::path path, bool force);
-  ~ResultsFile();  // without commit(): closes and deletes the temporary file
+  ~ResultsFile();  // without commit(): closes and deletes the temporary file and the journal
   ResultsFile(const ResultsFile&) = delete;
   ResultsFile& operator=(const ResultsFile&) = delete;
 
@@ -88,8 +116,19 @@ class ResultsFile {
   void set_attribute(const std::string& group, const std::string& name, const Attribute& value);
   // Writes a table as a group of column datasets at `group` (e.g. "/bench/collectives").
   void write_table(const std::string& group, const Table& table);
-  // Closes the file and renames it to the final path. Refuses an existing path unless force.
+  // Journals rows [first, table.rows()) of a table still being built at `group`; the table is
+  // written whole later by write_table. A run cut short keeps them (write_partial).
+  void append_rows(const std::string& group, const Table& table, std::size_t first);
+  // --resume: journals the resumed file's table at `group`, then which of its rows were taken
+  // (Journal::carried, Journal::taken).
+  void carry_rows(const std::string& group, const Table& table);
+  void take_row(const std::string& group, std::size_t row);
+  // Closes the file (root attribute complete = 1) and renames it to the final path. Refuses an
+  // existing path unless force. Removes the journal.
   void commit();
+  // Instead of commit(): removes the temporary file and closes the journal, leaving it for
+  // write_partial().
+  void abandon();
   const std::filesystem::path& path() const { return path_; }
 
  private:
@@ -97,12 +136,18 @@ class ResultsFile {
   std::filesystem::path temporary_;
   bool force_;
   std::int64_t file_ = -1;  // hid_t
+  std::unique_ptr<Journal> journal_;
 };
 
 // What `parity report` needs to know before handing a file to the report scripts.
 struct FileInfo {
   std::int64_t schema_version = 0;
   std::string subcommand;
+  std::int64_t world_size = 0;  // 0 when not recorded
+  std::string device;
+  std::string half_accumulate;
+  bool complete = true;         // false for a partial file (root attribute complete = 0)
+  std::string incomplete_reason;
 };
 // Opens a file read-only and checks it is a parity result file of a known schema version.
 // Throws UsageError with one clear line for a missing, corrupt, foreign or too-new file.
@@ -110,5 +155,7 @@ FileInfo inspect(const std::filesystem::path& path);
 
 // Reads one table back (used by tests and by subcommands that compare runs).
 Table read_table(const std::filesystem::path& path, const std::string& group);
+// Whether `group` of the file is a table.
+bool has_table(const std::filesystem::path& path, const std::string& group);
 
 }  // namespace parity::record

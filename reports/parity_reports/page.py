@@ -24,6 +24,7 @@ details { margin: 0.3em 0 1em 0; }
 summary { cursor: pointer; color: #245; }
 ul.glance li { margin: 0.15em 0; }
 nav a { margin-right: 1em; }
+.incomplete { background: #fdecee; border: 1px solid #b00020; padding: 0.5em 0.8em; }
 td.msg { font-family: Menlo, Consolas, monospace; font-size: 0.9em; white-space: pre-wrap;
          max-width: 60em; }
 """

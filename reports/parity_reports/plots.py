@@ -1,11 +1,32 @@
 """Figure basics shared by the table modules: the Plotter holds matplotlib, the colours every
 figure agrees on, file naming and the common axes. Each table's own figures live in its module
-and draw through a Plotter."""
+and draw through a Plotter, whose plot, bar, band, whiskers and hline draw a series of data and
+note it in Plotter.drawn (a Series each) when its figure is saved."""
 
 import math
 import os
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
 
 from .common import ALGORITHM_ORDER, MEMORY_CATEGORIES, finite, fmt_size, slug
+
+
+@dataclass
+class Series:
+    """One series of a saved figure, with the values handed to matplotlib. file: the PNG's
+    name; figure: the name it was saved under (Plotter.save); axes: its panel's title; label:
+    what the series shows. x and y: a line's or marker's points, a bar's position and height
+    (its bottom apart), a band's or a whisker's edge (two series, low and high); a horizontal
+    line has its y alone and an empty x. Pieces drawn under one label in one panel (a bar per
+    row, say) are joined in the order they were drawn."""
+    file: str
+    figure: str
+    axes: str
+    label: str
+    x: np.ndarray
+    y: np.ndarray
 
 
 class Plotter:
@@ -21,6 +42,8 @@ class Plotter:
         self.plt, self.Line2D, self.Patch = plt, Line2D, Patch
         self.outdir = outdir
         self.count = 0
+        self.drawn = []     # Series of every saved figure, in the order they were drawn
+        self.pending = []   # (axes, label, x, y) of the figure being drawn
         self.colors = {}
         palette = plt.get_cmap("tab10").colors
         self.palette = [palette[i] for i in (0, 1, 2, 3, 4, 6, 8, 9, 5, 7)]
@@ -56,8 +79,52 @@ class Plotter:
         fname = f"fig{self.count:03d}_{slug(name)}.png"
         self.count += 1
         fig.savefig(os.path.join(self.outdir, fname), dpi=100)
+        self.file_series(fname, name)
         self.plt.close(fig)
         return fname
+
+    # Drawing that is recorded: the figure's data, as opposed to its reference lines and text.
+    # what: the series' label in drawn; the keyword arguments go to matplotlib.
+
+    def record(self, ax, what, x, y):
+        self.pending.append((ax, what, np.atleast_1d(np.asarray(x, dtype=float)),
+                             np.atleast_1d(np.asarray(y, dtype=float))))
+
+    def file_series(self, fname, name):
+        """Moves the pending series into drawn, as the series of the figure just saved."""
+        joined = OrderedDict()
+        for ax, what, x, y in self.pending:
+            joined.setdefault((ax, what), []).append((x, y))
+        for (ax, what), parts in joined.items():
+            self.drawn.append(Series(fname, name, ax.get_title(), what,
+                                     np.concatenate([x for x, _ in parts]),
+                                     np.concatenate([y for _, y in parts])))
+        self.pending = []
+
+    def plot(self, ax, what, x, y, **kw):
+        self.record(ax, what, x, y)
+        return ax.plot(x, y, **kw)
+
+    def bar(self, ax, what, x, height, **kw):
+        self.record(ax, what, x, height)
+        return ax.bar(x, height, **kw)
+
+    def band(self, ax, whats, x, low, high, **kw):
+        """A shaded band between low and high; whats: (low's label, high's)."""
+        self.record(ax, whats[0], x, low)
+        self.record(ax, whats[1], x, high)
+        return ax.fill_between(x, low, high, **kw)
+
+    def whiskers(self, ax, whats, x, mid, low, high, **kw):
+        """Error bars from low to high through mid; whats: (low's label, high's)."""
+        self.record(ax, whats[0], x, low)
+        self.record(ax, whats[1], x, high)
+        return ax.errorbar(x, mid, yerr=[[m - lo for m, lo in zip(mid, low)],
+                                         [hi - m for m, hi in zip(mid, high)]], **kw)
+
+    def hline(self, ax, what, y, **kw):
+        self.record(ax, what, [], y)
+        return ax.axhline(y, **kw)
 
     @staticmethod
     def size_axis(ax, sizes):

@@ -1,5 +1,6 @@
 """The two reports, page and summary.md: one run, or run B against run A. Both walk the table
-modules of tables.TABLES; what is particular to a table is in its module."""
+modules of tables.TABLES; what is particular to a table is in its module. Each returns the page,
+the summary's lines and the series its figures drew (plots.Series, in the order drawn)."""
 
 from collections import OrderedDict
 
@@ -40,11 +41,26 @@ def glance_html(lines):
     return "<ul class=\"glance\">" + "".join(f"<li>{g}</li>" for g in lines) + "</ul>"
 
 
+def incomplete_html(rf, name=""):
+    """The banner of a partial result file (a run cut short), or ""."""
+    reason = rf.incomplete_reason
+    if reason is None:
+        return ""
+    return (f"<p class=\"incomplete\"><strong>{name}Incomplete run:</strong> {esc(reason)}. The tables hold "
+            f"what finished before it stopped; <code>--resume</code> with the same command continues it.</p>")
+
+
+def incomplete_md(rf, name=""):
+    reason = rf.incomplete_reason
+    return [] if reason is None else [f"**{name}Incomplete run:** {reason}.", ""]
+
+
 def single_report(rf, label, outdir, title, args):
     ctx = Context([rf], [label], Plotter(outdir), args)
     tables = load_tables(rf)
     page = Page(title)
     page.add(f"<p class=\"mono\">{esc(label)}</p>")
+    page.add(incomplete_html(rf))
     page.add(nav_html(link for m in TABLES for link in m.nav([tables[m.NAME]])))
     glance = [run_words(rf)]
     for m in TABLES:
@@ -60,11 +76,12 @@ def single_report(rf, label, outdir, title, args):
         m.section(page, ctx, tables[m.NAME])
 
     md = [f"# {title}", "", f"File: `{label}`", ""]
+    md += incomplete_md(rf)
     md += essentials_md(rf)
     md += [f"- {w}" for w in device_words(rf)]
     for m in TABLES:
         md += m.markdown(ctx, tables[m.NAME])
-    return page, md
+    return page, md, ctx.plotter.drawn
 
 
 def comparison_report(rfs, labels, outdir, title, args):
@@ -77,6 +94,8 @@ def comparison_report(rfs, labels, outdir, title, args):
     page = Page(title)
     page.add(f"<p>Run A: <span class=\"mono\">{esc(labels[0])}</span><br>Run B: "
              f"<span class=\"mono\">{esc(labels[1])}</span></p>")
+    for name, rf in zip("AB", rfs):
+        page.add(incomplete_html(rf, f"Run {name}: "))
     page.add(nav_html(link for m in modules for link in m.nav(tables[m.NAME])))
     page.add(glance_html([line for m in modules
                           for line in m.compare_glance(ctx, tables[m.NAME], matches[m.NAME])]))
@@ -86,7 +105,7 @@ def comparison_report(rfs, labels, outdir, title, args):
 
     md = [f"# {title}", "", f"- A: `{labels[0]}`", f"- B: `{labels[1]}`"]
     for name, rf in zip("AB", rfs):
-        md += ["", f"## Run {name}", ""] + essentials_md(rf)
+        md += ["", f"## Run {name}", ""] + incomplete_md(rf) + essentials_md(rf)
     for m in modules:
         md += m.compare_markdown(ctx, tables[m.NAME], matches[m.NAME])
-    return page, md
+    return page, md, ctx.plotter.drawn

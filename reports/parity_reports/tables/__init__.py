@@ -21,7 +21,9 @@ Every table module defines (INTERFACE and FUNCTIONS below; test_report.py checks
   compare_glance(ctx, tables, matches)           as glance, B against A
   compare_section(page, ctx, tables, matches)    as section
   compare_markdown(ctx, tables, matches)         as markdown
-ctx is report.Context: the run files, their labels, the Plotter and the command line.
+ctx is report.Context: the run files, their labels, the Plotter and the command line. A figure
+draws its data through the Plotter (plot, bar, band, whiskers, hline), which records each series
+as it was drawn (plots.Series); test_series.py compares those with the file's columns.
 """
 
 from . import (collectives, conformance, harness, memory, model, overlap, p2p, scaling, slow_ranks,

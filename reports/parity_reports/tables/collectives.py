@@ -208,27 +208,30 @@ def draw_group(plotter, title, by_algo, host_bw):
         sizes = [r["size_bytes"] for r in rows]
         all_sizes += sizes
         x, y = drawable(plotter, sizes, [r["busbw_GBps"] for r in rows], bw_log)
-        ax_bw.plot(x, y, marker="o", markersize=3, label=algo, **st)
+        plotter.plot(ax_bw, f"{algo} busbw", x, y, marker="o", markersize=3, label=algo, **st)
         x, y = drawable(plotter, sizes, [r["predicted_busbw_GBps"] for r in rows], bw_log)
         if len(x) > 1:
-            ax_bw.plot(x, y, linestyle=":", linewidth=1.0, color=st["color"], zorder=2)
+            plotter.plot(ax_bw, f"{algo} predicted busbw", x, y, linestyle=":", linewidth=1.0,
+                         color=st["color"], zorder=2)
             has_pred = True
         x, y = drawable(plotter, sizes, [r["time_us"] for r in rows], time_log)
-        ax_t.plot(x, y, marker="o", markersize=3, **st)
+        plotter.plot(ax_t, f"{algo} time", x, y, marker="o", markersize=3, **st)
         band = [(r["size_bytes"], r["time_p50_us"], r["time_p95_us"]) for r in rows
                 if r["size_bytes"] > 0 and finite(r["time_p50_us"]) and finite(r["time_p95_us"])
                 and r["time_p50_us"] > 0 and r["time_p95_us"] > 0]
         if len(band) > 1:
-            ax_t.fill_between([b[0] for b in band], [b[1] for b in band],
-                              [b[2] for b in band], color=st["color"], alpha=0.15,
-                              linewidth=0, zorder=1)
+            plotter.band(ax_t, (f"{algo} p50 time", f"{algo} p95 time"), [b[0] for b in band],
+                         [b[1] for b in band], [b[2] for b in band], color=st["color"],
+                         alpha=0.15, linewidth=0, zorder=1)
             has_band = True
         x, y = drawable(plotter, sizes, [r["predicted_time_us"] for r in rows], time_log)
         if len(x) > 1:
-            ax_t.plot(x, y, linestyle=":", linewidth=1.0, color=st["color"], zorder=2)
+            plotter.plot(ax_t, f"{algo} predicted time", x, y, linestyle=":", linewidth=1.0,
+                         color=st["color"], zorder=2)
         handles.append(plotter.Line2D([], [], marker="o", markersize=3, label=algo, **st))
     if host_bw:
-        ax_bw.axhline(host_bw, color="0.45", linestyle="--", linewidth=1.2, zorder=1)
+        plotter.hline(ax_bw, "host memcpy", host_bw, color="0.45", linestyle="--",
+                      linewidth=1.2, zorder=1)
         handles.append(plotter.Line2D([], [], color="0.45", linestyle="--",
                                       label=f"host memcpy {host_bw:.3g} GB/s"))
     if has_pred:
@@ -261,19 +264,20 @@ def draw_comparison(plotter, title, by_algo, labels, host_bws):
                           "busbw_GBps")
     for algo, rows_a, rows_b in by_algo:
         st = plotter.style(algo)
-        for rows, ls in ((rows_a, "-"), (rows_b, "--")):
+        for run, rows, ls in ((labels[0], rows_a, "-"), (labels[1], rows_b, "--")):
             sizes = [r["size_bytes"] for r in rows]
             all_sizes += sizes
             x, y = drawable(plotter, sizes, [r["busbw_GBps"] for r in rows], bw_log)
             if x:
-                ax_bw.plot(x, y, marker="o", markersize=3, linestyle=ls, **st)
+                plotter.plot(ax_bw, f"{algo} busbw {run}", x, y, marker="o", markersize=3,
+                             linestyle=ls, **st)
         bmap = {r["size_bytes"]: r["busbw_GBps"] for r in rows_b}
         pts = [(r["size_bytes"], bmap[r["size_bytes"]] / r["busbw_GBps"]) for r in rows_a
                if r["size_bytes"] in bmap and finite(r["busbw_GBps"]) and r["busbw_GBps"] > 0
                and finite(bmap[r["size_bytes"]]) and r["size_bytes"] > 0]
         if pts:
-            ax_r.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3,
-                      **st)
+            plotter.plot(ax_r, f"{algo} busbw {labels[1]} / {labels[0]}", [p[0] for p in pts],
+                         [p[1] for p in pts], marker="o", markersize=3, **st)
             ratio_vals += [p[1] for p in pts]
         handles.append(plotter.Line2D([], [], label=algo, **st))
     styles = [("-", "solid"), ("--", "dashed")]
@@ -281,7 +285,8 @@ def draw_comparison(plotter, title, by_algo, labels, host_bws):
         handles.append(plotter.Line2D([], [], color="0.3", linestyle=ls,
                                       label=f"{label} ({word})"))
         if hb:
-            ax_bw.axhline(hb, color="0.6", linestyle=ls, linewidth=1.0, zorder=1)
+            plotter.hline(ax_bw, f"host memcpy {label}", hb, color="0.6", linestyle=ls,
+                          linewidth=1.0, zorder=1)
     if any(host_bws):
         handles.append(plotter.Line2D([], [], color="0.6", linewidth=1.0,
                                       label="host memcpy (grey)"))

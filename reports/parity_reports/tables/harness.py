@@ -44,10 +44,11 @@ def draw(plotter, harness):
     plt = plotter.plt
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
     sizes = [r[0] for r in harness.rows]
-    ax.plot(sizes, [r[3] for r in harness.rows], marker="o", color=plotter.palette[0],
-            label="wrapped - direct (us per call)")
+    plotter.plot(ax, "overhead", sizes, [r[3] for r in harness.rows], marker="o",
+                 color=plotter.palette[0], label="wrapped - direct (us per call)")
     if harness.target is not None:
-        ax.axhline(harness.target, color="0.4", linestyle="--", linewidth=1, label=f"target {harness.target:g} us")
+        plotter.hline(ax, "target", harness.target, color="0.4", linestyle="--", linewidth=1,
+                      label=f"target {harness.target:g} us")
     ax.axhline(0, color="0.8", linewidth=0.8)
     plotter.size_axis(ax, sizes)
     ax.set_xlabel("message size (bytes)")

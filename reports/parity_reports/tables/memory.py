@@ -200,19 +200,18 @@ def draw_memory(plotter, precision, panels, categories):
         bottom = [0.0] * len(points)
         if whole_state:
             bottom = [p["model_state"] / scale for p in points]
-            ax.bar(xs, bottom, width=0.65, color="0.65", zorder=3)
+            plotter.bar(ax, "model state", xs, bottom, width=0.65, color="0.65", zorder=3)
         for c in categories:
             vals = [p["categories"].get(c, 0) / scale for p in points]
-            if c in MODEL_STATE_CATEGORIES:
-                ax.bar(xs, vals, bottom=bottom, width=0.65, color=plotter.memory_colors[c],
-                       zorder=3)
-            else:
-                ax.bar(xs, vals, bottom=bottom, width=0.65, color=plotter.memory_colors[c],
-                       alpha=0.45, hatch="//", edgecolor="0.45", linewidth=0, zorder=3)
+            style = ({} if c in MODEL_STATE_CATEGORIES else
+                     dict(alpha=0.45, hatch="//", edgecolor="0.45", linewidth=0))
+            plotter.bar(ax, c, xs, vals, bottom=bottom, width=0.65,
+                        color=plotter.memory_colors[c], zorder=3, **style)
             bottom = [b + v for b, v in zip(bottom, vals)]
         fx = [x for x, p in zip(xs, points) if finite(p["formula"])]
-        ax.plot(fx, [p["formula"] / scale for p in points if finite(p["formula"])],
-                linestyle="none", marker="D", markersize=6, color="black", zorder=5)
+        plotter.plot(ax, "formula", fx,
+                     [p["formula"] / scale for p in points if finite(p["formula"])],
+                     linestyle="none", marker="D", markersize=6, color="black", zorder=5)
         # Padding adds at most N-1 elements per unit: the paper's cross is drawn only where
         # it would not hide under the diamond.
         visible = 0.01 * max(tops or [0])
@@ -220,8 +219,9 @@ def draw_memory(plotter, precision, panels, categories):
                  and finite(p["formula"]) and abs(p["paper"] - p["formula"]) > visible]
         if paper:
             paper_differs = True
-            ax.plot([x for x, _ in paper], [y / scale for _, y in paper], linestyle="none",
-                    marker="x", markersize=7, color="0.35", zorder=5)
+            plotter.plot(ax, "paper formula", [x for x, _ in paper],
+                         [y / scale for _, y in paper], linestyle="none", marker="x",
+                         markersize=7, color="0.35", zorder=5)
         ax.set_xticks(xs)
         ax.set_xticklabels([str(p["world_size"]) for p in points])
         ax.set_xlabel("world size (ranks)")
@@ -268,14 +268,16 @@ def draw_bytes_sent(plotter, panels):
                 strategies_seen.append(strategy)
             xs = [pos[p["world_size"]] + (j - (len(strategies) - 1) / 2) * width
                   for p in points]
-            ax.bar(xs, [p["bytes_sent"] / scale if finite(p["bytes_sent"]) else 0.0
-                        for p in points], width=width, color=strategy_color(plotter, strategy),
-                   zorder=3)
+            plotter.bar(ax, f"{strategy} bytes sent", xs,
+                        [p["bytes_sent"] / scale if finite(p["bytes_sent"]) else 0.0
+                         for p in points], width=width, color=strategy_color(plotter, strategy),
+                        zorder=3)
             fp = [(x, p["formula_bytes_sent"]) for x, p in zip(xs, points)
                   if finite(p["formula_bytes_sent"])]
-            ax.plot([x for x, _ in fp], [y / scale for _, y in fp], linestyle="none",
-                    marker="_", markersize=max(6, 60 * width), markeredgewidth=2.2,
-                    color="black", zorder=5)
+            plotter.plot(ax, f"{strategy} formula", [x for x, _ in fp],
+                         [y / scale for _, y in fp], linestyle="none", marker="_",
+                         markersize=max(6, 60 * width), markeredgewidth=2.2, color="black",
+                         zorder=5)
         ax.set_xticks(range(len(sizes)))
         ax.set_xticklabels([str(s) for s in sizes])
         ax.set_xlabel("world size (ranks)")

@@ -116,15 +116,16 @@ def log_if_wide(ax, values):
     return False
 
 
-def whiskers(ax, xs, spreads):
-    """Min-max whiskers over ranks; returns whether any was drawn."""
+def whiskers(plotter, ax, what, xs, spreads):
+    """Min-max whiskers over ranks, recorded as "{what} min" and "{what} max"; returns whether
+    any was drawn."""
     pts = [(x, s) for x, s in zip(xs, spreads)
            if s[3] > 1 and finite(s[0]) and finite(s[1]) and finite(s[2])]
     if not pts:
         return False
-    ax.errorbar([x for x, _ in pts], [s[0] for _, s in pts],
-                yerr=[[s[0] - s[1] for _, s in pts], [s[2] - s[0] for _, s in pts]],
-                fmt="none", ecolor="black", elinewidth=1.2, capsize=5, zorder=4)
+    plotter.whiskers(ax, (f"{what} min", f"{what} max"), [x for x, _ in pts],
+                     [s[0] for _, s in pts], [s[1] for _, s in pts], [s[2] for _, s in pts],
+                     fmt="none", ecolor="black", elinewidth=1.2, capsize=5, zorder=4)
     return True
 
 
@@ -135,9 +136,9 @@ def draw_bars(plotter, name, labels, spreads, ylabel, title, fmt, reference=None
     fig, ax = plt.subplots(figsize=plotter.bars_figsize(len(labels)))
     xs = list(range(len(labels)))
     means = [s[0] if finite(s[0]) else 0.0 for s in spreads]
-    ax.bar(xs, means, width=0.6, color=plotter.run_colors[0], zorder=3)
+    plotter.bar(ax, "mean", xs, means, width=0.6, color=plotter.run_colors[0], zorder=3)
     handles = [plotter.Patch(color=plotter.run_colors[0], label="mean over ranks")]
-    if whiskers(ax, xs, spreads):
+    if whiskers(plotter, ax, "rank", xs, spreads):
         handles.append(plotter.Line2D([], [], color="black", marker="_", markersize=10,
                                       label="min–max over ranks"))
     tops = [s[2] if finite(s[2]) else s[0] for s in spreads]
@@ -176,7 +177,8 @@ def draw_memory(plotter, labels, peaks, categories):
     handles = []
     for c in categories:
         vals = [p.get(c, 0) / scale for p in peaks]
-        ax.bar(xs, vals, bottom=bottom, width=0.6, color=plotter.memory_colors[c], zorder=3)
+        plotter.bar(ax, c, xs, vals, bottom=bottom, width=0.6, color=plotter.memory_colors[c],
+                    zorder=3)
         bottom = [b + v for b, v in zip(bottom, vals)]
         handles.append(plotter.Patch(color=plotter.memory_colors[c], label=c))
     for x, t in zip(xs, totals):
@@ -203,9 +205,9 @@ def draw_comparison(plotter, labels, spreads_a, spreads_b, run_labels):
     for j, (spreads, run) in enumerate(((spreads_a, run_labels[0]),
                                         (spreads_b, run_labels[1]))):
         bx = [x + (j - 0.5) * width for x in xs]
-        ax.bar(bx, [s[0] if finite(s[0]) else 0.0 for s in spreads], width=width,
-               color=plotter.run_colors[j], zorder=3)
-        whiskers(ax, bx, spreads)
+        plotter.bar(ax, f"{run} mean", bx, [s[0] if finite(s[0]) else 0.0 for s in spreads],
+                    width=width, color=plotter.run_colors[j], zorder=3)
+        whiskers(plotter, ax, f"{run} rank", bx, spreads)
         handles.append(plotter.Patch(color=plotter.run_colors[j], label=run))
         tops += [s[2] if finite(s[2]) else s[0] for s in spreads]
     log = log_if_wide(ax, tops)

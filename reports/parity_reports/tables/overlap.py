@@ -88,8 +88,8 @@ def draw(plotter, overlap):
         bx = [x + (j - 0.5) * width for x in xs]
         vals = [overlap.buckets[b][flag]["exposed_comm_seconds"] * 1e3
                 if flag in overlap.buckets[b] else math.nan for b in buckets]
-        ax.bar(bx, [v if finite(v) else 0.0 for v in vals], width=width,
-               color=plotter.run_colors[j], zorder=3)
+        plotter.bar(ax, label, bx, [v if finite(v) else 0.0 for v in vals], width=width,
+                    color=plotter.run_colors[j], zorder=3)
         handles.append(plotter.Patch(color=plotter.run_colors[j], label=label))
         tops += [v for v in vals if finite(v)]
         if flag == 1:

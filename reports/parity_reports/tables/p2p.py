@@ -56,13 +56,15 @@ def draw(plotter, runs):
         color = plotter.palette[i]
         x, y = plotter.positive([p[0] for p in p2p.points], [p[1] for p in p2p.points])
         if x:
-            ax.plot(x, y, marker="o", markersize=4, linestyle="none", color=color)
+            plotter.plot(ax, f"{label} ping-pong", x, y, marker="o", markersize=4,
+                         linestyle="none", color=color)
         if p2p.alpha is not None and p2p.beta is not None and x:
             xs = [2.0 ** (k / 4) for k in range(int(4 * math.log2(min(x))),
                                                 int(4 * math.log2(max(x))) + 1)]
             fit = [p2p.alpha + p2p.beta * s for s in xs]
             fx, fy = plotter.positive(xs, fit)
-            ax.plot(fx, fy, linestyle=ls, color=color, linewidth=1.3)
+            plotter.plot(ax, f"{label} alpha-beta fit", fx, fy, linestyle=ls, color=color,
+                         linewidth=1.3)
         handles.append(plotter.Line2D([], [], marker="o", markersize=4, linestyle=ls,
                                       color=color, label=f"{label}: {p2p.text()}"))
     plotter.size_axis(ax, [p[0] for _, p2p, _ in runs for p in p2p.points])

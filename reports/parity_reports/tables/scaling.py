@@ -122,28 +122,31 @@ def draw(plotter, scaling):
         color = mode_color(plotter, mode)
         ns = [r["world_size"] for r in rows]
         sizes += ns
-        ax_s.plot(ns, [r["speedup"] for r in rows], marker="o", markersize=4, color=color,
-                  linewidth=1.8, zorder=4)
-        ax_e.plot(ns, [r["efficiency"] for r in rows], marker="o", markersize=4,
-                  color=color, linewidth=1.8, zorder=4)
+        plotter.plot(ax_s, f"{mode} speedup", ns, [r["speedup"] for r in rows], marker="o",
+                     markersize=4, color=color, linewidth=1.8, zorder=4)
+        plotter.plot(ax_e, f"{mode} efficiency", ns, [r["efficiency"] for r in rows],
+                     marker="o", markersize=4, color=color, linewidth=1.8, zorder=4)
         handles.append(plotter.Line2D([], [], marker="o", markersize=4, color=color,
                                       label=f"{mode} (measured)"))
         curve = scaling.amdahl_curve(mode)
         if curve is not None:
-            ax_s.plot(curve[0], curve[1], linestyle=":", linewidth=1.6, color=color,
-                      zorder=3)
+            plotter.plot(ax_s, f"{mode} Amdahl fit", curve[0], curve[1], linestyle=":",
+                         linewidth=1.6, color=color, zorder=3)
             handles.append(plotter.Line2D([], [], linestyle=":", linewidth=1.6, color=color,
                                           label=f"Amdahl fit, {mode}: s = "
                                                 f"{scaling.serial_fraction(mode):.3g}"))
         if comm:
             ax_c = axes[2]
-            ax_c.plot(ns, [r["exposed_comm_seconds"] * 1e3 for r in rows], marker="o",
-                      markersize=4, color=color, linewidth=1.8, zorder=4)
-            ax_c.plot(ns, [r["predicted_comm_seconds"] * 1e3 for r in rows], marker="o",
-                      markersize=5, markerfacecolor="white", linestyle="--", color=color,
-                      linewidth=1.2, zorder=3)
+            plotter.plot(ax_c, f"{mode} exposed comm", ns,
+                         [r["exposed_comm_seconds"] * 1e3 for r in rows], marker="o",
+                         markersize=4, color=color, linewidth=1.8, zorder=4)
+            plotter.plot(ax_c, f"{mode} predicted comm", ns,
+                         [r["predicted_comm_seconds"] * 1e3 for r in rows], marker="o",
+                         markersize=5, markerfacecolor="white", linestyle="--", color=color,
+                         linewidth=1.2, zorder=3)
     lo, hi = min(sizes), max(sizes)
-    ax_s.plot([lo, hi], [lo, hi], color="0.45", linestyle="--", linewidth=1.2, zorder=2)
+    plotter.plot(ax_s, "ideal", [lo, hi], [lo, hi], color="0.45", linestyle="--",
+                 linewidth=1.2, zorder=2)
     handles.insert(0, plotter.Line2D([], [], color="0.45", linestyle="--",
                                      label="ideal (speedup = N)"))
     ax_s.set_ylabel("speedup (weak: scaled, N·T1/TN)")
@@ -178,12 +181,13 @@ def draw_comparison(plotter, scalings, run_labels):
     modes = list(OrderedDict.fromkeys(m for s in scalings for m in s.modes))
     for mode in modes:
         color = mode_color(plotter, mode)
-        for scaling, ls in zip(scalings, ("-", "--")):
+        for scaling, run, ls in zip(scalings, run_labels, ("-", "--")):
             rows = scaling.modes.get(mode, [])
             ns = [r["world_size"] for r in rows]
             sizes += ns
-            ax.plot(ns, [r["step_seconds"] * 1e3 for r in rows], marker="o", markersize=4,
-                    linestyle=ls, color=color, linewidth=1.6)
+            plotter.plot(ax, f"{mode} step time {run}", ns,
+                         [r["step_seconds"] * 1e3 for r in rows], marker="o", markersize=4,
+                         linestyle=ls, color=color, linewidth=1.6)
         handles.append(plotter.Line2D([], [], color=color, label=mode))
     for (ls, word), label in zip((("-", "solid"), ("--", "dashed")), run_labels):
         handles.append(plotter.Line2D([], [], color="0.3", linestyle=ls,

@@ -84,10 +84,9 @@ def draw_summary(plotter, rel, slowest, rank_hosts, n_rows):
     host_list = list(OrderedDict.fromkeys(rank_hosts.get(r, "?") for r in ranks))
     hcolor = {h: plotter.palette[i % len(plotter.palette)] for i, h in enumerate(host_list)}
     worst = max(ranks, key=lambda r: rel[r])
-    bars = ax.bar(range(len(ranks)), [rel[r] for r in ranks],
-                  color=[hcolor[rank_hosts.get(r, "?")] for r in ranks],
-                  edgecolor=["red" if r == worst else "none" for r in ranks], linewidth=2)
-    del bars
+    plotter.bar(ax, "rank time / median", range(len(ranks)), [rel[r] for r in ranks],
+                color=[hcolor[rank_hosts.get(r, "?")] for r in ranks],
+                edgecolor=["red" if r == worst else "none" for r in ranks], linewidth=2)
     ax.axhline(1.0, color="0.3", linewidth=1.0)
     lo = min(rel.values())
     ax.set_ylim(min(0.9, lo - 0.02), max(rel.values()) * 1.05)
@@ -127,10 +126,11 @@ def draw_detail(plotter, panels, rank_hosts):
             color = plotter.color(algo) if algo != "native" else "0.15"
             if len(ranks) <= 16:
                 xs = [i + (j - (len(series) - 1) / 2) * width for i in range(len(ranks))]
-                ax.bar(xs, [v - 1 for v in rel], bottom=1.0, width=width, color=color)
+                plotter.bar(ax, f"{algo} rank time / median - 1", xs, [v - 1 for v in rel],
+                            bottom=1.0, width=width, color=color)
             else:
-                ax.plot(range(len(ranks)), rel, marker="o", markersize=2.5, linewidth=1.0,
-                        color=color)
+                plotter.plot(ax, f"{algo} rank time / median", range(len(ranks)), rel,
+                             marker="o", markersize=2.5, linewidth=1.0, color=color)
         ax.axhline(1.0, color="0.3", linewidth=0.8)
         step = max(1, math.ceil(len(ranks) / 16))
         shown = list(range(0, len(ranks), step))

@@ -222,16 +222,18 @@ def draw_activations(plotter, bench):
     for x, r in zip(xs, rows):
         sp = int(r["sequence_parallel"])
         seen_sp.add(sp)
-        ax.bar(x, r["activation_bytes_per_block"] / scale, width=width * 0.95,
-               color=sp_color(plotter, sp), zorder=3,
-               edgecolor="#b00020" if "activations" in r["differs"] else "none", linewidth=2)
+        plotter.bar(ax, "measured", x, r["activation_bytes_per_block"] / scale,
+                    width=width * 0.95, color=sp_color(plotter, sp), zorder=3,
+                    edgecolor="#b00020" if "activations" in r["differs"] else "none",
+                    linewidth=2)
         if known(r["formula_activation_bytes_per_block"]):
-            ax.plot(x, r["formula_activation_bytes_per_block"] / scale, linestyle="none",
-                    marker="D", markersize=6, color="black", zorder=5)
+            plotter.plot(ax, "formula", x, r["formula_activation_bytes_per_block"] / scale,
+                         linestyle="none", marker="D", markersize=6, color="black", zorder=5)
         if finite(r["korthikanti_activation_bytes_per_block"]):
             korthikanti = True
-            ax.plot(x, r["korthikanti_activation_bytes_per_block"] / scale, linestyle="none",
-                    marker="x", markersize=8, markeredgewidth=2, color="0.4", zorder=5)
+            plotter.plot(ax, "Korthikanti", x,
+                         r["korthikanti_activation_bytes_per_block"] / scale, linestyle="none",
+                         marker="x", markersize=8, markeredgewidth=2, color="0.4", zorder=5)
     ax.set_xticks(range(len(labels)))
     ax.set_xticklabels(labels)
     ax.set_xlabel("tensor-parallel size")
@@ -272,11 +274,12 @@ def draw_bytes(plotter, bench, rows, parts):
             seen_sp.add(sp)
             wrong = finite(m) and finite(f) and not same_bytes(m, f)
             any_wrong = any_wrong or wrong
-            ax.bar(x, m / scale if finite(m) else 0.0, width=0.7, color=sp_color(plotter, sp),
-                   zorder=3, edgecolor="#b00020" if wrong else "none", linewidth=2)
+            plotter.bar(ax, "measured", x, m / scale if finite(m) else 0.0, width=0.7,
+                        color=sp_color(plotter, sp), zorder=3,
+                        edgecolor="#b00020" if wrong else "none", linewidth=2)
             if finite(f):
-                ax.plot(x, f / scale, linestyle="none", marker="_", markersize=22,
-                        markeredgewidth=2.2, color="black", zorder=5)
+                plotter.plot(ax, "formula", x, f / scale, linestyle="none", marker="_",
+                             markersize=22, markeredgewidth=2.2, color="black", zorder=5)
         ax.set_xticks(xs)
         ax.set_xticklabels(labels, rotation=30 if len(rows) > 4 else 0,
                            ha="right" if len(rows) > 4 else "center")
@@ -314,22 +317,24 @@ def draw_step(plotter, bench):
         compute = (r["compute_seconds"] * 1e3 if finite(r["compute_seconds"]) else
                    step - comm if finite(comm) else math.nan)
         if split and finite(comm) and finite(compute):
-            ax.bar(x, compute, width=0.65, color=compute_color, zorder=3)
-            ax.bar(x, comm, bottom=compute, width=0.65, color=comm_color, zorder=3)
+            plotter.bar(ax, "compute", x, compute, width=0.65, color=compute_color, zorder=3)
+            plotter.bar(ax, "tp comm", x, comm, bottom=compute, width=0.65, color=comm_color,
+                        zorder=3)
             share = r["comm_share"] if finite(r["comm_share"]) else ratio_of(comm, step)
             if finite(share) and int(r["tp"]) > 1:
                 ax.annotate(f"{100 * share:.0f}%", (x, compute + comm), textcoords="offset points",
                             xytext=(0, 3), ha="center", fontsize=8, color="0.25")
         else:
-            ax.bar(x, step, width=0.65, color=compute_color, hatch="//", edgecolor="0.5",
-                   linewidth=0, zorder=3)
+            plotter.bar(ax, "step", x, step, width=0.65, color=compute_color, hatch="//",
+                        edgecolor="0.5", linewidth=0, zorder=3)
         tops.append(step)
         predicted = r["predicted_comm_seconds"]
         if finite(predicted) and finite(compute) and int(r["tp"]) > 1:
             y = compute + predicted * 1e3
             tops.append(y)
-            ax.plot(x, y, linestyle="none", marker="D", markersize=7, markerfacecolor="white",
-                    markeredgecolor="black", zorder=5)
+            plotter.plot(ax, "compute + predicted comm", x, y, linestyle="none", marker="D",
+                         markersize=7, markerfacecolor="white", markeredgecolor="black",
+                         zorder=5)
             predicted_drawn = True
     ax.set_xticks(xs)
     ax.set_xticklabels([tick_label(r, bench) for r in rows])
@@ -366,10 +371,13 @@ def draw_comparison(plotter, pairs, bench, run_labels):
             step = r["step_seconds"] * 1e3
             comm = r["tp_comm_seconds"] * 1e3 if finite(r["tp_comm_seconds"]) else 0.0
             color = plotter.run_colors[j]
-            ax.bar(x, step - comm, width=width * 0.95, color=color, zorder=3)
+            run = run_labels[j]
+            plotter.bar(ax, f"{run} compute", x, step - comm, width=width * 0.95, color=color,
+                        zorder=3)
             if comm > 0:
-                ax.bar(x, comm, bottom=step - comm, width=width * 0.95, color=color, alpha=0.45,
-                       hatch="//", edgecolor="0.3", linewidth=0, zorder=3)
+                plotter.bar(ax, f"{run} tp comm", x, comm, bottom=step - comm,
+                            width=width * 0.95, color=color, alpha=0.45, hatch="//",
+                            edgecolor="0.3", linewidth=0, zorder=3)
     ax.set_xticks(range(len(pairs)))
     ax.set_xticklabels([tick_label(a, bench) for _, a, _ in pairs])
     ax.set_xlabel("tensor-parallel size")

@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# Nothing lost on interruption: a run cut short at several points (SIGINT, SIGTERM, a stall, a
+# dead rank) leaves a valid partial result file (complete = 0, the reason, every row finished),
+# and --resume then yields the rows a clean run gives, in its order.
+#   resume.sh PARITY WORKDIR SCENARIO
+set -u
+parity=$1 work=$2 scenario=$3
+here=$(cd -- "$(dirname -- "$0")" && pwd)
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
+err=$work/stderr
+
+fail() {
+  {
+    echo "resume.sh $scenario: $*"
+    echo "--- stderr:"; cat "$err" 2>/dev/null
+  } >&2
+  exit 1
+}
+rows() { /usr/bin/python3 "$here/result_rows.py" "$@" || fail "result file check failed"; }
+run() { # ARGS...: parity with a time limit; sets status
+  timeout 180 "$parity" "$@" >/dev/null 2>"$err"
+  status=$?
+  [ "$status" -eq 124 ] && fail "no end within 180 s"
+  return 0
+}
+# Starts parity writing OUT and sends SIGNAL once its journal holds BYTES (0: once it grew
+# past what the run's start writes, i.e. some row finished); sets status.
+interrupt_at_bytes() { # SIGNAL OUT BYTES ARGS...
+  local signal=$1 journal=$2.journal bytes=$3 start=0 size
+  shift 3
+  "$parity" "$@" >/dev/null 2>"$err" &
+  local pid=$!
+  for _ in $(seq 3000); do
+    kill -0 "$pid" 2>/dev/null || break
+    size=$(stat -c %s "$journal" 2>/dev/null || echo 0)
+    if [ "$bytes" -gt 0 ]; then
+      [ "$size" -ge "$bytes" ] && break
+    else
+      if [ "$start" -eq 0 ] && [ "$size" -gt 0 ]; then sleep 0.3; start=$(stat -c %s "$journal" 2>/dev/null || echo 0); fi
+      [ "$start" -gt 0 ] && [ "$size" -gt "$start" ] && break
+    fi
+    sleep 0.05
+  done
+  kill "-$signal" "$pid" 2>/dev/null
+  wait "$pid"
+  status=$?
+}
+interrupt_after_rows() { # SIGNAL OUT ARGS...
+  local signal=$1 out=$2
+  shift 2
+  interrupt_at_bytes "$signal" "$out" 0 "$@"
+}
+# The clean run, watching how large its journal grows (sets journal_bytes).
+clean_run() { # OUT ARGS...
+  local out=$1 size
+  shift
+  journal_bytes=0
+  timeout 180 "$parity" "$@" --out "$out" >/dev/null 2>"$err" &
+  local pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    size=$(stat -c %s "$out.journal" 2>/dev/null || echo 0)
+    [ "$size" -gt "$journal_bytes" ] && journal_bytes=$size
+    sleep 0.05
+  done
+  wait "$pid"
+  status=$?
+}
+# Interrupts when the journal reaches each fraction of the clean run's largest (so at rows, not
+# at times that depend on the machine's load; the whole tables written at the end make about
+# the second half of it), checks the partial file, resumes (once more
+# interrupted at the first point) and compares GROUP with the clean run on KEYS. At least two
+# points must have stopped the run midway.
+points() { # SIGNAL GROUP KEYS FRACTIONS -- ARGS...
+  local signal=$1 group=$2 keys=$3 fractions=$4
+  shift 5
+  clean_run "$work/clean.h5" "$@"
+  [ "$status" -eq 0 ] || fail "the clean run ended with status $status"
+  local total midway=0 first=1 bytes notes=""
+  total=$(rows rows "$work/clean.h5" "$group")
+  for fraction in $fractions; do
+    bytes=$(awk -v n="$journal_bytes" -v f="$fraction" 'BEGIN { printf "%d", n * f }')
+    rm -f "$work/p.h5"
+    interrupt_at_bytes "$signal" "$work/p.h5" "$bytes" "$@" --out "$work/p.h5"
+    notes+=" $fraction:"
+    if [ "$status" -eq 0 ]; then notes+=finished; continue; fi  # finished before the signal
+    [ "$status" -eq 5 ] || fail "interrupted at $fraction of the journal: status $status, expected 5"
+    [ -e "$work/p.h5" ] || { notes+=nothing; continue; }  # stopped before any row finished
+    # The signal may come as the file is committed: then it is complete.
+    /usr/bin/python3 "$here/result_rows.py" complete "$work/p.h5" 2>/dev/null && { notes+=complete; continue; }
+    grep -q "partial results kept in .*p.h5" "$err" || fail "no line names the partial file"
+    rows partial "$work/p.h5" "interrupted by SIG$signal" >/dev/null
+    local kept
+    kept=$(rows rows "$work/p.h5" "$group")
+    notes+="$kept/$total"
+    [ "$kept" -lt "$total" ] && midway=$((midway + 1))
+    if [ "$first" -eq 1 ]; then
+      # The resumed run cut short too: it keeps the rows it took and the ones it made.
+      first=0
+      interrupt_after_rows "$signal" "$work/p.h5" "$@" --resume "$work/p.h5"
+      if [ "$status" -ne 0 ] && ! /usr/bin/python3 "$here/result_rows.py" complete "$work/p.h5" 2>/dev/null; then
+        rows partial "$work/p.h5" "interrupted by SIG$signal" >/dev/null
+        [ "$(rows rows "$work/p.h5" "$group")" -ge "$kept" ] || fail "a resumed run cut short lost rows"
+      fi
+    fi
+    run "$@" --resume "$work/p.h5"
+    [ "$status" -eq 0 ] || fail "--resume after $fraction ended with status $status"
+    rows complete "$work/p.h5"
+    rows same "$work/p.h5" "$work/clean.h5" "$group" "$keys"
+    [ ! -e "$work/p.h5.journal" ] || fail "the journal is left after a complete run"
+  done
+  [ "$midway" -ge 2 ] || fail "only $midway interruption(s) landed midway (rows kept at each point:$notes)"
+}
+
+check_filter='all_reduce/*/float32/*/16777216/*:all_gather/*/float32/*/16777216/*'
+bench_args=(bench collectives -q -e 4M --coll all_reduce,all_gather)
+
+case $scenario in
+  check_points)
+    points INT check/collectives '*' "0.15 0.3 0.45" -- check -q --filter "$check_filter" ;;
+  bench_points)
+    points TERM bench/collectives collective,algorithm,dtype,redop,in_place,count,size_bytes "0.15 0.3 0.45" -- "${bench_args[@]}" -n 20 --np 2
+    # Each row's per-rank times came with it.
+    /usr/bin/python3 - "$work/p.h5" <<'PY' || fail "per-rank times do not match their rows"
+import sys, h5py, numpy as np
+f = h5py.File(sys.argv[1]); t = f["bench/collectives"]; r = f["bench/collectives_rank_times"]
+rows = r["row"][:]
+assert np.all(np.bincount(rows, minlength=len(t["time_us"])) == 2)
+mean = np.array([r["time_us"][rows == i].mean() for i in range(len(t["time_us"]))])
+assert np.allclose(mean, t["time_us"][:], rtol=1e-9)
+PY
+    ;;
+  stall_while_resuming)
+    # A resumed run that stalls before taking its rows back keeps them all.
+    interrupt_after_rows INT "$work/p.h5" check -q --np 2 --filter "$check_filter" --out "$work/p.h5"
+    [ "$status" -eq 5 ] || fail "status $status, expected 5"
+    kept=$(rows rows "$work/p.h5" check/collectives)
+    [ "$kept" -gt 0 ] || fail "no row kept"
+    run check -q --np 2 --filter "$check_filter" --resume "$work/p.h5" -T 2 --inject-stall 1
+    [ "$status" -eq 3 ] || fail "status $status, expected 3"
+    rows partial "$work/p.h5" "stalled past --timeout 2: rank 1 .*injected stall" >/dev/null
+    [ "$(rows rows "$work/p.h5" check/collectives)" -eq "$kept" ] || fail "rows lost by a stalled resumed run"
+    [ -z "$(find "$work" -name '*.partial-*')" ] || fail "temporary files left: $(ls "$work")" ;;
+  dead_rank)
+    # Rank 2 killed once rows are journaled: the parent keeps them and names the rank.
+    "$parity" "${bench_args[@]}" -n 400 --np 3 --out "$work/p.h5" >/dev/null 2>"$err" &
+    pid=$!
+    for _ in $(seq 600); do
+      [ "$(stat -c %s "$work/p.h5.journal" 2>/dev/null || echo 0)" -gt 20000 ] && break
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -KILL "$(pgrep -n -f -- "--out $work/p.h5")"
+    wait "$pid"
+    status=$?
+    [ "$status" -eq 6 ] || fail "status $status, expected 6"
+    rows partial "$work/p.h5" "^rank 2 on .* died \(signal 9, Killed\)" >/dev/null
+    [ -z "$(find "$work" -name '*.partial-*')" ] || fail "temporary files left: $(ls "$work")" ;;
+  refused)
+    interrupt_after_rows INT "$work/p.h5" check -q --filter "$check_filter" --out "$work/p.h5"
+    [ -e "$work/p.h5" ] || fail "no partial file"
+    run bench collectives -q -e 8 --resume "$work/p.h5"
+    [ "$status" -eq 2 ] || fail "another subcommand: status $status, expected 2"
+    grep -q "was a run with the subcommand check, this one has bench collectives" "$err" || fail "no reason given"
+    run check -q --np 2 --filter "$check_filter" --resume "$work/p.h5"
+    [ "$status" -eq 2 ] || fail "another world size: status $status, expected 2"
+    grep -q "world size 1, this one has 2" "$err" || fail "no reason given"
+    run check -q --resume "$work/none.h5"
+    [ "$status" -eq 2 ] && grep -q "no such file" "$err" || fail "a missing file: status $status"
+    rows partial "$work/p.h5" "interrupted" >/dev/null  # refusals leave the file alone
+    # A journal left by a run killed outright is not overwritten by accident.
+    printf 'parityJ1' >"$work/q.h5.journal"
+    run check -q --filter 'broadcast/native/int32/*' --out "$work/q.h5"
+    [ "$status" -eq 2 ] && grep -q "q.h5.journal holds what an interrupted run finished" "$err" || fail "a journal was overwritten: status $status" ;;
+  *)
+    echo "resume.sh: unknown scenario $scenario" >&2
+    exit 2 ;;
+esac
+exit 0
