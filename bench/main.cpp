@@ -439,10 +439,7 @@ int main(int argc, char** argv) {
       bench_common.result_bytes = bench_result_bytes(plan);
       if (auto status = maybe_relaunch(argc, argv, bench_common, "bench")) return *status;
       return with_session(argc, argv, bench_common, "bench collectives", [&](Session& s) {
-        // Input checks before any work: a refusal then leaves no partial file behind.
-        if (bench_options.root >= s.world().size())
-          throw UsageError("-r/--root " + std::to_string(bench_options.root) + " is not a rank of " +
-                           std::to_string(s.world().size()));
+        check_bench_root(bench_options, s.world().size());
         s.check_memory(bench_bytes_per_rank(plan, s.world().size()), "the benchmark at -e " + bench_options.max_bytes);
         s.maybe_inject_stall();
         const HostCopy copy = measure_host_copy(s);
@@ -539,6 +536,7 @@ int main(int argc, char** argv) {
       check_tensor_bench_options(tensor);
       std::optional<int> launched = maybe_relaunch(argc, argv, run_common, "run");
       int status = launched ? *launched : with_session(argc, argv, run_common, "run", [&](Session& s) {
+        check_bench_root(b, s.world().size());
         CheckOutcome conformance = run_check(s, c);
         s.check_memory(bench_bytes_per_rank(plan, s.world().size()), "the benchmark");
         const HostCopy copy = measure_host_copy(s);

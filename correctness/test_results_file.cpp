@@ -702,6 +702,17 @@ Table numbered_rows(int n) {
   return t;
 }
 
+// Journals the first n rows of `all` one by one at /check/collectives, as a run does, then stops
+// the run there (the journal stays).
+void journal_rows_then_stop(ResultsFile& file, const Table& all, int n) {
+  Table building(all.description());
+  for (int i = 0; i < n; ++i) {
+    append_rows(building, all, i, i + 1);
+    file.append_rows("/check/collectives", building, building.rows() - 1);
+  }
+  file.abandon();
+}
+
 TEST_F(ResultsFileTest, PartialFileHoldsEveryRowJournaledBeforeTheFault) {
   const fs::path path = dir_ / "out.h5";
   const Table all = numbered_rows(5);
@@ -754,12 +765,7 @@ TEST_F(ResultsFileTest, TornJournalRecordIsLeftOut) {
   const Table all = numbered_rows(4);
   {
     ResultsFile file(path, false);
-    Table building("rows by number");
-    for (int i = 0; i < 4; ++i) {
-      append_rows(building, all, i, i + 1);
-      file.append_rows("/check/collectives", building, building.rows() - 1);
-    }
-    file.abandon();
+    journal_rows_then_stop(file, all, 4);
   }
   // A process killed in the middle of its last write.
   fs::resize_file(journal_path(path), fs::file_size(journal_path(path)) - 3);
@@ -776,12 +782,7 @@ TEST_F(ResultsFileTest, JournalWithAFlippedByteEndsBeforeIt) {
   const Table all = numbered_rows(3);
   {
     ResultsFile file(path, false);
-    Table building("rows by number");
-    for (int i = 0; i < 3; ++i) {
-      append_rows(building, all, i, i + 1);
-      file.append_rows("/check/collectives", building, building.rows() - 1);
-    }
-    file.abandon();
+    journal_rows_then_stop(file, all, 3);
   }
   std::fstream f(journal_path(path), std::ios::in | std::ios::out | std::ios::binary);
   f.seekp(-2, std::ios::end);

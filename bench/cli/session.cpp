@@ -27,10 +27,18 @@ std::string default_output_path(const std::string& what) {
   return "parity-" + what + "-" + stamp + ".h5";
 }
 
+namespace {
+// The result file --resume names: FILE, or FILE for FILE.journal.
+fs::path resumed_file(const std::string& resume) {
+  fs::path file = resume;
+  if (file.extension() == ".journal") file.replace_extension();
+  return file;
+}
+}  // namespace
+
 void apply_resume(CommonOptions& o) {
   if (o.resume.empty()) return;
-  fs::path file = o.resume;
-  if (file.extension() == ".journal") file.replace_extension();
+  const fs::path file = resumed_file(o.resume);
   if (!fs::exists(file) && !fs::exists(record::journal_path(file)))
     throw UsageError("--resume " + o.resume + ": no such file (nor " + record::journal_path(file).string() + ")");
   if (o.out.empty()) o.out = file.string();
@@ -99,8 +107,7 @@ const char* const kResumableTables[] = {"/check/collectives", "/check/training",
 
 void Session::load_resumed() {
   if (options_.resume.empty()) return;
-  fs::path file = options_.resume;
-  if (file.extension() == ".journal") file.replace_extension();
+  const fs::path file = resumed_file(options_.resume);
   const fs::path journal = record::journal_path(file);
   // A journal left beside the file is newer than it (a resumed run cut short again).
   const bool from_journal = fs::exists(journal);

@@ -408,12 +408,16 @@ void measure_harness_overhead(Communicator& comm, HalfAccumulate half, record::T
                 kHarnessTargetUs);
 }
 
+void check_bench_root(const BenchOptions& options, int world_size) {
+  if (options.root >= world_size)
+    throw UsageError("-r/--root " + std::to_string(options.root) + " is not a rank of " + std::to_string(world_size));
+}
+
 BenchOutcome run_bench(Session& session, const BenchPlan& plan, const BenchOptions& options, const PointToPoint& p2p,
                        double copy_GBps) {
   Communicator& comm = session.world();
   const int n = comm.size();
   const bool root_prints = session.is_root();
-  if (options.root >= n) throw UsageError("-r/--root " + std::to_string(options.root) + " is not a rank of " + std::to_string(n));
   BenchOutcome out;
   measure_harness_overhead(session.host_world(), session.half(), out.harness, root_prints);
   // Kept if the run is cut short (record_bench writes them whole at the end).

@@ -63,6 +63,10 @@ std::size_t bench_bytes_per_rank(const BenchPlan& plan, int n);
 // About how many bytes the result file of `plan` takes (checked against free space first).
 std::uint64_t bench_result_bytes(const BenchPlan& plan);
 
+// Refuses (UsageError) a -r/--root outside the world; called before any work, so that a
+// refusal leaves no partial file.
+void check_bench_root(const BenchOptions& options, int world_size);
+
 struct HostCopy {
   record::Table table{"host memcpy bandwidth, first rank of each host alone"};
   double best_GBps = 0;
