@@ -59,10 +59,10 @@ TEST_F(Grid, CoversEveryCombination) {
 }
 
 // The checks can fail: deliberately broken algorithms are caught, each in its own way.
-AlgorithmDescriptor broken(std::function<void(Communicator&, const CollectiveCall&)> run) {
+AlgorithmDescriptor broken(AlgorithmDescriptor::Run run) {
   AlgorithmDescriptor d = find_algorithm(Collective::all_reduce, "ring");
   d.name = "broken";
-  d.run = std::move(run);
+  d.run = run;
   return d;
 }
 

@@ -39,8 +39,13 @@ struct AlgorithmDescriptor {
   std::function<double(int n, double bytes)> bytes_sent_per_rank;
   // Alpha-beta predicted time in seconds.
   std::function<double(int n, double bytes, theory::AlphaBeta model)> predicted_seconds;
-  // Runs the algorithm on buffers already validated for the collective.
-  std::function<void(Communicator&, const CollectiveCall&)> run;
+  // Runs the algorithm on buffers already validated for the collective. A plain function: the
+  // native entry runs on every benchmark call, where a std::function's indirection shows.
+  using Run = void (*)(Communicator&, const CollectiveCall&);
+  Run run = nullptr;
+  // The backend's own collective: the communicator's entry validates it and scopes it for the
+  // watchdog itself, so run_collective does not do either a second time.
+  bool native = false;
 
   double busbw_factor(int n) const { return theory::busbw_factor(collective, n); }
 };

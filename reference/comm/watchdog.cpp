@@ -85,7 +85,8 @@ Watchdog::Scope::Scope(Watchdog& dog, const Operation& operation, Wait wait) : d
       dog_.has_text_.store(!operation.text.empty(), std::memory_order_relaxed);
     }
     dog_.store_wait(wait);
-    dog_.sequence_.fetch_add(1, std::memory_order_release);
+    // Only this thread writes sequence_: a plain release store, not a locked read-modify-write.
+    dog_.sequence_.store(dog_.sequence_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   } else if (wait.kind != Wait::unknown) {
     dog_.store_wait(wait);
   }

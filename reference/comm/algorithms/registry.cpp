@@ -102,7 +102,7 @@ std::vector<AlgorithmDescriptor> build_registry() {
           for (const auto& d : family) best = std::min(best, d.predicted_seconds(n, b, m));
           return best;
         },
-        run_native});
+        run_native, true});
   }
   registry.insert(registry.end(), list.begin(), list.end());
   return registry;
@@ -151,9 +151,11 @@ const AlgorithmDescriptor& find_algorithm(Collective collective, std::string_vie
 
 void run_collective(Communicator& comm, const AlgorithmDescriptor& algorithm, const CollectiveCall& call,
                     HalfAccumulate half) {
+  const bool widen = is_half(call.send.dtype) && is_reducing(call.collective) && half == HalfAccumulate::float32;
+  if (algorithm.native && !widen) return algorithm.run(comm, call);  // validated and scoped by the communicator
   validate_collective(comm, call.collective, call.send, call.recv, call.root);
   Watchdog::Scope scope(comm.watchdog(), collective_operation(call.collective, call.send, call.recv, algorithm.name.c_str()));
-  if (is_half(call.send.dtype) && is_reducing(call.collective) && half == HalfAccumulate::float32)
+  if (widen)
     run_widened(comm, algorithm, call);
   else
     algorithm.run(comm, call);
