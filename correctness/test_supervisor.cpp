@@ -96,6 +96,30 @@ TEST(LauncherDigest, ASignalToOneRankFromOutsideIsADeadRank) {
   EXPECT_EQ(o.line, "parity: rank 2 on c was stopped by SIGTERM from outside parity; the job was stopped");
 }
 
+TEST(LauncherDigest, ADeathNamesTheOperationTheOthersWereStoppedIn) {
+  LauncherDigest d(4);
+  feed(d, std::string("parity: rank 2 runs on h2\n"
+                      "parity: rank 0 on h1: stopped by SIGTERM during all_reduce 4096 x float32 (ring)\n"
+                      "parity: rank 1 on h1: stopped by SIGTERM during all_reduce 4096 x float32 (ring)\n"
+                      "parity: rank 3 on h2: stopped by SIGTERM\n") +
+              kRule + "\nmpirun noticed that process rank 2 with PID 0 on node 10.0.0.2 exited on signal 9 (Killed).\n" + kRule + "\n");
+  const Outcome o = d.outcome(exited(137), 0);
+  EXPECT_EQ(o.status, kExitRankDied);
+  EXPECT_EQ(o.line, "parity: rank 2 on h2 died (signal 9, Killed) while ranks 0, 1 on h1 were in all_reduce 4096 x float32 "
+                    "(ring); the job was stopped");
+}
+
+TEST(LauncherDigest, AnInterruptionNamesWhereEachRankWas) {
+  LauncherDigest d(3);
+  feed(d, "parity: rank 0 on a: stopped by SIGINT during barrier\n"
+          "parity: rank 1 on a: stopped by SIGINT during all_gather 2 x int64 (native)\n"
+          "parity: rank 2 on b: stopped by SIGINT during all_gather 2 x int64 (native)\n");
+  const Outcome o = d.outcome(exited(5), SIGINT);
+  EXPECT_EQ(o.status, kExitInterrupted);
+  EXPECT_EQ(o.line, "parity: interrupted by SIGINT while rank 1 on a, rank 2 on b were in all_gather 2 x int64 (native), "
+                    "rank 0 on a was in barrier; the ranks were stopped");
+}
+
 TEST(LauncherDigest, ARanksOwnStatusPassesThroughWithoutALine) {
   for (int code : {kExitFailed, kExitUsage, kExitFault}) {
     LauncherDigest d(2);

@@ -52,8 +52,8 @@ link $victim_veth) with one fault per scenario. Scenarios (default: all):
   kill_host  SIGKILL to every parity rank in $victim_ns, once during 'check' (at the first
              training case, after the collective cases '$CHECK_COLL')
              and once during the sweep of 'bench collectives'. Each time: exit status 6
-             within $KILL_END s, the line 'parity: rank R on HOST died (signal 9, Killed); the
-             job was stopped' with R a rank of host $VICTIM and HOST $victim_ns or
+             within $KILL_END s, the line 'parity: rank R on HOST died (signal 9, Killed)[ while
+             RANKS on HOST were in OPERATION]; the job was stopped' with R a rank of host $VICTIM and HOST $victim_ns or
              $victim_addr, and no process left on any host or in the root namespace.
   link_down  'ip link set $victim_veth down' at the first training case of 'check -T $LINK_TIMEOUT'
              (the link stays down): exit status 3 within $LINK_TIMEOUT + $END_MARGIN s, a line
@@ -451,7 +451,8 @@ expect_partial() {
 # and SIGKILL.
 expect_victim_died() {
     local rank
-    expect_line "^parity: rank [0-9]+ on ${victim_re} died \(signal 9, Killed\); the job was stopped$" "naming a rank of $victim_ns and SIGKILL"
+    expect_line "^parity: rank [0-9]+ on ${victim_re} died \(signal 9, Killed\)( while [^;]+ (was|were) in [^;]+)?; the job was stopped$" "naming a rank of $victim_ns and SIGKILL"
+    say "$(grep -E "^parity: rank [0-9]+ on ${victim_re} died" "$work/$run_name.err" | head -n 1)"
     rank=$(grep -Eo "^parity: rank [0-9]+ on ${victim_re} died" "$work/$run_name.err" | head -n 1 | awk '{print $3}')
     ((rank / RANKS_PER_HOST + 1 == VICTIM)) || fail_run "the line names rank $rank, which is not on $victim_ns"
 }

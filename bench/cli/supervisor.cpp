@@ -30,7 +30,7 @@ const char* const kExitStatusHelp =
     "Exit status: 0 success; 1 conformance cases or formula checks failed; 2 bad input, or the job could not\n"
     "start (one line on stderr); 3 an operation stalled past --timeout (the line names the ranks that did not\n"
     "enter it and those that waited); 4 a fault while running; 5 interrupted (SIGINT, SIGTERM, SIGHUP);\n"
-    "6 a rank died (the line names the rank, its host and the signal).";
+    "6 a rank died (the line names the rank, its host, the signal and the operation the others were in).";
 
 namespace {
 
@@ -82,7 +82,7 @@ bool LauncherDigest::take(const std::string& line) {
       R"(process rank (\d+) with PID \d+ on node (\S+) exited on signal (\d+)( \(([^)]*)\))?)");
   static const std::regex exit_code(R"(^\s*Exit code:\s*(\d+))");
   static const std::regex process_name(R"(^\s*Process name:\s*\[\[\d+,\d+\],(\d+)\])");
-  static const std::regex stopped(R"(^parity: rank (\d+) on (\S+): stopped by (SIG[A-Z]+)$)");
+  static const std::regex stopped(R"(^parity: rank (\d+) on (\S+): stopped by (SIG[A-Z]+)( during (.*))?$)");
   static const std::regex rank_host(R"(^parity: rank (\d+) runs on (\S+)$)");
   std::smatch m;
   if (std::regex_match(line, m, rank_host)) {
@@ -90,7 +90,7 @@ bool LauncherDigest::take(const std::string& line) {
     return false;
   }
   if (std::regex_match(line, m, stopped)) {
-    stopped_.emplace(std::stoi(m[1]), std::make_pair(m[2].str(), m[3].str()));
+    stopped_.emplace(std::stoi(m[1]), Stopped{m[2].str(), m[3].str(), m[5].str()});
     return false;
   }
   static const std::regex rank_error(R"(^parity: rank \d+ on \S+: )");
@@ -172,20 +172,35 @@ std::string LauncherDigest::stall_line() const {
   return line;
 }
 
+std::string LauncherDigest::stopped_in() const {
+  std::map<std::string, std::vector<int>> by_operation;  // ranks are visited in order
+  for (const auto& [rank, stop] : stopped_)
+    if (!stop.operation.empty()) by_operation[stop.operation].push_back(rank);
+  const auto host_of = [this](int r) { return stopped_.at(r).host; };
+  std::string out;
+  for (const auto& [operation, ranks] : by_operation)
+    out += (out.empty() ? " while " : ", ") + ranks_on_hosts(ranks, host_of) + (ranks.size() == 1 ? " was" : " were") +
+           " in " + operation;
+  return out;
+}
+
 Outcome LauncherDigest::outcome(int wait_status, int signal_received) const {
   if (signal_received) {
     const char* name = signal_received == SIGINT ? "SIGINT" : signal_received == SIGTERM ? "SIGTERM"
                                                  : signal_received == SIGHUP ? "SIGHUP" : "a signal";
-    return {kExitInterrupted, std::string("parity: interrupted by ") + name + "; the ranks were stopped"};
+    return {kExitInterrupted, std::string("parity: interrupted by ") + name + stopped_in() + "; the ranks were stopped"};
   }
   if (!stalls_.empty()) return {kExitStalled, stall_line()};
   const bool exited = WIFEXITED(wait_status);
   const int code = exited ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
   if (code == 0) return {kExitOk, ""};
   if (death_) {
-    std::string line = "parity: rank " + std::to_string(death_->rank) + " on " + death_->host + " died (signal " +
+    // The host as the rank named it at its start (mpirun may name it by address).
+    const auto said = rank_hosts_.find(death_->rank);
+    const std::string host = said != rank_hosts_.end() ? said->second : death_->host;
+    std::string line = "parity: rank " + std::to_string(death_->rank) + " on " + host + " died (signal " +
                        std::to_string(death_->signal) + (death_->signal_name.empty() ? "" : ", " + death_->signal_name) +
-                       "); the job was stopped";
+                       ")" + stopped_in() + "; the job was stopped";
     return {kExitRankDied, line};
   }
   // A rank that failed (its own error line, or MPI_Abort) said why itself; mpirun then
@@ -197,9 +212,10 @@ Outcome LauncherDigest::outcome(int wait_status, int signal_received) const {
                      : !stopped_.empty()                             ? stopped_.begin()->first
                                                                      : first_failed_.value_or(-1);
     if (stopped_.count(rank)) {
-      const auto& [host, signal] = stopped_.at(rank);
-      return {kExitRankDied, "parity: rank " + std::to_string(rank) + " on " + host + " was stopped by " + signal +
-                                 " from outside parity; the job was stopped"};
+      const Stopped& stop = stopped_.at(rank);
+      return {kExitRankDied, "parity: rank " + std::to_string(rank) + " on " + stop.host + " was stopped by " + stop.signal +
+                                 " from outside parity" + (stop.operation.empty() ? "" : " during " + stop.operation) +
+                                 "; the job was stopped"};
     }
     return {kExitRankDied, "parity: rank " + std::to_string(rank) + " was interrupted; the job was stopped"};
   }
@@ -244,13 +260,27 @@ char g_interrupt_reason[3][64];
 char g_self[4096], g_journal[4096], g_result[4096];
 volatile sig_atomic_t g_armed = 0;
 
+// Joins texts into `out` (always terminated); returns the length. Async-signal-safe.
+std::size_t join_text(char* out, std::size_t size, std::initializer_list<const char*> parts) {
+  std::size_t used = 0;
+  for (const char* part : parts)
+    for (; *part != '\0' && used + 1 < size; ++part) out[used++] = *part;
+  out[used] = '\0';
+  return used;
+}
+
 void interrupted(int signal) {
   const int which = signal == SIGINT ? 0 : signal == SIGTERM ? 1 : 2;
   record::discard_temporary_file();
-  const char* text = g_interrupt_text[which];
-  const ssize_t ignored = write(STDERR_FILENO, text, std::strlen(text));
+  // "... stopped by SIGTERM during all_reduce 256 x float32 (ring)": the operation it was in.
+  char operation[160], text[512], reason[256];
+  Watchdog::describe_current(operation, sizeof operation);
+  const char* during = operation[0] ? " during " : "";
+  const std::size_t length = join_text(text, sizeof text, {g_interrupt_text[which], during, operation, "\n"});
+  const ssize_t ignored = write(STDERR_FILENO, text, length);
   (void)ignored;
-  keep_partial_results_now(g_interrupt_reason[which]);
+  join_text(reason, sizeof reason, {g_interrupt_reason[which], during, operation});
+  keep_partial_results_now(reason);
   _exit(kExitInterrupted);
 }
 
@@ -268,8 +298,8 @@ void handle_interrupts(int launcher_rank) {
   const char* names[3] = {"SIGINT", "SIGTERM", "SIGHUP"};
   for (int i = 0; i < 3; ++i) {
     std::snprintf(g_interrupt_reason[i], sizeof g_interrupt_reason[i], "interrupted by %s", names[i]);
-    if (launcher_rank < 0) std::snprintf(g_interrupt_text[i], sizeof g_interrupt_text[i], "parity: interrupted by %s\n", names[i]);
-    else std::snprintf(g_interrupt_text[i], sizeof g_interrupt_text[i], "parity: rank %d on %s: stopped by %s\n", launcher_rank, host, names[i]);
+    if (launcher_rank < 0) std::snprintf(g_interrupt_text[i], sizeof g_interrupt_text[i], "parity: interrupted by %s", names[i]);
+    else std::snprintf(g_interrupt_text[i], sizeof g_interrupt_text[i], "parity: rank %d on %s: stopped by %s", launcher_rank, host, names[i]);
   }
   // A stall ends the process as a signal does: the watchdog's report is the reason.
   Watchdog::set_fire_hook([](const char* report) {
@@ -390,7 +420,7 @@ void keep_partial_results_now(const char* reason) {
   g_armed = 0;
   // vfork + execve: no allocation and no atfork handlers (MPI's included) in this process.
   char flag[32];
-  copy_text(flag, sizeof flag, kWritePartialFlag);
+  join_text(flag, sizeof flag, {kWritePartialFlag});
   char* argv[] = {g_self, flag, g_journal, g_result, const_cast<char*>(reason), nullptr};
   const pid_t child = vfork();
   if (child == 0) {

@@ -55,7 +55,13 @@ class LauncherDigest {
     int signal = 0;
     std::string signal_name;
   };
+  struct Stopped {
+    std::string host, signal, operation;  // operation: what it was in, "" between operations
+  };
   std::string stall_line() const;
+  // " while ranks 0, 1 on h1 were in all_reduce 256 x float32 (ring)": where the ranks that
+  // were stopped stood, for the line about a death or an interruption ("" if none said).
+  std::string stopped_in() const;
   int world_size_;
   bool in_notice_ = false;
   std::vector<std::string> notice_lines_;  // Open MPI's notices, in order
@@ -63,7 +69,7 @@ class LauncherDigest {
   std::map<int, std::string> rank_hosts_;  // rank -> host, as each rank said at its start
   std::vector<int> stall_order_;
   std::optional<Death> death_;
-  std::map<int, std::pair<std::string, std::string>> stopped_;  // rank -> host, signal (its own line)
+  std::map<int, Stopped> stopped_;  // rank -> its own "stopped by" line
   std::optional<int> first_failed_;  // "Process name: [[j,1],R]" of the first rank that failed
   std::optional<int> exit_code_;     // its "Exit code: N"
   bool abort_seen_ = false;       // MPI_ABORT: the rank said why itself
@@ -74,7 +80,8 @@ class LauncherDigest {
 // In a process that runs ranks (or the only rank): SIGINT, SIGTERM and SIGHUP remove the
 // result file's temporary sibling and end the process with kExitInterrupted, saying so in one
 // line: "interrupted by SIGINT" alone (launcher_rank < 0), or as a rank "rank R on HOST:
-// stopped by SIGTERM", which the supervisor reads.
+// stopped by SIGTERM", which the supervisor reads; either ends "during OPERATION" when the
+// process was inside one.
 void handle_interrupts(int launcher_rank);
 
 // Runs `command` (mpirun and its arguments) as a child in its own process group, forwards

@@ -100,28 +100,39 @@ case $scenario in
     run_then 3 "kill -$signal \$pid" "${long_bench[@]}" --np 2 --out "$work/i.h5"
     expect_status 5
     expect_lines 1
-    expect_line "^parity: interrupted by SIG$signal; the ranks were stopped$"
+    expect_line "^parity: interrupted by SIG$signal( while ranks? [0-9, ]+ on [^ ]+ (was|were) in [^;]+)?; the ranks were stopped$"
     expect_line "^parity: partial results kept in $work/i.h5 \([0-9]+ tables, [0-9]+ rows finished\); continue with --resume"
     expect_partial_if_any "$work/i.h5" "^interrupted by SIG$signal"
     no_leftovers ;;
   sigint_alone)
     run_then 3 "kill -INT \$pid" bench collectives -q -e 64M -n 400 --force --out "$work/i.h5"
     expect_status 5
-    expect_line "^parity: interrupted by SIGINT$"
-    expect_partial_if_any "$work/i.h5" "^interrupted by SIGINT$"
+    expect_line "^parity: interrupted by SIGINT( during [a-z_]+ [0-9]+ x [a-z0-9]+ \([a-z_]+\))?$"
+    expect_partial_if_any "$work/i.h5" "^interrupted by SIGINT( during .*)?$"
     no_leftovers ;;
   sigkill_rank)
     run_then 0 "victim=\$(newest_rank 3); kill -KILL \$victim" "${long_bench[@]}" --np 3 --out "$work/i.h5"
     expect_status 6
     expect_lines 1
-    expect_line "^parity: rank 2 on [^ ]+ died \(signal 9, Killed\); the job was stopped$"
+    expect_line "^parity: rank 2 on [^ ]+ died \(signal 9, Killed\)( while [^;]+)?; the job was stopped$"
     expect_partial_if_any "$work/i.h5" "^rank 2 on [^ ]+ died"
+    no_leftovers ;;
+  death_names_operation)
+    # Rank 2 stalls before its first operation and is killed there: the line names the
+    # operation the other ranks were in when mpirun stopped them.
+    run_then 0 "victim=\$(newest_rank 3); kill -KILL \$victim" bench collectives -q -e 8 -T 60 --np 3 --inject-stall 2 --out "$work/d.h5" --force
+    expect_status 6
+    expect_lines 1
+    expect_line "^parity: rank 2 on [^ ]+ died \(signal 9, Killed\) while ranks 0, 1 on [^ ]+ were in [a-z_]+ [0-9]+ x [a-z0-9]+ \(native\); the job was stopped$"
+    run_then 0 "victim=\$(newest_rank 3); kill -TERM \$victim" bench collectives -q -e 8 -T 60 --np 3 --inject-stall 2 --out "$work/d.h5" --force
+    expect_status 6
+    expect_line "^parity: rank 2 on [^ ]+ was stopped by SIGTERM from outside parity during an injected stall; the job was stopped$"
     no_leftovers ;;
   sigterm_rank)
     run_then 0 "victim=\$(newest_rank 3); kill -TERM \$victim" "${long_bench[@]}" --np 3 --out "$work/i.h5"
     expect_status 6
     expect_lines 1
-    expect_line "^parity: rank 2 on [^ ]+ was stopped by SIGTERM from outside parity; the job was stopped$"
+    expect_line "^parity: rank 2 on [^ ]+ was stopped by SIGTERM from outside parity( during [^;]+)?; the job was stopped$"
     expect_partial_if_any "$work/i.h5" "^rank 2 on [^ ]+ was stopped by SIGTERM"
     no_leftovers ;;
   deleted_cwd)

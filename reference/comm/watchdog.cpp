@@ -10,11 +10,19 @@
 
 namespace parity {
 
+namespace {
+std::atomic<Watchdog*> g_first{nullptr};  // read by describe_current
+}  // namespace
+
 Watchdog::Watchdog(double timeout_seconds) : timeout_seconds_(timeout_seconds) {
+  Watchdog* none = nullptr;
+  g_first.compare_exchange_strong(none, this);
   thread_ = std::thread([this] { run(); });
 }
 
 Watchdog::~Watchdog() {
+  Watchdog* self = this;
+  g_first.compare_exchange_strong(self, nullptr);
   {
     std::lock_guard lock(mutex_);
     stop_ = true;
@@ -43,6 +51,40 @@ std::string Operation::describe() const {
     out += ')';
   }
   return out;
+}
+
+void Watchdog::describe_current(char* out, std::size_t size) noexcept {
+  if (size == 0) return;
+  std::size_t used = 0;
+  const auto put = [&](const char* text) {
+    for (; *text != '\0' && used + 1 < size; ++text) out[used++] = *text;
+  };
+  const auto put_number = [&](std::int64_t value) {
+    char digits[24];
+    int n = 0;
+    do digits[n++] = static_cast<char>('0' + value % 10);
+    while ((value /= 10) > 0 && n < 23);
+    while (n > 0 && used + 1 < size) out[used++] = digits[--n];
+  };
+  const Watchdog* dog = g_first.load();
+  if (dog != nullptr && dog->depth_.load(std::memory_order_acquire) > 0) {
+    // An operation with made-up text (rare) is named by its static name only: the text is
+    // guarded by a mutex a handler may not take.
+    put(dog->name_.load(std::memory_order_relaxed));
+    const std::int64_t count = dog->count_.load(std::memory_order_relaxed);
+    if (count >= 0) {
+      put(" ");
+      put_number(count);
+      put(" x ");
+      put(name_of(static_cast<DataType>(dog->dtype_.load(std::memory_order_relaxed))).data());
+    }
+    if (const char* variant = dog->variant_.load(std::memory_order_relaxed)) {
+      put(" (");
+      put(variant);
+      put(")");
+    }
+  }
+  out[used] = '\0';
 }
 
 std::string Wait::describe(const Operation& operation) const {

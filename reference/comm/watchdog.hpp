@@ -67,6 +67,10 @@ class Watchdog {
   // and before ending the process: the one chance to keep what the run finished.
   using FireHook = void (*)(const char* report);
   static void set_fire_hook(FireHook hook);
+  // The operation running now in this process ("all_reduce 256 x float32 (ring)"), written
+  // into `out` (always terminated) without allocating or locking, so a signal handler may call
+  // it; "" when none is running. The process's first watchdog is the one read.
+  static void describe_current(char* out, std::size_t size) noexcept;
 
  private:
   void run();
