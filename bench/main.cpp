@@ -356,12 +356,14 @@ int main(int argc, char** argv) {
       "model", "Tokens per second and model FLOPs utilisation (MFU) of a GPT training step on every rank; the MFU "
                "denominator is the matrix-multiply rate measured in the same run; counted FLOPs must equal the formula");
   add_common(bench_model, model_common, false);
+  add_resume(bench_model, model_common);
   add_model_bench_options(bench_model, model_options);
 
   auto* bench_memory = bench->add_subcommand(
       "memory", "Peak bytes per category on every rank for data parallelism and ZeRO stages 1-3 at world sizes 1 to "
                 "--np, beside the ZeRO paper's model-state formulas (which must match), and the bytes each rank sent");
   add_common(bench_memory, memory_common, false);
+  add_resume(bench_memory, memory_common);
   add_parallel_bench_options(bench_memory, memory_options, false);
 
   auto* bench_scaling = bench->add_subcommand(
@@ -369,6 +371,7 @@ int main(int argc, char** argv) {
                  "Amdahl fit, alpha-beta prediction of the gradient all-reduce) and the communication hidden by "
                  "overlapping bucketed all-reduces with backward");
   add_common(bench_scaling, scaling_common, false);
+  add_resume(bench_scaling, scaling_common);
   add_parallel_bench_options(bench_scaling, scaling_options, true);
 
   auto* bench_tensor = bench->add_subcommand(
@@ -376,6 +379,7 @@ int main(int argc, char** argv) {
                 "step time, tokens/s, the tp group's communication and its alpha-beta prediction, bytes per layer, "
                 "activation and parameter bytes per rank, beside the formulas (which must match)");
   add_common(bench_tensor, tensor_common, false);
+  add_resume(bench_tensor, tensor_common);
   add_tensor_bench_options(bench_tensor, tensor_options);
 
   auto* report = app.add_subcommand("report", "Draw an HTML report with plots from one result file, or compare two");
@@ -486,6 +490,7 @@ int main(int argc, char** argv) {
         s.maybe_inject_stall();
         const PointToPoint p2p = measure_point_to_point(s, 1 << 20);
         const ScalingBenchOutcome outcome = run_scaling_bench(s, plan, scaling_options, p2p);
+        record_point_to_point(s, p2p);  // the source of the alpha-beta predictions
         record_parallel_bench(s, nullptr, &outcome);
         s.commit_results();
         return 0;
@@ -501,6 +506,7 @@ int main(int argc, char** argv) {
         s.maybe_inject_stall();
         const PointToPoint p2p = measure_point_to_point(s, 4 << 20);
         const TensorBenchOutcome outcome = run_tensor_bench(s, plan, tensor_options, p2p);
+        record_point_to_point(s, p2p);  // the source of the alpha-beta predictions
         record_tensor_bench(s, outcome, tensor_options);
         s.commit_results();
         return outcome.mismatches ? kExitFailed : 0;

@@ -101,8 +101,10 @@ Session::Session(int* argc, char*** argv, const CommonOptions& options, std::str
 
 namespace {
 // The tables --resume takes rows from.
-const char* const kResumableTables[] = {"/check/collectives", "/check/training", "/check/tensor", "/bench/collectives",
-                                        "/bench/collectives_rank_times"};
+const char* const kResumableTables[] = {
+    "/check/collectives", "/check/training",     "/check/tensor",         "/bench/collectives",    "/bench/collectives_rank_times",
+    "/bench/model",       "/bench/memory",       "/bench/scaling",        "/bench/overlap",        "/bench/tensor",
+    "/host/copy_bandwidth", "/bench/device_kernels", "/bench/point_to_point", "/bench/harness_overhead"};
 }  // namespace
 
 void Session::load_resumed() {
@@ -169,20 +171,51 @@ Session::Restored Session::restore_row(const std::string& group, const std::stri
       if (index.empty())
         for (std::size_t row = 0; row < from->rows(); ++row) index.emplace(key_of(*from, row), row);
       if (const auto hit = index.find(key); hit != index.end()) {
-        const std::size_t first = into.rows();
-        record::append_rows(into, *from, hit->second, hit->second + 1);
-        into.rows();  // the same columns as this run's rows
-        record_rows(group, into, first);
-        take_resumed(group, hit->second);
+        found[1] = take_rows(group, *from, {hit->second}, into, also);
         found[0] = 1;
-        found[1] = also ? also(*from, hit->second) : 0;
-        ++restored_rows_;
       }
     }
   }
   Communicator& comm = host_world();
   comm.broadcast({found, 2, DataType::int64, MemorySpace::host}, {found, 2, DataType::int64, MemorySpace::host}, 0);
   return {found[0] != 0, found[1]};
+}
+
+Session::Restored Session::restore_rows(const std::string& group, const std::string& key, const RowKey& key_of,
+                                        std::size_t expected, record::Table& into,
+                                        const std::function<std::int64_t(const record::Table&, std::size_t)>& also) {
+  if (options_.resume.empty()) return {};
+  std::int64_t found[2] = {0, 0};
+  if (is_root()) {
+    if (const record::Table* from = resumed(group)) {
+      std::vector<std::size_t> rows;
+      for (std::size_t row = 0; row < from->rows(); ++row)
+        if (key_of(*from, row) == key) rows.push_back(row);
+      if (!rows.empty() && (expected == kAnyCount || rows.size() == expected)) {
+        found[1] = take_rows(group, *from, rows, into, also);
+        found[0] = 1;
+      }
+    }
+  }
+  Communicator& comm = host_world();
+  comm.broadcast({found, 2, DataType::int64, MemorySpace::host}, {found, 2, DataType::int64, MemorySpace::host}, 0);
+  return {found[0] != 0, found[1]};
+}
+
+std::int64_t Session::take_rows(const std::string& group, const record::Table& from, const std::vector<std::size_t>& rows,
+                                record::Table& into,
+                                const std::function<std::int64_t(const record::Table&, std::size_t)>& also) {
+  const std::size_t first = into.rows();
+  std::int64_t sum = 0;
+  for (std::size_t row : rows) {
+    record::append_rows(into, from, row, row + 1);
+    take_resumed(group, row);
+    if (also) sum += also(from, row);
+    ++restored_rows_;
+  }
+  into.rows();  // the same columns as this run's rows
+  record_rows(group, into, first);
+  return sum;
 }
 
 void Session::take_resumed(const std::string& group, std::size_t row) {

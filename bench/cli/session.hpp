@@ -92,6 +92,13 @@ class Session {
   };
   Restored restore_row(const std::string& group, const std::string& key, const RowKey& key_of, record::Table& into,
                        const std::function<std::int64_t(const record::Table&, std::size_t)>& also = {});
+  // --resume, for results made a block of rows at a time (a model's ranks, a world size's
+  // strategies): the rows of `group` whose key is `key`, taken only when there are exactly
+  // `expected` of them (kAnyCount: however many there are, at least one); a block the
+  // interrupted run did not finish is measured again. `also` is summed over the rows taken.
+  static constexpr std::size_t kAnyCount = static_cast<std::size_t>(-1);
+  Restored restore_rows(const std::string& group, const std::string& key, const RowKey& key_of, std::size_t expected,
+                        record::Table& into, const std::function<std::int64_t(const record::Table&, std::size_t)>& also = {});
   // Rank 0, --resume: a table of the resumed file (null when it has none), and the mark that
   // a row of it was taken (restore_row marks its own; this is for rows restored with it).
   const record::Table* resumed(const std::string& group) const;
@@ -121,6 +128,10 @@ class Session {
   int ranks_per_gpu_ = 0;  // on the most crowded GPU  // "host GPU i: name" per rank (--device cuda)
   std::vector<std::string> hosts_;
   void load_resumed();
+  // Rank 0: appends rows of the resumed table `from` to `into`, journals and marks them taken;
+  // returns the sum of `also` over them.
+  std::int64_t take_rows(const std::string& group, const record::Table& from, const std::vector<std::size_t>& rows,
+                         record::Table& into, const std::function<std::int64_t(const record::Table&, std::size_t)>& also);
   void open_results();
   std::vector<std::pair<std::string, record::Attribute>> provenance() const;
   std::unique_ptr<record::OutputLock> lock_;  // rank 0, unless the parent holds it

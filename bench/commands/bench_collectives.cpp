@@ -175,8 +175,23 @@ std::size_t bench_bytes_per_rank(const BenchPlan& plan, int n) {
   return largest;
 }
 
+namespace {
+// --resume: a table measured whole before the interruption is taken whole.
+const RowKey kWholeTable = [](const record::Table&, std::size_t) { return std::string(); };
+}  // namespace
+
 HostCopy measure_host_copy(Session& session) {
   Communicator& world = session.world();
+  HostCopy out;
+  // --resume: the interrupted run's copy bandwidth, which the rows taken from it were set beside.
+  if (session.restore_rows("/host/copy_bandwidth", "", kWholeTable, Session::kAnyCount, out.table).found) {
+    session.restore_rows("/bench/device_kernels", "", kWholeTable, Session::kAnyCount, out.device_kernels);
+    if (session.is_root())
+      for (double GBps : out.table.get_f64("bandwidth_GBps")) out.best_GBps = std::max(out.best_GBps, GBps);
+    world.broadcast({&out.best_GBps, 1, DataType::float64, MemorySpace::host},
+                    {&out.best_GBps, 1, DataType::float64, MemorySpace::host}, 0);
+    return out;
+  }
   auto local = world.split_by_host();
   constexpr std::size_t kBytes = std::size_t{256} << 20;  // well beyond any cache
   double best = 0;
@@ -195,7 +210,6 @@ HostCopy measure_host_copy(Session& session) {
   }
   local->barrier();
   const std::vector<double> all = gather_from_ranks(world, best);
-  HostCopy out;
   if (session.on_gpu()) {
     measure_device_kernels(session, out.device_kernels, local->rank() == 0);
     local->barrier();
@@ -213,6 +227,18 @@ HostCopy measure_host_copy(Session& session) {
   return out;
 }
 
+namespace {
+// alpha: the smallest message's time; beta: the slope from there to the largest message.
+PointToPoint fit_point_to_point(PointToPoint out, const std::vector<std::size_t>& sizes, const std::vector<double>& medians) {
+  out.model.alpha_seconds = medians.front();
+  if (sizes.size() > 1)
+    out.model.beta_seconds_per_byte = std::max(0.0, (medians.back() - medians.front()) /
+                                                        static_cast<double>(sizes.back() - sizes.front()));
+  out.measured = true;
+  return out;
+}
+}  // namespace
+
 PointToPoint measure_point_to_point(Session& session, std::size_t max_bytes) {
   Communicator& comm = session.world();
   PointToPoint out;
@@ -222,7 +248,16 @@ PointToPoint measure_point_to_point(Session& session, std::size_t max_bytes) {
   std::memset(buffer.data(), 0, top);
   std::vector<std::size_t> sizes;
   for (std::size_t s = 8; s <= top; s *= 4) sizes.push_back(s);
-  std::vector<double> medians;
+  std::vector<double> medians(sizes.size());
+  // --resume: the interrupted run's ping-pong, so that the rows taken from it and the rows
+  // measured now share one alpha-beta model.
+  if (session.restore_rows("/bench/point_to_point", "", kWholeTable, sizes.size(), out.table).found) {
+    if (comm.rank() == 0)
+      for (std::size_t i = 0; i < sizes.size(); ++i) medians[i] = out.table.get_f64("time_us")[i] * 1e-6;
+    comm.broadcast({medians.data(), medians.size(), DataType::float64, MemorySpace::host},
+                   {medians.data(), medians.size(), DataType::float64, MemorySpace::host}, 0);
+    return fit_point_to_point(std::move(out), sizes, medians);
+  }
   // On a GPU the message lives in device memory (what a collective's chunks are).
   std::optional<Mirror> device;
   BufferView whole{buffer.data(), top / 4, DataType::float32, MemorySpace::host};
@@ -230,7 +265,8 @@ PointToPoint measure_point_to_point(Session& session, std::size_t max_bytes) {
     device.emplace(whole, BufferView{}, MemorySpace::cuda, 0, allocator_for(MemorySpace::cuda));
     whole = device->send();
   }
-  for (std::size_t size : sizes) {
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    const std::size_t size = sizes[k];
     const BufferView message = whole.slice(0, size / 4);
     const int iterations = size >= (std::size_t{1} << 24) ? 5 : 20;
     std::vector<double> halves;
@@ -252,17 +288,20 @@ PointToPoint measure_point_to_point(Session& session, std::size_t max_bytes) {
     }
     double median = percentile(halves, 0.5);
     comm.broadcast({&median, 1, DataType::float64, MemorySpace::host}, {&median, 1, DataType::float64, MemorySpace::host}, 0);
-    medians.push_back(median);
+    medians[k] = median;
     out.table.i64("size_bytes", "B").push_back(static_cast<std::int64_t>(size));
     out.table.f64("time_us", "us").push_back(median * 1e6);
   }
-  // alpha: the smallest message's time; beta: the slope from there to the largest message.
-  out.model.alpha_seconds = medians.front();
-  if (sizes.size() > 1)
-    out.model.beta_seconds_per_byte = std::max(0.0, (medians.back() - medians.front()) /
-                                                        static_cast<double>(sizes.back() - sizes.front()));
-  out.measured = true;
-  return out;
+  session.record_rows("/bench/point_to_point", out.table, 0);  // kept if the run is cut short
+  return fit_point_to_point(std::move(out), sizes, medians);
+}
+
+void record_point_to_point(Session& session, const PointToPoint& p2p) {
+  if (!session.is_root() || !p2p.measured) return;
+  auto& file = session.results();
+  file.write_table("/bench/point_to_point", p2p.table);
+  file.set_attribute("/bench/point_to_point", "alpha_us", p2p.model.alpha_seconds * 1e6);
+  file.set_attribute("/bench/point_to_point", "beta_us_per_byte", p2p.model.beta_seconds_per_byte * 1e6);
 }
 
 namespace {
@@ -354,6 +393,7 @@ void print_header(const BenchPlanEntry& e, DataType type, ReduceOp op, int n, st
 // (direct first, then wrapped first), so that drift in the machine hits both alike; the
 // median per-call time of each, averaged over ranks. Target: under 0.1 us per call.
 constexpr double kHarnessTargetUs = 0.1;
+constexpr std::size_t kHarnessSizes[] = {8, 64, 512, 4096, 65536};
 
 void measure_harness_overhead(Communicator& comm, HalfAccumulate half, record::Table& table, bool print) {
   const AlgorithmDescriptor& native = find_algorithm(Collective::all_reduce, "native");
@@ -361,7 +401,7 @@ void measure_harness_overhead(Communicator& comm, HalfAccumulate half, record::T
   fill_small_values(send.view(), comm.rank());
   MPI_Comm world = MPI_COMM_WORLD;  // the host world is MPI_COMM_WORLD's group, in rank order
   double worst = 0;
-  for (std::size_t bytes : {std::size_t{8}, std::size_t{64}, std::size_t{512}, std::size_t{4096}, std::size_t{65536}}) {
+  for (std::size_t bytes : kHarnessSizes) {
     const std::size_t count = bytes / 4;
     const CollectiveCall call{Collective::all_reduce, send.view().slice(0, count), recv.view().slice(0, count), ReduceOp::sum, 0};
     const int pairs = bytes <= 4096 ? 2000 : 500, warmup = 50;
@@ -419,10 +459,12 @@ BenchOutcome run_bench(Session& session, const BenchPlan& plan, const BenchOptio
   const int n = comm.size();
   const bool root_prints = session.is_root();
   BenchOutcome out;
-  measure_harness_overhead(session.host_world(), session.half(), out.harness, root_prints);
-  // Kept if the run is cut short (record_bench writes them whole at the end).
-  if (p2p.measured) session.record_rows("/bench/point_to_point", p2p.table, 0);
-  session.record_rows("/bench/harness_overhead", out.harness, 0);
+  // --resume: taken whole when the interrupted run measured it; else measured and kept if the
+  // run is cut short (record_bench writes it whole at the end).
+  if (!session.restore_rows("/bench/harness_overhead", "", kWholeTable, std::size(kHarnessSizes), out.harness).found) {
+    measure_harness_overhead(session.host_world(), session.half(), out.harness, root_prints);
+    session.record_rows("/bench/harness_overhead", out.harness, 0);
+  }
   record::Table& t = out.rows;
 
   std::size_t total = 0;
@@ -598,11 +640,7 @@ void record_bench(Session& session, const HostCopy& copy, const PointToPoint& p2
   auto& file = session.results();
   file.write_table("/host/copy_bandwidth", copy.table);
   if (copy.device_kernels.rows()) file.write_table("/bench/device_kernels", copy.device_kernels);
-  if (p2p.measured) {
-    file.write_table("/bench/point_to_point", p2p.table);
-    file.set_attribute("/bench/point_to_point", "alpha_us", p2p.model.alpha_seconds * 1e6);
-    file.set_attribute("/bench/point_to_point", "beta_us_per_byte", p2p.model.beta_seconds_per_byte * 1e6);
-  }
+  record_point_to_point(session, p2p);
   file.write_table("/bench/collectives", bench.rows);
   file.set_attribute("/bench/collectives", "average", static_cast<std::int64_t>(options.average));
   file.set_attribute("/bench/collectives", "warmup_iterations", static_cast<std::int64_t>(options.warmup));

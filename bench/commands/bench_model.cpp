@@ -134,8 +134,16 @@ ModelBenchOutcome run_model_bench(Session& session, const ModelBenchPlan& plan, 
   const std::size_t steps_per_model = static_cast<std::size_t>(options.warmup + options.steps);
   Progress progress("bench model", plan.models.size() * steps_per_model, session.is_root() && !session.options().quiet);
   std::size_t done = 0;
+  const RowKey by_model = [](const record::Table& t, std::size_t row) { return t.get_str("model")[row]; };
   for (const ModelPreset& preset : plan.models) {
     const model::GptConfig& c = preset.config;
+    // --resume: a model whose rows (one per rank) the interrupted run finished is not run again.
+    if (session.restore_rows("/bench/model", preset.name, by_model, static_cast<std::size_t>(world.size()), out.table).found) {
+      done += steps_per_model;
+      progress.update(done - 1, preset.name + " taken from the resumed file");
+      continue;
+    }
+    const std::size_t first_row = out.table.rows();
     world.barrier();
     const MemorySpace space = session.space();
     const double matmul_GFLOPs = measure_matmul_GFLOPs(c.dtype, matmul_size(space), space);
@@ -197,6 +205,7 @@ ModelBenchOutcome run_model_bench(Session& session, const ModelBenchPlan& plan, 
         out.table.i64("peak_" + std::string(name_of(category)) + "_bytes", "B")
             .push_back(static_cast<std::int64_t>(peaks[static_cast<std::size_t>(category)][i]));
     }
+    session.record_rows("/bench/model", out.table, first_row);  // kept if the run is cut short
     if (session.is_root() && !session.options().quiet) {
       double mean_tokens = 0, mean_mfu = 0;
       for (int r = 0; r < world.size(); ++r) {

@@ -139,6 +139,15 @@ void check_scaling_batch(Session& session, const ParallelBenchOptions& options) 
                      std::to_string(session.world().size()) + " ranks): every rank needs at least one row");
 }
 
+namespace {
+std::string memory_key(const std::string& strategy, const std::string& precision, std::int64_t world_size) {
+  return strategy + "|" + precision + "|" + std::to_string(world_size);
+}
+std::string memory_row_key(const record::Table& t, std::size_t row) {
+  return memory_key(t.get_str("strategy")[row], t.get_str("precision")[row], t.get_i64("world_size")[row]);
+}
+}  // namespace
+
 MemoryBenchOutcome run_memory_bench(Session& session, const ParallelBenchPlan& plan, const ParallelBenchOptions& options) {
   Communicator& world = session.world();
   MemoryBenchOutcome out;
@@ -155,6 +164,16 @@ MemoryBenchOutcome run_memory_bench(Session& session, const ParallelBenchPlan& p
       for (const parallel::Technique* strategy : plan.strategies) {
         const int stage = strategy->zero_stage;
         progress.update(done++, strategy->name + " " + precision_name + " at " + std::to_string(n) + " ranks");
+        // --resume: a block (one row per rank of the group) the interrupted run finished.
+        const std::string key = memory_key(strategy->name, precision_name, n);
+        const Session::Restored restored = session.restore_rows(
+            "/bench/memory", key, memory_row_key, static_cast<std::size_t>(n), t,
+            [](const record::Table& from, std::size_t row) -> std::int64_t { return from.get_i64("matches_formula")[row] == 0; });
+        if (restored.found) {
+          out.mismatches += static_cast<std::size_t>(restored.value);
+          continue;
+        }
+        const std::size_t first_row = t.rows();
         // Values of this rank's row (zeros on waiting ranks), gathered to rank 0 below.
         std::vector<double> row(10, 0.0);
         std::string config;
@@ -233,6 +252,7 @@ MemoryBenchOutcome run_memory_bench(Session& session, const ParallelBenchPlan& p
           t.f64("formula_bytes_sent", "B").push_back(strategy->bytes_sent_per_rank(units, n, per.gradient, 1));
           t.f64("step_seconds", "s").push_back(all[7][i]);
         }
+        session.record_rows("/bench/memory", t, first_row);  // kept if the run is cut short
       }
     }
   }
@@ -297,8 +317,16 @@ ScalingBenchOutcome run_scaling_bench(Session& session, const ParallelBenchPlan&
   const WorkloadShape shape = shape_of(options.model, DataType::float32);
   const double gradient_bytes = static_cast<double>(shape.parameters) * 4;
   const AlgorithmDescriptor& ring = find_algorithm(Collective::all_reduce, "ring");
+  const RowKey by_mode = [](const record::Table& t, std::size_t row) { return t.get_str("mode")[row]; };
+  const RowKey by_bucket = [](const record::Table& t, std::size_t row) { return std::to_string(t.get_i64("bucket_bytes")[row]); };
   for (const char* mode : {"strong", "weak"}) {
     const bool strong = std::string(mode) == "strong";
+    // --resume: a mode the interrupted run finished (its rows are fitted together).
+    if (session.restore_rows("/bench/scaling", mode, by_mode, static_cast<std::size_t>(n_max), out.scaling).found) {
+      done += static_cast<std::size_t>(n_max);
+      continue;
+    }
+    const std::size_t first_row = out.scaling.rows();
     std::vector<int> ranks;
     std::vector<double> times;
     std::vector<Timed> rows;
@@ -344,6 +372,7 @@ ScalingBenchOutcome run_scaling_bench(Session& session, const ParallelBenchPlan&
       t.f64("predicted_comm_seconds", "s").push_back(n == 1 ? 0.0 : predicted);
       t.i64("bytes_sent", "B").push_back(static_cast<std::int64_t>(rows[i].bytes));
     }
+    session.record_rows("/bench/scaling", out.scaling, first_row);  // kept if the run is cut short
     if (session.is_root() && !session.options().quiet)
       std::fprintf(stderr, "[bench scaling] %s: speedup %.2f at %d ranks (efficiency %.2f), Amdahl serial fraction %.3f\n",
                    mode, strong ? t1 / times.back() : n_max * t1 / times.back(),
@@ -351,6 +380,11 @@ ScalingBenchOutcome run_scaling_bench(Session& session, const ParallelBenchPlan&
   }
   // Overlap at the full world: each bucket size with and without starting all-reduces in backward.
   for (std::size_t bytes : plan.bucket_sizes) {
+    if (session.restore_rows("/bench/overlap", std::to_string(bytes), by_bucket, 2, out.overlap).found) {
+      done += 2;
+      continue;
+    }
+    const std::size_t first_row = out.overlap.rows();
     Timed off, on;
     progress.update(done++, "overlap off, buckets of " + std::to_string(bytes) + " B");
     off = time_steps(world, options, options.batch, bytes, false);
@@ -373,6 +407,7 @@ ScalingBenchOutcome run_scaling_bench(Session& session, const ParallelBenchPlan&
       o.f64("comm_seconds_alone", "s").push_back(alone);
       o.f64("hidden_fraction").push_back(overlapped && alone > 0 ? 1 - exposed / alone : 0.0);
     }
+    session.record_rows("/bench/overlap", out.overlap, first_row);  // kept if the run is cut short
   }
   progress.finish();
   out.p2p = p2p;

@@ -59,6 +59,14 @@ struct Measured {
   double activation = 0, parameters = 0, optimizer_bytes = 0;
 };
 
+
+// --resume: a row of /bench/tensor is found by its grid and whether sequence parallelism was on.
+std::string tensor_key(std::int64_t tp, std::int64_t dp, bool sequence_parallel) {
+  return std::to_string(tp) + "|" + std::to_string(dp) + "|" + (sequence_parallel ? "sp" : "nosp");
+}
+std::string tensor_row_key(const record::Table& t, std::size_t row) {
+  return tensor_key(t.get_i64("tp")[row], t.get_i64("dp")[row], t.get_i64("sequence_parallel")[row] != 0);
+}
 }  // namespace
 
 void check_tensor_bench_options(const TensorBenchOptions& options) {
@@ -145,6 +153,16 @@ TensorBenchOutcome run_tensor_bench(Session& session, const TensorBenchPlan& pla
                               (run.sequence_parallel ? " sp" : "");
     progress.update(run_index, label);
     const int ranks = run.tp * run.dp;
+    // --resume: a run (one row) the interrupted run finished.
+    const Session::Restored restored = session.restore_row(
+        "/bench/tensor", tensor_key(run.tp, run.dp, run.sequence_parallel), tensor_row_key, out.table,
+        [](const record::Table& from, std::size_t row) -> std::int64_t {
+          return from.get_i64("bytes_match")[row] == 0 || from.get_i64("memory_match")[row] == 0;
+        });
+    if (restored.found) {
+      out.mismatches += static_cast<std::size_t>(restored.value);
+      continue;
+    }
     auto group = first_ranks(world, ranks);
     Measured m;
     if (group) {
@@ -271,6 +289,7 @@ TensorBenchOutcome run_tensor_bench(Session& session, const TensorBenchPlan& pla
     t.i64("optimizer_state_bytes", "B").push_back(std::llround(r.optimizer_bytes));
     t.i64("formula_optimizer_state_bytes", "B").push_back(2 * formula_parameters * e);
     t.i64("memory_match").push_back(memory_match ? 1 : 0);
+    session.record_rows("/bench/tensor", t, t.rows() - 1);  // kept if the run is cut short
   }
   progress.finish();
   if (session.is_root() && !session.options().quiet)

@@ -82,6 +82,8 @@ struct PointToPoint {
   bool measured = false;
 };
 PointToPoint measure_point_to_point(Session& session, std::size_t max_bytes);
+// Writes /bench/point_to_point with its alpha and beta (rank 0; nothing at one rank).
+void record_point_to_point(Session& session, const PointToPoint& p2p);
 
 struct BenchOutcome {
   record::Table rows{"collective benchmark, nccl-tests conventions (docs/busbw.md)"};

@@ -102,22 +102,69 @@ points() { # SIGNAL GROUP KEYS FRACTIONS -- ARGS...
         [ "$(rows rows "$work/p.h5" "$group")" -ge "$kept" ] || fail "a resumed run cut short lost rows"
       fi
     fi
+    cp "$work/p.h5" "$work/kept.h5"
     run "$@" --resume "$work/p.h5"
     [ "$status" -eq 0 ] || fail "--resume after $fraction ended with status $status"
     rows complete "$work/p.h5"
     rows same "$work/p.h5" "$work/clean.h5" "$group" "$keys"
+    for taken in "$group" $also_taken; do rows taken "$work/kept.h5" "$work/p.h5" "$taken"; done
     [ ! -e "$work/p.h5.journal" ] || fail "the journal is left after a complete run"
   done
   [ "$midway" -ge 2 ] || fail "only $midway interruption(s) landed midway (rows kept at each point:$notes)"
 }
 
+# Benchmarks that keep blocks of rows: interrupts once the journal holds each count of blocks
+# of GROUP (so at a block boundary, whatever the machine's load), then resumes and compares with
+# a clean run on KEYS; every row kept must come back unchanged, not measured again.
+blocks() { # SIGNAL GROUP KEYS COUNTS -- ARGS...
+  local signal=$1 group=$2 keys=$3 counts=$4 pid total kept midway=0 notes=""
+  shift 5
+  run "$@" --out "$work/clean.h5"
+  [ "$status" -eq 0 ] || fail "the clean run ended with status $status"
+  total=$(rows rows "$work/clean.h5" "$group")
+  for count in $counts; do
+    rm -f "$work/p.h5"
+    "$parity" "$@" --out "$work/p.h5" >/dev/null 2>"$err" &
+    pid=$!
+    for _ in $(seq 1200); do
+      kill -0 "$pid" 2>/dev/null || break
+      [ "$(rows blocks "$work/p.h5.journal" "/$group")" -ge "$count" ] && break
+      sleep 0.05
+    done
+    kill "-$signal" "$pid" 2>/dev/null
+    wait "$pid"
+    status=$?
+    notes+=" $count:"
+    if [ "$status" -eq 0 ]; then notes+=finished; continue; fi
+    [ "$status" -eq 5 ] || fail "interrupted after $count block(s): status $status, expected 5"
+    # The signal may come as the file is committed: then it is complete.
+    /usr/bin/python3 "$here/result_rows.py" complete "$work/p.h5" 2>/dev/null && { notes+=complete; continue; }
+    rows partial "$work/p.h5" "interrupted by SIG$signal" >/dev/null
+    kept=$(rows rows "$work/p.h5" "$group")
+    notes+="$kept/$total"
+    [ "$kept" -gt 0 ] && [ "$kept" -lt "$total" ] && midway=$((midway + 1))
+    cp "$work/p.h5" "$work/kept.h5"
+    run "$@" --resume "$work/p.h5"
+    [ "$status" -eq 0 ] || fail "--resume after $count block(s) ended with status $status"
+    rows complete "$work/p.h5"
+    rows same "$work/p.h5" "$work/clean.h5" "$group" "$keys"
+    for taken in "$group" $also_taken; do rows taken "$work/kept.h5" "$work/p.h5" "$taken"; done
+    [ ! -e "$work/p.h5.journal" ] || fail "the journal is left after a complete run"
+  done
+  [ "$midway" -ge 1 ] || fail "no interruption landed midway (rows kept at each count of blocks:$notes)"
+}
+
 check_filter='all_reduce/*/float32/*/16777216/*:all_gather/*/float32/*/16777216/*'
+# Tables measured whole before the rows (the alpha-beta model, copy bandwidth) that --resume
+# must take too, so that the rows taken and the rows measured again share them.
+also_taken=""
 bench_args=(bench collectives -q -e 4M --coll all_reduce,all_gather)
 
 case $scenario in
   check_points)
     points INT check/collectives '*' "0.15 0.3 0.45" -- check -q --filter "$check_filter" ;;
   bench_points)
+    also_taken="bench/point_to_point host/copy_bandwidth bench/harness_overhead"
     points TERM bench/collectives collective,algorithm,dtype,redop,in_place,count,size_bytes "0.15 0.3 0.45" -- "${bench_args[@]}" -n 20 --np 2
     # Each row's per-rank times came with it.
     /usr/bin/python3 - "$work/p.h5" <<'PY' || fail "per-rank times do not match their rows"
@@ -129,6 +176,20 @@ mean = np.array([r["time_us"][rows == i].mean() for i in range(len(t["time_us"])
 assert np.allclose(mean, t["time_us"][:], rtol=1e-9)
 PY
     ;;
+  # The other benchmarks keep and take blocks of rows: a strategy at a world size (its ranks'
+  # rows), a model, a scaling mode, an overlap bucket size, a tensor-parallel run.
+  memory_blocks)
+    blocks TERM bench/memory strategy,zero_stage,precision,world_size,rank,model_state_bytes,matches_formula \
+      "3 10" -- bench memory -q --np 2 --steps 4 ;;
+  model_blocks)
+    blocks INT bench/model model,rank,parameters,step_flops 1 -- bench model -q --np 2 --models tiny,small --steps 10 ;;
+  scaling_blocks)
+    # Cut in the overlap sweep: the scaling modes before it are taken whole.
+    also_taken="bench/point_to_point bench/scaling"
+    blocks TERM bench/overlap world_size,bucket_bytes,overlap,buckets 1 -- bench scaling -q --np 2 --steps 30 --bucket-sizes 64K,256K,1M,4M ;;
+  tensor_blocks)
+    also_taken="bench/point_to_point"
+    blocks TERM bench/tensor tp,dp,sequence_parallel,bytes_total,formula_bytes_total "1 2" -- bench tensor -q --np 2 --steps 150 ;;
   stall_while_resuming)
     # A resumed run that stalls before taking its rows back keeps them all.
     interrupt_after_rows INT "$work/p.h5" check -q --np 2 --filter "$check_filter" --out "$work/p.h5"
