@@ -1,0 +1,191 @@
+#include "reference/parallel/pipeline/simulator.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "reference/core/error.hpp"
+
+namespace parity::parallel::pipeline {
+
+Costs Costs::uniform(int ranks, double forward, double input_grad, double weight_grad) {
+  Costs c;
+  const auto n = static_cast<std::size_t>(ranks);
+  c.forward.assign(n, forward);
+  c.input_grad.assign(n, input_grad);
+  c.weight_grad.assign(n, weight_grad);
+  c.backward.assign(n, input_grad + weight_grad);
+  return c;
+}
+
+double Timeline::bubble_fraction(int rank) const {
+  return makespan > 0 ? 1 - busy[static_cast<std::size_t>(rank)] / makespan : 0.0;
+}
+
+double Timeline::bubble_over_ideal(int rank) const {
+  const double b = busy[static_cast<std::size_t>(rank)];
+  return b > 0 ? (makespan - b) / b : 0.0;
+}
+
+namespace {
+
+using Key = std::tuple<int, int, char>;  // stage, micro-batch, work
+Key key(int stage, int micro_batch, Work work) { return {stage, micro_batch, static_cast<char>(work)}; }
+
+std::string where(const Schedule& s, int rank, const Action& a) {
+  return "schedule " + s.name + ": rank " + std::to_string(rank) + ", " + a.text() + ": ";
+}
+
+// The rules that need no timing: stages and micro-batches in range, one of each action, then
+// each backward after its forward and each W after its I on the rank.
+void check_structure(const Schedule& s, const std::vector<int>& owner) {
+  const int stages = static_cast<int>(owner.size()), m = s.micro_batches;
+  if (m < 1) throw UsageError("schedule " + s.name + ": no micro-batch");
+  std::map<Key, int> position;  // index of the action in its rank's list
+  for (int r = 0; r < s.rank_count(); ++r) {
+    const auto& actions = s.ranks[static_cast<std::size_t>(r)];
+    for (std::size_t i = 0; i < actions.size(); ++i) {
+      const Action& a = actions[i];
+      if (a.micro_batch >= m)
+        throw UsageError(where(s, r, a) + "micro-batch " + std::to_string(a.micro_batch) + " outside 0.." +
+                         std::to_string(m - 1));
+      if (!position.emplace(key(a.stage, a.micro_batch, a.work), static_cast<int>(i)).second)
+        throw UsageError(where(s, r, a) + "appears twice (each action runs once)");
+    }
+  }
+  for (int stage = 0; stage < stages; ++stage)
+    for (int b = 0; b < m; ++b) {
+      const auto has = [&](Work w) { return position.count(key(stage, b, w)) > 0; };
+      const int rank = owner[static_cast<std::size_t>(stage)];
+      if (!has(Work::forward))
+        throw UsageError(where(s, rank, {stage, Work::forward, b}) + "missing: every micro-batch needs one forward per stage");
+      const bool full = has(Work::backward), input = has(Work::input_grad), weight = has(Work::weight_grad);
+      if (full && (input || weight))
+        throw UsageError(where(s, rank, {stage, Work::backward, b}) + "given with I or W as well: a backward is one B, or one I and one W");
+      if (!full && !input)
+        throw UsageError(where(s, rank, {stage, Work::backward, b}) +
+                         "missing: every micro-batch needs a backward (B, or I and W) per stage");
+      if (input && !weight) throw UsageError(where(s, rank, {stage, Work::weight_grad, b}) + "missing: an I needs its W");
+    }
+  for (int r = 0; r < s.rank_count(); ++r)
+    for (const Action& a : s.ranks[static_cast<std::size_t>(r)]) {
+      const int at = position.at(key(a.stage, a.micro_batch, a.work));
+      const auto after = [&](Work w) { return position.at(key(a.stage, a.micro_batch, w)) < at; };
+      if ((a.work == Work::backward || a.work == Work::input_grad) && !after(Work::forward))
+        throw UsageError(where(s, r, a) + "runs before " + Action{a.stage, Work::forward, a.micro_batch}.text() +
+                         " on its rank (a backward needs its forward)");
+      if (a.work == Work::weight_grad && !after(Work::input_grad))
+        throw UsageError(where(s, r, a) + "runs before " + Action{a.stage, Work::input_grad, a.micro_batch}.text() +
+                         " on its rank (W needs the I of the same micro-batch)");
+    }
+}
+
+}  // namespace
+
+Timeline simulate(const Schedule& s, const Costs& costs) {
+  const std::vector<int> owner = s.stage_ranks();
+  check_structure(s, owner);
+  const int p = s.rank_count(), stages = static_cast<int>(owner.size());
+  for (const auto* v : {&costs.forward, &costs.backward, &costs.input_grad, &costs.weight_grad})
+    if (static_cast<int>(v->size()) != p)
+      throw Error("pipeline simulation: costs for " + std::to_string(v->size()) + " ranks, the schedule has " + std::to_string(p));
+  std::map<Key, double> end;  // when each action finished
+  std::set<std::pair<int, int>> split;  // (stage, micro-batch) whose backward is I + W: its gradient comes from I
+  for (const auto& actions : s.ranks)
+    for (const Action& a : actions)
+      if (a.work == Work::input_grad) split.emplace(a.stage, a.micro_batch);
+  Timeline t;
+  t.ranks.resize(static_cast<std::size_t>(p));
+  t.busy.assign(static_cast<std::size_t>(p), 0.0);
+  t.peak_in_flight.assign(static_cast<std::size_t>(p), 0);
+  std::vector<std::size_t> next(static_cast<std::size_t>(p), 0);
+  std::vector<double> free(static_cast<std::size_t>(p), 0.0);
+  std::vector<int> holding(static_cast<std::size_t>(p), 0);
+  const double message = costs.message_seconds();
+  // What `a` on `rank` waits for: the action that produces its input, and the arrival delay.
+  struct Need {
+    Key what;
+    int rank;
+  };
+  const auto needs = [&](const Action& a) {
+    std::vector<Need> out;
+    switch (a.work) {
+      case Work::forward:
+        if (a.stage > 0) out.push_back({key(a.stage - 1, a.micro_batch, Work::forward), owner[static_cast<std::size_t>(a.stage - 1)]});
+        break;
+      case Work::backward:
+      case Work::input_grad:
+        if (a.stage + 1 < stages) {
+          const int next_stage = a.stage + 1;
+          const bool next_split = split.count({next_stage, a.micro_batch}) > 0;
+          out.push_back({key(next_stage, a.micro_batch, next_split ? Work::input_grad : Work::backward),
+                         owner[static_cast<std::size_t>(next_stage)]});
+        }
+        break;
+      case Work::weight_grad:
+        break;  // its I ran before it on this rank (checked)
+    }
+    return out;
+  };
+  std::size_t left = 0;
+  for (const auto& actions : s.ranks) left += actions.size();
+  while (left > 0) {
+    bool progressed = false;
+    for (int r = 0; r < p; ++r) {
+      const auto ri = static_cast<std::size_t>(r);
+      const auto& actions = s.ranks[ri];
+      while (next[ri] < actions.size()) {
+        const Action& a = actions[next[ri]];
+        double start = free[ri];
+        bool ready = true;
+        for (const Need& n : needs(a)) {
+          const auto it = end.find(n.what);
+          if (it == end.end()) {
+            ready = false;
+            break;
+          }
+          start = std::max(start, it->second + (n.rank == r ? 0.0 : message));
+        }
+        if (!ready) break;
+        const double cost = a.work == Work::forward      ? costs.forward[ri]
+                            : a.work == Work::backward   ? costs.backward[ri]
+                            : a.work == Work::input_grad ? costs.input_grad[ri]
+                                                         : costs.weight_grad[ri];
+        t.ranks[ri].push_back({a, start, start + cost});
+        end[key(a.stage, a.micro_batch, a.work)] = start + cost;
+        free[ri] = start + cost;
+        t.busy[ri] += cost;
+        if (a.work == Work::forward) t.peak_in_flight[ri] = std::max(t.peak_in_flight[ri], ++holding[ri]);
+        if (a.work == Work::backward || a.work == Work::input_grad) --holding[ri];
+        ++next[ri];
+        --left;
+        progressed = true;
+      }
+    }
+    if (!progressed) {
+      std::string cycle;
+      for (int r = 0; r < p; ++r) {
+        const auto ri = static_cast<std::size_t>(r);
+        if (next[ri] >= s.ranks[ri].size()) continue;
+        const Action& a = s.ranks[ri][next[ri]];
+        for (const Need& n : needs(a))
+          if (!end.count(n.what)) {
+            const Action want{std::get<0>(n.what), static_cast<Work>(std::get<2>(n.what)), std::get<1>(n.what)};
+            cycle += (cycle.empty() ? "" : "; ") + ("rank " + std::to_string(r) + " waits at " + a.text() + " for " +
+                                                    want.text() + " on rank " + std::to_string(n.rank));
+            break;
+          }
+      }
+      throw UsageError("schedule " + s.name + " deadlocks: " + cycle);
+    }
+  }
+  for (double f : free) t.makespan = std::max(t.makespan, f);
+  return t;
+}
+
+Timeline validate(const Schedule& schedule) {
+  return simulate(schedule, Costs::uniform(schedule.rank_count(), 1, 1, 1));
+}
+
+}  // namespace parity::parallel::pipeline
