@@ -199,4 +199,23 @@ TensorBenchOutcome run_tensor_bench(Session& session, const TensorBenchPlan& pla
                                     const PointToPoint& p2p);
 void record_tensor_bench(Session& session, const TensorBenchOutcome& outcome, const TensorBenchOptions& options);
 
+// ---- parity pipeline validate|simulate ----
+struct PipelineOptions {
+  std::string schedule_file;  // a CSV, one row per rank; else a generated schedule:
+  std::string name = "1f1b";
+  int stages = 4;
+  int micro_batches = 8;
+  int chunks = 2;  // per rank, interleaved
+  std::string write_csv;
+  // simulate: seconds per action, and the link (alpha + bytes / bandwidth per message)
+  double forward = 1, backward = 2, input_grad = 1, weight_grad = 1;
+  double alpha_us = 0, bandwidth_GBps = 1e9, message_bytes = 0;
+  bool timeline = false;
+  int columns = 96;
+};
+// Throws UsageError for a cost that is negative or not finite, a bandwidth <= 0.
+void check_pipeline_options(const PipelineOptions& options);
+int pipeline_validate(const PipelineOptions& options);
+int pipeline_simulate(const PipelineOptions& options);
+
 }  // namespace parity::cli

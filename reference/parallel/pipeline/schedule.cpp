@@ -180,6 +180,9 @@ Schedule one_f_one_b(int p, int m) {
 Schedule interleaved_1f1b(int p, int m, int v) {
   require_shape("interleaved", p, m);
   if (v < 1) throw UsageError("pipeline interleaved: " + std::to_string(v) + " chunks per rank; at least 1");
+  if (m < p)
+    throw UsageError("pipeline interleaved: " + std::to_string(m) + " micro-batches for " + std::to_string(p) +
+                     " stages; interleaving needs at least as many micro-batches as stages");
   if (m % p != 0)
     throw UsageError("pipeline interleaved: " + std::to_string(m) + " micro-batches is not a multiple of the " +
                      std::to_string(p) + " stages (interleaving runs micro-batches in groups of p)");

@@ -35,7 +35,9 @@ struct Timeline {
   double makespan = 0;
   std::vector<double> busy;         // seconds of work per rank
   // Per rank, the most (stage, micro-batch) pairs whose forward has run and whose backward
-  // (B, or W when split) has not: the activations it holds at its peak.
+  // (B, or I when split) has not: the activations it holds at its peak, counted as Qi et al.
+  // count them. A deferred W still holds the layer inputs its weight gradient needs; the
+  // executor's measured bytes include them.
   std::vector<int> peak_in_flight;
   double bubble_fraction(int rank) const;   // idle over the step: 1 - busy / makespan
   double bubble_over_ideal(int rank) const; // idle over busy: (makespan - busy) / busy
