@@ -107,14 +107,24 @@ StageBounds resolve(LayerRange range, int total, const std::string& what) {
 }
 }  // namespace
 
-std::unique_ptr<Model> build_gpt(const GptConfig& c, LayerRange range) {
+std::unique_ptr<Model> build_gpt(const GptConfig& c, LayerRange range) { return build_gpt(c, std::vector<LayerRange>{range}); }
+
+std::unique_ptr<Model> build_gpt(const GptConfig& c, const std::vector<LayerRange>& ranges) {
   c.validate();
   const int total = c.layers + 3;
-  const StageBounds stage = resolve(range, total, "GPT model");
+  std::vector<int> indices;
+  for (const LayerRange& range : ranges) {
+    const StageBounds stage = resolve(range, total, "GPT model");
+    for (int i = stage.begin; i < stage.end; ++i) {
+      if (!indices.empty() && i <= indices.back())
+        throw UsageError("GPT model: layer ranges must be in increasing order without overlap");
+      indices.push_back(i);
+    }
+  }
   auto model = std::make_unique<Model>(c.describe(), std::make_unique<CrossEntropyLoss>(), c.dtype);
   const double init_std = 0.02, proj_std = 0.02 / std::sqrt(2.0 * c.layers);
   Embedding* embedding = nullptr;
-  for (int i = stage.begin; i < stage.end; ++i) {
+  for (int i : indices) {
     if (i == 0) {
       embedding = static_cast<Embedding*>(&model->add(
           std::make_unique<Embedding>("embedding", c.vocabulary, c.sequence, c.hidden, c.dtype, init_std, c.seed)));

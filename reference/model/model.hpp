@@ -89,6 +89,10 @@ struct LayerRange {
 // GPT-style decoder (GptConfig, reference/theory/model_config.hpp). Top-level layers:
 // "embedding", "blocks.0" .. "blocks.L-1", "ln_f", "lm_head" (L + 3).
 std::unique_ptr<Model> build_gpt(const GptConfig& config, LayerRange range = {});
+// Several ranges in increasing order (the chunks a rank holds in an interleaved or V-shaped
+// pipeline), their layers one after another; a tied head shares the table when the embedding is
+// among them.
+std::unique_ptr<Model> build_gpt(const GptConfig& config, const std::vector<LayerRange>& ranges);
 
 // Plain MLP stack (MlpConfig) with a mean-squared-error loss.
 std::unique_ptr<Model> build_mlp(const MlpConfig& config, LayerRange range = {});

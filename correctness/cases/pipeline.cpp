@@ -1,0 +1,168 @@
+#include "correctness/cases/pipeline.hpp"
+
+#include <algorithm>
+
+#include "correctness/cases/compare.hpp"
+#include "reference/core/error.hpp"
+#include "reference/core/tolerance.hpp"
+#include "reference/parallel/pipeline/executor.hpp"
+#include "reference/parallel/techniques/techniques.hpp"
+
+namespace parity::cases {
+
+namespace {
+
+// Six blocks (nine top-level layers): enough for 4 ranks x 2 chunks. Tied table and dropout,
+// so the checks see the table's two copies and replayed masks.
+model::GptConfig pipeline_gpt(DataType dtype) {
+  model::GptConfig g;
+  g.vocabulary = 32;
+  g.layers = 6;
+  g.hidden = 16;
+  g.heads = 2;
+  g.sequence = 8;
+  g.tied_embeddings = true;
+  g.dropout = 0.1;
+  g.dtype = dtype;
+  g.seed = 2468;
+  return g;
+}
+
+DataType type_of(const PipelineCase& c) { return c.precision == "float64" ? DataType::float64 : DataType::float32; }
+
+std::unique_ptr<model::Optimizer> adamw(DataType dtype) {
+  return std::make_unique<model::AdamW>(model::AdamWConfig{1e-2, 0.9, 0.999, 1e-8, 0.01}, dtype);
+}
+
+// Rows of a step: every micro-batch gets at least one, and they differ in size.
+std::int64_t global_batch(const PipelineCase& c) { return 2 * c.micro_batches + 1; }
+
+// The entries of `from` named in `names`, in that order.
+parallel::ParameterValues select(const parallel::ParameterValues& from, const std::vector<std::string>& names) {
+  parallel::ParameterValues out;
+  for (const std::string& name : names) {
+    const auto it = std::find(from.names.begin(), from.names.end(), name);
+    require(it != from.names.end(), "pipeline case: the single-device model has no parameter " + name);
+    const auto i = static_cast<std::size_t>(it - from.names.begin());
+    out.names.push_back(name);
+    out.values.push_back(from.values[i]);
+    out.state.push_back(from.state[i]);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string PipelineCase::name() const {
+  std::string n = "pipeline/" + schedule;
+  if (schedule == "interleaved") n += "/v" + std::to_string(chunks);
+  return n + "/m" + std::to_string(micro_batches) + "/" + precision;
+}
+
+std::vector<PipelineCase> pipeline_grid(int world_size) {
+  const int p = world_size;
+  std::vector<PipelineCase> out;
+  for (const char* precision : {"float64", "float32"}) {
+    for (const char* schedule : {"gpipe", "1f1b"})
+      for (int m : {1, p, 2 * p + 1}) {
+        if (m == 1 && p == 1) continue;  // the same case as m = p
+        PipelineCase c;
+        c.schedule = schedule;
+        c.micro_batches = m;
+        c.precision = precision;
+        out.push_back(c);
+      }
+    for (int m : {p, 2 * p}) {
+      PipelineCase c;
+      c.schedule = "interleaved";
+      c.micro_batches = m;
+      c.precision = precision;
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+TrainingResult run_pipeline_case(Communicator& comm, const PipelineCase& c) {
+  namespace pp = parallel::pipeline;
+  const model::GptConfig config = pipeline_gpt(type_of(c));
+  const pp::Schedule schedule = pp::make_schedule(c.schedule, comm.size(), c.micro_batches, c.chunks);
+  // Stages balanced by the parameters of the whole model's top-level layers.
+  std::vector<std::int64_t> parameters;
+  const auto shape_model = model::build_gpt(config);
+  for (model::Layer* layer : shape_model->layers()) {
+    std::int64_t n = 0;
+    for (model::Parameter* p : layer->parameters()) n += p->value.numel();
+    parameters.push_back(n);
+  }
+  const std::vector<model::LayerRange> stages = pp::balance_stages(parameters, schedule.stage_count());
+  const std::vector<int> owner = schedule.stage_ranks();
+  std::vector<model::LayerRange> mine;
+  std::vector<int> layers_per_stage;
+  for (std::size_t s = 0; s < stages.size(); ++s) {
+    layers_per_stage.push_back(stages[s].end - stages[s].begin);
+    if (owner[s] == comm.rank()) mine.push_back(stages[s]);
+  }
+  auto m = model::build_gpt(config, mine);
+  m->to(comm.memory_space());
+  auto optimizer = adamw(config.dtype);
+  // The tied table: one copy on the first stage's rank, one on the last's; their gradients are
+  // summed so both take the single device's update.
+  const int first_rank = owner.front(), last_rank = owner.back();
+  const bool holds_copy = comm.rank() == first_rank || comm.rank() == last_rank;
+  std::unique_ptr<Communicator> tied = comm.split(holds_copy ? 0 : 1 + comm.rank(), comm.rank());
+  std::unique_ptr<Communicator> alone = comm.split(comm.rank(), 0);  // the data-parallel group: no dp here
+  // Data parallelism over a group of one (its buckets hold the gradients and start each step
+  // from zero), with the pipeline as the schedule.
+  parallel::DataParallelConfig dp;
+  dp.global_batch = global_batch(c);
+  dp.micro_batches = c.micro_batches;
+  parallel::StepParts parts = parallel::make_data_parallel_parts(*alone, *m, *optimizer, dp);
+  parts.schedule = std::make_unique<pp::Executor>(
+      comm, schedule, layers_per_stage,
+      [config](std::int64_t rows) { return Shape{rows, config.sequence, config.hidden}; }, config.dtype);
+  if (first_rank != last_rank && holds_copy) {
+    std::vector<model::Parameter*> table;
+    for (model::Parameter* p : m->parameters())
+      if (p->name == "embedding.wte") table.push_back(p);
+    parts.syncs.push_back(std::make_unique<parallel::AllReduceSync>("the tied embedding's two copies", *tied, table));
+  }
+  parallel::Trainer trainer(*m, *alone, global_batch(c), c.micro_batches, std::move(parts));
+  const parallel::BatchSource source = parallel::batches_of(config);
+  TrainingResult r;
+  for (int step = 0; step < c.steps; ++step) {
+    const parallel::StepStats stats = trainer.step(source, static_cast<std::uint64_t>(step));
+    if (step == 0) r.first_loss = stats.loss;
+    r.last_loss = stats.loss;
+  }
+  const parallel::ParameterValues trained = trainer.gathered(false);
+
+  // The single device: the whole model on the whole batch, one pass per step.
+  auto whole = model::build_gpt(config);
+  const parallel::ParameterValues origin = select(values_of(*whole, adamw(config.dtype).get()), trained.names);
+  auto whole_optimizer = adamw(config.dtype);
+  double reference_last_loss = 0;
+  for (int step = 0; step < c.steps; ++step)
+    reference_last_loss =
+        model::train_step(*whole, *whole_optimizer, source(static_cast<std::uint64_t>(step), 0, global_batch(c), global_batch(c)),
+                          static_cast<std::uint64_t>(step));
+  const parallel::ParameterValues reference = select(values_of(*whole, whole_optimizer.get()), trained.names);
+
+  // Every sum of the single-device step, regrouped: over micro-batches (m partial sums), the
+  // table's two copies, and the batch's tokens within each.
+  const std::int64_t tokens = global_batch(c) * config.sequence;
+  r.bound = tolerance::training_relative_bound(config.dtype,
+                                               tolerance::tensor_parallel_reduction_terms(tokens, config.hidden, config.vocabulary),
+                                               c.micro_batches + 1, c.steps);
+  const Difference d = compare(trained, reference, origin);
+  const double error = max_over_ranks(comm, std::max(d.parameters, d.state));
+  const double loss_error = std::abs(r.last_loss - reference_last_loss) / std::abs(reference_last_loss);
+  r.error = std::max(error, max_over_ranks(comm, loss_error));
+  r.compared = "against single device: parameters and state " + format(error) + ", last loss " + format(loss_error) +
+               " (largest on rank " + std::to_string(comm.rank()) + " at " + d.where + ")";
+  r.passed = r.error <= r.bound;
+  r.message = r.passed ? r.compared : "differs beyond " + format(r.bound) + ": " + r.compared;
+  return r;
+}
+
+}  // namespace parity::cases

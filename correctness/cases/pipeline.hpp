@@ -1,0 +1,34 @@
+// Conformance cases for pipeline parallelism, written once and run by GoogleTest
+// (correctness/test_pipeline.cpp): a GPT split into stages (balanced by parameter count) trains
+// for a few optimizer steps with a schedule on every rank of the communicator, and every rank
+// compares its stages' parameters and optimizer state with the same model trained whole on one
+// device on the whole batch (dropout on, the tied table's two copies kept equal).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "correctness/cases/training.hpp"
+#include "reference/comm/communicator.hpp"
+
+namespace parity::cases {
+
+struct PipelineCase {
+  std::string schedule = "1f1b";  // pipeline::schedule_names() the executor runs
+  int micro_batches = 2;
+  int chunks = 2;                 // per rank, interleaved
+  std::string precision = "float64";  // float64, float32
+  int steps = 3;
+  // "pipeline/1f1b/m4/float64"
+  std::string name() const;
+};
+
+// At world size p (the stages): gpipe and 1f1b at m in {1, p, 2p + 1}, interleaved (2 chunks)
+// at m in {p, 2p}, each in float64 and float32.
+std::vector<PipelineCase> pipeline_grid(int world_size);
+
+// Collective over comm (the pipeline group: one stage per rank, or the schedule's chunks).
+TrainingResult run_pipeline_case(Communicator& comm, const PipelineCase& c);
+
+}  // namespace parity::cases

@@ -1,0 +1,165 @@
+#include "reference/parallel/pipeline/executor.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include "reference/core/error.hpp"
+#include "reference/parallel/pipeline/simulator.hpp"
+
+namespace parity::parallel::pipeline {
+
+std::vector<model::LayerRange> balance_stages(const std::vector<std::int64_t>& layer_parameters, int stages) {
+  const int n = static_cast<int>(layer_parameters.size());
+  if (stages < 1 || stages > n)
+    throw UsageError("pipeline: " + std::to_string(stages) + " stages for a model of " + std::to_string(n) +
+                     " layers; each stage needs at least one layer");
+  std::vector<std::int64_t> prefix(static_cast<std::size_t>(n) + 1, 0);
+  for (int i = 0; i < n; ++i) prefix[static_cast<std::size_t>(i) + 1] = prefix[static_cast<std::size_t>(i)] + layer_parameters[static_cast<std::size_t>(i)];
+  const auto sum = [&](int a, int b) { return prefix[static_cast<std::size_t>(b)] - prefix[static_cast<std::size_t>(a)]; };
+  constexpr std::int64_t kNone = std::numeric_limits<std::int64_t>::max();
+  // best[k][i]: the smallest largest stage over the first i layers in k stages; cut[k][i]: where
+  // the k-th stage starts.
+  std::vector<std::vector<std::int64_t>> best(static_cast<std::size_t>(stages) + 1,
+                                              std::vector<std::int64_t>(static_cast<std::size_t>(n) + 1, kNone));
+  std::vector<std::vector<int>> cut(best.size(), std::vector<int>(static_cast<std::size_t>(n) + 1, 0));
+  best[0][0] = 0;
+  for (int k = 1; k <= stages; ++k)
+    for (int i = k; i <= n; ++i)
+      for (int j = k - 1; j < i; ++j) {
+        const std::int64_t before = best[static_cast<std::size_t>(k) - 1][static_cast<std::size_t>(j)];
+        if (before == kNone) continue;
+        const std::int64_t largest = std::max(before, sum(j, i));
+        // <=: the latest cut that ties, so earlier stages take fewer layers.
+        if (largest <= best[static_cast<std::size_t>(k)][static_cast<std::size_t>(i)]) {
+          best[static_cast<std::size_t>(k)][static_cast<std::size_t>(i)] = largest;
+          cut[static_cast<std::size_t>(k)][static_cast<std::size_t>(i)] = j;
+        }
+      }
+  std::vector<model::LayerRange> out(static_cast<std::size_t>(stages));
+  for (int k = stages, end = n; k >= 1; --k) {
+    const int begin = cut[static_cast<std::size_t>(k)][static_cast<std::size_t>(end)];
+    out[static_cast<std::size_t>(k) - 1] = {begin, end};
+    end = begin;
+  }
+  return out;
+}
+
+Executor::Executor(Communicator& pipeline, pipeline::Schedule schedule, std::vector<int> layers_per_stage,
+                   BoundaryShape shape, DataType dtype)
+    : group_(pipeline), schedule_(std::move(schedule)), shape_(std::move(shape)), dtype_(dtype) {
+  validate(schedule_);  // UsageError naming rank, action and rule
+  if (schedule_.rank_count() != group_.size())
+    throw UsageError("pipeline schedule " + schedule_.name + " has " + std::to_string(schedule_.rank_count()) +
+                     " ranks but the pipeline group has " + std::to_string(group_.size()));
+  if (static_cast<int>(layers_per_stage.size()) != schedule_.stage_count())
+    throw UsageError("pipeline schedule " + schedule_.name + " has " + std::to_string(schedule_.stage_count()) +
+                     " stages but the model was split into " + std::to_string(layers_per_stage.size()));
+  if (schedule_.split_backward())
+    throw UsageError("pipeline schedule " + schedule_.name +
+                     " splits backward into I and W; the executor runs whole backwards (B) so far: use "
+                     "`parity pipeline simulate` for it");
+  owner_ = schedule_.stage_ranks();
+  int first = 0;
+  for (int s = 0; s < schedule_.stage_count(); ++s) {
+    if (owner_[static_cast<std::size_t>(s)] != group_.rank()) continue;
+    local_[s] = {first, layers_per_stage[static_cast<std::size_t>(s)]};
+    first += layers_per_stage[static_cast<std::size_t>(s)];
+  }
+  // MPI guarantees tags up to 32767.
+  if (tag(schedule_.stage_count() - 1, schedule_.micro_batches - 1, true) > 32767)
+    throw UsageError("pipeline: " + std::to_string(schedule_.micro_batches) + " micro-batches x " +
+                     std::to_string(schedule_.stage_count()) + " stages exceed the message tags MPI guarantees");
+}
+
+std::string Executor::describe() const {
+  return "pipeline schedule " + schedule_.name + " (" + std::to_string(schedule_.rank_count()) + " ranks, " +
+         std::to_string(schedule_.stage_count()) + " stages, " + std::to_string(schedule_.micro_batches) + " micro-batches)";
+}
+
+int Executor::tag(int stage, int micro_batch, bool gradient) const {
+  return ((micro_batch * schedule_.stage_count()) + stage) * 2 + (gradient ? 1 : 0);
+}
+
+double Executor::run(Trainer& trainer, const std::vector<MicroBatch>& micro_batches, std::uint64_t) {
+  if (static_cast<int>(micro_batches.size()) != schedule_.micro_batches)
+    throw Error("pipeline schedule " + schedule_.name + " is for " + std::to_string(schedule_.micro_batches) +
+                " micro-batches, the step has " + std::to_string(micro_batches.size()));
+  model::Model& model = trainer.model();
+  const std::vector<model::Layer*> layers = model.layers();
+  const int last = schedule_.stage_count() - 1, me = group_.rank();
+  // What waits between actions: inputs handed over on this rank, the loss gradients of the
+  // last stage, and sends in flight (their tensors kept alive until they complete).
+  std::map<std::pair<int, int>, Tensor> handed_input, handed_gradient, loss_gradient;
+  std::vector<std::pair<RequestPtr, Tensor>> sending;
+  double loss = 0;
+  const auto receive = [&](int from, int stage, int b, bool gradient) {
+    const MicroBatch& mb = micro_batches[static_cast<std::size_t>(b)];
+    Tensor t = Tensor::empty(gradient ? "pipeline.grad_in" : "pipeline.activation_in", shape_(mb.rows.rows), dtype_,
+                             MemoryCategory::activations, model.space());
+    RequestPtr r = group_.irecv(t.view(), from, tag(stage, b, gradient));
+    group_.wait(r);
+    return t;
+  };
+  const auto send = [&](Tensor t, int to, int stage, int b, bool gradient) {
+    RequestPtr r = group_.isend(t.view(), to, tag(stage, b, gradient));
+    sending.emplace_back(std::move(r), std::move(t));
+  };
+  for (const Action& a : schedule_.ranks[static_cast<std::size_t>(me)]) {
+    const MicroBatch& mb = micro_batches[static_cast<std::size_t>(a.micro_batch)];
+    const model::PassContext context = trainer.context(mb);
+    const Local& stage = local_.at(a.stage);
+    const auto key = std::make_pair(a.stage, a.micro_batch);
+    if (a.work == Work::forward) {
+      Tensor x;
+      model::Batch batch;
+      if (a.stage == 0 || a.stage == last) batch = trainer.batch(mb);
+      if (a.stage == 0) {
+        x = batch.inputs;
+      } else if (owner_[static_cast<std::size_t>(a.stage - 1)] == me) {
+        x = std::move(handed_input.at(key));
+        handed_input.erase(key);
+      } else {
+        x = receive(owner_[static_cast<std::size_t>(a.stage - 1)], a.stage, a.micro_batch, false);
+      }
+      for (int i = stage.first; i < stage.first + stage.count; ++i) x = layers[static_cast<std::size_t>(i)]->forward(x, context);
+      if (a.stage == last) {
+        Tensor doutput;
+        loss += model.loss(x, batch.targets, batch.normalizer, &doutput);
+        loss_gradient[key] = std::move(doutput);
+      } else if (owner_[static_cast<std::size_t>(a.stage + 1)] == me) {
+        handed_input[{a.stage + 1, a.micro_batch}] = std::move(x);
+      } else {
+        send(std::move(x), owner_[static_cast<std::size_t>(a.stage + 1)], a.stage + 1, a.micro_batch, false);
+      }
+    } else {
+      Tensor dy;
+      if (a.stage == last) {
+        dy = std::move(loss_gradient.at(key));
+        loss_gradient.erase(key);
+      } else if (owner_[static_cast<std::size_t>(a.stage + 1)] == me) {
+        dy = std::move(handed_gradient.at(key));
+        handed_gradient.erase(key);
+      } else {
+        dy = receive(owner_[static_cast<std::size_t>(a.stage + 1)], a.stage, a.micro_batch, true);
+      }
+      trainer.begin_backward(mb);
+      for (int i = stage.first + stage.count - 1; i >= stage.first; --i)
+        dy = layers[static_cast<std::size_t>(i)]->backward(dy, context);
+      if (a.stage > 0) {
+        if (owner_[static_cast<std::size_t>(a.stage - 1)] == me)
+          handed_gradient[{a.stage - 1, a.micro_batch}] = std::move(dy);
+        else
+          send(std::move(dy), owner_[static_cast<std::size_t>(a.stage - 1)], a.stage - 1, a.micro_batch, true);
+      }
+    }
+    // Sends that finished release their tensors.
+    sending.erase(std::remove_if(sending.begin(), sending.end(), [](auto& s) { return s.first->test(); }), sending.end());
+  }
+  for (auto& [request, tensor] : sending) group_.wait(request);
+  // The loss lives on the last stage: every rank of the group returns it.
+  group_.all_reduce({&loss, 1, DataType::float64, MemorySpace::host}, {&loss, 1, DataType::float64, MemorySpace::host},
+                    ReduceOp::sum);
+  return loss;
+}
+
+}  // namespace parity::parallel::pipeline

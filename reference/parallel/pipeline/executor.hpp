@@ -1,0 +1,58 @@
+// The executor: runs a validated pipeline schedule on real ranks as the step's schedule part
+// (parallel::Schedule), so the Trainer's gradient synchronisations and optimizer step stay as
+// they are. Rank i of the pipeline group runs row i of the schedule on its model, which holds
+// the layers of its stages in stage order (model::build_gpt with their ranges). A forward of
+// stage s receives stage s-1's output of the micro-batch (the first stage reads the tokens),
+// runs the stage's layers and sends its output on (the last stage computes the loss instead);
+// a backward receives stage s+1's input gradient (the last stage starts from the loss), runs
+// the layers backwards, gradients accumulating over the micro-batches, and sends its own input
+// gradient back. Sends are non-blocking and matched by tag (stage, micro-batch, direction);
+// between two stages on one rank (the turn of a V) the tensor is handed over in place.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "reference/model/model.hpp"
+#include "reference/parallel/pipeline/schedule.hpp"
+#include "reference/parallel/step.hpp"
+
+namespace parity::parallel::pipeline {
+
+// Contiguous stages over layers with these parameter counts, the largest stage as small as it
+// can be (ties: earlier stages smaller); each stage gets at least one layer. Throws UsageError
+// when there are more stages than layers.
+std::vector<model::LayerRange> balance_stages(const std::vector<std::int64_t>& layer_parameters, int stages);
+
+class Executor : public parallel::Schedule {
+ public:
+  // The shape of what crosses a stage boundary for a micro-batch of `rows` rows (GPT:
+  // {rows, sequence, hidden}); it travels in `dtype`.
+  using BoundaryShape = std::function<Shape(std::int64_t rows)>;
+  // `layers_per_stage[s]`: top-level layers of stage s (over every stage of the schedule).
+  Executor(Communicator& pipeline, pipeline::Schedule schedule, std::vector<int> layers_per_stage, BoundaryShape shape,
+           DataType dtype);
+  std::string describe() const override;
+  std::vector<Communicator*> communicators() override { return {&group_}; }
+  // Runs this rank's actions for the step; returns the loss of the micro-batches given (the
+  // same on every rank of the pipeline group: the last stage's, summed over the group).
+  double run(Trainer& trainer, const std::vector<MicroBatch>& micro_batches, std::uint64_t step) override;
+  const pipeline::Schedule& schedule() const { return schedule_; }
+
+ private:
+  struct Local {
+    int first = 0;  // index of the stage's first layer in this rank's model
+    int count = 0;
+  };
+  int tag(int stage, int micro_batch, bool gradient) const;
+  Communicator& group_;
+  pipeline::Schedule schedule_;
+  std::vector<int> owner_;        // rank of each stage
+  std::map<int, Local> local_;    // this rank's stages
+  BoundaryShape shape_;
+  DataType dtype_;
+};
+
+}  // namespace parity::parallel::pipeline
