@@ -6,6 +6,7 @@
 #include "bench/cli/progress.hpp"
 #include "bench/commands/commands.hpp"
 #include "correctness/cases/collectives.hpp"
+#include "correctness/cases/pipeline.hpp"
 #include "correctness/cases/tensor.hpp"
 #include "correctness/cases/training.hpp"
 #include "reference/core/error.hpp"
@@ -16,6 +17,7 @@ struct Selected {
   std::vector<cases::CollectiveCase> collectives;
   std::vector<cases::TrainingCase> training;
   std::vector<cases::TensorCase> tensor;
+  std::vector<cases::PipelineCase> pipeline;
 };
 
 // --resume: a case's row is found by its name.
@@ -41,94 +43,120 @@ Selected selected_cases(int world_size, const CheckOptions& options) {
     if (filter.matches(c.name())) out.training.push_back(c);
   for (const auto& c : cases::tensor_grid(world_size))
     if (filter.matches(c.name())) out.tensor.push_back(c);
-  if (out.collectives.empty() && out.training.empty() && out.tensor.empty())
+  for (const auto& c : cases::pipeline_grid(world_size))
+    if (filter.matches(c.name())) out.pipeline.push_back(c);
+  if (out.collectives.empty() && out.training.empty() && out.tensor.empty() && out.pipeline.empty())
     throw UsageError("--filter '" + options.filter + "' matches no case (parity check --list shows them)");
   return out;
 }
 
-void run_training_cases(Session& session, const std::vector<cases::TrainingCase>& selected, CheckOutcome& outcome) {
+// Runs the selected cases of one kind in order, each case's row taken from a resumed file when
+// it has it, and journaled as it finishes; `run` runs a case, `fill` writes its row.
+template <typename Case, typename Run, typename Fill>
+void run_cases(Session& session, const std::vector<Case>& selected, const std::string& group, const char* what,
+               record::Table& t, CheckOutcome& outcome, Run run, Fill fill) {
   if (selected.empty()) return;
+  // "check training", "check tensor", "check pipeline": the kind, the group's last word.
+  Progress progress("check " + group.substr(group.rfind('/') + 1), selected.size(),
+                    session.is_root() && !session.options().quiet);
+  std::size_t failed = 0;
+  for (std::size_t i = 0; i < selected.size(); ++i) {
+    const Case& c = selected[i];
+    progress.update(i, c.name());
+    if (resumed_case(session, group, c.name(), t, failed)) continue;
+    const auto r = run(c);
+    if (!r.passed) {
+      ++failed;
+      if (session.is_root()) std::fprintf(stderr, "FAILED %s: %s\n", c.name().c_str(), r.message.c_str());
+    }
+    t.str("case").push_back(c.name());
+    fill(c, r);
+    t.i64("passed").push_back(r.passed ? 1 : 0);
+    t.str("message").push_back(r.message);
+    session.record_rows(group, t, t.rows() - 1);
+  }
+  progress.finish();
+  outcome.failed += failed;
+  if (session.is_root())
+    std::printf("# %s conformance: %zu cases at %d ranks, %zu passed, %zu failed\n", what, selected.size(),
+                session.world().size(), selected.size() - failed, failed);
+}
+
+void run_training_cases(Session& session, const std::vector<cases::TrainingCase>& selected, CheckOutcome& outcome) {
   Communicator& comm = session.world();
   record::Table& t = outcome.training;
-  Progress progress("check training", selected.size(), session.is_root() && !session.options().quiet);
-  std::size_t failed = 0;
-  for (std::size_t i = 0; i < selected.size(); ++i) {
-    const auto& c = selected[i];
-    progress.update(i, c.name());
-    if (resumed_case(session, "/check/training", c.name(), t, failed)) continue;
-    Communicator& where = cases::runs_on_host(c) ? session.host_world() : comm;
-    const cases::TrainingResult r = cases::run_training_case(where, c);
-    if (!r.passed) {
-      ++failed;
-      if (session.is_root()) std::fprintf(stderr, "FAILED %s: %s\n", c.name().c_str(), r.message.c_str());
-    }
-    t.str("case").push_back(c.name());
-    t.str("technique").push_back(c.technique->name);
-    t.str("optimizer").push_back(c.optimizer);
-    t.str("precision").push_back(c.precision);
-    t.str("model").push_back(c.model);
-    t.str("device").emplace_back(where.memory_space() == MemorySpace::cuda ? "cuda" : "cpu");
-    t.i64("world_size").push_back(comm.size());
-    t.i64("steps").push_back(c.steps);
-    t.i64("global_batch").push_back(c.global_batch);
-    t.i64("micro_batches").push_back(c.micro_batches);
-    t.f64("error").push_back(r.error);
-    t.f64("bound").push_back(r.bound);
-    t.f64("bytes_sent", "B").push_back(r.bytes_sent);
-    t.f64("formula_bytes_sent", "B").push_back(r.bytes_formula);
-    t.f64("max_staleness").push_back(r.max_staleness);
-    t.i64("passed").push_back(r.passed ? 1 : 0);
-    t.str("message").push_back(r.message);
-    session.record_rows("/check/training", t, t.rows() - 1);
-  }
-  progress.finish();
-  outcome.failed += failed;
-  if (session.is_root())
-    std::printf("# training conformance: %zu cases at %d ranks, %zu passed, %zu failed\n", selected.size(), comm.size(),
-                selected.size() - failed, failed);
+  std::string device;
+  run_cases(
+      session, selected, "/check/training", "training", t, outcome,
+      [&](const cases::TrainingCase& c) {
+        Communicator& where = cases::runs_on_host(c) ? session.host_world() : comm;
+        device = where.memory_space() == MemorySpace::cuda ? "cuda" : "cpu";
+        return cases::run_training_case(where, c);
+      },
+      [&](const cases::TrainingCase& c, const cases::TrainingResult& r) {
+        t.str("technique").push_back(c.technique->name);
+        t.str("optimizer").push_back(c.optimizer);
+        t.str("precision").push_back(c.precision);
+        t.str("model").push_back(c.model);
+        t.str("device").push_back(device);
+        t.i64("world_size").push_back(comm.size());
+        t.i64("steps").push_back(c.steps);
+        t.i64("global_batch").push_back(c.global_batch);
+        t.i64("micro_batches").push_back(c.micro_batches);
+        t.f64("error").push_back(r.error);
+        t.f64("bound").push_back(r.bound);
+        t.f64("bytes_sent", "B").push_back(r.bytes_sent);
+        t.f64("formula_bytes_sent", "B").push_back(r.bytes_formula);
+        t.f64("max_staleness").push_back(r.max_staleness);
+      });
 }
+
 void run_tensor_cases(Session& session, const std::vector<cases::TensorCase>& selected, CheckOutcome& outcome) {
-  if (selected.empty()) return;
   Communicator& comm = session.world();
   record::Table& t = outcome.tensor;
-  Progress progress("check tensor", selected.size(), session.is_root() && !session.options().quiet);
-  std::size_t failed = 0;
-  for (std::size_t i = 0; i < selected.size(); ++i) {
-    const auto& c = selected[i];
-    progress.update(i, c.name());
-    if (resumed_case(session, "/check/tensor", c.name(), t, failed)) continue;
-    const cases::TensorResult r = cases::run_tensor_case(comm, c);
-    if (!r.passed) {
-      ++failed;
-      if (session.is_root()) std::fprintf(stderr, "FAILED %s: %s\n", c.name().c_str(), r.message.c_str());
-    }
-    t.str("case").push_back(c.name());
-    t.str("technique").push_back(c.technique->name);
-    t.str("data_parallel").push_back(c.data_parallel->name);
-    t.i64("tp").push_back(c.tp);
-    t.i64("dp").push_back(comm.size() / c.tp);
-    t.i64("sequence_parallel").push_back(c.technique->sequence_parallel ? 1 : 0);
-    t.str("precision").push_back(c.precision);
-    t.str("device").emplace_back(comm.memory_space() == MemorySpace::cuda ? "cuda" : "cpu");
-    t.i64("world_size").push_back(comm.size());
-    t.i64("steps").push_back(c.steps);
-    t.i64("micro_batches").push_back(c.micro_batches);
-    t.f64("error").push_back(r.error);
-    t.f64("bound").push_back(r.bound);
-    t.f64("gradient_error").push_back(r.gradient_error);
-    t.f64("gradient_bound").push_back(r.gradient_bound);
-    t.f64("loss_error").push_back(r.loss_error);
-    t.f64("tp_bytes_sent", "B").push_back(r.bytes_sent);
-    t.f64("formula_tp_bytes_sent", "B").push_back(r.bytes_formula);
-    t.i64("passed").push_back(r.passed ? 1 : 0);
-    t.str("message").push_back(r.message);
-    session.record_rows("/check/tensor", t, t.rows() - 1);
-  }
-  progress.finish();
-  outcome.failed += failed;
-  if (session.is_root())
-    std::printf("# tensor-parallel conformance: %zu cases at %d ranks, %zu passed, %zu failed\n", selected.size(),
-                comm.size(), selected.size() - failed, failed);
+  run_cases(
+      session, selected, "/check/tensor", "tensor-parallel", t, outcome,
+      [&](const cases::TensorCase& c) { return cases::run_tensor_case(comm, c); },
+      [&](const cases::TensorCase& c, const cases::TensorResult& r) {
+        t.str("technique").push_back(c.technique->name);
+        t.str("data_parallel").push_back(c.data_parallel->name);
+        t.i64("tp").push_back(c.tp);
+        t.i64("dp").push_back(comm.size() / c.tp);
+        t.i64("sequence_parallel").push_back(c.technique->sequence_parallel ? 1 : 0);
+        t.str("precision").push_back(c.precision);
+        t.str("device").emplace_back(comm.memory_space() == MemorySpace::cuda ? "cuda" : "cpu");
+        t.i64("world_size").push_back(comm.size());
+        t.i64("steps").push_back(c.steps);
+        t.i64("micro_batches").push_back(c.micro_batches);
+        t.f64("error").push_back(r.error);
+        t.f64("bound").push_back(r.bound);
+        t.f64("gradient_error").push_back(r.gradient_error);
+        t.f64("gradient_bound").push_back(r.gradient_bound);
+        t.f64("loss_error").push_back(r.loss_error);
+        t.f64("tp_bytes_sent", "B").push_back(r.bytes_sent);
+        t.f64("formula_tp_bytes_sent", "B").push_back(r.bytes_formula);
+      });
+}
+
+void run_pipeline_cases(Session& session, const std::vector<cases::PipelineCase>& selected, CheckOutcome& outcome) {
+  Communicator& comm = session.world();
+  record::Table& t = outcome.pipeline;
+  run_cases(
+      session, selected, "/check/pipeline", "pipeline", t, outcome,
+      [&](const cases::PipelineCase& c) { return cases::run_pipeline_case(comm, c); },
+      [&](const cases::PipelineCase& c, const cases::TrainingResult& r) {
+        t.str("schedule").push_back(c.schedule);
+        t.i64("chunks").push_back(c.schedule == "interleaved" ? c.chunks : 1);
+        t.i64("micro_batches").push_back(c.micro_batches);
+        t.str("precision").push_back(c.precision);
+        t.str("device").emplace_back(comm.memory_space() == MemorySpace::cuda ? "cuda" : "cpu");
+        t.i64("world_size").push_back(comm.size());
+        t.i64("steps").push_back(c.steps);
+        t.f64("error").push_back(r.error);
+        t.f64("bound").push_back(r.bound);
+        t.f64("first_loss").push_back(r.first_loss);
+        t.f64("last_loss").push_back(r.last_loss);
+      });
 }
 }  // namespace
 
@@ -138,6 +166,7 @@ std::vector<std::string> check_case_names(int world_size, const CheckOptions& op
   for (const auto& c : selected.collectives) names.push_back(c.name());
   for (const auto& c : selected.training) names.push_back(c.name());
   for (const auto& c : selected.tensor) names.push_back(c.name());
+  for (const auto& c : selected.pipeline) names.push_back(c.name());
   return names;
 }
 
@@ -146,6 +175,7 @@ void write_check_tables(Session& session, const CheckOutcome& outcome) {
   if (outcome.cases.rows()) session.results().write_table("/check/collectives", outcome.cases);
   if (outcome.training.rows()) session.results().write_table("/check/training", outcome.training);
   if (outcome.tensor.rows()) session.results().write_table("/check/tensor", outcome.tensor);
+  if (outcome.pipeline.rows()) session.results().write_table("/check/pipeline", outcome.pipeline);
 }
 
 CheckOutcome run_check(Session& session, const CheckOptions& options) {
@@ -193,6 +223,7 @@ CheckOutcome run_check(Session& session, const CheckOptions& options) {
                 selected.size() - outcome.failed, outcome.failed);
   run_training_cases(session, chosen.training, outcome);
   run_tensor_cases(session, chosen.tensor, outcome);
+  run_pipeline_cases(session, chosen.pipeline, outcome);
   return outcome;
 }
 

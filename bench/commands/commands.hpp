@@ -24,6 +24,7 @@ struct CheckOutcome {
   record::Table cases{"conformance cases of the collectives (docs/results-schema.md)"};
   record::Table training{"conformance cases of data parallelism, ZeRO and the parameter server (docs/results-schema.md)"};
   record::Table tensor{"conformance cases of tensor and sequence parallelism composed with DP and ZeRO (docs/results-schema.md)"};
+  record::Table pipeline{"conformance cases of pipeline schedules on real ranks against one device (docs/results-schema.md)"};
   std::size_t failed = 0;
 };
 // /check/collectives and /check/training (when any training case ran), on rank 0.

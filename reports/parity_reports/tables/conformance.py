@@ -1,6 +1,6 @@
-"""/check/collectives, /check/training and /check/tensor: the conformance cases, passed and
-failed per collective and algorithm, per training technique and per tensor-parallel setting, and
-the failed cases with their messages."""
+"""/check/collectives, /check/training, /check/tensor and /check/pipeline: the conformance cases,
+passed and failed per collective and algorithm, per training technique, per tensor-parallel
+setting and per pipeline schedule, and the failed cases with their messages."""
 
 import math
 from collections import OrderedDict, defaultdict
@@ -26,6 +26,10 @@ READS = {
         "i:tp,dp,sequence_parallel,world_size,steps,micro_batches,passed "
         "f:error,bound,gradient_error,gradient_bound,loss_error,tp_bytes_sent,"
         "formula_tp_bytes_sent", ["case", "passed"]),
+    "/check/pipeline": (
+        "s:case,schedule,precision,device,message "
+        "i:chunks,micro_batches,world_size,steps,passed "
+        "f:error,bound,first_loss,last_loss", ["case", "passed"]),
 }
 
 
@@ -129,7 +133,19 @@ TENSOR = CaseKind(
      ("loss error", lambda r: error_cell(r["loss_error"], r["gradient_bound"])),
      ("tp bytes sent", lambda r: fmt_bytes(r["tp_bytes_sent"])),
      ("formula", lambda r: fmt_bytes(r["formula_tp_bytes_sent"]))])
-CASE_KINDS = [TRAINING, TENSOR]
+PIPELINE = CaseKind(
+    "/check/pipeline", "Pipeline cases", "pipeline",
+    "Each case splits the case GPT into stages balanced by parameter count, one per rank (two "
+    "per rank for interleaved), trains it with the schedule over m micro-batches, and compares "
+    "every rank's parameters, AdamW's moments and the loss with the same model trained on one "
+    "device.",
+    [("schedule", ["gpipe", "1f1b", "interleaved"])],
+    {"schedule": "", "chunks": 1, "micro_batches": -1, "precision": "", "error": math.nan,
+     "bound": math.nan, "message": ""},
+    [("error", lambda r: error_cell(r["error"], r["bound"])),
+     ("bound", lambda r: fmt_num(r["bound"], 3)),
+     ("micro-batches", lambda r: str(r["micro_batches"]))])
+CASE_KINDS = [TRAINING, TENSOR, PIPELINE]
 
 
 def group_key(value, order):
