@@ -147,6 +147,7 @@ void run_pipeline_cases(Session& session, const std::vector<cases::PipelineCase>
       [&](const cases::PipelineCase& c, const cases::TrainingResult& r) {
         t.str("schedule").push_back(c.schedule);
         t.i64("chunks").push_back(c.schedule == "interleaved" ? c.chunks : 1);
+        t.i64("data_parallel").push_back(c.data_parallel);
         t.i64("micro_batches").push_back(c.micro_batches);
         t.str("precision").push_back(c.precision);
         t.str("device").emplace_back(comm.memory_space() == MemorySpace::cuda ? "cuda" : "cpu");

@@ -5,6 +5,7 @@
 #include "correctness/cases/compare.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/tolerance.hpp"
+#include "reference/parallel/grid.hpp"
 #include "reference/parallel/pipeline/executor.hpp"
 #include "reference/parallel/techniques/techniques.hpp"
 
@@ -34,8 +35,8 @@ std::unique_ptr<model::Optimizer> adamw(DataType dtype) {
   return std::make_unique<model::AdamW>(model::AdamWConfig{1e-2, 0.9, 0.999, 1e-8, 0.01}, dtype);
 }
 
-// Rows of a step: every micro-batch gets at least one, and they differ in size.
-std::int64_t global_batch(const PipelineCase& c) { return 2 * c.micro_batches + 1; }
+// Rows of a step: every micro-batch of every replica gets at least one, and they differ in size.
+std::int64_t global_batch(const PipelineCase& c) { return (2 * c.micro_batches + 1) * c.data_parallel; }
 
 // The entries of `from` named in `names`, in that order.
 parallel::ParameterValues select(const parallel::ParameterValues& from, const std::vector<std::string>& names) {
@@ -56,6 +57,7 @@ parallel::ParameterValues select(const parallel::ParameterValues& from, const st
 std::string PipelineCase::name() const {
   std::string n = "pipeline/" + schedule;
   if (schedule == "interleaved") n += "/v" + std::to_string(chunks);
+  if (data_parallel > 1) n += "/dp" + std::to_string(data_parallel);
   return n + "/m" + std::to_string(micro_batches) + "/" + precision;
 }
 
@@ -79,13 +81,30 @@ std::vector<PipelineCase> pipeline_grid(int world_size) {
       c.precision = precision;
       out.push_back(c);
     }
+    if (p >= 4 && p % 2 == 0)
+      for (const char* schedule : {"1f1b", "interleaved"}) {
+        PipelineCase c;
+        c.schedule = schedule;
+        c.data_parallel = 2;
+        c.micro_batches = p;  // a multiple of the p/2 stages
+        c.precision = precision;
+        out.push_back(c);
+      }
   }
   return out;
 }
 
-TrainingResult run_pipeline_case(Communicator& comm, const PipelineCase& c) {
+TrainingResult run_pipeline_case(Communicator& world, const PipelineCase& c) {
   namespace pp = parallel::pipeline;
   const model::GptConfig config = pipeline_gpt(type_of(c));
+  if (world.size() % c.data_parallel != 0)
+    throw UsageError(c.name() + ": " + std::to_string(world.size()) + " ranks are not " + std::to_string(c.data_parallel) +
+                     " replicas of a pipeline");
+  parallel::GridSpec spec;
+  spec.set(parallel::Axis::dp, c.data_parallel).set(parallel::Axis::pp, world.size() / c.data_parallel);
+  parallel::Grid grid(world, spec);
+  Communicator& comm = grid.group(parallel::Axis::pp);
+  Communicator& replicas = grid.group(parallel::Axis::dp);
   const pp::Schedule schedule = pp::make_schedule(c.schedule, comm.size(), c.micro_batches, c.chunks);
   // Stages balanced by the parameters of the whole model's top-level layers.
   std::vector<std::int64_t> parameters;
@@ -111,13 +130,13 @@ TrainingResult run_pipeline_case(Communicator& comm, const PipelineCase& c) {
   const int first_rank = owner.front(), last_rank = owner.back();
   const bool holds_copy = comm.rank() == first_rank || comm.rank() == last_rank;
   std::unique_ptr<Communicator> tied = comm.split(holds_copy ? 0 : 1 + comm.rank(), comm.rank());
-  std::unique_ptr<Communicator> alone = comm.split(comm.rank(), 0);  // the data-parallel group: no dp here
-  // Data parallelism over a group of one (its buckets hold the gradients and start each step
-  // from zero), with the pipeline as the schedule.
+  // Data parallelism over the replicas (its buckets hold the gradients and start each step
+  // from zero; with one replica they only do that), with the pipeline as the schedule. The
+  // tied table's sum across its copies comes after the replicas' all-reduce has finished.
   parallel::DataParallelConfig dp;
   dp.global_batch = global_batch(c);
   dp.micro_batches = c.micro_batches;
-  parallel::StepParts parts = parallel::make_data_parallel_parts(*alone, *m, *optimizer, dp);
+  parallel::StepParts parts = parallel::make_data_parallel_parts(replicas, *m, *optimizer, dp);
   parts.schedule = std::make_unique<pp::Executor>(
       comm, schedule, layers_per_stage,
       [config](std::int64_t rows) { return Shape{rows, config.sequence, config.hidden}; }, config.dtype);
@@ -127,7 +146,7 @@ TrainingResult run_pipeline_case(Communicator& comm, const PipelineCase& c) {
       if (p->name == "embedding.wte") table.push_back(p);
     parts.syncs.push_back(std::make_unique<parallel::AllReduceSync>("the tied embedding's two copies", *tied, table));
   }
-  parallel::Trainer trainer(*m, *alone, global_batch(c), c.micro_batches, std::move(parts));
+  parallel::Trainer trainer(*m, replicas, global_batch(c), c.micro_batches, std::move(parts));
   const parallel::BatchSource source = parallel::batches_of(config);
   TrainingResult r;
   for (int step = 0; step < c.steps; ++step) {
@@ -148,18 +167,18 @@ TrainingResult run_pipeline_case(Communicator& comm, const PipelineCase& c) {
                           static_cast<std::uint64_t>(step));
   const parallel::ParameterValues reference = select(values_of(*whole, whole_optimizer.get()), trained.names);
 
-  // Every sum of the single-device step, regrouped: over micro-batches (m partial sums), the
-  // table's two copies, and the batch's tokens within each.
+  // Every sum of the single-device step, regrouped: over micro-batches and replicas (m dp
+  // partial sums), the table's two copies, and the batch's tokens within each.
   const std::int64_t tokens = global_batch(c) * config.sequence;
   r.bound = tolerance::training_relative_bound(config.dtype,
                                                tolerance::tensor_parallel_reduction_terms(tokens, config.hidden, config.vocabulary),
-                                               c.micro_batches + 1, c.steps);
+                                               c.micro_batches * c.data_parallel + 1, c.steps);
   const Difference d = compare(trained, reference, origin);
-  const double error = max_over_ranks(comm, std::max(d.parameters, d.state));
+  const double error = max_over_ranks(world, std::max(d.parameters, d.state));
   const double loss_error = std::abs(r.last_loss - reference_last_loss) / std::abs(reference_last_loss);
-  r.error = std::max(error, max_over_ranks(comm, loss_error));
+  r.error = std::max(error, max_over_ranks(world, loss_error));
   r.compared = "against single device: parameters and state " + format(error) + ", last loss " + format(loss_error) +
-               " (largest on rank " + std::to_string(comm.rank()) + " at " + d.where + ")";
+               " (largest on rank " + std::to_string(world.rank()) + " at " + d.where + ")";
   r.passed = r.error <= r.bound;
   r.message = r.passed ? r.compared : "differs beyond " + format(r.bound) + ": " + r.compared;
   return r;

@@ -18,17 +18,20 @@ struct PipelineCase {
   std::string schedule = "1f1b";  // pipeline::schedule_names() the executor runs
   int micro_batches = 2;
   int chunks = 2;                 // per rank, interleaved
+  int data_parallel = 1;          // replicas of the pipeline (grid pp x dp; dp varies fastest)
   std::string precision = "float64";  // float64, float32
   int steps = 3;
-  // "pipeline/1f1b/m4/float64"
+  // "pipeline/1f1b/m4/float64", "pipeline/1f1b/dp2/m4/float64"
   std::string name() const;
 };
 
 // At world size p (the stages): gpipe and 1f1b at m in {1, p, 2p + 1}, interleaved (2 chunks)
-// at m in {p, 2p}, each in float64 and float32.
+// at m in {p, 2p}, each in float64 and float32; at an even world of 4 or more also 1f1b and
+// interleaved on p/2 stages composed with data parallelism over 2 replicas.
 std::vector<PipelineCase> pipeline_grid(int world_size);
 
-// Collective over comm (the pipeline group: one stage per rank, or the schedule's chunks).
+// Collective over comm: the grid pp x dp over it, the schedule on each pp group, data
+// parallelism (DDP buckets) over each dp group.
 TrainingResult run_pipeline_case(Communicator& comm, const PipelineCase& c);
 
 }  // namespace parity::cases

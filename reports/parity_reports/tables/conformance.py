@@ -28,7 +28,7 @@ READS = {
         "formula_tp_bytes_sent", ["case", "passed"]),
     "/check/pipeline": (
         "s:case,schedule,precision,device,message "
-        "i:chunks,micro_batches,world_size,steps,passed "
+        "i:chunks,data_parallel,micro_batches,world_size,steps,passed "
         "f:error,bound,first_loss,last_loss", ["case", "passed"]),
 }
 
