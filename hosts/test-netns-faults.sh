@@ -457,8 +457,24 @@ expect_victim_died() {
     ((rank / RANKS_PER_HOST + 1 == VICTIM)) || fail_run "the line names rank $rank, which is not on $victim_ns"
 }
 
+# SIGKILL to every rank on the victim host during the current run, then what must follow:
+# status 6 within $KILL_END s, the line naming a rank of that host, nothing left behind.
+kill_victim_host() {
+    local pids
+    pids=$(victim_ranks)
+    (($(wc -w <<<"$pids") == RANKS_PER_HOST)) || fail_run "found ranks '$pids' in $victim_ns, expected $RANKS_PER_HOST"
+    fault_at=$(ms_now)
+    # shellcheck disable=SC2086
+    kill -KILL $pids
+    say "$run_name: SIGKILL to the ranks of $victim_ns (pids ${pids//$'\n'/ }) at '$progress_line'"
+    expect_end "$KILL_END"
+    expect_status 6 "a rank died"
+    expect_victim_died
+    expect_no_leftovers all
+}
+
 scenario_kill_host() {
-    local ncoll pids k
+    local ncoll k
     netns_test_cluster_up 15 --quiet
     count_cases "$CHECK_COLL"
     ncoll=$listed
@@ -466,32 +482,14 @@ scenario_kill_host() {
     start_parity kill_check 60 check --filter "$CHECK_COLL:$CHECK_TRAIN" --no-large -T "$OP_TIMEOUT" --out "$work/kill_check.h5"
     wait_for_progress '^\[check training\] [0-9]+/' 45
     k=$(sed -E 's/^\[check training\] ([0-9]+)\/.*/\1/' <<<"$progress_line")
-    pids=$(victim_ranks)
-    (($(wc -w <<<"$pids") == RANKS_PER_HOST)) || fail_run "found ranks '$pids' in $victim_ns, expected $RANKS_PER_HOST"
-    fault_at=$(ms_now)
-    # shellcheck disable=SC2086
-    kill -KILL $pids
-    say "kill_check: SIGKILL to the ranks of $victim_ns (pids ${pids//$'\n'/ }) at '$progress_line'"
-    expect_end "$KILL_END"
-    expect_status 6 "a rank died"
-    expect_victim_died
-    expect_no_leftovers all
+    kill_victim_host
     partial_args=("$ncoll" "$((k - 1))")
     expect_partial partial-check
 
     start_parity kill_bench 60 bench collectives -b 1K -e 1M -f 4 -n 20 -w 2 --coll all_reduce -T "$OP_TIMEOUT" --out "$work/kill_bench.h5"
     wait_for_progress '^\[bench\] ([3-9]|[1-9][0-9]+)/' 45
     k=$(sed -E 's/^\[bench\] ([0-9]+)\/.*/\1/' <<<"$progress_line")
-    pids=$(victim_ranks)
-    (($(wc -w <<<"$pids") == RANKS_PER_HOST)) || fail_run "found ranks '$pids' in $victim_ns, expected $RANKS_PER_HOST"
-    fault_at=$(ms_now)
-    # shellcheck disable=SC2086
-    kill -KILL $pids
-    say "kill_bench: SIGKILL to the ranks of $victim_ns (pids ${pids//$'\n'/ }) at '$progress_line'"
-    expect_end "$KILL_END"
-    expect_status 6 "a rank died"
-    expect_victim_died
-    expect_no_leftovers all
+    kill_victim_host
     partial_args=("$((k - 1))")
     expect_partial partial-bench
     cluster_down

@@ -13,27 +13,14 @@ namespace parity::cases {
 
 namespace {
 
-// Six blocks (nine top-level layers): enough for 4 ranks x 2 chunks. Tied table and dropout,
-// so the checks see the table's two copies and replayed masks.
+// The training cases' GPT with six blocks (nine top-level layers): enough for 4 ranks x 2 chunks.
 model::GptConfig pipeline_gpt(DataType dtype) {
-  model::GptConfig g;
-  g.vocabulary = 32;
+  model::GptConfig g = case_gpt_config(dtype);
   g.layers = 6;
-  g.hidden = 16;
-  g.heads = 2;
-  g.sequence = 8;
-  g.tied_embeddings = true;
-  g.dropout = 0.1;
-  g.dtype = dtype;
-  g.seed = 2468;
   return g;
 }
 
 DataType type_of(const PipelineCase& c) { return c.precision == "float64" ? DataType::float64 : DataType::float32; }
-
-std::unique_ptr<model::Optimizer> adamw(DataType dtype) {
-  return std::make_unique<model::AdamW>(model::AdamWConfig{1e-2, 0.9, 0.999, 1e-8, 0.01}, dtype);
-}
 
 // Rows of a step: every micro-batch of every replica gets at least one, and they differ in size.
 std::int64_t global_batch(const PipelineCase& c) { return (2 * c.micro_batches + 1) * c.data_parallel; }
@@ -108,8 +95,9 @@ TrainingResult run_pipeline_case(Communicator& world, const PipelineCase& c) {
   const pp::Schedule schedule = pp::make_schedule(c.schedule, comm.size(), c.micro_batches, c.chunks);
   // Stages balanced by the parameters of the whole model's top-level layers.
   std::vector<std::int64_t> parameters;
-  const auto shape_model = model::build_gpt(config);
-  for (model::Layer* layer : shape_model->layers()) {
+  // The whole model: its layers' sizes split the stages; later it trains as the reference.
+  const auto whole = model::build_gpt(config);
+  for (model::Layer* layer : whole->layers()) {
     std::int64_t n = 0;
     for (model::Parameter* p : layer->parameters()) n += p->value.numel();
     parameters.push_back(n);
@@ -124,7 +112,7 @@ TrainingResult run_pipeline_case(Communicator& world, const PipelineCase& c) {
   }
   auto m = model::build_gpt(config, mine);
   m->to(comm.memory_space());
-  auto optimizer = adamw(config.dtype);
+  auto optimizer = case_adamw(config.dtype);
   // The tied table: one copy on the first stage's rank, one on the last's; their gradients are
   // summed so both take the single device's update.
   const int first_rank = owner.front(), last_rank = owner.back();
@@ -157,9 +145,8 @@ TrainingResult run_pipeline_case(Communicator& world, const PipelineCase& c) {
   const parallel::ParameterValues trained = trainer.gathered(false);
 
   // The single device: the whole model on the whole batch, one pass per step.
-  auto whole = model::build_gpt(config);
-  const parallel::ParameterValues origin = select(values_of(*whole, adamw(config.dtype).get()), trained.names);
-  auto whole_optimizer = adamw(config.dtype);
+  const parallel::ParameterValues origin = select(values_of(*whole, case_adamw(config.dtype).get()), trained.names);
+  auto whole_optimizer = case_adamw(config.dtype);
   double reference_last_loss = 0;
   for (int step = 0; step < c.steps; ++step)
     reference_last_loss =

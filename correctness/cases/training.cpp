@@ -12,13 +12,8 @@
 #include "reference/parallel/data/parameter_server.hpp"
 
 namespace parity::cases {
-namespace {
 
-using parallel::BatchSource;
-
-// A small GPT (tied table, dropout on, so the checks see shared parameters and replayed
-// masks) and a small MLP (the model that runs in bfloat16: attention has no 16-bit kernel).
-model::GptConfig gpt_config(DataType dtype) {
+model::GptConfig case_gpt_config(DataType dtype) {
   model::GptConfig g;
   g.vocabulary = 32;
   g.layers = 2;
@@ -32,6 +27,15 @@ model::GptConfig gpt_config(DataType dtype) {
   return g;
 }
 
+std::unique_ptr<model::Optimizer> case_adamw(DataType state) {
+  return std::make_unique<model::AdamW>(model::AdamWConfig{1e-2, 0.9, 0.999, 1e-8, 0.01}, state);
+}
+
+namespace {
+
+using parallel::BatchSource;
+
+// A small MLP beside the GPT: the model that runs in bfloat16 (attention has no 16-bit kernel).
 model::MlpConfig mlp_config(DataType dtype) {
   model::MlpConfig m;
   m.inputs = 12;
@@ -49,12 +53,12 @@ DataType model_type(const TrainingCase& c) {
 }
 
 std::unique_ptr<model::Model> build(const TrainingCase& c) {
-  if (c.model == "gpt") return model::build_gpt(gpt_config(model_type(c)));
+  if (c.model == "gpt") return model::build_gpt(case_gpt_config(model_type(c)));
   return model::build_mlp(mlp_config(model_type(c)));
 }
 
 BatchSource batches(const TrainingCase& c) {
-  if (c.model == "gpt") return parallel::batches_of(gpt_config(model_type(c)));
+  if (c.model == "gpt") return parallel::batches_of(case_gpt_config(model_type(c)));
   return parallel::batches_of(mlp_config(model_type(c)));
 }
 
@@ -86,7 +90,7 @@ std::unique_ptr<model::Optimizer> make_optimizer(const TrainingCase& c) {
   // Momentum multiplies the effect of stale gradients (asynchronous SGD with 7 workers and
   // momentum 0.9 does not converge here): the asynchronous case uses plain SGD.
   if (c.optimizer == "sgd_plain") return std::make_unique<model::Sgd>(model::SgdConfig{0.05, 0, 0}, state);
-  return std::make_unique<model::AdamW>(model::AdamWConfig{1e-2, 0.9, 0.999, 1e-8, 0.01}, state);
+  return case_adamw(state);
 }
 
 // The single-device reference: the whole batch on one model, `steps` optimizer steps. With
@@ -152,7 +156,7 @@ TrainingResult run_data_parallel_case(Communicator& comm, const TrainingCase& c)
   TrainingResult r;
   const parallel::ParameterValues origin = values_of(*build(c), make_optimizer(c).get());
   const Trained trained = train_data_parallel(comm, c, stage);
-  const std::int64_t tokens_per_row = c.model == "gpt" ? gpt_config(model_type(c)).sequence : 1;
+  const std::int64_t tokens_per_row = c.model == "gpt" ? case_gpt_config(model_type(c)).sequence : 1;
   r.bound = tolerance::training_relative_bound(model_type(c), c.global_batch * tokens_per_row, n, c.steps);
   // Mixed precision is held to plain data parallelism in the same precision; everything
   // else to the single-device run, and ZeRO also to plain data parallelism.

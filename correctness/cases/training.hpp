@@ -7,14 +7,22 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "reference/comm/communicator.hpp"
+#include "reference/model/optimizer.hpp"
 #include "reference/parallel/data/parameter_server.hpp"
 #include "reference/parallel/techniques/techniques.hpp"
 
 namespace parity::cases {
+
+// The cases' GPT: vocabulary 32, 2 layers, hidden 16, 2 heads, sequence 8, a tied table and
+// dropout 0.1 (so the checks see shared parameters and replayed masks), in `dtype`.
+model::GptConfig case_gpt_config(DataType dtype);
+// The cases' AdamW (lr 1e-2, betas 0.9/0.999, eps 1e-8, weight decay 0.01), its state in `state`.
+std::unique_ptr<model::Optimizer> case_adamw(DataType state);
 
 struct TrainingCase {
   // From the registry (parallel/techniques): dp, dp_accumulation, zero1-3, ps_one_worker, ps_async.

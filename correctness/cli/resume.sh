@@ -65,6 +65,21 @@ clean_run() { # OUT ARGS...
   wait "$pid"
   status=$?
 }
+# Resumes the partial $work/p.h5 to the end: the result is complete, GROUP equals the clean
+# run's on KEYS, and every row the partial file kept (of GROUP and of $also_taken) comes back
+# unchanged, taken rather than measured again.
+resume_like_clean() { # GROUP KEYS WHEN ARGS...
+  local group=$1 keys=$2 when=$3 taken
+  shift 3
+  cp "$work/p.h5" "$work/kept.h5"
+  run "$@" --resume "$work/p.h5"
+  [ "$status" -eq 0 ] || fail "--resume after $when ended with status $status"
+  rows complete "$work/p.h5"
+  rows same "$work/p.h5" "$work/clean.h5" "$group" "$keys"
+  for taken in "$group" $also_taken; do rows taken "$work/kept.h5" "$work/p.h5" "$taken"; done
+  [ ! -e "$work/p.h5.journal" ] || fail "the journal is left after a complete run"
+}
+
 # Interrupts when the journal reaches each fraction of the clean run's largest (so at rows, not
 # at times that depend on the machine's load; the whole tables written at the end make about
 # the second half of it), checks the partial file, resumes (once more
@@ -102,13 +117,7 @@ points() { # SIGNAL GROUP KEYS FRACTIONS -- ARGS...
         [ "$(rows rows "$work/p.h5" "$group")" -ge "$kept" ] || fail "a resumed run cut short lost rows"
       fi
     fi
-    cp "$work/p.h5" "$work/kept.h5"
-    run "$@" --resume "$work/p.h5"
-    [ "$status" -eq 0 ] || fail "--resume after $fraction ended with status $status"
-    rows complete "$work/p.h5"
-    rows same "$work/p.h5" "$work/clean.h5" "$group" "$keys"
-    for taken in "$group" $also_taken; do rows taken "$work/kept.h5" "$work/p.h5" "$taken"; done
-    [ ! -e "$work/p.h5.journal" ] || fail "the journal is left after a complete run"
+    resume_like_clean "$group" "$keys" "$fraction of the journal" "$@"
   done
   [ "$midway" -ge 2 ] || fail "only $midway interruption(s) landed midway (rows kept at each point:$notes)"
 }
@@ -143,13 +152,7 @@ blocks() { # SIGNAL GROUP KEYS COUNTS -- ARGS...
     kept=$(rows rows "$work/p.h5" "$group")
     notes+="$kept/$total"
     [ "$kept" -gt 0 ] && [ "$kept" -lt "$total" ] && midway=$((midway + 1))
-    cp "$work/p.h5" "$work/kept.h5"
-    run "$@" --resume "$work/p.h5"
-    [ "$status" -eq 0 ] || fail "--resume after $count block(s) ended with status $status"
-    rows complete "$work/p.h5"
-    rows same "$work/p.h5" "$work/clean.h5" "$group" "$keys"
-    for taken in "$group" $also_taken; do rows taken "$work/kept.h5" "$work/p.h5" "$taken"; done
-    [ ! -e "$work/p.h5.journal" ] || fail "the journal is left after a complete run"
+    resume_like_clean "$group" "$keys" "$count block(s)" "$@"
   done
   [ "$midway" -ge 1 ] || fail "no interruption landed midway (rows kept at each count of blocks:$notes)"
 }

@@ -36,55 +36,53 @@ void Watchdog::set_timeout(double seconds) {
   timeout_seconds_ = seconds;
 }
 
-std::string Operation::describe() const {
-  if (!text.empty()) return text;
-  std::string out = name;
-  if (count >= 0) {
-    out += ' ';
-    out += std::to_string(count);
-    out += " x ";
-    out += name_of(dtype);
-  }
-  if (variant != nullptr) {
-    out += " (";
-    out += variant;
-    out += ')';
-  }
-  return out;
-}
-
-void Watchdog::describe_current(char* out, std::size_t size) noexcept {
+namespace {
+// "all_reduce 256 x float32 (ring)" into `out` (always terminated), without allocating: the
+// one spelling of an operation, for reports and for signal handlers alike.
+void format_operation(char* out, std::size_t size, const char* name, std::int64_t count, DataType dtype,
+                      const char* variant) noexcept {
   if (size == 0) return;
   std::size_t used = 0;
   const auto put = [&](const char* text) {
     for (; *text != '\0' && used + 1 < size; ++text) out[used++] = *text;
   };
-  const auto put_number = [&](std::int64_t value) {
+  put(name);
+  if (count >= 0) {
     char digits[24];
     int n = 0;
-    do digits[n++] = static_cast<char>('0' + value % 10);
-    while ((value /= 10) > 0 && n < 23);
+    do digits[n++] = static_cast<char>('0' + count % 10);
+    while ((count /= 10) > 0 && n < 23);
+    put(" ");
     while (n > 0 && used + 1 < size) out[used++] = digits[--n];
-  };
-  const Watchdog* dog = g_first.load();
-  if (dog != nullptr && dog->depth_.load(std::memory_order_acquire) > 0) {
-    // An operation with made-up text (rare) is named by its static name only: the text is
-    // guarded by a mutex a handler may not take.
-    put(dog->name_.load(std::memory_order_relaxed));
-    const std::int64_t count = dog->count_.load(std::memory_order_relaxed);
-    if (count >= 0) {
-      put(" ");
-      put_number(count);
-      put(" x ");
-      put(name_of(static_cast<DataType>(dog->dtype_.load(std::memory_order_relaxed))).data());
-    }
-    if (const char* variant = dog->variant_.load(std::memory_order_relaxed)) {
-      put(" (");
-      put(variant);
-      put(")");
-    }
+    put(" x ");
+    put(name_of(dtype).data());  // views of string literals: terminated
+  }
+  if (variant != nullptr) {
+    put(" (");
+    put(variant);
+    put(")");
   }
   out[used] = '\0';
+}
+}  // namespace
+
+std::string Operation::describe() const {
+  if (!text.empty()) return text;
+  char out[256];
+  format_operation(out, sizeof out, name, count, dtype, variant);
+  return out;
+}
+
+void Watchdog::describe_current(char* out, std::size_t size) noexcept {
+  if (size == 0) return;
+  out[0] = '\0';
+  const Watchdog* dog = g_first.load();
+  if (dog == nullptr || dog->depth_.load(std::memory_order_acquire) == 0) return;
+  // An operation with made-up text (rare) is named by its static name only: the text is
+  // guarded by a mutex a handler may not take.
+  format_operation(out, size, dog->name_.load(std::memory_order_relaxed), dog->count_.load(std::memory_order_relaxed),
+                   static_cast<DataType>(dog->dtype_.load(std::memory_order_relaxed)),
+                   dog->variant_.load(std::memory_order_relaxed));
 }
 
 std::string Wait::describe(const Operation& operation) const {
