@@ -643,12 +643,18 @@ def write_sample(path, seed=1, bandwidth_scale=1.0, failures=2, empty_collective
             sizes = [8, 64, 512, 4096, 65536]
             direct = [0.35 + alpha * 0.2 + s * 1e-5 for s in sizes]
             overhead = [0.03 + 0.01 * rng.standard_normal() for _ in sizes]
+            own_direct = [0.02 + s * 2e-6 for s in sizes]
+            own = [0.02 + 0.002 * i for i in range(len(sizes))]  # no draw: later draws stay as they were
             g = write_table(f, "/bench/harness_overhead", "the harness's cost per call",
                             [("size_bytes", "i8", "B"), ("direct_us", "f8", "us"), ("wrapped_us", "f8", "us"),
-                             ("overhead_us", "f8", "us"), ("halves_spread_us", "f8", "us"), ("calls", "i8", "")],
+                             ("overhead_us", "f8", "us"), ("halves_spread_us", "f8", "us"),
+                             ("own_direct_us", "f8", "us"), ("own_wrapped_us", "f8", "us"),
+                             ("own_overhead_us", "f8", "us"), ("calls", "i8", "")],
                             {"size_bytes": sizes, "direct_us": direct,
                              "wrapped_us": [d + o for d, o in zip(direct, overhead)], "overhead_us": overhead,
-                             "halves_spread_us": [0.005] * 5, "calls": [2000, 2000, 2000, 2000, 500]})
+                             "halves_spread_us": [0.005] * 5, "own_direct_us": own_direct,
+                             "own_wrapped_us": [d + o for d, o in zip(own_direct, own)], "own_overhead_us": own,
+                             "calls": [2000] * 5})
             g.attrs["target_us"] = 0.1
 
         cols = {c[0]: [] for c in COLLECTIVE_COLUMNS}

@@ -332,9 +332,10 @@ void Session::maybe_inject_stall() {
   // Sleep through the timeout. The stall is an operation of its own, so this rank's watchdog
   // fires too: at one rank nobody else would notice, and at several the message tells the
   // stalled rank (here) from the ones waiting for it in their next operation.
+  const std::string text = "an injected stall (--inject-stall " + std::to_string(world_->rank()) + ")";
   Operation stalled;
   stalled.name = "an injected stall";  // what a signal handler can say of it
-  stalled.text = "an injected stall (--inject-stall " + std::to_string(world_->rank()) + ")";
+  stalled.text = text.c_str();
   Watchdog::Scope stall(world_->watchdog(), std::move(stalled));
   for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
 }

@@ -90,7 +90,8 @@ struct BenchOutcome {
   record::Table rows{"collective benchmark, nccl-tests conventions (docs/busbw.md)"};
   record::Table rank_times{"each rank's mean time per row of /bench/collectives"};
   record::Table harness{"the harness's cost per call: a native float32 sum all_reduce on host memory through parity's "
-                        "wrapper (checks and watchdog) and as a direct MPI_Allreduce, in alternating blocks"};
+                        "wrapper (checks and watchdog) and as a direct MPI_Allreduce, call by call in alternating order, on "
+                        "the world and (own_*) on a one-rank communicator, the wrapper's own cost"};
 };
 BenchOutcome run_bench(Session& session, const BenchPlan& plan, const BenchOptions& options,
                        const PointToPoint& p2p, double copy_GBps);

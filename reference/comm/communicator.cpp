@@ -13,7 +13,7 @@ namespace parity {
 
 thread_local void (*yield_while_waiting)() = nullptr;
 
-Operation collective_operation(Collective collective, BufferView send, BufferView recv, const char* algorithm) {
+Operation collective_operation(Collective collective, const BufferView& send, const BufferView& recv, const char* algorithm) {
   const BufferView& larger = collective == Collective::reduce_scatter ? send : recv;
   // name_of returns views of string literals, so data() is null-terminated static text.
   return {name_of(collective).data(), algorithm, static_cast<std::int64_t>(larger.count), larger.dtype, {}};
@@ -76,53 +76,85 @@ void Communicator::send_recv(BufferView send, int to, BufferView recv, int from,
   wait_all(requests);
 }
 
-void validate_collective(const Communicator& comm, Collective collective, BufferView send,
-                         BufferView recv, int root, bool native) {
-  // Runs on every call: no text is made unless a check fails.
-  const std::size_t n = static_cast<std::size_t>(comm.size());
-  auto fail = [&](const std::string& why) { throw Error(std::string(name_of(collective)) + ": " + why); };
-  if (send.dtype != recv.dtype) fail("send and receive buffers differ in type");
-  for (const BufferView* v : {&send, &recv}) {
-    const bool accepted = native ? comm.accepts(v->space, false) : v->space == comm.memory_space();
-    if (!accepted && v->count != 0)
-      fail("a " + std::string(name_of(v->space)) + " buffer given to " + (native ? "a " : "a reference algorithm on a ") +
-           std::string(comm.backend()) + " communicator in " + std::string(name_of(comm.memory_space())) + " memory");
-  }
-  if (send.space != recv.space && send.count != 0 && recv.count != 0)
-    fail("send and receive buffers are in different memory spaces");
-  if (has_root(collective) && (root < 0 || root >= comm.size()))
-    fail("root " + std::to_string(root) + " outside 0.." + std::to_string(comm.size() - 1));
-  const auto sizes = [&] { return " (send " + std::to_string(send.count) + ", receive " + std::to_string(recv.count) + ")"; };
+namespace {
+
+enum class Invalid { none, dtype, space, mixed_spaces, root, counts, overlap };
+
+// The rules, as comparisons only: this runs on every call. Which buffer a space problem
+// concerns comes back in `culprit`.
+Invalid check_collective(const Communicator& comm, Collective collective, const BufferView& send,
+                         const BufferView& recv, int root, bool native, const BufferView*& culprit) {
+  if (send.dtype != recv.dtype) return Invalid::dtype;
+  // Empty buffers go anywhere; a receive buffer in the send buffer's space is checked with it.
+  const auto accepted = [&](MemorySpace space) {
+    return native ? comm.accepts(space, false) : space == comm.memory_space();
+  };
+  culprit = &send;
+  if (send.count != 0 && !accepted(send.space)) return Invalid::space;
+  culprit = &recv;
+  if (recv.count != 0 && (send.count == 0 || recv.space != send.space) && !accepted(recv.space)) return Invalid::space;
+  if (send.space != recv.space && send.count != 0 && recv.count != 0) return Invalid::mixed_spaces;
+  const int size = comm.size();
+  if (has_root(collective) && (root < 0 || root >= size)) return Invalid::root;
+  const std::size_t n = static_cast<std::size_t>(size);
+  bool counts = true;
   switch (collective) {
     case Collective::all_reduce: case Collective::reduce: case Collective::broadcast:
-      if (send.count != recv.count) fail("send and receive counts differ" + sizes());
+      counts = send.count == recv.count;
       break;
-    case Collective::all_gather:
-      if (recv.count != send.count * n) fail("receive count must be size x send count" + sizes());
-      break;
-    case Collective::reduce_scatter:
-      if (send.count != recv.count * n) fail("send count must be size x receive count" + sizes());
-      break;
-    case Collective::all_to_all:
-      if (send.count != recv.count || send.count % n != 0)
-        fail("send and receive counts must be equal multiples of the size" + sizes());
-      break;
+    case Collective::all_gather: counts = recv.count == send.count * n; break;
+    case Collective::reduce_scatter: counts = send.count == recv.count * n; break;
+    case Collective::all_to_all: counts = send.count == recv.count && send.count % n == 0; break;
   }
+  if (!counts) return Invalid::counts;
   // Partial overlap other than the documented in-place layout is a caller bug.
   const auto* s = static_cast<const std::byte*>(send.data);
   const auto* r = static_cast<const std::byte*>(recv.data);
-  const bool overlap = send.count && recv.count && s < r + recv.bytes() && r < s + send.bytes();
-  if (overlap) {
+  if (send.count && recv.count && s < r + recv.bytes() && r < s + send.bytes()) {
     const std::size_t rank = static_cast<std::size_t>(comm.rank());
     bool in_place = s == r;
     if (collective == Collective::all_gather) in_place = s == r + rank * send.bytes();
     if (collective == Collective::reduce_scatter) in_place = r == s + rank * recv.bytes();
-    if (!in_place) fail("send and receive buffers overlap but are not the in-place layout");
+    if (!in_place) return Invalid::overlap;
   }
+  return Invalid::none;
 }
 
-namespace {
+// The text, made only when a rule is broken.
+[[noreturn, gnu::cold]] void reject_collective(const Communicator& comm, Collective collective, const BufferView& send,
+                                               const BufferView& recv, int root, bool native, Invalid why,
+                                               const BufferView& culprit) {
+  std::string text;
+  const auto sizes = [&] { return " (send " + std::to_string(send.count) + ", receive " + std::to_string(recv.count) + ")"; };
+  switch (why) {
+    case Invalid::none: case Invalid::dtype: text = "send and receive buffers differ in type"; break;
+    case Invalid::space:
+      text = "a " + std::string(name_of(culprit.space)) + " buffer given to " +
+             (native ? "a " : "a reference algorithm on a ") + std::string(comm.backend()) + " communicator in " +
+             std::string(name_of(comm.memory_space())) + " memory";
+      break;
+    case Invalid::mixed_spaces: text = "send and receive buffers are in different memory spaces"; break;
+    case Invalid::root: text = "root " + std::to_string(root) + " outside 0.." + std::to_string(comm.size() - 1); break;
+    case Invalid::counts:
+      text = collective == Collective::all_gather       ? "receive count must be size x send count"
+             : collective == Collective::reduce_scatter ? "send count must be size x receive count"
+             : collective == Collective::all_to_all     ? "send and receive counts must be equal multiples of the size"
+                                                        : "send and receive counts differ";
+      text += sizes();
+      break;
+    case Invalid::overlap: text = "send and receive buffers overlap but are not the in-place layout"; break;
+  }
+  throw Error(std::string(name_of(collective)) + ": " + text);
+}
+
 }  // namespace
+
+void validate_collective(const Communicator& comm, Collective collective, const BufferView& send,
+                         const BufferView& recv, int root, bool native) {
+  const BufferView* culprit = &send;
+  const Invalid why = check_collective(comm, collective, send, recv, root, native, culprit);
+  if (why != Invalid::none) reject_collective(comm, collective, send, recv, root, native, why, *culprit);
+}
 
 Watchdog::Scope Communicator::enter_native(Collective c, BufferView send, BufferView recv, int root) {
   validate_collective(*this, c, send, recv, root, true);

@@ -53,8 +53,9 @@ class Communicator {
   explicit Communicator(std::shared_ptr<Watchdog> watchdog);
   virtual ~Communicator() = default;
 
-  virtual int rank() const = 0;
-  virtual int size() const = 0;
+  // Fixed when the backend creates the communicator; plain reads, since every call checks them.
+  int rank() const { return rank_; }
+  int size() const { return size_; }
   virtual std::string_view backend() const = 0;
   virtual MemorySpace memory_space() const = 0;
   // Whether buffers in `space` may be given to point-to-point calls or to native collectives.
@@ -106,6 +107,8 @@ class Communicator {
   Watchdog::Scope enter_native(Collective c, BufferView send, BufferView recv, int root);
   // Memory for scratch() in memory_space(): host, or the selected CUDA device.
   virtual std::shared_ptr<void> allocate(std::size_t bytes);
+  // Set by the backend's constructor.
+  int rank_ = 0, size_ = 1;
 
  private:
   struct Scratch {
@@ -125,11 +128,11 @@ extern thread_local void (*yield_while_waiting)();
 // Checks that a collective's buffers fit its contract (counts, types, memory space, root,
 // in-place layout); throws Error naming the collective and the offending sizes. A native call
 // takes any space the backend accepts; a reference algorithm needs memory_space().
-void validate_collective(const Communicator& comm, Collective collective, BufferView send,
-                         BufferView recv, int root, bool native = false);
+void validate_collective(const Communicator& comm, Collective collective, const BufferView& send,
+                         const BufferView& recv, int root, bool native = false);
 
 // A collective call as the watchdog keeps it: the collective's name, the algorithm (static
 // text), and the count and type of the larger buffer; text only if it is ever reported.
-Operation collective_operation(Collective collective, BufferView send, BufferView recv, const char* algorithm);
+Operation collective_operation(Collective collective, const BufferView& send, const BufferView& recv, const char* algorithm);
 
 }  // namespace parity

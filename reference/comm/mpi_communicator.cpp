@@ -85,10 +85,13 @@ MPI_Op mpi_op(ReduceOp op, DataType type) {
   return MPI_OP_NULL;
 }
 
-int mpi_count(std::size_t count, const char* what) {
-  if (count > static_cast<std::size_t>(INT_MAX))
-    throw Error(std::string(what) + ": " + std::to_string(count) +
-                " elements exceed what one MPI call takes (2^31-1); use a reference algorithm");
+[[noreturn, gnu::cold]] void count_too_large(std::size_t count, const char* what) {
+  throw Error(std::string(what) + ": " + std::to_string(count) +
+              " elements exceed what one MPI call takes (2^31-1); use a reference algorithm");
+}
+
+inline int mpi_count(std::size_t count, const char* what) {
+  if (count > static_cast<std::size_t>(INT_MAX)) count_too_large(count, what);
   return static_cast<int>(count);
 }
 
@@ -152,8 +155,6 @@ class MpiCommunicator final : public Communicator {
   ~MpiCommunicator() override {
     if (owned_) MPI_Comm_free(&comm_);
   }
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
   std::string_view backend() const override { return "mpi"; }
   MemorySpace memory_space() const override { return space_; }
   bool accepts(MemorySpace space, bool) const override { return space == MemorySpace::host || space == space_; }
@@ -290,8 +291,6 @@ class MpiCommunicator final : public Communicator {
   MemorySpace space_;
   bool cuda_aware_;
   std::shared_ptr<PinnedPool> pinned_ = std::make_shared<PinnedPool>();
-  int rank_ = 0;
-  int size_ = 1;
 };
 
 std::string short_host_name() {

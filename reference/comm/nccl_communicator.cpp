@@ -87,8 +87,6 @@ class NcclCommunicator final : public Communicator {
     // Work still queued (an exception mid-collective) is abandoned, not waited for.
     if (comm_) ncclCommDestroy(comm_);
   }
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
   std::string_view backend() const override { return "nccl"; }
   MemorySpace memory_space() const override { return MemorySpace::cuda; }
   bool accepts(MemorySpace space, bool point_to_point) const override {
@@ -233,8 +231,6 @@ class NcclCommunicator final : public Communicator {
   }
 
   ncclComm_t comm_ = nullptr;
-  int rank_ = 0;
-  int size_ = 1;
   std::shared_ptr<Group> pending_;
 };
 

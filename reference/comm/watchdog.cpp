@@ -67,7 +67,7 @@ void format_operation(char* out, std::size_t size, const char* name, std::int64_
 }  // namespace
 
 std::string Operation::describe() const {
-  if (!text.empty()) return text;
+  if (text != nullptr) return text;
   char out[256];
   format_operation(out, sizeof out, name, count, dtype, variant);
   return out;
@@ -112,44 +112,18 @@ std::string Wait::describe(const Operation& operation) const {
   return out;
 }
 
-Watchdog::Scope::Scope(Watchdog& dog, const Operation& operation, Wait wait) : dog_(dog) {
-  const int depth = dog_.depth_.load(std::memory_order_relaxed);
-  if (depth == 0) {
-    dog_.name_.store(operation.name, std::memory_order_relaxed);
-    dog_.variant_.store(operation.variant, std::memory_order_relaxed);
-    dog_.count_.store(operation.count, std::memory_order_relaxed);
-    dog_.dtype_.store(static_cast<int>(operation.dtype), std::memory_order_relaxed);
-    if (!operation.text.empty() || dog_.has_text_.load(std::memory_order_relaxed)) {
-      std::lock_guard lock(dog_.mutex_);  // rare: an operation with made-up text
-      dog_.text_ = operation.text;
-      dog_.has_text_.store(!operation.text.empty(), std::memory_order_relaxed);
-    }
-    dog_.store_wait(wait);
-    // Only this thread writes sequence_: a plain release store, not a locked read-modify-write.
-    dog_.sequence_.store(dog_.sequence_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
-  } else if (wait.kind != Wait::unknown) {
-    dog_.store_wait(wait);
-  }
-  dog_.depth_.store(depth + 1, std::memory_order_release);
-}
-
-Watchdog::Scope::~Scope() {
-  dog_.depth_.store(dog_.depth_.load(std::memory_order_relaxed) - 1, std::memory_order_release);
-}
-
-void Watchdog::store_wait(const Wait& wait) {
-  wait_kind_.store(wait.kind, std::memory_order_relaxed);
-  wait_peer_.store(wait.peer, std::memory_order_relaxed);
-  wait_bytes_.store(wait.bytes, std::memory_order_relaxed);
-  wait_tag_.store(wait.tag, std::memory_order_relaxed);
+void Watchdog::store_text(const char* text) {
+  std::lock_guard lock(mutex_);
+  text_ = text != nullptr ? text : "";
+  has_text_.store(text != nullptr, std::memory_order_relaxed);
 }
 
 void Watchdog::waiting_for(const Wait& wait) { store_wait(wait); }
 
 Operation Watchdog::load_operation() {
   Operation op{name_.load(std::memory_order_relaxed), variant_.load(std::memory_order_relaxed),
-               count_.load(std::memory_order_relaxed), static_cast<DataType>(dtype_.load(std::memory_order_relaxed)), {}};
-  if (has_text_.load(std::memory_order_relaxed)) op.text = text_;  // the caller holds mutex_
+               count_.load(std::memory_order_relaxed), static_cast<DataType>(dtype_.load(std::memory_order_relaxed)), nullptr};
+  if (has_text_.load(std::memory_order_relaxed)) op.text = text_.c_str();  // the caller holds mutex_
   return op;
 }
 

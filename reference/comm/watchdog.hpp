@@ -23,7 +23,9 @@ struct Operation {
   const char* variant = nullptr;  // static text: the algorithm ("native", "ring"), or none
   std::int64_t count = -1;        // elements, or -1 when not a buffer operation
   DataType dtype = DataType::float32;
-  std::string text;  // rare operations that need made-up text: used instead of the above
+  // Rare operations that need made-up text: used instead of the above. The scope copies it,
+  // so it need only outlive the scope's constructor; Operation stays a few plain values.
+  const char* text = nullptr;
   std::string describe() const;
 };
 
@@ -52,10 +54,26 @@ class Watchdog {
   // relaxed atomic stores: no lock, no clock, no text (see run()).
   class Scope {
    public:
-    // wait: what the operation waits on until something more precise is said.
-    Scope(Watchdog& dog, const Operation& operation, Wait wait = {});
-    Scope(Watchdog& dog, const char* operation) : Scope(dog, Operation{operation, nullptr, -1, DataType::float32, {}}) {}
-    ~Scope();
+    // wait: what the operation waits on until something more precise is said. Inline: it
+    // runs around every communicator call.
+    Scope(Watchdog& dog, const Operation& operation, Wait wait = {}) : dog_(dog) {
+      const int depth = dog_.depth_.load(std::memory_order_relaxed);
+      if (depth == 0) {
+        dog_.name_.store(operation.name, std::memory_order_relaxed);
+        dog_.variant_.store(operation.variant, std::memory_order_relaxed);
+        dog_.count_.store(operation.count, std::memory_order_relaxed);
+        dog_.dtype_.store(static_cast<int>(operation.dtype), std::memory_order_relaxed);
+        if (operation.text != nullptr || dog_.has_text_.load(std::memory_order_relaxed)) dog_.store_text(operation.text);
+        dog_.store_wait(wait);
+        // Only this thread writes sequence_: a plain release store, not a locked add.
+        dog_.sequence_.store(dog_.sequence_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+      } else if (wait.kind != Wait::unknown) {
+        dog_.store_wait(wait);
+      }
+      dog_.depth_.store(depth + 1, std::memory_order_release);
+    }
+    Scope(Watchdog& dog, const char* operation) : Scope(dog, Operation{operation, nullptr, -1, DataType::float32, nullptr}) {}
+    ~Scope() { dog_.depth_.store(dog_.depth_.load(std::memory_order_relaxed) - 1, std::memory_order_release); }
     Scope(const Scope&) = delete;
     Scope& operator=(const Scope&) = delete;
    private:
@@ -74,7 +92,13 @@ class Watchdog {
 
  private:
   void run();
-  void store_wait(const Wait& wait);
+  void store_wait(const Wait& wait) {
+    wait_kind_.store(wait.kind, std::memory_order_relaxed);
+    wait_peer_.store(wait.peer, std::memory_order_relaxed);
+    wait_bytes_.store(wait.bytes, std::memory_order_relaxed);
+    wait_tag_.store(wait.tag, std::memory_order_relaxed);
+  }
+  void store_text(const char* text);  // rare: under mutex_, nullptr clears
   Operation load_operation();
   Wait load_wait() const;
   using Clock = std::chrono::steady_clock;

@@ -10,11 +10,26 @@ enum class Collective { all_reduce, reduce, broadcast, all_gather, reduce_scatte
 inline constexpr Collective kAllCollectives[] = {Collective::all_reduce, Collective::reduce,
                                                  Collective::broadcast, Collective::all_gather,
                                                  Collective::reduce_scatter, Collective::all_to_all};
-std::string_view name_of(Collective collective);
+// Inline: the communicator names and checks every call with these.
+constexpr std::string_view name_of(Collective collective) {
+  switch (collective) {
+    case Collective::all_reduce: return "all_reduce";
+    case Collective::reduce: return "reduce";
+    case Collective::broadcast: return "broadcast";
+    case Collective::all_gather: return "all_gather";
+    case Collective::reduce_scatter: return "reduce_scatter";
+    case Collective::all_to_all: return "all_to_all";
+  }
+  return "?";
+}
 Collective parse_collective(std::string_view text);  // throws UsageError listing the known names
-bool is_reducing(Collective collective);
-bool has_root(Collective collective);
+constexpr bool is_reducing(Collective c) {
+  return c == Collective::all_reduce || c == Collective::reduce || c == Collective::reduce_scatter;
+}
+constexpr bool has_root(Collective c) { return c == Collective::reduce || c == Collective::broadcast; }
 // True when the per-rank chunk is the count (all_gather, reduce_scatter, all_to_all).
-bool is_chunked(Collective collective);
+constexpr bool is_chunked(Collective c) {
+  return c == Collective::all_gather || c == Collective::reduce_scatter || c == Collective::all_to_all;
+}
 
 }  // namespace parity

@@ -8,15 +8,6 @@
 
 namespace parity {
 
-std::size_t size_of(DataType type) {
-  switch (type) {
-    case DataType::float64: case DataType::int64: return 8;
-    case DataType::float32: case DataType::int32: return 4;
-    case DataType::float16: case DataType::bfloat16: return 2;
-  }
-  return 0;
-}
-
 std::string_view name_of(DataType type) {
   switch (type) {
     case DataType::float64: return "float64";
@@ -39,9 +30,6 @@ std::string_view name_of(ReduceOp op) {
   }
   return "?";
 }
-
-bool is_floating(DataType type) { return type != DataType::int32 && type != DataType::int64; }
-bool is_half(DataType type) { return type == DataType::float16 || type == DataType::bfloat16; }
 
 double unit_roundoff(DataType type) {
   switch (type) {

@@ -20,11 +20,19 @@ inline constexpr DataType kAllDataTypes[] = {DataType::float64, DataType::float3
 inline constexpr ReduceOp kAllReduceOps[] = {ReduceOp::sum, ReduceOp::prod, ReduceOp::max,
                                              ReduceOp::min, ReduceOp::avg};
 
-std::size_t size_of(DataType type);
+// Inline: buffer sizes and these tests run on every communicator call.
+constexpr std::size_t size_of(DataType type) {
+  switch (type) {
+    case DataType::float64: case DataType::int64: return 8;
+    case DataType::float32: case DataType::int32: return 4;
+    case DataType::float16: case DataType::bfloat16: return 2;
+  }
+  return 0;
+}
+constexpr bool is_floating(DataType type) { return type != DataType::int32 && type != DataType::int64; }
+constexpr bool is_half(DataType type) { return type == DataType::float16 || type == DataType::bfloat16; }
 std::string_view name_of(DataType type);
 std::string_view name_of(ReduceOp op);
-bool is_floating(DataType type);
-bool is_half(DataType type);  // float16 or bfloat16
 // Unit roundoff u = 2^-p of a floating type (0 for integers).
 double unit_roundoff(DataType type);
 // Largest integer m such that every integer in [-m, m] is exact in the type.

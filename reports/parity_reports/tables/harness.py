@@ -1,12 +1,13 @@
 """/bench/harness_overhead: what parity's wrapper (checks and the watchdog scope) adds to a
-native all_reduce, measured beside a direct MPI_Allreduce in the same run, against the
-group's target_us."""
+native all_reduce, measured beside a direct MPI_Allreduce in the same run, on the world and
+on a one-rank communicator (the wrapper's own cost), against the group's target_us."""
 
 from ..common import esc, finite, fmt_int, fmt_num
 
 NAME = "harness"
 VERDICT = False
-READS = {"/bench/harness_overhead": ("i:size_bytes,calls f:direct_us,wrapped_us,overhead_us,halves_spread_us",
+READS = {"/bench/harness_overhead": ("i:size_bytes,calls f:direct_us,wrapped_us,overhead_us,halves_spread_us,"
+                                     "own_overhead_us",
                                      ["size_bytes", "direct_us", "wrapped_us", "overhead_us"])}
 
 
@@ -20,23 +21,37 @@ class Harness:
         self.target = float(target) if finite(target) else None
         self.rows = []
         if self.present:
-            spread = (self.table["halves_spread_us"].tolist() if self.table.has("halves_spread_us")
-                      else [float("nan")] * len(self.table["size_bytes"]))
+            # Files from before a column existed: nan, shown as a dash.
+            def column(name):
+                return (self.table[name].tolist() if self.table.has(name)
+                        else [float("nan")] * len(self.table["size_bytes"]))
             self.rows = sorted(zip(self.table["size_bytes"].tolist(), self.table["direct_us"].tolist(),
-                                   self.table["wrapped_us"].tolist(), self.table["overhead_us"].tolist(), spread))
+                                   self.table["wrapped_us"].tolist(), self.table["overhead_us"].tolist(),
+                                   column("halves_spread_us"), column("own_overhead_us")))
         self.usable = bool(self.rows)
 
     @property
     def worst(self):
         return max(r[3] for r in self.rows) if self.rows else None
 
+    @property
+    def worst_own(self):
+        own = [r[5] for r in self.rows if finite(r[5])]
+        return max(own) if own else None
+
+    def verdict(self, value):
+        if self.target is None:
+            return ""
+        return f" (target < {self.target:g} us: {'met' if value < self.target else 'missed'})"
+
     def text(self):
         if not self.rows:
             return "not measured"
-        verdict = ""
-        if self.target is not None:
-            verdict = f" (target < {self.target:g} us: {'met' if self.worst < self.target else 'missed'})"
-        return f"at most {self.worst:.3f} us per call over {fmt_int(self.rows[0][0])} B - {fmt_int(self.rows[-1][0])} B{verdict}"
+        out = (f"at most {self.worst:.3f} us per call over {fmt_int(self.rows[0][0])} B - {fmt_int(self.rows[-1][0])} B"
+               f"{self.verdict(self.worst)}")
+        if self.worst_own is not None:
+            out += f"; the wrapper's own cost (one rank) at most {self.worst_own:.3f} us{self.verdict(self.worst_own)}"
+        return out
 
 
 def draw(plotter, harness):
@@ -45,7 +60,11 @@ def draw(plotter, harness):
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
     sizes = [r[0] for r in harness.rows]
     plotter.plot(ax, "overhead", sizes, [r[3] for r in harness.rows], marker="o",
-                 color=plotter.palette[0], label="wrapped - direct (us per call)")
+                 color=plotter.palette[0], label="wrapped - direct, all ranks (us per call)")
+    own = [r[5] for r in harness.rows]
+    if any(finite(x) for x in own):
+        plotter.plot(ax, "own", sizes, own, marker="s", color=plotter.palette[1],
+                     label="wrapped - direct, one-rank communicator (the wrapper's own cost)")
     if harness.target is not None:
         plotter.hline(ax, "target", harness.target, color="0.4", linestyle="--", linewidth=1,
                       label=f"target {harness.target:g} us")
@@ -74,13 +93,16 @@ def runs_section(page, runs, plotter):
     page.note("The same native float32 all_reduce timed as a direct MPI_Allreduce and through "
               "parity's wrapper (argument checks, watchdog scope), call by call in alternating order; "
               "medians, averaged over ranks. The spread is how far the overheads of the first and second "
-              "halves of the calls disagree: differences within it are noise.")
+              "halves of the calls disagree: differences within it are noise. \"Own\" is the same on a "
+              "one-rank communicator: the wrapper's cost alone, which no other rank's timing enters (on "
+              "the world, a delay before a call may come back larger when a peer waits for this rank).")
     for label, h in present:
         if len(present) > 1:
             page.add(f"<h3>{esc(label)}</h3>")
-        page.table(["size (B)", "direct (us)", "wrapped (us)", "overhead (us)", "spread (us)"],
-                   [[fmt_int(s), fmt_num(d, 3), fmt_num(w, 3), f"{o:.3f}", fmt_num(sp, 3)] for s, d, w, o, sp in h.rows],
-                   numeric={0, 1, 2, 3, 4})
+        page.table(["size (B)", "direct (us)", "wrapped (us)", "overhead (us)", "spread (us)", "own overhead (us)"],
+                   [[fmt_int(s), fmt_num(d, 3), fmt_num(w, 3), f"{o:.3f}", fmt_num(sp, 3), fmt_num(own, 3)]
+                    for s, d, w, o, sp, own in h.rows],
+                   numeric={0, 1, 2, 3, 4, 5})
         page.img(draw(plotter, h), "harness overhead per call against message size")
 
 
