@@ -353,6 +353,51 @@ TEST(Layers, SeveralMicroBatchesInFlightGiveTheSameGradients) {
   EXPECT_THROW(interleaved->backward(d0, {0, 0, true}), Error);  // its state was consumed
 }
 
+TEST(Layers, SplitBackwardDefersTheWeightGradients) {
+  // Zero-bubble pipelines split a backward into I (input gradients) and W (weight gradients).
+  // I leaves every parameter gradient untouched and keeps the work in the layers; W then gives
+  // the whole backward's gradients bit for bit. The hooks that mean "gradients final" fire at W.
+  GptConfig c = tiny_gpt();
+  c.dropout = 0.1;
+  const auto whole = build_gpt(c), split = build_gpt(c);
+  const Batch b = gpt_batch(c, 0, 0, 2, 4);
+  const PassContext pass{0, 0, true};
+  PassContext input_only = pass;
+  input_only.defer_weight_gradients = true;
+  int final_hooks = 0;
+  for (Layer* layer : all_layers(split->layers()))
+    layer->add_hook([&](Layer&, HookPoint point, const PassContext&) { final_hooks += point == HookPoint::after_backward; });
+  Tensor xw = b.inputs, xs = b.inputs, dw, ds;
+  for (Layer* layer : whole->layers()) xw = layer->forward(xw, pass);
+  for (Layer* layer : split->layers()) xs = layer->forward(xs, pass);
+  whole->loss(xw, b.targets, b.normalizer, &dw);
+  split->loss(xs, b.targets, b.normalizer, &ds);
+  const auto layers_w = whole->layers(), layers_s = split->layers();
+  for (std::size_t i = layers_w.size(); i-- > 0;) {
+    dw = layers_w[i]->backward(dw, pass);
+    ds = layers_s[i]->backward(ds, input_only);
+    if (i == 0) break;  // the embedding: tokens have no gradient
+    ASSERT_EQ(dw.numel(), ds.numel());
+    for (std::int64_t j = 0; j < dw.numel(); ++j) ASSERT_EQ(dw.at(j), ds.at(j)) << layers_s[i]->name() << " dx " << j;
+  }
+  EXPECT_EQ(final_hooks, 0);
+  for (Parameter* p : split->parameters()) {
+    if (!p->grad.defined()) continue;
+    for (std::int64_t j = 0; j < p->grad.numel(); ++j) ASSERT_EQ(p->grad.at(j), 0.0) << p->name << " written by I";
+  }
+  for (Layer* layer : layers_s) {
+    const bool weights = !layer->parameters().empty() || !layer->borrowed_parameters().empty();  // a tied head borrows
+    EXPECT_EQ(layer->deferred_passes(), weights ? 1u : 0u) << layer->name();
+  }
+  for (std::size_t i = layers_s.size(); i-- > 0;) layers_s[i]->backward_weights(input_only);
+  EXPECT_EQ(final_hooks, static_cast<int>(all_layers(split->layers()).size()));
+  for (Layer* layer : layers_s) EXPECT_EQ(layer->deferred_passes(), 0u) << layer->name();
+  const auto pw = whole->parameters(), ps = split->parameters();
+  for (std::size_t i = 0; i < pw.size(); ++i)
+    for (std::int64_t j = 0; j < pw[i]->grad.numel(); ++j)
+      ASSERT_EQ(pw[i]->grad.at(j), ps[i]->grad.at(j)) << pw[i]->name << " element " << j;
+}
+
 TEST(Layers, DropoutReplaysFromItsKey) {
   GptConfig c = tiny_gpt();
   c.dropout = 0.2;

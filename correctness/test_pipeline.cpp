@@ -58,8 +58,8 @@ TEST_F(MpiTest, ExecutorRefusesWhatItCannotRun) {
   EXPECT_THROW(pp::Executor(comm(), pp::one_f_one_b(p + 1, 2), std::vector<int>(static_cast<std::size_t>(p + 1), 1),
                             boundary, DataType::float64),
                UsageError);
-  // Split backward (I and W) is simulated, not yet executed.
-  EXPECT_THROW(pp::Executor(comm(), pp::zb_h1(p, 2), std::vector<int>(static_cast<std::size_t>(p), 1), boundary,
+  // A model split into another number of stages than the schedule's.
+  EXPECT_THROW(pp::Executor(comm(), pp::zb_h1(p, 2), std::vector<int>(static_cast<std::size_t>(p + 1), 1), boundary,
                             DataType::float64),
                UsageError);
   // A broken schedule: refused by the validator before any message.

@@ -52,7 +52,8 @@ std::vector<PipelineCase> pipeline_grid(int world_size) {
   const int p = world_size;
   std::vector<PipelineCase> out;
   for (const char* precision : {"float64", "float32"}) {
-    for (const char* schedule : {"gpipe", "1f1b"})
+    // Zero-bubble schedules split each backward into I and W (the V-shape runs two stages per rank).
+    for (const char* schedule : {"gpipe", "1f1b", "zb-h1", "zb-h2", "zb-v"})
       for (int m : {1, p, 2 * p + 1}) {
         if (m == 1 && p == 1) continue;  // the same case as m = p
         PipelineCase c;

@@ -22,8 +22,34 @@ Tensor Layer::forward(const Tensor& x, const PassContext& context) {
 Tensor Layer::backward(const Tensor& dy, const PassContext& context) {
   run_hooks(HookPoint::before_backward, context);
   Tensor dx = do_backward(dy, context);
-  run_hooks(HookPoint::after_backward, context);
+  if (!context.defer_weight_gradients) run_hooks(HookPoint::after_backward, context);
   return dx;
+}
+
+void Layer::weight_gradient(const PassContext& context, std::function<void()> work) {
+  if (context.defer_weight_gradients)
+    deferred_[{context.step, context.micro_batch}].push_back(std::move(work));
+  else
+    work();
+}
+
+void Layer::backward_weights(const PassContext& context) {
+  // Children ran their backwards inside ours, after its own work began: theirs first, in the
+  // reverse of the order they were added (the order of a backward through a forward chain).
+  for (auto child = children_.rbegin(); child != children_.rend(); ++child) (*child)->backward_weights(context);
+  const auto it = deferred_.find({context.step, context.micro_batch});
+  if (it != deferred_.end()) {
+    std::vector<std::function<void()>> work = std::move(it->second);
+    deferred_.erase(it);
+    for (auto& w : work) w();
+  }
+  run_hooks(HookPoint::after_backward, context);
+}
+
+std::size_t Layer::deferred_passes() const {
+  std::size_t n = deferred_.size();
+  for (const Layer* child : children_) n = std::max(n, child->deferred_passes());
+  return n;
 }
 
 void Layer::run_hooks(HookPoint point, const PassContext& context) {
@@ -101,6 +127,7 @@ std::vector<Tensor> Layer::take_saved(const PassContext& context) {
 
 void Layer::release_saved(const PassContext& context) {
   saved_.erase({context.step, context.micro_batch});
+  deferred_.erase({context.step, context.micro_batch});
   for (Layer* child : children_) child->release_saved(context);
 }
 

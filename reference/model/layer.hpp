@@ -40,11 +40,16 @@ struct Parameter {
 // (seed, layer, step, global element index), so a data-parallel shard or a micro-batch draws
 // exactly the slice of the whole batch's mask, and a re-run forward replays it. Evaluation
 // passes (training = false) save nothing and apply no dropout.
+//
+// `defer_weight_gradients` splits a backward in two, as zero-bubble pipeline schedules do: the
+// backward computes input gradients only (I) and each layer keeps its weight-gradient work,
+// with the tensors it reads, until backward_weights() runs it (W).
 struct PassContext {
   std::uint64_t step = 0;
   int micro_batch = 0;
   bool training = true;
   std::int64_t first_row = 0;
+  bool defer_weight_gradients = false;
 };
 
 class Layer;
@@ -62,9 +67,16 @@ class Layer {
   const std::string& name() const { return name_; }
   virtual const char* kind() const = 0;
 
-  // Run the layer: hooks before and after, the work in between.
+  // Run the layer: hooks before and after, the work in between. A backward that defers its
+  // weight gradients runs the after_backward hooks in backward_weights() instead, since only
+  // then are the layer's gradients final.
   Tensor forward(const Tensor& x, const PassContext& context);
   Tensor backward(const Tensor& dy, const PassContext& context);
+  // The weight-gradient work that backward(dy, context) deferred, for this layer and its
+  // children (children first, latest first, as a whole backward would); then the hooks.
+  void backward_weights(const PassContext& context);
+  // Passes whose weight-gradient work waits in this layer or its children.
+  std::size_t deferred_passes() const;
 
   // This layer's own parameters, then its children's, depth first (what an optimizer updates).
   std::vector<Parameter*> parameters();
@@ -110,6 +122,10 @@ class Layer {
   // Keeps tensors for this pass's backward; nothing is kept in an evaluation pass.
   void save(const PassContext& context, std::vector<Tensor> tensors);
   std::vector<Tensor> take_saved(const PassContext& context);
+  // Weight-gradient work of a backward: run now, or kept for backward_weights() when the
+  // context defers it. `work` captures the tensors it reads and fetches Parameter::gradient()
+  // when it runs (a gradient may be rebound between passes).
+  void weight_gradient(const PassContext& context, std::function<void()> work);
   // A new activation tensor named after this layer.
   Tensor activation(const std::string& what, Shape shape, DataType dtype) const;
 
@@ -123,6 +139,7 @@ class Layer {
   std::vector<std::pair<HookId, Hook>> hooks_;
   HookId next_hook_ = 1;
   std::map<std::pair<std::uint64_t, int>, std::vector<Tensor>> saved_;
+  std::map<std::pair<std::uint64_t, int>, std::vector<std::function<void()>>> deferred_;
   MemorySpace space_ = MemorySpace::host;
 };
 

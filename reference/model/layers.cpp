@@ -27,9 +27,12 @@ Tensor Linear::do_forward(const Tensor& x, const PassContext& context) {
 
 Tensor Linear::do_backward(const Tensor& dy, const PassContext& context) {
   const Tensor x = take_saved(context).at(0);
-  Tensor dx = activation("dx", x.shape(), x.dtype());
-  Tensor no_bias;
-  ops::linear_backward(dy, x, weight_->value, dx, weight_->gradient(), bias_ ? bias_->gradient() : no_bias);
+  Tensor dx = activation("dx", x.shape(), x.dtype()), none;
+  ops::linear_backward(dy, x, weight_->value, dx, none, none);
+  weight_gradient(context, [this, dy, x] {
+    Tensor no_dx, no_bias;
+    ops::linear_backward(dy, x, weight_->value, no_dx, weight_->gradient(), bias_ ? bias_->gradient() : no_bias);
+  });
   return dx;
 }
 
@@ -65,8 +68,13 @@ Tensor LayerNorm::do_forward(const Tensor& x, const PassContext& context) {
 
 Tensor LayerNorm::do_backward(const Tensor& dy, const PassContext& context) {
   const auto saved = take_saved(context);
-  Tensor dx = activation("dx", saved[0].shape(), saved[0].dtype());
-  ops::layernorm_backward(dy, saved[0], gamma_->value, saved[1], saved[2], dx, gamma_->gradient(), beta_->gradient());
+  Tensor dx = activation("dx", saved[0].shape(), saved[0].dtype()), none;
+  ops::layernorm_backward(dy, saved[0], gamma_->value, saved[1], saved[2], dx, none, none);
+  weight_gradient(context, [this, dy, saved] {
+    Tensor no_dx;
+    ops::layernorm_backward(dy, saved[0], gamma_->value, saved[1], saved[2], no_dx, gamma_->gradient(),
+                            beta_->gradient());
+  });
   return dx;
 }
 
@@ -206,7 +214,7 @@ Tensor Embedding::do_forward(const Tensor& tokens, const PassContext& context) {
 
 Tensor Embedding::do_backward(const Tensor& dy, const PassContext& context) {
   const Tensor tokens = take_saved(context).at(0);
-  ops::embedding_backward(dy, tokens, wte_->gradient(), wpe_->gradient());
+  weight_gradient(context, [this, dy, tokens] { ops::embedding_backward(dy, tokens, wte_->gradient(), wpe_->gradient()); });
   return {};  // tokens have no gradient
 }
 
@@ -242,8 +250,10 @@ Tensor LanguageModelHead::do_backward(const Tensor& dy, const PassContext& conte
   const Tensor dy2 = dy.reshape({n, w.dim(0)});
   Tensor dx = activation("dx", x.shape(), x.dtype());
   Tensor dx2 = dx.reshape({n, w.dim(1)});
-  ops::matmul(dy2, false, w, false, dx2, false);                              // dx = dy W
-  ops::matmul(dy2, true, x.reshape({n, w.dim(1)}), false, weight_->gradient(), true);  // dW += dy^T x
+  ops::matmul(dy2, false, w, false, dx2, false);  // dx = dy W
+  weight_gradient(context, [this, dy2, x, n] {
+    ops::matmul(dy2, true, x.reshape({n, weight_->value.dim(1)}), false, weight_->gradient(), true);  // dW += dy^T x
+  });
   return dx;
 }
 

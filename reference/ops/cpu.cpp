@@ -186,8 +186,10 @@ void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor&
     Tensor dx2 = dx.reshape({n, w.dim(0)});
     matmul(dy2, false, w, true, dx2, false);
   }
-  require_shape(op, dw, w.shape());
-  matmul(x.reshape({n, w.dim(0)}), true, dy2, false, dw, true);
+  if (dw.defined()) {
+    require_shape(op, dw, w.shape());
+    matmul(x.reshape({n, w.dim(0)}), true, dy2, false, dw, true);
+  }
   if (dbias.defined()) {
     require_shape(op, dbias, {w.dim(1)});
     same_type(op, dy, dbias);
@@ -307,10 +309,14 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, 
   const char* op = "layernorm_backward";
   require_defined(op, x, "x");
   const std::int64_t c = x.dim(-1), n = rows_of(x);
+  // Either part may be left out (undefined): dx, or dgamma with dbeta (a split backward).
+  const bool input_part = dx.defined(), weight_part = dgamma.defined() || dbeta.defined();
   same_shape(op, x, dy);
-  same_shape(op, x, dx);
-  same_shape(op, gamma, dgamma);
-  same_shape(op, gamma, dbeta);
+  if (input_part) same_shape(op, x, dx);
+  if (weight_part) {
+    same_shape(op, gamma, dgamma);
+    same_shape(op, gamma, dbeta);
+  }
   require_shape(op, gamma, {c});
   require_shape(op, mean, {n});
   require_shape(op, rstd, {n});
@@ -322,7 +328,7 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, 
     const T* grad = dy.data<T>();
     const C* mu = mean.data<C>();
     const C* rs = rstd.data<C>();
-    T* out = dx.data<T>();
+    T* out = input_part ? dx.data<T>() : nullptr;
     std::vector<C> dg(static_cast<std::size_t>(c), C(0)), db(static_cast<std::size_t>(c), C(0));
     for (std::int64_t r = 0; r < n; ++r) {
       // dxhat = dy * gamma; dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)).
@@ -335,6 +341,7 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, 
         dg[static_cast<std::size_t>(j)] += load(grad[r * c + j]) * xhat;
         db[static_cast<std::size_t>(j)] += load(grad[r * c + j]);
       }
+      if (!input_part) continue;
       mean_dxhat /= static_cast<C>(c);
       mean_dxhat_xhat /= static_cast<C>(c);
       for (std::int64_t j = 0; j < c; ++j) {
@@ -343,6 +350,7 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, 
         out[r * c + j] = store<T>(rs[r] * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat));
       }
     }
+    if (!weight_part) return;
     T* pg = dgamma.data<T>();
     T* pb = dbeta.data<T>();
     for (std::int64_t j = 0; j < c; ++j) {

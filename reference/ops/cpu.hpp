@@ -25,7 +25,8 @@ void matmul(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b
 
 // y[N, out] = x[N, in] w[in, out] + bias[out] (bias may be undefined).
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y);
-// dx = dy w^T (skipped when dx is undefined); dw += x^T dy; dbias += column sums of dy.
+// dx = dy w^T; dw += x^T dy; dbias += column sums of dy. Each is skipped when its tensor is
+// undefined (a split backward computes dx first and the weight gradients later).
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw, Tensor& dbias);
 
 // GeLU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (Hendrycks and Gimpel 2016).
@@ -41,6 +42,7 @@ void accumulate(Tensor& y, const Tensor& x);
 // mean and rstd [N] are saved for backward (float64 for float64 x, else float32).
 void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& mean,
                        Tensor& rstd);
+// dx, or dgamma and dbeta (accumulated), may be undefined: that part is skipped.
 void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
                         const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta);
 inline constexpr double kLayerNormEps = 1e-5;

@@ -136,8 +136,10 @@ void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor&
     Tensor dx2 = dx.reshape({n, w.dim(0)});
     matmul(dy2, false, w, true, dx2, false);
   }
-  require_shape(op, dw, w.shape());
-  matmul(x.reshape({n, w.dim(0)}), true, dy2, false, dw, true);
+  if (dw.defined()) {
+    require_shape(op, dw, w.shape());
+    matmul(x.reshape({n, w.dim(0)}), true, dy2, false, dw, true);
+  }
   if (dbias.defined()) {
     require_shape(op, dbias, {w.dim(1)});
     same_type(op, dy, dbias);
@@ -190,10 +192,13 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, 
   const char* op = "layernorm_backward";
   require_defined(op, x, "x");
   const std::int64_t c = x.dim(-1), n = rows_of(x);
+  // Either part may be left out (undefined): dx, or dgamma with dbeta (a split backward).
   same_shape(op, x, dy);
-  same_shape(op, x, dx);
-  same_shape(op, gamma, dgamma);
-  same_shape(op, gamma, dbeta);
+  if (dx.defined()) same_shape(op, x, dx);
+  if (dgamma.defined() || dbeta.defined()) {
+    same_shape(op, gamma, dgamma);
+    same_shape(op, gamma, dbeta);
+  }
   same_type(op, x, gamma);
   require_shape(op, gamma, {c});
   require_shape(op, mean, {n});

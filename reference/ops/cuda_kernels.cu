@@ -715,14 +715,19 @@ void layernorm_backward(int dtype, const void* dy, const void* x, const void* ga
   visit_floating(dtype, "layernorm_backward", [&](auto tag) {
     using T = decltype(tag);
     using C = Acc<T>;
-    layernorm_backward_dx_kernel<T><<<row_blocks(rows), kRowThreads, 0, stream()>>>(
-        static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(gamma),
-        static_cast<const C*>(mean), static_cast<const C*>(rstd), static_cast<T*>(dx), rows, cols);
-    check_launch("layernorm_backward_dx_kernel");
-    layernorm_backward_params_kernel<T><<<blocks_for(cols), kThreads, 0, stream()>>>(
-        static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const C*>(mean),
-        static_cast<const C*>(rstd), static_cast<T*>(dgamma), static_cast<T*>(dbeta), rows, cols);
-    check_launch("layernorm_backward_params_kernel");
+    // A split backward leaves out one part (a null pointer): dx, or dgamma with dbeta.
+    if (dx != nullptr) {
+      layernorm_backward_dx_kernel<T><<<row_blocks(rows), kRowThreads, 0, stream()>>>(
+          static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(gamma),
+          static_cast<const C*>(mean), static_cast<const C*>(rstd), static_cast<T*>(dx), rows, cols);
+      check_launch("layernorm_backward_dx_kernel");
+    }
+    if (dgamma != nullptr) {
+      layernorm_backward_params_kernel<T><<<blocks_for(cols), kThreads, 0, stream()>>>(
+          static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const C*>(mean),
+          static_cast<const C*>(rstd), static_cast<T*>(dgamma), static_cast<T*>(dbeta), rows, cols);
+      check_launch("layernorm_backward_params_kernel");
+    }
   });
 }
 

@@ -54,11 +54,12 @@ Executor::Executor(Communicator& pipeline, pipeline::Schedule schedule, std::vec
   if (static_cast<int>(layers_per_stage.size()) != schedule_.stage_count())
     throw UsageError("pipeline schedule " + schedule_.name + " has " + std::to_string(schedule_.stage_count()) +
                      " stages but the model was split into " + std::to_string(layers_per_stage.size()));
-  if (schedule_.split_backward())
-    throw UsageError("pipeline schedule " + schedule_.name +
-                     " splits backward into I and W; the executor runs whole backwards (B) so far: use "
-                     "`parity pipeline simulate` for it");
   owner_ = schedule_.stage_ranks();
+  // A stage's gradients are final after its last B or W on this rank (whatever its
+  // micro-batch): that action tells the gradient syncs so.
+  const auto& mine = schedule_.ranks[static_cast<std::size_t>(group_.rank())];
+  for (std::size_t i = 0; i < mine.size(); ++i)
+    if (mine[i].work == Work::backward || mine[i].work == Work::weight_grad) final_gradient_[mine[i].stage] = i;
   int first = 0;
   for (int s = 0; s < schedule_.stage_count(); ++s) {
     if (owner_[static_cast<std::size_t>(s)] != group_.rank()) continue;
@@ -104,12 +105,24 @@ double Executor::run(Trainer& trainer, const std::vector<MicroBatch>& micro_batc
     RequestPtr r = group_.isend(t.view(), to, tag(stage, b, gradient));
     sending.emplace_back(std::move(r), std::move(t));
   };
-  for (const Action& a : schedule_.ranks[static_cast<std::size_t>(me)]) {
+  const auto& actions = schedule_.ranks[static_cast<std::size_t>(me)];
+  for (std::size_t index = 0; index < actions.size(); ++index) {
+    const Action& a = actions[index];
     const MicroBatch& mb = micro_batches[static_cast<std::size_t>(a.micro_batch)];
-    const model::PassContext context = trainer.context(mb);
+    model::PassContext context = trainer.context(mb);
     const Local& stage = local_.at(a.stage);
     const auto key = std::make_pair(a.stage, a.micro_batch);
-    if (a.work == Work::forward) {
+    // Gradients accumulate in B and W: the syncs learn whether this is the stage's last.
+    const auto begin_gradients = [&] {
+      MicroBatch gradients = mb;
+      gradients.last = index == final_gradient_.at(a.stage);
+      trainer.begin_backward(gradients);
+    };
+    if (a.work == Work::weight_grad) {
+      // W: the weight-gradient work the stage's I kept, latest layer first.
+      begin_gradients();
+      for (int i = stage.first + stage.count - 1; i >= stage.first; --i) layers[static_cast<std::size_t>(i)]->backward_weights(context);
+    } else if (a.work == Work::forward) {
       Tensor x;
       model::Batch batch;
       if (a.stage == 0 || a.stage == last) batch = trainer.batch(mb);
@@ -142,7 +155,11 @@ double Executor::run(Trainer& trainer, const std::vector<MicroBatch>& micro_batc
       } else {
         dy = receive(owner_[static_cast<std::size_t>(a.stage + 1)], a.stage, a.micro_batch, true);
       }
-      trainer.begin_backward(mb);
+      // B accumulates gradients now; I only computes the input gradient and keeps the rest.
+      if (a.work == Work::backward)
+        begin_gradients();
+      else
+        context.defer_weight_gradients = true;
       for (int i = stage.first + stage.count - 1; i >= stage.first; --i)
         dy = layers[static_cast<std::size_t>(i)]->backward(dy, context);
       if (a.stage > 0) {

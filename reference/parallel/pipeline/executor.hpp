@@ -6,7 +6,9 @@
 // runs the stage's layers and sends its output on (the last stage computes the loss instead);
 // a backward receives stage s+1's input gradient (the last stage starts from the loss), runs
 // the layers backwards, gradients accumulating over the micro-batches, and sends its own input
-// gradient back. Sends are non-blocking and matched by tag (stage, micro-batch, direction);
+// gradient back. A split backward runs as I (the input gradient, sent on at once, each layer
+// keeping its weight-gradient work and the tensors it reads) and later W (that work run, the
+// gradients accumulating). Sends are non-blocking and matched by tag (stage, micro-batch, direction);
 // between two stages on one rank (the turn of a V) the tensor is handed over in place.
 #pragma once
 
@@ -51,6 +53,7 @@ class Executor : public parallel::Schedule {
   pipeline::Schedule schedule_;
   std::vector<int> owner_;        // rank of each stage
   std::map<int, Local> local_;    // this rank's stages
+  std::map<int, std::size_t> final_gradient_;  // per local stage: its last B or W in this rank's row
   BoundaryShape shape_;
   DataType dtype_;
 };

@@ -57,9 +57,12 @@ Tensor ColumnParallelLinear::do_forward(const Tensor& x, const model::PassContex
 
 Tensor ColumnParallelLinear::do_backward(const Tensor& dy, const model::PassContext& context) {
   const Tensor whole = gathered_input(tp_, take_saved(context).at(0), name());
-  Tensor dx = activation("dx", whole.shape(), whole.dtype());
-  Tensor no_bias;
-  ops::linear_backward(dy, whole, weight_->value, dx, weight_->gradient(), bias_ ? bias_->gradient() : no_bias);
+  Tensor dx = activation("dx", whole.shape(), whole.dtype()), none;
+  ops::linear_backward(dy, whole, weight_->value, dx, none, none);
+  weight_gradient(context, [this, dy, whole] {
+    Tensor no_dx, no_bias;
+    ops::linear_backward(dy, whole, weight_->value, no_dx, weight_->gradient(), bias_ ? bias_->gradient() : no_bias);
+  });
   return input_gradient(tp_, dx, name());
 }
 
@@ -88,9 +91,12 @@ Tensor RowParallelLinear::do_forward(const Tensor& x, const model::PassContext& 
 Tensor RowParallelLinear::do_backward(const Tensor& dy, const model::PassContext& context) {
   const Tensor x = take_saved(context).at(0);
   const Tensor whole = tp_.sequence_parallel() ? tp_.all_gather(dy, 1, name()) : dy;
-  Tensor dx = activation("dx", x.shape(), x.dtype());
-  Tensor no_bias;
-  ops::linear_backward(whole, x, weight_->value, dx, weight_->gradient(), bias_ ? bias_->gradient() : no_bias);
+  Tensor dx = activation("dx", x.shape(), x.dtype()), none;
+  ops::linear_backward(whole, x, weight_->value, dx, none, none);
+  weight_gradient(context, [this, whole, x] {
+    Tensor no_dx, no_bias;
+    ops::linear_backward(whole, x, weight_->value, no_dx, weight_->gradient(), bias_ ? bias_->gradient() : no_bias);
+  });
   return dx;
 }
 
@@ -174,10 +180,14 @@ Tensor VocabParallelEmbedding::do_backward(const Tensor& dy, const model::PassCo
   const Tensor tokens = take_saved(context).at(0);
   const std::int64_t c = wte_->value.dim(1), t_local = dy.dim(1);
   const std::int64_t offset = tp_.sequence_parallel() ? tp_.rank() * t_local : 0;
-  Tensor dpositions = wpe_->gradient().segment("dwpe.rows", offset * c, {t_local * c});
-  for (std::int64_t b = 0; b < dy.dim(0); ++b) ops::accumulate(dpositions, dy.segment(dy.name(), b * t_local * c, {t_local * c}));
+  // The gather is communication, so it runs here even when the gradients wait for W.
   const Tensor whole = tp_.sequence_parallel() ? tp_.all_gather(dy, 1, name()) : dy;
-  ops::embedding_shard_backward(whole, tokens, tp_.rank() * wte_->value.dim(0), wte_->gradient());
+  weight_gradient(context, [this, dy, whole, tokens, offset, c, t_local] {
+    Tensor dpositions = wpe_->gradient().segment("dwpe.rows", offset * c, {t_local * c});
+    for (std::int64_t b = 0; b < dy.dim(0); ++b)
+      ops::accumulate(dpositions, dy.segment(dy.name(), b * t_local * c, {t_local * c}));
+    ops::embedding_shard_backward(whole, tokens, tp_.rank() * wte_->value.dim(0), wte_->gradient());
+  });
   return {};  // tokens have no gradient
 }
 
@@ -215,8 +225,10 @@ Tensor VocabParallelHead::do_backward(const Tensor& dy, const model::PassContext
   const Tensor dy2 = dy.reshape({n, w.dim(0)});
   Tensor dx = activation("dx", whole.shape(), whole.dtype());
   Tensor dx2 = dx.reshape({n, w.dim(1)});
-  ops::matmul(dy2, false, w, false, dx2, false);                                     // dx = dy W
-  ops::matmul(dy2, true, whole.reshape({n, w.dim(1)}), false, weight_->gradient(), true);  // dW += dy^T x
+  ops::matmul(dy2, false, w, false, dx2, false);  // dx = dy W
+  weight_gradient(context, [this, dy2, whole, n] {
+    ops::matmul(dy2, true, whole.reshape({n, weight_->value.dim(1)}), false, weight_->gradient(), true);  // dW += dy^T x
+  });
   return input_gradient(tp_, dx, name());
 }
 
