@@ -8,6 +8,7 @@
 #include "reference/parallel/grid.hpp"
 #include "reference/parallel/pipeline/executor.hpp"
 #include "reference/parallel/techniques/techniques.hpp"
+#include "reference/parallel/tensor/tensor_parallel.hpp"
 
 namespace parity::cases {
 
@@ -44,40 +45,46 @@ parallel::ParameterValues select(const parallel::ParameterValues& from, const st
 std::string PipelineCase::name() const {
   std::string n = "pipeline/" + schedule;
   if (schedule == "interleaved") n += "/v" + std::to_string(chunks);
+  if (tensor_parallel > 1) n += "/tp" + std::to_string(tensor_parallel);
   if (data_parallel > 1) n += "/dp" + std::to_string(data_parallel);
+  if (zero_stage > 0) n += "/zero" + std::to_string(zero_stage);
   return n + "/m" + std::to_string(micro_batches) + "/" + precision;
 }
 
 std::vector<PipelineCase> pipeline_grid(int world_size) {
   const int p = world_size;
   std::vector<PipelineCase> out;
+  const auto add = [&](const char* schedule, int m, const char* precision, int tp = 1, int dp = 1, int zero = 0) {
+    PipelineCase c;
+    c.schedule = schedule;
+    c.micro_batches = m;
+    c.precision = precision;
+    c.tensor_parallel = tp;
+    c.data_parallel = dp;
+    c.zero_stage = zero;
+    out.push_back(c);
+  };
   for (const char* precision : {"float64", "float32"}) {
-    // Zero-bubble schedules split each backward into I and W (the V-shape runs two stages per rank).
-    for (const char* schedule : {"gpipe", "1f1b", "zb-h1", "zb-h2", "zb-v"})
-      for (int m : {1, p, 2 * p + 1}) {
-        if (m == 1 && p == 1) continue;  // the same case as m = p
-        PipelineCase c;
-        c.schedule = schedule;
-        c.micro_batches = m;
-        c.precision = precision;
-        out.push_back(c);
-      }
-    for (int m : {p, 2 * p}) {
-      PipelineCase c;
-      c.schedule = "interleaved";
-      c.micro_batches = m;
-      c.precision = precision;
-      out.push_back(c);
+    if (p <= 4) {
+      // Zero-bubble schedules split each backward into I and W (the V-shape runs two stages per rank).
+      for (const char* schedule : {"gpipe", "1f1b", "zb-h1", "zb-h2", "zb-v"})
+        for (int m : {1, p, 2 * p + 1})
+          if (m != 1 || p != 1) add(schedule, m, precision);  // at p = 1, m = 1 is the case m = p
+      for (int m : {p, 2 * p}) add("interleaved", m, precision);
     }
-    if (p >= 4 && p % 2 == 0)
-      for (const char* schedule : {"1f1b", "interleaved"}) {
-        PipelineCase c;
-        c.schedule = schedule;
-        c.data_parallel = 2;
-        c.micro_batches = p;  // a multiple of the p/2 stages
-        c.precision = precision;
-        out.push_back(c);
-      }
+    // Compositions, with micro-batches a multiple of the stages (interleaving needs it).
+    if (p == 4) {
+      add("1f1b", 4, precision, 1, 2);
+      add("interleaved", 4, precision, 1, 2);
+      add("zb-h1", 4, precision, 1, 2, 1);
+      add("1f1b", 3, precision, 2);
+      add("zb-v", 4, precision, 2);
+    }
+    if (p == 8) {
+      add("1f1b", 4, precision, 2, 2);
+      add("zb-h1", 4, precision, 2, 2, 1);
+      add("interleaved", 4, precision, 1, 2, 1);
+    }
   }
   return out;
 }
@@ -85,14 +92,18 @@ std::vector<PipelineCase> pipeline_grid(int world_size) {
 TrainingResult run_pipeline_case(Communicator& world, const PipelineCase& c) {
   namespace pp = parallel::pipeline;
   const model::GptConfig config = pipeline_gpt(type_of(c));
-  if (world.size() % c.data_parallel != 0)
+  const int others = c.data_parallel * c.tensor_parallel;
+  if (world.size() % others != 0)
     throw UsageError(c.name() + ": " + std::to_string(world.size()) + " ranks are not " + std::to_string(c.data_parallel) +
-                     " replicas of a pipeline");
+                     " replicas of a pipeline of " + std::to_string(c.tensor_parallel) + "-way tensor-parallel stages");
   parallel::GridSpec spec;
-  spec.set(parallel::Axis::dp, c.data_parallel).set(parallel::Axis::pp, world.size() / c.data_parallel);
+  spec.set(parallel::Axis::tp, c.tensor_parallel)
+      .set(parallel::Axis::dp, c.data_parallel)
+      .set(parallel::Axis::pp, world.size() / others);
   parallel::Grid grid(world, spec);
   Communicator& comm = grid.group(parallel::Axis::pp);
   Communicator& replicas = grid.group(parallel::Axis::dp);
+  const parallel::TensorParallel tp(grid.group(parallel::Axis::tp), {});
   const pp::Schedule schedule = pp::make_schedule(c.schedule, comm.size(), c.micro_batches, c.chunks);
   // Stages balanced by the parameters of the whole model's top-level layers.
   std::vector<std::int64_t> parameters;
@@ -111,7 +122,7 @@ TrainingResult run_pipeline_case(Communicator& world, const PipelineCase& c) {
     layers_per_stage.push_back(stages[s].end - stages[s].begin);
     if (owner[s] == comm.rank()) mine.push_back(stages[s]);
   }
-  auto m = model::build_gpt(config, mine);
+  auto m = c.tensor_parallel > 1 ? parallel::build_tensor_parallel_gpt(config, tp, mine) : model::build_gpt(config, mine);
   m->to(comm.memory_space());
   auto optimizer = case_adamw(config.dtype);
   // The tied table: one copy on the first stage's rank, one on the last's; their gradients are
@@ -120,11 +131,17 @@ TrainingResult run_pipeline_case(Communicator& world, const PipelineCase& c) {
   const bool holds_copy = comm.rank() == first_rank || comm.rank() == last_rank;
   std::unique_ptr<Communicator> tied = comm.split(holds_copy ? 0 : 1 + comm.rank(), comm.rank());
   // Data parallelism over the replicas (its buckets hold the gradients and start each step
-  // from zero; with one replica they only do that), with the pipeline as the schedule. The
-  // tied table's sum across its copies comes after the replicas' all-reduce has finished.
+  // from zero; with one replica they only do that), or ZeRO-1, with the pipeline as the
+  // schedule. The syncs finish in order, the tensor-parallel part first. ZeRO-1 must
+  // reduce-scatter only after the tied table's copies are summed (its chunks cut the two
+  // copies' flat buffers differently), so it waits for the step's end (no overlap) and the sum
+  // comes before it; DDP's all-reduce runs during backward and the sum after it (sums commute).
   parallel::DataParallelConfig dp;
   dp.global_batch = global_batch(c);
   dp.micro_batches = c.micro_batches;
+  dp.zero_stage = c.zero_stage;
+  dp.overlap = c.zero_stage == 0;
+  dp = parallel::checked_config(dp, replicas.size(), *m, *optimizer);
   parallel::StepParts parts = parallel::make_data_parallel_parts(replicas, *m, *optimizer, dp);
   parts.schedule = std::make_unique<pp::Executor>(
       comm, schedule, layers_per_stage,
@@ -133,8 +150,13 @@ TrainingResult run_pipeline_case(Communicator& world, const PipelineCase& c) {
     std::vector<model::Parameter*> table;
     for (model::Parameter* p : m->parameters())
       if (p->name == "embedding.wte") table.push_back(p);
-    parts.syncs.push_back(std::make_unique<parallel::AllReduceSync>("the tied embedding's two copies", *tied, table));
+    auto sum = std::make_unique<parallel::AllReduceSync>("the tied embedding's two copies", *tied, table);
+    // Before ZeRO-1's reduce-scatter; after DDP's all-reduce, which may be in flight on the same
+    // buffer until its finish.
+    parts.syncs.insert(c.zero_stage > 0 ? parts.syncs.begin() : parts.syncs.end(), std::move(sum));
   }
+  if (c.tensor_parallel > 1)
+    parts.syncs.insert(parts.syncs.begin(), std::make_unique<parallel::TensorParallelSync>(tp, *m, false));
   parallel::Trainer trainer(*m, replicas, global_batch(c), c.micro_batches, std::move(parts));
   const parallel::BatchSource source = parallel::batches_of(config);
   TrainingResult r;
@@ -143,7 +165,10 @@ TrainingResult run_pipeline_case(Communicator& world, const PipelineCase& c) {
     if (step == 0) r.first_loss = stats.loss;
     r.last_loss = stats.loss;
   }
-  const parallel::ParameterValues trained = trainer.gathered(false);
+  // Whole parameters from the tensor-parallel shards (collective over tp; every stage has them).
+  const parallel::ParameterValues trained =
+      c.tensor_parallel > 1 ? parallel::gather_tensor_parallel(trainer.gathered(false), m->parameters(), tp.group(), nullptr)
+                            : trainer.gathered(false);
 
   // The single device: the whole model on the whole batch, one pass per step.
   const parallel::ParameterValues origin = select(values_of(*whole, case_adamw(config.dtype).get()), trained.names);
@@ -156,11 +181,14 @@ TrainingResult run_pipeline_case(Communicator& world, const PipelineCase& c) {
   const parallel::ParameterValues reference = select(values_of(*whole, whole_optimizer.get()), trained.names);
 
   // Every sum of the single-device step, regrouped: over micro-batches and replicas (m dp
-  // partial sums), the table's two copies, and the batch's tokens within each.
+  // partial sums), the table's two copies, the t partials of the row-parallel layers and the
+  // loss's vocabulary shards, and the batch's tokens within each.
   const std::int64_t tokens = global_batch(c) * config.sequence;
   r.bound = tolerance::training_relative_bound(config.dtype,
                                                tolerance::tensor_parallel_reduction_terms(tokens, config.hidden, config.vocabulary),
-                                               c.micro_batches * c.data_parallel + 1, c.steps);
+                                               c.micro_batches * c.data_parallel + 1 +
+                                                   (c.tensor_parallel > 1 ? c.tensor_parallel : 0),
+                                               c.steps);
   const Difference d = compare(trained, reference, origin);
   const double error = max_over_ranks(world, std::max(d.parameters, d.state));
   const double loss_error = std::abs(r.last_loss - reference_last_loss) / std::abs(reference_last_loss);

@@ -18,20 +18,24 @@ struct PipelineCase {
   std::string schedule = "1f1b";  // pipeline::schedule_names() the executor runs
   int micro_batches = 2;
   int chunks = 2;                 // per rank, interleaved
-  int data_parallel = 1;          // replicas of the pipeline (grid pp x dp; dp varies fastest)
+  int tensor_parallel = 1;        // each stage split over tp ranks (grid tp x dp x pp, tp fastest)
+  int data_parallel = 1;          // replicas of the pipeline
+  int zero_stage = 0;             // 0: DDP buckets over the replicas; 1: ZeRO-1 (optimizer state sharded)
   std::string precision = "float64";  // float64, float32
   int steps = 3;
-  // "pipeline/1f1b/m4/float64", "pipeline/1f1b/dp2/m4/float64"
+  // "pipeline/1f1b/m4/float64", "pipeline/1f1b/tp2/dp2/zero1/m4/float64"
   std::string name() const;
 };
 
-// At world size p (the stages): gpipe and 1f1b at m in {1, p, 2p + 1}, interleaved (2 chunks)
-// at m in {p, 2p}, each in float64 and float32; at an even world of 4 or more also 1f1b and
-// interleaved on p/2 stages composed with data parallelism over 2 replicas.
+// Every schedule at p = world size, when it is 1 to 4: gpipe, 1f1b, zb-h1, zb-h2 and zb-v at m
+// in {1, p, 2p + 1}, interleaved (2 chunks) at m in {p, 2p}, each in float64 and float32. Then
+// the compositions that fit the world: at 4 ranks pp 2 with dp 2 (DDP and ZeRO-1) and with tp 2;
+// at 8 ranks pp 2 x tp 2 x dp 2 (DDP and ZeRO-1) and pp 4 x dp 2 with ZeRO-1.
 std::vector<PipelineCase> pipeline_grid(int world_size);
 
-// Collective over comm: the grid pp x dp over it, the schedule on each pp group, data
-// parallelism (DDP buckets) over each dp group.
+// Collective over comm: the grid tp x dp x pp over it, the schedule on each pp group, each
+// stage's layers split over its tp group, data parallelism (DDP buckets or ZeRO-1) over each
+// dp group.
 TrainingResult run_pipeline_case(Communicator& comm, const PipelineCase& c);
 
 }  // namespace parity::cases

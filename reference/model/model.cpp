@@ -109,18 +109,22 @@ StageBounds resolve(LayerRange range, int total, const std::string& what) {
 
 std::unique_ptr<Model> build_gpt(const GptConfig& c, LayerRange range) { return build_gpt(c, std::vector<LayerRange>{range}); }
 
-std::unique_ptr<Model> build_gpt(const GptConfig& c, const std::vector<LayerRange>& ranges) {
-  c.validate();
-  const int total = c.layers + 3;
+std::vector<int> layer_indices(const std::vector<LayerRange>& ranges, int total, const std::string& what) {
   std::vector<int> indices;
   for (const LayerRange& range : ranges) {
-    const StageBounds stage = resolve(range, total, "GPT model");
+    const StageBounds stage = resolve(range, total, what);
     for (int i = stage.begin; i < stage.end; ++i) {
       if (!indices.empty() && i <= indices.back())
-        throw UsageError("GPT model: layer ranges must be in increasing order without overlap");
+        throw UsageError(what + ": layer ranges must be in increasing order without overlap");
       indices.push_back(i);
     }
   }
+  return indices;
+}
+
+std::unique_ptr<Model> build_gpt(const GptConfig& c, const std::vector<LayerRange>& ranges) {
+  c.validate();
+  const std::vector<int> indices = layer_indices(ranges, c.layers + 3, "GPT model");
   auto model = std::make_unique<Model>(c.describe(), std::make_unique<CrossEntropyLoss>(), c.dtype);
   const double init_std = 0.02, proj_std = 0.02 / std::sqrt(2.0 * c.layers);
   Embedding* embedding = nullptr;

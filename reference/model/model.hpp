@@ -86,6 +86,10 @@ struct LayerRange {
   int end = -1;
 };
 
+// The top-level layer indices the ranges select, in order; throws UsageError naming `what` for
+// a range outside [0, total) or ranges out of order or overlapping.
+std::vector<int> layer_indices(const std::vector<LayerRange>& ranges, int total, const std::string& what);
+
 // GPT-style decoder (GptConfig, reference/theory/model_config.hpp). Top-level layers:
 // "embedding", "blocks.0" .. "blocks.L-1", "ln_f", "lm_head" (L + 3).
 std::unique_ptr<Model> build_gpt(const GptConfig& config, LayerRange range = {});

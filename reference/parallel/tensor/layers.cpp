@@ -198,11 +198,13 @@ VocabParallelHead::VocabParallelHead(std::string name, model::Parameter& tied_ta
   borrow_parameter(tied_table_shard);
 }
 
-VocabParallelHead::VocabParallelHead(std::string name, std::int64_t vocabulary, std::int64_t hidden, DataType dtype,
-                                     double init_std, std::uint64_t seed, const TensorParallel& tp)
+VocabParallelHead::VocabParallelHead(std::string name, std::string weight_name, std::int64_t vocabulary,
+                                     std::int64_t hidden, DataType dtype, double init_std, std::uint64_t seed,
+                                     const TensorParallel& tp)
     : Layer(std::move(name)), tp_(tp) {
-  weight_ = &add_sharded_parameter("lm_head.weight", std::move(ShardSpec({vocabulary, hidden}).split(0, tp.rank(), tp.size())),
-                                   dtype, Init::normal(0, init_std), seed);
+  weight_ = &add_sharded_parameter(std::move(weight_name),
+                                   std::move(ShardSpec({vocabulary, hidden}).split(0, tp.rank(), tp.size())), dtype,
+                                   Init::normal(0, init_std), seed);
 }
 
 Tensor VocabParallelHead::do_forward(const Tensor& x, const model::PassContext& context) {

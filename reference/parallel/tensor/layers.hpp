@@ -114,8 +114,10 @@ class VocabParallelEmbedding : public model::Layer {
 class VocabParallelHead : public model::Layer {
  public:
   VocabParallelHead(std::string name, model::Parameter& tied_table_shard, const TensorParallel& tp);
-  VocabParallelHead(std::string name, std::int64_t vocabulary, std::int64_t hidden, DataType dtype, double init_std,
-                    std::uint64_t seed, const TensorParallel& tp);
+  // With a table of its own, named `weight_name` ("lm_head.weight"; a pipeline stage's copy of
+  // a tied table takes the table's name, "embedding.wte").
+  VocabParallelHead(std::string name, std::string weight_name, std::int64_t vocabulary, std::int64_t hidden,
+                    DataType dtype, double init_std, std::uint64_t seed, const TensorParallel& tp);
   const char* kind() const override { return "vocab_parallel_head"; }
 
  protected:

@@ -32,39 +32,47 @@ void validate_tensor_parallel(const model::GptConfig& c, int t, bool sequence_pa
                      " tokens, which sequence parallelism splits");
 }
 
-std::unique_ptr<model::Model> build_tensor_parallel_gpt(const model::GptConfig& c, const TensorParallel& tp) {
+std::unique_ptr<model::Model> build_tensor_parallel_gpt(const model::GptConfig& c, const TensorParallel& tp,
+                                                        const std::vector<model::LayerRange>& ranges) {
   c.validate();
   const int t = tp.size(), r = tp.rank();
   validate_tensor_parallel(c, t, tp.sequence_parallel());
+  const std::vector<int> indices = model::layer_indices(ranges, c.layers + 3, "GPT model");
   auto m = std::make_unique<model::Model>(c.describe() + " tp" + std::to_string(t) + (tp.sequence_parallel() ? " sp" : ""),
                                           std::make_unique<VocabParallelCrossEntropy>(c.vocabulary, tp), c.dtype);
   const double init_std = 0.02, proj_std = 0.02 / std::sqrt(2.0 * c.layers);
-  auto& embedding = static_cast<VocabParallelEmbedding&>(m->add(std::make_unique<VocabParallelEmbedding>(
-      "embedding", c.vocabulary, c.sequence, c.hidden, c.dtype, init_std, c.seed, tp)));
   // Faults, for the conformance checks that must catch them.
   const ColumnSplit qkv_split{tp.fault("transposed_split") ? 1 : 3};
   const int fc_shard = tp.fault("wrong_shard") ? (r + 1) % t : r;
-  for (int i = 0; i < c.layers; ++i) {
-    const std::string b = "blocks." + std::to_string(i);
-    auto attention = std::make_unique<model::CausalSelfAttention>(
-        b + ".attn", c.heads / t,
-        std::make_unique<ColumnParallelLinear>(b + ".attn.qkv", c.hidden, 3 * c.hidden, true, c.dtype, init_std, c.seed,
-                                               tp, qkv_split, r),
-        std::make_unique<RowParallelLinear>(b + ".attn.proj", c.hidden, c.hidden, true, c.dtype, proj_std, c.seed, tp),
-        std::make_unique<TensorParallelDropout>(b + ".attn.dropout", c.dropout, c.seed, tp));
-    auto mlp = std::make_unique<model::FeedForward>(
-        b + ".mlp",
-        std::make_unique<ColumnParallelLinear>(b + ".mlp.fc", c.hidden, 4 * c.hidden, true, c.dtype, init_std, c.seed,
-                                               tp, ColumnSplit{}, fc_shard),
-        std::make_unique<RowParallelLinear>(b + ".mlp.proj", 4 * c.hidden, c.hidden, true, c.dtype, proj_std, c.seed, tp),
-        std::make_unique<TensorParallelDropout>(b + ".mlp.dropout", c.dropout, c.seed, tp));
-    m->add(std::make_unique<model::TransformerBlock>(b, c.hidden, c.dtype, c.seed, std::move(attention), std::move(mlp)));
+  VocabParallelEmbedding* embedding = nullptr;
+  for (int i : indices) {
+    if (i == 0) {
+      embedding = static_cast<VocabParallelEmbedding*>(&m->add(std::make_unique<VocabParallelEmbedding>(
+          "embedding", c.vocabulary, c.sequence, c.hidden, c.dtype, init_std, c.seed, tp)));
+    } else if (i <= c.layers) {
+      const std::string b = "blocks." + std::to_string(i - 1);
+      auto attention = std::make_unique<model::CausalSelfAttention>(
+          b + ".attn", c.heads / t,
+          std::make_unique<ColumnParallelLinear>(b + ".attn.qkv", c.hidden, 3 * c.hidden, true, c.dtype, init_std,
+                                                 c.seed, tp, qkv_split, r),
+          std::make_unique<RowParallelLinear>(b + ".attn.proj", c.hidden, c.hidden, true, c.dtype, proj_std, c.seed, tp),
+          std::make_unique<TensorParallelDropout>(b + ".attn.dropout", c.dropout, c.seed, tp));
+      auto mlp = std::make_unique<model::FeedForward>(
+          b + ".mlp",
+          std::make_unique<ColumnParallelLinear>(b + ".mlp.fc", c.hidden, 4 * c.hidden, true, c.dtype, init_std, c.seed,
+                                                 tp, ColumnSplit{}, fc_shard),
+          std::make_unique<RowParallelLinear>(b + ".mlp.proj", 4 * c.hidden, c.hidden, true, c.dtype, proj_std, c.seed, tp),
+          std::make_unique<TensorParallelDropout>(b + ".mlp.dropout", c.dropout, c.seed, tp));
+      m->add(std::make_unique<model::TransformerBlock>(b, c.hidden, c.dtype, c.seed, std::move(attention), std::move(mlp)));
+    } else if (i == c.layers + 1) {
+      m->add(std::make_unique<model::LayerNorm>("ln_f", c.hidden, c.dtype, c.seed));
+    } else if (c.tied_embeddings && embedding) {
+      m->add(std::make_unique<VocabParallelHead>("lm_head", embedding->token_table(), tp));
+    } else {
+      m->add(std::make_unique<VocabParallelHead>("lm_head", c.tied_embeddings ? "embedding.wte" : "lm_head.weight",
+                                                 c.vocabulary, c.hidden, c.dtype, init_std, c.seed, tp));
+    }
   }
-  m->add(std::make_unique<model::LayerNorm>("ln_f", c.hidden, c.dtype, c.seed));
-  if (c.tied_embeddings)
-    m->add(std::make_unique<VocabParallelHead>("lm_head", embedding.token_table(), tp));
-  else
-    m->add(std::make_unique<VocabParallelHead>("lm_head", c.vocabulary, c.hidden, c.dtype, init_std, c.seed, tp));
   return m;
 }
 

@@ -27,8 +27,11 @@ namespace parity::parallel {
 void validate_tensor_parallel(const model::GptConfig& config, int size, bool sequence_parallel);
 
 // The GPT of `config` split over tp's group (names and values are the single-device model's
-// slices); its loss is the vocabulary-parallel cross-entropy.
-std::unique_ptr<model::Model> build_tensor_parallel_gpt(const model::GptConfig& config, const TensorParallel& tp);
+// slices); its loss is the vocabulary-parallel cross-entropy. `ranges` selects top-level
+// layers as build_gpt's do (a pipeline stage's); a stage with the head but not the embedding
+// holds its own copy of a tied table's shard, under the table's name.
+std::unique_ptr<model::Model> build_tensor_parallel_gpt(const model::GptConfig& config, const TensorParallel& tp,
+                                                        const std::vector<model::LayerRange>& ranges = {{}});
 
 // The parameters whose gradient each rank computes from its sequence shard only, so that the
 // whole gradient is their sum over the group (sequence parallelism): every LayerNorm's, and the

@@ -47,6 +47,7 @@ class ZeroShards {
     Tensor gradient_chunk;              // stages 2-3
     int users = 0;                      // top-level layers whose forward reads these parameters
     int pending = 0;                    // users whose backward has not run in this micro-batch
+    int remaining = 0;                  // stage 1: backwards of users still to run in this step
     int gathered = 0;                   // stage 3: passes holding the gathered parameters
   };
   // The part of this rank's gradient chunk the optimizer reads (stage 1: a segment of the
@@ -54,7 +55,7 @@ class ZeroShards {
   Tensor gradient_chunk_of(const Unit& u) const;
   void hook(model::Layer& layer, model::HookPoint point, double& exposed);
   void begin_step();
-  void begin_backward(bool last);
+  void begin_backward();
   void finish_gradients(double& exposed);
   void share_parameters(double& exposed);  // stages 1-2, after the update
   std::vector<theory::ShardedUnit> units() const;
@@ -77,7 +78,6 @@ class ZeroShards {
   CommStream stream_;
   std::vector<Unit> units_;
   std::map<const model::Layer*, std::vector<std::size_t>> needs_;  // top-level layer -> units it reads
-  bool last_ = false;
 };
 
 namespace {
@@ -96,7 +96,7 @@ class ZeroSync : public GradientSync {
     shards_->hook(layer, point, exposed_seconds);
   }
   void begin_step() override { shards_->begin_step(); }
-  void begin_backward(const MicroBatch& micro_batch) override { shards_->begin_backward(micro_batch.last); }
+  void begin_backward(const MicroBatch&) override { shards_->begin_backward(); }
   void finish() override { shards_->finish_gradients(exposed_seconds); }
 
  private:
@@ -246,7 +246,10 @@ void ZeroShards::hook(model::Layer& layer, model::HookPoint point, double& expos
           break;
         case model::HookPoint::after_backward:
           if (stage3) release_parameters(u);
-          if (--u.pending == 0) gradients_final(u);
+          // ZeRO-1 reduces once per step, after every user's backward of every micro-batch:
+          // counted over the step, since a pipeline interleaves the micro-batches of its
+          // stages. Stages 2-3 reduce each micro-batch's gradients after its last user.
+          if (config_.zero_stage == 1 ? --u.remaining == 0 : --u.pending == 0) gradients_final(u);
           break;
       }
     }
@@ -285,8 +288,7 @@ void ZeroShards::ensure_gradients(Unit& u) {
 }
 
 void ZeroShards::gradients_final(Unit& u) {
-  if (config_.zero_stage == 1) {
-    if (!last_) return;  // accumulate locally; one reduce-scatter per step
+  if (config_.zero_stage == 1) {  // once per step (see hook)
     Tensor chunk = u.flat_gradients.segment(u.name + ".grad_chunk", group_.rank() * u.chunk, {u.chunk});
     enqueue("reduce_scatter of " + u.name, Collective::reduce_scatter, config_.reduce_scatter, u.flat_gradients.view(),
             chunk.view());
@@ -314,6 +316,7 @@ void ZeroShards::gradients_final(Unit& u) {
 
 void ZeroShards::begin_step() {
   for (Unit& u : units_) {
+    u.remaining = u.users * config_.micro_batches;
     if (config_.zero_stage == 1)
       u.flat_gradients.zero();
     else
@@ -321,8 +324,7 @@ void ZeroShards::begin_step() {
   }
 }
 
-void ZeroShards::begin_backward(bool last) {
-  last_ = last;
+void ZeroShards::begin_backward() {
   for (Unit& u : units_) u.pending = u.users;
 }
 
@@ -331,7 +333,8 @@ void ZeroShards::finish_gradients(double& exposed) {
   stream_.synchronize();
   exposed += seconds_since(start);
   for (const Unit& u : units_)
-    require(u.pending == 0 && u.gathered == 0, "ZeRO: " + u.name + " did not finish its backward in this step");
+    require((config_.zero_stage == 1 ? u.remaining : u.pending) == 0 && u.gathered == 0,
+            "ZeRO: " + u.name + " did not finish its backward in this step");
 }
 
 void ZeroShards::share_parameters(double& exposed) {
