@@ -9,6 +9,7 @@
 #include "correctness/mpi_test.hpp"
 #include "reference/core/error.hpp"
 #include "reference/parallel/pipeline/executor.hpp"
+#include "reference/parallel/techniques/techniques.hpp"
 
 namespace parity::test {
 namespace {
@@ -67,6 +68,33 @@ TEST_F(MpiTest, ExecutorRefusesWhatItCannotRun) {
   std::swap(broken.ranks.back().front(), broken.ranks.back().back());
   EXPECT_THROW(pp::Executor(comm(), broken, std::vector<int>(static_cast<std::size_t>(p), 1), boundary, DataType::float64),
                UsageError);
+}
+
+TEST_F(MpiTest, AFailingActionIsNamedWithItsRank) {
+  // The error a stage raises comes out naming the rank and the action; the job is then ended by
+  // whoever catches it (parity aborts every rank). At one rank nothing else waits on it.
+  if (comm().size() != 1) GTEST_SKIP() << "one rank: elsewhere the others would wait for the failed stage's messages";
+  model::GptConfig config = cases::case_gpt_config(DataType::float64);
+  auto m = model::build_gpt(config);
+  const auto optimizer = cases::case_adamw(config.dtype);
+  parallel::DataParallelConfig dp;
+  dp.global_batch = 4;
+  dp.micro_batches = 2;
+  parallel::StepParts parts = parallel::make_data_parallel_parts(comm(), *m, *optimizer, dp);
+  parts.schedule = std::make_unique<pp::Executor>(
+      comm(), pp::one_f_one_b(1, 2), std::vector<int>{static_cast<int>(m->layers().size())},
+      [config](std::int64_t rows) { return Shape{rows, config.sequence, config.hidden}; }, config.dtype);
+  m->layers()[2]->add_hook([](model::Layer& layer, model::HookPoint point, const model::PassContext& context) {
+    if (point == model::HookPoint::before_backward && context.micro_batch == 1) throw Error(layer.name() + " failed");
+  });
+  parallel::Trainer trainer(*m, comm(), dp.global_batch, dp.micro_batches, std::move(parts));
+  try {
+    trainer.step(parallel::batches_of(config), 0);
+    ADD_FAILURE() << "the failing backward went unnoticed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("pipeline rank 0, action 0B1 (stage 0, micro-batch 1): blocks.1 failed"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

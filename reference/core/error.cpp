@@ -21,10 +21,16 @@ std::string describe(const std::string& message, const std::string& call, std::s
 }  // namespace
 
 Error::Error(const std::string& message, const std::string& call, std::source_location where)
-    : std::runtime_error(describe(message, call, where.file_name(), where.line())), rank_(g_rank), host_(g_host) {}
+    : std::runtime_error(describe(message, call, where.file_name(), where.line())),
+      rank_(g_rank),
+      host_(g_host),
+      message_(message) {}
 
 Error::Error(const std::string& message, const std::string& call, const char* file, int line)
-    : std::runtime_error(describe(message, call, file, static_cast<unsigned>(line))), rank_(g_rank), host_(g_host) {}
+    : std::runtime_error(describe(message, call, file, static_cast<unsigned>(line))),
+      rank_(g_rank),
+      host_(g_host),
+      message_(message) {}
 
 void raise_error(const std::string& message, const std::string& call, const char* file, int line) {
   throw Error(message, call, file, line);

@@ -27,10 +27,14 @@ class Error : public std::runtime_error {
   Error(const std::string& message, const std::string& call, const char* file, int line);
   int rank() const { return rank_; }
   const std::string& host() const { return host_; }
+  // The message as given, without rank, host, call and location (for a caller that adds its
+  // context and throws again).
+  const std::string& message() const { return message_; }
 
  private:
   int rank_;
   std::string host_;
+  std::string message_;
 };
 
 // Who this process is, for error messages; set once the communicator knows.

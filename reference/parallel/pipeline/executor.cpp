@@ -106,7 +106,7 @@ double Executor::run(Trainer& trainer, const std::vector<MicroBatch>& micro_batc
     sending.emplace_back(std::move(r), std::move(t));
   };
   const auto& actions = schedule_.ranks[static_cast<std::size_t>(me)];
-  for (std::size_t index = 0; index < actions.size(); ++index) {
+  const auto run_action = [&](std::size_t index) {
     const Action& a = actions[index];
     const MicroBatch& mb = micro_batches[static_cast<std::size_t>(a.micro_batch)];
     model::PassContext context = trainer.context(mb);
@@ -171,6 +171,22 @@ double Executor::run(Trainer& trainer, const std::vector<MicroBatch>& micro_batc
     }
     // Sends that finished release their tensors.
     sending.erase(std::remove_if(sending.begin(), sending.end(), [](auto& s) { return s.first->test(); }), sending.end());
+  };
+  for (std::size_t index = 0; index < actions.size(); ++index) {
+    // A failing action is named with its rank: the job is then aborted by whoever catches it,
+    // and its peers, blocked on its messages, do not wait for them.
+    try {
+      run_action(index);
+    } catch (const UsageError&) {
+      throw;
+    } catch (const std::exception& e) {
+      // Error names this rank itself; its own message is kept, its place in the schedule added.
+      const Error* error = dynamic_cast<const Error*>(&e);
+      const Action& a = actions[index];
+      throw Error("pipeline schedule " + schedule_.name + ", pipeline rank " + std::to_string(me) + ", action " +
+                  a.text() + " (stage " + std::to_string(a.stage) + ", micro-batch " + std::to_string(a.micro_batch) +
+                  "): " + (error != nullptr ? error->message() : std::string(e.what())));
+    }
   }
   for (auto& [request, tensor] : sending) group_.wait(request);
   // The loss lives on the last stage: every rank of the group returns it.
