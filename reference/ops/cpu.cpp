@@ -335,11 +335,15 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, 
       C mean_dxhat = 0, mean_dxhat_xhat = 0;
       for (std::int64_t j = 0; j < c; ++j) {
         const C xhat = (load(in[r * c + j]) - mu[r]) * rs[r];
-        const C dxhat = load(grad[r * c + j]) * load(g[j]);
-        mean_dxhat += dxhat;
-        mean_dxhat_xhat += dxhat * xhat;
-        dg[static_cast<std::size_t>(j)] += load(grad[r * c + j]) * xhat;
-        db[static_cast<std::size_t>(j)] += load(grad[r * c + j]);
+        if (input_part) {
+          const C dxhat = load(grad[r * c + j]) * load(g[j]);
+          mean_dxhat += dxhat;
+          mean_dxhat_xhat += dxhat * xhat;
+        }
+        if (weight_part) {
+          dg[static_cast<std::size_t>(j)] += load(grad[r * c + j]) * xhat;
+          db[static_cast<std::size_t>(j)] += load(grad[r * c + j]);
+        }
       }
       if (!input_part) continue;
       mean_dxhat /= static_cast<C>(c);

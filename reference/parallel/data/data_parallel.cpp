@@ -50,30 +50,26 @@ std::string BucketedAllReduce::describe() const {
 
 void BucketedAllReduce::on_layer(model::Layer& layer, model::HookPoint point, const model::PassContext&) {
   if (point != model::HookPoint::after_backward) return;
-  if (last_) {
-    for (model::Parameter* p : layer.own_parameters()) parameter_final(p);
-    for (model::Parameter* p : layer.borrowed_parameters()) parameter_final(p);
-  }
+  for (model::Parameter* p : layer.own_parameters()) parameter_final(p);
+  for (model::Parameter* p : layer.borrowed_parameters()) parameter_final(p);
   if (config_.overlap) stream_.progress();
 }
 
 void BucketedAllReduce::begin_step() {
+  // A gradient is final once every layer that produces it has run its backward of every
+  // micro-batch: counted over the step, since a pipeline interleaves the micro-batches of the
+  // stages it runs on one rank.
+  for (auto& [p, users] : users_) pending_[p] = users * config_.micro_batches;
   for (Bucket& b : buckets_) {
     b.grads.zero();
     b.launched = false;
+    b.pending = static_cast<int>(b.parameters.size());
   }
-}
-
-void BucketedAllReduce::begin_backward(const MicroBatch& micro_batch) {
-  last_ = micro_batch.last;
-  if (!last_) return;
-  pending_ = users_;
-  for (Bucket& b : buckets_) b.pending = static_cast<int>(b.parameters.size());
 }
 
 void BucketedAllReduce::parameter_final(model::Parameter* p) {
   auto it = pending_.find(p);
-  if (it == pending_.end() || --it->second != 0) return;
+  if (it == pending_.end() || --it->second != 0) return;  // not final yet
   Bucket& b = buckets_[bucket_of_.at(p)];
   if (--b.pending == 0 && config_.overlap) launch(b);
 }
@@ -89,6 +85,10 @@ void BucketedAllReduce::launch(Bucket& b) {
 }
 
 void BucketedAllReduce::finish() {
+  for (const auto& [p, left] : pending_)
+    require(left == 0, "data parallelism: " + p->name + " saw " + std::to_string(users_.at(p) * config_.micro_batches - left) +
+                           " backwards in this step, expected " + std::to_string(users_.at(p) * config_.micro_batches) +
+                           " (its layers x " + std::to_string(config_.micro_batches) + " micro-batches)");
   const auto start = std::chrono::steady_clock::now();
   // Without overlap every bucket starts here; with it, only a bucket holding a parameter that
   // no backward touched (the same on every rank, so the order stays common).

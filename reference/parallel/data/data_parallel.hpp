@@ -3,8 +3,8 @@
 // of about bucket_bytes, filled in backward order (parameters in reverse model order), and a
 // bucket's all-reduce is queued on a communication stream the moment its last gradient is
 // final (after the backward of every layer that reads the parameter: a tied table waits for
-// the embedding's backward), and only after the last micro-batch (earlier micro-batches
-// accumulate locally, DDP's no_sync). With a replicated optimizer step this is plain data
+// the embedding's backward) of every micro-batch of the step (earlier micro-batches
+// accumulate locally, DDP's no_sync; a pipeline's stages may finish theirs in any order). With a replicated optimizer step this is plain data
 // parallelism; ZeRO stages 1-3 are in zero/zero.hpp.
 #pragma once
 
@@ -24,7 +24,6 @@ class BucketedAllReduce : public GradientSync {
   std::vector<CommStream*> streams() override { return {&stream_}; }
   void on_layer(model::Layer& layer, model::HookPoint point, const model::PassContext& context) override;
   void begin_step() override;
-  void begin_backward(const MicroBatch& micro_batch) override;
   void finish() override;
   // Parameters per bucket, in the order the buckets are reduced.
   std::vector<std::vector<std::string>> bucket_parameters() const;
@@ -44,8 +43,7 @@ class BucketedAllReduce : public GradientSync {
   std::vector<Bucket> buckets_;
   std::map<model::Parameter*, std::size_t> bucket_of_;
   std::map<model::Parameter*, int> users_;  // layers whose backward produces the gradient
-  std::map<model::Parameter*, int> pending_;
-  bool last_ = false;
+  std::map<model::Parameter*, int> pending_;  // backwards still to run this step
 };
 
 }  // namespace parity::parallel
