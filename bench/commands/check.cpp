@@ -138,6 +138,8 @@ void run_tensor_cases(Session& session, const std::vector<cases::TensorCase>& se
       });
 }
 
+}  // namespace
+
 void run_pipeline_cases(Session& session, const std::vector<cases::PipelineCase>& selected, CheckOutcome& outcome) {
   Communicator& comm = session.world();
   record::Table& t = outcome.pipeline;
@@ -159,7 +161,6 @@ void run_pipeline_cases(Session& session, const std::vector<cases::PipelineCase>
         t.f64("last_loss").push_back(r.last_loss);
       });
 }
-}  // namespace
 
 std::vector<std::string> check_case_names(int world_size, const CheckOptions& options) {
   std::vector<std::string> names;

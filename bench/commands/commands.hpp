@@ -7,7 +7,9 @@
 
 #include "bench/cli/session.hpp"
 #include "bench/cli/sizes.hpp"
+#include "correctness/cases/pipeline.hpp"
 #include "reference/model/model.hpp"
+#include "reference/parallel/pipeline/schedule.hpp"
 #include "reference/parallel/techniques/techniques.hpp"
 #include "reference/record/results_file.hpp"
 #include "reference/theory/collectives.hpp"
@@ -27,6 +29,8 @@ struct CheckOutcome {
   record::Table pipeline{"conformance cases of pipeline schedules on real ranks against one device (docs/results-schema.md)"};
   std::size_t failed = 0;
 };
+// Runs pipeline cases and adds their rows to outcome.pipeline (each journaled as it ends).
+void run_pipeline_cases(Session& session, const std::vector<cases::PipelineCase>& selected, CheckOutcome& outcome);
 // /check/collectives and /check/training (when any training case ran), on rank 0.
 void write_check_tables(Session& session, const CheckOutcome& outcome);
 CheckOutcome run_check(Session& session, const CheckOptions& options);
@@ -214,10 +218,21 @@ struct PipelineOptions {
   double alpha_us = 0, bandwidth_GBps = 1e9, message_bytes = 0;
   bool timeline = false;
   int columns = 96;
+  // run: training steps on real ranks against one device, in this precision
+  int steps = 3;
+  std::string dtype = "float64";
+  std::string inject_failure;  // an action ("1B2") that throws instead of running
 };
 // Throws UsageError for a cost that is negative or not finite, a bandwidth <= 0.
 void check_pipeline_options(const PipelineOptions& options);
 int pipeline_validate(const PipelineOptions& options);
 int pipeline_simulate(const PipelineOptions& options);
+// The schedule the options name (generated with `stages` ranks, or read), validated; throws
+// UsageError naming what is wrong.
+parallel::pipeline::Schedule load_pipeline_schedule(const PipelineOptions& options);
+// `parity pipeline run`: the options' schedule (generated for every rank of the world, or read)
+// trains the conformance cases' GPT for --steps steps against one device; one row of
+// /check/pipeline. Returns the exit status.
+int pipeline_run(Session& session, const PipelineOptions& options);
 
 }  // namespace parity::cli

@@ -5,9 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "bench/cli/shared.hpp"
+#include "bench/cli/supervisor.hpp"
 #include "bench/commands/commands.hpp"
 #include "reference/core/error.hpp"
 #include "reference/parallel/pipeline/simulator.hpp"
@@ -19,13 +22,17 @@ namespace pp = parallel::pipeline;
 
 namespace {
 
-pp::Schedule load_schedule(const PipelineOptions& o) {
-  if (o.schedule_file.empty()) return pp::make_schedule(o.name, o.stages, o.micro_batches, o.chunks);
-  std::ifstream in(o.schedule_file);
-  if (!in) throw UsageError("--schedule " + o.schedule_file + ": cannot be read");
+std::string read_schedule_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw UsageError("--schedule " + path + ": cannot be read");
   std::stringstream text;
   text << in.rdbuf();
-  return pp::from_csv(text.str(), o.schedule_file);
+  return text.str();
+}
+
+pp::Schedule load_schedule(const PipelineOptions& o) {
+  if (o.schedule_file.empty()) return pp::make_schedule(o.name, o.stages, o.micro_batches, o.chunks);
+  return pp::from_csv(read_schedule_file(o.schedule_file), o.schedule_file);
 }
 
 void write_csv_if_asked(const PipelineOptions& o, const pp::Schedule& s) {
@@ -91,6 +98,54 @@ void check_pipeline_options(const PipelineOptions& o) {
   if (!std::isfinite(o.bandwidth_GBps) || o.bandwidth_GBps <= 0)
     throw UsageError("--bandwidth-GBps " + as_given(o.bandwidth_GBps) + ": expected a finite number > 0");
   if (o.columns < 10 || o.columns > 1000) throw UsageError("--columns " + std::to_string(o.columns) + ": expected 10 to 1000");
+  if (o.steps < 1) throw UsageError("--steps " + std::to_string(o.steps) + ": at least one step");
+  if (o.dtype != "float64" && o.dtype != "float32") throw UsageError("--dtype " + o.dtype + ": float64 or float32");
+  if (!o.inject_failure.empty()) pp::parse_action(o.inject_failure);
+}
+
+pp::Schedule load_pipeline_schedule(const PipelineOptions& o) {
+  check_pipeline_options(o);
+  pp::Schedule s = load_schedule(o);
+  pp::validate(s);
+  return s;
+}
+
+int pipeline_run(Session& session, const PipelineOptions& o) {
+  const int world = session.world().size();
+  PipelineOptions generated = o;
+  generated.stages = world;  // a generated schedule spans every rank
+  const pp::Schedule s = load_pipeline_schedule(generated);
+  if (s.rank_count() != world)
+    throw UsageError("--schedule " + o.schedule_file + " has " + std::to_string(s.rank_count()) + " ranks; run it with --np " +
+                     std::to_string(s.rank_count()) + " (this world has " + std::to_string(world) + ")");
+  cases::PipelineCase c;
+  c.schedule = o.schedule_file.empty() ? o.name : std::filesystem::path(o.schedule_file).filename().string();
+  c.schedule_csv = o.schedule_file.empty() ? "" : read_schedule_file(o.schedule_file);
+  c.micro_batches = s.micro_batches;
+  c.chunks = o.chunks;
+  c.precision = o.dtype;
+  c.steps = o.steps;
+  c.inject_failure = o.inject_failure;
+  if (!c.inject_failure.empty()) {
+    const pp::Action a = pp::parse_action(c.inject_failure);
+    const auto& rows = s.ranks;
+    const bool scheduled = std::any_of(rows.begin(), rows.end(), [&](const auto& row) {
+      return std::find(row.begin(), row.end(), a) != row.end();
+    });
+    if (!scheduled) throw UsageError("--inject-failure " + c.inject_failure + ": the schedule has no such action");
+  }
+  if (session.is_root()) {
+    describe(s);
+    std::fflush(stdout);
+  }
+  CheckOutcome outcome;
+  run_pipeline_cases(session, {c}, outcome);
+  if (session.is_root())
+    std::printf("# %s %s: %s\n", c.name().c_str(), outcome.failed ? "FAILED" : "passed",
+                outcome.pipeline.get_str("message").back().c_str());
+  write_check_tables(session, outcome);
+  session.commit_results();
+  return outcome.failed ? kExitFailed : 0;
 }
 
 int pipeline_validate(const PipelineOptions& o) {

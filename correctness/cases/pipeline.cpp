@@ -104,7 +104,10 @@ TrainingResult run_pipeline_case(Communicator& world, const PipelineCase& c) {
   Communicator& comm = grid.group(parallel::Axis::pp);
   Communicator& replicas = grid.group(parallel::Axis::dp);
   const parallel::TensorParallel tp(grid.group(parallel::Axis::tp), {});
-  const pp::Schedule schedule = pp::make_schedule(c.schedule, comm.size(), c.micro_batches, c.chunks);
+  const pp::Schedule schedule = c.schedule_csv.empty() ? pp::make_schedule(c.schedule, comm.size(), c.micro_batches, c.chunks)
+                                                       : pp::from_csv(c.schedule_csv, c.schedule);
+  if (schedule.micro_batches != c.micro_batches)
+    throw UsageError(c.name() + ": the schedule has " + std::to_string(schedule.micro_batches) + " micro-batches");
   // Stages balanced by the parameters of the whole model's top-level layers.
   std::vector<std::int64_t> parameters;
   // The whole model: its layers' sizes split the stages; later it trains as the reference.
@@ -143,9 +146,11 @@ TrainingResult run_pipeline_case(Communicator& world, const PipelineCase& c) {
   dp.overlap = c.zero_stage == 0;
   dp = parallel::checked_config(dp, replicas.size(), *m, *optimizer);
   parallel::StepParts parts = parallel::make_data_parallel_parts(replicas, *m, *optimizer, dp);
-  parts.schedule = std::make_unique<pp::Executor>(
+  auto executor = std::make_unique<pp::Executor>(
       comm, schedule, layers_per_stage,
       [config](std::int64_t rows) { return Shape{rows, config.sequence, config.hidden}; }, config.dtype);
+  if (!c.inject_failure.empty()) executor->inject_failure(pp::parse_action(c.inject_failure));
+  parts.schedule = std::move(executor);
   if (first_rank != last_rank && holds_copy) {
     std::vector<model::Parameter*> table;
     for (model::Parameter* p : m->parameters())

@@ -23,6 +23,11 @@ struct PipelineCase {
   int zero_stage = 0;             // 0: DDP buckets over the replicas; 1: ZeRO-1 (optimizer state sharded)
   std::string precision = "float64";  // float64, float32
   int steps = 3;
+  // A schedule given as CSV (pipeline::from_csv) instead of generated: `schedule` is then its
+  // name and `micro_batches` its count.
+  std::string schedule_csv;
+  // Fault injection: this action ("1B2") throws on the rank that holds its stage.
+  std::string inject_failure;
   // "pipeline/1f1b/m4/float64", "pipeline/1f1b/tp2/dp2/zero1/m4/float64"
   std::string name() const;
 };

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <limits>
 
+#include "reference/comm/clock.hpp"
 #include "reference/core/error.hpp"
+#include "reference/tensor/memory.hpp"
 #include "reference/parallel/pipeline/simulator.hpp"
 
 namespace parity::parallel::pipeline {
@@ -88,17 +90,29 @@ double Executor::run(Trainer& trainer, const std::vector<MicroBatch>& micro_batc
   model::Model& model = trainer.model();
   const std::vector<model::Layer*> layers = model.layers();
   const int last = schedule_.stage_count() - 1, me = group_.rank();
+  const MemorySpace space = model.space();
+  const PeakScope peak(space);
+  const auto activation_bytes = [space] {
+    return MemoryTracker::process().usage(MemoryCategory::activations, space).current;
+  };
+  events_.clear();
   // What waits between actions: inputs handed over on this rank, the loss gradients of the
   // last stage, and sends in flight (their tensors kept alive until they complete).
   std::map<std::pair<int, int>, Tensor> handed_input, handed_gradient, loss_gradient;
   std::vector<std::pair<RequestPtr, Tensor>> sending;
   double loss = 0;
-  const auto receive = [&](int from, int stage, int b, bool gradient) {
-    const MicroBatch& mb = micro_batches[static_cast<std::size_t>(b)];
+  double work_start = 0;  // the current action's work begins once its input is in hand
+  const auto receive = [&](const Action& a, int from, bool gradient) {
+    const MicroBatch& mb = micro_batches[static_cast<std::size_t>(a.micro_batch)];
     Tensor t = Tensor::empty(gradient ? "pipeline.grad_in" : "pipeline.activation_in", shape_(mb.rows.rows), dtype_,
-                             MemoryCategory::activations, model.space());
-    RequestPtr r = group_.irecv(t.view(), from, tag(stage, b, gradient));
+                             MemoryCategory::activations, space);
+    RequestPtr r = group_.irecv(t.view(), from, tag(a.stage, a.micro_batch, gradient));
+    const double waiting = record_ ? steady_seconds() : 0;
     group_.wait(r);
+    if (record_) {
+      work_start = steady_seconds();
+      events_.push_back({a, true, waiting, work_start, 0});
+    }
     return t;
   };
   const auto send = [&](Tensor t, int to, int stage, int b, bool gradient) {
@@ -108,6 +122,10 @@ double Executor::run(Trainer& trainer, const std::vector<MicroBatch>& micro_batc
   const auto& actions = schedule_.ranks[static_cast<std::size_t>(me)];
   const auto run_action = [&](std::size_t index) {
     const Action& a = actions[index];
+    if (failure_ && *failure_ == a) throw Error("an injected failure");
+    if (record_) work_start = steady_seconds();
+    const std::int64_t held_before = record_ ? activation_bytes() : 0;
+    std::int64_t kept = 0;
     const MicroBatch& mb = micro_batches[static_cast<std::size_t>(a.micro_batch)];
     model::PassContext context = trainer.context(mb);
     const Local& stage = local_.at(a.stage);
@@ -132,18 +150,24 @@ double Executor::run(Trainer& trainer, const std::vector<MicroBatch>& micro_batc
         x = std::move(handed_input.at(key));
         handed_input.erase(key);
       } else {
-        x = receive(owner_[static_cast<std::size_t>(a.stage - 1)], a.stage, a.micro_batch, false);
+        x = receive(a, owner_[static_cast<std::size_t>(a.stage - 1)], false);
       }
       for (int i = stage.first; i < stage.first + stage.count; ++i) x = layers[static_cast<std::size_t>(i)]->forward(x, context);
+      std::int64_t leaving = 0;  // the output, sent or handed on: not this stage's to keep
       if (a.stage == last) {
         Tensor doutput;
         loss += model.loss(x, batch.targets, batch.normalizer, &doutput);
         loss_gradient[key] = std::move(doutput);
+        x = Tensor();
       } else if (owner_[static_cast<std::size_t>(a.stage + 1)] == me) {
+        leaving = static_cast<std::int64_t>(x.bytes());
         handed_input[{a.stage + 1, a.micro_batch}] = std::move(x);
       } else {
+        leaving = static_cast<std::int64_t>(x.bytes());
         send(std::move(x), owner_[static_cast<std::size_t>(a.stage + 1)], a.stage + 1, a.micro_batch, false);
       }
+      batch = model::Batch();
+      if (record_) kept = activation_bytes() - held_before - leaving;
     } else {
       Tensor dy;
       if (a.stage == last) {
@@ -153,7 +177,7 @@ double Executor::run(Trainer& trainer, const std::vector<MicroBatch>& micro_batc
         dy = std::move(handed_gradient.at(key));
         handed_gradient.erase(key);
       } else {
-        dy = receive(owner_[static_cast<std::size_t>(a.stage + 1)], a.stage, a.micro_batch, true);
+        dy = receive(a, owner_[static_cast<std::size_t>(a.stage + 1)], true);
       }
       // B accumulates gradients now; I only computes the input gradient and keeps the rest.
       if (a.work == Work::backward)
@@ -169,6 +193,7 @@ double Executor::run(Trainer& trainer, const std::vector<MicroBatch>& micro_batc
           send(std::move(dy), owner_[static_cast<std::size_t>(a.stage - 1)], a.stage - 1, a.micro_batch, true);
       }
     }
+    if (record_) events_.push_back({a, false, work_start, steady_seconds(), kept});
     // Sends that finished release their tensors.
     sending.erase(std::remove_if(sending.begin(), sending.end(), [](auto& s) { return s.first->test(); }), sending.end());
   };
@@ -188,10 +213,13 @@ double Executor::run(Trainer& trainer, const std::vector<MicroBatch>& micro_batc
                   "): " + (error != nullptr ? error->message() : std::string(e.what())));
     }
   }
+  const double finishing = record_ ? steady_seconds() : 0;
   for (auto& [request, tensor] : sending) group_.wait(request);
   // The loss lives on the last stage: every rank of the group returns it.
   group_.all_reduce({&loss, 1, DataType::float64, MemorySpace::host}, {&loss, 1, DataType::float64, MemorySpace::host},
                     ReduceOp::sum);
+  if (record_) events_.push_back({Action{-1, Work::forward, -1}, true, finishing, steady_seconds(), 0});
+  peak_activation_bytes_ = peak.peak_above_start(MemoryCategory::activations);
   return loss;
 }
 

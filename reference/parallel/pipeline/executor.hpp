@@ -10,10 +10,16 @@
 // keeping its weight-gradient work and the tensors it reads) and later W (that work run, the
 // gradients accumulating). Sends are non-blocking and matched by tag (stage, micro-batch, direction);
 // between two stages on one rank (the turn of a V) the tensor is handed over in place.
+//
+// On request the executor records what the rank did (record_timeline): each action's work
+// and each wait for a message, on the rank's steady clock (reference/comm/clock.hpp), with the
+// activation bytes each forward left held for its backward; and the peak of activation bytes
+// over the step.
 #pragma once
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -27,6 +33,16 @@ namespace parity::parallel::pipeline {
 // can be (ties: earlier stages smaller); each stage gets at least one layer. Throws UsageError
 // when there are more stages than layers.
 std::vector<model::LayerRange> balance_stages(const std::vector<std::int64_t>& layer_parameters, int stages);
+
+// One interval of a rank's step.
+struct Event {
+  Action action;      // the action run, or the one whose input was awaited
+  bool wait = false;  // waiting for the action's input; with stage -1, for the step's last sends and its loss
+  double start = 0, end = 0;  // steady_seconds() of this rank
+  // Forward: activation bytes the action left held until its backward (what its layers saved,
+  // its received input, the last stage's loss gradient), its output sent on excluded.
+  std::int64_t kept_bytes = 0;
+};
 
 class Executor : public parallel::Schedule {
  public:
@@ -42,6 +58,13 @@ class Executor : public parallel::Schedule {
   // same on every rank of the pipeline group: the last stage's, summed over the group).
   double run(Trainer& trainer, const std::vector<MicroBatch>& micro_batches, std::uint64_t step) override;
   const pipeline::Schedule& schedule() const { return schedule_; }
+  // Timeline of each later run (off by default: it costs a clock read per action).
+  void record_timeline(bool on) { record_ = on; }
+  const std::vector<Event>& timeline() const { return events_; }  // the last run's
+  // Peak of activation bytes above the last run's start (on the model's memory space).
+  std::int64_t peak_activation_bytes() const { return peak_activation_bytes_; }
+  // Fault injection: `action` (on the rank that holds its stage) throws instead of running.
+  void inject_failure(const Action& action) { failure_ = action; }
 
  private:
   struct Local {
@@ -56,6 +79,10 @@ class Executor : public parallel::Schedule {
   std::map<int, std::size_t> final_gradient_;  // per local stage: its last B or W in this rank's row
   BoundaryShape shape_;
   DataType dtype_;
+  bool record_ = false;
+  std::vector<Event> events_;
+  std::int64_t peak_activation_bytes_ = 0;
+  std::optional<Action> failure_;
 };
 
 }  // namespace parity::parallel::pipeline
