@@ -28,6 +28,7 @@ TEST(PipelineSchedules, GPipeAnd1F1BBubbleAndActivationsFollowTheClosedForms) {
           EXPECT_NEAR(t.bubble_over_ideal(r), theory::pipeline_bubble_over_ideal(p, m), kExact);
           EXPECT_EQ(t.peak_in_flight[static_cast<std::size_t>(r)],
                     s.name == "gpipe" ? theory::gpipe_in_flight(m) : theory::one_f_one_b_in_flight(p, m, r));
+          EXPECT_EQ(t.peak_held[static_cast<std::size_t>(r)], t.peak_in_flight[static_cast<std::size_t>(r)]);  // B frees all
         }
       }
     }
@@ -64,6 +65,8 @@ TEST(PipelineSchedules, ZeroBubbleH1ReachesTheOneStepBoundAt1F1BMemory) {
       for (int r = 0; r < p; ++r) {
         EXPECT_NEAR(t.bubble_over_ideal(r), theory::zb_h1_bubble_over_ideal(p, m, 1, 1, 1), kExact);
         EXPECT_EQ(t.peak_in_flight[static_cast<std::size_t>(r)], theory::one_f_one_b_in_flight(p, m, r));
+        // Weight gradients are deferred, but not without bound: at most p - 1 more held.
+        EXPECT_LE(t.peak_held[static_cast<std::size_t>(r)], theory::one_f_one_b_in_flight(p, m, r) + p - 1);
       }
       // A third of 1F1B's bubble with B = I + W.
       const Timeline one = simulate(one_f_one_b(p, m), Costs::uniform(p, 1, 1, 1));
@@ -79,7 +82,10 @@ TEST(PipelineSchedules, ZeroBubbleH2HoldsMoreAndIsNeverSlower) {
         const Costs costs = Costs::uniform(p, 1, 1, w);
         const Timeline h2 = simulate(zb_h2(p, m), costs), h1 = simulate(zb_h1(p, m), costs);
         EXPECT_LE(h2.makespan, h1.makespan + kExact);
-        for (int r = 0; r < p; ++r) EXPECT_LE(h2.peak_in_flight[static_cast<std::size_t>(r)], 2 * (p - r) - 1);
+        for (int r = 0; r < p; ++r) {
+          EXPECT_LE(h2.peak_in_flight[static_cast<std::size_t>(r)], 2 * (p - r) - 1);
+          EXPECT_LE(h2.peak_held[static_cast<std::size_t>(r)], 2 * (p - r) - 1 + p - 1);
+        }
       }
 }
 
@@ -98,6 +104,7 @@ TEST(PipelineSchedules, VShapeHoldsTwoChunksPerRankAndHalvesTheBubble) {
       EXPECT_NEAR(t.makespan, 3.0 * m + (p - 1) * 0.5, kExact);
       // Activations of at most 2p half-stage chunks: 1F1B's p stages.
       EXPECT_LE(t.peak_in_flight[0], 2 * p);
+      for (int r = 0; r < p; ++r) EXPECT_LE(t.peak_held[static_cast<std::size_t>(r)], 3 * p - 1);
       if (m >= 2 * p) {
         EXPECT_EQ(t.peak_in_flight[0], 2 * p);
       }

@@ -155,9 +155,11 @@ int pipeline_validate(const PipelineOptions& o) {
   write_csv_if_asked(o, s);
   describe(s);
   std::printf("# valid: one forward and one backward per stage and micro-batch, each after what it needs, no deadlock\n");
-  std::printf("# %4s %8s %15s\n", "rank", "actions", "peak_in_flight");
+  std::printf("# peak_in_flight: forward run, B or I not yet; peak_held: forward run, B or W not yet\n");
+  std::printf("# %4s %8s %15s %10s\n", "rank", "actions", "peak_in_flight", "peak_held");
   for (int r = 0; r < s.rank_count(); ++r)
-    std::printf("  %4d %8zu %15d\n", r, s.ranks[static_cast<std::size_t>(r)].size(), t.peak_in_flight[static_cast<std::size_t>(r)]);
+    std::printf("  %4d %8zu %15d %10d\n", r, s.ranks[static_cast<std::size_t>(r)].size(),
+                t.peak_in_flight[static_cast<std::size_t>(r)], t.peak_held[static_cast<std::size_t>(r)]);
   return 0;
 }
 
@@ -174,12 +176,12 @@ int pipeline_simulate(const PipelineOptions& o) {
   describe(s);
   std::printf("# costs per action (s): F %g, B %g, I %g, W %g; a message %g s\n", o.forward, o.backward, o.input_grad,
               o.weight_grad, c.message_seconds());
-  std::printf("# %4s %12s %12s %16s %17s %15s\n", "rank", "busy(s)", "idle(s)", "bubble_fraction", "bubble_over_ideal",
-              "peak_in_flight");
+  std::printf("# %4s %12s %12s %16s %17s %15s %10s\n", "rank", "busy(s)", "idle(s)", "bubble_fraction", "bubble_over_ideal",
+              "peak_in_flight", "peak_held");
   for (int r = 0; r < s.rank_count(); ++r) {
     const auto i = static_cast<std::size_t>(r);
-    std::printf("  %4d %12.6g %12.6g %16.4f %17.4f %15d\n", r, t.busy[i], t.makespan - t.busy[i], t.bubble_fraction(r),
-                t.bubble_over_ideal(r), t.peak_in_flight[i]);
+    std::printf("  %4d %12.6g %12.6g %16.4f %17.4f %15d %10d\n", r, t.busy[i], t.makespan - t.busy[i], t.bubble_fraction(r),
+                t.bubble_over_ideal(r), t.peak_in_flight[i], t.peak_held[i]);
   }
   std::printf("# makespan %.6g s\n", t.makespan);
   if (const std::string formula = closed_form(o, s, c); !formula.empty())

@@ -89,16 +89,18 @@ Schedule empty(std::string name, int p, int m) {
 // Zero-bubble schedules by list scheduling in unit time (F = I = W = 1, free messages), as Qi et
 // al. build them: at each step a free rank runs an I whose input gradient has arrived (the
 // critical path: the previous stage waits for it), else a forward whose input has arrived if
-// fewer than limit[r] of its micro-batches have run forward and not yet I (the activations it
-// holds), else a deferred W, else waits. Forwards and Is of a stage go in micro-batch order;
+// fewer than awaiting[r] of its micro-batches have run forward and not yet I, and fewer than
+// limit[r] not yet W (a deferred W keeps the layer inputs its weight gradient reads: W cannot
+// be put off without bound), else a deferred W, else waits. Forwards and Is of a stage go in micro-batch order;
 // among stages of one rank, the later stage first (nearer the loss).
-Schedule list_schedule(std::string name, int p, int m, const std::vector<int>& stage_rank, const std::vector<int>& limit) {
+Schedule list_schedule(std::string name, int p, int m, const std::vector<int>& stage_rank, const std::vector<int>& awaiting,
+                       const std::vector<int>& limit) {
   Schedule out = empty(std::move(name), p, m);
   const int stages = static_cast<int>(stage_rank.size());
   constexpr int kNever = std::numeric_limits<int>::max();
   // Time each (stage, micro-batch) forward / input gradient finished (kNever: not yet).
   std::vector<std::vector<int>> forward_done(stages, std::vector<int>(m, kNever)), input_done = forward_done;
-  std::vector<int> next_forward(stages, 0), next_input(stages, 0), holding(p, 0);
+  std::vector<int> next_forward(stages, 0), next_input(stages, 0), holding(p, 0), awaiting_input(p, 0);
   std::vector<std::deque<Action>> deferred(p);
   std::vector<std::vector<int>> stages_of(p);
   for (int s = stages - 1; s >= 0; --s) stages_of[stage_rank[s]].push_back(s);  // later stage first
@@ -116,7 +118,7 @@ Schedule list_schedule(std::string name, int p, int m, const std::vector<int>& s
           break;
         }
       }
-      if (!pick && holding[r] < limit[r])
+      if (!pick && awaiting_input[r] < awaiting[r] && holding[r] < limit[r])
         for (int s : stages_of[r]) {
           const int f = next_forward[s];
           if (f < m && (s == 0 || forward_done[s - 1][f] <= t)) {
@@ -134,9 +136,12 @@ Schedule list_schedule(std::string name, int p, int m, const std::vector<int>& s
       if (pick->work == Work::forward) {
         ++next_forward[pick->stage];
         ++holding[r];
+        ++awaiting_input[r];
+      } else if (pick->work == Work::weight_grad) {
+        --holding[r];
       } else if (pick->work == Work::input_grad) {
         ++next_input[pick->stage];
-        --holding[r];
+        --awaiting_input[r];
         deferred[r].push_back({pick->stage, Work::weight_grad, pick->micro_batch});
       }
       finished.emplace_back(t + 1, *pick);
@@ -213,32 +218,36 @@ Schedule interleaved_1f1b(int p, int m, int v) {
 
 Schedule zb_h1(int p, int m) {
   require_shape("zb-h1", p, m);
-  std::vector<int> owner(p), limit(p);
+  std::vector<int> owner(p), awaiting(p), limit(p);
   for (int r = 0; r < p; ++r) {
     owner[r] = r;
-    limit[r] = p - r;  // 1F1B's activations in flight
+    awaiting[r] = p - r;         // 1F1B's activations awaiting their input gradient
+    limit[r] = awaiting[r] + p - 1;  // and at most p - 1 weight gradients deferred
   }
-  return list_schedule("zb-h1", p, m, owner, limit);
+  return list_schedule("zb-h1", p, m, owner, awaiting, limit);
 }
 
 Schedule zb_h2(int p, int m) {
   require_shape("zb-h2", p, m);
-  std::vector<int> owner(p), limit(p);
+  std::vector<int> owner(p), awaiting(p), limit(p);
   for (int r = 0; r < p; ++r) {
     owner[r] = r;
-    limit[r] = 2 * (p - r) - 1;  // more warm-up forwards: the start's bubble filled
+    awaiting[r] = 2 * (p - r) - 1;  // more warm-up forwards: the start's bubble filled
+    limit[r] = awaiting[r] + p - 1;
   }
-  return list_schedule("zb-h2", p, m, owner, limit);
+  return list_schedule("zb-h2", p, m, owner, awaiting, limit);
 }
 
 Schedule zb_v(int p, int m) {
   require_shape("zb-v", p, m);
-  std::vector<int> owner(2 * p), limit(p, 2 * p);
+  // 2p chunks of half a stage awaiting their input gradient (1F1B's p stages), and at most
+  // p - 1 weight gradients deferred.
+  std::vector<int> owner(2 * p), awaiting(p, 2 * p), limit(p, 3 * p - 1);
   for (int r = 0; r < p; ++r) {
     owner[r] = r;
     owner[2 * p - 1 - r] = r;
   }
-  return list_schedule("zb-v", p, m, owner, limit);
+  return list_schedule("zb-v", p, m, owner, awaiting, limit);
 }
 
 const std::vector<std::string>& schedule_names() {

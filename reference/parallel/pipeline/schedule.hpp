@@ -14,7 +14,8 @@
 //   interleaved   1F1B over v chunks per rank, rank r holding stages r, r + p, ...; forwards in
 //                 groups of p micro-batches per chunk (Narayanan et al. 2021, m a multiple of p)
 //   zb-h1, zb-h2  backward split into I and W (Qi et al. 2023): I as soon as it can run, W
-//                 fills the waits; H1 keeps 1F1B's activations in flight, H2 about twice
+//                 fills the waits; H1 keeps 1F1B's activations awaiting I, H2 about twice;
+//                 at most p - 1 W deferred on a rank (a deferred W holds its layer inputs)
 //   zb-v          two chunks per rank in a V (stage s on rank s, stage 2p-1-s on rank s), I
 //                 and W split as in zb-h1 (Qi et al. 2024)
 #pragma once

@@ -99,6 +99,8 @@ Timeline simulate(const Schedule& s, const Costs& costs) {
   t.ranks.resize(static_cast<std::size_t>(p));
   t.busy.assign(static_cast<std::size_t>(p), 0.0);
   t.peak_in_flight.assign(static_cast<std::size_t>(p), 0);
+  t.peak_held.assign(static_cast<std::size_t>(p), 0);
+  std::vector<int> held(static_cast<std::size_t>(p), 0);
   std::vector<std::size_t> next(static_cast<std::size_t>(p), 0);
   std::vector<double> free(static_cast<std::size_t>(p), 0.0);
   std::vector<int> holding(static_cast<std::size_t>(p), 0);
@@ -158,6 +160,8 @@ Timeline simulate(const Schedule& s, const Costs& costs) {
         t.busy[ri] += cost;
         if (a.work == Work::forward) t.peak_in_flight[ri] = std::max(t.peak_in_flight[ri], ++holding[ri]);
         if (a.work == Work::backward || a.work == Work::input_grad) --holding[ri];
+        if (a.work == Work::forward) t.peak_held[ri] = std::max(t.peak_held[ri], ++held[ri]);
+        if (a.work == Work::backward || a.work == Work::weight_grad) --held[ri];
         ++next[ri];
         --left;
         progressed = true;

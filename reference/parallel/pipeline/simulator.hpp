@@ -36,9 +36,11 @@ struct Timeline {
   std::vector<double> busy;         // seconds of work per rank
   // Per rank, the most (stage, micro-batch) pairs whose forward has run and whose backward
   // (B, or I when split) has not: the activations it holds at its peak, counted as Qi et al.
-  // count them. A deferred W still holds the layer inputs its weight gradient needs; the
-  // executor's measured bytes include them.
+  // count them.
   std::vector<int> peak_in_flight;
+  // Per rank, the most pairs whose forward has run and whose B or W has not: with the
+  // backward split, a deferred W keeps the layer inputs its weight gradient reads.
+  std::vector<int> peak_held;
   double bubble_fraction(int rank) const;   // idle over the step: 1 - busy / makespan
   double bubble_over_ideal(int rank) const; // idle over busy: (makespan - busy) / busy
 };
