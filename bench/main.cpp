@@ -143,6 +143,25 @@ void add_tensor_bench_options(CLI::App* app, TensorBenchOptions& t) {
   app->add_option("--dtype", t.dtype, "float32 or float64");
 }
 
+void add_pipeline_bench_options(CLI::App* app, PipelineBenchOptions& o) {
+  std::string names;
+  for (const auto& n : parallel::pipeline::schedule_names()) names += (names.empty() ? "" : ", ") + n;
+  app->add_option("--schedules", o.schedules, "Schedules, comma-separated: " + names);
+  app->add_option("-p,--stages", o.stages, "Pipeline ranks p, comma-separated; each runs on the first p ranks [default: "
+                                           "2, 4, 8, ... below the world, and the world]");
+  app->add_option("-m,--micro-batches", o.micro_batches, "Micro-batches m, comma-separated [default: p, 2p, 4p]; a "
+                                                         "schedule skips an m it cannot take");
+  app->add_option("-v,--chunks", o.chunks, "Chunks per rank of interleaved");
+  std::string presets;
+  for (const auto& p : model_presets()) presets += " " + p.name + " (" + p.config.describe() + ");";
+  app->add_option("--model", o.model, "GPT preset:" + presets);
+  app->add_option("--layers", o.layers, "Transformer blocks [default: the preset's, at least as many as the most stages]");
+  app->add_option("--rows", o.rows, "Sequences per micro-batch");
+  app->add_option("--steps", o.steps, "Timed steps (the one of median makespan is kept)");
+  app->add_option("--warmup", o.warmup, "Untimed steps first");
+  app->add_option("--dtype", o.dtype, "float32 or float64");
+}
+
 // parity's own arguments without --np and --hostfile, for the relaunched ranks.
 std::vector<std::string> arguments_for_ranks(int argc, char** argv, const std::string& out) {
   std::vector<std::string> args = {self_executable()};
@@ -383,6 +402,15 @@ int main(int argc, char** argv) {
   add_resume(bench_tensor, tensor_common);
   add_tensor_bench_options(bench_tensor, tensor_options);
 
+  CommonOptions pipeline_bench_common;
+  PipelineBenchOptions pipeline_bench_options;
+  auto* bench_pipeline = bench->add_subcommand(
+      "pipeline", "Pipeline schedules on real ranks against m (and p): step time, each rank's timeline on aligned "
+                  "clocks, measured bubble beside the simulator fed with the measured action costs and the closed form, "
+                  "peak activation bytes per rank beside the in-flight formula");
+  add_common(bench_pipeline, pipeline_bench_common, false);
+  add_pipeline_bench_options(bench_pipeline, pipeline_bench_options);
+
   PipelineOptions pipeline_options;
   auto* pipeline = app.add_subcommand(
       "pipeline", "Pipeline schedules: check one (validate), time it (simulate) or train with it on real ranks against "
@@ -452,7 +480,8 @@ int main(int argc, char** argv) {
     for (const auto* sub : app.get_subcommands({})) known = known || sub->get_name() == word;
     const bool bad_bench = word == "bench" && argc > 2 && argv[2][0] != '-' && std::string(argv[2]) != "collectives" &&
                            std::string(argv[2]) != "model" && std::string(argv[2]) != "memory" &&
-                           std::string(argv[2]) != "scaling" && std::string(argv[2]) != "tensor";
+                           std::string(argv[2]) != "scaling" && std::string(argv[2]) != "tensor" &&
+                           std::string(argv[2]) != "pipeline";
     const bool bad_pipeline = word == "pipeline" && argc > 2 && argv[2][0] != '-' &&
                               std::string(argv[2]) != "validate" && std::string(argv[2]) != "simulate" &&
                               std::string(argv[2]) != "run";
@@ -587,6 +616,22 @@ int main(int argc, char** argv) {
       });
     }
 
+    if (*bench_pipeline) {
+      if (!under_launcher()) plan_pipeline_bench(pipeline_bench_options, pipeline_bench_common.np);  // refused before ranks start
+      if (auto status = maybe_relaunch(argc, argv, pipeline_bench_common, "bench-pipeline")) return *status;
+      return with_session(argc, argv, pipeline_bench_common, "bench pipeline", [&](Session& s) {
+        const PipelineBenchPlan plan = plan_pipeline_bench(pipeline_bench_options, s.world().size());
+        s.check_memory(pipeline_bench_bytes_per_rank(plan, pipeline_bench_options), "the pipeline benchmark");
+        s.maybe_inject_stall();
+        const PointToPoint p2p = measure_point_to_point(s, 1 << 20);
+        const PipelineBenchOutcome outcome = run_pipeline_bench(s, plan, pipeline_bench_options, p2p);
+        record_point_to_point(s, p2p);  // the source of the simulated messages
+        record_pipeline_bench(s, outcome, pipeline_bench_options);
+        s.commit_results();
+        return 0;
+      });
+    }
+
     if (*run) {
       parse_half_accumulate(run_common.half_accumulate);
       BenchOptions b;
@@ -614,6 +659,8 @@ int main(int argc, char** argv) {
       tensor.batch = 2;
       tensor.steps = run_quick ? 1 : 3;
       check_tensor_bench_options(tensor);
+      PipelineBenchOptions pipeline;  // every schedule at p = 2, 4, ... and the world
+      pipeline.steps = run_quick ? 1 : 2;
       std::optional<int> launched = maybe_relaunch(argc, argv, run_common, "run");
       int status = launched ? *launched : with_session(argc, argv, run_common, "run", [&](Session& s) {
         check_bench_root(b, s.world().size());
@@ -634,6 +681,9 @@ int main(int argc, char** argv) {
         s.check_memory(tensor_bench_bytes_per_rank(tensor_plan, tensor.batch), "the tensor benchmark");
         const TensorBenchOutcome tensor_outcome = run_tensor_bench(s, tensor_plan, tensor, p2p);
         record_tensor_bench(s, tensor_outcome, tensor);
+        const PipelineBenchPlan pipeline_plan = plan_pipeline_bench(pipeline, s.world().size());
+        s.check_memory(pipeline_bench_bytes_per_rank(pipeline_plan, pipeline), "the pipeline benchmark");
+        record_pipeline_bench(s, run_pipeline_bench(s, pipeline_plan, pipeline, p2p), pipeline);
         write_check_tables(s, conformance);
         s.commit_results();
         run_common.out = s.options().out;

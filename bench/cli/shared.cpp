@@ -31,4 +31,10 @@ std::vector<double> gather_from_ranks(Communicator& world, double value) {
   return all;
 }
 
+std::unique_ptr<Communicator> first_ranks(Communicator& world, int n) {
+  auto group = world.split(world.rank() < n ? 0 : 1, world.rank());
+  if (world.rank() >= n) group.reset();
+  return group;
+}
+
 }  // namespace parity::cli

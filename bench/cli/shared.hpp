@@ -2,6 +2,7 @@
 // and one value from every rank.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -15,5 +16,8 @@ std::vector<std::string> split_list(const std::string& text);
 double percentile(std::vector<double> values, double q);
 // Every rank's `value`, indexed by rank (an all-gather; every rank must call it).
 std::vector<double> gather_from_ranks(Communicator& world, double value);
+// Ranks [0, n) of the world as a communicator; null on the others (who still take part in
+// the split, a collective over the world).
+std::unique_ptr<Communicator> first_ranks(Communicator& world, int n);
 
 }  // namespace parity::cli

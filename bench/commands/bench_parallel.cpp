@@ -80,12 +80,6 @@ WorkloadShape shape_of(const std::string& model_name, DataType dtype) {
   return {g.describe(), theory::gpt_parameters(g)};
 }
 
-// Ranks [0, n) of the world, or nothing for the others (who still take part in the split).
-std::unique_ptr<Communicator> first_ranks(Communicator& world, int n) {
-  auto group = world.split(world.rank() < n ? 0 : 1, world.rank());
-  if (world.rank() >= n) group.reset();
-  return group;
-}
 
 }  // namespace
 

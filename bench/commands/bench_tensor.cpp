@@ -46,12 +46,6 @@ model::GptConfig config_of(const TensorBenchOptions& options) {
 }
 
 
-// Ranks [0, n) of the world, or nothing for the others (who still take part in the split).
-std::unique_ptr<Communicator> first_ranks(Communicator& world, int n) {
-  auto group = world.split(world.rank() < n ? 0 : 1, world.rank());
-  if (world.rank() >= n) group.reset();
-  return group;
-}
 
 // What one run measured on the group's first rank.
 struct Measured {

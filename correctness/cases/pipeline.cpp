@@ -24,7 +24,9 @@ model::GptConfig pipeline_gpt(DataType dtype) {
 DataType type_of(const PipelineCase& c) { return c.precision == "float64" ? DataType::float64 : DataType::float32; }
 
 // Rows of a step: every micro-batch of every replica gets at least one, and they differ in size.
-std::int64_t global_batch(const PipelineCase& c) { return (2 * c.micro_batches + 1) * c.data_parallel; }
+std::int64_t global_batch(const PipelineCase& c) {
+  return (c.rows_per_micro_batch > 0 ? c.rows_per_micro_batch * c.micro_batches : 2 * c.micro_batches + 1) * c.data_parallel;
+}
 
 // The entries of `from` named in `names`, in that order.
 parallel::ParameterValues select(const parallel::ParameterValues& from, const std::vector<std::string>& names) {
@@ -89,9 +91,11 @@ std::vector<PipelineCase> pipeline_grid(int world_size) {
   return out;
 }
 
-TrainingResult run_pipeline_case(Communicator& world, const PipelineCase& c) {
+std::unique_ptr<PipelineSetup> setup_pipeline_case(Communicator& world, const PipelineCase& c) {
   namespace pp = parallel::pipeline;
-  const model::GptConfig config = pipeline_gpt(type_of(c));
+  auto setup = std::make_unique<PipelineSetup>();
+  const model::GptConfig config = setup->config = c.model ? *c.model : pipeline_gpt(type_of(c));
+  setup->global_batch = global_batch(c);
   const int others = c.data_parallel * c.tensor_parallel;
   if (world.size() % others != 0)
     throw UsageError(c.name() + ": " + std::to_string(world.size()) + " ranks are not " + std::to_string(c.data_parallel) +
@@ -100,17 +104,18 @@ TrainingResult run_pipeline_case(Communicator& world, const PipelineCase& c) {
   spec.set(parallel::Axis::tp, c.tensor_parallel)
       .set(parallel::Axis::dp, c.data_parallel)
       .set(parallel::Axis::pp, world.size() / others);
-  parallel::Grid grid(world, spec);
+  setup->grid = std::make_unique<parallel::Grid>(world, spec);
+  parallel::Grid& grid = *setup->grid;
   Communicator& comm = grid.group(parallel::Axis::pp);
   Communicator& replicas = grid.group(parallel::Axis::dp);
-  const parallel::TensorParallel tp(grid.group(parallel::Axis::tp), {});
+  setup->tensor_parallel = std::make_unique<parallel::TensorParallel>(grid.group(parallel::Axis::tp), parallel::TensorParallelConfig{});
+  const parallel::TensorParallel& tp = *setup->tensor_parallel;
   const pp::Schedule schedule = c.schedule_csv.empty() ? pp::make_schedule(c.schedule, comm.size(), c.micro_batches, c.chunks)
                                                        : pp::from_csv(c.schedule_csv, c.schedule);
   if (schedule.micro_batches != c.micro_batches)
     throw UsageError(c.name() + ": the schedule has " + std::to_string(schedule.micro_batches) + " micro-batches");
   // Stages balanced by the parameters of the whole model's top-level layers.
-  std::vector<std::int64_t> parameters;
-  // The whole model: its layers' sizes split the stages; later it trains as the reference.
+  std::vector<std::int64_t>& parameters = setup->layer_parameters;
   const auto whole = model::build_gpt(config);
   for (model::Layer* layer : whole->layers()) {
     std::int64_t n = 0;
@@ -125,14 +130,17 @@ TrainingResult run_pipeline_case(Communicator& world, const PipelineCase& c) {
     layers_per_stage.push_back(stages[s].end - stages[s].begin);
     if (owner[s] == comm.rank()) mine.push_back(stages[s]);
   }
-  auto m = c.tensor_parallel > 1 ? parallel::build_tensor_parallel_gpt(config, tp, mine) : model::build_gpt(config, mine);
+  setup->model = c.tensor_parallel > 1 ? parallel::build_tensor_parallel_gpt(config, tp, mine) : model::build_gpt(config, mine);
+  model::Model* m = setup->model.get();
   m->to(comm.memory_space());
-  auto optimizer = case_adamw(config.dtype);
+  setup->optimizer = case_adamw(config.dtype);
+  model::Optimizer* optimizer = setup->optimizer.get();
   // The tied table: one copy on the first stage's rank, one on the last's; their gradients are
   // summed so both take the single device's update.
   const int first_rank = owner.front(), last_rank = owner.back();
   const bool holds_copy = comm.rank() == first_rank || comm.rank() == last_rank;
-  std::unique_ptr<Communicator> tied = comm.split(holds_copy ? 0 : 1 + comm.rank(), comm.rank());
+  setup->tied = comm.split(holds_copy ? 0 : 1 + comm.rank(), comm.rank());
+  Communicator& tied = *setup->tied;
   // Data parallelism over the replicas (its buckets hold the gradients and start each step
   // from zero; with one replica they only do that), or ZeRO-1, with the pipeline as the
   // schedule. The syncs finish in order, the tensor-parallel part first. ZeRO-1 must
@@ -140,7 +148,7 @@ TrainingResult run_pipeline_case(Communicator& world, const PipelineCase& c) {
   // copies' flat buffers differently), so it waits for the step's end (no overlap) and the sum
   // comes before it; DDP's all-reduce runs during backward and the sum after it (sums commute).
   parallel::DataParallelConfig dp;
-  dp.global_batch = global_batch(c);
+  dp.global_batch = setup->global_batch;
   dp.micro_batches = c.micro_batches;
   dp.zero_stage = c.zero_stage;
   dp.overlap = c.zero_stage == 0;
@@ -150,19 +158,29 @@ TrainingResult run_pipeline_case(Communicator& world, const PipelineCase& c) {
       comm, schedule, layers_per_stage,
       [config](std::int64_t rows) { return Shape{rows, config.sequence, config.hidden}; }, config.dtype);
   if (!c.inject_failure.empty()) executor->inject_failure(pp::parse_action(c.inject_failure));
+  setup->executor = executor.get();
   parts.schedule = std::move(executor);
   if (first_rank != last_rank && holds_copy) {
     std::vector<model::Parameter*> table;
     for (model::Parameter* p : m->parameters())
       if (p->name == "embedding.wte") table.push_back(p);
-    auto sum = std::make_unique<parallel::AllReduceSync>("the tied embedding's two copies", *tied, table);
+    auto sum = std::make_unique<parallel::AllReduceSync>("the tied embedding's two copies", tied, table);
     // Before ZeRO-1's reduce-scatter; after DDP's all-reduce, which may be in flight on the same
     // buffer until its finish.
     parts.syncs.insert(c.zero_stage > 0 ? parts.syncs.begin() : parts.syncs.end(), std::move(sum));
   }
   if (c.tensor_parallel > 1)
     parts.syncs.insert(parts.syncs.begin(), std::make_unique<parallel::TensorParallelSync>(tp, *m, false));
-  parallel::Trainer trainer(*m, replicas, global_batch(c), c.micro_batches, std::move(parts));
+  setup->trainer = std::make_unique<parallel::Trainer>(*m, replicas, setup->global_batch, c.micro_batches, std::move(parts));
+  return setup;
+}
+
+TrainingResult run_pipeline_case(Communicator& world, const PipelineCase& c) {
+  const std::unique_ptr<PipelineSetup> setup = setup_pipeline_case(world, c);
+  const model::GptConfig& config = setup->config;
+  parallel::Trainer& trainer = *setup->trainer;
+  const parallel::TensorParallel& tp = *setup->tensor_parallel;
+  const auto whole = model::build_gpt(config);
   const parallel::BatchSource source = parallel::batches_of(config);
   TrainingResult r;
   for (int step = 0; step < c.steps; ++step) {
@@ -172,7 +190,7 @@ TrainingResult run_pipeline_case(Communicator& world, const PipelineCase& c) {
   }
   // Whole parameters from the tensor-parallel shards (collective over tp; every stage has them).
   const parallel::ParameterValues trained =
-      c.tensor_parallel > 1 ? parallel::gather_tensor_parallel(trainer.gathered(false), m->parameters(), tp.group(), nullptr)
+      c.tensor_parallel > 1 ? parallel::gather_tensor_parallel(trainer.gathered(false), setup->model->parameters(), tp.group(), nullptr)
                             : trainer.gathered(false);
 
   // The single device: the whole model on the whole batch, one pass per step.

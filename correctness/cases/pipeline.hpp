@@ -6,11 +6,16 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "correctness/cases/training.hpp"
 #include "reference/comm/communicator.hpp"
+#include "reference/parallel/grid.hpp"
+#include "reference/parallel/pipeline/executor.hpp"
+#include "reference/parallel/tensor/tensor_parallel.hpp"
 
 namespace parity::cases {
 
@@ -28,6 +33,10 @@ struct PipelineCase {
   std::string schedule_csv;
   // Fault injection: this action ("1B2") throws on the rank that holds its stage.
   std::string inject_failure;
+  // The model, when not the cases' GPT (pipeline_case_gpt); its dtype is the one trained.
+  std::optional<model::GptConfig> model;
+  // Rows of each micro-batch; 0: the cases' uneven split of 2m + 1 rows per replica.
+  std::int64_t rows_per_micro_batch = 0;
   // "pipeline/1f1b/m4/float64", "pipeline/1f1b/tp2/dp2/zero1/m4/float64"
   std::string name() const;
 };
@@ -38,9 +47,27 @@ struct PipelineCase {
 // at 8 ranks pp 2 x tp 2 x dp 2 (DDP and ZeRO-1) and pp 4 x dp 2 with ZeRO-1.
 std::vector<PipelineCase> pipeline_grid(int world_size);
 
+// A case set up on this rank, ready to step: the grid, the rank's stages of the model with
+// their optimizer, the trainer whose schedule part is the executor. Members in the order they
+// are made (and unmade in reverse).
+struct PipelineSetup {
+  model::GptConfig config;
+  std::int64_t global_batch = 0;
+  std::unique_ptr<parallel::Grid> grid;
+  std::unique_ptr<parallel::TensorParallel> tensor_parallel;
+  std::unique_ptr<model::Model> model;  // this rank's stages
+  std::unique_ptr<model::Optimizer> optimizer;
+  std::unique_ptr<Communicator> tied;   // the ranks holding the tied table's two copies
+  parallel::pipeline::Executor* executor = nullptr;  // owned by the trainer
+  std::unique_ptr<parallel::Trainer> trainer;
+  std::vector<std::int64_t> layer_parameters;  // of the whole model's top-level layers
+};
 // Collective over comm: the grid tp x dp x pp over it, the schedule on each pp group, each
-// stage's layers split over its tp group, data parallelism (DDP buckets or ZeRO-1) over each
-// dp group.
+// stage's layers split over its tp group (stages balanced by parameter count), data
+// parallelism (DDP buckets or ZeRO-1) over each dp group. Throws UsageError for a case the
+// world or the model cannot hold.
+std::unique_ptr<PipelineSetup> setup_pipeline_case(Communicator& comm, const PipelineCase& c);
+// The case trained against one device (its setup, then c.steps steps).
 TrainingResult run_pipeline_case(Communicator& comm, const PipelineCase& c);
 
 }  // namespace parity::cases

@@ -1,0 +1,469 @@
+// parity bench pipeline: pipeline schedules on real ranks against the micro-batches m (and the
+// pipeline ranks p), a GPT split into stages balanced by parameter count. Each run is set up
+// as the conformance cases set it up (correctness/cases/pipeline.hpp), on the first p ranks
+// (the others wait), and the executor records each timed step: every action's work and every
+// wait for a message, on clocks aligned to rank 0's at the run's start (reference/comm/clock).
+// The step whose makespan is the median is kept. Beside what was measured:
+//   - the discrete-event simulator fed with the action costs measured in the same run (each
+//     rank's median F, B, I, W) and the ping-pong's alpha-beta for the messages;
+//   - the closed form of the bubble where there is one (theory/pipeline.hpp);
+//   - each rank's peak activation bytes beside the in-flight formula: the (stage, micro-batch)
+//     pairs a rank holds at once (forward run, B or W not yet), walked over its actions, each
+//     weighing the bytes that stage's forwards were measured to keep.
+// Where ranks outnumber cores, a rank waits for the processor as well as for its messages, so
+// measured idle means little: the file says so and the simulated figure is the one to compare.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "bench/cli/progress.hpp"
+#include "bench/cli/shared.hpp"
+#include "bench/commands/commands.hpp"
+#include "correctness/cases/pipeline.hpp"
+#include "reference/comm/clock.hpp"
+#include "reference/core/error.hpp"
+#include "reference/parallel/pipeline/simulator.hpp"
+#include "reference/theory/model.hpp"
+#include "reference/theory/pipeline.hpp"
+
+namespace parity::cli {
+namespace {
+
+namespace pp = parallel::pipeline;
+
+std::vector<int> parse_counts(const std::string& text, const char* option) {
+  std::vector<int> out;
+  for (const std::string& s : split_list(text)) {
+    const int n = std::atoi(s.c_str());
+    if (std::to_string(n) != s || n < 1) throw UsageError(std::string(option) + ": '" + s + "' is not a positive whole number");
+    out.push_back(n);
+  }
+  if (out.empty() && !text.empty()) throw UsageError(std::string(option) + " names no number");
+  return out;
+}
+
+int stages_held(const pp::Schedule& s, int rank) {
+  std::vector<int> stages;
+  for (const pp::Action& a : s.ranks[static_cast<std::size_t>(rank)])
+    if (std::find(stages.begin(), stages.end(), a.stage) == stages.end()) stages.push_back(a.stage);
+  return static_cast<int>(stages.size());
+}
+
+// Largest sum of kept[stage] over the (stage, micro-batch) pairs held on the rank: added at
+// each forward, removed at its B or, with the backward split, its W (a deferred W keeps the
+// layer inputs its weight gradient reads; counted whole, an upper bound).
+double in_flight_bytes(const std::vector<pp::Action>& actions, const std::map<int, double>& kept) {
+  double held = 0, peak = 0;
+  for (const pp::Action& a : actions) {
+    const auto it = kept.find(a.stage);
+    const double bytes = it == kept.end() ? 0 : it->second;
+    if (a.work == pp::Work::forward) held += bytes;
+    if (a.work == pp::Work::backward || a.work == pp::Work::weight_grad) held -= bytes;
+    peak = std::max(peak, held);
+  }
+  return peak;
+}
+
+// Idle over the step of the closed form (theory/pipeline.hpp), NaN where there is none.
+double closed_form_bubble(const pp::Schedule& s, int chunks, double f, double i, double w) {
+  const int p = s.rank_count(), m = s.micro_batches;
+  const auto fraction = [](double over_ideal) { return over_ideal / (1 + over_ideal); };
+  if (s.name == "gpipe" || s.name == "1f1b") return theory::pipeline_bubble_fraction(p, m);
+  if (s.name == "interleaved") return fraction(theory::interleaved_bubble_over_ideal(p, m, chunks));
+  if (s.name == "zb-h1" && m >= p && f + i + w > 0) return fraction(theory::zb_h1_bubble_over_ideal(p, m, f, i, w));
+  return std::nan("");
+}
+
+int formula_in_flight(const pp::Schedule& s, int chunks, int rank) {
+  const int p = s.rank_count(), m = s.micro_batches;
+  if (s.name == "gpipe") return theory::gpipe_in_flight(m);
+  if (s.name == "1f1b") return theory::one_f_one_b_in_flight(p, m, rank);
+  if (s.name == "interleaved") return theory::interleaved_in_flight(p, m, chunks, rank);
+  return -1;
+}
+
+const char* work_name(pp::Work w) {
+  switch (w) {
+    case pp::Work::forward: return "F";
+    case pp::Work::backward: return "B";
+    case pp::Work::input_grad: return "I";
+    case pp::Work::weight_grad: return "W";
+  }
+  return "?";
+}
+
+// What one pipeline rank measured in a run, as text for the all-gather to rank 0:
+//   S offset uncertainty peak_bytes step_seconds F B I W
+//   K stage kept_bytes                      (one per stage it holds)
+//   E stage work micro_batch wait start end (the kept step, on rank 0's clock)
+struct RankReport {
+  double offset = 0, uncertainty = 0, peak = 0, step = 0;
+  double cost[4] = {std::nan(""), std::nan(""), std::nan(""), std::nan("")};  // F B I W
+  std::map<int, double> kept;
+  std::vector<pp::Event> events;
+
+  std::string text() const {
+    std::ostringstream out;
+    out.precision(17);
+    out << "S " << offset << ' ' << uncertainty << ' ' << peak << ' ' << step;
+    for (double c : cost) out << ' ' << c;
+    out << '\n';
+    for (const auto& [stage, bytes] : kept) out << "K " << stage << ' ' << bytes << '\n';
+    for (const pp::Event& e : events)
+      out << "E " << e.action.stage << ' ' << static_cast<char>(e.action.work) << ' ' << e.action.micro_batch << ' '
+          << (e.wait ? 1 : 0) << ' ' << e.start << ' ' << e.end << '\n';
+    return out.str();
+  }
+  static RankReport parse(const std::string& text) {
+    RankReport r;
+    std::istringstream in(text);
+    for (std::string kind; in >> kind;) {
+      if (kind == "S") {
+        std::string c[4];
+        in >> r.offset >> r.uncertainty >> r.peak >> r.step >> c[0] >> c[1] >> c[2] >> c[3];
+        for (int k = 0; k < 4; ++k) r.cost[k] = std::strtod(c[k].c_str(), nullptr);  // "nan" too
+      } else if (kind == "K") {
+        int stage = 0;
+        double bytes = 0;
+        in >> stage >> bytes;
+        r.kept[stage] = bytes;
+      } else {
+        pp::Event e;
+        char work = 'F';
+        int wait = 0;
+        in >> e.action.stage >> work >> e.action.micro_batch >> wait >> e.start >> e.end;
+        e.action.work = static_cast<pp::Work>(work);
+        e.wait = wait != 0;
+        r.events.push_back(e);
+      }
+    }
+    return r;
+  }
+};
+
+int kind_index(pp::Work w) {
+  return w == pp::Work::forward ? 0 : w == pp::Work::backward ? 1 : w == pp::Work::input_grad ? 2 : 3;
+}
+
+// Runs one (schedule, p, m) on this pipeline rank: warm-up and timed steps, timelines kept.
+RankReport measure_run(Communicator& group, const cases::PipelineCase& c, const PipelineBenchOptions& options) {
+  const std::unique_ptr<cases::PipelineSetup> setup = cases::setup_pipeline_case(group, c);
+  pp::Executor& executor = *setup->executor;
+  executor.record_timeline(true);
+  const ClockOffset clock = estimate_clock_offset(group);
+  const parallel::BatchSource source = parallel::batches_of(setup->config);
+  struct Timed {
+    std::vector<pp::Event> events;
+    double peak = 0, step = 0, first = 0, last = 0;
+  };
+  std::vector<Timed> timed;
+  for (int s = 0; s < options.warmup + options.steps; ++s) {
+    group.barrier();  // every step starts together
+    const parallel::StepStats stats = setup->trainer->step(source, static_cast<std::uint64_t>(s));
+    if (s < options.warmup) continue;
+    Timed t;
+    t.events = executor.timeline();
+    for (pp::Event& e : t.events) {
+      e.start += clock.offset_seconds;
+      e.end += clock.offset_seconds;
+    }
+    t.peak = static_cast<double>(executor.peak_activation_bytes());
+    t.step = stats.seconds;
+    // The schedule's span: the first start of anything (work or wait) to the last work's end.
+    t.first = std::numeric_limits<double>::infinity();
+    t.last = -t.first;
+    for (const pp::Event& e : t.events) {
+      if (e.action.stage < 0) continue;
+      t.first = std::min(t.first, e.start);
+      if (!e.wait) t.last = std::max(t.last, e.end);
+    }
+    group.all_reduce({&t.first, 1, DataType::float64, MemorySpace::host}, {&t.first, 1, DataType::float64, MemorySpace::host},
+                     ReduceOp::min);
+    group.all_reduce({&t.last, 1, DataType::float64, MemorySpace::host}, {&t.last, 1, DataType::float64, MemorySpace::host},
+                     ReduceOp::max);
+    group.all_reduce({&t.step, 1, DataType::float64, MemorySpace::host}, {&t.step, 1, DataType::float64, MemorySpace::host},
+                     ReduceOp::max);
+    timed.push_back(std::move(t));
+  }
+  // The step whose makespan is the median (every rank picks the same one: the spans agree).
+  std::vector<std::size_t> order(timed.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return timed[a].last - timed[a].first < timed[b].last - timed[b].first;
+  });
+  const Timed& kept = timed[order[order.size() / 2]];
+  RankReport r;
+  r.offset = clock.offset_seconds;
+  r.uncertainty = clock.uncertainty_seconds;
+  r.peak = kept.peak;
+  std::vector<double> steps;
+  for (const Timed& t : timed) steps.push_back(t.step);
+  r.step = percentile(steps, 0.5);
+  // Action costs and kept bytes over every timed step; the events of the kept one, from its start.
+  std::vector<double> costs[4];
+  std::map<int, std::vector<double>> kept_bytes;
+  for (const Timed& t : timed)
+    for (const pp::Event& e : t.events) {
+      if (e.wait || e.action.stage < 0) continue;
+      costs[kind_index(e.action.work)].push_back(e.end - e.start);
+      if (e.action.work == pp::Work::forward) kept_bytes[e.action.stage].push_back(static_cast<double>(e.kept_bytes));
+    }
+  for (int k = 0; k < 4; ++k) r.cost[k] = percentile(costs[k], 0.5);
+  for (const auto& [stage, bytes] : kept_bytes) r.kept[stage] = percentile(bytes, 0.5);
+  for (pp::Event e : kept.events) {
+    e.start -= kept.first;
+    e.end -= kept.first;
+    r.events.push_back(e);
+  }
+  return r;
+}
+
+}  // namespace
+
+PipelineBenchPlan plan_pipeline_bench(const PipelineBenchOptions& options, int world) {
+  if (options.rows < 1) throw UsageError("--rows must be at least 1");
+  if (options.steps < 1) throw UsageError("--steps must be at least 1");
+  if (options.warmup < 0) throw UsageError("--warmup must not be negative");
+  if (options.chunks < 1 || options.chunks > 64) throw UsageError("--chunks " + std::to_string(options.chunks) + ": expected 1 to 64");
+  if (options.layers < 0 || options.layers > 1024) throw UsageError("--layers " + std::to_string(options.layers) + ": expected 0 to 1024");
+  PipelineBenchPlan plan;
+  plan.model = options.model;
+  plan.config = find_model_preset(options.model).config;
+  plan.config.dtype = parse_data_type(options.dtype);
+  if (plan.config.dtype != DataType::float32 && plan.config.dtype != DataType::float64)
+    throw UsageError("--dtype " + options.dtype + ": models train in float32 or float64");
+  std::vector<std::string> schedules = split_list(options.schedules);
+  if (schedules.empty()) throw UsageError("--schedules names no schedule");
+  for (const std::string& s : schedules) pp::make_schedule(s, 1, 1, 1);  // unknown names refused, listing the known
+  std::vector<int> stages = parse_counts(options.stages, "--stages");
+  if (stages.empty()) {
+    for (int p = 2; p < world; p *= 2) stages.push_back(p);
+    stages.push_back(world);
+  }
+  for (int p : stages)
+    if (p > world) throw UsageError("--stages " + std::to_string(p) + " exceeds the world of " + std::to_string(world) + " ranks");
+  const std::vector<int> given_m = parse_counts(options.micro_batches, "--micro-batches");
+  const int most = *std::max_element(stages.begin(), stages.end());
+  // Every stage needs a layer: blocks enough for the most stages any schedule makes.
+  plan.config.layers = options.layers > 0 ? options.layers : std::max(plan.config.layers, std::max(options.chunks, 2) * most);
+  for (int p : stages)
+    for (const std::string& name : schedules) {
+      const std::vector<int> ms = given_m.empty() ? std::vector<int>{p, 2 * p, 4 * p} : given_m;
+      for (int m : ms) {
+        try {
+          const pp::Schedule s = pp::make_schedule(name, p, m, options.chunks);
+          if (s.stage_count() > plan.config.layers + 3)  // embedding, blocks, final norm, head
+            throw UsageError("pipeline: " + std::to_string(s.stage_count()) + " stages for a model of " +
+                             std::to_string(plan.config.layers + 3) + " layers; pass more --layers");
+        } catch (const UsageError& e) {
+          if (std::string(e.what()).find("stages for a model") != std::string::npos) throw;
+          ++plan.skipped;  // this schedule cannot take this m (interleaving's multiples, ...)
+          continue;
+        }
+        plan.runs.push_back({name, p, m});
+      }
+    }
+  if (plan.runs.empty()) throw UsageError("bench pipeline: no schedule can take the micro-batches given (--micro-batches)");
+  return plan;
+}
+
+std::size_t pipeline_bench_bytes_per_rank(const PipelineBenchPlan& plan, const PipelineBenchOptions& options) {
+  // Bounded by the whole model on one rank: parameters, gradients, two AdamW moments, and the
+  // activations of every micro-batch at once (GPipe) with the logits and their gradient.
+  const auto& c = plan.config;
+  int most_m = 1;
+  for (const auto& r : plan.runs) most_m = std::max(most_m, r.micro_batches);
+  const double e = static_cast<double>(size_of(c.dtype));
+  const double rows = static_cast<double>(options.rows) * most_m;
+  return static_cast<std::size_t>(
+      e * 4.0 * static_cast<double>(theory::gpt_parameters(c)) +
+      static_cast<double>(most_m) * static_cast<double>(c.layers) *
+          static_cast<double>(theory::parity_block_activation_bytes(c.sequence, options.rows, c.hidden, c.heads, 1)) * e +
+      3.0 * e * rows * static_cast<double>(c.sequence) * static_cast<double>(c.vocabulary));
+}
+
+PipelineBenchOutcome run_pipeline_bench(Session& session, const PipelineBenchPlan& plan, const PipelineBenchOptions& options,
+                                        const PointToPoint& p2p) {
+  Communicator& world = session.world();
+  PipelineBenchOutcome out;
+  out.p2p = p2p;
+  // Ranks per host against its cores: past them, wall-clock idle is also waiting for a core.
+  const std::vector<double> cores = gather_from_ranks(world, static_cast<double>(std::thread::hardware_concurrency()));
+  std::map<std::string, int> on_host;
+  for (const std::string& h : session.hosts()) ++on_host[h];
+  out.cores_per_host = static_cast<int>(*std::min_element(cores.begin(), cores.end()));
+  for (const auto& [host, n] : on_host) out.ranks_per_host = std::max(out.ranks_per_host, n);
+  for (std::size_t r = 0; r < cores.size(); ++r)
+    out.oversubscribed = out.oversubscribed || on_host[session.hosts()[r]] > static_cast<int>(cores[r]);
+  const model::GptConfig& c = plan.config;
+  const double e = static_cast<double>(size_of(c.dtype));
+  const double message_bytes = static_cast<double>(options.rows) * static_cast<double>(c.sequence * c.hidden) * e;
+  Progress progress("bench pipeline", plan.runs.size(), session.is_root() && !session.options().quiet);
+  for (std::size_t index = 0; index < plan.runs.size(); ++index) {
+    const PipelineBenchRun& run = plan.runs[index];
+    progress.update(index, run.schedule + " p" + std::to_string(run.stages) + " m" + std::to_string(run.micro_batches));
+    cases::PipelineCase pc;
+    pc.schedule = run.schedule;
+    pc.micro_batches = run.micro_batches;
+    pc.chunks = options.chunks;
+    pc.model = c;
+    pc.precision = std::string(name_of(c.dtype));
+    pc.rows_per_micro_batch = options.rows;
+    auto group = first_ranks(world, run.stages);
+    const std::string mine = group ? measure_run(*group, pc, options).text() : std::string();
+    const std::vector<std::string> reports = world.all_gather_strings(mine);
+    if (!session.is_root()) continue;
+
+    const pp::Schedule schedule = pp::make_schedule(run.schedule, run.stages, run.micro_batches, options.chunks);
+    const int p = run.stages;
+    std::vector<RankReport> ranks;
+    for (int r = 0; r < p; ++r) ranks.push_back(RankReport::parse(reports[static_cast<std::size_t>(r)]));
+    // Measured: the span and each rank's busy time of the kept step.
+    double makespan = 0;
+    std::vector<double> busy(static_cast<std::size_t>(p), 0.0);
+    for (int r = 0; r < p; ++r)
+      for (const pp::Event& ev : ranks[static_cast<std::size_t>(r)].events)
+        if (!ev.wait) {
+          busy[static_cast<std::size_t>(r)] += ev.end - ev.start;
+          makespan = std::max(makespan, ev.end);
+        }
+    // Simulated with the measured costs (a kind a rank never ran costs nothing there).
+    pp::Costs costs;
+    for (const RankReport& rr : ranks) {
+      const auto known = [](double x) { return std::isfinite(x) ? x : 0.0; };
+      costs.forward.push_back(known(rr.cost[0]));
+      costs.backward.push_back(known(rr.cost[1]));
+      costs.input_grad.push_back(known(rr.cost[2]));
+      costs.weight_grad.push_back(known(rr.cost[3]));
+    }
+    if (p2p.measured) {
+      costs.alpha_seconds = p2p.model.alpha_seconds;
+      costs.seconds_per_byte = p2p.model.beta_seconds_per_byte;
+      costs.message_bytes = message_bytes;
+    }
+    const pp::Timeline simulated = pp::simulate(schedule, costs);
+    const pp::Timeline counted = pp::validate(schedule);
+    const auto mean_cost = [&](int k) {
+      double sum = 0;
+      int n = 0;
+      for (const RankReport& rr : ranks)
+        if (std::isfinite(rr.cost[k])) {
+          sum += rr.cost[k];
+          ++n;
+        }
+      return n ? sum / n : std::nan("");
+    };
+    const double f = mean_cost(0), b = mean_cost(1), i = mean_cost(2), w = mean_cost(3);
+    const int chunks = schedule.stage_count() / p;
+    double measured_bubble = 0, simulated_bubble = 0, uncertainty = 0, peak = 0, formula_peak = 0;
+    const std::int64_t run_row = static_cast<std::int64_t>(out.runs.rows());
+    const std::size_t first_rank_row = out.ranks.rows(), first_timeline_row = out.timeline.rows();
+    for (int r = 0; r < p; ++r) {
+      const RankReport& rr = ranks[static_cast<std::size_t>(r)];
+      const double idle = makespan - busy[static_cast<std::size_t>(r)];
+      const double formula_bytes = in_flight_bytes(schedule.ranks[static_cast<std::size_t>(r)], rr.kept);
+      measured_bubble += idle / makespan / p;
+      simulated_bubble += simulated.bubble_fraction(r) / p;
+      uncertainty = std::max(uncertainty, rr.uncertainty);
+      peak = std::max(peak, rr.peak);
+      formula_peak = std::max(formula_peak, formula_bytes);
+      record::Table& t = out.ranks;
+      t.i64("run").push_back(run_row);
+      t.i64("rank").push_back(r);
+      t.i64("stages_held").push_back(stages_held(schedule, r));
+      t.i64("in_flight").push_back(counted.peak_held[static_cast<std::size_t>(r)]);
+      t.i64("formula_in_flight").push_back(formula_in_flight(schedule, options.chunks, r));
+      t.i64("peak_activation_bytes", "B").push_back(std::llround(rr.peak));
+      t.i64("formula_activation_bytes", "B").push_back(std::llround(formula_bytes));
+      t.f64("busy_seconds", "s").push_back(busy[static_cast<std::size_t>(r)]);
+      t.f64("idle_seconds", "s").push_back(idle);
+      t.f64("measured_bubble").push_back(idle / makespan);
+      t.f64("simulated_bubble").push_back(simulated.bubble_fraction(r));
+      t.f64("forward_seconds", "s").push_back(rr.cost[0]);
+      t.f64("backward_seconds", "s").push_back(rr.cost[1]);
+      t.f64("input_grad_seconds", "s").push_back(rr.cost[2]);
+      t.f64("weight_grad_seconds", "s").push_back(rr.cost[3]);
+      t.f64("clock_offset_seconds", "s").push_back(rr.offset);
+      t.f64("clock_uncertainty_seconds", "s").push_back(rr.uncertainty);
+      const auto interval = [&](const char* source, int stage, const char* work, int micro_batch, double start, double end) {
+        record::Table& tl = out.timeline;
+        tl.i64("run").push_back(run_row);
+        tl.str("source").emplace_back(source);
+        tl.i64("rank").push_back(r);
+        tl.i64("stage").push_back(stage);
+        tl.str("work").emplace_back(work);
+        tl.i64("micro_batch").push_back(micro_batch);
+        tl.f64("start_seconds", "s").push_back(start);
+        tl.f64("end_seconds", "s").push_back(end);
+      };
+      for (const pp::Event& ev : rr.events)
+        interval("measured", ev.action.stage, ev.wait ? "wait" : work_name(ev.action.work), ev.action.micro_batch, ev.start, ev.end);
+      for (const pp::Interval& iv : simulated.ranks[static_cast<std::size_t>(r)])
+        interval("simulated", iv.action.stage, work_name(iv.action.work), iv.action.micro_batch, iv.start, iv.end);
+    }
+    record::Table& t = out.runs;
+    t.str("schedule").push_back(run.schedule);
+    t.str("model").push_back(plan.model);
+    t.str("config").push_back(c.describe());
+    t.i64("stages").push_back(p);
+    t.i64("chunks").push_back(chunks);
+    t.i64("micro_batches").push_back(run.micro_batches);
+    t.i64("rows_per_micro_batch").push_back(options.rows);
+    t.i64("world_size").push_back(world.size());
+    t.f64("step_seconds", "s").push_back(ranks[0].step);
+    t.f64("makespan_seconds", "s").push_back(makespan);
+    t.f64("simulated_makespan_seconds", "s").push_back(simulated.makespan);
+    t.f64("measured_bubble").push_back(measured_bubble);
+    t.f64("simulated_bubble").push_back(simulated_bubble);
+    t.f64("closed_form_bubble").push_back(closed_form_bubble(schedule, options.chunks, f, i, w));
+    t.f64("clock_uncertainty_seconds", "s").push_back(uncertainty);
+    t.f64("forward_seconds", "s").push_back(f);
+    t.f64("backward_seconds", "s").push_back(b);
+    t.f64("input_grad_seconds", "s").push_back(i);
+    t.f64("weight_grad_seconds", "s").push_back(w);
+    t.f64("message_seconds", "s").push_back(costs.message_seconds());
+    t.f64("activation_message_bytes", "B").push_back(message_bytes);
+    t.i64("peak_activation_bytes", "B").push_back(std::llround(peak));
+    t.i64("formula_activation_bytes", "B").push_back(std::llround(formula_peak));
+    session.record_rows("/bench/pipeline", t, t.rows() - 1);  // kept if the run is cut short
+    session.record_rows("/bench/pipeline_ranks", out.ranks, first_rank_row);
+    session.record_rows("/bench/pipeline_timeline", out.timeline, first_timeline_row);
+  }
+  progress.finish();
+  if (session.is_root() && !session.options().quiet)
+    std::fprintf(stderr, "[bench pipeline] %zu runs (%zu schedule and m pairs the schedule cannot take skipped)%s\n",
+                 out.runs.rows(), plan.skipped,
+                 out.oversubscribed ? "; ranks outnumber cores: compare the simulated bubble" : "");
+  return out;
+}
+
+void record_pipeline_bench(Session& session, const PipelineBenchOutcome& outcome, const PipelineBenchOptions& options) {
+  if (!session.is_root()) return;
+  auto& file = session.results();
+  file.write_table("/bench/pipeline", outcome.runs);
+  file.write_table("/bench/pipeline_ranks", outcome.ranks);
+  file.write_table("/bench/pipeline_timeline", outcome.timeline);
+  const std::string g = "/bench/pipeline";
+  file.set_attribute(g, "timed_steps", static_cast<std::int64_t>(options.steps));
+  file.set_attribute(g, "warmup_steps", static_cast<std::int64_t>(options.warmup));
+  file.set_attribute(g, "alpha_s", outcome.p2p.measured ? outcome.p2p.model.alpha_seconds : std::nan(""));
+  file.set_attribute(g, "beta_s_per_byte", outcome.p2p.measured ? outcome.p2p.model.beta_seconds_per_byte : std::nan(""));
+  file.set_attribute(g, "cores_per_host", static_cast<std::int64_t>(outcome.cores_per_host));
+  file.set_attribute(g, "ranks_per_host", static_cast<std::int64_t>(outcome.ranks_per_host));
+  const bool oversubscribed = outcome.oversubscribed;
+  file.set_attribute(g, "oversubscribed", static_cast<std::int64_t>(oversubscribed ? 1 : 0));
+  file.set_attribute(g, "note",
+                     oversubscribed ? std::string("ranks outnumber cores on a host (") + std::to_string(outcome.ranks_per_host) +
+                                          " ranks, " + std::to_string(outcome.cores_per_host) +
+                                          " cores): a rank also waits for a core, so measured idle means little; compare "
+                                          "the simulated bubble (the simulator fed with the measured action costs)"
+                                    : std::string("one core or more per rank: measured idle is waiting for messages"));
+  file.set_attribute(g, "formulas",
+                     std::string("theory/pipeline.hpp: bubble (idle over step) GPipe and 1F1B (p-1)/(m+p-1); interleaved "
+                                 "x/(1+x), x = (p-1)/(v m); ZB-H1 x/(1+x), x = (p-1)(F+I-W)/(m(F+I+W)); in flight GPipe m, "
+                                 "1F1B min(m, p-r), interleaved min(m v, 2(p-r-1)+(v-1)p+1) chunks"));
+}
+
+}  // namespace parity::cli
