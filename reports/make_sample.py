@@ -7,15 +7,22 @@ two hosts with one slow rank, and a configurable number of failed conformance ca
 
     make_sample.py OUT.h5 [--seed N] [--bandwidth-scale F] [--failures K] [--empty-collectives]
                           [--model [--model-speed F]] [--parallel [--parallel-speed F]]
-                          [--tensor [--tensor-speed F] [--tensor-mismatch]] [--world-size N]
+                          [--tensor [--tensor-speed F] [--tensor-mismatch]]
+                          [--pipeline [--pipeline-speed F] [--pipeline-oversubscribed]]
+                          [--world-size N]
 
 With --model it also writes /bench/model (GPT training steps of three presets on every rank, the
 last rank slower); with --parallel /bench/memory, /bench/scaling and /bench/overlap (DP and ZeRO
 1-3 at 1..4 ranks, their model-state bytes and bytes sent equal to the formulas; strong and weak
 scaling; bucketed overlap); with --tensor /bench/tensor (tensor parallelism at t = 1, 2, 4 with
 and without sequence parallelism, every count equal to its formula unless --tensor-mismatch) and,
-unless the conformance cases are omitted, /check/training and /check/tensor. Without them the
-file looks like one from before those tables existed.
+unless the conformance cases are omitted, /check/training and /check/tensor; with --pipeline
+/bench/pipeline, /bench/pipeline_ranks and /bench/pipeline_timeline (gpipe, 1f1b, interleaved
+with v = 2 and zb-h1 at p = 2 and 4, as the world allows, and m = p, 2p, 4p: each rank's actions
+timed by a small event simulator with noisy costs, the measured timeline, and again with each
+rank's median costs, the simulated one; --pipeline-oversubscribed makes the measured costs vary
+widely and marks the table oversubscribed). Without them the file looks like one from before
+those tables existed.
 """
 
 import argparse
@@ -589,9 +596,337 @@ def write_training_checks(f, rng, world_size):
                 vals)
 
 
+# /bench/pipeline, /bench/pipeline_ranks, /bench/pipeline_timeline: a GPT of 8 layers split into
+# stages (p per pipeline, v per rank when interleaved), each schedule of `parity bench pipeline`
+# at p = 2, 4 (as the world allows) and m = p, 2p, 4p. Each rank's actions come from the
+# schedule's rules; a small event simulator times them twice: with noisy costs and message
+# delays (the measured timeline) and with each rank's median cost per kind of work (the
+# simulated one), as parity's simulator is fed the costs measured in the same run.
+PIPELINE_SCHEDULES = [("gpipe", 1), ("1f1b", 1), ("interleaved", 2), ("zb-h1", 1)]
+PIPELINE_MODEL = ("gpt-l8", 512, 8, 128, 4, 128)  # name, V, L, h, a, s
+PIPELINE_COLUMNS = [
+    ("schedule", "str", ""), ("model", "str", ""), ("config", "str", ""), ("stages", "i8", ""),
+    ("chunks", "i8", ""), ("micro_batches", "i8", ""), ("rows_per_micro_batch", "i8", ""),
+    ("world_size", "i8", ""), ("step_seconds", "f8", "s"), ("makespan_seconds", "f8", "s"),
+    ("simulated_makespan_seconds", "f8", "s"), ("measured_bubble", "f8", ""),
+    ("simulated_bubble", "f8", ""), ("closed_form_bubble", "f8", ""),
+    ("peak_activation_bytes", "i8", "B"), ("formula_activation_bytes", "i8", "B"),
+    ("clock_uncertainty_seconds", "f8", "s"), ("forward_seconds", "f8", "s"),
+    ("backward_seconds", "f8", "s"), ("input_grad_seconds", "f8", "s"),
+    ("weight_grad_seconds", "f8", "s"), ("message_seconds", "f8", "s"),
+    ("activation_message_bytes", "f8", "B")]
+PIPELINE_RANK_COLUMNS = [
+    ("run", "i8", ""), ("rank", "i8", ""), ("stages_held", "i8", ""), ("in_flight", "i8", ""),
+    ("formula_in_flight", "i8", ""), ("peak_activation_bytes", "i8", "B"),
+    ("formula_activation_bytes", "i8", "B"), ("busy_seconds", "f8", "s"),
+    ("idle_seconds", "f8", "s"), ("measured_bubble", "f8", ""), ("simulated_bubble", "f8", ""),
+    ("forward_seconds", "f8", "s"), ("backward_seconds", "f8", "s"),
+    ("input_grad_seconds", "f8", "s"), ("weight_grad_seconds", "f8", "s"),
+    ("clock_offset_seconds", "f8", "s"), ("clock_uncertainty_seconds", "f8", "s")]
+PIPELINE_TIMELINE_COLUMNS = [
+    ("run", "i8", ""), ("rank", "i8", ""), ("stage", "i8", ""), ("micro_batch", "i8", ""),
+    ("source", "str", ""), ("work", "str", ""), ("start_seconds", "f8", "s"),
+    ("end_seconds", "f8", "s")]
+PIPELINE_NOTE = ("ranks outnumber cores on a host: a rank waits for a core as well as for its "
+                 "peers, so wall-clock idle means little; the simulator fed with the measured "
+                 "costs is the figure to compare")
+WORK_COLUMNS = {"F": "forward_seconds", "B": "backward_seconds", "I": "input_grad_seconds",
+                "W": "weight_grad_seconds"}
+
+
+def zero_bubble_order(p, m, limit):
+    """ZB-H1's order as reference/parallel/pipeline/schedule.cpp makes it: in unit time steps
+    each rank runs the next I it can, else a forward while it holds fewer than limit[r]
+    micro-batches, else its oldest deferred W."""
+    never = 1 << 30
+    forward_done = [[never] * m for _ in range(p)]
+    input_done = [[never] * m for _ in range(p)]
+    next_forward, next_input, holding = [0] * p, [0] * p, [0] * p
+    deferred, out = [[] for _ in range(p)], [[] for _ in range(p)]
+    step = 0
+    while sum(len(acts) for acts in out) < 3 * p * m:
+        finished = []
+        for r in range(p):
+            b, f = next_input[r], next_forward[r]
+            if b < m and forward_done[r][b] <= step and (r == p - 1
+                                                        or input_done[r + 1][b] <= step):
+                pick = (r, "I", b)
+                next_input[r] += 1
+                holding[r] -= 1
+                deferred[r].append((r, "W", b))
+            elif holding[r] < limit[r] and f < m and (r == 0 or forward_done[r - 1][f] <= step):
+                pick = (r, "F", f)
+                next_forward[r] += 1
+                holding[r] += 1
+            elif deferred[r]:
+                pick = deferred[r].pop(0)
+            else:
+                continue
+            out[r].append(pick)
+            finished.append(pick)
+        for stage, work, mb in finished:  # seen by the other ranks from the next step on
+            if work == "F":
+                forward_done[stage][mb] = step + 1
+            elif work == "I":
+                input_done[stage][mb] = step + 1
+        step += 1
+    return out
+
+
+def pipeline_order(schedule, p, m, v):
+    """Each rank's actions [(stage, work, micro-batch)] in the order it runs them."""
+    if schedule == "zb-h1":
+        return zero_bubble_order(p, m, [p - r for r in range(p)])
+    ranks = []
+    for r in range(p):
+        if schedule == "gpipe":
+            ranks.append([(r, "F", i) for i in range(m)] + [(r, "B", i) for i in range(m)])
+        elif schedule == "1f1b":
+            warm = min(p - r - 1, m)
+            acts = [(r, "F", i) for i in range(warm)]
+            for i in range(m - warm):
+                acts += [(r, "F", warm + i), (r, "B", i)]
+            acts += [(r, "B", i) for i in range(m - warm, m)]
+            ranks.append(acts)
+        else:  # interleaved: Megatron's order over m v chunk micro-batches, groups of p
+            def forward(k):
+                return (((k // p) % v) * p + r, "F", (k // (p * v)) * p + k % p)
+
+            def backward(k):
+                return ((v - 1 - (k // p) % v) * p + r, "B", (k // (p * v)) * p + k % p)
+            total = m * v
+            warm = min(2 * (p - r - 1) + (v - 1) * p, total)
+            acts = [forward(k) for k in range(warm)]
+            for k in range(total - warm):
+                acts += [forward(warm + k), backward(k)]
+            acts += [backward(k) for k in range(total - warm, total)]
+            ranks.append(acts)
+    return ranks
+
+
+def pipeline_simulate(order, stages, rank_of, cost, message, start=None):
+    """Times each rank's actions: an action starts when its rank is free and what it needs has
+    arrived (the previous stage's forward, the next stage's B or I, its own forward, its own I
+    for a W), a message between ranks taking `message` seconds. Returns each rank's
+    [(stage, work, micro-batch, start, end)]."""
+    p = len(order)
+    done, out = {}, [[] for _ in range(p)]
+    free = list(start) if start is not None else [0.0] * p
+    ptr = [0] * p
+
+    def arrival(stage, work, mb, to_stage):
+        end = done.get((stage, work, mb))
+        if end is None:
+            return None
+        return end + (message if rank_of[stage] != rank_of[to_stage] else 0.0)
+
+    def ready(act):
+        stage, work, mb = act
+        if work == "F":
+            return 0.0 if stage == 0 else arrival(stage - 1, "F", mb, stage)
+        if work == "W":
+            return done.get((stage, "I", mb))
+        own = done.get((stage, "F", mb))
+        if own is None or stage == stages - 1:
+            return own
+        later = arrival(stage + 1, work, mb, stage)
+        return None if later is None else max(own, later)
+
+    while any(ptr[r] < len(order[r]) for r in range(p)):
+        best = None
+        for r in range(p):
+            if ptr[r] < len(order[r]):
+                t = ready(order[r][ptr[r]])
+                if t is not None and (best is None or max(free[r], t) < best[0]):
+                    best = (max(free[r], t), r)
+        if best is None:
+            raise RuntimeError("the sample's pipeline schedule deadlocks")
+        t, r = best
+        act = order[r][ptr[r]]
+        end = t + cost(r, act)
+        done[act] = end
+        free[r] = end
+        out[r].append((*act, t, end))
+        ptr[r] += 1
+    return out
+
+
+def pipeline_activations(actions, stage_bytes, weight_share):
+    """(peak pairs in flight, peak bytes held, peak bytes of the pairs in flight) over a rank's
+    actions: a forward keeps its stage's bytes until its B; an I frees all but the weight
+    gradient's share, which its W frees."""
+    in_flight = held = counted = 0
+    peaks = [0, 0, 0]
+    for stage, work, _, _, _ in actions:
+        b = stage_bytes[stage]
+        if work == "F":
+            in_flight, held, counted = in_flight + 1, held + b, counted + b
+        elif work in ("B", "I"):
+            in_flight, counted = in_flight - 1, counted - b
+            held -= b if work == "B" else b - int(weight_share * b)
+        else:
+            held -= int(weight_share * b)
+        peaks = [max(peaks[0], in_flight), max(peaks[1], held), max(peaks[2], counted)]
+    return peaks
+
+
+def pipeline_closed_form(schedule, p, m, v, f=math.nan, i=math.nan, w=math.nan):
+    """Idle over the step: GPipe and 1F1B (p-1)/(m+p-1); interleaved x/(1+x), x = (p-1)/(v m);
+    ZB-H1 x/(1+x), x = (p-1)(F+I-W)/(m(F+I+W)) when m >= p; NaN otherwise."""
+    if schedule in ("gpipe", "1f1b"):
+        return (p - 1) / (m + p - 1)
+    if schedule == "interleaved":
+        x = (p - 1) / (v * m)
+    elif schedule == "zb-h1" and m >= p:
+        x = (p - 1) * (f + i - w) / (m * (f + i + w))
+    else:
+        return math.nan
+    return x / (1 + x)
+
+
+def pipeline_formula_in_flight(schedule, p, m, v, r):
+    if schedule == "gpipe":
+        return m
+    if schedule == "1f1b":
+        return min(m, p - r)
+    if schedule == "interleaved":
+        return min(2 * (p - r - 1) + (v - 1) * p + 1, m * v)
+    return -1
+
+
+def with_waits(actions, begin, end):
+    """A rank's intervals with a wait before each action that starts after the previous ended
+    (named by the action it waits for) and one to the end of the step (stage -1)."""
+    out, t = [], begin
+    for stage, work, mb, t0, t1 in actions:
+        if t0 > t:
+            out.append((stage, "wait", mb, t, t0))
+        out.append((stage, work, mb, t0, t1))
+        t = t1
+    if end > t:
+        out.append((-1, "wait", -1, t, end))
+    return out
+
+
+def write_pipeline(f, rng, hosts, speed=1.0, oversubscribed=False, cores_per_host=8):
+    """The three pipeline tables, every number from the two timelines of each run: bubbles are
+    idle over the span, activations the peaks over each rank's actions, the closed forms
+    restated from reference/theory/pipeline.hpp."""
+    name, vocab, layers, h, a, s = PIPELINE_MODEL
+    rows, e = 2, 4
+    world = len(hosts)
+    measured_ab = world > 1
+    message_bytes = rows * s * h * e
+    message = ALPHA_S + message_bytes * BETA_S_PER_BYTE
+    layer_bytes = e * (rows * s * (16 * h + 4) + rows * a * s * s)
+    forward_model = 0.008 / speed  # a micro-batch's forward through the whole model
+    sizes = [q for q in (2, 4) if q <= world] or [1]
+    runs = {c[0]: [] for c in PIPELINE_COLUMNS}
+    ranks = {c[0]: [] for c in PIPELINE_RANK_COLUMNS}
+    timeline = {c[0]: [] for c in PIPELINE_TIMELINE_COLUMNS}
+    for schedule, v in PIPELINE_SCHEDULES:
+        for p in sizes:
+            stages = p * v
+            rank_of = [st % p if schedule == "interleaved" else st for st in range(stages)]
+            per_stage = layers // stages
+            stage_bytes = [per_stage * layer_bytes + (e * rows * s * vocab if st == stages - 1
+                                                      else 0) for st in range(stages)]
+            # The last stage's head and loss make it a tenth slower than the others.
+            unit = [forward_model / stages * (1.1 if st == stages - 1 else 1.0)
+                    for st in range(stages)]
+            share = {"F": 1.0, "B": 2.0, "I": 1.05, "W": 0.95}
+            # Sharing a core, an action takes up to 2.6 times as long; alone, 1.08.
+            spread = 1.6 if oversubscribed else 0.08
+            for m in (p, 2 * p, 4 * p):
+                run = len(runs["schedule"])
+                order = pipeline_order(schedule, p, m, v)
+
+                def noisy(r, act):
+                    return unit[act[0]] * share[act[1]] * (1 + spread * rng.random())
+                begin = [2e-4 + 5e-5 * rng.random() for _ in range(p)]
+                measured = pipeline_simulate(order, stages, rank_of, noisy, 1.4 * message + 3e-5,
+                                             start=begin)
+                medians = [{k: float(np.median([t1 - t0 for _, w, _, t0, t1 in acts if w == k]))
+                            for k in share if any(w == k for _, w, _, _, _ in acts)}
+                           for acts in measured]
+                simulated = pipeline_simulate(order, stages, rank_of,
+                                              lambda r, act: medians[r][act[1]], message)
+                first = min(acts[0][3] for acts in measured)
+                last = max(acts[-1][4] for acts in measured)
+                span, sim_span = last - first, max(acts[-1][4] for acts in simulated)
+                per_rank = []
+                for r in range(p):
+                    busy = sum(t1 - t0 for _, _, _, t0, t1 in measured[r])
+                    sim_busy = sum(t1 - t0 for _, _, _, t0, t1 in simulated[r])
+                    pairs, held, counted = pipeline_activations(measured[r], stage_bytes, 0.4)
+                    uncertainty = 0.0 if r == 0 else 2e-6 + 6e-6 * rng.random()
+                    row = {"run": run, "rank": r, "stages_held": v, "in_flight": pairs,
+                           "formula_in_flight": pipeline_formula_in_flight(schedule, p, m, v, r),
+                           "peak_activation_bytes": held, "formula_activation_bytes": counted,
+                           "busy_seconds": busy, "idle_seconds": span - busy,
+                           "measured_bubble": (span - busy) / span,
+                           "simulated_bubble": (sim_span - sim_busy) / sim_span,
+                           "clock_offset_seconds": 0.0 if r == 0 else
+                           1.3e-3 * r + 1e-4 * rng.standard_normal(),
+                           "clock_uncertainty_seconds": uncertainty}
+                    row.update({column: medians[r].get(k, math.nan)
+                                for k, column in WORK_COLUMNS.items()})
+                    per_rank.append(row)
+                    append_row(ranks, row)
+                for source, timed, begins, ends in (("measured", measured, first, last),
+                                                    ("simulated", simulated, 0.0, sim_span)):
+                    for r in range(p):
+                        for stage, work, mb, t0, t1 in with_waits(timed[r], begins, ends):
+                            append_row(timeline, {"run": run, "rank": r, "stage": stage,
+                                                  "micro_batch": mb, "source": source,
+                                                  "work": work, "start_seconds": t0,
+                                                  "end_seconds": t1})
+                times = {column: float(np.mean([x[column] for x in per_rank]))
+                         if any(k in md for md in medians) else math.nan
+                         for k, column in WORK_COLUMNS.items()}
+                append_row(runs, {
+                    "schedule": schedule, "model": name,
+                    "config": f"V={vocab} L={layers} h={h} a={a} s={s} tied float32",
+                    "stages": p, "chunks": v, "micro_batches": m, "rows_per_micro_batch": rows,
+                    "world_size": world, "step_seconds": 1.04 * span + 5e-4 / speed,
+                    "makespan_seconds": span, "simulated_makespan_seconds": sim_span,
+                    "measured_bubble": float(np.mean([x["measured_bubble"] for x in per_rank])),
+                    "simulated_bubble": float(np.mean([x["simulated_bubble"] for x in per_rank])),
+                    "closed_form_bubble": pipeline_closed_form(
+                        schedule, p, m, v, times["forward_seconds"], times["input_grad_seconds"],
+                        times["weight_grad_seconds"]),
+                    "peak_activation_bytes": max(x["peak_activation_bytes"] for x in per_rank),
+                    "formula_activation_bytes": max(x["formula_activation_bytes"]
+                                                    for x in per_rank),
+                    "clock_uncertainty_seconds": max(x["clock_uncertainty_seconds"]
+                                                     for x in per_rank),
+                    **times, "message_seconds": message if p > 1 else 0.0,
+                    "activation_message_bytes": float(message_bytes) if p > 1 else 0.0})
+    g = write_table(f, "/bench/pipeline", "pipeline schedules of a GPT split into stages",
+                    PIPELINE_COLUMNS, runs)
+    on_host = max(hosts.count(x) for x in set(hosts))
+    g.attrs["timed_steps"] = np.int64(5)
+    g.attrs["warmup_steps"] = np.int64(2)
+    g.attrs["alpha_s"] = ALPHA_S if measured_ab else math.nan
+    g.attrs["beta_s_per_byte"] = BETA_S_PER_BYTE if measured_ab else math.nan
+    g.attrs["cores_per_host"] = np.int64(1 if oversubscribed else cores_per_host)
+    g.attrs["ranks_per_host"] = np.int64(on_host)
+    g.attrs["oversubscribed"] = np.int64(1 if oversubscribed else 0)
+    g.attrs["note"] = PIPELINE_NOTE if oversubscribed else ""
+    g.attrs["formulas"] = ("reference/theory/pipeline.hpp: bubble (idle over the step) GPipe and "
+                           "1F1B (p-1)/(m+p-1); interleaved x/(1+x), x = (p-1)/(v m); ZB-H1 "
+                           "x/(1+x), x = (p-1)(F+I-W)/(m(F+I+W)); in flight GPipe m, 1F1B "
+                           "min(m, p-rank)")
+    write_table(f, "/bench/pipeline_ranks", "each rank of each pipeline run",
+                PIPELINE_RANK_COLUMNS, ranks)
+    write_table(f, "/bench/pipeline_timeline", "each rank's actions and waits in one step, "
+                "measured and simulated", PIPELINE_TIMELINE_COLUMNS, timeline)
+
+
 def write_sample(path, seed=1, bandwidth_scale=1.0, failures=2, empty_collectives=False,
                  omit=(), world_size=4, model=False, model_speed=1.0, parallel=False,
-                 parallel_speed=1.0, tensor=False, tensor_speed=1.0, tensor_mismatch=False):
+                 parallel_speed=1.0, tensor=False, tensor_speed=1.0, tensor_mismatch=False,
+                 pipeline=False, pipeline_speed=1.0, pipeline_oversubscribed=False):
     rng = np.random.default_rng(seed)
     p = world_size
     hosts = [f"node{r * 2 // p}" for r in range(p)]
@@ -725,6 +1060,10 @@ def write_sample(path, seed=1, bandwidth_scale=1.0, failures=2, empty_collective
                 write_training_checks(f, trng, p)
                 write_tensor_checks(f, trng, p, mismatch=tensor_mismatch)
 
+        if pipeline:
+            write_pipeline(f, np.random.default_rng(seed + 4000), hosts, speed=pipeline_speed,
+                           oversubscribed=pipeline_oversubscribed)
+
 
 def write_check(f, rng, p, failures):
     names = ["case", "collective", "algorithm", "dtype", "redop", "count", "in_place", "input",
@@ -816,6 +1155,15 @@ def main(argv=None):
     ap.add_argument("--tensor-mismatch", action="store_true",
                     help="one /bench/tensor row sends more than the formula, and one "
                          "/check/tensor case fails on its bytes")
+    ap.add_argument("--pipeline", action="store_true",
+                    help="also write /bench/pipeline, /bench/pipeline_ranks and "
+                         "/bench/pipeline_timeline (gpipe, 1f1b, interleaved v = 2 and zb-h1 at "
+                         "p = 2, 4 and m = p, 2p, 4p)")
+    ap.add_argument("--pipeline-speed", type=float, default=1.0,
+                    help="divide the pipeline tables' compute times by F (default 1.0)")
+    ap.add_argument("--pipeline-oversubscribed", action="store_true",
+                    help="the pipeline runs as on a host with fewer cores than ranks: measured "
+                         "costs vary widely, and the tables say so (oversubscribed, note)")
     args = ap.parse_args(argv)
     write_sample(args.out, seed=args.seed, bandwidth_scale=args.bandwidth_scale,
                  failures=args.failures, empty_collectives=args.empty_collectives,
@@ -823,7 +1171,9 @@ def main(argv=None):
                  model_speed=args.model_speed,
                  parallel=args.parallel, parallel_speed=args.parallel_speed,
                  tensor=args.tensor, tensor_speed=args.tensor_speed,
-                 tensor_mismatch=args.tensor_mismatch)
+                 tensor_mismatch=args.tensor_mismatch, pipeline=args.pipeline,
+                 pipeline_speed=args.pipeline_speed,
+                 pipeline_oversubscribed=args.pipeline_oversubscribed)
     return 0
 
 

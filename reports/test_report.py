@@ -139,6 +139,12 @@ MODEL_ONLY = ("copy_bandwidth", "point_to_point", "harness", "collectives", "che
 PARALLEL_TABLES = ("/bench/memory", "/bench/scaling", "/bench/overlap")
 # What `parity bench tensor` and `parity check` write, without the collective benchmark.
 TENSOR_ONLY = ("copy_bandwidth", "point_to_point", "collectives")
+PIPELINE_TABLES = ("/bench/pipeline", "/bench/pipeline_ranks", "/bench/pipeline_timeline")
+PIPELINE_KEY_COLUMNS = ["schedule", "stages", "chunks", "micro_batches", "step_seconds",
+                        "measured_bubble"]
+PIPELINE_FIGURES = ("pipeline_timeline_gpipe", "pipeline_timeline_1f1b",
+                    "pipeline_timeline_interleaved_v2", "pipeline_timeline_zb-h1",
+                    "pipeline_bubble", "pipeline_activations")
 TENSOR_KEY_COLUMNS = ["model", "tp", "dp", "sequence_parallel", "step_seconds", "bytes_total",
                       "formula_bytes_total"]
 KEY_COLUMNS = {
@@ -919,6 +925,196 @@ class ReportTests(unittest.TestCase):
             self.assert_bad_input([path, "--out", os.path.join(self.tmp, "x")],
                                   f"table {table} has no column(s) {column}")
 
+    # -- pipeline parallelism: /bench/pipeline, /bench/pipeline_ranks, /bench/pipeline_timeline
+
+    def pipeline_file(self, name, **kwargs):
+        """A file like `parity bench pipeline` writes: the three pipeline tables alone."""
+        path = os.path.join(self.tmp, name)
+        make_sample.write_sample(path, omit=MODEL_ONLY, pipeline=True, **kwargs)
+        return path
+
+    @staticmethod
+    def pipeline_run(rows, schedule, p, m):
+        return find_row(rows, schedule=schedule, stages=p, micro_batches=m)
+
+    def test_pipeline_section(self):
+        path = self.pipeline_file("pipeline.h5")
+        out, html, summary = self.parallel_report("pipeline_out", path)
+        self.assertIn("<h2 id=\"pipeline\">Pipeline parallelism</h2>", html)
+        self.assertIn("<a href=\"#pipeline\">", html)
+        self.assertIn("## Pipeline parallelism", summary)
+        sources = self.assert_pngs(out, html)
+        for kind in PIPELINE_FIGURES:
+            self.assertEqual(len([s for s in sources if s.endswith(f"_{kind}.png")]), 1, kind)
+        rows = read_rows(path, "/bench/pipeline")
+        # The glance line: the three bubbles of each schedule's drawn run, p = 4 and m = 8.
+        bubbles = "; ".join(
+            f"{label} " + " / ".join(f"{r[c]:.3f}" for c in ("measured_bubble",
+                                                             "simulated_bubble",
+                                                             "closed_form_bubble"))
+            for label, r in (("gpipe", self.pipeline_run(rows, "gpipe", 4, 8)),
+                             ("1f1b", self.pipeline_run(rows, "1f1b", 4, 8)),
+                             ("interleaved v=2", self.pipeline_run(rows, "interleaved", 4, 8)),
+                             ("zb-h1", self.pipeline_run(rows, "zb-h1", 4, 8))))
+        words = f"at p = 4, m = 8, bubble measured / simulated / closed form: {bubbles}"
+        self.assertIn(f"<li>Pipeline: gpipe, 1f1b, interleaved v=2, zb-h1 at p = 2, 4 and "
+                      f"m = 2 to 16; {words}.</li>", html)
+        self.assertIn(f"- Drawn rank by rank: {words}.", summary)
+        # The row of zb-h1 at p = 4, m = 8: times, bubbles, activations beside the formula.
+        r = self.pipeline_run(rows, "zb-h1", 4, 8)
+        row = re.search(r"<tr><td>zb-h1</td><td class=\"num\">4</td><td class=\"num\">1</td>"
+                        r"<td class=\"num\">8</td>.*?</tr>", html)
+        self.assertIsNotNone(row)
+        cells = re.findall(r"<td[^>]*>(.*?)</td>", row.group(0))
+        self.assertEqual(cells[4:], [
+            f"{r['step_seconds'] * 1e3:.2f}", f"{r['makespan_seconds'] * 1e3:.2f}",
+            f"{r['simulated_makespan_seconds'] * 1e3:.2f}", f"{r['measured_bubble']:.3f}",
+            f"{r['simulated_bubble']:.3f}", f"{r['closed_form_bubble']:.3f}",
+            f"{r['peak_activation_bytes']:,}", f"{r['formula_activation_bytes']:,}",
+            f"{r['peak_activation_bytes'] / r['formula_activation_bytes']:.3f}"])
+        self.assertIn(f"| zb-h1 | 4 | 1 | 8 | {r['step_seconds'] * 1e3:.2f} | "
+                      f"{r['makespan_seconds'] * 1e3:.2f} | "
+                      f"{r['simulated_makespan_seconds'] * 1e3:.2f} | "
+                      f"{r['measured_bubble']:.3f} | {r['simulated_bubble']:.3f} | "
+                      f"{r['closed_form_bubble']:.3f} | {r['peak_activation_bytes']:,} | "
+                      f"{r['formula_activation_bytes']:,} |", summary)
+        ranks = read_rows(path, "/bench/pipeline_ranks")
+        self.assertIn(f"Table: every rank of every run ({len(ranks)} rows)", html)
+        for text in ("Oversubscribed", "oversubscribed", "by the closed form computed here"):
+            self.assertNotIn(text, html)
+            self.assertNotIn(text, summary)
+
+    def test_pipeline_oversubscribed(self):
+        """The section says that wall-clock idle means little, in the file's words."""
+        path = self.pipeline_file("pipeline_over.h5", pipeline_oversubscribed=True)
+        _, html, summary = self.parallel_report("pipeline_over_out", path)
+        note = make_sample.PIPELINE_NOTE
+        self.assertIn(f"<span class=\"bad\">Oversubscribed:</span> {html_escape(note)}.</p>",
+                      html)
+        self.assertIn(f"- **Oversubscribed:** {note}.", summary)
+        self.assertIn("(oversubscribed: compare the simulated bubble).</li>", html)
+        # A file without the note: the report's own words, with the group's counts.
+        with h5py.File(path, "a") as f:
+            f["/bench/pipeline"].attrs["note"] = ""
+        _, html, _ = self.parallel_report("pipeline_over_out2", path)
+        self.assertIn("Oversubscribed:</span> ranks outnumber cores (2 ranks on a host with 1 "
+                      "core), so a rank also waits for a core: wall-clock idle means little, and "
+                      "the simulated bubble", html)
+        # A note on a file that is not oversubscribed is shown as a note.
+        with h5py.File(path, "a") as f:
+            f["/bench/pipeline"].attrs["oversubscribed"] = np.int64(0)
+            f["/bench/pipeline"].attrs["note"] = "one core or more per rank"
+        _, html, summary = self.parallel_report("pipeline_over_out3", path)
+        self.assertIn("<p class=\"note\">one core or more per rank.</p>", html)
+        self.assertNotIn("Oversubscribed", html)
+        self.assertNotIn("Oversubscribed", summary)
+
+    def test_pipeline_closed_form_differs(self):
+        """A closed_form_bubble other than the closed form of p, m and v is named."""
+        path = self.pipeline_file("pipeline_closed.h5")
+        set_rows(path, "/bench/pipeline", "closed_form_bubble",
+                 lambda r: (r["schedule"], r["stages"], r["micro_batches"]) == ("gpipe", 4, 8),
+                 lambda r: 0.5)
+        _, html, _ = self.parallel_report("pipeline_closed_out", path)
+        self.assertIn("gpipe p = 4, m = 8: closed_form_bubble 0.500 in the file, 0.273 by the "
+                      "closed form computed here.", html)
+        self.assertEqual(html.count("by the closed form computed here"), 1)
+
+    def test_pipeline_key_columns_only(self):
+        """The columns the reader requires are enough for the section; without the ranks and
+        timeline tables it draws the bubble figure alone and says why."""
+        path = self.pipeline_file("pipeline_minimal.h5")
+        with h5py.File(path, "a") as f:
+            del f["/bench/pipeline_ranks"]
+            del f["/bench/pipeline_timeline"]
+            for name in list(f["/bench/pipeline"].attrs):
+                if name not in ("kind", "description", "columns", "rows"):
+                    del f["/bench/pipeline"].attrs[name]
+        for column in read_columns(path, "/bench/pipeline"):
+            if column not in PIPELINE_KEY_COLUMNS:
+                drop_column(path, "/bench/pipeline", column)
+        out, html, summary = self.parallel_report("pipeline_minimal_out", path)
+        sources = self.assert_pngs(out, html)
+        self.assertEqual([s for s in sources if "_pipeline_" in s],
+                         [s for s in sources if s.endswith("_pipeline_bubble.png")])
+        self.assertEqual(len(sources), 1)
+        self.assertIn("The file has no /bench/pipeline_timeline: no timeline figures.", html)
+        self.assertIn("The file has no /bench/pipeline_ranks: no per-rank figure.", html)
+        self.assertIn("<li>Pipeline: gpipe, 1f1b, interleaved v=2, zb-h1 at p = 2, 4", html)
+        self.assertIn("## Pipeline parallelism", summary)
+
+    def test_pipeline_empty_and_malformed(self):
+        path = os.path.join(self.tmp, "pipeline_empty.h5")
+        make_sample.write_sample(path, omit=MODEL_ONLY)
+        with h5py.File(path, "a") as f:
+            for table, columns in zip(PIPELINE_TABLES, (make_sample.PIPELINE_COLUMNS,
+                                                        make_sample.PIPELINE_RANK_COLUMNS,
+                                                        make_sample.PIPELINE_TIMELINE_COLUMNS)):
+                make_sample.write_table(f, table, "no rows", columns,
+                                        {c[0]: [] for c in columns})
+        out, html, summary = self.parallel_report("pipeline_empty_out", path)
+        self.assertIn("/bench/pipeline is present but has 0 rows", html)
+        self.assertIn("/bench/pipeline has 0 rows", summary)
+        self.assertEqual(glob.glob(os.path.join(out, "*_pipeline_*.png")), [])
+        for table, column in zip(PIPELINE_TABLES, ("micro_batches", "rank", "end_seconds")):
+            path = self.pipeline_file(f"pipeline_no_{column}.h5")
+            drop_column(path, table, column)
+            self.assert_bad_input([path, "--out", os.path.join(self.tmp, "x")],
+                                  f"table {table} has no column(s) {column}")
+
+    def test_pipeline_comparison(self):
+        a = self.pipeline_file("pipeline_a.h5", seed=1)
+        b = self.pipeline_file("pipeline_b.h5", seed=2, pipeline_speed=1.25,
+                               pipeline_oversubscribed=True)
+        # A run only B has, in place of one only A has.
+        set_rows(b, "/bench/pipeline", "micro_batches",
+                 lambda r: (r["schedule"], r["stages"], r["micro_batches"]) == ("zb-h1", 2, 8),
+                 lambda r: 6)
+        out, html, summary = self.parallel_report("pipeline_cmp", a, b)
+        self.assertIn("Pipeline parallelism: B against A", html)
+        ra, rb = read_rows(a, "/bench/pipeline"), read_rows(b, "/bench/pipeline")
+        for schedule, chunks, p, m in (("gpipe", 1, 2, 4), ("interleaved", 2, 4, 16)):
+            ta, tb = (self.pipeline_run(rows, schedule, p, m) for rows in (ra, rb))
+            self.assertIn(f"| {schedule} | {p} | {chunks} | {m} | {ta['step_seconds'] * 1e3:.2f} "
+                          f"| {tb['step_seconds'] * 1e3:.2f} | "
+                          f"{tb['step_seconds'] / ta['step_seconds']:.3f} | "
+                          f"{ta['measured_bubble']:.3f} | {tb['measured_bubble']:.3f} |", summary)
+        ratios = [self.pipeline_run(rb, r["schedule"], r["stages"], r["micro_batches"])
+                  ["step_seconds"] / r["step_seconds"] for r in ra
+                  if (r["schedule"], r["stages"], r["micro_batches"]) != ("zb-h1", 2, 8)]
+        self.assertIn(f"Pipeline step time B / A over {len(ratios)} matching runs: from "
+                      f"{min(ratios):.3f} to {max(ratios):.3f}.", html)
+        self.assertIn("Pipeline: run B oversubscribed; compare the simulated bubbles.", html)
+        self.assertIn("Run B Oversubscribed:</span>", html)
+        self.assertIn("Only in run A (no run of the same schedule, p, v and m in the other run): "
+                      "zb-h1 p = 2, v = 1, m = 8.", html)
+        self.assertIn("Only in run B (no run of the same schedule, p, v and m in the other run): "
+                      "zb-h1 p = 2, v = 1, m = 6.", html)
+        self.assertIn("- **B oversubscribed:**", summary)
+        sources = self.assert_pngs(out, html)
+        self.assertEqual([s for s in sources if "_pipeline_" in s],
+                         [s for s in sources if s.endswith("_pipeline_compare.png")])
+        self.assertEqual(len([s for s in sources if "_pipeline_" in s]), 1)
+
+    def test_pipeline_comparison_one_side(self):
+        a = self.pipeline_file("pipeline_one.h5")
+        out, html, summary = self.parallel_report("pipeline_one_cmp", a, self.a)
+        self.assertIn("Run B has no /bench/pipeline table", html)
+        self.assertEqual(glob.glob(os.path.join(out, "*_pipeline*.png")), [])
+        self.assertNotIn("## Pipeline parallelism", summary)
+
+    def test_pipeline_absent_without_tables(self):
+        """Files from before the pipeline benchmark report as they did."""
+        for out in (self.single, self.compare):
+            html = self.read(out, "index.html")
+            summary = self.read(out, "summary.md")
+            self.assertNotIn("id=\"pipeline\"", html)
+            self.assertNotIn("href=\"#pipeline\"", html)
+            for text in ("Pipeline", "/bench/pipeline"):
+                self.assertNotIn(text, html)
+                self.assertNotIn(text, summary)
+            self.assertEqual(glob.glob(os.path.join(out, "*_pipeline*.png")), [])
+
     # -- one rank ------------------------------------------------------------------------------
 
     def test_one_rank_collectives(self):
@@ -946,7 +1142,8 @@ class ReportTests(unittest.TestCase):
         """The sample writes every table at one rank (nothing to hide, no ping-pong) and the
         report draws them."""
         path = os.path.join(self.tmp, "one_rank_all.h5")
-        make_sample.write_sample(path, world_size=1, model=True, parallel=True, tensor=True)
+        make_sample.write_sample(path, world_size=1, model=True, parallel=True, tensor=True,
+                                 pipeline=True)
         overlap = read_rows(path, "/bench/overlap")
         self.assertTrue(all(r["hidden_fraction"] == 0 for r in overlap))
         out, html, summary = self.parallel_report("one_rank_all_out", path)
@@ -955,6 +1152,11 @@ class ReportTests(unittest.TestCase):
                       "the formulas in the one row.</li>", html)
         self.assertIn("Every run has t = 1", html)
         self.assertIn("training 24 cases, all passed; tensor 2 cases, all passed", html)
+        # One pipeline rank: every schedule at p = 1, nothing idle.
+        self.assertIn("<li>Pipeline: gpipe, 1f1b, interleaved v=2, zb-h1 at p = 1 and m = 1 to 4; "
+                      "at p = 1, m = 2, bubble measured / simulated / closed form: gpipe 0.000 / "
+                      "0.000 / 0.000;", html)
+        self.assertEqual(len([s for s in img_sources(html) if "_pipeline_" in s]), 6)
 
     # -- bad input -----------------------------------------------------------------------------
 
@@ -1074,7 +1276,7 @@ class TableModulesTest(unittest.TestCase):
         self.assertEqual(len(registered), len(set(registered)), registered)
         self.assertEqual(set(registered), on_disk)
         for name in ("collectives", "slow_ranks", "p2p", "conformance", "model", "memory",
-                     "scaling", "overlap", "tensor"):
+                     "scaling", "overlap", "tensor", "pipeline"):
             self.assertIn(name, registered)
 
     def test_modules_implement_the_interface(self):
@@ -1111,7 +1313,8 @@ class TableModulesTest(unittest.TestCase):
         tmp = tempfile.mkdtemp(prefix="parity-report-tables-")
         try:
             full, bare = os.path.join(tmp, "full.h5"), os.path.join(tmp, "bare.h5")
-            make_sample.write_sample(full, model=True, parallel=True, tensor=True)
+            make_sample.write_sample(full, model=True, parallel=True, tensor=True,
+                                     pipeline=True)
             make_sample.write_sample(bare, omit=MODEL_ONLY)
             for path, expected in ((full, True), (bare, False)):
                 for name, table in load_tables(parity_results.load(path, schema())).items():

@@ -37,6 +37,8 @@ PARTS = ["embedding", "block", "head", "loss"]
 PART_TITLES = {"block": "one block"}
 CATEGORIES = ["parameters", "gradients", "optimizer_state", "activations", "communication",
               "workspace"]
+# The timeline's boxes span rank - BOX to rank + BOX (parity_reports/tables/pipeline.py).
+BOX = 0.4
 
 
 def draw(paths, outdir):
@@ -101,10 +103,11 @@ class SeriesTest(unittest.TestCase):
         cls.a = os.path.join(cls.tmp, LABELS[0])
         cls.b = os.path.join(cls.tmp, LABELS[1])
         make_sample.write_sample(cls.a, seed=1, model=True, parallel=True, tensor=True,
-                                 tensor_mismatch=True)
+                                 tensor_mismatch=True, pipeline=True)
         make_sample.write_sample(cls.b, seed=7, bandwidth_scale=1.25, model=True,
                                  model_speed=1.1, parallel=True, parallel_speed=1.2,
-                                 tensor=True, tensor_speed=0.9)
+                                 tensor=True, tensor_speed=0.9, pipeline=True,
+                                 pipeline_speed=1.1)
         # The sample's measured counts equal their formulas; one of each differs here, so that
         # a figure showing the formula in place of the measurement is told apart.
         set_rows(cls.a, "/bench/tensor", "activation_bytes_per_block",
@@ -167,11 +170,14 @@ class SeriesTest(unittest.TestCase):
         checked = {"slow_ranks", "slow_rank_detail", "point_to_point", "harness_overhead",
                    "model_tokens", "model_mfu", "model_memory", "zero_memory_mixed",
                    "zero_memory_float32", "zero_bytes_sent", "scaling", "overlap",
-                   "tensor_activations", "tensor_bytes", "tensor_step"}
+                   "tensor_activations", "tensor_bytes", "tensor_step",
+                   "pipeline_timeline_gpipe", "pipeline_timeline_1f1b",
+                   "pipeline_timeline_interleaved_v2", "pipeline_timeline_zb-h1",
+                   "pipeline_bubble", "pipeline_activations"}
         drawn = {s.figure for s in self.single if not s.figure.startswith("coll_")}
         self.assertEqual(drawn, checked)
         checked = {"point_to_point", "harness_overhead", "model_compare_tokens",
-                   "scaling_compare", "tensor_compare"}
+                   "scaling_compare", "tensor_compare", "pipeline_compare"}
         drawn = {s.figure for s in self.compared if not s.figure.startswith("cmp_")}
         self.assertEqual(drawn, checked)
 
@@ -426,6 +432,115 @@ class SeriesTest(unittest.TestCase):
                            [r["compute_seconds"] * 1e3 + r["predicted_comm_seconds"] * 1e3
                             for r in sending])
 
+    @staticmethod
+    def pipeline_runs(path):
+        """/bench/pipeline's rows, each with its row index (the run of the other two tables),
+        grouped by (schedule, chunks) in file order."""
+        rows = read_rows(path, "/bench/pipeline")
+        for i, r in enumerate(rows):
+            r["_row"] = i
+        return grouped(rows, "schedule", "chunks")
+
+    @staticmethod
+    def pipeline_label(schedule, chunks):
+        return f"interleaved v={chunks}" if schedule == "interleaved" else schedule
+
+    def pipeline_drawn_runs(self, path):
+        """{(schedule, chunks): the run drawn rank by rank}: the largest p, the m closest to 2p
+        (the smaller on a tie)."""
+        runs = self.pipeline_runs(path)
+        top = max(r["stages"] for rows in runs.values() for r in rows)
+        return OrderedDict((key, min((r for r in rows if r["stages"] == top),
+                                     key=lambda r: (abs(r["micro_batches"] - 2 * top),
+                                                    r["micro_batches"])))
+                           for key, rows in runs.items())
+
+    def test_pipeline_timelines(self):
+        """Every interval of the drawn run's two timelines, in its rank's row: the box spans
+        start to end (ms) and rank - BOX to rank + BOX."""
+        timeline = read_rows(self.a, "/bench/pipeline_timeline")
+        for (schedule, chunks), run in self.pipeline_drawn_runs(self.a).items():
+            name = f"pipeline_timeline_{schedule}" + (f"_v{chunks}" if schedule == "interleaved"
+                                                      else "")
+            drawn = self.figure(self.single, name)
+            self.assertEqual(run["stages"], 4)
+            self.assertEqual(run["micro_batches"], 8)
+            expected = set()
+            for source in ("measured", "simulated"):
+                mine = [i for i in timeline if (i["run"], i["source"]) == (run["_row"], source)]
+                self.assertTrue(mine, (schedule, source))
+                for (work,), intervals in grouped(mine, "work").items():
+                    x = [t * 1e3 for i in intervals for t in (i["start_seconds"],
+                                                              i["end_seconds"])]
+                    ranks = [i["rank"] for i in intervals for _ in range(2)]
+                    self.assert_series(drawn[f"{source} {work} bottom"], x,
+                                       [k - BOX for k in ranks])
+                    self.assert_series(drawn[f"{source} {work} top"], x,
+                                       [k + BOX for k in ranks])
+                    expected |= {f"{source} {work} bottom", f"{source} {work} top"}
+            self.assertEqual(set(drawn), expected, name)
+            works = {label.split()[1] for label in expected}
+            self.assertIn("wait", works)
+            self.assertEqual(works - {"wait"}, {"F", "I", "W"} if schedule == "zb-h1"
+                             else {"F", "B"})
+
+    def test_pipeline_bubble(self):
+        """Per schedule and p, the measured and simulated bubbles against m, and the closed
+        form: the curve of p (and v) for gpipe, 1f1b and interleaved, the file's points for
+        zb-h1."""
+        def closed(schedule, p, m, v):
+            if schedule in ("gpipe", "1f1b"):
+                return (p - 1) / (m + p - 1)
+            x = (p - 1) / (v * m)
+            return x / (1 + x)
+
+        drawn = self.figure(self.single, "pipeline_bubble")
+        expected = set()
+        for (schedule, chunks), rows in self.pipeline_runs(self.a).items():
+            label = self.pipeline_label(schedule, chunks)
+            for (p,), at_p in grouped(rows, "stages").items():
+                at_p = sorted(at_p, key=lambda r: r["micro_batches"])
+                ms = column(at_p, "micro_batches")
+                series = {f"{label} p={p} {what}": drawn[f"{label} p={p} {what}"]
+                          for what in ("measured", "simulated", "closed form")}
+                expected |= set(series)
+                self.assert_series(series[f"{label} p={p} measured"], ms,
+                                   column(at_p, "measured_bubble"))
+                self.assert_series(series[f"{label} p={p} simulated"], ms,
+                                   column(at_p, "simulated_bubble"))
+                self.assert_distinct(column(at_p, "measured_bubble"),
+                                     column(at_p, "simulated_bubble"),
+                                     "measured and simulated bubbles")
+                curve = series[f"{label} p={p} closed form"]
+                if schedule == "zb-h1":
+                    self.assert_series(curve, ms, column(at_p, "closed_form_bubble"))
+                    continue
+                self.assertEqual((curve.x[0], curve.x[-1]), (ms[0], ms[-1]))
+                self.assert_series(curve, None, [closed(schedule, p, m, chunks) for m in curve.x])
+                # The sample's column is the same closed form.
+                self.assert_values(np.array(column(at_p, "closed_form_bubble")),
+                                   [closed(schedule, p, m, chunks) for m in ms], label)
+        self.assertEqual(set(drawn), expected)
+
+    def test_pipeline_activations(self):
+        """Per schedule at its drawn run, each rank's measured peak beside its formula."""
+        ranks = read_rows(self.a, "/bench/pipeline_ranks")
+        drawn = self.figure(self.single, "pipeline_activations")
+        pairs, measured_all, formula_all = [], [], []
+        for (schedule, chunks), run in self.pipeline_drawn_runs(self.a).items():
+            label = self.pipeline_label(schedule, chunks)
+            mine = sorted((x for x in ranks if x["run"] == run["_row"]), key=lambda x: x["rank"])
+            self.assertEqual(len(mine), run["stages"])
+            measured, formula = drawn[f"{label} measured peak"], drawn[f"{label} formula"]
+            self.assert_values(formula.x - measured.x, [0.38] * len(mine), "formula beside")
+            self.assertEqual(list(np.round(measured.x + 0.19)), column(mine, "rank"))
+            pairs += [(measured, column(mine, "peak_activation_bytes")),
+                      (formula, column(mine, "formula_activation_bytes"))]
+            measured_all += column(mine, "peak_activation_bytes")
+            formula_all += column(mine, "formula_activation_bytes")
+        self.assert_bytes(pairs)
+        self.assert_distinct(measured_all, formula_all, "activation peaks and their formula")
+
     # -- run B against run A --------------------------------------------------------------------
 
     def test_collectives_comparison(self):
@@ -486,6 +601,21 @@ class SeriesTest(unittest.TestCase):
             self.assert_series(drawn[f"{run} tp comm"], None,
                                [r["tp_comm_seconds"] * 1e3 for r in rows
                                 if r["tp_comm_seconds"] > 0])
+
+    def test_pipeline_comparison(self):
+        """Per schedule and p, each run's step time against m."""
+        drawn = self.figure(self.compared, "pipeline_compare")
+        expected = set()
+        for run, path in zip(RUNS, (self.a, self.b)):
+            for (schedule, chunks), rows in self.pipeline_runs(path).items():
+                label = self.pipeline_label(schedule, chunks)
+                for (p,), at_p in grouped(rows, "stages").items():
+                    at_p = sorted(at_p, key=lambda r: r["micro_batches"])
+                    name = f"{label} p={p} {run}"
+                    self.assert_series(drawn[name], column(at_p, "micro_batches"),
+                                       column(at_p, "step_seconds", 1e3))
+                    expected.add(name)
+        self.assertEqual(set(drawn), expected)
 
 
 if __name__ == "__main__":

@@ -26,10 +26,11 @@ draws its data through the Plotter (plot, bar, band, whiskers, hline), which rec
 as it was drawn (plots.Series); test_series.py compares those with the file's columns.
 """
 
-from . import (collectives, conformance, harness, memory, model, overlap, p2p, scaling, slow_ranks,
-               tensor)
+from . import (collectives, conformance, harness, memory, model, overlap, p2p, pipeline, scaling,
+               slow_ranks, tensor)
 
-TABLES = [collectives, slow_ranks, p2p, harness, model, memory, scaling, overlap, tensor, conformance]
+TABLES = [collectives, slow_ranks, p2p, harness, model, memory, scaling, overlap, tensor, pipeline,
+          conformance]
 
 INTERFACE = {"NAME": str, "VERDICT": bool, "READS": dict}
 FUNCTIONS = {
