@@ -510,14 +510,9 @@ int main(int argc, char** argv) {
     if (*pipeline_validate_cmd) return pipeline_validate(pipeline_options);
     if (*pipeline_simulate_cmd) return pipeline_simulate(pipeline_options);
     if (*pipeline_run_cmd) {
-      // A broken schedule is refused here, before any rank starts.
-      // (Under a launcher the world is known only once MPI starts; the ranks check it then.)
-      PipelineOptions at_world = pipeline_options;
-      at_world.stages = pipeline_common.np;
-      const parallel::pipeline::Schedule schedule = load_pipeline_schedule(at_world);
-      if (!under_launcher() && schedule.rank_count() != pipeline_common.np)
-        throw UsageError("--schedule " + pipeline_options.schedule_file + " has " + std::to_string(schedule.rank_count()) +
-                         " ranks; run it with --np " + std::to_string(schedule.rank_count()));
+      // A broken schedule is refused here, before any rank starts. (Under a launcher the world
+      // is known only once MPI starts; the ranks check it then.)
+      if (!under_launcher()) load_pipeline_schedule(pipeline_options, pipeline_common.np);
       if (auto status = maybe_relaunch(argc, argv, pipeline_common, "pipeline-run")) return *status;
       return with_session(argc, argv, pipeline_common, "pipeline run",
                           [&](Session& s) { return pipeline_run(s, pipeline_options); });

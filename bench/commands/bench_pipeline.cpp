@@ -66,14 +66,11 @@ double in_flight_bytes(const std::vector<pp::Action>& actions, const std::map<in
   return peak;
 }
 
-// Idle over the step of the closed form (theory/pipeline.hpp), NaN where there is none.
+// Idle over the step of the closed form, NaN where there is none: idle x over the ideal busy
+// time is x / (1 + x) of the step.
 double closed_form_bubble(const pp::Schedule& s, int chunks, double f, double i, double w) {
-  const int p = s.rank_count(), m = s.micro_batches;
-  const auto fraction = [](double over_ideal) { return over_ideal / (1 + over_ideal); };
-  if (s.name == "gpipe" || s.name == "1f1b") return theory::pipeline_bubble_fraction(p, m);
-  if (s.name == "interleaved") return fraction(theory::interleaved_bubble_over_ideal(p, m, chunks));
-  if (s.name == "zb-h1" && m >= p && f + i + w > 0) return fraction(theory::zb_h1_bubble_over_ideal(p, m, f, i, w));
-  return std::nan("");
+  const double over_ideal = pipeline_closed_form(s, chunks, f, i, w).over_ideal;
+  return over_ideal / (1 + over_ideal);
 }
 
 int formula_in_flight(const pp::Schedule& s, int chunks, int rank) {
@@ -254,9 +251,9 @@ PipelineBenchPlan plan_pipeline_bench(const PipelineBenchOptions& options, int w
       for (int m : ms) {
         try {
           const pp::Schedule s = pp::make_schedule(name, p, m, options.chunks);
-          if (s.stage_count() > plan.config.layers + 3)  // embedding, blocks, final norm, head
+          if (s.stage_count() > model::gpt_top_level_layers(plan.config))
             throw UsageError("pipeline: " + std::to_string(s.stage_count()) + " stages for a model of " +
-                             std::to_string(plan.config.layers + 3) + " layers; pass more --layers");
+                             std::to_string(model::gpt_top_level_layers(plan.config)) + " layers; pass more --layers");
         } catch (const UsageError& e) {
           if (std::string(e.what()).find("stages for a model") != std::string::npos) throw;
           ++plan.skipped;  // this schedule cannot take this m (interleaving's multiples, ...)

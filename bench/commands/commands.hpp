@@ -2,6 +2,7 @@
 // conformance suite and the benchmarks into one result file.
 #pragma once
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -268,9 +269,17 @@ struct PipelineOptions {
 void check_pipeline_options(const PipelineOptions& options);
 int pipeline_validate(const PipelineOptions& options);
 int pipeline_simulate(const PipelineOptions& options);
-// The schedule the options name (generated with `stages` ranks, or read), validated; throws
-// UsageError naming what is wrong.
-parallel::pipeline::Schedule load_pipeline_schedule(const PipelineOptions& options);
+// The schedule `pipeline run` trains on `world` ranks: generated for them, or read and required
+// to have that many; validated. Throws UsageError naming what is wrong.
+parallel::pipeline::Schedule load_pipeline_schedule(const PipelineOptions& options, int world);
+// The closed form of a generated schedule's bubble over the ideal (theory/pipeline.hpp), with
+// forward, input-gradient and weight-gradient costs f, i, w (ZB-H1); NaN where there is none.
+struct PipelineClosedForm {
+  double over_ideal = std::numeric_limits<double>::quiet_NaN();
+  const char* expression = "";
+  const char* holds_for = "";
+};
+PipelineClosedForm pipeline_closed_form(const parallel::pipeline::Schedule& schedule, int chunks, double f, double i, double w);
 // `parity pipeline run`: the options' schedule (generated for every rank of the world, or read)
 // trains the conformance cases' GPT for --steps steps against one device; one row of
 // /check/pipeline. Returns the exit status.

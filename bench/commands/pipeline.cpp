@@ -62,18 +62,10 @@ void draw_timeline(const pp::Timeline& t, int columns) {
 // The closed form of a generated schedule with the costs given, when there is one.
 std::string closed_form(const PipelineOptions& o, const pp::Schedule& s, const pp::Costs& c) {
   if (!o.schedule_file.empty() || c.message_seconds() > 0) return "";
-  const int p = s.rank_count(), m = s.micro_batches;
+  const PipelineClosedForm form = pipeline_closed_form(s, o.chunks, c.forward[0], c.input_grad[0], c.weight_grad[0]);
+  if (!std::isfinite(form.over_ideal)) return "";
   char text[160];
-  if (s.name == "gpipe" || s.name == "1f1b") {
-    std::snprintf(text, sizeof text, "(p-1)/m = %.4f (GPipe, 1F1B)", theory::pipeline_bubble_over_ideal(p, m));
-  } else if (s.name == "interleaved") {
-    std::snprintf(text, sizeof text, "(p-1)/(v m) = %.4f (interleaved)", theory::interleaved_bubble_over_ideal(p, m, o.chunks));
-  } else if (s.name == "zb-h1" && m >= p) {
-    std::snprintf(text, sizeof text, "(p-1)(F+I-W)/(m(F+I+W)) = %.4f (ZB-H1)",
-                  theory::zb_h1_bubble_over_ideal(p, m, c.forward[0], c.input_grad[0], c.weight_grad[0]));
-  } else {
-    return "";
-  }
+  std::snprintf(text, sizeof text, "%s = %.4f (%s)", form.expression, form.over_ideal, form.holds_for);
   return text;
 }
 
@@ -103,21 +95,29 @@ void check_pipeline_options(const PipelineOptions& o) {
   if (!o.inject_failure.empty()) pp::parse_action(o.inject_failure);
 }
 
-pp::Schedule load_pipeline_schedule(const PipelineOptions& o) {
+PipelineClosedForm pipeline_closed_form(const pp::Schedule& s, int chunks, double f, double i, double w) {
+  const int p = s.rank_count(), m = s.micro_batches;
+  if (s.name == "gpipe" || s.name == "1f1b") return {theory::pipeline_bubble_over_ideal(p, m), "(p-1)/m", "GPipe, 1F1B"};
+  if (s.name == "interleaved") return {theory::interleaved_bubble_over_ideal(p, m, chunks), "(p-1)/(v m)", "interleaved"};
+  if (s.name == "zb-h1" && m >= p && f + i + w > 0)
+    return {theory::zb_h1_bubble_over_ideal(p, m, f, i, w), "(p-1)(F+I-W)/(m(F+I+W))", "ZB-H1"};
+  return {};
+}
+
+pp::Schedule load_pipeline_schedule(const PipelineOptions& o, int world) {
   check_pipeline_options(o);
-  pp::Schedule s = load_schedule(o);
+  PipelineOptions generated = o;
+  generated.stages = world;  // a generated schedule spans every rank
+  pp::Schedule s = load_schedule(generated);
   pp::validate(s);
+  if (s.rank_count() != world)
+    throw UsageError("--schedule " + o.schedule_file + " has " + std::to_string(s.rank_count()) + " ranks; run it with --np " +
+                     std::to_string(s.rank_count()) + " (this world has " + std::to_string(world) + ")");
   return s;
 }
 
 int pipeline_run(Session& session, const PipelineOptions& o) {
-  const int world = session.world().size();
-  PipelineOptions generated = o;
-  generated.stages = world;  // a generated schedule spans every rank
-  const pp::Schedule s = load_pipeline_schedule(generated);
-  if (s.rank_count() != world)
-    throw UsageError("--schedule " + o.schedule_file + " has " + std::to_string(s.rank_count()) + " ranks; run it with --np " +
-                     std::to_string(s.rank_count()) + " (this world has " + std::to_string(world) + ")");
+  const pp::Schedule s = load_pipeline_schedule(o, session.world().size());
   cases::PipelineCase c;
   c.schedule = o.schedule_file.empty() ? o.name : std::filesystem::path(o.schedule_file).filename().string();
   c.schedule_csv = o.schedule_file.empty() ? "" : read_schedule_file(o.schedule_file);

@@ -124,7 +124,7 @@ std::vector<int> layer_indices(const std::vector<LayerRange>& ranges, int total,
 
 std::unique_ptr<Model> build_gpt(const GptConfig& c, const std::vector<LayerRange>& ranges) {
   c.validate();
-  const std::vector<int> indices = layer_indices(ranges, c.layers + 3, "GPT model");
+  const std::vector<int> indices = layer_indices(ranges, gpt_top_level_layers(c), "GPT model");
   auto model = std::make_unique<Model>(c.describe(), std::make_unique<CrossEntropyLoss>(), c.dtype);
   const double init_std = 0.02, proj_std = 0.02 / std::sqrt(2.0 * c.layers);
   Embedding* embedding = nullptr;

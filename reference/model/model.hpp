@@ -91,7 +91,8 @@ struct LayerRange {
 std::vector<int> layer_indices(const std::vector<LayerRange>& ranges, int total, const std::string& what);
 
 // GPT-style decoder (GptConfig, reference/theory/model_config.hpp). Top-level layers:
-// "embedding", "blocks.0" .. "blocks.L-1", "ln_f", "lm_head" (L + 3).
+// "embedding", "blocks.0" .. "blocks.L-1", "ln_f", "lm_head" (gpt_top_level_layers: L + 3).
+inline int gpt_top_level_layers(const GptConfig& config) { return config.layers + 3; }
 std::unique_ptr<Model> build_gpt(const GptConfig& config, LayerRange range = {});
 // Several ranges in increasing order (the chunks a rank holds in an interleaved or V-shaped
 // pipeline), their layers one after another; a tied head shares the table when the embedding is
