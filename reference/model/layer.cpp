@@ -125,8 +125,23 @@ std::vector<Tensor> Layer::take_saved(const PassContext& context) {
   return tensors;
 }
 
+void Layer::add_auxiliary_loss(const PassContext& context, double value) {
+  if (context.training) auxiliary_[{context.step, context.micro_batch}] += value;
+}
+
+double Layer::take_auxiliary_loss(const PassContext& context) {
+  double sum = 0;
+  if (auto it = auxiliary_.find({context.step, context.micro_batch}); it != auxiliary_.end()) {
+    sum = it->second;
+    auxiliary_.erase(it);
+  }
+  for (Layer* child : children_) sum += child->take_auxiliary_loss(context);
+  return sum;
+}
+
 void Layer::release_saved(const PassContext& context) {
   saved_.erase({context.step, context.micro_batch});
+  auxiliary_.erase({context.step, context.micro_batch});
   deferred_.erase({context.step, context.micro_batch});
   for (Layer* child : children_) child->release_saved(context);
 }

@@ -50,6 +50,10 @@ struct PassContext {
   bool training = true;
   std::int64_t first_row = 0;
   bool defer_weight_gradients = false;
+  // Rows of the step's global batch (0: this pass's rows are the whole batch). A loss a layer
+  // adds itself (the MoE balancing losses) weighs this pass's rows r by r / global_rows, as the
+  // model's loss does through Batch::normalizer, so that passes add up to the whole batch's.
+  std::int64_t global_rows = 0;
 };
 
 class Layer;
@@ -90,6 +94,9 @@ class Layer {
   HookId add_hook(Hook hook);
   void remove_hook(HookId id);
   std::size_t hook_count() const { return hooks_.size(); }
+  // The losses this layer and its children added to the model's loss in the forward of
+  // `context` (Model::take_auxiliary_loss sums them over the model), then forgotten.
+  double take_auxiliary_loss(const PassContext& context);
   // Drops what a forward saved for `context` without running backward (checkpointing).
   void release_saved(const PassContext& context);
   // Micro-batches whose forward state this layer (and its children) hold.
@@ -126,6 +133,9 @@ class Layer {
   // context defers it. `work` captures the tensors it reads and fetches Parameter::gradient()
   // when it runs (a gradient may be rebound between passes).
   void weight_gradient(const PassContext& context, std::function<void()> work);
+  // A loss of this layer's own to add to the model's loss for this training pass (the MoE
+  // balancing losses); its gradient is this layer's business in backward.
+  void add_auxiliary_loss(const PassContext& context, double value);
   // A new activation tensor named after this layer.
   Tensor activation(const std::string& what, Shape shape, DataType dtype) const;
 
@@ -140,6 +150,7 @@ class Layer {
   HookId next_hook_ = 1;
   std::map<std::pair<std::uint64_t, int>, std::vector<Tensor>> saved_;
   std::map<std::pair<std::uint64_t, int>, std::vector<std::function<void()>>> deferred_;
+  std::map<std::pair<std::uint64_t, int>, double> auxiliary_;
   MemorySpace space_ = MemorySpace::host;
 };
 

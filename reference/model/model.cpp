@@ -51,9 +51,15 @@ double MeanSquaredErrorLoss::compute(const Tensor& output, const Tensor& targets
 double Model::forward_backward(const Batch& batch, const PassContext& context) {
   const Tensor output = forward(batch.inputs, context);
   Tensor doutput;
-  const double value = loss(output, batch.targets, batch.normalizer, &doutput);
+  const double value = loss(output, batch.targets, batch.normalizer, &doutput) + take_auxiliary_loss(context);
   backward(doutput, context);
   return value;
+}
+
+double Model::take_auxiliary_loss(const PassContext& context) {
+  double sum = 0;
+  for (const auto& layer : layers_) sum += layer->take_auxiliary_loss(context);
+  return sum;
 }
 
 std::vector<Layer*> Model::layers() const {
@@ -122,7 +128,14 @@ std::vector<int> layer_indices(const std::vector<LayerRange>& ranges, int total,
   return indices;
 }
 
-std::unique_ptr<Model> build_gpt(const GptConfig& c, const std::vector<LayerRange>& ranges) {
+std::vector<MixtureOfExperts*> moe_layers(const Model& model) {
+  std::vector<MixtureOfExperts*> out;
+  for (Layer* layer : all_layers(model.layers()))
+    if (auto* moe = dynamic_cast<MixtureOfExperts*>(layer)) out.push_back(moe);
+  return out;
+}
+
+std::unique_ptr<Model> build_gpt(const GptConfig& c, const std::vector<LayerRange>& ranges, const MoeBuild& moe) {
   c.validate();
   const std::vector<int> indices = layer_indices(ranges, gpt_top_level_layers(c), "GPT model");
   auto model = std::make_unique<Model>(c.describe(), std::make_unique<CrossEntropyLoss>(), c.dtype);
@@ -132,6 +145,15 @@ std::unique_ptr<Model> build_gpt(const GptConfig& c, const std::vector<LayerRang
     if (i == 0) {
       embedding = static_cast<Embedding*>(&model->add(
           std::make_unique<Embedding>("embedding", c.vocabulary, c.sequence, c.hidden, c.dtype, init_std, c.seed)));
+    } else if (i <= c.layers && c.moe.holds(i - 1)) {
+      const std::string name = "blocks." + std::to_string(i - 1);
+      auto exchange = moe.exchange ? moe.exchange(i - 1) : std::shared_ptr<ExpertExchange>();
+      model->add(std::make_unique<TransformerBlock>(
+          name, c.hidden, c.dtype, c.seed,
+          std::make_unique<CausalSelfAttention>(name + ".attn", c.hidden, c.heads, c.dropout, c.dtype, init_std,
+                                                proj_std, c.seed),
+          std::make_unique<MixtureOfExperts>(name + ".mlp", c.hidden, c.moe, c.dropout, c.dtype, init_std, proj_std,
+                                             c.seed, std::move(exchange), moe.faults)));
     } else if (i <= c.layers) {
       model->add(std::make_unique<TransformerBlock>("blocks." + std::to_string(i - 1), c.hidden, c.heads, c.dropout,
                                                     c.dtype, init_std, proj_std, c.seed));

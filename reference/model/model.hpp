@@ -4,11 +4,13 @@
 // layers, holds the same values as the whole model built on one device.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "reference/model/layers.hpp"
+#include "reference/model/moe.hpp"
 #include "reference/theory/model_config.hpp"
 
 namespace parity::model {
@@ -57,7 +59,11 @@ class Model {
   Tensor backward(const Tensor& dy, const PassContext& context);
   // Loss of `output` against `targets`; when doutput is given it receives d loss / d output.
   double loss(const Tensor& output, const Tensor& targets, double normalizer, Tensor* doutput) const;
-  // forward, loss, backward of one (micro-)batch; gradients accumulate. Returns the loss.
+  // The losses the layers added themselves in the forward of `context` (MoE balancing), summed;
+  // a schedule adds them to the loss of the output once per pass.
+  double take_auxiliary_loss(const PassContext& context);
+  // forward, loss, backward of one (micro-)batch; gradients accumulate. Returns the loss,
+  // the layers' own losses included.
   double forward_backward(const Batch& batch, const PassContext& context);
 
   std::vector<Layer*> layers() const;
@@ -93,11 +99,21 @@ std::vector<int> layer_indices(const std::vector<LayerRange>& ranges, int total,
 // GPT-style decoder (GptConfig, reference/theory/model_config.hpp). Top-level layers:
 // "embedding", "blocks.0" .. "blocks.L-1", "ln_f", "lm_head" (gpt_top_level_layers: L + 3).
 inline int gpt_top_level_layers(const GptConfig& config) { return config.layers + 3; }
+// Blocks listed in config.moe hold a MixtureOfExperts as "blocks.i.mlp".
 std::unique_ptr<Model> build_gpt(const GptConfig& config, LayerRange range = {});
+// How the MoE layers are built: the exchange of block i's layer (null or no function: every
+// expert on this rank; expert parallelism gives one per layer), and deliberate faults.
+struct MoeBuild {
+  std::function<std::shared_ptr<ExpertExchange>(int block)> exchange;
+  MoeFaults faults;
+};
 // Several ranges in increasing order (the chunks a rank holds in an interleaved or V-shaped
 // pipeline), their layers one after another; a tied head shares the table when the embedding is
 // among them.
-std::unique_ptr<Model> build_gpt(const GptConfig& config, const std::vector<LayerRange>& ranges);
+std::unique_ptr<Model> build_gpt(const GptConfig& config, const std::vector<LayerRange>& ranges,
+                                 const MoeBuild& moe = {});
+// The model's MoE layers, in order.
+std::vector<MixtureOfExperts*> moe_layers(const Model& model);
 
 // Plain MLP stack (MlpConfig) with a mean-squared-error loss.
 std::unique_ptr<Model> build_mlp(const MlpConfig& config, LayerRange range = {});

@@ -63,4 +63,30 @@ int blas_int(const char* op, std::int64_t v) {
   return static_cast<int>(v);
 }
 
+RowMapSizes check_row_map(const char* op, const RowMap& map, const Tensor& token_rows, const Tensor& assigned_rows) {
+  require_defined(op, token_rows, "token rows");
+  require_defined(op, assigned_rows, "assignment rows");
+  same_type(op, token_rows, assigned_rows);
+  for (const Tensor* t : {&map.row_token, &map.token_offsets, &map.token_rows}) {
+    require_defined(op, *t, "row map");
+    if (t->dtype() != DataType::int64 || t->rank() != 1) fail(op, "row map " + t->describe() + " must be int64 [.]");
+    if (t->space() != token_rows.space())
+      fail(op, "row map " + t->describe() + " is not in the rows' memory space");
+  }
+  const std::int64_t C = token_rows.dim(-1), N = rows_of(token_rows), A = rows_of(assigned_rows);
+  if (assigned_rows.dim(-1) != C)
+    fail(op, token_rows.describe() + " and " + assigned_rows.describe() + " differ in channels");
+  if (map.row_token.numel() != A || map.token_rows.numel() != A || map.token_offsets.numel() != N + 1)
+    fail(op, "row map (" + map.row_token.describe() + ", " + map.token_offsets.describe() + ", " +
+                 map.token_rows.describe() + ") does not fit " + std::to_string(N) + " tokens and " +
+                 std::to_string(A) + " assignments");
+  return {N, A, C};
+}
+
+void check_gates(const char* op, const Tensor& rows, const Tensor& gates, std::int64_t assignments) {
+  require_defined(op, gates, "gates");
+  same_type(op, rows, gates);
+  require_shape(op, gates, {assignments});
+}
+
 }  // namespace parity::ops

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "reference/ops/cpu.hpp"
 #include "reference/tensor/tensor.hpp"
 
 namespace parity::ops {
@@ -27,5 +28,14 @@ void require_row_statistic(const char* op, const Tensor& logits, const Tensor& s
 std::int64_t rows_of(const Tensor& t);
 // A dimension as a BLAS int, refused beyond its range.
 int blas_int(const char* op, std::int64_t v);
+
+// A row map (cpu.hpp's RowMap) between token rows [N, C] and assignment rows [A, C] of one type:
+// its three int64 vectors must fit N and A.
+struct RowMapSizes {
+  std::int64_t N, A, C;
+};
+RowMapSizes check_row_map(const char* op, const RowMap& map, const Tensor& token_rows, const Tensor& assigned_rows);
+// Gates (or their gradients) [A] in the rows' type.
+void check_gates(const char* op, const Tensor& rows, const Tensor& gates, std::int64_t assignments);
 
 }  // namespace parity::ops

@@ -858,4 +858,91 @@ void dropout_backward(const Tensor& dy, double p, DropoutKey key, Tensor& dx) {
   dropout_apply("dropout_backward", dy, p, key, dx);
 }
 
+
+void gather_rows_forward(const Tensor& x, const RowMap& map, Tensor& y) {
+  if (on_device(x)) return cuda::gather_rows_forward(x, map, y);
+  const RowMapSizes s = check_row_map("gather_rows_forward", map, x, y);
+  const std::int64_t* token = map.row_token.data<std::int64_t>();
+  visit_floating("gather_rows_forward", x, [&](auto tag) {
+    using T = decltype(tag);
+    const T* in = x.data<T>();
+    T* out = y.data<T>();
+    for (std::int64_t a = 0; a < s.A; ++a) std::copy_n(in + token[a] * s.C, s.C, out + a * s.C);
+  });
+}
+
+void gather_rows_backward(const Tensor& dy, const RowMap& map, Tensor& dx) {
+  if (on_device(dy)) return cuda::gather_rows_backward(dy, map, dx);
+  const RowMapSizes s = check_row_map("gather_rows_backward", map, dx, dy);
+  const std::int64_t* offsets = map.token_offsets.data<std::int64_t>();
+  const std::int64_t* rows = map.token_rows.data<std::int64_t>();
+  visit_floating("gather_rows_backward", dy, [&](auto tag) {
+    using T = decltype(tag);
+    using C = Acc<T>;
+    const T* g = dy.data<T>();
+    T* out = dx.data<T>();
+    for (std::int64_t n = 0; n < s.N; ++n)
+      for (std::int64_t c = 0; c < s.C; ++c) {
+        C sum = 0;
+        for (std::int64_t i = offsets[n]; i < offsets[n + 1]; ++i) sum += load(g[rows[i] * s.C + c]);
+        out[n * s.C + c] = store<T>(sum);
+      }
+  });
+}
+
+void combine_rows_forward(const Tensor& rows, const Tensor& gates, const RowMap& map, Tensor& y) {
+  if (on_device(rows)) return cuda::combine_rows_forward(rows, gates, map, y);
+  const char* op = "combine_rows_forward";
+  const RowMapSizes s = check_row_map(op, map, y, rows);
+  check_gates(op, rows, gates, s.A);
+  const std::int64_t* offsets = map.token_offsets.data<std::int64_t>();
+  const std::int64_t* assigned = map.token_rows.data<std::int64_t>();
+  visit_floating(op, rows, [&](auto tag) {
+    using T = decltype(tag);
+    using C = Acc<T>;
+    const T* in = rows.data<T>();
+    const T* g = gates.data<T>();
+    T* out = y.data<T>();
+    for (std::int64_t n = 0; n < s.N; ++n)
+      for (std::int64_t c = 0; c < s.C; ++c) {
+        C sum = 0;
+        for (std::int64_t i = offsets[n]; i < offsets[n + 1]; ++i) {
+          const std::int64_t a = assigned[i];
+          sum += load(g[a]) * load(in[a * s.C + c]);
+        }
+        out[n * s.C + c] = store<T>(sum);
+      }
+  });
+}
+
+void combine_rows_backward(const Tensor& dy, const Tensor& rows, const Tensor& gates, const RowMap& map,
+                           Tensor& drows, Tensor& dgates) {
+  if (on_device(dy)) return cuda::combine_rows_backward(dy, rows, gates, map, drows, dgates);
+  const char* op = "combine_rows_backward";
+  const RowMapSizes s = check_row_map(op, map, dy, rows);
+  check_gates(op, rows, gates, s.A);
+  same_shape(op, rows, drows);
+  check_gates(op, rows, dgates, s.A);
+  const std::int64_t* token = map.row_token.data<std::int64_t>();
+  visit_floating(op, rows, [&](auto tag) {
+    using T = decltype(tag);
+    using C = Acc<T>;
+    const T* g = dy.data<T>();
+    const T* in = rows.data<T>();
+    const T* gate = gates.data<T>();
+    T* dr = drows.data<T>();
+    T* dg = dgates.data<T>();
+    for (std::int64_t a = 0; a < s.A; ++a) {
+      const T* gy = g + token[a] * s.C;
+      const C w = load(gate[a]);
+      C dot = 0;
+      for (std::int64_t c = 0; c < s.C; ++c) {
+        dot += load(gy[c]) * load(in[a * s.C + c]);
+        dr[a * s.C + c] = store<T>(w * load(gy[c]));
+      }
+      dg[a] = store<T>(dot);
+    }
+  });
+}
+
 }  // namespace parity::ops

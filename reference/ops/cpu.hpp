@@ -109,4 +109,23 @@ struct DropoutKey {
 void dropout_forward(const Tensor& x, double p, DropoutKey key, Tensor& y);
 void dropout_backward(const Tensor& dy, double p, DropoutKey key, Tensor& dx);
 
+// Mixture-of-experts row movement (which rows go where is decided by ops/routing.hpp). A row
+// map sends the N rows of x [N, C] to A assignment rows: row_token [A] (int64) is the token of
+// each assignment; token_offsets [N + 1] and token_rows [A] (int64) list each token's
+// assignments in order, so a sum over a token's assignments runs in one fixed order on every
+// device (no atomics): the results do not depend on the device or on thread timing.
+struct RowMap {
+  Tensor row_token, token_offsets, token_rows;
+};
+// y[a] = x[row_token[a]] (y [A, C]); backward dx[n] = sum over n's assignments of dy[a]
+// (overwritten; zero for a token with none).
+void gather_rows_forward(const Tensor& x, const RowMap& map, Tensor& y);
+void gather_rows_backward(const Tensor& dy, const RowMap& map, Tensor& dx);
+// y[n] = sum over n's assignments of gates[a] rows[a] (y [N, C], overwritten; zero for a token
+// with none); backward drows[a] = gates[a] dy[row_token[a]] and dgates[a] = dy[row_token[a]] .
+// rows[a] (both overwritten). gates [A] in the rows' type.
+void combine_rows_forward(const Tensor& rows, const Tensor& gates, const RowMap& map, Tensor& y);
+void combine_rows_backward(const Tensor& dy, const Tensor& rows, const Tensor& gates, const RowMap& map,
+                           Tensor& drows, Tensor& dgates);
+
 }  // namespace parity::ops

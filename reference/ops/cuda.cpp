@@ -540,4 +540,48 @@ void adamw_update(Tensor& value, const Tensor& grad, Tensor& m, Tensor& v, doubl
                         beta1, beta2, epsilon, weight_decay, correction1, correction2);
 }
 
+namespace {
+const std::int64_t* indices(const Tensor& t) { return static_cast<const std::int64_t*>(t.raw()); }
+}  // namespace
+
+void gather_rows_forward(const Tensor& x, const RowMap& map, Tensor& y) {
+  const char* op = "gather_rows_forward";
+  const RowMapSizes s = check_row_map(op, map, x, y);
+  require_device(op, {&x, &y});
+  require_floating(op, x);
+  kernels::gather_rows(code(x), x.raw(), indices(map.row_token), y.raw(), s.A, s.C);
+}
+
+void gather_rows_backward(const Tensor& dy, const RowMap& map, Tensor& dx) {
+  const char* op = "gather_rows_backward";
+  const RowMapSizes s = check_row_map(op, map, dx, dy);
+  require_device(op, {&dy, &dx});
+  require_floating(op, dy);
+  kernels::sum_token_rows(code(dy), dy.raw(), nullptr, indices(map.token_offsets), indices(map.token_rows), dx.raw(),
+                          s.N, s.C);
+}
+
+void combine_rows_forward(const Tensor& rows, const Tensor& gates, const RowMap& map, Tensor& y) {
+  const char* op = "combine_rows_forward";
+  const RowMapSizes s = check_row_map(op, map, y, rows);
+  check_gates(op, rows, gates, s.A);
+  require_device(op, {&rows, &gates, &y});
+  require_floating(op, rows);
+  kernels::sum_token_rows(code(rows), rows.raw(), gates.raw(), indices(map.token_offsets), indices(map.token_rows),
+                          y.raw(), s.N, s.C);
+}
+
+void combine_rows_backward(const Tensor& dy, const Tensor& rows, const Tensor& gates, const RowMap& map,
+                           Tensor& drows, Tensor& dgates) {
+  const char* op = "combine_rows_backward";
+  const RowMapSizes s = check_row_map(op, map, dy, rows);
+  check_gates(op, rows, gates, s.A);
+  same_shape(op, rows, drows);
+  check_gates(op, rows, dgates, s.A);
+  require_device(op, {&dy, &rows, &gates, &drows, &dgates});
+  require_floating(op, rows);
+  kernels::combine_rows_backward(code(rows), dy.raw(), rows.raw(), gates.raw(), indices(map.row_token), drows.raw(),
+                                 dgates.raw(), s.A, s.C);
+}
+
 }  // namespace parity::ops::cuda

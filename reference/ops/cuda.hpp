@@ -83,5 +83,11 @@ void sgd_update(Tensor& value, const Tensor& grad, Tensor* momentum_buffer, Data
 void adamw_update(Tensor& value, const Tensor& grad, Tensor& m, Tensor& v, double learning_rate, double beta1,
                   double beta2, double epsilon, double weight_decay, std::int64_t step);
 
+void gather_rows_forward(const Tensor& x, const RowMap& map, Tensor& y);
+void gather_rows_backward(const Tensor& dy, const RowMap& map, Tensor& dx);
+void combine_rows_forward(const Tensor& rows, const Tensor& gates, const RowMap& map, Tensor& y);
+void combine_rows_backward(const Tensor& dy, const Tensor& rows, const Tensor& gates, const RowMap& map,
+                           Tensor& drows, Tensor& dgates);
+
 }  // namespace cuda
 }  // namespace parity::ops

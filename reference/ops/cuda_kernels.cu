@@ -1013,4 +1013,73 @@ void adamw_update(int value_dtype, int state_dtype, void* value, const void* gra
   check_launch("adamw_kernel");
 }
 
+// --- Mixture-of-experts rows ----------------------------------------------------------------
+
+template <typename T> __global__ void gather_rows_kernel(const T* x, const int64_t* row_token, T* y, int64_t A, int64_t C) {
+  PARITY_GRID_STRIDE(e, A * C) y[e] = x[row_token[e / C] * C + e % C];
+}
+
+// One thread per (token, channel), summing the token's assignments in list order: deterministic.
+template <typename T>
+__global__ void sum_token_rows_kernel(const T* rows, const T* gates, const int64_t* offsets, const int64_t* token_rows,
+                                      T* y, int64_t N, int64_t C) {
+  using A = Acc<T>;
+  PARITY_GRID_STRIDE(e, N * C) {
+    const int64_t n = e / C, c = e % C;
+    A sum = 0;
+    for (int64_t i = offsets[n]; i < offsets[n + 1]; ++i) {
+      const int64_t a = token_rows[i];
+      sum += (gates != nullptr ? load(gates[a]) : A(1)) * load(rows[a * C + c]);
+    }
+    store(y[e], sum);
+  }
+}
+
+// One thread per assignment: its gate's gradient (a dot product over C) and its row's.
+template <typename T>
+__global__ void combine_rows_backward_kernel(const T* dy, const T* rows, const T* gates, const int64_t* row_token,
+                                             T* drows, T* dgates, int64_t A_, int64_t C) {
+  using A = Acc<T>;
+  PARITY_GRID_STRIDE(a, A_) {
+    const T* g = dy + row_token[a] * C;
+    const A w = load(gates[a]);
+    A dot = 0;
+    for (int64_t c = 0; c < C; ++c) {
+      dot += load(g[c]) * load(rows[a * C + c]);
+      store(drows[a * C + c], w * load(g[c]));
+    }
+    store(dgates[a], dot);
+  }
+}
+
+void gather_rows(int dtype, const void* x, const int64_t* row_token, void* y, int64_t A, int64_t C) {
+  visit_floating(dtype, "gather_rows", [&](auto tag) {
+    using T = decltype(tag);
+    gather_rows_kernel<T><<<blocks_for(A * C), kThreads, 0, stream()>>>(static_cast<const T*>(x), row_token,
+                                                                       static_cast<T*>(y), A, C);
+  });
+  check_launch("gather_rows_kernel");
+}
+
+void sum_token_rows(int dtype, const void* rows, const void* gates, const int64_t* offsets, const int64_t* token_rows,
+                    void* y, int64_t N, int64_t C) {
+  visit_floating(dtype, "sum_token_rows", [&](auto tag) {
+    using T = decltype(tag);
+    sum_token_rows_kernel<T><<<blocks_for(N * C), kThreads, 0, stream()>>>(
+        static_cast<const T*>(rows), static_cast<const T*>(gates), offsets, token_rows, static_cast<T*>(y), N, C);
+  });
+  check_launch("sum_token_rows_kernel");
+}
+
+void combine_rows_backward(int dtype, const void* dy, const void* rows, const void* gates, const int64_t* row_token,
+                           void* drows, void* dgates, int64_t A, int64_t C) {
+  visit_floating(dtype, "combine_rows_backward", [&](auto tag) {
+    using T = decltype(tag);
+    combine_rows_backward_kernel<T><<<blocks_for(A), kThreads, 0, stream()>>>(
+        static_cast<const T*>(dy), static_cast<const T*>(rows), static_cast<const T*>(gates), row_token,
+        static_cast<T*>(drows), static_cast<T*>(dgates), A, C);
+  });
+  check_launch("combine_rows_backward_kernel");
+}
+
 }  // namespace parity::ops::kernels

@@ -157,4 +157,15 @@ void adamw_update(int value_dtype, int state_dtype, void* value, const void* gra
                   std::int64_t count, double learning_rate, double beta1, double beta2, double epsilon,
                   double weight_decay, double correction1, double correction2);
 
+// Mixture-of-experts row movement (ops/cpu.hpp's RowMap: int64 device vectors).
+// y[a] = x[row_token[a]] for a < A.
+void gather_rows(int dtype, const void* x, const std::int64_t* row_token, void* y, std::int64_t A, std::int64_t C);
+// y[n] = sum over i in [offsets[n], offsets[n+1]) of (gates ? gates[a] : 1) rows[a], a = token_rows[i],
+// in that order (gather_rows' backward without gates, the combine with them).
+void sum_token_rows(int dtype, const void* rows, const void* gates, const std::int64_t* offsets,
+                    const std::int64_t* token_rows, void* y, std::int64_t N, std::int64_t C);
+// drows[a] = gates[a] dy[row_token[a]]; dgates[a] = dy[row_token[a]] . rows[a].
+void combine_rows_backward(int dtype, const void* dy, const void* rows, const void* gates,
+                           const std::int64_t* row_token, void* drows, void* dgates, std::int64_t A, std::int64_t C);
+
 }  // namespace parity::ops::kernels

@@ -66,4 +66,14 @@ void adamw_update(int, int, void*, const void*, void*, void*, std::int64_t, doub
   no_cuda();
 }
 
+void gather_rows(int, const void*, const std::int64_t*, void*, std::int64_t, std::int64_t) { no_cuda(); }
+void sum_token_rows(int, const void*, const void*, const std::int64_t*, const std::int64_t*, void*, std::int64_t,
+                    std::int64_t) {
+  no_cuda();
+}
+void combine_rows_backward(int, const void*, const void*, const void*, const std::int64_t*, void*, void*,
+                           std::int64_t, std::int64_t) {
+  no_cuda();
+}
+
 }  // namespace parity::ops::kernels

@@ -191,7 +191,7 @@ double SequentialSchedule::run(Trainer& trainer, const std::vector<MicroBatch>& 
     const model::PassContext context = trainer.context(mb);
     const Tensor output = model.forward(batch.inputs, context);
     Tensor doutput;
-    loss += model.loss(output, batch.targets, batch.normalizer, &doutput);
+    loss += model.loss(output, batch.targets, batch.normalizer, &doutput) + model.take_auxiliary_loss(context);
     trainer.begin_backward(mb);
     model.backward(doutput, context);
   }
@@ -232,7 +232,11 @@ model::Batch Trainer::batch(const MicroBatch& mb) const {
   return (*batches_)(step_, mb.rows.first, mb.rows.rows, global_batch_).to(model_.space());
 }
 
-model::PassContext Trainer::context(const MicroBatch& mb) const { return {step_, mb.index, true, mb.rows.first}; }
+model::PassContext Trainer::context(const MicroBatch& mb) const {
+  model::PassContext context{step_, mb.index, true, mb.rows.first};
+  context.global_rows = global_batch_;
+  return context;
+}
 
 void Trainer::begin_backward(const MicroBatch& mb) {
   for (auto& sync : parts_.syncs) sync->begin_backward(mb);

@@ -4,11 +4,36 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
+#include <vector>
 
 #include "reference/core/dtype.hpp"
 
 namespace parity::model {
+
+// Mixture of experts (reference/model/moe.hpp): the blocks listed hold an MoE feed-forward layer
+// of E expert FFNs (each h -> expert_hidden -> h) behind a router, instead of the dense FFN.
+struct MoeConfig {
+  std::vector<int> layers;            // block indices with an MoE FFN; empty: a dense model
+  int experts = 4;
+  int top_k = 2;                      // choices per token (top_k and aux_free routers)
+  double capacity_factor = std::numeric_limits<double>::infinity();  // infinity: dropless
+  std::string router = "top_k";       // top_k, expert_choice, aux_free (ops/routing.hpp)
+  double balance_coefficient = 1e-2;  // alpha of Switch's load-balancing loss (top_k router only)
+  double z_loss_coefficient = 1e-3;   // ST-MoE's router z-loss
+  double bias_update_rate = 1e-3;     // aux_free: the bias step per optimizer step
+  bool shared_expert = false;         // one more expert every token goes through, ungated
+  std::int64_t expert_hidden = 0;     // 0: 4 h, as the dense FFN
+  bool enabled() const { return !layers.empty(); }
+  bool holds(int block) const;
+  // Refuses, in one line (UsageError): fewer than one expert, k outside [1, E], a capacity
+  // factor <= 0 or NaN, a block index outside [0, blocks) or repeated, negative coefficients.
+  void validate(int blocks) const;
+  std::string describe() const;  // "moe E=8 k=2 cf=1.25 top_k blocks 1,3" ("" when disabled)
+};
+// Blocks every-1, 2 every-1, ...: an MoE FFN in every `every`-th block (UsageError for every < 1).
+std::vector<int> every_kth_block(int every, int blocks);
 
 // GPT-style decoder: embedding (token + position), L pre-LN blocks (attention with h/a heads,
 // FFN 4h), final LayerNorm, LM head (tied to the token table or its own weight).
@@ -23,7 +48,9 @@ struct GptConfig {
   double dropout = 0;
   DataType dtype = DataType::float32;
   std::uint64_t seed = 1234;
-  // Refuses zero sizes, heads not dividing hidden, unsupported types (UsageError naming them).
+  MoeConfig moe;
+  // Refuses zero sizes, heads not dividing hidden, unsupported types, a bad MoE config
+  // (UsageError naming them).
   void validate() const;
   std::string describe() const;
 };

@@ -153,6 +153,10 @@ double Executor::run(Trainer& trainer, const std::vector<MicroBatch>& micro_batc
         x = receive(a, owner_[static_cast<std::size_t>(a.stage - 1)], false);
       }
       for (int i = stage.first; i < stage.first + stage.count; ++i) x = layers[static_cast<std::size_t>(i)]->forward(x, context);
+      // Losses the stage's layers add themselves (MoE balancing) join the loss where they arise:
+      // the group sums every rank's share below.
+      for (int i = stage.first; i < stage.first + stage.count; ++i)
+        loss += layers[static_cast<std::size_t>(i)]->take_auxiliary_loss(context);
       std::int64_t leaving = 0;  // the output, sent or handed on: not this stage's to keep
       if (a.stage == last) {
         Tensor doutput;
