@@ -91,7 +91,12 @@ void add_bench_options(CLI::App* app, BenchOptions& b) {
   app->add_option("-o,--op", b.ops, "Reductions, comma-separated, or all: sum prod max min avg");
   app->add_option("-r,--root", b.root, "Root rank of reduce and broadcast");
   app->add_option("-a,--average", b.average, "Time reported across ranks: 0 rank 0, 1 mean, 2 min, 3 max");
-  app->add_option("--coll", b.collectives, "Collectives, comma-separated, or all: all_reduce reduce broadcast all_gather reduce_scatter all_to_all");
+  app->add_option("--coll", b.collectives,
+                  "Collectives, comma-separated, or all: all_reduce reduce broadcast all_gather reduce_scatter all_to_all "
+                  "all_to_all_v. all_to_all_v's counts are uneven: rank r sends rank p chunk x ((p + 2r + 1) mod 3) "
+                  "elements (0, 1 or 2 chunks: 0 for some pairs at 2 ranks or more, a rank's own block 1 chunk), "
+                  "chunk = size / ranks as all_to_all's; out of place only; size_bytes is the ranks' mean send "
+                  "buffer (n chunks), each rank's own is in /bench/collectives_rank_times");
   app->add_option("--algo", b.algorithms, "Algorithms, comma-separated, or all (native always runs as the baseline): "
                                           "ring naive recursive_doubling rabenseifner binomial_tree pairwise");
 }
@@ -290,8 +295,11 @@ int draw_report(const std::vector<std::string>& files, std::string out_dir, bool
 int list_everything() {
   std::printf("Collectives and algorithms (native = the backend's own, the baseline):\n");
   for (Collective c : kAllCollectives) {
-    std::printf("  %s  (busbw factor %s)\n", std::string(name_of(c)).c_str(),
-                c == Collective::all_reduce ? "2(n-1)/n" : (is_chunked(c) ? "(n-1)/n" : "1"));
+    std::printf("  %s  (busbw factor %s)%s\n", std::string(name_of(c)).c_str(),
+                c == Collective::all_reduce ? "2(n-1)/n" : (is_chunked(c) || has_block_counts(c) ? "(n-1)/n" : "1"),
+                has_block_counts(c) ? "  per-peer counts; checked and benchmarked with rank r sending rank p "
+                                      "chunk x ((p + 2r + 1) mod 3)"
+                                    : "");
     for (const auto* d : algorithms_for(c)) std::printf("    %-20s %s\n", d->name.c_str(), d->summary.c_str());
   }
   std::printf("Data types: ");

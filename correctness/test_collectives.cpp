@@ -6,6 +6,7 @@
 
 #include "correctness/cases/collectives.hpp"
 #include "correctness/mpi_test.hpp"
+#include "reference/kernels/buffer_kernels.hpp"
 
 namespace parity::test {
 namespace {
@@ -53,8 +54,11 @@ TEST_F(Grid, CoversEveryCombination) {
   // reducing collectives: 6 types x 5 ops exact + 4 floating types x 2 ops random; others 6 types
   const std::size_t per_reducing_algorithm = (6 * 5 + 4 * 2) * sizes * 2 + 2 * 2 * 2;
   const std::size_t per_other_algorithm = 6 * sizes * 2 + 2 * 2 * 2;
+  // all_to_all_v: 6 types, out of place only, no large sizes
+  const std::size_t per_all_to_all_v_algorithm = 6 * sizes;
   const std::size_t expected = per_reducing_algorithm * (5 /*all_reduce*/ + 2 /*reduce*/ + 2 /*reduce_scatter*/) +
-                               per_other_algorithm * (2 /*broadcast*/ + 2 /*all_gather*/ + 2 /*all_to_all*/);
+                               per_other_algorithm * (2 /*broadcast*/ + 2 /*all_gather*/ + 2 /*all_to_all*/) +
+                               per_all_to_all_v_algorithm * 2 /*all_to_all_v: native, pairwise*/;
   EXPECT_EQ(cases::conformance_grid(comm().size()).size(), expected);
 }
 
@@ -126,6 +130,73 @@ TEST_F(Grid, CatchesAModifiedInput) {
   EXPECT_FALSE(r.guard_ok);
   EXPECT_FALSE(r.passed);
   EXPECT_FALSE(r.message.empty());
+}
+
+// all_to_all_v's checks can fail too. The broken versions run the native collective into
+// scratch, then misplace what arrived, so that they finish on every rank whatever they break.
+AlgorithmDescriptor broken_all_to_all_v(AlgorithmDescriptor::Run run) {
+  AlgorithmDescriptor d = find_algorithm(Collective::all_to_all_v, "pairwise");
+  d.name = "broken";
+  d.run = run;
+  return d;
+}
+
+cases::CollectiveCase small_all_to_all_v_case() {
+  cases::CollectiveCase c;
+  c.collective = Collective::all_to_all_v;
+  c.dtype = DataType::float32;
+  c.count = 37;
+  return c;
+}
+
+// The received blocks, each from its source, in rank order.
+std::vector<BufferView> received_blocks(Communicator& comm, const CollectiveCall& call, BufferView into) {
+  comm.all_to_all_v(call.send, call.send_counts, into, call.recv_counts);
+  std::vector<BufferView> blocks;
+  std::size_t at = 0;
+  for (std::size_t count : call.recv_counts) {
+    blocks.push_back(into.slice(at, count));
+    at += count;
+  }
+  return blocks;
+}
+
+TEST_F(Grid, CatchesAllToAllVBlocksFromTheWrongPeer) {
+  // The blocks packed in reverse source order: right values, wrong places.
+  auto reversed = broken_all_to_all_v([](Communicator& comm, const CollectiveCall& call) {
+    const auto blocks = received_blocks(comm, call, comm.scratch(call.recv.count, call.recv.dtype, algorithms::kScratchA));
+    std::size_t at = 0;
+    for (auto block = blocks.rbegin(); block != blocks.rend(); ++block) {
+      copy_buffer(call.recv.slice(at, block->count), *block);
+      at += block->count;
+    }
+  });
+  const auto r = cases::run_case(comm(), small_all_to_all_v_case(), reversed, HalfAccumulate::float32, false);
+  if (comm().size() == 1) {
+    EXPECT_TRUE(r.passed);  // one block: reversing changes nothing
+  } else {
+    EXPECT_FALSE(r.passed);
+    EXPECT_GT(r.wrong, 0);
+    EXPECT_NE(r.message.find("expected"), std::string::npos) << r.message;
+  }
+}
+
+TEST_F(Grid, CatchesAnAllToAllVBlockNotWritten) {
+  // Every block but the last source's lands; the last stays poisoned on every rank.
+  auto drops_last = broken_all_to_all_v([](Communicator& comm, const CollectiveCall& call) {
+    const auto blocks = received_blocks(comm, call, comm.scratch(call.recv.count, call.recv.dtype, algorithms::kScratchA));
+    std::size_t at = 0;
+    for (std::size_t q = 0; q + 1 < blocks.size(); ++q) {
+      copy_buffer(call.recv.slice(at, blocks[q].count), blocks[q]);
+      at += blocks[q].count;
+    }
+  });
+  const auto c = small_all_to_all_v_case();
+  const auto r = cases::run_case(comm(), c, drops_last, HalfAccumulate::float32, false);
+  EXPECT_FALSE(r.passed);
+  // What the last rank sends, summed over the ranks that receive it.
+  const int n = comm().size();
+  EXPECT_EQ(r.wrong, static_cast<std::int64_t>(theory::all_to_all_v_send_total(c.count, n - 1, n)));
 }
 
 TEST_F(Grid, RandomInputsRejectAnErrorBeyondTheBound) {

@@ -1,5 +1,6 @@
 // The communicator itself: point-to-point, splitting, argument checks, and traffic counts
 // that must equal each algorithm's descriptor exactly.
+#include <functional>
 #include <numeric>
 
 #include "correctness/mpi_test.hpp"
@@ -58,6 +59,69 @@ TEST_F(CommunicatorTest, RefusesMismatchedBuffers) {
   }
 }
 
+// all_to_all_v's counts are checked before anything moves, on every rank alike, and each
+// refusal names the collective and the figures.
+TEST_F(CommunicatorTest, RefusesBadAllToAllVCounts) {
+  const int n = comm().size(), r = comm().rank();
+  const std::size_t un = static_cast<std::size_t>(n);
+  std::vector<std::size_t> ones(un, 1), short_counts(un + 1, 1);
+  short_counts.pop_back();
+  short_counts.pop_back();  // one fewer than the ranks
+  std::vector<double> send(un), recv(un), larger(un + 1);
+  const auto refusal = [&](const std::function<void()>& call) {
+    try {
+      call();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  const auto expect_refused = [&](const std::string& text, const std::vector<std::string>& parts) {
+    EXPECT_NE(text.find("all_to_all_v"), std::string::npos) << text;
+    for (const auto& part : parts) EXPECT_NE(text.find(part), std::string::npos) << "'" << part << "' not in: " << text;
+  };
+  const std::string ranks = std::to_string(n) + " ranks";
+  // A counts span of the wrong length, on either side.
+  expect_refused(refusal([&] { comm().all_to_all_v(host(send), short_counts, host(recv), ones); }),
+                 {std::to_string(n - 1) + " send counts", ranks});
+  expect_refused(refusal([&] { comm().all_to_all_v(host(send), ones, host(recv), short_counts); }),
+                 {std::to_string(n - 1) + " receive counts", ranks});
+  // Sums that do not match the buffers.
+  expect_refused(refusal([&] { comm().all_to_all_v(host(larger), ones, host(recv), ones); }),
+                 {"send counts sum to " + std::to_string(n), "send buffer of " + std::to_string(n + 1)});
+  expect_refused(refusal([&] { comm().all_to_all_v(host(send), ones, host(larger), ones); }),
+                 {"receive counts sum to " + std::to_string(n), "receive buffer of " + std::to_string(n + 1)});
+  // In place (or any overlap): there is no in-place form.
+  expect_refused(refusal([&] { comm().all_to_all_v(host(send), ones, host(send), ones); }), {"no in-place form"});
+  // What a rank sends itself must be what it expects from itself.
+  std::vector<std::size_t> self_more = ones, self_less = ones;
+  self_more[static_cast<std::size_t>(r)] = 2;
+  self_less[static_cast<std::size_t>((r + 1) % n)] = n > 1 ? 2 : 1;
+  self_less[static_cast<std::size_t>(r)] = n > 1 ? 0 : 1;
+  std::vector<double> send_plus_one(un + 1), recv_same(un);
+  if (n > 1) {
+    expect_refused(refusal([&] { comm().all_to_all_v(host(send_plus_one), self_more, host(recv_same), self_less); }),
+                   {"rank " + std::to_string(r) + " sends itself 2 elements but expects 0"});
+  }
+  // The same rules hold on the reference algorithm's path.
+  const AlgorithmDescriptor& pairwise = find_algorithm(Collective::all_to_all_v, "pairwise");
+  expect_refused(refusal([&] {
+                   run_collective(comm(), pairwise,
+                                  {Collective::all_to_all_v, host(larger), host(recv), ReduceOp::sum, 0, ones, ones});
+                 }),
+                 {"send buffer of " + std::to_string(n + 1)});
+  // Counts given to a collective that takes none are a caller's mistake too.
+  const std::string stray = refusal([&] {
+    run_collective(comm(), find_algorithm(Collective::all_to_all, "pairwise"),
+                   {Collective::all_to_all, host(send), host(recv), ReduceOp::sum, 0, ones, ones});
+  });
+  EXPECT_NE(stray.find("all_to_all: per-peer counts given"), std::string::npos) << stray;
+  // And good counts pass: every rank sends rank p one element and gets one from each.
+  std::vector<double> mine(un, r), theirs(un, -1);
+  comm().all_to_all_v(host(mine), ones, host(theirs), ones);
+  for (int q = 0; q < n; ++q) EXPECT_EQ(theirs[static_cast<std::size_t>(q)], q);
+}
+
 // Bytes sent by each reference algorithm, counted by the communicator, equal the descriptor's
 // formula exactly when the count divides evenly (840 = lcm(1..8) elements per block unit).
 TEST_F(CommunicatorTest, TrafficMatchesEveryDescriptor) {
@@ -65,13 +129,23 @@ TEST_F(CommunicatorTest, TrafficMatchesEveryDescriptor) {
   const std::size_t chunk = 840 * 4;
   for (const auto& d : algorithm_registry()) {
     if (d.name == "native") continue;
-    const std::size_t send_count = (d.collective == Collective::reduce_scatter || d.collective == Collective::all_to_all)
-                                       ? chunk * n : chunk;
-    const std::size_t recv_count = (d.collective == Collective::all_gather || d.collective == Collective::all_to_all)
-                                       ? chunk * n : chunk;
+    std::size_t send_count = (d.collective == Collective::reduce_scatter || d.collective == Collective::all_to_all)
+                                 ? chunk * n : chunk;
+    std::size_t recv_count = (d.collective == Collective::all_gather || d.collective == Collective::all_to_all)
+                                 ? chunk * n : chunk;
+    // all_to_all_v: the benchmark's count pattern, whose bytes the descriptor's formula assumes.
+    std::vector<std::size_t> send_counts, recv_counts;
+    if (has_block_counts(d.collective)) {
+      for (int p = 0; p < n; ++p) {
+        send_counts.push_back(theory::all_to_all_v_count(chunk, comm().rank(), p));
+        recv_counts.push_back(theory::all_to_all_v_count(chunk, p, comm().rank()));
+      }
+      send_count = std::accumulate(send_counts.begin(), send_counts.end(), std::size_t{0});
+      recv_count = std::accumulate(recv_counts.begin(), recv_counts.end(), std::size_t{0});
+    }
     std::vector<double> send(send_count, 1.0), recv(recv_count, 0.0);
     comm().reset_traffic();
-    run_collective(comm(), d, {d.collective, host(send), host(recv), ReduceOp::sum, 0});
+    run_collective(comm(), d, {d.collective, host(send), host(recv), ReduceOp::sum, 0, send_counts, recv_counts});
     std::vector<double> sent = {static_cast<double>(comm().traffic().bytes_sent)};
     comm().all_reduce(host(sent), host(sent), ReduceOp::sum);
     const double bytes = theory::collective_bytes(d.collective, chunk, sizeof(double), n);

@@ -17,10 +17,39 @@ TEST(Theory, BusBandwidthFactors) {
   EXPECT_DOUBLE_EQ(busbw_factor(Collective::all_gather, 8), 7.0 / 8);
   EXPECT_DOUBLE_EQ(busbw_factor(Collective::reduce_scatter, 2), 0.5);
   EXPECT_DOUBLE_EQ(busbw_factor(Collective::all_to_all, 4), 0.75);
+  EXPECT_DOUBLE_EQ(busbw_factor(Collective::all_to_all_v, 4), 0.75);
   EXPECT_DOUBLE_EQ(busbw_factor(Collective::broadcast, 8), 1.0);
   EXPECT_DOUBLE_EQ(busbw_factor(Collective::reduce, 8), 1.0);
   EXPECT_DOUBLE_EQ(collective_bytes(Collective::all_gather, 10, 4, 3), 120.0);
   EXPECT_DOUBLE_EQ(collective_bytes(Collective::all_reduce, 10, 4, 3), 40.0);
+}
+
+// all_to_all_v's count pattern is what its comment promises: uneven, zero somewhere at every
+// n >= 2, the self block one chunk, never nothing both ways between two ranks, and n chunks
+// per send and receive buffer on average, so that collective_bytes is all_to_all's.
+TEST(Theory, AllToAllVCountPattern) {
+  const std::size_t chunk = 7;
+  EXPECT_EQ(all_to_all_v_count(chunk, 0, 0), chunk);  // one rank: all_to_all of chunk
+  for (int n = 1; n <= 40; ++n) {
+    std::size_t sent = 0, received = 0, zeros = 0;
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(all_to_all_v_count(chunk, r, r), chunk);
+      sent += all_to_all_v_send_total(chunk, r, n);
+      received += all_to_all_v_recv_total(chunk, r, n);
+      for (int p = 0; p < n; ++p) {
+        zeros += all_to_all_v_count(chunk, r, p) == 0 ? 1 : 0;
+        EXPECT_GT(all_to_all_v_count(chunk, r, p) + all_to_all_v_count(chunk, p, r), 0u) << n << " " << r << " " << p;
+      }
+    }
+    EXPECT_EQ(sent, chunk * static_cast<std::size_t>(n * n)) << n;
+    EXPECT_EQ(received, sent) << n;
+    if (n >= 2) {
+      EXPECT_GT(zeros, 0u) << n;
+    }
+    EXPECT_DOUBLE_EQ(collective_bytes(Collective::all_to_all_v, chunk, 4, n), collective_bytes(Collective::all_to_all, chunk, 4, n));
+  }
+  EXPECT_EQ(all_to_all_v_send_total(chunk, 1, 2), chunk);      // 0 to rank 0, chunk to itself
+  EXPECT_EQ(all_to_all_v_recv_total(chunk, 1, 2), 3 * chunk);  // 2 chunks from rank 0, its own
 }
 
 TEST(Theory, AlphaBetaCosts) {
@@ -34,6 +63,12 @@ TEST(Theory, AlphaBetaCosts) {
   EXPECT_DOUBLE_EQ(binomial_tree_seconds(5, M, m), 3 * (2e-6 + M * 1e-9));
   EXPECT_DOUBLE_EQ(ring_chunked_seconds(4, M, m), 3 * (2e-6 + M / 4 * 1e-9));
   EXPECT_DOUBLE_EQ(ring_all_reduce_bytes_per_rank(4, M), 1.5 * M);
+  // all_to_all_v at 2 ranks: one step, rank 0 sends 2 chunks (M / 2 each), rank 1 none.
+  EXPECT_DOUBLE_EQ(pairwise_all_to_all_v_seconds(2, M, m), 2e-6 + M * 1e-9);
+  EXPECT_DOUBLE_EQ(pairwise_all_to_all_v_seconds(1, M, m), 0.0);
+  // At 3 ranks each rank's two exchanges carry 2 chunks (M / 3 each) one way, none the other.
+  EXPECT_DOUBLE_EQ(pairwise_all_to_all_v_seconds(3, M, m), 2 * (2e-6 + 2 * M / 3 * 1e-9));
+  EXPECT_DOUBLE_EQ(pairwise_all_to_all_v_bytes_per_rank(4, M), 0.75 * M);
   // For large messages the ring's bandwidth term is independent of n and beats naive.
   EXPECT_LT(ring_all_reduce_seconds(8, 1e9, m), naive_all_reduce_seconds(8, 1e9, m));
 }

@@ -64,7 +64,7 @@ COLLECTIVE_COLUMNS = [
 def busbw_factor(collective, p):
     if collective == "all_reduce":
         return 2.0 * (p - 1) / p
-    if collective in ("all_gather", "reduce_scatter", "all_to_all"):
+    if collective in ("all_gather", "reduce_scatter", "all_to_all", "all_to_all_v"):
         return (p - 1) / p
     return 1.0
 
@@ -1001,7 +1001,7 @@ def write_sample(path, seed=1, bandwidth_scale=1.0, failures=2, empty_collective
                 for algo in algos:
                     efficiency = 1.0 + 0.1 * (sum(map(ord, coll + algo)) % 5) / 5
                     for size in sizes or SIZES:
-                        per_rank = coll in ("all_gather", "reduce_scatter", "all_to_all")
+                        per_rank = coll in ("all_gather", "reduce_scatter", "all_to_all", "all_to_all_v")
                         count = size // (item * (p if per_rank else 1))
                         if count == 0:
                             continue

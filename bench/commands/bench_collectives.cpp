@@ -25,8 +25,27 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Elements the count column holds for a size: the whole buffer, or the per-rank chunk; for
+// all_to_all_v the chunk of its count pattern (theory::all_to_all_v_count), taken from the
+// size as all_to_all's, so that the two compare at one size.
 std::size_t count_for(Collective c, std::size_t bytes, DataType type, int n) {
-  return bytes / size_of(type) / (is_chunked(c) ? static_cast<std::size_t>(n) : 1);
+  const bool per_rank = is_chunked(c) || has_block_counts(c);
+  return bytes / size_of(type) / (per_rank ? static_cast<std::size_t>(n) : 1);
+}
+
+// all_to_all_v has no in-place form; every other collective is timed both ways.
+int placements(Collective c) { return has_block_counts(c) ? 1 : 2; }
+
+// The bytes each rank's send buffer holds in a row: what size_bytes counts for every rank of a
+// uniform collective; for all_to_all_v each rank's own sum of the pattern (size_bytes is their
+// mean, theory::collective_bytes).
+std::vector<double> rank_bytes(Collective c, std::size_t count, DataType type, int n) {
+  std::vector<double> out;
+  for (int r = 0; r < n; ++r)
+    out.push_back(has_block_counts(c)
+                      ? static_cast<double>(theory::all_to_all_v_send_total(count, r, n) * size_of(type))
+                      : theory::collective_bytes(c, count, size_of(type), n));
+  return out;
 }
 
 // Device-to-device copy and the element-wise reduction (a += b, as the reference algorithms
@@ -158,7 +177,8 @@ std::uint64_t bench_result_bytes(const BenchPlan& plan) {
   // and 4 MiB for the other tables, attributes and HDF5's own structure.
   std::uint64_t rows = 0;
   for (const auto& e : plan.entries)
-    rows += e.algorithms.size() * plan.sizes.size() * plan.datatypes.size() * (is_reducing(e.collective) ? plan.ops.size() : 1) * 2;
+    rows += e.algorithms.size() * plan.sizes.size() * plan.datatypes.size() * (is_reducing(e.collective) ? plan.ops.size() : 1) *
+            static_cast<std::size_t>(placements(e.collective));
   return (4ull << 20) + rows * 30 * 8;
 }
 
@@ -362,8 +382,11 @@ std::string bench_row_key(const record::Table& t, std::size_t row) {
                    t.get_i64("iterations")[row]);
 }
 
-// Copies the per-rank times of row `from_row` of the resumed file as those of row `to_row`.
-void restore_rank_times(Session& session, std::size_t from_row, std::size_t to_row, record::Table& into) {
+// Copies the per-rank times of row `from_row` of the resumed file as those of row `to_row`;
+// each rank's bytes are the row's own (`bytes`, by rank), so a file from before that column
+// resumes too.
+void restore_rank_times(Session& session, std::size_t from_row, std::size_t to_row, const std::vector<double>& bytes,
+                        record::Table& into) {
   const record::Table* resumed = session.resumed("/bench/collectives_rank_times");
   if (resumed == nullptr) return;
   const auto& rows = resumed->get_i64("row");
@@ -373,6 +396,7 @@ void restore_rank_times(Session& session, std::size_t from_row, std::size_t to_r
     into.i64("rank").push_back(resumed->get_i64("rank")[i]);
     into.str("host").push_back(resumed->get_str("host")[i]);
     into.f64("time_us", "us").push_back(resumed->get_f64("time_us")[i]);
+    into.i64("size_bytes", "B").push_back(static_cast<std::int64_t>(bytes[static_cast<std::size_t>(resumed->get_i64("rank")[i])]));
     session.take_resumed("/bench/collectives_rank_times", i);
   }
 }
@@ -495,7 +519,8 @@ BenchOutcome run_bench(Session& session, const BenchPlan& plan, const BenchOptio
 
   std::size_t total = 0;
   for (const auto& e : plan.entries)
-    total += e.algorithms.size() * 2 * plan.sizes.size() * plan.datatypes.size() * (is_reducing(e.collective) ? plan.ops.size() : 1);
+    total += e.algorithms.size() * static_cast<std::size_t>(placements(e.collective)) * plan.sizes.size() *
+             plan.datatypes.size() * (is_reducing(e.collective) ? plan.ops.size() : 1);
   Progress progress("bench", total, root_prints && !session.options().quiet);
   std::size_t done = 0;
   // busbw of the target comparison: all_reduce ring against native, messages >= 16 MiB.
@@ -513,10 +538,11 @@ BenchOutcome run_bench(Session& session, const BenchPlan& plan, const BenchOptio
         std::vector<int> avg_busbw_rows(e.algorithms.size(), 0);
         for (std::size_t count : counts) {
           const double bytes = theory::collective_bytes(e.collective, count, size_of(type), n);
+          const std::vector<double> bytes_by_rank = rank_bytes(e.collective, count, type, n);
           double native_busbw[2] = {0, 0};
           for (std::size_t a = 0; a < e.algorithms.size(); ++a) {
             const AlgorithmDescriptor& algorithm = *e.algorithms[a];
-            for (int placement = 0; placement < 2; ++placement) {
+            for (int placement = 0; placement < placements(e.collective); ++placement) {
               const bool in_place = placement == 1;
               progress.update(done++, std::string(name_of(e.collective)) + " " + algorithm.name + " " +
                                           format_size(static_cast<std::size_t>(bytes)) + (in_place ? " in-place" : ""));
@@ -528,7 +554,7 @@ BenchOutcome run_bench(Session& session, const BenchPlan& plan, const BenchOptio
                   bench_key(std::string(name_of(e.collective)), algorithm.name, std::string(name_of(type)), redop_name,
                             in_place ? 1 : 0, static_cast<std::int64_t>(count), options.iterations),
                   bench_row_key, t, [&](const record::Table& from, std::size_t row) -> std::int64_t {
-                    restore_rank_times(session, row, t.rows() - 1, out.rank_times);
+                    restore_rank_times(session, row, t.rows() - 1, bytes_by_rank, out.rank_times);
                     restored_busbw = from.get_f64("busbw_GBps")[row];
                     return 0;
                   });
@@ -542,10 +568,20 @@ BenchOutcome run_bench(Session& session, const BenchPlan& plan, const BenchOptio
               // Buffers for this row (scratch persists in the communicator).
               cases::CollectiveCase shape{e.collective, algorithm.name, type, op, count, in_place,
                                           cases::InputKind::exact, options.root};
-              const std::size_t sc = e.collective == Collective::reduce_scatter || e.collective == Collective::all_to_all ? count * n : count;
-              const std::size_t rc = e.collective == Collective::all_gather || e.collective == Collective::all_to_all ? count * n : count;
+              std::size_t sc = e.collective == Collective::reduce_scatter || e.collective == Collective::all_to_all ? count * n : count;
+              std::size_t rc = e.collective == Collective::all_gather || e.collective == Collective::all_to_all ? count * n : count;
+              // all_to_all_v: uneven per-peer blocks, theory::all_to_all_v_count(count, rank, peer).
+              std::vector<std::size_t> send_counts, recv_counts;
+              if (has_block_counts(e.collective)) {
+                for (int p = 0; p < n; ++p) {
+                  send_counts.push_back(theory::all_to_all_v_count(count, comm.rank(), p));
+                  recv_counts.push_back(theory::all_to_all_v_count(count, p, comm.rank()));
+                }
+                sc = theory::all_to_all_v_send_total(count, comm.rank(), n);
+                rc = theory::all_to_all_v_recv_total(count, comm.rank(), n);
+              }
               HostBuffer send(in_place ? 0 : sc, type), recv(std::max(in_place ? std::max(sc, rc) : rc, std::size_t{1}), type);
-              CollectiveCall call{e.collective, {}, {}, op, options.root};
+              CollectiveCall call{e.collective, {}, {}, op, options.root, send_counts, recv_counts};
               const std::size_t r = static_cast<std::size_t>(comm.rank());
               if (in_place) {
                 BufferView whole = recv.view();
@@ -628,6 +664,7 @@ BenchOutcome run_bench(Session& session, const BenchPlan& plan, const BenchOptio
                 out.rank_times.i64("rank").push_back(rank);
                 out.rank_times.str("host").push_back(session.hosts()[static_cast<std::size_t>(rank)]);
                 out.rank_times.f64("time_us", "us").push_back(means[static_cast<std::size_t>(rank)] * 1e6);
+                out.rank_times.i64("size_bytes", "B").push_back(static_cast<std::int64_t>(bytes_by_rank[static_cast<std::size_t>(rank)]));
               }
               session.record_rows("/bench/collectives", t, row);
               session.record_rows("/bench/collectives_rank_times", out.rank_times, first_time);

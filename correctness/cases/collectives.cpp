@@ -11,6 +11,7 @@
 #include "reference/kernels/buffer_kernels.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/tolerance.hpp"
+#include "reference/theory/collectives.hpp"
 
 namespace parity::cases {
 namespace {
@@ -134,6 +135,20 @@ Expected expected(const Inputs& in, int r, std::size_t j) {
     case Collective::all_gather: return {in.value(static_cast<int>(j / chunk), j % chunk), 0};
     case Collective::all_to_all:
       return {in.value(static_cast<int>(j / chunk), static_cast<std::size_t>(r) * chunk + j % chunk), 0};
+    case Collective::all_to_all_v: {
+      // Receive blocks are packed in source order; find the source q of element j, then the
+      // element q sent from its block for r, which starts at q's send displacement for r.
+      for (int q = 0; q < in.n; ++q) {
+        const std::size_t block = theory::all_to_all_v_count(chunk, q, r);
+        if (j < block) {
+          std::size_t displacement = 0;
+          for (int p = 0; p < r; ++p) displacement += theory::all_to_all_v_count(chunk, q, p);
+          return {in.value(q, displacement + j), 0};
+        }
+        j -= block;
+      }
+      return {std::numeric_limits<double>::quiet_NaN(), 0};  // beyond the receive buffer: never asked
+    }
     default: break;
   }
   const std::size_t index = c.collective == Collective::reduce_scatter ? static_cast<std::size_t>(r) * chunk + j : j;
@@ -298,12 +313,27 @@ class Snapshot {
   PooledMemory copy_;
 };
 
-std::size_t send_count(const CollectiveCase& c, int n) {
+// Buffer sizes of rank r (all_to_all_v's depend on the rank: theory::all_to_all_v_count).
+std::size_t send_count(const CollectiveCase& c, int n, int r) {
+  if (has_block_counts(c.collective)) return theory::all_to_all_v_send_total(c.count, r, n);
   return c.collective == Collective::reduce_scatter || c.collective == Collective::all_to_all ? c.count * n : c.count;
 }
-std::size_t recv_count(const CollectiveCase& c, int n) {
+std::size_t recv_count(const CollectiveCase& c, int n, int r) {
+  if (has_block_counts(c.collective)) return theory::all_to_all_v_recv_total(c.count, r, n);
   return c.collective == Collective::all_gather || c.collective == Collective::all_to_all ? c.count * n : c.count;
 }
+
+// all_to_all_v's per-peer counts of rank r: what it sends each peer, what each sends it.
+struct BlockCounts {
+  std::vector<std::size_t> send, recv;
+  BlockCounts(const CollectiveCase& c, int n, int r) {
+    if (!has_block_counts(c.collective)) return;
+    for (int p = 0; p < n; ++p) {
+      send.push_back(theory::all_to_all_v_count(c.count, r, p));
+      recv.push_back(theory::all_to_all_v_count(c.count, p, r));
+    }
+  }
+};
 
 // Runs the collective where the communicator's memory is. On a device, the host-filled,
 // guarded buffers are mirrored there (guards included) and copied back whole for the checks.
@@ -321,11 +351,12 @@ void run_and_check(Communicator& comm, const AlgorithmDescriptor& algorithm, con
                    const std::vector<float>& exact, LocalCheck& check) {
   const CollectiveCase& c = in.c;
   const int n = comm.size(), r = comm.rank();
-  const std::size_t sc = send_count(c, n), rc = recv_count(c, n);
+  const std::size_t sc = send_count(c, n, r), rc = recv_count(c, n, r);
   const std::string label = algorithm.name;
+  const BlockCounts blocks(c, n, r);
   visit_data_type(c.dtype, [&](auto tag) {
     using T = decltype(tag);
-    CollectiveCall call{c.collective, {}, {}, c.op, c.root};
+    CollectiveCall call{c.collective, {}, {}, c.op, c.root, blocks.send, blocks.recv};
     const bool writes_output = c.collective != Collective::reduce || r == c.root;
     if (c.in_place) {
       GuardedBuffer region(std::max(sc, rc), c.dtype);
@@ -393,6 +424,7 @@ std::vector<CollectiveCase> conformance_grid(int world_size, const GridOptions& 
   auto add = [&](CollectiveCase c) {
     c.root = world_size / 2;
     for (bool in_place : {false, true}) {
+      if (in_place && has_block_counts(c.collective)) continue;  // all_to_all_v has no in-place form
       c.in_place = in_place;
       grid.push_back(c);
     }
@@ -409,7 +441,9 @@ std::vector<CollectiveCase> conformance_grid(int world_size, const GridOptions& 
             if (is_reducing(collective) && is_floating(dtype) && (op == ReduceOp::sum || op == ReduceOp::avg))
               add({collective, algorithm->name, dtype, op, count, false, InputKind::random, 0});
           }
-      if (!options.include_large) continue;
+      // all_to_all_v's uneven blocks are exercised by the small counts (zero-count blocks at
+      // every world size >= 2); large sizes would only repeat all_to_all's.
+      if (!options.include_large || has_block_counts(collective)) continue;
       for (DataType dtype : {DataType::float32, DataType::bfloat16})
         for (std::size_t bytes : {std::size_t{1} << 20, std::size_t{64} << 20}) {
           // Whole-buffer sizes; chunked collectives split them across the ranks. The 1 MiB size
@@ -432,7 +466,7 @@ CaseResult run_case(Communicator& comm, const CollectiveCase& c, const Algorithm
   const Inputs in(c, comm.size());
   const bool writes_output = c.collective != Collective::reduce || comm.rank() == c.root;
   const std::vector<float> exact = c.input == InputKind::exact && writes_output
-                                        ? exact_expectations(in, comm.rank(), recv_count(c, comm.size()))
+                                        ? exact_expectations(in, comm.rank(), recv_count(c, comm.size(), comm.rank()))
                                         : std::vector<float>{};
   LocalCheck check;
   run_and_check(comm, algorithm, in, half, exact, check);
@@ -466,7 +500,9 @@ CaseResult run_case(Communicator& comm, const CollectiveCase& c, const Algorithm
 
 std::size_t case_bytes_per_rank(const CollectiveCase& c, int world_size) {
   const std::size_t element = size_of(c.dtype);
-  const std::size_t largest = std::max(send_count(c, world_size), recv_count(c, world_size));
+  std::size_t largest = 0;  // over ranks: all_to_all_v's buffers differ by rank
+  for (int r = 0; r < (has_block_counts(c.collective) ? world_size : 1); ++r)
+    largest = std::max({largest, send_count(c, world_size, r), recv_count(c, world_size, r)});
   std::size_t bytes = 2 * largest * element + 4 * kGuardBytes;  // send and receive
   bytes += 2 * largest * element;                               // algorithm scratch (two slots)
   if (is_half(c.dtype)) bytes += 2 * largest * size_of(DataType::float32);  // widened copies

@@ -24,8 +24,10 @@ struct CollectiveCase {
   std::string algorithm = "native";
   DataType dtype = DataType::float32;
   ReduceOp op = ReduceOp::sum;      // ignored by non-reducing collectives
-  std::size_t count = 0;            // whole buffer, or per-rank chunk for chunked collectives
-  bool in_place = false;
+  // Whole buffer, or per-rank chunk for chunked collectives; for all_to_all_v the chunk of the
+  // per-peer counts theory::all_to_all_v_count(count, rank, peer).
+  std::size_t count = 0;
+  bool in_place = false;            // never for all_to_all_v, which has no in-place form
   InputKind input = InputKind::exact;
   int root = 0;
   // "all_reduce/ring/float32/sum/1021/in_place/exact"; non-reducing collectives say "none".
@@ -38,7 +40,7 @@ struct GridOptions {
 
 // The conformance grid at world size n: every collective x algorithm x type x reduction x
 // count in {0, 1, n-1, n, n+1, 1021} x placement, exact inputs; random inputs for floating
-// types with sum and avg; and the large sizes.
+// types with sum and avg; and the large sizes. all_to_all_v: out of place only, no large sizes.
 std::vector<CollectiveCase> conformance_grid(int world_size, const GridOptions& options = {});
 
 struct CaseResult {

@@ -15,7 +15,7 @@ with h5py.File("run.h5") as f:
         assert g in f, g
     assert f["/check/collectives"]["passed"][()].all()
     colls = set(f["/bench/collectives"]["collective"].asstr()[()])
-    assert colls == {"all_reduce", "reduce", "broadcast", "all_gather", "reduce_scatter", "all_to_all"}, colls
+    assert colls == {"all_reduce", "reduce", "broadcast", "all_gather", "reduce_scatter", "all_to_all", "all_to_all_v"}, colls
     for a in ["command_line", "start_time_utc", "end_time_utc", "mpi_library", "hdf5_version", "compiler", "cpu_model", "git_commit"]:
         assert str(f.attrs[a]), a
 print("run: ok")

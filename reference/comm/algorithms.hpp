@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,6 +30,11 @@ struct CollectiveCall {
   BufferView recv;
   ReduceOp op = ReduceOp::sum;
   int root = 0;
+  // all_to_all_v only: elements per peer in rank order, blocks packed (displacement = the sum
+  // of the counts before it; see communicator.hpp). Empty for every other collective. Views,
+  // like the buffers: the counts must outlive the call.
+  std::span<const std::size_t> send_counts = {};
+  std::span<const std::size_t> recv_counts = {};
 };
 
 struct AlgorithmDescriptor {
@@ -72,6 +78,7 @@ void binomial_tree_broadcast(Communicator& comm, const CollectiveCall& call);
 void ring_reduce_scatter(Communicator& comm, const CollectiveCall& call);
 void ring_all_gather(Communicator& comm, const CollectiveCall& call);
 void pairwise_all_to_all(Communicator& comm, const CollectiveCall& call);
+void pairwise_all_to_all_v(Communicator& comm, const CollectiveCall& call);
 
 // Element range [begin, end) of block i when count elements are split into `blocks` nearly
 // equal blocks: block i starts at floor(count * i / blocks).

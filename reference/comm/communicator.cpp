@@ -78,12 +78,20 @@ void Communicator::send_recv(BufferView send, int to, BufferView recv, int from,
 
 namespace {
 
-enum class Invalid { none, dtype, space, mixed_spaces, root, counts, overlap };
+enum class Invalid { none, dtype, space, mixed_spaces, root, counts, overlap, block_counts, block_sums, self_block,
+                     stray_block_counts };
 
-// The rules, as comparisons only: this runs on every call. Which buffer a space problem
-// concerns comes back in `culprit`.
+std::size_t sum_of(std::span<const std::size_t> counts) {
+  std::size_t sum = 0;
+  for (std::size_t c : counts) sum += c;
+  return sum;
+}
+
+// The rules, as comparisons only: this runs on every call (all_to_all_v's sums are one pass
+// over its counts). Which buffer a space problem concerns comes back in `culprit`.
 Invalid check_collective(const Communicator& comm, Collective collective, const BufferView& send,
-                         const BufferView& recv, int root, bool native, const BufferView*& culprit) {
+                         const BufferView& recv, int root, bool native, std::span<const std::size_t> send_counts,
+                         std::span<const std::size_t> recv_counts, const BufferView*& culprit) {
   if (send.dtype != recv.dtype) return Invalid::dtype;
   // Empty buffers go anywhere; a receive buffer in the send buffer's space is checked with it.
   const auto accepted = [&](MemorySpace space) {
@@ -105,14 +113,23 @@ Invalid check_collective(const Communicator& comm, Collective collective, const 
     case Collective::all_gather: counts = recv.count == send.count * n; break;
     case Collective::reduce_scatter: counts = send.count == recv.count * n; break;
     case Collective::all_to_all: counts = send.count == recv.count && send.count % n == 0; break;
+    case Collective::all_to_all_v:
+      if (send_counts.size() != n || recv_counts.size() != n) return Invalid::block_counts;
+      counts = sum_of(send_counts) == send.count && sum_of(recv_counts) == recv.count;
+      if (!counts) return Invalid::block_sums;
+      // The one pair of counts a rank can check alone: what it sends itself is what it expects.
+      if (send_counts[static_cast<std::size_t>(comm.rank())] != recv_counts[static_cast<std::size_t>(comm.rank())])
+        return Invalid::self_block;
+      break;
   }
   if (!counts) return Invalid::counts;
+  if (!has_block_counts(collective) && (!send_counts.empty() || !recv_counts.empty())) return Invalid::stray_block_counts;
   // Partial overlap other than the documented in-place layout is a caller bug.
   const auto* s = static_cast<const std::byte*>(send.data);
   const auto* r = static_cast<const std::byte*>(recv.data);
   if (send.count && recv.count && s < r + recv.bytes() && r < s + send.bytes()) {
     const std::size_t rank = static_cast<std::size_t>(comm.rank());
-    bool in_place = s == r;
+    bool in_place = s == r && collective != Collective::all_to_all_v;  // which has no in-place form
     if (collective == Collective::all_gather) in_place = s == r + rank * send.bytes();
     if (collective == Collective::reduce_scatter) in_place = r == s + rank * recv.bytes();
     if (!in_place) return Invalid::overlap;
@@ -122,10 +139,13 @@ Invalid check_collective(const Communicator& comm, Collective collective, const 
 
 // The text, made only when a rule is broken.
 [[noreturn, gnu::cold]] void reject_collective(const Communicator& comm, Collective collective, const BufferView& send,
-                                               const BufferView& recv, int root, bool native, Invalid why,
+                                               const BufferView& recv, int root, bool native,
+                                               std::span<const std::size_t> send_counts,
+                                               std::span<const std::size_t> recv_counts, Invalid why,
                                                const BufferView& culprit) {
   std::string text;
   const auto sizes = [&] { return " (send " + std::to_string(send.count) + ", receive " + std::to_string(recv.count) + ")"; };
+  const auto number = [](std::size_t x) { return std::to_string(x); };
   switch (why) {
     case Invalid::none: case Invalid::dtype: text = "send and receive buffers differ in type"; break;
     case Invalid::space:
@@ -142,7 +162,29 @@ Invalid check_collective(const Communicator& comm, Collective collective, const 
                                                         : "send and receive counts differ";
       text += sizes();
       break;
-    case Invalid::overlap: text = "send and receive buffers overlap but are not the in-place layout"; break;
+    case Invalid::overlap:
+      text = has_block_counts(collective) ? "send and receive buffers overlap; there is no in-place form"
+                                          : "send and receive buffers overlap but are not the in-place layout";
+      text += sizes();
+      break;
+    case Invalid::block_counts:
+      text = number(send_counts.size()) + " send counts and " + number(recv_counts.size()) + " receive counts given for " +
+             number(static_cast<std::size_t>(comm.size())) + " ranks (one of each per rank)";
+      break;
+    case Invalid::block_sums:
+      text = "send counts sum to " + number(sum_of(send_counts)) + " for a send buffer of " + number(send.count) +
+             ", receive counts sum to " + number(sum_of(recv_counts)) + " for a receive buffer of " + number(recv.count) +
+             " (each must equal its buffer)";
+      break;
+    case Invalid::self_block:
+      text = "rank " + std::to_string(comm.rank()) + " sends itself " +
+             number(send_counts[static_cast<std::size_t>(comm.rank())]) + " elements but expects " +
+             number(recv_counts[static_cast<std::size_t>(comm.rank())]) + " from itself";
+      break;
+    case Invalid::stray_block_counts:
+      text = "per-peer counts given (" + number(send_counts.size()) + " send, " + number(recv_counts.size()) +
+             " receive), which only all_to_all_v takes";
+      break;
   }
   throw Error(std::string(name_of(collective)) + ": " + text);
 }
@@ -150,14 +192,18 @@ Invalid check_collective(const Communicator& comm, Collective collective, const 
 }  // namespace
 
 void validate_collective(const Communicator& comm, Collective collective, const BufferView& send,
-                         const BufferView& recv, int root, bool native) {
+                         const BufferView& recv, int root, bool native, std::span<const std::size_t> send_counts,
+                         std::span<const std::size_t> recv_counts) {
   const BufferView* culprit = &send;
-  const Invalid why = check_collective(comm, collective, send, recv, root, native, culprit);
-  if (why != Invalid::none) reject_collective(comm, collective, send, recv, root, native, why, *culprit);
+  const Invalid why = check_collective(comm, collective, send, recv, root, native, send_counts, recv_counts, culprit);
+  if (why != Invalid::none)
+    reject_collective(comm, collective, send, recv, root, native, send_counts, recv_counts, why, *culprit);
 }
 
-Watchdog::Scope Communicator::enter_native(Collective c, BufferView send, BufferView recv, int root) {
-  validate_collective(*this, c, send, recv, root, true);
+Watchdog::Scope Communicator::enter_native(Collective c, BufferView send, BufferView recv, int root,
+                                           std::span<const std::size_t> send_counts,
+                                           std::span<const std::size_t> recv_counts) {
+  validate_collective(*this, c, send, recv, root, true, send_counts, recv_counts);
   return Watchdog::Scope(*watchdog_, collective_operation(c, send, recv, "native"), {Wait::every_rank});
 }
 
@@ -184,6 +230,11 @@ void Communicator::reduce_scatter(BufferView send, BufferView recv, ReduceOp op)
 void Communicator::all_to_all(BufferView send, BufferView recv) {
   const Watchdog::Scope scope = enter_native(Collective::all_to_all, send, recv, 0);
   do_all_to_all(send, recv);
+}
+void Communicator::all_to_all_v(BufferView send, std::span<const std::size_t> send_counts, BufferView recv,
+                                std::span<const std::size_t> recv_counts) {
+  const Watchdog::Scope scope = enter_native(Collective::all_to_all_v, send, recv, 0, send_counts, recv_counts);
+  do_all_to_all_v(send, send_counts, recv, recv_counts);
 }
 
 std::shared_ptr<void> Communicator::allocate(std::size_t bytes) {

@@ -15,6 +15,12 @@
 // Counts: all_reduce/reduce/broadcast take whole buffers; all_gather, reduce_scatter and
 // all_to_all take the per-rank chunk as send.count (all_gather), recv.count (reduce_scatter),
 // and send.count / size (all_to_all).
+// all_to_all_v takes per-peer counts, one per rank in rank order, zero allowed: block p of the
+// send buffer (send_counts[p] elements) goes to rank p, block q of the receive buffer
+// (recv_counts[q]) comes from rank q. Blocks are packed: a block's displacement is the sum of
+// the counts before it, so send.count = sum(send_counts) and recv.count = sum(recv_counts).
+// recv_counts[q] must equal what rank q sends here. It has no in-place form (MPI's in-place
+// all-to-all-v takes one counts array for both sides; NCCL has none): buffers must not overlap.
 #pragma once
 
 #include <cstdint>
@@ -79,6 +85,8 @@ class Communicator {
   void all_gather(BufferView send, BufferView recv);
   void reduce_scatter(BufferView send, BufferView recv, ReduceOp op);
   void all_to_all(BufferView send, BufferView recv);
+  void all_to_all_v(BufferView send, std::span<const std::size_t> send_counts, BufferView recv,
+                    std::span<const std::size_t> recv_counts);
 
   // Ranks on the same host as this one (split by host name), e.g. to share host memory.
   std::unique_ptr<Communicator> split_by_host();
@@ -103,8 +111,12 @@ class Communicator {
   virtual void do_all_gather(BufferView send, BufferView recv) = 0;
   virtual void do_reduce_scatter(BufferView send, BufferView recv, ReduceOp op) = 0;
   virtual void do_all_to_all(BufferView send, BufferView recv) = 0;
-  // Checks a native call's buffers and opens its watchdog scope.
-  Watchdog::Scope enter_native(Collective c, BufferView send, BufferView recv, int root);
+  virtual void do_all_to_all_v(BufferView send, std::span<const std::size_t> send_counts, BufferView recv,
+                               std::span<const std::size_t> recv_counts) = 0;
+  // Checks a native call's buffers (and all_to_all_v's counts) and opens its watchdog scope.
+  Watchdog::Scope enter_native(Collective c, BufferView send, BufferView recv, int root,
+                               std::span<const std::size_t> send_counts = {},
+                               std::span<const std::size_t> recv_counts = {});
   // Memory for scratch() in memory_space(): host, or the selected CUDA device.
   virtual std::shared_ptr<void> allocate(std::size_t bytes);
   // Set by the backend's constructor.
@@ -126,10 +138,12 @@ class Communicator {
 extern thread_local void (*yield_while_waiting)();
 
 // Checks that a collective's buffers fit its contract (counts, types, memory space, root,
-// in-place layout); throws Error naming the collective and the offending sizes. A native call
-// takes any space the backend accepts; a reference algorithm needs memory_space().
+// in-place layout; for all_to_all_v its per-peer counts, which other collectives must not be
+// given); throws Error naming the collective and the offending sizes. A native call takes any
+// space the backend accepts; a reference algorithm needs memory_space().
 void validate_collective(const Communicator& comm, Collective collective, const BufferView& send,
-                         const BufferView& recv, int root, bool native = false);
+                         const BufferView& recv, int root, bool native = false,
+                         std::span<const std::size_t> send_counts = {}, std::span<const std::size_t> recv_counts = {});
 
 // A collective call as the watchdog keeps it: the collective's name, the algorithm (static
 // text), and the count and type of the larger buffer; text only if it is ever reported.

@@ -255,6 +255,24 @@ class MpiCommunicator final : public Communicator {
     check_mpi(MPI_Alltoall(send.data == recv.data ? MPI_IN_PLACE : send.data, count, mpi_type(send.dtype),
                            recv.data, count, mpi_type(recv.dtype), comm_), "MPI_Alltoall");
   }
+  void do_all_to_all_v(BufferView send, std::span<const std::size_t> send_counts, BufferView recv,
+                       std::span<const std::size_t> recv_counts) override {
+    if (staged(send, recv, [&](BufferView s, BufferView r) { do_all_to_all_v(s, send_counts, r, recv_counts); })) return;
+    // MPI takes int counts and displacements: the blocks packed, each at the sum of those before.
+    const auto layout = [](std::span<const std::size_t> counts, std::vector<int>& ints, std::vector<int>& displacements) {
+      std::size_t at = 0;
+      for (std::size_t c : counts) {
+        ints.push_back(mpi_count(c, "all_to_all_v count"));
+        displacements.push_back(mpi_count(at, "all_to_all_v displacement"));
+        at += c;
+      }
+    };
+    std::vector<int> sc, sd, rc, rd;
+    layout(send_counts, sc, sd);
+    layout(recv_counts, rc, rd);
+    check_mpi(MPI_Alltoallv(send.data, sc.data(), sd.data(), mpi_type(send.dtype), recv.data, rc.data(), rd.data(),
+                            mpi_type(recv.dtype), comm_), "MPI_Alltoallv");
+  }
 
  private:
   // Runs a native collective on device buffers through pinned host copies when MPI cannot

@@ -163,6 +163,30 @@ class NcclCommunicator final : public Communicator {
       check_nccl(ncclAlltoAll(s.data, r.data, chunk, nccl_type(s.dtype), comm_, stream()), "ncclAlltoAll", comm_);
     });
   }
+  // NCCL has no all-to-all-v: one group of a send and a receive per peer, the blocks packed.
+  // An empty block posts nothing on either side (the receiver's count for this rank is the
+  // sender's count for it). The block a rank keeps is copied on the same stream, not sent to
+  // itself.
+  void do_all_to_all_v(BufferView send, std::span<const std::size_t> send_counts, BufferView recv,
+                       std::span<const std::size_t> recv_counts) override {
+    on_device(send, recv, [&](BufferView s, BufferView r) {
+      std::size_t send_at = 0, recv_at = 0;  // displacements of peer's blocks, in elements
+      check_nccl(ncclGroupStart(), "ncclGroupStart");
+      for (int peer = 0; peer < size_; ++peer) {
+        const BufferView out = s.slice(send_at, send_counts[static_cast<std::size_t>(peer)]);
+        const BufferView in = r.slice(recv_at, recv_counts[static_cast<std::size_t>(peer)]);
+        send_at += out.count;
+        recv_at += in.count;
+        if (peer == rank_) {
+          copy_buffer(in, out);  // enqueued on stream() now, before the group's launch
+          continue;
+        }
+        if (out.count) check_nccl(ncclSend(out.data, out.count, nccl_type(out.dtype), peer, comm_, stream()), "ncclSend", comm_);
+        if (in.count) check_nccl(ncclRecv(in.data, in.count, nccl_type(in.dtype), peer, comm_, stream()), "ncclRecv", comm_);
+      }
+      check_nccl(ncclGroupEnd(), "ncclGroupEnd", comm_);
+    });
+  }
 
  private:
   // Scratch slots of the backend itself, after those of the reference algorithms (0-3): two

@@ -6,10 +6,11 @@
 
 namespace parity {
 
-enum class Collective { all_reduce, reduce, broadcast, all_gather, reduce_scatter, all_to_all };
-inline constexpr Collective kAllCollectives[] = {Collective::all_reduce, Collective::reduce,
-                                                 Collective::broadcast, Collective::all_gather,
-                                                 Collective::reduce_scatter, Collective::all_to_all};
+enum class Collective { all_reduce, reduce, broadcast, all_gather, reduce_scatter, all_to_all, all_to_all_v };
+inline constexpr Collective kAllCollectives[] = {Collective::all_reduce,     Collective::reduce,
+                                                 Collective::broadcast,      Collective::all_gather,
+                                                 Collective::reduce_scatter, Collective::all_to_all,
+                                                 Collective::all_to_all_v};
 // Inline: the communicator names and checks every call with these.
 constexpr std::string_view name_of(Collective collective) {
   switch (collective) {
@@ -19,6 +20,7 @@ constexpr std::string_view name_of(Collective collective) {
     case Collective::all_gather: return "all_gather";
     case Collective::reduce_scatter: return "reduce_scatter";
     case Collective::all_to_all: return "all_to_all";
+    case Collective::all_to_all_v: return "all_to_all_v";
   }
   return "?";
 }
@@ -28,8 +30,12 @@ constexpr bool is_reducing(Collective c) {
 }
 constexpr bool has_root(Collective c) { return c == Collective::reduce || c == Collective::broadcast; }
 // True when the per-rank chunk is the count (all_gather, reduce_scatter, all_to_all).
+// all_to_all_v is not: its blocks differ per peer, so its buffers' counts come from its
+// per-peer counts (has_block_counts), never from chunk x size.
 constexpr bool is_chunked(Collective c) {
   return c == Collective::all_gather || c == Collective::reduce_scatter || c == Collective::all_to_all;
 }
+// True when a call carries per-peer send and receive counts (all_to_all_v).
+constexpr bool has_block_counts(Collective c) { return c == Collective::all_to_all_v; }
 
 }  // namespace parity

@@ -2,20 +2,35 @@
 // reference/comm/algorithms/ (so the model and the code agree on the message pattern).
 #include "reference/theory/collectives.hpp"
 
+#include <algorithm>
 #include <bit>
 
 namespace parity::theory {
 
+std::size_t all_to_all_v_send_total(std::size_t chunk, int rank, int n) {
+  std::size_t total = 0;
+  for (int peer = 0; peer < n; ++peer) total += all_to_all_v_count(chunk, rank, peer);
+  return total;
+}
+
+std::size_t all_to_all_v_recv_total(std::size_t chunk, int rank, int n) {
+  std::size_t total = 0;
+  for (int source = 0; source < n; ++source) total += all_to_all_v_count(chunk, source, rank);
+  return total;
+}
+
 double collective_bytes(Collective collective, std::size_t count, std::size_t element_bytes, int n) {
   const double bytes = static_cast<double>(count) * static_cast<double>(element_bytes);
-  return is_chunked(collective) ? bytes * n : bytes;
+  return is_chunked(collective) || has_block_counts(collective) ? bytes * n : bytes;
 }
 
 double busbw_factor(Collective collective, int n) {
   const double nd = n;
   switch (collective) {
     case Collective::all_reduce: return 2.0 * (nd - 1) / nd;
-    case Collective::all_gather: case Collective::reduce_scatter: case Collective::all_to_all: return (nd - 1) / nd;
+    case Collective::all_gather: case Collective::reduce_scatter: case Collective::all_to_all:
+    case Collective::all_to_all_v:
+      return (nd - 1) / nd;
     case Collective::reduce: case Collective::broadcast: return 1.0;
   }
   return 1.0;
@@ -62,7 +77,29 @@ double ring_chunked_seconds(int n, double bytes, AlphaBeta m) { return (n - 1) *
 
 double pairwise_all_to_all_seconds(int n, double bytes, AlphaBeta m) { return (n - 1) * message(bytes / n, m); }
 
+// Over the n steps a rank meets every other once (step k pairs r with (k - r) mod n), sending
+// and receiving at once, so an exchange lasts as long as the larger of its two blocks, a
+// message both ways counted as one (as pairwise all-to-all's model does); a pair with nothing
+// either way would exchange no message (never the case for this pattern). The collective
+// ends with the slowest rank. A chunk is bytes / n; with equal blocks this is pairwise
+// all-to-all's (n-1) (alpha + S/n beta).
+double pairwise_all_to_all_v_seconds(int n, double bytes, AlphaBeta m) {
+  const double chunk_bytes = bytes / n;
+  double slowest = 0;
+  for (int r = 0; r < n; ++r) {
+    double seconds = 0;
+    for (int peer = 0; peer < n; ++peer) {
+      const std::size_t larger = std::max(all_to_all_v_count(1, r, peer), all_to_all_v_count(1, peer, r));
+      if (peer != r && larger > 0) seconds += message(static_cast<double>(larger) * chunk_bytes, m);
+    }
+    slowest = std::max(slowest, seconds);
+  }
+  return slowest;
+}
+
 double ring_all_reduce_bytes_per_rank(int n, double bytes) { return 2.0 * (n - 1) / n * bytes; }
 double ring_chunked_bytes_per_rank(int n, double bytes) { return static_cast<double>(n - 1) / n * bytes; }
+// The send buffer (n chunks on average) less the self block, one chunk on every rank.
+double pairwise_all_to_all_v_bytes_per_rank(int n, double bytes) { return static_cast<double>(n - 1) / n * bytes; }
 
 }  // namespace parity::theory

@@ -10,12 +10,28 @@
 
 namespace parity::theory {
 
+// The per-peer counts all_to_all_v is checked and benchmarked with: rank sends
+// chunk * ((peer + 2 rank + 1) mod 3) elements to peer. Uneven, and zero for some pair at every
+// world size >= 2 (rank 1 sends nothing to rank 0); the block a rank keeps for itself is always
+// chunk ((3 rank + 1) mod 3 = 1), so at one rank it is all_to_all of `chunk`. No pair of ranks
+// has zero both ways (the two residues sum to 2 mod 3), so every exchange carries something.
+constexpr std::size_t all_to_all_v_count(std::size_t chunk, int rank, int peer) {
+  return chunk * static_cast<std::size_t>((peer + 2 * rank + 1) % 3);
+}
+// Elements rank's send buffer holds under that pattern (its counts summed over peers), and
+// elements its receive buffer holds (every rank's count for it). Both differ by rank, but
+// their mean over the ranks is n chunks at every n, as all_to_all's (docs/busbw.md).
+std::size_t all_to_all_v_send_total(std::size_t chunk, int rank, int n);
+std::size_t all_to_all_v_recv_total(std::size_t chunk, int rank, int n);
+
 // Bytes the algbw of a collective is computed from: count * element size for all-reduce,
-// reduce and broadcast; count * element size * n for the chunked collectives (count = chunk).
+// reduce and broadcast; count * element size * n for the chunked collectives (count = chunk)
+// and for all_to_all_v (count = the pattern's chunk), where it is the bytes of a rank's send
+// buffer averaged over the ranks; each rank's own is all_to_all_v_send_total.
 double collective_bytes(Collective collective, std::size_t count, std::size_t element_bytes, int n);
 
-// busbw = algbw * factor: all-reduce 2(n-1)/n; all-gather, reduce-scatter, all-to-all (n-1)/n;
-// reduce and broadcast 1.
+// busbw = algbw * factor: all-reduce 2(n-1)/n; all-gather, reduce-scatter, all-to-all and
+// all-to-all-v (n-1)/n; reduce and broadcast 1.
 double busbw_factor(Collective collective, int n);
 
 // Constants of the alpha-beta model, fitted from a ping-pong.
@@ -36,9 +52,14 @@ double rabenseifner_all_reduce_seconds(int n, double bytes, AlphaBeta m);
 double binomial_tree_seconds(int n, double bytes, AlphaBeta m);  // reduce or broadcast
 double ring_chunked_seconds(int n, double bytes, AlphaBeta m);   // reduce-scatter, all-gather
 double pairwise_all_to_all_seconds(int n, double bytes, AlphaBeta m);
+// all_to_all_v with all_to_all_v_count's pattern (bytes = collective_bytes, a mean over ranks).
+double pairwise_all_to_all_v_seconds(int n, double bytes, AlphaBeta m);
 
 // Average bytes one rank sends, for a collective of `bytes` (collective_bytes).
 double ring_all_reduce_bytes_per_rank(int n, double bytes);        // 2(n-1)/n * bytes
 double ring_chunked_bytes_per_rank(int n, double bytes);           // (n-1)/n * bytes
+// all_to_all_v with the pattern: every block but the rank's own (one chunk, bytes / n),
+// averaged over ranks: (n-1)/n * bytes, as all_to_all.
+double pairwise_all_to_all_v_bytes_per_rank(int n, double bytes);
 
 }  // namespace parity::theory

@@ -8,7 +8,7 @@ import re
 from collections import OrderedDict
 
 COLLECTIVE_ORDER = ["all_reduce", "reduce", "broadcast", "all_gather", "reduce_scatter",
-                    "all_to_all"]
+                    "all_to_all", "all_to_all_v"]
 ALGORITHM_ORDER = ["native", "ring", "naive", "recursive_doubling", "rabenseifner",
                    "binomial_tree", "pairwise"]
 DTYPE_ORDER = ["float64", "float32", "float16", "bfloat16", "int32", "int64"]

@@ -31,6 +31,7 @@ void run_native(Communicator& comm, const CollectiveCall& c) {
     case Collective::all_gather: return comm.all_gather(c.send, c.recv);
     case Collective::reduce_scatter: return comm.reduce_scatter(c.send, c.recv, c.op);
     case Collective::all_to_all: return comm.all_to_all(c.send, c.recv);
+    case Collective::all_to_all_v: return comm.all_to_all_v(c.send, c.send_counts, c.recv, c.recv_counts);
   }
 }
 
@@ -83,6 +84,9 @@ std::vector<AlgorithmDescriptor> build_registry() {
                 t::ring_chunked_seconds, t::ring_chunked_bytes_per_rank, a::ring_all_gather),
       reference("pairwise", Collective::all_to_all, "n-1 pairwise exchanges, partner (step - rank) mod n",
                 t::pairwise_all_to_all_seconds, t::ring_chunked_bytes_per_rank, a::pairwise_all_to_all),
+      reference("pairwise", Collective::all_to_all_v,
+                "n-1 pairwise exchanges of per-peer blocks, partner (step - rank) mod n; empty blocks are not sent",
+                t::pairwise_all_to_all_v_seconds, t::pairwise_all_to_all_v_bytes_per_rank, a::pairwise_all_to_all_v),
   };
   // Natives first; their model is the best of their collective's reference algorithms.
   std::vector<AlgorithmDescriptor> registry;
@@ -153,7 +157,7 @@ void run_collective(Communicator& comm, const AlgorithmDescriptor& algorithm, co
                     HalfAccumulate half) {
   const bool widen = is_half(call.send.dtype) && is_reducing(call.collective) && half == HalfAccumulate::float32;
   if (algorithm.native && !widen) return algorithm.run(comm, call);  // validated and scoped by the communicator
-  validate_collective(comm, call.collective, call.send, call.recv, call.root);
+  validate_collective(comm, call.collective, call.send, call.recv, call.root, false, call.send_counts, call.recv_counts);
   Watchdog::Scope scope(comm.watchdog(), collective_operation(call.collective, call.send, call.recv, algorithm.name.c_str()));
   if (widen)
     run_widened(comm, algorithm, call);
