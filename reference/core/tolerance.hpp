@@ -112,6 +112,18 @@ inline double gradient_relative_bound(DataType storage, std::int64_t reduction_t
   return kTrainingConditioning * gamma(static_cast<int>(reduction_terms) + world, unit_roundoff(arithmetic));
 }
 
+// Expert parallelism (and its composition with data parallelism) against the single device
+// running each rank's rows as its own pass (the routing groups are the same, so the decisions
+// are identical bit for bit): an expert's weight gradient sums over rows that arrived from
+// several ranks in one product instead of pass by pass, and the shared parameters' gradients
+// are summed over the ranks. Each is one of the single-device sums in another order, the
+// longest over the tokens of the global batch, an expert's hidden width or the vocabulary:
+// training_relative_bound and gradient_relative_bound with that length.
+inline std::int64_t expert_parallel_reduction_terms(std::int64_t tokens, std::int64_t expert_hidden,
+                                                    std::int64_t vocabulary) {
+  return std::max({tokens, expert_hidden, vocabulary});
+}
+
 // One sharded layer against the same layer whole, on the same inputs in the same type: each is
 // within the single op's bound of the exact result (float32_op_relative_bound's argument, in
 // the type's unit roundoff: stages * sqrt(n) * gamma_n(u) + u), so they differ by at most twice that.

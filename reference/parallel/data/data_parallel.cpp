@@ -8,8 +8,11 @@
 namespace parity::parallel {
 
 BucketedAllReduce::BucketedAllReduce(Communicator& group, model::Model& model, const DataParallelConfig& config)
+    : BucketedAllReduce(group, model, config, model.parameters()) {}
+
+BucketedAllReduce::BucketedAllReduce(Communicator& group, model::Model& model, const DataParallelConfig& config,
+                                     std::vector<model::Parameter*> parameters)
     : config_(config), stream_(group), algorithm_(&find_algorithm(Collective::all_reduce, config.all_reduce)) {
-  std::vector<model::Parameter*> parameters = model.parameters();
   std::reverse(parameters.begin(), parameters.end());  // backward produces gradients last layer first
   std::vector<std::vector<model::Parameter*>> groups(1);
   std::size_t bytes = 0;
@@ -37,8 +40,10 @@ BucketedAllReduce::BucketedAllReduce(Communicator& group, model::Model& model, c
     }
   }
   for (model::Layer* layer : model::all_layers(model.layers())) {
-    for (model::Parameter* p : layer->own_parameters()) ++users_[p];
-    for (model::Parameter* p : layer->borrowed_parameters()) ++users_[p];
+    for (model::Parameter* p : layer->own_parameters())
+      if (bucket_of_.count(p)) ++users_[p];
+    for (model::Parameter* p : layer->borrowed_parameters())
+      if (bucket_of_.count(p)) ++users_[p];
   }
 }
 

@@ -20,6 +20,10 @@ class BucketedAllReduce : public GradientSync {
   // Points every parameter's gradient into its bucket (call before the optimizer step holds
   // the gradients). `group`: the data-parallel ranks.
   BucketedAllReduce(Communicator& group, model::Model& model, const DataParallelConfig& config);
+  // Only `parameters` (in model order), the others left to another part (expert parallelism's
+  // experts, reduced over fewer ranks).
+  BucketedAllReduce(Communicator& group, model::Model& model, const DataParallelConfig& config,
+                    std::vector<model::Parameter*> parameters);
   std::string describe() const override;
   std::vector<CommStream*> streams() override { return {&stream_}; }
   void on_layer(model::Layer& layer, model::HookPoint point, const model::PassContext& context) override;

@@ -1,0 +1,246 @@
+// Mixture-of-experts conformance cases (see moe.hpp).
+#include "correctness/cases/moe.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <memory>
+
+#include "correctness/cases/compare.hpp"
+#include "reference/core/error.hpp"
+#include "reference/core/tolerance.hpp"
+#include "reference/parallel/expert/expert_parallel.hpp"
+#include "reference/theory/moe.hpp"
+
+namespace parity::cases {
+namespace {
+
+using parallel::Axis;
+
+DataType model_type(const MoeCase& c) { return c.precision == "float64" ? DataType::float64 : DataType::float32; }
+
+std::unique_ptr<model::Optimizer> make_optimizer(const MoeCase& c) {
+  return std::make_unique<model::AdamW>(model::AdamWConfig{1e-2, 0.9, 0.999, 1e-8, 0.01}, model_type(c));
+}
+
+// A pass's decisions: its assignments' tokens, then their experts, then the dropped count.
+std::vector<std::int64_t> decisions_of(const model::MoePassStats& s) {
+  std::vector<std::int64_t> d = s.token;
+  d.insert(d.end(), s.expert.begin(), s.expert.end());
+  d.push_back(s.dropped);
+  return d;
+}
+
+// One device running each data-parallel rank's rows as its own pass, as the routing groups of
+// the parallel run are: every step's loss, each pass's decisions [step][rank], the parameters
+// and state after the last step, and where they started.
+struct Reference {
+  std::vector<double> losses;
+  std::vector<std::vector<std::vector<std::int64_t>>> decisions;
+  std::int64_t dropped = 0;
+  parallel::ParameterValues values, origin;
+};
+Reference single_device(const MoeCase& c, const model::GptConfig& config, std::int64_t rows, int data_ranks) {
+  auto m = model::build_gpt(config);
+  auto optimizer = make_optimizer(c);
+  model::MixtureOfExperts& moe = *model::moe_layers(*m).at(0);
+  Reference r;
+  r.origin = values_of(*m, optimizer.get());
+  const parallel::BatchSource source = parallel::batches_of(config);
+  for (int step = 0; step < c.steps; ++step) {
+    m->zero_grad();
+    double loss = 0;
+    for (int rank = 0; rank < data_ranks; ++rank) {
+      const parallel::RowRange shard = parallel::batch_shard(rows, rank, data_ranks);
+      model::PassContext context{static_cast<std::uint64_t>(step), rank, true, shard.first};
+      context.global_rows = rows;
+      loss += m->forward_backward(source(static_cast<std::uint64_t>(step), shard.first, shard.rows, rows), context);
+    }
+    optimizer->step(m->parameters());
+    r.losses.push_back(loss);
+    auto& step_decisions = r.decisions.emplace_back();
+    for (const model::MoePassStats& s : moe.statistics()) {
+      step_decisions.push_back(decisions_of(s));
+      r.dropped += s.dropped;
+    }
+    moe.clear_statistics();
+  }
+  r.values = values_of(*m, optimizer.get());
+  return r;
+}
+
+std::string cf_text(double cf) {
+  if (std::isinf(cf)) return "inf";
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", cf);
+  return text;
+}
+
+}  // namespace
+
+model::GptConfig moe_case_model(const MoeCase& c) {
+  model::GptConfig g;
+  g.vocabulary = 32;
+  g.layers = 2;
+  g.hidden = 16;
+  g.heads = 2;
+  g.sequence = 8;
+  g.dropout = 0.1;
+  g.dtype = model_type(c);
+  g.seed = 2718;
+  g.moe.layers = model::every_kth_block(2, g.layers);  // block 1
+  g.moe.experts = c.experts;
+  g.moe.top_k = c.top_k;
+  g.moe.capacity_factor = c.capacity_factor;
+  g.moe.router = c.router;
+  g.moe.expert_hidden = 24;
+  g.moe.bias_update_rate = 1e-2;  // large enough to change decisions within the steps
+  return g;
+}
+
+std::string MoeCase::name() const {
+  std::string text = "moe/ep" + std::to_string(ep) + "/E" + std::to_string(experts);
+  if (router != "expert_choice") text += "/k" + std::to_string(top_k);
+  text += "/cf" + cf_text(capacity_factor) + "/" + router + "/" + precision;
+  if (all_to_all != "native") text += "/" + all_to_all;
+  return text;
+}
+
+std::vector<MoeCase> moe_grid(int world_size) {
+  struct Shape {
+    int experts, k;
+    double cf;
+    const char* router;
+    const char* precision;
+  };
+  const double inf = std::numeric_limits<double>::infinity();
+  const Shape shapes[] = {{4, 2, 1.25, "top_k", "float64"},         {8, 1, 1.0, "top_k", "float32"},
+                          {4, 2, inf, "top_k", "float32"},           {8, 2, 1.0, "expert_choice", "float64"},
+                          {4, 1, 1.25, "aux_free", "float64"},       {8, 2, inf, "aux_free", "float32"}};
+  std::vector<MoeCase> out;
+  for (int ep : {1, 2, 4}) {
+    if (world_size % ep != 0) continue;
+    for (const Shape& s : shapes) {
+      MoeCase c;
+      c.ep = ep;
+      c.experts = s.experts;
+      c.top_k = s.k;
+      c.capacity_factor = s.cf;
+      c.router = s.router;
+      c.precision = s.precision;
+      out.push_back(c);
+    }
+    if (ep > 1) {  // the reference all-to-all-v on point-to-point, once per ep
+      MoeCase c;
+      c.ep = ep;
+      c.all_to_all = "pairwise";
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+MoeResult run_moe_case(Communicator& comm, const MoeCase& c) {
+  const int n = comm.size();
+  MoeResult r;
+  if (n % c.ep != 0)
+    throw UsageError(c.name() + ": an expert-parallel size of " + std::to_string(c.ep) + " does not divide " +
+                     std::to_string(n) + " ranks");
+  const model::GptConfig config = moe_case_model(c);
+  config.validate();
+  parallel::validate_expert_parallel(config, c.ep);
+  parallel::GridSpec spec;
+  spec.set(Axis::ep, c.ep).set(Axis::dp, n / c.ep);
+  parallel::Grid grid(comm, spec);
+  Communicator& data = grid.group(parallel::AxisSet{Axis::ep, Axis::dp});
+  Communicator& ep_group = grid.group(Axis::ep);
+  const std::int64_t rows = 2 * data.size() + 1;  // uneven shards
+  const Reference reference = single_device(c, config, rows, data.size());
+  const std::int64_t terms =
+      tolerance::expert_parallel_reduction_terms(rows * config.sequence, config.moe.expert_hidden, config.vocabulary);
+  r.bound = tolerance::training_relative_bound(config.dtype, terms, n, c.steps);
+  r.loss_bound = tolerance::gradient_relative_bound(config.dtype, terms, n);
+  std::string failures;
+
+  parallel::ExpertParallelConfig ec;
+  ec.all_to_all = c.all_to_all;
+  if (c.fault == "wrong_rank") ec.fault = c.fault;
+  parallel::ExpertParallel ep(ep_group, ec);
+  auto m = parallel::build_expert_parallel_gpt(config, ep, model::parse_moe_fault(c.fault == "wrong_rank" ? "" : c.fault));
+  m->to(comm.memory_space());
+  model::MixtureOfExperts& moe = *model::moe_layers(*m).at(0);
+  auto optimizer = make_optimizer(c);
+  parallel::DataParallelConfig dc;
+  dc.global_batch = rows;
+  dc.bucket_bytes = 2048;
+  auto trainer = parallel::make_expert_parallel_trainer(grid, *m, *optimizer, dc);
+  const parallel::BatchSource source = parallel::batches_of(config);
+  std::string decisions_differ;
+  model::MoePassStats last;
+  for (int step = 0; step < c.steps; ++step) {
+    if (step + 1 == c.steps) ep.reset_traffic();
+    const double loss = trainer->step(source, static_cast<std::uint64_t>(step)).loss;
+    const double want = reference.losses[static_cast<std::size_t>(step)];
+    r.loss_error = std::max(r.loss_error, std::abs(loss - want) / std::abs(want));
+    const model::MoePassStats& s = moe.statistics().at(0);
+    const std::vector<std::int64_t> mine = decisions_of(s);
+    r.decisions += static_cast<std::int64_t>(s.token.size());
+    if (mine != reference.decisions[static_cast<std::size_t>(step)][static_cast<std::size_t>(data.rank())] &&
+        decisions_differ.empty())
+      decisions_differ = "step " + std::to_string(step);
+    last = s;
+    moe.clear_statistics();
+  }
+  r.dropped = reference.dropped;
+  if (max_over_ranks(comm, decisions_differ.empty() ? 0 : 1) > 0)
+    failures += "routing decisions differ from the single device" +
+                (decisions_differ.empty() ? std::string(" on another rank") : " (" + decisions_differ + ")") + "; ";
+  if (!(r.loss_error <= r.loss_bound)) failures += "a step's loss differs by " + format(r.loss_error) + "; ";
+
+  std::vector<std::string> disagreeing;
+  const parallel::ParameterValues values =
+      parallel::gather_expert_parallel(trainer->gathered(false), config, ep_group, &disagreeing);
+  const Difference d = compare(values, reference.values, reference.origin);
+  r.error = std::max(d.parameters, d.state);
+  r.compared = "loss " + format(r.loss_error) + ", parameters " + format(d.parameters) + ", state " + format(d.state);
+  if (!(d.parameters <= r.bound && d.state <= r.bound))
+    failures += "parameters or state differ beyond " + format(r.bound) + " (largest at " + d.where + "); ";
+  if (!disagreeing.empty()) failures += "shared parameters differ between ep ranks (" + disagreeing.front() + "); ";
+
+  // The last step's all-to-all bytes against the formula from the routing counts.
+  const double e = static_cast<double>(size_of(config.dtype));
+  std::vector<std::int64_t> admitted(static_cast<std::size_t>(c.experts * ep_group.size()));
+  ep_group.all_gather({last.admitted.data(), last.admitted.size(), DataType::int64, MemorySpace::host},
+                      {admitted.data(), admitted.size(), DataType::int64, MemorySpace::host});
+  const int per_rank = c.experts / ep_group.size();
+  std::int64_t received = 0;
+  for (int s = 0; s < ep_group.size(); ++s)
+    for (int i = 0; i < per_rank; ++i)
+      if (s != ep_group.rank())
+        received += admitted[static_cast<std::size_t>(s * c.experts + ep_group.rank() * per_rank + i)];
+  const parallel::ExpertTraffic measured = ep.traffic()["blocks." + std::to_string(config.moe.layers.at(0))];
+  r.dispatch_bytes = measured.dispatch;
+  r.dispatch_formula = theory::moe_dispatch_bytes(last.admitted, ep_group.size(), ep_group.rank(), config.hidden, e);
+  const double combine = theory::moe_combine_bytes(received, config.hidden, e);
+  std::string wrong;
+  if (std::llround(measured.dispatch) != std::llround(r.dispatch_formula))
+    wrong += "dispatch " + format(measured.dispatch) + " (formula " + format(r.dispatch_formula) + ") ";
+  if (std::llround(measured.combine) != std::llround(combine))
+    wrong += "combine " + format(measured.combine) + " (formula " + format(combine) + ") ";
+  if (std::llround(measured.backward) != std::llround(r.dispatch_formula + combine))
+    wrong += "backward " + format(measured.backward) + " (formula " + format(r.dispatch_formula + combine) + ") ";
+  if (max_over_ranks(comm, wrong.empty() ? 0 : 1) > 0)
+    failures += "all-to-all bytes differ from the formula" + (wrong.empty() ? std::string(" on another rank") : ": " + wrong) + "; ";
+  r.dispatch_bytes = max_over_ranks(comm, r.dispatch_bytes);
+  r.dispatch_formula = max_over_ranks(comm, r.dispatch_formula);
+
+  const bool failed_here = !failures.empty();
+  r.passed = max_over_ranks(comm, failed_here ? 1 : 0) == 0;
+  r.error = max_over_ranks(comm, r.error);
+  r.loss_error = max_over_ranks(comm, r.loss_error);
+  r.decisions = static_cast<std::int64_t>(sum_over_ranks(comm, static_cast<double>(r.decisions)));
+  r.message = r.passed ? r.compared : (failed_here ? failures : std::string("failed on another rank; ")) + r.compared;
+  return r;
+}
+
+}  // namespace parity::cases

@@ -1,0 +1,73 @@
+// Mixture of experts and expert parallelism under GoogleTest at the world size mpirun gives:
+// every case of cases::moe_grid (suite "moe", as `parity check` names them), each deliberate
+// fault shown to fail its case, and expert-parallel sizes that do not divide the experts refused.
+#include <cstdio>
+#include <cstdlib>
+
+#include "correctness/cases/moe.hpp"
+#include "correctness/mpi_test.hpp"
+#include "reference/core/error.hpp"
+#include "reference/parallel/expert/expert_parallel.hpp"
+
+namespace parity::test {
+namespace {
+
+class MoeCaseTest : public MpiTest {
+ public:
+  explicit MoeCaseTest(cases::MoeCase c) : case_(std::move(c)) {}
+  void TestBody() override {
+    const cases::MoeResult r = cases::run_moe_case(comm(), case_);
+    if (comm().rank() == 0 && std::getenv("PARITY_VERBOSE"))
+      std::printf("%s: error %.3g bound %.3g loss %.3g/%.3g decisions %lld dropped %lld dispatch %.0f/%.0f | %s\n",
+                  case_.name().c_str(), r.error, r.bound, r.loss_error, r.loss_bound,
+                  static_cast<long long>(r.decisions), static_cast<long long>(r.dropped), r.dispatch_bytes,
+                  r.dispatch_formula, r.message.c_str());
+    EXPECT_TRUE(r.passed) << case_.name() << ": " << r.message;
+  }
+
+ private:
+  cases::MoeCase case_;
+};
+
+void register_grid(Communicator& comm) {
+  for (const auto& c : cases::moe_grid(comm.size()))
+    ::testing::RegisterTest("moe", c.name().c_str(), nullptr, nullptr, __FILE__, __LINE__,
+                            [c]() -> MpiTest* { return new MoeCaseTest(c); });
+}
+const bool registered = add_registrar(register_grid);
+
+class MoeFaults : public MpiTest {};
+
+// Each fault must fail its case: a token sent to the wrong rank, a gate not renormalised, a
+// dropped token not left to the residual alone.
+TEST_F(MoeFaults, AreCaught) {
+  struct Fault {
+    const char* name;
+    int min_ep;
+  };
+  for (const Fault& f : {Fault{"wrong_rank", 2}, Fault{"no_renormalise", 1}, Fault{"drop_residual", 1}}) {
+    cases::MoeCase c;
+    c.ep = comm().size() % 2 == 0 ? 2 : 1;
+    if (c.ep < f.min_ep) continue;
+    c.capacity_factor = 0.5;  // tokens are dropped
+    c.fault = f.name;
+    const cases::MoeResult r = cases::run_moe_case(comm(), c);
+    EXPECT_FALSE(r.passed) << f.name << " passed: " << r.message;
+  }
+}
+
+TEST_F(MoeFaults, ExpertsNotDividingOverEpAreRefused) {
+  cases::MoeCase c;
+  c.ep = 3;
+  c.experts = 4;
+  model::GptConfig config = cases::moe_case_model(c);
+  try {
+    parallel::validate_expert_parallel(config, 3);
+    ADD_FAILURE() << "4 experts over 3 ranks accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("do not divide"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace parity::test

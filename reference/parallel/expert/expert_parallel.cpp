@@ -1,0 +1,374 @@
+// Expert parallelism: the all-to-all exchange, the model, the trainer and the gathering of the
+// whole parameters (see expert_parallel.hpp).
+#include "reference/parallel/expert/expert_parallel.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+#include "reference/core/error.hpp"
+#include "reference/parallel/data/data_parallel.hpp"
+
+namespace parity::parallel {
+
+// Layout of one pass: rows this rank sends to each rank, and rows it receives from each rank for
+// each local expert ([source][local expert]).
+class ExpertParallel::Exchange : public model::ExpertExchange {
+ public:
+  Exchange(Communicator& group, int experts, const AlgorithmDescriptor& algorithm, bool wrong_rank)
+      : group_(group), experts_(experts), algorithm_(algorithm), wrong_rank_(wrong_rank) {}
+  int ranks() const override { return group_.size(); }
+  int rank() const override { return group_.rank(); }
+  ExpertTraffic traffic;
+
+  model::ExpertRows dispatch(const Tensor& rows, const std::vector<std::int64_t>& per_expert,
+                             const model::PassContext& context) override {
+    const int n = ranks(), local = experts_ / n;
+    // The counts first: block for rank o holds the rows of its experts (o's block goes to
+    // o + 1 under the wrong_rank fault).
+    std::vector<std::int64_t> send(static_cast<std::size_t>(experts_)), received(static_cast<std::size_t>(experts_));
+    for (int o = 0; o < n; ++o)
+      for (int i = 0; i < local; ++i)
+        send[static_cast<std::size_t>(destination(o) * local + i)] = per_expert[static_cast<std::size_t>(o * local + i)];
+    group_.all_to_all({send.data(), send.size(), DataType::int64, MemorySpace::host},
+                      {received.data(), received.size(), DataType::int64, MemorySpace::host});
+    Layout layout;
+    layout.sent.assign(static_cast<std::size_t>(n), 0);
+    for (int o = 0; o < n; ++o)
+      for (int i = 0; i < local; ++i)
+        layout.sent[static_cast<std::size_t>(destination(o))] += per_expert[static_cast<std::size_t>(o * local + i)];
+    layout.received = received;  // [source][local expert]
+    layouts_[key(context)] = layout;
+    return to_experts(rows, layout, context, true);
+  }
+
+  Tensor combine(const Tensor& rows, const model::PassContext& context) override {
+    Tensor out = to_tokens(rows, layouts_.at(key(context)), true);
+    if (!context.training) layouts_.erase(key(context));
+    return out;
+  }
+
+  model::ExpertRows combine_backward(const Tensor& drows, const model::PassContext& context) override {
+    return to_experts(drows, layouts_.at(key(context)), context, false);
+  }
+
+  Tensor dispatch_backward(const Tensor& drows, const model::PassContext& context) override {
+    Tensor out = to_tokens(drows, layouts_.at(key(context)), false);
+    layouts_.erase(key(context));
+    return out;
+  }
+
+ private:
+  struct Layout {
+    std::vector<std::int64_t> sent;      // rows to each rank
+    std::vector<std::int64_t> received;  // [source][local expert]
+  };
+  static std::pair<std::uint64_t, int> key(const model::PassContext& c) { return {c.step, c.micro_batch}; }
+  int destination(int owner) const { return wrong_rank_ ? (owner + 1) % ranks() : owner; }
+
+  // One all-to-all-v of rows [.., C]; counts in rows per peer. Returns the received rows
+  // (undefined when none arrive).
+  Tensor transfer(const Tensor& rows, std::int64_t C, DataType dtype, const std::vector<std::int64_t>& send_rows,
+                  const std::vector<std::int64_t>& receive_rows, double& bytes) {
+    std::vector<std::size_t> send_counts, receive_counts;
+    for (std::int64_t r : send_rows) send_counts.push_back(static_cast<std::size_t>(r * C));
+    for (std::int64_t r : receive_rows) receive_counts.push_back(static_cast<std::size_t>(r * C));
+    const std::size_t total = std::accumulate(receive_counts.begin(), receive_counts.end(), std::size_t{0});
+    Tensor out;
+    if (total > 0)
+      out = Tensor::empty("expert_parallel.rows", {static_cast<std::int64_t>(total) / C, C}, dtype,
+                          MemoryCategory::activations, rows.defined() ? rows.space() : group_.memory_space());
+    CollectiveCall call;
+    call.collective = Collective::all_to_all_v;
+    call.send = rows.defined() ? rows.view() : BufferView{nullptr, 0, dtype, group_.memory_space()};
+    call.recv = out.defined() ? out.view() : BufferView{nullptr, 0, dtype, call.send.space};
+    call.send_counts = send_counts;
+    call.recv_counts = receive_counts;
+    run_collective(group_, algorithm_, call);
+    for (int p = 0; p < ranks(); ++p)
+      if (p != rank()) bytes += static_cast<double>(send_counts[static_cast<std::size_t>(p)] * size_of(dtype));
+    return out;
+  }
+
+  // Tokens' side [A, C] (expert-major over every expert) -> this rank's experts, expert-major.
+  model::ExpertRows to_experts(const Tensor& rows, const Layout& layout, const model::PassContext& context,
+                               bool forward) {
+    (void)context;
+    const int n = ranks(), local = experts_ / n;
+    const std::int64_t C = rows.dim(-1);
+    std::vector<std::int64_t> from(static_cast<std::size_t>(n), 0);
+    for (int s = 0; s < n; ++s)
+      for (int i = 0; i < local; ++i) from[static_cast<std::size_t>(s)] += layout.received[static_cast<std::size_t>(s * local + i)];
+    double& bytes = forward ? traffic.dispatch : traffic.backward;
+    const Tensor arrived = transfer(send_order(rows, layout, C), C, rows.dtype(), layout.sent, from, bytes);
+    model::ExpertRows out;
+    out.per_expert.assign(static_cast<std::size_t>(local), 0);
+    for (int s = 0; s < n; ++s)
+      for (int i = 0; i < local; ++i) out.per_expert[static_cast<std::size_t>(i)] += layout.received[static_cast<std::size_t>(s * local + i)];
+    if (!arrived.defined()) return out;
+    // Source-major [s][i] -> expert-major [i][s].
+    out.rows = Tensor::empty("expert_parallel.expert_rows", arrived.shape(), arrived.dtype(), MemoryCategory::activations,
+                             arrived.space());
+    std::int64_t at = 0;
+    for (int i = 0; i < local; ++i)
+      for (int s = 0; s < n; ++s) {
+        const std::int64_t r = layout.received[static_cast<std::size_t>(s * local + i)];
+        if (r == 0) continue;
+        Tensor destination = out.rows.segment(out.rows.name(), at * C, {r, C});
+        copy_into(destination, arrived.segment(arrived.name(), source_offset(layout, s, i) * C, {r, C}));
+        at += r;
+      }
+    return out;
+  }
+
+  // This rank's experts' rows (expert-major) -> the tokens' ranks, [A, C] in dispatch order.
+  Tensor to_tokens(const Tensor& rows, const Layout& layout, bool forward) {
+    const int n = ranks(), local = experts_ / n;
+    std::vector<std::int64_t> back(static_cast<std::size_t>(n), 0);
+    for (int s = 0; s < n; ++s)
+      for (int i = 0; i < local; ++i) back[static_cast<std::size_t>(s)] += layout.received[static_cast<std::size_t>(s * local + i)];
+    Tensor source_major;
+    std::int64_t C = 0;
+    DataType dtype = DataType::float32;
+    if (rows.defined()) {
+      C = rows.dim(-1);
+      dtype = rows.dtype();
+      source_major = Tensor::empty("expert_parallel.returning", rows.shape(), dtype, MemoryCategory::activations, rows.space());
+      std::int64_t at = 0;
+      for (int i = 0; i < local; ++i)
+        for (int s = 0; s < n; ++s) {
+          const std::int64_t r = layout.received[static_cast<std::size_t>(s * local + i)];
+          if (r == 0) continue;
+          Tensor destination = source_major.segment(source_major.name(), source_offset(layout, s, i) * C, {r, C});
+          copy_into(destination, rows.segment(rows.name(), at * C, {r, C}));
+          at += r;
+        }
+    }
+    // C and the type when this rank's experts got no rows: the tokens' side knows them.
+    C = channels_;
+    dtype = dtype_;
+    double& bytes = forward ? traffic.combine : traffic.backward;
+    Tensor arrived = transfer(source_major, C, dtype, back, layout.sent, bytes);
+    return unsend_order(arrived, layout, C);
+  }
+
+  // Row offset of block (source s, local expert i) in the source-major received buffer.
+  std::int64_t source_offset(const Layout& layout, int s, int i) const {
+    const int local = experts_ / ranks();
+    std::int64_t offset = 0;
+    for (int t = 0; t < s * local + i; ++t) offset += layout.received[static_cast<std::size_t>(t)];
+    return offset;
+  }
+
+  // The tokens' rows are expert-major over every expert, so the blocks for ranks 0..n-1 are in
+  // rank order already, except under the wrong_rank fault, which rotates them by one rank.
+  Tensor send_order(const Tensor& rows, const Layout& layout, std::int64_t C) {
+    channels_ = C;
+    dtype_ = rows.dtype();
+    if (!wrong_rank_ || ranks() == 1) return rows;
+    return rotate(rows, layout, C, true);
+  }
+  Tensor unsend_order(const Tensor& rows, const Layout& layout, std::int64_t C) {
+    if (!wrong_rank_ || ranks() == 1 || !rows.defined()) return rows;
+    return rotate(rows, layout, C, false);
+  }
+  // Owner o's block placed at rank (o + 1)'s position (forward), or back.
+  Tensor rotate(const Tensor& rows, const Layout& layout, std::int64_t C, bool forward) {
+    const int n = ranks();
+    Tensor out = Tensor::empty(rows.name() + ".rotated", rows.shape(), rows.dtype(), MemoryCategory::activations, rows.space());
+    std::vector<std::int64_t> owner_rows(static_cast<std::size_t>(n));
+    for (int o = 0; o < n; ++o) owner_rows[static_cast<std::size_t>(o)] = layout.sent[static_cast<std::size_t>(destination(o))];
+    std::vector<std::int64_t> owner_at(static_cast<std::size_t>(n + 1), 0), dest_at(static_cast<std::size_t>(n + 1), 0);
+    for (int o = 0; o < n; ++o) owner_at[static_cast<std::size_t>(o + 1)] = owner_at[static_cast<std::size_t>(o)] + owner_rows[static_cast<std::size_t>(o)];
+    for (int d = 0; d < n; ++d) dest_at[static_cast<std::size_t>(d + 1)] = dest_at[static_cast<std::size_t>(d)] + layout.sent[static_cast<std::size_t>(d)];
+    for (int o = 0; o < n; ++o) {
+      const std::int64_t r = owner_rows[static_cast<std::size_t>(o)];
+      if (r == 0) continue;
+      const std::int64_t a = owner_at[static_cast<std::size_t>(o)] * C, b = dest_at[static_cast<std::size_t>(destination(o))] * C;
+      Tensor destination_rows = out.segment(out.name(), forward ? b : a, {r, C});
+      copy_into(destination_rows, rows.segment(rows.name(), forward ? a : b, {r, C}));
+    }
+    return out;
+  }
+
+  Communicator& group_;
+  int experts_;
+  const AlgorithmDescriptor& algorithm_;
+  bool wrong_rank_;
+  std::int64_t channels_ = 0;
+  DataType dtype_ = DataType::float32;
+  std::map<std::pair<std::uint64_t, int>, Layout> layouts_;
+};
+
+namespace {
+// The experts' gradients: zeroed at the start of every step (no data-parallel bucket holds
+// them) and summed over the dp ranks that hold the same experts after the last backward.
+class ExpertGradientSync : public GradientSync {
+ public:
+  ExpertGradientSync(Communicator& dp, std::vector<model::Parameter*> experts, const std::string& algorithm)
+      : dp_(dp), experts_(std::move(experts)), algorithm_(&find_algorithm(Collective::all_reduce, algorithm)) {}
+  std::string describe() const override {
+    return std::to_string(experts_.size()) + " expert parameters' gradients all-reduced (" + algorithm_->name +
+           ") over the " + std::to_string(dp_.size()) + " dp ranks holding them";
+  }
+  std::vector<Communicator*> communicators() override { return {&dp_}; }
+  void begin_step() override {
+    for (model::Parameter* p : experts_) p->gradient().zero();
+  }
+  void finish() override {
+    if (dp_.size() == 1) return;
+    const auto start = std::chrono::steady_clock::now();
+    for (model::Parameter* p : experts_) {
+      CollectiveCall call;
+      call.send = call.recv = p->gradient().view();
+      run_collective(dp_, *algorithm_, call, kHalfReduction);
+    }
+    exposed_seconds += seconds_since(start);
+  }
+
+ private:
+  Communicator& dp_;
+  std::vector<model::Parameter*> experts_;
+  const AlgorithmDescriptor* algorithm_;
+};
+}  // namespace
+
+ExpertParallel::ExpertParallel(Communicator& group, ExpertParallelConfig config)
+    : group_(group), config_(std::move(config)),
+      algorithm_(&find_algorithm(Collective::all_to_all_v, config_.all_to_all)) {
+  if (!config_.fault.empty() && config_.fault != "wrong_rank")
+    throw UsageError("unknown expert-parallel fault '" + config_.fault + "' (known: wrong_rank)");
+}
+
+model::MoeBuild ExpertParallel::build(int experts, model::MoeFaults faults) {
+  experts_ = experts;
+  model::MoeBuild b;
+  b.faults = faults;
+  b.exchange = [this](int block) -> std::shared_ptr<model::ExpertExchange> {
+    auto& slot = exchanges_[block];
+    if (!slot) slot = std::make_shared<Exchange>(group_, experts_, *algorithm_, config_.fault == "wrong_rank");
+    return slot;
+  };
+  return b;
+}
+
+std::map<std::string, ExpertTraffic> ExpertParallel::traffic() const {
+  std::map<std::string, ExpertTraffic> out;
+  for (const auto& [block, exchange] : exchanges_) out["blocks." + std::to_string(block)] = exchange->traffic;
+  return out;
+}
+
+void ExpertParallel::reset_traffic() {
+  for (auto& [block, exchange] : exchanges_) exchange->traffic = {};
+}
+
+void validate_expert_parallel(const model::GptConfig& config, int ep) {
+  if (ep < 1) throw UsageError("expert parallelism over " + std::to_string(ep) + " ranks: must be 1 or more");
+  if (!config.moe.enabled() && ep > 1)
+    throw UsageError("expert parallelism over " + std::to_string(ep) + " ranks needs MoE layers (none in " +
+                     config.describe() + ")");
+  if (config.moe.enabled() && config.moe.experts % ep != 0)
+    throw UsageError(std::to_string(config.moe.experts) + " experts do not divide over " + std::to_string(ep) +
+                     " expert-parallel ranks (E must be a multiple of ep)");
+}
+
+std::unique_ptr<model::Model> build_expert_parallel_gpt(const model::GptConfig& config, ExpertParallel& ep,
+                                                        model::MoeFaults faults) {
+  validate_expert_parallel(config, ep.size());
+  return model::build_gpt(config, {model::LayerRange{}}, ep.build(config.moe.experts, faults));
+}
+
+std::unique_ptr<Trainer> make_expert_parallel_trainer(Grid& grid, model::Model& model, const model::Optimizer& optimizer,
+                                                      const DataParallelConfig& config) {
+  Communicator& data = grid.group(AxisSet{Axis::ep, Axis::dp});
+  Communicator& dp = grid.group(Axis::dp);
+  const DataParallelConfig checked = checked_config(config, data.size(), model, optimizer);
+  if (checked.zero_stage != 0)
+    throw UsageError("expert parallelism composes with plain data parallelism (ZeRO stage 0) only, not stage " +
+                     std::to_string(checked.zero_stage));
+  std::vector<model::Parameter*> experts, shared;
+  for (model::MixtureOfExperts* moe : model::moe_layers(model)) {
+    auto more = moe->expert_parameters();
+    experts.insert(experts.end(), more.begin(), more.end());
+    // The aux-free routers' bias moves with the load of every token of the step.
+    moe->set_load_reduction([&data](std::vector<double>& load) {
+      data.all_reduce({load.data(), load.size(), DataType::float64, MemorySpace::host},
+                      {load.data(), load.size(), DataType::float64, MemorySpace::host}, ReduceOp::sum);
+    });
+  }
+  for (model::Parameter* p : model.parameters())
+    if (std::find(experts.begin(), experts.end(), p) == experts.end()) shared.push_back(p);
+  StepParts parts;
+  parts.schedule = std::make_unique<SequentialSchedule>();
+  parts.syncs.push_back(std::make_unique<BucketedAllReduce>(data, model, checked, shared));
+  parts.syncs.push_back(std::make_unique<ExpertGradientSync>(dp, experts, checked.all_reduce));
+  parts.optimizer = std::make_unique<ReplicatedOptimizer>(model, optimizer, checked.precision);
+  return std::make_unique<Trainer>(model, data, checked.global_batch, checked.micro_batches, std::move(parts));
+}
+
+ParameterValues gather_expert_parallel(const ParameterValues& local, const model::GptConfig& config, Communicator& ep,
+                                       std::vector<std::string>* disagreeing) {
+  // Every rank knows every parameter's name and size from the single-device model.
+  const auto whole_model = model::build_gpt(config);
+  const std::vector<model::Parameter*> whole = whole_model->parameters();
+  const int n = ep.size(), per_rank = config.moe.enabled() ? config.moe.experts / n : 0;
+  const std::size_t states = local.state.empty() ? 0 : local.state.front().size();
+  std::map<std::string, std::size_t> mine;
+  for (std::size_t i = 0; i < local.names.size(); ++i) mine[local.names[i]] = i;
+  // The expert a parameter belongs to ("blocks.1.mlp.experts.5.fc.weight" -> 5), or -1.
+  const auto expert_of = [](const std::string& name) {
+    const std::string marker = ".experts.";
+    const auto at = name.find(marker);
+    return at == std::string::npos ? -1 : std::stoi(name.substr(at + marker.size()));
+  };
+  ParameterValues out;
+  out.names.resize(whole.size());
+  out.values.resize(whole.size());
+  out.state.resize(whole.size());
+  for (int owner = 0; owner < n; ++owner) {
+    std::vector<double> packed;
+    std::vector<std::size_t> members;
+    for (std::size_t w = 0; w < whole.size(); ++w) {
+      const int e = expert_of(whole[w]->name);
+      if (e < 0 || e / std::max(per_rank, 1) != owner) continue;
+      members.push_back(w);
+      if (owner == ep.rank()) {
+        const std::size_t i = mine.at(whole[w]->name);
+        packed.insert(packed.end(), local.values[i].begin(), local.values[i].end());
+        if (i < local.state.size())
+          for (const auto& s : local.state[i]) packed.insert(packed.end(), s.begin(), s.end());
+      }
+    }
+    std::size_t total = 0;
+    for (std::size_t w : members) total += static_cast<std::size_t>(whole[w]->value.numel()) * (1 + states);
+    packed.resize(total);
+    const BufferView view{packed.data(), packed.size(), DataType::float64, MemorySpace::host};
+    if (n > 1) ep.broadcast(view, view, owner);
+    std::size_t at = 0;
+    for (std::size_t w : members) {
+      const auto count = static_cast<std::size_t>(whole[w]->value.numel());
+      out.names[w] = whole[w]->name;
+      out.values[w].assign(packed.begin() + static_cast<std::ptrdiff_t>(at), packed.begin() + static_cast<std::ptrdiff_t>(at + count));
+      at += count;
+      out.state[w].resize(states);
+      for (std::size_t s = 0; s < states; ++s) {
+        out.state[w][s].assign(packed.begin() + static_cast<std::ptrdiff_t>(at), packed.begin() + static_cast<std::ptrdiff_t>(at + count));
+        at += count;
+      }
+    }
+  }
+  // Shared parameters: this rank's copy, which every ep rank must hold bit for bit.
+  for (std::size_t w = 0; w < whole.size(); ++w) {
+    if (expert_of(whole[w]->name) >= 0) continue;
+    const std::size_t i = mine.at(whole[w]->name);
+    out.names[w] = local.names[i];
+    out.values[w] = local.values[i];
+    if (i < local.state.size()) out.state[w] = local.state[i];
+    std::vector<double> first = local.values[i];
+    const BufferView view{first.data(), first.size(), DataType::float64, MemorySpace::host};
+    if (n > 1) ep.broadcast(view, view, 0);
+    if (disagreeing && first != local.values[i]) disagreeing->push_back(whole[w]->name);
+  }
+  return out;
+}
+
+}  // namespace parity::parallel
