@@ -18,6 +18,11 @@ Tensor tensor_of(const std::string& name, const std::vector<double>& values, Sha
   return space == MemorySpace::host ? typed : typed.to(space, name, MemoryCategory::activations);
 }
 
+// The weight of a pass's own losses: its rows over the global batch's (1 when it is the batch).
+double pass_weight(const PassContext& context, std::int64_t rows) {
+  return context.global_rows > 0 ? static_cast<double>(rows) / static_cast<double>(context.global_rows) : 1.0;
+}
+
 std::vector<std::int64_t> offsets_of(const std::vector<std::int64_t>& counts) {
   std::vector<std::int64_t> offsets(counts.size() + 1, 0);
   for (std::size_t i = 0; i < counts.size(); ++i) offsets[i + 1] = offsets[i] + counts[i];
@@ -102,43 +107,39 @@ void MixtureOfExperts::update_bias(const PassContext& context) {
   load_step_ = context.step;
 }
 
+// Runs the forward (or, reversed, the backward) of every local expert on its block of `local`
+// (expert-major), into a tensor of the same layout; an expert without rows runs on
+// one row of zeros and its output is dropped.
+Tensor MixtureOfExperts::run_blocks(const ExpertRows& local, std::int64_t C, DataType dtype, bool backward,
+                                    const PassContext& context) {
+  const std::vector<std::int64_t> offsets = offsets_of(local.per_expert);
+  Tensor out;
+  if (local.rows.defined()) out = activation(backward ? "expert_drows" : "expert_rows", local.rows.shape(), dtype);
+  for (std::size_t j = 0; j < experts_.size(); ++j) {
+    const std::size_t i = backward ? experts_.size() - 1 - j : j;  // backward: the reverse order
+    const std::int64_t r = local.per_expert[i];
+    const Tensor in = r > 0 ? local.rows.segment(name() + ".expert_block", offsets[i] * C, {r, C})
+                            : Tensor::zeros(name() + ".idle_row", {1, C}, dtype, MemoryCategory::activations, space());
+    const Tensor result = backward ? experts_[i]->backward(in, context) : experts_[i]->forward(in, context);
+    if (r > 0) {
+      Tensor destination = out.segment(out.name(), offsets[i] * C, {r, C});
+      copy_into(destination, result);
+    }
+  }
+  return out;
+}
+
 Tensor MixtureOfExperts::run_experts(const Tensor& rows, const std::vector<std::int64_t>& per_expert,
                                      const PassContext& context) {
   const ExpertRows local = exchange_ ? exchange_->dispatch(rows, per_expert, context) : ExpertRows{rows, per_expert};
-  const std::int64_t C = rows.dim(-1);
-  const std::vector<std::int64_t> offsets = offsets_of(local.per_expert);
-  Tensor out;
-  if (local.rows.defined()) out = activation("expert_rows", local.rows.shape(), rows.dtype());
-  for (std::size_t i = 0; i < experts_.size(); ++i) {
-    const std::int64_t r = local.per_expert[i];
-    const Tensor in = r > 0 ? local.rows.segment(name() + ".expert_in", offsets[i] * C, {r, C})
-                            : Tensor::zeros(name() + ".idle_row", {1, C}, rows.dtype(), MemoryCategory::activations, space());
-    const Tensor y = experts_[i]->forward(in, context);
-    if (r > 0) {
-      Tensor destination = out.segment(out.name(), offsets[i] * C, {r, C});
-      copy_into(destination, y);
-    }
-  }
+  const Tensor out = run_blocks(local, rows.dim(-1), rows.dtype(), false, context);
   return exchange_ ? exchange_->combine(out, context) : out;
 }
 
 Tensor MixtureOfExperts::run_experts_backward(const Tensor& drows, const std::vector<std::int64_t>& per_expert,
                                               const PassContext& context) {
   const ExpertRows local = exchange_ ? exchange_->combine_backward(drows, context) : ExpertRows{drows, per_expert};
-  const std::int64_t C = drows.dim(-1);
-  const std::vector<std::int64_t> offsets = offsets_of(local.per_expert);
-  Tensor din;
-  if (local.rows.defined()) din = activation("expert_drows", local.rows.shape(), drows.dtype());
-  for (std::size_t i = experts_.size(); i-- > 0;) {
-    const std::int64_t r = local.per_expert[i];
-    const Tensor dout = r > 0 ? local.rows.segment(name() + ".expert_dout", offsets[i] * C, {r, C})
-                              : Tensor::zeros(name() + ".idle_row", {1, C}, drows.dtype(), MemoryCategory::activations, space());
-    const Tensor dx = experts_[i]->backward(dout, context);
-    if (r > 0) {
-      Tensor destination = din.segment(din.name(), offsets[i] * C, {r, C});
-      copy_into(destination, dx);
-    }
-  }
+  const Tensor din = run_blocks(local, drows.dim(-1), drows.dtype(), true, context);
   return exchange_ ? exchange_->dispatch_backward(din, context) : din;
 }
 
@@ -155,12 +156,14 @@ Tensor MixtureOfExperts::do_forward(const Tensor& x, const PassContext& context)
   const ops::Routing& routing = routed.routing;
 
   // The balancing losses, weighted by this pass's share of the global batch's rows.
-  const double weight = context.global_rows > 0 ? static_cast<double>(x.dim(0)) / static_cast<double>(context.global_rows) : 1.0;
-  const std::vector<double> logit_values = routing_logits.to_vector();
+  const double weight = pass_weight(context, x.dim(0));
   const double balancing = rule_.kind == ops::RouterKind::top_k
                                ? ops::balancing_loss(routed.probabilities, routing, config_.balance_coefficient, 1.0, nullptr)
                                : 0.0;
-  const double z = ops::router_z_loss(logit_values, N, E, config_.z_loss_coefficient, 1.0, nullptr);
+  // The z-loss reads the logits on the host: copied only when it counts.
+  const double z = config_.z_loss_coefficient > 0
+                       ? ops::router_z_loss(routing_logits.to_vector(), N, E, config_.z_loss_coefficient, 1.0, nullptr)
+                       : 0.0;
   add_auxiliary_loss(context, (balancing + z) * weight);
   if (context.training) {
     MoePassStats s;
@@ -191,8 +194,7 @@ Tensor MixtureOfExperts::do_forward(const Tensor& x, const PassContext& context)
   Tensor y = activation("combined", {N, C}, x.dtype());
   ops::combine_rows_forward(expert_out, gates, map, y);
   if (faults_.drop_residual) {
-    std::vector<std::uint8_t> routed_token(static_cast<std::size_t>(N), 0);
-    for (std::int64_t t : routing.token) routed_token[static_cast<std::size_t>(t)] = 1;
+    const std::vector<std::uint8_t> routed_token = routing.routed_tokens();
     for (std::int64_t n = 0; n < N; ++n)
       if (!routed_token[static_cast<std::size_t>(n)])
         for (std::int64_t c = 0; c < C; ++c) y.set(n * C + c, flat.at(n * C + c));
@@ -223,8 +225,7 @@ Tensor MixtureOfExperts::do_backward(const Tensor& dy_in, const PassContext& con
   Tensor dx = activation("dx", {N, C}, dy.dtype());
   ops::gather_rows_backward(drows, map, dx);
   if (faults_.drop_residual) {
-    std::vector<std::uint8_t> routed_token(static_cast<std::size_t>(N), 0);
-    for (std::int64_t t : routing.token) routed_token[static_cast<std::size_t>(t)] = 1;
+    const std::vector<std::uint8_t> routed_token = routing.routed_tokens();
     for (std::int64_t n = 0; n < N; ++n)
       if (!routed_token[static_cast<std::size_t>(n)])
         for (std::int64_t c = 0; c < C; ++c) dx.set(n * C + c, dx.at(n * C + c) + dy.at(n * C + c));
@@ -232,7 +233,7 @@ Tensor MixtureOfExperts::do_backward(const Tensor& dy_in, const PassContext& con
   if (shared_) ops::accumulate(dx, shared_->backward(dy, context));
 
   // Router: the gates' gradient through the renormalisation, the balancing losses', the softmax.
-  const double weight = context.global_rows > 0 ? static_cast<double>(dy_in.dim(0)) / static_cast<double>(context.global_rows) : 1.0;
+  const double weight = pass_weight(context, dy_in.dim(0));
   std::vector<double> dprobabilities(static_cast<std::size_t>(N * E), 0.0);
   ops::routing_gates_backward(dgates.to_vector(), routed.probabilities, routing, dprobabilities, !faults_.no_renormalise);
   if (rule_.kind == ops::RouterKind::top_k)
@@ -240,9 +241,11 @@ Tensor MixtureOfExperts::do_backward(const Tensor& dy_in, const PassContext& con
   const Tensor dprob = tensor_of(name() + ".dprobabilities", dprobabilities, {N, E}, routing_type_, space());
   Tensor dlogits = Tensor::zeros_like(probabilities, name() + ".dlogits", MemoryCategory::activations);
   ops::softmax_backward(dprob, probabilities, dlogits);
-  std::vector<double> dz(static_cast<std::size_t>(N * E), 0.0);
-  if (ops::router_z_loss(routing_logits.to_vector(), N, E, config_.z_loss_coefficient, weight, &dz) != 0)
+  if (config_.z_loss_coefficient > 0) {
+    std::vector<double> dz(static_cast<std::size_t>(N * E), 0.0);
+    ops::router_z_loss(routing_logits.to_vector(), N, E, config_.z_loss_coefficient, weight, &dz);
     ops::accumulate(dlogits, tensor_of(name() + ".dz", dz, {N, E}, routing_type_, space()));
+  }
   const Tensor dlogits_model =
       dlogits.dtype() == dy.dtype() ? dlogits : cast(dlogits, dy.dtype(), dlogits.name(), MemoryCategory::activations);
   ops::accumulate(dx, router_->backward(dlogits_model, context));

@@ -117,6 +117,7 @@ class MixtureOfExperts : public Layer {
   struct Routed;  // a pass's routing, re-derived in backward from the saved probabilities
   Routed route(const Tensor& probabilities, const std::vector<double>& bias) const;
   void update_bias(const PassContext& context);
+  Tensor run_blocks(const ExpertRows& local, std::int64_t C, DataType dtype, bool backward, const PassContext& context);
   Tensor run_experts(const Tensor& rows, const std::vector<std::int64_t>& per_expert, const PassContext& context);
   Tensor run_experts_backward(const Tensor& drows, const std::vector<std::int64_t>& per_expert,
                               const PassContext& context);

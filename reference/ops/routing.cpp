@@ -35,10 +35,15 @@ std::int64_t expert_capacity(const RoutingRule& rule, std::int64_t tokens, std::
   return rule.kind == RouterKind::expert_choice ? std::min(capacity, tokens) : capacity;
 }
 
+std::vector<std::uint8_t> Routing::routed_tokens() const {
+  std::vector<std::uint8_t> routed(static_cast<std::size_t>(tokens), 0);
+  for (std::int64_t t : token) routed[static_cast<std::size_t>(t)] = 1;
+  return routed;
+}
+
 std::int64_t Routing::unrouted_tokens() const {
-  std::vector<std::uint8_t> seen(static_cast<std::size_t>(tokens), 0);
-  for (std::int64_t t : token) seen[static_cast<std::size_t>(t)] = 1;
-  return tokens - std::count(seen.begin(), seen.end(), std::uint8_t{1});
+  const std::vector<std::uint8_t> routed = routed_tokens();
+  return tokens - std::count(routed.begin(), routed.end(), std::uint8_t{1});
 }
 
 namespace {

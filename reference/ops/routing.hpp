@@ -66,7 +66,9 @@ struct Routing {
   std::vector<std::int64_t> load;
   std::int64_t dropped = 0;            // token choice: choices dropped; expert choice: tokens no expert took
   std::int64_t assignments() const { return static_cast<std::int64_t>(token.size()); }
-  // Tokens in [0, tokens) whose row goes to no expert at all (they pass through the residual).
+  // Per token, whether any expert takes its row; the count of those no expert takes (they pass
+  // through the residual only).
+  std::vector<std::uint8_t> routed_tokens() const;
   std::int64_t unrouted_tokens() const;
 };
 

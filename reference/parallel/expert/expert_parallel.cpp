@@ -10,8 +10,7 @@
 
 namespace parity::parallel {
 
-// Layout of one pass: rows this rank sends to each rank, and rows it receives from each rank for
-// each local expert ([source][local expert]).
+// Carries one MoE layer's rows between the ep ranks; each pass's layout is fixed by its dispatch.
 class ExpertParallel::Exchange : public model::ExpertExchange {
  public:
   Exchange(Communicator& group, int experts, const AlgorithmDescriptor& algorithm, bool wrong_rank)
@@ -23,7 +22,7 @@ class ExpertParallel::Exchange : public model::ExpertExchange {
   model::ExpertRows dispatch(const Tensor& rows, const std::vector<std::int64_t>& per_expert,
                              const model::PassContext& context) override {
     const int n = ranks(), local = experts_ / n;
-    // The counts first: block for rank o holds the rows of its experts (o's block goes to
+    // The counts first: the block for rank o holds the rows of its experts (o's block goes to
     // o + 1 under the wrong_rank fault).
     std::vector<std::int64_t> send(static_cast<std::size_t>(experts_)), received(static_cast<std::size_t>(experts_));
     for (int o = 0; o < n; ++o)
@@ -31,157 +30,142 @@ class ExpertParallel::Exchange : public model::ExpertExchange {
         send[static_cast<std::size_t>(destination(o) * local + i)] = per_expert[static_cast<std::size_t>(o * local + i)];
     group_.all_to_all({send.data(), send.size(), DataType::int64, MemorySpace::host},
                       {received.data(), received.size(), DataType::int64, MemorySpace::host});
-    Layout layout;
+    Layout& layout = layouts_[key(context)];
+    layout = Layout{};
+    layout.channels = rows.dim(-1);
+    layout.dtype = rows.dtype();
+    layout.received = std::move(received);
     layout.sent.assign(static_cast<std::size_t>(n), 0);
-    for (int o = 0; o < n; ++o)
-      for (int i = 0; i < local; ++i)
-        layout.sent[static_cast<std::size_t>(destination(o))] += per_expert[static_cast<std::size_t>(o * local + i)];
-    layout.received = received;  // [source][local expert]
-    layouts_[key(context)] = layout;
-    return to_experts(rows, layout, context, true);
+    layout.from.assign(static_cast<std::size_t>(n), 0);
+    layout.per_expert.assign(static_cast<std::size_t>(local), 0);
+    layout.block_offset.assign(layout.received.size(), 0);
+    for (int d = 0; d < n; ++d)
+      for (int i = 0; i < local; ++i) layout.sent[static_cast<std::size_t>(d)] += send[static_cast<std::size_t>(d * local + i)];
+    std::int64_t offset = 0;
+    for (int s = 0; s < n; ++s)
+      for (int i = 0; i < local; ++i) {
+        const std::size_t b = static_cast<std::size_t>(s * local + i);
+        layout.from[static_cast<std::size_t>(s)] += layout.received[b];
+        layout.per_expert[static_cast<std::size_t>(i)] += layout.received[b];
+        layout.block_offset[b] = offset;
+        offset += layout.received[b];
+      }
+    return to_experts(rows, layout, traffic.dispatch);
   }
 
   Tensor combine(const Tensor& rows, const model::PassContext& context) override {
-    Tensor out = to_tokens(rows, layouts_.at(key(context)), true);
+    Tensor out = to_tokens(rows, layouts_.at(key(context)), traffic.combine);
     if (!context.training) layouts_.erase(key(context));
     return out;
   }
 
   model::ExpertRows combine_backward(const Tensor& drows, const model::PassContext& context) override {
-    return to_experts(drows, layouts_.at(key(context)), context, false);
+    return to_experts(drows, layouts_.at(key(context)), traffic.backward);
   }
 
   Tensor dispatch_backward(const Tensor& drows, const model::PassContext& context) override {
-    Tensor out = to_tokens(drows, layouts_.at(key(context)), false);
+    Tensor out = to_tokens(drows, layouts_.at(key(context)), traffic.backward);
     layouts_.erase(key(context));
     return out;
   }
 
  private:
+  // Who sends how many rows to whom in one pass, in rows of `channels` elements of `dtype`.
   struct Layout {
-    std::vector<std::int64_t> sent;      // rows to each rank
-    std::vector<std::int64_t> received;  // [source][local expert]
+    std::int64_t channels = 0;
+    DataType dtype = DataType::float32;
+    std::vector<std::int64_t> sent;          // [rank] rows this rank sends to each rank
+    std::vector<std::int64_t> received;      // [source][local expert] rows it receives
+    std::vector<std::int64_t> from;          // [source] rows it receives from each rank
+    std::vector<std::int64_t> per_expert;    // [local expert] rows each of its experts takes
+    std::vector<std::int64_t> block_offset;  // [source][local expert] row offset, source-major
   };
   static std::pair<std::uint64_t, int> key(const model::PassContext& c) { return {c.step, c.micro_batch}; }
   int destination(int owner) const { return wrong_rank_ ? (owner + 1) % ranks() : owner; }
 
-  // One all-to-all-v of rows [.., C]; counts in rows per peer. Returns the received rows
-  // (undefined when none arrive).
-  Tensor transfer(const Tensor& rows, std::int64_t C, DataType dtype, const std::vector<std::int64_t>& send_rows,
+  // One all-to-all-v of rows; counts in rows per peer. Returns the received rows (undefined when
+  // none arrive) and adds the bytes sent to other ranks to `bytes`.
+  Tensor transfer(const Tensor& rows, const Layout& layout, const std::vector<std::int64_t>& send_rows,
                   const std::vector<std::int64_t>& receive_rows, double& bytes) {
+    const std::int64_t C = layout.channels;
+    const MemorySpace space = rows.defined() ? rows.space() : group_.memory_space();
     std::vector<std::size_t> send_counts, receive_counts;
     for (std::int64_t r : send_rows) send_counts.push_back(static_cast<std::size_t>(r * C));
     for (std::int64_t r : receive_rows) receive_counts.push_back(static_cast<std::size_t>(r * C));
     const std::size_t total = std::accumulate(receive_counts.begin(), receive_counts.end(), std::size_t{0});
     Tensor out;
     if (total > 0)
-      out = Tensor::empty("expert_parallel.rows", {static_cast<std::int64_t>(total) / C, C}, dtype,
-                          MemoryCategory::activations, rows.defined() ? rows.space() : group_.memory_space());
+      out = Tensor::empty("expert_parallel.rows", {static_cast<std::int64_t>(total) / C, C}, layout.dtype,
+                          MemoryCategory::activations, space);
     CollectiveCall call;
     call.collective = Collective::all_to_all_v;
-    call.send = rows.defined() ? rows.view() : BufferView{nullptr, 0, dtype, group_.memory_space()};
-    call.recv = out.defined() ? out.view() : BufferView{nullptr, 0, dtype, call.send.space};
+    call.send = rows.defined() ? rows.view() : BufferView{nullptr, 0, layout.dtype, space};
+    call.recv = out.defined() ? out.view() : BufferView{nullptr, 0, layout.dtype, space};
     call.send_counts = send_counts;
     call.recv_counts = receive_counts;
     run_collective(group_, algorithm_, call);
     for (int p = 0; p < ranks(); ++p)
-      if (p != rank()) bytes += static_cast<double>(send_counts[static_cast<std::size_t>(p)] * size_of(dtype));
+      if (p != rank()) bytes += static_cast<double>(send_counts[static_cast<std::size_t>(p)] * size_of(layout.dtype));
     return out;
   }
 
-  // Tokens' side [A, C] (expert-major over every expert) -> this rank's experts, expert-major.
-  model::ExpertRows to_experts(const Tensor& rows, const Layout& layout, const model::PassContext& context,
-                               bool forward) {
-    (void)context;
+  // Copies the blocks [source][local expert] between the source-major layout the transfers use
+  // and the expert-major one the experts run on.
+  void reorder(const Tensor& from, Tensor& to, const Layout& layout, bool to_expert_major) const {
     const int n = ranks(), local = experts_ / n;
-    const std::int64_t C = rows.dim(-1);
-    std::vector<std::int64_t> from(static_cast<std::size_t>(n), 0);
-    for (int s = 0; s < n; ++s)
-      for (int i = 0; i < local; ++i) from[static_cast<std::size_t>(s)] += layout.received[static_cast<std::size_t>(s * local + i)];
-    double& bytes = forward ? traffic.dispatch : traffic.backward;
-    const Tensor arrived = transfer(send_order(rows, layout, C), C, rows.dtype(), layout.sent, from, bytes);
-    model::ExpertRows out;
-    out.per_expert.assign(static_cast<std::size_t>(local), 0);
-    for (int s = 0; s < n; ++s)
-      for (int i = 0; i < local; ++i) out.per_expert[static_cast<std::size_t>(i)] += layout.received[static_cast<std::size_t>(s * local + i)];
-    if (!arrived.defined()) return out;
-    // Source-major [s][i] -> expert-major [i][s].
-    out.rows = Tensor::empty("expert_parallel.expert_rows", arrived.shape(), arrived.dtype(), MemoryCategory::activations,
-                             arrived.space());
-    std::int64_t at = 0;
+    const std::int64_t C = layout.channels;
+    std::int64_t expert_major = 0;
     for (int i = 0; i < local; ++i)
       for (int s = 0; s < n; ++s) {
-        const std::int64_t r = layout.received[static_cast<std::size_t>(s * local + i)];
+        const std::size_t b = static_cast<std::size_t>(s * local + i);
+        const std::int64_t r = layout.received[b];
         if (r == 0) continue;
-        Tensor destination = out.rows.segment(out.rows.name(), at * C, {r, C});
-        copy_into(destination, arrived.segment(arrived.name(), source_offset(layout, s, i) * C, {r, C}));
-        at += r;
+        const std::int64_t source_major = layout.block_offset[b];
+        const std::int64_t read = to_expert_major ? source_major : expert_major;
+        const std::int64_t write = to_expert_major ? expert_major : source_major;
+        Tensor destination_rows = to.segment(to.name(), write * C, {r, C});
+        copy_into(destination_rows, from.segment(from.name(), read * C, {r, C}));
+        expert_major += r;
       }
+  }
+
+  // Tokens' side [A, C] (expert-major over every expert) -> this rank's experts, expert-major.
+  model::ExpertRows to_experts(const Tensor& rows, const Layout& layout, double& bytes) {
+    const Tensor arrived = transfer(rotated(rows, layout, true), layout, layout.sent, layout.from, bytes);
+    model::ExpertRows out{Tensor(), layout.per_expert};
+    if (!arrived.defined()) return out;
+    out.rows = Tensor::empty("expert_parallel.expert_rows", arrived.shape(), arrived.dtype(), MemoryCategory::activations,
+                             arrived.space());
+    reorder(arrived, out.rows, layout, true);
     return out;
   }
 
   // This rank's experts' rows (expert-major) -> the tokens' ranks, [A, C] in dispatch order.
-  Tensor to_tokens(const Tensor& rows, const Layout& layout, bool forward) {
-    const int n = ranks(), local = experts_ / n;
-    std::vector<std::int64_t> back(static_cast<std::size_t>(n), 0);
-    for (int s = 0; s < n; ++s)
-      for (int i = 0; i < local; ++i) back[static_cast<std::size_t>(s)] += layout.received[static_cast<std::size_t>(s * local + i)];
+  Tensor to_tokens(const Tensor& rows, const Layout& layout, double& bytes) {
     Tensor source_major;
-    std::int64_t C = 0;
-    DataType dtype = DataType::float32;
     if (rows.defined()) {
-      C = rows.dim(-1);
-      dtype = rows.dtype();
-      source_major = Tensor::empty("expert_parallel.returning", rows.shape(), dtype, MemoryCategory::activations, rows.space());
-      std::int64_t at = 0;
-      for (int i = 0; i < local; ++i)
-        for (int s = 0; s < n; ++s) {
-          const std::int64_t r = layout.received[static_cast<std::size_t>(s * local + i)];
-          if (r == 0) continue;
-          Tensor destination = source_major.segment(source_major.name(), source_offset(layout, s, i) * C, {r, C});
-          copy_into(destination, rows.segment(rows.name(), at * C, {r, C}));
-          at += r;
-        }
+      source_major = Tensor::empty("expert_parallel.returning", rows.shape(), rows.dtype(), MemoryCategory::activations,
+                                   rows.space());
+      reorder(rows, source_major, layout, false);
     }
-    // C and the type when this rank's experts got no rows: the tokens' side knows them.
-    C = channels_;
-    dtype = dtype_;
-    double& bytes = forward ? traffic.combine : traffic.backward;
-    Tensor arrived = transfer(source_major, C, dtype, back, layout.sent, bytes);
-    return unsend_order(arrived, layout, C);
-  }
-
-  // Row offset of block (source s, local expert i) in the source-major received buffer.
-  std::int64_t source_offset(const Layout& layout, int s, int i) const {
-    const int local = experts_ / ranks();
-    std::int64_t offset = 0;
-    for (int t = 0; t < s * local + i; ++t) offset += layout.received[static_cast<std::size_t>(t)];
-    return offset;
+    return rotated(transfer(source_major, layout, layout.from, layout.sent, bytes), layout, false);
   }
 
   // The tokens' rows are expert-major over every expert, so the blocks for ranks 0..n-1 are in
-  // rank order already, except under the wrong_rank fault, which rotates them by one rank.
-  Tensor send_order(const Tensor& rows, const Layout& layout, std::int64_t C) {
-    channels_ = C;
-    dtype_ = rows.dtype();
-    if (!wrong_rank_ || ranks() == 1) return rows;
-    return rotate(rows, layout, C, true);
-  }
-  Tensor unsend_order(const Tensor& rows, const Layout& layout, std::int64_t C) {
-    if (!wrong_rank_ || ranks() == 1 || !rows.defined()) return rows;
-    return rotate(rows, layout, C, false);
-  }
-  // Owner o's block placed at rank (o + 1)'s position (forward), or back.
-  Tensor rotate(const Tensor& rows, const Layout& layout, std::int64_t C, bool forward) {
+  // rank order already; the wrong_rank fault places owner o's block at rank o + 1's position
+  // (forward) and takes it back from there.
+  Tensor rotated(const Tensor& rows, const Layout& layout, bool forward) const {
     const int n = ranks();
+    if (!wrong_rank_ || n == 1 || !rows.defined()) return rows;
+    const std::int64_t C = layout.channels;
     Tensor out = Tensor::empty(rows.name() + ".rotated", rows.shape(), rows.dtype(), MemoryCategory::activations, rows.space());
-    std::vector<std::int64_t> owner_rows(static_cast<std::size_t>(n));
-    for (int o = 0; o < n; ++o) owner_rows[static_cast<std::size_t>(o)] = layout.sent[static_cast<std::size_t>(destination(o))];
     std::vector<std::int64_t> owner_at(static_cast<std::size_t>(n + 1), 0), dest_at(static_cast<std::size_t>(n + 1), 0);
-    for (int o = 0; o < n; ++o) owner_at[static_cast<std::size_t>(o + 1)] = owner_at[static_cast<std::size_t>(o)] + owner_rows[static_cast<std::size_t>(o)];
-    for (int d = 0; d < n; ++d) dest_at[static_cast<std::size_t>(d + 1)] = dest_at[static_cast<std::size_t>(d)] + layout.sent[static_cast<std::size_t>(d)];
+    for (int o = 0; o < n; ++o)
+      owner_at[static_cast<std::size_t>(o + 1)] = owner_at[static_cast<std::size_t>(o)] + layout.sent[static_cast<std::size_t>(destination(o))];
+    for (int d = 0; d < n; ++d)
+      dest_at[static_cast<std::size_t>(d + 1)] = dest_at[static_cast<std::size_t>(d)] + layout.sent[static_cast<std::size_t>(d)];
     for (int o = 0; o < n; ++o) {
-      const std::int64_t r = owner_rows[static_cast<std::size_t>(o)];
+      const std::int64_t r = layout.sent[static_cast<std::size_t>(destination(o))];
       if (r == 0) continue;
       const std::int64_t a = owner_at[static_cast<std::size_t>(o)] * C, b = dest_at[static_cast<std::size_t>(destination(o))] * C;
       Tensor destination_rows = out.segment(out.name(), forward ? b : a, {r, C});
@@ -194,8 +178,6 @@ class ExpertParallel::Exchange : public model::ExpertExchange {
   int experts_;
   const AlgorithmDescriptor& algorithm_;
   bool wrong_rank_;
-  std::int64_t channels_ = 0;
-  DataType dtype_ = DataType::float32;
   std::map<std::pair<std::uint64_t, int>, Layout> layouts_;
 };
 
@@ -356,17 +338,30 @@ ParameterValues gather_expert_parallel(const ParameterValues& local, const model
       }
     }
   }
-  // Shared parameters: this rank's copy, which every ep rank must hold bit for bit.
+  // Shared parameters: this rank's copy, which every ep rank must hold bit for bit (checked
+  // against rank 0's, all of them in one broadcast).
+  std::vector<double> shared, first;
   for (std::size_t w = 0; w < whole.size(); ++w) {
     if (expert_of(whole[w]->name) >= 0) continue;
     const std::size_t i = mine.at(whole[w]->name);
     out.names[w] = local.names[i];
     out.values[w] = local.values[i];
     if (i < local.state.size()) out.state[w] = local.state[i];
-    std::vector<double> first = local.values[i];
-    const BufferView view{first.data(), first.size(), DataType::float64, MemorySpace::host};
-    if (n > 1) ep.broadcast(view, view, 0);
-    if (disagreeing && first != local.values[i]) disagreeing->push_back(whole[w]->name);
+    shared.insert(shared.end(), local.values[i].begin(), local.values[i].end());
+  }
+  first = shared;
+  const BufferView view{first.data(), first.size(), DataType::float64, MemorySpace::host};
+  if (n > 1) ep.broadcast(view, view, 0);
+  if (disagreeing && first != shared) {
+    std::size_t at = 0;
+    for (std::size_t w = 0; w < whole.size(); ++w) {
+      if (expert_of(whole[w]->name) >= 0) continue;
+      const std::size_t count = out.values[w].size();
+      if (!std::equal(shared.begin() + static_cast<std::ptrdiff_t>(at), shared.begin() + static_cast<std::ptrdiff_t>(at + count),
+                      first.begin() + static_cast<std::ptrdiff_t>(at)))
+        disagreeing->push_back(whole[w]->name);
+      at += count;
+    }
   }
   return out;
 }
