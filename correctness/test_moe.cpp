@@ -1,6 +1,6 @@
 // Mixture of experts and expert parallelism under GoogleTest at the world size mpirun gives:
 // every case of cases::moe_grid (suite "moe", as `parity check` names them), each deliberate
-// fault shown to fail its case, and expert-parallel sizes that do not divide the experts refused.
+// fault shown to fail its case, and expert- or tensor-parallel sizes that do not fit refused.
 #include <cstdio>
 #include <cstdlib>
 
@@ -8,6 +8,7 @@
 #include "correctness/mpi_test.hpp"
 #include "reference/core/error.hpp"
 #include "reference/parallel/expert/expert_parallel.hpp"
+#include "reference/parallel/tensor/tensor_parallel.hpp"
 
 namespace parity::test {
 namespace {
@@ -66,6 +67,27 @@ TEST_F(MoeFaults, ExpertsNotDividingOverEpAreRefused) {
     ADD_FAILURE() << "4 experts over 3 ranks accepted";
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("do not divide"), std::string::npos) << e.what();
+  }
+}
+
+// Experts split over tp: an FFN the size does not divide, and sequence parallelism (which MoE
+// layers do not compose with here), each refused in one line.
+TEST_F(MoeFaults, TensorParallelExpertsThatDoNotFitAreRefused) {
+  model::GptConfig config = cases::moe_case_model(cases::MoeCase{});
+  config.moe.expert_hidden = 25;
+  try {
+    parallel::validate_tensor_parallel(config, 2, false);
+    ADD_FAILURE() << "an expert FFN of 25 split over 2 ranks accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("expert FFN 25"), std::string::npos) << e.what();
+  }
+  config.moe.expert_hidden = 24;
+  EXPECT_NO_THROW(parallel::validate_tensor_parallel(config, 2, false));
+  try {
+    parallel::validate_tensor_parallel(config, 2, true);
+    ADD_FAILURE() << "sequence parallelism with MoE layers accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("MoE"), std::string::npos) << e.what();
   }
 }
 

@@ -10,6 +10,7 @@
 #include "reference/core/error.hpp"
 #include "reference/core/tolerance.hpp"
 #include "reference/parallel/expert/expert_parallel.hpp"
+#include "reference/parallel/tensor/tensor_parallel.hpp"
 #include "reference/theory/moe.hpp"
 
 namespace parity::cases {
@@ -99,7 +100,8 @@ model::GptConfig moe_case_model(const MoeCase& c) {
 }
 
 std::string MoeCase::name() const {
-  std::string text = "moe/ep" + std::to_string(ep) + "/E" + std::to_string(experts);
+  std::string text = "moe/ep" + std::to_string(ep) + (tp > 1 ? "/tp" + std::to_string(tp) : "") + "/E" +
+                     std::to_string(experts);
   if (router != "expert_choice") text += "/k" + std::to_string(top_k);
   text += "/cf" + cf_text(capacity_factor) + "/" + router + "/" + precision;
   if (all_to_all != "native") text += "/" + all_to_all;
@@ -136,6 +138,19 @@ std::vector<MoeCase> moe_grid(int world_size) {
       c.all_to_all = "pairwise";
       out.push_back(c);
     }
+    if (world_size % (2 * ep) == 0) {  // experts split over 2 tp ranks: a token-choice and an expert-choice shape
+      for (const Shape& s : {shapes[0], shapes[3]}) {
+        MoeCase c;
+        c.ep = ep;
+        c.tp = 2;
+        c.experts = s.experts;
+        c.top_k = s.k;
+        c.capacity_factor = s.cf;
+        c.router = s.router;
+        c.precision = s.precision;
+        out.push_back(c);
+      }
+    }
   }
   return out;
 }
@@ -143,14 +158,15 @@ std::vector<MoeCase> moe_grid(int world_size) {
 MoeResult run_moe_case(Communicator& comm, const MoeCase& c) {
   const int n = comm.size();
   MoeResult r;
-  if (n % c.ep != 0)
-    throw UsageError(c.name() + ": an expert-parallel size of " + std::to_string(c.ep) + " does not divide " +
-                     std::to_string(n) + " ranks");
+  if (c.ep < 1 || c.tp < 1 || n % (c.ep * c.tp) != 0)
+    throw UsageError(c.name() + ": expert- and tensor-parallel sizes of " + std::to_string(c.ep) + " x " +
+                     std::to_string(c.tp) + " do not divide " + std::to_string(n) + " ranks");
   const model::GptConfig config = moe_case_model(c);
   config.validate();
   parallel::validate_expert_parallel(config, c.ep);
+  parallel::validate_tensor_parallel(config, c.tp, false);
   parallel::GridSpec spec;
-  spec.set(Axis::ep, c.ep).set(Axis::dp, n / c.ep);
+  spec.set(Axis::tp, c.tp).set(Axis::ep, c.ep).set(Axis::dp, n / (c.ep * c.tp));
   parallel::Grid grid(comm, spec);
   Communicator& data = grid.group(parallel::AxisSet{Axis::ep, Axis::dp});
   Communicator& ep_group = grid.group(Axis::ep);
@@ -166,14 +182,23 @@ MoeResult run_moe_case(Communicator& comm, const MoeCase& c) {
   ec.all_to_all = c.all_to_all;
   if (c.fault == "wrong_rank") ec.fault = c.fault;
   parallel::ExpertParallel ep(ep_group, ec);
-  auto m = parallel::build_expert_parallel_gpt(config, ep, model::parse_moe_fault(c.fault == "wrong_rank" ? "" : c.fault));
+  const parallel::TensorParallel tp(grid.group(Axis::tp), parallel::TensorParallelConfig{});
+  const model::MoeBuild build = ep.build(config.moe.experts, model::parse_moe_fault(c.fault == "wrong_rank" ? "" : c.fault));
+  auto m = c.tp > 1 ? parallel::build_tensor_parallel_gpt(config, tp, {{}}, build) : model::build_gpt(config, {{}}, build);
   m->to(comm.memory_space());
   model::MixtureOfExperts& moe = *model::moe_layers(*m).at(0);
+  std::int64_t held = 0;
+  for (const model::Parameter* p : moe.expert_parameters()) held += p->value.numel();
+  const std::int64_t formula =
+      theory::moe_expert_parameters_per_rank(config.hidden, config.moe.expert_hidden, c.experts, c.ep, c.tp);
+  if (held != formula)
+    failures += "holds " + std::to_string(held) + " expert parameters, formula " + std::to_string(formula) + "; ";
   auto optimizer = make_optimizer(c);
   parallel::DataParallelConfig dc;
   dc.global_batch = rows;
   dc.bucket_bytes = 2048;
-  auto trainer = parallel::make_expert_parallel_trainer(grid, *m, *optimizer, dc);
+  auto trainer = parallel::make_expert_parallel_trainer(
+      grid, *m, *optimizer, dc, c.tp > 1 ? std::make_unique<parallel::TensorParallelSync>(tp, *m, false) : nullptr);
   const parallel::BatchSource source = parallel::batches_of(config);
   std::string decisions_differ;
   model::MoePassStats last;
@@ -198,14 +223,16 @@ MoeResult run_moe_case(Communicator& comm, const MoeCase& c) {
   if (!(r.loss_error <= r.loss_bound)) failures += "a step's loss differs by " + format(r.loss_error) + "; ";
 
   std::vector<std::string> disagreeing;
-  const parallel::ParameterValues values =
-      parallel::gather_expert_parallel(trainer->gathered(false), config, ep_group, &disagreeing);
+  const parallel::ParameterValues values = parallel::gather_expert_parallel(
+      parallel::gather_tensor_parallel(trainer->gathered(false), m->parameters(), tp.group(), &disagreeing), config,
+      ep_group, &disagreeing);
   const Difference d = compare(values, reference.values, reference.origin);
   r.error = std::max(d.parameters, d.state);
   r.compared = "loss " + format(r.loss_error) + ", parameters " + format(d.parameters) + ", state " + format(d.state);
   if (!(d.parameters <= r.bound && d.state <= r.bound))
     failures += "parameters or state differ beyond " + format(r.bound) + " (largest at " + d.where + "); ";
-  if (!disagreeing.empty()) failures += "shared parameters differ between ep ranks (" + disagreeing.front() + "); ";
+  if (!disagreeing.empty())
+    failures += "parameters held whole differ between tp or ep ranks (" + disagreeing.front() + "); ";
 
   // The last step's all-to-all bytes against the formula from the routing counts.
   const double e = static_cast<double>(size_of(config.dtype));

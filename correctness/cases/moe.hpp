@@ -1,7 +1,7 @@
 // Conformance cases of mixture of experts and expert parallelism, written once and run by
 // GoogleTest (correctness/test_moe.cpp) and, later, by `parity check --filter 'moe/*'`.
 //
-// A case splits the world into ep x dp ranks, trains a small GPT whose second block is an MoE
+// A case splits the world into tp x ep x dp ranks, trains a small GPT whose second block is an MoE
 // layer (dropout on) for a few AdamW steps with the expert-parallel model, and on every rank the
 // whole model on one device running each data-parallel rank's rows as its own pass (the
 // routing groups of the parallel run). It checks:
@@ -24,7 +24,8 @@
 namespace parity::cases {
 
 struct MoeCase {
-  int ep = 1;                        // dp = world / ep
+  int ep = 1;                        // dp = world / (ep tp)
+  int tp = 1;                        // tensor parallelism inside every expert (and the attention)
   int experts = 4;
   int top_k = 2;
   double capacity_factor = 1.25;     // infinity: dropless
@@ -34,13 +35,13 @@ struct MoeCase {
   std::string all_to_all = "native";
   // A deliberate bug: a MoE fault (no_renormalise, drop_residual) or "wrong_rank".
   std::string fault;
-  // "moe/ep2/E4/k2/cf1.25/top_k/float64"
+  // "moe/ep2/E4/k2/cf1.25/top_k/float64", "moe/ep2/tp2/E4/..."
   std::string name() const;
 };
 
 // The cases at world size n: ep in {1, 2, 4} dividing n, E in {4, 8}, k in {1, 2}, cf in {1.0,
 // 1.25, inf}, each router, float64 and float32 (a subset of the products, every value of each
-// axis at least once at every ep).
+// axis at least once at every ep); and tp 2 inside the experts at each ep with ep tp dividing n.
 std::vector<MoeCase> moe_grid(int world_size);
 
 struct MoeResult {

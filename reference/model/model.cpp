@@ -135,6 +135,17 @@ std::vector<MixtureOfExperts*> moe_layers(const Model& model) {
   return out;
 }
 
+std::unique_ptr<Layer> gpt_moe_block(const GptConfig& c, int block, std::unique_ptr<Layer> attention,
+                                     const MoeBuild& moe, const ExpertBuilder& expert) {
+  const std::string name = "blocks." + std::to_string(block);
+  const double init_std = 0.02, proj_std = 0.02 / std::sqrt(2.0 * c.layers);
+  auto exchange = moe.exchange ? moe.exchange(block) : std::shared_ptr<ExpertExchange>();
+  return std::make_unique<TransformerBlock>(
+      name, c.hidden, c.dtype, c.seed, std::move(attention),
+      std::make_unique<MixtureOfExperts>(name + ".mlp", c.hidden, c.moe, c.dropout, c.dtype, init_std, proj_std, c.seed,
+                                         std::move(exchange), moe.faults, expert));
+}
+
 std::unique_ptr<Model> build_gpt(const GptConfig& c, const std::vector<LayerRange>& ranges, const MoeBuild& moe) {
   c.validate();
   const std::vector<int> indices = layer_indices(ranges, gpt_top_level_layers(c), "GPT model");
@@ -147,13 +158,10 @@ std::unique_ptr<Model> build_gpt(const GptConfig& c, const std::vector<LayerRang
           std::make_unique<Embedding>("embedding", c.vocabulary, c.sequence, c.hidden, c.dtype, init_std, c.seed)));
     } else if (i <= c.layers && c.moe.holds(i - 1)) {
       const std::string name = "blocks." + std::to_string(i - 1);
-      auto exchange = moe.exchange ? moe.exchange(i - 1) : std::shared_ptr<ExpertExchange>();
-      model->add(std::make_unique<TransformerBlock>(
-          name, c.hidden, c.dtype, c.seed,
-          std::make_unique<CausalSelfAttention>(name + ".attn", c.hidden, c.heads, c.dropout, c.dtype, init_std,
-                                                proj_std, c.seed),
-          std::make_unique<MixtureOfExperts>(name + ".mlp", c.hidden, c.moe, c.dropout, c.dtype, init_std, proj_std,
-                                             c.seed, std::move(exchange), moe.faults)));
+      model->add(gpt_moe_block(c, i - 1,
+                               std::make_unique<CausalSelfAttention>(name + ".attn", c.hidden, c.heads, c.dropout,
+                                                                     c.dtype, init_std, proj_std, c.seed),
+                               moe));
     } else if (i <= c.layers) {
       model->add(std::make_unique<TransformerBlock>("blocks." + std::to_string(i - 1), c.hidden, c.heads, c.dropout,
                                                     c.dtype, init_std, proj_std, c.seed));

@@ -107,6 +107,11 @@ struct MoeBuild {
   std::function<std::shared_ptr<ExpertExchange>(int block)> exchange;
   MoeFaults faults;
 };
+// The MoE layer of block `block` (named "blocks.<block>.mlp") with `attention`, in a
+// TransformerBlock: the exchange and faults of `moe`, experts made by `expert` (empty:
+// FeedForward).
+std::unique_ptr<Layer> gpt_moe_block(const GptConfig& config, int block, std::unique_ptr<Layer> attention,
+                                     const MoeBuild& moe, const ExpertBuilder& expert = {});
 // Several ranges in increasing order (the chunks a rank holds in an interleaved or V-shaped
 // pipeline), their layers one after another; a tied head shares the table when the embedding is
 // among them.

@@ -47,7 +47,8 @@ struct MixtureOfExperts::Routed {
 
 MixtureOfExperts::MixtureOfExperts(std::string name, std::int64_t hidden, const MoeConfig& config, double dropout,
                                    DataType dtype, double init_std, double proj_std, std::uint64_t seed,
-                                   std::shared_ptr<ExpertExchange> exchange, MoeFaults faults)
+                                   std::shared_ptr<ExpertExchange> exchange, MoeFaults faults,
+                                   const ExpertBuilder& expert)
     : Layer(std::move(name)),
       config_(config),
       faults_(faults),
@@ -65,12 +66,13 @@ MixtureOfExperts::MixtureOfExperts(std::string name, std::int64_t hidden, const 
   const std::int64_t ffn = config.expert_hidden > 0 ? config.expert_hidden : 4 * hidden;
   router_ = &add_child(std::make_unique<Linear>(this->name() + ".router", hidden, config.experts, false, dtype,
                                                 init_std, seed));
+  const auto make = [&](const std::string& name) -> std::unique_ptr<Layer> {
+    if (expert) return expert(name, hidden, ffn, dtype, init_std, proj_std, seed);
+    return std::make_unique<FeedForward>(name, hidden, ffn, 0.0, dtype, init_std, proj_std, seed);
+  };
   for (int e = first_expert_; e < first_expert_ + local; ++e)
-    experts_.push_back(&add_child(std::make_unique<FeedForward>(this->name() + ".experts." + std::to_string(e), hidden,
-                                                                ffn, 0.0, dtype, init_std, proj_std, seed)));
-  if (config.shared_expert)
-    shared_ = &add_child(
-        std::make_unique<FeedForward>(this->name() + ".shared", hidden, ffn, 0.0, dtype, init_std, proj_std, seed));
+    experts_.push_back(&add_child(make(this->name() + ".experts." + std::to_string(e))));
+  if (config.shared_expert) shared_ = &add_child(make(this->name() + ".shared"));
   dropout_ = &add_child(std::make_unique<Dropout>(this->name() + ".dropout", dropout, seed));
   bias_.assign(static_cast<std::size_t>(config.experts), 0.0);
 }

@@ -84,12 +84,20 @@ struct MoeFaults {
 };
 MoeFaults parse_moe_fault(const std::string& fault);  // "" -> none; UsageError for an unknown one
 
+// Makes one expert FFN (h -> ffn -> h, GeLU, no dropout) named `name`, its linears "<name>.fc"
+// and "<name>.proj" with the single device's values: a FeedForward on this rank by default,
+// tensor parallelism's split over the tp ranks (parallel/tensor/).
+using ExpertBuilder = std::function<std::unique_ptr<Layer>(const std::string& name, std::int64_t hidden, std::int64_t ffn,
+                                                           DataType dtype, double init_std, double proj_std,
+                                                           std::uint64_t seed)>;
+
 class MixtureOfExperts : public Layer {
  public:
   // `exchange` null: every expert on this rank. Otherwise the experts of exchange->rank().
+  // `expert` (and the shared expert) empty: FeedForward.
   MixtureOfExperts(std::string name, std::int64_t hidden, const MoeConfig& config, double dropout, DataType dtype,
                    double init_std, double proj_std, std::uint64_t seed, std::shared_ptr<ExpertExchange> exchange = {},
-                   MoeFaults faults = {});
+                   MoeFaults faults = {}, const ExpertBuilder& expert = {});
   const char* kind() const override { return "moe"; }
 
   int experts() const { return config_.experts; }

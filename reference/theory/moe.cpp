@@ -16,4 +16,8 @@ double moe_combine_bytes(std::int64_t received_from_others, std::int64_t hidden,
   return static_cast<double>(received_from_others * hidden) * element_bytes;
 }
 
+std::int64_t moe_expert_parameters_per_rank(std::int64_t hidden, std::int64_t ffn, int experts, int ep, int tp) {
+  return experts / ep * ((2 * hidden * ffn + ffn) / tp + hidden);
+}
+
 }  // namespace parity::theory

@@ -1,5 +1,6 @@
 // Mixture-of-experts formulas: the bytes of expert parallelism's all-to-alls, from the routing
-// counts (reference/parallel/expert/ records the measured bytes beside them).
+// counts (reference/parallel/expert/ records the measured bytes beside them), and the experts'
+// parameters per rank.
 #pragma once
 
 #include <cstdint>
@@ -16,5 +17,10 @@ double moe_dispatch_bytes(const std::vector<std::int64_t>& admitted, int ep, int
 // (`received_from_others`), whose outputs go back. The backward sends both again, the other
 // way round: dispatch + combine.
 double moe_combine_bytes(std::int64_t received_from_others, std::int64_t hidden, double element_bytes);
+
+// Parameters of the experts one rank holds in one MoE layer: E / ep experts, each h -> f -> h
+// with biases, split over tp as the dense FFN is (fc by columns, proj by rows; proj's bias whole):
+// E/ep ((2 h f + f) / tp + h).
+std::int64_t moe_expert_parameters_per_rank(std::int64_t hidden, std::int64_t ffn, int experts, int ep, int tp);
 
 }  // namespace parity::theory

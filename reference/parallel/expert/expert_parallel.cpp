@@ -260,7 +260,8 @@ std::unique_ptr<model::Model> build_expert_parallel_gpt(const model::GptConfig& 
 }
 
 std::unique_ptr<Trainer> make_expert_parallel_trainer(Grid& grid, model::Model& model, const model::Optimizer& optimizer,
-                                                      const DataParallelConfig& config) {
+                                                      const DataParallelConfig& config,
+                                                      std::unique_ptr<GradientSync> first) {
   Communicator& data = grid.group(AxisSet{Axis::ep, Axis::dp});
   Communicator& dp = grid.group(Axis::dp);
   const DataParallelConfig checked = checked_config(config, data.size(), model, optimizer);
@@ -281,6 +282,7 @@ std::unique_ptr<Trainer> make_expert_parallel_trainer(Grid& grid, model::Model& 
     if (std::find(experts.begin(), experts.end(), p) == experts.end()) shared.push_back(p);
   StepParts parts;
   parts.schedule = std::make_unique<SequentialSchedule>();
+  if (first) parts.syncs.push_back(std::move(first));
   parts.syncs.push_back(std::make_unique<BucketedAllReduce>(data, model, checked, shared));
   parts.syncs.push_back(std::make_unique<ExpertGradientSync>(dp, experts, checked.all_reduce));
   parts.optimizer = std::make_unique<ReplicatedOptimizer>(model, optimizer, checked.precision);

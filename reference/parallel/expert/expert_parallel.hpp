@@ -68,12 +68,16 @@ std::unique_ptr<model::Model> build_expert_parallel_gpt(const model::GptConfig& 
 // A trainer of the expert-parallel model composed with data parallelism (stage 0) over the grid's
 // dp axis: the batch split over dp x ep; shared parameters' gradients in DDP buckets over dp x ep,
 // experts' all-reduced over dp after backward; the aux-free routers' loads summed over dp x ep.
+// With tensor parallelism inside the experts (a model of build_tensor_parallel_gpt on the grid's
+// tp axis), every group above is this rank's tp slice of it, and `first` (tensor parallelism's
+// part of the step) runs before the data-parallel parts.
 std::unique_ptr<Trainer> make_expert_parallel_trainer(Grid& grid, model::Model& model,
                                                       const model::Optimizer& optimizer,
-                                                      const DataParallelConfig& config);
+                                                      const DataParallelConfig& config,
+                                                      std::unique_ptr<GradientSync> first = nullptr);
 
-// The whole parameters (single-device model order and names) from every rank's: experts
-// all-gathered over ep, the rest taken as they are (equal on every ep rank: the names of those
+// The whole parameters (single-device model order and names) from every rank's (whole over tp:
+// gather_tensor_parallel first when the experts are split): experts all-gathered over ep, the rest taken as they are (equal on every ep rank: the names of those
 // that differ are added to `disagreeing`). Collective over the ep group.
 ParameterValues gather_expert_parallel(const ParameterValues& local, const model::GptConfig& config,
                                        Communicator& ep, std::vector<std::string>* disagreeing);

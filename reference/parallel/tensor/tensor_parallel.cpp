@@ -24,16 +24,21 @@ void validate_tensor_parallel(const model::GptConfig& c, int t, bool sequence_pa
   check("hidden", c.hidden);
   check("FFN", 4 * c.hidden);
   check("vocabulary", c.vocabulary);
+  if (c.moe.enabled()) check("expert FFN", c.moe.expert_hidden > 0 ? c.moe.expert_hidden : 4 * c.hidden);
   if (!bad.empty())
     throw UsageError(what + " does not divide the model's " + bad + " (" + c.describe() +
                      "); choose a size that divides the heads and the vocabulary");
+  if (sequence_parallel && c.moe.enabled())
+    throw UsageError("sequence parallelism does not compose with MoE layers here (an expert split over the tp ranks "
+                     "takes whole sequences); use tensor parallelism without it");
   if (sequence_parallel && c.sequence % t != 0)
     throw UsageError(what + " does not divide the sequence of " + std::to_string(c.sequence) +
                      " tokens, which sequence parallelism splits");
 }
 
 std::unique_ptr<model::Model> build_tensor_parallel_gpt(const model::GptConfig& c, const TensorParallel& tp,
-                                                        const std::vector<model::LayerRange>& ranges) {
+                                                        const std::vector<model::LayerRange>& ranges,
+                                                        const model::MoeBuild& moe) {
   c.validate();
   const int t = tp.size(), r = tp.rank();
   validate_tensor_parallel(c, t, tp.sequence_parallel());
@@ -57,6 +62,21 @@ std::unique_ptr<model::Model> build_tensor_parallel_gpt(const model::GptConfig& 
                                                  c.seed, tp, qkv_split, r),
           std::make_unique<RowParallelLinear>(b + ".attn.proj", c.hidden, c.hidden, true, c.dtype, proj_std, c.seed, tp),
           std::make_unique<TensorParallelDropout>(b + ".attn.dropout", c.dropout, c.seed, tp));
+      if (c.moe.holds(i - 1)) {
+        // The router is whole on every tp rank (each sees the same tokens and so routes alike);
+        // every expert, and the shared one, is split as the dense FFN is.
+        const model::ExpertBuilder split_expert = [&tp, r](const std::string& name, std::int64_t hidden, std::int64_t ffn,
+                                                           DataType dtype, double init, double proj, std::uint64_t seed) {
+          return std::make_unique<model::FeedForward>(
+              name,
+              std::make_unique<ColumnParallelLinear>(name + ".fc", hidden, ffn, true, dtype, init, seed, tp,
+                                                     ColumnSplit{}, r),
+              std::make_unique<RowParallelLinear>(name + ".proj", ffn, hidden, true, dtype, proj, seed, tp),
+              std::make_unique<TensorParallelDropout>(name + ".dropout", 0.0, seed, tp));
+        };
+        m->add(model::gpt_moe_block(c, i - 1, std::move(attention), moe, split_expert));
+        continue;
+      }
       auto mlp = std::make_unique<model::FeedForward>(
           b + ".mlp",
           std::make_unique<ColumnParallelLinear>(b + ".mlp.fc", c.hidden, 4 * c.hidden, true, c.dtype, init_std, c.seed,

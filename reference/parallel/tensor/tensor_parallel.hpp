@@ -23,15 +23,18 @@ namespace parity::parallel {
 
 // Refuses, with one line (UsageError), a tensor-parallel size that does not divide the heads
 // (and so the hidden and FFN sizes) or the vocabulary, sequence parallelism whose sequence the
-// size does not divide, and sequence parallelism without tensor parallelism (size 1).
+// size does not divide, sequence parallelism without tensor parallelism (size 1) or with MoE
+// layers, and a size that does not divide the experts' FFN.
 void validate_tensor_parallel(const model::GptConfig& config, int size, bool sequence_parallel);
 
 // The GPT of `config` split over tp's group (names and values are the single-device model's
 // slices); its loss is the vocabulary-parallel cross-entropy. `ranges` selects top-level
 // layers as build_gpt's do (a pipeline stage's); a stage with the head but not the embedding
-// holds its own copy of a tied table's shard, under the table's name.
+// holds its own copy of a tied table's shard, under the table's name. MoE blocks keep their
+// router whole and split every expert as the dense FFN (expert parallelism's exchange in `moe`).
 std::unique_ptr<model::Model> build_tensor_parallel_gpt(const model::GptConfig& config, const TensorParallel& tp,
-                                                        const std::vector<model::LayerRange>& ranges = {{}});
+                                                        const std::vector<model::LayerRange>& ranges = {{}},
+                                                        const model::MoeBuild& moe = {});
 
 // The parameters whose gradient each rank computes from its sequence shard only, so that the
 // whole gradient is their sum over the group (sequence parallelism): every LayerNorm's, and the
