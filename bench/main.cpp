@@ -17,6 +17,7 @@
 #include "bench/commands/commands.hpp"
 #include "reference/parallel/pipeline/schedule.hpp"
 #include "correctness/cases/collectives.hpp"
+#include "correctness/cases/moe.hpp"
 #include "correctness/cases/tensor.hpp"
 #include "correctness/cases/training.hpp"
 #include "reference/core/error.hpp"
@@ -146,6 +147,30 @@ void add_tensor_bench_options(CLI::App* app, TensorBenchOptions& t) {
   app->add_option("--steps", t.steps, "Timed steps (the median is reported)");
   app->add_option("--warmup", t.warmup, "Untimed steps first");
   app->add_option("--dtype", t.dtype, "float32 or float64");
+}
+
+void add_moe_bench_options(CLI::App* app, MoeBenchOptions& o) {
+  std::string names;
+  for (const auto& p : model_presets()) names += " " + p.name + " (" + p.config.describe() + ");";
+  app->add_option("--model", o.model, "GPT preset:" + names);
+  app->add_option("-E,--experts", o.experts, "Experts per MoE layer (a multiple of every ep size)");
+  app->add_option("-k,--top-k", o.top_k, "Experts each token chooses (top_k and aux_free routers), 1..E");
+  app->add_option("--capacity-factor", o.capacity_factor, "Capacity factor cf of the ep sweep and the router runs: an "
+                                                          "expert takes ceil(k cf tokens / E) rows; inf: dropless");
+  app->add_option("--capacity-factors", o.capacity_factors, "The dropped-fraction sweep (top_k router at the largest ep), "
+                                                            "comma-separated, inf allowed");
+  app->add_option("--routers", o.routers, "Routers compared at the largest ep (the first also runs the ep sweep): "
+                                          "top_k, expert_choice, aux_free");
+  app->add_option("--ep", o.ep_sizes, "Expert-parallel sizes, comma-separated; each runs on every rank with dp = world / "
+                                      "ep [default: every size dividing the world and the experts]");
+  app->add_option("--moe-every", o.moe_every, "An MoE FFN in every k-th block (blocks k-1, 2k-1, ...)");
+  app->add_option("--moe-layers", o.moe_layers, "Or the MoE blocks by index, comma-separated (0-based)");
+  app->add_flag("--shared-expert", o.shared_expert, "One more expert every token goes through, ungated");
+  app->add_option("--batch", o.batch, "Sequences per step (the global batch, at least one per rank)");
+  app->add_option("--steps", o.steps, "Timed steps (the median is reported; every step's routing is recorded)");
+  app->add_option("--warmup", o.warmup, "Untimed steps first");
+  app->add_option("--dtype", o.dtype, "float32 or float64");
+  app->add_option("--all-to-all", o.all_to_all, "all_to_all_v algorithm of the exchange: native or pairwise");
 }
 
 void add_pipeline_bench_options(CLI::App* app, PipelineBenchOptions& o) {
@@ -316,6 +341,10 @@ int list_everything() {
   std::printf("\nTraining and tensor-parallel cases at world sizes 1..8: ");
   for (int n = 1; n <= 8; ++n)
     std::printf("%d:%zu+%zu ", n, cases::training_grid(n).size(), cases::tensor_grid(n).size());
+  std::printf("\nMixture-of-experts cases (parity check --filter 'moe/*') at world sizes 1..8: ");
+  for (int n = 1; n <= 8; ++n) std::printf("%d:%zu ", n, cases::moe_grid(n).size());
+  std::printf("\nMoE routers: top_k (k choices per token, capacity ceil(k cf N / E)), expert_choice (each expert "
+              "takes its top ceil(cf N / E) tokens), aux_free (top_k on scores plus a per-expert bias moved by the load)");
   std::printf("\nResult schema version: %lld (docs/results-schema.md)\n", static_cast<long long>(record::kSchemaVersion));
   const auto devices = cuda::device_names();
   std::printf("CUDA code compiled: %s; GPUs visible: %zu\n", cuda::compiled_with_cuda() ? "yes" : "no", devices.size());
@@ -361,8 +390,10 @@ int main(int argc, char** argv) {
   run->add_flag("--no-report", run_no_report, "Do not draw the report");
   run->add_option("--report-dir", run_report_dir, "Report directory [default: <result file without .h5>.report]");
 
-  auto* check = app.add_subcommand("check", "Run the conformance cases (every collective x algorithm x type x "
-                                            "reduction x size x placement) and record each");
+  auto* check = app.add_subcommand("check", "Run the conformance cases and record each: the collectives (every "
+                                            "collective x algorithm x type x reduction x size x placement), data "
+                                            "parallelism and ZeRO, tensor, pipeline, and mixture of experts "
+                                            "(training/*, tensor/*, pipeline/*, moe/*)");
   add_common(check, check_common);
   add_resume(check, check_common);
   check->add_option("--filter", check_options.filter, "GoogleTest-style pattern on case names, e.g. "
@@ -418,6 +449,15 @@ int main(int argc, char** argv) {
                   "peak activation bytes per rank beside the in-flight formula");
   add_common(bench_pipeline, pipeline_bench_common, false);
   add_pipeline_bench_options(bench_pipeline, pipeline_bench_options);
+
+  CommonOptions moe_common;
+  MoeBenchOptions moe_options;
+  auto* bench_moe = bench->add_subcommand(
+      "moe", "Mixture of experts with expert parallelism: step time split (all-to-all, gradient reduction, compute) "
+             "against ep, load imbalance and balancing loss per router over the steps, dropped fraction against the "
+             "capacity factor, tokens per expert per layer, all-to-all bytes beside the formula (which must match)");
+  add_common(bench_moe, moe_common, false);
+  add_moe_bench_options(bench_moe, moe_options);
 
   PipelineOptions pipeline_options;
   auto* pipeline = app.add_subcommand(
@@ -489,13 +529,13 @@ int main(int argc, char** argv) {
     const bool bad_bench = word == "bench" && argc > 2 && argv[2][0] != '-' && std::string(argv[2]) != "collectives" &&
                            std::string(argv[2]) != "model" && std::string(argv[2]) != "memory" &&
                            std::string(argv[2]) != "scaling" && std::string(argv[2]) != "tensor" &&
-                           std::string(argv[2]) != "pipeline";
+                           std::string(argv[2]) != "pipeline" && std::string(argv[2]) != "moe";
     const bool bad_pipeline = word == "pipeline" && argc > 2 && argv[2][0] != '-' &&
                               std::string(argv[2]) != "validate" && std::string(argv[2]) != "simulate" &&
                               std::string(argv[2]) != "run";
     if (!known || bad_bench || bad_pipeline) {
       std::fprintf(stderr, "parity: unknown subcommand '%s' (known: run, check, bench collectives, bench model, bench memory, "
-                           "bench scaling, bench tensor, bench pipeline, pipeline validate, pipeline simulate, pipeline run, report, list)\n",
+                           "bench scaling, bench tensor, bench pipeline, bench moe, pipeline validate, pipeline simulate, pipeline run, report, list)\n",
                    bad_bench || bad_pipeline ? (word + " " + argv[2]).c_str() : word.c_str());
       return kExitUsage;
     }
@@ -635,6 +675,20 @@ int main(int argc, char** argv) {
       });
     }
 
+    if (*bench_moe) {
+      if (!under_launcher()) plan_moe_bench(moe_options, moe_common.np);  // refused before ranks start
+      if (auto status = maybe_relaunch(argc, argv, moe_common, "bench-moe")) return *status;
+      return with_session(argc, argv, moe_common, "bench moe", [&](Session& s) {
+        const MoeBenchPlan plan = plan_moe_bench(moe_options, s.world().size());
+        s.check_memory(moe_bench_bytes_per_rank(plan, moe_options, s.world().size()), "the MoE benchmark");
+        s.maybe_inject_stall();
+        const MoeBenchOutcome outcome = run_moe_bench(s, plan, moe_options);
+        record_moe_bench(s, outcome, moe_options);
+        s.commit_results();
+        return outcome.mismatches ? kExitFailed : 0;
+      });
+    }
+
     if (*run) {
       parse_half_accumulate(run_common.half_accumulate);
       BenchOptions b;
@@ -664,6 +718,10 @@ int main(int argc, char** argv) {
       check_tensor_bench_options(tensor);
       PipelineBenchOptions pipeline;  // every schedule at p = 2, 4, ... and the world
       pipeline.steps = run_quick ? 1 : 2;
+      MoeBenchOptions moe;  // every ep, router and a few capacity factors on the tiny GPT
+      moe.steps = run_quick ? 2 : 4;
+      moe.capacity_factors = run_quick ? "0.5,1,inf" : "0.5,1,1.25,2,inf";
+      check_moe_bench_options(moe);
       std::optional<int> launched = maybe_relaunch(argc, argv, run_common, "run");
       int status = launched ? *launched : with_session(argc, argv, run_common, "run", [&](Session& s) {
         check_bench_root(b, s.world().size());
@@ -687,10 +745,17 @@ int main(int argc, char** argv) {
         const PipelineBenchPlan pipeline_plan = plan_pipeline_bench(pipeline, s.world().size());
         s.check_memory(pipeline_bench_bytes_per_rank(pipeline_plan, pipeline), "the pipeline benchmark");
         record_pipeline_bench(s, run_pipeline_bench(s, pipeline_plan, pipeline, p2p), pipeline);
+        moe.batch = std::max<std::int64_t>(moe.batch, s.world().size());
+        const MoeBenchPlan moe_plan = plan_moe_bench(moe, s.world().size());
+        s.check_memory(moe_bench_bytes_per_rank(moe_plan, moe, s.world().size()), "the MoE benchmark");
+        const MoeBenchOutcome moe_outcome = run_moe_bench(s, moe_plan, moe);
+        record_moe_bench(s, moe_outcome, moe);
         write_check_tables(s, conformance);
         s.commit_results();
         run_common.out = s.options().out;
-        return conformance.failed || memory_outcome.mismatches || tensor_outcome.mismatches ? kExitFailed : 0;
+        return conformance.failed || memory_outcome.mismatches || tensor_outcome.mismatches || moe_outcome.mismatches
+                   ? kExitFailed
+                   : 0;
       });
       // MPI is finalised now; rank 0 (or the only process) draws the report, not the parent.
       const bool rank0 = launcher_rank() == 0;

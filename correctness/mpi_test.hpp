@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
+
 #include "reference/comm/communicator.hpp"
 
 namespace parity::test {
@@ -24,5 +27,20 @@ class MpiTest : public ::testing::Test {
 // Lets a test file register tests that depend on the world size, once MPI is up.
 using Registrar = void (*)(Communicator&);
 bool add_registrar(Registrar registrar);
+
+// A bound that passes everything proves nothing. A grid's cases note their error against their
+// bound per group (an optimizer and precision, ...); a test registered after the grid then
+// requires the largest ratio of every group to reach 1 / slack (tolerance.hpp states each
+// slack with its reason). At one rank the cases are the single device itself and note nothing.
+class BoundRatios {
+ public:
+  void note(const std::string& group, double error, double bound, int world_size);
+  const std::map<std::string, double>& largest() const { return largest_; }
+
+ private:
+  std::map<std::string, double> largest_;
+};
+// Registers "<suite>.WithinAStatedFactorOfTheMeasuredError" over `ratios` (call after the grid).
+void register_bound_tightness(const char* suite, const BoundRatios& ratios, double slack);
 
 }  // namespace parity::test

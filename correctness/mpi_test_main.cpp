@@ -59,6 +59,31 @@ bool add_registrar(Registrar registrar) {
   return true;
 }
 
+void BoundRatios::note(const std::string& group, double error, double bound, int world_size) {
+  if (bound <= 0 || world_size < 2) return;
+  double& largest = largest_[group];
+  largest = std::max(largest, error / bound);
+}
+
+void register_bound_tightness(const char* suite, const BoundRatios& ratios, double slack) {
+  class Tightness : public MpiTest {
+   public:
+    Tightness(const BoundRatios& ratios, double slack) : ratios_(ratios), slack_(slack) {}
+    void TestBody() override {
+      if (comm().size() < 2) GTEST_SKIP() << "one rank is the single-device run itself: no error to measure";
+      if (ratios_.largest().empty()) GTEST_SKIP() << "no case of the grid ran (filtered out)";
+      for (const auto& [group, ratio] : ratios_.largest())
+        EXPECT_GE(ratio, 1 / slack_) << group << ": the largest error is " << ratio << " of the bound, under 1/" << slack_;
+    }
+
+   private:
+    const BoundRatios& ratios_;
+    double slack_;
+  };
+  ::testing::RegisterTest(suite, "WithinAStatedFactorOfTheMeasuredError", nullptr, nullptr, __FILE__, __LINE__,
+                          [&ratios, slack]() -> MpiTest* { return new Tightness(ratios, slack); });
+}
+
 void MpiTest::TearDown() {
   const auto messages = comm().all_gather_strings(g_failures);
   for (int r = 0; r < comm().size(); ++r)

@@ -28,6 +28,7 @@
 #include "reference/ops/cuda.hpp"
 #include "reference/ops/cuda_kernels.hpp"
 #include "reference/ops/flops.hpp"
+#include "reference/ops/routing.hpp"
 #include "reference/tensor/random.hpp"
 #include "reference/tensor/tensor.hpp"
 
@@ -346,6 +347,65 @@ TEST_P(CudaOps, Gelu) {
   ops::gelu_backward(device_copy(dy, dt), dev_x, dx);
   expect_close(y, y_ref, bound_for(dt), "gelu_forward");
   expect_close(dx, dx_ref, bound_for(dt), "gelu_backward");
+}
+
+// The mixture-of-experts row ops on a routing that drops choices (tokens no expert took get a
+// zero row): gather, combine and their backward against the CPU ops. Each token sums at most k =
+// 2 rows in a fixed order, so the float32 bound is far from reached; every output is overwritten
+// and starts poisoned.
+TEST_P(CudaOps, RowGatherAndCombine) {
+  const DataType dt = GetParam();
+  const std::int64_t N = 37, E = 5, C = 19;
+  const Tensor logits = values("rows.logits", {N, E}, DataType::float64);
+  std::vector<double> probabilities = logits.to_vector();
+  for (std::int64_t n = 0; n < N; ++n) {  // a softmax per token, on the host
+    double sum = 0;
+    for (std::int64_t e = 0; e < E; ++e) sum += probabilities[static_cast<std::size_t>(n * E + e)] =
+                                               std::exp(probabilities[static_cast<std::size_t>(n * E + e)]);
+    for (std::int64_t e = 0; e < E; ++e) probabilities[static_cast<std::size_t>(n * E + e)] /= sum;
+  }
+  const ops::Routing routing = ops::route(probabilities, N, E, {ops::RouterKind::top_k, 2, 0.4});
+  ASSERT_GT(routing.unrouted_tokens(), 0) << "some token must lose all its choices, to test the zero rows";
+  const std::int64_t A = routing.assignments();
+  const std::vector<double> gate_values = ops::routing_gates(probabilities, routing);
+  Tensor gates = Tensor::empty("rows.gates", {A}, DataType::float64, kCategory);
+  std::copy(gate_values.begin(), gate_values.end(), gates.data<double>());
+  gates = rounded(gates, dt);
+  const Tensor x = values("rows.x", {N, C}, dt), dy_rows = values("rows.dy_rows", {A, C}, dt),
+               dy = values("rows.dy", {N, C}, dt);
+  const ops::RowMap host_map = ops::row_map(routing, MemorySpace::host);
+  const ops::RowMap device_map = ops::row_map(routing, MemorySpace::cuda);
+
+  Tensor rows_ref = host_output("rows.rows", {A, C}), dx_ref = host_output("rows.dx", {N, C});
+  Tensor y_ref = host_output("rows.y", {N, C}), drows_ref = host_output("rows.drows", {A, C}),
+         dgates_ref = host_output("rows.dgates", {A});
+  ops::gather_rows_forward(x, host_map, rows_ref);
+  ops::gather_rows_backward(dy_rows, host_map, dx_ref);
+  ops::combine_rows_forward(dy_rows, gates, host_map, y_ref);
+  ops::combine_rows_backward(dy, dy_rows, gates, host_map, drows_ref, dgates_ref);
+
+  Tensor rows = poisoned("rows.rows", {A, C}, dt), dx = poisoned("rows.dx", {N, C}, dt);
+  Tensor y = poisoned("rows.y", {N, C}, dt), drows = poisoned("rows.drows", {A, C}, dt),
+         dgates = poisoned("rows.dgates", {A}, dt);
+  const Tensor dev_rows = device_copy(dy_rows, dt), dev_gates = device_copy(gates, dt);
+  ops::gather_rows_forward(device_copy(x, dt), device_map, rows);
+  ops::gather_rows_backward(dev_rows, device_map, dx);
+  ops::combine_rows_forward(dev_rows, dev_gates, device_map, y);
+  ops::combine_rows_backward(device_copy(dy, dt), dev_rows, dev_gates, device_map, drows, dgates);
+  expect_close(rows, rows_ref, bound_for(dt), "gather_rows_forward");
+  expect_close(dx, dx_ref, bound_for(dt), "gather_rows_backward");
+  expect_close(y, y_ref, bound_for(dt), "combine_rows_forward");
+  expect_close(drows, drows_ref, bound_for(dt), "combine_rows_backward (rows)");
+  expect_close(dgates, dgates_ref, bound_for(dt), "combine_rows_backward (gates)");
+  // Tokens no expert took: exactly zero rows out of both sums.
+  const std::vector<double> y_host = y.to_vector(), dx_host = dx.to_vector();
+  const std::vector<std::uint8_t> routed = routing.routed_tokens();
+  for (std::int64_t n = 0; n < N; ++n)
+    if (!routed[static_cast<std::size_t>(n)])
+      for (std::int64_t c = 0; c < C; ++c) {
+        EXPECT_EQ(y_host[static_cast<std::size_t>(n * C + c)], 0.0) << "token " << n;
+        EXPECT_EQ(dx_host[static_cast<std::size_t>(n * C + c)], 0.0) << "token " << n;
+      }
 }
 
 TEST_P(CudaOps, AddAndAccumulate) {

@@ -7,11 +7,19 @@
 #include "correctness/cases/moe.hpp"
 #include "correctness/mpi_test.hpp"
 #include "reference/core/error.hpp"
+#include "reference/core/tolerance.hpp"
 #include "reference/parallel/expert/expert_parallel.hpp"
 #include "reference/parallel/tensor/tensor_parallel.hpp"
 
 namespace parity::test {
 namespace {
+
+// The largest error / bound of the parameters and state per precision (the bound is
+// training_relative_bound, whose slack tolerance.hpp states).
+BoundRatios& ratios() {
+  static BoundRatios r;
+  return r;
+}
 
 class MoeCaseTest : public MpiTest {
  public:
@@ -24,6 +32,7 @@ class MoeCaseTest : public MpiTest {
                   static_cast<long long>(r.decisions), static_cast<long long>(r.dropped), r.dispatch_bytes,
                   r.dispatch_formula, r.message.c_str());
     EXPECT_TRUE(r.passed) << case_.name() << ": " << r.message;
+    ratios().note("parameters/" + case_.precision, r.error, r.bound, comm().size());
   }
 
  private:
@@ -34,6 +43,7 @@ void register_grid(Communicator& comm) {
   for (const auto& c : cases::moe_grid(comm.size()))
     ::testing::RegisterTest("moe", c.name().c_str(), nullptr, nullptr, __FILE__, __LINE__,
                             [c]() -> MpiTest* { return new MoeCaseTest(c); });
+  register_bound_tightness("moe_bounds", ratios(), tolerance::kTrainingBoundSlack);
 }
 const bool registered = add_registrar(register_grid);
 

@@ -19,11 +19,11 @@
 namespace parity::test {
 namespace {
 
-// The largest error / bound seen per optimizer and precision ("adamw/float64"), for the
-// tightness test that runs after the grid.
-std::map<std::string, double>& largest_ratio() {
-  static std::map<std::string, double> ratios;
-  return ratios;
+// The largest error / bound per optimizer and precision ("adamw/float64"), for the tightness
+// test that runs after the grid.
+BoundRatios& ratios() {
+  static BoundRatios r;
+  return r;
 }
 
 class TrainingCaseTest : public MpiTest {
@@ -35,35 +35,18 @@ class TrainingCaseTest : public MpiTest {
       std::printf("%s: error %.3g bound %.3g bytes %.0f/%.0f | %s\n", case_.name().c_str(), r.error, r.bound,
                   r.bytes_sent, r.bytes_formula, r.message.c_str());
     EXPECT_TRUE(r.passed) << case_.name() << ": " << r.message;
-    if (r.bound > 0 && comm().size() >= 2) {
-      double& largest = largest_ratio()[case_.optimizer + "/" + case_.precision];
-      largest = std::max(largest, r.error / r.bound);
-    }
+    ratios().note(case_.optimizer + "/" + case_.precision, r.error, r.bound, comm().size());
   }
 
  private:
   cases::TrainingCase case_;
 };
 
-// A bound that passes everything proves nothing: each must sit within the stated factor of
-// the largest error the grid measured under it (tolerance::kTrainingBoundSlack).
-class BoundTightnessTest : public MpiTest {
- public:
-  void TestBody() override {
-    if (comm().size() < 2) GTEST_SKIP() << "one rank is the single-device run itself: no error to measure";
-    if (largest_ratio().empty()) GTEST_SKIP() << "no training case ran (filtered out)";
-    for (const auto& [group, ratio] : largest_ratio())
-      EXPECT_GE(ratio, 1 / tolerance::kTrainingBoundSlack)
-          << group << ": the largest error is " << ratio << " of the bound, under 1/" << tolerance::kTrainingBoundSlack;
-  }
-};
-
 void register_grid(Communicator& comm) {
   for (const auto& c : cases::training_grid(comm.size()))
     ::testing::RegisterTest("training", c.name().c_str(), nullptr, nullptr, __FILE__, __LINE__,
                             [c]() -> MpiTest* { return new TrainingCaseTest(c); });
-  ::testing::RegisterTest("training_bounds", "WithinAStatedFactorOfTheMeasuredError", nullptr, nullptr, __FILE__, __LINE__,
-                          []() -> MpiTest* { return new BoundTightnessTest(); });
+  register_bound_tightness("training_bounds", ratios(), tolerance::kTrainingBoundSlack);
 }
 const bool registered = add_registrar(register_grid);
 

@@ -3,7 +3,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
+
+#include "reference/core/error.hpp"
 
 namespace parity::cli {
 
@@ -12,6 +15,32 @@ std::vector<std::string> split_list(const std::string& text) {
   std::stringstream in(text);
   for (std::string item; std::getline(in, item, ',');)
     if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+std::vector<int> parse_whole_numbers(const std::string& text, const std::string& option, int least) {
+  std::vector<int> out;
+  for (const std::string& s : split_list(text)) {
+    const int n = std::atoi(s.c_str());
+    if (std::to_string(n) != s || n < least)
+      throw UsageError(option + ": '" + s + "' is not a " +
+                       (least == 1 ? std::string("positive whole number")
+                                   : "whole number of at least " + std::to_string(least)));
+    out.push_back(n);
+  }
+  if (out.empty() && !text.empty()) throw UsageError(option + " names no number");
+  return out;
+}
+
+std::vector<double> parse_numbers(const std::string& text, const std::string& option) {
+  std::vector<double> out;
+  for (const std::string& s : split_list(text)) {
+    char* end = nullptr;
+    const double x = std::strtod(s.c_str(), &end);
+    if (end == s.c_str() || *end != '\0' || std::isnan(x)) throw UsageError(option + ": '" + s + "' is not a number");
+    out.push_back(x);
+  }
+  if (out.empty() && !text.empty()) throw UsageError(option + " names no number");
   return out;
 }
 

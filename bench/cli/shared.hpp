@@ -1,4 +1,4 @@
-// Small helpers the subcommands share: comma-separated option lists, percentiles of timings,
+// Small helpers the subcommands share: comma-separated option lists (of names and numbers), percentiles of timings,
 // and one value from every rank.
 #pragma once
 
@@ -12,6 +12,12 @@ namespace parity::cli {
 
 // "a,b,,c" -> {"a", "b", "c"}.
 std::vector<std::string> split_list(const std::string& text);
+// "1,2,4" -> {1, 2, 4}: UsageError naming `option` for an entry that is not a whole number of at
+// least `least`, or a text with commas only.
+std::vector<int> parse_whole_numbers(const std::string& text, const std::string& option, int least = 1);
+// "0.5,1,inf" -> numbers (inf allowed): UsageError naming `option` for an entry that is not a
+// number, or a text with commas only.
+std::vector<double> parse_numbers(const std::string& text, const std::string& option);
 // Linear interpolation between order statistics; q = 0.5 is the median. NaN when empty.
 double percentile(std::vector<double> values, double q);
 // Every rank's `value`, indexed by rank (an all-gather; every rank must call it).

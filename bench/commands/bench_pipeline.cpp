@@ -33,17 +33,6 @@ namespace {
 
 namespace pp = parallel::pipeline;
 
-std::vector<int> parse_counts(const std::string& text, const char* option) {
-  std::vector<int> out;
-  for (const std::string& s : split_list(text)) {
-    const int n = std::atoi(s.c_str());
-    if (std::to_string(n) != s || n < 1) throw UsageError(std::string(option) + ": '" + s + "' is not a positive whole number");
-    out.push_back(n);
-  }
-  if (out.empty() && !text.empty()) throw UsageError(std::string(option) + " names no number");
-  return out;
-}
-
 int stages_held(const pp::Schedule& s, int rank) {
   std::vector<int> stages;
   for (const pp::Action& a : s.ranks[static_cast<std::size_t>(rank)])
@@ -234,14 +223,14 @@ PipelineBenchPlan plan_pipeline_bench(const PipelineBenchOptions& options, int w
   std::vector<std::string> schedules = split_list(options.schedules);
   if (schedules.empty()) throw UsageError("--schedules names no schedule");
   for (const std::string& s : schedules) pp::make_schedule(s, 1, 1, 1);  // unknown names refused, listing the known
-  std::vector<int> stages = parse_counts(options.stages, "--stages");
+  std::vector<int> stages = parse_whole_numbers(options.stages, "--stages");
   if (stages.empty()) {
     for (int p = 2; p < world; p *= 2) stages.push_back(p);
     stages.push_back(world);
   }
   for (int p : stages)
     if (p > world) throw UsageError("--stages " + std::to_string(p) + " exceeds the world of " + std::to_string(world) + " ranks");
-  const std::vector<int> given_m = parse_counts(options.micro_batches, "--micro-batches");
+  const std::vector<int> given_m = parse_whole_numbers(options.micro_batches, "--micro-batches");
   const int most = *std::max_element(stages.begin(), stages.end());
   // Every stage needs a layer: blocks enough for the most stages any schedule makes.
   plan.config.layers = options.layers > 0 ? options.layers : std::max(plan.config.layers, std::max(options.chunks, 2) * most);

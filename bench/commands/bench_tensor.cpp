@@ -92,10 +92,8 @@ TensorBenchPlan plan_tensor_bench(const TensorBenchOptions& options, int world) 
     parallel::GridLayout(spec, world);  // refuses a grid that is not the world
     grids.emplace_back(spec.size(Axis::tp), spec.size(Axis::dp));
   } else if (!options.sizes.empty()) {
-    for (const std::string& s : split_list(options.sizes)) {
-      const int t = std::atoi(s.c_str());
-      if (std::to_string(t) != s || t < 1) throw UsageError("--tp: '" + s + "' is not a positive whole number");
-      if (t > world) throw UsageError("--tp " + s + " exceeds the world of " + std::to_string(world) + " ranks");
+    for (const int t : parse_whole_numbers(options.sizes, "--tp")) {
+      if (t > world) throw UsageError("--tp " + std::to_string(t) + " exceeds the world of " + std::to_string(world) + " ranks");
       grids.emplace_back(t, 1);
     }
   } else {

@@ -6,6 +6,7 @@
 #include "bench/cli/progress.hpp"
 #include "bench/commands/commands.hpp"
 #include "correctness/cases/collectives.hpp"
+#include "correctness/cases/moe.hpp"
 #include "correctness/cases/pipeline.hpp"
 #include "correctness/cases/tensor.hpp"
 #include "correctness/cases/training.hpp"
@@ -18,6 +19,7 @@ struct Selected {
   std::vector<cases::TrainingCase> training;
   std::vector<cases::TensorCase> tensor;
   std::vector<cases::PipelineCase> pipeline;
+  std::vector<cases::MoeCase> moe;
 };
 
 // --resume: a case's row is found by its name.
@@ -45,7 +47,9 @@ Selected selected_cases(int world_size, const CheckOptions& options) {
     if (filter.matches(c.name())) out.tensor.push_back(c);
   for (const auto& c : cases::pipeline_grid(world_size))
     if (filter.matches(c.name())) out.pipeline.push_back(c);
-  if (out.collectives.empty() && out.training.empty() && out.tensor.empty() && out.pipeline.empty())
+  for (const auto& c : cases::moe_grid(world_size))
+    if (filter.matches(c.name())) out.moe.push_back(c);
+  if (out.collectives.empty() && out.training.empty() && out.tensor.empty() && out.pipeline.empty() && out.moe.empty())
     throw UsageError("--filter '" + options.filter + "' matches no case (parity check --list shows them)");
   return out;
 }
@@ -56,7 +60,7 @@ template <typename Case, typename Run, typename Fill>
 void run_cases(Session& session, const std::vector<Case>& selected, const std::string& group, const char* what,
                record::Table& t, CheckOutcome& outcome, Run run, Fill fill) {
   if (selected.empty()) return;
-  // "check training", "check tensor", "check pipeline": the kind, the group's last word.
+  // "check training", "check tensor", "check moe": the kind, the group's last word.
   Progress progress("check " + group.substr(group.rfind('/') + 1), selected.size(),
                     session.is_root() && !session.options().quiet);
   std::size_t failed = 0;
@@ -138,6 +142,36 @@ void run_tensor_cases(Session& session, const std::vector<cases::TensorCase>& se
       });
 }
 
+void run_moe_cases(Session& session, const std::vector<cases::MoeCase>& selected, CheckOutcome& outcome) {
+  Communicator& comm = session.world();
+  record::Table& t = outcome.moe;
+  run_cases(
+      session, selected, "/check/moe", "mixture-of-experts", t, outcome,
+      [&](const cases::MoeCase& c) { return cases::run_moe_case(comm, c); },
+      [&](const cases::MoeCase& c, const cases::MoeResult& r) {
+        t.i64("ep").push_back(c.ep);
+        t.i64("tp").push_back(c.tp);
+        t.i64("dp").push_back(comm.size() / (c.ep * c.tp));
+        t.i64("experts").push_back(c.experts);
+        t.i64("top_k").push_back(c.router == "expert_choice" ? 0 : c.top_k);
+        t.f64("capacity_factor").push_back(c.capacity_factor);
+        t.str("router").push_back(c.router);
+        t.str("all_to_all").push_back(c.all_to_all);
+        t.str("precision").push_back(c.precision);
+        t.str("device").emplace_back(comm.memory_space() == MemorySpace::cuda ? "cuda" : "cpu");
+        t.i64("world_size").push_back(comm.size());
+        t.i64("steps").push_back(c.steps);
+        t.f64("error").push_back(r.error);
+        t.f64("bound").push_back(r.bound);
+        t.f64("loss_error").push_back(r.loss_error);
+        t.f64("loss_bound").push_back(r.loss_bound);
+        t.i64("decisions").push_back(r.decisions);
+        t.i64("dropped").push_back(r.dropped);
+        t.f64("dispatch_bytes", "B").push_back(r.dispatch_bytes);
+        t.f64("formula_dispatch_bytes", "B").push_back(r.dispatch_formula);
+      });
+}
+
 }  // namespace
 
 void run_pipeline_cases(Session& session, const std::vector<cases::PipelineCase>& selected, CheckOutcome& outcome) {
@@ -169,6 +203,7 @@ std::vector<std::string> check_case_names(int world_size, const CheckOptions& op
   for (const auto& c : selected.training) names.push_back(c.name());
   for (const auto& c : selected.tensor) names.push_back(c.name());
   for (const auto& c : selected.pipeline) names.push_back(c.name());
+  for (const auto& c : selected.moe) names.push_back(c.name());
   return names;
 }
 
@@ -178,6 +213,7 @@ void write_check_tables(Session& session, const CheckOutcome& outcome) {
   if (outcome.training.rows()) session.results().write_table("/check/training", outcome.training);
   if (outcome.tensor.rows()) session.results().write_table("/check/tensor", outcome.tensor);
   if (outcome.pipeline.rows()) session.results().write_table("/check/pipeline", outcome.pipeline);
+  if (outcome.moe.rows()) session.results().write_table("/check/moe", outcome.moe);
 }
 
 CheckOutcome run_check(Session& session, const CheckOptions& options) {
@@ -226,6 +262,7 @@ CheckOutcome run_check(Session& session, const CheckOptions& options) {
   run_training_cases(session, chosen.training, outcome);
   run_tensor_cases(session, chosen.tensor, outcome);
   run_pipeline_cases(session, chosen.pipeline, outcome);
+  run_moe_cases(session, chosen.moe, outcome);
   return outcome;
 }
 

@@ -189,10 +189,10 @@ MoeResult run_moe_case(Communicator& comm, const MoeCase& c) {
   model::MixtureOfExperts& moe = *model::moe_layers(*m).at(0);
   std::int64_t held = 0;
   for (const model::Parameter* p : moe.expert_parameters()) held += p->value.numel();
-  const std::int64_t formula =
+  const std::int64_t expected_held =
       theory::moe_expert_parameters_per_rank(config.hidden, config.moe.expert_hidden, c.experts, c.ep, c.tp);
-  if (held != formula)
-    failures += "holds " + std::to_string(held) + " expert parameters, formula " + std::to_string(formula) + "; ";
+  if (held != expected_held)
+    failures += "holds " + std::to_string(held) + " expert parameters, formula " + std::to_string(expected_held) + "; ";
   auto optimizer = make_optimizer(c);
   parallel::DataParallelConfig dc;
   dc.global_batch = rows;
@@ -235,27 +235,18 @@ MoeResult run_moe_case(Communicator& comm, const MoeCase& c) {
     failures += "parameters held whole differ between tp or ep ranks (" + disagreeing.front() + "); ";
 
   // The last step's all-to-all bytes against the formula from the routing counts.
-  const double e = static_cast<double>(size_of(config.dtype));
-  std::vector<std::int64_t> admitted(static_cast<std::size_t>(c.experts * ep_group.size()));
-  ep_group.all_gather({last.admitted.data(), last.admitted.size(), DataType::int64, MemorySpace::host},
-                      {admitted.data(), admitted.size(), DataType::int64, MemorySpace::host});
-  const int per_rank = c.experts / ep_group.size();
-  std::int64_t received = 0;
-  for (int s = 0; s < ep_group.size(); ++s)
-    for (int i = 0; i < per_rank; ++i)
-      if (s != ep_group.rank())
-        received += admitted[static_cast<std::size_t>(s * c.experts + ep_group.rank() * per_rank + i)];
   const parallel::ExpertTraffic measured = ep.traffic()["blocks." + std::to_string(config.moe.layers.at(0))];
+  const parallel::ExpertTraffic formula =
+      parallel::expected_traffic(ep_group, last.admitted, config.hidden, static_cast<double>(size_of(config.dtype)));
   r.dispatch_bytes = measured.dispatch;
-  r.dispatch_formula = theory::moe_dispatch_bytes(last.admitted, ep_group.size(), ep_group.rank(), config.hidden, e);
-  const double combine = theory::moe_combine_bytes(received, config.hidden, e);
+  r.dispatch_formula = formula.dispatch;
   std::string wrong;
   if (std::llround(measured.dispatch) != std::llround(r.dispatch_formula))
     wrong += "dispatch " + format(measured.dispatch) + " (formula " + format(r.dispatch_formula) + ") ";
-  if (std::llround(measured.combine) != std::llround(combine))
-    wrong += "combine " + format(measured.combine) + " (formula " + format(combine) + ") ";
-  if (std::llround(measured.backward) != std::llround(r.dispatch_formula + combine))
-    wrong += "backward " + format(measured.backward) + " (formula " + format(r.dispatch_formula + combine) + ") ";
+  if (std::llround(measured.combine) != std::llround(formula.combine))
+    wrong += "combine " + format(measured.combine) + " (formula " + format(formula.combine) + ") ";
+  if (std::llround(measured.backward) != std::llround(formula.backward))
+    wrong += "backward " + format(measured.backward) + " (formula " + format(formula.backward) + ") ";
   if (max_over_ranks(comm, wrong.empty() ? 0 : 1) > 0)
     failures += "all-to-all bytes differ from the formula" + (wrong.empty() ? std::string(" on another rank") : ": " + wrong) + "; ";
   r.dispatch_bytes = max_over_ranks(comm, r.dispatch_bytes);

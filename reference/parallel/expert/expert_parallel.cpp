@@ -3,9 +3,12 @@
 #include "reference/parallel/expert/expert_parallel.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <numeric>
 
 #include "reference/core/error.hpp"
+#include "reference/cuda/device.hpp"
+#include "reference/theory/moe.hpp"
 #include "reference/parallel/data/data_parallel.hpp"
 
 namespace parity::parallel {
@@ -28,8 +31,10 @@ class ExpertParallel::Exchange : public model::ExpertExchange {
     for (int o = 0; o < n; ++o)
       for (int i = 0; i < local; ++i)
         send[static_cast<std::size_t>(destination(o) * local + i)] = per_expert[static_cast<std::size_t>(o * local + i)];
+    const auto start = std::chrono::steady_clock::now();
     group_.all_to_all({send.data(), send.size(), DataType::int64, MemorySpace::host},
                       {received.data(), received.size(), DataType::int64, MemorySpace::host});
+    traffic.seconds += seconds_since(start);
     Layout& layout = layouts_[key(context)];
     layout = Layout{};
     layout.channels = rows.dim(-1);
@@ -103,7 +108,10 @@ class ExpertParallel::Exchange : public model::ExpertExchange {
     call.recv = out.defined() ? out.view() : BufferView{nullptr, 0, layout.dtype, space};
     call.send_counts = send_counts;
     call.recv_counts = receive_counts;
+    const auto start = std::chrono::steady_clock::now();
     run_collective(group_, algorithm_, call);
+    if (space == MemorySpace::cuda) cuda::synchronize();  // the transfer's time, not its launch
+    traffic.seconds += seconds_since(start);
     for (int p = 0; p < ranks(); ++p)
       if (p != rank()) bytes += static_cast<double>(send_counts[static_cast<std::size_t>(p)] * size_of(layout.dtype));
     return out;
@@ -241,6 +249,24 @@ std::map<std::string, ExpertTraffic> ExpertParallel::traffic() const {
 
 void ExpertParallel::reset_traffic() {
   for (auto& [block, exchange] : exchanges_) exchange->traffic = {};
+}
+
+ExpertTraffic expected_traffic(Communicator& ep, const std::vector<std::int64_t>& admitted, std::int64_t hidden,
+                               double element_bytes) {
+  const int n = ep.size(), experts = static_cast<int>(admitted.size()), per_rank = experts / n;
+  std::vector<std::int64_t> every(static_cast<std::size_t>(experts * n));
+  ep.all_gather({const_cast<std::int64_t*>(admitted.data()), admitted.size(), DataType::int64, MemorySpace::host},
+                {every.data(), every.size(), DataType::int64, MemorySpace::host});
+  // Rows this rank's experts receive from the other ranks: their outputs go back in the combine.
+  std::int64_t received = 0;
+  for (int s = 0; s < n; ++s)
+    for (int i = 0; i < per_rank; ++i)
+      if (s != ep.rank()) received += every[static_cast<std::size_t>(s * experts + ep.rank() * per_rank + i)];
+  ExpertTraffic t;
+  t.dispatch = theory::moe_dispatch_bytes(admitted, n, ep.rank(), hidden, element_bytes);
+  t.combine = theory::moe_combine_bytes(received, hidden, element_bytes);
+  t.backward = t.dispatch + t.combine;
+  return t;
 }
 
 void validate_expert_parallel(const model::GptConfig& config, int ep) {

@@ -34,7 +34,14 @@ struct ExpertParallelConfig {
 // and the backward's two transfers (the same rows' gradients, the other way round).
 struct ExpertTraffic {
   double dispatch = 0, combine = 0, backward = 0;
+  double seconds = 0;  // in the all-to-alls (the counts' and the rows'), forward and backward
 };
+
+// The formula of one MoE layer's traffic (theory/moe.hpp) for this rank of the ep group, from
+// the rows its routing admitted per expert [E] and every other rank's (all-gathered over ep:
+// collective). Its `seconds` are 0.
+ExpertTraffic expected_traffic(Communicator& ep, const std::vector<std::int64_t>& admitted, std::int64_t hidden,
+                               double element_bytes);
 
 class ExpertParallel {
  public:
@@ -45,7 +52,8 @@ class ExpertParallel {
   int rank() const { return group_.rank(); }
   // How to build the MoE layers of a model with `experts` experts each: one exchange per block.
   model::MoeBuild build(int experts, model::MoeFaults faults = {});
-  // Bytes sent per MoE block ("blocks.1") since the last reset, forward and backward.
+  // Bytes sent and seconds spent per MoE block ("blocks.1") since the last reset, forward and
+  // backward.
   std::map<std::string, ExpertTraffic> traffic() const;
   void reset_traffic();
 

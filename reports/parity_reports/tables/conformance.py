@@ -1,6 +1,7 @@
-"""/check/collectives, /check/training, /check/tensor and /check/pipeline: the conformance cases,
-passed and failed per collective and algorithm, per training technique, per tensor-parallel
-setting and per pipeline schedule, and the failed cases with their messages."""
+"""/check/collectives, /check/training, /check/tensor, /check/pipeline and /check/moe: the
+conformance cases, passed and failed per collective and algorithm, per training technique, per
+tensor-parallel setting, per pipeline schedule and per router and expert-parallel size, and the
+failed cases with their messages."""
 
 import math
 from collections import OrderedDict, defaultdict
@@ -30,6 +31,11 @@ READS = {
         "s:case,schedule,precision,device,message "
         "i:chunks,data_parallel,micro_batches,world_size,steps,passed "
         "f:error,bound,first_loss,last_loss", ["case", "passed"]),
+    "/check/moe": (
+        "s:case,router,all_to_all,precision,device,message "
+        "i:ep,tp,dp,experts,top_k,world_size,steps,decisions,dropped,passed "
+        "f:capacity_factor,error,bound,loss_error,loss_bound,dispatch_bytes,"
+        "formula_dispatch_bytes", ["case", "passed"]),
 }
 
 
@@ -145,7 +151,25 @@ PIPELINE = CaseKind(
     [("error", lambda r: error_cell(r["error"], r["bound"])),
      ("bound", lambda r: fmt_num(r["bound"], 3)),
      ("micro-batches", lambda r: str(r["micro_batches"]))])
-CASE_KINDS = [TRAINING, TENSOR, PIPELINE]
+MOE = CaseKind(
+    "/check/moe", "Mixture-of-experts cases", "moe",
+    "Each case trains the case GPT, whose second block is an MoE layer, with its E experts "
+    "spread over ep ranks (split over tp inside each expert) and the batch over dp x ep, and "
+    "compares the routing decisions and dropped tokens (exactly), the loss, the parameters and "
+    "AdamW's moments with the same model on one device running each data rank's rows as its "
+    "own pass; the dispatch all-to-all's bytes must equal the formula from the routing counts.",
+    [("router", ["top_k", "expert_choice", "aux_free"]), ("ep", []), ("tp", [])],
+    {"router": "", "ep": -1, "tp": 1, "experts": -1, "top_k": 0, "capacity_factor": math.nan,
+     "precision": "", "error": math.nan, "bound": math.nan, "loss_error": math.nan,
+     "loss_bound": math.nan, "decisions": -1, "dropped": -1, "dispatch_bytes": math.nan,
+     "formula_dispatch_bytes": math.nan, "message": ""},
+    [("error", lambda r: error_cell(r["error"], r["bound"])),
+     ("bound", lambda r: fmt_num(r["bound"], 3)),
+     ("loss error", lambda r: error_cell(r["loss_error"], r["loss_bound"])),
+     ("dropped", lambda r: str(r["dropped"])),
+     ("dispatch bytes", lambda r: fmt_bytes(r["dispatch_bytes"])),
+     ("formula", lambda r: fmt_bytes(r["formula_dispatch_bytes"]))])
+CASE_KINDS = [TRAINING, TENSOR, PIPELINE, MOE]
 
 
 def group_key(value, order):

@@ -1,0 +1,360 @@
+// parity bench moe: a GPT with MoE layers trained with expert parallelism on every rank (ep x dp
+// = the world), in three sweeps that share their runs:
+//   - against the expert-parallel size ep: the step time split into the all-to-alls (dispatch,
+//     combine and their backward, counts included), the data-parallel gradient reduction, and
+//     the rest (computation), with the all-to-all share;
+//   - against the router (top_k, expert_choice, aux_free) at the largest ep: the load imbalance
+//     (max / mean tokens per expert) and the balancing loss at every training step;
+//   - against the capacity factor (top_k router, largest ep): the fraction of choices dropped.
+// Every run also records the tokens per expert of every MoE layer at every step, and the bytes
+// each rank sent in the last step's all-to-alls beside the formula from its routing counts
+// (theory/moe.hpp), which must match exactly.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "bench/cli/progress.hpp"
+#include "bench/cli/shared.hpp"
+#include "bench/commands/commands.hpp"
+#include "reference/core/error.hpp"
+#include "reference/ops/routing.hpp"
+#include "reference/parallel/expert/expert_parallel.hpp"
+#include "reference/theory/model.hpp"
+#include "reference/theory/moe.hpp"
+
+namespace parity::cli {
+namespace {
+
+using parallel::Axis;
+
+model::GptConfig config_of(const MoeBenchOptions& options) {
+  model::GptConfig c = find_model_preset(options.model).config;
+  c.dtype = parse_data_type(options.dtype);
+  if (c.dtype != DataType::float32 && c.dtype != DataType::float64)
+    throw UsageError("--dtype " + options.dtype + ": models train in float32 or float64");
+  if (options.moe_every < 1) throw UsageError("--moe-every " + std::to_string(options.moe_every) + ": must be 1 or more");
+  c.moe.layers = options.moe_layers.empty() ? model::every_kth_block(options.moe_every, c.layers)
+                                            : parse_whole_numbers(options.moe_layers, "--moe-layers", 0);
+  if (c.moe.layers.empty())
+    throw UsageError("--moe-every " + std::to_string(options.moe_every) + " puts no MoE layer in the " +
+                     std::to_string(c.layers) + " blocks of " + options.model);
+  std::sort(c.moe.layers.begin(), c.moe.layers.end());
+  c.moe.experts = options.experts;
+  c.moe.top_k = options.top_k;
+  c.moe.capacity_factor = options.capacity_factor;
+  c.moe.shared_expert = options.shared_expert;
+  return c;
+}
+
+// The config of one run: the plan's with the run's router and capacity factor, checked.
+model::GptConfig run_config(const MoeBenchPlan& plan, const MoeBenchRun& run) {
+  model::GptConfig c = plan.config;
+  c.moe.router = run.router;
+  c.moe.capacity_factor = run.capacity_factor;
+  c.validate();
+  return c;
+}
+
+std::string cf_text(double cf) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", cf);
+  return text;
+}
+
+// max / mean of counts (1 for a perfect balance); NaN when all are 0.
+double imbalance(const std::vector<double>& counts) {
+  double sum = 0, most = 0;
+  for (double c : counts) {
+    sum += c;
+    most = std::max(most, c);
+  }
+  return sum > 0 ? most / (sum / static_cast<double>(counts.size())) : std::nan("");
+}
+
+// One MoE layer's statistics of one step, summed over the passes of every data rank.
+struct LayerStep {
+  std::vector<double> load, admitted;
+  double tokens = 0, dropped = 0, unrouted = 0, balancing = 0, z = 0;  // losses weighted by tokens
+};
+
+// The layers' statistics of this rank's passes of the step just run, summed over the world
+// (every rank is a data rank: ep x dp), and cleared from the layers.
+std::vector<LayerStep> step_statistics(Communicator& world, const std::vector<model::MixtureOfExperts*>& layers, int E) {
+  std::vector<double> packed;
+  for (model::MixtureOfExperts* moe : layers) {
+    std::vector<double> mine(static_cast<std::size_t>(2 * E + 5), 0.0);
+    for (const model::MoePassStats& s : moe->statistics()) {
+      for (int e = 0; e < E; ++e) {
+        mine[static_cast<std::size_t>(e)] += static_cast<double>(s.load[static_cast<std::size_t>(e)]);
+        mine[static_cast<std::size_t>(E + e)] += static_cast<double>(s.admitted[static_cast<std::size_t>(e)]);
+      }
+      const double n = static_cast<double>(s.tokens);
+      mine[static_cast<std::size_t>(2 * E)] += n;
+      mine[static_cast<std::size_t>(2 * E + 1)] += static_cast<double>(s.dropped);
+      mine[static_cast<std::size_t>(2 * E + 2)] += static_cast<double>(s.unrouted);
+      mine[static_cast<std::size_t>(2 * E + 3)] += s.balancing_loss * n;
+      mine[static_cast<std::size_t>(2 * E + 4)] += s.z_loss * n;
+    }
+    moe->clear_statistics();
+    packed.insert(packed.end(), mine.begin(), mine.end());
+  }
+  const BufferView view{packed.data(), packed.size(), DataType::float64, MemorySpace::host};
+  world.all_reduce(view, view, ReduceOp::sum);
+  std::vector<LayerStep> out;
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    const auto at = packed.begin() + static_cast<std::ptrdiff_t>(l * static_cast<std::size_t>(2 * E + 5));
+    LayerStep s;
+    s.load.assign(at, at + E);
+    s.admitted.assign(at + E, at + 2 * E);
+    s.tokens = at[2 * E];
+    s.dropped = at[2 * E + 1];
+    s.unrouted = at[2 * E + 2];
+    s.balancing = s.tokens > 0 ? at[2 * E + 3] / s.tokens : 0;
+    s.z = s.tokens > 0 ? at[2 * E + 4] / s.tokens : 0;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace
+
+void check_moe_bench_options(const MoeBenchOptions& options) {
+  if (options.batch < 1) throw UsageError("--batch must be at least 1");
+  if (options.steps < 1) throw UsageError("--steps must be at least 1");
+  if (options.warmup < 0) throw UsageError("--warmup must not be negative");
+  for (const std::string& r : split_list(options.routers)) ops::parse_router(r);
+  if (split_list(options.routers).empty()) throw UsageError("--routers names no router (top_k, expert_choice, aux_free)");
+  for (double cf : parse_numbers(options.capacity_factors, "--capacity-factors"))
+    if (!(cf > 0)) throw UsageError("--capacity-factors: " + cf_text(cf) + " must be above 0 (inf: dropless)");
+  if (!(options.capacity_factor > 0))
+    throw UsageError("--capacity-factor " + cf_text(options.capacity_factor) + " must be above 0 (inf: dropless)");
+  find_algorithm(Collective::all_to_all_v, options.all_to_all);
+  if (options.experts < 1) throw UsageError("--experts " + std::to_string(options.experts) + ": at least one expert");
+  const model::GptConfig c = config_of(options);
+  if (options.top_k > options.experts || options.top_k < 1)
+    throw UsageError("--top-k " + std::to_string(options.top_k) + " must be between 1 and the " +
+                     std::to_string(options.experts) + " experts (--experts)");
+  c.validate();  // experts, blocks beyond the model, ...
+  if (!options.ep_sizes.empty()) parse_whole_numbers(options.ep_sizes, "--ep");
+}
+
+MoeBenchPlan plan_moe_bench(const MoeBenchOptions& options, int world) {
+  check_moe_bench_options(options);
+  MoeBenchPlan plan;
+  plan.model = options.model;
+  plan.config = config_of(options);
+  const int E = options.experts;
+  if (options.batch < world)
+    throw UsageError("--batch " + std::to_string(options.batch) + " is smaller than the world of " +
+                     std::to_string(world) + " ranks (every rank trains at least one sequence)");
+  std::vector<int> sizes;
+  if (options.ep_sizes.empty()) {
+    for (int ep = 1; ep <= world; ++ep)
+      if (world % ep == 0 && E % ep == 0) sizes.push_back(ep);
+  } else {
+    for (int ep : parse_whole_numbers(options.ep_sizes, "--ep")) {
+      if (world % ep != 0)
+        throw UsageError("--ep " + std::to_string(ep) + " does not divide the world of " + std::to_string(world) + " ranks");
+      parallel::validate_expert_parallel(plan.config, ep);  // E not a multiple of ep
+      sizes.push_back(ep);
+    }
+  }
+  const int top = *std::max_element(sizes.begin(), sizes.end());
+  const std::vector<std::string> routers = split_list(options.routers);
+  auto add = [&](int ep, const std::string& router, double cf) -> MoeBenchRun& {
+    for (MoeBenchRun& r : plan.runs)
+      if (r.ep == ep && r.router == router && (r.capacity_factor == cf)) return r;
+    MoeBenchRun r;
+    r.ep = ep;
+    r.router = router;
+    r.capacity_factor = cf;
+    run_config(plan, r);  // refuses what the model cannot take
+    plan.runs.push_back(r);
+    return plan.runs.back();
+  };
+  for (int ep : sizes) add(ep, routers.front(), options.capacity_factor).ep_sweep = true;
+  for (const std::string& router : routers) add(top, router, options.capacity_factor).router_sweep = true;
+  for (double cf : parse_numbers(options.capacity_factors, "--capacity-factors")) add(top, "top_k", cf).cf_sweep = true;
+  return plan;
+}
+
+std::size_t moe_bench_bytes_per_rank(const MoeBenchPlan& plan, const MoeBenchOptions& options, int world) {
+  // Every expert on one rank (ep 1) bounds every run: parameters, gradients and two AdamW moments
+  // of the dense model plus the experts and routers; activations of this rank's sequences with
+  // k routed copies per MoE layer (generously 64 h per token per block), the logits three times.
+  const model::GptConfig& c = plan.config;
+  const double e = static_cast<double>(size_of(c.dtype));
+  const std::int64_t ffn = c.moe.expert_hidden > 0 ? c.moe.expert_hidden : 4 * c.hidden;
+  const double experts = static_cast<double>(c.moe.layers.size()) *
+                         static_cast<double>(theory::moe_expert_parameters_per_rank(c.hidden, ffn, c.moe.experts, 1, 1) +
+                                             c.hidden * c.moe.experts);
+  const double tokens = static_cast<double>((options.batch + world - 1) / world * c.sequence);
+  const double k = static_cast<double>(std::max(1, c.moe.top_k));
+  return static_cast<std::size_t>(e * (4.0 * (static_cast<double>(theory::gpt_parameters(c)) + experts) +
+                                       tokens * 64.0 * k * static_cast<double>(c.hidden) * c.layers +
+                                       3.0 * tokens * static_cast<double>(c.vocabulary)));
+}
+
+MoeBenchOutcome run_moe_bench(Session& session, const MoeBenchPlan& plan, const MoeBenchOptions& options) {
+  Communicator& world = session.world();
+  MoeBenchOutcome out;
+  const int E = plan.config.moe.experts;
+  const std::vector<int>& blocks = plan.config.moe.layers;  // sorted: the model's order
+  Progress progress("bench moe", plan.runs.size(), session.is_root() && !session.options().quiet);
+  for (std::size_t run_index = 0; run_index < plan.runs.size(); ++run_index) {
+    const MoeBenchRun& run = plan.runs[run_index];
+    progress.update(run_index, "ep" + std::to_string(run.ep) + " " + run.router + " cf" + cf_text(run.capacity_factor));
+    const model::GptConfig c = run_config(plan, run);
+    parallel::GridSpec spec;
+    spec.set(Axis::ep, run.ep).set(Axis::dp, world.size() / run.ep);
+    parallel::Grid grid(world, spec);
+    parallel::ExpertParallelConfig ec;
+    ec.all_to_all = options.all_to_all;
+    parallel::ExpertParallel ep(grid.group(Axis::ep), ec);
+    auto model = parallel::build_expert_parallel_gpt(c, ep);
+    model->to(session.space());
+    const std::vector<model::MixtureOfExperts*> layers = model::moe_layers(*model);
+    model::AdamW optimizer({}, c.dtype);
+    parallel::DataParallelConfig dc;
+    dc.global_batch = options.batch;
+    auto trainer = parallel::make_expert_parallel_trainer(grid, *model, optimizer, dc);
+    const parallel::BatchSource source = parallel::batches_of(c);
+    std::vector<double> steps, all_to_all, reduction;
+    std::vector<std::vector<std::int64_t>> last_admitted(layers.size());  // this rank's, the last step
+    for (int s = 0; s < options.warmup + options.steps; ++s) {
+      world.barrier();  // every step starts together, so the slowest rank sets its time
+      ep.reset_traffic();
+      const parallel::StepStats stats = trainer->step(source, static_cast<std::uint64_t>(s));
+      double a2a = 0;
+      for (const auto& [block, traffic] : ep.traffic()) a2a += traffic.seconds;
+      for (std::size_t l = 0; l < layers.size(); ++l) {
+        last_admitted[l].assign(static_cast<std::size_t>(E), 0);
+        for (const model::MoePassStats& p : layers[l]->statistics())
+          for (int e = 0; e < E; ++e) last_admitted[l][static_cast<std::size_t>(e)] += p.admitted[static_cast<std::size_t>(e)];
+      }
+      const std::vector<LayerStep> layer_steps = step_statistics(world, layers, E);
+      if (s >= options.warmup) {
+        steps.push_back(stats.seconds);
+        all_to_all.push_back(a2a);
+        reduction.push_back(stats.exposed_comm_seconds);
+      }
+      if (!session.is_root()) continue;
+      for (std::size_t l = 0; l < layers.size(); ++l) {
+        const LayerStep& ls = layer_steps[l];
+        const double choices = run.router == "expert_choice" ? ls.tokens : ls.tokens * c.moe.top_k;
+        record::Table& t = out.steps;
+        t.i64("run").push_back(static_cast<std::int64_t>(run_index));
+        t.i64("step").push_back(s);
+        t.i64("timed").push_back(s >= options.warmup ? 1 : 0);
+        t.i64("block").push_back(blocks[l]);
+        t.i64("tokens").push_back(std::llround(ls.tokens));
+        t.f64("load_imbalance").push_back(imbalance(ls.load));
+        t.f64("admitted_imbalance").push_back(imbalance(ls.admitted));
+        t.i64("dropped").push_back(std::llround(ls.dropped));
+        t.f64("dropped_fraction").push_back(choices > 0 ? ls.dropped / choices : std::nan(""));
+        t.f64("unrouted_fraction").push_back(ls.tokens > 0 ? ls.unrouted / ls.tokens : std::nan(""));
+        t.f64("balancing_loss").push_back(ls.balancing);
+        t.f64("z_loss").push_back(ls.z);
+        for (int e = 0; e < E; ++e) {
+          record::Table& u = out.load;
+          u.i64("run").push_back(static_cast<std::int64_t>(run_index));
+          u.i64("step").push_back(s);
+          u.i64("block").push_back(blocks[l]);
+          u.i64("expert").push_back(e);
+          u.i64("load").push_back(std::llround(ls.load[static_cast<std::size_t>(e)]));
+          u.i64("admitted").push_back(std::llround(ls.admitted[static_cast<std::size_t>(e)]));
+        }
+      }
+    }
+    // The last step's bytes on every rank against the formula from its routing counts.
+    const double e = static_cast<double>(size_of(c.dtype));
+    parallel::ExpertTraffic measured, formula;
+    const auto traffic = ep.traffic();
+    for (std::size_t l = 0; l < layers.size(); ++l) {
+      const parallel::ExpertTraffic f = parallel::expected_traffic(ep.group(), last_admitted[l], c.hidden, e);
+      const parallel::ExpertTraffic& m = traffic.at("blocks." + std::to_string(blocks[l]));
+      measured.dispatch += m.dispatch;
+      measured.combine += m.combine;
+      measured.backward += m.backward;
+      formula.dispatch += f.dispatch;
+      formula.combine += f.combine;
+      formula.backward += f.backward;
+    }
+    const bool match_here = std::llround(measured.dispatch) == std::llround(formula.dispatch) &&
+                            std::llround(measured.combine) == std::llround(formula.combine) &&
+                            std::llround(measured.backward) == std::llround(formula.backward);
+    const auto matches = gather_from_ranks(world, match_here ? 1.0 : 0.0);
+    const bool bytes_match = std::all_of(matches.begin(), matches.end(), [](double m) { return m == 1.0; });
+    // The slowest rank's medians; the largest bytes any rank sent, beside its formula.
+    auto slowest = [&](double x) {
+      const auto all = gather_from_ranks(world, x);
+      return *std::max_element(all.begin(), all.end());
+    };
+    const double step = slowest(percentile(steps, 0.5)), a2a = slowest(percentile(all_to_all, 0.5)),
+                 reduce = slowest(percentile(reduction, 0.5));
+    const auto sent = gather_from_ranks(world, measured.dispatch + measured.combine + measured.backward);
+    const auto sent_formula = gather_from_ranks(world, formula.dispatch + formula.combine + formula.backward);
+    const auto busiest = std::max_element(sent.begin(), sent.end()) - sent.begin();
+    if (!bytes_match) ++out.mismatches;
+    if (session.is_root()) {
+      record::Table& t = out.runs;
+      t.i64("run").push_back(static_cast<std::int64_t>(run_index));
+      t.str("model").push_back(plan.model);
+      t.str("config").push_back(c.describe());
+      t.i64("ep").push_back(run.ep);
+      t.i64("dp").push_back(world.size() / run.ep);
+      t.i64("world_size").push_back(world.size());
+      t.i64("experts").push_back(E);
+      t.i64("top_k").push_back(run.router == "expert_choice" ? 0 : c.moe.top_k);
+      t.f64("capacity_factor").push_back(run.capacity_factor);
+      t.str("router").push_back(run.router);
+      t.i64("moe_layers").push_back(static_cast<std::int64_t>(blocks.size()));
+      t.i64("in_ep_sweep").push_back(run.ep_sweep ? 1 : 0);
+      t.i64("in_router_sweep").push_back(run.router_sweep ? 1 : 0);
+      t.i64("in_cf_sweep").push_back(run.cf_sweep ? 1 : 0);
+      t.i64("batch").push_back(options.batch);
+      t.f64("step_seconds", "s").push_back(step);
+      t.f64("tokens_per_second", "1/s").push_back(static_cast<double>(options.batch * c.sequence) / step);
+      t.f64("all_to_all_seconds", "s").push_back(a2a);
+      t.f64("gradient_reduction_seconds", "s").push_back(reduce);
+      t.f64("compute_seconds", "s").push_back(std::max(0.0, step - a2a - reduce));
+      t.f64("all_to_all_share").push_back(a2a / step);
+      t.f64("all_to_all_bytes", "B").push_back(sent[static_cast<std::size_t>(busiest)]);
+      t.f64("formula_all_to_all_bytes", "B").push_back(sent_formula[static_cast<std::size_t>(busiest)]);
+      t.i64("bytes_match").push_back(bytes_match ? 1 : 0);
+      // The timed steps' mean load imbalance and dropped fraction over the MoE layers.
+      double imbalance_sum = 0, dropped_sum = 0, count = 0;
+      for (std::size_t i = 0; i < out.steps.rows(); ++i)
+        if (out.steps.get_i64("run")[i] == static_cast<std::int64_t>(run_index) && out.steps.get_i64("timed")[i]) {
+          imbalance_sum += out.steps.get_f64("load_imbalance")[i];
+          dropped_sum += out.steps.get_f64("dropped_fraction")[i];
+          count += 1;
+        }
+      t.f64("mean_load_imbalance").push_back(imbalance_sum / count);
+      t.f64("mean_dropped_fraction").push_back(dropped_sum / count);
+      session.record_rows("/bench/moe", t, t.rows() - 1);  // kept if the run is cut short
+    }
+  }
+  progress.finish();
+  if (session.is_root() && !session.options().quiet)
+    std::fprintf(stderr, "[bench moe] %zu runs; all-to-all bytes %s\n", out.runs.rows(),
+                 out.mismatches ? "differ from the formula in some runs (see bytes_match)"
+                                : "equal the formula in every run, on every rank");
+  return out;
+}
+
+void record_moe_bench(Session& session, const MoeBenchOutcome& outcome, const MoeBenchOptions& options) {
+  if (!session.is_root()) return;
+  auto& file = session.results();
+  file.write_table("/bench/moe", outcome.runs);
+  file.write_table("/bench/moe_steps", outcome.steps);
+  file.write_table("/bench/moe_load", outcome.load);
+  file.set_attribute("/bench/moe", "timed_steps", static_cast<std::int64_t>(options.steps));
+  file.set_attribute("/bench/moe", "warmup_steps", static_cast<std::int64_t>(options.warmup));
+  file.set_attribute("/bench/moe", "all_to_all", options.all_to_all);
+  file.set_attribute("/bench/moe", "formulas",
+                     std::string("theory/moe.hpp: dispatch = rows admitted for other ranks' experts x h e; combine = rows "
+                                 "received from other ranks x h e; backward = dispatch + combine; capacity ceil(k cf N / E)"));
+}
+
+}  // namespace parity::cli
