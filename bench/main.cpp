@@ -457,6 +457,7 @@ int main(int argc, char** argv) {
              "against ep, load imbalance and balancing loss per router over the steps, dropped fraction against the "
              "capacity factor, tokens per expert per layer, all-to-all bytes beside the formula (which must match)");
   add_common(bench_moe, moe_common, false);
+  add_resume(bench_moe, moe_common);
   add_moe_bench_options(bench_moe, moe_options);
 
   PipelineOptions pipeline_options;

@@ -116,6 +116,19 @@ std::vector<LayerStep> step_statistics(Communicator& world, const std::vector<mo
   return out;
 }
 
+// --resume: a run is found by its index and what it ran; its step and load rows by its index.
+std::string run_key(std::size_t index, const MoeBenchRun& run) {
+  return std::to_string(index) + "|ep" + std::to_string(run.ep) + "|" + run.router + "|cf" + cf_text(run.capacity_factor);
+}
+std::string run_row_key(const record::Table& t, std::size_t row) {
+  MoeBenchRun run;
+  run.ep = static_cast<int>(t.get_i64("ep")[row]);
+  run.router = t.get_str("router")[row];
+  run.capacity_factor = t.get_f64("capacity_factor")[row];
+  return run_key(static_cast<std::size_t>(t.get_i64("run")[row]), run);
+}
+std::string index_key(const record::Table& t, std::size_t row) { return std::to_string(t.get_i64("run")[row]); }
+
 }  // namespace
 
 void check_moe_bench_options(const MoeBenchOptions& options) {
@@ -204,6 +217,20 @@ MoeBenchOutcome run_moe_bench(Session& session, const MoeBenchPlan& plan, const 
   for (std::size_t run_index = 0; run_index < plan.runs.size(); ++run_index) {
     const MoeBenchRun& run = plan.runs[run_index];
     progress.update(run_index, "ep" + std::to_string(run.ep) + " " + run.router + " cf" + cf_text(run.capacity_factor));
+    // --resume: a run the interrupted one finished (its steps and loads were journaled before
+    // its row) is taken whole.
+    const Session::Restored restored = session.restore_row(
+        "/bench/moe", run_key(run_index, run), run_row_key, out.runs,
+        [](const record::Table& from, std::size_t row) -> std::int64_t { return from.get_i64("bytes_match")[row] == 0; });
+    if (restored.found) {
+      const std::size_t step_rows = static_cast<std::size_t>(options.warmup + options.steps) * blocks.size();
+      session.restore_rows("/bench/moe_steps", std::to_string(run_index), index_key, step_rows, out.steps);
+      session.restore_rows("/bench/moe_load", std::to_string(run_index), index_key, step_rows * static_cast<std::size_t>(E),
+                           out.load);
+      out.mismatches += static_cast<std::size_t>(restored.value);
+      continue;
+    }
+    const std::size_t first_step_row = out.steps.rows(), first_load_row = out.load.rows();
     const model::GptConfig c = run_config(plan, run);
     parallel::GridSpec spec;
     spec.set(Axis::ep, run.ep).set(Axis::dp, world.size() / run.ep);
@@ -332,7 +359,10 @@ MoeBenchOutcome run_moe_bench(Session& session, const MoeBenchPlan& plan, const 
         }
       t.f64("mean_load_imbalance").push_back(imbalance_sum / count);
       t.f64("mean_dropped_fraction").push_back(dropped_sum / count);
-      session.record_rows("/bench/moe", t, t.rows() - 1);  // kept if the run is cut short
+      // Kept if the job is cut short: the run's steps and loads first, its row last.
+      session.record_rows("/bench/moe_steps", out.steps, first_step_row);
+      session.record_rows("/bench/moe_load", out.load, first_load_row);
+      session.record_rows("/bench/moe", t, t.rows() - 1);
     }
   }
   progress.finish();

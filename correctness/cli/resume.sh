@@ -193,6 +193,9 @@ PY
   tensor_blocks)
     also_taken="bench/point_to_point"
     blocks TERM bench/tensor tp,dp,sequence_parallel,bytes_total,formula_bytes_total "1 2" -- bench tensor -q --np 2 --steps 150 ;;
+  moe_blocks)
+    also_taken="bench/moe_steps bench/moe_load"
+    blocks TERM bench/moe run,ep,router,capacity_factor,bytes_match "1 3" -- bench moe -q --np 2 --experts 4 --steps 60 ;;
   stall_while_resuming)
     # A resumed run that stalls before taking its rows back keeps them all.
     interrupt_after_rows INT "$work/p.h5" check -q --np 2 --filter "$check_filter" --out "$work/p.h5"
