@@ -9,7 +9,7 @@ two hosts with one slow rank, and a configurable number of failed conformance ca
                           [--model [--model-speed F]] [--parallel [--parallel-speed F]]
                           [--tensor [--tensor-speed F] [--tensor-mismatch]]
                           [--pipeline [--pipeline-speed F] [--pipeline-oversubscribed]]
-                          [--world-size N]
+                          [--moe [--moe-speed F] [--moe-mismatch]] [--world-size N]
 
 With --model it also writes /bench/model (GPT training steps of three presets on every rank, the
 last rank slower); with --parallel /bench/memory, /bench/scaling and /bench/overlap (DP and ZeRO
@@ -21,8 +21,12 @@ unless the conformance cases are omitted, /check/training and /check/tensor; wit
 with v = 2 and zb-h1 at p = 2 and 4, as the world allows, and m = p, 2p, 4p: each rank's actions
 timed by a small event simulator with noisy costs, the measured timeline, and again with each
 rank's median costs, the simulated one; --pipeline-oversubscribed makes the measured costs vary
-widely and marks the table oversubscribed). Without them the file looks like one from before
-those tables existed.
+widely and marks the table oversubscribed); with --moe /bench/moe, /bench/moe_steps and
+/bench/moe_load (a GPT with two MoE layers of 8 experts in `parity bench moe`'s sweeps: every ep,
+every router at the largest ep, every cf with top_k; tokens per expert summing to k x tokens,
+fewer dropped with a larger cf, expert choice balanced exactly, the all-to-all bytes equal to the
+formula unless --moe-mismatch) and, unless the conformance cases are omitted, /check/moe. Without
+them the file looks like one from before those tables existed.
 """
 
 import argparse
@@ -923,10 +927,259 @@ def write_pipeline(f, rng, hosts, speed=1.0, oversubscribed=False, cores_per_hos
                 "measured and simulated", PIPELINE_TIMELINE_COLUMNS, timeline)
 
 
+# /bench/moe, /bench/moe_steps, /bench/moe_load: the tiny preset with an MoE FFN in both blocks
+# (E = 8, k = 2), in the three sweeps of `parity bench moe` on the whole world: every ep dividing
+# it and E with top_k at cf 1.25, every router at the largest ep, every cf of
+# MOE_CAPACITY_FACTORS with top_k at the largest ep; runs that coincide are one run. The routing
+# depends on the router and cf alone (not on ep), as parity's does; times are made up: compute
+# that does not change with ep, all-to-alls that grow with ep and the bytes, and a gradient
+# reduction of the experts that shrinks with dp.
+MOE_EXPERTS, MOE_TOP_K, MOE_BLOCKS = 8, 2, [0, 1]
+MOE_ROUTERS = ["top_k", "expert_choice", "aux_free"]
+MOE_CAPACITY_FACTOR = 1.25
+MOE_CAPACITY_FACTORS = [0.5, 1.0, 1.25, 2.0, math.inf]
+# The run of the mismatch variant whose all-to-alls send more than the formula (ep, router, cf).
+MOE_MISMATCH_RUN = (2, "top_k", 1.25)
+MOE_COLUMNS = [
+    ("run", "i8", ""), ("model", "str", ""), ("config", "str", ""), ("ep", "i8", ""),
+    ("dp", "i8", ""), ("world_size", "i8", ""), ("experts", "i8", ""), ("top_k", "i8", ""),
+    ("capacity_factor", "f8", ""), ("router", "str", ""), ("moe_layers", "i8", ""),
+    ("in_ep_sweep", "i8", ""), ("in_router_sweep", "i8", ""), ("in_cf_sweep", "i8", ""),
+    ("batch", "i8", ""), ("step_seconds", "f8", "s"), ("tokens_per_second", "f8", "1/s"),
+    ("all_to_all_seconds", "f8", "s"), ("gradient_reduction_seconds", "f8", "s"),
+    ("compute_seconds", "f8", "s"), ("all_to_all_share", "f8", ""),
+    ("all_to_all_bytes", "f8", "B"), ("formula_all_to_all_bytes", "f8", "B"),
+    ("bytes_match", "i8", ""), ("mean_load_imbalance", "f8", ""),
+    ("mean_dropped_fraction", "f8", "")]
+MOE_STEP_COLUMNS = [
+    ("run", "i8", ""), ("step", "i8", ""), ("timed", "i8", ""), ("block", "i8", ""),
+    ("tokens", "i8", ""), ("load_imbalance", "f8", ""), ("admitted_imbalance", "f8", ""),
+    ("dropped", "i8", ""), ("dropped_fraction", "f8", ""), ("unrouted_fraction", "f8", ""),
+    ("balancing_loss", "f8", ""), ("z_loss", "f8", "")]
+MOE_LOAD_COLUMNS = [
+    ("run", "i8", ""), ("step", "i8", ""), ("block", "i8", ""), ("expert", "i8", ""),
+    ("load", "i8", ""), ("admitted", "i8", "")]
+MOE_CHECK_COLUMNS = [
+    ("case", "str", ""), ("ep", "i8", ""), ("tp", "i8", ""), ("dp", "i8", ""),
+    ("experts", "i8", ""), ("top_k", "i8", ""), ("capacity_factor", "f8", ""),
+    ("router", "str", ""), ("all_to_all", "str", ""), ("precision", "str", ""),
+    ("device", "str", ""), ("world_size", "i8", ""), ("steps", "i8", ""), ("error", "f8", ""),
+    ("bound", "f8", ""), ("loss_error", "f8", ""), ("loss_bound", "f8", ""),
+    ("decisions", "i8", ""), ("dropped", "i8", ""), ("dispatch_bytes", "f8", "B"),
+    ("formula_dispatch_bytes", "f8", "B"), ("passed", "i8", ""), ("message", "str", "")]
+# correctness/cases/moe.cpp's cases at every ep: (E, k, cf, router, precision); the tp = 2 ones
+# where the world allows; the pairwise all_to_all_v above ep = 1. With the mismatch variant the
+# case MOE_MISMATCH_CASE fails on its dispatch bytes.
+MOE_CHECK_CASES = [(4, 2, 1.25, "top_k", "float64"), (8, 1, 1.0, "top_k", "float32"),
+                   (4, 2, math.inf, "top_k", "float32"), (8, 0, 1.0, "expert_choice", "float64"),
+                   (4, 1, 1.25, "aux_free", "float64"), (8, 2, math.inf, "aux_free", "float32")]
+MOE_CHECK_TP_CASES = [(4, 2, 1.25, "top_k", "float64"), (8, 0, 1.0, "expert_choice", "float64")]
+MOE_MISMATCH_CASE = "moe/ep2/E4/k2/cf1.25/top_k/float64"
+
+
+def cf_words(cf):
+    return "inf" if cf == math.inf else f"{cf:g}"
+
+
+def moe_plan(world_size, routers, capacity_factor, capacity_factors, ep_sizes):
+    """`parity bench moe`'s runs as [(ep, router, cf, sweeps)], in the order it runs them."""
+    sizes = ep_sizes or [ep for ep in range(1, world_size + 1)
+                         if world_size % ep == 0 and MOE_EXPERTS % ep == 0]
+    top, runs = max(sizes), {}
+    for ep in sizes:
+        runs.setdefault((ep, routers[0], capacity_factor), set()).add("ep")
+    for router in routers:
+        runs.setdefault((top, router, capacity_factor), set()).add("router")
+    for cf in capacity_factors:
+        runs.setdefault((top, "top_k", cf), set()).add("cf")
+    return [(*key, sweeps) for key, sweeps in runs.items()]
+
+
+def moe_routing(rng, router, cf, skew, tokens, steps):
+    """[(step, block, chosen, admitted, unrouted)]: the tokens each expert was chosen for and
+    took at each step and MoE layer. Token choice: k x tokens choices drawn with the layer's
+    preference for some experts (skew: {block: a weight per expert}), which training evens out
+    (aux_free's bias faster than top_k's balancing loss), capacity ceil(k cf tokens / E). Expert
+    choice (skew None): each expert takes its capacity ceil(cf tokens / E) of the tokens, some
+    tokens taken by none."""
+    e, k = MOE_EXPERTS, MOE_TOP_K
+    decay = 0.8 if router == "top_k" else 0.65
+    out = []
+    for step in range(steps):
+        for b in MOE_BLOCKS:
+            if router == "expert_choice":
+                capacity = tokens if cf == math.inf else min(tokens, math.ceil(cf * tokens / e))
+                chosen = admitted = np.full(e, capacity)
+                unrouted = round(tokens * (1 - capacity / tokens) ** e)
+            else:
+                weights = np.exp(0.4 * decay ** step * skew[b])
+                chosen = rng.multinomial(k * tokens, weights / weights.sum())
+                capacity = math.inf if cf == math.inf else math.ceil(k * cf * tokens / e)
+                admitted = np.minimum(chosen, capacity)
+                unrouted = math.floor(tokens * (1 - admitted.sum() / (k * tokens)) ** k)
+            out.append((step, b, chosen.astype(np.int64), admitted.astype(np.int64), unrouted))
+    return out
+
+
+def moe_all_to_all_bytes(admitted, ep, world_size, h, e):
+    """theory/moe.hpp per rank: dispatch = rows admitted for other ranks' experts, combine =
+    rows received from other ranks, backward = dispatch + combine, each x h e. Every rank routes
+    an even share of each expert's rows; ep is the inner axis of the grid (rank r is ep rank
+    r % ep of its group). The busiest rank's bytes over the MoE layers."""
+    e_per = MOE_EXPERTS // ep
+    per_rank = [0.0] * world_size
+    for rows in admitted:  # one MoE layer
+        share = [[int(n) // world_size + (1 if r < int(n) % world_size else 0) for n in rows]
+                 for r in range(world_size)]
+        for r in range(world_size):
+            mine = r % ep
+            group = [q for q in range(world_size) if q // ep == r // ep and q != r]
+            dispatch = sum(n for x, n in enumerate(share[r]) if x // e_per != mine)
+            combine = sum(share[q][x] for q in group for x in range(MOE_EXPERTS)
+                          if x // e_per == mine)
+            per_rank[r] += 2 * (dispatch + combine) * h * e
+    return max(per_rank)
+
+
+def write_moe(f, rng, world_size, speed=1.0, mismatch=False, batch=8,
+              routers=tuple(MOE_ROUTERS), capacity_factor=MOE_CAPACITY_FACTOR,
+              capacity_factors=tuple(MOE_CAPACITY_FACTORS), ep_sizes=None, warmup=1, timed=5):
+    """The three MoE tables, every number of /bench/moe from its steps and loads: imbalance max
+    / mean, dropped over k x tokens (expert choice: tokens), the means over the timed steps and
+    layers, the bytes from the last step's admitted rows (more than the formula in
+    MOE_MISMATCH_RUN with mismatch). Times are divided by speed."""
+    name, v, layers, h, a, s, _ = MODEL_PRESETS[0]
+    e, tokens, steps = 4, batch * s, warmup + timed
+    dense = 4 * gpt_parameters(v, layers, h, s)
+    experts_bytes = 4 * len(MOE_BLOCKS) * MOE_EXPERTS * 2 * h * 4 * h
+    runs = {c[0]: [] for c in MOE_COLUMNS}
+    step_rows = {c[0]: [] for c in MOE_STEP_COLUMNS}
+    load_rows = {c[0]: [] for c in MOE_LOAD_COLUMNS}
+    # Each token choice router's initial preferences, the same whatever the cf: more cf, fewer
+    # drops.
+    skews = {router: {b: rng.standard_normal(MOE_EXPERTS) for b in MOE_BLOCKS}
+             for router in routers if router != "expert_choice"}
+    routing = {}
+    for run, (ep, router, cf, sweeps) in enumerate(moe_plan(world_size, list(routers),
+                                                            capacity_factor,
+                                                            list(capacity_factors), ep_sizes)):
+        if (router, cf) not in routing:
+            routing[(router, cf)] = moe_routing(rng, router, cf, skews.get(router), tokens,
+                                                steps)
+        k = 0 if router == "expert_choice" else MOE_TOP_K
+        choices = tokens if router == "expert_choice" else MOE_TOP_K * tokens
+        imbalances, dropped_fractions = [], []
+        for step, block, chosen, admitted, unrouted in routing[(router, cf)]:
+            dropped = (unrouted if router == "expert_choice"
+                       else int(chosen.sum() - admitted.sum()))
+            loss = (0.01 * MOE_EXPERTS * float(np.sum((chosen / choices) ** 2))
+                    if router == "top_k" else 0.0)
+            row = {"run": run, "step": step, "timed": int(step >= warmup), "block": block,
+                   "tokens": tokens, "load_imbalance": chosen.max() / chosen.mean(),
+                   "admitted_imbalance": admitted.max() / admitted.mean(), "dropped": dropped,
+                   "dropped_fraction": dropped / choices, "unrouted_fraction": unrouted / tokens,
+                   "balancing_loss": loss, "z_loss": 0.0043 * (1 + 0.01 * rng.standard_normal())}
+            append_row(step_rows, row)
+            if step >= warmup:
+                imbalances.append(row["load_imbalance"])
+                dropped_fractions.append(row["dropped_fraction"])
+            for expert in range(MOE_EXPERTS):
+                append_row(load_rows, {"run": run, "step": step, "block": block,
+                                       "expert": expert, "load": int(chosen[expert]),
+                                       "admitted": int(admitted[expert])})
+        last = [admitted for step, _, _, admitted, _ in routing[(router, cf)]
+                if step == steps - 1]
+        formula = moe_all_to_all_bytes(last, ep, world_size, h, e)
+        measured, match = formula, 1
+        if mismatch and (ep, router, cf) == MOE_MISMATCH_RUN:
+            measured, match = formula + 4096.0, 0
+        dp = world_size // ep
+        compute = 0.006 * (1 + 0.03 * rng.random()) / speed
+        a2a = ((4e-4 * (ep - 1) + 4e-9 * measured) * (1 + 0.05 * rng.random())
+               if ep > 1 else 5e-5) / speed
+        reduction = 8 * (ring_all_reduce_seconds(dense, world_size)
+                         + ring_all_reduce_seconds(experts_bytes / ep, dp)) / speed
+        step_seconds = compute + a2a + reduction
+        config = (f"V={v} L={layers} h={h} a={a} s={s} tied float32 moe E={MOE_EXPERTS}"
+                  + (f" k={k}" if k else "") + f" cf={cf_words(cf)} {router} blocks "
+                  + ",".join(map(str, MOE_BLOCKS)))
+        append_row(runs, {
+            "run": run, "model": name, "config": config, "ep": ep, "dp": dp,
+            "world_size": world_size, "experts": MOE_EXPERTS, "top_k": k,
+            "capacity_factor": cf, "router": router, "moe_layers": len(MOE_BLOCKS),
+            "in_ep_sweep": int("ep" in sweeps), "in_router_sweep": int("router" in sweeps),
+            "in_cf_sweep": int("cf" in sweeps), "batch": batch, "step_seconds": step_seconds,
+            "tokens_per_second": tokens / step_seconds, "all_to_all_seconds": a2a,
+            "gradient_reduction_seconds": reduction, "compute_seconds": compute,
+            "all_to_all_share": a2a / step_seconds, "all_to_all_bytes": measured,
+            "formula_all_to_all_bytes": formula, "bytes_match": match,
+            "mean_load_imbalance": float(np.mean(imbalances)),
+            "mean_dropped_fraction": float(np.mean(dropped_fractions))})
+    g = write_table(f, "/bench/moe", "mixture of experts against the expert-parallel size, "
+                    "router and capacity factor", MOE_COLUMNS, runs)
+    g.attrs["timed_steps"] = np.int64(timed)
+    g.attrs["warmup_steps"] = np.int64(warmup)
+    g.attrs["all_to_all"] = "native"
+    g.attrs["formulas"] = ("theory/moe.hpp: dispatch = rows admitted for other ranks' experts "
+                           "x h e; combine = rows received from other ranks x h e; backward = "
+                           "dispatch + combine; capacity ceil(k cf N / E)")
+    write_table(f, "/bench/moe_steps", "each run's MoE layers at every step", MOE_STEP_COLUMNS,
+                step_rows)
+    write_table(f, "/bench/moe_load", "each run's tokens per expert at every step and MoE "
+                "layer", MOE_LOAD_COLUMNS, load_rows)
+
+
+def write_moe_checks(f, rng, world_size, mismatch=False):
+    """/check/moe as correctness/cases/moe.cpp's grid (see MOE_CHECK_CASES) on the case model
+    (h = 16, sequence 8, 3 steps on 2 (ep dp) + 1 rows): the routing, and so the decisions and
+    drops, the same at every ep; the dispatch bytes 0 at ep 1."""
+    h, sequence, steps = 16, 8, 3
+    routed = {}
+    vals = {c[0]: [] for c in MOE_CHECK_COLUMNS}
+    for ep in (1, 2, 4):
+        if world_size % ep:
+            continue
+        cases = [(c, 1, "native") for c in MOE_CHECK_CASES]
+        cases += [(c, 2, "native") for c in MOE_CHECK_TP_CASES if world_size % (2 * ep) == 0]
+        if ep > 1:
+            cases.append((MOE_CHECK_CASES[0], 1, "pairwise"))
+        for (experts, k, cf, router, precision), tp, algorithm in cases:
+            dp = world_size // (ep * tp)
+            tokens = (2 * ep * dp + 1) * sequence * steps
+            if (experts, k, cf, router, tp) not in routed:
+                lost = 0.0 if cf == math.inf else 0.03 + 0.1 * rng.random()
+                routed[(experts, k, cf, router, tp)] = round(tokens * max(k, 1) * lost)
+            dropped = routed[(experts, k, cf, router, tp)]
+            decisions = tokens * k - dropped if k else tokens - dropped
+            name = (f"moe/ep{ep}" + (f"/tp{tp}" if tp > 1 else "") + f"/E{experts}"
+                    + (f"/k{k}" if k else "") + f"/cf{cf_words(cf)}/{router}/{precision}"
+                    + ("/pairwise" if algorithm == "pairwise" else ""))
+            size = 8 if precision == "float64" else 4
+            formula = decisions // (ep * dp) * (ep - 1) // ep * h * size
+            scale = 1e-14 if precision == "float64" else 1e-6
+            error, loss = scale * (1 + 5 * rng.random()), scale * 1e-3 * rng.random()
+            sent, passed = float(formula), 1
+            message = f"loss {loss:.3g}, parameters {error:.3g}, state {error / 50:.3g}"
+            if mismatch and name == MOE_MISMATCH_CASE:
+                sent, passed = formula + 128.0, 0
+                message = (f"dispatch bytes differ from the formula: {sent:.6g} (formula "
+                           f"{formula:.6g}) ; " + message)
+            append_row(vals, {
+                "case": name, "ep": ep, "tp": tp, "dp": dp, "experts": experts, "top_k": k,
+                "capacity_factor": cf, "router": router, "all_to_all": algorithm,
+                "precision": precision, "device": "cpu", "world_size": world_size,
+                "steps": steps, "error": error, "bound": 20 * scale, "loss_error": loss,
+                "loss_bound": 2 * scale, "decisions": decisions, "dropped": dropped,
+                "dispatch_bytes": sent, "formula_dispatch_bytes": float(formula),
+                "passed": passed, "message": message})
+    write_table(f, "/check/moe", "mixture-of-experts conformance cases", MOE_CHECK_COLUMNS, vals)
+
+
 def write_sample(path, seed=1, bandwidth_scale=1.0, failures=2, empty_collectives=False,
                  omit=(), world_size=4, model=False, model_speed=1.0, parallel=False,
                  parallel_speed=1.0, tensor=False, tensor_speed=1.0, tensor_mismatch=False,
-                 pipeline=False, pipeline_speed=1.0, pipeline_oversubscribed=False):
+                 pipeline=False, pipeline_speed=1.0, pipeline_oversubscribed=False, moe=False,
+                 moe_speed=1.0, moe_mismatch=False):
     rng = np.random.default_rng(seed)
     p = world_size
     hosts = [f"node{r * 2 // p}" for r in range(p)]
@@ -1064,6 +1317,12 @@ def write_sample(path, seed=1, bandwidth_scale=1.0, failures=2, empty_collective
             write_pipeline(f, np.random.default_rng(seed + 4000), hosts, speed=pipeline_speed,
                            oversubscribed=pipeline_oversubscribed)
 
+        if moe:
+            mrng = np.random.default_rng(seed + 5000)
+            write_moe(f, mrng, p, speed=moe_speed, mismatch=moe_mismatch)
+            if "check" not in omit:
+                write_moe_checks(f, mrng, p, mismatch=moe_mismatch)
+
 
 def write_check(f, rng, p, failures):
     names = ["case", "collective", "algorithm", "dtype", "redop", "count", "in_place", "input",
@@ -1164,6 +1423,15 @@ def main(argv=None):
     ap.add_argument("--pipeline-oversubscribed", action="store_true",
                     help="the pipeline runs as on a host with fewer cores than ranks: measured "
                          "costs vary widely, and the tables say so (oversubscribed, note)")
+    ap.add_argument("--moe", action="store_true",
+                    help="also write /bench/moe, /bench/moe_steps and /bench/moe_load (E = 8, "
+                         "k = 2: every ep, every router at the largest ep, cf = 0.5, 1, 1.25, "
+                         "2, inf) and, with the conformance cases, /check/moe")
+    ap.add_argument("--moe-speed", type=float, default=1.0,
+                    help="divide /bench/moe's times by F (default 1.0)")
+    ap.add_argument("--moe-mismatch", action="store_true",
+                    help="one /bench/moe run sends more all-to-all bytes than the formula, and "
+                         "one /check/moe case fails on its dispatch bytes")
     args = ap.parse_args(argv)
     write_sample(args.out, seed=args.seed, bandwidth_scale=args.bandwidth_scale,
                  failures=args.failures, empty_collectives=args.empty_collectives,
@@ -1173,7 +1441,8 @@ def main(argv=None):
                  tensor=args.tensor, tensor_speed=args.tensor_speed,
                  tensor_mismatch=args.tensor_mismatch, pipeline=args.pipeline,
                  pipeline_speed=args.pipeline_speed,
-                 pipeline_oversubscribed=args.pipeline_oversubscribed)
+                 pipeline_oversubscribed=args.pipeline_oversubscribed, moe=args.moe,
+                 moe_speed=args.moe_speed, moe_mismatch=args.moe_mismatch)
     return 0
 
 

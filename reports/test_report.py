@@ -100,6 +100,19 @@ def set_rows(path, table, column, match, value):
         ds[...] = values
 
 
+def keep_rows(path, table, keep):
+    """Keeps the rows of a table that keep(row) accepts, in every column and the row count."""
+    rows = read_rows(path, table)
+    with h5py.File(path, "a") as f:
+        g = f[table]
+        for c in list(rows[0]) if rows else []:
+            values, dtype, unit = g[c][()], g[c].dtype, g[c].attrs["unit"]
+            del g[c]
+            kept = np.array([v for v, r in zip(values, rows) if keep(r)], dtype=values.dtype)
+            g.create_dataset(c, data=kept, dtype=dtype).attrs["unit"] = unit
+        g.attrs["rows"] = np.int64(sum(1 for r in rows if keep(r)))
+
+
 def drop_column(path, table, column):
     """Removes a column from a table's list and its dataset alike."""
     with h5py.File(path, "a") as f:
@@ -147,6 +160,11 @@ PIPELINE_FIGURES = ("pipeline_timeline_gpipe", "pipeline_timeline_1f1b",
                     "pipeline_bubble", "pipeline_activations")
 TENSOR_KEY_COLUMNS = ["model", "tp", "dp", "sequence_parallel", "step_seconds", "bytes_total",
                       "formula_bytes_total"]
+MOE_TABLES = ("/bench/moe", "/bench/moe_steps", "/bench/moe_load")
+MOE_KEY_COLUMNS = {"/bench/moe": ["run", "ep", "router", "capacity_factor", "step_seconds"],
+                   "/bench/moe_steps": ["run", "step", "block"],
+                   "/bench/moe_load": ["run", "step", "block", "expert", "load"]}
+MOE_FIGURES = ("moe_step", "moe_bytes", "moe_load", "moe_routers", "moe_dropped")
 KEY_COLUMNS = {
     "/bench/memory": ["strategy", "world_size", "rank", "model_state_bytes",
                       "formula_model_state_bytes"],
@@ -173,6 +191,13 @@ def fmt_size(n):
             v = n / scale
             return f"{v:.0f} {unit}" if v == int(v) else f"{v:.3g} {unit}"
     return f"{n:.0f} B"
+
+
+def ms(seconds):
+    """Seconds in ms as the report writes them (common.py fmt_num): two decimals from 1 on,
+    three significant digits below."""
+    v = seconds * 1e3
+    return f"{v:.2f}" if abs(v) >= 1 else f"{v:.3g}"
 
 
 def after(text, marker):
@@ -1115,6 +1140,272 @@ class ReportTests(unittest.TestCase):
                 self.assertNotIn(text, summary)
             self.assertEqual(glob.glob(os.path.join(out, "*_pipeline*.png")), [])
 
+    # -- mixture of experts: /bench/moe, /bench/moe_steps, /bench/moe_load, /check/moe ---------
+
+    def moe_file(self, name, **kwargs):
+        """A file like `parity bench moe` and `parity check` write: the three MoE tables and the
+        conformance tables, without the collective benchmark, which is slow to draw."""
+        path = os.path.join(self.tmp, name)
+        make_sample.write_sample(path, omit=TENSOR_ONLY, moe=True, **kwargs)
+        return path
+
+    @staticmethod
+    def moe_glance(path):
+        """The report's MoE line, worked out here from the file: the runs' ep sizes, the
+        router sweep's mean load imbalance, the cf sweep's mean dropped fraction at its
+        smallest and largest cf."""
+        runs = sorted(read_rows(path, "/bench/moe"), key=lambda r: r["run"])
+        sizes = ", ".join(str(ep) for ep in sorted({r["ep"] for r in runs}))
+        routers = [r for r in runs if r["in_router_sweep"] == 1]
+        cfs = sorted((r for r in runs if r["in_cf_sweep"] == 1),
+                     key=lambda r: r["capacity_factor"])
+
+        def cf(r):
+            return "inf" if r["capacity_factor"] == float("inf") else f"{r['capacity_factor']:g}"
+        return (f"{len(runs)} runs at ep = {sizes}", "load imbalance " + ", ".join(
+                    f"{r['router']} {r['mean_load_imbalance']:.2f}" for r in routers),
+                f"dropped {100 * cfs[0]['mean_dropped_fraction']:.3g}% at cf {cf(cfs[0])} -&gt; "
+                f"{100 * cfs[-1]['mean_dropped_fraction']:.3g}% at {cf(cfs[-1])}")
+
+    def test_moe_sample_is_consistent(self):
+        """The sample's numbers hold together as parity's do: k x tokens choices per layer and
+        step, expert choice balanced exactly, fewer drops with a larger cf, /bench/moe's means
+        those of its timed steps."""
+        path = self.moe_file("moe_consistent.h5")
+        runs = {r["run"]: r for r in read_rows(path, "/bench/moe")}
+        steps = read_rows(path, "/bench/moe_steps")
+        chosen = {}
+        for x in read_rows(path, "/bench/moe_load"):
+            key = (x["run"], x["step"], x["block"])
+            chosen[key] = chosen.get(key, 0) + x["load"]
+            self.assertLessEqual(x["admitted"], x["load"])
+        for s in steps:
+            r = runs[s["run"]]
+            k = r["top_k"] if r["router"] != "expert_choice" else 0
+            if k:
+                self.assertEqual(chosen[(s["run"], s["step"], s["block"])], k * s["tokens"])
+            else:
+                self.assertEqual(s["load_imbalance"], 1.0)
+        for run, r in runs.items():
+            timed = [s for s in steps if s["run"] == run and s["timed"] == 1]
+            for column in ("load_imbalance", "dropped_fraction"):
+                self.assertAlmostEqual(r[f"mean_{column}"],
+                                       sum(s[column] for s in timed) / len(timed), places=12)
+        dropped = [r["mean_dropped_fraction"] for r in sorted(
+            (r for r in runs.values() if r["in_cf_sweep"] == 1),
+            key=lambda r: r["capacity_factor"])]
+        self.assertEqual(dropped, sorted(dropped, reverse=True))
+        self.assertEqual(dropped[-1], 0.0)
+        self.assertTrue(all(r["bytes_match"] == 1 for r in runs.values()))
+
+    def test_moe_section(self):
+        path = self.moe_file("moe.h5")
+        out, html, summary = self.parallel_report("moe_out", path)
+        self.assertIn("<h2 id=\"moe\">Mixture of experts</h2>", html)
+        self.assertIn("<a href=\"#moe\">Mixture of experts</a>", html)
+        self.assertIn("## Mixture of experts", summary)
+        sources = self.assert_pngs(out, html)
+        for kind in MOE_FIGURES:
+            self.assertEqual(len([s for s in sources if s.endswith(f"_{kind}.png")]), 1, kind)
+        runs_words, imbalance, dropped = self.moe_glance(path)
+        self.assertEqual(runs_words, "9 runs at ep = 1, 2, 4")
+        self.assertIn("expert_choice 1.00", imbalance)
+        self.assertIn(f"<li>MoE: {runs_words}; all-to-all bytes equal the formula in every run; "
+                      f"{imbalance}; {dropped}.</li>", html)
+        self.assertIn(f"- Per router (timed steps' mean): {imbalance}.", summary)
+        self.assertIn(f"- Capacity-factor sweep (timed steps' mean): "
+                      f"{dropped.replace('-&gt;', '->')}.", summary)
+        self.assertNotIn("class=\"bad\"", after(html, "<h2 id=\"moe\">"))
+        # The row of the aux_free run: step time, bytes beside the formula, the means.
+        r = find_row(read_rows(path, "/bench/moe"), router="aux_free")
+        row = re.search(r"<tr><td class=\"num\">\d+</td><td class=\"num\">4</td>"
+                        r"<td class=\"num\">1</td><td>aux_free</td>.*?</tr>", html)
+        self.assertIsNotNone(row)
+        cells = re.findall(r"<td[^>]*>(.*?)</td>", row.group(0))
+        self.assertEqual(cells[4:], [
+            "1.25", ms(r["step_seconds"]), f"{r['tokens_per_second']:.0f}",
+            ms(r["all_to_all_seconds"]), ms(r["gradient_reduction_seconds"]),
+            f"{r['all_to_all_share']:.3f}", f"{round(r['all_to_all_bytes']):,}",
+            f"{round(r['formula_all_to_all_bytes']):,}", "yes", f"{r['mean_load_imbalance']:.3f}",
+            f"{r['mean_dropped_fraction']:.3f}", "router"])
+        self.assertIn(f"| 4 | 1 | aux_free | 1.25 | {r['step_seconds'] * 1e3:.2f} | "
+                      f"{r['tokens_per_second']:.0f} | {r['all_to_all_share']:.3f} | "
+                      f"{round(r['all_to_all_bytes']):,} | "
+                      f"{round(r['formula_all_to_all_bytes']):,} |", summary)
+        steps = read_rows(path, "/bench/moe_steps")
+        self.assertIn(f"Table: every MoE layer at every step of every run ({len(steps)} rows)",
+                      html)
+        # /check/moe is drawn by the conformance section.
+        n = len(read_rows(path, "/check/moe"))
+        self.assertIn(f"; moe {n} cases, all passed.</li>", html)
+        self.assertIn("<h3>Mixture-of-experts cases</h3>", html)
+
+    def test_moe_mismatch_flagged(self):
+        path = self.moe_file("moe_mismatch.h5", moe_mismatch=True)
+        _, html, summary = self.parallel_report("moe_mismatch_out", path)
+        rows = read_rows(path, "/bench/moe")
+        self.assertEqual([(r["ep"], r["router"], r["capacity_factor"]) for r in rows
+                          if r["bytes_match"] == 0], [(2, "top_k", 1.25)])
+        words = "all-to-all bytes differ from the formula in 1 of 9 runs: ep = 2 top_k cf = 1.25"
+        self.assertIn(f"<li>MoE: 9 runs at ep = 1, 2, 4; <span class=\"bad\">{words}</span>; ",
+                      html)
+        self.assertIn(f"- Against the formula: {words}.", summary)
+        row = re.search(r"<tr class=\"diff\"><td class=\"num\">1</td><td class=\"num\">2</td>"
+                        r".*?</tr>", html)
+        self.assertIsNotNone(row)
+        self.assertIn("<span class=\"bad\">no</span>", row.group(0))
+        n = len(read_rows(path, "/check/moe"))
+        self.assertIn(f"moe {n} cases, 1 failed ({n - 1} passed).</li>", html)
+        self.assertIn(make_sample.MOE_MISMATCH_CASE,
+                      after(html, "<h3>Failed mixture-of-experts cases</h3>"))
+        # Without bytes_match the report compares the bytes with the formula itself.
+        drop_column(path, "/bench/moe", "bytes_match")
+        _, html, _ = self.parallel_report("moe_mismatch_out2", path)
+        self.assertIn(f"<span class=\"bad\">{words}</span>", html)
+
+    def test_moe_comparison(self):
+        a = self.moe_file("moe_a.h5", seed=1, moe_speed=2.0)
+        b = self.moe_file("moe_b.h5", seed=2)
+        out, html, summary = self.parallel_report("moe_cmp", a, b)
+        self.assertIn("<h2 id=\"moe\">Mixture of experts: B against A</h2>", html)
+        ra, rb = read_rows(a, "/bench/moe"), read_rows(b, "/bench/moe")
+
+        def twin(r):
+            return find_row(rb, ep=r["ep"], router=r["router"],
+                            capacity_factor=r["capacity_factor"])
+        ratios = [twin(r)["step_seconds"] / r["step_seconds"] for r in ra]
+        self.assertTrue(all(1.8 < x < 2.2 for x in ratios), ratios)  # B half as fast
+        self.assertIn(f"<li>MoE step time B / A over {len(ra)} matching runs: from "
+                      f"{min(ratios):.3f} to {max(ratios):.3f}.</li>", html)
+        changes = [round(twin(r)["all_to_all_bytes"] - r["all_to_all_bytes"]) for r in ra]
+        differ = [d for d in changes if d]
+        self.assertTrue(differ, "the two samples route alike: no bytes differ")
+        self.assertIn(f"MoE all-to-all bytes: B - A differs in {len(differ)} of {len(ra)} "
+                      f"matching runs, from {min(differ):+,} to {max(differ):+,} B.", html)
+        r = find_row(ra, ep=4, router="top_k", capacity_factor=2.0)
+        t = twin(r)
+        change = round(t["all_to_all_bytes"] - r["all_to_all_bytes"])
+        self.assertIn(f"| 4 | top_k | 2 | 8 | 2 | {r['step_seconds'] * 1e3:.2f} | "
+                      f"{t['step_seconds'] * 1e3:.2f} | "
+                      f"{t['step_seconds'] / r['step_seconds']:.3f} | "
+                      f"{r['tokens_per_second']:.0f} | {t['tokens_per_second']:.0f} | "
+                      f"{t['tokens_per_second'] / r['tokens_per_second']:.3f} | "
+                      f"{round(r['all_to_all_bytes']):,} | {round(t['all_to_all_bytes']):,} | "
+                      f"{f'{change:+,}' if change else '0'} |", summary)
+        sources = self.assert_pngs(out, html)
+        self.assertEqual([s for s in sources if "_moe_" in s],
+                         [s for s in sources if s.endswith("_moe_compare.png")])
+        self.assertEqual(len([s for s in sources if "_moe_" in s]), 1)
+
+    def test_moe_comparison_one_side(self):
+        a = self.moe_file("moe_one.h5")
+        out, html, summary = self.parallel_report("moe_one_cmp", a, self.a)
+        self.assertIn("Run B has no /bench/moe table", html)
+        self.assertEqual(glob.glob(os.path.join(out, "*_moe*.png")), [])
+        self.assertNotIn("## Mixture of experts", summary)
+
+    def test_moe_absent_without_tables(self):
+        """Files from before the MoE benchmark report as they did."""
+        for out in (self.single, self.compare):
+            html = self.read(out, "index.html")
+            summary = self.read(out, "summary.md")
+            self.assertNotIn("id=\"moe\"", html)
+            self.assertNotIn("href=\"#moe\"", html)
+            for text in ("Mixture of experts", "MoE", "/bench/moe", "Mixture-of-experts"):
+                self.assertNotIn(text, html)
+                self.assertNotIn(text, summary)
+            self.assertEqual(glob.glob(os.path.join(out, "*_moe*.png")), [])
+
+    def test_moe_key_columns_only(self):
+        """The columns the reader requires are enough for the section: the step as a whole per
+        ep, the tokens per expert of every step, the sweeps as `parity bench moe` plans them;
+        the report says what it cannot draw and claims nothing about the bytes."""
+        path = self.moe_file("moe_minimal.h5")
+        for table in MOE_TABLES:
+            with h5py.File(path, "a") as f:
+                for name in list(f[table].attrs):
+                    if name not in ("kind", "description", "columns", "rows"):
+                        del f[table].attrs[name]
+            for column in read_columns(path, table):
+                if column not in MOE_KEY_COLUMNS[table]:
+                    drop_column(path, table, column)
+        out, html, summary = self.parallel_report("moe_minimal_out", path)
+        sources = self.assert_pngs(out, html)
+        self.assertEqual([s.split("_", 1)[1] for s in sources if "_moe_" in s],
+                         ["moe_step.png", "moe_load.png"])
+        for note in ("/bench/moe has no all_to_all_bytes column: no bytes figure.",
+                     "/bench/moe_steps has no load imbalance of the router sweep's runs",
+                     "The file has no dropped fraction of the capacity-factor sweep's runs"):
+            self.assertIn(html_escape(note), html)
+        self.assertIn("<li>MoE: 9 runs at ep = 1, 2, 4; no all-to-all bytes in the file.</li>",
+                      html)
+        self.assertIn("- Against the formula: no all-to-all bytes in the file.", summary)
+
+    def test_moe_small_sweeps(self):
+        """One dropless run at ep = 1: every sweep has that run alone, so there is no curve
+        against cf. And a job cut short after its ep sweep, the next run's steps journaled but
+        not its row (and, as in an older file, no tokens per expert): the finished runs alone
+        are drawn."""
+        path = os.path.join(self.tmp, "moe_one_run.h5")
+        make_sample.write_sample(path, omit=MODEL_ONLY)
+        with h5py.File(path, "a") as f:
+            make_sample.write_moe(f, np.random.default_rng(3), 4, ep_sizes=[1],
+                                  routers=("top_k",), capacity_factor=float("inf"),
+                                  capacity_factors=(float("inf"),))
+        r, = read_rows(path, "/bench/moe")
+        out, html, summary = self.parallel_report("moe_one_run_out", path)
+        self.assertEqual([s.split("_", 1)[1] for s in self.assert_pngs(out, html)],
+                         ["moe_step.png", "moe_load.png", "moe_routers.png"])
+        self.assertIn("Every run has ep = 1: every expert is local and nothing is sent", html)
+        self.assertIn(f"<li>MoE: 1 run at ep = 1; all-to-all bytes equal the formula in the one "
+                      f"run; load imbalance top_k {r['mean_load_imbalance']:.2f}; dropped 0% at "
+                      f"cf inf.</li>", html)
+        self.assertIn("The capacity-factor sweep has one cf (inf, dropped 0%): no "
+                      "dropped-fraction figure.", html)
+
+        path = self.moe_file("moe_partial.h5")
+        with h5py.File(path, "a") as f:
+            del f["/bench/moe_load"]
+            f.attrs["complete"] = np.int64(0)
+            f.attrs["incomplete_reason"] = "interrupted by SIGINT"
+        keep_rows(path, "/bench/moe", lambda r: r["in_ep_sweep"] == 1)
+        rows = read_rows(path, "/bench/moe")
+        self.assertEqual([r["run"] for r in rows], [0, 1, 2])
+        keep_rows(path, "/bench/moe_steps", lambda s: s["run"] <= 3)
+        steps = [s for s in read_rows(path, "/bench/moe_steps") if s["run"] <= 2]
+        top = find_row(rows, ep=4)
+        out, html, summary = self.parallel_report("moe_partial_out", path)
+        self.assertIn("Incomplete run:</strong> interrupted by SIGINT", html)
+        self.assertEqual([s.split("_", 1)[1] for s in self.assert_pngs(out, html)
+                          if "_moe_" in s], ["moe_step.png", "moe_bytes.png", "moe_routers.png"])
+        self.assertIn("The file has no /bench/moe_load: no tokens-per-expert figure.", html)
+        self.assertIn(f"Table: every MoE layer at every step of every run ({len(steps)} rows)",
+                      html)
+        self.assertNotIn("expert_choice", after(html, "<h2 id=\"moe\">").split("<h2")[0])
+        self.assertIn(f"<li>MoE: 3 runs at ep = 1, 2, 4; all-to-all bytes equal the formula in "
+                      f"every run; load imbalance top_k {top['mean_load_imbalance']:.2f}; dropped "
+                      f"{100 * top['mean_dropped_fraction']:.3g}% at cf 1.25.</li>", html)
+
+    def test_moe_empty_and_malformed(self):
+        path = os.path.join(self.tmp, "moe_empty.h5")
+        make_sample.write_sample(path, omit=MODEL_ONLY)
+        with h5py.File(path, "a") as f:
+            for table, columns in zip(MOE_TABLES, (make_sample.MOE_COLUMNS,
+                                                   make_sample.MOE_STEP_COLUMNS,
+                                                   make_sample.MOE_LOAD_COLUMNS)):
+                make_sample.write_table(f, table, "no rows", columns,
+                                        {c[0]: [] for c in columns})
+        out, html, summary = self.parallel_report("moe_empty_out", path)
+        self.assertIn("/bench/moe is present but has 0 rows", html)
+        self.assertIn("/bench/moe has 0 rows", summary)
+        self.assertEqual(glob.glob(os.path.join(out, "*_moe_*.png")), [])
+        for table, column in zip(MOE_TABLES + ("/check/moe",),
+                                 ("capacity_factor", "block", "load", "passed")):
+            path = self.moe_file(f"moe_no_{column}.h5")
+            drop_column(path, table, column)
+            self.assert_bad_input([path, "--out", os.path.join(self.tmp, "x")],
+                                  f"table {table} has no column(s) {column}")
+
     # -- one rank ------------------------------------------------------------------------------
 
     def test_one_rank_collectives(self):
@@ -1143,7 +1434,7 @@ class ReportTests(unittest.TestCase):
         report draws them."""
         path = os.path.join(self.tmp, "one_rank_all.h5")
         make_sample.write_sample(path, world_size=1, model=True, parallel=True, tensor=True,
-                                 pipeline=True)
+                                 pipeline=True, moe=True)
         overlap = read_rows(path, "/bench/overlap")
         self.assertTrue(all(r["hidden_fraction"] == 0 for r in overlap))
         out, html, summary = self.parallel_report("one_rank_all_out", path)
@@ -1157,6 +1448,13 @@ class ReportTests(unittest.TestCase):
                       "at p = 1, m = 2, bubble measured / simulated / closed form: gpipe 0.000 / "
                       "0.000 / 0.000;", html)
         self.assertEqual(len([s for s in img_sources(html) if "_pipeline_" in s]), 6)
+        # One rank: every MoE run at ep = 1, where every expert is local and nothing is sent.
+        moe = read_rows(path, "/bench/moe")
+        self.assertEqual({r["all_to_all_bytes"] for r in moe}, {0.0})
+        self.assertIn(f"<li>MoE: {len(moe)} runs at ep = 1; all-to-all bytes equal the formula "
+                      "in every run; load imbalance top_k", html)
+        self.assertEqual(len([s for s in img_sources(html) if "_moe_" in s]), 4)
+        self.assertIn("Every run has ep = 1: every expert is local and nothing is sent", html)
 
     # -- bad input -----------------------------------------------------------------------------
 
@@ -1276,7 +1574,7 @@ class TableModulesTest(unittest.TestCase):
         self.assertEqual(len(registered), len(set(registered)), registered)
         self.assertEqual(set(registered), on_disk)
         for name in ("collectives", "slow_ranks", "p2p", "conformance", "model", "memory",
-                     "scaling", "overlap", "tensor", "pipeline"):
+                     "scaling", "overlap", "tensor", "pipeline", "moe"):
             self.assertIn(name, registered)
 
     def test_modules_implement_the_interface(self):
@@ -1314,7 +1612,7 @@ class TableModulesTest(unittest.TestCase):
         try:
             full, bare = os.path.join(tmp, "full.h5"), os.path.join(tmp, "bare.h5")
             make_sample.write_sample(full, model=True, parallel=True, tensor=True,
-                                     pipeline=True)
+                                     pipeline=True, moe=True)
             make_sample.write_sample(bare, omit=MODEL_ONLY)
             for path, expected in ((full, True), (bare, False)):
                 for name, table in load_tables(parity_results.load(path, schema())).items():

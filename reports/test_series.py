@@ -103,11 +103,12 @@ class SeriesTest(unittest.TestCase):
         cls.a = os.path.join(cls.tmp, LABELS[0])
         cls.b = os.path.join(cls.tmp, LABELS[1])
         make_sample.write_sample(cls.a, seed=1, model=True, parallel=True, tensor=True,
-                                 tensor_mismatch=True, pipeline=True)
+                                 tensor_mismatch=True, pipeline=True, moe=True,
+                                 moe_mismatch=True)
         make_sample.write_sample(cls.b, seed=7, bandwidth_scale=1.25, model=True,
                                  model_speed=1.1, parallel=True, parallel_speed=1.2,
                                  tensor=True, tensor_speed=0.9, pipeline=True,
-                                 pipeline_speed=1.1)
+                                 pipeline_speed=1.1, moe=True, moe_speed=0.9)
         # The sample's measured counts equal their formulas; one of each differs here, so that
         # a figure showing the formula in place of the measurement is told apart.
         set_rows(cls.a, "/bench/tensor", "activation_bytes_per_block",
@@ -173,11 +174,12 @@ class SeriesTest(unittest.TestCase):
                    "tensor_activations", "tensor_bytes", "tensor_step",
                    "pipeline_timeline_gpipe", "pipeline_timeline_1f1b",
                    "pipeline_timeline_interleaved_v2", "pipeline_timeline_zb-h1",
-                   "pipeline_bubble", "pipeline_activations"}
+                   "pipeline_bubble", "pipeline_activations", "moe_step", "moe_bytes",
+                   "moe_load", "moe_routers", "moe_dropped"}
         drawn = {s.figure for s in self.single if not s.figure.startswith("coll_")}
         self.assertEqual(drawn, checked)
         checked = {"point_to_point", "harness_overhead", "model_compare_tokens",
-                   "scaling_compare", "tensor_compare", "pipeline_compare"}
+                   "scaling_compare", "tensor_compare", "pipeline_compare", "moe_compare"}
         drawn = {s.figure for s in self.compared if not s.figure.startswith("cmp_")}
         self.assertEqual(drawn, checked)
 
@@ -541,6 +543,105 @@ class SeriesTest(unittest.TestCase):
         self.assert_bytes(pairs)
         self.assert_distinct(measured_all, formula_all, "activation peaks and their formula")
 
+    def moe_tables(self, path):
+        """/bench/moe's rows in run order, /bench/moe_steps' rows, and {(run, step): timed}."""
+        runs = sorted(read_rows(path, "/bench/moe"), key=lambda r: r["run"])
+        steps = read_rows(path, "/bench/moe_steps")
+        return runs, steps, {(s["run"], s["step"]): s["timed"] == 1 for s in steps}
+
+    @staticmethod
+    def moe_per_step(steps, run, col):
+        """(steps, the mean over the MoE layers of col at each) of a run."""
+        by_step = grouped(sorted((s for s in steps if s["run"] == run),
+                                 key=lambda s: (s["step"], s["block"])), "step")
+        return [k[0] for k in by_step], [mean(column(v, col)) for v in by_step.values()]
+
+    def test_moe_step_and_bytes(self):
+        """The ep sweep's step split, by ep; the all-to-all bytes beside the formula of every run
+        above ep = 1 (below it nothing is sent)."""
+        runs, _, _ = self.moe_tables(self.a)
+        drawn = self.figure(self.single, "moe_step")
+        ep_runs = sorted((r for r in runs if r["in_ep_sweep"] == 1), key=lambda r: r["ep"])
+        self.assertEqual(column(ep_runs, "ep"), [1, 2, 4])
+        for label, col in (("compute", "compute_seconds"),
+                           ("gradient reduction", "gradient_reduction_seconds"),
+                           ("all-to-all", "all_to_all_seconds")):
+            self.assert_series(drawn[label], range(len(ep_runs)), column(ep_runs, col, 1e3))
+        self.assertEqual(set(drawn), {"compute", "gradient reduction", "all-to-all"})
+        drawn = self.figure(self.single, "moe_bytes")
+        sending = [r for r in runs if r["ep"] > 1]
+        self.assertEqual(len(sending), len(runs) - 1)
+        self.assert_bytes([(drawn["measured"], column(sending, "all_to_all_bytes")),
+                           (drawn["formula"], column(sending, "formula_all_to_all_bytes"))])
+        self.assert_distinct(column(sending, "all_to_all_bytes"),
+                             column(sending, "formula_all_to_all_bytes"),
+                             "all-to-all bytes and their formula")
+
+    def test_moe_tokens_per_expert(self):
+        """Per router at the largest ep, the tokens each expert was chosen for in each MoE layer
+        summed over the timed steps: k x tokens choices per layer and timed step for the token
+        choice routers, the same for every expert with expert choice."""
+        runs, steps, timed = self.moe_tables(self.a)
+        load = read_rows(self.a, "/bench/moe_load")
+        drawn = self.figure(self.single, "moe_load")
+        routers = [r for r in runs if r["in_router_sweep"] == 1]
+        self.assertEqual([r["router"] for r in routers], ["top_k", "expert_choice", "aux_free"])
+        for r in routers:
+            mine = [x for x in load if x["run"] == r["run"]]
+            blocks = sorted({x["block"] for x in mine})
+            experts = sorted({x["expert"] for x in mine})
+            sums = defaultdict(int)
+            for x in mine:
+                if timed[(r["run"], x["step"])]:
+                    sums[(x["block"], x["expert"])] += x["load"]
+            heat = drawn[f"{r['router']} tokens"]
+            self.assert_series(heat, experts, blocks)
+            self.assert_values(heat.z, [[sums[(b, e)] for e in experts] for b in blocks],
+                               f"{r['router']} tokens per expert")
+            n_timed = sum(1 for (run, _), t in timed.items() if run == r["run"] and t)
+            tokens = {s["tokens"] for s in steps if s["run"] == r["run"]}
+            self.assertEqual(len(tokens), 1)
+            if r["router"] == "expert_choice":
+                self.assertEqual(len(set(heat.z.ravel())), 1)
+            else:
+                self.assert_values(heat.z.sum(axis=1),
+                                   [r["top_k"] * tokens.pop() * n_timed] * len(blocks),
+                                   f"{r['router']} choices per layer")
+        self.assertEqual(set(drawn), {f"{r['router']} tokens" for r in routers})
+
+    def test_moe_routers_and_dropped(self):
+        """Per router, the load imbalance at every step (mean over the MoE layers) and the
+        balancing loss of top_k, the one router with one; against cf, the dropped fraction at
+        the first step and the timed steps' mean, inf past the largest cf."""
+        runs, steps, _ = self.moe_tables(self.a)
+        drawn = self.figure(self.single, "moe_routers")
+        expected = {"balanced"}
+        for r in (r for r in runs if r["in_router_sweep"] == 1):
+            for what, col in (("load imbalance", "load_imbalance"),
+                              ("balancing loss", "balancing_loss")):
+                xs, ys = self.moe_per_step(steps, r["run"], col)
+                if col == "balancing_loss" and not any(ys):
+                    continue
+                self.assert_series(drawn[f"{r['router']} {what}"], xs, ys)
+                expected.add(f"{r['router']} {what}")
+        self.assertIn("top_k balancing loss", expected)
+        self.assertEqual(set(drawn), expected)
+        self.assert_series(drawn["balanced"], [], [1.0])
+
+        drawn = self.figure(self.single, "moe_dropped")
+        cf_runs = sorted((r for r in runs if r["in_cf_sweep"] == 1),
+                         key=lambda r: r["capacity_factor"])
+        cfs = column(cf_runs, "capacity_factor")
+        self.assertEqual(cfs, [0.5, 1.0, 1.25, 2.0, float("inf")])
+        xs = cfs[:-1] + [2.5]  # inf: half a unit past 2
+        first = [self.moe_per_step(steps, r["run"], "dropped_fraction")[1][0] for r in cf_runs]
+        self.assert_series(drawn["top_k timed mean"], xs,
+                           column(cf_runs, "mean_dropped_fraction"))
+        self.assert_series(drawn["top_k first step"], xs, first)
+        self.assert_distinct(first, column(cf_runs, "mean_dropped_fraction"),
+                             "dropped fractions at the first step and over the timed steps")
+        self.assertEqual(set(drawn), {"top_k timed mean", "top_k first step"})
+
     # -- run B against run A --------------------------------------------------------------------
 
     def test_collectives_comparison(self):
@@ -616,6 +717,18 @@ class SeriesTest(unittest.TestCase):
                                        column(at_p, "step_seconds", 1e3))
                     expected.add(name)
         self.assertEqual(set(drawn), expected)
+
+    def test_moe_comparison(self):
+        """Per matched run, each run's step without the all-to-alls and the all-to-alls on
+        top."""
+        drawn = self.figure(self.compared, "moe_compare")
+        for run, path in zip(RUNS, (self.a, self.b)):
+            rows, _, _ = self.moe_tables(path)
+            self.assert_series(drawn[f"{run} rest of the step"], None,
+                               [r["step_seconds"] * 1e3 - r["all_to_all_seconds"] * 1e3
+                                for r in rows])
+            self.assert_series(drawn[f"{run} all-to-all"], None,
+                               column(rows, "all_to_all_seconds", 1e3))
 
 
 if __name__ == "__main__":

@@ -120,37 +120,28 @@ std::vector<MoeCase> moe_grid(int world_size) {
                           {4, 2, inf, "top_k", "float32"},           {8, 2, 1.0, "expert_choice", "float64"},
                           {4, 1, 1.25, "aux_free", "float64"},       {8, 2, inf, "aux_free", "float32"}};
   std::vector<MoeCase> out;
+  const auto add = [&out](int ep, int tp, const Shape& s) {
+    MoeCase c;
+    c.ep = ep;
+    c.tp = tp;
+    c.experts = s.experts;
+    c.top_k = s.k;
+    c.capacity_factor = s.cf;
+    c.router = s.router;
+    c.precision = s.precision;
+    out.push_back(c);
+  };
   for (int ep : {1, 2, 4}) {
     if (world_size % ep != 0) continue;
-    for (const Shape& s : shapes) {
-      MoeCase c;
-      c.ep = ep;
-      c.experts = s.experts;
-      c.top_k = s.k;
-      c.capacity_factor = s.cf;
-      c.router = s.router;
-      c.precision = s.precision;
-      out.push_back(c);
-    }
+    for (const Shape& s : shapes) add(ep, 1, s);
     if (ep > 1) {  // the reference all-to-all-v on point-to-point, once per ep
       MoeCase c;
       c.ep = ep;
       c.all_to_all = "pairwise";
       out.push_back(c);
     }
-    if (world_size % (2 * ep) == 0) {  // experts split over 2 tp ranks: a token-choice and an expert-choice shape
-      for (const Shape& s : {shapes[0], shapes[3]}) {
-        MoeCase c;
-        c.ep = ep;
-        c.tp = 2;
-        c.experts = s.experts;
-        c.top_k = s.k;
-        c.capacity_factor = s.cf;
-        c.router = s.router;
-        c.precision = s.precision;
-        out.push_back(c);
-      }
-    }
+    if (world_size % (2 * ep) == 0)  // experts split over 2 tp ranks: a token-choice and an expert-choice shape
+      for (const Shape& s : {shapes[0], shapes[3]}) add(ep, 2, s);
   }
   return out;
 }

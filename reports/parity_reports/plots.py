@@ -1,12 +1,13 @@
 """Figure basics shared by the table modules: the Plotter holds matplotlib, the colours every
 figure agrees on, file naming and the common axes. Each table's own figures live in its module
-and draw through a Plotter, whose plot, bar, band, whiskers and hline draw a series of data and
-note it in Plotter.drawn (a Series each) when its figure is saved."""
+and draw through a Plotter, whose plot, bar, band, whiskers, hline and heatmap draw a series of
+data and note it in Plotter.drawn (a Series each) when its figure is saved."""
 
 import math
 import os
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 
@@ -19,14 +20,17 @@ class Series:
     name; figure: the name it was saved under (Plotter.save); axes: its panel's title; label:
     what the series shows. x and y: a line's or marker's points, a bar's position and height
     (its bottom apart), a band's or a whisker's edge (two series, low and high); a horizontal
-    line has its y alone and an empty x. Pieces drawn under one label in one panel (a bar per
-    row, say) are joined in the order they were drawn."""
+    line has its y alone and an empty x; a heatmap has the centres of its columns in x, of its
+    rows in y, and its cells in z (a row per y, a column per x; None for the others). Pieces
+    drawn under one label in one panel (a bar per row, say) are joined in the order they were
+    drawn (a heatmap's rows one under the other)."""
     file: str
     figure: str
     axes: str
     label: str
     x: np.ndarray
     y: np.ndarray
+    z: Optional[np.ndarray] = None
 
 
 class Plotter:
@@ -86,19 +90,22 @@ class Plotter:
     # Drawing that is recorded: the figure's data, as opposed to its reference lines and text.
     # what: the series' label in drawn; the keyword arguments go to matplotlib.
 
-    def record(self, ax, what, x, y):
+    def record(self, ax, what, x, y, z=None):
         self.pending.append((ax, what, np.atleast_1d(np.asarray(x, dtype=float)),
-                             np.atleast_1d(np.asarray(y, dtype=float))))
+                             np.atleast_1d(np.asarray(y, dtype=float)),
+                             None if z is None else np.atleast_2d(np.asarray(z, dtype=float))))
 
     def file_series(self, fname, name):
         """Moves the pending series into drawn, as the series of the figure just saved."""
         joined = OrderedDict()
-        for ax, what, x, y in self.pending:
-            joined.setdefault((ax, what), []).append((x, y))
+        for ax, what, x, y, z in self.pending:
+            joined.setdefault((ax, what), []).append((x, y, z))
         for (ax, what), parts in joined.items():
+            cells = [z for _, _, z in parts if z is not None]
             self.drawn.append(Series(fname, name, ax.get_title(), what,
-                                     np.concatenate([x for x, _ in parts]),
-                                     np.concatenate([y for _, y in parts])))
+                                     np.concatenate([x for x, _, _ in parts]),
+                                     np.concatenate([y for _, y, _ in parts]),
+                                     np.concatenate(cells) if cells else None))
         self.pending = []
 
     def plot(self, ax, what, x, y, **kw):
@@ -125,6 +132,25 @@ class Plotter:
     def hline(self, ax, what, y, **kw):
         self.record(ax, what, [], y)
         return ax.axhline(y, **kw)
+
+    def heatmap(self, ax, what, x, y, values, **kw):
+        """Cells coloured by values (a row per y, a column per x), each centred on its x and y,
+        without the grid lines the other axes have; returns matplotlib's mesh, for a
+        colorbar."""
+        self.record(ax, what, x, y, values)
+        ax.grid(False)
+        return ax.pcolormesh(self.edges(x), self.edges(y), np.asarray(values, dtype=float),
+                             shading="flat", **kw)
+
+    @staticmethod
+    def edges(centres):
+        """The cell edges around increasing centres: halfway between neighbours, half a step
+        beyond the ends (a step of 1 for a single cell)."""
+        c = np.asarray(centres, dtype=float)
+        if len(c) == 1:
+            return np.array([c[0] - 0.5, c[0] + 0.5])
+        mid = (c[1:] + c[:-1]) / 2
+        return np.concatenate([[c[0] - (mid[0] - c[0])], mid, [c[-1] + (c[-1] - mid[-1])]])
 
     @staticmethod
     def size_axis(ax, sizes):
@@ -164,6 +190,40 @@ class Plotter:
         fig.legend(handles=handles, loc="lower center", ncol=ncol, frameon=False,
                    bbox_to_anchor=(0.5, 0.0))
         return math.ceil(len(handles) / ncol) if handles else 0
+
+    def step_pairs(self, pairs, ticks, part, names, run_labels, title, name, xlabel=None):
+        """Per matched row (pairs: (key, a, b)), A's and B's step time side by side in ms, the
+        column `part` (seconds of communication, say) hatched on top where the file has it.
+        names: the series' labels of the rest and of the part, after the run's label, and the
+        part's legend entry."""
+        rest, part_name, part_legend = names
+        fig, ax = self.plt.subplots(figsize=self.bars_figsize(2 * len(pairs)))
+        width = 0.38
+        for i, (_, a, b) in enumerate(pairs):
+            for j, r in enumerate((a, b)):
+                x = i + (j - 0.5) * width
+                step = r["step_seconds"] * 1e3
+                top = r[part] * 1e3 if finite(r[part]) else 0.0
+                color, run = self.run_colors[j], run_labels[j]
+                self.bar(ax, f"{run} {rest}", x, step - top, width=width * 0.95, color=color,
+                         zorder=3)
+                if top > 0:
+                    self.bar(ax, f"{run} {part_name}", x, top, bottom=step - top,
+                             width=width * 0.95, color=color, alpha=0.45, hatch="//",
+                             edgecolor="0.3", linewidth=0, zorder=3)
+        ax.set_xticks(range(len(pairs)))
+        ax.set_xticklabels(ticks, fontsize=8)
+        if xlabel:
+            ax.set_xlabel(xlabel)
+        ax.grid(axis="x", visible=False)
+        ax.set_ylim(bottom=0)
+        ax.set_ylabel("step time (ms, slowest rank)")
+        handles = [self.Patch(color=self.run_colors[j], label=label)
+                   for j, label in enumerate(run_labels)]
+        handles.append(self.Patch(facecolor="0.7", hatch="//", edgecolor="0.3", linewidth=0,
+                                  label=part_legend))
+        ax.set_title(title)
+        return self.save(fig, name, self.legend(fig, handles, most=3), suptitle=False)
 
     @staticmethod
     def bars_figsize(n_bars):

@@ -362,35 +362,10 @@ def draw_step(plotter, bench):
 def draw_comparison(plotter, pairs, bench, run_labels):
     """Per matched run, the step time of A and of B side by side, the tensor-parallel
     communication hatched on top of compute where the files split it."""
-    plt = plotter.plt
-    fig, ax = plt.subplots(figsize=plotter.bars_figsize(2 * len(pairs)))
-    width = 0.38
-    for i, (_, a, b) in enumerate(pairs):
-        for j, r in enumerate((a, b)):
-            x = i + (j - 0.5) * width
-            step = r["step_seconds"] * 1e3
-            comm = r["tp_comm_seconds"] * 1e3 if finite(r["tp_comm_seconds"]) else 0.0
-            color = plotter.run_colors[j]
-            run = run_labels[j]
-            plotter.bar(ax, f"{run} compute", x, step - comm, width=width * 0.95, color=color,
-                        zorder=3)
-            if comm > 0:
-                plotter.bar(ax, f"{run} tp comm", x, comm, bottom=step - comm,
-                            width=width * 0.95, color=color, alpha=0.45, hatch="//",
-                            edgecolor="0.3", linewidth=0, zorder=3)
-    ax.set_xticks(range(len(pairs)))
-    ax.set_xticklabels([tick_label(a, bench) for _, a, _ in pairs])
-    ax.set_xlabel("tensor-parallel size")
-    ax.grid(axis="x", visible=False)
-    ax.set_ylim(bottom=0)
-    ax.set_ylabel("step time (ms, slowest rank)")
-    handles = [plotter.Patch(color=plotter.run_colors[j], label=label)
-               for j, label in enumerate(run_labels)]
-    handles.append(plotter.Patch(facecolor="0.7", hatch="//", edgecolor="0.3", linewidth=0,
-                                 label="tensor-parallel communication"))
-    ax.set_title("Tensor-parallel step time, run A and run B")
-    legend_rows = plotter.legend(fig, handles, most=3)
-    return plotter.save(fig, "tensor_compare", legend_rows, suptitle=False)
+    return plotter.step_pairs(pairs, [tick_label(a, bench) for _, a, _ in pairs], "tp_comm_seconds",
+                              ("compute", "tp comm", "tensor-parallel communication"), run_labels,
+                              "Tensor-parallel step time, run A and run B", "tensor_compare",
+                              xlabel="tensor-parallel size")
 
 
 # --------------------------------------------------------------------------------------------
