@@ -27,8 +27,9 @@ class MoeCaseTest : public MpiTest {
   void TestBody() override {
     const cases::MoeResult r = cases::run_moe_case(comm(), case_);
     if (comm().rank() == 0 && std::getenv("PARITY_VERBOSE"))
-      std::printf("%s: error %.3g bound %.3g loss %.3g/%.3g decisions %lld dropped %lld dispatch %.0f/%.0f | %s\n",
-                  case_.name().c_str(), r.error, r.bound, r.loss_error, r.loss_bound,
+      std::printf("%s: error %.3g bound %.3g loss %.3g gradients %.3g (bound %.3g) decisions %lld dropped %lld "
+                  "dispatch %.0f/%.0f | %s\n",
+                  case_.name().c_str(), r.error, r.bound, r.loss_error, r.gradient_error, r.loss_bound,
                   static_cast<long long>(r.decisions), static_cast<long long>(r.dropped), r.dispatch_bytes,
                   r.dispatch_formula, r.message.c_str());
     EXPECT_TRUE(r.passed) << case_.name() << ": " << r.message;

@@ -965,7 +965,8 @@ MOE_CHECK_COLUMNS = [
     ("router", "str", ""), ("all_to_all", "str", ""), ("precision", "str", ""),
     ("device", "str", ""), ("world_size", "i8", ""), ("steps", "i8", ""), ("error", "f8", ""),
     ("bound", "f8", ""), ("loss_error", "f8", ""), ("loss_bound", "f8", ""),
-    ("decisions", "i8", ""), ("dropped", "i8", ""), ("dispatch_bytes", "f8", "B"),
+    ("gradient_error", "f8", ""), ("decisions", "i8", ""), ("dropped", "i8", ""),
+    ("dispatch_bytes", "f8", "B"),
     ("formula_dispatch_bytes", "f8", "B"), ("passed", "i8", ""), ("message", "str", "")]
 # correctness/cases/moe.cpp's cases at every ep: (E, k, cf, router, precision); the tp = 2 ones
 # where the world allows; the pairwise all_to_all_v above ep = 1. With the mismatch variant the
@@ -1158,8 +1159,10 @@ def write_moe_checks(f, rng, world_size, mismatch=False):
             formula = decisions // (ep * dp) * (ep - 1) // ep * h * size
             scale = 1e-14 if precision == "float64" else 1e-6
             error, loss = scale * (1 + 5 * rng.random()), scale * 1e-3 * rng.random()
+            gradient = scale * 0.1 * rng.random()
             sent, passed = float(formula), 1
-            message = f"loss {loss:.3g}, parameters {error:.3g}, state {error / 50:.3g}"
+            message = (f"gradients {gradient:.3g}, loss {loss:.3g}, parameters {error:.3g}, "
+                       f"state {error / 50:.3g}")
             if mismatch and name == MOE_MISMATCH_CASE:
                 sent, passed = formula + 128.0, 0
                 message = (f"dispatch bytes differ from the formula: {sent:.6g} (formula "
@@ -1169,7 +1172,8 @@ def write_moe_checks(f, rng, world_size, mismatch=False):
                 "capacity_factor": cf, "router": router, "all_to_all": algorithm,
                 "precision": precision, "device": "cpu", "world_size": world_size,
                 "steps": steps, "error": error, "bound": 20 * scale, "loss_error": loss,
-                "loss_bound": 2 * scale, "decisions": decisions, "dropped": dropped,
+                "loss_bound": 2 * scale, "gradient_error": gradient, "decisions": decisions,
+                "dropped": dropped,
                 "dispatch_bytes": sent, "formula_dispatch_bytes": float(formula),
                 "passed": passed, "message": message})
     write_table(f, "/check/moe", "mixture-of-experts conformance cases", MOE_CHECK_COLUMNS, vals)

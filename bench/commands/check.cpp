@@ -165,6 +165,7 @@ void run_moe_cases(Session& session, const std::vector<cases::MoeCase>& selected
         t.f64("bound").push_back(r.bound);
         t.f64("loss_error").push_back(r.loss_error);
         t.f64("loss_bound").push_back(r.loss_bound);
+        t.f64("gradient_error").push_back(r.gradient_error);
         t.i64("decisions").push_back(r.decisions);
         t.i64("dropped").push_back(r.dropped);
         t.f64("dispatch_bytes", "B").push_back(r.dispatch_bytes);

@@ -37,6 +37,7 @@ std::vector<std::int64_t> decisions_of(const model::MoePassStats& s) {
 // and state after the last step, and where they started.
 struct Reference {
   std::vector<double> losses;
+  parallel::ParameterValues gradients;  // of the first step
   std::vector<std::vector<std::vector<std::int64_t>>> decisions;
   std::int64_t dropped = 0;
   parallel::ParameterValues values, origin;
@@ -57,6 +58,7 @@ Reference single_device(const MoeCase& c, const model::GptConfig& config, std::i
       context.global_rows = rows;
       loss += m->forward_backward(source(static_cast<std::uint64_t>(step), shard.first, shard.rows, rows), context);
     }
+    if (step == 0) r.gradients = gradients_of(*m);
     optimizer->step(m->parameters());
     r.losses.push_back(loss);
     auto& step_decisions = r.decisions.emplace_back();
@@ -192,10 +194,21 @@ MoeResult run_moe_case(Communicator& comm, const MoeCase& c) {
       grid, *m, *optimizer, dc, c.tp > 1 ? std::make_unique<parallel::TensorParallelSync>(tp, *m, false) : nullptr);
   const parallel::BatchSource source = parallel::batches_of(config);
   std::string decisions_differ;
+  std::vector<std::string> disagreeing;
   model::MoePassStats last;
   for (int step = 0; step < c.steps; ++step) {
     if (step + 1 == c.steps) ep.reset_traffic();
     const double loss = trainer->step(source, static_cast<std::uint64_t>(step)).loss;
+    if (step == 0) {
+      // The first step's whole gradients (the step leaves them reduced), gathered from the shards.
+      const parallel::ParameterValues gradients = parallel::gather_expert_parallel(
+          parallel::gather_tensor_parallel(gradients_of(*m), m->parameters(), tp.group(), &disagreeing), config,
+          ep_group, &disagreeing);
+      const Difference d = compare(gradients, reference.gradients, zeros_like(reference.gradients));
+      r.gradient_error = d.parameters;
+      if (!(d.parameters <= r.loss_bound))
+        failures += "the first step's gradients differ beyond " + format(r.loss_bound) + " (largest at " + d.where + "); ";
+    }
     const double want = reference.losses[static_cast<std::size_t>(step)];
     r.loss_error = std::max(r.loss_error, std::abs(loss - want) / std::abs(want));
     const model::MoePassStats& s = moe.statistics().at(0);
@@ -213,13 +226,12 @@ MoeResult run_moe_case(Communicator& comm, const MoeCase& c) {
                 (decisions_differ.empty() ? std::string(" on another rank") : " (" + decisions_differ + ")") + "; ";
   if (!(r.loss_error <= r.loss_bound)) failures += "a step's loss differs by " + format(r.loss_error) + "; ";
 
-  std::vector<std::string> disagreeing;
   const parallel::ParameterValues values = parallel::gather_expert_parallel(
       parallel::gather_tensor_parallel(trainer->gathered(false), m->parameters(), tp.group(), &disagreeing), config,
       ep_group, &disagreeing);
   const Difference d = compare(values, reference.values, reference.origin);
   r.error = std::max(d.parameters, d.state);
-  r.compared = "loss " + format(r.loss_error) + ", parameters " + format(d.parameters) + ", state " + format(d.state);
+  r.compared = "gradients " + format(r.gradient_error) + ", loss " + format(r.loss_error) + ", parameters " + format(d.parameters) + ", state " + format(d.state);
   if (!(d.parameters <= r.bound && d.state <= r.bound))
     failures += "parameters or state differ beyond " + format(r.bound) + " (largest at " + d.where + "); ";
   if (!disagreeing.empty())
@@ -247,6 +259,7 @@ MoeResult run_moe_case(Communicator& comm, const MoeCase& c) {
   r.passed = max_over_ranks(comm, failed_here ? 1 : 0) == 0;
   r.error = max_over_ranks(comm, r.error);
   r.loss_error = max_over_ranks(comm, r.loss_error);
+  r.gradient_error = max_over_ranks(comm, r.gradient_error);
   r.decisions = static_cast<std::int64_t>(sum_over_ranks(comm, static_cast<double>(r.decisions)));
   r.message = r.passed ? r.compared : (failed_here ? failures : std::string("failed on another rank; ")) + r.compared;
   return r;

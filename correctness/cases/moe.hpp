@@ -1,5 +1,5 @@
 // Conformance cases of mixture of experts and expert parallelism, written once and run by
-// GoogleTest (correctness/test_moe.cpp) and, later, by `parity check --filter 'moe/*'`.
+// GoogleTest (correctness/test_moe.cpp) and by `parity check --filter 'moe/*'`.
 //
 // A case splits the world into tp x ep x dp ranks, trains a small GPT whose second block is an MoE
 // layer (dropout on) for a few AdamW steps with the expert-parallel model, and on every rank the
@@ -7,9 +7,11 @@
 // routing groups of the parallel run). It checks:
 //   - the routing decisions (every assignment's token and expert) and the dropped count of
 //     every pass equal the single device's, exactly;
-//   - every step's loss (balancing losses included), and after the last step every parameter
-//     and AdamW's moments, within the bounds of reference/core/tolerance.hpp;
-//   - parameters every ep rank holds (all but the experts) equal on all of them, bit for bit;
+//   - the first step's gradients (gathered from the experts' ranks and the tp shards), every
+//     step's loss (balancing losses included), and after the last step every parameter and
+//     AdamW's moments, within the bounds of reference/core/tolerance.hpp;
+//   - parameters every ep and tp rank holds whole equal on all of them, bit for bit, and the
+//     experts' parameters per rank equal to the count of theory/moe.hpp;
 //   - the bytes of the dispatch and combine all-to-alls of the last step, per rank, equal the
 //     formula from the routing counts (theory/moe.hpp), exactly.
 #pragma once
@@ -46,7 +48,8 @@ std::vector<MoeCase> moe_grid(int world_size);
 
 struct MoeResult {
   double error = 0, bound = 0;       // parameters and state after the last step
-  double loss_error = 0, loss_bound = 0;
+  double loss_error = 0, loss_bound = 0;  // the loss of every step; the first step's gradients too
+  double gradient_error = 0;
   std::int64_t decisions = 0;        // assignments compared
   std::int64_t dropped = 0;          // choices dropped over every pass (all ranks)
   double dispatch_bytes = 0, dispatch_formula = 0;

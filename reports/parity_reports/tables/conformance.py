@@ -34,7 +34,7 @@ READS = {
     "/check/moe": (
         "s:case,router,all_to_all,precision,device,message "
         "i:ep,tp,dp,experts,top_k,world_size,steps,decisions,dropped,passed "
-        "f:capacity_factor,error,bound,loss_error,loss_bound,dispatch_bytes,"
+        "f:capacity_factor,error,bound,loss_error,loss_bound,gradient_error,dispatch_bytes,"
         "formula_dispatch_bytes", ["case", "passed"]),
 }
 
@@ -155,17 +155,19 @@ MOE = CaseKind(
     "/check/moe", "Mixture-of-experts cases", "moe",
     "Each case trains the case GPT, whose second block is an MoE layer, with its E experts "
     "spread over ep ranks (split over tp inside each expert) and the batch over dp x ep, and "
-    "compares the routing decisions and dropped tokens (exactly), the loss, the parameters and "
+    "compares the routing decisions and dropped tokens (exactly), the first step's gradients, the "
+    "loss, the parameters and "
     "AdamW's moments with the same model on one device running each data rank's rows as its "
     "own pass; the dispatch all-to-all's bytes must equal the formula from the routing counts.",
     [("router", ["top_k", "expert_choice", "aux_free"]), ("ep", []), ("tp", [])],
     {"router": "", "ep": -1, "tp": 1, "experts": -1, "top_k": 0, "capacity_factor": math.nan,
      "precision": "", "error": math.nan, "bound": math.nan, "loss_error": math.nan,
-     "loss_bound": math.nan, "decisions": -1, "dropped": -1, "dispatch_bytes": math.nan,
+     "loss_bound": math.nan, "gradient_error": math.nan, "decisions": -1, "dropped": -1, "dispatch_bytes": math.nan,
      "formula_dispatch_bytes": math.nan, "message": ""},
     [("error", lambda r: error_cell(r["error"], r["bound"])),
      ("bound", lambda r: fmt_num(r["bound"], 3)),
      ("loss error", lambda r: error_cell(r["loss_error"], r["loss_bound"])),
+     ("gradient error", lambda r: error_cell(r["gradient_error"], r["loss_bound"])),
      ("dropped", lambda r: str(r["dropped"])),
      ("dispatch bytes", lambda r: fmt_bytes(r["dispatch_bytes"])),
      ("formula", lambda r: fmt_bytes(r["formula_dispatch_bytes"]))])
