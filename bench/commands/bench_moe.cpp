@@ -247,6 +247,7 @@ MoeBenchOutcome run_moe_bench(Session& session, const MoeBenchPlan& plan, const 
     auto trainer = parallel::make_expert_parallel_trainer(grid, *model, optimizer, dc);
     const parallel::BatchSource source = parallel::batches_of(c);
     std::vector<double> steps, all_to_all, reduction;
+    double imbalance_sum = 0, dropped_sum = 0, timed_rows = 0;  // root: over the timed steps and MoE layers
     std::vector<std::vector<std::int64_t>> last_admitted(layers.size());  // this rank's, the last step
     for (int s = 0; s < options.warmup + options.steps; ++s) {
       world.barrier();  // every step starts together, so the slowest rank sets its time
@@ -282,6 +283,11 @@ MoeBenchOutcome run_moe_bench(Session& session, const MoeBenchPlan& plan, const 
         t.f64("unrouted_fraction").push_back(ls.tokens > 0 ? ls.unrouted / ls.tokens : std::nan(""));
         t.f64("balancing_loss").push_back(ls.balancing);
         t.f64("z_loss").push_back(ls.z);
+        if (s >= options.warmup) {
+          imbalance_sum += t.get_f64("load_imbalance").back();
+          dropped_sum += t.get_f64("dropped_fraction").back();
+          timed_rows += 1;
+        }
         for (int e = 0; e < E; ++e) {
           record::Table& u = out.load;
           u.i64("run").push_back(static_cast<std::int64_t>(run_index));
@@ -349,16 +355,8 @@ MoeBenchOutcome run_moe_bench(Session& session, const MoeBenchPlan& plan, const 
       t.f64("all_to_all_bytes", "B").push_back(sent[static_cast<std::size_t>(busiest)]);
       t.f64("formula_all_to_all_bytes", "B").push_back(sent_formula[static_cast<std::size_t>(busiest)]);
       t.i64("bytes_match").push_back(bytes_match ? 1 : 0);
-      // The timed steps' mean load imbalance and dropped fraction over the MoE layers.
-      double imbalance_sum = 0, dropped_sum = 0, count = 0;
-      for (std::size_t i = 0; i < out.steps.rows(); ++i)
-        if (out.steps.get_i64("run")[i] == static_cast<std::int64_t>(run_index) && out.steps.get_i64("timed")[i]) {
-          imbalance_sum += out.steps.get_f64("load_imbalance")[i];
-          dropped_sum += out.steps.get_f64("dropped_fraction")[i];
-          count += 1;
-        }
-      t.f64("mean_load_imbalance").push_back(imbalance_sum / count);
-      t.f64("mean_dropped_fraction").push_back(dropped_sum / count);
+      t.f64("mean_load_imbalance").push_back(imbalance_sum / timed_rows);
+      t.f64("mean_dropped_fraction").push_back(dropped_sum / timed_rows);
       // Kept if the job is cut short: the run's steps and loads first, its row last.
       session.record_rows("/bench/moe_steps", out.steps, first_step_row);
       session.record_rows("/bench/moe_load", out.load, first_load_row);

@@ -86,6 +86,14 @@ void run_cases(Session& session, const std::vector<Case>& selected, const std::s
                 session.world().size(), selected.size() - failed, failed);
 }
 
+// The columns that say where and how long a model case ran, in the order the tables keep them.
+void add_run_columns(record::Table& t, Communicator& comm, const std::string& precision, int steps) {
+  t.str("precision").push_back(precision);
+  t.str("device").emplace_back(comm.memory_space() == MemorySpace::cuda ? "cuda" : "cpu");
+  t.i64("world_size").push_back(comm.size());
+  t.i64("steps").push_back(steps);
+}
+
 void run_training_cases(Session& session, const std::vector<cases::TrainingCase>& selected, CheckOutcome& outcome) {
   Communicator& comm = session.world();
   record::Table& t = outcome.training;
@@ -127,10 +135,7 @@ void run_tensor_cases(Session& session, const std::vector<cases::TensorCase>& se
         t.i64("tp").push_back(c.tp);
         t.i64("dp").push_back(comm.size() / c.tp);
         t.i64("sequence_parallel").push_back(c.technique->sequence_parallel ? 1 : 0);
-        t.str("precision").push_back(c.precision);
-        t.str("device").emplace_back(comm.memory_space() == MemorySpace::cuda ? "cuda" : "cpu");
-        t.i64("world_size").push_back(comm.size());
-        t.i64("steps").push_back(c.steps);
+        add_run_columns(t, comm, c.precision, c.steps);
         t.i64("micro_batches").push_back(c.micro_batches);
         t.f64("error").push_back(r.error);
         t.f64("bound").push_back(r.bound);
@@ -157,10 +162,7 @@ void run_moe_cases(Session& session, const std::vector<cases::MoeCase>& selected
         t.f64("capacity_factor").push_back(c.capacity_factor);
         t.str("router").push_back(c.router);
         t.str("all_to_all").push_back(c.all_to_all);
-        t.str("precision").push_back(c.precision);
-        t.str("device").emplace_back(comm.memory_space() == MemorySpace::cuda ? "cuda" : "cpu");
-        t.i64("world_size").push_back(comm.size());
-        t.i64("steps").push_back(c.steps);
+        add_run_columns(t, comm, c.precision, c.steps);
         t.f64("error").push_back(r.error);
         t.f64("bound").push_back(r.bound);
         t.f64("loss_error").push_back(r.loss_error);
@@ -186,10 +188,7 @@ void run_pipeline_cases(Session& session, const std::vector<cases::PipelineCase>
         t.i64("chunks").push_back(c.schedule == "interleaved" ? c.chunks : 1);
         t.i64("data_parallel").push_back(c.data_parallel);
         t.i64("micro_batches").push_back(c.micro_batches);
-        t.str("precision").push_back(c.precision);
-        t.str("device").emplace_back(comm.memory_space() == MemorySpace::cuda ? "cuda" : "cpu");
-        t.i64("world_size").push_back(comm.size());
-        t.i64("steps").push_back(c.steps);
+        add_run_columns(t, comm, c.precision, c.steps);
         t.f64("error").push_back(r.error);
         t.f64("bound").push_back(r.bound);
         t.f64("first_loss").push_back(r.first_loss);

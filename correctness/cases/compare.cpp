@@ -91,4 +91,15 @@ std::string format(double x) {
   return text;
 }
 
+std::string failed_on_any_rank(Communicator& comm, const std::string& what, const std::string& here) {
+  if (max_over_ranks(comm, here.empty() ? 0 : 1) == 0) return "";
+  return what + (here.empty() ? std::string(" on another rank") : ": " + here) + "; ";
+}
+
+bool agreed_verdict(Communicator& comm, const std::string& failures, const std::string& compared, std::string& message) {
+  const bool passed = max_over_ranks(comm, failures.empty() ? 0 : 1) == 0;
+  message = passed ? compared : (failures.empty() ? std::string("failed on another rank; ") : failures) + compared;
+  return passed;
+}
+
 }  // namespace parity::cases

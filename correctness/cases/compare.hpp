@@ -37,4 +37,12 @@ double max_over_ranks(Communicator& comm, double x);
 // "%.3g".
 std::string format(double x);
 
+// A check every rank makes on its own: "" when it held everywhere, else "`what`: `here`; " on the
+// ranks where it failed (`here` saying how) and "`what` on another rank; " on the others.
+// Collective.
+std::string failed_on_any_rank(Communicator& comm, const std::string& what, const std::string& here);
+// The verdict every rank agrees on: passed when no rank has `failures`; `message` is `compared`,
+// after this rank's failures (or "failed on another rank; ") when not. Collective.
+bool agreed_verdict(Communicator& comm, const std::string& failures, const std::string& compared, std::string& message);
+
 }  // namespace parity::cases

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "correctness/cases/compare.hpp"
+#include "correctness/cases/training.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/tolerance.hpp"
 #include "reference/parallel/expert/expert_parallel.hpp"
@@ -19,10 +20,6 @@ namespace {
 using parallel::Axis;
 
 DataType model_type(const MoeCase& c) { return c.precision == "float64" ? DataType::float64 : DataType::float32; }
-
-std::unique_ptr<model::Optimizer> make_optimizer(const MoeCase& c) {
-  return std::make_unique<model::AdamW>(model::AdamWConfig{1e-2, 0.9, 0.999, 1e-8, 0.01}, model_type(c));
-}
 
 // A pass's decisions: its assignments' tokens, then their experts, then the dropped count.
 std::vector<std::int64_t> decisions_of(const model::MoePassStats& s) {
@@ -44,7 +41,7 @@ struct Reference {
 };
 Reference single_device(const MoeCase& c, const model::GptConfig& config, std::int64_t rows, int data_ranks) {
   auto m = model::build_gpt(config);
-  auto optimizer = make_optimizer(c);
+  auto optimizer = case_adamw(model_type(c));
   model::MixtureOfExperts& moe = *model::moe_layers(*m).at(0);
   Reference r;
   r.origin = values_of(*m, optimizer.get());
@@ -82,14 +79,7 @@ std::string cf_text(double cf) {
 }  // namespace
 
 model::GptConfig moe_case_model(const MoeCase& c) {
-  model::GptConfig g;
-  g.vocabulary = 32;
-  g.layers = 2;
-  g.hidden = 16;
-  g.heads = 2;
-  g.sequence = 8;
-  g.dropout = 0.1;
-  g.dtype = model_type(c);
+  model::GptConfig g = case_gpt_config(model_type(c));  // the training cases' small GPT
   g.seed = 2718;
   g.moe.layers = model::every_kth_block(2, g.layers);  // block 1
   g.moe.experts = c.experts;
@@ -186,7 +176,7 @@ MoeResult run_moe_case(Communicator& comm, const MoeCase& c) {
       theory::moe_expert_parameters_per_rank(config.hidden, config.moe.expert_hidden, c.experts, c.ep, c.tp);
   if (held != expected_held)
     failures += "holds " + std::to_string(held) + " expert parameters, formula " + std::to_string(expected_held) + "; ";
-  auto optimizer = make_optimizer(c);
+  auto optimizer = case_adamw(model_type(c));
   parallel::DataParallelConfig dc;
   dc.global_batch = rows;
   dc.bucket_bytes = 2048;
@@ -221,9 +211,7 @@ MoeResult run_moe_case(Communicator& comm, const MoeCase& c) {
     moe.clear_statistics();
   }
   r.dropped = reference.dropped;
-  if (max_over_ranks(comm, decisions_differ.empty() ? 0 : 1) > 0)
-    failures += "routing decisions differ from the single device" +
-                (decisions_differ.empty() ? std::string(" on another rank") : " (" + decisions_differ + ")") + "; ";
+  failures += failed_on_any_rank(comm, "routing decisions differ from the single device", decisions_differ);
   if (!(r.loss_error <= r.loss_bound)) failures += "a step's loss differs by " + format(r.loss_error) + "; ";
 
   const parallel::ParameterValues values = parallel::gather_expert_parallel(
@@ -250,18 +238,15 @@ MoeResult run_moe_case(Communicator& comm, const MoeCase& c) {
     wrong += "combine " + format(measured.combine) + " (formula " + format(formula.combine) + ") ";
   if (std::llround(measured.backward) != std::llround(formula.backward))
     wrong += "backward " + format(measured.backward) + " (formula " + format(formula.backward) + ") ";
-  if (max_over_ranks(comm, wrong.empty() ? 0 : 1) > 0)
-    failures += "all-to-all bytes differ from the formula" + (wrong.empty() ? std::string(" on another rank") : ": " + wrong) + "; ";
+  failures += failed_on_any_rank(comm, "all-to-all bytes differ from the formula", wrong);
   r.dispatch_bytes = max_over_ranks(comm, r.dispatch_bytes);
   r.dispatch_formula = max_over_ranks(comm, r.dispatch_formula);
 
-  const bool failed_here = !failures.empty();
-  r.passed = max_over_ranks(comm, failed_here ? 1 : 0) == 0;
+  r.passed = agreed_verdict(comm, failures, r.compared, r.message);
   r.error = max_over_ranks(comm, r.error);
   r.loss_error = max_over_ranks(comm, r.loss_error);
   r.gradient_error = max_over_ranks(comm, r.gradient_error);
   r.decisions = static_cast<std::int64_t>(sum_over_ranks(comm, static_cast<double>(r.decisions)));
-  r.message = r.passed ? r.compared : (failed_here ? failures : std::string("failed on another rank; ")) + r.compared;
   return r;
 }
 

@@ -182,18 +182,15 @@ TensorResult run_tensor_case(Communicator& comm, const TensorCase& c) {
   check("loss", formula.loss);
   for (const auto& [layer, bytes] : measured) r.bytes_sent += bytes;
   r.bytes_formula = formula.total(config.layers);
-  if (max_over_ranks(comm, wrong.empty() ? 0 : 1) > 0)
-    failures += "tensor-parallel bytes differ from the formula" + (wrong.empty() ? std::string(" on another rank") : ": " + wrong) + "; ";
+  failures += failed_on_any_rank(comm, "tensor-parallel bytes differ from the formula", wrong);
   r.bytes_sent = max_over_ranks(comm, r.bytes_sent);
   r.bytes_formula = max_over_ranks(comm, r.bytes_formula);
 
   // Every rank must agree on the verdict (a check may fail on one rank only).
-  const bool failed_here = !failures.empty();
-  r.passed = max_over_ranks(comm, failed_here ? 1 : 0) == 0;
+  r.passed = agreed_verdict(comm, failures, r.compared, r.message);
   r.error = max_over_ranks(comm, r.error);
   r.gradient_error = max_over_ranks(comm, r.gradient_error);
   r.loss_error = max_over_ranks(comm, r.loss_error);
-  r.message = r.passed ? r.compared : (failed_here ? failures : std::string("failed on another rank; ")) + r.compared;
   return r;
 }
 

@@ -254,8 +254,8 @@ void ExpertParallel::reset_traffic() {
 ExpertTraffic expected_traffic(Communicator& ep, const std::vector<std::int64_t>& admitted, std::int64_t hidden,
                                double element_bytes) {
   const int n = ep.size(), experts = static_cast<int>(admitted.size()), per_rank = experts / n;
-  std::vector<std::int64_t> every(static_cast<std::size_t>(experts * n));
-  ep.all_gather({const_cast<std::int64_t*>(admitted.data()), admitted.size(), DataType::int64, MemorySpace::host},
+  std::vector<std::int64_t> mine = admitted, every(static_cast<std::size_t>(experts * n));
+  ep.all_gather({mine.data(), mine.size(), DataType::int64, MemorySpace::host},
                 {every.data(), every.size(), DataType::int64, MemorySpace::host});
   // Rows this rank's experts receive from the other ranks: their outputs go back in the combine.
   std::int64_t received = 0;
