@@ -91,11 +91,13 @@ def runs_section(page, runs, plotter):
         return
     page.add("<h2 id=\"harness\">Harness overhead</h2>")
     page.note("The same native float32 all_reduce timed as a direct MPI_Allreduce and through "
-              "parity's wrapper (argument checks, watchdog scope), call by call in alternating order; "
-              "medians, averaged over ranks. The spread is how far the overheads of the first and second "
-              "halves of the calls disagree: differences within it are noise. \"Own\" is the same on a "
-              "one-rank communicator: the wrapper's cost alone, which no other rank's timing enters (on "
-              "the world, a delay before a call may come back larger when a peer waits for this rank).")
+              "parity's wrapper (argument checks, watchdog scope), in pairs of calls in alternating order; "
+              "the times are medians and the overhead the median of the per-pair differences, averaged "
+              "over ranks. The spread is how far that overhead differs between the first and second "
+              "halves of the pairs: differences within it are noise. \"Own\" is the same on a one-rank "
+              "communicator: the wrapper's cost alone, which no other rank's timing enters. On the world "
+              "at the larger sizes the wrapper runs with its code and data pushed out of the caches by "
+              "the transfer before it, and costs more.")
     for label, h in present:
         if len(present) > 1:
             page.add(f"<h3>{esc(label)}</h3>")
