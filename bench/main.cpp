@@ -16,6 +16,7 @@
 #include "bench/cli/supervisor.hpp"
 #include "bench/commands/commands.hpp"
 #include "reference/parallel/pipeline/schedule.hpp"
+#include "correctness/cases/checkpoint.hpp"
 #include "correctness/cases/collectives.hpp"
 #include "correctness/cases/moe.hpp"
 #include "correctness/cases/tensor.hpp"
@@ -343,6 +344,11 @@ int list_everything() {
     std::printf("%d:%zu+%zu ", n, cases::training_grid(n).size(), cases::tensor_grid(n).size());
   std::printf("\nMixture-of-experts cases (parity check --filter 'moe/*') at world sizes 1..8: ");
   for (int n = 1; n <= 8; ++n) std::printf("%d:%zu ", n, cases::moe_grid(n).size());
+  std::printf("\nActivation-checkpointing cases (parity check --filter 'checkpoint/*') at world sizes 1..8: ");
+  for (int n = 1; n <= 8; ++n) std::printf("%d:%zu ", n, cases::checkpoint_grid(n).size());
+  std::printf("\nCheckpoint policies: none, full (every block recomputed), every<k> (blocks 0, k, 2k, ...), sqrt "
+              "(segments of ceil(sqrt L) blocks), selective (attention probabilities recomputed), budget<bytes> "
+              "(the most blocks kept whose peak fits)");
   std::printf("\nMoE routers: top_k (k choices per token, capacity ceil(k cf N / E)), expert_choice (each expert "
               "takes its top ceil(cf N / E) tokens), aux_free (top_k on scores plus a per-expert bias moved by the load)");
   std::printf("\nResult schema version: %lld (docs/results-schema.md)\n", static_cast<long long>(record::kSchemaVersion));
@@ -392,8 +398,9 @@ int main(int argc, char** argv) {
 
   auto* check = app.add_subcommand("check", "Run the conformance cases and record each: the collectives (every "
                                             "collective x algorithm x type x reduction x size x placement), data "
-                                            "parallelism and ZeRO, tensor, pipeline, and mixture of experts "
-                                            "(training/*, tensor/*, pipeline/*, moe/*)");
+                                            "parallelism and ZeRO, tensor, pipeline, mixture of experts and "
+                                            "activation checkpointing (training/*, tensor/*, pipeline/*, moe/*, "
+                                            "checkpoint/*)");
   add_common(check, check_common);
   add_resume(check, check_common);
   check->add_option("--filter", check_options.filter, "GoogleTest-style pattern on case names, e.g. "

@@ -103,7 +103,7 @@ namespace {
 // The tables --resume takes rows from.
 const char* const kResumableTables[] = {
     "/check/collectives",   "/check/training",       "/check/tensor",          "/check/pipeline",
-    "/check/moe",           "/bench/collectives",    "/bench/collectives_rank_times",
+    "/check/moe",           "/check/checkpoint",     "/bench/collectives",    "/bench/collectives_rank_times",
     "/bench/model",         "/bench/memory",         "/bench/scaling",         "/bench/overlap",
     "/bench/tensor",        "/bench/moe",            "/bench/moe_steps",       "/bench/moe_load",
     "/host/copy_bandwidth", "/bench/device_kernels", "/bench/point_to_point",  "/bench/harness_overhead"};

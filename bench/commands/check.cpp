@@ -5,6 +5,7 @@
 #include "bench/cli/filter.hpp"
 #include "bench/cli/progress.hpp"
 #include "bench/commands/commands.hpp"
+#include "correctness/cases/checkpoint.hpp"
 #include "correctness/cases/collectives.hpp"
 #include "correctness/cases/moe.hpp"
 #include "correctness/cases/pipeline.hpp"
@@ -20,6 +21,7 @@ struct Selected {
   std::vector<cases::TensorCase> tensor;
   std::vector<cases::PipelineCase> pipeline;
   std::vector<cases::MoeCase> moe;
+  std::vector<cases::CheckpointCase> checkpoint;
 };
 
 // --resume: a case's row is found by its name.
@@ -49,7 +51,10 @@ Selected selected_cases(int world_size, const CheckOptions& options) {
     if (filter.matches(c.name())) out.pipeline.push_back(c);
   for (const auto& c : cases::moe_grid(world_size))
     if (filter.matches(c.name())) out.moe.push_back(c);
-  if (out.collectives.empty() && out.training.empty() && out.tensor.empty() && out.pipeline.empty() && out.moe.empty())
+  for (const auto& c : cases::checkpoint_grid(world_size))
+    if (filter.matches(c.name())) out.checkpoint.push_back(c);
+  if (out.collectives.empty() && out.training.empty() && out.tensor.empty() && out.pipeline.empty() && out.moe.empty() &&
+      out.checkpoint.empty())
     throw UsageError("--filter '" + options.filter + "' matches no case (parity check --list shows them)");
   return out;
 }
@@ -175,6 +180,28 @@ void run_moe_cases(Session& session, const std::vector<cases::MoeCase>& selected
       });
 }
 
+void run_checkpoint_cases(Session& session, const std::vector<cases::CheckpointCase>& selected, CheckOutcome& outcome) {
+  Communicator& comm = session.world();
+  record::Table& t = outcome.checkpoint;
+  run_cases(
+      session, selected, "/check/checkpoint", "activation checkpointing", t, outcome,
+      [&](const cases::CheckpointCase& c) { return cases::run_checkpoint_case(comm, c); },
+      [&](const cases::CheckpointCase& c, const cases::CheckpointResult& r) {
+        t.str("policy").push_back(c.policy);
+        t.str("composition").push_back(c.composition);
+        t.str("schedule").push_back(c.composition == "pp" ? c.schedule : "");
+        add_run_columns(t, comm, c.precision, c.steps);
+        t.i64("recomputed_blocks").push_back(r.recomputed_blocks);
+        t.i64("differing").push_back(r.differing);
+        t.i64("stored_bytes", "B").push_back(r.stored_bytes);
+        t.i64("formula_stored_bytes", "B").push_back(r.formula_stored_bytes);
+        t.i64("peak_bytes", "B").push_back(r.peak_bytes);
+        t.i64("formula_peak_bytes", "B").push_back(r.formula_peak_bytes);
+        t.i64("recompute_flops").push_back(r.recompute_flops);
+        t.i64("formula_recompute_flops").push_back(r.formula_recompute_flops);
+      });
+}
+
 }  // namespace
 
 void run_pipeline_cases(Session& session, const std::vector<cases::PipelineCase>& selected, CheckOutcome& outcome) {
@@ -204,6 +231,7 @@ std::vector<std::string> check_case_names(int world_size, const CheckOptions& op
   for (const auto& c : selected.tensor) names.push_back(c.name());
   for (const auto& c : selected.pipeline) names.push_back(c.name());
   for (const auto& c : selected.moe) names.push_back(c.name());
+  for (const auto& c : selected.checkpoint) names.push_back(c.name());
   return names;
 }
 
@@ -214,6 +242,7 @@ void write_check_tables(Session& session, const CheckOutcome& outcome) {
   if (outcome.tensor.rows()) session.results().write_table("/check/tensor", outcome.tensor);
   if (outcome.pipeline.rows()) session.results().write_table("/check/pipeline", outcome.pipeline);
   if (outcome.moe.rows()) session.results().write_table("/check/moe", outcome.moe);
+  if (outcome.checkpoint.rows()) session.results().write_table("/check/checkpoint", outcome.checkpoint);
 }
 
 CheckOutcome run_check(Session& session, const CheckOptions& options) {
@@ -263,6 +292,7 @@ CheckOutcome run_check(Session& session, const CheckOptions& options) {
   run_tensor_cases(session, chosen.tensor, outcome);
   run_pipeline_cases(session, chosen.pipeline, outcome);
   run_moe_cases(session, chosen.moe, outcome);
+  run_checkpoint_cases(session, chosen.checkpoint, outcome);
   return outcome;
 }
 

@@ -29,6 +29,7 @@ struct CheckOutcome {
   record::Table tensor{"conformance cases of tensor and sequence parallelism composed with DP and ZeRO (docs/results-schema.md)"};
   record::Table pipeline{"conformance cases of pipeline schedules on real ranks against one device (docs/results-schema.md)"};
   record::Table moe{"conformance cases of mixture of experts and expert parallelism against one device (docs/results-schema.md)"};
+  record::Table checkpoint{"conformance cases of activation checkpointing against the run without it (docs/results-schema.md)"};
   std::size_t failed = 0;
 };
 // Runs pipeline cases and adds their rows to outcome.pipeline (each journaled as it ends).

@@ -5,6 +5,7 @@
 #include "correctness/cases/compare.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/tolerance.hpp"
+#include "reference/parallel/checkpoint/checkpoint.hpp"
 #include "reference/parallel/grid.hpp"
 #include "reference/parallel/pipeline/executor.hpp"
 #include "reference/parallel/techniques/techniques.hpp"
@@ -132,6 +133,16 @@ std::unique_ptr<PipelineSetup> setup_pipeline_case(Communicator& world, const Pi
   }
   setup->model = c.tensor_parallel > 1 ? parallel::build_tensor_parallel_gpt(config, tp, mine) : model::build_gpt(config, mine);
   model::Model* m = setup->model.get();
+  if (c.checkpoint != "none") {
+    parallel::CheckpointPolicy policy = parallel::parse_checkpoint_policy(c.checkpoint);
+    policy.fault = c.checkpoint_fault;
+    const theory::BlockActivationBytes bytes = theory::gpt_block_activation_bytes(config, global_batch(c) / c.micro_batches + 1);
+    parallel::check_checkpoint_policy(policy, config.layers, bytes);
+    std::vector<int> pieces;
+    for (const model::LayerRange& range : mine) pieces.push_back(range.end - range.begin);
+    const int blocks = static_cast<int>(parallel::block_indices(*m).size());
+    parallel::apply_checkpointing(*m, parallel::checkpoint_layout(policy, blocks, bytes), policy, pieces);
+  }
   m->to(comm.memory_space());
   setup->optimizer = case_adamw(config.dtype);
   model::Optimizer* optimizer = setup->optimizer.get();

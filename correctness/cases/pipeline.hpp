@@ -37,6 +37,10 @@ struct PipelineCase {
   std::optional<model::GptConfig> model;
   // Rows of each micro-batch; 0: the cases' uneven split of 2m + 1 rows per replica.
   std::int64_t rows_per_micro_batch = 0;
+  // Activation checkpointing on each rank's blocks (parallel::parse_checkpoint_policy), its
+  // segments within each chunk.
+  std::string checkpoint = "none";
+  std::string checkpoint_fault;  // parallel::CheckpointPolicy::fault
   // "pipeline/1f1b/m4/float64", "pipeline/1f1b/tp2/dp2/zero1/m4/float64"
   std::string name() const;
 };

@@ -156,6 +156,10 @@ Tensor Layer::activation(const std::string& what, Shape shape, DataType dtype) c
   return Tensor::empty(name_ + "." + what, std::move(shape), dtype, MemoryCategory::activations, space_);
 }
 
+Tensor Layer::activation_gradient(const std::string& what, Shape shape, DataType dtype) const {
+  return Tensor::empty(name_ + "." + what, std::move(shape), dtype, MemoryCategory::workspace, space_);
+}
+
 void Layer::move_to(MemorySpace space) {
   require(saved_.empty(), "layer " + name_ + ": moved between memory spaces with a forward pass in flight");
   space_ = space;

@@ -54,6 +54,12 @@ struct PassContext {
   // adds itself (the MoE balancing losses) weighs this pass's rows r by r / global_rows, as the
   // model's loss does through Batch::normalizer, so that passes add up to the whole batch's.
   std::int64_t global_rows = 0;
+  // A forward that re-runs one whose saved state was dropped (activation checkpointing): the
+  // same values as the first, so layers keep state for backward but record no statistics twice.
+  bool recompute = false;
+  // Added to every dropout layer's seed: 0 in every real pass. Only the checkpoint fault that
+  // recomputes with a fresh seed sets it, to show the conformance cases catch that.
+  std::uint64_t dropout_seed_offset = 0;
 };
 
 class Layer;
@@ -138,6 +144,9 @@ class Layer {
   void add_auxiliary_loss(const PassContext& context, double value);
   // A new activation tensor named after this layer.
   Tensor activation(const std::string& what, Shape shape, DataType dtype) const;
+  // A gradient with respect to an activation, made in backward: charged to workspace (short-
+  // lived temporaries), so that the activations category holds what forward passes made.
+  Tensor activation_gradient(const std::string& what, Shape shape, DataType dtype) const;
 
  private:
   void run_hooks(HookPoint point, const PassContext& context);

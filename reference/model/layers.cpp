@@ -27,7 +27,7 @@ Tensor Linear::do_forward(const Tensor& x, const PassContext& context) {
 
 Tensor Linear::do_backward(const Tensor& dy, const PassContext& context) {
   const Tensor x = take_saved(context).at(0);
-  Tensor dx = activation("dx", x.shape(), x.dtype()), none;
+  Tensor dx = activation_gradient("dx", x.shape(), x.dtype()), none;
   ops::linear_backward(dy, x, weight_->value, dx, none, none);
   weight_gradient(context, [this, dy, x] {
     Tensor no_dx, no_bias;
@@ -45,7 +45,7 @@ Tensor Gelu::do_forward(const Tensor& x, const PassContext& context) {
 
 Tensor Gelu::do_backward(const Tensor& dy, const PassContext& context) {
   const Tensor x = take_saved(context).at(0);
-  Tensor dx = activation("dx", x.shape(), x.dtype());
+  Tensor dx = activation_gradient("dx", x.shape(), x.dtype());
   ops::gelu_backward(dy, x, dx);
   return dx;
 }
@@ -68,7 +68,7 @@ Tensor LayerNorm::do_forward(const Tensor& x, const PassContext& context) {
 
 Tensor LayerNorm::do_backward(const Tensor& dy, const PassContext& context) {
   const auto saved = take_saved(context);
-  Tensor dx = activation("dx", saved[0].shape(), saved[0].dtype()), none;
+  Tensor dx = activation_gradient("dx", saved[0].shape(), saved[0].dtype()), none;
   ops::layernorm_backward(dy, saved[0], gamma_->value, saved[1], saved[2], dx, none, none);
   weight_gradient(context, [this, dy, saved] {
     Tensor no_dx;
@@ -88,7 +88,8 @@ ops::DropoutKey dropout_key(std::uint64_t seed, const std::string& layer, std::u
 
 ops::DropoutKey Dropout::key(const PassContext& context, const Tensor& x) const {
   const auto per_row = static_cast<std::uint64_t>(x.numel() / x.dim(0));
-  return dropout_key(seed_, name(), context.step, static_cast<std::uint64_t>(context.first_row) * per_row);
+  return dropout_key(seed_ + context.dropout_seed_offset, name(), context.step,
+                     static_cast<std::uint64_t>(context.first_row) * per_row);
 }
 
 Tensor Dropout::do_forward(const Tensor& x, const PassContext& context) {
@@ -100,7 +101,7 @@ Tensor Dropout::do_forward(const Tensor& x, const PassContext& context) {
 
 Tensor Dropout::do_backward(const Tensor& dy, const PassContext& context) {
   if (p_ == 0 || !context.training) return dy;
-  Tensor dx = activation("dx", dy.shape(), dy.dtype());
+  Tensor dx = activation_gradient("dx", dy.shape(), dy.dtype());
   ops::dropout_backward(dy, p_, key(context, dy), dx);
   return dx;
 }
@@ -128,15 +129,32 @@ Tensor CausalSelfAttention::do_forward(const Tensor& x, const PassContext& conte
   Tensor out = activation("core", {b, t, c}, x.dtype());
   Tensor probs = activation("probs", {b, heads_, t, t}, x.dtype());
   ops::attention_forward(qkv, heads_, true, out, probs);
-  save(context, {qkv, probs});
+  if (recompute_core_)
+    save(context, {qkv});
+  else
+    save(context, {qkv, probs});
+  probs = Tensor();
   return dropout_->forward(proj_->forward(out, context), context);
 }
 
 Tensor CausalSelfAttention::do_backward(const Tensor& dy, const PassContext& context) {
   const Tensor dout = proj_->backward(dropout_->backward(dy, context), context);
-  const auto saved = take_saved(context);
-  Tensor dqkv = activation("dqkv", saved[0].shape(), saved[0].dtype());
+  auto saved = take_saved(context);
+  if (saved.size() == 1) {
+    // Selective recompute: the core again from the kept qkv; its output (proj kept its own) is
+    // dropped at once.
+    const Tensor& qkv = saved[0];
+    const std::int64_t b = qkv.dim(0), t = qkv.dim(1), c = qkv.dim(2) / 3;
+    Tensor probs = activation("probs", {b, heads_, t, t}, qkv.dtype());
+    {
+      Tensor out = activation("core", {b, t, c}, qkv.dtype());
+      ops::attention_forward(qkv, heads_, true, out, probs);
+    }
+    saved.push_back(std::move(probs));
+  }
+  Tensor dqkv = activation_gradient("dqkv", saved[0].shape(), saved[0].dtype());
   ops::attention_backward(dout, saved[0], saved[1], heads_, dqkv);
+  saved.clear();
   return qkv_->backward(dqkv, context);
 }
 
@@ -182,18 +200,23 @@ TransformerBlock::TransformerBlock(std::string name, std::int64_t hidden, DataTy
 }
 
 Tensor TransformerBlock::do_forward(const Tensor& x, const PassContext& context) {
+  // Each sum is made once its branch has run, and the branch's output let go once added, so
+  // neither is held through the other branch.
+  Tensor branch = attn_->forward(ln1_->forward(x, context), context);
   Tensor x1 = activation("residual1", x.shape(), x.dtype());
-  ops::add_forward(x, attn_->forward(ln1_->forward(x, context), context), x1);
+  ops::add_forward(x, branch, x1);
+  branch = Tensor();
+  branch = mlp_->forward(ln2_->forward(x1, context), context);
   Tensor x2 = activation("residual2", x.shape(), x.dtype());
-  ops::add_forward(x1, mlp_->forward(ln2_->forward(x1, context), context), x2);
+  ops::add_forward(x1, branch, x2);
   return x2;
 }
 
 Tensor TransformerBlock::do_backward(const Tensor& dy, const PassContext& context) {
   // The residual passes dy straight through and adds the branch's input gradient.
-  Tensor dx1 = activation("dresidual1", dy.shape(), dy.dtype());
+  Tensor dx1 = activation_gradient("dresidual1", dy.shape(), dy.dtype());
   ops::add_forward(dy, ln2_->backward(mlp_->backward(dy, context), context), dx1);
-  Tensor dx = activation("dx", dy.shape(), dy.dtype());
+  Tensor dx = activation_gradient("dx", dy.shape(), dy.dtype());
   ops::add_forward(dx1, ln1_->backward(attn_->backward(dx1, context), context), dx);
   return dx;
 }
@@ -248,7 +271,7 @@ Tensor LanguageModelHead::do_backward(const Tensor& dy, const PassContext& conte
   const Tensor& w = weight_->value;
   const std::int64_t n = x.numel() / x.dim(-1);
   const Tensor dy2 = dy.reshape({n, w.dim(0)});
-  Tensor dx = activation("dx", x.shape(), x.dtype());
+  Tensor dx = activation_gradient("dx", x.shape(), x.dtype());
   Tensor dx2 = dx.reshape({n, w.dim(1)});
   ops::matmul(dy2, false, w, false, dx2, false);  // dx = dy W
   weight_gradient(context, [this, dy2, x, n] {

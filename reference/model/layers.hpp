@@ -84,6 +84,9 @@ class CausalSelfAttention : public Layer {
                       std::unique_ptr<Layer> dropout);
   const char* kind() const override { return "attention"; }
   int heads() const { return heads_; }
+  // Selective recompute (Korthikanti et al. 2022): keep qkv but not the a s^2 attention
+  // probabilities per sequence; backward recomputes them from qkv (the same values, bit for bit).
+  void set_recompute_core(bool on) { recompute_core_ = on; }
 
  protected:
   Tensor do_forward(const Tensor& x, const PassContext& context) override;
@@ -91,6 +94,7 @@ class CausalSelfAttention : public Layer {
 
  private:
   int heads_;
+  bool recompute_core_ = false;
   Layer* qkv_;
   Layer* proj_;
   Layer* dropout_;

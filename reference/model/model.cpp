@@ -35,25 +35,32 @@ double CrossEntropyLoss::compute(const Tensor& output, const Tensor& targets, do
   const Tensor logits = output.reshape({n, v});
   const Tensor flat_targets = targets.reshape({targets.numel()});
   if (!doutput) return ops::cross_entropy_forward(logits, flat_targets, normalizer);
-  *doutput = Tensor::empty("dlogits", output.shape(), output.dtype(), MemoryCategory::activations, output.space());
+  *doutput = Tensor::empty("dlogits", output.shape(), output.dtype(), MemoryCategory::workspace, output.space());
   Tensor d2 = doutput->reshape({n, v});
   return ops::cross_entropy_backward(logits, flat_targets, normalizer, d2);
 }
 
 double MeanSquaredErrorLoss::compute(const Tensor& output, const Tensor& targets, double normalizer, Tensor* doutput) const {
   if (doutput) {
-    *doutput = Tensor::empty("doutput", output.shape(), output.dtype(), MemoryCategory::activations, output.space());
+    *doutput = Tensor::empty("doutput", output.shape(), output.dtype(), MemoryCategory::workspace, output.space());
     ops::mse_backward(output, targets, normalizer, *doutput);
   }
   return ops::mse_forward(output, targets, normalizer);
 }
 
 double Model::forward_backward(const Batch& batch, const PassContext& context) {
-  const Tensor output = forward(batch.inputs, context);
+  Tensor output = forward(batch.inputs, context);
   Tensor doutput;
   const double value = loss(output, batch.targets, batch.normalizer, &doutput) + take_auxiliary_loss(context);
+  output = Tensor();  // the loss made its gradient: the logits are not needed in backward
   backward(doutput, context);
   return value;
+}
+
+void Model::wrap(std::size_t index, const std::function<std::unique_ptr<Layer>(std::unique_ptr<Layer>)>& wrapper) {
+  require(index < layers_.size(), "Model::wrap: no top-level layer " + std::to_string(index));
+  layers_[index] = wrapper(std::move(layers_[index]));
+  require(layers_[index] != nullptr, "Model::wrap: the wrapper returned no layer");
 }
 
 double Model::take_auxiliary_loss(const PassContext& context) {

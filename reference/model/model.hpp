@@ -66,6 +66,10 @@ class Model {
   // the layers' own losses included.
   double forward_backward(const Batch& batch, const PassContext& context);
 
+  // Replaces top-level layer `index` by what `wrapper` makes of it (activation checkpointing
+  // wraps blocks): the count and order of top-level layers stay, and the wrapped layer lives on
+  // inside the wrapper (pointers to it stay valid). Before a trainer hooks the model's layers.
+  void wrap(std::size_t index, const std::function<std::unique_ptr<Layer>(std::unique_ptr<Layer>)>& wrapper);
   std::vector<Layer*> layers() const;
   std::vector<Parameter*> parameters() const;
   std::int64_t parameter_count() const;

@@ -116,7 +116,9 @@ Tensor MixtureOfExperts::run_blocks(const ExpertRows& local, std::int64_t C, Dat
                                     const PassContext& context) {
   const std::vector<std::int64_t> offsets = offsets_of(local.per_expert);
   Tensor out;
-  if (local.rows.defined()) out = activation(backward ? "expert_drows" : "expert_rows", local.rows.shape(), dtype);
+  if (local.rows.defined())
+    out = backward ? activation_gradient("expert_drows", local.rows.shape(), dtype)
+                   : activation("expert_rows", local.rows.shape(), dtype);
   for (std::size_t j = 0; j < experts_.size(); ++j) {
     const std::size_t i = backward ? experts_.size() - 1 - j : j;  // backward: the reverse order
     const std::int64_t r = local.per_expert[i];
@@ -167,7 +169,7 @@ Tensor MixtureOfExperts::do_forward(const Tensor& x, const PassContext& context)
                        ? ops::router_z_loss(routing_logits.to_vector(), N, E, config_.z_loss_coefficient, 1.0, nullptr)
                        : 0.0;
   add_auxiliary_loss(context, (balancing + z) * weight);
-  if (context.training) {
+  if (context.training && !context.recompute) {
     MoePassStats s;
     s.step = context.step;
     s.micro_batch = context.micro_batch;
@@ -220,11 +222,11 @@ Tensor MixtureOfExperts::do_backward(const Tensor& dy_in, const PassContext& con
   const ops::Routing& routing = routed.routing;
 
   // Experts: the gradient of the combine, through the experts, back to the tokens' rows.
-  Tensor dexpert_out = Tensor::zeros_like(expert_out, name() + ".dexpert_out", MemoryCategory::activations);
-  Tensor dgates = Tensor::zeros_like(gates, name() + ".dgates", MemoryCategory::activations);
+  Tensor dexpert_out = Tensor::zeros_like(expert_out, name() + ".dexpert_out", MemoryCategory::workspace);
+  Tensor dgates = Tensor::zeros_like(gates, name() + ".dgates", MemoryCategory::workspace);
   ops::combine_rows_backward(dy, expert_out, gates, map, dexpert_out, dgates);
   const Tensor drows = run_experts_backward(dexpert_out, routing.per_expert, context);
-  Tensor dx = activation("dx", {N, C}, dy.dtype());
+  Tensor dx = activation_gradient("dx", {N, C}, dy.dtype());
   ops::gather_rows_backward(drows, map, dx);
   if (faults_.drop_residual) {
     const std::vector<std::uint8_t> routed_token = routing.routed_tokens();
@@ -241,7 +243,7 @@ Tensor MixtureOfExperts::do_backward(const Tensor& dy_in, const PassContext& con
   if (rule_.kind == ops::RouterKind::top_k)
     ops::balancing_loss(routed.probabilities, routing, config_.balance_coefficient, weight, &dprobabilities);
   const Tensor dprob = tensor_of(name() + ".dprobabilities", dprobabilities, {N, E}, routing_type_, space());
-  Tensor dlogits = Tensor::zeros_like(probabilities, name() + ".dlogits", MemoryCategory::activations);
+  Tensor dlogits = Tensor::zeros_like(probabilities, name() + ".dlogits", MemoryCategory::workspace);
   ops::softmax_backward(dprob, probabilities, dlogits);
   if (config_.z_loss_coefficient > 0) {
     std::vector<double> dz(static_cast<std::size_t>(N * E), 0.0);
@@ -249,7 +251,7 @@ Tensor MixtureOfExperts::do_backward(const Tensor& dy_in, const PassContext& con
     ops::accumulate(dlogits, tensor_of(name() + ".dz", dz, {N, E}, routing_type_, space()));
   }
   const Tensor dlogits_model =
-      dlogits.dtype() == dy.dtype() ? dlogits : cast(dlogits, dy.dtype(), dlogits.name(), MemoryCategory::activations);
+      dlogits.dtype() == dy.dtype() ? dlogits : cast(dlogits, dy.dtype(), dlogits.name(), MemoryCategory::workspace);
   ops::accumulate(dx, router_->backward(dlogits_model, context));
   return dx.reshape(dy_in.shape());
 }

@@ -189,9 +189,10 @@ double SequentialSchedule::run(Trainer& trainer, const std::vector<MicroBatch>& 
   for (const MicroBatch& mb : micro_batches) {
     const model::Batch batch = trainer.batch(mb);
     const model::PassContext context = trainer.context(mb);
-    const Tensor output = model.forward(batch.inputs, context);
+    Tensor output = model.forward(batch.inputs, context);
     Tensor doutput;
     loss += model.loss(output, batch.targets, batch.normalizer, &doutput) + model.take_auxiliary_loss(context);
+    output = Tensor();  // the loss made its gradient: the logits are not needed in backward
     trainer.begin_backward(mb);
     model.backward(doutput, context);
   }

@@ -105,7 +105,7 @@ double Executor::run(Trainer& trainer, const std::vector<MicroBatch>& micro_batc
   const auto receive = [&](const Action& a, int from, bool gradient) {
     const MicroBatch& mb = micro_batches[static_cast<std::size_t>(a.micro_batch)];
     Tensor t = Tensor::empty(gradient ? "pipeline.grad_in" : "pipeline.activation_in", shape_(mb.rows.rows), dtype_,
-                             MemoryCategory::activations, space);
+                             gradient ? MemoryCategory::workspace : MemoryCategory::activations, space);
     RequestPtr r = group_.irecv(t.view(), from, tag(a.stage, a.micro_batch, gradient));
     const double waiting = record_ ? steady_seconds() : 0;
     group_.wait(r);

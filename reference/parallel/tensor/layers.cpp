@@ -57,7 +57,7 @@ Tensor ColumnParallelLinear::do_forward(const Tensor& x, const model::PassContex
 
 Tensor ColumnParallelLinear::do_backward(const Tensor& dy, const model::PassContext& context) {
   const Tensor whole = gathered_input(tp_, take_saved(context).at(0), name());
-  Tensor dx = activation("dx", whole.shape(), whole.dtype()), none;
+  Tensor dx = activation_gradient("dx", whole.shape(), whole.dtype()), none;
   ops::linear_backward(dy, whole, weight_->value, dx, none, none);
   weight_gradient(context, [this, dy, whole] {
     Tensor no_dx, no_bias;
@@ -91,7 +91,7 @@ Tensor RowParallelLinear::do_forward(const Tensor& x, const model::PassContext& 
 Tensor RowParallelLinear::do_backward(const Tensor& dy, const model::PassContext& context) {
   const Tensor x = take_saved(context).at(0);
   const Tensor whole = tp_.sequence_parallel() ? tp_.all_gather(dy, 1, name()) : dy;
-  Tensor dx = activation("dx", x.shape(), x.dtype()), none;
+  Tensor dx = activation_gradient("dx", x.shape(), x.dtype()), none;
   ops::linear_backward(whole, x, weight_->value, dx, none, none);
   weight_gradient(context, [this, whole, x] {
     Tensor no_dx, no_bias;
@@ -108,10 +108,10 @@ TensorParallelDropout::TensorParallelDropout(std::string name, double p, std::ui
 }
 
 Tensor TensorParallelDropout::apply(const Tensor& x, const model::PassContext& context, const std::string& what) {
-  Tensor y = activation(what, x.shape(), x.dtype());
   const bool backward = what == "dx";
+  Tensor y = backward ? activation_gradient(what, x.shape(), x.dtype()) : activation(what, x.shape(), x.dtype());
   auto run = [&](const Tensor& in, Tensor& out, std::uint64_t first) {
-    const ops::DropoutKey key = model::dropout_key(seed_, name(), context.step, first);
+    const ops::DropoutKey key = model::dropout_key(seed_ + context.dropout_seed_offset, name(), context.step, first);
     if (backward)
       ops::dropout_backward(in, p_, key, out);
     else
@@ -225,7 +225,7 @@ Tensor VocabParallelHead::do_backward(const Tensor& dy, const model::PassContext
   const Tensor& w = weight_->value;
   const std::int64_t n = whole.numel() / whole.dim(-1);
   const Tensor dy2 = dy.reshape({n, w.dim(0)});
-  Tensor dx = activation("dx", whole.shape(), whole.dtype());
+  Tensor dx = activation_gradient("dx", whole.shape(), whole.dtype());
   Tensor dx2 = dx.reshape({n, w.dim(1)});
   ops::matmul(dy2, false, w, false, dx2, false);  // dx = dy W
   weight_gradient(context, [this, dy2, whole, n] {
@@ -260,7 +260,7 @@ double VocabParallelCrossEntropy::compute(const Tensor& output, const Tensor& ta
   for (std::int64_t i = 0; i < n; ++i)
     total += std::log(s[static_cast<std::size_t>(i)]) + m[static_cast<std::size_t>(i)] - s[static_cast<std::size_t>(n + i)];
   if (doutput) {
-    *doutput = Tensor::empty("dlogits", output.shape(), output.dtype(), MemoryCategory::activations, output.space());
+    *doutput = Tensor::empty("dlogits", output.shape(), output.dtype(), MemoryCategory::workspace, output.space());
     Tensor d2 = doutput->reshape({n, v});
     ops::cross_entropy_shard_backward(logits, flat_targets, first, maxima, sum_exp, normalizer, d2);
   }

@@ -1,0 +1,56 @@
+// Conformance cases of activation checkpointing, written once and run by GoogleTest
+// (correctness/test_checkpoint.cpp) and by `parity check --filter 'checkpoint/*'`.
+//
+// A case trains the cases' GPT (dropout on, so the recompute must replay its masks) for a few
+// AdamW steps twice on the same ranks, once without recomputation and once with the policy,
+// alone or composed with a technique, and checks:
+//   - every step's loss, the parameters and optimizer state each rank holds, and the gradients
+//     of the last step, equal between the two runs bit for bit;
+//   - alone: the activation bytes of the blocks the memory tracker measured (stored between
+//     forward and backward, and the peak) equal theory::checkpoint_activation_bytes exactly,
+//     and the matmul FLOPs the policy adds equal theory::recompute_flops.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "reference/comm/communicator.hpp"
+
+namespace parity::cases {
+
+struct CheckpointCase {
+  std::string policy = "full";  // parallel::parse_checkpoint_policy
+  // alone (every rank the model by itself), zero3 (over every rank), tp_sp (tp 2 with sequence
+  // parallelism, dp the rest), pp (every rank a stage; `schedule`).
+  std::string composition = "alone";
+  std::string schedule = "1f1b";
+  std::string precision = "float64";  // float64, float32
+  int steps = 3;
+  // parallel::CheckpointPolicy::fault ("fresh_dropout_seed"), to show the check catches it.
+  std::string fault;
+  // "checkpoint/alone/full/float64", "checkpoint/pp/zb-h1/sqrt/float32"
+  std::string name() const;
+};
+
+// The cases at world size n: every policy (full, every2, sqrt, selective, a budget that keeps
+// half the blocks) alone, with ZeRO-3 (n >= 2), with tp 2 and sequence parallelism (n even)
+// and with every pipeline schedule (p = n, 2 <= n <= 4; m = 2p), in float64 and float32.
+std::vector<CheckpointCase> checkpoint_grid(int world_size);
+
+struct CheckpointResult {
+  std::int64_t differing = 0;  // elements (and losses) that differ from the run without recompute, over ranks
+  std::string compared;        // what was compared
+  // Alone; else -1.
+  std::int64_t stored_bytes = -1, formula_stored_bytes = -1;
+  std::int64_t peak_bytes = -1, formula_peak_bytes = -1;
+  std::int64_t recompute_flops = -1, formula_recompute_flops = -1;
+  std::int64_t recomputed_blocks = 0;  // per step on this rank, from the layout
+  bool passed = false;
+  std::string message;
+};
+
+// Runs the case on every rank of comm (collectively); every rank returns the same verdict.
+CheckpointResult run_checkpoint_case(Communicator& comm, const CheckpointCase& c);
+
+}  // namespace parity::cases

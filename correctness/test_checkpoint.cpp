@@ -1,0 +1,149 @@
+// Activation checkpointing under GoogleTest at the world size mpirun gives: every case of
+// cases::checkpoint_grid (suite "checkpoint", as `parity check` names them), recomputation with a
+// fresh dropout seed shown to fail its case, and the policies a model cannot take refused.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "correctness/cases/checkpoint.hpp"
+#include "correctness/mpi_test.hpp"
+#include "reference/core/error.hpp"
+#include "reference/parallel/checkpoint/checkpoint.hpp"
+#include "reference/theory/model.hpp"
+
+namespace parity::test {
+namespace {
+
+class CheckpointCaseTest : public MpiTest {
+ public:
+  explicit CheckpointCaseTest(cases::CheckpointCase c) : case_(std::move(c)) {}
+  void TestBody() override {
+    const cases::CheckpointResult r = cases::run_checkpoint_case(comm(), case_);
+    if (comm().rank() == 0 && std::getenv("PARITY_VERBOSE"))
+      std::printf("%s: differing %lld, recomputed blocks %lld | %s\n", case_.name().c_str(),
+                  static_cast<long long>(r.differing), static_cast<long long>(r.recomputed_blocks), r.message.c_str());
+    EXPECT_TRUE(r.passed) << case_.name() << ": " << r.message;
+  }
+
+ private:
+  cases::CheckpointCase case_;
+};
+
+void register_grid(Communicator& comm) {
+  for (const auto& c : cases::checkpoint_grid(comm.size()))
+    ::testing::RegisterTest("checkpoint", c.name().c_str(), nullptr, nullptr, __FILE__, __LINE__,
+                            [c]() -> MpiTest* { return new CheckpointCaseTest(c); });
+}
+const bool registered = add_registrar(register_grid);
+
+class CheckpointFaults : public MpiTest {};
+
+// Recomputing with another dropout seed draws other masks in backward than in forward: the
+// gradients then differ from the run without recompute, and the case must say so.
+TEST_F(CheckpointFaults, FreshDropoutSeedIsCaught) {
+  const int n = comm().size();
+  for (const std::string composition : {"alone", "zero3", "tp_sp", "pp"}) {
+    if ((composition == "zero3" && n < 2) || (composition == "tp_sp" && n % 2 != 0) ||
+        (composition == "pp" && (n < 2 || n > 4)))
+      continue;
+    for (const char* policy : {"full", "sqrt"}) {
+      cases::CheckpointCase c;
+      c.composition = composition;
+      c.policy = policy;
+      c.fault = "fresh_dropout_seed";
+      const cases::CheckpointResult r = cases::run_checkpoint_case(comm(), c);
+      EXPECT_FALSE(r.passed) << c.name() << " passed: " << r.message;
+      EXPECT_GT(r.differing, 0) << c.name();
+    }
+  }
+}
+
+// Without the fault, the same case passes: the check rejects the fault, not the policy.
+TEST_F(CheckpointFaults, SameCaseWithoutFaultPasses) {
+  cases::CheckpointCase c;
+  c.policy = "full";
+  const cases::CheckpointResult r = cases::run_checkpoint_case(comm(), c);
+  EXPECT_TRUE(r.passed) << r.message;
+  EXPECT_EQ(r.differing, 0);
+  EXPECT_GT(r.recomputed_blocks, 0);
+}
+
+theory::BlockActivationBytes some_bytes() { return theory::gpt_block_activation_bytes(8, 2, 16, 2, 8, 8); }
+
+void expect_refused(const std::string& policy, int blocks, const std::string& words) {
+  try {
+    parallel::check_checkpoint_policy(parallel::parse_checkpoint_policy(policy), blocks, some_bytes());
+    ADD_FAILURE() << policy << " accepted for " << blocks << " blocks";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+  }
+}
+
+TEST(CheckpointPolicies, BadInputIsRefused) {
+  expect_refused("every0", 4, "at least 1");
+  expect_refused("every5", 4, "outside 1..4");
+  const theory::BlockActivationBytes b = some_bytes();
+  expect_refused("budget" + std::to_string(b.whole + b.branch - 1), 4, "below one block's working set");
+  // Above one block's working set but below what recomputing all four needs.
+  const std::int64_t full_peak = theory::checkpoint_activation_bytes(theory::full_layout(4), b).peak;
+  expect_refused("budget" + std::to_string(full_peak - 1), 4, "below what recomputing every block needs");
+  expect_refused("checkpoint", 4, "unknown checkpoint policy");
+  expect_refused("everyx", 4, "not a whole number");
+  expect_refused("budget-5", 4, "not a whole number");
+}
+
+TEST(CheckpointPolicies, NamesRoundTrip) {
+  for (const char* name : {"none", "full", "every3", "sqrt", "selective", "budget4096"})
+    EXPECT_EQ(parallel::parse_checkpoint_policy(name).name(), name);
+  EXPECT_EQ(parallel::parse_checkpoint_policy("every:2").name(), "every2");
+}
+
+// The budget's rule: the most blocks kept (the last ones) whose peak fits.
+TEST(CheckpointPolicies, BudgetKeepsTheMostThatFit) {
+  const theory::BlockActivationBytes b = some_bytes();
+  const auto peak_keeping = [&](int kept) { return theory::checkpoint_activation_bytes(theory::budget_layout(4, kept), b).peak; };
+  for (int kept = 0; kept <= 4; ++kept) {
+    const std::int64_t budget = peak_keeping(kept);
+    const auto layout = parallel::checkpoint_layout(parallel::parse_checkpoint_policy("budget" + std::to_string(budget)), 4, b);
+    const int chosen = 4 - layout.recomputed_blocks();
+    EXPECT_GE(chosen, kept) << "budget " << budget;
+    EXPECT_LE(theory::checkpoint_activation_bytes(layout, b).peak, budget);
+    if (chosen < 4) {
+      EXPECT_GT(peak_keeping(chosen + 1), budget) << "budget " << budget << " could keep " << chosen + 1;
+    }
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(layout.segment[static_cast<std::size_t>(i)] < 0, i >= 4 - chosen) << i;
+  }
+}
+
+// The layouts' closed forms (Chen et al. 2016; Korthikanti et al. 2022) from the walk over the
+// blocks: full stores one output per block (2sbh per layer at 16 bits) and peaks at one block's
+// working set above the rest; sqrt stores one output per segment; selective stores everything
+// but the probabilities (Korthikanti's 34sbh at 16 bits, less the 2sbh of masks parity does not
+// store, plus the LayerNorm statistics).
+TEST(CheckpointTheory, ClosedForms) {
+  const std::int64_t s = 8, b = 3, h = 16, a = 2;
+  const theory::BlockActivationBytes x = theory::gpt_block_activation_bytes(s, b, h, a, 2, 4);
+  EXPECT_EQ(x.output, 2 * s * b * h);
+  EXPECT_EQ(x.whole - x.probabilities, 32 * s * b * h + 16 * s * b);
+  EXPECT_EQ(static_cast<double>(x.whole - x.probabilities),
+            theory::korthikanti_layer_activation_bytes(s, b, h, a) - 5.0 * a * s * s * b - 2.0 * s * b * h + 16.0 * s * b);
+  for (int L : {1, 2, 4, 9, 10}) {
+    const auto none = theory::checkpoint_activation_bytes(theory::none_layout(L), x);
+    EXPECT_EQ(none.stored, L * x.whole);
+    EXPECT_EQ(none.peak, L * x.whole + x.branch);
+    const auto full = theory::checkpoint_activation_bytes(theory::full_layout(L), x);
+    EXPECT_EQ(full.stored, L * x.output) << L;
+    EXPECT_EQ(full.peak, (L - 1) * x.output + x.whole + x.branch) << L;
+    const theory::CheckpointLayout sqrt_layout = theory::sqrt_layout(L);
+    const int n = static_cast<int>(std::ceil(std::sqrt(static_cast<double>(L))));
+    EXPECT_EQ(sqrt_layout.segments(), (L + n - 1) / n) << L;
+    EXPECT_EQ(theory::checkpoint_activation_bytes(sqrt_layout, x).stored, sqrt_layout.segments() * x.output) << L;
+    const auto selective = theory::checkpoint_activation_bytes(theory::selective_layout(L), x);
+    EXPECT_EQ(selective.stored, L * (x.whole - x.probabilities)) << L;
+    EXPECT_EQ(theory::recompute_flops(theory::full_layout(L), b, s, h), L * theory::gpt_block_forward_flops(b, s, h));
+    EXPECT_EQ(theory::recompute_flops(theory::selective_layout(L), b, s, h), L * 4 * b * s * s * h);
+  }
+}
+
+}  // namespace
+}  // namespace parity::test
