@@ -41,15 +41,21 @@ int stages_held(const pp::Schedule& s, int rank) {
 }
 
 // Largest sum of kept[stage] over the (stage, micro-batch) pairs held on the rank: added at
-// each forward, removed at its B or, with the backward split, its W (a deferred W keeps the
-// layer inputs its weight gradient reads; counted whole, an upper bound).
-double in_flight_bytes(const std::vector<pp::Action>& actions, const std::map<int, double>& kept) {
+// each forward, removed at its B; with the backward split, I removes released[stage] (what W
+// does not read) and W the rest.
+double in_flight_bytes(const std::vector<pp::Action>& actions, const std::map<int, double>& kept,
+                       const std::map<int, double>& released) {
+  const auto of = [](const std::map<int, double>& bytes, int stage) {
+    const auto it = bytes.find(stage);
+    return it == bytes.end() ? 0.0 : it->second;
+  };
   double held = 0, peak = 0;
   for (const pp::Action& a : actions) {
-    const auto it = kept.find(a.stage);
-    const double bytes = it == kept.end() ? 0 : it->second;
-    if (a.work == pp::Work::forward) held += bytes;
-    if (a.work == pp::Work::backward || a.work == pp::Work::weight_grad) held -= bytes;
+    const double whole = of(kept, a.stage), at_input_grad = of(released, a.stage);
+    if (a.work == pp::Work::forward) held += whole;
+    if (a.work == pp::Work::backward) held -= whole;
+    if (a.work == pp::Work::input_grad) held -= at_input_grad;
+    if (a.work == pp::Work::weight_grad) held -= whole - at_input_grad;
     peak = std::max(peak, held);
   }
   return peak;
@@ -83,11 +89,12 @@ const char* work_name(pp::Work w) {
 // What one pipeline rank measured in a run, as text for the all-gather to rank 0:
 //   S offset uncertainty peak_bytes step_seconds F B I W
 //   K stage kept_bytes                      (one per stage it holds)
+//   R stage released_bytes                  (one per stage whose backward is split: what I lets go)
 //   E stage work micro_batch wait start end (the kept step, on rank 0's clock)
 struct RankReport {
   double offset = 0, uncertainty = 0, peak = 0, step = 0;
   double cost[4] = {std::nan(""), std::nan(""), std::nan(""), std::nan("")};  // F B I W
-  std::map<int, double> kept;
+  std::map<int, double> kept, released;
   std::vector<pp::Event> events;
 
   std::string text() const {
@@ -97,6 +104,7 @@ struct RankReport {
     for (double c : cost) out << ' ' << c;
     out << '\n';
     for (const auto& [stage, bytes] : kept) out << "K " << stage << ' ' << bytes << '\n';
+    for (const auto& [stage, bytes] : released) out << "R " << stage << ' ' << bytes << '\n';
     for (const pp::Event& e : events)
       out << "E " << e.action.stage << ' ' << static_cast<char>(e.action.work) << ' ' << e.action.micro_batch << ' '
           << (e.wait ? 1 : 0) << ' ' << e.start << ' ' << e.end << '\n';
@@ -110,11 +118,11 @@ struct RankReport {
         std::string c[4];
         in >> r.offset >> r.uncertainty >> r.peak >> r.step >> c[0] >> c[1] >> c[2] >> c[3];
         for (int k = 0; k < 4; ++k) r.cost[k] = std::strtod(c[k].c_str(), nullptr);  // "nan" too
-      } else if (kind == "K") {
+      } else if (kind == "K" || kind == "R") {
         int stage = 0;
         double bytes = 0;
         in >> stage >> bytes;
-        r.kept[stage] = bytes;
+        (kind == "K" ? r.kept : r.released)[stage] = bytes;
       } else {
         pp::Event e;
         char work = 'F';
@@ -189,15 +197,17 @@ RankReport measure_run(Communicator& group, const cases::PipelineCase& c, const 
   r.step = percentile(steps, 0.5);
   // Action costs and kept bytes over every timed step; the events of the kept one, from its start.
   std::vector<double> costs[4];
-  std::map<int, std::vector<double>> kept_bytes;
+  std::map<int, std::vector<double>> kept_bytes, released_bytes;
   for (const Timed& t : timed)
     for (const pp::Event& e : t.events) {
       if (e.wait || e.action.stage < 0) continue;
       costs[kind_index(e.action.work)].push_back(e.end - e.start);
       if (e.action.work == pp::Work::forward) kept_bytes[e.action.stage].push_back(static_cast<double>(e.kept_bytes));
+      if (e.action.work == pp::Work::input_grad) released_bytes[e.action.stage].push_back(-static_cast<double>(e.kept_bytes));
     }
   for (int k = 0; k < 4; ++k) r.cost[k] = percentile(costs[k], 0.5);
   for (const auto& [stage, bytes] : kept_bytes) r.kept[stage] = percentile(bytes, 0.5);
+  for (const auto& [stage, bytes] : released_bytes) r.released[stage] = percentile(bytes, 0.5);
   for (pp::Event e : kept.events) {
     e.start -= kept.first;
     e.end -= kept.first;
@@ -349,7 +359,7 @@ PipelineBenchOutcome run_pipeline_bench(Session& session, const PipelineBenchPla
     for (int r = 0; r < p; ++r) {
       const RankReport& rr = ranks[static_cast<std::size_t>(r)];
       const double idle = makespan - busy[static_cast<std::size_t>(r)];
-      const double formula_bytes = in_flight_bytes(schedule.ranks[static_cast<std::size_t>(r)], rr.kept);
+      const double formula_bytes = in_flight_bytes(schedule.ranks[static_cast<std::size_t>(r)], rr.kept, rr.released);
       measured_bubble += idle / makespan / p;
       simulated_bubble += simulated.bubble_fraction(r) / p;
       uncertainty = std::max(uncertainty, rr.uncertainty);

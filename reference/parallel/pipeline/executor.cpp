@@ -196,6 +196,8 @@ double Executor::run(Trainer& trainer, const std::vector<MicroBatch>& micro_batc
         else
           send(std::move(dy), owner_[static_cast<std::size_t>(a.stage - 1)], a.stage - 1, a.micro_batch, true);
       }
+      // I lets go of what W does not read (gradients are workspace, not activations).
+      if (record_ && a.work == Work::input_grad) kept = activation_bytes() - held_before;
     }
     if (record_) events_.push_back({a, false, work_start, steady_seconds(), kept});
     // Sends that finished release their tensors.

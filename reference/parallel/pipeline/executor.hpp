@@ -40,7 +40,8 @@ struct Event {
   bool wait = false;  // waiting for the action's input; with stage -1, for the step's last sends and its loss
   double start = 0, end = 0;  // steady_seconds() of this rank
   // Forward: activation bytes the action left held until its backward (what its layers saved,
-  // its received input, the last stage's loss gradient), its output sent on excluded.
+  // its received input), its output sent on excluded. I (input gradient): the change it made,
+  // minus what it let go of (the saved tensors its W does not read).
   std::int64_t kept_bytes = 0;
 };
 
