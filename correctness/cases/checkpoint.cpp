@@ -23,7 +23,7 @@ namespace {
 DataType type_of(const CheckpointCase& c) { return c.precision == "float64" ? DataType::float64 : DataType::float32; }
 
 // The cases' GPT with four blocks: two sqrt segments of two, every2 recomputes blocks 0 and 2.
-model::GptConfig checkpoint_gpt(DataType dtype) {
+model::GptConfig case_model(DataType dtype) {
   model::GptConfig g = case_gpt_config(dtype);
   g.layers = 4;
   return g;
@@ -36,7 +36,7 @@ std::int64_t rows_of(const CheckpointCase& c, int data_parallel) {
 
 // The budget that keeps half the blocks alone (the largest peak that does).
 std::string half_budget_policy(DataType dtype) {
-  const model::GptConfig config = checkpoint_gpt(dtype);
+  const model::GptConfig config = case_model(dtype);
   const CheckpointCase alone;
   const theory::BlockActivationBytes bytes = theory::gpt_block_activation_bytes(config, rows_of(alone, 1));
   const auto layout = theory::budget_layout(config.layers, config.layers / 2);
@@ -69,23 +69,12 @@ parallel::CheckpointPolicy policy_of(const std::string& name, const std::string&
   return p;
 }
 
-// Applies the policy to the model's blocks, with the bytes of `rows` sequences per pass.
-theory::CheckpointLayout checkpoint(model::Model& m, const model::GptConfig& config, const parallel::CheckpointPolicy& policy,
-                                    std::int64_t rows) {
-  const theory::BlockActivationBytes bytes = theory::gpt_block_activation_bytes(config, rows);
-  parallel::check_checkpoint_policy(policy, config.layers, bytes);
-  const theory::CheckpointLayout layout =
-      parallel::checkpoint_layout(policy, static_cast<int>(parallel::block_indices(m).size()), bytes);
-  parallel::apply_checkpointing(m, layout, policy);
-  return layout;
-}
-
 Run train_alone(Communicator& comm, const CheckpointCase& c, const parallel::CheckpointPolicy& policy) {
-  const model::GptConfig config = checkpoint_gpt(type_of(c));
+  const model::GptConfig config = case_model(type_of(c));
   const std::int64_t rows = rows_of(c, 1);
   Run run;
   auto m = model::build_gpt(config);
-  run.layout = checkpoint(*m, config, policy, rows);
+  run.layout = parallel::apply_checkpoint_policy(*m, config, policy, rows);
   m->to(comm.memory_space());
   auto optimizer = case_adamw(config.dtype);
   const parallel::ActivationProbe probe(*m);
@@ -112,14 +101,14 @@ void train(parallel::Trainer& trainer, model::Model& m, const model::GptConfig& 
 }
 
 Run train_zero3(Communicator& comm, const CheckpointCase& c, const parallel::CheckpointPolicy& policy) {
-  const model::GptConfig config = checkpoint_gpt(type_of(c));
+  const model::GptConfig config = case_model(type_of(c));
   Run run;
   auto m = model::build_gpt(config);
   parallel::DataParallelConfig dc;
   dc.zero_stage = 3;
   dc.global_batch = rows_of(c, comm.size());
   dc.bucket_bytes = 2048;
-  run.layout = checkpoint(*m, config, policy, parallel::batch_shard(dc.global_batch, 0, comm.size()).rows);
+  run.layout = parallel::apply_checkpoint_policy(*m, config, policy, parallel::batch_shard(dc.global_batch, 0, comm.size()).rows);
   m->to(comm.memory_space());
   auto optimizer = case_adamw(config.dtype);
   auto trainer = parallel::make_trainer(comm, *m, *optimizer, dc);
@@ -128,7 +117,7 @@ Run train_zero3(Communicator& comm, const CheckpointCase& c, const parallel::Che
 }
 
 Run train_tensor_parallel(Communicator& comm, const CheckpointCase& c, const parallel::CheckpointPolicy& policy) {
-  const model::GptConfig config = checkpoint_gpt(type_of(c));
+  const model::GptConfig config = case_model(type_of(c));
   parallel::GridSpec spec;
   spec.set(parallel::Axis::tp, 2).set(parallel::Axis::dp, comm.size() / 2);
   parallel::Grid grid(comm, spec);
@@ -141,7 +130,7 @@ Run train_tensor_parallel(Communicator& comm, const CheckpointCase& c, const par
   parallel::DataParallelConfig dc;
   dc.global_batch = rows_of(c, dp.size());
   dc.bucket_bytes = 2048;
-  run.layout = checkpoint(*m, config, policy, parallel::batch_shard(dc.global_batch, 0, dp.size()).rows);
+  run.layout = parallel::apply_checkpoint_policy(*m, config, policy, parallel::batch_shard(dc.global_batch, 0, dp.size()).rows);
   m->to(comm.memory_space());
   auto optimizer = case_adamw(config.dtype);
   auto trainer = parallel::make_tensor_parallel_trainer(grid, tp, *m, *optimizer, dc);
@@ -255,7 +244,7 @@ CheckpointResult run_checkpoint_case(Communicator& comm, const CheckpointCase& c
                 " blocks but none was recomputed; ";
 
   if (c.composition == "alone") {
-    const model::GptConfig config = checkpoint_gpt(type_of(c));
+    const model::GptConfig config = case_model(type_of(c));
     const std::int64_t rows = rows_of(c, 1);
     const theory::BlockActivationBytes bytes = theory::gpt_block_activation_bytes(config, rows);
     const theory::CheckpointActivationBytes formula = theory::checkpoint_activation_bytes(checkpointed.layout, bytes);

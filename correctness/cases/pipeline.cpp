@@ -136,12 +136,9 @@ std::unique_ptr<PipelineSetup> setup_pipeline_case(Communicator& world, const Pi
   if (c.checkpoint != "none") {
     parallel::CheckpointPolicy policy = parallel::parse_checkpoint_policy(c.checkpoint);
     policy.fault = c.checkpoint_fault;
-    const theory::BlockActivationBytes bytes = theory::gpt_block_activation_bytes(config, global_batch(c) / c.micro_batches + 1);
-    parallel::check_checkpoint_policy(policy, config.layers, bytes);
     std::vector<int> pieces;
     for (const model::LayerRange& range : mine) pieces.push_back(range.end - range.begin);
-    const int blocks = static_cast<int>(parallel::block_indices(*m).size());
-    parallel::apply_checkpointing(*m, parallel::checkpoint_layout(policy, blocks, bytes), policy, pieces);
+    parallel::apply_checkpoint_policy(*m, config, policy, global_batch(c) / c.micro_batches + 1, pieces);
   }
   m->to(comm.memory_space());
   setup->optimizer = case_adamw(config.dtype);

@@ -211,6 +211,15 @@ void apply_checkpointing(model::Model& model, const theory::CheckpointLayout& la
   require(policy.fault.empty() || policy.fault == "fresh_dropout_seed", "unknown checkpoint fault '" + policy.fault + "'");
 }
 
+theory::CheckpointLayout apply_checkpoint_policy(model::Model& model, const model::GptConfig& config,
+                                        const CheckpointPolicy& policy, std::int64_t rows, const std::vector<int>& pieces) {
+  const theory::BlockActivationBytes bytes = theory::gpt_block_activation_bytes(config, rows);
+  check_checkpoint_policy(policy, config.layers, bytes);
+  const theory::CheckpointLayout layout = checkpoint_layout(policy, static_cast<int>(block_indices(model).size()), bytes);
+  apply_checkpointing(model, layout, policy, pieces);
+  return layout;
+}
+
 std::int64_t recomputed_block_forwards() { return g_recomputed.load(std::memory_order_relaxed); }
 
 // ---- probe ----

@@ -47,6 +47,13 @@ void check_checkpoint_policy(const CheckpointPolicy& policy, int model_blocks, c
 theory::CheckpointLayout checkpoint_layout(const CheckpointPolicy& policy, int blocks,
                                            const theory::BlockActivationBytes& bytes);
 
+// The three steps above for a GPT's blocks in one call: checks the policy against the whole
+// model (config.layers blocks), lays out the blocks `model` holds with the bytes of `rows`
+// sequences per pass, and applies the layout; returns it.
+theory::CheckpointLayout apply_checkpoint_policy(model::Model& model, const model::GptConfig& config,
+                                        const CheckpointPolicy& policy, std::int64_t rows,
+                                        const std::vector<int>& pieces = {});
+
 // The model's transformer blocks (top-level layers of kind "block", wrapped or not), by
 // top-level index.
 std::vector<std::size_t> block_indices(const model::Model& model);
