@@ -193,6 +193,22 @@ void add_pipeline_bench_options(CLI::App* app, PipelineBenchOptions& o) {
   app->add_option("--dtype", o.dtype, "float32 or float64");
 }
 
+void add_checkpoint_bench_options(CLI::App* app, CheckpointBenchOptions& o) {
+  std::string presets;
+  for (const auto& p : model_presets()) presets += " " + p.name + " (" + p.config.describe() + ");";
+  app->add_option("--model", o.model, "GPT preset:" + presets);
+  app->add_option("--layers", o.layers, "Transformer blocks L (0: the preset's)");
+  app->add_option("--policies", o.policies,
+                  "Policies, comma-separated: none, full, every<k> (1 <= k <= L), sqrt, selective, budget<bytes> (K, M, G "
+                  "suffixes); none, the baseline, always runs [default: none, full, every k for k = 2..L, sqrt, "
+                  "selective, and the budgets that keep a quarter, a half and three quarters of the blocks]");
+  app->add_option("--batch", o.batch, "Sequences per step");
+  app->add_option("--dropout", o.dropout, "Dropout probability (recompute must replay the masks)");
+  app->add_option("--steps", o.steps, "Timed steps of each policy, each paired with a step without recompute");
+  app->add_option("--warmup", o.warmup, "Untimed pairs first");
+  app->add_option("--dtype", o.dtype, "float32 or float64");
+}
+
 // parity's own arguments without --np and --hostfile, for the relaunched ranks.
 std::vector<std::string> arguments_for_ranks(int argc, char** argv, const std::string& out) {
   std::vector<std::string> args = {self_executable()};
@@ -467,6 +483,16 @@ int main(int argc, char** argv) {
   add_resume(bench_moe, moe_common);
   add_moe_bench_options(bench_moe, moe_options);
 
+  CommonOptions checkpoint_common;
+  CheckpointBenchOptions checkpoint_options;
+  auto* bench_checkpoint = bench->add_subcommand(
+      "checkpoint", "Activation checkpointing: activation bytes stored and at the peak against step time for every "
+                    "policy and k on one GPT, beside the formulas (which must match); the time overhead is measured "
+                    "against steps without recompute in the same run, and the losses must agree bit for bit");
+  add_common(bench_checkpoint, checkpoint_common, false);
+  add_resume(bench_checkpoint, checkpoint_common);
+  add_checkpoint_bench_options(bench_checkpoint, checkpoint_options);
+
   PipelineOptions pipeline_options;
   auto* pipeline = app.add_subcommand(
       "pipeline", "Pipeline schedules: check one (validate), time it (simulate) or train with it on real ranks against "
@@ -537,13 +563,14 @@ int main(int argc, char** argv) {
     const bool bad_bench = word == "bench" && argc > 2 && argv[2][0] != '-' && std::string(argv[2]) != "collectives" &&
                            std::string(argv[2]) != "model" && std::string(argv[2]) != "memory" &&
                            std::string(argv[2]) != "scaling" && std::string(argv[2]) != "tensor" &&
-                           std::string(argv[2]) != "pipeline" && std::string(argv[2]) != "moe";
+                           std::string(argv[2]) != "pipeline" && std::string(argv[2]) != "moe" &&
+                           std::string(argv[2]) != "checkpoint";
     const bool bad_pipeline = word == "pipeline" && argc > 2 && argv[2][0] != '-' &&
                               std::string(argv[2]) != "validate" && std::string(argv[2]) != "simulate" &&
                               std::string(argv[2]) != "run";
     if (!known || bad_bench || bad_pipeline) {
       std::fprintf(stderr, "parity: unknown subcommand '%s' (known: run, check, bench collectives, bench model, bench memory, "
-                           "bench scaling, bench tensor, bench pipeline, bench moe, pipeline validate, pipeline simulate, pipeline run, report, list)\n",
+                           "bench scaling, bench tensor, bench pipeline, bench moe, bench checkpoint, pipeline validate, pipeline simulate, pipeline run, report, list)\n",
                    bad_bench || bad_pipeline ? (word + " " + argv[2]).c_str() : word.c_str());
       return kExitUsage;
     }
@@ -697,6 +724,19 @@ int main(int argc, char** argv) {
       });
     }
 
+    if (*bench_checkpoint) {
+      const CheckpointBenchPlan plan = plan_checkpoint_bench(checkpoint_options);  // refused before ranks start
+      if (auto status = maybe_relaunch(argc, argv, checkpoint_common, "bench-checkpoint")) return *status;
+      return with_session(argc, argv, checkpoint_common, "bench checkpoint", [&](Session& s) {
+        s.check_memory(checkpoint_bench_bytes_per_rank(plan), "the checkpoint benchmark");
+        s.maybe_inject_stall();
+        const CheckpointBenchOutcome outcome = run_checkpoint_bench(s, plan, checkpoint_options);
+        record_checkpoint_bench(s, outcome, plan, checkpoint_options);
+        s.commit_results();
+        return outcome.mismatches ? kExitFailed : 0;
+      });
+    }
+
     if (*run) {
       parse_half_accumulate(run_common.half_accumulate);
       BenchOptions b;
@@ -730,6 +770,10 @@ int main(int argc, char** argv) {
       moe.steps = run_quick ? 2 : 4;
       moe.capacity_factors = run_quick ? "0.5,1,inf" : "0.5,1,1.25,2,inf";
       check_moe_bench_options(moe);
+      CheckpointBenchOptions checkpoint;  // every policy and k on the tiny GPT
+      checkpoint.layers = run_quick ? 4 : 8;
+      checkpoint.steps = run_quick ? 2 : 3;
+      const CheckpointBenchPlan checkpoint_plan = plan_checkpoint_bench(checkpoint);
       std::optional<int> launched = maybe_relaunch(argc, argv, run_common, "run");
       int status = launched ? *launched : with_session(argc, argv, run_common, "run", [&](Session& s) {
         check_bench_root(b, s.world().size());
@@ -758,10 +802,14 @@ int main(int argc, char** argv) {
         s.check_memory(moe_bench_bytes_per_rank(moe_plan, moe, s.world().size()), "the MoE benchmark");
         const MoeBenchOutcome moe_outcome = run_moe_bench(s, moe_plan, moe);
         record_moe_bench(s, moe_outcome, moe);
+        s.check_memory(checkpoint_bench_bytes_per_rank(checkpoint_plan), "the checkpoint benchmark");
+        const CheckpointBenchOutcome checkpoint_outcome = run_checkpoint_bench(s, checkpoint_plan, checkpoint);
+        record_checkpoint_bench(s, checkpoint_outcome, checkpoint_plan, checkpoint);
         write_check_tables(s, conformance);
         s.commit_results();
         run_common.out = s.options().out;
-        return conformance.failed || memory_outcome.mismatches || tensor_outcome.mismatches || moe_outcome.mismatches
+        return conformance.failed || memory_outcome.mismatches || tensor_outcome.mismatches || moe_outcome.mismatches ||
+                       checkpoint_outcome.mismatches
                    ? kExitFailed
                    : 0;
       });

@@ -9,7 +9,9 @@ two hosts with one slow rank, and a configurable number of failed conformance ca
                           [--model [--model-speed F]] [--parallel [--parallel-speed F]]
                           [--tensor [--tensor-speed F] [--tensor-mismatch]]
                           [--pipeline [--pipeline-speed F] [--pipeline-oversubscribed]]
-                          [--moe [--moe-speed F] [--moe-mismatch]] [--world-size N]
+                          [--moe [--moe-speed F] [--moe-mismatch]]
+                          [--checkpoint [--checkpoint-speed F] [--checkpoint-mismatch]]
+                          [--world-size N]
 
 With --model it also writes /bench/model (GPT training steps of three presets on every rank, the
 last rank slower); with --parallel /bench/memory, /bench/scaling and /bench/overlap (DP and ZeRO
@@ -25,8 +27,12 @@ widely and marks the table oversubscribed); with --moe /bench/moe, /bench/moe_st
 /bench/moe_load (a GPT with two MoE layers of 8 experts in `parity bench moe`'s sweeps: every ep,
 every router at the largest ep, every cf with top_k; tokens per expert summing to k x tokens,
 fewer dropped with a larger cf, expert choice balanced exactly, the all-to-all bytes equal to the
-formula unless --moe-mismatch) and, unless the conformance cases are omitted, /check/moe. Without
-them the file looks like one from before those tables existed.
+formula unless --moe-mismatch) and, unless the conformance cases are omitted, /check/moe; with
+--checkpoint /bench/checkpoint (activation checkpointing of the tiny preset with 4 blocks: none,
+full, every 2..4, sqrt, selective and two budgets, bytes and FLOPs equal to the formulas unless
+--checkpoint-mismatch, the time overhead a little above the FLOP overhead) and, unless the
+conformance cases are omitted, /check/checkpoint. Without them the file looks like one from
+before those tables existed.
 """
 
 import argparse
@@ -1179,11 +1185,229 @@ def write_moe_checks(f, rng, world_size, mismatch=False):
     write_table(f, "/check/moe", "mixture-of-experts conformance cases", MOE_CHECK_COLUMNS, vals)
 
 
+# /bench/checkpoint and /check/checkpoint: activation checkpointing. The bytes and FLOPs are
+# theory/checkpoint.hpp's, restated here: the measured counts equal them (but for the
+# mismatch variant's CHECKPOINT_MISMATCH_POLICY and CHECKPOINT_MISMATCH_CASE), and the time
+# overhead is a little more than the FLOPs recomputation adds.
+CHECKPOINT_LAYERS, CHECKPOINT_BATCH = 4, 4
+CHECKPOINT_COLUMNS = [
+    ("policy", "str", ""), ("kind", "str", ""), ("every_k", "i8", ""),
+    ("budget_bytes", "i8", "B"), ("layout", "str", ""), ("recomputed_blocks", "i8", ""),
+    ("segments", "i8", ""), ("selective", "i8", ""), ("layers", "i8", ""), ("batch", "i8", ""),
+    ("sequence", "i8", ""), ("hidden", "i8", ""), ("heads", "i8", ""), ("dtype", "str", ""),
+    ("stored_bytes", "i8", "B"), ("formula_stored_bytes", "i8", "B"), ("peak_bytes", "i8", "B"),
+    ("formula_peak_bytes", "i8", "B"), ("step_flops", "i8", "FLOP"),
+    ("baseline_step_flops", "i8", "FLOP"), ("recompute_flops", "i8", "FLOP"),
+    ("formula_recompute_flops", "i8", "FLOP"), ("recomputed_forwards", "i8", ""),
+    ("step_time_s", "f8", "s"), ("baseline_step_time_s", "f8", "s"), ("time_ratio", "f8", ""),
+    ("time_ratio_rank_min", "f8", ""), ("time_ratio_rank_max", "f8", ""),
+    ("timed_pairs", "i8", ""), ("ranks", "i8", ""), ("losses_equal", "i8", ""),
+    ("matches_formula", "i8", "")]
+CHECKPOINT_CHECK_COLUMNS = [
+    ("case", "str", ""), ("policy", "str", ""), ("composition", "str", ""),
+    ("schedule", "str", ""), ("precision", "str", ""), ("device", "str", ""),
+    ("world_size", "i8", ""), ("steps", "i8", ""), ("recomputed_blocks", "i8", ""),
+    ("differing", "i8", ""), ("stored_bytes", "i8", "B"), ("formula_stored_bytes", "i8", "B"),
+    ("peak_bytes", "i8", "B"), ("formula_peak_bytes", "i8", "B"), ("recompute_flops", "i8", ""),
+    ("formula_recompute_flops", "i8", ""), ("passed", "i8", ""), ("message", "str", "")]
+# The policy whose peak the mismatch variant measures above the formula, and the case that
+# differs from the run without recompute.
+CHECKPOINT_MISMATCH_POLICY = "every3"
+CHECKPOINT_MISMATCH_CASE = "checkpoint/alone/sqrt/float32"
+# Every schedule `parity pipeline validate` knows, as the pp cases run them.
+CHECKPOINT_SCHEDULES = ["gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "zb-v"]
+
+
+def block_bytes(s, b, h, a, e, r):
+    """theory::gpt_block_activation_bytes: (whole, output, probabilities, core, branch,
+    attention inputs) of one block."""
+    probabilities = e * b * a * s * s
+    return {"whole": e * b * s * 16 * h + r * 4 * b * s + probabilities, "output": e * b * s * h,
+            "probabilities": probabilities, "core": e * b * s * h, "branch": e * b * s * h,
+            "attention_inputs": r * 2 * b * s + e * 4 * b * s * h}
+
+
+def checkpoint_layout(policy, blocks, kept=None):
+    """(segment per block, -1 kept; selective) of a policy: full, every<k>, sqrt, selective,
+    none, or the budget that keeps the last `kept` blocks."""
+    if policy == "none" or policy == "selective":
+        return [-1] * blocks, policy == "selective"
+    if policy == "full":
+        return list(range(blocks)), False
+    if policy.startswith("every"):
+        k = int(policy[5:])
+        return [i if i % k == 0 else -1 for i in range(blocks)], False
+    if policy == "sqrt":
+        n = math.ceil(math.sqrt(blocks))
+        return [i // n for i in range(blocks)], False
+    return [i if i < blocks - kept else -1 for i in range(blocks)], False
+
+
+def checkpoint_bytes(layout, b):
+    """theory::checkpoint_activation_bytes: (stored, peak) of a layout."""
+    segment, selective = layout
+    kept = b["whole"] - b["probabilities"] if selective else b["whole"]
+    core_moment = b["attention_inputs"] + b["core"] + b["probabilities"]
+    held = peak = 0
+    for i, s in enumerate(segment):
+        if s >= 0:
+            peak = max(peak, held + b["whole"] + b["branch"])
+            if i == 0 or segment[i - 1] != s:
+                n = 0
+                while i + n < len(segment) and segment[i + n] == s:
+                    n += 1
+                peak = max(peak, held + n * b["whole"] + b["branch"])
+                held += b["output"]
+        else:
+            peak = max(peak, held + kept + b["branch"])
+            if selective:
+                peak = max(peak, held + core_moment)
+            held += kept
+    return held, peak
+
+
+def budget_kept(blocks, b, budget):
+    """theory::budget_kept_blocks: the most blocks kept within the budget."""
+    for kept in range(blocks, -1, -1):
+        if checkpoint_bytes(checkpoint_layout("budget", blocks, kept), b)[1] <= budget:
+            return kept
+    return -1
+
+
+def recompute_flops(layout, b, s, h):
+    """theory::recompute_flops: a block's forward per recomputed block, the attention core per
+    selective one."""
+    segment, selective = layout
+    recomputed = sum(1 for x in segment if x >= 0)
+    forward = 24 * b * s * h * h + 4 * b * s * s * h
+    return recomputed * forward + ((len(segment) - recomputed) * 4 * b * s * s * h
+                                   if selective else 0)
+
+
+def layout_text(layout):
+    segment, selective = layout
+    return " ".join(("s" if selective else "-") if x < 0 else str(x) for x in segment)
+
+
+def write_checkpoint(f, rng, world_size, speed=1.0, mismatch=False, warmup=1, timed=5):
+    """/bench/checkpoint as `parity bench checkpoint` on the tiny preset with 4 blocks: none,
+    full, every 2..4, sqrt, selective and the budgets keeping a quarter and a half of the
+    blocks. Every count equals its formula (the peak of CHECKPOINT_MISMATCH_POLICY is 4 KiB
+    more with mismatch); the time ratio is 1 plus 1.1 to 1.3 times the FLOP overhead, with
+    noise, none's an A/A measurement near 1. Times are divided by speed."""
+    name, v, _, h, a, s, _ = MODEL_PRESETS[0]
+    layers, batch = CHECKPOINT_LAYERS, CHECKPOINT_BATCH
+    bytes_ = block_bytes(s, batch, h, a, 4, 4)
+    forward = layers * (24 * batch * s * h * h + 4 * batch * s * s * h) + 2 * batch * s * h * v
+    baseline_flops = 3 * forward
+    baseline_time = 0.012 * (1 + 0.02 * rng.random()) / speed
+    policies = ["none", "full"] + [f"every{k}" for k in range(2, layers + 1)] + ["sqrt",
+                                                                                 "selective"]
+    for kept in (layers // 4, layers // 2):
+        budget = checkpoint_bytes(checkpoint_layout("budget", layers, kept), bytes_)[1]
+        policies.append(f"budget{budget}")
+    vals = {c[0]: [] for c in CHECKPOINT_COLUMNS}
+    for policy in policies:
+        budget = int(policy[6:]) if policy.startswith("budget") else 0
+        layout = (checkpoint_layout("budget", layers, budget_kept(layers, bytes_, budget))
+                  if budget else checkpoint_layout(policy, layers))
+        stored, peak = checkpoint_bytes(layout, bytes_)
+        extra = recompute_flops(layout, batch, s, h)
+        overhead = extra / baseline_flops
+        ratio = 1 + overhead * (1.1 + 0.2 * rng.random()) + 0.01 * rng.standard_normal()
+        spread = 0.005 + 0.02 * overhead
+        ranks = ratio + spread * rng.uniform(-1, 1, world_size)
+        ranks += ratio - ranks.mean()
+        measured_peak, matches = peak, 1
+        if mismatch and policy == CHECKPOINT_MISMATCH_POLICY:
+            measured_peak, matches = peak + 4096, 0
+        recomputed = sum(1 for x in layout[0] if x >= 0)
+        kind = ("budget" if budget else "every" if policy.startswith("every") else policy)
+        append_row(vals, {
+            "policy": policy, "kind": kind,
+            "every_k": int(policy[5:]) if kind == "every" else 0, "budget_bytes": budget,
+            "layout": layout_text(layout), "recomputed_blocks": recomputed,
+            "segments": len({x for x in layout[0] if x >= 0}), "selective": int(layout[1]),
+            "layers": layers, "batch": batch, "sequence": s, "hidden": h, "heads": a,
+            "dtype": "float32", "stored_bytes": stored, "formula_stored_bytes": stored,
+            "peak_bytes": measured_peak, "formula_peak_bytes": peak,
+            "step_flops": baseline_flops + extra, "baseline_step_flops": baseline_flops,
+            "recompute_flops": extra, "formula_recompute_flops": extra,
+            "recomputed_forwards": recomputed * (warmup + timed),
+            "step_time_s": baseline_time * ratio, "baseline_step_time_s": baseline_time,
+            "time_ratio": ratio, "time_ratio_rank_min": float(ranks.min()),
+            "time_ratio_rank_max": float(ranks.max()), "timed_pairs": timed,
+            "ranks": world_size, "losses_equal": 1, "matches_formula": matches})
+    g = write_table(f, "/bench/checkpoint", "activation checkpointing policies against no "
+                    "recompute", CHECKPOINT_COLUMNS, vals)
+    g.attrs["model"] = name
+    g.attrs["config"] = f"V={v} L={layers} h={h} a={a} s={s} tied float32"
+    g.attrs["dropout"] = 0.1
+    g.attrs["warmup_pairs"] = np.int64(warmup)
+    g.attrs["time_ratio"] = ("median over timed steps of (the policy's step time / the step "
+                             "time without recompute), the two models stepping in alternating "
+                             "order in the same run; mean over ranks")
+
+
+def write_checkpoint_checks(f, rng, world_size, mismatch=False):
+    """/check/checkpoint as correctness/cases/checkpoint.cpp's grid: full, every2, sqrt,
+    selective and the budget keeping half the blocks, in float64 and float32, alone (bytes and
+    FLOPs against the formulas), with ZeRO-3 (2 ranks on), tp 2 with SP (an even world) and in
+    a pipeline of every schedule (2 to 4 ranks). With mismatch CHECKPOINT_MISMATCH_CASE
+    differs from the run without recompute."""
+    layers, h, a, s, rows, steps = 4, 16, 2, 8, 5, 3
+    compositions = [("alone", "")]
+    if world_size >= 2:
+        compositions.append(("zero3", ""))
+    if world_size % 2 == 0:
+        compositions.append(("tp_sp", ""))
+    if 2 <= world_size <= 4:
+        compositions += [("pp", schedule) for schedule in CHECKPOINT_SCHEDULES]
+    vals = {c[0]: [] for c in CHECKPOINT_CHECK_COLUMNS}
+    for composition, schedule in compositions:
+        for precision in ("float64", "float32"):
+            e = 8 if precision == "float64" else 4
+            bytes_ = block_bytes(s, rows, h, a, e, e)
+            budget = checkpoint_bytes(checkpoint_layout("budget", layers, layers // 2), bytes_)[1]
+            for policy in ("full", "every2", "sqrt", "selective", f"budget{budget}"):
+                layout = (checkpoint_layout("budget", layers, budget_kept(layers, bytes_, budget))
+                          if policy.startswith("budget") else checkpoint_layout(policy, layers))
+                name = ("checkpoint/" + composition + (f"/{schedule}" if schedule else "")
+                        + f"/{policy}/{precision}")
+                alone = composition == "alone"
+                stored, peak = checkpoint_bytes(layout, bytes_) if alone else (-1, -1)
+                flops = recompute_flops(layout, rows, s, h) if alone else -1
+                recomputed = sum(1 for x in layout[0] if x >= 0)
+                params = 32 * h + s * h + layers * (12 * h * h + 13 * h) + 2 * h
+                differing, passed, failures = 0, 1, ""
+                if mismatch and name == CHECKPOINT_MISMATCH_CASE:
+                    differing, passed = 3 * params + int(rng.integers(1, 9)), 0
+                    failures = ("differs from the run without recompute (first at "
+                                "blocks.1.attention.qkv.weight); ")
+                message = (f"{params} parameters and their state, {4 * layers + 4} gradients and "
+                           f"{steps} losses per rank, bit for bit: {differing} differ")
+                if alone:
+                    message += (f"; blocks' activation bytes stored {stored}, peak {peak}, "
+                                f"recompute FLOPs {flops}")
+                append_row(vals, {
+                    "case": name, "policy": policy, "composition": composition,
+                    "schedule": schedule, "precision": precision, "device": "cpu",
+                    "world_size": world_size, "steps": steps, "recomputed_blocks": recomputed,
+                    "differing": differing, "stored_bytes": stored,
+                    "formula_stored_bytes": stored, "peak_bytes": peak,
+                    "formula_peak_bytes": peak, "recompute_flops": flops,
+                    "formula_recompute_flops": flops, "passed": passed,
+                    "message": failures + message})
+    write_table(f, "/check/checkpoint", "activation-checkpointing conformance cases",
+                CHECKPOINT_CHECK_COLUMNS, vals)
+
+
 def write_sample(path, seed=1, bandwidth_scale=1.0, failures=2, empty_collectives=False,
                  omit=(), world_size=4, model=False, model_speed=1.0, parallel=False,
                  parallel_speed=1.0, tensor=False, tensor_speed=1.0, tensor_mismatch=False,
                  pipeline=False, pipeline_speed=1.0, pipeline_oversubscribed=False, moe=False,
-                 moe_speed=1.0, moe_mismatch=False):
+                 moe_speed=1.0, moe_mismatch=False, checkpoint=False, checkpoint_speed=1.0,
+                 checkpoint_mismatch=False):
     rng = np.random.default_rng(seed)
     p = world_size
     hosts = [f"node{r * 2 // p}" for r in range(p)]
@@ -1327,6 +1551,12 @@ def write_sample(path, seed=1, bandwidth_scale=1.0, failures=2, empty_collective
             if "check" not in omit:
                 write_moe_checks(f, mrng, p, mismatch=moe_mismatch)
 
+        if checkpoint:
+            crng = np.random.default_rng(seed + 6000)
+            write_checkpoint(f, crng, p, speed=checkpoint_speed, mismatch=checkpoint_mismatch)
+            if "check" not in omit:
+                write_checkpoint_checks(f, crng, p, mismatch=checkpoint_mismatch)
+
 
 def write_check(f, rng, p, failures):
     names = ["case", "collective", "algorithm", "dtype", "redop", "count", "in_place", "input",
@@ -1436,6 +1666,15 @@ def main(argv=None):
     ap.add_argument("--moe-mismatch", action="store_true",
                     help="one /bench/moe run sends more all-to-all bytes than the formula, and "
                          "one /check/moe case fails on its dispatch bytes")
+    ap.add_argument("--checkpoint", action="store_true",
+                    help="also write /bench/checkpoint (none, full, every 2..4, sqrt, selective "
+                         "and two budgets on 4 blocks) and, with the conformance cases, "
+                         "/check/checkpoint")
+    ap.add_argument("--checkpoint-speed", type=float, default=1.0,
+                    help="divide /bench/checkpoint's step times by F (default 1.0)")
+    ap.add_argument("--checkpoint-mismatch", action="store_true",
+                    help="one /bench/checkpoint policy peaks above the formula, and one "
+                         "/check/checkpoint case differs from the run without recompute")
     args = ap.parse_args(argv)
     write_sample(args.out, seed=args.seed, bandwidth_scale=args.bandwidth_scale,
                  failures=args.failures, empty_collectives=args.empty_collectives,
@@ -1446,7 +1685,9 @@ def main(argv=None):
                  tensor_mismatch=args.tensor_mismatch, pipeline=args.pipeline,
                  pipeline_speed=args.pipeline_speed,
                  pipeline_oversubscribed=args.pipeline_oversubscribed, moe=args.moe,
-                 moe_speed=args.moe_speed, moe_mismatch=args.moe_mismatch)
+                 moe_speed=args.moe_speed, moe_mismatch=args.moe_mismatch,
+                 checkpoint=args.checkpoint, checkpoint_speed=args.checkpoint_speed,
+                 checkpoint_mismatch=args.checkpoint_mismatch)
     return 0
 
 

@@ -5,6 +5,7 @@ Expected numbers are computed here straight from the HDF5 files with h5py, not t
 report's own reader.
 """
 
+from concurrent.futures import ThreadPoolExecutor
 import glob
 from html import escape as html_escape
 import os
@@ -210,26 +211,8 @@ def img_sources(index_html):
     return re.findall(r'<img src="([^"]+)"', index_html)
 
 
-class ReportTests(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="parity-report-test-")
-        cls.a = os.path.join(cls.tmp, "run_a.h5")
-        cls.b = os.path.join(cls.tmp, "run_b.h5")
-        make_sample.write_sample(cls.a, seed=1, failures=2)
-        make_sample.write_sample(cls.b, seed=7, bandwidth_scale=1.25, failures=5)
-        cls.single = os.path.join(cls.tmp, "single")
-        cls.single_run = run_report(cls.a, "--out", cls.single, "--title", "Sample run A")
-        cls.compare = os.path.join(cls.tmp, "compare")
-        cls.compare_run = run_report(cls.a, cls.b, "--out", cls.compare)
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.tmp, ignore_errors=True)
-
-    def read(self, *parts):
-        with open(os.path.join(*parts), encoding="utf-8") as fh:
-            return fh.read()
+class ReportAsserts:
+    """What the report test classes check of a drawn report and of bad input."""
 
     def assert_pngs(self, outdir, html):
         sources = img_sources(html)
@@ -250,6 +233,28 @@ class ReportTests(unittest.TestCase):
         if expected:
             self.assertIn(expected, lines[0])
         return lines[0]
+
+
+class ReportTests(ReportAsserts, unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="parity-report-test-")
+        cls.a = os.path.join(cls.tmp, "run_a.h5")
+        cls.b = os.path.join(cls.tmp, "run_b.h5")
+        make_sample.write_sample(cls.a, seed=1, failures=2)
+        make_sample.write_sample(cls.b, seed=7, bandwidth_scale=1.25, failures=5)
+        cls.single = os.path.join(cls.tmp, "single")
+        cls.single_run = run_report(cls.a, "--out", cls.single, "--title", "Sample run A")
+        cls.compare = os.path.join(cls.tmp, "compare")
+        cls.compare_run = run_report(cls.a, cls.b, "--out", cls.compare)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def read(self, *parts):
+        with open(os.path.join(*parts), encoding="utf-8") as fh:
+            return fh.read()
 
     # -- one file ------------------------------------------------------------------------------
 
@@ -1316,6 +1321,19 @@ class ReportTests(unittest.TestCase):
                 self.assertNotIn(text, summary)
             self.assertEqual(glob.glob(os.path.join(out, "*_moe*.png")), [])
 
+    def test_checkpoint_absent_without_tables(self):
+        """Files from before activation checkpointing report as they did (its own tests are
+        CheckpointReportTests)."""
+        for out in (self.single, self.compare):
+            html = self.read(out, "index.html")
+            summary = self.read(out, "summary.md")
+            self.assertNotIn("id=\"checkpoint\"", html)
+            self.assertNotIn("href=\"#checkpoint\"", html)
+            for text in ("Activation checkpointing", "Activation-checkpointing", "checkpoint"):
+                self.assertNotIn(text, html)
+                self.assertNotIn(text, summary)
+            self.assertEqual(glob.glob(os.path.join(out, "*_checkpoint*.png")), [])
+
     def test_moe_key_columns_only(self):
         """The columns the reader requires are enough for the section: the step as a whole per
         ep, the tokens per expert of every step, the sweeps as `parity bench moe` plans them;
@@ -1434,7 +1452,7 @@ class ReportTests(unittest.TestCase):
         report draws them."""
         path = os.path.join(self.tmp, "one_rank_all.h5")
         make_sample.write_sample(path, world_size=1, model=True, parallel=True, tensor=True,
-                                 pipeline=True, moe=True)
+                                 pipeline=True, moe=True, checkpoint=True)
         overlap = read_rows(path, "/bench/overlap")
         self.assertTrue(all(r["hidden_fraction"] == 0 for r in overlap))
         out, html, summary = self.parallel_report("one_rank_all_out", path)
@@ -1455,6 +1473,10 @@ class ReportTests(unittest.TestCase):
                       "in every run; load imbalance top_k", html)
         self.assertEqual(len([s for s in img_sources(html) if "_moe_" in s]), 4)
         self.assertIn("Every run has ep = 1: every expert is local and nothing is sent", html)
+        # One rank: the checkpointing cases alone, the benchmark as on more.
+        self.assertIn("; checkpoint 10 cases, all passed.</li>", html)
+        self.assertIn("<li>Activation checkpointing: 9 policies; full recompute: peak ", html)
+        self.assertEqual(len([s for s in img_sources(html) if "_checkpoint_" in s]), 2)
 
     # -- bad input -----------------------------------------------------------------------------
 
@@ -1522,6 +1544,170 @@ class ReportTests(unittest.TestCase):
             self.assertIn(option, res.stdout)
 
 
+CHECKPOINT_REQUIRED = ["policy", "peak_bytes", "formula_peak_bytes", "time_ratio"]
+CHECKPOINT_FIGURES = ("checkpoint_tradeoff", "checkpoint_formulas")
+
+
+class CheckpointReportTests(ReportAsserts, unittest.TestCase):
+    """/bench/checkpoint and /check/checkpoint. The reports are drawn once for the class, side by
+    side: a file like `parity bench checkpoint` and `parity check` write, whose every3 policy
+    peaks above the formula and whose selective policy's losses differ; that file against a
+    second run; against a file without the table; one with the required columns alone; and one
+    whose table has no rows."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="parity-checkpoint-test-")
+        cls.a, cls.b, cls.bare, cls.minimal, cls.empty = (
+            os.path.join(cls.tmp, name) for name in ("a.h5", "b.h5", "bare.h5", "minimal.h5",
+                                                     "empty.h5"))
+        make_sample.write_sample(cls.a, omit=TENSOR_ONLY, checkpoint=True,
+                                 checkpoint_mismatch=True)
+        set_rows(cls.a, "/bench/checkpoint", "losses_equal",
+                 lambda r: r["policy"] == "selective", lambda r: 0)
+        make_sample.write_sample(cls.b, seed=2, omit=TENSOR_ONLY, checkpoint=True,
+                                 checkpoint_speed=0.8)
+        make_sample.write_sample(cls.bare, omit=MODEL_ONLY)
+        make_sample.write_sample(cls.minimal, omit=MODEL_ONLY, checkpoint=True)
+        for column in read_columns(cls.minimal, "/bench/checkpoint"):
+            if column not in CHECKPOINT_REQUIRED:
+                drop_column(cls.minimal, "/bench/checkpoint", column)
+        make_sample.write_sample(cls.empty, omit=MODEL_ONLY)
+        with h5py.File(cls.empty, "a") as f:
+            make_sample.write_table(f, "/bench/checkpoint", "no rows",
+                                    make_sample.CHECKPOINT_COLUMNS,
+                                    {c[0]: [] for c in make_sample.CHECKPOINT_COLUMNS})
+        reports = {"single": [cls.a], "compare": [cls.a, cls.b], "one_side": [cls.a, cls.bare],
+                   "minimal": [cls.minimal], "empty": [cls.empty]}
+        with ThreadPoolExecutor(len(reports)) as pool:
+            runs = {name: pool.submit(run_report, *paths, "--out", os.path.join(cls.tmp, name))
+                    for name, paths in reports.items()}
+            cls.runs = {name: run.result() for name, run in runs.items()}
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def report(self, name):
+        """(output directory, index.html, summary.md) of a report drawn for the class."""
+        res = self.runs[name]
+        self.assertEqual(res.returncode, 0, res.stderr)
+        out = os.path.join(self.tmp, name)
+        pages = []
+        for page in ("index.html", "summary.md"):
+            with open(os.path.join(out, page), encoding="utf-8") as fh:
+                pages.append(fh.read())
+        return out, *pages
+
+    def section(self, html):
+        return after(html, "<h2 id=\"checkpoint\">").split("<h2")[0]
+
+    def test_section_and_figures(self):
+        out, html, summary = self.report("single")
+        self.assertIn("<h2 id=\"checkpoint\">Activation checkpointing</h2>", html)
+        self.assertIn("<a href=\"#checkpoint\">Activation checkpointing</a>", html)
+        self.assertIn("## Activation checkpointing", summary)
+        sources = self.assert_pngs(out, html)
+        for kind in CHECKPOINT_FIGURES:
+            self.assertEqual(len([s for s in sources if s.endswith(f"_{kind}.png")]), 1, kind)
+        rows = read_rows(self.a, "/bench/checkpoint")
+        self.assertEqual([r["policy"] for r in rows][:7], ["none", "full", "every2", "every3",
+                                                          "every4", "sqrt", "selective"])
+        self.assertEqual(len([r for r in rows if r["policy"].startswith("budget")]), 2)
+        # The full policy's row: bytes beside the formulas, FLOPs with their share of the step,
+        # the time ratio with its ranks' least and largest.
+        r = find_row(rows, policy="full")
+        share = f"{100 * r['recompute_flops'] / r['baseline_step_flops']:+.1f}%"
+        row = re.search(r"<tr><td>full</td>.*?</tr>", html)
+        self.assertIsNotNone(row)
+        cells = re.findall(r"<td[^>]*>(.*?)</td>", row.group(0))
+        self.assertEqual(cells[2:7], [str(r["recomputed_blocks"])] + [
+            f"{r[c]:,}" for c in ("stored_bytes", "formula_stored_bytes", "peak_bytes",
+                                  "formula_peak_bytes")])
+        self.assertTrue(cells[7].endswith(f" ({share})") and cells[8] == cells[7], cells[7:9])
+        self.assertEqual(cells[9:], [ms(r["step_time_s"]),
+                                     f"{r['time_ratio']:.3f} ({r['time_ratio_rank_min']:.3f}–"
+                                     f"{r['time_ratio_rank_max']:.3f})", "yes", "yes"])
+        self.assertIn(f"| full | 0 1 2 3 | 4 | {r['stored_bytes']:,} | "
+                      f"{r['formula_stored_bytes']:,} | {r['peak_bytes']:,} | "
+                      f"{r['formula_peak_bytes']:,} |", summary)
+        # /check/checkpoint is drawn by the conformance section.
+        n = len(read_rows(self.a, "/check/checkpoint"))
+        self.assertIn(f"; checkpoint {n} cases, 1 failed ({n - 1} passed).</li>", html)
+        self.assertIn("<h3>Activation-checkpointing cases</h3>", html)
+        self.assertIn(make_sample.CHECKPOINT_MISMATCH_CASE,
+                      after(html, "<h3>Failed activation-checkpointing cases</h3>"))
+        self.assertIn(f"Activation-checkpointing cases: {n} cases, 1 failed", summary)
+
+    def test_failing_rows_flagged(self):
+        """A policy whose peak differs from the formula, and one whose losses differ from the run
+        without recompute: both rows marked, their verdicts in red, named at a glance."""
+        _, html, summary = self.report("single")
+        words = ("2 of 9 policies fail: every3 (peak bytes differ); selective (losses "
+                 "differ)")
+        self.assertIn(f"; <span class=\"bad\">{words}</span>.</li>", html)
+        self.assertIn(f"<span class=\"bad\">{words}.</span>", self.section(html))
+        self.assertIn(f"- Against the run without recompute and the formulas: {words}.",
+                      summary)
+        flagged = re.findall(r"<tr class=\"diff\"><td>([^<]*)</td>(.*?)</tr>", self.section(html))
+        self.assertEqual([policy for policy, _ in flagged], ["every3", "selective"])
+        every3, selective = (cells for _, cells in flagged)
+        r = find_row(read_rows(self.a, "/bench/checkpoint"), policy="every3")
+        self.assertIn(f"<span class=\"bad\">{r['peak_bytes']:,}</span>", every3)
+        self.assertTrue(every3.endswith("<td>yes</td><td><span class=\"bad\">no</span></td>"))
+        self.assertTrue(selective.endswith("<td><span class=\"bad\">no</span></td><td>yes</td>"))
+
+    def test_comparison(self):
+        out, html, summary = self.report("compare")
+        self.assertIn("<h2 id=\"checkpoint\">Activation checkpointing: B against A</h2>", html)
+        ra, rb = read_rows(self.a, "/bench/checkpoint"), read_rows(self.b, "/bench/checkpoint")
+        self.assertEqual([r["policy"] for r in ra], [r["policy"] for r in rb])
+        ratios = [b["time_ratio"] / a["time_ratio"] for a, b in zip(ra, rb)]
+        self.assertIn(f"<li>Activation checkpointing time ratio B / A over {len(ra)} matching "
+                      f"policies: from {min(ratios):.3f} to {max(ratios):.3f}.</li>", html)
+        a, b = find_row(ra, policy="sqrt"), find_row(rb, policy="sqrt")
+        self.assertIn(f"| sqrt | {a['time_ratio']:.3f} | {b['time_ratio']:.3f} | "
+                      f"{b['time_ratio'] / a['time_ratio']:.3f} | {a['peak_bytes']:,} | "
+                      f"{b['peak_bytes']:,} |", summary)
+        sources = self.assert_pngs(out, html)
+        self.assertEqual([s.split("_", 1)[1] for s in sources if "_checkpoint" in s],
+                         ["checkpoint_compare.png"])
+
+    def test_comparison_one_side(self):
+        out, html, summary = self.report("one_side")
+        self.assertIn("Run B has no /bench/checkpoint table", html)
+        self.assertEqual(glob.glob(os.path.join(out, "*_checkpoint*.png")), [])
+        self.assertNotIn("## Activation checkpointing", summary)
+
+    def test_required_columns_only(self):
+        """policy, peak_bytes, formula_peak_bytes and time_ratio are enough: the peak panel
+        alone, no formula diamonds (no FLOPs to place them), the rest read as unknown."""
+        out, html, summary = self.report("minimal")
+        sources = self.assert_pngs(out, html)
+        for kind in CHECKPOINT_FIGURES:
+            self.assertEqual(len([s for s in sources if s.endswith(f"_{kind}.png")]), 1, kind)
+        self.assertIn("<tr><td>none</td><td>–</td><td class=\"num\">–</td>", html)
+        self.assertIn("<li>Activation checkpointing: 9 policies; full recompute: peak ", html)
+        self.assertIn("- Against the run without recompute and the formulas: every policy's "
+                      "peak bytes equal the formula.", summary)
+
+    def test_empty_table(self):
+        out, html, summary = self.report("empty")
+        self.assertIn("/bench/checkpoint is present but has 0 rows.", html)
+        self.assertIn("/bench/checkpoint has 0 rows.", summary)
+        self.assertEqual(glob.glob(os.path.join(out, "*_checkpoint*.png")), [])
+
+    def test_missing_required_column(self):
+        for table, column in [("/bench/checkpoint", c) for c in CHECKPOINT_REQUIRED] + [
+                ("/check/checkpoint", "passed"), ("/check/checkpoint", "case")]:
+            with self.subTest(table=table, column=column):
+                path = os.path.join(self.tmp, f"no_{column}.h5")
+                shutil.copy(self.a, path)
+                drop_column(path, table, column)
+                self.assert_bad_input([path, "--out", os.path.join(self.tmp, "x")],
+                                      f"table {table} has no column(s) {column}")
+
+
 class DeviceWordsTest(unittest.TestCase):
     """The report says where a GPU run ran and what its collective figures mean there."""
 
@@ -1574,7 +1760,7 @@ class TableModulesTest(unittest.TestCase):
         self.assertEqual(len(registered), len(set(registered)), registered)
         self.assertEqual(set(registered), on_disk)
         for name in ("collectives", "slow_ranks", "p2p", "conformance", "model", "memory",
-                     "scaling", "overlap", "tensor", "pipeline", "moe"):
+                     "scaling", "overlap", "tensor", "pipeline", "moe", "checkpoint"):
             self.assertIn(name, registered)
 
     def test_modules_implement_the_interface(self):
@@ -1612,7 +1798,7 @@ class TableModulesTest(unittest.TestCase):
         try:
             full, bare = os.path.join(tmp, "full.h5"), os.path.join(tmp, "bare.h5")
             make_sample.write_sample(full, model=True, parallel=True, tensor=True,
-                                     pipeline=True, moe=True)
+                                     pipeline=True, moe=True, checkpoint=True)
             make_sample.write_sample(bare, omit=MODEL_ONLY)
             for path, expected in ((full, True), (bare, False)):
                 for name, table in load_tables(parity_results.load(path, schema())).items():

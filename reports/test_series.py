@@ -39,6 +39,11 @@ CATEGORIES = ["parameters", "gradients", "optimizer_state", "activations", "comm
               "workspace"]
 # The timeline's boxes span rank - BOX to rank + BOX (parity_reports/tables/pipeline.py).
 BOX = 0.4
+# The checkpointing trade-off's panels: {measured column: title}, and the bars' offset from a
+# policy's tick (parity_reports/tables/checkpoint.py).
+CHECKPOINT_PANELS = {"peak_bytes": "peak: the most the blocks hold at once",
+                     "stored_bytes": "stored between forward and backward"}
+CHECKPOINT_BAR = 0.19
 
 
 def draw(paths, outdir):
@@ -104,11 +109,12 @@ class SeriesTest(unittest.TestCase):
         cls.b = os.path.join(cls.tmp, LABELS[1])
         make_sample.write_sample(cls.a, seed=1, model=True, parallel=True, tensor=True,
                                  tensor_mismatch=True, pipeline=True, moe=True,
-                                 moe_mismatch=True)
+                                 moe_mismatch=True, checkpoint=True, checkpoint_mismatch=True)
         make_sample.write_sample(cls.b, seed=7, bandwidth_scale=1.25, model=True,
                                  model_speed=1.1, parallel=True, parallel_speed=1.2,
                                  tensor=True, tensor_speed=0.9, pipeline=True,
-                                 pipeline_speed=1.1, moe=True, moe_speed=0.9)
+                                 pipeline_speed=1.1, moe=True, moe_speed=0.9, checkpoint=True,
+                                 checkpoint_speed=0.9)
         # The sample's measured counts equal their formulas; one of each differs here, so that
         # a figure showing the formula in place of the measurement is told apart.
         set_rows(cls.a, "/bench/tensor", "activation_bytes_per_block",
@@ -117,6 +123,8 @@ class SeriesTest(unittest.TestCase):
         set_rows(cls.a, "/bench/memory", "bytes_sent",
                  lambda r: (r["strategy"], r["precision"], r["world_size"]) ==
                  ("zero1", "float32", 2), lambda r: r["bytes_sent"] + 512)
+        set_rows(cls.a, "/bench/checkpoint", "recompute_flops", lambda r: r["policy"] == "sqrt",
+                 lambda r: r["recompute_flops"] + (1 << 20))
         cls.outdirs = [os.path.join(cls.tmp, name) for name in ("single", "compare")]
         cls.single = draw([cls.a], cls.outdirs[0])
         cls.compared = draw([cls.a, cls.b], cls.outdirs[1])
@@ -175,11 +183,13 @@ class SeriesTest(unittest.TestCase):
                    "pipeline_timeline_gpipe", "pipeline_timeline_1f1b",
                    "pipeline_timeline_interleaved_v2", "pipeline_timeline_zb-h1",
                    "pipeline_bubble", "pipeline_activations", "moe_step", "moe_bytes",
-                   "moe_load", "moe_routers", "moe_dropped"}
+                   "moe_load", "moe_routers", "moe_dropped", "checkpoint_tradeoff",
+                   "checkpoint_formulas"}
         drawn = {s.figure for s in self.single if not s.figure.startswith("coll_")}
         self.assertEqual(drawn, checked)
         checked = {"point_to_point", "harness_overhead", "model_compare_tokens",
-                   "scaling_compare", "tensor_compare", "pipeline_compare", "moe_compare"}
+                   "scaling_compare", "tensor_compare", "pipeline_compare", "moe_compare",
+                   "checkpoint_compare"}
         drawn = {s.figure for s in self.compared if not s.figure.startswith("cmp_")}
         self.assertEqual(drawn, checked)
 
@@ -642,6 +652,57 @@ class SeriesTest(unittest.TestCase):
                              "dropped fractions at the first step and over the timed steps")
         self.assertEqual(set(drawn), {"top_k timed mean", "top_k first step"})
 
+    def test_checkpoint_tradeoff(self):
+        """Per byte count, each policy's measured point (time_ratio, its bytes) and where the
+        formulas put it: x = 1 + formula_recompute_flops / baseline_step_flops (the FLOP
+        overhead), y = the formula's bytes; and x = 1, the step without recompute."""
+        rows = read_rows(self.a, "/bench/checkpoint")
+        formula_x = [1 + r["formula_recompute_flops"] / r["baseline_step_flops"] for r in rows]
+        for col, title in CHECKPOINT_PANELS.items():
+            drawn = self.figure(self.single, "checkpoint_tradeoff", title)
+            self.assertEqual(set(drawn), {"measured", "formula", "no recompute"})
+            self.assert_values(drawn["measured"].x, column(rows, "time_ratio"),
+                               f"{col} measured x")
+            self.assert_values(drawn["formula"].x, formula_x, f"{col} formula x")
+            self.assert_bytes([(drawn["measured"], column(rows, col)),
+                               (drawn["formula"], column(rows, f"formula_{col}"))])
+            self.assert_series(drawn["no recompute"], [1.0], [])
+        self.assert_distinct(column(rows, "time_ratio"), formula_x,
+                             "time ratios and the formulas' FLOP overheads")
+        self.assert_distinct(column(rows, "recompute_flops"),
+                             column(rows, "formula_recompute_flops"),
+                             "recompute FLOPs and their formula")
+        self.assert_distinct(column(rows, "peak_bytes"), column(rows, "formula_peak_bytes"),
+                             "peak bytes and their formula")
+        self.assert_distinct(column(rows, "peak_bytes"), column(rows, "stored_bytes"),
+                             "peak and stored bytes")
+
+    def test_checkpoint_formulas(self):
+        """Per policy, the stored and peak bytes side by side beside their formulas; the
+        recompute FLOPs counted and by the formula, and the time overhead, in percent of the
+        step without recompute."""
+        rows = read_rows(self.a, "/bench/checkpoint")
+        ticks = np.arange(len(rows))
+        drawn = self.figure(self.single, "checkpoint_formulas", "activation bytes of the blocks")
+        pairs = []
+        for label, col, dx in (("stored", "stored_bytes", -CHECKPOINT_BAR),
+                               ("peak", "peak_bytes", CHECKPOINT_BAR)):
+            for what, name in ((label, col), (f"{label} formula", f"formula_{col}")):
+                self.assert_values(drawn[what].x, ticks + dx, f"{what} x")
+                pairs.append((drawn[what], column(rows, name)))
+        self.assert_bytes(pairs)
+        self.assertEqual(len(drawn), 4)
+        drawn = self.figure(self.single, "checkpoint_formulas",
+                            "recompute FLOPs and time overhead")
+        base = column(rows, "baseline_step_flops")
+        for label, values in (
+                ("recompute FLOPs", [100 * r["recompute_flops"] / b for r, b in zip(rows, base)]),
+                ("recompute FLOPs formula",
+                 [100 * r["formula_recompute_flops"] / b for r, b in zip(rows, base)]),
+                ("time overhead", [100 * (r["time_ratio"] - 1) for r in rows])):
+            self.assert_series(drawn[label], ticks, values)
+        self.assertEqual(len(drawn), 3)
+
     # -- run B against run A --------------------------------------------------------------------
 
     def test_collectives_comparison(self):
@@ -729,6 +790,20 @@ class SeriesTest(unittest.TestCase):
                                 for r in rows])
             self.assert_series(drawn[f"{run} all-to-all"], None,
                                column(rows, "all_to_all_seconds", 1e3))
+
+
+    def test_checkpoint_comparison(self):
+        """Per policy both runs have, each run's time ratio; the step without recompute at 1."""
+        drawn = self.figure(self.compared, "checkpoint_compare")
+        runs = [read_rows(path, "/bench/checkpoint") for path in (self.a, self.b)]
+        policies = [r["policy"] for r in runs[0]]
+        self.assertEqual(policies, [r["policy"] for r in runs[1]])
+        for j, (run, rows) in enumerate(zip(RUNS, runs)):
+            self.assert_series(drawn[f"{run} time ratio"],
+                               np.arange(len(policies)) + (j - 0.5) * 0.3,
+                               column(rows, "time_ratio"))
+        self.assert_series(drawn["no recompute"], [], [1.0])
+        self.assertEqual(len(drawn), 3)
 
 
 if __name__ == "__main__":

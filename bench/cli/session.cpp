@@ -106,7 +106,8 @@ const char* const kResumableTables[] = {
     "/check/moe",           "/check/checkpoint",     "/bench/collectives",    "/bench/collectives_rank_times",
     "/bench/model",         "/bench/memory",         "/bench/scaling",         "/bench/overlap",
     "/bench/tensor",        "/bench/moe",            "/bench/moe_steps",       "/bench/moe_load",
-    "/host/copy_bandwidth", "/bench/device_kernels", "/bench/point_to_point",  "/bench/harness_overhead"};
+    "/host/copy_bandwidth", "/bench/device_kernels", "/bench/point_to_point",  "/bench/harness_overhead",
+    "/bench/checkpoint"};
 }  // namespace
 
 void Session::load_resumed() {

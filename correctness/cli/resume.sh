@@ -196,6 +196,9 @@ PY
   moe_blocks)
     also_taken="bench/moe_steps bench/moe_load"
     blocks TERM bench/moe run,ep,router,capacity_factor,bytes_match "1 3" -- bench moe -q --np 2 --experts 4 --steps 60 ;;
+  checkpoint_blocks)
+    blocks TERM bench/checkpoint policy,layout,stored_bytes,peak_bytes,recompute_flops,losses_equal "1 3" -- \
+      bench checkpoint -q --np 2 --layers 4 --policies full,every2,selective --steps 30 ;;
   stall_while_resuming)
     # A resumed run that stalls before taking its rows back keeps them all.
     interrupt_after_rows INT "$work/p.h5" check -q --np 2 --filter "$check_filter" --out "$work/p.h5"

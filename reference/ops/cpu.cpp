@@ -489,9 +489,28 @@ void attention_backward_impl(const AttentionSizes& s, const T* dout, const T* qk
 }
 }  // namespace
 
+namespace {
+// 16-bit storage, on either device: the inputs widened to float32 workspace, the attention
+// computed in float32, each result rounded to 16 bits once. Backward reads the probabilities
+// as a 16-bit model stores them, rounded.
+Tensor widened(const Tensor& t) { return cast(t, DataType::float32, t.name() + ".float32", MemoryCategory::workspace); }
+Tensor wide_like(const Tensor& t) {
+  return Tensor::empty(t.name() + ".float32", t.shape(), DataType::float32, MemoryCategory::workspace, t.space());
+}
+}  // namespace
+
 void attention_forward(const Tensor& qkv, int heads, bool causal, Tensor& out, Tensor& probs) {
-  if (on_device(qkv)) return cuda::attention_forward(qkv, heads, causal, out, probs);
   const char* op = "attention_forward";
+  if (qkv.defined() && is_half(qkv.dtype())) {
+    same_type(op, qkv, out);
+    same_type(op, qkv, probs);
+    Tensor out32 = wide_like(out), probs32 = wide_like(probs);
+    attention_forward(widened(qkv), heads, causal, out32, probs32);
+    copy_into(out, out32);
+    copy_into(probs, probs32);
+    return;
+  }
+  if (on_device(qkv)) return cuda::attention_forward(qkv, heads, causal, out, probs);
   configure_blas_once();
   const AttentionSizes s = attention_sizes(op, qkv, heads);
   same_type(op, qkv, out);
@@ -505,8 +524,17 @@ void attention_forward(const Tensor& qkv, int heads, bool causal, Tensor& out, T
 }
 
 void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& probs, int heads, Tensor& dqkv) {
-  if (on_device(dout)) return cuda::attention_backward(dout, qkv, probs, heads, dqkv);
   const char* op = "attention_backward";
+  if (qkv.defined() && is_half(qkv.dtype())) {
+    same_type(op, qkv, dout);
+    same_type(op, qkv, probs);
+    same_type(op, qkv, dqkv);
+    Tensor dqkv32 = wide_like(dqkv);
+    attention_backward(widened(dout), widened(qkv), widened(probs), heads, dqkv32);
+    copy_into(dqkv, dqkv32);
+    return;
+  }
+  if (on_device(dout)) return cuda::attention_backward(dout, qkv, probs, heads, dqkv);
   configure_blas_once();
   const AttentionSizes s = attention_sizes(op, qkv, heads);
   same_type(op, qkv, dout);

@@ -53,7 +53,8 @@ void softmax_backward(const Tensor& dy, const Tensor& y, Tensor& dx);
 
 // Multi-head self-attention core on a fused projection qkv [B, T, 3C] (q, k, v each C = H*hs
 // columns, head h at columns h*hs of each): out [B, T, C] = softmax(q k^T / sqrt(hs) + mask) v
-// per head; probs [B, H, T, T] saved for backward. causal masks j > i. float32/float64.
+// per head; probs [B, H, T, T] saved for backward. causal masks j > i. float32/float64, or
+// 16-bit storage computed in float32 (on either device) with each result rounded once.
 void attention_forward(const Tensor& qkv, int heads, bool causal, Tensor& out, Tensor& probs);
 void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& probs, int heads, Tensor& dqkv);
 

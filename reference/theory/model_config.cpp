@@ -23,7 +23,7 @@ void GptConfig::validate() const {
   if (hidden % heads != 0)
     throw UsageError(what + ": heads " + std::to_string(heads) + " do not divide hidden " + std::to_string(hidden));
   if (!(dropout >= 0 && dropout < 1)) throw UsageError(what + ": dropout must be in [0, 1)");
-  require_model_type("GPT config", dtype, false);
+  require_model_type("GPT config", dtype, true);
   if (moe.enabled()) moe.validate(layers);
 }
 

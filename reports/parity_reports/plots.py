@@ -1,7 +1,7 @@
 """Figure basics shared by the table modules: the Plotter holds matplotlib, the colours every
 figure agrees on, file naming and the common axes. Each table's own figures live in its module
-and draw through a Plotter, whose plot, bar, band, whiskers, hline and heatmap draw a series of
-data and note it in Plotter.drawn (a Series each) when its figure is saved."""
+and draw through a Plotter, whose plot, bar, band, whiskers, hline, vline and heatmap draw a
+series of data and note it in Plotter.drawn (a Series each) when its figure is saved."""
 
 import math
 import os
@@ -20,10 +20,10 @@ class Series:
     name; figure: the name it was saved under (Plotter.save); axes: its panel's title; label:
     what the series shows. x and y: a line's or marker's points, a bar's position and height
     (its bottom apart), a band's or a whisker's edge (two series, low and high); a horizontal
-    line has its y alone and an empty x; a heatmap has the centres of its columns in x, of its
-    rows in y, and its cells in z (a row per y, a column per x; None for the others). Pieces
-    drawn under one label in one panel (a bar per row, say) are joined in the order they were
-    drawn (a heatmap's rows one under the other)."""
+    line has its y alone and an empty x, a vertical one its x alone and an empty y; a heatmap
+    has the centres of its columns in x, of its rows in y, and its cells in z (a row per y, a
+    column per x; None for the others). Pieces drawn under one label in one panel (a bar per
+    row, say) are joined in the order they were drawn (a heatmap's rows one under the other)."""
     file: str
     figure: str
     axes: str
@@ -132,6 +132,10 @@ class Plotter:
     def hline(self, ax, what, y, **kw):
         self.record(ax, what, [], y)
         return ax.axhline(y, **kw)
+
+    def vline(self, ax, what, x, **kw):
+        self.record(ax, what, x, [])
+        return ax.axvline(x, **kw)
 
     def heatmap(self, ax, what, x, y, values, **kw):
         """Cells coloured by values (a row per y, a column per x), each centred on its x and y,

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <charconv>
+#include <limits>
 
 #include "reference/core/error.hpp"
 
@@ -88,6 +89,24 @@ std::int64_t whole_number(std::string_view digits, std::string_view policy) {
   return value;
 }
 
+// "65536", "64K", "1M", "2G" (K, M, G = 2^10, 2^20, 2^30) -> bytes.
+std::int64_t byte_count(std::string_view text, std::string_view policy) {
+  std::int64_t scale = 1;
+  if (!text.empty()) {
+    switch (text.back()) {
+      case 'K': case 'k': scale = std::int64_t{1} << 10; break;
+      case 'M': case 'm': scale = std::int64_t{1} << 20; break;
+      case 'G': case 'g': scale = std::int64_t{1} << 30; break;
+      default: break;
+    }
+    if (scale != 1) text.remove_suffix(1);
+  }
+  const std::int64_t value = whole_number(text, policy);
+  if (value > std::numeric_limits<std::int64_t>::max() / scale)
+    throw UsageError("checkpoint policy '" + std::string(policy) + "': the budget is too large");
+  return value * scale;
+}
+
 }  // namespace
 
 std::string CheckpointPolicy::name() const {
@@ -117,7 +136,7 @@ CheckpointPolicy parse_checkpoint_policy(std::string_view text) {
     p.every = static_cast<int>(value);
   } else if (auto bytes = argument_of(text, "budget")) {
     p.kind = Kind::budget;
-    p.budget_bytes = whole_number(*bytes, text);
+    p.budget_bytes = byte_count(*bytes, text);
   } else {
     throw UsageError("unknown checkpoint policy '" + std::string(text) +
                      "' (known: none, full, every<k>, sqrt, selective, budget<bytes>)");

@@ -22,16 +22,16 @@ Every table module defines (INTERFACE and FUNCTIONS below; test_report.py checks
   compare_section(page, ctx, tables, matches)    as section
   compare_markdown(ctx, tables, matches)         as markdown
 ctx is report.Context: the run files, their labels, the Plotter and the command line. A figure
-draws its data through the Plotter (plot, bar, band, whiskers, hline, heatmap), which records
-each series as it was drawn (plots.Series); test_series.py compares those with the file's
-columns.
+draws its data through the Plotter (plot, bar, band, whiskers, hline, vline, heatmap), which
+records each series as it was drawn (plots.Series); test_series.py compares those with the
+file's columns.
 """
 
-from . import (collectives, conformance, harness, memory, model, moe, overlap, p2p, pipeline,
-               scaling, slow_ranks, tensor)
+from . import (checkpoint, collectives, conformance, harness, memory, model, moe, overlap, p2p,
+               pipeline, scaling, slow_ranks, tensor)
 
 TABLES = [collectives, slow_ranks, p2p, harness, model, memory, scaling, overlap, tensor, pipeline,
-          moe, conformance]
+          moe, checkpoint, conformance]
 
 INTERFACE = {"NAME": str, "VERDICT": bool, "READS": dict}
 FUNCTIONS = {

@@ -1,7 +1,8 @@
-"""/check/collectives, /check/training, /check/tensor, /check/pipeline and /check/moe: the
-conformance cases, passed and failed per collective and algorithm, per training technique, per
-tensor-parallel setting, per pipeline schedule and per router and expert-parallel size, and the
-failed cases with their messages."""
+"""/check/collectives, /check/training, /check/tensor, /check/pipeline, /check/moe and
+/check/checkpoint: the conformance cases, passed and failed per collective and algorithm, per
+training technique, per tensor-parallel setting, per pipeline schedule, per router and
+expert-parallel size and per composition of activation checkpointing, and the failed cases with
+their messages."""
 
 import math
 from collections import OrderedDict, defaultdict
@@ -36,6 +37,11 @@ READS = {
         "i:ep,tp,dp,experts,top_k,world_size,steps,decisions,dropped,passed "
         "f:capacity_factor,error,bound,loss_error,loss_bound,gradient_error,dispatch_bytes,"
         "formula_dispatch_bytes", ["case", "passed"]),
+    "/check/checkpoint": (
+        "s:case,policy,composition,schedule,precision,device,message "
+        "i:world_size,steps,recomputed_blocks,differing,stored_bytes,formula_stored_bytes,"
+        "peak_bytes,formula_peak_bytes,recompute_flops,formula_recompute_flops,passed",
+        ["case", "passed"]),
 }
 
 
@@ -171,7 +177,47 @@ MOE = CaseKind(
      ("dropped", lambda r: str(r["dropped"])),
      ("dispatch bytes", lambda r: fmt_bytes(r["dispatch_bytes"])),
      ("formula", lambda r: fmt_bytes(r["formula_dispatch_bytes"]))])
-CASE_KINDS = [TRAINING, TENSOR, PIPELINE, MOE]
+
+
+def count_cell(x):
+    """An integer count whose -1 stands for not measured (a case that is not alone)."""
+    return fmt_bytes(x) if finite(x) and x >= 0 else "–"
+
+
+def formula_cell(r, column):
+    """A measured count beside its formula_ column, in red where the two differ."""
+    measured, formula = r[column], r[f"formula_{column}"]
+    text = count_cell(measured)
+    if finite(measured) and finite(formula) and min(measured, formula) >= 0 \
+            and measured != formula:
+        return f"<span class=\"bad\">{text}</span>"
+    return text
+
+
+CHECKPOINT = CaseKind(
+    "/check/checkpoint", "Activation-checkpointing cases", "checkpoint",
+    "Each case trains the case GPT twice on the same ranks, without recomputation and with the "
+    "policy, alone, with ZeRO-3, with tp 2 and sequence parallelism, or as a pipeline with the "
+    "schedule, and compares the parameters, optimizer state, gradients and losses bit for bit "
+    "(differing: the elements whose bits differ, which must be none); alone, the blocks' "
+    "stored and peak activation bytes and the FLOPs recomputation adds must equal their "
+    "formulas.",
+    [("composition", ["alone", "zero3", "tp_sp", "pp"]),
+     ("schedule", ["", "gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "zb-v"])],
+    {"policy": "", "composition": "", "schedule": "", "precision": "", "recomputed_blocks": -1,
+     "differing": -1, "stored_bytes": -1, "formula_stored_bytes": -1, "peak_bytes": -1,
+     "formula_peak_bytes": -1, "recompute_flops": -1, "formula_recompute_flops": -1,
+     "message": ""},
+    [("recomputed blocks", lambda r: count_cell(r["recomputed_blocks"])),
+     ("differing", lambda r: (f"<span class=\"bad\">{fmt_bytes(r['differing'])}</span>"
+                              if r["differing"] > 0 else count_cell(r["differing"]))),
+     ("stored bytes", lambda r: formula_cell(r, "stored_bytes")),
+     ("formula", lambda r: count_cell(r["formula_stored_bytes"])),
+     ("peak bytes", lambda r: formula_cell(r, "peak_bytes")),
+     ("formula", lambda r: count_cell(r["formula_peak_bytes"])),
+     ("recompute FLOPs", lambda r: formula_cell(r, "recompute_flops")),
+     ("formula", lambda r: count_cell(r["formula_recompute_flops"]))])
+CASE_KINDS = [TRAINING, TENSOR, PIPELINE, MOE, CHECKPOINT]
 
 
 def group_key(value, order):

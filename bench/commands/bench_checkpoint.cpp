@@ -1,0 +1,310 @@
+// parity bench checkpoint: activation memory against step time for every checkpointing policy
+// (none, full, every k for every k, sqrt, selective and byte budgets) on one GPT. Each policy's
+// model trains beside a model without recompute, step for step in alternating order, so that
+// the time overhead is a ratio measured in the same run and drift in the machine hits both
+// alike; the losses must agree bit for bit (recompute changes memory and time, never results),
+// the tracker's bytes and the ops' FLOPs must equal the formulas of theory/checkpoint.hpp.
+// Every rank trains its own replicas at the same time; times are means over ranks.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <set>
+
+#include "bench/cli/progress.hpp"
+#include "bench/cli/shared.hpp"
+#include "bench/commands/commands.hpp"
+#include "reference/core/error.hpp"
+#include "reference/cuda/device.hpp"
+#include "reference/model/optimizer.hpp"
+#include "reference/ops/flops.hpp"
+#include "reference/parallel/checkpoint/checkpoint.hpp"
+#include "reference/theory/checkpoint.hpp"
+#include "reference/theory/model.hpp"
+
+namespace parity::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Kind = parallel::CheckpointPolicy::Kind;
+
+const char* kind_name(Kind kind) {
+  switch (kind) {
+    case Kind::none: return "none";
+    case Kind::full: return "full";
+    case Kind::every: return "every";
+    case Kind::sqrt: return "sqrt";
+    case Kind::selective: return "selective";
+    case Kind::budget: return "budget";
+  }
+  return "?";
+}
+
+// Block by block: '-' keeps everything, 's' keeps all but the attention probabilities, a digit
+// (or letter past 9) the segment it is recomputed in.
+std::string describe_layout(const theory::CheckpointLayout& layout) {
+  std::string out;
+  for (int s : layout.segment) {
+    if (!out.empty()) out += ' ';
+    if (s < 0) out += layout.selective ? "s" : "-";
+    else out += s < 10 ? static_cast<char>('0' + s) : s < 36 ? static_cast<char>('a' + s - 10) : '+';
+  }
+  return out;
+}
+
+void finish(MemorySpace space) {
+  if (space == MemorySpace::cuda) cuda::synchronize();
+}
+
+// One model and what it measured.
+struct Trained {
+  std::unique_ptr<model::Model> model;
+  std::unique_ptr<model::Optimizer> optimizer;
+  std::unique_ptr<parallel::ActivationProbe> probe;
+  theory::CheckpointLayout layout;
+  std::vector<double> losses, seconds;
+  std::int64_t flops = 0;  // the matmul FLOPs of its last step
+};
+
+Trained build(const model::GptConfig& config, const parallel::CheckpointPolicy& policy, std::int64_t rows,
+              MemorySpace space) {
+  Trained t;
+  t.model = model::build_gpt(config);
+  t.layout = parallel::apply_checkpoint_policy(*t.model, config, policy, rows);
+  t.model->to(space);
+  t.optimizer = std::make_unique<model::AdamW>(model::AdamWConfig{}, config.dtype);
+  t.probe = std::make_unique<parallel::ActivationProbe>(*t.model);
+  return t;
+}
+
+void step(Trained& t, const model::Batch& batch, int index, MemorySpace space) {
+  const ops::FlopScope flops;
+  finish(space);
+  const auto t0 = Clock::now();
+  t.losses.push_back(model::train_step(*t.model, *t.optimizer, batch, static_cast<std::uint64_t>(index)));
+  finish(space);
+  t.seconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  t.flops = flops.matmul();
+}
+
+std::vector<parallel::CheckpointPolicy> default_policies(int layers, const theory::BlockActivationBytes& bytes) {
+  std::vector<std::string> names = {"none", "full"};
+  for (int k = 2; k <= layers; ++k) names.push_back("every" + std::to_string(k));
+  names.push_back("sqrt");
+  names.push_back("selective");
+  // Budgets that keep a quarter, a half and three quarters of the blocks: the largest peak
+  // at which each does (theory::budget_kept_blocks is the rule).
+  std::set<int> kept;
+  for (int quarter : {1, 2, 3}) kept.insert(std::max(1, layers * quarter / 4));
+  for (int m : kept)
+    if (m < layers)
+      names.push_back("budget" +
+                      std::to_string(theory::checkpoint_activation_bytes(theory::budget_layout(layers, m), bytes).peak));
+  std::vector<parallel::CheckpointPolicy> out;
+  for (const auto& n : names) out.push_back(parallel::parse_checkpoint_policy(n));
+  return out;
+}
+
+}  // namespace
+
+CheckpointBenchPlan plan_checkpoint_bench(const CheckpointBenchOptions& options) {
+  if (options.batch < 1) throw UsageError("--batch must be at least 1");
+  if (options.steps < 1) throw UsageError("--steps must be at least 1");
+  if (options.warmup < 0) throw UsageError("--warmup must not be negative");
+  if (options.layers < 0) throw UsageError("--layers must be at least 1 (0: the preset's)");
+  if (!(options.dropout >= 0 && options.dropout < 1))
+    throw UsageError("--dropout " + std::to_string(options.dropout) + " must be in [0, 1)");
+  const DataType dtype = parse_data_type(options.dtype);
+  if (dtype != DataType::float32 && dtype != DataType::float64)
+    throw UsageError("--dtype " + options.dtype + ": checkpointing is measured in float32 or float64");
+  CheckpointBenchPlan plan;
+  plan.model = options.model;
+  try {
+    plan.config = find_model_preset(options.model).config;
+  } catch (const UsageError& e) {
+    throw UsageError(std::string("--model: ") + e.what());
+  }
+  if (options.layers > 0) plan.config.layers = options.layers;
+  plan.config.dtype = dtype;
+  plan.config.dropout = options.dropout;
+  plan.config.validate();
+  plan.batch = options.batch;
+  const theory::BlockActivationBytes bytes = theory::gpt_block_activation_bytes(plan.config, plan.batch);
+  if (split_list(options.policies).empty()) {
+    plan.policies = default_policies(plan.config.layers, bytes);
+  } else {
+    plan.policies.push_back(parallel::parse_checkpoint_policy("none"));  // the baseline, always first
+    std::set<std::string> seen = {"none"};
+    for (const std::string& text : split_list(options.policies)) {
+      parallel::CheckpointPolicy p;
+      try {
+        p = parallel::parse_checkpoint_policy(text);
+      } catch (const UsageError& e) {
+        throw UsageError(std::string("--policies: ") + e.what());
+      }
+      if (p.kind == Kind::none) continue;
+      if (!seen.insert(p.name()).second) throw UsageError("--policies names " + p.name() + " twice");
+      plan.policies.push_back(p);
+    }
+  }
+  for (const auto& p : plan.policies) {
+    try {
+      parallel::check_checkpoint_policy(p, plan.config.layers, bytes);
+    } catch (const UsageError& e) {
+      throw UsageError(std::string("--policies: ") + e.what() + " [--model " + plan.model + ", --layers " +
+                       std::to_string(plan.config.layers) + ", --batch " + std::to_string(plan.batch) + "]");
+    }
+  }
+  return plan;
+}
+
+std::size_t checkpoint_bench_bytes_per_rank(const CheckpointBenchPlan& plan) {
+  const auto& c = plan.config;
+  const double e = static_cast<double>(size_of(c.dtype));
+  const double b = static_cast<double>(plan.batch), s = static_cast<double>(c.sequence), h = static_cast<double>(c.hidden);
+  const theory::BlockActivationBytes bytes = theory::gpt_block_activation_bytes(c, plan.batch);
+  // Two models alive at once (the policy's and the baseline), each with parameters, gradients
+  // and two AdamW moments; one pass's activations (the baseline's peak), logits and their
+  // gradient, a few transient [b, s, h] tensors.
+  const double peak = static_cast<double>(theory::checkpoint_activation_bytes(theory::none_layout(c.layers), bytes).peak);
+  return static_cast<std::size_t>(2 * 4.0 * e * static_cast<double>(theory::gpt_parameters(c)) + peak +
+                                  e * (3.0 * b * s * static_cast<double>(c.vocabulary) + 8.0 * b * s * h));
+}
+
+CheckpointBenchOutcome run_checkpoint_bench(Session& session, const CheckpointBenchPlan& plan,
+                                            const CheckpointBenchOptions& options) {
+  Communicator& world = session.world();
+  const MemorySpace space = session.space();
+  const model::GptConfig& c = plan.config;
+  const theory::BlockActivationBytes bytes = theory::gpt_block_activation_bytes(c, plan.batch);
+  CheckpointBenchOutcome out;
+  const int pairs = options.warmup + options.steps;
+  Progress progress("bench checkpoint", plan.policies.size() * static_cast<std::size_t>(pairs),
+                    session.is_root() && !session.options().quiet);
+  std::size_t done = 0;
+  const RowKey by_policy = [](const record::Table& t, std::size_t row) { return t.get_str("policy")[row]; };
+  const auto failed_row = [](const record::Table& t, std::size_t row) -> std::int64_t {
+    return t.get_i64("losses_equal")[row] == 0 || t.get_i64("matches_formula")[row] == 0;
+  };
+  for (const parallel::CheckpointPolicy& policy : plan.policies) {
+    const std::string name = policy.name();
+    if (const auto restored = session.restore_row("/bench/checkpoint", name, by_policy, out.table, failed_row);
+        restored.found) {
+      out.mismatches += static_cast<std::size_t>(restored.value);
+      done += static_cast<std::size_t>(pairs);
+      progress.update(done - 1, name + " taken from the resumed file");
+      continue;
+    }
+    Trained base = build(c, parallel::parse_checkpoint_policy("none"), plan.batch, space);
+    Trained run = build(c, policy, plan.batch, space);
+    const std::int64_t recomputed_before = parallel::recomputed_block_forwards();
+    world.barrier();  // replicas start together
+    for (int i = 0; i < pairs; ++i) {
+      const model::Batch batch = model::gpt_batch(c, static_cast<std::uint64_t>(i), 0, plan.batch, plan.batch).to(space);
+      // Alternating order: a step that follows another runs on warmer caches.
+      if (i % 2 == 0) {
+        step(base, batch, i, space);
+        step(run, batch, i, space);
+      } else {
+        step(run, batch, i, space);
+        step(base, batch, i, space);
+      }
+      progress.update(done++, name + " step " + std::to_string(i + 1));
+    }
+    const std::int64_t recomputed = parallel::recomputed_block_forwards() - recomputed_before;
+    std::vector<double> ratios, own, baseline;
+    for (int i = options.warmup; i < pairs; ++i) {
+      const auto k = static_cast<std::size_t>(i);
+      ratios.push_back(run.seconds[k] / base.seconds[k]);
+      own.push_back(run.seconds[k]);
+      baseline.push_back(base.seconds[k]);
+    }
+    bool losses_equal = run.losses.size() == base.losses.size();
+    for (std::size_t i = 0; losses_equal && i < run.losses.size(); ++i)
+      losses_equal = std::memcmp(&run.losses[i], &base.losses[i], sizeof(double)) == 0;
+    const theory::CheckpointActivationBytes formula = theory::checkpoint_activation_bytes(run.layout, bytes);
+    const std::int64_t formula_recompute = theory::recompute_flops(run.layout, plan.batch, c.sequence, c.hidden);
+    const std::int64_t recompute = run.flops - base.flops;
+    // A layout that recomputes blocks must have recomputed them, once per step.
+    const bool recomputed_all = recomputed == static_cast<std::int64_t>(run.layout.recomputed_blocks()) * pairs;
+    bool matches = run.probe->stored() == formula.stored && run.probe->peak() == formula.peak &&
+                   recompute == formula_recompute && recomputed_all;
+    // Every rank must agree: one rank's mismatch fails the row.
+    const auto all_equal = gather_from_ranks(world, losses_equal ? 1.0 : 0.0);
+    const auto all_match = gather_from_ranks(world, matches ? 1.0 : 0.0);
+    losses_equal = *std::min_element(all_equal.begin(), all_equal.end()) == 1.0;
+    matches = *std::min_element(all_match.begin(), all_match.end()) == 1.0;
+    const auto rank_ratio = gather_from_ranks(world, percentile(ratios, 0.5));
+    const auto rank_time = gather_from_ranks(world, percentile(own, 0.5));
+    const auto rank_base = gather_from_ranks(world, percentile(baseline, 0.5));
+    const auto mean = [](const std::vector<double>& v) {
+      double sum = 0;
+      for (double x : v) sum += x;
+      return sum / static_cast<double>(v.size());
+    };
+    record::Table& t = out.table;
+    const std::size_t first_row = t.rows();
+    t.str("policy").push_back(name);
+    t.str("kind").push_back(kind_name(policy.kind));
+    t.i64("every_k").push_back(policy.kind == Kind::every ? policy.every : 0);
+    t.i64("budget_bytes", "B").push_back(policy.kind == Kind::budget ? policy.budget_bytes : 0);
+    t.str("layout").push_back(describe_layout(run.layout));
+    t.i64("recomputed_blocks").push_back(run.layout.recomputed_blocks());
+    t.i64("segments").push_back(run.layout.segments());
+    t.i64("selective").push_back(run.layout.selective ? 1 : 0);
+    t.i64("layers").push_back(c.layers);
+    t.i64("batch").push_back(plan.batch);
+    t.i64("sequence").push_back(c.sequence);
+    t.i64("hidden").push_back(c.hidden);
+    t.i64("heads").push_back(c.heads);
+    t.str("dtype").push_back(std::string(name_of(c.dtype)));
+    t.i64("stored_bytes", "B").push_back(run.probe->stored());
+    t.i64("formula_stored_bytes", "B").push_back(formula.stored);
+    t.i64("peak_bytes", "B").push_back(run.probe->peak());
+    t.i64("formula_peak_bytes", "B").push_back(formula.peak);
+    t.i64("step_flops", "FLOP").push_back(run.flops);
+    t.i64("baseline_step_flops", "FLOP").push_back(base.flops);
+    t.i64("recompute_flops", "FLOP").push_back(recompute);
+    t.i64("formula_recompute_flops", "FLOP").push_back(formula_recompute);
+    t.i64("recomputed_forwards").push_back(recomputed);
+    t.f64("step_time_s", "s").push_back(mean(rank_time));
+    t.f64("baseline_step_time_s", "s").push_back(mean(rank_base));
+    t.f64("time_ratio").push_back(mean(rank_ratio));
+    t.f64("time_ratio_rank_min").push_back(*std::min_element(rank_ratio.begin(), rank_ratio.end()));
+    t.f64("time_ratio_rank_max").push_back(*std::max_element(rank_ratio.begin(), rank_ratio.end()));
+    t.i64("timed_pairs").push_back(options.steps);
+    t.i64("ranks").push_back(world.size());
+    t.i64("losses_equal").push_back(losses_equal ? 1 : 0);
+    t.i64("matches_formula").push_back(matches ? 1 : 0);
+    session.record_rows("/bench/checkpoint", t, first_row);  // kept if the run is cut short
+    if (!losses_equal || !matches) ++out.mismatches;
+    if (session.is_root() && !session.options().quiet) {
+      std::fprintf(stderr,
+                   "[bench checkpoint] %-14s peak %lld B (formula %lld), stored %lld B, recompute +%.1f%% FLOPs, "
+                   "time x%.3f%s%s\n",
+                   name.c_str(), static_cast<long long>(run.probe->peak()), static_cast<long long>(formula.peak),
+                   static_cast<long long>(run.probe->stored()),
+                   100.0 * static_cast<double>(recompute) / static_cast<double>(base.flops), mean(rank_ratio),
+                   losses_equal ? "" : "  LOSSES DIFFER from the run without recompute",
+                   matches ? "" : "  BYTES OR FLOPS DIFFER from the formula");
+    }
+  }
+  progress.finish();
+  return out;
+}
+
+void record_checkpoint_bench(Session& session, const CheckpointBenchOutcome& outcome, const CheckpointBenchPlan& plan,
+                             const CheckpointBenchOptions& options) {
+  if (!session.is_root()) return;
+  auto& file = session.results();
+  file.write_table("/bench/checkpoint", outcome.table);
+  file.set_attribute("/bench/checkpoint", "model", plan.model);
+  file.set_attribute("/bench/checkpoint", "config", plan.config.describe());
+  file.set_attribute("/bench/checkpoint", "dropout", plan.config.dropout);
+  file.set_attribute("/bench/checkpoint", "warmup_pairs", static_cast<std::int64_t>(options.warmup));
+  file.set_attribute("/bench/checkpoint", "time_ratio",
+                     std::string("median over timed steps of (the policy's step time / the step time without recompute), "
+                                 "the two models stepping in alternating order in the same run; mean over ranks"));
+}
+
+}  // namespace parity::cli
