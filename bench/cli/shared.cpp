@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "reference/core/error.hpp"
+#include "reference/cuda/device.hpp"
 
 namespace parity::cli {
 
@@ -64,6 +65,10 @@ std::unique_ptr<Communicator> first_ranks(Communicator& world, int n) {
   auto group = world.split(world.rank() < n ? 0 : 1, world.rank());
   if (world.rank() >= n) group.reset();
   return group;
+}
+
+void wait_for_device(MemorySpace space) {
+  if (space == MemorySpace::cuda) cuda::synchronize();
 }
 
 }  // namespace parity::cli

@@ -22,6 +22,9 @@ std::vector<double> parse_numbers(const std::string& text, const std::string& op
 double percentile(std::vector<double> values, double q);
 // Every rank's `value`, indexed by rank (an all-gather; every rank must call it).
 std::vector<double> gather_from_ranks(Communicator& world, double value);
+// Waits for the GPU's queued work when `space` is CUDA memory (a no-op on the host), so that a
+// host clock read after it times the work itself.
+void wait_for_device(MemorySpace space);
 // Ranks [0, n) of the world as a communicator; null on the others (who still take part in
 // the split, a collective over the world).
 std::unique_ptr<Communicator> first_ranks(Communicator& world, int n);

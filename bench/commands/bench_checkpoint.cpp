@@ -15,7 +15,6 @@
 #include "bench/cli/shared.hpp"
 #include "bench/commands/commands.hpp"
 #include "reference/core/error.hpp"
-#include "reference/cuda/device.hpp"
 #include "reference/model/optimizer.hpp"
 #include "reference/ops/flops.hpp"
 #include "reference/parallel/checkpoint/checkpoint.hpp"
@@ -28,18 +27,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Kind = parallel::CheckpointPolicy::Kind;
 
-const char* kind_name(Kind kind) {
-  switch (kind) {
-    case Kind::none: return "none";
-    case Kind::full: return "full";
-    case Kind::every: return "every";
-    case Kind::sqrt: return "sqrt";
-    case Kind::selective: return "selective";
-    case Kind::budget: return "budget";
-  }
-  return "?";
-}
-
 // Block by block: '-' keeps everything, 's' keeps all but the attention probabilities, a digit
 // (or letter past 9) the segment it is recomputed in.
 std::string describe_layout(const theory::CheckpointLayout& layout) {
@@ -50,10 +37,6 @@ std::string describe_layout(const theory::CheckpointLayout& layout) {
     else out += s < 10 ? static_cast<char>('0' + s) : s < 36 ? static_cast<char>('a' + s - 10) : '+';
   }
   return out;
-}
-
-void finish(MemorySpace space) {
-  if (space == MemorySpace::cuda) cuda::synchronize();
 }
 
 // One model and what it measured.
@@ -73,16 +56,17 @@ Trained build(const model::GptConfig& config, const parallel::CheckpointPolicy& 
   t.layout = parallel::apply_checkpoint_policy(*t.model, config, policy, rows);
   t.model->to(space);
   t.optimizer = std::make_unique<model::AdamW>(model::AdamWConfig{}, config.dtype);
+  // On the baseline too, so that both models step with the same hooks.
   t.probe = std::make_unique<parallel::ActivationProbe>(*t.model);
   return t;
 }
 
 void step(Trained& t, const model::Batch& batch, int index, MemorySpace space) {
   const ops::FlopScope flops;
-  finish(space);
+  wait_for_device(space);
   const auto t0 = Clock::now();
   t.losses.push_back(model::train_step(*t.model, *t.optimizer, batch, static_cast<std::uint64_t>(index)));
-  finish(space);
+  wait_for_device(space);
   t.seconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
   t.flops = flops.matmul();
 }
@@ -245,7 +229,7 @@ CheckpointBenchOutcome run_checkpoint_bench(Session& session, const CheckpointBe
     record::Table& t = out.table;
     const std::size_t first_row = t.rows();
     t.str("policy").push_back(name);
-    t.str("kind").push_back(kind_name(policy.kind));
+    t.str("kind").push_back(std::string(policy.kind_name()));
     t.i64("every_k").push_back(policy.kind == Kind::every ? policy.every : 0);
     t.i64("budget_bytes", "B").push_back(policy.kind == Kind::budget ? policy.budget_bytes : 0);
     t.str("layout").push_back(describe_layout(run.layout));

@@ -10,7 +10,6 @@
 #include "bench/cli/shared.hpp"
 #include "bench/commands/commands.hpp"
 #include "reference/core/error.hpp"
-#include "reference/cuda/device.hpp"
 #include "reference/model/optimizer.hpp"
 #include "reference/ops/cpu.hpp"
 #include "reference/ops/flops.hpp"
@@ -23,12 +22,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// Best of five square matrix multiplies of size n: the same-run denominator of MFU.
-// Waits for the GPU's queued work, so that a host clock read after it times the work itself.
-void finish(MemorySpace space) {
-  if (space == MemorySpace::cuda) cuda::synchronize();
-}
-
 // The matrix-multiply rate (GFLOP/s) of square n x n products in `space`, best of 5.
 double measure_matmul_GFLOPs(DataType dtype, std::int64_t n, MemorySpace space) {
   Tensor a = Tensor::empty("bench.a", {n, n}, dtype, MemoryCategory::workspace);
@@ -39,12 +32,12 @@ double measure_matmul_GFLOPs(DataType dtype, std::int64_t n, MemorySpace space) 
   b = b.to(space, "bench.b", MemoryCategory::workspace);
   Tensor c = Tensor::empty("bench.c", {n, n}, dtype, MemoryCategory::workspace, space);
   ops::matmul(a, false, b, false, c, false);  // warm-up
-  finish(space);
+  wait_for_device(space);
   double best = 0;
   for (int rep = 0; rep < 5; ++rep) {
     const auto t0 = Clock::now();
     ops::matmul(a, false, b, false, c, false);
-    finish(space);
+    wait_for_device(space);
     best = std::max(best, 2.0 * static_cast<double>(n * n * n) / seconds_since(t0) / 1e9);
   }
   return best;
@@ -162,10 +155,10 @@ ModelBenchOutcome run_model_bench(Session& session, const ModelBenchPlan& plan, 
       const model::Batch batch =
           model::gpt_batch(c, static_cast<std::uint64_t>(step), 0, plan.batch, plan.batch).to(space);
       const ops::FlopScope flops;
-      finish(space);
+      wait_for_device(space);
       const auto t0 = Clock::now();
       model::train_step(*model, *optimizer, batch, static_cast<std::uint64_t>(step));
-      finish(space);
+      wait_for_device(space);
       const double t = seconds_since(t0);
       if (step >= options.warmup) times.push_back(t);
       counted_flops = flops.matmul();

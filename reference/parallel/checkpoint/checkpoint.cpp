@@ -109,16 +109,23 @@ std::int64_t byte_count(std::string_view text, std::string_view policy) {
 
 }  // namespace
 
-std::string CheckpointPolicy::name() const {
+std::string_view CheckpointPolicy::kind_name() const {
   switch (kind) {
     case Kind::none: return "none";
     case Kind::full: return "full";
-    case Kind::every: return "every" + std::to_string(every);
+    case Kind::every: return "every";
     case Kind::sqrt: return "sqrt";
     case Kind::selective: return "selective";
-    case Kind::budget: return "budget" + std::to_string(budget_bytes);
+    case Kind::budget: return "budget";
   }
   return "?";
+}
+
+std::string CheckpointPolicy::name() const {
+  std::string out(kind_name());
+  if (kind == Kind::every) out += std::to_string(every);
+  if (kind == Kind::budget) out += std::to_string(budget_bytes);
+  return out;
 }
 
 CheckpointPolicy parse_checkpoint_policy(std::string_view text) {

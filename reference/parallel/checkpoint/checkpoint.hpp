@@ -34,6 +34,8 @@ struct CheckpointPolicy {
   std::string fault;
   // "none", "full", "every2", "sqrt", "selective", "budget<bytes>" (case names, --policies).
   std::string name() const;
+  // The kind without its argument: "none", "full", "every", "sqrt", "selective", "budget".
+  std::string_view kind_name() const;
 };
 // Parses a policy name ("every:2" and "budget:64K" are accepted too; sizes take K, M, G);
 // throws UsageError naming the known forms.
