@@ -19,11 +19,10 @@ Operation collective_operation(Collective collective, const BufferView& send, co
   return {name_of(collective).data(), algorithm, static_cast<std::int64_t>(larger.count), larger.dtype, {}};
 }
 
-Communicator::Communicator(std::shared_ptr<Watchdog> watchdog) : watchdog_(std::move(watchdog)) {
+Communicator::Communicator(std::shared_ptr<Watchdog> watchdog, MemorySpaces spaces)
+    : spaces_(spaces), watchdog_(std::move(watchdog)) {
   require(watchdog_ != nullptr, "communicator created without a watchdog");
 }
-
-bool Communicator::accepts(MemorySpace space, bool) const { return space == memory_space(); }
 
 RequestPtr Communicator::isend(BufferView buffer, int peer, int tag) {
   if (peer < 0 || peer >= size()) throw Error("isend to rank " + std::to_string(peer) + " of " + std::to_string(size()));
@@ -88,8 +87,9 @@ std::size_t sum_of(std::span<const std::size_t> counts) {
 }
 
 // The rules, as comparisons only: this runs on every call (all_to_all_v's sums are one pass
-// over its counts). Which buffer a space problem concerns comes back in `culprit`.
-Invalid check_collective(const Communicator& comm, Collective collective, const BufferView& send,
+// over its counts). Which buffer a space problem concerns comes back in `culprit`. Inlined, so
+// that a native entry's constant collective selects its own rules at compile time.
+[[gnu::always_inline]] inline Invalid check_collective(const Communicator& comm, Collective collective, const BufferView& send,
                          const BufferView& recv, int root, bool native, std::span<const std::size_t> send_counts,
                          std::span<const std::size_t> recv_counts, const BufferView*& culprit) {
   if (send.dtype != recv.dtype) return Invalid::dtype;
@@ -200,40 +200,43 @@ void validate_collective(const Communicator& comm, Collective collective, const 
     reject_collective(comm, collective, send, recv, root, native, send_counts, recv_counts, why, *culprit);
 }
 
-Watchdog::Scope Communicator::enter_native(Collective c, BufferView send, BufferView recv, int root,
+template <Collective C>
+Watchdog::Scope Communicator::enter_native(const BufferView& send, const BufferView& recv, int root,
                                            std::span<const std::size_t> send_counts,
                                            std::span<const std::size_t> recv_counts) {
-  validate_collective(*this, c, send, recv, root, true, send_counts, recv_counts);
-  return Watchdog::Scope(*watchdog_, collective_operation(c, send, recv, "native"), {Wait::every_rank});
+  const BufferView* culprit = &send;
+  const Invalid why = check_collective(*this, C, send, recv, root, true, send_counts, recv_counts, culprit);
+  if (why != Invalid::none) reject_collective(*this, C, send, recv, root, true, send_counts, recv_counts, why, *culprit);
+  return Watchdog::Scope(*watchdog_, collective_operation(C, send, recv, "native"), {Wait::every_rank});
 }
 
-void Communicator::all_reduce(BufferView send, BufferView recv, ReduceOp op) {
-  const Watchdog::Scope scope = enter_native(Collective::all_reduce, send, recv, 0);
+void Communicator::all_reduce(const BufferView& send, const BufferView& recv, ReduceOp op) {
+  const Watchdog::Scope scope = enter_native<Collective::all_reduce>(send, recv, 0);
   do_all_reduce(send, recv, op);
 }
-void Communicator::reduce(BufferView send, BufferView recv, ReduceOp op, int root) {
-  const Watchdog::Scope scope = enter_native(Collective::reduce, send, recv, root);
+void Communicator::reduce(const BufferView& send, const BufferView& recv, ReduceOp op, int root) {
+  const Watchdog::Scope scope = enter_native<Collective::reduce>(send, recv, root);
   do_reduce(send, recv, op, root);
 }
-void Communicator::broadcast(BufferView send, BufferView recv, int root) {
-  const Watchdog::Scope scope = enter_native(Collective::broadcast, send, recv, root);
+void Communicator::broadcast(const BufferView& send, const BufferView& recv, int root) {
+  const Watchdog::Scope scope = enter_native<Collective::broadcast>(send, recv, root);
   do_broadcast(send, recv, root);
 }
-void Communicator::all_gather(BufferView send, BufferView recv) {
-  const Watchdog::Scope scope = enter_native(Collective::all_gather, send, recv, 0);
+void Communicator::all_gather(const BufferView& send, const BufferView& recv) {
+  const Watchdog::Scope scope = enter_native<Collective::all_gather>(send, recv, 0);
   do_all_gather(send, recv);
 }
-void Communicator::reduce_scatter(BufferView send, BufferView recv, ReduceOp op) {
-  const Watchdog::Scope scope = enter_native(Collective::reduce_scatter, send, recv, 0);
+void Communicator::reduce_scatter(const BufferView& send, const BufferView& recv, ReduceOp op) {
+  const Watchdog::Scope scope = enter_native<Collective::reduce_scatter>(send, recv, 0);
   do_reduce_scatter(send, recv, op);
 }
-void Communicator::all_to_all(BufferView send, BufferView recv) {
-  const Watchdog::Scope scope = enter_native(Collective::all_to_all, send, recv, 0);
+void Communicator::all_to_all(const BufferView& send, const BufferView& recv) {
+  const Watchdog::Scope scope = enter_native<Collective::all_to_all>(send, recv, 0);
   do_all_to_all(send, recv);
 }
-void Communicator::all_to_all_v(BufferView send, std::span<const std::size_t> send_counts, BufferView recv,
+void Communicator::all_to_all_v(const BufferView& send, std::span<const std::size_t> send_counts, const BufferView& recv,
                                 std::span<const std::size_t> recv_counts) {
-  const Watchdog::Scope scope = enter_native(Collective::all_to_all_v, send, recv, 0, send_counts, recv_counts);
+  const Watchdog::Scope scope = enter_native<Collective::all_to_all_v>(send, recv, 0, send_counts, recv_counts);
   do_all_to_all_v(send, send_counts, recv, recv_counts);
 }
 

@@ -54,18 +54,30 @@ struct TrafficCounters {
   std::uint64_t messages_sent = 0;
 };
 
+// Where a communicator's buffers may live, fixed when the backend creates it: its own space,
+// and whether host buffers are also taken by its native collectives and by its point-to-point
+// calls (there are two spaces, so "the other one" is always host).
+struct MemorySpaces {
+  MemorySpace own = MemorySpace::host;
+  bool native_takes_host = false;
+  bool point_to_point_takes_host = false;
+};
+
 class Communicator {
  public:
-  explicit Communicator(std::shared_ptr<Watchdog> watchdog);
+  Communicator(std::shared_ptr<Watchdog> watchdog, MemorySpaces spaces);
   virtual ~Communicator() = default;
 
   // Fixed when the backend creates the communicator; plain reads, since every call checks them.
   int rank() const { return rank_; }
   int size() const { return size_; }
   virtual std::string_view backend() const = 0;
-  virtual MemorySpace memory_space() const = 0;
+  MemorySpace memory_space() const { return spaces_.own; }
   // Whether buffers in `space` may be given to point-to-point calls or to native collectives.
-  virtual bool accepts(MemorySpace space, bool point_to_point) const;
+  bool accepts(MemorySpace space, bool point_to_point) const {
+    return space == spaces_.own ||
+           (space == MemorySpace::host && (point_to_point ? spaces_.point_to_point_takes_host : spaces_.native_takes_host));
+  }
   // Ranks with the same color form a new communicator, ordered by key then rank.
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
   virtual void barrier() = 0;
@@ -79,13 +91,13 @@ class Communicator {
   void send_recv(BufferView send, int to, BufferView recv, int from, int tag);
 
   // Native collectives of the backend.
-  void all_reduce(BufferView send, BufferView recv, ReduceOp op);
-  void reduce(BufferView send, BufferView recv, ReduceOp op, int root);
-  void broadcast(BufferView send, BufferView recv, int root);
-  void all_gather(BufferView send, BufferView recv);
-  void reduce_scatter(BufferView send, BufferView recv, ReduceOp op);
-  void all_to_all(BufferView send, BufferView recv);
-  void all_to_all_v(BufferView send, std::span<const std::size_t> send_counts, BufferView recv,
+  void all_reduce(const BufferView& send, const BufferView& recv, ReduceOp op);
+  void reduce(const BufferView& send, const BufferView& recv, ReduceOp op, int root);
+  void broadcast(const BufferView& send, const BufferView& recv, int root);
+  void all_gather(const BufferView& send, const BufferView& recv);
+  void reduce_scatter(const BufferView& send, const BufferView& recv, ReduceOp op);
+  void all_to_all(const BufferView& send, const BufferView& recv);
+  void all_to_all_v(const BufferView& send, std::span<const std::size_t> send_counts, const BufferView& recv,
                     std::span<const std::size_t> recv_counts);
 
   // Ranks on the same host as this one (split by host name), e.g. to share host memory.
@@ -105,16 +117,19 @@ class Communicator {
  protected:
   virtual RequestPtr do_isend(BufferView buffer, int peer, int tag) = 0;
   virtual RequestPtr do_irecv(BufferView buffer, int peer, int tag) = 0;
-  virtual void do_all_reduce(BufferView send, BufferView recv, ReduceOp op) = 0;
-  virtual void do_reduce(BufferView send, BufferView recv, ReduceOp op, int root) = 0;
-  virtual void do_broadcast(BufferView send, BufferView recv, int root) = 0;
-  virtual void do_all_gather(BufferView send, BufferView recv) = 0;
-  virtual void do_reduce_scatter(BufferView send, BufferView recv, ReduceOp op) = 0;
-  virtual void do_all_to_all(BufferView send, BufferView recv) = 0;
-  virtual void do_all_to_all_v(BufferView send, std::span<const std::size_t> send_counts, BufferView recv,
+  virtual void do_all_reduce(const BufferView& send, const BufferView& recv, ReduceOp op) = 0;
+  virtual void do_reduce(const BufferView& send, const BufferView& recv, ReduceOp op, int root) = 0;
+  virtual void do_broadcast(const BufferView& send, const BufferView& recv, int root) = 0;
+  virtual void do_all_gather(const BufferView& send, const BufferView& recv) = 0;
+  virtual void do_reduce_scatter(const BufferView& send, const BufferView& recv, ReduceOp op) = 0;
+  virtual void do_all_to_all(const BufferView& send, const BufferView& recv) = 0;
+  virtual void do_all_to_all_v(const BufferView& send, std::span<const std::size_t> send_counts, const BufferView& recv,
                                std::span<const std::size_t> recv_counts) = 0;
   // Checks a native call's buffers (and all_to_all_v's counts) and opens its watchdog scope.
-  Watchdog::Scope enter_native(Collective c, BufferView send, BufferView recv, int root,
+  // One instance per collective, so the checks and the scope fold to that collective's own:
+  // this runs on every native call, after a transfer that has left it out of the caches.
+  template <Collective C>
+  Watchdog::Scope enter_native(const BufferView& send, const BufferView& recv, int root,
                                std::span<const std::size_t> send_counts = {},
                                std::span<const std::size_t> recv_counts = {});
   // Memory for scratch() in memory_space(): host, or the selected CUDA device.
@@ -123,6 +138,7 @@ class Communicator {
   int rank_ = 0, size_ = 1;
 
  private:
+  MemorySpaces spaces_;
   struct Scratch {
     std::size_t bytes = 0;
     std::shared_ptr<void> memory;

@@ -76,6 +76,7 @@ MPI_Op mpi_op(ReduceOp op, DataType type) {
   const auto index = static_cast<std::size_t>(op);
   if (type == DataType::float16) return g_half.float16_ops[index];
   if (type == DataType::bfloat16) return g_half.bfloat16_ops[index];
+  if (op == ReduceOp::sum) return MPI_SUM;  // the common case, without the switch's table
   switch (op) {
     case ReduceOp::sum: case ReduceOp::avg: return MPI_SUM;
     case ReduceOp::prod: return MPI_PROD;
@@ -147,7 +148,7 @@ class MpiRequest final : public Request {
 class MpiCommunicator final : public Communicator {
  public:
   MpiCommunicator(MPI_Comm comm, bool owned, std::shared_ptr<Watchdog> watchdog, MemorySpace space)
-      : Communicator(std::move(watchdog)), comm_(comm), owned_(owned), space_(space),
+      : Communicator(std::move(watchdog), {space, true, true}), comm_(comm), owned_(owned), space_(space),
         cuda_aware_(space == MemorySpace::cuda && MpiRuntime::cuda_aware()) {
     check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
     check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
@@ -156,8 +157,6 @@ class MpiCommunicator final : public Communicator {
     if (owned_) MPI_Comm_free(&comm_);
   }
   std::string_view backend() const override { return "mpi"; }
-  MemorySpace memory_space() const override { return space_; }
-  bool accepts(MemorySpace space, bool) const override { return space == MemorySpace::host || space == space_; }
 
   std::unique_ptr<Communicator> split(int color, int key) override {
     MPI_Comm out;
@@ -209,33 +208,33 @@ class MpiCommunicator final : public Communicator {
     return request;
   }
 
-  void do_all_reduce(BufferView send, BufferView recv, ReduceOp op) override {
+  void do_all_reduce(const BufferView& send, const BufferView& recv, ReduceOp op) override {
     if (staged(send, recv, [&](BufferView s, BufferView r) { do_all_reduce(s, r, op); })) return;
     const void* s = send.data == recv.data ? MPI_IN_PLACE : send.data;
     check_mpi(MPI_Allreduce(s, recv.data, mpi_count(recv.count, "all_reduce"), mpi_type(recv.dtype),
                             mpi_op(op, recv.dtype), comm_), "MPI_Allreduce");
     if (op == ReduceOp::avg) finish_average(recv, size_);
   }
-  void do_reduce(BufferView send, BufferView recv, ReduceOp op, int root) override {
+  void do_reduce(const BufferView& send, const BufferView& recv, ReduceOp op, int root) override {
     if (staged(send, recv, [&](BufferView s, BufferView r) { do_reduce(s, r, op, root); })) return;
     const void* s = (rank_ == root && send.data == recv.data) ? MPI_IN_PLACE : send.data;
     check_mpi(MPI_Reduce(s, recv.data, mpi_count(recv.count, "reduce"), mpi_type(recv.dtype),
                          mpi_op(op, recv.dtype), root, comm_), "MPI_Reduce");
     if (op == ReduceOp::avg && rank_ == root) finish_average(recv, size_);
   }
-  void do_broadcast(BufferView send, BufferView recv, int root) override {
+  void do_broadcast(const BufferView& send, const BufferView& recv, int root) override {
     if (staged(send, recv, [&](BufferView s, BufferView r) { do_broadcast(s, r, root); })) return;
     if (rank_ == root) copy_buffer(recv, send);
     check_mpi(MPI_Bcast(recv.data, mpi_count(recv.count, "broadcast"), mpi_type(recv.dtype), root, comm_), "MPI_Bcast");
   }
-  void do_all_gather(BufferView send, BufferView recv) override {
+  void do_all_gather(const BufferView& send, const BufferView& recv) override {
     if (staged(send, recv, [&](BufferView s, BufferView r) { do_all_gather(s, r); })) return;
     const bool in_place = send.data == recv.slice(static_cast<std::size_t>(rank_) * send.count, 0).data;
     const int count = mpi_count(send.count, "all_gather");
     check_mpi(MPI_Allgather(in_place ? MPI_IN_PLACE : send.data, count, mpi_type(send.dtype), recv.data, count,
                             mpi_type(recv.dtype), comm_), "MPI_Allgather");
   }
-  void do_reduce_scatter(BufferView send, BufferView recv, ReduceOp op) override {
+  void do_reduce_scatter(const BufferView& send, const BufferView& recv, ReduceOp op) override {
     if (staged(send, recv, [&](BufferView s, BufferView r) { do_reduce_scatter(s, r, op); })) return;
     const int count = mpi_count(recv.count, "reduce_scatter");
     if (recv.data == send.slice(static_cast<std::size_t>(rank_) * recv.count, 0).data && recv.count != 0) {
@@ -249,13 +248,13 @@ class MpiCommunicator final : public Communicator {
     }
     if (op == ReduceOp::avg) finish_average(recv, size_);
   }
-  void do_all_to_all(BufferView send, BufferView recv) override {
+  void do_all_to_all(const BufferView& send, const BufferView& recv) override {
     if (staged(send, recv, [&](BufferView s, BufferView r) { do_all_to_all(s, r); })) return;
     const int count = mpi_count(send.count / static_cast<std::size_t>(size_), "all_to_all");
     check_mpi(MPI_Alltoall(send.data == recv.data ? MPI_IN_PLACE : send.data, count, mpi_type(send.dtype),
                            recv.data, count, mpi_type(recv.dtype), comm_), "MPI_Alltoall");
   }
-  void do_all_to_all_v(BufferView send, std::span<const std::size_t> send_counts, BufferView recv,
+  void do_all_to_all_v(const BufferView& send, std::span<const std::size_t> send_counts, const BufferView& recv,
                        std::span<const std::size_t> recv_counts) override {
     if (staged(send, recv, [&](BufferView s, BufferView r) { do_all_to_all_v(s, send_counts, r, recv_counts); })) return;
     // MPI takes int counts and displacements: the blocks packed, each at the sum of those before.
@@ -278,10 +277,15 @@ class MpiCommunicator final : public Communicator {
   // Runs a native collective on device buffers through pinned host copies when MPI cannot
   // read them (always for 16-bit types, whose user reductions run on the host); returns false
   // when the call can go to MPI as it is.
+  // The host case is the inline test; the device case is out of line, so that a host call's
+  // frame stays small (it is reloaded after every transfer).
   template <typename F>
-  bool staged(BufferView send, BufferView recv, F&& call) {
+  bool staged(const BufferView& send, const BufferView& recv, F&& call) {
     const bool device = (send.space == MemorySpace::cuda && send.count) || (recv.space == MemorySpace::cuda && recv.count);
-    if (!device) return false;
+    return device && staged_on_device(send, recv, call);
+  }
+  template <typename F>
+  [[gnu::noinline]] bool staged_on_device(const BufferView& send, const BufferView& recv, F& call) {
     if (cuda_aware_ && !is_half(recv.dtype)) {
       cuda::synchronize();
       return false;

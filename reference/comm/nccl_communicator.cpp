@@ -79,7 +79,7 @@ class NcclRequest final : public Request {
 
 class NcclCommunicator final : public Communicator {
  public:
-  NcclCommunicator(ncclComm_t comm, std::shared_ptr<Watchdog> watchdog) : Communicator(std::move(watchdog)), comm_(comm) {
+  NcclCommunicator(ncclComm_t comm, std::shared_ptr<Watchdog> watchdog) : Communicator(std::move(watchdog), {MemorySpace::cuda, true, false}), comm_(comm) {
     check_nccl(ncclCommUserRank(comm_, &rank_), "ncclCommUserRank", comm_);
     check_nccl(ncclCommCount(comm_, &size_), "ncclCommCount", comm_);
   }
@@ -88,10 +88,6 @@ class NcclCommunicator final : public Communicator {
     if (comm_) ncclCommDestroy(comm_);
   }
   std::string_view backend() const override { return "nccl"; }
-  MemorySpace memory_space() const override { return MemorySpace::cuda; }
-  bool accepts(MemorySpace space, bool point_to_point) const override {
-    return space == MemorySpace::cuda || !point_to_point;
-  }
 
   std::unique_ptr<Communicator> split(int color, int key) override {
     ncclComm_t out = nullptr;
@@ -121,38 +117,38 @@ class NcclCommunicator final : public Communicator {
   RequestPtr do_isend(BufferView buffer, int peer, int tag) override { return post(true, buffer, peer, tag); }
   RequestPtr do_irecv(BufferView buffer, int peer, int tag) override { return post(false, buffer, peer, tag); }
 
-  void do_all_reduce(BufferView send, BufferView recv, ReduceOp op) override {
+  void do_all_reduce(const BufferView& send, const BufferView& recv, ReduceOp op) override {
     on_device(send, recv, [&](BufferView s, BufferView r) {
       check_nccl(ncclAllReduce(s.data, r.data, r.count, nccl_type(r.dtype), nccl_op(op, r.dtype), comm_, stream()),
                  "ncclAllReduce", comm_);
       if (divide_after(op, r.dtype)) finish_average(r, size_);
     });
   }
-  void do_reduce(BufferView send, BufferView recv, ReduceOp op, int root) override {
+  void do_reduce(const BufferView& send, const BufferView& recv, ReduceOp op, int root) override {
     on_device(send, recv, [&](BufferView s, BufferView r) {
       check_nccl(ncclReduce(s.data, r.data, r.count, nccl_type(r.dtype), nccl_op(op, r.dtype), root, comm_, stream()),
                  "ncclReduce", comm_);
       if (rank_ == root && divide_after(op, r.dtype)) finish_average(r, size_);
     });
   }
-  void do_broadcast(BufferView send, BufferView recv, int root) override {
+  void do_broadcast(const BufferView& send, const BufferView& recv, int root) override {
     on_device(send, recv, [&](BufferView s, BufferView r) {
       check_nccl(ncclBroadcast(s.data, r.data, r.count, nccl_type(r.dtype), root, comm_, stream()), "ncclBroadcast", comm_);
     });
   }
-  void do_all_gather(BufferView send, BufferView recv) override {
+  void do_all_gather(const BufferView& send, const BufferView& recv) override {
     on_device(send, recv, [&](BufferView s, BufferView r) {
       check_nccl(ncclAllGather(s.data, r.data, s.count, nccl_type(s.dtype), comm_, stream()), "ncclAllGather", comm_);
     });
   }
-  void do_reduce_scatter(BufferView send, BufferView recv, ReduceOp op) override {
+  void do_reduce_scatter(const BufferView& send, const BufferView& recv, ReduceOp op) override {
     on_device(send, recv, [&](BufferView s, BufferView r) {
       check_nccl(ncclReduceScatter(s.data, r.data, r.count, nccl_type(r.dtype), nccl_op(op, r.dtype), comm_, stream()),
                  "ncclReduceScatter", comm_);
       if (divide_after(op, r.dtype)) finish_average(r, size_);
     });
   }
-  void do_all_to_all(BufferView send, BufferView recv) override {
+  void do_all_to_all(const BufferView& send, const BufferView& recv) override {
     on_device(send, recv, [&](BufferView s, BufferView r) {
       if (s.data == r.data) {  // NCCL documents no in-place all-to-all: send from a copy
         const BufferView copy = scratch(s.count, s.dtype, kInPlaceSlot);
@@ -167,7 +163,7 @@ class NcclCommunicator final : public Communicator {
   // An empty block posts nothing on either side (the receiver's count for this rank is the
   // sender's count for it). The block a rank keeps is copied on the same stream, not sent to
   // itself.
-  void do_all_to_all_v(BufferView send, std::span<const std::size_t> send_counts, BufferView recv,
+  void do_all_to_all_v(const BufferView& send, std::span<const std::size_t> send_counts, const BufferView& recv,
                        std::span<const std::size_t> recv_counts) override {
     on_device(send, recv, [&](BufferView s, BufferView r) {
       std::size_t send_at = 0, recv_at = 0;  // displacements of peer's blocks, in elements
