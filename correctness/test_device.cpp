@@ -3,12 +3,14 @@
 // memory spaces (exercised host to host here; the GPU tests run the same code on a device).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <numeric>
 #include <vector>
 
 #include "reference/comm/mirror.hpp"
 #include "reference/core/error.hpp"
 #include "reference/cuda/device.hpp"
+#include "reference/kernels/buffer_kernels.hpp"
 #include "reference/comm/placement.hpp"
 #include "reference/tensor/tensor.hpp"
 
@@ -170,3 +172,51 @@ TEST(DeviceErrors, NameRankHostAndPlace) {
   }
   set_process_identity(-1, "");
 }
+
+namespace {
+
+// Loss scaling's kernels: a power-of-two scale is exact on every floating type (each result
+// rounded once from a product that needs no rounding), and non-finite elements are counted,
+// on the host and, where a GPU is visible, on the device with the same results.
+std::vector<double> scaled_and_counted(DataType type, MemorySpace space, double factor, std::size_t& nonfinite) {
+  const std::vector<double> values = {1.5, -0.375, 3.0e-3, 1000, -7.25, 0.0};
+  Tensor t = Tensor::empty("values", {static_cast<std::int64_t>(values.size())}, type, MemoryCategory::workspace);
+  for (std::size_t i = 0; i < values.size(); ++i) t.set(static_cast<std::int64_t>(i), values[i]);
+  if (space == MemorySpace::cuda) t = t.to(space, "values", MemoryCategory::workspace);
+  scale_buffer(t.view(), factor);
+  nonfinite = count_nonfinite(t.view());
+  return t.to_vector();
+}
+
+TEST(LossScalingKernels, PowerOfTwoScalingIsExactAndInfIsCounted) {
+  for (DataType type : {DataType::float64, DataType::float32, DataType::bfloat16, DataType::float16}) {
+    std::size_t bad = 0;
+    const std::vector<double> start = scaled_and_counted(type, MemorySpace::host, 1.0, bad);
+    EXPECT_EQ(bad, 0u);
+    const std::vector<double> up = scaled_and_counted(type, MemorySpace::host, 0x1p4, bad);
+    for (std::size_t i = 0; i < start.size(); ++i) EXPECT_EQ(up[i], start[i] * 16) << name_of(type) << " element " << i;
+    // float16 ends at 65504: 1000 x 2^8 overflows, the other elements do not.
+    const std::vector<double> over = scaled_and_counted(type, MemorySpace::host, 0x1p8, bad);
+    EXPECT_EQ(bad, type == DataType::float16 ? 1u : 0u) << name_of(type);
+    if (type == DataType::float16) {
+      EXPECT_TRUE(std::isinf(over[3]));
+    }
+  }
+  Tensor ints = Tensor::zeros("ints", {2}, DataType::int32, MemoryCategory::workspace);
+  EXPECT_THROW(scale_buffer(ints.view(), 2), Error);
+  EXPECT_EQ(count_nonfinite(ints.view()), 0u);
+}
+
+TEST(LossScalingKernels, DeviceMatchesHost) {
+  if (cuda::devices().empty()) GTEST_SKIP() << "no CUDA GPU visible: the device kernels are compiled but not run here";
+  for (DataType type : {DataType::float64, DataType::float32, DataType::bfloat16, DataType::float16})
+    for (double factor : {0x1p-3, 0x1p8}) {
+      std::size_t host_bad = 0, device_bad = 0;
+      EXPECT_EQ(scaled_and_counted(type, MemorySpace::cuda, factor, device_bad),
+                scaled_and_counted(type, MemorySpace::host, factor, host_bad))
+          << name_of(type) << " x " << factor;
+      EXPECT_EQ(device_bad, host_bad) << name_of(type) << " x " << factor;
+    }
+}
+
+}  // namespace

@@ -127,6 +127,27 @@ __global__ void fill_kernel(T* d, std::size_t n, T value) {
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n; i += stride) d[i] = value;
 }
 
+template <typename T>
+__global__ void scale_kernel(T* p, std::size_t n, typename Wide<T>::type factor) {
+  using W = typename Wide<T>::type;
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n; i += stride) {
+    const W r = widen(p[i]) * factor;
+    if constexpr (sizeof(W) != sizeof(T)) p[i] = narrow_float<T>(r);
+    else p[i] = r;
+  }
+}
+
+// Each thread counts its elements, then adds its count once.
+template <typename T>
+__global__ void count_nonfinite_kernel(const T* p, std::size_t n, unsigned long long* count) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  unsigned long long mine = 0;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n; i += stride)
+    if (!isfinite(widen(p[i]))) ++mine;
+  if (mine != 0) atomicAdd(count, mine);
+}
+
 template <typename F>
 void visit_type(int dtype, F&& f) {
   switch (dtype) {
@@ -335,6 +356,38 @@ void fill(void* destination, std::size_t count, int dtype, double value) {
     fill_kernel<T><<<l.blocks, l.threads, 0, the_stream()>>>(static_cast<T*>(destination), count, host_narrow<T>(value));
   });
   check_launch("fill_kernel");
+}
+
+void scale(void* buffer, std::size_t count, int dtype, double factor) {
+  if (count == 0) return;
+  const Launch l = launch_for(count);
+  visit_type(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_integral<T>::value) {
+      raise_error("scale: integer buffers are not scaled");
+    } else {
+      using W = typename Wide<T>::type;
+      scale_kernel<T><<<l.blocks, l.threads, 0, the_stream()>>>(static_cast<T*>(buffer), count, static_cast<W>(factor));
+    }
+  });
+  check_launch("scale_kernel");
+}
+
+std::size_t count_nonfinite(const void* buffer, std::size_t count, int dtype) {
+  if (count == 0) return 0;
+  unsigned long long* counter = static_cast<unsigned long long*>(allocate(sizeof(unsigned long long)));
+  zero(counter, sizeof(unsigned long long));
+  const Launch l = launch_for(count);
+  visit_type(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_integral<T>::value)
+      count_nonfinite_kernel<T><<<l.blocks, l.threads, 0, the_stream()>>>(static_cast<const T*>(buffer), count, counter);
+  });
+  check_launch("count_nonfinite_kernel");
+  unsigned long long found = 0;
+  copy(&found, counter, sizeof found);  // to the host: waits
+  release(counter);
+  return static_cast<std::size_t>(found);
 }
 
 Event::Event() {

@@ -72,6 +72,11 @@ void divide(void* buffer, std::size_t count, int dtype, int n);
 void convert(void* destination, int destination_dtype, const void* source, int source_dtype, std::size_t count);
 // Every element set to value (rounded to the type).
 void fill(void* destination, std::size_t count, int dtype, double value);
+// buf *= factor in float32 for 16-bit types (the type itself otherwise), rounded once; floating
+// types only.
+void scale(void* buffer, std::size_t count, int dtype, double factor);
+// Elements that are inf or NaN (0 for integer types); waits for the stream.
+std::size_t count_nonfinite(const void* buffer, std::size_t count, int dtype);
 
 // An event on the stream; elapsed time between two in milliseconds (cudaEventElapsedTime).
 class Event {

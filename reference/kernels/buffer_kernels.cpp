@@ -4,6 +4,7 @@
 #include "reference/kernels/buffer_kernels.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "reference/core/error.hpp"
@@ -79,6 +80,35 @@ void finish_average(BufferView buf, int n) {
       for (std::size_t i = 0; i < buf.count; ++i) p[i] = static_cast<T>(p[i] / static_cast<T>(n));
     }
   });
+}
+
+void scale_buffer(BufferView buf, double factor) {
+  require(is_floating(buf.dtype), "scale_buffer: " + std::string(name_of(buf.dtype)) + " buffers are not scaled");
+  if (on_device("scale_buffer", {buf})) return cuda::scale(buf.data, buf.count, static_cast<int>(buf.dtype), factor);
+  visit_data_type(buf.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = buf.as<T>();
+    if constexpr (std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>) {
+      const float f = static_cast<float>(factor);
+      for (std::size_t i = 0; i < buf.count; ++i) p[i] = from_double<T>(static_cast<float>(to_double(p[i])) * f);
+    } else if constexpr (!std::is_integral_v<T>) {
+      const T f = static_cast<T>(factor);
+      for (std::size_t i = 0; i < buf.count; ++i) p[i] *= f;
+    }
+  });
+}
+
+std::size_t count_nonfinite(BufferView buf) {
+  if (on_device("count_nonfinite", {buf})) return cuda::count_nonfinite(buf.data, buf.count, static_cast<int>(buf.dtype));
+  std::size_t count = 0;
+  visit_data_type(buf.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_integral_v<T>) {
+      const T* p = buf.as<const T>();
+      for (std::size_t i = 0; i < buf.count; ++i) count += std::isfinite(to_double(p[i])) ? 0 : 1;
+    }
+  });
+  return count;
 }
 
 void copy_buffer(BufferView dst, BufferView src) {

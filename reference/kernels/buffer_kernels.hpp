@@ -20,6 +20,11 @@ void copy_buffer(BufferView dst, BufferView src);
 void convert_buffer(BufferView dst, BufferView src);
 // dst = src for buffers of the same count and type in any two memory spaces.
 void copy_between_spaces(BufferView dst, BufferView src);
+// buf[i] *= factor in the type's arithmetic (float32 for 16-bit types), each result rounded
+// once; exact for a power-of-two factor while the results stay normal numbers (loss scaling).
+void scale_buffer(BufferView buf, double factor);
+// How many elements of buf are inf or NaN (0 for integer types). Waits for a device buffer.
+std::size_t count_nonfinite(BufferView buf);
 // Copies bytes between any two memory spaces.
 void copy_bytes(void* dst, MemorySpace dst_space, const void* src, MemorySpace src_space, std::size_t bytes);
 

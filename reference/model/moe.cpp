@@ -18,9 +18,11 @@ Tensor tensor_of(const std::string& name, const std::vector<double>& values, Sha
   return space == MemorySpace::host ? typed : typed.to(space, name, MemoryCategory::activations);
 }
 
-// The weight of a pass's own losses: its rows over the global batch's (1 when it is the batch).
+// The weight of a pass's own losses: its rows over the global batch's (1 when it is the batch),
+// times the loss scale.
 double pass_weight(const PassContext& context, std::int64_t rows) {
-  return context.global_rows > 0 ? static_cast<double>(rows) / static_cast<double>(context.global_rows) : 1.0;
+  const double share = context.global_rows > 0 ? static_cast<double>(rows) / static_cast<double>(context.global_rows) : 1.0;
+  return share * context.loss_scale;
 }
 
 std::vector<std::int64_t> offsets_of(const std::vector<std::int64_t>& counts) {

@@ -2,11 +2,14 @@
 #include "reference/parallel/step.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <map>
 #include <set>
 
 #include "reference/core/error.hpp"
 #include "reference/cuda/device.hpp"
+#include "reference/kernels/buffer_kernels.hpp"
 
 namespace parity::parallel {
 
@@ -58,6 +61,34 @@ Precision parse_precision(std::string_view text) {
   throw UsageError("unknown precision '" + std::string(text) + "' (known: mixed, float32, float64)");
 }
 
+// ---- loss scaling ----
+
+namespace {
+std::string number(double x) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.17g", x);
+  return text;
+}
+}  // namespace
+
+void LossScaling::validate() const {
+  int exponent = 0;
+  const double mantissa = std::frexp(initial_scale, &exponent);
+  if (!(initial_scale >= kSmallestLossScale && initial_scale <= 0x1p100) || mantissa != 0.5)
+    throw UsageError("the initial loss scale must be a power of two from 2^-24 to 2^100 (so that scaling is exact), "
+                     "not " + number(initial_scale));
+  if (growth_interval < 1)
+    throw UsageError("the loss scale's growth interval must be at least 1 clean step, not " + std::to_string(growth_interval));
+}
+
+std::string LossScaling::describe() const {
+  if (!dynamic) return "no loss scaling";
+  int exponent = 0;
+  std::frexp(initial_scale, &exponent);
+  return "dynamic loss scaling from 2^" + std::to_string(exponent - 1) + ", x2 after " + std::to_string(growth_interval) +
+         " clean steps";
+}
+
 // ---- data-parallel configuration ----
 
 void DataParallelConfig::validate(int world) const {
@@ -75,6 +106,7 @@ std::string DataParallelConfig::describe() const {
   std::string s = zero_stage == 0 ? "data parallel" : "ZeRO-" + std::to_string(zero_stage);
   s += ", global batch " + std::to_string(global_batch) + ", " + std::to_string(micro_batches) + " micro-batch" +
        (micro_batches > 1 ? "es" : "") + ", " + std::string(name_of(precision)) + " precision";
+  if (precision == Precision::mixed) s += ", " + loss_scaling.describe();
   if (zero_stage == 0) s += ", buckets of " + std::to_string(bucket_bytes) + " bytes (" + all_reduce + ")";
   s += overlap ? ", overlapped" : ", not overlapped";
   return s;
@@ -84,6 +116,9 @@ DataParallelConfig checked_config(DataParallelConfig config, int world, const mo
                                   const model::Optimizer& optimizer) {
   config.validate(world);
   const DataType type = model.dtype();
+  if (config.loss_scaling.dynamic && config.precision != Precision::mixed)
+    throw UsageError("loss scaling is for 16-bit gradients: it needs --precision mixed");
+  config.loss_scaling.validate();
   if (config.precision == Precision::mixed) {
     if (!is_half(type))
       throw UsageError("mixed precision needs a model in float16 or bfloat16, not " + std::string(name_of(type)));
@@ -115,11 +150,13 @@ void OptimizerStep::add_segment(std::string name, Tensor value, Tensor grad) {
   segments_.push_back(std::move(s));
 }
 
-void OptimizerStep::apply() {
+void OptimizerStep::apply(double unscale) {
+  require(unscale == 1 || precision_ == Precision::mixed, "OptimizerStep: loss scaling without mixed precision");
   ++steps_;
   for (Segment& s : segments_) {
     if (s.master.defined()) {
-      const Tensor grad = cast(s.grad, DataType::float32, s.name + ".grad32", MemoryCategory::workspace);
+      Tensor grad = cast(s.grad, DataType::float32, s.name + ".grad32", MemoryCategory::workspace);
+      if (unscale != 1) scale_buffer(grad.view(), unscale);
       optimizer_.update(s.master, grad, s.state, steps_);
       copy_into(s.value, s.master);
     } else {
@@ -127,6 +164,12 @@ void OptimizerStep::apply() {
     }
   }
   finish_update();
+}
+
+std::size_t OptimizerStep::nonfinite_gradients() const {
+  std::size_t count = 0;
+  for (const Segment& s : segments_) count += count_nonfinite(s.grad.view());
+  return count;
 }
 
 std::int64_t OptimizerStep::padded_parameters() const {
@@ -207,7 +250,8 @@ Trainer::Trainer(model::Model& model, Communicator& data_parallel, std::int64_t 
       data_parallel_(data_parallel),
       global_batch_(global_batch),
       micro_batches_(micro_batches),
-      parts_(std::move(parts)) {
+      parts_(std::move(parts)),
+      job_(&data_parallel) {
   require(parts_.schedule && parts_.optimizer, "Trainer: a step needs a schedule and an optimizer step");
   split_rows(batch_shard(global_batch_, data_parallel_.size() - 1, data_parallel_.size()), micro_batches_);
   for (model::Layer* layer : model::all_layers(model_.layers()))
@@ -230,13 +274,46 @@ std::vector<StepPart*> Trainer::all_parts() {
 
 model::Batch Trainer::batch(const MicroBatch& mb) const {
   require(batches_ != nullptr, "Trainer: batch() outside step()");
-  return (*batches_)(step_, mb.rows.first, mb.rows.rows, global_batch_).to(model_.space());
+  model::Batch b = (*batches_)(step_, mb.rows.first, mb.rows.rows, global_batch_).to(model_.space());
+  b.normalizer /= scale_;  // the loss times the loss scale, exactly (a power of two)
+  return b;
 }
 
 model::PassContext Trainer::context(const MicroBatch& mb) const {
   model::PassContext context{step_, mb.index, true, mb.rows.first};
   context.global_rows = global_batch_;
+  context.loss_scale = scale_;
   return context;
+}
+
+void Trainer::set_loss_scaling(const LossScaling& scaling, Communicator* job) {
+  scaling.validate();
+  require(!scaling.dynamic || parts_.optimizer->precision() == Precision::mixed,
+          "Trainer: loss scaling without mixed precision");
+  scaling_ = scaling;
+  scale_ = scaling.dynamic ? scaling.initial_scale : 1;
+  clean_steps_ = 0;
+  job_ = job != nullptr ? job : &data_parallel_;
+}
+
+bool Trainer::gradients_finite(std::uint64_t step) {
+  if (parts_.optimizer->precision() != Precision::mixed) return true;
+  // Agreed over every rank that trains the model: [non-finite elements, ranks that hold some].
+  const double mine = static_cast<double>(parts_.optimizer->nonfinite_gradients());
+  double found[2] = {mine, mine > 0 ? 1.0 : 0.0};
+  job_->all_reduce({found, 2, DataType::float64, MemorySpace::host}, {found, 2, DataType::float64, MemorySpace::host},
+                   ReduceOp::sum);
+  if (found[0] == 0) return true;
+  const std::string what = "step " + std::to_string(step) + ": " + number(found[0]) +
+                           " gradient elements are inf or NaN on " + number(found[1]) + " of " +
+                           std::to_string(job_->size()) + " ranks";
+  if (!scaling_.dynamic)
+    throw Error(what + ", and without loss scaling the step cannot be skipped: " +
+                std::string(name_of(model_.dtype())) + " gradients overflowed; train with dynamic loss scaling "
+                "(DataParallelConfig::loss_scaling)");
+  if (scale_ / 2 < kSmallestLossScale)
+    throw Error(what + " at every loss scale down to 2^-24: a NaN of their own, not an overflow");
+  return false;
 }
 
 void Trainer::begin_backward(const MicroBatch& mb) {
@@ -269,7 +346,8 @@ StepStats Trainer::step(const BatchSource& batches, std::uint64_t step) {
   StepStats stats;
   for (auto& sync : parts_.syncs) sync->begin_step();
   const auto passes_start = std::chrono::steady_clock::now();
-  double loss = parts_.schedule->run(*this, micro, step);
+  stats.loss_scale = scale_;
+  double loss = parts_.schedule->run(*this, micro, step) / scale_;
   const double passes = seconds_since(passes_start);
   batches_ = nullptr;
   // Communication run from the backward hooks, and waits inside the passes (ZeRO-3 gathers),
@@ -282,7 +360,17 @@ StepStats Trainer::step(const BatchSource& batches, std::uint64_t step) {
   };
   stats.compute_seconds = passes - exposed_and_progress();
   for (auto& sync : parts_.syncs) sync->finish();
-  parts_.optimizer->apply();
+  if (gradients_finite(step)) {
+    parts_.optimizer->apply(1 / scale_);
+    if (scaling_.dynamic && ++clean_steps_ == scaling_.growth_interval) {
+      scale_ = std::min(scale_ * 2, 0x1p100);
+      clean_steps_ = 0;
+    }
+  } else {
+    stats.skipped = true;  // on every rank: the decision was agreed
+    scale_ /= 2;
+    clean_steps_ = 0;
+  }
   data_parallel_.all_reduce({&loss, 1, DataType::float64, MemorySpace::host},
                             {&loss, 1, DataType::float64, MemorySpace::host}, ReduceOp::sum);
   stats.loss = loss;

@@ -10,10 +10,10 @@
 // The Trainer runs them for one optimizer step on one rank's share of the global batch. A
 // technique (reference/parallel/techniques/) is a named set of parts with its formulas.
 //
-// Loss scaling: a rank's loss is its rows' sum divided by the *global* count (Batch::
+// The loss of a rank is its rows' sum divided by the *global* count (Batch::
 // normalizer), so its gradient is already weighted by local_rows / global_rows and the
 // gradients are summed, not averaged: uneven shards (global batch not divisible by the world)
-// give exactly the whole batch's mean.
+// give exactly the whole batch's mean. Loss scaling (LossScaling) divides that count by S.
 #pragma once
 
 #include <chrono>
@@ -57,6 +57,26 @@ enum class Precision {
 std::string_view name_of(Precision precision);
 Precision parse_precision(std::string_view text);  // "model" / "float32" / "float64" -> model, "mixed"
 
+// Loss scaling for 16-bit gradients (Micikevicius et al. 2018): the loss is multiplied by a
+// power of two S before backward, so that small gradients keep their digits in float16's range
+// instead of flushing to zero, and the optimizer step divides the float32 copy of the
+// gradients by S again (exactly, S being a power of two). Dynamic scaling (as PyTorch's
+// GradScaler): when the gradients of any rank hold inf or NaN, every rank skips the step and S
+// halves; after `growth_interval` clean steps in a row S doubles. Without it, such gradients
+// stop training with an error naming the step. Mixed precision always looks for them.
+struct LossScaling {
+  bool dynamic = false;
+  double initial_scale = 65536;  // 2^16
+  int growth_interval = 2000;    // clean steps in a row before S doubles
+  // Refuses an initial scale that is not a power of two in [2^-24, 2^100] or an interval below
+  // 1 (UsageError).
+  void validate() const;
+  std::string describe() const;
+};
+// The smallest scale dynamic scaling goes down to: gradients that stay inf or NaN below it hold
+// a NaN of their own, not an overflow, and training stops there with an error.
+inline constexpr double kSmallestLossScale = 0x1p-24;
+
 // 16-bit gradients travel as 16-bit numbers (2 bytes per element, the paper's count), every
 // partial sum rounded to 16 bits as NCCL's bfloat16 reductions do; widening to float32 would
 // double the bytes on the wire.
@@ -73,6 +93,7 @@ struct DataParallelConfig {
   std::string reduce_scatter = "ring";
   std::string all_gather = "ring";
   Precision precision = Precision::model;
+  LossScaling loss_scaling;  // mixed precision only
   // Refuses a stage outside 0-3, a zero bucket size, a batch smaller than the data-parallel
   // world, fewer rows on a rank than micro-batches, unknown algorithms (UsageError).
   void validate(int data_parallel_world) const;
@@ -103,6 +124,8 @@ struct StepStats {
   double stream_seconds = 0;        // time the communication streams ran (hidden or not)
   std::uint64_t bytes_sent = 0;     // by the parts' point-to-point calls (reference algorithms)
   std::uint64_t messages_sent = 0;
+  double loss_scale = 1;            // what this step's loss was multiplied by (LossScaling)
+  bool skipped = false;             // no update: some rank's gradients held inf or NaN
 };
 
 // Values of every parameter (and its optimizer state) in model order, as float64: what a
@@ -156,8 +179,12 @@ struct Segment {
 class OptimizerStep : public StepPart {
  public:
   OptimizerStep(const model::Optimizer& optimizer, Precision precision);
-  // Updates every segment (through its master copy with mixed precision), then finish_update().
-  void apply();
+  // Updates every segment (through its master copy with mixed precision, whose float32
+  // gradient is multiplied by `unscale` first: 1 / the loss scale), then finish_update().
+  void apply(double unscale = 1);
+  // Elements of this rank's gradient segments that are inf or NaN.
+  std::size_t nonfinite_gradients() const;
+  Precision precision() const { return precision_; }
   // Parameters as the single-device model would hold them (master copies with mixed
   // precision), and the optimizer state, whole. Collective over the ranks that share state.
   virtual ParameterValues gathered(bool master) = 0;
@@ -257,9 +284,17 @@ class Trainer {
   model::PassContext context(const MicroBatch& micro_batch) const;
   // Tells the gradient synchronisations a micro-batch's backward starts; called by schedules.
   void begin_backward(const MicroBatch& micro_batch);
+  // Loss scaling (mixed precision; validated), and the ranks that agree on skipping a step:
+  // every rank that trains the model (with tensor or pipeline parallelism more than the
+  // data-parallel group, which is the default).
+  void set_loss_scaling(const LossScaling& scaling, Communicator* job = nullptr);
+  double loss_scale() const { return scale_; }
 
  private:
   std::vector<StepPart*> all_parts();
+  // With mixed precision, whether every rank's gradients are finite (agreed over the job);
+  // throws when they are not and the step cannot be skipped.
+  bool gradients_finite(std::uint64_t step);
   model::Model& model_;
   Communicator& data_parallel_;
   std::int64_t global_batch_;
@@ -268,6 +303,10 @@ class Trainer {
   std::vector<std::pair<model::Layer*, model::HookId>> hooks_;
   const BatchSource* batches_ = nullptr;  // during step()
   std::uint64_t step_ = 0;
+  LossScaling scaling_;
+  Communicator* job_;
+  double scale_ = 1;   // the loss scale of the next step
+  int clean_steps_ = 0;  // in a row, since the scale last changed
 };
 
 }  // namespace parity::parallel

@@ -312,7 +312,9 @@ std::unique_ptr<Trainer> make_expert_parallel_trainer(Grid& grid, model::Model& 
   parts.syncs.push_back(std::make_unique<BucketedAllReduce>(data, model, checked, shared));
   parts.syncs.push_back(std::make_unique<ExpertGradientSync>(dp, experts, checked.all_reduce));
   parts.optimizer = std::make_unique<ReplicatedOptimizer>(model, optimizer, checked.precision);
-  return std::make_unique<Trainer>(model, data, checked.global_batch, checked.micro_batches, std::move(parts));
+  auto trainer = std::make_unique<Trainer>(model, data, checked.global_batch, checked.micro_batches, std::move(parts));
+  trainer->set_loss_scaling(checked.loss_scaling, &grid.world());
+  return trainer;
 }
 
 ParameterValues gather_expert_parallel(const ParameterValues& local, const model::GptConfig& config, Communicator& ep,

@@ -119,14 +119,18 @@ std::unique_ptr<Trainer> make_tensor_parallel_trainer(Grid& grid, const TensorPa
   auto tensor = std::make_unique<TensorParallelSync>(tp, model, checked.zero_stage >= 2);
   StepParts parts = make_data_parallel_parts(dp, model, optimizer, checked);
   parts.syncs.insert(parts.syncs.begin(), std::move(tensor));  // summed over tp before dp takes the gradients
-  return std::make_unique<Trainer>(model, dp, checked.global_batch, checked.micro_batches, std::move(parts));
+  auto trainer = std::make_unique<Trainer>(model, dp, checked.global_batch, checked.micro_batches, std::move(parts));
+  trainer->set_loss_scaling(checked.loss_scaling, &grid.world());
+  return trainer;
 }
 
 std::unique_ptr<Trainer> make_trainer(Communicator& group, model::Model& model, const model::Optimizer& optimizer,
                                       const DataParallelConfig& config) {
   const DataParallelConfig checked = checked_config(config, group.size(), model, optimizer);
-  return std::make_unique<Trainer>(model, group, checked.global_batch, checked.micro_batches,
-                                   make_data_parallel_parts(group, model, optimizer, checked));
+  auto trainer = std::make_unique<Trainer>(model, group, checked.global_batch, checked.micro_batches,
+                                           make_data_parallel_parts(group, model, optimizer, checked));
+  trainer->set_loss_scaling(checked.loss_scaling);
+  return trainer;
 }
 
 }  // namespace parity::parallel

@@ -1,0 +1,221 @@
+// Mixed precision under GoogleTest, on real ranks: loss scaling (exact where nothing
+// overflows, a step skipped on every rank when any rank's gradients overflow, the scale halved
+// and grown again, float16 without it stopped with the step named) and bad settings.
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "correctness/cases/compare.hpp"
+#include "correctness/cases/training.hpp"
+#include "correctness/mpi_test.hpp"
+#include "reference/core/error.hpp"
+#include "reference/parallel/techniques/techniques.hpp"
+
+namespace parity::test {
+namespace {
+
+class LossScalingTest : public MpiTest {};
+
+template <typename E, typename F>
+std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  }
+  return "(nothing thrown)";
+}
+
+parallel::DataParallelConfig mixed_config(int stage, int world, bool dynamic, double initial_scale) {
+  parallel::DataParallelConfig c;
+  c.zero_stage = stage;
+  c.global_batch = 2 * world;
+  c.bucket_bytes = 4096;
+  c.precision = parallel::Precision::mixed;
+  c.loss_scaling.dynamic = dynamic;
+  c.loss_scaling.initial_scale = initial_scale;
+  c.loss_scaling.growth_interval = 1000;
+  return c;
+}
+
+// Every rank's master weights, whole, as one list.
+std::vector<double> masters(parallel::Trainer& trainer) {
+  std::vector<double> out;
+  for (const auto& v : trainer.gathered(true).values) out.insert(out.end(), v.begin(), v.end());
+  return out;
+}
+
+// Whether `flag` is the same on every rank.
+bool agreed(Communicator& comm, bool flag) {
+  const double mine = flag ? 1 : 0;
+  return cases::max_over_ranks(comm, mine) == -cases::max_over_ranks(comm, -mine);
+}
+
+// Multiplying the loss by a power of two multiplies every gradient by it exactly (each rounding
+// commutes with it while no number leaves bfloat16's range), and the optimizer divides it out
+// exactly: training with a scale equals training without, bit for bit. Forgetting to unscale a
+// part, unscaling twice, or scaling the loss but not what a layer adds to it fails this.
+TEST_F(LossScalingTest, ScalingIsExactWhereNothingOverflows) {
+  const model::GptConfig g = cases::case_gpt_config(DataType::bfloat16);
+  for (int stage : {0, 2}) {
+    std::vector<double> losses[2], values[2];
+    for (int scaled = 0; scaled < 2; ++scaled) {
+      auto m = model::build_gpt(g);
+      auto adamw = cases::case_adamw(DataType::float32);
+      auto trainer = parallel::make_trainer(comm(), *m, *adamw, mixed_config(stage, comm().size(), scaled == 1, 0x1p12));
+      for (int step = 0; step < 3; ++step) {
+        const parallel::StepStats s = trainer->step(parallel::batches_of(g), step);
+        EXPECT_EQ(s.loss_scale, scaled ? 0x1p12 : 1.0);
+        EXPECT_FALSE(s.skipped);
+        losses[scaled].push_back(s.loss);
+      }
+      values[scaled] = masters(*trainer);
+    }
+    EXPECT_EQ(losses[0], losses[1]) << "ZeRO stage " << stage;
+    ASSERT_EQ(values[0].size(), values[1].size());
+    std::size_t differing = 0;
+    for (std::size_t i = 0; i < values[0].size(); ++i) differing += values[0][i] == values[1][i] ? 0 : 1;
+    EXPECT_EQ(differing, 0u) << "ZeRO stage " << stage << ": master weights differing with a loss scale of 2^12";
+  }
+}
+
+// A scale too large for float16 makes every gradient overflow: the step is skipped on every
+// rank (parameters unchanged bit for bit), the scale halves, and so on until a step is clean.
+TEST_F(LossScalingTest, OverflowSkipsTheStepAndHalvesTheScale) {
+  const model::GptConfig g = cases::case_gpt_config(DataType::float16);
+  for (int stage : {0, 3}) {
+    auto m = model::build_gpt(g);
+    auto adamw = cases::case_adamw(DataType::float32);
+    auto trainer = parallel::make_trainer(comm(), *m, *adamw, mixed_config(stage, comm().size(), true, 0x1p40));
+    std::vector<double> before = masters(*trainer);
+    double scale = 0x1p40;
+    int skipped = 0;
+    for (int step = 0; step < 40; ++step) {
+      const parallel::StepStats s = trainer->step(parallel::batches_of(g), step);
+      EXPECT_TRUE(agreed(comm(), s.skipped)) << "step " << step;
+      EXPECT_EQ(s.loss_scale, scale) << "step " << step;
+      const std::vector<double> after = masters(*trainer);
+      if (!s.skipped) {
+        EXPECT_NE(after, before) << "a clean step changes the parameters";
+        EXPECT_EQ(trainer->loss_scale(), scale);
+        break;
+      }
+      ++skipped;
+      EXPECT_EQ(after, before) << "step " << step << " was skipped but changed the parameters";
+      scale /= 2;
+      EXPECT_EQ(trainer->loss_scale(), scale) << "step " << step;
+    }
+    // dL/dlogits is up to scale / (rows x tokens) and float16 ends at 65504: 2^40 overflows.
+    EXPECT_GE(skipped, 10) << "ZeRO stage " << stage;
+    EXPECT_LT(scale, 0x1p40);
+  }
+}
+
+// Writes inf into one gradient element of one rank after the gradients are synchronised: only
+// that rank sees it, and the decision to skip must still be every rank's.
+class OneRankOverflows : public parallel::GradientSync {
+ public:
+  OneRankOverflows(Communicator& comm, model::Parameter* p, std::uint64_t step) : comm_(comm), p_(p), step_(step) {}
+  std::string describe() const override { return "inf in one gradient element of the last rank"; }
+  void begin_step() override { ++current_; }
+  void finish() override {
+    if (current_ != step_ + 1 || comm_.rank() != comm_.size() - 1) return;
+    Tensor g = p_->gradient();
+    Tensor host = g.to(MemorySpace::host, "inf", MemoryCategory::workspace);
+    host.data<float16_t>()[0] = from_double<float16_t>(std::numeric_limits<double>::infinity());
+    copy_into(g, host);
+  }
+
+ private:
+  Communicator& comm_;
+  model::Parameter* p_;
+  std::uint64_t step_, current_ = 0;
+};
+
+TEST_F(LossScalingTest, OneRanksOverflowSkipsTheStepOnEveryRank) {
+  const model::GptConfig g = cases::case_gpt_config(DataType::float16);
+  auto m = model::build_gpt(g);
+  auto adamw = cases::case_adamw(DataType::float32);
+  const parallel::DataParallelConfig c =
+      parallel::checked_config(mixed_config(0, comm().size(), true, 0x1p8), comm().size(), *m, *adamw);
+  parallel::StepParts parts = parallel::make_data_parallel_parts(comm(), *m, *adamw, c);
+  parts.syncs.push_back(std::make_unique<OneRankOverflows>(comm(), m->parameters().front(), 1));
+  parallel::Trainer trainer(*m, comm(), c.global_batch, c.micro_batches, std::move(parts));
+  trainer.set_loss_scaling(c.loss_scaling);
+  const parallel::StepStats first = trainer.step(parallel::batches_of(g), 0);
+  EXPECT_FALSE(first.skipped);
+  const std::vector<double> before = masters(trainer);
+  const parallel::StepStats second = trainer.step(parallel::batches_of(g), 1);
+  EXPECT_TRUE(second.skipped) << "rank " << comm().rank() << " did not skip the step another rank overflowed in";
+  EXPECT_EQ(masters(trainer), before);
+  EXPECT_EQ(trainer.loss_scale(), 0x1p7);
+  const parallel::StepStats third = trainer.step(parallel::batches_of(g), 2);
+  EXPECT_FALSE(third.skipped);
+  EXPECT_NE(masters(trainer), before);
+}
+
+// After `growth_interval` clean steps in a row the scale doubles.
+TEST_F(LossScalingTest, ScaleGrowsAfterCleanSteps) {
+  const model::GptConfig g = cases::case_gpt_config(DataType::bfloat16);
+  auto m = model::build_gpt(g);
+  auto adamw = cases::case_adamw(DataType::float32);
+  parallel::DataParallelConfig c = mixed_config(1, comm().size(), true, 16);
+  c.loss_scaling.growth_interval = 2;
+  auto trainer = parallel::make_trainer(comm(), *m, *adamw, c);
+  const std::vector<double> expected = {16, 16, 32, 32, 64};
+  for (int step = 0; step < 5; ++step)
+    EXPECT_EQ(trainer->step(parallel::batches_of(g), step).loss_scale, expected[static_cast<std::size_t>(step)])
+        << "step " << step;
+  EXPECT_EQ(trainer->loss_scale(), 64);  // one clean step at 64 so far
+}
+
+// float16 gradients that overflow without loss scaling: every rank stops with the step named.
+TEST_F(LossScalingTest, Float16OverflowWithoutScalingNamesTheStep) {
+  const model::GptConfig g = cases::case_gpt_config(DataType::float16);
+  auto m = model::build_gpt(g);
+  auto adamw = cases::case_adamw(DataType::float32);
+  auto trainer = parallel::make_trainer(comm(), *m, *adamw, mixed_config(0, comm().size(), false, 0x1p16));
+  const parallel::BatchSource plain = parallel::batches_of(g);
+  // Step 2's loss divided by 2^-30 of its count: its gradients leave float16's range.
+  const parallel::BatchSource overflowing = [plain](std::uint64_t step, std::int64_t first, std::int64_t rows,
+                                                    std::int64_t global) {
+    model::Batch b = plain(step, first, rows, global);
+    if (step == 2) b.normalizer *= 0x1p-30;
+    return b;
+  };
+  EXPECT_NO_THROW(trainer->step(overflowing, 0));
+  EXPECT_NO_THROW(trainer->step(overflowing, 1));
+  const std::string message = message_of<Error>([&] { trainer->step(overflowing, 2); });
+  EXPECT_NE(message.find("step 2:"), std::string::npos) << message;
+  EXPECT_NE(message.find("inf or NaN"), std::string::npos) << message;
+  EXPECT_NE(message.find("dynamic loss scaling"), std::string::npos) << message;
+}
+
+TEST_F(LossScalingTest, RefusesBadSettings) {
+  const model::GptConfig g = cases::case_gpt_config(DataType::float32);
+  auto m = model::build_gpt(g);
+  auto adamw = cases::case_adamw(DataType::float32);
+  parallel::DataParallelConfig c;
+  c.global_batch = 2 * comm().size();
+  c.loss_scaling.dynamic = true;
+  EXPECT_NE(message_of<UsageError>([&] { parallel::make_trainer(comm(), *m, *adamw, c); }).find("--precision mixed"),
+            std::string::npos);
+  parallel::LossScaling s;
+  s.initial_scale = 1000;
+  EXPECT_NE(message_of<UsageError>([&] { s.validate(); }).find("power of two"), std::string::npos);
+  s.initial_scale = 0x1p101;
+  EXPECT_THROW(s.validate(), UsageError);
+  s.initial_scale = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_THROW(s.validate(), UsageError);
+  s.initial_scale = 0x1p-25;
+  EXPECT_THROW(s.validate(), UsageError);
+  s.initial_scale = 0x1p-24;
+  EXPECT_NO_THROW(s.validate());
+  s.growth_interval = 0;
+  EXPECT_NE(message_of<UsageError>([&] { s.validate(); }).find("growth interval"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace parity::test
