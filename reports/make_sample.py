@@ -401,7 +401,8 @@ TRAINING_CHECK_COLUMNS = [
     ("world_size", "i8", ""), ("steps", "i8", ""), ("global_batch", "i8", ""),
     ("micro_batches", "i8", ""), ("error", "f8", ""), ("bound", "f8", ""),
     ("bytes_sent", "f8", "B"), ("formula_bytes_sent", "f8", "B"), ("max_staleness", "f8", ""),
-    ("passed", "i8", ""), ("message", "str", "")]
+    ("float64_error", "f8", ""), ("float64_bound", "f8", ""), ("passed", "i8", ""),
+    ("message", "str", "")]
 # The run of the mismatch variant whose block sends more than the formula (t, SP).
 TENSOR_MISMATCH_RUN = (2, 1)
 
@@ -565,14 +566,16 @@ def write_tensor_checks(f, rng, world_size, mismatch=False):
 def write_training_checks(f, rng, world_size):
     """/check/training as correctness/cases/training.cpp's grid (every case passes): data
     parallelism, accumulation and ZeRO 1-3 of the GPT case model in float64 and float32 with
-    AdamW and SGD, the mixed-precision MLP, and the parameter server from 2 and 3 ranks."""
+    AdamW and SGD, every stage in bfloat16 and float16 with both optimizers (also held to
+    float64 training), and the parameter server from 2 and 3 ranks."""
     psi, units = 20136, [1152, 288, 18696]  # the case model's parameters, per sharding unit
     n = world_size
     padded = sum(-(-u // n) * n for u in units)
     cases = [(tech, opt, prec, "gpt", e) for prec, e in (("float64", 8), ("float32", 4))
              for opt in ("adamw", "sgd")
              for tech in ("dp", "dp_accumulation", "zero1", "zero2", "zero3")]
-    cases += [(tech, "adamw", "mixed", "mlp", 2) for tech in ("dp", "zero1", "zero2", "zero3")]
+    cases += [(tech, opt, prec, "gpt", 2) for prec in ("bfloat16", "float16") for opt in ("adamw", "sgd")
+              for tech in ("dp", "zero1", "zero2", "zero3")]
     if n >= 2:
         cases.append(("ps_one_worker", "sgd", "float64", "gpt", 8))
     if n >= 3:
@@ -591,16 +594,20 @@ def write_training_checks(f, rng, world_size):
             factor = {"zero1": 2, "zero2": 2, "zero3": 3}.get(tech)
             formula = (2 * psi if factor is None else factor * padded) * (n - 1) / n * e
             sent, staleness = formula, math.nan
-            scale = {"float64": 1e-14, "float32": 1e-6, "mixed": 1e-3}[prec]
+            scale = {"float64": 1e-14, "float32": 1e-6, "bfloat16": 1e-3, "float16": 1e-4}[prec]
             error, bound = scale * (1 + 4 * rng.random()), 100 * scale
             message = f"against one device: parameters {error:.3g}, state {error / 2:.3g}"
+        mixed = prec in ("bfloat16", "float16")
+        f64_error = 10 * scale * (1 + rng.random()) if mixed else math.nan
+        f64_bound = 500 * scale if mixed else math.nan
         append_row(vals, {
             "case": f"training/{tech}/{opt}/{prec}/{model}", "technique": tech, "optimizer": opt,
             "precision": prec, "model": model, "device": "cpu", "world_size": n,
             "steps": 20 if tech == "ps_async" else 3,
             "global_batch": 16 if micro > 1 or tech == "ps_async" else 10,
             "micro_batches": micro, "error": error, "bound": bound, "bytes_sent": sent,
-            "formula_bytes_sent": formula, "max_staleness": staleness, "passed": 1,
+            "formula_bytes_sent": formula, "max_staleness": staleness,
+            "float64_error": f64_error, "float64_bound": f64_bound, "passed": 1,
             "message": message})
     write_table(f, "/check/training", "training conformance cases", TRAINING_CHECK_COLUMNS,
                 vals)

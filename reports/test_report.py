@@ -1460,7 +1460,7 @@ class ReportTests(ReportAsserts, unittest.TestCase):
         self.assertIn("<li>Tensor parallelism: t = 1; bytes, activations and parameters equal "
                       "the formulas in the one row.</li>", html)
         self.assertIn("Every run has t = 1", html)
-        self.assertIn("training 24 cases, all passed; tensor 2 cases, all passed", html)
+        self.assertIn("training 36 cases, all passed; tensor 2 cases, all passed", html)
         # One pipeline rank: every schedule at p = 1, nothing idle.
         self.assertIn("<li>Pipeline: gpipe, 1f1b, interleaved v=2, zb-h1 at p = 1 and m = 1 to 4; "
                       "at p = 1, m = 2, bubble measured / simulated / closed form: gpipe 0.000 / "

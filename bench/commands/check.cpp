@@ -125,6 +125,10 @@ void run_training_cases(Session& session, const std::vector<cases::TrainingCase>
         t.f64("bytes_sent", "B").push_back(r.bytes_sent);
         t.f64("formula_bytes_sent", "B").push_back(r.bytes_formula);
         t.f64("max_staleness").push_back(r.max_staleness);
+        // Mixed precision against float64 training from the same start; NaN otherwise.
+        const double nan = std::numeric_limits<double>::quiet_NaN();
+        t.f64("float64_error").push_back(r.float64_error >= 0 ? r.float64_error : nan);
+        t.f64("float64_bound").push_back(r.float64_error >= 0 ? r.float64_bound : nan);
       });
 }
 

@@ -9,6 +9,7 @@
 #include "correctness/cases/compare.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/tolerance.hpp"
+#include "reference/kernels/buffer_kernels.hpp"
 #include "reference/parallel/data/parameter_server.hpp"
 
 namespace parity::cases {
@@ -35,7 +36,7 @@ namespace {
 
 using parallel::BatchSource;
 
-// A small MLP beside the GPT: the model that runs in bfloat16 (attention has no 16-bit kernel).
+// A small MLP beside the GPT (the asynchronous parameter server's model).
 model::MlpConfig mlp_config(DataType dtype) {
   model::MlpConfig m;
   m.inputs = 12;
@@ -48,9 +49,25 @@ model::MlpConfig mlp_config(DataType dtype) {
 }
 
 DataType model_type(const TrainingCase& c) {
-  if (c.precision == "mixed") return DataType::bfloat16;
+  if (c.precision == "bfloat16") return DataType::bfloat16;
+  if (c.precision == "float16") return DataType::float16;
   return c.precision == "float64" ? DataType::float64 : DataType::float32;
 }
+
+// 16-bit parameters and gradients with float32 master weights and optimizer state.
+bool is_mixed(const TrainingCase& c) { return is_half(model_type(c)); }
+
+// float16 trains with its loss multiplied by 2^12 (dynamic scaling that, for these few steps,
+// neither grows nor meets an overflow: a skipped step fails the case); bfloat16 has float32's
+// range and needs none.
+parallel::LossScaling loss_scaling(const TrainingCase& c) {
+  parallel::LossScaling s;
+  s.dynamic = model_type(c) == DataType::float16;
+  s.initial_scale = 0x1p12;
+  s.growth_interval = 1000;
+  return s;
+}
+double loss_scale(const TrainingCase& c) { return loss_scaling(c).dynamic ? loss_scaling(c).initial_scale : 1.0; }
 
 std::unique_ptr<model::Model> build(const TrainingCase& c) {
   if (c.model == "gpt") return model::build_gpt(case_gpt_config(model_type(c)));
@@ -84,8 +101,8 @@ BatchSource with_fault(BatchSource source, const std::string& fault, int rank) {
   };
 }
 
-std::unique_ptr<model::Optimizer> make_optimizer(const TrainingCase& c) {
-  const DataType state = c.precision == "float64" ? DataType::float64 : DataType::float32;
+std::unique_ptr<model::Optimizer> make_optimizer(const TrainingCase& c, bool float64 = false) {
+  const DataType state = float64 || c.precision == "float64" ? DataType::float64 : DataType::float32;
   if (c.optimizer == "sgd") return std::make_unique<model::Sgd>(model::SgdConfig{0.05, 0.9, 0.01}, state);
   // Momentum multiplies the effect of stale gradients (asynchronous SGD with 7 workers and
   // momentum 0.9 does not converge here): the asynchronous case uses plain SGD.
@@ -94,12 +111,13 @@ std::unique_ptr<model::Optimizer> make_optimizer(const TrainingCase& c) {
 }
 
 // The single-device reference: the whole batch on one model, `steps` optimizer steps. With
-// mixed precision: bfloat16 parameters and gradients, float32 master copies and state.
+// mixed precision: 16-bit parameters and gradients, float32 master copies and state, the loss
+// multiplied by the case's loss scale and the float32 gradients divided by it.
 parallel::ParameterValues single_device(const TrainingCase& c) {
   auto m = build(c);
   auto optimizer = make_optimizer(c);
   const BatchSource source = batches(c);
-  if (c.precision != "mixed") {
+  if (!is_mixed(c)) {
     for (int step = 0; step < c.steps; ++step)
       model::train_step(*m, *optimizer, source(step, 0, c.global_batch, c.global_batch), step);
     return values_of(*m, optimizer.get());
@@ -112,11 +130,17 @@ parallel::ParameterValues single_device(const TrainingCase& c) {
       state[p->name].push_back(Tensor::zeros(p->name + ".state", {p->value.numel()}, DataType::float32,
                                              MemoryCategory::optimizer_state));
   }
+  const double scale = loss_scale(c);
   for (int step = 0; step < c.steps; ++step) {
     m->zero_grad();
-    m->forward_backward(source(step, 0, c.global_batch, c.global_batch), {static_cast<std::uint64_t>(step), 0, true, 0});
+    model::Batch batch = source(step, 0, c.global_batch, c.global_batch);
+    batch.normalizer /= scale;
+    model::PassContext context{static_cast<std::uint64_t>(step), 0, true, 0};
+    context.loss_scale = scale;
+    m->forward_backward(batch, context);
     for (model::Parameter* p : m->parameters()) {
-      const Tensor grad = cast(p->gradient(), DataType::float32, p->name + ".grad32", MemoryCategory::workspace);
+      Tensor grad = cast(p->gradient(), DataType::float32, p->name + ".grad32", MemoryCategory::workspace);
+      scale_buffer(grad.view(), 1 / scale);
       optimizer->update(master[p->name], grad, state[p->name], step + 1);
       copy_into(p->value, master[p->name]);
     }
@@ -124,10 +148,29 @@ parallel::ParameterValues single_device(const TrainingCase& c) {
   return values_of(*m, nullptr, &state, &master);
 }
 
+// A mixed-precision case's float64 counterpart: the same GPT in float64 from the 16-bit
+// model's starting values (widened exactly), trained on the same batches with float64 state.
+// The parameters only: its state has no float32 master to compare with.
+parallel::ParameterValues float64_run(const TrainingCase& c) {
+  const auto half = build(c);
+  const model::GptConfig g = case_gpt_config(DataType::float64);
+  auto m = model::build_gpt(g);
+  const auto from = half->parameters();
+  const auto to = m->parameters();
+  require(from.size() == to.size(), "float64_run: the models differ in parameters");
+  for (std::size_t i = 0; i < to.size(); ++i) copy_into(to[i]->value, cast(from[i]->value, DataType::float64, to[i]->name, MemoryCategory::parameters));
+  auto optimizer = make_optimizer(c, true);
+  const BatchSource source = parallel::batches_of(g);
+  for (int step = 0; step < c.steps; ++step)
+    model::train_step(*m, *optimizer, source(step, 0, c.global_batch, c.global_batch), step);
+  return values_of(*m, optimizer.get());
+}
+
 struct Trained {
   parallel::ParameterValues values;
   parallel::StepStats last;
   std::vector<theory::ShardedUnit> units;
+  int skipped = 0;  // steps
 };
 
 Trained train_data_parallel(Communicator& comm, const TrainingCase& c, int stage) {
@@ -139,12 +182,16 @@ Trained train_data_parallel(Communicator& comm, const TrainingCase& c, int stage
   config.global_batch = c.global_batch;
   config.micro_batches = c.micro_batches;
   config.bucket_bytes = 2048;  // several buckets even for these small models
-  config.precision = c.precision == "mixed" ? parallel::Precision::mixed : parallel::Precision::model;
+  config.precision = is_mixed(c) ? parallel::Precision::mixed : parallel::Precision::model;
+  if (is_mixed(c)) config.loss_scaling = loss_scaling(c);
   Trained out;
   auto trainer = parallel::make_trainer(comm, *m, *optimizer, config);
   const BatchSource source = with_fault(batches(c), c.fault, comm.rank());
-  for (int step = 0; step < c.steps; ++step) out.last = trainer->step(source, step);
-  out.values = trainer->gathered(c.precision == "mixed");
+  for (int step = 0; step < c.steps; ++step) {
+    out.last = trainer->step(source, step);
+    out.skipped += out.last.skipped ? 1 : 0;
+  }
+  out.values = trainer->gathered(is_mixed(c));
   out.units = trainer->parts().optimizer->units();
   return out;
 }
@@ -157,7 +204,10 @@ TrainingResult run_data_parallel_case(Communicator& comm, const TrainingCase& c)
   const parallel::ParameterValues origin = values_of(*build(c), make_optimizer(c).get());
   const Trained trained = train_data_parallel(comm, c, stage);
   const std::int64_t tokens_per_row = c.model == "gpt" ? case_gpt_config(model_type(c)).sequence : 1;
-  r.bound = tolerance::training_relative_bound(model_type(c), c.global_batch * tokens_per_row, n, c.steps);
+  const std::int64_t terms = c.global_batch * tokens_per_row;
+  r.bound = tolerance::training_relative_bound(model_type(c), terms, n, c.steps);
+  if (is_mixed(c) && c.optimizer == "adamw")
+    r.bound = std::max(r.bound, tolerance::sign_flip_bound(tolerance::half_regrouping_noise(model_type(c), terms, n)));
   // Mixed precision is held to plain data parallelism in the same precision; everything
   // else to the single-device run, and ZeRO also to plain data parallelism.
   std::vector<std::pair<std::string, parallel::ParameterValues>> references;
@@ -171,6 +221,20 @@ TrainingResult run_data_parallel_case(Communicator& comm, const TrainingCase& c)
     r.error = std::max({r.error, d.parameters, d.state});
     if (!(d.parameters <= r.bound && d.state <= r.bound))
       failures += what + " differs beyond " + format(r.bound) + " (largest at " + d.where + "); ";
+  }
+  if (trained.skipped > 0)
+    failures += std::to_string(trained.skipped) + " steps skipped: the gradients overflowed at the case's loss scale; ";
+  if (is_mixed(c)) {
+    // The master weights against float64 training from the same start.
+    const Difference d = compare(trained.values, float64_run(c), origin);
+    r.float64_error = d.parameters;
+    const double noise =
+        tolerance::half_chain_noise(model_type(c), tolerance::gpt_rounding_chain(case_gpt_config(model_type(c)).layers));
+    r.float64_bound = tolerance::linear_training_bound(noise, c.steps);
+    if (c.optimizer == "adamw") r.float64_bound = std::max(r.float64_bound, tolerance::sign_flip_bound(noise));
+    r.compared += "; against float64: parameters " + format(d.parameters) + " (bound " + format(r.float64_bound) + ")";
+    if (!(d.parameters <= r.float64_bound))
+      failures += "float64 training differs beyond " + format(r.float64_bound) + " (largest at " + d.where + "); ";
   }
   // Bytes sent in the last step, counted by the communicator, against the formula.
   r.bytes_formula = c.technique->bytes_sent_per_rank(trained.units, n, element_bytes(c), c.micro_batches);
@@ -305,13 +369,15 @@ std::vector<TrainingCase> training_grid(int world_size) {
         if (c.micro_batches > 1) c.global_batch = 16;
         out.push_back(c);
       }
-  for (const char* technique : {"dp", "zero1", "zero2", "zero3"}) {
-    TrainingCase c;
-    c.technique = &parallel::find_technique(technique);
-    c.precision = "mixed";
-    c.model = "mlp";
-    out.push_back(c);
-  }
+  for (const char* precision : {"bfloat16", "float16"})
+    for (const char* optimizer : {"adamw", "sgd"})
+      for (const char* technique : {"dp", "zero1", "zero2", "zero3"}) {
+        TrainingCase c;
+        c.technique = &parallel::find_technique(technique);
+        c.optimizer = optimizer;
+        c.precision = precision;
+        out.push_back(c);
+      }
   if (world_size >= 2) {
     TrainingCase c;
     c.technique = &parallel::find_technique("ps_one_worker");

@@ -28,7 +28,9 @@ struct TrainingCase {
   // From the registry (parallel/techniques): dp, dp_accumulation, zero1-3, ps_one_worker, ps_async.
   const parallel::Technique* technique = &parallel::find_technique("dp");
   std::string optimizer = "adamw"; // adamw, sgd (momentum 0.9), sgd_plain
-  std::string precision = "float64";  // float64, float32, mixed (bfloat16 + float32 master)
+  // float64, float32, or mixed precision: bfloat16 or float16 parameters and gradients with
+  // float32 master weights and state (float16 with its loss scaled).
+  std::string precision = "float64";
   std::string model = "gpt";       // gpt (tied, dropout), mlp
   int steps = 3;
   std::int64_t global_batch = 10;
@@ -43,8 +45,8 @@ struct TrainingCase {
 };
 
 // The cases at world size n: every technique x {adamw, sgd} x {float64, float32} on the GPT;
-// every stage in mixed precision on the MLP; the parameter server with one worker (n >= 2)
-// and with several (n >= 3).
+// every stage in mixed precision (bfloat16, float16) on the GPT; the parameter server with one
+// worker (n >= 2) and with several (n >= 3).
 std::vector<TrainingCase> training_grid(int world_size);
 
 struct TrainingResult {
@@ -55,6 +57,9 @@ struct TrainingResult {
   double bytes_formula = 0;
   double first_loss = 0, last_loss = 0;
   double max_staleness = 0;  // parameter server only
+  // Mixed precision: the master weights against float64 training from the same start
+  // (tolerance::mixed_precision_relative_bound); -1 otherwise.
+  double float64_error = -1, float64_bound = 0;
   bool passed = false;
   std::string message;
 };

@@ -94,6 +94,44 @@ inline double training_relative_bound(DataType storage, std::int64_t reduction_t
 // the one above puts every group under 1 / 4000 (tried: largest 8.5e-5).
 inline constexpr double kTrainingBoundSlack = 4000;
 
+// Mixed precision: 16-bit parameters, activations and gradients, float32 arithmetic, float32
+// master weights and optimizer state.
+//
+// Against float64 training of the same model from the same start, a gradient element carries
+// the 16-bit roundings along its chain through forward and backward: every op rounds its output
+// once and its input gradient once. A GPT layer has at most 14 ops each way (two layer norms,
+// three matmuls, attention, the activation, the dropouts and the residual adds), and the
+// embeddings, the final norm, the tied head and the loss at most 11 more. Independent roundings
+// add like a random walk, sqrt(R) u_s relative to the element's sum of absolute terms (the
+// sqrt(n) model that the training bound's slack assumes, rather than the worst case R u_s).
+inline int gpt_rounding_chain(int layers) { return 28 * layers + 11; }
+inline double half_chain_noise(DataType storage, int chain) {
+  return std::sqrt(static_cast<double>(chain)) * unit_roundoff(storage);
+}
+// Against the single-device run in the same precision, only the gradient sum is grouped
+// differently: the float32 regrouping of its m terms and n ranks, and the (n + 1) roundings of
+// 16-bit partial results (see training_relative_bound).
+inline double half_regrouping_noise(DataType storage, std::int64_t reduction_terms, int world) {
+  return gamma(static_cast<int>(reduction_terms) + world, unit_roundoff(DataType::float32)) +
+         (world + 1) * unit_roundoff(storage);
+}
+// A linear optimizer (SGD) passes a gradient's relative error on to its update (kappa for the
+// gradients' conditioning, as in training_relative_bound), doubled for safety as there, and the
+// errors of N steps add.
+inline double linear_training_bound(double noise, int steps) { return 2.0 * steps * kTrainingConditioning * noise; }
+// AdamW divides every element's update by that element's own size (m / sqrt(v)), so an element
+// whose gradient lies within the rounding noise of zero moves by up to lr either way, however
+// small the noise. With 16-bit gradients the noise (u_s >= 2^-11 times gradients of 1e-4 and
+// more) is far above AdamW's epsilon (1e-8) and such flips happen; in float32 and float64 it is
+// far below, the update stays linear in the error and training_relative_bound holds. Assuming
+// the elements' ratios |sum| / sum|terms| are no denser near zero than uniform, a fraction at
+// most `noise` of them can flip in a step; a flip moves an element by at most 2 lr while an
+// element moves by lr / 2 per step at least on average (the updates keep their sign over a few
+// steps), so the relative Frobenius difference is at most 2 sqrt(noise) / (1/2) = 4 sqrt(noise).
+// This grows like sqrt(u_s), not u_s: measured, bfloat16's errors are sqrt(8) times float16's.
+// AdamW in 16 bits is held to the larger of this and the linear bound.
+inline double sign_flip_bound(double noise) { return 4.0 * std::sqrt(noise); }
+
 // Tensor parallelism (and its composition with data parallelism and ZeRO) against the
 // single-device run: the same sums, regrouped. A column-parallel layer computes each of its
 // outputs as one device does (the reduction runs over whole input rows); a row-parallel layer

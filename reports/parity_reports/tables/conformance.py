@@ -22,7 +22,8 @@ READS = {
     "/check/training": (
         "s:case,technique,optimizer,precision,model,device,message "
         "i:world_size,steps,global_batch,micro_batches,passed "
-        "f:error,bound,bytes_sent,formula_bytes_sent,max_staleness", ["case", "passed"]),
+        "f:error,bound,bytes_sent,formula_bytes_sent,max_staleness,float64_error,float64_bound",
+        ["case", "passed"]),
     "/check/tensor": (
         "s:case,technique,data_parallel,precision,device,message "
         "i:tp,dp,sequence_parallel,world_size,steps,micro_batches,passed "
@@ -117,12 +118,16 @@ TRAINING = CaseKind(
     "/check/training", "Training cases", "training",
     "Each case trains a small model for a few optimizer steps with the technique on every rank "
     "and compares it with the same model trained on one device (for ZeRO also with plain data "
-    "parallelism): error against bound, and the bytes a rank sent against the formula.",
+    "parallelism): error against bound, and the bytes a rank sent against the formula. The "
+    "16-bit cases are also held to float64 training of the same model from the same start.",
     [("technique", TRAINING_TECHNIQUES)],
     {"technique": "", "optimizer": "", "precision": "", "model": "", "error": math.nan,
-     "bound": math.nan, "bytes_sent": math.nan, "formula_bytes_sent": math.nan, "message": ""},
+     "bound": math.nan, "bytes_sent": math.nan, "formula_bytes_sent": math.nan,
+     "float64_error": math.nan, "float64_bound": math.nan, "message": ""},
     [("error", lambda r: error_cell(r["error"], r["bound"])),
      ("bound", lambda r: fmt_num(r["bound"], 3)),
+     ("against float64", lambda r: error_cell(r["float64_error"], r["float64_bound"])),
+     ("bound", lambda r: fmt_num(r["float64_bound"], 3)),
      ("bytes sent", lambda r: fmt_bytes(r["bytes_sent"])),
      ("formula", lambda r: fmt_bytes(r["formula_bytes_sent"]))])
 TENSOR = CaseKind(
