@@ -230,12 +230,12 @@ TensorBenchOutcome run_tensor_bench(Session& session, const TensorBenchPlan& pla
     if (!session.is_root()) continue;
     const std::int64_t rank_rows = parallel::batch_shard(options.batch, 0, run.dp).rows;
     const theory::TensorParallelBytes formula = theory::tensor_parallel_bytes_per_rank(
-        c, rank_rows, run.tp, run.sequence_parallel, static_cast<double>(e), static_cast<double>(e));
+        c, rank_rows, run.tp, run.sequence_parallel, static_cast<double>(e), theory::loss_statistic_bytes(c.dtype));
     const std::int64_t formula_activation = theory::tensor_parallel_block_activation_bytes(
         c.sequence, rank_rows, c.hidden, c.heads, run.tp, run.sequence_parallel, e);
     const std::int64_t formula_parameters = theory::tensor_parallel_parameters_per_rank(c, run.tp);
     const double predicted = p2p.measured ? theory::tensor_parallel_predicted_seconds(c, rank_rows, run.tp, run.sequence_parallel,
-                                                                                     static_cast<double>(e), static_cast<double>(e), p2p.model)
+                                                                                     static_cast<double>(e), theory::loss_statistic_bytes(c.dtype), p2p.model)
                                           : std::nan("");
     const double measured_total = r.embedding + c.layers * r.block + r.head + r.loss;
     const bool bytes_match = std::llround(r.embedding) == std::llround(formula.embedding) &&

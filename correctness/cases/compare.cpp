@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "reference/core/error.hpp"
+#include "reference/kernels/buffer_kernels.hpp"
 
 namespace parity::cases {
 
@@ -73,6 +74,39 @@ Difference compare(const parallel::ParameterValues& a, const parallel::Parameter
   return out;
 }
 
+MixedRun train_mixed_single_device(model::Model& m, model::Optimizer& optimizer, const parallel::BatchSource& source,
+                                   std::int64_t rows, int steps, double loss_scale) {
+  std::map<std::string, Tensor> master;
+  std::map<std::string, std::vector<Tensor>> state;
+  for (model::Parameter* p : m.parameters()) {
+    master[p->name] = cast(p->value, DataType::float32, p->name + ".master", MemoryCategory::optimizer_state);
+    for (int i = 0; i < optimizer.state_count(); ++i)
+      state[p->name].push_back(Tensor::zeros(p->name + ".state", {p->value.numel()}, DataType::float32,
+                                             MemoryCategory::optimizer_state));
+  }
+  MixedRun out;
+  for (int step = 0; step < steps; ++step) {
+    m.zero_grad();
+    model::Batch batch = source(static_cast<std::uint64_t>(step), 0, rows, rows);
+    batch.normalizer /= loss_scale;
+    model::PassContext context{static_cast<std::uint64_t>(step), 0, true, 0};
+    context.loss_scale = loss_scale;
+    out.losses.push_back(m.forward_backward(batch, context) / loss_scale);
+    if (step == 0) {
+      out.first_gradients = gradients_of(m);
+      for (auto& v : out.first_gradients.values)
+        for (double& x : v) x /= loss_scale;
+    }
+    for (model::Parameter* p : m.parameters()) {
+      Tensor grad = cast(p->gradient(), DataType::float32, p->name + ".grad32", MemoryCategory::workspace);
+      scale_buffer(grad.view(), 1 / loss_scale);
+      optimizer.update(master[p->name], grad, state[p->name], step + 1);
+      copy_into(p->value, master[p->name]);
+    }
+  }
+  out.values = values_of(m, nullptr, &state, &master);
+  return out;
+}
 
 double sum_over_ranks(Communicator& comm, double x) {
   comm.all_reduce({&x, 1, DataType::float64, MemorySpace::host}, {&x, 1, DataType::float64, MemorySpace::host},

@@ -2,6 +2,7 @@
 // relative difference of two such lists, and small reductions over ranks.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -31,6 +32,18 @@ struct Difference {
 };
 Difference compare(const parallel::ParameterValues& a, const parallel::ParameterValues& b,
                    const parallel::ParameterValues& origin);
+
+// Single-device training in mixed precision, the reference of the 16-bit cases: the model's
+// 16-bit parameters and gradients, float32 master weights and optimizer state; the loss
+// multiplied by `loss_scale` (a power of two) and the float32 gradients divided by it. Each
+// step's loss, the first step's gradients (divided by the scale), and the masters with their
+// state after the last step.
+struct MixedRun {
+  std::vector<double> losses;
+  parallel::ParameterValues first_gradients, values;
+};
+MixedRun train_mixed_single_device(model::Model& m, model::Optimizer& optimizer, const parallel::BatchSource& source,
+                                   std::int64_t rows, int steps, double loss_scale);
 
 double sum_over_ranks(Communicator& comm, double x);
 double max_over_ranks(Communicator& comm, double x);

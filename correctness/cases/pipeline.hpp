@@ -26,7 +26,7 @@ struct PipelineCase {
   int tensor_parallel = 1;        // each stage split over tp ranks (grid tp x dp x pp, tp fastest)
   int data_parallel = 1;          // replicas of the pipeline
   int zero_stage = 0;             // 0: DDP buckets over the replicas; 1: ZeRO-1 (optimizer state sharded)
-  std::string precision = "float64";  // float64, float32
+  std::string precision = "float64";  // float64, float32, bfloat16, float16 (float32 masters)
   int steps = 3;
   // A schedule given as CSV (pipeline::from_csv) instead of generated: `schedule` is then its
   // name and `micro_batches` its count.

@@ -4,8 +4,10 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <string>
 
 #include "correctness/cases/compare.hpp"
+#include "correctness/cases/training.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/tolerance.hpp"
 #include "reference/parallel/tensor/tensor_parallel.hpp"
@@ -15,10 +17,18 @@ namespace {
 
 using parallel::Axis;
 
-DataType model_type(const TensorCase& c) { return c.precision == "float64" ? DataType::float64 : DataType::float32; }
+DataType model_type(const TensorCase& c) {
+  if (c.precision == "bfloat16") return DataType::bfloat16;
+  if (c.precision == "float16") return DataType::float16;
+  return c.precision == "float64" ? DataType::float64 : DataType::float32;
+}
+// 16-bit parameters, activations and gradients, float32 master weights and optimizer state.
+bool is_mixed(const TensorCase& c) { return is_half(model_type(c)); }
+// float16's loss is scaled (as the training cases': 2^12, a skipped step fails the case).
+double loss_scale(const TensorCase& c) { return model_type(c) == DataType::float16 ? 0x1p12 : 1; }
 
 std::unique_ptr<model::Optimizer> make_optimizer(const TensorCase& c) {
-  return std::make_unique<model::AdamW>(model::AdamWConfig{1e-2, 0.9, 0.999, 1e-8, 0.01}, model_type(c));
+  return case_adamw(is_mixed(c) ? DataType::float32 : model_type(c));
 }
 
 std::int64_t global_batch(const TensorCase& c, int dp) { return c.global_batch > 0 ? c.global_batch : 2 * dp + 1; }
@@ -35,6 +45,13 @@ Reference single_device(const TensorCase& c, const model::GptConfig& config, std
   Reference r;
   r.origin = values_of(*m, optimizer.get());
   const parallel::BatchSource source = parallel::batches_of(config);
+  if (is_mixed(c)) {
+    MixedRun run = train_mixed_single_device(*m, *optimizer, source, rows, c.steps, loss_scale(c));
+    r.losses = std::move(run.losses);
+    r.gradients = std::move(run.first_gradients);
+    r.values = std::move(run.values);
+    return r;
+  }
   for (int step = 0; step < c.steps; ++step) {
     r.losses.push_back(model::train_step(*m, *optimizer, source(step, 0, rows, rows), step));
     if (step == 0) r.gradients = gradients_of(*m);
@@ -76,7 +93,12 @@ std::vector<TensorCase> tensor_grid(int world_size) {
     for (bool sp : {false, true}) {
       if (sp && t == 1) continue;
       for (const char* technique : dp_techniques)
-        for (const char* precision : {"float64", "float32"}) {
+        for (const char* precision : {"float64", "float32", "bfloat16", "float16"}) {
+          // 16 bits at one tensor-parallel size (2), on the sequence-parallel split with plain
+          // data parallelism and on the plain split with ZeRO-3.
+          const bool half = std::string(precision) == "bfloat16" || std::string(precision) == "float16";
+          if (half && (t != 2 || (sp ? std::string(technique) != "dp" : std::string(technique) != "zero3" && dp > 1)))
+            continue;
           TensorCase c;
           c.technique = &parallel::find_technique(sp ? "tp_sp" : "tp");
           c.data_parallel = &parallel::find_technique(technique);
@@ -114,6 +136,12 @@ TensorResult run_tensor_case(Communicator& comm, const TensorCase& c) {
   const std::int64_t terms = tolerance::tensor_parallel_reduction_terms(rows * config.sequence, config.hidden, config.vocabulary);
   r.bound = tolerance::training_relative_bound(config.dtype, terms, n, c.steps);
   r.gradient_bound = tolerance::gradient_relative_bound(config.dtype, terms, n);
+  if (is_mixed(c)) {
+    const double noise = tolerance::tensor_parallel_half_noise(config.dtype, terms, n, c.tp, config.layers);
+    r.gradient_bound = tolerance::kTrainingConditioning * noise;
+    r.bound = std::max(tolerance::linear_training_bound(noise, c.steps), tolerance::sign_flip_bound(noise));
+  }
+  const double scale = loss_scale(c);
   const parallel::BatchSource source = parallel::batches_of(config);
   const parallel::RowRange mine = parallel::batch_shard(rows, dp.rank(), dp.size());
   std::string failures;
@@ -127,12 +155,17 @@ TensorResult run_tensor_case(Communicator& comm, const TensorCase& c) {
     if (m->parameter_count() != expected)
       failures += "holds " + std::to_string(m->parameter_count()) + " parameters, formula " + std::to_string(expected) + "; ";
     m->to(comm.memory_space());
-    const model::Batch batch = source(0, mine.first, mine.rows, rows).to(m->space());
-    const double loss = sum_over_ranks(dp, m->forward_backward(batch, {0, 0, true, mine.first}));
+    model::Batch batch = source(0, mine.first, mine.rows, rows).to(m->space());
+    batch.normalizer /= scale;
+    model::PassContext context{0, 0, true, mine.first};
+    context.loss_scale = scale;
+    const double loss = sum_over_ranks(dp, m->forward_backward(batch, context)) / scale;
     for (model::Parameter* p : m->parameters()) dp.all_reduce(p->gradient().view(), p->gradient().view(), ReduceOp::sum);
     for (model::Parameter* p : parallel::sequence_sharded_gradients(*m, tp))
       tp.group().all_reduce(p->gradient().view(), p->gradient().view(), ReduceOp::sum);
-    const parallel::ParameterValues gradients = parallel::gather_tensor_parallel(gradients_of(*m), m->parameters(), tp.group(), &disagreeing);
+    parallel::ParameterValues gradients = parallel::gather_tensor_parallel(gradients_of(*m), m->parameters(), tp.group(), &disagreeing);
+    for (auto& v : gradients.values)
+      for (double& x : v) x /= scale;
     const Difference d = compare(gradients, reference.gradients, zeros_like(reference.gradients));
     r.gradient_error = d.parameters;
     r.loss_error = std::abs(loss - reference.losses[0]) / std::abs(reference.losses[0]);
@@ -150,16 +183,23 @@ TensorResult run_tensor_case(Communicator& comm, const TensorCase& c) {
   dc.global_batch = rows;
   dc.micro_batches = c.micro_batches;
   dc.bucket_bytes = 2048;  // several buckets even for this small model
+  if (is_mixed(c)) {
+    dc.precision = parallel::Precision::mixed;
+    dc.loss_scaling.dynamic = scale != 1;
+    dc.loss_scaling.initial_scale = scale;
+  }
   auto trainer = parallel::make_tensor_parallel_trainer(grid, tp, *m, *optimizer, dc);
   for (int step = 0; step < c.steps; ++step) {
     if (step + 1 == c.steps) tp.reset_counters();
-    const double loss = trainer->step(source, static_cast<std::uint64_t>(step)).loss;
+    const parallel::StepStats stats = trainer->step(source, static_cast<std::uint64_t>(step));
+    if (stats.skipped) failures += "step " + std::to_string(step) + " skipped: the gradients overflowed at the case's loss scale; ";
+    const double loss = stats.loss;
     r.loss_error = std::max(r.loss_error, std::abs(loss - reference.losses[static_cast<std::size_t>(step)]) /
                                               std::abs(reference.losses[static_cast<std::size_t>(step)]));
   }
   if (!(r.loss_error <= r.gradient_bound)) failures += "a step's loss differs by " + format(r.loss_error) + "; ";
   const parallel::ParameterValues values =
-      parallel::gather_tensor_parallel(trainer->gathered(false), m->parameters(), tp.group(), &disagreeing);
+      parallel::gather_tensor_parallel(trainer->gathered(is_mixed(c)), m->parameters(), tp.group(), &disagreeing);
   const Difference d = compare(values, reference.values, reference.origin);
   r.error = std::max({r.gradient_error, d.parameters, d.state});
   r.compared += ", loss " + format(r.loss_error) + ", parameters " + format(d.parameters) + ", state " + format(d.state);
@@ -170,7 +210,7 @@ TensorResult run_tensor_case(Communicator& comm, const TensorCase& c) {
   // Bytes of the last step in the tp group, per layer, against the formula.
   std::map<std::string, double> measured = tp.bytes_by_layer();
   const double e = static_cast<double>(size_of(config.dtype));
-  const theory::TensorParallelBytes formula = c.technique->tensor_bytes_per_rank(config, mine.rows, c.tp, e, e);
+  const theory::TensorParallelBytes formula = c.technique->tensor_bytes_per_rank(config, mine.rows, c.tp, e, theory::loss_statistic_bytes(config.dtype));
   std::string wrong;
   auto check = [&](const std::string& layer, double want) {
     if (std::llround(measured[layer]) != std::llround(want))

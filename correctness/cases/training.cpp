@@ -9,7 +9,6 @@
 #include "correctness/cases/compare.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/tolerance.hpp"
-#include "reference/kernels/buffer_kernels.hpp"
 #include "reference/parallel/data/parameter_server.hpp"
 
 namespace parity::cases {
@@ -122,30 +121,7 @@ parallel::ParameterValues single_device(const TrainingCase& c) {
       model::train_step(*m, *optimizer, source(step, 0, c.global_batch, c.global_batch), step);
     return values_of(*m, optimizer.get());
   }
-  std::map<std::string, Tensor> master;
-  std::map<std::string, std::vector<Tensor>> state;
-  for (model::Parameter* p : m->parameters()) {
-    master[p->name] = cast(p->value, DataType::float32, p->name + ".master", MemoryCategory::optimizer_state);
-    for (int i = 0; i < optimizer->state_count(); ++i)
-      state[p->name].push_back(Tensor::zeros(p->name + ".state", {p->value.numel()}, DataType::float32,
-                                             MemoryCategory::optimizer_state));
-  }
-  const double scale = loss_scale(c);
-  for (int step = 0; step < c.steps; ++step) {
-    m->zero_grad();
-    model::Batch batch = source(step, 0, c.global_batch, c.global_batch);
-    batch.normalizer /= scale;
-    model::PassContext context{static_cast<std::uint64_t>(step), 0, true, 0};
-    context.loss_scale = scale;
-    m->forward_backward(batch, context);
-    for (model::Parameter* p : m->parameters()) {
-      Tensor grad = cast(p->gradient(), DataType::float32, p->name + ".grad32", MemoryCategory::workspace);
-      scale_buffer(grad.view(), 1 / scale);
-      optimizer->update(master[p->name], grad, state[p->name], step + 1);
-      copy_into(p->value, master[p->name]);
-    }
-  }
-  return values_of(*m, nullptr, &state, &master);
+  return train_mixed_single_device(*m, *optimizer, source, c.global_batch, c.steps, loss_scale(c)).values;
 }
 
 // A mixed-precision case's float64 counterpart: the same GPT in float64 from the 16-bit

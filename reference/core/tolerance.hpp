@@ -131,6 +131,18 @@ inline double linear_training_bound(double noise, int steps) { return 2.0 * step
 // This grows like sqrt(u_s), not u_s: measured, bfloat16's errors are sqrt(8) times float16's.
 // AdamW in 16 bits is held to the larger of this and the linear bound.
 inline double sign_flip_bound(double noise) { return 4.0 * std::sqrt(noise); }
+// Tensor parallelism in 16 bits against one device in the same precision: besides the
+// gradient sums' regrouping (half_regrouping_noise over the tp x dp ranks), every sum over the
+// t ranks of a tensor-parallel group adds t 16-bit partial results and rounds the sum: (t + 1)
+// u_s where the single device rounds once. A layer has four such sums (the row-parallel
+// outputs of attention and MLP forward, the column-parallel input gradients of qkv and fc
+// backward), the vocabulary-parallel head two more; they add like a random walk along the
+// chain, sqrt(4L + 2) (t + 1) u_s. Pipelines (stages pass 16-bit activations unchanged) use it
+// with their micro-batch partial sums as `world`.
+inline double tensor_parallel_half_noise(DataType storage, std::int64_t reduction_terms, int world, int tp, int layers) {
+  const double sums = tp > 1 ? std::sqrt(4.0 * layers + 2) * (tp + 1) * unit_roundoff(storage) : 0;
+  return half_regrouping_noise(storage, reduction_terms, world) + sums;
+}
 
 // Tensor parallelism (and its composition with data parallelism and ZeRO) against the
 // single-device run: the same sums, regrouped. A column-parallel layer computes each of its

@@ -35,6 +35,9 @@ struct TensorParallelBytes {
 TensorParallelBytes tensor_parallel_bytes_per_rank(const model::GptConfig& config, std::int64_t rows, int t,
                                                    bool sequence_parallel, double element_bytes,
                                                    double statistic_bytes);
+// The loss statistics are float64 for a float64 model and float32 otherwise (16-bit logits'
+// maxima and sums of exponentials are kept in float32).
+inline double loss_statistic_bytes(DataType model_type) { return model_type == DataType::float64 ? 8 : 4; }
 // The alpha-beta prediction (theory/collectives.hpp, ring algorithms) of the time those
 // collectives take per step: per block 4 all-reduces of A e bytes, or with SP 6 all-gathers and
 // 4 reduce-scatters of A e; the embedding's and head's as above; the loss's two all-reduces.
