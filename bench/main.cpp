@@ -209,6 +209,22 @@ void add_checkpoint_bench_options(CLI::App* app, CheckpointBenchOptions& o) {
   app->add_option("--dtype", o.dtype, "float32 or float64");
 }
 
+void add_precision_bench_options(CLI::App* app, PrecisionBenchOptions& o) {
+  std::string presets;
+  for (const auto& p : model_presets()) presets += " " + p.name + " (" + p.config.describe() + ");";
+  app->add_option("--model", o.model, "GPT preset:" + presets);
+  app->add_option("--layers", o.layers, "Transformer blocks L (0: the preset's)");
+  app->add_option("--batch", o.batch, "Sequences per step over all ranks (at least one per rank)");
+  app->add_option("--steps", o.steps, "Optimizer steps in each precision");
+  app->add_option("--precisions", o.precisions,
+                  "Comma-separated: float64, float32, bfloat16, float16 (16-bit: float32 master weights and optimizer "
+                  "state)");
+  app->add_option("--loss-scale", o.loss_scale,
+                  "float16's initial loss scale, a power of two (dynamic: halved and the step skipped on inf or NaN in "
+                  "any rank's gradients, doubled after --growth-interval clean steps)");
+  app->add_option("--growth-interval", o.growth_interval, "Clean steps before float16's loss scale doubles");
+}
+
 // parity's own arguments without --np and --hostfile, for the relaunched ranks.
 std::vector<std::string> arguments_for_ranks(int argc, char** argv, const std::string& out) {
   std::vector<std::string> args = {self_executable()};
@@ -493,6 +509,16 @@ int main(int argc, char** argv) {
   add_resume(bench_checkpoint, checkpoint_common);
   add_checkpoint_bench_options(bench_checkpoint, checkpoint_options);
 
+  CommonOptions precision_common;
+  PrecisionBenchOptions precision_options;
+  auto* bench_precision = bench->add_subcommand(
+      "precision", "Mixed precision: one GPT trained data-parallel in float64, float32, bfloat16 and float16 (float32 "
+                   "master weights, float16 with dynamic loss scaling) from the same seed; every step's loss, loss "
+                   "scale and skipped steps, for the report's loss and loss-scale curves");
+  add_common(bench_precision, precision_common, false);
+  add_resume(bench_precision, precision_common);
+  add_precision_bench_options(bench_precision, precision_options);
+
   PipelineOptions pipeline_options;
   auto* pipeline = app.add_subcommand(
       "pipeline", "Pipeline schedules: check one (validate), time it (simulate) or train with it on real ranks against "
@@ -564,13 +590,13 @@ int main(int argc, char** argv) {
                            std::string(argv[2]) != "model" && std::string(argv[2]) != "memory" &&
                            std::string(argv[2]) != "scaling" && std::string(argv[2]) != "tensor" &&
                            std::string(argv[2]) != "pipeline" && std::string(argv[2]) != "moe" &&
-                           std::string(argv[2]) != "checkpoint";
+                           std::string(argv[2]) != "checkpoint" && std::string(argv[2]) != "precision";
     const bool bad_pipeline = word == "pipeline" && argc > 2 && argv[2][0] != '-' &&
                               std::string(argv[2]) != "validate" && std::string(argv[2]) != "simulate" &&
                               std::string(argv[2]) != "run";
     if (!known || bad_bench || bad_pipeline) {
       std::fprintf(stderr, "parity: unknown subcommand '%s' (known: run, check, bench collectives, bench model, bench memory, "
-                           "bench scaling, bench tensor, bench pipeline, bench moe, bench checkpoint, pipeline validate, pipeline simulate, pipeline run, report, list)\n",
+                           "bench scaling, bench tensor, bench pipeline, bench moe, bench checkpoint, bench precision, pipeline validate, pipeline simulate, pipeline run, report, list)\n",
                    bad_bench || bad_pipeline ? (word + " " + argv[2]).c_str() : word.c_str());
       return kExitUsage;
     }
@@ -737,6 +763,19 @@ int main(int argc, char** argv) {
       });
     }
 
+    if (*bench_precision) {
+      const PrecisionBenchPlan plan = plan_precision_bench(precision_options);  // refused before ranks start
+      if (auto status = maybe_relaunch(argc, argv, precision_common, "bench-precision")) return *status;
+      return with_session(argc, argv, precision_common, "bench precision", [&](Session& s) {
+        s.check_memory(precision_bench_bytes_per_rank(plan, precision_options.batch), "the precision benchmark");
+        s.maybe_inject_stall();
+        const PrecisionBenchOutcome outcome = run_precision_bench(s, plan, precision_options);
+        record_precision_bench(s, outcome, plan, precision_options);
+        s.commit_results();
+        return outcome.failures ? kExitFailed : 0;
+      });
+    }
+
     if (*run) {
       parse_half_accumulate(run_common.half_accumulate);
       BenchOptions b;
@@ -774,6 +813,8 @@ int main(int argc, char** argv) {
       checkpoint.layers = run_quick ? 4 : 8;
       checkpoint.steps = run_quick ? 2 : 3;
       const CheckpointBenchPlan checkpoint_plan = plan_checkpoint_bench(checkpoint);
+      PrecisionBenchOptions precision;  // the tiny GPT in the four precisions
+      precision.steps = run_quick ? 20 : 40;
       std::optional<int> launched = maybe_relaunch(argc, argv, run_common, "run");
       int status = launched ? *launched : with_session(argc, argv, run_common, "run", [&](Session& s) {
         check_bench_root(b, s.world().size());
@@ -805,11 +846,16 @@ int main(int argc, char** argv) {
         s.check_memory(checkpoint_bench_bytes_per_rank(checkpoint_plan), "the checkpoint benchmark");
         const CheckpointBenchOutcome checkpoint_outcome = run_checkpoint_bench(s, checkpoint_plan, checkpoint);
         record_checkpoint_bench(s, checkpoint_outcome, checkpoint_plan, checkpoint);
+        precision.batch = std::max<std::int64_t>(precision.batch, s.world().size());
+        const PrecisionBenchPlan precision_plan = plan_precision_bench(precision);
+        s.check_memory(precision_bench_bytes_per_rank(precision_plan, precision.batch), "the precision benchmark");
+        const PrecisionBenchOutcome precision_outcome = run_precision_bench(s, precision_plan, precision);
+        record_precision_bench(s, precision_outcome, precision_plan, precision);
         write_check_tables(s, conformance);
         s.commit_results();
         run_common.out = s.options().out;
         return conformance.failed || memory_outcome.mismatches || tensor_outcome.mismatches || moe_outcome.mismatches ||
-                       checkpoint_outcome.mismatches
+                       checkpoint_outcome.mismatches || precision_outcome.failures
                    ? kExitFailed
                    : 0;
       });

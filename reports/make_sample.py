@@ -11,7 +11,7 @@ two hosts with one slow rank, and a configurable number of failed conformance ca
                           [--pipeline [--pipeline-speed F] [--pipeline-oversubscribed]]
                           [--moe [--moe-speed F] [--moe-mismatch]]
                           [--checkpoint [--checkpoint-speed F] [--checkpoint-mismatch]]
-                          [--world-size N]
+                          [--precision] [--world-size N]
 
 With --model it also writes /bench/model (GPT training steps of three presets on every rank, the
 last rank slower); with --parallel /bench/memory, /bench/scaling and /bench/overlap (DP and ZeRO
@@ -31,7 +31,9 @@ formula unless --moe-mismatch) and, unless the conformance cases are omitted, /c
 --checkpoint /bench/checkpoint (activation checkpointing of the tiny preset with 4 blocks: none,
 full, every 2..4, sqrt, selective and two budgets, bytes and FLOPs equal to the formulas unless
 --checkpoint-mismatch, the time overhead a little above the FLOP overhead) and, unless the
-conformance cases are omitted, /check/checkpoint. Without them the file looks like one from
+conformance cases are omitted, /check/checkpoint; with --precision /bench/precision (60 steps of
+a small GPT in float64, float32, bfloat16 and float16, the losses close to float64's, float16's
+dynamic loss scale from 2^16 skipping two steps). Without them the file looks like one from
 before those tables existed.
 """
 
@@ -1409,12 +1411,61 @@ def write_checkpoint_checks(f, rng, world_size, mismatch=False):
                 CHECKPOINT_CHECK_COLUMNS, vals)
 
 
+# /bench/precision: the loss of every precision per step. float16 runs with dynamic loss scaling;
+# the gradients overflow at PRECISION_OVERFLOWS, where the step is skipped and the scale halves.
+PRECISION_COLUMNS = [("precision", "str", ""), ("step", "i8", ""), ("loss", "f8", ""),
+                     ("loss_scale", "f8", ""), ("skipped", "i8", ""), ("world_size", "i8", "")]
+PRECISION_STEPS, PRECISION_GROWTH, PRECISION_INITIAL_SCALE = 60, 20, 2.0 ** 16
+PRECISION_OVERFLOWS = (7, 45)
+# The relative noise of each precision's loss about float64's.
+PRECISION_NOISE = {"float64": 0.0, "float32": 1e-6, "bfloat16": 4e-3, "float16": 8e-4}
+
+
+def write_precision(f, rng, world_size):
+    """/bench/precision as `parity bench precision`: a loss decaying from about ln(64) with
+    noise shared by every precision (the same batches), each precision a little off float64's
+    by its own noise. float16's scale starts at PRECISION_INITIAL_SCALE, halves at each overflow
+    and doubles after PRECISION_GROWTH clean steps; a skipped step leaves the parameters as they
+    were, so its loss is the previous step's and the later losses lag by the steps skipped."""
+    shared = 0.01 * rng.standard_normal(PRECISION_STEPS)
+
+    def curve(t):
+        return 2.2 + 2.0 * math.exp(-t / 15) + shared[t]
+
+    vals = {c[0]: [] for c in PRECISION_COLUMNS}
+    for precision, noise in PRECISION_NOISE.items():
+        scale, clean, lag, loss = 1.0, 0, 0, math.nan
+        if precision == "float16":
+            scale = PRECISION_INITIAL_SCALE
+        for step in range(PRECISION_STEPS):
+            skipped = int(precision == "float16" and step in PRECISION_OVERFLOWS)
+            if not skipped:
+                loss = curve(step - lag) * (1 + noise * rng.standard_normal())
+            append_row(vals, {"precision": precision, "step": step, "loss": loss,
+                              "loss_scale": scale, "skipped": skipped,
+                              "world_size": world_size})
+            if precision != "float16":
+                continue
+            if skipped:
+                scale, clean, lag = scale / 2, 0, lag + 1
+            else:
+                clean += 1
+                if clean == PRECISION_GROWTH:
+                    scale, clean = scale * 2, 0
+    g = write_table(f, "/bench/precision", "training loss per precision and step",
+                    PRECISION_COLUMNS, vals)
+    g.attrs["model"] = "GPT 2 layers, hidden 16, 2 heads, sequence 16, vocabulary 64"
+    g.attrs["growth_interval"] = np.int64(PRECISION_GROWTH)
+    g.attrs["initial_scale"] = PRECISION_INITIAL_SCALE
+    g.attrs["steps"] = np.int64(PRECISION_STEPS)
+
+
 def write_sample(path, seed=1, bandwidth_scale=1.0, failures=2, empty_collectives=False,
                  omit=(), world_size=4, model=False, model_speed=1.0, parallel=False,
                  parallel_speed=1.0, tensor=False, tensor_speed=1.0, tensor_mismatch=False,
                  pipeline=False, pipeline_speed=1.0, pipeline_oversubscribed=False, moe=False,
                  moe_speed=1.0, moe_mismatch=False, checkpoint=False, checkpoint_speed=1.0,
-                 checkpoint_mismatch=False):
+                 checkpoint_mismatch=False, precision=False):
     rng = np.random.default_rng(seed)
     p = world_size
     hosts = [f"node{r * 2 // p}" for r in range(p)]
@@ -1564,6 +1615,9 @@ def write_sample(path, seed=1, bandwidth_scale=1.0, failures=2, empty_collective
             if "check" not in omit:
                 write_checkpoint_checks(f, crng, p, mismatch=checkpoint_mismatch)
 
+        if precision:
+            write_precision(f, np.random.default_rng(seed + 7000), p)
+
 
 def write_check(f, rng, p, failures):
     names = ["case", "collective", "algorithm", "dtype", "redop", "count", "in_place", "input",
@@ -1682,6 +1736,9 @@ def main(argv=None):
     ap.add_argument("--checkpoint-mismatch", action="store_true",
                     help="one /bench/checkpoint policy peaks above the formula, and one "
                          "/check/checkpoint case differs from the run without recompute")
+    ap.add_argument("--precision", action="store_true",
+                    help="also write /bench/precision (float64, float32, bfloat16 and float16 "
+                         "losses over 60 steps, float16 with dynamic loss scaling)")
     args = ap.parse_args(argv)
     write_sample(args.out, seed=args.seed, bandwidth_scale=args.bandwidth_scale,
                  failures=args.failures, empty_collectives=args.empty_collectives,
@@ -1694,7 +1751,7 @@ def main(argv=None):
                  pipeline_oversubscribed=args.pipeline_oversubscribed, moe=args.moe,
                  moe_speed=args.moe_speed, moe_mismatch=args.moe_mismatch,
                  checkpoint=args.checkpoint, checkpoint_speed=args.checkpoint_speed,
-                 checkpoint_mismatch=args.checkpoint_mismatch)
+                 checkpoint_mismatch=args.checkpoint_mismatch, precision=args.precision)
     return 0
 
 

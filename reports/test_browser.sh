@@ -20,9 +20,9 @@ python=${2:-/usr/bin/python3}
 rm -rf -- "$work"
 mkdir -p -- "$work"
 "$python" "$here/make_sample.py" "$work/a.h5" --model --parallel --tensor --pipeline --moe \
-  --checkpoint --failures 3
+  --checkpoint --precision --failures 3
 "$python" "$here/make_sample.py" "$work/b.h5" --model --parallel --tensor --pipeline --moe \
-  --checkpoint --failures 5 --seed 7 --bandwidth-scale 1.2 --model-speed 0.9 \
+  --checkpoint --precision --failures 5 --seed 7 --bandwidth-scale 1.2 --model-speed 0.9 \
   --parallel-speed 1.1 --tensor-speed 1.1 --moe-speed 1.1 --checkpoint-speed 1.1
 # The two reports are drawn side by side: each takes a few seconds of matplotlib.
 "$python" "$here/parity_report.py" "$work/a.h5" --out "$work/a.report" >/dev/null &

@@ -1334,6 +1334,19 @@ class ReportTests(ReportAsserts, unittest.TestCase):
                 self.assertNotIn(text, summary)
             self.assertEqual(glob.glob(os.path.join(out, "*_checkpoint*.png")), [])
 
+    def test_precision_absent_without_tables(self):
+        """Files from before the mixed-precision benchmark report as they did (its own tests
+        are PrecisionReportTests)."""
+        for out in (self.single, self.compare):
+            html = self.read(out, "index.html")
+            summary = self.read(out, "summary.md")
+            self.assertNotIn("id=\"precision\"", html)
+            self.assertNotIn("href=\"#precision\"", html)
+            for text in ("Mixed precision", "/bench/precision", "loss scale"):
+                self.assertNotIn(text, html)
+                self.assertNotIn(text, summary)
+            self.assertEqual(glob.glob(os.path.join(out, "*_precision*.png")), [])
+
     def test_moe_key_columns_only(self):
         """The columns the reader requires are enough for the section: the step as a whole per
         ep, the tokens per expert of every step, the sweeps as `parity bench moe` plans them;
@@ -1452,7 +1465,7 @@ class ReportTests(ReportAsserts, unittest.TestCase):
         report draws them."""
         path = os.path.join(self.tmp, "one_rank_all.h5")
         make_sample.write_sample(path, world_size=1, model=True, parallel=True, tensor=True,
-                                 pipeline=True, moe=True, checkpoint=True)
+                                 pipeline=True, moe=True, checkpoint=True, precision=True)
         overlap = read_rows(path, "/bench/overlap")
         self.assertTrue(all(r["hidden_fraction"] == 0 for r in overlap))
         out, html, summary = self.parallel_report("one_rank_all_out", path)
@@ -1477,6 +1490,10 @@ class ReportTests(ReportAsserts, unittest.TestCase):
         self.assertIn("; checkpoint 10 cases, all passed.</li>", html)
         self.assertIn("<li>Activation checkpointing: 9 policies; full recompute: peak ", html)
         self.assertEqual(len([s for s in img_sources(html) if "_checkpoint_" in s]), 2)
+        # Mixed precision: the losses of every precision, float16's skipped steps.
+        self.assertIn("<li>Mixed precision: after 60 steps the loss is float64 ", html)
+        self.assertIn("<tr><td>float16</td>", html)
+        self.assertEqual(len([s for s in img_sources(html) if "_precision_" in s]), 1)
 
     # -- bad input -----------------------------------------------------------------------------
 
@@ -1708,6 +1725,143 @@ class CheckpointReportTests(ReportAsserts, unittest.TestCase):
                                       f"table {table} has no column(s) {column}")
 
 
+PRECISION_REQUIRED = ["precision", "step", "loss"]
+
+
+def precision_runs(path):
+    """/bench/precision as {precision: its rows in step order}, in file order."""
+    runs = {}
+    for r in read_rows(path, "/bench/precision"):
+        runs.setdefault(r["precision"], []).append(r)
+    return {p: sorted(rows, key=lambda r: r["step"]) for p, rows in runs.items()}
+
+
+class PrecisionReportTests(ReportAsserts, unittest.TestCase):
+    """/bench/precision. The reports are drawn once for the class, side by side: a file like
+    `parity bench precision` writes; that file against a second run; against a file without the
+    table; and a file whose table has no rows."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="parity-precision-test-")
+        cls.a, cls.b, cls.bare, cls.empty = (
+            os.path.join(cls.tmp, name) for name in ("a.h5", "b.h5", "bare.h5", "empty.h5"))
+        make_sample.write_sample(cls.a, omit=MODEL_ONLY, precision=True)
+        make_sample.write_sample(cls.b, seed=2, omit=MODEL_ONLY, precision=True)
+        make_sample.write_sample(cls.bare, omit=MODEL_ONLY)
+        make_sample.write_sample(cls.empty, omit=MODEL_ONLY)
+        with h5py.File(cls.empty, "a") as f:
+            make_sample.write_table(f, "/bench/precision", "no rows",
+                                    make_sample.PRECISION_COLUMNS,
+                                    {c[0]: [] for c in make_sample.PRECISION_COLUMNS})
+        reports = {"single": [cls.a], "compare": [cls.a, cls.b], "one_side": [cls.a, cls.bare],
+                   "empty": [cls.empty]}
+        with ThreadPoolExecutor(len(reports)) as pool:
+            runs = {name: pool.submit(run_report, *paths, "--out", os.path.join(cls.tmp, name))
+                    for name, paths in reports.items()}
+            cls.runs = {name: run.result() for name, run in runs.items()}
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def report(self, name):
+        """(output directory, index.html, summary.md) of a report drawn for the class."""
+        res = self.runs[name]
+        self.assertEqual(res.returncode, 0, res.stderr)
+        out = os.path.join(self.tmp, name)
+        pages = []
+        for page in ("index.html", "summary.md"):
+            with open(os.path.join(out, page), encoding="utf-8") as fh:
+                pages.append(fh.read())
+        return out, *pages
+
+    def test_section_and_figure(self):
+        out, html, summary = self.report("single")
+        self.assertIn("<h2 id=\"precision\">Mixed precision</h2>", html)
+        self.assertIn("<a href=\"#precision\">Mixed precision</a>", html)
+        self.assertIn("## Mixed precision", summary)
+        sources = self.assert_pngs(out, html)
+        self.assertEqual([s.split("_", 1)[1] for s in sources], ["precision_loss.png"])
+        runs = precision_runs(self.a)
+        self.assertEqual(list(runs), ["float64", "float32", "bfloat16", "float16"])
+        base = runs["float64"][-1]["loss"]
+        for precision, rows in runs.items():
+            last = rows[-1]
+            skipped = sum(r["skipped"] for r in rows)
+            scale = f"2^{int(np.log2(last['loss_scale']))}"
+            cells = [f"{last['loss']:.4f}", f"{last['loss'] / base:.3f}", str(skipped), scale]
+            self.assertIn(f"<tr><td>{precision}</td>"
+                          + "".join(f"<td class=\"num\">{c}</td>" for c in cells) + "</tr>",
+                          html)
+            self.assertIn(f"| {precision} | " + " | ".join(cells) + " |", summary)
+        # float16 overflows twice: each skipped step halves the scale.
+        f16 = runs["float16"]
+        self.assertEqual([r["step"] for r in f16 if r["skipped"]], [7, 45])
+        self.assertEqual(f16[8]["loss_scale"], f16[7]["loss_scale"] / 2)
+        f16_last = f16[-1]
+        glance = (f"<li>Mixed precision: after 60 steps the loss is float64 {base:.4f}, "
+                  f"float32 {runs['float32'][-1]['loss']:.4f} (×"
+                  f"{runs['float32'][-1]['loss'] / base:.3f}), ")
+        self.assertIn(glance, html)
+        self.assertIn(f"float16 {f16_last['loss']:.4f} (×{f16_last['loss'] / base:.3f}; 2 steps "
+                      f"skipped, final scale 2^{int(np.log2(f16_last['loss_scale']))}).</li>",
+                      html)
+
+    def test_comparison(self):
+        out, html, summary = self.report("compare")
+        self.assertIn("<h2 id=\"precision\">Mixed precision: B against A</h2>", html)
+        ra, rb = precision_runs(self.a), precision_runs(self.b)
+        ratios = [rb[p][-1]["loss"] / ra[p][-1]["loss"] for p in ra]
+        self.assertIn(f"<li>Mixed precision final loss B / A over 4 precisions: "
+                      f"{range_words(ratios)}.</li>", html)
+        a, b = ra["bfloat16"][-1], rb["bfloat16"][-1]
+        self.assertIn(f"| bfloat16 | {a['loss']:.4f} | {b['loss']:.4f} | "
+                      f"{b['loss'] / a['loss']:.3f} | 60 | 60 |", summary)
+        self.assertEqual(glob.glob(os.path.join(out, "*_precision*.png")), [])
+
+    def test_comparison_one_side(self):
+        out, html, summary = self.report("one_side")
+        self.assertIn("Run B has no /bench/precision table", html)
+        self.assertNotIn("## Mixed precision", summary)
+
+    def test_empty_table(self):
+        out, html, summary = self.report("empty")
+        self.assertIn("/bench/precision is present but has 0 rows.", html)
+        self.assertIn("/bench/precision has 0 rows.", summary)
+        self.assertEqual(glob.glob(os.path.join(out, "*_precision*.png")), [])
+
+    def test_missing_required_column(self):
+        for column in PRECISION_REQUIRED:
+            with self.subTest(column=column):
+                path = os.path.join(self.tmp, f"no_{column}.h5")
+                shutil.copy(self.a, path)
+                drop_column(path, "/bench/precision", column)
+                self.assert_bad_input([path, "--out", os.path.join(self.tmp, "x")],
+                                      f"table /bench/precision has no column(s) {column}")
+
+    def test_optional_columns_missing(self):
+        """Without loss_scale, skipped and world_size: the loss panel alone, the rest '–'."""
+        path = os.path.join(self.tmp, "losses_only.h5")
+        shutil.copy(self.a, path)
+        for column in ("loss_scale", "skipped", "world_size"):
+            drop_column(path, "/bench/precision", column)
+        out = os.path.join(self.tmp, "losses_only")
+        res = run_report(path, "--out", out)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        with open(os.path.join(out, "index.html"), encoding="utf-8") as fh:
+            html = fh.read()
+        self.assertEqual(len(glob.glob(os.path.join(out, "*_precision_loss.png"))), 1)
+        self.assertIn("<tr><td>float16</td>", html)
+        self.assertIn("<td class=\"num\">–</td><td class=\"num\">–</td></tr>", html)
+
+
+def range_words(ratios):
+    """ratio_range_words, restated: one ratio when they agree to three decimals."""
+    lo, hi = f"{min(ratios):.3f}", f"{max(ratios):.3f}"
+    return lo if lo == hi else f"from {lo} to {hi}"
+
+
 class DeviceWordsTest(unittest.TestCase):
     """The report says where a GPU run ran and what its collective figures mean there."""
 
@@ -1760,7 +1914,8 @@ class TableModulesTest(unittest.TestCase):
         self.assertEqual(len(registered), len(set(registered)), registered)
         self.assertEqual(set(registered), on_disk)
         for name in ("collectives", "slow_ranks", "p2p", "conformance", "model", "memory",
-                     "scaling", "overlap", "tensor", "pipeline", "moe", "checkpoint"):
+                     "scaling", "overlap", "tensor", "pipeline", "moe", "checkpoint",
+                     "precision"):
             self.assertIn(name, registered)
 
     def test_modules_implement_the_interface(self):
@@ -1798,7 +1953,7 @@ class TableModulesTest(unittest.TestCase):
         try:
             full, bare = os.path.join(tmp, "full.h5"), os.path.join(tmp, "bare.h5")
             make_sample.write_sample(full, model=True, parallel=True, tensor=True,
-                                     pipeline=True, moe=True, checkpoint=True)
+                                     pipeline=True, moe=True, checkpoint=True, precision=True)
             make_sample.write_sample(bare, omit=MODEL_ONLY)
             for path, expected in ((full, True), (bare, False)):
                 for name, table in load_tables(parity_results.load(path, schema())).items():

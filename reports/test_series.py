@@ -44,6 +44,9 @@ BOX = 0.4
 CHECKPOINT_PANELS = {"peak_bytes": "peak: the most the blocks hold at once",
                      "stored_bytes": "stored between forward and backward"}
 CHECKPOINT_BAR = 0.19
+# The rows of /bench/precision whose loss, and whose loss scale, the series test changes.
+PRECISION_CHANGED_LOSS = lambda r: (r["precision"], r["step"]) == ("float32", 30)  # noqa: E731
+PRECISION_CHANGED_SCALE = lambda r: (r["precision"], r["step"]) == ("float16", 20)  # noqa: E731
 
 
 def draw(paths, outdir):
@@ -109,12 +112,13 @@ class SeriesTest(unittest.TestCase):
         cls.b = os.path.join(cls.tmp, LABELS[1])
         make_sample.write_sample(cls.a, seed=1, model=True, parallel=True, tensor=True,
                                  tensor_mismatch=True, pipeline=True, moe=True,
-                                 moe_mismatch=True, checkpoint=True, checkpoint_mismatch=True)
+                                 moe_mismatch=True, checkpoint=True, checkpoint_mismatch=True,
+                                 precision=True)
         make_sample.write_sample(cls.b, seed=7, bandwidth_scale=1.25, model=True,
                                  model_speed=1.1, parallel=True, parallel_speed=1.2,
                                  tensor=True, tensor_speed=0.9, pipeline=True,
                                  pipeline_speed=1.1, moe=True, moe_speed=0.9, checkpoint=True,
-                                 checkpoint_speed=0.9)
+                                 checkpoint_speed=0.9, precision=True)
         # The sample's measured counts equal their formulas; one of each differs here, so that
         # a figure showing the formula in place of the measurement is told apart.
         set_rows(cls.a, "/bench/tensor", "activation_bytes_per_block",
@@ -125,6 +129,12 @@ class SeriesTest(unittest.TestCase):
                  ("zero1", "float32", 2), lambda r: r["bytes_sent"] + 512)
         set_rows(cls.a, "/bench/checkpoint", "recompute_flops", lambda r: r["policy"] == "sqrt",
                  lambda r: r["recompute_flops"] + (1 << 20))
+        # A loss off float32's sample curve, and a scale the sample's dynamic scaling would not
+        # give: a figure drawing the sample's values in place of the file's is told apart.
+        set_rows(cls.a, "/bench/precision", "loss", PRECISION_CHANGED_LOSS,
+                 lambda r: r["loss"] + 0.5)
+        set_rows(cls.a, "/bench/precision", "loss_scale", PRECISION_CHANGED_SCALE,
+                 lambda r: r["loss_scale"] * 8)
         cls.outdirs = [os.path.join(cls.tmp, name) for name in ("single", "compare")]
         cls.single = draw([cls.a], cls.outdirs[0])
         cls.compared = draw([cls.a, cls.b], cls.outdirs[1])
@@ -184,7 +194,7 @@ class SeriesTest(unittest.TestCase):
                    "pipeline_timeline_interleaved_v2", "pipeline_timeline_zb-h1",
                    "pipeline_bubble", "pipeline_activations", "moe_step", "moe_bytes",
                    "moe_load", "moe_routers", "moe_dropped", "checkpoint_tradeoff",
-                   "checkpoint_formulas"}
+                   "checkpoint_formulas", "precision_loss"}
         drawn = {s.figure for s in self.single if not s.figure.startswith("coll_")}
         self.assertEqual(drawn, checked)
         checked = {"point_to_point", "harness_overhead", "model_compare_tokens",
@@ -703,6 +713,63 @@ class SeriesTest(unittest.TestCase):
             self.assert_series(drawn[label], ticks, values)
         self.assertEqual(len(drawn), 3)
 
+    def precision_columns(self, path):
+        """{precision: {column: values in step order}} of /bench/precision."""
+        out = OrderedDict()
+        for r in sorted(read_rows(path, "/bench/precision"), key=lambda r: r["step"]):
+            cols = out.setdefault(r["precision"], defaultdict(list))
+            for c, v in r.items():
+                cols[c].append(v)
+        return out
+
+    def test_precision_loss(self):
+        """Above, each precision's loss against the step; below, its loss scale, and a marker at
+        each skipped step at the scale it ran with."""
+        runs = self.precision_columns(self.a)
+        self.assertEqual(list(runs), ["float64", "float32", "bfloat16", "float16"])
+        drawn = self.figure(self.single, "precision_loss", "training loss")
+        self.assertEqual(set(drawn), set(runs))
+        for precision, cols in runs.items():
+            self.assert_series(drawn[precision], cols["step"], cols["loss"])
+        drawn = self.figure(self.single, "precision_loss", "loss scale")
+        self.assertEqual(set(drawn), {f"{p} scale" for p in runs} | {"float16 skipped"})
+        for precision, cols in runs.items():
+            self.assert_series(drawn[f"{precision} scale"], cols["step"], cols["loss_scale"])
+        f16 = runs["float16"]
+        skipped = [i for i, k in enumerate(f16["skipped"]) if k == 1]
+        self.assertEqual(len(skipped), 2)
+        self.assert_series(drawn["float16 skipped"], [f16["step"][i] for i in skipped],
+                           [f16["loss_scale"][i] for i in skipped])
+        # The changed rows are drawn as the file has them.
+        row = find(read_rows(self.a, "/bench/precision"), PRECISION_CHANGED_LOSS)
+        self.assertEqual(drawn_at(self.figure(self.single, "precision_loss", "training loss")
+                                  ["float32"], 30), row["loss"])
+        self.assertGreater(row["loss"], max(runs["float64"]["loss"][25:35]))
+        row = find(read_rows(self.a, "/bench/precision"), PRECISION_CHANGED_SCALE)
+        self.assertEqual(drawn_at(drawn["float16 scale"], 20), row["loss_scale"])
+        self.assertEqual(row["loss_scale"], 8 * runs["float16"]["loss_scale"][19])
+
+    def test_precision_draw_returns_what_it_drew(self):
+        """draw_losses returns the series it drew: the file's loss, scale and skipped steps."""
+        from parity_reports.plots import Plotter
+        from parity_reports.tables import precision
+        bench = precision.load(parity_results.load(self.a, schema()), {})
+        outdir = os.path.join(self.tmp, "precision_draw")
+        os.makedirs(outdir)
+        fname, got = precision.draw_losses(Plotter(outdir), bench)
+        self.assertTrue(os.path.exists(os.path.join(outdir, fname)))
+        runs = self.precision_columns(self.a)
+        self.assertEqual(list(got["loss"]), list(runs))
+        for p, cols in runs.items():
+            self.assert_values(np.asarray(got["loss"][p][0], float), cols["step"], f"{p} steps")
+            self.assert_values(np.asarray(got["loss"][p][1], float), cols["loss"], f"{p} loss")
+            self.assert_values(np.asarray(got["scale"][p][1], float), cols["loss_scale"],
+                               f"{p} scale")
+        self.assertEqual(list(got["skipped"]), ["float16"])
+        self.assertEqual(list(got["skipped"]["float16"][0]),
+                         [s for s, k in zip(runs["float16"]["step"], runs["float16"]["skipped"])
+                          if k == 1])
+
     # -- run B against run A --------------------------------------------------------------------
 
     def test_collectives_comparison(self):
@@ -804,6 +871,19 @@ class SeriesTest(unittest.TestCase):
                                column(rows, "time_ratio"))
         self.assert_series(drawn["no recompute"], [], [1.0])
         self.assertEqual(len(drawn), 3)
+
+
+def find(rows, match):
+    hits = [r for r in rows if match(r)]
+    assert len(hits) == 1, len(hits)
+    return hits[0]
+
+
+def drawn_at(series, x):
+    """The y a series drew at x (once)."""
+    ys = [y for xx, y in zip(series.x, series.y) if xx == x]
+    assert len(ys) == 1, ys
+    return ys[0]
 
 
 if __name__ == "__main__":

@@ -28,10 +28,10 @@ file's columns.
 """
 
 from . import (checkpoint, collectives, conformance, harness, memory, model, moe, overlap, p2p,
-               pipeline, scaling, slow_ranks, tensor)
+               pipeline, precision, scaling, slow_ranks, tensor)
 
 TABLES = [collectives, slow_ranks, p2p, harness, model, memory, scaling, overlap, tensor, pipeline,
-          moe, checkpoint, conformance]
+          moe, checkpoint, precision, conformance]
 
 INTERFACE = {"NAME": str, "VERDICT": bool, "READS": dict}
 FUNCTIONS = {

@@ -1,0 +1,135 @@
+// parity bench precision: one GPT trained data-parallel over every rank in float64, float32,
+// bfloat16 and float16 (16-bit parameters, activations and gradients with float32 master
+// weights and optimizer state; float16 with dynamic loss scaling), from the same seed on the
+// same batches. Each step's loss, the loss scale it ran with and whether it was skipped are
+// recorded, so the report draws the 16-bit runs' losses beside float64's and the scale's
+// growth and halving.
+#include <cmath>
+#include <cstdio>
+
+#include "bench/cli/progress.hpp"
+#include "bench/cli/shared.hpp"
+#include "bench/commands/commands.hpp"
+#include "reference/core/error.hpp"
+#include "reference/model/optimizer.hpp"
+#include "reference/parallel/techniques/techniques.hpp"
+
+namespace parity::cli {
+
+PrecisionBenchPlan plan_precision_bench(const PrecisionBenchOptions& options) {
+  if (options.steps < 1) throw UsageError("--steps must be at least 1");
+  if (options.layers < 0) throw UsageError("--layers must be at least 1 (0: the preset's)");
+  if (options.batch < 1) throw UsageError("--batch must be at least 1");
+  PrecisionBenchPlan plan;
+  plan.model = options.model;
+  try {
+    plan.config = find_model_preset(options.model).config;
+  } catch (const UsageError& e) {
+    throw UsageError(std::string("--model: ") + e.what());
+  }
+  if (options.layers > 0) plan.config.layers = options.layers;
+  plan.config.validate();
+  plan.scaling.dynamic = true;
+  plan.scaling.initial_scale = options.loss_scale;
+  plan.scaling.growth_interval = options.growth_interval;
+  try {
+    plan.scaling.validate();
+  } catch (const UsageError& e) {
+    throw UsageError(std::string("--loss-scale / --growth-interval: ") + e.what());
+  }
+  for (const std::string& name : split_list(options.precisions)) {
+    const DataType type = parse_data_type(name);
+    if (type != DataType::float64 && type != DataType::float32 && !is_half(type))
+      throw UsageError("--precisions: " + name + " is not float64, float32, bfloat16 or float16");
+    for (DataType seen : plan.precisions)
+      if (seen == type) throw UsageError("--precisions names " + name + " twice");
+    plan.precisions.push_back(type);
+  }
+  if (plan.precisions.empty()) throw UsageError("--precisions names no precision");
+  return plan;
+}
+
+std::size_t precision_bench_bytes_per_rank(const PrecisionBenchPlan& plan, std::int64_t batch) {
+  // The widest model: parameters, gradients and two AdamW moments in float64, its activations
+  // (a generous 32 [b, s, h] tensors per block) and the logits with their gradient.
+  const auto& c = plan.config;
+  const double b = static_cast<double>(batch), s = static_cast<double>(c.sequence), h = static_cast<double>(c.hidden);
+  return static_cast<std::size_t>(8.0 * (4.0 * static_cast<double>(c.vocabulary * c.hidden) * (1 + c.layers) +
+                                         32.0 * b * s * h * c.layers + 3.0 * b * s * static_cast<double>(c.vocabulary)));
+}
+
+PrecisionBenchOutcome run_precision_bench(Session& session, const PrecisionBenchPlan& plan,
+                                          const PrecisionBenchOptions& options) {
+  Communicator& world = session.world();
+  if (options.batch < world.size())
+    throw UsageError("--batch " + std::to_string(options.batch) + " is smaller than the world of " +
+                     std::to_string(world.size()) + " ranks (every rank needs a row)");
+  PrecisionBenchOutcome out;
+  Progress progress("bench precision", plan.precisions.size() * static_cast<std::size_t>(options.steps),
+                    session.is_root() && !session.options().quiet);
+  std::size_t done = 0;
+  const RowKey by_precision = [](const record::Table& t, std::size_t row) { return t.get_str("precision")[row]; };
+  for (DataType type : plan.precisions) {
+    const std::string name(name_of(type));
+    if (session.restore_rows("/bench/precision", name, by_precision, static_cast<std::size_t>(options.steps), out.table)
+            .found) {
+      done += static_cast<std::size_t>(options.steps);
+      progress.update(done - 1, name + " taken from the resumed file");
+      continue;
+    }
+    model::GptConfig config = plan.config;
+    config.dtype = type;
+    const bool mixed = is_half(type);
+    auto m = model::build_gpt(config);
+    m->to(session.space());
+    const model::AdamW optimizer(model::AdamWConfig{}, mixed ? DataType::float32 : type);
+    parallel::DataParallelConfig dc;
+    dc.global_batch = options.batch;
+    if (mixed) dc.precision = parallel::Precision::mixed;
+    if (type == DataType::float16) dc.loss_scaling = plan.scaling;
+    auto trainer = parallel::make_trainer(world, *m, optimizer, dc);
+    const parallel::BatchSource source = parallel::batches_of(config);
+    record::Table& t = out.table;
+    const std::size_t first_row = t.rows();
+    int skipped = 0;
+    double last_loss = 0, last_scale = 1;
+    for (int step = 0; step < options.steps; ++step) {
+      const parallel::StepStats stats = trainer->step(source, static_cast<std::uint64_t>(step));
+      t.str("precision").push_back(name);
+      t.i64("step").push_back(step);
+      t.f64("loss").push_back(stats.loss);
+      t.f64("loss_scale").push_back(stats.loss_scale);
+      t.i64("skipped").push_back(stats.skipped ? 1 : 0);
+      t.i64("world_size").push_back(world.size());
+      skipped += stats.skipped ? 1 : 0;
+      last_loss = stats.loss;
+      last_scale = stats.loss_scale;
+      progress.update(done++, name + " step " + std::to_string(step + 1));
+    }
+    session.record_rows("/bench/precision", t, first_row);  // kept if the run is cut short
+    // Only float16 may skip a step (its range needs the scale); a skip elsewhere, or a loss
+    // that is not finite, is a failure.
+    if ((skipped > 0 && type != DataType::float16) || !std::isfinite(last_loss)) ++out.failures;
+    if (session.is_root() && !session.options().quiet)
+      std::fprintf(stderr, "[bench precision] %-8s loss %.4f after %d steps, %d skipped, last scale %g%s\n", name.c_str(),
+                   last_loss, options.steps, skipped, last_scale,
+                   (skipped > 0 && type != DataType::float16) || !std::isfinite(last_loss) ? "  FAILED" : "");
+  }
+  progress.finish();
+  return out;
+}
+
+void record_precision_bench(Session& session, const PrecisionBenchOutcome& outcome, const PrecisionBenchPlan& plan,
+                            const PrecisionBenchOptions& options) {
+  if (!session.is_root()) return;
+  auto& file = session.results();
+  file.write_table("/bench/precision", outcome.table);
+  file.set_attribute("/bench/precision", "model", plan.model + ": " + plan.config.describe());
+  file.set_attribute("/bench/precision", "steps", static_cast<std::int64_t>(options.steps));
+  file.set_attribute("/bench/precision", "global_batch", options.batch);
+  file.set_attribute("/bench/precision", "initial_scale", plan.scaling.initial_scale);
+  file.set_attribute("/bench/precision", "growth_interval", static_cast<std::int64_t>(plan.scaling.growth_interval));
+  file.set_attribute("/bench/precision", "loss_scaling", "float16: " + plan.scaling.describe());
+}
+
+}  // namespace parity::cli
