@@ -1565,7 +1565,40 @@ CHECKPOINT_REQUIRED = ["policy", "peak_bytes", "formula_peak_bytes", "time_ratio
 CHECKPOINT_FIGURES = ("checkpoint_tradeoff", "checkpoint_formulas")
 
 
-class CheckpointReportTests(ReportAsserts, unittest.TestCase):
+def add_empty_table(path, group, columns):
+    """Writes `group` with its columns and no rows into the file at `path`."""
+    with h5py.File(path, "a") as f:
+        make_sample.write_table(f, group, "no rows", columns, {c[0]: [] for c in columns})
+
+
+class DrawnOnce(ReportAsserts):
+    """Reports drawn once for the class, side by side: setUpClass makes its files in cls.tmp and
+    calls draw({name: [paths]}); each test reads one with report(name)."""
+
+    @classmethod
+    def draw(cls, reports):
+        with ThreadPoolExecutor(len(reports)) as pool:
+            runs = {name: pool.submit(run_report, *paths, "--out", os.path.join(cls.tmp, name))
+                    for name, paths in reports.items()}
+            cls.runs = {name: run.result() for name, run in runs.items()}
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def report(self, name):
+        """(output directory, index.html, summary.md) of a report drawn for the class."""
+        res = self.runs[name]
+        self.assertEqual(res.returncode, 0, res.stderr)
+        out = os.path.join(self.tmp, name)
+        pages = []
+        for page in ("index.html", "summary.md"):
+            with open(os.path.join(out, page), encoding="utf-8") as fh:
+                pages.append(fh.read())
+        return out, *pages
+
+
+class CheckpointReportTests(DrawnOnce, unittest.TestCase):
     """/bench/checkpoint and /check/checkpoint. The reports are drawn once for the class, side by
     side: a file like `parity bench checkpoint` and `parity check` write, whose every3 policy
     peaks above the formula and whose selective policy's losses differ; that file against a
@@ -1590,31 +1623,10 @@ class CheckpointReportTests(ReportAsserts, unittest.TestCase):
             if column not in CHECKPOINT_REQUIRED:
                 drop_column(cls.minimal, "/bench/checkpoint", column)
         make_sample.write_sample(cls.empty, omit=MODEL_ONLY)
-        with h5py.File(cls.empty, "a") as f:
-            make_sample.write_table(f, "/bench/checkpoint", "no rows",
-                                    make_sample.CHECKPOINT_COLUMNS,
-                                    {c[0]: [] for c in make_sample.CHECKPOINT_COLUMNS})
+        add_empty_table(cls.empty, "/bench/checkpoint", make_sample.CHECKPOINT_COLUMNS)
         reports = {"single": [cls.a], "compare": [cls.a, cls.b], "one_side": [cls.a, cls.bare],
                    "minimal": [cls.minimal], "empty": [cls.empty]}
-        with ThreadPoolExecutor(len(reports)) as pool:
-            runs = {name: pool.submit(run_report, *paths, "--out", os.path.join(cls.tmp, name))
-                    for name, paths in reports.items()}
-            cls.runs = {name: run.result() for name, run in runs.items()}
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.tmp, ignore_errors=True)
-
-    def report(self, name):
-        """(output directory, index.html, summary.md) of a report drawn for the class."""
-        res = self.runs[name]
-        self.assertEqual(res.returncode, 0, res.stderr)
-        out = os.path.join(self.tmp, name)
-        pages = []
-        for page in ("index.html", "summary.md"):
-            with open(os.path.join(out, page), encoding="utf-8") as fh:
-                pages.append(fh.read())
-        return out, *pages
+        cls.draw(reports)
 
     def section(self, html):
         return after(html, "<h2 id=\"checkpoint\">").split("<h2")[0]
@@ -1736,7 +1748,7 @@ def precision_runs(path):
     return {p: sorted(rows, key=lambda r: r["step"]) for p, rows in runs.items()}
 
 
-class PrecisionReportTests(ReportAsserts, unittest.TestCase):
+class PrecisionReportTests(DrawnOnce, unittest.TestCase):
     """/bench/precision. The reports are drawn once for the class, side by side: a file like
     `parity bench precision` writes; that file against a second run; against a file without the
     table; and a file whose table has no rows."""
@@ -1750,31 +1762,10 @@ class PrecisionReportTests(ReportAsserts, unittest.TestCase):
         make_sample.write_sample(cls.b, seed=2, omit=MODEL_ONLY, precision=True)
         make_sample.write_sample(cls.bare, omit=MODEL_ONLY)
         make_sample.write_sample(cls.empty, omit=MODEL_ONLY)
-        with h5py.File(cls.empty, "a") as f:
-            make_sample.write_table(f, "/bench/precision", "no rows",
-                                    make_sample.PRECISION_COLUMNS,
-                                    {c[0]: [] for c in make_sample.PRECISION_COLUMNS})
+        add_empty_table(cls.empty, "/bench/precision", make_sample.PRECISION_COLUMNS)
         reports = {"single": [cls.a], "compare": [cls.a, cls.b], "one_side": [cls.a, cls.bare],
                    "empty": [cls.empty]}
-        with ThreadPoolExecutor(len(reports)) as pool:
-            runs = {name: pool.submit(run_report, *paths, "--out", os.path.join(cls.tmp, name))
-                    for name, paths in reports.items()}
-            cls.runs = {name: run.result() for name, run in runs.items()}
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.tmp, ignore_errors=True)
-
-    def report(self, name):
-        """(output directory, index.html, summary.md) of a report drawn for the class."""
-        res = self.runs[name]
-        self.assertEqual(res.returncode, 0, res.stderr)
-        out = os.path.join(self.tmp, name)
-        pages = []
-        for page in ("index.html", "summary.md"):
-            with open(os.path.join(out, page), encoding="utf-8") as fh:
-                pages.append(fh.read())
-        return out, *pages
+        cls.draw(reports)
 
     def test_section_and_figure(self):
         out, html, summary = self.report("single")

@@ -109,11 +109,11 @@ PrecisionBenchOutcome run_precision_bench(Session& session, const PrecisionBench
     session.record_rows("/bench/precision", t, first_row);  // kept if the run is cut short
     // Only float16 may skip a step (its range needs the scale); a skip elsewhere, or a loss
     // that is not finite, is a failure.
-    if ((skipped > 0 && type != DataType::float16) || !std::isfinite(last_loss)) ++out.failures;
+    const bool failed = (skipped > 0 && type != DataType::float16) || !std::isfinite(last_loss);
+    if (failed) ++out.failures;
     if (session.is_root() && !session.options().quiet)
       std::fprintf(stderr, "[bench precision] %-8s loss %.4f after %d steps, %d skipped, last scale %g%s\n", name.c_str(),
-                   last_loss, options.steps, skipped, last_scale,
-                   (skipped > 0 && type != DataType::float16) || !std::isfinite(last_loss) ? "  FAILED" : "");
+                   last_loss, options.steps, skipped, last_scale, failed ? "  FAILED" : "");
   }
   progress.finish();
   return out;

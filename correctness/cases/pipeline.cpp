@@ -27,8 +27,6 @@ DataType type_of(const PipelineCase& c) {
   if (c.precision == "float16") return DataType::float16;
   return c.precision == "float64" ? DataType::float64 : DataType::float32;
 }
-// float16's loss is scaled (as the training cases': 2^12, a skipped step fails the case).
-double loss_scale(DataType type) { return type == DataType::float16 ? 0x1p12 : 1; }
 
 // Rows of a step: every micro-batch of every replica gets at least one, and they differ in size.
 std::int64_t global_batch(const PipelineCase& c) {
@@ -178,8 +176,7 @@ std::unique_ptr<PipelineSetup> setup_pipeline_case(Communicator& world, const Pi
   dp.overlap = c.zero_stage == 0;
   if (mixed) {
     dp.precision = parallel::Precision::mixed;
-    dp.loss_scaling.dynamic = loss_scale(config.dtype) != 1;
-    dp.loss_scaling.initial_scale = loss_scale(config.dtype);
+    dp.loss_scaling = case_loss_scaling(config.dtype);
   }
   dp = parallel::checked_config(dp, replicas.size(), *m, *optimizer);
   parallel::StepParts parts = parallel::make_data_parallel_parts(replicas, *m, *optimizer, dp);
@@ -235,7 +232,7 @@ TrainingResult run_pipeline_case(Communicator& world, const PipelineCase& c) {
   double reference_last_loss = 0;
   parallel::ParameterValues reference;
   if (mixed) {
-    const MixedRun run = train_mixed_single_device(*whole, *whole_optimizer, source, global_batch(c), c.steps, loss_scale(config.dtype));
+    const MixedRun run = train_mixed_single_device(*whole, *whole_optimizer, source, global_batch(c), c.steps, case_loss_scale(config.dtype));
     reference_last_loss = run.losses.back();
     reference = select(run.values, trained.names);
   } else {

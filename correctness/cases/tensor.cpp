@@ -24,8 +24,6 @@ DataType model_type(const TensorCase& c) {
 }
 // 16-bit parameters, activations and gradients, float32 master weights and optimizer state.
 bool is_mixed(const TensorCase& c) { return is_half(model_type(c)); }
-// float16's loss is scaled (as the training cases': 2^12, a skipped step fails the case).
-double loss_scale(const TensorCase& c) { return model_type(c) == DataType::float16 ? 0x1p12 : 1; }
 
 std::unique_ptr<model::Optimizer> make_optimizer(const TensorCase& c) {
   return case_adamw(is_mixed(c) ? DataType::float32 : model_type(c));
@@ -46,7 +44,7 @@ Reference single_device(const TensorCase& c, const model::GptConfig& config, std
   r.origin = values_of(*m, optimizer.get());
   const parallel::BatchSource source = parallel::batches_of(config);
   if (is_mixed(c)) {
-    MixedRun run = train_mixed_single_device(*m, *optimizer, source, rows, c.steps, loss_scale(c));
+    MixedRun run = train_mixed_single_device(*m, *optimizer, source, rows, c.steps, case_loss_scale(model_type(c)));
     r.losses = std::move(run.losses);
     r.gradients = std::move(run.first_gradients);
     r.values = std::move(run.values);
@@ -141,7 +139,7 @@ TensorResult run_tensor_case(Communicator& comm, const TensorCase& c) {
     r.gradient_bound = tolerance::kTrainingConditioning * noise;
     r.bound = std::max(tolerance::linear_training_bound(noise, c.steps), tolerance::sign_flip_bound(noise));
   }
-  const double scale = loss_scale(c);
+  const double scale = case_loss_scale(model_type(c));
   const parallel::BatchSource source = parallel::batches_of(config);
   const parallel::RowRange mine = parallel::batch_shard(rows, dp.rank(), dp.size());
   std::string failures;
@@ -185,8 +183,7 @@ TensorResult run_tensor_case(Communicator& comm, const TensorCase& c) {
   dc.bucket_bytes = 2048;  // several buckets even for this small model
   if (is_mixed(c)) {
     dc.precision = parallel::Precision::mixed;
-    dc.loss_scaling.dynamic = scale != 1;
-    dc.loss_scaling.initial_scale = scale;
+    dc.loss_scaling = case_loss_scaling(model_type(c));
   }
   auto trainer = parallel::make_tensor_parallel_trainer(grid, tp, *m, *optimizer, dc);
   for (int step = 0; step < c.steps; ++step) {

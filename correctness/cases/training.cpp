@@ -31,6 +31,19 @@ std::unique_ptr<model::Optimizer> case_adamw(DataType state) {
   return std::make_unique<model::AdamW>(model::AdamWConfig{1e-2, 0.9, 0.999, 1e-8, 0.01}, state);
 }
 
+parallel::LossScaling case_loss_scaling(DataType model_type) {
+  parallel::LossScaling s;
+  s.dynamic = model_type == DataType::float16;
+  s.initial_scale = 0x1p12;
+  s.growth_interval = 1000;
+  return s;
+}
+
+double case_loss_scale(DataType model_type) {
+  const parallel::LossScaling s = case_loss_scaling(model_type);
+  return s.dynamic ? s.initial_scale : 1;
+}
+
 namespace {
 
 using parallel::BatchSource;
@@ -56,17 +69,6 @@ DataType model_type(const TrainingCase& c) {
 // 16-bit parameters and gradients with float32 master weights and optimizer state.
 bool is_mixed(const TrainingCase& c) { return is_half(model_type(c)); }
 
-// float16 trains with its loss multiplied by 2^12 (dynamic scaling that, for these few steps,
-// neither grows nor meets an overflow: a skipped step fails the case); bfloat16 has float32's
-// range and needs none.
-parallel::LossScaling loss_scaling(const TrainingCase& c) {
-  parallel::LossScaling s;
-  s.dynamic = model_type(c) == DataType::float16;
-  s.initial_scale = 0x1p12;
-  s.growth_interval = 1000;
-  return s;
-}
-double loss_scale(const TrainingCase& c) { return loss_scaling(c).dynamic ? loss_scaling(c).initial_scale : 1.0; }
 
 std::unique_ptr<model::Model> build(const TrainingCase& c) {
   if (c.model == "gpt") return model::build_gpt(case_gpt_config(model_type(c)));
@@ -121,7 +123,7 @@ parallel::ParameterValues single_device(const TrainingCase& c) {
       model::train_step(*m, *optimizer, source(step, 0, c.global_batch, c.global_batch), step);
     return values_of(*m, optimizer.get());
   }
-  return train_mixed_single_device(*m, *optimizer, source, c.global_batch, c.steps, loss_scale(c)).values;
+  return train_mixed_single_device(*m, *optimizer, source, c.global_batch, c.steps, case_loss_scale(model_type(c))).values;
 }
 
 // A mixed-precision case's float64 counterpart: the same GPT in float64 from the 16-bit
@@ -159,7 +161,7 @@ Trained train_data_parallel(Communicator& comm, const TrainingCase& c, int stage
   config.micro_batches = c.micro_batches;
   config.bucket_bytes = 2048;  // several buckets even for these small models
   config.precision = is_mixed(c) ? parallel::Precision::mixed : parallel::Precision::model;
-  if (is_mixed(c)) config.loss_scaling = loss_scaling(c);
+  if (is_mixed(c)) config.loss_scaling = case_loss_scaling(model_type(c));
   Trained out;
   auto trainer = parallel::make_trainer(comm, *m, *optimizer, config);
   const BatchSource source = with_fault(batches(c), c.fault, comm.rank());

@@ -23,6 +23,12 @@ namespace parity::cases {
 model::GptConfig case_gpt_config(DataType dtype);
 // The cases' AdamW (lr 1e-2, betas 0.9/0.999, eps 1e-8, weight decay 0.01), its state in `state`.
 std::unique_ptr<model::Optimizer> case_adamw(DataType state);
+// The 16-bit cases' loss scaling for a model of `model_type`: float16 trains with its loss
+// multiplied by 2^12 (dynamic scaling that, for a case's few steps, neither grows nor meets an
+// overflow: a skipped step fails the case); bfloat16 has float32's range and needs none.
+parallel::LossScaling case_loss_scaling(DataType model_type);
+// The scale a case's steps run with: case_loss_scaling's initial scale, or 1 without scaling.
+double case_loss_scale(DataType model_type);
 
 struct TrainingCase {
   // From the registry (parallel/techniques): dp, dp_accumulation, zero1-3, ps_one_worker, ps_async.
