@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -207,6 +208,27 @@ TEST(LossScalingKernels, PowerOfTwoScalingIsExactAndInfIsCounted) {
   EXPECT_EQ(count_nonfinite(ints.view()), 0u);
 }
 
+// Several buffers are counted together (a step's gradient segments, one read on a device):
+// the total over buffers of different types, integers counting nothing.
+std::size_t count_in_buffers(MemorySpace space) {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<Tensor> tensors;
+  std::vector<BufferView> views;
+  const std::vector<std::pair<DataType, std::vector<double>>> contents = {
+      {DataType::float16, {1, inf, 2}}, {DataType::int32, {1, 2}}, {DataType::float32, {nan, -inf, 0, 3}},
+      {DataType::bfloat16, {0.5, nan}}, {DataType::float64, {4, 5}}};
+  for (const auto& [type, values] : contents) {
+    Tensor t = Tensor::empty("values", {static_cast<std::int64_t>(values.size())}, type, MemoryCategory::workspace);
+    for (std::size_t i = 0; i < values.size(); ++i) t.set(static_cast<std::int64_t>(i), values[i]);
+    if (space == MemorySpace::cuda) t = t.to(space, "values", MemoryCategory::workspace);
+    tensors.push_back(std::move(t));
+  }
+  for (const Tensor& t : tensors) views.push_back(t.view());
+  return count_nonfinite(views);
+}
+
+TEST(LossScalingKernels, BuffersAreCountedTogether) { EXPECT_EQ(count_in_buffers(MemorySpace::host), 4u); }
+
 TEST(LossScalingKernels, DeviceMatchesHost) {
   if (cuda::devices().empty()) GTEST_SKIP() << "no CUDA GPU visible: the device kernels are compiled but not run here";
   for (DataType type : {DataType::float64, DataType::float32, DataType::bfloat16, DataType::float16})
@@ -217,6 +239,9 @@ TEST(LossScalingKernels, DeviceMatchesHost) {
           << name_of(type) << " x " << factor;
       EXPECT_EQ(device_bad, host_bad) << name_of(type) << " x " << factor;
     }
+  // Twice: the counter kept between calls starts again from zero.
+  EXPECT_EQ(count_in_buffers(MemorySpace::cuda), 4u);
+  EXPECT_EQ(count_in_buffers(MemorySpace::cuda), 4u);
 }
 
 }  // namespace

@@ -373,20 +373,23 @@ void scale(void* buffer, std::size_t count, int dtype, double factor) {
   check_launch("scale_kernel");
 }
 
-std::size_t count_nonfinite(const void* buffer, std::size_t count, int dtype) {
-  if (count == 0) return 0;
-  unsigned long long* counter = static_cast<unsigned long long*>(allocate(sizeof(unsigned long long)));
+std::size_t count_nonfinite(const void* const* buffers, const std::size_t* counts, const int* dtypes, std::size_t n) {
+  // Allocated on first use and kept: a mixed-precision step counts every step.
+  static unsigned long long* counter = static_cast<unsigned long long*>(allocate(sizeof(unsigned long long)));
   zero(counter, sizeof(unsigned long long));
-  const Launch l = launch_for(count);
-  visit_type(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (!std::is_integral<T>::value)
-      count_nonfinite_kernel<T><<<l.blocks, l.threads, 0, the_stream()>>>(static_cast<const T*>(buffer), count, counter);
-  });
-  check_launch("count_nonfinite_kernel");
+  for (std::size_t i = 0; i < n; ++i) {
+    if (counts[i] == 0) continue;
+    const Launch l = launch_for(counts[i]);
+    visit_type(dtypes[i], [&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (!std::is_integral<T>::value)
+        count_nonfinite_kernel<T><<<l.blocks, l.threads, 0, the_stream()>>>(static_cast<const T*>(buffers[i]), counts[i],
+                                                                            counter);
+    });
+    check_launch("count_nonfinite_kernel");
+  }
   unsigned long long found = 0;
   copy(&found, counter, sizeof found);  // to the host: waits
-  release(counter);
   return static_cast<std::size_t>(found);
 }
 

@@ -75,8 +75,9 @@ void fill(void* destination, std::size_t count, int dtype, double value);
 // buf *= factor in float32 for 16-bit types (the type itself otherwise), rounded once; floating
 // types only.
 void scale(void* buffer, std::size_t count, int dtype, double factor);
-// Elements that are inf or NaN (0 for integer types); waits for the stream.
-std::size_t count_nonfinite(const void* buffer, std::size_t count, int dtype);
+// Elements that are inf or NaN (0 for integer types) over n buffers, counted into one device
+// counter kept for the process and read once: one wait for the stream, however many buffers.
+std::size_t count_nonfinite(const void* const* buffers, const std::size_t* counts, const int* dtypes, std::size_t n);
 
 // An event on the stream; elapsed time between two in milliseconds (cudaEventElapsedTime).
 class Event {

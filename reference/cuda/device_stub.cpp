@@ -32,7 +32,7 @@ void divide(void*, std::size_t, int, int) { no_cuda(); }
 void convert(void*, int, const void*, int, std::size_t) { no_cuda(); }
 void fill(void*, std::size_t, int, double) { no_cuda(); }
 void scale(void*, std::size_t, int, double) { no_cuda(); }
-std::size_t count_nonfinite(const void*, std::size_t, int) { no_cuda(); }
+std::size_t count_nonfinite(const void* const*, const std::size_t*, const int*, std::size_t) { no_cuda(); }
 
 Event::Event() { no_cuda(); }
 Event::~Event() = default;

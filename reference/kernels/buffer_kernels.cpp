@@ -98,16 +98,27 @@ void scale_buffer(BufferView buf, double factor) {
   });
 }
 
-std::size_t count_nonfinite(BufferView buf) {
-  if (on_device("count_nonfinite", {buf})) return cuda::count_nonfinite(buf.data, buf.count, static_cast<int>(buf.dtype));
+std::size_t count_nonfinite(const std::vector<BufferView>& bufs) {
+  std::vector<const void*> device;
+  std::vector<std::size_t> device_counts;
+  std::vector<int> device_types;
   std::size_t count = 0;
-  visit_data_type(buf.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (!std::is_integral_v<T>) {
-      const T* p = buf.as<const T>();
-      for (std::size_t i = 0; i < buf.count; ++i) count += std::isfinite(to_double(p[i])) ? 0 : 1;
+  for (const BufferView& buf : bufs) {
+    if (on_device("count_nonfinite", {buf})) {
+      device.push_back(buf.data);
+      device_counts.push_back(buf.count);
+      device_types.push_back(static_cast<int>(buf.dtype));
+      continue;
     }
-  });
+    visit_data_type(buf.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (!std::is_integral_v<T>) {
+        const T* p = buf.as<const T>();
+        for (std::size_t i = 0; i < buf.count; ++i) count += std::isfinite(to_double(p[i])) ? 0 : 1;
+      }
+    });
+  }
+  if (!device.empty()) count += cuda::count_nonfinite(device.data(), device_counts.data(), device_types.data(), device.size());
   return count;
 }
 

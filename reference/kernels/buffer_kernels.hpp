@@ -4,6 +4,8 @@
 // ("native" 16-bit arithmetic: every partial result is a 16-bit number).
 #pragma once
 
+#include <vector>
+
 #include "reference/core/buffer.hpp"
 
 namespace parity {
@@ -23,8 +25,10 @@ void copy_between_spaces(BufferView dst, BufferView src);
 // buf[i] *= factor in the type's arithmetic (float32 for 16-bit types), each result rounded
 // once; exact for a power-of-two factor while the results stay normal numbers (loss scaling).
 void scale_buffer(BufferView buf, double factor);
-// How many elements of buf are inf or NaN (0 for integer types). Waits for a device buffer.
-std::size_t count_nonfinite(BufferView buf);
+// How many elements of the buffers are inf or NaN (0 for integer types). The device buffers
+// are counted together and read once (one wait).
+std::size_t count_nonfinite(const std::vector<BufferView>& bufs);
+inline std::size_t count_nonfinite(BufferView buf) { return count_nonfinite(std::vector<BufferView>{buf}); }
 // Copies bytes between any two memory spaces.
 void copy_bytes(void* dst, MemorySpace dst_space, const void* src, MemorySpace src_space, std::size_t bytes);
 

@@ -167,9 +167,9 @@ void OptimizerStep::apply(double unscale) {
 }
 
 std::size_t OptimizerStep::nonfinite_gradients() const {
-  std::size_t count = 0;
-  for (const Segment& s : segments_) count += count_nonfinite(s.grad.view());
-  return count;
+  std::vector<BufferView> grads;
+  for (const Segment& s : segments_) grads.push_back(s.grad.view());
+  return count_nonfinite(grads);  // on a device: one read for all segments
 }
 
 std::int64_t OptimizerStep::padded_parameters() const {
