@@ -165,7 +165,7 @@ TEST(ModelAccounting, CountedFlopsEqualTheFormulasExactly) {
 }
 
 TEST(ModelAccounting, ActivationBytesKeptPerBlockEqualTheImplementationFormula) {
-  for (DataType dtype : {DataType::float32, DataType::float64})
+  for (DataType dtype : {DataType::float32, DataType::float64, DataType::bfloat16, DataType::float16})
     for (double dropout : {0.0, 0.1}) {
       GptConfig c = tiny_gpt(dtype);
       c.dropout = dropout;
@@ -192,7 +192,11 @@ TEST(ModelAccounting, ActivationBytesKeptPerBlockEqualTheImplementationFormula) 
       const Batch b = gpt_batch(c, 0, 0, batch, batch);
       const Tensor logits = m->forward(b.inputs, {});
       ASSERT_EQ(kept.size(), static_cast<std::size_t>(c.layers));
-      const auto expected = theory::parity_block_activation_bytes(c.sequence, batch, c.hidden, c.heads, size_of(dtype));
+      // 16-bit blocks keep their LayerNorm statistics in float32.
+      const std::int64_t statistic = dtype == DataType::float64 ? 8 : 4;
+      const auto expected = theory::parity_block_activation_bytes(c.sequence, batch, c.hidden, c.heads,
+                                                                  static_cast<std::int64_t>(size_of(dtype)), statistic);
+      EXPECT_EQ(expected, theory::parity_block_activation_bytes(c, batch));
       for (std::size_t l = 0; l < kept.size(); ++l) {
         EXPECT_EQ(kept[l], expected) << "block " << l << " " << c.describe() << " dropout " << dropout
                                      << "; Korthikanti (16-bit) "
@@ -222,11 +226,11 @@ TEST(ModelAccounting, ExactCountsRefuseToOverflow) {
 TEST(ModelAccounting, ImplementationFormulaDiffersFromKorthikantiAsDocumented) {
   // docs/model-accounting.md: at 2 bytes per value, parity keeps Korthikanti's sbh(34 + 5as/h)
   // minus the dropout masks (2sbh + as^2b) and the dropped probabilities (2as^2b), plus the
-  // LayerNorm statistics (4 values per token).
+  // LayerNorm statistics (4 float32 values per token).
   for (auto [s, b, h, a] : {std::tuple{8, 2, 24, 3}, std::tuple{128, 4, 256, 8}, std::tuple{2048, 1, 4096, 32}}) {
     const double korthikanti = theory::korthikanti_layer_activation_bytes(s, b, h, a);
-    const double explained = korthikanti - 2.0 * s * b * h - 3.0 * a * s * s * b + 8.0 * s * b;
-    EXPECT_EQ(static_cast<double>(theory::parity_block_activation_bytes(s, b, h, a, 2)), explained)
+    const double explained = korthikanti - 2.0 * s * b * h - 3.0 * a * s * s * b + 16.0 * s * b;
+    EXPECT_EQ(static_cast<double>(theory::parity_block_activation_bytes(s, b, h, a, 2, 4)), explained)
         << "s=" << s << " b=" << b << " h=" << h << " a=" << a;
   }
 }

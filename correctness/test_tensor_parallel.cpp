@@ -227,7 +227,7 @@ TEST_F(TensorParallelTest, ShardedInitialisationEqualsSlicingTheWhole) {
 // formula; with sequence parallelism a t-th of the single-device block.
 TEST_F(TensorParallelTest, ActivationBytesPerBlockEqualTheFormula) {
   const int t = comm().size();
-  for (DataType dtype : {DataType::float32, DataType::float64})
+  for (DataType dtype : {DataType::float32, DataType::float64, DataType::bfloat16, DataType::float16})
     for (bool sp : {false, true}) {
       if (sp && t == 1) continue;
       model::GptConfig config = cases::tensor_case_model(dtype);
@@ -254,12 +254,11 @@ TEST_F(TensorParallelTest, ActivationBytesPerBlockEqualTheFormula) {
       const Tensor logits = m->forward(b.inputs, context);
       ASSERT_EQ(kept.size(), static_cast<std::size_t>(config.layers));
       const auto expected = parallel::find_technique(sp ? "tp_sp" : "tp")
-                                .activation_bytes_per_layer(config, batch, t, static_cast<std::int64_t>(size_of(dtype)));
+                                .activation_bytes_per_layer(config, batch, t);
       for (std::size_t l = 0; l < kept.size(); ++l)
         EXPECT_EQ(kept[l], expected) << "block " << l << " " << config.describe() << (sp ? " sp" : "") << " at t = " << t;
       if (sp) {
-        const auto single = theory::parity_block_activation_bytes(config.sequence, batch, config.hidden, config.heads,
-                                                                  static_cast<std::int64_t>(size_of(dtype)));
+        const auto single = theory::parity_block_activation_bytes(config, batch);
         EXPECT_EQ(expected * t, single) << "sequence parallelism keeps a t-th of the single device's block";
       }
       m->backward(Tensor::zeros_like(logits, "dlogits", MemoryCategory::activations), context);

@@ -92,14 +92,20 @@ TEST(Theory, TensorParallelActivationsDifferFromKorthikantiAsDocumented) {
         const double sbh = double(s) * b * h;
         const double korthikanti = korthikanti_tensor_parallel_activation_bytes(s, b, h, a, t, sp);
         const double shard = sp ? t : 1;
-        const double explained = korthikanti - 2 * sbh / shard - 3.0 * a * s * s * b / t + 8.0 * s * b / shard;
-        const double ours = static_cast<double>(tensor_parallel_block_activation_bytes(s, b, h, a, t, sp, 2));
+        // The LayerNorm statistics: 4 float32 values per token.
+        const double explained = korthikanti - 2 * sbh / shard - 3.0 * a * s * s * b / t + 16.0 * s * b / shard;
+        const double ours = static_cast<double>(tensor_parallel_block_activation_bytes(s, b, h, a, t, sp, 2, 4));
         EXPECT_NEAR(ours, explained, tolerance::closed_form_relative_bound(12) * korthikanti)
             << "s=" << s << " b=" << b << " h=" << h << " a=" << a << " t=" << t << (sp ? " sp" : "");
       }
   // One rank: the single-device accounting; SP divides everything by t.
-  EXPECT_EQ(tensor_parallel_block_activation_bytes(12, 3, 24, 12, 1, false, 4), parity_block_activation_bytes(12, 3, 24, 12, 4));
-  EXPECT_EQ(4 * tensor_parallel_block_activation_bytes(12, 3, 24, 12, 4, true, 4), parity_block_activation_bytes(12, 3, 24, 12, 4));
+  for (std::int64_t e : {2, 4, 8}) {
+    const std::int64_t r = e == 8 ? 8 : 4;
+    EXPECT_EQ(tensor_parallel_block_activation_bytes(12, 3, 24, 12, 1, false, e, r),
+              parity_block_activation_bytes(12, 3, 24, 12, e, r));
+    EXPECT_EQ(4 * tensor_parallel_block_activation_bytes(12, 3, 24, 12, 4, true, e, r),
+              parity_block_activation_bytes(12, 3, 24, 12, e, r));
+  }
 }
 
 TEST(Theory, TensorParallelBytesAndParameters) {

@@ -4,7 +4,9 @@
 // the time overhead is a ratio measured in the same run and drift in the machine hits both
 // alike; the losses must agree bit for bit (recompute changes memory and time, never results),
 // the tracker's bytes and the ops' FLOPs must equal the formulas of theory/checkpoint.hpp.
-// Every rank trains its own replicas at the same time; times are means over ranks.
+// Every rank trains its own replicas at the same time; times are means over ranks. In bfloat16
+// and float16 both models train in mixed precision (float32 master weights and AdamW state;
+// float16 with dynamic loss scaling from 2^16), each through a data-parallel trainer of one rank.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -18,6 +20,7 @@
 #include "reference/model/optimizer.hpp"
 #include "reference/ops/flops.hpp"
 #include "reference/parallel/checkpoint/checkpoint.hpp"
+#include "reference/parallel/techniques/techniques.hpp"
 #include "reference/theory/checkpoint.hpp"
 #include "reference/theory/model.hpp"
 
@@ -39,10 +42,12 @@ std::string describe_layout(const theory::CheckpointLayout& layout) {
   return out;
 }
 
-// One model and what it measured.
+// One model and what it measured. A 16-bit model steps through `trainer` (mixed precision on
+// a one-rank group), a float32 or float64 one with model::train_step.
 struct Trained {
   std::unique_ptr<model::Model> model;
   std::unique_ptr<model::Optimizer> optimizer;
+  std::unique_ptr<parallel::Trainer> trainer;
   std::unique_ptr<parallel::ActivationProbe> probe;
   theory::CheckpointLayout layout;
   std::vector<double> losses, seconds;
@@ -50,12 +55,20 @@ struct Trained {
 };
 
 Trained build(const model::GptConfig& config, const parallel::CheckpointPolicy& policy, std::int64_t rows,
-              MemorySpace space) {
+              MemorySpace space, Communicator& alone) {
   Trained t;
   t.model = model::build_gpt(config);
   t.layout = parallel::apply_checkpoint_policy(*t.model, config, policy, rows);
   t.model->to(space);
-  t.optimizer = std::make_unique<model::AdamW>(model::AdamWConfig{}, config.dtype);
+  const bool mixed = is_half(config.dtype);
+  t.optimizer = std::make_unique<model::AdamW>(model::AdamWConfig{}, mixed ? DataType::float32 : config.dtype);
+  if (mixed) {
+    parallel::DataParallelConfig dc;
+    dc.global_batch = rows;
+    dc.precision = parallel::Precision::mixed;
+    dc.loss_scaling.dynamic = config.dtype == DataType::float16;
+    t.trainer = parallel::make_trainer(alone, *t.model, *t.optimizer, dc);
+  }
   // On the baseline too, so that both models step with the same hooks.
   t.probe = std::make_unique<parallel::ActivationProbe>(*t.model);
   return t;
@@ -65,7 +78,16 @@ void step(Trained& t, const model::Batch& batch, int index, MemorySpace space) {
   const ops::FlopScope flops;
   wait_for_device(space);
   const auto t0 = Clock::now();
-  t.losses.push_back(model::train_step(*t.model, *t.optimizer, batch, static_cast<std::uint64_t>(index)));
+  const auto step = static_cast<std::uint64_t>(index);
+  if (t.trainer) {
+    // The trainer asks for its rows; this step's batch is every one of them.
+    const parallel::BatchSource same = [&batch](std::uint64_t, std::int64_t, std::int64_t, std::int64_t) {
+      return batch;
+    };
+    t.losses.push_back(t.trainer->step(same, step).loss);
+  } else {
+    t.losses.push_back(model::train_step(*t.model, *t.optimizer, batch, step));
+  }
   wait_for_device(space);
   t.seconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
   t.flops = flops.matmul();
@@ -99,8 +121,8 @@ CheckpointBenchPlan plan_checkpoint_bench(const CheckpointBenchOptions& options)
   if (!(options.dropout >= 0 && options.dropout < 1))
     throw UsageError("--dropout " + std::to_string(options.dropout) + " must be in [0, 1)");
   const DataType dtype = parse_data_type(options.dtype);
-  if (dtype != DataType::float32 && dtype != DataType::float64)
-    throw UsageError("--dtype " + options.dtype + ": checkpointing is measured in float32 or float64");
+  if (dtype != DataType::float64 && dtype != DataType::float32 && !is_half(dtype))
+    throw UsageError("--dtype " + options.dtype + " is not float64, float32, bfloat16 or float16");
   CheckpointBenchPlan plan;
   plan.model = options.model;
   try {
@@ -148,10 +170,12 @@ std::size_t checkpoint_bench_bytes_per_rank(const CheckpointBenchPlan& plan) {
   const double b = static_cast<double>(plan.batch), s = static_cast<double>(c.sequence), h = static_cast<double>(c.hidden);
   const theory::BlockActivationBytes bytes = theory::gpt_block_activation_bytes(c, plan.batch);
   // Two models alive at once (the policy's and the baseline), each with parameters, gradients
-  // and two AdamW moments; one pass's activations (the baseline's peak), logits and their
-  // gradient, a few transient [b, s, h] tensors.
+  // and two AdamW moments (16-bit: with float32 moments, master weights and a float32 copy of
+  // the gradients); one pass's activations (the baseline's peak), logits and their gradient, a
+  // few transient [b, s, h] tensors.
+  const double per_parameter = is_half(c.dtype) ? 2 * e + 4.0 * 4 : 4.0 * e;
   const double peak = static_cast<double>(theory::checkpoint_activation_bytes(theory::none_layout(c.layers), bytes).peak);
-  return static_cast<std::size_t>(2 * 4.0 * e * static_cast<double>(theory::gpt_parameters(c)) + peak +
+  return static_cast<std::size_t>(2 * per_parameter * static_cast<double>(theory::gpt_parameters(c)) + peak +
                                   e * (3.0 * b * s * static_cast<double>(c.vocabulary) + 8.0 * b * s * h));
 }
 
@@ -162,6 +186,8 @@ CheckpointBenchOutcome run_checkpoint_bench(Session& session, const CheckpointBe
   const model::GptConfig& c = plan.config;
   const theory::BlockActivationBytes bytes = theory::gpt_block_activation_bytes(c, plan.batch);
   CheckpointBenchOutcome out;
+  // Each rank trains its own replicas: a 16-bit one's trainer runs on a group of that rank alone.
+  const std::unique_ptr<Communicator> alone = world.split(world.rank(), 0);
   const int pairs = options.warmup + options.steps;
   Progress progress("bench checkpoint", plan.policies.size() * static_cast<std::size_t>(pairs),
                     session.is_root() && !session.options().quiet);
@@ -179,8 +205,8 @@ CheckpointBenchOutcome run_checkpoint_bench(Session& session, const CheckpointBe
       progress.update(done - 1, name + " taken from the resumed file");
       continue;
     }
-    Trained base = build(c, parallel::parse_checkpoint_policy("none"), plan.batch, space);
-    Trained run = build(c, policy, plan.batch, space);
+    Trained base = build(c, parallel::parse_checkpoint_policy("none"), plan.batch, space, *alone);
+    Trained run = build(c, policy, plan.batch, space, *alone);
     const std::int64_t recomputed_before = parallel::recomputed_block_forwards();
     world.barrier();  // replicas start together
     for (int i = 0; i < pairs; ++i) {

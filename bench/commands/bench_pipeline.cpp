@@ -276,7 +276,7 @@ std::size_t pipeline_bench_bytes_per_rank(const PipelineBenchPlan& plan, const P
   return static_cast<std::size_t>(
       e * 4.0 * static_cast<double>(theory::gpt_parameters(c)) +
       static_cast<double>(most_m) * static_cast<double>(c.layers) *
-          static_cast<double>(theory::parity_block_activation_bytes(c.sequence, options.rows, c.hidden, c.heads, 1)) * e +
+          static_cast<double>(theory::parity_block_activation_bytes(c, options.rows)) +
       3.0 * e * rows * static_cast<double>(c.sequence) * static_cast<double>(c.vocabulary));
 }
 

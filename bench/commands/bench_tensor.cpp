@@ -126,9 +126,9 @@ std::size_t tensor_bench_bytes_per_rank(const TensorBenchPlan& plan, std::int64_
   const double e = static_cast<double>(size_of(c.dtype));
   const double b = static_cast<double>(batch), s = static_cast<double>(c.sequence), h = static_cast<double>(c.hidden);
   return static_cast<std::size_t>(
-      e * (4.0 * static_cast<double>(theory::gpt_parameters(c)) +
-           static_cast<double>(theory::parity_block_activation_bytes(c.sequence, batch, c.hidden, c.heads, 1)) * c.layers +
-           3.0 * b * s * static_cast<double>(c.vocabulary) + 12.0 * b * s * h));
+      static_cast<double>(theory::parity_block_activation_bytes(c, batch)) * c.layers +
+      e * (4.0 * static_cast<double>(theory::gpt_parameters(c)) + 3.0 * b * s * static_cast<double>(c.vocabulary) +
+           12.0 * b * s * h));
 }
 
 TensorBenchOutcome run_tensor_bench(Session& session, const TensorBenchPlan& plan, const TensorBenchOptions& options,
@@ -230,12 +230,12 @@ TensorBenchOutcome run_tensor_bench(Session& session, const TensorBenchPlan& pla
     if (!session.is_root()) continue;
     const std::int64_t rank_rows = parallel::batch_shard(options.batch, 0, run.dp).rows;
     const theory::TensorParallelBytes formula = theory::tensor_parallel_bytes_per_rank(
-        c, rank_rows, run.tp, run.sequence_parallel, static_cast<double>(e), theory::loss_statistic_bytes(c.dtype));
-    const std::int64_t formula_activation = theory::tensor_parallel_block_activation_bytes(
-        c.sequence, rank_rows, c.hidden, c.heads, run.tp, run.sequence_parallel, e);
+        c, rank_rows, run.tp, run.sequence_parallel, static_cast<double>(e), static_cast<double>(theory::statistic_bytes(c.dtype)));
+    const std::int64_t formula_activation =
+        theory::tensor_parallel_block_activation_bytes(c, rank_rows, run.tp, run.sequence_parallel);
     const std::int64_t formula_parameters = theory::tensor_parallel_parameters_per_rank(c, run.tp);
     const double predicted = p2p.measured ? theory::tensor_parallel_predicted_seconds(c, rank_rows, run.tp, run.sequence_parallel,
-                                                                                     static_cast<double>(e), theory::loss_statistic_bytes(c.dtype), p2p.model)
+                                                                                     static_cast<double>(e), static_cast<double>(theory::statistic_bytes(c.dtype)), p2p.model)
                                           : std::nan("");
     const double measured_total = r.embedding + c.layers * r.block + r.head + r.loss;
     const bool bytes_match = std::llround(r.embedding) == std::llround(formula.embedding) &&

@@ -207,7 +207,7 @@ TensorResult run_tensor_case(Communicator& comm, const TensorCase& c) {
   // Bytes of the last step in the tp group, per layer, against the formula.
   std::map<std::string, double> measured = tp.bytes_by_layer();
   const double e = static_cast<double>(size_of(config.dtype));
-  const theory::TensorParallelBytes formula = c.technique->tensor_bytes_per_rank(config, mine.rows, c.tp, e, theory::loss_statistic_bytes(config.dtype));
+  const theory::TensorParallelBytes formula = c.technique->tensor_bytes_per_rank(config, mine.rows, c.tp, e, static_cast<double>(theory::statistic_bytes(config.dtype)));
   std::string wrong;
   auto check = [&](const std::string& layer, double want) {
     if (std::llround(measured[layer]) != std::llround(want))

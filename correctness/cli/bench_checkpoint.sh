@@ -5,11 +5,16 @@
 # formulas, the closed forms that hold whatever the block's internals: without recompute nothing
 # is recomputed, full recompute stores one block output per block (e b s h each) and adds one
 # forward of every block, every k recomputes blocks 0, k, 2k, ..., a budget's peak fits it, no
-# policy holds more than none, and (selective aside) storing less never costs fewer FLOPs.
+# policy holds more than none, and (selective aside) storing less never costs fewer FLOPs. Then
+# in bfloat16 (mixed precision), where the closed forms are Korthikanti et al.'s at 2 bytes:
+# full recompute stores 2sbh per block, selective 32sbh and the float32 LayerNorm statistics
+# (their 34sbh less the 2sbh of dropout masks, which parity regenerates instead of storing).
 set -euo pipefail
 parity=$1; work=$2
 rm -rf "$work"; mkdir -p "$work"; cd "$work"
 "$parity" bench checkpoint --np 2 -q --layers 4 --batch 3 --steps 2 --warmup 1 --out ck.h5
+"$parity" bench checkpoint --np 2 -q --layers 4 --batch 3 --steps 1 --warmup 1 --dtype bfloat16 \
+  --policies full,selective --out ck16.h5
 /usr/bin/python3 - <<'PY'
 import math
 import h5py
@@ -58,5 +63,15 @@ ordered = sorted(rows.values(), key=lambda r: r["stored_bytes"])
 for a, c in zip(ordered, ordered[1:]):
     if a["selective"] == 0 and c["selective"] == 0:
         assert a["recompute_flops"] >= c["recompute_flops"], (a["policy"], c["policy"])
+
+with h5py.File("ck16.h5") as f:
+    t = table(f, "/bench/checkpoint")
+rows = {t["policy"][i]: {k: t[k][i] for k in t} for i in range(len(t["policy"]))}
+assert set(rows) == {"none", "full", "selective"}, sorted(rows)
+for name, r in rows.items():
+    assert r["dtype"] == "bfloat16" and r["losses_equal"] == 1 and r["matches_formula"] == 1, name
+    assert r["stored_bytes"] == r["formula_stored_bytes"] and r["peak_bytes"] == r["formula_peak_bytes"], name
+assert rows["full"]["stored_bytes"] == L * 2 * s * b * h, rows["full"]
+assert rows["selective"]["stored_bytes"] == L * (32 * s * b * h + 4 * 4 * s * b), rows["selective"]
 print("bench checkpoint: every policy equal to no recompute, bytes and FLOPs on their formulas and closed forms")
 PY

@@ -20,7 +20,7 @@ BlockActivationBytes gpt_block_activation_bytes(std::int64_t s, std::int64_t b, 
 
 BlockActivationBytes gpt_block_activation_bytes(const model::GptConfig& c, std::int64_t rows) {
   const std::int64_t e = static_cast<std::int64_t>(size_of(c.dtype));
-  return gpt_block_activation_bytes(c.sequence, rows, c.hidden, c.heads, e, c.dtype == DataType::float64 ? 8 : 4);
+  return gpt_block_activation_bytes(c.sequence, rows, c.hidden, c.heads, e, statistic_bytes(c.dtype));
 }
 
 int CheckpointLayout::recomputed_blocks() const {

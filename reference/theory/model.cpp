@@ -77,8 +77,13 @@ double korthikanti_layer_activation_bytes(std::int64_t s, std::int64_t b, std::i
 }
 
 std::int64_t parity_block_activation_bytes(std::int64_t s, std::int64_t b, std::int64_t h, std::int64_t a,
-                                           std::int64_t e) {
-  return e * (b * s * (16 * h + 4) + b * a * s * s);
+                                           std::int64_t e, std::int64_t r) {
+  return e * (b * s * 16 * h + b * a * s * s) + r * 4 * b * s;
+}
+
+std::int64_t parity_block_activation_bytes(const model::GptConfig& c, std::int64_t rows) {
+  return parity_block_activation_bytes(c.sequence, rows, c.hidden, c.heads, static_cast<std::int64_t>(size_of(c.dtype)),
+                                       statistic_bytes(c.dtype));
 }
 
 }  // namespace parity::theory

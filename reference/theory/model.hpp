@@ -37,12 +37,19 @@ std::int64_t mlp_forward_flops(const model::MlpConfig& config, std::int64_t batc
 // 16-bit activations and 1-byte dropout masks, no parallelism: sbh (34 + 5 a s / h).
 double korthikanti_layer_activation_bytes(std::int64_t sequence, std::int64_t batch, std::int64_t hidden,
                                           std::int64_t heads);
-// What parity's block keeps after its forward (all in the model's type, element size e):
-// per token 16h values (LayerNorm outputs 2h, qkv 3h, attention core h, first residual h,
-// FFN 4h + GeLU 4h, block output h) plus 4 LayerNorm statistics, and a s^2 probabilities per
-// sequence; dropout masks are regenerated, not stored, and dropout outputs are consumed by the
-// residual adds, so dropout adds nothing. e (B s (16h + 4) + B a s^2).
+// Bytes of one statistic (LayerNorm mean and 1/std, the loss's row maxima and sums): float64 in
+// a float64 model, float32 otherwise (16-bit models keep their statistics in float32).
+inline std::int64_t statistic_bytes(DataType model_type) { return model_type == DataType::float64 ? 8 : 4; }
+
+// What parity's block keeps after its forward, at the model's element size e: per token 16h
+// values (LayerNorm outputs 2h, qkv 3h, attention core h, first residual h, FFN 4h + GeLU 4h,
+// block output h) and a s^2 probabilities per sequence, plus 4 LayerNorm statistics per token
+// of r bytes; dropout masks are regenerated, not stored, and dropout outputs are consumed by
+// the residual adds, so dropout adds nothing. e (B s 16h + B a s^2) + r 4 B s.
 std::int64_t parity_block_activation_bytes(std::int64_t sequence, std::int64_t batch, std::int64_t hidden,
-                                           std::int64_t heads, std::int64_t element_bytes);
+                                           std::int64_t heads, std::int64_t element_bytes,
+                                           std::int64_t statistic_bytes);
+// The same for a config's block (its type's e and r) on `rows` sequences.
+std::int64_t parity_block_activation_bytes(const model::GptConfig& config, std::int64_t rows);
 
 }  // namespace parity::theory

@@ -37,10 +37,16 @@ double sequence_parallel_gradient_bytes_per_rank(const model::GptConfig& c, int 
 }
 
 std::int64_t tensor_parallel_block_activation_bytes(std::int64_t s, std::int64_t b, std::int64_t h, std::int64_t a,
-                                                    int t, bool sequence_parallel, std::int64_t e) {
+                                                    int t, bool sequence_parallel, std::int64_t e, std::int64_t r) {
   const std::int64_t probabilities = b * (a / t) * s * s;
-  if (sequence_parallel) return e * (b * (s / t) * (16 * h + 4) + probabilities);
-  return e * (b * s * (4 * h + 12 * h / t + 4) + probabilities);
+  if (sequence_parallel) return e * (b * (s / t) * 16 * h + probabilities) + r * 4 * b * (s / t);
+  return e * (b * s * (4 * h + 12 * h / t) + probabilities) + r * 4 * b * s;
+}
+
+std::int64_t tensor_parallel_block_activation_bytes(const model::GptConfig& c, std::int64_t rows, int t,
+                                                    bool sequence_parallel) {
+  return tensor_parallel_block_activation_bytes(c.sequence, rows, c.hidden, c.heads, t, sequence_parallel,
+                                                static_cast<std::int64_t>(size_of(c.dtype)), statistic_bytes(c.dtype));
 }
 
 double korthikanti_tensor_parallel_activation_bytes(std::int64_t s, std::int64_t b, std::int64_t h, std::int64_t a,

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "reference/theory/collectives.hpp"
+#include "reference/theory/model.hpp"
 #include "reference/theory/model_config.hpp"
 
 namespace parity::theory {
@@ -35,9 +36,6 @@ struct TensorParallelBytes {
 TensorParallelBytes tensor_parallel_bytes_per_rank(const model::GptConfig& config, std::int64_t rows, int t,
                                                    bool sequence_parallel, double element_bytes,
                                                    double statistic_bytes);
-// The loss statistics are float64 for a float64 model and float32 otherwise (16-bit logits'
-// maxima and sums of exponentials are kept in float32).
-inline double loss_statistic_bytes(DataType model_type) { return model_type == DataType::float64 ? 8 : 4; }
 // The alpha-beta prediction (theory/collectives.hpp, ring algorithms) of the time those
 // collectives take per step: per block 4 all-reduces of A e bytes, or with SP 6 all-gathers and
 // 4 reduce-scatters of A e; the embedding's and head's as above; the loss's two all-reduces.
@@ -50,14 +48,17 @@ double tensor_parallel_predicted_seconds(const model::GptConfig& config, std::in
 double sequence_parallel_gradient_bytes_per_rank(const model::GptConfig& config, int t, double element_bytes);
 
 // Activation bytes one rank keeps for backward per transformer layer, in parity's accounting
-// (theory/model.hpp: every saved tensor at element_bytes, LayerNorm statistics included,
-// dropout masks regenerated), with t ranks:
-//   no SP: e (b s (4h + 12h/t + 4) + b (a/t) s^2): the LayerNorms' inputs and outputs whole,
-//          qkv, the attention core and both FFN activations split;
-//   SP:    e (b (s/t) (16h + 4) + b (a/t) s^2): everything split.
+// (theory/model.hpp: every saved tensor at element_bytes e, the 4 LayerNorm statistics per
+// token at statistic_bytes r, dropout masks regenerated), with t ranks:
+//   no SP: e (b s (4h + 12h/t) + b (a/t) s^2) + r 4 b s: the LayerNorms' inputs and outputs
+//          whole, qkv, the attention core and both FFN activations split;
+//   SP:    e (b (s/t) 16h + b (a/t) s^2) + r 4 b (s/t): everything split.
 std::int64_t tensor_parallel_block_activation_bytes(std::int64_t sequence, std::int64_t batch, std::int64_t hidden,
                                                     std::int64_t heads, int t, bool sequence_parallel,
-                                                    std::int64_t element_bytes);
+                                                    std::int64_t element_bytes, std::int64_t statistic_bytes);
+// The same for a config's block (its type's e and r) on `rows` sequences.
+std::int64_t tensor_parallel_block_activation_bytes(const model::GptConfig& config, std::int64_t rows, int t,
+                                                    bool sequence_parallel);
 // Korthikanti et al. (2022), 16-bit activations and 1-byte dropout masks: sbh(10 + 24/t +
 // 5as/(ht)) without sequence parallelism, (sbh/t)(34 + 5as/h) with it.
 double korthikanti_tensor_parallel_activation_bytes(std::int64_t sequence, std::int64_t batch, std::int64_t hidden,

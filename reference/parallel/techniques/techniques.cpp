@@ -54,8 +54,8 @@ std::vector<Technique> make_registry() {
     t.tensor_bytes_per_rank = [sp](const model::GptConfig& config, std::int64_t rows, int tp, double e, double e_stat) {
       return theory::tensor_parallel_bytes_per_rank(config, rows, tp, sp, e, e_stat);
     };
-    t.activation_bytes_per_layer = [sp](const model::GptConfig& c, std::int64_t rows, int tp, std::int64_t e) {
-      return theory::tensor_parallel_block_activation_bytes(c.sequence, rows, c.hidden, c.heads, tp, sp, e);
+    t.activation_bytes_per_layer = [sp](const model::GptConfig& c, std::int64_t rows, int tp) {
+      return theory::tensor_parallel_block_activation_bytes(c, rows, tp, sp);
     };
     out.push_back(std::move(t));
   }

@@ -42,8 +42,7 @@ struct Technique {
   std::function<theory::TensorParallelBytes(const model::GptConfig& config, std::int64_t rows, int t,
                                             double element_bytes, double statistic_bytes)>
       tensor_bytes_per_rank;
-  std::function<std::int64_t(const model::GptConfig& config, std::int64_t rows, int t, std::int64_t element_bytes)>
-      activation_bytes_per_layer;
+  std::function<std::int64_t(const model::GptConfig& config, std::int64_t rows, int t)> activation_bytes_per_layer;
 };
 
 const std::vector<Technique>& techniques();
