@@ -125,7 +125,7 @@ void add_parallel_bench_options(CLI::App* app, ParallelBenchOptions& p, bool sca
                                                       "world, comma-separated (K, M suffixes)");
   } else {
     app->add_option("--model", p.model, "mlp (" + model::MlpConfig{256, 1024, 256, 4}.describe() +
-                                            ", runs in every precision) or a GPT preset (float32/float64 only)");
+                                            ") or a GPT preset (tiny, small, medium, large)");
     app->add_option("--strategies", p.strategies, "dp, zero1, zero2, zero3, comma-separated");
     app->add_option("--precision", p.precisions, "mixed (bfloat16 parameters and gradients, float32 master weights and "
                                                  "Adam moments: K = 12), float32, float64; comma-separated");

@@ -2,11 +2,14 @@
 # `parity bench memory` and `parity bench scaling` on 3 ranks (3 does not divide the MLP's
 # units, so padding shows): every row's model-state bytes equal the ZeRO formula with padding,
 # ZeRO-1/2/3 bytes sent equal 2P(n-1)/n, 2P(n-1)/n and 3P(n-1)/n exactly, and the scaling and
-# overlap tables hold every world size and bucket size asked for.
+# overlap tables hold every world size and bucket size asked for. Then the tiny GPT in mixed
+# precision (bfloat16 with float32 masters, attention included): the same formulas, and DP's
+# 2 + 2 + 12 bytes per parameter.
 set -euo pipefail
 parity=$1; work=$2
 rm -rf "$work"; mkdir -p "$work"; cd "$work"
 "$parity" bench memory --np 3 -q --steps 1 --batch 4 --out memory.h5
+"$parity" bench memory --np 2 -q --steps 1 --batch 2 --model tiny --precision mixed --strategies dp,zero3 --out gpt.h5
 "$parity" bench scaling --np 3 -q --steps 2 --batch 6 --weak-batch 2 --bucket-sizes 16K,1M --out scaling.h5
 /usr/bin/python3 - <<'PY'
 import h5py
@@ -32,6 +35,17 @@ with h5py.File("memory.h5") as f:
     for i in range(len(rank)):
         if strategy[i] == "dp" and col("precision")[i] == "mixed":
             assert measured[i] == 16 * psi[i]
+with h5py.File("gpt.h5") as f:
+    t = f["/bench/memory"]
+    col = lambda c: t[c].asstr()[()] if t[c].dtype.kind == "O" else t[c][()]
+    assert set(col("precision")) == {"mixed"} and len(col("rank")) == 2 * 3, col("rank")
+    assert all(col("matches_formula") == 1)
+    measured, psi, strategy = col("model_state_bytes"), col("parameters"), col("strategy")
+    assert all(measured == col("formula_model_state_bytes").round().astype(int)), measured
+    assert all(measured[strategy == "dp"] == 16 * psi[strategy == "dp"]), measured
+    sharded = (strategy == "zero3") & (col("world_size") == 2)
+    padded = col("padded_parameters")
+    assert sharded.sum() == 2 and all(measured[sharded] == 8 * padded[sharded]), measured[sharded]  # 16 / 2
 with h5py.File("scaling.h5") as f:
     s = f["/bench/scaling"]
     modes = s["mode"].asstr()[()]
