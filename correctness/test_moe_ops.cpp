@@ -1,11 +1,12 @@
 // Mixture of experts on one device: the routing decisions on crafted probabilities (top-k ties,
 // capacity and the admission order, expert choice, the aux-free bias), the gates and balancing
 // losses with their gradients against central differences, the row movement ops, the whole MoE
-// layer's backward against central differences away from routing ties, one expert equal to the
-// dense FFN bit for bit, the faults shown to change the result, and bad configurations refused.
+// layer's backward against central differences away from routing ties, loss scaling applied to
+// the balancing losses, one expert equal to the dense FFN bit for bit, the faults shown to change the result, and bad configurations refused.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <numeric>
 
 #include "correctness/op_testing.hpp"
@@ -399,6 +400,50 @@ TEST(MoeModel, GptWithMoeLayersTrainsAndReportsItsBalancingLoss) {
     last = loss;
   }
   EXPECT_LT(last, 0.7 * first);
+}
+
+// Loss scaling multiplies the balancing and z-losses as it does the model's loss: with the loss
+// scaled by S = 2^10 (Batch::normalizer / S, PassContext::loss_scale = S) every gradient is S
+// times the unscaled one, exactly (a power of two commutes with rounding in float64). A layer
+// that left its own losses unscaled would give the router a gradient off by their share.
+TEST(MoeModel, LossScalingScalesTheBalancingLosses) {
+  model::GptConfig g;
+  g.vocabulary = 32;
+  g.layers = 2;
+  g.hidden = 16;
+  g.heads = 2;
+  g.sequence = 8;
+  g.dtype = DataType::float64;
+  g.moe.layers = {0, 1};
+  g.moe.experts = 4;
+  g.moe.top_k = 2;
+  g.moe.capacity_factor = 1.25;
+  g.moe.balance_coefficient = 0.05;
+  g.moe.z_loss_coefficient = 0.01;
+  const double scale = 1024;
+  const auto gradients = [&](double loss_scale, bool layers_scale) {
+    auto m = model::build_gpt(g);
+    model::Batch b = model::gpt_batch(g, 0, 0, 6, 6);
+    b.normalizer /= loss_scale;
+    model::PassContext context{0, 0, true, 0};
+    context.loss_scale = layers_scale ? loss_scale : 1;
+    const double loss = m->forward_backward(b, context);
+    std::map<std::string, std::vector<double>> out;
+    out["loss"] = {loss};
+    for (model::Parameter* p : m->parameters()) out[p->name] = p->gradient().to_vector();
+    return out;
+  };
+  const auto plain = gradients(1, true), scaled = gradients(scale, true), unscaled_aux = gradients(scale, false);
+  std::size_t router_differs = 0;
+  for (const auto& [name, values] : plain) {
+    const std::vector<double>& s = scaled.at(name);
+    ASSERT_EQ(s.size(), values.size()) << name;
+    for (std::size_t i = 0; i < values.size(); ++i)
+      ASSERT_EQ(s[i], scale * values[i]) << name << "[" << i << "]";
+    if (name.find("router") != std::string::npos && unscaled_aux.at(name) != s) ++router_differs;
+  }
+  // The check can fail: the layers' losses left unscaled change both routers' gradients.
+  EXPECT_EQ(router_differs, 2u);
 }
 
 TEST(MoeBadInput, ConfigurationsAreRefusedInOneLine) {
