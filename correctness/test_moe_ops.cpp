@@ -2,7 +2,8 @@
 // capacity and the admission order, expert choice, the aux-free bias), the gates and balancing
 // losses with their gradients against central differences, the row movement ops, the whole MoE
 // layer's backward against central differences away from routing ties, loss scaling applied to
-// the balancing losses, one expert equal to the dense FFN bit for bit, the faults shown to change the result, and bad configurations refused.
+// the balancing losses, one expert equal to the dense FFN bit for bit, the faults shown to
+// change the result, and bad configurations refused.
 #include <gtest/gtest.h>
 
 #include <cmath>
