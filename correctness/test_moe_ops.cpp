@@ -364,7 +364,9 @@ TEST(MoeLayer, FaultsChangeTheResult) {
   EXPECT_THROW(model::parse_moe_fault("wrong"), UsageError);
 }
 
-TEST(MoeModel, GptWithMoeLayersTrainsAndReportsItsBalancingLoss) {
+namespace {
+// A float64 GPT of two blocks with MoE layers (4 experts, top-2) in `moe_layers`.
+model::GptConfig small_moe_gpt(std::vector<int> moe_layers) {
   model::GptConfig g;
   g.vocabulary = 32;
   g.layers = 2;
@@ -372,10 +374,16 @@ TEST(MoeModel, GptWithMoeLayersTrainsAndReportsItsBalancingLoss) {
   g.heads = 2;
   g.sequence = 8;
   g.dtype = DataType::float64;
-  g.moe.layers = model::every_kth_block(2, g.layers);  // block 1
+  g.moe.layers = std::move(moe_layers);
   g.moe.experts = 4;
   g.moe.top_k = 2;
   g.moe.capacity_factor = 1.25;
+  return g;
+}
+}  // namespace
+
+TEST(MoeModel, GptWithMoeLayersTrainsAndReportsItsBalancingLoss) {
+  const model::GptConfig g = small_moe_gpt(model::every_kth_block(2, 2));  // block 1
   auto m = model::build_gpt(g);
   ASSERT_EQ(model::moe_layers(*m).size(), 1u);
   EXPECT_EQ(model::moe_layers(*m)[0]->name(), "blocks.1.mlp");
@@ -408,17 +416,7 @@ TEST(MoeModel, GptWithMoeLayersTrainsAndReportsItsBalancingLoss) {
 // times the unscaled one, exactly (a power of two commutes with rounding in float64). A layer
 // that left its own losses unscaled would give the router a gradient off by their share.
 TEST(MoeModel, LossScalingScalesTheBalancingLosses) {
-  model::GptConfig g;
-  g.vocabulary = 32;
-  g.layers = 2;
-  g.hidden = 16;
-  g.heads = 2;
-  g.sequence = 8;
-  g.dtype = DataType::float64;
-  g.moe.layers = {0, 1};
-  g.moe.experts = 4;
-  g.moe.top_k = 2;
-  g.moe.capacity_factor = 1.25;
+  model::GptConfig g = small_moe_gpt({0, 1});
   g.moe.balance_coefficient = 0.05;
   g.moe.z_loss_coefficient = 0.01;
   const double scale = 1024;
