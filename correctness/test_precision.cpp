@@ -156,6 +156,28 @@ TEST_F(LossScalingTest, OneRanksOverflowSkipsTheStepOnEveryRank) {
   EXPECT_NE(masters(trainer), before);
 }
 
+// A skipped step restarts the count of clean steps: with an interval of 3 and an overflow at
+// step 1 (after one clean step), the scale halves there and doubles only after steps 2, 3 and
+// 4, not after the third clean step counted across the skip.
+TEST_F(LossScalingTest, SkippedStepRestartsTheCleanCount) {
+  const model::GptConfig g = cases::case_gpt_config(DataType::float16);
+  auto m = model::build_gpt(g);
+  auto adamw = cases::case_adamw(DataType::float32);
+  parallel::DataParallelConfig c = mixed_config(0, comm().size(), true, 0x1p8);
+  c.loss_scaling.growth_interval = 3;
+  c = parallel::checked_config(c, comm().size(), *m, *adamw);
+  parallel::StepParts parts = parallel::make_data_parallel_parts(comm(), *m, *adamw, c);
+  parts.syncs.push_back(std::make_unique<OneRankOverflows>(comm(), m->parameters().front(), 1));
+  parallel::Trainer trainer(*m, comm(), c.global_batch, c.micro_batches, std::move(parts));
+  trainer.set_loss_scaling(c.loss_scaling);
+  const std::vector<double> expected = {0x1p8, 0x1p8, 0x1p7, 0x1p7, 0x1p7, 0x1p8};
+  for (std::size_t step = 0; step < expected.size(); ++step) {
+    const parallel::StepStats stats = trainer.step(parallel::batches_of(g), step);
+    EXPECT_EQ(stats.loss_scale, expected[step]) << "step " << step;
+    EXPECT_EQ(stats.skipped, step == 1) << "step " << step;
+  }
+}
+
 // After `growth_interval` clean steps in a row the scale doubles.
 TEST_F(LossScalingTest, ScaleGrowsAfterCleanSteps) {
   const model::GptConfig g = cases::case_gpt_config(DataType::bfloat16);
