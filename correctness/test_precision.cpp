@@ -1,7 +1,8 @@
 // Mixed precision under GoogleTest, on real ranks: float32 master weights that keep updates
 // below half a 16-bit ulp, loss scaling (exact where nothing overflows, a step skipped on every
-// rank when any rank's gradients overflow, the scale halved and grown again, the count of clean
-// steps restarted by a skip, float16 without it stopped with the step named) and bad settings.
+// rank when any rank's gradients overflow, under data, tensor and pipeline parallelism, the
+// scale halved and grown again, the count of clean steps restarted by a skip, float16 without
+// it stopped with the step named) and bad settings.
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -9,10 +10,14 @@
 #include <vector>
 
 #include "correctness/cases/compare.hpp"
+#include "correctness/cases/pipeline.hpp"
+#include "correctness/cases/tensor.hpp"
 #include "correctness/cases/training.hpp"
 #include "correctness/mpi_test.hpp"
 #include "reference/core/error.hpp"
+#include "reference/parallel/grid.hpp"
 #include "reference/parallel/techniques/techniques.hpp"
+#include "reference/parallel/tensor/tensor_parallel.hpp"
 
 namespace parity::test {
 namespace {
@@ -135,26 +140,63 @@ class OneRankOverflows : public parallel::GradientSync {
   std::uint64_t step_, current_ = 0;
 };
 
+// Steps 0 to 2 with inf written into one gradient element of the world's last rank at step 1
+// (after the trainer's synchronisations): every rank skips step 1, its masters unchanged and
+// the scale halved from `scale`, and trains on at steps 0 and 2.
+void expect_one_ranks_overflow_skipped(Communicator& world, parallel::Trainer& trainer, model::Parameter* poisoned,
+                                       const parallel::BatchSource& source, double scale, const std::string& what) {
+  trainer.add_sync(std::make_unique<OneRankOverflows>(world, poisoned, 1));
+  EXPECT_FALSE(trainer.step(source, 0).skipped) << what;
+  const std::vector<double> before = masters(trainer);
+  const parallel::StepStats second = trainer.step(source, 1);
+  EXPECT_TRUE(second.skipped) << what << ": rank " << world.rank() << " did not skip the step another rank overflowed in";
+  EXPECT_EQ(second.loss_scale, scale) << what;
+  EXPECT_EQ(masters(trainer), before) << what << ": a skipped step changed the masters";
+  EXPECT_EQ(trainer.loss_scale(), scale / 2) << what;
+  const parallel::StepStats third = trainer.step(source, 2);
+  EXPECT_FALSE(third.skipped) << what;
+  EXPECT_EQ(third.loss_scale, scale / 2) << what;
+  EXPECT_NE(masters(trainer), before) << what;
+}
+
 TEST_F(LossScalingTest, OneRanksOverflowSkipsTheStepOnEveryRank) {
   const model::GptConfig g = cases::case_gpt_config(DataType::float16);
   auto m = model::build_gpt(g);
   auto adamw = cases::case_adamw(DataType::float32);
-  const parallel::DataParallelConfig c =
-      parallel::checked_config(mixed_config(0, comm().size(), true, 0x1p8), comm().size(), *m, *adamw);
-  parallel::StepParts parts = parallel::make_data_parallel_parts(comm(), *m, *adamw, c);
-  parts.syncs.push_back(std::make_unique<OneRankOverflows>(comm(), m->parameters().front(), 1));
-  parallel::Trainer trainer(*m, comm(), c.global_batch, c.micro_batches, std::move(parts));
-  trainer.set_loss_scaling(c.loss_scaling);
-  const parallel::StepStats first = trainer.step(parallel::batches_of(g), 0);
-  EXPECT_FALSE(first.skipped);
-  const std::vector<double> before = masters(trainer);
-  const parallel::StepStats second = trainer.step(parallel::batches_of(g), 1);
-  EXPECT_TRUE(second.skipped) << "rank " << comm().rank() << " did not skip the step another rank overflowed in";
-  EXPECT_EQ(masters(trainer), before);
-  EXPECT_EQ(trainer.loss_scale(), 0x1p7);
-  const parallel::StepStats third = trainer.step(parallel::batches_of(g), 2);
-  EXPECT_FALSE(third.skipped);
-  EXPECT_NE(masters(trainer), before);
+  auto trainer = parallel::make_trainer(comm(), *m, *adamw, mixed_config(0, comm().size(), true, 0x1p8));
+  expect_one_ranks_overflow_skipped(comm(), *trainer, m->parameters().front(), parallel::batches_of(g), 0x1p8, "dp");
+}
+
+// Under tensor parallelism (tp 2 with sequence parallelism, dp over the rest) the ranks of a
+// tp group hold different shards: the decision is the whole world's, not the dp group's.
+TEST_F(LossScalingTest, OneRanksOverflowSkipsTheStepUnderTensorParallelism) {
+  if (comm().size() % 2 != 0) GTEST_SKIP() << "tp 2 needs an even world";
+  const model::GptConfig g = cases::tensor_case_model(DataType::float16);
+  parallel::GridSpec spec;
+  spec.set(parallel::Axis::tp, 2).set(parallel::Axis::dp, comm().size() / 2);
+  parallel::Grid grid(comm(), spec);
+  parallel::TensorParallelConfig tc;
+  tc.sequence_parallel = true;
+  const parallel::TensorParallel tp(grid.group(parallel::Axis::tp), tc);
+  auto m = parallel::build_tensor_parallel_gpt(g, tp);
+  auto adamw = cases::case_adamw(DataType::float32);
+  auto trainer = parallel::make_tensor_parallel_trainer(grid, tp, *m, *adamw,
+                                                        mixed_config(0, grid.size(parallel::Axis::dp), true, 0x1p8));
+  expect_one_ranks_overflow_skipped(comm(), *trainer, m->parameters().front(), parallel::batches_of(g), 0x1p8, "tp 2");
+}
+
+// Under pipeline parallelism (1F1B over every rank) each rank holds its own stage: an overflow
+// in the last stage skips the step on the first.
+TEST_F(LossScalingTest, OneRanksOverflowSkipsTheStepUnderPipelineParallelism) {
+  if (comm().size() < 2) GTEST_SKIP() << "a pipeline needs 2 ranks or more";
+  cases::PipelineCase c;
+  c.schedule = "1f1b";
+  c.micro_batches = 2 * comm().size();
+  c.precision = "float16";
+  const auto setup = cases::setup_pipeline_case(comm(), c);
+  parallel::Trainer& trainer = *setup->trainer;
+  expect_one_ranks_overflow_skipped(comm(), trainer, setup->model->parameters().front(),
+                                    parallel::batches_of(setup->config), trainer.loss_scale(), "pipeline 1f1b");
 }
 
 // Why mixed precision keeps float32 master weights (Micikevicius et al. 2018): an update below
@@ -208,14 +250,11 @@ TEST_F(LossScalingTest, SkippedStepRestartsTheCleanCount) {
   auto adamw = cases::case_adamw(DataType::float32);
   parallel::DataParallelConfig c = mixed_config(0, comm().size(), true, 0x1p8);
   c.loss_scaling.growth_interval = 3;
-  c = parallel::checked_config(c, comm().size(), *m, *adamw);
-  parallel::StepParts parts = parallel::make_data_parallel_parts(comm(), *m, *adamw, c);
-  parts.syncs.push_back(std::make_unique<OneRankOverflows>(comm(), m->parameters().front(), 1));
-  parallel::Trainer trainer(*m, comm(), c.global_batch, c.micro_batches, std::move(parts));
-  trainer.set_loss_scaling(c.loss_scaling);
+  auto trainer = parallel::make_trainer(comm(), *m, *adamw, c);
+  trainer->add_sync(std::make_unique<OneRankOverflows>(comm(), m->parameters().front(), 1));
   const std::vector<double> expected = {0x1p8, 0x1p8, 0x1p7, 0x1p7, 0x1p7, 0x1p8};
   for (std::size_t step = 0; step < expected.size(); ++step) {
-    const parallel::StepStats stats = trainer.step(parallel::batches_of(g), step);
+    const parallel::StepStats stats = trainer->step(parallel::batches_of(g), step);
     EXPECT_EQ(stats.loss_scale, expected[step]) << "step " << step;
     EXPECT_EQ(stats.skipped, step == 1) << "step " << step;
   }

@@ -265,6 +265,11 @@ Trainer::~Trainer() {
   for (auto& [layer, id] : hooks_) layer->remove_hook(id);
 }
 
+void Trainer::add_sync(std::unique_ptr<GradientSync> sync) {
+  require(sync != nullptr, "Trainer::add_sync: no synchronisation");
+  parts_.syncs.push_back(std::move(sync));
+}
+
 std::vector<StepPart*> Trainer::all_parts() {
   std::vector<StepPart*> out = {parts_.schedule.get()};
   for (auto& s : parts_.syncs) out.push_back(s.get());

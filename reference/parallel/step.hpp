@@ -278,6 +278,9 @@ class Trainer {
 
   model::Model& model() { return model_; }
   const StepParts& parts() const { return parts_; }
+  // Appends a synchronisation that runs after the parts' own, when the gradients are final: a
+  // check, or a fault to inject (the tests make one rank's gradient inf there).
+  void add_sync(std::unique_ptr<GradientSync> sync);
   // The batch of one micro-batch (made on the host, moved to the model's space) and the
   // context of its passes; called by schedules.
   model::Batch batch(const MicroBatch& micro_batch) const;
