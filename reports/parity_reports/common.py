@@ -235,6 +235,19 @@ def matched_pairs(tables):
             [k for k in b if k not in a])
 
 
+def usable_matched_pairs(tables):
+    """matched_pairs of the runs; None unless every run's table has rows."""
+    return matched_pairs(tables) if all(t.usable for t in tables) else None
+
+
+def section_md(table, heading, path, body):
+    """A run's markdown section: nothing without the table, a note when it has no rows, else
+    the heading and body() (a list of lines)."""
+    if not table.present:
+        return []
+    return ["", f"## {heading}", ""] + (body() if table.usable else [f"{path} has 0 rows."])
+
+
 def comparison_start(page, tables, table, anchor, heading):
     """The heading of a comparison section, when either run has the table, and a note for a run
     without rows; True when both runs have rows to match."""

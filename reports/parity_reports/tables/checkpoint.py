@@ -9,8 +9,8 @@ import re
 from collections import OrderedDict
 
 from ..common import (capitalized, comparison_start, esc, finite, fmt_bytes, fmt_flops, fmt_ms,
-                      fmt_ratio, fmt_size, fmt_spread, matched_pairs, only_notes, ratio_of,
-                      ratio_range_words, table_rows)
+                      fmt_ratio, fmt_size, fmt_spread, only_notes, ratio_of, ratio_range_words,
+                      section_md, table_rows, usable_matched_pairs)
 
 NAME = "checkpoint"
 VERDICT = False
@@ -499,10 +499,8 @@ def checkpoint_md(bench):
 
 
 def markdown(ctx, bench):
-    if not bench.present:
-        return []
-    md = ["", "## Activation checkpointing", ""]
-    return md + (checkpoint_md(bench) if bench.usable else ["/bench/checkpoint has 0 rows."])
+    return section_md(bench, "Activation checkpointing", "/bench/checkpoint",
+                      lambda: checkpoint_md(bench))
 
 
 # --------------------------------------------------------------------------------------------
@@ -510,7 +508,7 @@ def markdown(ctx, bench):
 
 def compare(ctx, benches):
     """matched_pairs of the two runs on the policy; None unless both have rows."""
-    return matched_pairs(benches) if all(b.usable for b in benches) else None
+    return usable_matched_pairs(benches)
 
 
 def compare_glance(ctx, benches, matches):

@@ -6,9 +6,9 @@ import math
 from collections import OrderedDict, defaultdict
 
 from ..common import (MEMORY_CATEGORIES, MEMORY_OPTIONAL, capitalized, comparison_start,
-                      compress_ranks, esc, finite, fmt_bytes, fmt_count, fmt_int, fmt_ms,
-                      fmt_ratio, fmt_size, matched_pairs, max_of, only_notes, order_key,
-                      ratio_of, ratio_range_words, spread, table_rows)
+                      compress_ranks, esc, finite, fmt_bytes, fmt_count, fmt_int, fmt_ms, fmt_ratio,
+                      fmt_size, max_of, only_notes, order_key, ratio_of, ratio_range_words,
+                      section_md, spread, table_rows, usable_matched_pairs)
 
 NAME = "memory"
 VERDICT = False
@@ -386,10 +386,8 @@ def glance(ctx, memory):
 
 
 def markdown(ctx, memory):
-    if not memory.present:
-        return []
-    md = ["", "## ZeRO memory and communication", ""]
-    return md + (memory_md(memory) if memory.usable else ["/bench/memory has 0 rows."])
+    return section_md(memory, "ZeRO memory and communication", "/bench/memory",
+                      lambda: memory_md(memory))
 
 
 # --------------------------------------------------------------------------------------------
@@ -397,7 +395,7 @@ def markdown(ctx, memory):
 
 def compare(ctx, memories):
     """matched_pairs of the two runs; None unless both have rows."""
-    return matched_pairs(memories) if all(m.usable for m in memories) else None
+    return usable_matched_pairs(memories)
 
 
 def compare_glance(ctx, memories, matches):

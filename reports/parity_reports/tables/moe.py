@@ -10,8 +10,8 @@ import math
 from collections import OrderedDict
 
 from ..common import (capitalized, comparison_start, esc, finite, fmt_bytes, fmt_known, fmt_ms,
-                      fmt_num, fmt_ratio, fmt_tokens, matched_pairs, only_notes, order_key,
-                      ratio_of, ratio_range_words, table_rows)
+                      fmt_num, fmt_ratio, fmt_tokens, only_notes, order_key, ratio_of,
+                      ratio_range_words, section_md, table_rows, usable_matched_pairs)
 
 NAME = "moe"
 VERDICT = False
@@ -749,10 +749,7 @@ def moe_md(bench):
 
 
 def markdown(ctx, bench):
-    if not bench.present:
-        return []
-    md = ["", "## Mixture of experts", ""]
-    return md + (moe_md(bench) if bench.usable else ["/bench/moe has 0 rows."])
+    return section_md(bench, "Mixture of experts", "/bench/moe", lambda: moe_md(bench))
 
 
 # --------------------------------------------------------------------------------------------
@@ -789,7 +786,7 @@ def bytes_words(pairs):
 
 def compare(ctx, benches):
     """matched_pairs of the two runs on (ep, router, cf, E, k); None unless both have rows."""
-    return matched_pairs(benches) if all(b.usable for b in benches) else None
+    return usable_matched_pairs(benches)
 
 
 def compare_glance(ctx, benches, matches):

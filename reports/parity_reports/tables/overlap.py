@@ -5,7 +5,8 @@ import math
 from collections import OrderedDict
 
 from ..common import (capitalized, comparison_start, esc, finite, fmt_known, fmt_ms, fmt_num,
-                      fmt_ratio, fmt_size, matched_pairs, only_notes, ratio_of, table_rows)
+                      fmt_ratio, fmt_size, only_notes, ratio_of, section_md, table_rows,
+                      usable_matched_pairs)
 
 NAME = "overlap"
 VERDICT = False
@@ -157,11 +158,8 @@ def glance(ctx, overlap):
 
 
 def markdown(ctx, overlap):
-    if not overlap.present:
-        return []
-    md = ["", "## Communication overlap", ""]
-    return md + ([f"- Overlap of the gradient all-reduce with backward: {overlap.words()}."]
-                 if overlap.usable else ["/bench/overlap has 0 rows."])
+    return section_md(overlap, "Communication overlap", "/bench/overlap", lambda: [
+        f"- Overlap of the gradient all-reduce with backward: {overlap.words()}."])
 
 
 # --------------------------------------------------------------------------------------------
@@ -169,7 +167,7 @@ def markdown(ctx, overlap):
 
 def compare(ctx, overlaps):
     """matched_pairs of the two runs; None unless both have rows."""
-    return matched_pairs(overlaps) if all(o.usable for o in overlaps) else None
+    return usable_matched_pairs(overlaps)
 
 
 def compare_glance(ctx, overlaps, matches):

@@ -8,8 +8,8 @@ import math
 from collections import OrderedDict
 
 from ..common import (comparison_start, esc, finite, fmt_bytes, fmt_int, fmt_known, fmt_ms,
-                      fmt_ratio, matched_pairs, only_notes, order_key, ratio_of,
-                      ratio_range_words, table_rows)
+                      fmt_ratio, only_notes, order_key, ratio_of, ratio_range_words, section_md,
+                      table_rows, usable_matched_pairs)
 
 NAME = "pipeline"
 VERDICT = False
@@ -651,10 +651,7 @@ def pipeline_md(bench):
 
 
 def markdown(ctx, bench):
-    if not bench.present:
-        return []
-    md = ["", "## Pipeline parallelism", ""]
-    return md + (pipeline_md(bench) if bench.usable else ["/bench/pipeline has 0 rows."])
+    return section_md(bench, "Pipeline parallelism", "/bench/pipeline", lambda: pipeline_md(bench))
 
 
 # --------------------------------------------------------------------------------------------
@@ -662,7 +659,7 @@ def markdown(ctx, bench):
 
 def compare(ctx, benches):
     """matched_pairs of the two runs on (schedule, p, v, m); None unless both have rows."""
-    return matched_pairs(benches) if all(b.usable for b in benches) else None
+    return usable_matched_pairs(benches)
 
 
 def compare_glance(ctx, benches, matches):

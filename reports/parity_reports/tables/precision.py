@@ -7,8 +7,8 @@ import math
 from collections import OrderedDict
 
 from ..common import (capitalized, comparison_start, esc, finite, fmt_int, fmt_num, fmt_ratio,
-                      matched_pairs, only_notes, order_key, ratio_of, ratio_range_words,
-                      table_rows)
+                      only_notes, order_key, ratio_of, ratio_range_words, section_md,
+                      table_rows, usable_matched_pairs)
 
 NAME = "precision"
 VERDICT = False
@@ -221,16 +221,15 @@ def glance(ctx, bench):
     return ["Mixed precision: " + esc(summary_words(bench)) + "."]
 
 
-def markdown(ctx, bench):
-    if not bench.present:
-        return []
-    md = ["", "## Mixed precision", ""]
-    if not bench.usable:
-        return md + ["/bench/precision has 0 rows."]
-    md += [f"- Model: {bench.model_words()}.", f"- {capitalized(summary_words(bench))}.", "",
-           "| precision | final loss | / float64 | skipped steps | final loss scale |",
-           "|---|---:|---:|---:|---:|"]
+def precision_md(bench):
+    md = [f"- Model: {bench.model_words()}.", f"- {capitalized(summary_words(bench))}.", "",
+          "| precision | final loss | / float64 | skipped steps | final loss scale |",
+          "|---|---:|---:|---:|---:|"]
     return md + [f"| {' | '.join(row)} |" for row in final_rows(bench)]
+
+
+def markdown(ctx, bench):
+    return section_md(bench, "Mixed precision", "/bench/precision", lambda: precision_md(bench))
 
 
 # --------------------------------------------------------------------------------------------
@@ -238,7 +237,7 @@ def markdown(ctx, bench):
 
 def compare(ctx, benches):
     """matched_pairs of the runs' last rows on the precision; None unless both have rows."""
-    return matched_pairs(benches) if all(b.usable for b in benches) else None
+    return usable_matched_pairs(benches)
 
 
 def pair_cells(pairs):

@@ -5,8 +5,8 @@ import math
 from collections import OrderedDict, defaultdict
 
 from ..common import (capitalized, comparison_start, esc, finite, fmt_count, fmt_int, fmt_known,
-                      fmt_ms, fmt_num, fmt_ratio, matched_pairs, only_notes, order_key, ratio_of,
-                      table_rows)
+                      fmt_ms, fmt_num, fmt_ratio, only_notes, order_key, ratio_of, section_md,
+                      table_rows, usable_matched_pairs)
 
 NAME = "scaling"
 VERDICT = False
@@ -266,10 +266,8 @@ def scaling_md(scaling):
 
 
 def markdown(ctx, scaling):
-    if not scaling.present:
-        return []
-    md = ["", "## Data-parallel scaling", ""]
-    return md + (scaling_md(scaling) if scaling.usable else ["/bench/scaling has 0 rows."])
+    return section_md(scaling, "Data-parallel scaling", "/bench/scaling",
+                      lambda: scaling_md(scaling))
 
 
 # --------------------------------------------------------------------------------------------
@@ -277,7 +275,7 @@ def markdown(ctx, scaling):
 
 def compare(ctx, scalings):
     """matched_pairs of the two runs; None unless both have rows."""
-    return matched_pairs(scalings) if all(s.usable for s in scalings) else None
+    return usable_matched_pairs(scalings)
 
 
 def compare_glance(ctx, scalings, matches):

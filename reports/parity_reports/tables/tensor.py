@@ -6,9 +6,9 @@ formula (reference/theory/tensor.hpp)."""
 import math
 from collections import OrderedDict
 
-from ..common import (capitalized, comparison_start, esc, finite, fmt_bytes, fmt_count,
-                      fmt_known, fmt_ms, fmt_ratio, fmt_tokens, matched_pairs, only_notes,
-                      ratio_of, ratio_range_words, table_rows)
+from ..common import (capitalized, comparison_start, esc, finite, fmt_bytes, fmt_count, fmt_known,
+                      fmt_ms, fmt_ratio, fmt_tokens, only_notes, ratio_of, ratio_range_words,
+                      section_md, table_rows, usable_matched_pairs)
 
 NAME = "tensor"
 VERDICT = False
@@ -509,10 +509,7 @@ def tensor_md(bench):
 
 
 def markdown(ctx, bench):
-    if not bench.present:
-        return []
-    md = ["", "## Tensor parallelism", ""]
-    return md + (tensor_md(bench) if bench.usable else ["/bench/tensor has 0 rows."])
+    return section_md(bench, "Tensor parallelism", "/bench/tensor", lambda: tensor_md(bench))
 
 
 # --------------------------------------------------------------------------------------------
@@ -521,7 +518,7 @@ def markdown(ctx, bench):
 def compare(ctx, benches):
     """matched_pairs of the two runs on (model, config, t, dp, SP); None unless both have
     rows."""
-    return matched_pairs(benches) if all(b.usable for b in benches) else None
+    return usable_matched_pairs(benches)
 
 
 def compare_glance(ctx, benches, matches):
