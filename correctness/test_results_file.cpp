@@ -2,6 +2,8 @@
 // output path checks, and inspect()'s refusals of files that are not parity results.
 #include "reference/record/results_file.hpp"
 #include "reference/record/journal.hpp"
+#include "reference/record/output.hpp"
+#include "reference/record/partial.hpp"
 
 #include <gtest/gtest.h>
 #include <hdf5.h>

@@ -13,6 +13,7 @@
 #include "reference/core/error.hpp"
 #include "reference/core/provenance.hpp"
 #include "reference/record/journal.hpp"
+#include "reference/record/output.hpp"
 #include "bench/cli/supervisor.hpp"
 #include "reference/cuda/device.hpp"
 
@@ -57,9 +58,10 @@ void validate_device_options(const CommonOptions& o) {
     throw UsageError("--backend nccl: this parity was built without NCCL");
 }
 
-Session::Session(int* argc, char*** argv, const CommonOptions& options, std::string subcommand,
-                 std::vector<std::string> command_line)
-    : options_(options), subcommand_(std::move(subcommand)), command_line_(std::move(command_line)),
+Session::Session(int* argc, char*** argv, const CommonOptions& options, std::string subcommand, std::string file_stem,
+                 std::vector<std::string> resumable, std::vector<std::string> command_line)
+    : options_(options), subcommand_(std::move(subcommand)), file_stem_(std::move(file_stem)),
+      resumable_(std::move(resumable)), command_line_(std::move(command_line)),
       start_time_(utc_now_iso8601()), half_(parse_half_accumulate(options.half_accumulate)) {
   validate_device_options(options_);
   mpi_ = std::make_unique<MpiRuntime>(argc, argv);
@@ -81,7 +83,7 @@ Session::Session(int* argc, char*** argv, const CommonOptions& options, std::str
                                 " is not a rank of the world (ranks 0-" + std::to_string(world_->size() - 1) + ")";
     agree_on_root([&] { throw UsageError(message); });
   }
-  if (options_.out.empty()) options_.out = default_output_path(subcommand_ == "bench collectives" ? "bench" : subcommand_);
+  if (options_.out.empty()) options_.out = default_output_path(file_stem_);
   agree_on_root([&] {
     record::check_output_path(options_.out, options_.force);
     record::check_free_space(options_.out, options_.result_bytes);
@@ -98,17 +100,6 @@ Session::Session(int* argc, char*** argv, const CommonOptions& options, std::str
     open_results();
   });
 }
-
-namespace {
-// The tables --resume takes rows from.
-const char* const kResumableTables[] = {
-    "/check/collectives",   "/check/training",       "/check/tensor",          "/check/pipeline",
-    "/check/moe",           "/check/checkpoint",     "/bench/collectives",    "/bench/collectives_rank_times",
-    "/bench/model",         "/bench/memory",         "/bench/scaling",         "/bench/overlap",
-    "/bench/tensor",        "/bench/moe",            "/bench/moe_steps",       "/bench/moe_load",
-    "/host/copy_bandwidth", "/bench/device_kernels", "/bench/point_to_point",  "/bench/harness_overhead",
-    "/bench/checkpoint"};
-}  // namespace
 
 void Session::load_resumed() {
   if (options_.resume.empty()) return;
@@ -133,7 +124,7 @@ void Session::load_resumed() {
       if (group.table) resumed_[group.path] = *group.table;
   } else {
     info = record::inspect(file);
-    for (const char* group : kResumableTables)
+    for (const std::string& group : resumable_)
       if (record::has_table(file, group)) resumed_[group] = record::read_table(file, group);
   }
   const auto differs = [&](const std::string& what, const std::string& then, const std::string& now) {

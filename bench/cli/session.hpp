@@ -15,6 +15,10 @@
 #include "reference/comm/placement.hpp"
 #include "reference/record/results_file.hpp"
 
+namespace parity::record {
+class OutputLock;
+}
+
 namespace parity::cli {
 
 struct CommonOptions {
@@ -48,11 +52,15 @@ void apply_resume(CommonOptions& options);
 
 // The key of a row of a resumable table (e.g. its case name), from the table's columns.
 using RowKey = std::function<std::string(const record::Table&, std::size_t row)>;
+// The key of a table measured whole before the interruption, and so taken whole.
+inline const RowKey kWholeTable = [](const record::Table&, std::size_t) { return std::string(); };
 
 class Session {
  public:
-  Session(int* argc, char*** argv, const CommonOptions& options, std::string subcommand,
-          std::vector<std::string> command_line);
+  // `subcommand`: the command's name ("bench precision"); `file_stem`: of the default result
+  // file's name; `resumable`: the result groups --resume takes rows back from.
+  Session(int* argc, char*** argv, const CommonOptions& options, std::string subcommand, std::string file_stem,
+          std::vector<std::string> resumable, std::vector<std::string> command_line);
   ~Session();
 
   // The ranks' communicator: MPI on host memory, or (--device cuda) NCCL or MPI on the GPU.
@@ -116,6 +124,8 @@ class Session {
   void use_gpu();
   CommonOptions options_;
   std::string subcommand_;
+  std::string file_stem_;
+  std::vector<std::string> resumable_;
   std::vector<std::string> command_line_;
   std::string start_time_;
   HalfAccumulate half_;

@@ -22,7 +22,8 @@
 #include <regex>
 
 #include "reference/comm/watchdog.hpp"
-#include "reference/record/results_file.hpp"
+#include "reference/record/output.hpp"
+#include "reference/record/partial.hpp"
 
 namespace parity::cli {
 

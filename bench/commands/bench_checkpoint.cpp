@@ -7,6 +7,8 @@
 // Every rank trains its own replicas at the same time; times are means over ranks. In bfloat16
 // and float16 both models train in mixed precision (float32 master weights and AdamW state;
 // float16 with dynamic loss scaling from 2^16), each through a data-parallel trainer of one rank.
+#include "bench/commands/bench_checkpoint.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -15,7 +17,8 @@
 
 #include "bench/cli/progress.hpp"
 #include "bench/cli/shared.hpp"
-#include "bench/commands/commands.hpp"
+#include "bench/commands/command.hpp"
+#include "bench/commands/presets.hpp"
 #include "reference/core/error.hpp"
 #include "reference/model/optimizer.hpp"
 #include "reference/ops/flops.hpp"
@@ -317,4 +320,63 @@ void record_checkpoint_bench(Session& session, const CheckpointBenchOutcome& out
                                  "the two models stepping in alternating order in the same run; mean over ranks"));
 }
 
+namespace {
+
+class BenchCheckpoint final : public Command {
+ public:
+  BenchCheckpoint()
+      : Command({.name = "bench checkpoint",
+                 .help = "Activation checkpointing: activation bytes stored and at the peak against step time for every "
+                         "policy and k on one GPT, beside the formulas (which must match); the time overhead is measured "
+                         "against steps without recompute in the same run, and the losses must agree bit for bit",
+                 .order = 90,
+                 .in_run = true,
+                 .groups = {"/bench/checkpoint"}}) {}
+
+  void declare(CommandOptions& o) override {
+    CheckpointBenchOptions& c = options_;
+    o.add("--model", c.model, "GPT preset:" + model_presets_help());
+    o.add("--layers", c.layers, "Transformer blocks L (0: the preset's)", {4, 8});
+    o.add("--policies", c.policies,
+          "Policies, comma-separated: none, full, every<k> (1 <= k <= L), sqrt, selective, budget<bytes> (K, M, G "
+          "suffixes); none, the baseline, always runs [default: none, full, every k for k = 2..L, sqrt, selective, and "
+          "the budgets that keep a quarter, a half and three quarters of the blocks]");
+    o.add("--batch", c.batch, "Sequences per step");
+    o.add("--dropout", c.dropout, "Dropout probability (recompute must replay the masks)");
+    o.add("--steps", c.steps, "Timed steps of each policy, each paired with a step without recompute", {2, 3});
+    o.add("--warmup", c.warmup, "Untimed pairs first");
+    o.add("--dtype", c.dtype,
+          "float64, float32, bfloat16 or float16 (16-bit: float32 master weights and optimizer state; float16 with "
+          "dynamic loss scaling)");
+  }
+
+  std::optional<int> prepare(std::optional<int>) override {
+    plan_checkpoint_bench(options_);  // refused before ranks start
+    return std::nullopt;
+  }
+
+  int execute(Job& job) override {
+    Session& s = job.session;
+    const CheckpointBenchPlan plan = plan_checkpoint_bench(options_);
+    s.check_memory(checkpoint_bench_bytes_per_rank(plan), "the checkpoint benchmark");
+    s.maybe_inject_stall();
+    const CheckpointBenchOutcome outcome = run_checkpoint_bench(s, plan, options_);
+    record_checkpoint_bench(s, outcome, plan, options_);
+    return outcome.mismatches ? kExitFailed : kExitOk;
+  }
+
+  std::optional<ResumeProbe> resume_probe() const override {
+    return ResumeProbe{{"-q", "--np", "2", "--layers", "4", "--policies", "full,every2,selective", "--steps", "30"},
+                       "bench/checkpoint",
+                       "policy,layout,stored_bytes,peak_bytes,recompute_flops,losses_equal",
+                       {1, 3}};
+  }
+
+ private:
+  CheckpointBenchOptions options_;
+};
+
+const RegisteredCommand<BenchCheckpoint> kBenchCheckpoint;
+
+}  // namespace
 }  // namespace parity::cli

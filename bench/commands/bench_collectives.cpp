@@ -1,6 +1,8 @@
 // parity bench collectives: an nccl-tests style sweep over sizes for chosen collectives and
 // algorithms, with the native collective as the baseline in the same run, per-rank times kept,
 // and the host copy bandwidth and alpha-beta constants measured alongside.
+#include "bench/commands/bench_collectives.hpp"
+
 #include <mpi.h>
 
 #include <algorithm>
@@ -13,7 +15,7 @@
 
 #include "bench/cli/progress.hpp"
 #include "bench/cli/shared.hpp"
-#include "bench/commands/commands.hpp"
+#include "bench/commands/command.hpp"
 #include "correctness/cases/collectives.hpp"
 #include "reference/comm/mirror.hpp"
 #include "reference/kernels/buffer_kernels.hpp"
@@ -195,11 +197,6 @@ std::size_t bench_bytes_per_rank(const BenchPlan& plan, int n) {
   return largest;
 }
 
-namespace {
-// --resume: a table measured whole before the interruption is taken whole.
-const RowKey kWholeTable = [](const record::Table&, std::size_t) { return std::string(); };
-}  // namespace
-
 HostCopy measure_host_copy(Session& session) {
   Communicator& world = session.world();
   HostCopy out;
@@ -245,83 +242,6 @@ HostCopy measure_host_copy(Session& session) {
   session.record_rows("/host/copy_bandwidth", out.table, 0);  // kept if the run is cut short
   session.record_rows("/bench/device_kernels", out.device_kernels, 0);
   return out;
-}
-
-namespace {
-// alpha: the smallest message's time; beta: the slope from there to the largest message.
-PointToPoint fit_point_to_point(PointToPoint out, const std::vector<std::size_t>& sizes, const std::vector<double>& medians) {
-  out.model.alpha_seconds = medians.front();
-  if (sizes.size() > 1)
-    out.model.beta_seconds_per_byte = std::max(0.0, (medians.back() - medians.front()) /
-                                                        static_cast<double>(sizes.back() - sizes.front()));
-  out.measured = true;
-  return out;
-}
-}  // namespace
-
-PointToPoint measure_point_to_point(Session& session, std::size_t max_bytes) {
-  Communicator& comm = session.world();
-  PointToPoint out;
-  if (comm.size() < 2) return out;
-  const std::size_t top = std::max<std::size_t>(8, std::min<std::size_t>(max_bytes, std::size_t{64} << 20));
-  HostBuffer buffer(top, DataType::float64);
-  std::memset(buffer.data(), 0, top);
-  std::vector<std::size_t> sizes;
-  for (std::size_t s = 8; s <= top; s *= 4) sizes.push_back(s);
-  std::vector<double> medians(sizes.size());
-  // --resume: the interrupted run's ping-pong, so that the rows taken from it and the rows
-  // measured now share one alpha-beta model.
-  if (session.restore_rows("/bench/point_to_point", "", kWholeTable, sizes.size(), out.table).found) {
-    if (comm.rank() == 0)
-      for (std::size_t i = 0; i < sizes.size(); ++i) medians[i] = out.table.get_f64("time_us")[i] * 1e-6;
-    comm.broadcast({medians.data(), medians.size(), DataType::float64, MemorySpace::host},
-                   {medians.data(), medians.size(), DataType::float64, MemorySpace::host}, 0);
-    return fit_point_to_point(std::move(out), sizes, medians);
-  }
-  // On a GPU the message lives in device memory (what a collective's chunks are).
-  std::optional<Mirror> device;
-  BufferView whole{buffer.data(), top / 4, DataType::float32, MemorySpace::host};
-  if (session.on_gpu()) {
-    device.emplace(whole, BufferView{}, MemorySpace::cuda, 0, allocator_for(MemorySpace::cuda));
-    whole = device->send();
-  }
-  for (std::size_t k = 0; k < sizes.size(); ++k) {
-    const std::size_t size = sizes[k];
-    const BufferView message = whole.slice(0, size / 4);
-    const int iterations = size >= (std::size_t{1} << 24) ? 5 : 20;
-    std::vector<double> halves;
-    comm.barrier();
-    for (int it = 0; it < iterations + 2; ++it) {
-      const auto t0 = Clock::now();
-      if (comm.rank() == 0) {
-        RequestPtr s = comm.isend(message, 1, 7);
-        comm.wait(s);
-        RequestPtr r = comm.irecv(message, 1, 8);
-        comm.wait(r);
-      } else if (comm.rank() == 1) {
-        RequestPtr r = comm.irecv(message, 0, 7);
-        comm.wait(r);
-        RequestPtr s = comm.isend(message, 0, 8);
-        comm.wait(s);
-      }
-      if (it >= 2) halves.push_back(std::chrono::duration<double>(Clock::now() - t0).count() / 2);
-    }
-    double median = percentile(halves, 0.5);
-    comm.broadcast({&median, 1, DataType::float64, MemorySpace::host}, {&median, 1, DataType::float64, MemorySpace::host}, 0);
-    medians[k] = median;
-    out.table.i64("size_bytes", "B").push_back(static_cast<std::int64_t>(size));
-    out.table.f64("time_us", "us").push_back(median * 1e6);
-  }
-  session.record_rows("/bench/point_to_point", out.table, 0);  // kept if the run is cut short
-  return fit_point_to_point(std::move(out), sizes, medians);
-}
-
-void record_point_to_point(Session& session, const PointToPoint& p2p) {
-  if (!session.is_root() || !p2p.measured) return;
-  auto& file = session.results();
-  file.write_table("/bench/point_to_point", p2p.table);
-  file.set_attribute("/bench/point_to_point", "alpha_us", p2p.model.alpha_seconds * 1e6);
-  file.set_attribute("/bench/point_to_point", "beta_us_per_byte", p2p.model.beta_seconds_per_byte * 1e6);
 }
 
 namespace {
@@ -702,13 +622,11 @@ BenchOutcome run_bench(Session& session, const BenchPlan& plan, const BenchOptio
   return out;
 }
 
-void record_bench(Session& session, const HostCopy& copy, const PointToPoint& p2p, const BenchOutcome& bench,
-                  const BenchOptions& options) {
+void record_bench(Session& session, const HostCopy& copy, const BenchOutcome& bench, const BenchOptions& options) {
   if (!session.is_root()) return;
   auto& file = session.results();
   file.write_table("/host/copy_bandwidth", copy.table);
   if (copy.device_kernels.rows()) file.write_table("/bench/device_kernels", copy.device_kernels);
-  record_point_to_point(session, p2p);
   file.write_table("/bench/collectives", bench.rows);
   file.set_attribute("/bench/collectives", "average", static_cast<std::int64_t>(options.average));
   file.set_attribute("/bench/collectives", "warmup_iterations", static_cast<std::int64_t>(options.warmup));
@@ -720,4 +638,80 @@ void record_bench(Session& session, const HostCopy& copy, const PointToPoint& p2
   }
 }
 
+namespace {
+
+class BenchCollectives final : public Command {
+ public:
+  BenchCollectives()
+      : Command({.name = "bench collectives",
+                 .help = "Sweep message sizes for collectives and algorithms (nccl-tests options and columns); native is "
+                         "the baseline, host copy bandwidth and alpha-beta constants are measured in the same run",
+                 .order = 20,
+                 .half_accumulate = true,
+                 .in_run = true,
+                 .groups = {"/bench/collectives", "/bench/collectives_rank_times", "/host/copy_bandwidth",
+                            "/bench/device_kernels", "/bench/point_to_point", "/bench/harness_overhead"},
+                 .parent_help = "Benchmarks"}) {}
+
+  void declare(CommandOptions& o) override {
+    BenchOptions& b = options_;
+    o.add("-b,--minbytes", b.min_bytes, "Smallest message size in bytes (K, M, G suffixes)", {"1K", "1K"});
+    o.add("-e,--maxbytes", b.max_bytes, "Largest message size", {"1M", "64M"});
+    o.add("-i,--stepbytes", b.step_bytes, "Size increment when -f is 1");
+    o.add("-f,--stepfactor", b.sweep.step_factor, "Size multiplication factor (1 = add -i instead)", {4, 4});
+    o.add("-n,--iters", b.iterations, "Timed iterations per size", {10, 10});
+    o.add("-w,--warmup_iters", b.warmup, "Untimed warm-up iterations per size", {3, 3});
+    o.add("-c,--check", b.check_iterations,
+          "Check iterations per size with crafted inputs; #wrong counts wrong elements over all ranks (0 = off)");
+    o.add("-d,--datatype", b.datatypes, "Types, comma-separated, or all: float64 float32 float16 bfloat16 int32 int64");
+    o.add("-o,--op", b.ops, "Reductions, comma-separated, or all: sum prod max min avg");
+    o.add("-r,--root", b.root, "Root rank of reduce and broadcast");
+    o.add("-a,--average", b.average, "Time reported across ranks: 0 rank 0, 1 mean, 2 min, 3 max");
+    o.add("--coll", b.collectives,
+          "Collectives, comma-separated, or all: all_reduce reduce broadcast all_gather reduce_scatter all_to_all "
+          "all_to_all_v. all_to_all_v's counts are uneven: rank r sends rank p chunk x ((p + 2r + 1) mod 3) "
+          "elements (0, 1 or 2 chunks: 0 for some pairs at 2 ranks or more, a rank's own block 1 chunk), "
+          "chunk = size / ranks as all_to_all's; out of place only; size_bytes is the ranks' mean send "
+          "buffer (n chunks), each rank's own is in /bench/collectives_rank_times",
+          {"all", "all"});
+    o.add("--algo", b.algorithms,
+          "Algorithms, comma-separated, or all (native always runs as the baseline): ring naive recursive_doubling "
+          "rabenseifner binomial_tree pairwise",
+          {"all", "all"});
+  }
+
+  std::optional<int> prepare(std::optional<int>) override {
+    common().result_bytes = bench_result_bytes(plan_bench(options_));
+    return std::nullopt;
+  }
+
+  int execute(Job& job) override {
+    Session& s = job.session;
+    const BenchPlan plan = plan_bench(options_);
+    check_bench_root(options_, s.world().size());
+    s.check_memory(bench_bytes_per_rank(plan, s.world().size()), "the benchmark at -e " + options_.max_bytes);
+    s.maybe_inject_stall();
+    const HostCopy copy = measure_host_copy(s);
+    const PointToPoint& p2p = job.point_to_point(plan.sizes.back());
+    const BenchOutcome outcome = run_bench(s, plan, options_, p2p, copy.best_GBps);
+    record_bench(s, copy, outcome, options_);
+    return kExitOk;
+  }
+
+  std::optional<ResumeProbe> resume_probe() const override {
+    return ResumeProbe{{"-q", "--np", "2", "-e", "1M", "-n", "20", "--coll", "all_reduce,all_gather"},
+                       "bench/collectives",
+                       "collective,algorithm,dtype,redop,in_place,count,size_bytes",
+                       {4, 12},
+                       "TERM",
+                       {"bench/point_to_point", "host/copy_bandwidth", "bench/harness_overhead"}};
+  }
+
+ private:
+  BenchOptions options_;
+};
+
+const RegisteredCommand<BenchCollectives> kBenchCollectives;
+
+}  // namespace
 }  // namespace parity::cli

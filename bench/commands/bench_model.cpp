@@ -2,13 +2,15 @@
 // step (forward, backward, optimizer) for a few GPT sizes. Every rank trains its own replica at
 // the same time (a health check of every core or device in the job); the denominator of MFU is
 // the matrix-multiply rate each rank measures in the same run, in the model's data type.
+#include "bench/commands/bench_model.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 
 #include "bench/cli/progress.hpp"
 #include "bench/cli/shared.hpp"
-#include "bench/commands/commands.hpp"
+#include "bench/commands/command.hpp"
 #include "reference/core/error.hpp"
 #include "reference/model/optimizer.hpp"
 #include "reference/ops/cpu.hpp"
@@ -47,35 +49,6 @@ double measure_matmul_GFLOPs(DataType dtype, std::int64_t n, MemorySpace space) 
 std::int64_t matmul_size(MemorySpace space) { return space == MemorySpace::cuda ? 4096 : 512; }
 
 }  // namespace
-
-const std::vector<ModelPreset>& model_presets() {
-  static const std::vector<ModelPreset> presets = [] {
-    auto gpt = [](std::int64_t v, int l, std::int64_t h, int a, std::int64_t s) {
-      model::GptConfig c;
-      c.vocabulary = v;
-      c.layers = l;
-      c.hidden = h;
-      c.heads = a;
-      c.sequence = s;
-      return c;
-    };
-    return std::vector<ModelPreset>{
-        {"tiny", gpt(256, 2, 64, 4, 64)},
-        {"small", gpt(512, 4, 128, 4, 128)},
-        {"medium", gpt(1024, 6, 256, 8, 256)},
-        {"large", gpt(2048, 12, 512, 8, 512)},
-    };
-  }();
-  return presets;
-}
-
-const ModelPreset& find_model_preset(const std::string& name) {
-  auto it = std::find_if(model_presets().begin(), model_presets().end(), [&](const ModelPreset& p) { return p.name == name; });
-  if (it != model_presets().end()) return *it;
-  std::string known;
-  for (const auto& p : model_presets()) known += (known.empty() ? "" : ", ") + p.name;
-  throw UsageError("'" + name + "' is not a known model (" + known + ")");
-}
 
 ModelBenchPlan plan_model_bench(const ModelBenchOptions& options) {
   ModelBenchPlan plan;
@@ -229,4 +202,56 @@ void record_model_bench(Session& session, const ModelBenchOutcome& outcome, cons
                          (gpu ? "rank's GPU" : "rank's core") + ", same run");
 }
 
+namespace {
+
+class BenchModel final : public Command {
+ public:
+  BenchModel()
+      : Command({.name = "bench model",
+                 .help = "Tokens per second and model FLOPs utilisation (MFU) of a GPT training step on every rank; the "
+                         "MFU denominator is the matrix-multiply rate measured in the same run; counted FLOPs must equal "
+                         "the formula",
+                 .order = 30,
+                 .in_run = true,
+                 .groups = {"/bench/model"}}) {}
+
+  void declare(CommandOptions& o) override {
+    ModelBenchOptions& m = options_;
+    o.add("--models", m.models, "GPT models, comma-separated:" + model_presets_help(), {"tiny", "tiny,small"});
+    o.add("--batch", m.batch, "Sequences per step (per rank: every rank trains its own replica)");
+    o.add("--steps", m.steps, "Timed training steps per model (the median is reported)", {3, 3});
+    o.add("--warmup", m.warmup, "Untimed steps first");
+    o.add("--dtype", m.dtype, "float32 or float64");
+    o.add("--optimizer", m.optimizer, "adamw or sgd (with momentum)");
+  }
+
+  std::optional<int> prepare(std::optional<int>) override {
+    plan_model_bench(options_);
+    return std::nullopt;
+  }
+
+  int execute(Job& job) override {
+    Session& s = job.session;
+    const ModelBenchPlan plan = plan_model_bench(options_);
+    s.check_memory(model_bench_bytes_per_rank(plan), "the model benchmark");
+    s.maybe_inject_stall();
+    record_model_bench(s, run_model_bench(s, plan, options_), options_);
+    return kExitOk;
+  }
+
+  std::optional<ResumeProbe> resume_probe() const override {
+    return ResumeProbe{{"-q", "--np", "2", "--models", "tiny,small", "--steps", "10"},
+                       "bench/model",
+                       "model,rank,parameters,step_flops",
+                       {1},
+                       "INT"};
+  }
+
+ private:
+  ModelBenchOptions options_;
+};
+
+const RegisteredCommand<BenchModel> kBenchModel;
+
+}  // namespace
 }  // namespace parity::cli

@@ -9,13 +9,16 @@
 // Every run also records the tokens per expert of every MoE layer at every step, and the bytes
 // each rank sent in the last step's all-to-alls beside the formula from its routing counts
 // (theory/moe.hpp), which must match exactly.
+#include "bench/commands/bench_moe.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
 #include "bench/cli/progress.hpp"
 #include "bench/cli/shared.hpp"
-#include "bench/commands/commands.hpp"
+#include "bench/commands/command.hpp"
+#include "bench/commands/presets.hpp"
 #include "reference/core/error.hpp"
 #include "reference/ops/routing.hpp"
 #include "reference/parallel/expert/expert_parallel.hpp"
@@ -385,4 +388,76 @@ void record_moe_bench(Session& session, const MoeBenchOutcome& outcome, const Mo
                                  "received from other ranks x h e; backward = dispatch + combine; capacity ceil(k cf N / E)"));
 }
 
+namespace {
+
+class BenchMoe final : public Command {
+ public:
+  BenchMoe()
+      : Command({.name = "bench moe",
+                 .help = "Mixture of experts with expert parallelism: step time split (all-to-all, gradient reduction, "
+                         "compute) against ep, load imbalance and balancing loss per router over the steps, dropped "
+                         "fraction against the capacity factor, tokens per expert per layer, all-to-all bytes beside the "
+                         "formula (which must match)",
+                 .order = 80,
+                 .in_run = true,
+                 .groups = {"/bench/moe", "/bench/moe_steps", "/bench/moe_load"}}) {}
+
+  void declare(CommandOptions& o) override {
+    MoeBenchOptions& m = options_;
+    o.add("--model", m.model, "GPT preset:" + model_presets_help());
+    o.add("-E,--experts", m.experts, "Experts per MoE layer (a multiple of every ep size)");
+    o.add("-k,--top-k", m.top_k, "Experts each token chooses (top_k and aux_free routers), 1..E");
+    o.add("--capacity-factor", m.capacity_factor, "Capacity factor cf of the ep sweep and the router runs: an expert "
+                                                  "takes ceil(k cf tokens / E) rows; inf: dropless");
+    o.add("--capacity-factors", m.capacity_factors,
+          "The dropped-fraction sweep (top_k router at the largest ep), comma-separated, inf allowed",
+          {"0.5,1,inf", "0.5,1,1.25,2,inf"});
+    o.add("--routers", m.routers, "Routers compared at the largest ep (the first also runs the ep sweep): top_k, "
+                                  "expert_choice, aux_free");
+    o.add("--ep", m.ep_sizes, "Expert-parallel sizes, comma-separated; each runs on every rank with dp = world / ep "
+                              "[default: every size dividing the world and the experts]");
+    o.add("--moe-every", m.moe_every, "An MoE FFN in every k-th block (blocks k-1, 2k-1, ...)");
+    o.add("--moe-layers", m.moe_layers, "Or the MoE blocks by index, comma-separated (0-based)");
+    o.flag("--shared-expert", m.shared_expert, "One more expert every token goes through, ungated");
+    o.add("--batch", m.batch, "Sequences per step (the global batch, at least one per rank)");
+    o.add("--steps", m.steps, "Timed steps (the median is reported; every step's routing is recorded)", {2, 4});
+    o.add("--warmup", m.warmup, "Untimed steps first");
+    o.add("--dtype", m.dtype, "float32 or float64");
+    o.add("--all-to-all", m.all_to_all, "all_to_all_v algorithm of the exchange: native or pairwise");
+  }
+
+  std::optional<int> prepare(std::optional<int> world_size) override {
+    check_moe_bench_options(options_);
+    if (world_size) plan_moe_bench(options_, *world_size);  // refused before ranks start
+    return std::nullopt;
+  }
+
+  void prepare_for_run(int world_size) override { options_.batch = std::max<std::int64_t>(options_.batch, world_size); }
+
+  int execute(Job& job) override {
+    Session& s = job.session;
+    const MoeBenchPlan plan = plan_moe_bench(options_, s.world().size());
+    s.check_memory(moe_bench_bytes_per_rank(plan, options_, s.world().size()), "the MoE benchmark");
+    s.maybe_inject_stall();
+    const MoeBenchOutcome outcome = run_moe_bench(s, plan, options_);
+    record_moe_bench(s, outcome, options_);
+    return outcome.mismatches ? kExitFailed : kExitOk;
+  }
+
+  std::optional<ResumeProbe> resume_probe() const override {
+    return ResumeProbe{{"-q", "--np", "2", "--experts", "4", "--steps", "20"},
+                       "bench/moe",
+                       "run,ep,router,capacity_factor,bytes_match",
+                       {1, 3},
+                       "TERM",
+                       {"bench/moe_steps", "bench/moe_load"}};
+  }
+
+ private:
+  MoeBenchOptions options_;
+};
+
+const RegisteredCommand<BenchMoe> kBenchMoe;
+
+}  // namespace
 }  // namespace parity::cli

@@ -7,13 +7,18 @@
 //   scaling: strong (fixed global batch) and weak (fixed rows per rank) scaling of a DP step,
 //            Amdahl fit, alpha-beta prediction of the gradient all-reduce; and the fraction of
 //            communication that bucketed overlap hides behind backward.
+#include "bench/commands/bench_parallel.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cmath>
 
 #include "bench/cli/progress.hpp"
 #include "bench/cli/shared.hpp"
-#include "bench/commands/commands.hpp"
+#include "bench/cli/sizes.hpp"
+#include "bench/commands/bench_model.hpp"
+#include "bench/commands/command.hpp"
+#include "bench/commands/presets.hpp"
 #include "reference/core/error.hpp"
 #include "reference/parallel/data/data_parallel.hpp"
 #include "reference/parallel/techniques/techniques.hpp"
@@ -406,24 +411,140 @@ ScalingBenchOutcome run_scaling_bench(Session& session, const ParallelBenchPlan&
   return out;
 }
 
-void record_parallel_bench(Session& session, const MemoryBenchOutcome* memory, const ScalingBenchOutcome* scaling) {
+void record_memory_bench(Session& session, const MemoryBenchOutcome& memory) {
   if (!session.is_root()) return;
   auto& file = session.results();
-  if (memory) {
-    file.write_table("/bench/memory", memory->table);
-    file.set_attribute("/bench/memory", "model_state_formula",
-                       std::string("Rajbhandari et al. 2020 with per-unit padding P: dp (p+g+K)Psi; zero1 (p+g)P + K P/n; "
-                                   "zero2 p P + (g+K) P/n; zero3 (p+g+K) P/n"));
-  }
-  if (scaling) {
-    file.write_table("/bench/scaling", scaling->scaling);
-    if (scaling->overlap.rows()) file.write_table("/bench/overlap", scaling->overlap);
-    file.set_attribute("/bench/scaling", "alpha_s", scaling->p2p.measured ? scaling->p2p.model.alpha_seconds : std::nan(""));
-    file.set_attribute("/bench/scaling", "beta_s_per_byte", scaling->p2p.measured ? scaling->p2p.model.beta_seconds_per_byte : std::nan(""));
-    file.set_attribute("/bench/scaling", "alpha_beta_source",
-                       std::string(scaling->p2p.measured ? "ping-pong between ranks 0 and 1 in this run (/bench/point_to_point)"
-                                                         : "not measured (one rank)"));
-  }
+  file.write_table("/bench/memory", memory.table);
+  file.set_attribute("/bench/memory", "model_state_formula",
+                     std::string("Rajbhandari et al. 2020 with per-unit padding P: dp (p+g+K)Psi; zero1 (p+g)P + K P/n; "
+                                 "zero2 p P + (g+K) P/n; zero3 (p+g+K) P/n"));
 }
 
+void record_scaling_bench(Session& session, const ScalingBenchOutcome& scaling) {
+  if (!session.is_root()) return;
+  auto& file = session.results();
+  file.write_table("/bench/scaling", scaling.scaling);
+  if (scaling.overlap.rows()) file.write_table("/bench/overlap", scaling.overlap);
+  file.set_attribute("/bench/scaling", "alpha_s", scaling.p2p.measured ? scaling.p2p.model.alpha_seconds : std::nan(""));
+  file.set_attribute("/bench/scaling", "beta_s_per_byte", scaling.p2p.measured ? scaling.p2p.model.beta_seconds_per_byte : std::nan(""));
+  file.set_attribute("/bench/scaling", "alpha_beta_source",
+                     std::string(scaling.p2p.measured ? "ping-pong between ranks 0 and 1 in this run (/bench/point_to_point)"
+                                                      : "not measured (one rank)"));
+}
+
+namespace {
+
+// The options both commands take.
+void declare_steps(CommandOptions& o, ParallelBenchOptions& p) {
+  o.add("--steps", p.steps, "Timed steps (scaling: the median is reported; memory: the last is measured)", {2, 3});
+  o.add("--warmup", p.warmup, "Untimed steps first");
+}
+
+class BenchMemory final : public Command {
+ public:
+  BenchMemory()
+      : Command({.name = "bench memory",
+                 .help = "Peak bytes per category on every rank for data parallelism and ZeRO stages 1-3 at world sizes "
+                         "1 to --np, beside the ZeRO paper's model-state formulas (which must match), and the bytes each "
+                         "rank sent",
+                 .order = 40,
+                 .in_run = true,
+                 .groups = {"/bench/memory"}}) {}
+
+  void declare(CommandOptions& o) override {
+    ParallelBenchOptions& p = options_;
+    o.add("--model", p.model, "mlp (" + model::MlpConfig{256, 1024, 256, 4}.describe() +
+                                  ") or a GPT preset (tiny, small, medium, large)");
+    o.add("--strategies", p.strategies, "dp, zero1, zero2, zero3, comma-separated");
+    o.add("--precision", p.precisions, "mixed (bfloat16 parameters and gradients, float32 master weights and Adam "
+                                       "moments: K = 12), float32, float64; comma-separated");
+    o.add("--batch", p.batch, "Rows per rank");
+    declare_steps(o, p);
+  }
+
+  std::optional<int> prepare(std::optional<int>) override {
+    plan_parallel_bench(options_);
+    return std::nullopt;
+  }
+
+  int execute(Job& job) override {
+    Session& s = job.session;
+    const ParallelBenchPlan plan = plan_parallel_bench(options_);
+    s.check_memory(parallel_bench_bytes_per_rank(options_), "the memory benchmark");
+    s.maybe_inject_stall();
+    const MemoryBenchOutcome outcome = run_memory_bench(s, plan, options_);
+    record_memory_bench(s, outcome);
+    return outcome.mismatches ? kExitFailed : kExitOk;
+  }
+
+  std::optional<ResumeProbe> resume_probe() const override {
+    return ResumeProbe{{"-q", "--np", "2", "--steps", "4"},
+                       "bench/memory",
+                       "strategy,zero_stage,precision,world_size,rank,model_state_bytes,matches_formula",
+                       {3, 10}};
+  }
+
+ private:
+  ParallelBenchOptions options_;
+};
+
+class BenchScaling final : public Command {
+ public:
+  BenchScaling()
+      : Command({.name = "bench scaling",
+                 .help = "Strong and weak scaling of a data-parallel training step at 1 to --np ranks (speedup, "
+                         "efficiency, Amdahl fit, alpha-beta prediction of the gradient all-reduce) and the "
+                         "communication hidden by overlapping bucketed all-reduces with backward",
+                 .order = 50,
+                 .in_run = true,
+                 .groups = {"/bench/scaling", "/bench/overlap", "/bench/point_to_point"}}) {
+    options_.model = "tiny";
+    options_.precisions = "float32";  // scaling trains in float32
+  }
+
+  void declare(CommandOptions& o) override {
+    ParallelBenchOptions& p = options_;
+    o.add("--model", p.model, "mlp, or a GPT preset (tiny, small, medium, large), trained in float32");
+    o.add("--batch", p.batch, "Global batch (rows) of strong scaling; at least the number of ranks");
+    o.add("--weak-batch", p.weak_batch, "Rows per rank of weak scaling");
+    o.add("--bucket-sizes", p.bucket_sizes,
+          "Gradient bucket sizes for the overlap measurement at the full world, comma-separated (K, M suffixes)",
+          {"64K", "64K,1M"});
+    declare_steps(o, p);
+  }
+
+  std::optional<int> prepare(std::optional<int>) override {
+    plan_parallel_bench(options_);
+    return std::nullopt;
+  }
+
+  int execute(Job& job) override {
+    Session& s = job.session;
+    const ParallelBenchPlan plan = plan_parallel_bench(options_);
+    check_scaling_batch(s, options_);
+    s.check_memory(parallel_bench_bytes_per_rank(options_), "the scaling benchmark");
+    s.maybe_inject_stall();
+    const PointToPoint& p2p = job.point_to_point(1 << 20);  // the source of the alpha-beta predictions
+    record_scaling_bench(s, run_scaling_bench(s, plan, options_, p2p));
+    return kExitOk;
+  }
+
+  std::optional<ResumeProbe> resume_probe() const override {
+    // Cut in the overlap sweep: the scaling modes before it are taken whole.
+    return ResumeProbe{{"-q", "--np", "2", "--steps", "30", "--bucket-sizes", "64K,256K,1M,4M"},
+                       "bench/overlap",
+                       "world_size,bucket_bytes,overlap,buckets",
+                       {1},
+                       "TERM",
+                       {"bench/point_to_point", "bench/scaling"}};
+  }
+
+ private:
+  ParallelBenchOptions options_;
+};
+
+const RegisteredCommand<BenchMemory> kBenchMemory;
+const RegisteredCommand<BenchScaling> kBenchScaling;
+
+}  // namespace
 }  // namespace parity::cli

@@ -12,6 +12,8 @@
 //     weighing the bytes that stage's forwards were measured to keep.
 // Where ranks outnumber cores, a rank waits for the processor as well as for its messages, so
 // measured idle means little: the file says so and the simulated figure is the one to compare.
+#include "bench/commands/bench_pipeline.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -20,7 +22,9 @@
 
 #include "bench/cli/progress.hpp"
 #include "bench/cli/shared.hpp"
-#include "bench/commands/commands.hpp"
+#include "bench/commands/command.hpp"
+#include "bench/commands/pipeline.hpp"
+#include "bench/commands/presets.hpp"
 #include "correctness/cases/pipeline.hpp"
 #include "reference/comm/clock.hpp"
 #include "reference/core/error.hpp"
@@ -297,9 +301,25 @@ PipelineBenchOutcome run_pipeline_bench(Session& session, const PipelineBenchPla
   const double e = static_cast<double>(size_of(c.dtype));
   const double message_bytes = static_cast<double>(options.rows) * static_cast<double>(c.sequence * c.hidden) * e;
   Progress progress("bench pipeline", plan.runs.size(), session.is_root() && !session.options().quiet);
+  // --resume: a run is its row of /bench/pipeline (keyed by its place in the plan and what it
+  // ran), with its ranks' rows and its timeline (keyed by that place).
+  const RowKey by_run = [](const record::Table& t, std::size_t row) {
+    return std::to_string(row) + " " + t.get_str("schedule")[row] + " p" + std::to_string(t.get_i64("stages")[row]) +
+           " m" + std::to_string(t.get_i64("micro_batches")[row]);
+  };
+  const RowKey by_index = [](const record::Table& t, std::size_t row) { return std::to_string(t.get_i64("run")[row]); };
   for (std::size_t index = 0; index < plan.runs.size(); ++index) {
     const PipelineBenchRun& run = plan.runs[index];
-    progress.update(index, run.schedule + " p" + std::to_string(run.stages) + " m" + std::to_string(run.micro_batches));
+    const std::string what = run.schedule + " p" + std::to_string(run.stages) + " m" + std::to_string(run.micro_batches);
+    progress.update(index, what);
+    // Its row is journaled last (after the ranks' and the timeline's), so a row found means the
+    // others were kept too.
+    if (session.restore_row("/bench/pipeline", std::to_string(index) + " " + what, by_run, out.runs).found) {
+      session.restore_rows("/bench/pipeline_ranks", std::to_string(index), by_index, static_cast<std::size_t>(run.stages),
+                           out.ranks);
+      session.restore_rows("/bench/pipeline_timeline", std::to_string(index), by_index, Session::kAnyCount, out.timeline);
+      continue;
+    }
     cases::PipelineCase pc;
     pc.schedule = run.schedule;
     pc.micro_batches = run.micro_batches;
@@ -423,9 +443,11 @@ PipelineBenchOutcome run_pipeline_bench(Session& session, const PipelineBenchPla
     t.f64("activation_message_bytes", "B").push_back(message_bytes);
     t.i64("peak_activation_bytes", "B").push_back(std::llround(peak));
     t.i64("formula_activation_bytes", "B").push_back(std::llround(formula_peak));
-    session.record_rows("/bench/pipeline", t, t.rows() - 1);  // kept if the run is cut short
+    // Kept if the run is cut short; the run's row last, as the mark that its ranks' rows and
+    // timeline are complete.
     session.record_rows("/bench/pipeline_ranks", out.ranks, first_rank_row);
     session.record_rows("/bench/pipeline_timeline", out.timeline, first_timeline_row);
+    session.record_rows("/bench/pipeline", t, t.rows() - 1);
   }
   progress.finish();
   if (session.is_root() && !session.options().quiet)
@@ -462,4 +484,67 @@ void record_pipeline_bench(Session& session, const PipelineBenchOutcome& outcome
                                  "1F1B min(m, p-r), interleaved min(m v, 2(p-r-1)+(v-1)p+1) chunks"));
 }
 
+namespace {
+
+class BenchPipeline final : public Command {
+ public:
+  BenchPipeline()
+      : Command({.name = "bench pipeline",
+                 .help = "Pipeline schedules on real ranks against m (and p): step time, each rank's timeline on "
+                         "aligned clocks, measured bubble beside the simulator fed with the measured action costs and "
+                         "the closed form, peak activation bytes per rank beside the in-flight formula",
+                 .order = 70,
+                 .in_run = true,
+                 .groups = {"/bench/pipeline", "/bench/pipeline_ranks", "/bench/pipeline_timeline",
+                            "/bench/point_to_point"}}) {}
+
+  void declare(CommandOptions& o) override {
+    PipelineBenchOptions& p = options_;
+    std::string names;
+    for (const auto& n : parallel::pipeline::schedule_names()) names += (names.empty() ? "" : ", ") + n;
+    o.add("--schedules", p.schedules, "Schedules, comma-separated: " + names);
+    o.add("-p,--stages", p.stages, "Pipeline ranks p, comma-separated; each runs on the first p ranks [default: 2, 4, "
+                                   "8, ... below the world, and the world]");
+    o.add("-m,--micro-batches", p.micro_batches, "Micro-batches m, comma-separated [default: p, 2p, 4p]; a schedule "
+                                                 "skips an m it cannot take");
+    o.add("-v,--chunks", p.chunks, "Chunks per rank of interleaved");
+    o.add("--model", p.model, "GPT preset:" + model_presets_help());
+    o.add("--layers", p.layers, "Transformer blocks [default: the preset's, at least as many as the most stages]");
+    o.add("--rows", p.rows, "Sequences per micro-batch");
+    o.add("--steps", p.steps, "Timed steps (the one of median makespan is kept)", {1, 2});
+    o.add("--warmup", p.warmup, "Untimed steps first");
+    o.add("--dtype", p.dtype, "float32 or float64");
+  }
+
+  std::optional<int> prepare(std::optional<int> world_size) override {
+    if (world_size) plan_pipeline_bench(options_, *world_size);  // refused before ranks start
+    return std::nullopt;
+  }
+
+  int execute(Job& job) override {
+    Session& s = job.session;
+    const PipelineBenchPlan plan = plan_pipeline_bench(options_, s.world().size());
+    s.check_memory(pipeline_bench_bytes_per_rank(plan, options_), "the pipeline benchmark");
+    s.maybe_inject_stall();
+    const PointToPoint& p2p = job.point_to_point(1 << 20);  // the source of the simulated messages
+    record_pipeline_bench(s, run_pipeline_bench(s, plan, options_, p2p), options_);
+    return kExitOk;
+  }
+
+  std::optional<ResumeProbe> resume_probe() const override {
+    return ResumeProbe{{"-q", "--np", "2", "--schedules", "gpipe,1f1b,zb-h1", "--steps", "20"},
+                       "bench/pipeline",
+                       "schedule,stages,chunks,micro_batches,activation_message_bytes",
+                       {1, 4},
+                       "TERM",
+                       {"bench/point_to_point", "bench/pipeline_ranks"}};
+  }
+
+ private:
+  PipelineBenchOptions options_;
+};
+
+const RegisteredCommand<BenchPipeline> kBenchPipeline;
+
+}  // namespace
 }  // namespace parity::cli

@@ -4,12 +4,15 @@
 // same batches. Each step's loss, the loss scale it ran with and whether it was skipped are
 // recorded, so the report draws the 16-bit runs' losses beside float64's and the scale's
 // growth and halving.
+#include "bench/commands/bench_precision.hpp"
+
 #include <cmath>
 #include <cstdio>
 
 #include "bench/cli/progress.hpp"
 #include "bench/cli/shared.hpp"
-#include "bench/commands/commands.hpp"
+#include "bench/commands/command.hpp"
+#include "bench/commands/presets.hpp"
 #include "reference/core/error.hpp"
 #include "reference/model/optimizer.hpp"
 #include "reference/parallel/techniques/techniques.hpp"
@@ -132,4 +135,62 @@ void record_precision_bench(Session& session, const PrecisionBenchOutcome& outco
   file.set_attribute("/bench/precision", "loss_scaling", "float16: " + plan.scaling.describe());
 }
 
+namespace {
+
+class BenchPrecision final : public Command {
+ public:
+  BenchPrecision()
+      : Command({.name = "bench precision",
+                 .help = "Mixed precision: one GPT trained data-parallel in float64, float32, bfloat16 and float16 "
+                         "(float32 master weights, float16 with dynamic loss scaling) from the same seed; every step's "
+                         "loss, loss scale and skipped steps, for the report's loss and loss-scale curves",
+                 .order = 100,
+                 .in_run = true,
+                 .groups = {"/bench/precision"}}) {}
+
+  void declare(CommandOptions& o) override {
+    PrecisionBenchOptions& p = options_;
+    o.add("--model", p.model, "GPT preset:" + model_presets_help());
+    o.add("--layers", p.layers, "Transformer blocks L (0: the preset's)");
+    o.add("--batch", p.batch, "Sequences per step over all ranks (at least one per rank)");
+    o.add("--steps", p.steps, "Optimizer steps in each precision", {20, 40});
+    o.add("--precisions", p.precisions,
+          "Comma-separated: float64, float32, bfloat16, float16 (16-bit: float32 master weights and optimizer state)");
+    o.add("--loss-scale", p.loss_scale,
+          "float16's initial loss scale, a power of two (dynamic: halved and the step skipped on inf or NaN in any "
+          "rank's gradients, doubled after --growth-interval clean steps)");
+    o.add("--growth-interval", p.growth_interval, "Clean steps before float16's loss scale doubles");
+  }
+
+  std::optional<int> prepare(std::optional<int>) override {
+    plan_precision_bench(options_);  // refused before ranks start
+    return std::nullopt;
+  }
+
+  void prepare_for_run(int world_size) override { options_.batch = std::max<std::int64_t>(options_.batch, world_size); }
+
+  int execute(Job& job) override {
+    Session& s = job.session;
+    const PrecisionBenchPlan plan = plan_precision_bench(options_);
+    s.check_memory(precision_bench_bytes_per_rank(plan, options_.batch), "the precision benchmark");
+    s.maybe_inject_stall();
+    const PrecisionBenchOutcome outcome = run_precision_bench(s, plan, options_);
+    record_precision_bench(s, outcome, plan, options_);
+    return outcome.failures ? kExitFailed : kExitOk;
+  }
+
+  std::optional<ResumeProbe> resume_probe() const override {
+    return ResumeProbe{{"-q", "--np", "2", "--steps", "40"},
+                       "bench/precision",
+                       "precision,step,loss,loss_scale,skipped",
+                       {1, 3}};
+  }
+
+ private:
+  PrecisionBenchOptions options_;
+};
+
+const RegisteredCommand<BenchPrecision> kBenchPrecision;
+
+}  // namespace
 }  // namespace parity::cli

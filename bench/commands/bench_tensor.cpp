@@ -8,15 +8,20 @@
 //   - activation bytes a rank keeps per block, measured by the memory tracker, against parity's
 //     formula (must match) and Korthikanti's 16-bit figure;
 //   - parameters and optimizer-state bytes per rank against the sharded count (must match).
+#include "bench/commands/bench_tensor.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 
 #include "bench/cli/progress.hpp"
 #include "bench/cli/shared.hpp"
-#include "bench/commands/commands.hpp"
+#include "bench/commands/command.hpp"
+#include "bench/commands/presets.hpp"
 #include "reference/core/error.hpp"
 #include "reference/cuda/device.hpp"
+#include "reference/parallel/grid.hpp"
+#include "reference/parallel/techniques/techniques.hpp"
 #include "reference/parallel/tensor/tensor_parallel.hpp"
 #include "reference/theory/model.hpp"
 #include "reference/theory/tensor.hpp"
@@ -306,4 +311,64 @@ void record_tensor_bench(Session& session, const TensorBenchOutcome& outcome, co
                                  "+b(a/t)s^2), SP e(b(s/t)(16h+4)+b(a/t)s^2)"));
 }
 
+namespace {
+
+class BenchTensor final : public Command {
+ public:
+  BenchTensor()
+      : Command({.name = "bench tensor",
+                 .help = "Tensor parallelism (Megatron) with and without sequence parallelism against the "
+                         "tensor-parallel size: step time, tokens/s, the tp group's communication and its alpha-beta "
+                         "prediction, bytes per layer, activation and parameter bytes per rank, beside the formulas "
+                         "(which must match)",
+                 .order = 60,
+                 .in_run = true,
+                 .groups = {"/bench/tensor", "/bench/point_to_point"}}) {}
+
+  void declare(CommandOptions& o) override {
+    TensorBenchOptions& t = options_;
+    o.add("--model", t.model, "GPT preset:" + model_presets_help());
+    o.add("--tp", t.sizes, "Tensor-parallel sizes, comma-separated; each runs on the first t ranks [default: every size "
+                           "up to the world that divides the heads and the vocabulary]");
+    o.add("--sp", t.sequence_parallel, "Sequence parallelism: off, on, or off,on (both; sizes above 1)");
+    o.add("--grid", t.grid, "One grid over every rank instead of the sweep, e.g. tp=2,dp=2 (its product must be the "
+                            "world size)");
+    o.add("--batch", t.batch, "Sequences per step (the global batch)", {2, 2});
+    o.add("--steps", t.steps, "Timed steps (the median is reported)", {1, 3});
+    o.add("--warmup", t.warmup, "Untimed steps first");
+    o.add("--dtype", t.dtype, "float32 or float64");
+  }
+
+  std::optional<int> prepare(std::optional<int>) override {
+    check_tensor_bench_options(options_);
+    return std::nullopt;
+  }
+
+  int execute(Job& job) override {
+    Session& s = job.session;
+    const TensorBenchPlan plan = plan_tensor_bench(options_, s.world().size());
+    s.check_memory(tensor_bench_bytes_per_rank(plan, options_.batch), "the tensor benchmark");
+    s.maybe_inject_stall();
+    const PointToPoint& p2p = job.point_to_point(4 << 20);  // the source of the alpha-beta predictions
+    const TensorBenchOutcome outcome = run_tensor_bench(s, plan, options_, p2p);
+    record_tensor_bench(s, outcome, options_);
+    return outcome.mismatches ? kExitFailed : kExitOk;
+  }
+
+  std::optional<ResumeProbe> resume_probe() const override {
+    return ResumeProbe{{"-q", "--np", "2", "--steps", "30"},
+                       "bench/tensor",
+                       "tp,dp,sequence_parallel,bytes_total,formula_bytes_total",
+                       {1, 2},
+                       "TERM",
+                       {"bench/point_to_point"}};
+  }
+
+ private:
+  TensorBenchOptions options_;
+};
+
+const RegisteredCommand<BenchTensor> kBenchTensor;
+
+}  // namespace
 }  // namespace parity::cli

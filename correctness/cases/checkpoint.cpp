@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "correctness/cases/compare.hpp"
+#include "correctness/cases/family.hpp"
 #include "correctness/cases/pipeline.hpp"
 #include "correctness/cases/training.hpp"
 #include "reference/core/error.hpp"
@@ -270,5 +271,31 @@ CheckpointResult run_checkpoint_case(Communicator& comm, const CheckpointCase& c
   r.passed = agreed_verdict(comm, failures, r.compared, r.message);
   return r;
 }
+
+
+// The family `parity check` runs (family.hpp).
+const RegisteredFamily kCheckpointFamily{FamilyDefinition<CheckpointCase, CheckpointResult>{
+    .name = "checkpoint",
+    .group = "/check/checkpoint",
+    .label = "activation checkpointing",
+    .description = "conformance cases of activation checkpointing against the run without it (docs/results-schema.md)",
+    .order = 60,
+    .grid = [](int world_size, const GridOptions&) { return checkpoint_grid(world_size); },
+    .run = [](const CaseContext& context, const CheckpointCase& c) { return run_checkpoint_case(context.world, c); },
+    .columns =
+        [](record::Table& t, const CaseContext& context, const CheckpointCase& c, const CheckpointResult& r) {
+          t.str("policy").push_back(c.policy);
+          t.str("composition").push_back(c.composition);
+          t.str("schedule").push_back(c.composition == "pp" ? c.schedule : "");
+          add_run_columns(t, context.world, c.precision, c.steps);
+          t.i64("recomputed_blocks").push_back(r.recomputed_blocks);
+          t.i64("differing").push_back(r.differing);
+          t.i64("stored_bytes", "B").push_back(r.stored_bytes);
+          t.i64("formula_stored_bytes", "B").push_back(r.formula_stored_bytes);
+          t.i64("peak_bytes", "B").push_back(r.peak_bytes);
+          t.i64("formula_peak_bytes", "B").push_back(r.formula_peak_bytes);
+          t.i64("recompute_flops").push_back(r.recompute_flops);
+          t.i64("formula_recompute_flops").push_back(r.formula_recompute_flops);
+        }}};
 
 }  // namespace parity::cases

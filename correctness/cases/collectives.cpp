@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 
+#include "correctness/cases/family.hpp"
 #include "reference/comm/mirror.hpp"
 #include "reference/kernels/buffer_kernels.hpp"
 #include "reference/core/error.hpp"
@@ -508,5 +509,33 @@ std::size_t case_bytes_per_rank(const CollectiveCase& c, int world_size) {
   if (is_half(c.dtype)) bytes += 2 * largest * size_of(DataType::float32);  // widened copies
   return bytes;
 }
+
+
+// The family `parity check` runs (family.hpp).
+const RegisteredFamily kCollectiveFamily{FamilyDefinition<CollectiveCase, CaseResult>{
+    .name = "collectives",
+    .group = "/check/collectives",
+    .label = "",
+    .description = "conformance cases of the collectives (docs/results-schema.md)",
+    .order = 10,
+    .grid = [](int world_size, const GridOptions& options) { return conformance_grid(world_size, options); },
+    .run = [](const CaseContext& context, const CollectiveCase& c) { return run_case(context.world, c, context.half); },
+    .columns =
+        [](record::Table& t, const CaseContext& context, const CollectiveCase& c, const CaseResult& r) {
+          t.str("collective").emplace_back(name_of(c.collective));
+          t.str("algorithm").push_back(c.algorithm);
+          t.str("dtype").emplace_back(name_of(c.dtype));
+          t.str("redop").emplace_back(is_reducing(c.collective) ? name_of(c.op) : "none");
+          t.i64("count").push_back(static_cast<std::int64_t>(c.count));
+          t.i64("in_place").push_back(c.in_place ? 1 : 0);
+          t.str("input").emplace_back(c.input == InputKind::exact ? "exact" : "random");
+          t.i64("world_size").push_back(context.world.size());
+          t.f64("max_abs_error").push_back(r.max_abs_error);
+          t.f64("max_rel_error").push_back(r.max_rel_error);
+          t.f64("tolerance").push_back(r.tolerance);
+          t.i64("wrong").push_back(r.wrong);
+          t.i64("guard_ok").push_back(r.guard_ok ? 1 : 0);
+        },
+    .bytes_per_rank = [](const CollectiveCase& c, int world_size) { return case_bytes_per_rank(c, world_size); }}};
 
 }  // namespace parity::cases

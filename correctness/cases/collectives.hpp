@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "correctness/cases/family.hpp"
 #include "reference/comm/algorithms.hpp"
 
 namespace parity::cases {
@@ -34,11 +35,8 @@ struct CollectiveCase {
   std::string name() const;
 };
 
-struct GridOptions {
-  bool include_large = true;  // 1 MiB + 3 elements and 64 MiB, float32 and bfloat16, sum only
-};
-
-// The conformance grid at world size n: every collective x algorithm x type x reduction x
+// The conformance grid at world size n (options.include_large: 1 MiB + 3 elements and 64 MiB,
+// float32 and bfloat16, sum only): every collective x algorithm x type x reduction x
 // count in {0, 1, n-1, n, n+1, 1021} x placement, exact inputs; random inputs for floating
 // types with sum and avg; and the large sizes. all_to_all_v: out of place only, no large sizes.
 std::vector<CollectiveCase> conformance_grid(int world_size, const GridOptions& options = {});

@@ -1,8 +1,10 @@
+// Pipeline conformance cases (see pipeline.hpp).
 #include "correctness/cases/pipeline.hpp"
 
 #include <algorithm>
 
 #include "correctness/cases/compare.hpp"
+#include "correctness/cases/family.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/tolerance.hpp"
 #include "reference/parallel/checkpoint/checkpoint.hpp"
@@ -265,6 +267,33 @@ TrainingResult run_pipeline_case(Communicator& world, const PipelineCase& c) {
   r.passed = r.error <= r.bound && skipped == 0;
   r.message = r.passed ? r.compared : (skipped > 0 ? "failed: " : "differs beyond " + format(r.bound) + ": ") + r.compared;
   return r;
+}
+
+
+// The family `parity check` (and `parity pipeline run`) runs (family.hpp).
+const RegisteredFamily kPipelineFamily{FamilyDefinition<PipelineCase, TrainingResult>{
+    .name = "pipeline",
+    .group = "/check/pipeline",
+    .label = "pipeline",
+    .description = "conformance cases of pipeline schedules on real ranks against one device (docs/results-schema.md)",
+    .order = 40,
+    .grid = [](int world_size, const GridOptions&) { return pipeline_grid(world_size); },
+    .run = [](const CaseContext& context, const PipelineCase& c) { return run_pipeline_case(context.world, c); },
+    .columns =
+        [](record::Table& t, const CaseContext& context, const PipelineCase& c, const TrainingResult& r) {
+          t.str("schedule").push_back(c.schedule);
+          t.i64("chunks").push_back(c.schedule == "interleaved" ? c.chunks : 1);
+          t.i64("data_parallel").push_back(c.data_parallel);
+          t.i64("micro_batches").push_back(c.micro_batches);
+          add_run_columns(t, context.world, c.precision, c.steps);
+          t.f64("error").push_back(r.error);
+          t.f64("bound").push_back(r.bound);
+          t.f64("first_loss").push_back(r.first_loss);
+          t.f64("last_loss").push_back(r.last_loss);
+        }}};
+
+std::unique_ptr<CaseList> pipeline_cases(std::vector<PipelineCase> chosen) {
+  return kPipelineFamily.as<PipelineCase, TrainingResult>().cases(std::move(chosen));
 }
 
 }  // namespace parity::cases

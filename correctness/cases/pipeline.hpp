@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "correctness/cases/family.hpp"
 #include "correctness/cases/training.hpp"
 #include "reference/comm/communicator.hpp"
 #include "reference/parallel/grid.hpp"
@@ -73,5 +74,7 @@ struct PipelineSetup {
 std::unique_ptr<PipelineSetup> setup_pipeline_case(Communicator& comm, const PipelineCase& c);
 // The case trained against one device (its setup, then c.steps steps).
 TrainingResult run_pipeline_case(Communicator& comm, const PipelineCase& c);
+// The pipeline family's run and columns over cases chosen elsewhere (`parity pipeline run`).
+std::unique_ptr<CaseList> pipeline_cases(std::vector<PipelineCase> chosen);
 
 }  // namespace parity::cases

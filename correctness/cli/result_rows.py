@@ -9,6 +9,9 @@
   result_rows.py taken PARTIAL FILE GROUP    every row of GROUP in PARTIAL is in FILE unchanged,
                                              timings included: --resume took it, it did not
                                              measure it again
+  result_rows.py resumed FILE ROWS           --resume took at least ROWS rows (root attribute
+                                             resumed_rows): rows a table holds unchanged may also
+                                             have been measured again, where nothing varies
   result_rows.py blocks JOURNAL GROUP        prints how many blocks of rows of GROUP the journal
                                              holds (its 'R' records; 0 without a journal)
   result_rows.py complete FILE               complete = 1
@@ -119,6 +122,10 @@ def main(argv):
             same = (x == y) if isinstance(x, list) else np.array_equal(x, y, equal_nan=x.dtype.kind == "f")
             if not same:
                 fail(f"{group}: column {c} differs from the clean run")
+    elif what == "resumed":
+        taken = int(f.attrs.get("resumed_rows", -1))
+        if taken < int(argv[2]):
+            fail(f"{path}: resumed_rows = {taken}, but the partial file kept {argv[2]} rows to take")
     elif what == "taken":
         final = h5py.File(argv[2], "r")
         group = argv[3]

@@ -3,6 +3,9 @@
 # dead rank) leaves a valid partial result file (complete = 0, the reason, every row finished),
 # and --resume then yields the rows a clean run gives, in its order.
 #   resume.sh PARITY WORKDIR SCENARIO
+#   resume.sh PARITY WORKDIR probe COMMAND   the command's resume probe, as `parity list
+#                                            --resume-probes` gives it (one test per command)
+#   resume.sh PARITY WORKDIR probes_complete every command with ranks has a probe or says why not
 set -u
 parity=$1 work=$2 scenario=$3
 here=$(cd -- "$(dirname -- "$0")" && pwd)
@@ -76,7 +79,12 @@ resume_like_clean() { # GROUP KEYS WHEN ARGS...
   [ "$status" -eq 0 ] || fail "--resume after $when ended with status $status"
   rows complete "$work/p.h5"
   rows same "$work/p.h5" "$work/clean.h5" "$group" "$keys"
-  for taken in "$group" $also_taken; do rows taken "$work/kept.h5" "$work/p.h5" "$taken"; done
+  local kept=0
+  for taken in "$group" $also_taken; do
+    rows taken "$work/kept.h5" "$work/p.h5" "$taken"
+    kept=$((kept + $(rows rows "$work/kept.h5" "$taken")))
+  done
+  rows resumed "$work/p.h5" "$kept"
   [ ! -e "$work/p.h5.journal" ] || fail "the journal is left after a complete run"
 }
 
@@ -179,26 +187,24 @@ mean = np.array([r["time_us"][rows == i].mean() for i in range(len(t["time_us"])
 assert np.allclose(mean, t["time_us"][:], rtol=1e-9)
 PY
     ;;
-  # The other benchmarks keep and take blocks of rows: a strategy at a world size (its ranks'
-  # rows), a model, a scaling mode, an overlap bucket size, a tensor-parallel run.
-  memory_blocks)
-    blocks TERM bench/memory strategy,zero_stage,precision,world_size,rank,model_state_bytes,matches_formula \
-      "3 10" -- bench memory -q --np 2 --steps 4 ;;
-  model_blocks)
-    blocks INT bench/model model,rank,parameters,step_flops 1 -- bench model -q --np 2 --models tiny,small --steps 10 ;;
-  scaling_blocks)
-    # Cut in the overlap sweep: the scaling modes before it are taken whole.
-    also_taken="bench/point_to_point bench/scaling"
-    blocks TERM bench/overlap world_size,bucket_bytes,overlap,buckets 1 -- bench scaling -q --np 2 --steps 30 --bucket-sizes 64K,256K,1M,4M ;;
-  tensor_blocks)
-    also_taken="bench/point_to_point"
-    blocks TERM bench/tensor tp,dp,sequence_parallel,bytes_total,formula_bytes_total "1 2" -- bench tensor -q --np 2 --steps 150 ;;
-  moe_blocks)
-    also_taken="bench/moe_steps bench/moe_load"
-    blocks TERM bench/moe run,ep,router,capacity_factor,bytes_match "1 3" -- bench moe -q --np 2 --experts 4 --steps 60 ;;
-  checkpoint_blocks)
-    blocks TERM bench/checkpoint policy,layout,stored_bytes,peak_bytes,recompute_flops,losses_equal "1 3" -- \
-      bench checkpoint -q --np 2 --layers 4 --policies full,every2,selective --steps 30 ;;
+  # Every command with ranks keeps and takes blocks of rows (a case, a row of sizes, a strategy
+  # at a world size with its ranks' rows, a model, an overlap bucket size, a run, a precision's
+  # steps, ...): its probe, declared beside the command (bench/commands/), says how to cut it.
+  probe)
+    name=${4:?resume.sh probe: which command?}
+    probe=$("$parity" list --resume-probes | awk -F'\t' -v name="$name" '$1 == name')
+    [ -n "$probe" ] || fail "parity list --resume-probes has no line for '$name'"
+    field() { awk -F'\t' -v i="$1" '{ print $i }' <<<"$probe"; }
+    [ "$(field 2)" != "-" ] || fail "'$name' has no resume probe: $(field 3)"
+    also_taken=$(field 6)
+    [ "$also_taken" = "-" ] && also_taken=""
+    read -r -a words <<<"$name"
+    read -r -a arguments <<<"$(field 7)"
+    blocks "$(field 2)" "$(field 3)" "$(field 4)" "$(field 5)" -- "${words[@]}" "${arguments[@]}" ;;
+  probes_complete)
+    "$parity" list --resume-probes >"$work/probes" 2>"$err" || fail "parity list --resume-probes failed"
+    [ "$(wc -l <"$work/probes")" -gt 0 ] || fail "no command listed"
+    if grep -F "(no probe and no reason given)" "$work/probes" >&2; then fail "a command with ranks has no resume probe"; fi ;;
   stall_while_resuming)
     # A resumed run that stalls before taking its rows back keeps them all.
     interrupt_after_rows INT "$work/p.h5" check -q --np 2 --filter "$check_filter" --out "$work/p.h5"

@@ -208,22 +208,6 @@ std::size_t Contents::rows() const {
   return n;
 }
 
-void append_rows(Table& to, const Table& from, std::size_t first, std::size_t last) {
-  for (const auto& column : from.columns()) {
-    std::visit(
-        [&](const auto& values) {
-          using V = typename std::decay_t<decltype(values)>::value_type;
-          std::vector<V>* into = nullptr;
-          if constexpr (std::is_same_v<V, double>) into = &to.f64(column.name, column.unit);
-          else if constexpr (std::is_same_v<V, std::int64_t>) into = &to.i64(column.name, column.unit);
-          else into = &to.str(column.name);
-          into->insert(into->end(), values.begin() + static_cast<std::ptrdiff_t>(first),
-                       values.begin() + static_cast<std::ptrdiff_t>(last));
-        },
-        column.values);
-  }
-}
-
 // ---- Journal -----------------------------------------------------------------------------------
 
 Journal::Journal(std::filesystem::path path) : path_(std::move(path)) {

@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "reference/record/results_file.hpp"
+#include "reference/record/table.hpp"
 
 namespace parity::record {
 
@@ -34,10 +34,6 @@ struct Contents {
   std::size_t tables() const;
   std::size_t rows() const;
 };
-
-// Appends rows [first, last) of `from` to `to`, column by column (columns created as needed,
-// in `from`'s order). Throws Error when a column's type differs.
-void append_rows(Table& to, const Table& from, std::size_t first, std::size_t last);
 
 class Journal {
  public:

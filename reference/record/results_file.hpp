@@ -1,107 +1,26 @@
 // Results files: one self-describing HDF5 file per run (schema in docs/results-schema.md).
-// Rank 0 writes; the file appears under its final name only when complete (write to a
-// temporary sibling, then rename), so an interrupted run never leaves a torn file. Everything
-// written is also appended to a journal beside it (journal.hpp), from which write_partial()
-// makes a valid file marked incomplete when the run is cut short.
+// Rank 0 writes; the file appears under its final name only when complete (written under a
+// temporary name, then renamed: output.hpp), so an interrupted run never leaves a torn file.
+// Everything written is also appended to a journal beside it (journal.hpp), from which
+// write_partial() (partial.hpp) makes a valid file marked incomplete when the run is cut short.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <string>
-#include <variant>
-#include <vector>
+
+#include "reference/record/table.hpp"
 
 namespace parity::record {
 
 inline constexpr const char* kSchemaName = "parity-results";
 inline constexpr std::int64_t kSchemaVersion = 1;
 
-// One column of a table: a name, a unit and values of one type.
-struct Column {
-  std::string name;
-  std::string unit;
-  std::variant<std::vector<double>, std::vector<std::int64_t>, std::vector<std::string>> values;
-  std::size_t size() const;
-};
-
-// A column-oriented table; columns keep the order in which they were first named.
-class Table {
- public:
-  explicit Table(std::string description = "") : description_(std::move(description)) {}
-  // Returns the column's values, creating the column on first use. Asking for an existing
-  // column with another type throws.
-  std::vector<double>& f64(const std::string& name, const std::string& unit = "");
-  std::vector<std::int64_t>& i64(const std::string& name, const std::string& unit = "");
-  std::vector<std::string>& str(const std::string& name);
-  // An existing column's values; throws Error when it is missing or of another type.
-  const std::vector<double>& get_f64(const std::string& name) const;
-  const std::vector<std::int64_t>& get_i64(const std::string& name) const;
-  const std::vector<std::string>& get_str(const std::string& name) const;
-  const std::vector<Column>& columns() const { return columns_; }
-  const std::string& description() const { return description_; }
-  // Number of rows; throws when the columns have different lengths.
-  std::size_t rows() const;
-
- private:
-  Column& column(const std::string& name, const std::string& unit, std::size_t type_index);
-  std::string description_;
-  std::vector<Column> columns_;
-};
-
-using Attribute = std::variant<std::string, double, std::int64_t, std::vector<std::string>,
-                               std::vector<double>, std::vector<std::int64_t>>;
-
-// Refuses, with a one-line UsageError, an output path that exists (unless force), whose
-// directory does not exist or cannot be written. Called before any work starts.
-void check_output_path(const std::filesystem::path& path, bool force);
-
-// Refuses (UsageError) an output whose file system has less than `bytes` free.
-void check_free_space(const std::filesystem::path& path, std::uint64_t bytes);
-
-// Removes the temporary file a ResultsFile is writing, and the lock file this process holds,
-// if any. Async-signal-safe: for signal handlers and the paths that end the process without
-// unwinding (MPI_Abort).
-void discard_temporary_file() noexcept;
-
-// An exclusive lock on `<result>.lock` beside a result file, for the life of the object: a
-// second run writing the same --out refuses at start instead of after its whole run. flock(2)
-// is released by the kernel on every exit, SIGKILL included; the lock file is removed on the
-// ordinary ones (and by discard_temporary_file()).
-class OutputLock {
- public:
-  // Throws UsageError naming the holder's pid when another process holds the lock.
-  explicit OutputLock(const std::filesystem::path& result);
-  ~OutputLock();
-  OutputLock(const OutputLock&) = delete;
-  OutputLock& operator=(const OutputLock&) = delete;
-  // The environment variable by which a parent that holds the lock tells its ranks so.
-  static constexpr const char* kHeldVariable = "PARITY_OUTPUT_LOCK_HELD";
-
- private:
-  std::filesystem::path path_;
-  int fd_ = -1;
-};
-
-// Removes `<result>.partial-*`, temporary files of processes killed outright (SIGKILL). Only
-// for the holder of the result's OutputLock, which no other run can be writing.
-void remove_stale_temporaries(const std::filesystem::path& result);
-
 class Journal;
-
-// `<result>.journal`: what a run has finished so far, while it runs.
-std::filesystem::path journal_path(const std::filesystem::path& result);
-
-struct PartialSummary {
-  std::size_t tables = 0;
-  std::size_t rows = 0;
-};
-// Makes `result` (replacing it) from the journal of a run that was cut short: every table and
-// attribute in it, tables being built with the rows finished so far, and root attributes
-// complete = 0 and incomplete_reason = `reason`. Removes the journal once the file is in place.
-// A journal without any table (nothing finished) gives no file: the summary says 0 tables.
-PartialSummary write_partial(const std::filesystem::path& journal, const std::filesystem::path& result,
-                             const std::string& reason);
+namespace h5 {
+class Writer;
+}
 
 class ResultsFile {
  public:
@@ -132,10 +51,10 @@ class ResultsFile {
   const std::filesystem::path& path() const { return path_; }
 
  private:
+  void require_open() const;
   std::filesystem::path path_;
-  std::filesystem::path temporary_;
   bool force_;
-  std::int64_t file_ = -1;  // hid_t
+  std::unique_ptr<h5::Writer> file_;
   std::unique_ptr<Journal> journal_;
 };
 

@@ -1,0 +1,65 @@
+// A command's options, each declared once: the flag, the variable it sets with its default, the
+// help, and — for the commands `parity run` composes — the values the main job gives it with
+// --quick and without, beside them. `parity run` sets those values instead of repeating them.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace parity::cli {
+
+// The values `parity run` gives an option: with --quick, and in the full job.
+template <typename T>
+struct RunValues {
+  T quick;
+  T full;
+};
+
+class CommandOptions {
+ public:
+  explicit CommandOptions(CLI::App& app) : app_(app) {}
+  CLI::App& app() { return app_; }
+
+  template <typename T>
+  CLI::Option* add(const std::string& flags, T& value, const std::string& help) {
+    return app_.add_option(flags, value, help);
+  }
+  // An option `parity run` sets too; its help says to what.
+  template <typename T>
+  CLI::Option* add(const std::string& flags, T& value, const std::string& help, std::type_identity_t<RunValues<T>> run) {
+    run_values_.push_back([&value, run](bool quick) { value = quick ? run.quick : run.full; });
+    return app_.add_option(flags, value, help + " [parity run: " + text(run.quick) + " with --quick, else " +
+                                                 text(run.full) + "]");
+  }
+  template <typename T>
+  CLI::Option* flag(const std::string& flags, T& value, const std::string& help) {
+    return app_.add_flag(flags, value, help);
+  }
+  CLI::Option* flag(const std::string& flags, bool& value, const std::string& help, RunValues<bool> run) {
+    run_values_.push_back([&value, run](bool quick) { value = quick ? run.quick : run.full; });
+    return app_.add_flag(flags, value, help + " [parity run: " + (run.quick ? "on" : "off") + " with --quick, " +
+                                           (run.full ? "on" : "off") + " else]");
+  }
+  // Sets every option declared with run values to them.
+  void use_run_values(bool quick) const {
+    for (const auto& set : run_values_) set(quick);
+  }
+
+ private:
+  template <typename T>
+  static std::string text(const T& value) {
+    std::ostringstream out;
+    out << value;
+    return out.str();
+  }
+  CLI::App& app_;
+  std::vector<std::function<void(bool)>> run_values_;
+};
+
+}  // namespace parity::cli

@@ -1,0 +1,15 @@
+// The report scripts (reports/, Python with matplotlib and h5py), started from the command line:
+// `parity report` and the report `parity run` draws.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace parity::cli {
+
+// Checks the result files (record::inspect) and draws the report of one, or the comparison of
+// two, into out_dir (default: <first file without .h5>.report); refuses to overwrite a report
+// unless force. Returns the scripts' exit status.
+int draw_report(const std::vector<std::string>& files, std::string out_dir, bool force, bool quiet);
+
+}  // namespace parity::cli

@@ -1,0 +1,169 @@
+// The command registry and the one way every command with ranks runs (command.hpp).
+#include "bench/commands/command.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "bench/cli/launcher.hpp"
+#include "bench/cli/supervisor.hpp"
+#include "reference/core/error.hpp"
+#include "reference/record/output.hpp"
+
+namespace parity::cli {
+
+namespace fs = std::filesystem;
+
+const PointToPoint& Job::point_to_point(std::size_t max_bytes) {
+  if (!point_to_point_) {
+    point_to_point_ = measure_point_to_point(session, max_bytes);
+    record_point_to_point(session, *point_to_point_);
+  }
+  return *point_to_point_;
+}
+
+std::string Command::file_stem() const {
+  std::string stem = info_.name;
+  std::replace(stem.begin(), stem.end(), ' ', '-');
+  return stem;
+}
+
+int Command::execute(Job&) { throw Error("parity " + info_.name + " runs without ranks"); }
+
+int Command::run_here() { throw Error("parity " + info_.name + " runs on ranks"); }
+
+void Command::attach(CLI::App& app) {
+  options_ = std::make_unique<CommandOptions>(app);
+  declare(*options_);
+}
+
+const CommandOptions& Command::options() const {
+  require(options_ != nullptr, "parity " + info_.name + ": options read before the command line was built");
+  return *options_;
+}
+
+namespace {
+std::vector<Command*>& registry() {
+  static std::vector<Command*> all;
+  return all;
+}
+}  // namespace
+
+void register_command(Command& command) {
+  auto& all = registry();
+  for (const Command* c : all)
+    if (c->info().name == command.info().name) {
+      // Before main: no one could catch an exception; a duplicate is a programming error.
+      std::fprintf(stderr, "parity: the command '%s' is registered twice\n", command.info().name.c_str());
+      std::abort();
+    }
+  all.push_back(&command);
+  std::stable_sort(all.begin(), all.end(), [](const Command* a, const Command* b) { return a->info().order < b->info().order; });
+}
+
+const std::vector<Command*>& commands() { return registry(); }
+
+Command* find_command(const std::string& name) {
+  for (Command* c : registry())
+    if (c->info().name == name) return c;
+  return nullptr;
+}
+
+namespace {
+
+// parity's own arguments without --np and --hostfile, for the relaunched ranks.
+std::vector<std::string> arguments_for_ranks(int argc, char** argv, const std::string& out) {
+  std::vector<std::string> args = {self_executable()};
+  bool out_given = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--np" || a == "--hostfile") {
+      ++i;
+      continue;
+    }
+    if (a.rfind("--np=", 0) == 0 || a.rfind("--hostfile=", 0) == 0) continue;
+    if (a == "--out" || a.rfind("--out=", 0) == 0) out_given = true;
+    args.push_back(a);
+  }
+  // A default name carries a time stamp: fix it once so every rank agrees on it.
+  if (!out_given && !out.empty()) {
+    args.push_back("--out");
+    args.push_back(out);
+  }
+  return args;
+}
+
+// Runs the ranks under mpirun, supervised, when asked for more than one rank outside a
+// launcher, and returns the job's exit status; otherwise returns nothing and the caller
+// starts MPI in this process (then SIGINT and SIGTERM end it with kExitInterrupted).
+std::optional<int> maybe_relaunch(int argc, char** argv, CommonOptions& common, const std::string& file_stem) {
+  validate_device_options(common);
+  apply_resume(common);
+  if (under_launcher() || (common.np <= 1 && common.hostfile.empty())) {
+    // Open MPI starts even one rank through its launcher's daemon: without mpirun (and orted
+    // beside it) MPI_Init would fail with pages of text.
+    if (!under_launcher()) {
+      check_working_directory();
+      find_mpirun();
+    }
+    handle_interrupts(under_launcher() ? launcher_rank() : -1);
+    return std::nullopt;
+  }
+  if (common.out.empty()) common.out = default_output_path(file_stem);
+  record::check_output_path(common.out, common.force);
+  // Held here for the whole job, so a second run refuses at once; the ranks are told.
+  const record::OutputLock lock(common.out);
+  setenv(record::OutputLock::kHeldVariable, fs::absolute(common.out).c_str(), 1);
+  const Outcome outcome = relaunch({common.np, common.hostfile}, arguments_for_ranks(argc, argv, common.out));
+  // A job cut short (a signal, a dead rank, a stall) leaves its journal: this process outlives
+  // the ranks, so it keeps what they finished.
+  std::string reason = outcome.line.rfind("parity: ", 0) == 0 ? outcome.line.substr(8) : outcome.line;
+  if (reason.empty()) reason = "the job ended with status " + std::to_string(outcome.status);
+  const int kept = write_partial_results(record::journal_path(common.out).string(), common.out, reason);
+  record::remove_stale_temporaries(common.out);  // rank 0's, when it was killed outright
+  return outcome.status != 0 ? outcome.status : kept;
+}
+
+// Runs the command's job in an MPI session; maps refusals and faults to exit codes.
+int with_session(int argc, char** argv, Command& command) {
+  std::unique_ptr<Session> session;
+  try {
+    session = std::make_unique<Session>(&argc, &argv, command.common(), command.info().name, command.file_stem(),
+                                        command.groups(), std::vector<std::string>(argv, argv + argc));
+    Job job(*session);
+    const int status = command.execute(job);
+    session->commit_results();
+    return status;
+  } catch (const Session::Refused&) {
+    if (session) session->keep_partial_results("refused: see the message before");
+    return kExitUsage;
+  } catch (const UsageError& e) {
+    // Thrown identically on every rank (same arguments); only rank 0 speaks.
+    if (!session || session->is_root()) std::fprintf(stderr, "parity: %s\n", e.what());
+    if (session) session->keep_partial_results(std::string("refused: ") + e.what());
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    // A fault on one rank: end the whole job now rather than leave the others waiting. Abort
+    // unwinds nothing, so what the run finished is kept and the temporary file removed first.
+    if (session)
+      session->keep_partial_results(std::string("a fault on rank ") + std::to_string(session->world().rank()) + ": " +
+                                    e.what());
+    record::discard_temporary_file();
+    MpiRuntime::abort(std::string("parity: ") + e.what(), kExitFault);
+  }
+}
+
+}  // namespace
+
+int run_command(Command& command, int argc, char** argv) {
+  if (!command.info().ranks) return command.run_here();
+  CommonOptions& common = command.common();
+  if (command.info().half_accumulate) parse_half_accumulate(common.half_accumulate);
+  const std::optional<int> world = under_launcher() ? std::nullopt : std::optional<int>(std::max(common.np, 1));
+  if (const std::optional<int> done = command.prepare(world)) return *done;
+  if (const std::optional<int> status = maybe_relaunch(argc, argv, common, command.file_stem())) return *status;
+  return command.after_job(with_session(argc, argv, command));
+}
+
+}  // namespace parity::cli

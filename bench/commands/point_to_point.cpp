@@ -1,0 +1,91 @@
+// The ping-pong and its alpha-beta fit (point_to_point.hpp).
+#include "bench/commands/point_to_point.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <optional>
+
+#include "bench/cli/shared.hpp"
+#include "reference/comm/mirror.hpp"
+
+namespace parity::cli {
+namespace {
+using Clock = std::chrono::steady_clock;
+// alpha: the smallest message's time; beta: the slope from there to the largest message.
+PointToPoint fit_point_to_point(PointToPoint out, const std::vector<std::size_t>& sizes, const std::vector<double>& medians) {
+  out.model.alpha_seconds = medians.front();
+  if (sizes.size() > 1)
+    out.model.beta_seconds_per_byte = std::max(0.0, (medians.back() - medians.front()) /
+                                                        static_cast<double>(sizes.back() - sizes.front()));
+  out.measured = true;
+  return out;
+}
+}  // namespace
+
+PointToPoint measure_point_to_point(Session& session, std::size_t max_bytes) {
+  Communicator& comm = session.world();
+  PointToPoint out;
+  if (comm.size() < 2) return out;
+  const std::size_t top = std::max<std::size_t>(8, std::min<std::size_t>(max_bytes, std::size_t{64} << 20));
+  HostBuffer buffer(top, DataType::float64);
+  std::memset(buffer.data(), 0, top);
+  std::vector<std::size_t> sizes;
+  for (std::size_t s = 8; s <= top; s *= 4) sizes.push_back(s);
+  std::vector<double> medians(sizes.size());
+  // --resume: the interrupted run's ping-pong, so that the rows taken from it and the rows
+  // measured now share one alpha-beta model.
+  if (session.restore_rows("/bench/point_to_point", "", kWholeTable, sizes.size(), out.table).found) {
+    if (comm.rank() == 0)
+      for (std::size_t i = 0; i < sizes.size(); ++i) medians[i] = out.table.get_f64("time_us")[i] * 1e-6;
+    comm.broadcast({medians.data(), medians.size(), DataType::float64, MemorySpace::host},
+                   {medians.data(), medians.size(), DataType::float64, MemorySpace::host}, 0);
+    return fit_point_to_point(std::move(out), sizes, medians);
+  }
+  // On a GPU the message lives in device memory (what a collective's chunks are).
+  std::optional<Mirror> device;
+  BufferView whole{buffer.data(), top / 4, DataType::float32, MemorySpace::host};
+  if (session.on_gpu()) {
+    device.emplace(whole, BufferView{}, MemorySpace::cuda, 0, allocator_for(MemorySpace::cuda));
+    whole = device->send();
+  }
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    const std::size_t size = sizes[k];
+    const BufferView message = whole.slice(0, size / 4);
+    const int iterations = size >= (std::size_t{1} << 24) ? 5 : 20;
+    std::vector<double> halves;
+    comm.barrier();
+    for (int it = 0; it < iterations + 2; ++it) {
+      const auto t0 = Clock::now();
+      if (comm.rank() == 0) {
+        RequestPtr s = comm.isend(message, 1, 7);
+        comm.wait(s);
+        RequestPtr r = comm.irecv(message, 1, 8);
+        comm.wait(r);
+      } else if (comm.rank() == 1) {
+        RequestPtr r = comm.irecv(message, 0, 7);
+        comm.wait(r);
+        RequestPtr s = comm.isend(message, 0, 8);
+        comm.wait(s);
+      }
+      if (it >= 2) halves.push_back(std::chrono::duration<double>(Clock::now() - t0).count() / 2);
+    }
+    double median = percentile(halves, 0.5);
+    comm.broadcast({&median, 1, DataType::float64, MemorySpace::host}, {&median, 1, DataType::float64, MemorySpace::host}, 0);
+    medians[k] = median;
+    out.table.i64("size_bytes", "B").push_back(static_cast<std::int64_t>(size));
+    out.table.f64("time_us", "us").push_back(median * 1e6);
+  }
+  session.record_rows("/bench/point_to_point", out.table, 0);  // kept if the run is cut short
+  return fit_point_to_point(std::move(out), sizes, medians);
+}
+
+void record_point_to_point(Session& session, const PointToPoint& p2p) {
+  if (!session.is_root() || !p2p.measured) return;
+  auto& file = session.results();
+  file.write_table("/bench/point_to_point", p2p.table);
+  file.set_attribute("/bench/point_to_point", "alpha_us", p2p.model.alpha_seconds * 1e6);
+  file.set_attribute("/bench/point_to_point", "beta_us_per_byte", p2p.model.beta_seconds_per_byte * 1e6);
+}
+
+}  // namespace parity::cli

@@ -1,0 +1,45 @@
+// The GPT presets (presets.hpp).
+#include "bench/commands/presets.hpp"
+
+#include <algorithm>
+
+#include "reference/core/error.hpp"
+
+namespace parity::cli {
+
+const std::vector<ModelPreset>& model_presets() {
+  static const std::vector<ModelPreset> presets = [] {
+    auto gpt = [](std::int64_t v, int l, std::int64_t h, int a, std::int64_t s) {
+      model::GptConfig c;
+      c.vocabulary = v;
+      c.layers = l;
+      c.hidden = h;
+      c.heads = a;
+      c.sequence = s;
+      return c;
+    };
+    return std::vector<ModelPreset>{
+        {"tiny", gpt(256, 2, 64, 4, 64)},
+        {"small", gpt(512, 4, 128, 4, 128)},
+        {"medium", gpt(1024, 6, 256, 8, 256)},
+        {"large", gpt(2048, 12, 512, 8, 512)},
+    };
+  }();
+  return presets;
+}
+
+const ModelPreset& find_model_preset(const std::string& name) {
+  auto it = std::find_if(model_presets().begin(), model_presets().end(), [&](const ModelPreset& p) { return p.name == name; });
+  if (it != model_presets().end()) return *it;
+  std::string known;
+  for (const auto& p : model_presets()) known += (known.empty() ? "" : ", ") + p.name;
+  throw UsageError("'" + name + "' is not a known model (" + known + ")");
+}
+
+std::string model_presets_help() {
+  std::string names;
+  for (const auto& p : model_presets()) names += " " + p.name + " (" + p.config.describe() + ");";
+  return names;
+}
+
+}  // namespace parity::cli

@@ -1,0 +1,35 @@
+// parity report: the HTML report of one result file, or the comparison of two, drawn by the
+// report scripts (reports/).
+#include "bench/cli/reports.hpp"
+#include "bench/commands/command.hpp"
+
+namespace parity::cli {
+namespace {
+
+class Report final : public Command {
+ public:
+  Report()
+      : Command({.name = "report",
+                 .help = "Draw an HTML report with plots from one result file, or compare two",
+                 .order = 140,
+                 .ranks = false}) {}
+
+  void declare(CommandOptions& o) override {
+    o.app().add_option("files", files_, "One result file, or two to compare")->required()->expected(1, 2)->check(CLI::ExistingFile);
+    o.add("--out", out_, "Report directory [default: <first file without .h5>.report]");
+    o.flag("--force", force_, "Overwrite an existing report");
+    o.flag("-q,--quiet", quiet_, "Say nothing on success");
+  }
+
+  int run_here() override { return draw_report(files_, out_, force_, quiet_); }
+
+ private:
+  std::vector<std::string> files_;
+  std::string out_;
+  bool force_ = false, quiet_ = false;
+};
+
+const RegisteredCommand<Report> kReport;
+
+}  // namespace
+}  // namespace parity::cli

@@ -1,0 +1,181 @@
+// The output policy (output.hpp): path checks, the lock, temporary names and free space.
+#include "reference/record/output.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <system_error>
+
+#include "reference/core/error.hpp"
+
+namespace parity::record {
+
+namespace {
+// The temporary file being written and the lock file this process holds, for
+// discard_temporary_file() in a signal handler.
+char g_temporary[4096] = {};
+char g_lock[4096] = {};
+}  // namespace
+
+void remember_temporary(const std::filesystem::path& path) {
+  const std::string text = path.string();
+  if (text.size() < sizeof g_temporary) std::memcpy(g_temporary, text.c_str(), text.size() + 1);
+}
+
+void forget_temporary() { g_temporary[0] = '\0'; }
+
+std::string mib_text(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", bytes / 1048576.0);
+  return text;
+}
+
+std::filesystem::path directory_of(const std::filesystem::path& path) {
+  return path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+}
+
+double free_bytes_on(const std::filesystem::path& directory) {
+  struct statvfs fs {};
+  if (statvfs(directory.c_str(), &fs) != 0) return -1;
+  return static_cast<double>(fs.f_bavail) * static_cast<double>(fs.f_frsize);
+}
+
+std::string full_disk_hint(const std::filesystem::path& path) {
+  const std::filesystem::path directory = directory_of(path);
+  const double free_bytes = free_bytes_on(directory);
+  return free_bytes >= 0 && free_bytes < 1048576.0
+             ? " (the disk is full: ENOSPC, " + mib_text(free_bytes) + " free on " + directory.string() + ")"
+             : "";
+}
+
+std::string full_disk_hint() { return g_temporary[0] ? full_disk_hint(std::filesystem::path(g_temporary)) : ""; }
+
+void check_output_path(const std::filesystem::path& path, bool force) {
+  namespace fs = std::filesystem;
+  if (path.empty()) throw UsageError("output path is empty");
+  std::error_code ec;
+  const auto status = fs::status(path, ec);
+  if (path.is_relative()) {
+    char cwd[4096];
+    if (getcwd(cwd, sizeof cwd) == nullptr && errno == ENOENT)
+      throw UsageError("the working directory no longer exists; cd to an existing directory or give --out an absolute path");
+  }
+  if (fs::is_directory(status)) throw UsageError("output path " + path.string() + " is a directory");
+  // --force replaces a result file, never a device, FIFO or socket (rename would swap a
+  // regular file in for /dev/null itself).
+  if (fs::exists(status) && !fs::is_regular_file(status))
+    throw UsageError("output path " + path.string() + " exists and is not a regular file; choose another --out");
+  if (fs::exists(status) && !force) {
+    throw UsageError("output file " + path.string() + " exists; pass --force to overwrite");
+  }
+  const fs::path directory = directory_of(path);
+  const auto directory_status = fs::status(directory, ec);
+  if (!fs::exists(directory_status)) {
+    throw UsageError("directory " + directory.string() + " of output file " + path.string() +
+                     " does not exist");
+  }
+  if (!fs::is_directory(directory_status)) {
+    throw UsageError(directory.string() + " is not a directory (in output path " + path.string() + ")");
+  }
+  // Writing the temporary sibling and renaming it both need write and search permission.
+  if (access(directory.c_str(), W_OK | X_OK) != 0) {
+    throw UsageError("directory " + directory.string() + " is not writable (output file " +
+                     path.string() + ")");
+  }
+}
+
+// ---- the lock and temporary files ----------------------------------------------------------------
+
+void discard_temporary_file() noexcept {
+  if (g_temporary[0] != '\0') unlink(g_temporary);
+  if (g_lock[0] != '\0') unlink(g_lock);
+}
+
+OutputLock::OutputLock(const std::filesystem::path& result) : path_(result.string() + ".lock") {
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    fd_ = open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0)
+      throw UsageError("cannot create the lock file " + path_.string() + ": " + std::strerror(errno));
+    if (flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      const int error = errno;
+      char holder[32] = {};
+      const ssize_t n = pread(fd_, holder, sizeof holder - 1, 0);
+      close(fd_);
+      fd_ = -1;
+      if (error != EWOULDBLOCK)
+        throw UsageError("cannot lock " + path_.string() + ": " + std::strerror(error));
+      std::string pid = n > 0 ? std::string(holder, static_cast<std::size_t>(n)) : "";
+      while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
+      throw UsageError("another parity run" + (pid.empty() ? std::string() : " (pid " + pid + ")") + " is writing " +
+                       result.string() + " (lock " + path_.string() + "); wait for it or choose another --out");
+    }
+    // The file may have been removed by the previous holder between open and flock: then this
+    // lock guards nothing, so try again on the file now at the path.
+    struct stat held {}, current {};
+    if (fstat(fd_, &held) == 0 && stat(path_.c_str(), &current) == 0 && held.st_ino == current.st_ino &&
+        held.st_dev == current.st_dev) {
+      const std::string pid = std::to_string(getpid()) + "\n";
+      if (ftruncate(fd_, 0) == 0 && pwrite(fd_, pid.data(), pid.size(), 0) < 0) {
+        // The pid is only for the message of a second run; the lock holds without it.
+      }
+      const std::string text = path_.string();
+      if (text.size() < sizeof g_lock) std::memcpy(g_lock, text.c_str(), text.size() + 1);
+      remove_stale_temporaries(result);
+      return;
+    }
+    close(fd_);
+    fd_ = -1;
+  }
+  throw UsageError("cannot lock " + path_.string() + ": it keeps being replaced");
+}
+
+void remove_stale_temporaries(const std::filesystem::path& result) {
+  std::error_code ec;
+  const std::filesystem::path directory = std::filesystem::absolute(directory_of(result), ec);
+  if (ec) return;
+  const std::string prefix = result.filename().string() + ".partial-";
+  for (const auto& entry : std::filesystem::directory_iterator(directory, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) == 0 && name.find_first_not_of("0123456789", prefix.size()) == std::string::npos &&
+        entry.is_regular_file(ec))
+      std::filesystem::remove(entry.path(), ec);
+  }
+}
+
+OutputLock::~OutputLock() {
+  if (fd_ < 0) return;
+  g_lock[0] = '\0';
+  unlink(path_.c_str());  // while still holding the lock: see the inode check above
+  close(fd_);
+}
+
+void check_free_space(const std::filesystem::path& path, std::uint64_t bytes) {
+  const std::filesystem::path directory = directory_of(path);
+  const double free_bytes = free_bytes_on(directory);
+  if (free_bytes < 0) return;  // check_output_path names what is wrong with the directory
+  if (free_bytes < static_cast<double>(bytes)) {
+    throw UsageError("only " + mib_text(free_bytes) + " free on " + directory.string() + " but the result file " +
+                     path.string() + " needs about " + mib_text(static_cast<double>(bytes)) +
+                     "; free some space or choose another --out");
+  }
+}
+
+std::filesystem::path temporary_of(const std::filesystem::path& path) {
+  std::filesystem::path temporary = path;
+  temporary += ".partial-" + std::to_string(getpid());
+  return temporary;
+}
+
+std::filesystem::path journal_path(const std::filesystem::path& result) {
+  std::filesystem::path journal = result;
+  journal += ".journal";
+  return journal;
+}
+
+}  // namespace parity::record
