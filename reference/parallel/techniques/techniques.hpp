@@ -3,16 +3,17 @@
 // Conformance cases, benchmarks and `parity list` find techniques by name in this registry; a
 // new technique is a folder in parallel/ and one entry here.
 //
-// Every folder of parallel/ has its entry: the data-parallel techniques (plain, with
+// Every technique folder of parallel/ has its entry: the data-parallel techniques (plain, with
 // accumulation, ZeRO 1-3), the parameter server, tensor parallelism (with and without sequence
 // parallelism), pipeline parallelism, expert parallelism, activation checkpointing and mixed
 // precision. The kind says how an entry composes, so that a consumer takes only the kinds it
-// can run (the memory benchmark's strategies are the data-parallel kind alone): the last four
-// are built by their own folders' builders (pipeline/executor.hpp, expert/expert_parallel.hpp,
-// checkpoint/checkpoint.hpp, precision/) on top of a data-parallel technique, and their
-// variants (schedules, routers, policies, loss scaling) are named by those folders; their
-// entries carry the name, the summary and the parts for `parity list`, and no formulas here
-// (theory/pipeline.hpp, theory/moe.hpp, theory/checkpoint.hpp hold them).
+// can run (the memory benchmark's strategies are the data-parallel kind alone). The last four
+// run on top of a data-parallel technique, built by their own folders (pipeline/executor.hpp,
+// expert/expert_parallel.hpp, checkpoint/checkpoint.hpp) or set in its configuration (mixed
+// precision: DataParallelConfig::precision and loss_scaling, precision/), and their variants
+// (schedules, routers, policies, loss scaling) are named there; their entries carry the name,
+// the summary and the parts for `parity list`, and no formulas here (theory/pipeline.hpp,
+// theory/moe.hpp, theory/checkpoint.hpp hold them).
 #pragma once
 
 #include <functional>
@@ -21,8 +22,8 @@
 #include <string_view>
 #include <vector>
 
-#include "reference/parallel/grid.hpp"
 #include "reference/parallel/data/config.hpp"
+#include "reference/parallel/grid.hpp"
 #include "reference/parallel/trainer.hpp"
 #include "reference/parallel/tensor/regions.hpp"
 #include "reference/theory/tensor.hpp"
