@@ -102,7 +102,7 @@ ParallelBenchPlan plan_parallel_bench(const ParallelBenchOptions& options) {
       if (std::string(e.what()).rfind("ZeRO stage", 0) == 0) throw UsageError("--strategies: " + std::string(e.what()));
     }
     // The memory formulas are those of one step of synchronous data parallelism.
-    if (!t || t->asynchronous || t->micro_batches != 1 || t->tensor_parallel)
+    if (!t || t->kind != parallel::Technique::Kind::data_parallel || t->micro_batches != 1)
       throw UsageError("--strategies: '" + s + "' is not known (dp, zero1, zero2, zero3)");
     plan.strategies.push_back(t);
   }

@@ -60,7 +60,7 @@ struct PassContext {
   // Added to every dropout layer's seed: 0 in every real pass. Only the checkpoint fault that
   // recomputes with a fresh seed sets it, to show the conformance cases catch that.
   std::uint64_t dropout_seed_offset = 0;
-  // What the step's loss is multiplied by (loss scaling, parallel/step.hpp): a loss a layer adds
+  // What the step's loss is multiplied by (loss scaling, parallel/precision/loss_scaler.hpp): a loss a layer adds
   // itself is multiplied by it too, as the model's loss is through Batch::normalizer.
   double loss_scale = 1;
 };

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "reference/core/error.hpp"
+#include "reference/parallel/precision/precision.hpp"
 
 namespace parity::parallel {
 

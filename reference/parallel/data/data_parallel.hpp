@@ -1,5 +1,5 @@
 // Synchronous data parallelism's gradient synchronisation (PyTorch DDP): every rank holds the
-// model and takes its rows of the global batch (parallel/step.hpp); gradients live in buckets
+// model and takes its rows of the global batch (parallel/batches.hpp); gradients live in buckets
 // of about bucket_bytes, filled in backward order (parameters in reverse model order), and a
 // bucket's all-reduce is queued on a communication stream the moment its last gradient is
 // final (after the backward of every layer that reads the parameter: a tied table waits for
@@ -11,6 +11,7 @@
 #include <map>
 #include <vector>
 
+#include "reference/parallel/data/config.hpp"
 #include "reference/parallel/step.hpp"
 
 namespace parity::parallel {

@@ -10,7 +10,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "reference/parallel/step.hpp"
+#include "reference/comm/communicator.hpp"
+#include "reference/model/optimizer.hpp"
+#include "reference/parallel/batches.hpp"
 
 namespace parity::parallel {
 

@@ -192,33 +192,17 @@ class ExpertParallel::Exchange : public model::ExpertExchange {
 namespace {
 // The experts' gradients: zeroed at the start of every step (no data-parallel bucket holds
 // them) and summed over the dp ranks that hold the same experts after the last backward.
-class ExpertGradientSync : public GradientSync {
+class ExpertGradientSync : public AllReduceSync {
  public:
   ExpertGradientSync(Communicator& dp, std::vector<model::Parameter*> experts, const std::string& algorithm)
-      : dp_(dp), experts_(std::move(experts)), algorithm_(&find_algorithm(Collective::all_reduce, algorithm)) {}
+      : AllReduceSync("expert parameters", dp, std::move(experts), algorithm) {}
   std::string describe() const override {
-    return std::to_string(experts_.size()) + " expert parameters' gradients all-reduced (" + algorithm_->name +
-           ") over the " + std::to_string(dp_.size()) + " dp ranks holding them";
+    return std::to_string(parameters().size()) + " expert parameters' gradients all-reduced (" + algorithm().name +
+           ") over the " + std::to_string(group().size()) + " dp ranks holding them";
   }
-  std::vector<Communicator*> communicators() override { return {&dp_}; }
   void begin_step() override {
-    for (model::Parameter* p : experts_) p->gradient().zero();
+    for (model::Parameter* p : parameters()) p->gradient().zero();
   }
-  void finish() override {
-    if (dp_.size() == 1) return;
-    const auto start = std::chrono::steady_clock::now();
-    for (model::Parameter* p : experts_) {
-      CollectiveCall call;
-      call.send = call.recv = p->gradient().view();
-      run_collective(dp_, *algorithm_, call, kHalfReduction);
-    }
-    exposed_seconds += seconds_since(start);
-  }
-
- private:
-  Communicator& dp_;
-  std::vector<model::Parameter*> experts_;
-  const AlgorithmDescriptor* algorithm_;
 };
 }  // namespace
 

@@ -18,7 +18,8 @@
 #include "reference/comm/algorithms.hpp"
 #include "reference/model/model.hpp"
 #include "reference/parallel/grid.hpp"
-#include "reference/parallel/step.hpp"
+#include "reference/parallel/data/config.hpp"
+#include "reference/parallel/trainer.hpp"
 
 namespace parity::parallel {
 

@@ -1,3 +1,4 @@
+// The pipeline executor, and the balance of a model's layers over stages (see executor.hpp).
 #include "reference/parallel/pipeline/executor.hpp"
 
 #include <algorithm>
@@ -83,11 +84,12 @@ int Executor::tag(int stage, int micro_batch, bool gradient) const {
   return ((micro_batch * schedule_.stage_count()) + stage) * 2 + (gradient ? 1 : 0);
 }
 
-double Executor::run(Trainer& trainer, const std::vector<MicroBatch>& micro_batches, std::uint64_t) {
+double Executor::run(const StepContext& step) {
+  const std::vector<MicroBatch>& micro_batches = step.micro_batches();
   if (static_cast<int>(micro_batches.size()) != schedule_.micro_batches)
     throw Error("pipeline schedule " + schedule_.name + " is for " + std::to_string(schedule_.micro_batches) +
                 " micro-batches, the step has " + std::to_string(micro_batches.size()));
-  model::Model& model = trainer.model();
+  model::Model& model = step.model();
   const std::vector<model::Layer*> layers = model.layers();
   const int last = schedule_.stage_count() - 1, me = group_.rank();
   const MemorySpace space = model.space();
@@ -127,14 +129,14 @@ double Executor::run(Trainer& trainer, const std::vector<MicroBatch>& micro_batc
     const std::int64_t held_before = record_ ? activation_bytes() : 0;
     std::int64_t kept = 0;
     const MicroBatch& mb = micro_batches[static_cast<std::size_t>(a.micro_batch)];
-    model::PassContext context = trainer.context(mb);
+    model::PassContext context = step.pass_context(mb);
     const Local& stage = local_.at(a.stage);
     const auto key = std::make_pair(a.stage, a.micro_batch);
     // Gradients accumulate in B and W: the syncs learn whether this is the stage's last.
     const auto begin_gradients = [&] {
       MicroBatch gradients = mb;
       gradients.last = index == final_gradient_.at(a.stage);
-      trainer.begin_backward(gradients);
+      step.begin_backward(gradients);
     };
     if (a.work == Work::weight_grad) {
       // W: the weight-gradient work the stage's I kept, latest layer first.
@@ -143,7 +145,7 @@ double Executor::run(Trainer& trainer, const std::vector<MicroBatch>& micro_batc
     } else if (a.work == Work::forward) {
       Tensor x;
       model::Batch batch;
-      if (a.stage == 0 || a.stage == last) batch = trainer.batch(mb);
+      if (a.stage == 0 || a.stage == last) batch = step.batch(mb);
       if (a.stage == 0) {
         x = batch.inputs;
       } else if (owner_[static_cast<std::size_t>(a.stage - 1)] == me) {

@@ -1,6 +1,6 @@
 // The executor: runs a validated pipeline schedule on real ranks as the step's schedule part
-// (parallel::Schedule), so the Trainer's gradient synchronisations and optimizer step stay as
-// they are. Rank i of the pipeline group runs row i of the schedule on its model, which holds
+// (parallel::Schedule, given the step's StepContext), so the Trainer's gradient
+// synchronisations and optimizer step stay as they are. Rank i of the pipeline group runs row i of the schedule on its model, which holds
 // the layers of its stages in stage order (model::build_gpt with their ranges). A forward of
 // stage s receives stage s-1's output of the micro-batch (the first stage reads the tokens),
 // runs the stage's layers and sends its output on (the last stage computes the loss instead);
@@ -55,9 +55,9 @@ class Executor : public parallel::Schedule {
            DataType dtype);
   std::string describe() const override;
   std::vector<Communicator*> communicators() override { return {&group_}; }
-  // Runs this rank's actions for the step; returns the loss of the micro-batches given (the
+  // Runs this rank's actions for the step; returns the loss of the step's micro-batches (the
   // same on every rank of the pipeline group: the last stage's, summed over the group).
-  double run(Trainer& trainer, const std::vector<MicroBatch>& micro_batches, std::uint64_t step) override;
+  double run(const StepContext& step) override;
   const pipeline::Schedule& schedule() const { return schedule_; }
   // Timeline of each later run (off by default: it costs a clock read per action).
   void record_timeline(bool on) { record_ = on; }

@@ -30,6 +30,19 @@ Technique data_parallel(std::string name, int stage, int micro_batches, std::str
   return t;
 }
 
+// A technique built on top of a data-parallel one by its own folder: its entry is words only.
+Technique composed(std::string name, Technique::Kind kind, std::string summary, std::string schedule,
+                   std::string gradient_sync, std::string optimizer_step) {
+  Technique t;
+  t.name = std::move(name);
+  t.kind = kind;
+  t.summary = std::move(summary);
+  t.schedule = std::move(schedule);
+  t.gradient_sync = std::move(gradient_sync);
+  t.optimizer_step = std::move(optimizer_step);
+  return t;
+}
+
 std::vector<Technique> make_registry() {
   std::vector<Technique> out;
   out.push_back(data_parallel("dp", 0, 1, "data parallelism: replicas, gradients all-reduced in DDP buckets"));
@@ -40,6 +53,7 @@ std::vector<Technique> make_registry() {
   for (bool sp : {false, true}) {
     Technique t;
     t.name = sp ? "tp_sp" : "tp";
+    t.kind = Technique::Kind::tensor_parallel;
     t.summary = sp ? "Megatron tensor parallelism with sequence parallelism (Korthikanti et al. 2022): LayerNorm and "
                      "dropout regions split along the sequence"
                    : "Megatron tensor parallelism (Shoeybi et al. 2019): attention heads, MLP columns and the vocabulary "
@@ -62,6 +76,7 @@ std::vector<Technique> make_registry() {
   for (const char* name : {"ps_one_worker", "ps_async"}) {
     Technique t;
     t.name = name;
+    t.kind = Technique::Kind::parameter_server;
     t.summary = std::string(name) == "ps_one_worker"
                     ? "parameter server with one worker: synchronous SGD, bit for bit"
                     : "asynchronous SGD with a parameter server: workers push gradients, pull parameters";
@@ -71,6 +86,34 @@ std::vector<Technique> make_registry() {
     t.asynchronous = true;
     out.push_back(std::move(t));
   }
+  out.push_back(composed("pp", Technique::Kind::pipeline,
+                         "pipeline parallelism (GPipe, Huang et al. 2019; 1F1B, Narayanan et al. 2021; zero bubble, Qi et "
+                         "al. 2023): the layers in stages over the pp ranks, micro-batches through them",
+                         "a pipeline schedule's table of actions per rank (gpipe, 1f1b, interleaved, zb-h1, zb-h2, zb-v), "
+                         "activations and their gradients sent between stages",
+                         "the data-parallel technique's over the replicas (dp or ZeRO-1), a tied embedding's two copies "
+                         "summed between the first and last stage (tensor parallelism's part first with tp stages)",
+                         "the data-parallel technique's, on the stage's parameters"));
+  out.push_back(composed("ep", Technique::Kind::expert_parallel,
+                         "expert parallelism (GShard, Lepikhin et al. 2020): the experts of every MoE layer over the ep "
+                         "ranks, tokens dispatched to them and combined back by all-to-all",
+                         "sequential; each MoE layer's dispatch and combine (all-to-all-v) inside the passes",
+                         "shared parameters in DDP buckets over dp x ep; experts' gradients all-reduced over the dp ranks "
+                         "holding them",
+                         "replicated, on the shared parameters and this rank's experts"));
+  out.push_back(composed("checkpointing", Technique::Kind::activation_checkpointing,
+                         "activation checkpointing (Chen et al. 2016): chosen blocks drop what their forward saved and "
+                         "recompute it in backward (policies none, full, every<k>, sqrt, selective, budget<bytes>)",
+                         "the composed technique's; a recomputed block runs its forward again in backward, with the "
+                         "same pass context (dropout replays its masks)",
+                         "the composed technique's", "the composed technique's"));
+  out.push_back(composed("mixed_precision", Technique::Kind::mixed_precision,
+                         "mixed precision (Micikevicius et al. 2018): float16 or bfloat16 parameters and gradients, "
+                         "float32 master weights and optimizer state, dynamic loss scaling",
+                         "the composed technique's, the loss multiplied by the loss scale S",
+                         "the composed technique's in 16 bits; then inf and NaN counted over every rank that trains",
+                         "on the float32 masters, gradients multiplied by 1/S; skipped on every rank when some rank's "
+                         "gradients hold inf or NaN (S halves; it doubles after a run of clean steps)"));
   return out;
 }
 

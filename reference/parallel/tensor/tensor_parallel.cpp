@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "reference/core/error.hpp"
+#include "reference/parallel/precision/precision.hpp"
 
 namespace parity::parallel {
 

@@ -7,6 +7,7 @@
 
 #include "reference/core/error.hpp"
 #include "reference/kernels/buffer_kernels.hpp"
+#include "reference/parallel/precision/precision.hpp"
 
 namespace parity::parallel {
 

@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 
+#include "reference/parallel/data/config.hpp"
 #include "reference/parallel/step.hpp"
 
 namespace parity::parallel {

@@ -1,0 +1,79 @@
+// The loss scaler's decisions without ranks (the Trainer's tests in test_precision.cpp check
+// them on real ranks through a step): the scale's cap at 2^100, the error when inf or NaN stay
+// at the smallest scale, and no change and no skip without dynamic scaling.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "reference/core/error.hpp"
+#include "reference/parallel/precision/loss_scaler.hpp"
+
+namespace parity::test {
+namespace {
+
+using parallel::LossScaler;
+using parallel::LossScaling;
+using parallel::NonfiniteGradients;
+
+LossScaling dynamic_from(double initial_scale, int growth_interval) {
+  LossScaling s;
+  s.dynamic = true;
+  s.initial_scale = initial_scale;
+  s.growth_interval = growth_interval;
+  return s;
+}
+
+const NonfiniteGradients kNone{0, 0, 4};
+const NonfiniteGradients kOneRanksInf{3, 1, 4};
+
+std::string error_of(const LossScaler& scaler, std::uint64_t step) {
+  try {
+    scaler.applies(kOneRanksInf, step, DataType::float16);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(nothing thrown)";
+}
+
+// Growth stops at the largest scale instead of going on to infinity.
+TEST(LossScaler, GrowthStopsAtTheLargestScale) {
+  LossScaler scaler(dynamic_from(0x1p99, 1));
+  ASSERT_TRUE(scaler.applies(kNone, 0, DataType::float16));
+  scaler.update(true);
+  EXPECT_EQ(scaler.scale(), 0x1p100);
+  scaler.update(true);
+  EXPECT_EQ(scaler.scale(), 0x1p100);
+  EXPECT_EQ(scaler.unscale(), 0x1p-100);
+}
+
+// Inf or NaN that stay while the scale halves down to 2^-24 are no overflow: the step is not
+// skipped again but training stops, naming the step and the ranks.
+TEST(LossScaler, NonfiniteGradientsAtTheSmallestScaleStopTraining) {
+  LossScaler scaler(dynamic_from(0x1p-23, 1000));
+  EXPECT_FALSE(scaler.applies(kOneRanksInf, 5, DataType::float16));  // skipped: 2^-24 is still to try
+  scaler.update(false);
+  EXPECT_EQ(scaler.scale(), parallel::kSmallestLossScale);
+  const std::string message = error_of(scaler, 6);
+  EXPECT_NE(message.find("step 6: 3 gradient elements are inf or NaN on 1 of 4 ranks"), std::string::npos) << message;
+  EXPECT_NE(message.find("a NaN of their own"), std::string::npos) << message;
+}
+
+// Without dynamic scaling the scale stays 1, clean steps are not counted, and inf or NaN stop
+// training (a step cannot be skipped), naming the gradients' type.
+TEST(LossScaler, WithoutDynamicScalingNothingChangesAndNothingIsSkipped) {
+  LossScaling settings = dynamic_from(0x1p16, 1);
+  settings.dynamic = false;
+  LossScaler scaler(settings);
+  EXPECT_EQ(scaler.scale(), 1);
+  EXPECT_TRUE(scaler.applies(kNone, 0, DataType::float16));
+  scaler.update(true);
+  EXPECT_EQ(scaler.scale(), 1);
+  EXPECT_EQ(scaler.clean_steps(), 0);
+  const std::string message = error_of(scaler, 1);
+  EXPECT_NE(message.find("float16 gradients overflowed"), std::string::npos) << message;
+}
+
+TEST(LossScaler, RefusesBadSettings) { EXPECT_THROW(LossScaler(dynamic_from(3, 1)), UsageError); }
+
+}  // namespace
+}  // namespace parity::test
