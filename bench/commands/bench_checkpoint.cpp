@@ -331,7 +331,7 @@ class BenchCheckpoint final : public Command {
                          "against steps without recompute in the same run, and the losses must agree bit for bit",
                  .order = 90,
                  .in_run = true,
-                 .groups = {"/bench/checkpoint"}}) {}
+                 .tables = {&kCheckpointBenchTable}}) {}
 
   void declare(CommandOptions& o) override {
     CheckpointBenchOptions& c = options_;

@@ -649,8 +649,8 @@ class BenchCollectives final : public Command {
                  .order = 20,
                  .half_accumulate = true,
                  .in_run = true,
-                 .groups = {"/bench/collectives", "/bench/collectives_rank_times", "/host/copy_bandwidth",
-                            "/bench/device_kernels", "/bench/point_to_point", "/bench/harness_overhead"},
+                 .tables = {&kCollectivesBenchTable, &kCollectivesRankTimesTable, &kHostCopyTable, &kDeviceKernelsTable,
+                            &kPointToPointTable, &kHarnessOverheadTable},
                  .parent_help = "Benchmarks"}) {}
 
   void declare(CommandOptions& o) override {

@@ -213,7 +213,7 @@ class BenchModel final : public Command {
                          "the formula",
                  .order = 30,
                  .in_run = true,
-                 .groups = {"/bench/model"}}) {}
+                 .tables = {&kModelBenchTable}}) {}
 
   void declare(CommandOptions& o) override {
     ModelBenchOptions& m = options_;

@@ -12,6 +12,25 @@
 
 namespace parity::cli {
 
+using record::ColumnType;
+
+// The result groups it writes (docs/results-schema.md).
+inline const record::TableSpec kModelBenchTable{
+    "/bench/model",
+    "training step of GPT models on every rank: tokens/s and MFU (docs/model-accounting.md)",
+    {
+      {"model", ColumnType::string}, {"config", ColumnType::string}, {"rank", ColumnType::int64},
+      {"host", ColumnType::string}, {"parameters", ColumnType::int64}, {"batch", ColumnType::int64},
+      {"sequence", ColumnType::int64}, {"layers", ColumnType::int64}, {"hidden", ColumnType::int64},
+      {"step_flops", ColumnType::int64, "FLOP"}, {"megatron_step_flops", ColumnType::float64, "FLOP"},
+      {"step_time_s", ColumnType::float64, "s"}, {"tokens_per_s", ColumnType::float64, "1/s"},
+      {"achieved_GFLOPs", ColumnType::float64, "GFLOP/s"}, {"matmul_GFLOPs", ColumnType::float64, "GFLOP/s"},
+      {"mfu", ColumnType::float64}, {"peak_parameters_bytes", ColumnType::int64, "B"},
+      {"peak_gradients_bytes", ColumnType::int64, "B"}, {"peak_optimizer_state_bytes", ColumnType::int64, "B"},
+      {"peak_activations_bytes", ColumnType::int64, "B"}, {"peak_communication_bytes", ColumnType::int64, "B"},
+      {"peak_workspace_bytes", ColumnType::int64, "B"}
+    }};
+
 struct ModelBenchOptions {
   std::string models = "tiny,small";
   std::int64_t batch = 8;
@@ -30,7 +49,7 @@ ModelBenchPlan plan_model_bench(const ModelBenchOptions& options);
 // Largest bytes one rank needs for the plan (parameters, gradients, state, activations).
 std::size_t model_bench_bytes_per_rank(const ModelBenchPlan& plan);
 struct ModelBenchOutcome {
-  record::Table table{"training step of GPT models on every rank: tokens/s and MFU (docs/model-accounting.md)"};
+  record::Table table{kModelBenchTable};
 };
 ModelBenchOutcome run_model_bench(Session& session, const ModelBenchPlan& plan, const ModelBenchOptions& options);
 void record_model_bench(Session& session, const ModelBenchOutcome& outcome, const ModelBenchOptions& options);

@@ -400,7 +400,7 @@ class BenchMoe final : public Command {
                          "formula (which must match)",
                  .order = 80,
                  .in_run = true,
-                 .groups = {"/bench/moe", "/bench/moe_steps", "/bench/moe_load"}}) {}
+                 .tables = {&kMoeBenchTable, &kMoeStepsTable, &kMoeLoadTable}}) {}
 
   void declare(CommandOptions& o) override {
     MoeBenchOptions& m = options_;

@@ -449,7 +449,7 @@ class BenchMemory final : public Command {
                          "rank sent",
                  .order = 40,
                  .in_run = true,
-                 .groups = {"/bench/memory"}}) {}
+                 .tables = {&kMemoryBenchTable}}) {}
 
   void declare(CommandOptions& o) override {
     ParallelBenchOptions& p = options_;
@@ -497,7 +497,7 @@ class BenchScaling final : public Command {
                          "communication hidden by overlapping bucketed all-reduces with backward",
                  .order = 50,
                  .in_run = true,
-                 .groups = {"/bench/scaling", "/bench/overlap", "/bench/point_to_point"}}) {
+                 .tables = {&kScalingBenchTable, &kOverlapBenchTable, &kPointToPointTable}}) {
     options_.model = "tiny";
     options_.precisions = "float32";  // scaling trains in float32
   }

@@ -14,6 +14,50 @@
 
 namespace parity::cli {
 
+using record::ColumnType;
+
+// The result groups it writes (docs/results-schema.md).
+inline const record::TableSpec kMemoryBenchTable{
+    "/bench/memory",
+    "peak bytes per category per rank for DP and ZeRO stages, beside the model-state formulas",
+    {
+      {"strategy", ColumnType::string}, {"zero_stage", ColumnType::int64}, {"precision", ColumnType::string},
+      {"model", ColumnType::string}, {"config", ColumnType::string}, {"world_size", ColumnType::int64},
+      {"rank", ColumnType::int64}, {"parameters", ColumnType::int64}, {"padded_parameters", ColumnType::int64},
+      {"parameters_bytes", ColumnType::int64, "B"}, {"gradients_bytes", ColumnType::int64, "B"},
+      {"optimizer_state_bytes", ColumnType::int64, "B"}, {"activations_bytes", ColumnType::int64, "B"},
+      {"communication_bytes", ColumnType::int64, "B"}, {"workspace_bytes", ColumnType::int64, "B"},
+      {"model_state_bytes", ColumnType::int64, "B"}, {"formula_parameters_bytes", ColumnType::float64, "B"},
+      {"formula_gradients_bytes", ColumnType::float64, "B"},
+      {"formula_optimizer_state_bytes", ColumnType::float64, "B"},
+      {"formula_model_state_bytes", ColumnType::float64, "B"}, {"paper_model_state_bytes", ColumnType::float64, "B"},
+      {"bytes_per_parameter_p", ColumnType::float64, "B"}, {"bytes_per_gradient_g", ColumnType::float64, "B"},
+      {"optimizer_bytes_K", ColumnType::float64, "B"}, {"matches_formula", ColumnType::int64},
+      {"bytes_sent", ColumnType::int64, "B"}, {"formula_bytes_sent", ColumnType::float64, "B"},
+      {"step_seconds", ColumnType::float64, "s"}
+    }};
+inline const record::TableSpec kScalingBenchTable{
+    "/bench/scaling",
+    "strong and weak scaling of a data-parallel training step, Amdahl fit, alpha-beta prediction",
+    {
+      {"mode", ColumnType::string}, {"model", ColumnType::string}, {"config", ColumnType::string},
+      {"world_size", ColumnType::int64}, {"global_batch", ColumnType::int64}, {"rank_batch", ColumnType::int64},
+      {"step_seconds", ColumnType::float64, "s"}, {"speedup", ColumnType::float64},
+      {"efficiency", ColumnType::float64}, {"amdahl_serial_fraction", ColumnType::float64},
+      {"amdahl_speedup", ColumnType::float64}, {"exposed_comm_seconds", ColumnType::float64, "s"},
+      {"predicted_comm_seconds", ColumnType::float64, "s"}, {"bytes_sent", ColumnType::int64, "B"}
+    }};
+inline const record::TableSpec kOverlapBenchTable{
+    "/bench/overlap",
+    "gradient buckets: communication exposed with and without overlap with backward",
+    {
+      {"world_size", ColumnType::int64}, {"model", ColumnType::string}, {"bucket_bytes", ColumnType::int64, "B"},
+      {"buckets", ColumnType::int64}, {"overlap", ColumnType::int64}, {"step_seconds", ColumnType::float64, "s"},
+      {"compute_seconds", ColumnType::float64, "s"}, {"exposed_comm_seconds", ColumnType::float64, "s"},
+      {"stream_seconds", ColumnType::float64, "s"}, {"comm_seconds_alone", ColumnType::float64, "s"},
+      {"hidden_fraction", ColumnType::float64}
+    }};
+
 struct ParallelBenchOptions {
   std::string model = "mlp";                    // mlp, or a GPT preset (tiny, small, ...)
   std::string strategies = "dp,zero1,zero2,zero3";
@@ -34,13 +78,13 @@ std::size_t parallel_bench_bytes_per_rank(const ParallelBenchOptions& options);
 // Refuses a strong-scaling batch smaller than the world (every rank needs a row).
 void check_scaling_batch(Session& session, const ParallelBenchOptions& options);
 struct MemoryBenchOutcome {
-  record::Table table{"peak bytes per category per rank for DP and ZeRO stages, beside the model-state formulas"};
+  record::Table table{kMemoryBenchTable};
   std::size_t mismatches = 0;  // rows whose model-state bytes differ from the formula
 };
 MemoryBenchOutcome run_memory_bench(Session& session, const ParallelBenchPlan& plan, const ParallelBenchOptions& options);
 struct ScalingBenchOutcome {
-  record::Table scaling{"strong and weak scaling of a data-parallel training step, Amdahl fit, alpha-beta prediction"};
-  record::Table overlap{"gradient buckets: communication exposed with and without overlap with backward"};
+  record::Table scaling{kScalingBenchTable};
+  record::Table overlap{kOverlapBenchTable};
   PointToPoint p2p;
 };
 ScalingBenchOutcome run_scaling_bench(Session& session, const ParallelBenchPlan& plan, const ParallelBenchOptions& options,

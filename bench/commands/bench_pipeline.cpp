@@ -495,8 +495,7 @@ class BenchPipeline final : public Command {
                          "the closed form, peak activation bytes per rank beside the in-flight formula",
                  .order = 70,
                  .in_run = true,
-                 .groups = {"/bench/pipeline", "/bench/pipeline_ranks", "/bench/pipeline_timeline",
-                            "/bench/point_to_point"}}) {}
+                 .tables = {&kPipelineBenchTable, &kPipelineRanksTable, &kPipelineTimelineTable, &kPointToPointTable}}) {}
 
   void declare(CommandOptions& o) override {
     PipelineBenchOptions& p = options_;

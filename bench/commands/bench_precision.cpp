@@ -146,7 +146,7 @@ class BenchPrecision final : public Command {
                          "loss, loss scale and skipped steps, for the report's loss and loss-scale curves",
                  .order = 100,
                  .in_run = true,
-                 .groups = {"/bench/precision"}}) {}
+                 .tables = {&kPrecisionBenchTable}}) {}
 
   void declare(CommandOptions& o) override {
     PrecisionBenchOptions& p = options_;

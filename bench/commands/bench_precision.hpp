@@ -8,10 +8,22 @@
 
 #include "bench/cli/session.hpp"
 #include "reference/model/model.hpp"
-#include "reference/parallel/step.hpp"
+#include "reference/parallel/precision/loss_scaler.hpp"
 #include "reference/record/table.hpp"
 
 namespace parity::cli {
+
+using record::ColumnType;
+
+// The result groups it writes (docs/results-schema.md).
+inline const record::TableSpec kPrecisionBenchTable{
+    "/bench/precision",
+    "one GPT trained data-parallel in each precision from the same seed on the same batches: every "
+    "step's loss, the loss scale it ran with, and whether it was skipped (float16's dynamic scaling)",
+    {
+      {"precision", ColumnType::string}, {"step", ColumnType::int64}, {"loss", ColumnType::float64},
+      {"loss_scale", ColumnType::float64}, {"skipped", ColumnType::int64}, {"world_size", ColumnType::int64}
+    }};
 
 struct PrecisionBenchOptions {
   std::string model = "tiny";  // a GPT preset
@@ -33,8 +45,7 @@ struct PrecisionBenchPlan {
 PrecisionBenchPlan plan_precision_bench(const PrecisionBenchOptions& options);
 std::size_t precision_bench_bytes_per_rank(const PrecisionBenchPlan& plan, std::int64_t batch);
 struct PrecisionBenchOutcome {
-  record::Table table{"one GPT trained data-parallel in each precision from the same seed on the same batches: every "
-                      "step's loss, the loss scale it ran with, and whether it was skipped (float16's dynamic scaling)"};
+  record::Table table{kPrecisionBenchTable};
   std::size_t failures = 0;  // precisions that skipped a step without needing to, or whose loss is not finite
 };
 PrecisionBenchOutcome run_precision_bench(Session& session, const PrecisionBenchPlan& plan,

@@ -323,7 +323,7 @@ class BenchTensor final : public Command {
                          "(which must match)",
                  .order = 60,
                  .in_run = true,
-                 .groups = {"/bench/tensor", "/bench/point_to_point"}}) {}
+                 .tables = {&kTensorBenchTable, &kPointToPointTable}}) {}
 
   void declare(CommandOptions& o) override {
     TensorBenchOptions& t = options_;

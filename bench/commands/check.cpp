@@ -27,7 +27,7 @@ std::vector<SelectedCases> select_cases(int world_size, const std::string& filte
 
 FamilyOutcome run_family_cases(Session& session, const cases::CaseFamily& family, const cases::CaseList& list) {
   const auto& info = family.info();
-  FamilyOutcome out{0, record::Table(info.description)};
+  FamilyOutcome out{0, record::Table(*info.table)};
   if (list.size() == 0) return out;
   const cases::CaseContext context{session.world(), session.host_world(), session.half()};
   // --resume: a case's row is found by its name.
@@ -40,7 +40,7 @@ FamilyOutcome run_family_cases(Session& session, const cases::CaseFamily& family
     progress.update(i, name);
     // Taken from the resumed file when it has the case (counted when it failed there).
     const Session::Restored restored = session.restore_row(
-        info.group, name, by_case, table, [](const record::Table& from, std::size_t row) { return from.get_i64("passed")[row]; });
+        info.table->group, name, by_case, table, [](const record::Table& from, std::size_t row) { return from.get_i64("passed")[row]; });
     if (restored.found) {
       failed += restored.value == 0 ? 1 : 0;
       continue;
@@ -52,13 +52,13 @@ FamilyOutcome run_family_cases(Session& session, const cases::CaseFamily& family
     }
     table.i64("passed").push_back(verdict.passed ? 1 : 0);
     table.str("message").push_back(verdict.message);
-    session.record_rows(info.group, table, table.rows() - 1);
+    session.record_rows(info.table->group, table, table.rows() - 1);
   }
   progress.finish();
   if (session.is_root()) {
     std::printf("# %s%sconformance: %zu cases at %d ranks, %zu passed, %zu failed\n", info.label.c_str(),
                 info.label.empty() ? "" : " ", list.size(), session.world().size(), list.size() - failed, failed);
-    session.results().write_table(info.group, table);
+    session.results().write_table(info.table->group, table);
   }
   return out;
 }
@@ -113,10 +113,10 @@ class Check final : public Command {
     return failed ? kExitFailed : kExitOk;
   }
 
-  std::vector<std::string> groups() const override {
-    std::vector<std::string> groups;
-    for (const cases::CaseFamily* f : cases::case_families()) groups.push_back(f->info().group);
-    return groups;
+  std::vector<const record::TableSpec*> tables() const override {
+    std::vector<const record::TableSpec*> tables;
+    for (const cases::CaseFamily* f : cases::case_families()) tables.push_back(f->info().table);
+    return tables;
   }
 
   std::optional<ResumeProbe> resume_probe() const override {

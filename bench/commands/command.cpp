@@ -29,6 +29,12 @@ std::string Command::file_stem() const {
   return stem;
 }
 
+std::vector<std::string> Command::groups() const {
+  std::vector<std::string> out;
+  for (const record::TableSpec* t : tables()) out.push_back(t->group);
+  return out;
+}
+
 int Command::execute(Job&) { throw Error("parity " + info_.name + " runs without ranks"); }
 
 int Command::run_here() { throw Error("parity " + info_.name + " runs on ranks"); }

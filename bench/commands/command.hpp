@@ -61,8 +61,9 @@ class Command {
     bool ranks = true;
     bool half_accumulate = false;  // takes --half-accumulate (16-bit reductions of collectives)
     bool in_run = false;           // a part of `parity run`
-    // The result groups it writes; --resume takes rows back from these (groups()).
-    std::vector<std::string> groups;
+    // The result groups it writes, their columns declared beside it; --resume takes rows back
+    // from these (tables()).
+    std::vector<const record::TableSpec*> tables;
     // For a command of two words, the help of the first ("bench"), said by one of them.
     std::string parent_help;
     // Why a command with ranks has no resume probe (a probe is required otherwise).
@@ -99,9 +100,10 @@ class Command {
   // finalised): `parity run` draws its report here.
   virtual int after_job(int status) { return status; }
   virtual std::optional<ResumeProbe> resume_probe() const { return std::nullopt; }
-  // The result groups it writes: info().groups, or groups known only once every registry is
+  // The result groups it writes: info().tables, or tables known only once every registry is
   // filled (after static initialisation).
-  virtual std::vector<std::string> groups() const { return info_.groups; }
+  virtual std::vector<const record::TableSpec*> tables() const { return info_.tables; }
+  std::vector<std::string> groups() const;
 
   // Made by main when it builds the command line: the command's own options.
   void attach(CLI::App& app);

@@ -1,6 +1,7 @@
 // parity list: what this parity knows, from its registries: collectives and their algorithms,
 // types and reductions, training techniques, conformance case families with their counts,
 // commands with the result groups they write; and, for the tests, each command's resume probe.
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -42,6 +43,56 @@ int print_resume_probes() {
   return kExitOk;
 }
 
+std::string json_string(const std::string& text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(c));
+      out += escaped;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+// Every result group any command writes, with its columns as declared in C++ (the schema the
+// docs and the report scripts are checked against), as JSON.
+int print_schema() {
+  std::vector<const record::TableSpec*> tables;
+  std::vector<std::vector<std::string>> writers;
+  for (const Command* c : commands())
+    for (const record::TableSpec* t : c->tables()) {
+      const auto at = std::find(tables.begin(), tables.end(), t);
+      if (at == tables.end()) {
+        tables.push_back(t);
+        writers.push_back({c->info().name});
+      } else {
+        writers[static_cast<std::size_t>(at - tables.begin())].push_back(c->info().name);
+      }
+    }
+  std::printf("{\"schema\": %s, \"schema_version\": %lld, \"groups\": {", json_string(record::kSchemaName).c_str(),
+              static_cast<long long>(record::kSchemaVersion));
+  for (std::size_t i = 0; i < tables.size(); ++i) {
+    const record::TableSpec& t = *tables[i];
+    std::string commands_json;
+    for (const auto& w : writers[i]) commands_json += (commands_json.empty() ? "" : ", ") + json_string(w);
+    std::printf("%s\n  %s: {\"description\": %s, \"written_by\": [%s], \"columns\": [", i ? "," : "",
+                json_string(t.group).c_str(), json_string(t.description).c_str(), commands_json.c_str());
+    for (std::size_t k = 0; k < t.columns.size(); ++k) {
+      const record::ColumnSpec& c = t.columns[k];
+      std::printf("%s\n    {\"name\": %s, \"type\": \"%s\", \"unit\": %s, \"required\": %s}", k ? "," : "",
+                  json_string(c.name).c_str(), std::string(record::name_of(c.type)).c_str(), json_string(c.unit).c_str(),
+                  c.required ? "true" : "false");
+    }
+    std::printf("]}");
+  }
+  std::printf("\n}}\n");
+  return kExitOk;
+}
+
 int print_everything() {
   std::printf("Collectives and algorithms (native = the backend's own, the baseline):\n");
   for (Collective c : kAllCollectives) {
@@ -57,13 +108,14 @@ int print_everything() {
   std::printf("\nReductions: ");
   for (const auto& n : reduce_op_names()) std::printf("%s ", n.c_str());
   std::printf("\n16-bit reduction modes (--half-accumulate): float32 (default), native\n");
-  std::printf("Training techniques (parity check --filter 'training/<name>/*'):\n");
+  std::printf("Training techniques (conformance: training/<name>/* for data parallelism, ZeRO and the parameter "
+              "server; tensor/*, pipeline/*, moe/*, checkpoint/* and the 16-bit cases of each for the others):\n");
   for (const auto& t : parallel::techniques())
     std::printf("  %-16s %s\n  %-16s step: %s; %s; optimizer %s\n", t.name.c_str(), t.summary.c_str(), "",
                 t.schedule.c_str(), t.gradient_sync.c_str(), t.optimizer_step.c_str());
   std::printf("Conformance case families (parity check), their result groups and cases at world sizes 1..8:\n");
   for (const cases::CaseFamily* f : cases::case_families()) {
-    std::printf("  %-12s %-20s", f->info().name.c_str(), f->info().group.c_str());
+    std::printf("  %-12s %-20s", f->info().name.c_str(), f->info().table->group.c_str());
     for (int n = 1; n <= 8; ++n) std::printf(" %d:%zu", n, f->grid(n, {})->size());
     std::printf("\n");
   }
@@ -93,14 +145,21 @@ class List final : public Command {
                  .ranks = false}) {}
 
   void declare(CommandOptions& o) override {
+    auto* schema = o.flag("--schema", schema_,
+                          "The result groups every command writes, with their columns (name, type, unit, required), as "
+                          "JSON: the schema docs/results-schema.md describes");
     o.flag("--resume-probes", resume_probes_,
-           "For the tests: each command's resume probe (how the registry's resume test runs it), one per line");
+           "For the tests: each command's resume probe (how the registry's resume test runs it), one per line")
+        ->excludes(schema);
   }
 
-  int run_here() override { return resume_probes_ ? print_resume_probes() : print_everything(); }
+  int run_here() override {
+    if (schema_) return print_schema();
+    return resume_probes_ ? print_resume_probes() : print_everything();
+  }
 
  private:
-  bool resume_probes_ = false;
+  bool schema_ = false, resume_probes_ = false;
 };
 
 const RegisteredCommand<List> kList;

@@ -269,7 +269,7 @@ class PipelineRun final : public Command {
                          "cases' GPT, split into its stages, trains --steps steps and is compared with the same training "
                          "on one device (a row of /check/pipeline)",
                  .order = 130,
-                 .groups = {"/check/pipeline"},
+                 .tables = {&cases::kPipelineCasesTable},
                  .no_probe_reason = "one row: there is no block to cut after (its row is taken back whole)"}) {}
   void declare(CommandOptions& o) override {
     PipelineOptions& p = options_;

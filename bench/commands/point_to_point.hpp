@@ -7,11 +7,22 @@
 
 #include "bench/cli/session.hpp"
 #include "reference/theory/collectives.hpp"
+#include "reference/record/table.hpp"
 
 namespace parity::cli {
 
+using record::ColumnType;
+
+// The result groups it writes (docs/results-schema.md).
+inline const record::TableSpec kPointToPointTable{
+    "/bench/point_to_point",
+    "ping-pong between rank 0 and rank 1: half round-trip time",
+    {
+      {"size_bytes", ColumnType::int64, "B"}, {"time_us", ColumnType::float64, "us"}
+    }};
+
 struct PointToPoint {
-  record::Table table{"ping-pong between rank 0 and rank 1: half round-trip time"};
+  record::Table table{kPointToPointTable};
   theory::AlphaBeta model;
   bool measured = false;
 };

@@ -28,11 +28,11 @@ class Run final : public Command {
     o.add("--report-dir", report_dir_, "Report directory [default: <result file without .h5>.report]");
   }
 
-  std::vector<std::string> groups() const override {
-    std::vector<std::string> all;
+  std::vector<const record::TableSpec*> tables() const override {
+    std::vector<const record::TableSpec*> all;
     for (const Command* c : parts())
-      for (const std::string& g : c->groups())
-        if (std::find(all.begin(), all.end(), g) == all.end()) all.push_back(g);
+      for (const record::TableSpec* t : c->tables())
+        if (std::find(all.begin(), all.end(), t) == all.end()) all.push_back(t);
     return all;
   }
 

@@ -276,9 +276,8 @@ CheckpointResult run_checkpoint_case(Communicator& comm, const CheckpointCase& c
 // The family `parity check` runs (family.hpp).
 const RegisteredFamily kCheckpointFamily{FamilyDefinition<CheckpointCase, CheckpointResult>{
     .name = "checkpoint",
-    .group = "/check/checkpoint",
+    .table = &kCheckpointCasesTable,
     .label = "activation checkpointing",
-    .description = "conformance cases of activation checkpointing against the run without it (docs/results-schema.md)",
     .order = 60,
     .grid = [](int world_size, const GridOptions&) { return checkpoint_grid(world_size); },
     .run = [](const CaseContext& context, const CheckpointCase& c) { return run_checkpoint_case(context.world, c); },

@@ -514,9 +514,8 @@ std::size_t case_bytes_per_rank(const CollectiveCase& c, int world_size) {
 // The family `parity check` runs (family.hpp).
 const RegisteredFamily kCollectiveFamily{FamilyDefinition<CollectiveCase, CaseResult>{
     .name = "collectives",
-    .group = "/check/collectives",
+    .table = &kCollectiveCasesTable,
     .label = "",
-    .description = "conformance cases of the collectives (docs/results-schema.md)",
     .order = 10,
     .grid = [](int world_size, const GridOptions& options) { return conformance_grid(world_size, options); },
     .run = [](const CaseContext& context, const CollectiveCase& c) { return run_case(context.world, c, context.half); },

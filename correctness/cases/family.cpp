@@ -20,10 +20,10 @@ std::vector<const CaseFamily*>& registry() {
 void RegisteredFamily::add(const CaseFamily& family) {
   auto& families = registry();
   for (const CaseFamily* f : families)
-    if (f->info().name == family.info().name || f->info().group == family.info().group) {
+    if (f->info().name == family.info().name || f->info().table->group == family.info().table->group) {
       // Before main: no one could catch an exception; a duplicate is a programming error.
       std::fprintf(stderr, "parity: case family '%s' (%s) registered twice\n", family.info().name.c_str(),
-                   family.info().group.c_str());
+                   family.info().table->group.c_str());
       std::abort();
     }
   families.push_back(&family);

@@ -4,7 +4,7 @@
 // the families. A new family is its case file (and header) with one registration in it:
 //
 //   const cases::RegisteredFamily kMine{cases::FamilyDefinition<MyCase, MyResult>{
-//       .name = "mine", .group = "/check/mine", .label = "mine", .description = "...", .order = 70,
+//       .name = "mine", .table = &kMineCasesTable, .label = "mine", .order = 70,
 //       .grid = [](int world, const cases::GridOptions&) { return mine_grid(world); },
 //       .run = [](const cases::CaseContext& c, const MyCase& k) { return run_mine(c.world, k); },
 //       .columns = [](record::Table& t, const cases::CaseContext& c, const MyCase& k, const MyResult& r) {...}}};
@@ -60,11 +60,12 @@ class CaseList {
 class CaseFamily {
  public:
   struct Info {
-    std::string name;         // "training": the first word of its cases' names
-    std::string group;        // "/check/training": where its rows go
-    std::string label;        // "training": the summary line "# training conformance: ..."
-    std::string description;  // the result table's
-    int order = 0;            // place in `parity check` and `parity list` (smallest first)
+    std::string name;  // "training"
+    // Its result group ("/check/training") and the columns of its rows: `case`, the family's,
+    // `passed` and `message`.
+    const record::TableSpec* table = nullptr;
+    std::string label;  // "training": the summary line "# training conformance: ..."
+    int order = 0;      // place in `parity check` and `parity list` (smallest first)
   };
   explicit CaseFamily(Info info) : info_(std::move(info)) {}
   virtual ~CaseFamily() = default;
@@ -88,7 +89,9 @@ const CaseFamily& find_case_family(std::string_view name);
 // message).
 template <typename Case, typename Result>
 struct FamilyDefinition {
-  std::string name, group, label, description;
+  std::string name;
+  const record::TableSpec* table = nullptr;
+  std::string label;
   int order = 0;
   std::function<std::vector<Case>(int world_size, const GridOptions&)> grid;
   std::function<Result(const CaseContext&, const Case&)> run;
@@ -130,7 +133,7 @@ template <typename Case, typename Result>
 class FamilyOf final : public CaseFamily {
  public:
   explicit FamilyOf(FamilyDefinition<Case, Result> d)
-      : CaseFamily({d.name, d.group, d.label, d.description, d.order}), definition_(std::move(d)) {}
+      : CaseFamily({d.name, d.table, d.label, d.order}), definition_(std::move(d)) {}
   std::unique_ptr<CaseList> grid(int world_size, const GridOptions& options) const override {
     return cases(definition_.grid(world_size, options));
   }

@@ -255,9 +255,8 @@ MoeResult run_moe_case(Communicator& comm, const MoeCase& c) {
 // The family `parity check` runs (family.hpp).
 const RegisteredFamily kMoeFamily{FamilyDefinition<MoeCase, MoeResult>{
     .name = "moe",
-    .group = "/check/moe",
+    .table = &kMoeCasesTable,
     .label = "mixture-of-experts",
-    .description = "conformance cases of mixture of experts and expert parallelism against one device (docs/results-schema.md)",
     .order = 50,
     .grid = [](int world_size, const GridOptions&) { return moe_grid(world_size); },
     .run = [](const CaseContext& context, const MoeCase& c) { return run_moe_case(context.world, c); },

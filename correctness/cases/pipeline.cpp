@@ -273,9 +273,8 @@ TrainingResult run_pipeline_case(Communicator& world, const PipelineCase& c) {
 // The family `parity check` (and `parity pipeline run`) runs (family.hpp).
 const RegisteredFamily kPipelineFamily{FamilyDefinition<PipelineCase, TrainingResult>{
     .name = "pipeline",
-    .group = "/check/pipeline",
+    .table = &kPipelineCasesTable,
     .label = "pipeline",
-    .description = "conformance cases of pipeline schedules on real ranks against one device (docs/results-schema.md)",
     .order = 40,
     .grid = [](int world_size, const GridOptions&) { return pipeline_grid(world_size); },
     .run = [](const CaseContext& context, const PipelineCase& c) { return run_pipeline_case(context.world, c); },

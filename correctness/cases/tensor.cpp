@@ -236,9 +236,8 @@ TensorResult run_tensor_case(Communicator& comm, const TensorCase& c) {
 // The family `parity check` runs (family.hpp).
 const RegisteredFamily kTensorFamily{FamilyDefinition<TensorCase, TensorResult>{
     .name = "tensor",
-    .group = "/check/tensor",
+    .table = &kTensorCasesTable,
     .label = "tensor-parallel",
-    .description = "conformance cases of tensor and sequence parallelism composed with DP and ZeRO (docs/results-schema.md)",
     .order = 30,
     .grid = [](int world_size, const GridOptions&) { return tensor_grid(world_size); },
     .run = [](const CaseContext& context, const TensorCase& c) { return run_tensor_case(context.world, c); },

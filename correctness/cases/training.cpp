@@ -386,9 +386,8 @@ TrainingResult run_training_case(Communicator& comm, const TrainingCase& c) {
 // The family `parity check` runs (family.hpp).
 const RegisteredFamily kTrainingFamily{FamilyDefinition<TrainingCase, TrainingResult>{
     .name = "training",
-    .group = "/check/training",
+    .table = &kTrainingCasesTable,
     .label = "training",
-    .description = "conformance cases of data parallelism, ZeRO and the parameter server (docs/results-schema.md)",
     .order = 20,
     .grid = [](int world_size, const GridOptions&) { return training_grid(world_size); },
     .run =

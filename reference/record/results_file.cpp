@@ -39,6 +39,8 @@ void ResultsFile::set_attribute(const std::string& group, const std::string& nam
 
 void ResultsFile::write_table(const std::string& group, const Table& table) {
   require_open();
+  if (table.spec() != nullptr && table.spec()->group != group)
+    throw Error("a table of " + table.spec()->group + " written to " + group);
   file_->write_table(group, table);
   journal_->table(group, table);
 }

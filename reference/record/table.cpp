@@ -11,6 +11,20 @@ std::size_t Column::size() const {
   return std::visit([](const auto& v) { return v.size(); }, values);
 }
 
+std::string_view name_of(ColumnType type) {
+  switch (type) {
+    case ColumnType::float64: return "float64";
+    case ColumnType::int64: return "int64";
+    case ColumnType::string: return "string";
+  }
+  return "?";
+}
+
+Table::Table(const TableSpec& spec) : description_(spec.description) {
+  for (const ColumnSpec& c : spec.columns) column(c.name, c.unit, static_cast<std::size_t>(c.type));
+  spec_ = &spec;  // closed from here on
+}
+
 Column& Table::column(const std::string& name, const std::string& unit, std::size_t type_index) {
   static constexpr const char* kTypeNames[] = {"float64", "int64", "string"};
   for (auto& column : columns_) {
@@ -25,6 +39,9 @@ Column& Table::column(const std::string& name, const std::string& unit, std::siz
     }
     return column;
   }
+  if (spec_ != nullptr)
+    throw Error("column " + name + " is not in the schema of " + spec_->group + " (declared beside its writer; "
+                "docs/results-schema.md)");
   if (name.empty() || name == "." || name.find('/') != std::string::npos) {
     throw Error("invalid table column name '" + name + "' (must be non-empty, without '/')");
   }

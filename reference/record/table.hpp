@@ -1,14 +1,36 @@
-// The in-memory table every result is built in: named, typed columns with units, in the order
-// first named; and the attribute values a result file's groups carry. No file format here: the
-// HDF5 file (results_file.hpp) and the journal (journal.hpp) both write these.
+// The in-memory table every result is built in: named, typed columns with units; the schema of a
+// result group (its columns declared once: name, type, unit, whether every file has it); and
+// the attribute values a result file's groups carry. No file format here: the HDF5 file
+// (results_file.hpp) and the journal (journal.hpp) both write these.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
 namespace parity::record {
+
+enum class ColumnType { float64, int64, string };
+std::string_view name_of(ColumnType type);
+
+// A column of a result group's schema (docs/results-schema.md).
+struct ColumnSpec {
+  std::string name;
+  ColumnType type;
+  std::string unit = "";
+  // Every file of this schema version that has the table has the column; false for a column
+  // added to the table later within the version (older files lack it: readers must not rely on it).
+  bool required = true;
+};
+// A result group's schema: where it goes, its description and its columns in order. Declared
+// once, beside the code that writes it; a table made from it takes no other column.
+struct TableSpec {
+  std::string group;  // "/bench/precision"
+  std::string description;
+  std::vector<ColumnSpec> columns;
+};
 
 // One column of a table: a name, a unit and values of one type.
 struct Column {
@@ -18,10 +40,13 @@ struct Column {
   std::size_t size() const;
 };
 
-// A column-oriented table; columns keep the order in which they were first named.
+// A column-oriented table. Made from a TableSpec, it holds the spec's columns in its order and
+// refuses any other (a writer that drifts from its declared schema fails at its first row);
+// made from a description alone, columns keep the order in which they were first named.
 class Table {
  public:
   explicit Table(std::string description = "") : description_(std::move(description)) {}
+  explicit Table(const TableSpec& spec);
   // Returns the column's values, creating the column on first use. Asking for an existing
   // column with another type throws.
   std::vector<double>& f64(const std::string& name, const std::string& unit = "");
@@ -33,6 +58,8 @@ class Table {
   const std::vector<std::string>& get_str(const std::string& name) const;
   const std::vector<Column>& columns() const { return columns_; }
   const std::string& description() const { return description_; }
+  // The schema the table was made from; null for a table of free columns.
+  const TableSpec* spec() const { return spec_; }
   // Number of rows; throws when the columns have different lengths.
   std::size_t rows() const;
 
@@ -40,6 +67,7 @@ class Table {
   Column& column(const std::string& name, const std::string& unit, std::size_t type_index);
   std::string description_;
   std::vector<Column> columns_;
+  const TableSpec* spec_ = nullptr;
 };
 
 // Appends rows [first, last) of `from` to `to`, column by column (columns created as needed,
