@@ -24,9 +24,8 @@
 #include "reference/cuda/device.hpp"
 #include "reference/kernels/buffer_kernels.hpp"
 #include "reference/model/optimizer.hpp"
-#include "reference/ops/cpu.hpp"
-#include "reference/ops/cuda.hpp"
-#include "reference/ops/cuda_kernels.hpp"
+#include "reference/ops/dropout_mask.hpp"
+#include "reference/ops/ops.hpp"
 #include "reference/ops/flops.hpp"
 #include "reference/ops/routing.hpp"
 #include "reference/tensor/random.hpp"
@@ -172,7 +171,7 @@ INSTANTIATE_TEST_SUITE_P(Types, CudaOps,
 
 // ---- Tests that run on the host ------------------------------------------------------------------
 
-// The dropout mask on the device is drawn by kernels::philox_uniform_open, compiled for host and
+// The dropout mask on the device is drawn by device::philox_uniform_open, compiled for host and
 // device from one definition: equal to parity::uniform_open here means the same mask there.
 TEST(CudaOpsHost, PhiloxPortMatchesTheCpuGenerator) {
   const std::uint64_t seeds[] = {0, 1, kSeed, 0xDEADBEEF12345678ull, ~0ull};
@@ -181,10 +180,10 @@ TEST(CudaOpsHost, PhiloxPortMatchesTheCpuGenerator) {
   for (auto seed : seeds)
     for (auto stream : streams)
       for (auto i : elements) {
-        EXPECT_EQ(ops::kernels::philox_uniform_open(seed, stream, i), uniform_open(seed, stream, i))
+        EXPECT_EQ(ops::device::philox_uniform_open(seed, stream, i), uniform_open(seed, stream, i))
             << "seed " << seed << ", stream " << stream << ", element " << i;
         const PhiloxCounter cpu = element_words(seed, stream, i);
-        const ops::kernels::PhiloxWords port = ops::kernels::philox4x32_10(
+        const ops::device::PhiloxWords port = ops::device::philox4x32_10(
             {{static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(i >> 32), static_cast<std::uint32_t>(stream),
               static_cast<std::uint32_t>(stream >> 32)}},
             static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32));
@@ -205,7 +204,7 @@ TEST(CudaOpsHost, DropoutMaskMatchesTheCpuMask) {
       const bool cpu_keeps = y.at(i) != 0;
       kept += cpu_keeps;
       const std::uint64_t element = key.first_element + static_cast<std::uint64_t>(i);
-      mismatches += cpu_keeps != ops::kernels::dropout_keeps(p, key.seed, key.stream, element);
+      mismatches += cpu_keeps != ops::device::dropout_keeps(p, key.seed, key.stream, element);
     }
     EXPECT_EQ(mismatches, 0) << "p = " << p;
     if (p == 0) {
@@ -217,58 +216,12 @@ TEST(CudaOpsHost, DropoutMaskMatchesTheCpuMask) {
   }
 }
 
-// The device ops refuse host tensors before touching them (this needs no GPU).
-TEST(CudaOpsHost, DeviceOpsRefuseHostTensors) {
-  namespace dev = ops::cuda;
-  auto t = [](const char* name, Shape shape, DataType dtype = DataType::float64) {
-    return Tensor::zeros(name, std::move(shape), dtype, kCategory);
-  };
-  Tensor a = t("a", {2, 3}), b = t("b", {3, 4}), c = t("c", {2, 4}), bias = t("bias", {4});
-  Tensor x = t("x", {2, 3}), y = t("y", {2, 3}), g = t("g", {3}), mean = t("mean", {2}), rstd = t("rstd", {2});
-  Tensor dx = t("dx", {2, 3}), dg = t("dg", {3}), db = t("db", {3}), dw = t("dw", {3, 4}), dbias = t("dbias", {4});
-  Tensor qkv = t("qkv", {1, 2, 6}), out = t("out", {1, 2, 2}), probs = t("probs", {1, 1, 2, 2});
-  Tensor dqkv = t("dqkv", {1, 2, 6});
-  Tensor tokens = t("tokens", {1, 2}, DataType::int32), wte = t("wte", {3, 2}), wpe = t("wpe", {2, 2});
-  Tensor targets = t("targets", {2}, DataType::int32), logits = t("logits", {2, 3}), dlogits = t("dlogits", {2, 3});
-  Tensor value = t("value", {4}), grad = t("grad", {4}), m = t("m", {4}), v = t("v", {4});
-  const std::vector<std::pair<std::string, std::function<void()>>> calls = {
-      {"matmul", [&] { dev::matmul(a, false, b, false, c, false); }},
-      {"linear_forward", [&] { dev::linear_forward(x, b, bias, c); }},
-      {"linear_backward", [&] { dev::linear_backward(c, x, b, dx, dw, dbias); }},
-      {"gelu_forward", [&] { dev::gelu_forward(x, y); }},
-      {"gelu_backward", [&] { dev::gelu_backward(y, x, dx); }},
-      {"add_forward", [&] { dev::add_forward(x, y, dx); }},
-      {"add_forward", [&] { dev::accumulate(y, x); }},
-      {"layernorm_forward", [&] { dev::layernorm_forward(x, g, g, y, mean, rstd); }},
-      {"layernorm_backward", [&] { dev::layernorm_backward(y, x, g, mean, rstd, dx, dg, db); }},
-      {"softmax_forward", [&] { dev::softmax_forward(x, y); }},
-      {"softmax_backward", [&] { dev::softmax_backward(y, x, dx); }},
-      {"attention_forward", [&] { dev::attention_forward(qkv, 1, true, out, probs); }},
-      {"attention_backward", [&] { dev::attention_backward(out, qkv, probs, 1, dqkv); }},
-      {"embedding_forward", [&] { dev::embedding_forward(tokens, wte, wpe, out); }},
-      {"embedding_backward", [&] { dev::embedding_backward(out, tokens, wte, wpe); }},
-      {"cross_entropy_forward", [&] { dev::cross_entropy_forward(logits, targets, 2); }},
-      {"cross_entropy_backward", [&] { dev::cross_entropy_backward(logits, targets, 2, dlogits); }},
-      {"mse_forward", [&] { dev::mse_forward(x, y, 6); }},
-      {"mse_backward", [&] { dev::mse_backward(x, y, 6, dx); }},
-      {"dropout_forward", [&] { dev::dropout_forward(x, 0.5, {}, y); }},
-      {"dropout_backward", [&] { dev::dropout_backward(x, 0.5, {}, y); }},
-      {"sgd", [&] { dev::sgd_update(value, grad, &m, DataType::float64, 0.1, 0.9, 0.01); }},
-      {"adamw", [&] { dev::adamw_update(value, grad, m, v, 1e-3, 0.9, 0.999, 1e-8, 0.01, 1); }},
-  };
-  for (const auto& [op, call] : calls) {
-    SCOPED_TRACE(op);
-    expect_error_containing(call, op + ": ");
-    expect_error_containing(call, "is in host memory");
-  }
-}
-
 TEST(CudaOpsHost, Tf32IsOffUnlessAskedFor) {
-  EXPECT_FALSE(ops::cuda::tf32());
-  ops::cuda::set_tf32(true);
-  EXPECT_TRUE(ops::cuda::tf32());
-  ops::cuda::set_tf32(false);
-  EXPECT_FALSE(ops::cuda::tf32());
+  EXPECT_FALSE(ops::tf32());
+  ops::set_tf32(true);
+  EXPECT_TRUE(ops::tf32());
+  ops::set_tf32(false);
+  EXPECT_FALSE(ops::tf32());
 }
 
 // ---- Tests that run the device ops -----------------------------------------------------------------
@@ -302,9 +255,9 @@ TEST_F(CudaDevice, MatmulWithTf32StaysNearFloat32) {
   Tensor reference = host_output("tf32.reference", {16, 24});
   ops::matmul(a, false, b, false, reference, false);
   Tensor c = poisoned("tf32.c", {16, 24}, DataType::float32);
-  ops::cuda::set_tf32(true);
+  ops::set_tf32(true);
   ops::matmul(device_copy(a, DataType::float32), false, device_copy(b, DataType::float32), false, c, false);
-  ops::cuda::set_tf32(false);
+  ops::set_tf32(false);
   expect_close(c, reference, 5e-3, "matmul with TF32");
 }
 
