@@ -103,13 +103,17 @@ Case linear(const std::string& prefix, Shape x_shape, std::int64_t out) {
   }};
 }
 
-Case gelu(const std::string& prefix, Shape shape) {
+// An element-wise op of one input x (drawn with spread 2) and its backward from dy and x; the
+// outputs are named op_forward and op_backward.
+using Forward = void (*)(const Tensor&, Tensor&);
+using Backward = void (*)(const Tensor&, const Tensor&, Tensor&);
+Case elementwise(const std::string& op, const std::string& prefix, Shape shape, Forward forward, Backward backward) {
   return {"", to_string(shape), [=](DataType type) {
     const Tensor x = random_tensor(prefix + ".x", shape, 0, 2), dy = random_tensor(prefix + ".dy", shape);
     Tensor y = nans(prefix + ".y", shape, type), dx = nans(prefix + ".dx", shape, type);
-    ops::gelu_forward(in(x, type), y);
-    ops::gelu_backward(in(dy, type), in(x, type), dx);
-    return Outputs{{"gelu_forward", y}, {"gelu_backward", dx}};
+    forward(in(x, type), y);
+    backward(in(dy, type), in(x, type), dx);
+    return Outputs{{op + "_forward", y}, {op + "_backward", dx}};
   }};
 }
 
@@ -235,10 +239,10 @@ std::vector<Row> rows() {
                     {"dx", 24, 1, 0, "dx reduces over out"},
                     {"dw", 32, 1, 0, "dw reduces over the N = 32 rows"},
                     {"dbias", 32, 1, 0, "dbias reduces over the N = 32 rows"}}});
-  table.push_back({"gelu", kF32, gelu("f32_gelu", {16, 64}),
+  table.push_back({"gelu", kF32, elementwise("gelu", "f32_gelu", {16, 64}, ops::gelu_forward, ops::gelu_backward),
                    {{"gelu_forward", 12, 1, 0, kGeluForward}, {"gelu_backward", 21, 1, 0, kGeluBackward}}});
   for (DataType type : {kBF16, kF16})
-    table.push_back({"gelu", type, gelu("half_gelu", {16, 32}),
+    table.push_back({"gelu", type, elementwise("gelu", "half_gelu", {16, 32}, ops::gelu_forward, ops::gelu_backward),
                      {{"gelu_forward", 12, 1, 1, kGeluForward}, {"gelu_backward", 21, 1, 2, kGeluBackward}}});
   table.push_back({"add", kF32, add("f32_add", {32, 48}),
                    {{"add_forward", 1, 1, 0, "one rounded addition per element"}}});

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <limits>
 #include <numbers>
@@ -118,21 +119,38 @@ TEST(OpsGradient, Linear) {
   }
 }
 
-TEST(OpsGradient, Gelu) {
-  // Spread 2 reaches the saturated tails of tanh as well as the curved middle.
-  for (const Shape& shape : {Shape{7}, Shape{3, 5}, Shape{2, 3, 4}}) {
-    SCOPED_TRACE("gelu " + to_string(shape));
-    Tensor x = random_tensor("gelu.x", shape, 0, 2);
-    const Tensor r = random_tensor("gelu.r", shape);
-    Tensor y = nans("gelu.y", shape);
-    const auto loss = [&] {
-      ops::gelu_forward(x, y);
-      return project(y, r);
-    };
-    Tensor dx = nans("gelu.dx", shape);
-    ops::gelu_backward(r, x, dx);
-    expect_gradient(dx, x, loss, "dx");
-  }
+// The ops of one input and one output, as rows: the op, its shapes, the spread of its input.
+// Spread 2 reaches gelu's saturated tails of tanh as well as its curved middle, and softmax's
+// rows far from uniform. Backward gets dy = R, x and the forward's y (softmax reads y).
+TEST(OpsGradient, OneInputOps) {
+  struct Row {
+    std::string op;
+    std::vector<Shape> shapes;
+    double spread;
+    std::function<void(const Tensor& x, Tensor& y)> forward;
+    std::function<void(const Tensor& dy, const Tensor& x, const Tensor& y, Tensor& dx)> backward;
+  };
+  const std::vector<Row> rows = {
+      {"gelu", {{7}, {3, 5}, {2, 3, 4}}, 2, [](const Tensor& x, Tensor& y) { ops::gelu_forward(x, y); },
+       [](const Tensor& dy, const Tensor& x, const Tensor&, Tensor& dx) { ops::gelu_backward(dy, x, dx); }},
+      {"softmax", {{4, 6}, {2, 3, 5}, {1, 10}}, 2, [](const Tensor& x, Tensor& y) { ops::softmax_forward(x, y); },
+       [](const Tensor& dy, const Tensor&, const Tensor& y, Tensor& dx) { ops::softmax_backward(dy, y, dx); }},
+  };
+  for (const Row& row : rows)
+    for (const Shape& shape : row.shapes) {
+      SCOPED_TRACE(row.op + " " + to_string(shape));
+      Tensor x = random_tensor(row.op + ".x", shape, 0, row.spread);
+      const Tensor r = random_tensor(row.op + ".r", shape);
+      Tensor y = nans(row.op + ".y", shape);
+      const auto loss = [&] {
+        row.forward(x, y);
+        return project(y, r);
+      };
+      loss();  // y of the unperturbed x, for backward
+      Tensor dx = nans(row.op + ".dx", shape);
+      row.backward(r, x, y, dx);
+      expect_gradient(dx, x, loss, "dx");
+    }
 }
 
 TEST(OpsGradient, Add) {
@@ -185,23 +203,6 @@ TEST(OpsGradient, LayerNorm) {
     expect_gradient(dx, x, loss, "dx");
     expect_gradient(dgamma, gamma, loss, "dgamma");
     expect_gradient(dbeta, beta, loss, "dbeta");
-  }
-}
-
-TEST(OpsGradient, Softmax) {
-  for (const Shape& shape : {Shape{4, 6}, Shape{2, 3, 5}, Shape{1, 10}}) {
-    SCOPED_TRACE("softmax " + to_string(shape));
-    Tensor x = random_tensor("softmax.x", shape, 0, 2);
-    const Tensor r = random_tensor("softmax.r", shape);
-    Tensor y = nans("softmax.y", shape);
-    const auto loss = [&] {
-      ops::softmax_forward(x, y);
-      return project(y, r);
-    };
-    loss();  // y of the unperturbed x, for backward
-    Tensor dx = nans("softmax.dx", shape);
-    ops::softmax_backward(r, y, dx);
-    expect_gradient(dx, x, loss, "dx");
   }
 }
 

@@ -78,6 +78,7 @@ RowMapSizes check_row_map(const char* op, const RowMap& map, const Tensor& token
   require_defined(op, token_rows, "token rows");
   require_defined(op, assigned_rows, "assignment rows");
   same_type(op, token_rows, assigned_rows);
+  require_floating(op, token_rows);
   for (const Tensor* t : {&map.row_token, &map.token_offsets, &map.token_rows}) {
     require_defined(op, *t, "row map");
     if (t->dtype() != DataType::int64 || t->rank() != 1) fail(op, "row map " + t->describe() + " must be int64 [.]");

@@ -33,8 +33,8 @@ std::int64_t rows_of(const Tensor& t);
 // A dimension as a BLAS int, refused beyond its range.
 int blas_int(const char* op, std::int64_t v);
 
-// A row map (ops.hpp's RowMap) between token rows [N, C] and assignment rows [A, C] of one type:
-// its three int64 vectors must fit N and A.
+// A row map (ops.hpp's RowMap) between token rows [N, C] and assignment rows [A, C] of one
+// floating type: its three int64 vectors must fit N and A.
 struct RowMapSizes {
   std::int64_t N, A, C;
 };

@@ -148,6 +148,19 @@ template <typename C> __device__ C block_max(C v) {
   return warp_max(lane < warps ? partial[lane] : negative_infinity<C>());
 }
 
+// The two passes over a row of `cols` values that softmax and cross-entropy begin with, each
+// result returned to every thread of the block: the row's maximum, and sum_j exp(x_j - m).
+template <typename T> __device__ Acc<T> block_row_max(const T* x, int64_t cols) {
+  Acc<T> m = negative_infinity<Acc<T>>();
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) m = load(x[j]) > m ? load(x[j]) : m;
+  return block_max(m);
+}
+template <typename T> __device__ Acc<T> block_row_exp_sum(const T* x, int64_t cols, Acc<T> m) {
+  Acc<T> s = 0;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += dexp(load(x[j]) - m);
+  return block_sum(s);
+}
+
 // One block sums n values into *out (the losses sum their partial sums in float64).
 template <typename C> __global__ void sum_kernel(const C* in, int64_t n, C* out) {
   C s = 0;

@@ -22,13 +22,21 @@ namespace {
 struct AttentionSizes {
   int B, T, C, H, hs;
 };
-AttentionSizes attention_sizes(const char* op, const Tensor& qkv, int heads) {
+// qkv [B, T, 3C] with `heads` dividing C, the attention output (or its gradient) rows [B, T, C]
+// and the probabilities [B, H, T, T], all of qkv's type.
+AttentionSizes attention_sizes(const char* op, const Tensor& qkv, int heads, const Tensor& rows, const Tensor& probs) {
   require_floating(op, qkv);
   if (qkv.rank() != 3 || qkv.dim(2) % 3 != 0) fail(op, "qkv " + qkv.describe() + " must be [B, T, 3C]");
   const std::int64_t c = qkv.dim(2) / 3;
   if (heads <= 0 || c % heads != 0)
     fail(op, std::to_string(heads) + " heads do not divide the hidden size " + std::to_string(c) + " of " + qkv.describe());
-  return {blas_int(op, qkv.dim(0)), blas_int(op, qkv.dim(1)), blas_int(op, c), heads, blas_int(op, c / heads)};
+  const AttentionSizes s{blas_int(op, qkv.dim(0)), blas_int(op, qkv.dim(1)), blas_int(op, c), heads,
+                         blas_int(op, c / heads)};
+  same_type(op, qkv, rows);
+  same_type(op, qkv, probs);
+  require_shape(op, rows, {s.B, s.T, s.C});
+  require_shape(op, probs, {s.B, s.H, s.T, s.T});
+  return s;
 }
 
 // Score and weighted-sum products, as the CPU's matrix multiplies count them: 2 T^2 hs each.
@@ -131,11 +139,7 @@ Tensor wide_like(const Tensor& t) {
 
 void attention_forward(const Tensor& qkv, int heads, bool causal, Tensor& out, Tensor& probs) {
   const char* op = "attention_forward";
-  const AttentionSizes s = attention_sizes(op, qkv, heads);
-  same_type(op, qkv, out);
-  same_type(op, qkv, probs);
-  require_shape(op, out, {s.B, s.T, s.C});
-  require_shape(op, probs, {s.B, s.H, s.T, s.T});
+  const AttentionSizes s = attention_sizes(op, qkv, heads, out, probs);
   require_same_space(op, {&qkv, &out, &probs});
   if (!is_half(qkv.dtype())) return run_attention_forward(s, causal, qkv, out, probs);
   Tensor out32 = wide_like(out), probs32 = wide_like(probs);
@@ -146,12 +150,8 @@ void attention_forward(const Tensor& qkv, int heads, bool causal, Tensor& out, T
 
 void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& probs, int heads, Tensor& dqkv) {
   const char* op = "attention_backward";
-  const AttentionSizes s = attention_sizes(op, qkv, heads);
-  same_type(op, qkv, dout);
+  const AttentionSizes s = attention_sizes(op, qkv, heads, dout, probs);
   same_shape(op, qkv, dqkv);
-  require_shape(op, dout, {s.B, s.T, s.C});
-  require_shape(op, probs, {s.B, s.H, s.T, s.T});
-  same_type(op, qkv, probs);
   require_same_space(op, {&dout, &qkv, &probs, &dqkv});
   if (!is_half(qkv.dtype())) return run_attention_backward(s, dout, qkv, probs, dqkv);
   Tensor dqkv32 = wide_like(dqkv);

@@ -50,13 +50,21 @@ double cross_entropy_on_device(const char* op, const Tensor& logits, const Tenso
                                normalizer, dlogits ? dlogits->raw() : nullptr, static_cast<double*>(sums.raw()));
 }
 
-// Logits of a shard of the classes, [N, V_shard], with targets [N] when given.
-void check_shard_logits(const char* op, const Tensor& logits, const Tensor* targets) {
+// Logits of a shard of the classes, [N, V_shard], with targets [N] when given and per-row
+// statistics [N] (float64 for float64 logits, else float32); returns N and V_shard.
+struct ShardSizes {
+  std::int64_t N, V;
+};
+ShardSizes check_shard_logits(const char* op, const Tensor& logits, const Tensor* targets,
+                              std::initializer_list<const Tensor*> statistics) {
   require_defined(op, logits, "logits");
   if (logits.rank() != 2 || (targets && (targets->rank() != 1 || targets->dim(0) != logits.dim(0))))
     fail(op, "logits " + logits.describe() + " must be [N, V_shard]" +
                  (targets ? " and targets " + targets->describe() + " [N]" : std::string()));
   require_floating(op, logits);
+  for (const Tensor* statistic : statistics) require_row_statistic(op, logits, *statistic);
+  if (targets) require_index_type(op, *targets);
+  return {logits.dim(0), logits.dim(1)};
 }
 }  // namespace
 
@@ -117,9 +125,7 @@ double cross_entropy_backward(const Tensor& logits, const Tensor& targets, doubl
 void cross_entropy_shard_max(const Tensor& logits_shard, Tensor& row_max) {
   const char* op = "cross_entropy_shard_max";
   require_same_space(op, {&logits_shard, &row_max});
-  check_shard_logits(op, logits_shard, nullptr);
-  require_row_statistic(op, logits_shard, row_max);
-  const std::int64_t n = logits_shard.dim(0), v = logits_shard.dim(1);
+  const auto [n, v] = check_shard_logits(op, logits_shard, nullptr, {&row_max});
   if constexpr (kCudaBuilt) {
     if (on_device(logits_shard))
       return device::cross_entropy_shard_max(code(logits_shard), logits_shard.raw(), n, v, row_max.raw());
@@ -141,18 +147,13 @@ void cross_entropy_shard_sums(const Tensor& logits_shard, const Tensor& targets,
                               std::int64_t vocabulary, const Tensor& row_max, Tensor& sum_exp, Tensor& target_logit) {
   const char* op = "cross_entropy_shard_sums";
   require_same_space(op, {&logits_shard, &targets, &row_max, &sum_exp, &target_logit});
-  check_shard_logits(op, logits_shard, &targets);
-  require_index_type(op, targets);
+  const auto [n, v] = check_shard_logits(op, logits_shard, &targets, {&row_max, &sum_exp, &target_logit});
   if (vocabulary <= 0) fail(op, "the vocabulary must be positive, not " + std::to_string(vocabulary));
   const IndexOutside bad = first_index_outside(targets, vocabulary);
   if (bad.position >= 0)
     fail(op, "target " + std::to_string(bad.value) + " at " + std::to_string(bad.position) + " of " +
                  targets.describe() + " is outside the vocabulary of " + std::to_string(vocabulary));
   require_vocabulary_shard(op, logits_shard, first_class, vocabulary, 1);
-  require_row_statistic(op, logits_shard, row_max);
-  require_row_statistic(op, logits_shard, sum_exp);
-  require_row_statistic(op, logits_shard, target_logit);
-  const std::int64_t n = logits_shard.dim(0), v = logits_shard.dim(1);
   if constexpr (kCudaBuilt) {
     if (on_device(logits_shard))
       return device::cross_entropy_shard_sums(code(logits_shard), logits_shard.raw(), targets.raw(), code(targets), n,
@@ -180,13 +181,9 @@ void cross_entropy_shard_backward(const Tensor& logits_shard, const Tensor& targ
                                   Tensor& dlogits_shard) {
   const char* op = "cross_entropy_shard_backward";
   require_same_space(op, {&logits_shard, &targets, &row_max, &sum_exp, &dlogits_shard});
-  check_shard_logits(op, logits_shard, &targets);
-  require_index_type(op, targets);
+  const auto [n, v] = check_shard_logits(op, logits_shard, &targets, {&row_max, &sum_exp});
   if (!(normalizer > 0)) fail(op, "normalizer must be positive");
   same_shape(op, logits_shard, dlogits_shard);
-  require_row_statistic(op, logits_shard, row_max);
-  require_row_statistic(op, logits_shard, sum_exp);
-  const std::int64_t n = logits_shard.dim(0), v = logits_shard.dim(1);
   if constexpr (kCudaBuilt) {
     if (on_device(logits_shard))
       return device::cross_entropy_shard_backward(code(logits_shard), logits_shard.raw(), targets.raw(), code(targets),
@@ -226,12 +223,8 @@ __global__ void cross_entropy_kernel(const T* logits, const I* targets, int64_t 
   using C = Acc<T>;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* x = logits + r * classes;
-    C m = negative_infinity<C>();
-    for (int64_t j = threadIdx.x; j < classes; j += blockDim.x) m = load(x[j]) > m ? load(x[j]) : m;
-    m = block_max(m);
-    C s = 0;
-    for (int64_t j = threadIdx.x; j < classes; j += blockDim.x) s += dexp(load(x[j]) - m);
-    s = block_sum(s);
+    const C m = block_row_max(x, classes);
+    const C s = block_row_exp_sum(x, classes, m);
     const int64_t target = static_cast<int64_t>(targets[r]);
     if (threadIdx.x == 0) row_loss[r] = static_cast<double>(dlog(s) + m - load(x[target]));
     if (dlogits != nullptr) {
@@ -246,12 +239,8 @@ __global__ void cross_entropy_kernel(const T* logits, const I* targets, int64_t 
 }
 
 template <typename T> __global__ void shard_max_kernel(const T* logits, int64_t rows, int64_t classes, Acc<T>* row_max) {
-  using C = Acc<T>;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const T* x = logits + r * classes;
-    C m = negative_infinity<C>();
-    for (int64_t j = threadIdx.x; j < classes; j += blockDim.x) m = load(x[j]) > m ? load(x[j]) : m;
-    m = block_max(m);
+    const Acc<T> m = block_row_max(logits + r * classes, classes);
     if (threadIdx.x == 0) row_max[r] = m;
   }
 }
@@ -262,10 +251,7 @@ __global__ void shard_sums_kernel(const T* logits, const I* targets, int64_t row
   using C = Acc<T>;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* x = logits + r * classes;
-    const C m = row_max[r];
-    C s = 0;
-    for (int64_t j = threadIdx.x; j < classes; j += blockDim.x) s += dexp(load(x[j]) - m);
-    s = block_sum(s);
+    const C s = block_row_exp_sum(x, classes, row_max[r]);
     if (threadIdx.x == 0) {
       const int64_t target = static_cast<int64_t>(targets[r]) - first;
       sum_exp[r] = s;

@@ -29,9 +29,11 @@ namespace {
 struct EmbeddingSizes {
   std::int64_t B, T, C, V;
 };
-// Token ids must lie in [0, vocabulary) (the table's rows when vocabulary is 0).
+// tokens [B, T], the table wte [V, C] (or its gradient), wpe [T_max >= T, C] when defined, and
+// the rows [B, T, C] looked up (y, or their gradient dy) in the table's type. Token ids must lie
+// in [0, vocabulary) (the table's rows when vocabulary is 0).
 EmbeddingSizes embedding_sizes(const char* op, const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
-                               std::int64_t vocabulary = 0) {
+                               const Tensor& rows, std::int64_t vocabulary = 0) {
   require_index_type(op, tokens);
   require_defined(op, wte, "wte");
   if (tokens.rank() != 2) fail(op, "tokens " + tokens.describe() + " must be [B, T]");
@@ -44,6 +46,8 @@ EmbeddingSizes embedding_sizes(const char* op, const Tensor& tokens, const Tenso
                    std::to_string(s.C) + "]");
   }
   require_floating(op, wte);
+  same_type(op, wte, rows);
+  require_shape(op, rows, {s.B, s.T, s.C});
   const IndexOutside bad = first_index_outside(tokens, vocabulary > 0 ? vocabulary : s.V);
   if (bad.position >= 0)
     fail(op, "token " + std::to_string(bad.value) + " at position " + std::to_string(bad.position) + " of " +
@@ -63,9 +67,7 @@ float* float_data(const Tensor& t) { return t.defined() ? static_cast<float*>(t.
 void embedding_forward(const Tensor& tokens, const Tensor& wte, const Tensor& wpe, Tensor& y) {
   const char* op = "embedding_forward";
   require_same_space(op, {&tokens, &wte, &wpe, &y});
-  const EmbeddingSizes s = embedding_sizes(op, tokens, wte, wpe);
-  same_type(op, wte, y);
-  require_shape(op, y, {s.B, s.T, s.C});
+  const EmbeddingSizes s = embedding_sizes(op, tokens, wte, wpe, y);
   if constexpr (kCudaBuilt) {
     if (on_device(tokens))
       return device::embedding_forward(code(wte), tokens.raw(), code(tokens), wte.raw(),
@@ -89,9 +91,7 @@ void embedding_forward(const Tensor& tokens, const Tensor& wte, const Tensor& wp
 void embedding_backward(const Tensor& dy, const Tensor& tokens, Tensor& dwte, Tensor& dwpe) {
   const char* op = "embedding_backward";
   require_same_space(op, {&dy, &tokens, &dwte, &dwpe});
-  const EmbeddingSizes s = embedding_sizes(op, tokens, dwte, dwpe);
-  same_type(op, dwte, dy);
-  require_shape(op, dy, {s.B, s.T, s.C});
+  const EmbeddingSizes s = embedding_sizes(op, tokens, dwte, dwpe, dy);
   if constexpr (kCudaBuilt) {
     if (on_device(dy)) {
       const Tensor wide = wide_gradient_scratch(dwte);
@@ -120,10 +120,8 @@ void embedding_shard_forward(const Tensor& tokens, const Tensor& wte_shard, std:
                              std::int64_t vocabulary, Tensor& y) {
   const char* op = "embedding_shard_forward";
   require_same_space(op, {&tokens, &wte_shard, &y});
-  const EmbeddingSizes s = embedding_sizes(op, tokens, wte_shard, Tensor(), vocabulary);
+  const EmbeddingSizes s = embedding_sizes(op, tokens, wte_shard, Tensor(), y, vocabulary);
   require_vocabulary_shard(op, wte_shard, first_token, vocabulary, 0);
-  same_type(op, wte_shard, y);
-  require_shape(op, y, {s.B, s.T, s.C});
   if constexpr (kCudaBuilt) {
     if (on_device(tokens))
       return device::embedding_shard_forward(code(wte_shard), tokens.raw(), code(tokens), wte_shard.raw(), y.raw(),
@@ -192,15 +190,6 @@ __global__ void embedding_forward_kernel(const I* tokens, const T* wte, const T*
   }
 }
 
-// Adds dy's rows into the token rows (the type of `target` is T, or float for 16-bit T).
-template <typename T, typename A, typename I>
-__global__ void embedding_scatter_kernel(const T* dy, const I* tokens, A* target, int64_t rows, int64_t C) {
-  PARITY_GRID_STRIDE(e, rows * C) {
-    const int64_t row = e / C, c = e % C;
-    atomicAdd(&target[static_cast<int64_t>(tokens[row]) * C + c], static_cast<A>(load(dy[e])));
-  }
-}
-
 // dwte += scratch, rounding each element once (16-bit types).
 template <typename T> __global__ void add_float_scratch_kernel(T* dwte, const float* scratch, int64_t n) {
   PARITY_GRID_STRIDE(i, n) store(dwte[i], load(dwte[i]) + scratch[i]);
@@ -227,13 +216,39 @@ __global__ void embedding_shard_forward_kernel(const I* tokens, const T* wte, T*
   }
 }
 
+// Adds dy's rows into the table rows of their tokens, those in [first, first + table_rows)
+// (the type of `target` is T, or float for 16-bit T). The whole table is first 0.
 template <typename T, typename A, typename I>
-__global__ void embedding_shard_scatter_kernel(const T* dy, const I* tokens, A* target, int64_t rows, int64_t C,
-                                               int64_t first, int64_t shard_rows) {
+__global__ void embedding_scatter_kernel(const T* dy, const I* tokens, A* target, int64_t rows, int64_t C,
+                                         int64_t first, int64_t table_rows) {
   PARITY_GRID_STRIDE(e, rows * C) {
     const int64_t row = e / C, c = e % C;
     const int64_t id = static_cast<int64_t>(tokens[row]) - first;
-    if (id >= 0 && id < shard_rows) atomicAdd(&target[id * C + c], static_cast<A>(load(dy[e])));
+    if (id >= 0 && id < table_rows) atomicAdd(&target[id * C + c], static_cast<A>(load(dy[e])));
+  }
+}
+
+// dtable[tokens - first] += dy[row] (embedding_scatter_kernel): directly for float32/float64;
+// for 16-bit tables into the zeroed float32 scratch, then added to the table, so each element
+// is rounded once.
+template <typename F, typename I>
+void scatter_into_table(const char* op, const void* dy, const void* tokens, void* table, float* scratch, int64_t rows,
+                        int64_t C, int64_t first, int64_t table_rows) {
+  const unsigned blocks = blocks_for(rows * C);
+  if constexpr (std::is_same<F, Acc<F>>::value) {
+    embedding_scatter_kernel<F, F, I><<<blocks, kThreads, 0, stream()>>>(
+        static_cast<const F*>(dy), static_cast<const I*>(tokens), static_cast<F*>(table), rows, C, first, table_rows);
+    check_launch("embedding_scatter_kernel");
+  } else {
+    if (scratch == nullptr) raise_error(std::string(op) + ": 16-bit types need the float32 scratch");
+    check(cudaMemsetAsync(scratch, 0, static_cast<std::size_t>(table_rows * C) * sizeof(float), stream()),
+          "cudaMemsetAsync");
+    embedding_scatter_kernel<F, float, I><<<blocks, kThreads, 0, stream()>>>(
+        static_cast<const F*>(dy), static_cast<const I*>(tokens), scratch, rows, C, first, table_rows);
+    check_launch("embedding_scatter_kernel");
+    add_float_scratch_kernel<F><<<blocks_for(table_rows * C), kThreads, 0, stream()>>>(static_cast<F*>(table), scratch,
+                                                                                       table_rows * C);
+    check_launch("add_float_scratch_kernel");
   }
 }
 
@@ -258,23 +273,7 @@ void embedding_backward(int dtype, const void* dy, const void* tokens, int index
   visit_floating(dtype, "embedding_backward", [&](auto tag) {
     using F = decltype(tag);
     visit_index(index_dtype, "embedding_backward", [&](auto index_tag) {
-      using I = decltype(index_tag);
-      const unsigned blocks = blocks_for(B * T * C);
-      if constexpr (std::is_same<F, Acc<F>>::value) {
-        embedding_scatter_kernel<F, F, I><<<blocks, kThreads, 0, stream()>>>(
-            static_cast<const F*>(dy), static_cast<const I*>(tokens), static_cast<F*>(dwte), B * T, C);
-        check_launch("embedding_scatter_kernel");
-      } else {
-        if (wte_scratch == nullptr) raise_error("embedding_backward: 16-bit types need the float32 scratch");
-        check(cudaMemsetAsync(wte_scratch, 0, static_cast<std::size_t>(V * C) * sizeof(float), stream()),
-              "cudaMemsetAsync");
-        embedding_scatter_kernel<F, float, I><<<blocks, kThreads, 0, stream()>>>(
-            static_cast<const F*>(dy), static_cast<const I*>(tokens), wte_scratch, B * T, C);
-        check_launch("embedding_scatter_kernel");
-        add_float_scratch_kernel<F><<<blocks_for(V * C), kThreads, 0, stream()>>>(static_cast<F*>(dwte), wte_scratch,
-                                                                                  V * C);
-        check_launch("add_float_scratch_kernel");
-      }
+      scatter_into_table<F, decltype(index_tag)>("embedding_backward", dy, tokens, dwte, wte_scratch, B * T, C, 0, V);
     });
     if (dwpe != nullptr) {
       position_gradient_kernel<F><<<blocks_for(T * C), kThreads, 0, stream()>>>(static_cast<const F*>(dy),
@@ -303,24 +302,8 @@ void embedding_shard_backward(int dtype, const void* dy, const void* tokens, int
   visit_floating(dtype, "embedding_shard_backward", [&](auto tag) {
     using F = decltype(tag);
     visit_index(index_dtype, "embedding_shard_backward", [&](auto index_tag) {
-      using I = decltype(index_tag);
-      const unsigned blocks = blocks_for(rows * C);
-      if constexpr (std::is_same<F, Acc<F>>::value) {
-        embedding_shard_scatter_kernel<F, F, I><<<blocks, kThreads, 0, stream()>>>(
-            static_cast<const F*>(dy), static_cast<const I*>(tokens), static_cast<F*>(dwte_shard), rows, C, first,
-            shard_rows);
-        check_launch("embedding_shard_scatter_kernel");
-      } else {
-        if (wte_scratch == nullptr) raise_error("embedding_shard_backward: 16-bit types need the float32 scratch");
-        check(cudaMemsetAsync(wte_scratch, 0, static_cast<std::size_t>(shard_rows * C) * sizeof(float), stream()),
-              "cudaMemsetAsync");
-        embedding_shard_scatter_kernel<F, float, I><<<blocks, kThreads, 0, stream()>>>(
-            static_cast<const F*>(dy), static_cast<const I*>(tokens), wte_scratch, rows, C, first, shard_rows);
-        check_launch("embedding_shard_scatter_kernel");
-        add_float_scratch_kernel<F><<<blocks_for(shard_rows * C), kThreads, 0, stream()>>>(
-            static_cast<F*>(dwte_shard), wte_scratch, shard_rows * C);
-        check_launch("add_float_scratch_kernel");
-      }
+      scatter_into_table<F, decltype(index_tag)>("embedding_shard_backward", dy, tokens, dwte_shard, wte_scratch, rows, C,
+                                                 first, shard_rows);
     });
   });
 }

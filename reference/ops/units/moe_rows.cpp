@@ -28,7 +28,6 @@ void gather_rows_forward(const Tensor& x, const RowMap& map, Tensor& y) {
   const char* op = "gather_rows_forward";
   const RowMapSizes s = check_row_map(op, map, x, y);
   require_same_space(op, {&x, &y});
-  require_floating(op, x);
   if constexpr (kCudaBuilt) {
     if (on_device(x)) return device::gather_rows(code(x), x.raw(), indices(map.row_token), y.raw(), s.A, s.C);
   }
@@ -45,7 +44,6 @@ void gather_rows_backward(const Tensor& dy, const RowMap& map, Tensor& dx) {
   const char* op = "gather_rows_backward";
   const RowMapSizes s = check_row_map(op, map, dx, dy);
   require_same_space(op, {&dy, &dx});
-  require_floating(op, dy);
   if constexpr (kCudaBuilt) {
     if (on_device(dy))
       return device::sum_token_rows(code(dy), dy.raw(), nullptr, indices(map.token_offsets), indices(map.token_rows),
@@ -72,7 +70,6 @@ void combine_rows_forward(const Tensor& rows, const Tensor& gates, const RowMap&
   const RowMapSizes s = check_row_map(op, map, y, rows);
   check_gates(op, rows, gates, s.A);
   require_same_space(op, {&rows, &gates, &y});
-  require_floating(op, rows);
   if constexpr (kCudaBuilt) {
     if (on_device(rows))
       return device::sum_token_rows(code(rows), rows.raw(), gates.raw(), indices(map.token_offsets),
@@ -106,7 +103,6 @@ void combine_rows_backward(const Tensor& dy, const Tensor& rows, const Tensor& g
   same_shape(op, rows, drows);
   check_gates(op, rows, dgates, s.A);
   require_same_space(op, {&dy, &rows, &gates, &drows, &dgates});
-  require_floating(op, rows);
   if constexpr (kCudaBuilt) {
     if (on_device(dy))
       return device::combine_rows_backward(code(rows), dy.raw(), rows.raw(), gates.raw(), indices(map.row_token),

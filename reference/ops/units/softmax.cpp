@@ -74,12 +74,8 @@ template <typename T> __global__ void softmax_forward_kernel(const T* x, T* y, i
   using C = Acc<T>;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* in = x + r * cols;
-    C m = negative_infinity<C>();
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) m = load(in[j]) > m ? load(in[j]) : m;
-    m = block_max(m);
-    C s = 0;
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += dexp(load(in[j]) - m);
-    const C inv = C(1) / block_sum(s);
+    const C m = block_row_max(in, cols);
+    const C inv = C(1) / block_row_exp_sum(in, cols, m);
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) store(y[r * cols + j], dexp(load(in[j]) - m) * inv);
   }
 }
