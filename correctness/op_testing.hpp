@@ -1,7 +1,8 @@
-// Helpers of the single-process op tests (test_ops.cpp, test_moe_ops.cpp): random float64
-// tensors as pure functions of their names, NaN-poisoned outputs, the relative Frobenius
-// difference with the worst element, central finite differences, and the check that bad input
-// is refused with a message naming the tensors. Tolerances come from reference/core/tolerance.hpp.
+// Helpers of the single-process op tests (test_ops.cpp, test_op_precision.cpp,
+// test_op_refusals.cpp, test_moe_ops.cpp): random float64 tensors as pure functions of their
+// names, NaN-poisoned outputs, the relative Frobenius difference with the worst element,
+// central finite differences, and the check that bad input is refused with a message naming the
+// tensors. Tolerances come from reference/core/tolerance.hpp.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -9,13 +10,11 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
-#include <initializer_list>
 #include <limits>
 #include <ostream>
 #include <source_location>
 #include <sstream>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "reference/core/error.hpp"
@@ -168,17 +167,17 @@ inline void expect_float32_scalar_close(double got32, double expected64, int n, 
 // shapes, types), so a user can tell which tensor was wrong without a debugger. Failures are
 // reported at the caller's line.
 template <typename F>
-inline void expect_refused(F&& f, std::initializer_list<std::string_view> parts,
-                    std::source_location where = std::source_location::current()) {
+inline void expect_refused(F&& f, const std::vector<std::string>& parts,
+                           std::source_location where = std::source_location::current()) {
   const ::testing::ScopedTrace trace(where.file_name(), static_cast<int>(where.line()), "expect_refused");
   try {
     f();
     std::string wanted;
-    for (auto p : parts) wanted += " \"" + std::string(p) + "\"";
+    for (const std::string& p : parts) wanted += " \"" + p + "\"";
     ADD_FAILURE() << "expected a parity::Error naming" << wanted << ", but nothing was thrown";
   } catch (const Error& e) {
     const std::string message = e.what();
-    for (auto p : parts)
+    for (const std::string& p : parts)
       if (message.find(p) == std::string::npos)
         ADD_FAILURE() << "the message \"" << message << "\" does not name \"" << p << "\"";
   }

@@ -1,21 +1,28 @@
-// Conformance of the CUDA ops (reference/ops/cuda.hpp): every op, in every storage type it
-// supports, against the CPU op in float64 on the same input values. Outputs an op overwrites are
-// poisoned on the device first (0xFF bytes, NaN in every floating type), so an element the op
-// does not write fails; gradients an op accumulates into start from non-zero values. The ops are
-// called through parity::ops, so the dispatch of device tensors is tested with them.
+// Conformance of the CUDA ops (reference/ops/units/): every op, in every storage type it
+// supports, against the CPU op in float64 on the same input values, as rows of one table (the
+// op and its sizes; each output judged by the bound of its kind below). Outputs an op overwrites
+// are poisoned first (0xFF bytes, NaN in every floating type), so an element the op does not
+// write fails; gradients an op accumulates into start from non-zero values. The ops are called
+// through parity::ops, so the dispatch of device tensors is tested with them.
 //
-// The tests that run the device ops skip where no GPU is visible. The dropout mask's generator
-// (a host-and-device port of Philox) and the refusal of host tensors are tested on the host.
+// The rows that run the device ops skip where no GPU is visible; the same rows run on the host
+// in float32 (the CPU in float32 against the CPU in float64, under the same bounds), so the
+// table itself is exercised everywhere. The dropout mask's generator (a host-and-device port of
+// Philox) is tested on the host.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <functional>
 #include <limits>
 #include <memory>
+#include <ostream>
+#include <sstream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -24,9 +31,8 @@
 #include "reference/cuda/device.hpp"
 #include "reference/kernels/buffer_kernels.hpp"
 #include "reference/model/optimizer.hpp"
-#include "reference/ops/cpu.hpp"
-#include "reference/ops/cuda.hpp"
-#include "reference/ops/cuda_kernels.hpp"
+#include "reference/ops/dropout_mask.hpp"
+#include "reference/ops/ops.hpp"
 #include "reference/ops/flops.hpp"
 #include "reference/ops/routing.hpp"
 #include "reference/tensor/random.hpp"
@@ -104,10 +110,13 @@ Tensor device_copy(const Tensor& host, DataType dtype) {
   return cast(host, dtype, host.name() + ".cast", kCategory).to(MemorySpace::cuda, host.name() + ".device", kCategory);
 }
 
-// A device output filled with 0xFF bytes: NaN in every floating type.
-Tensor poisoned(const std::string& name, Shape shape, DataType dtype) {
-  Tensor t = Tensor::empty(name + ".device", std::move(shape), dtype, kCategory, MemorySpace::cuda);
-  cuda::poison(t.raw(), t.bytes());
+// An output filled with 0xFF bytes: NaN in every floating type.
+Tensor poisoned(const std::string& name, Shape shape, DataType dtype, MemorySpace space = MemorySpace::cuda) {
+  Tensor t = Tensor::empty(name + ".poisoned", std::move(shape), dtype, kCategory, space);
+  if (space == MemorySpace::cuda)
+    cuda::poison(t.raw(), t.bytes());
+  else
+    std::memset(t.raw(), 0xFF, t.bytes());
   return t;
 }
 
@@ -144,18 +153,25 @@ void expect_error_containing(const std::function<void()>& call, const std::strin
   }
 }
 
+// Whether the device ops can run here: empty when they can (the device is selected once),
+// else why not.
+std::string why_no_device() {
+  if (!cuda::compiled_with_cuda()) return "this parity was built without CUDA: there are no device ops to run";
+  if (cuda::devices().empty())
+    return "no CUDA GPU visible (no driver or no device): the device ops are compiled but not run here";
+  static const bool selected = [] {
+    cuda::select_device(0);
+    return true;
+  }();
+  (void)selected;
+  return "";
+}
+
 // Runs the device ops; skips where there is no GPU to run them on.
 class CudaDevice : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!cuda::compiled_with_cuda()) GTEST_SKIP() << "this parity was built without CUDA: there are no device ops to run";
-    if (cuda::devices().empty())
-      GTEST_SKIP() << "no CUDA GPU visible (no driver or no device): the device ops are compiled but not run here";
-    static const bool selected = [] {
-      cuda::select_device(0);
-      return true;
-    }();
-    (void)selected;
+    if (const std::string why = why_no_device(); !why.empty()) GTEST_SKIP() << why;
   }
 };
 
@@ -164,15 +180,323 @@ class CudaOps : public CudaDevice, public ::testing::WithParamInterface<DataType
 
 std::string type_name(const ::testing::TestParamInfo<DataType>& info) { return std::string(name_of(info.param)); }
 
+// ---- The ops against the CPU, as rows ---------------------------------------------------------
+
+// "0.3", "24": a row's parameter in its name.
+std::string number(double v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
+}
+
+DataType statistic_type(DataType storage) {
+  return storage == DataType::float64 ? DataType::float64 : DataType::float32;
+}
+
+// Where a row runs its op. The reference is the CPU op in float64 on the inputs rounded to the
+// storage type; the op under test runs in the storage type in `space`: on the device, or on
+// the host, where the float32 CPU ops put the rows themselves to work without a GPU.
+struct Placement {
+  DataType storage;
+  MemorySpace space;
+  bool reference;
+
+  // An input, from host float64 values exact in the storage type (values()); `type` for an
+  // input kept in another type (statistics).
+  Tensor in(const Tensor& host) const { return in(host, storage); }
+  Tensor in(const Tensor& host, DataType type) const {
+    if (reference) return host;
+    Tensor t = cast(host, type, host.name() + ".cast", kCategory);
+    return space == MemorySpace::host ? t : t.to(space, host.name() + ".device", kCategory);
+  }
+  Tensor indices(const Tensor& host) const {
+    return space == MemorySpace::host ? host : host.to(space, host.name() + ".device", kCategory);
+  }
+  // An output the op overwrites: NaN until written.
+  Tensor out(const std::string& name, Shape shape) const { return out(name, std::move(shape), storage); }
+  Tensor out(const std::string& name, Shape shape, DataType type) const {
+    return reference ? host_output(name, std::move(shape)) : poisoned(name, std::move(shape), type, space);
+  }
+  // A row statistic: float64 for float64 storage, else float32.
+  Tensor statistic(const std::string& name, Shape shape) const {
+    return out(name, std::move(shape), statistic_type(storage));
+  }
+  // A gradient the op accumulates into (+=), from non-zero start values.
+  Tensor accumulator(const Tensor& start) const { return reference ? start.clone(start.name(), kCategory) : in(start); }
+};
+
+// How an output is judged against the reference's: `storage` within bound_for (the arithmetic
+// and the rounding of the result to the storage type); `arithmetic` within arithmetic_bound (a
+// result kept in the arithmetic type: statistics, losses summed in float64); `exact` equal (FLOP
+// counts); `mask` zero at the same elements (dropout's mask).
+enum class Judge { storage, arithmetic, exact, mask };
+
+struct Result {
+  std::string name;
+  Judge judge;
+  Tensor tensor;     // undefined for a number
+  double value = 0;  // a loss or a count
+};
+using Results = std::vector<Result>;
+
+// One op on one set of sizes (the variant), run forward and backward where it has one.
+struct DeviceRow {
+  std::string op, variant;
+  std::function<Results(const Placement&)> run;
+};
+
+const std::vector<DeviceRow>& device_rows() {
+  static const std::vector<DeviceRow> rows = [] {
+    std::vector<DeviceRow> r;
+    using J = Judge;
+    const std::int64_t m = 5, n = 7, k = 48;
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (bool accumulate : {false, true})
+          r.push_back({"matmul",
+                       std::string(ta ? "a^T" : "a") + (tb ? " b^T" : " b") + (accumulate ? " accumulate" : ""),
+                       [=](const Placement& p) {
+            const Tensor a = values("mm.a", ta ? Shape{k, m} : Shape{m, k}, p.storage);
+            const Tensor b = values("mm.b", tb ? Shape{n, k} : Shape{k, n}, p.storage);
+            Tensor c = accumulate ? p.accumulator(values("mm.c", {m, n}, p.storage)) : p.out("mm.c", {m, n});
+            const Tensor pa = p.in(a), pb = p.in(b);
+            const ops::FlopScope flops;
+            ops::matmul(pa, ta, pb, tb, c, accumulate);
+            return Results{{"c", J::storage, c}, {"FLOPs", J::exact, {}, static_cast<double>(flops.matmul())}};
+          }});
+    const std::int64_t in = 16, out = 12;
+    for (bool with_bias : {true, false})
+      r.push_back({"linear", with_bias ? "with bias, and backward" : "without bias", [=](const Placement& p) {
+        const Tensor x = values("lin.x", {2, 3, in}, p.storage), w = values("lin.w", {in, out}, p.storage, 0, 0.3);
+        Tensor y = p.out("lin.y", {2, 3, out});
+        ops::linear_forward(p.in(x), p.in(w), with_bias ? p.in(values("lin.bias", {out}, p.storage)) : Tensor{}, y);
+        if (!with_bias) return Results{{"linear_forward y without bias", J::storage, y}};
+        Tensor dx = p.out("lin.dx", {2, 3, in});
+        Tensor dw = p.accumulator(values("lin.dw0", {in, out}, p.storage));
+        Tensor dbias = p.accumulator(values("lin.dbias0", {out}, p.storage));
+        ops::linear_backward(p.in(values("lin.dy", {2, 3, out}, p.storage)), p.in(x), p.in(w), dx, dw, dbias);
+        return Results{{"linear_forward y", J::storage, y}, {"linear_backward dx", J::storage, dx},
+                       {"linear_backward dw (+=)", J::storage, dw}, {"linear_backward dbias (+=)", J::storage, dbias}};
+      }});
+    r.push_back({"gelu", "[4, 33]", [](const Placement& p) {
+      const Tensor x = values("gelu.x", {4, 33}, p.storage, 0, 2), dy = values("gelu.dy", {4, 33}, p.storage);
+      Tensor y = p.out("gelu.y", {4, 33}), dx = p.out("gelu.dx", {4, 33});
+      ops::gelu_forward(p.in(x), y);
+      ops::gelu_backward(p.in(dy), p.in(x), dx);
+      return Results{{"gelu_forward", J::storage, y}, {"gelu_backward", J::storage, dx}};
+    }});
+    r.push_back({"add", "[3, 50], and accumulate", [](const Placement& p) {
+      const Tensor a = values("add.a", {3, 50}, p.storage), b = values("add.b", {3, 50}, p.storage);
+      Tensor y = p.out("add.y", {3, 50});
+      ops::add_forward(p.in(a), p.in(b), y);
+      Tensor sum = p.accumulator(a);
+      ops::accumulate(sum, p.in(b));
+      return Results{{"add_forward", J::storage, y}, {"accumulate", J::storage, sum}};
+    }});
+    // Backward from the CPU's float64 statistics rounded to their type (softmax: y; attention:
+    // the probabilities), the same on both sides.
+    r.push_back({"layernorm", "x [2, 3, 32]", [](const Placement& p) {
+      const std::int64_t rows = 6, c = 32;
+      const DataType stat = statistic_type(p.storage);
+      const Tensor x = values("ln.x", {2, 3, c}, p.storage, 0.5, 1.5);
+      const Tensor gamma = values("ln.gamma", {c}, p.storage, 1, 0.5), beta = values("ln.beta", {c}, p.storage);
+      Tensor y = p.out("ln.y", {2, 3, c}), mean = p.statistic("ln.mean", {rows}), rstd = p.statistic("ln.rstd", {rows});
+      ops::layernorm_forward(p.in(x), p.in(gamma), p.in(beta), y, mean, rstd);
+      Tensor y64 = host_output("ln.y", {2, 3, c}), mean64 = host_output("ln.mean", {rows}),
+             rstd64 = host_output("ln.rstd", {rows});
+      ops::layernorm_forward(x, gamma, beta, y64, mean64, rstd64);
+      Tensor dx = p.out("ln.dx", {2, 3, c});
+      Tensor dgamma = p.accumulator(values("ln.dgamma0", {c}, p.storage));
+      Tensor dbeta = p.accumulator(values("ln.dbeta0", {c}, p.storage));
+      ops::layernorm_backward(p.in(values("ln.dy", {2, 3, c}, p.storage)), p.in(x), p.in(gamma),
+                              p.in(rounded(mean64, stat), stat), p.in(rounded(rstd64, stat), stat), dx,
+                              dgamma, dbeta);
+      return Results{{"layernorm_forward y", J::storage, y},          {"layernorm_forward mean", J::arithmetic, mean},
+                     {"layernorm_forward rstd", J::arithmetic, rstd}, {"layernorm_backward dx", J::storage, dx},
+                     {"layernorm_backward dgamma (+=)", J::storage, dgamma},
+                     {"layernorm_backward dbeta (+=)", J::storage, dbeta}};
+    }});
+    r.push_back({"softmax", "[6, 40]", [](const Placement& p) {
+      const Tensor x = values("softmax.x", {6, 40}, p.storage, 0, 2);
+      Tensor y = p.out("softmax.y", {6, 40}), dx = p.out("softmax.dx", {6, 40});
+      ops::softmax_forward(p.in(x), y);
+      Tensor y64 = host_output("softmax.y", {6, 40});
+      ops::softmax_forward(x, y64);
+      ops::softmax_backward(p.in(values("softmax.dy", {6, 40}, p.storage)), p.in(rounded(y64, p.storage)), dx);
+      return Results{{"softmax_forward", J::storage, y}, {"softmax_backward", J::storage, dx}};
+    }});
+    // In 16 bits the op widens its inputs to float32, runs the float32 kernels and rounds each
+    // result once (reference/ops/units/attention.cpp), as on the CPU; the FLOPs are the two
+    // products', as on the CPU.
+    for (bool causal : {false, true})
+      r.push_back({"attention", causal ? "causal" : "not causal", [=](const Placement& p) {
+        const std::int64_t B = 2, T = 12, C = 16;
+        const int H = 2;
+        const Tensor qkv = values("attn.qkv", {B, T, 3 * C}, p.storage);
+        Tensor out = p.out("attn.out", {B, T, C}), probs = p.out("attn.probs", {B, H, T, T});
+        const Tensor pqkv = p.in(qkv);
+        const ops::FlopScope flops;
+        ops::attention_forward(pqkv, H, causal, out, probs);
+        const auto forward_flops = static_cast<double>(flops.matmul());
+        Tensor out64 = host_output("attn.out", {B, T, C}), probs64 = host_output("attn.probs", {B, H, T, T});
+        ops::attention_forward(qkv, H, causal, out64, probs64);
+        Tensor dqkv = p.out("attn.dqkv", {B, T, 3 * C});
+        ops::attention_backward(p.in(values("attn.dout", {B, T, C}, p.storage)), pqkv,
+                                p.in(rounded(probs64, p.storage)), H, dqkv);
+        return Results{{"out", J::storage, out}, {"probs", J::storage, probs},
+                       {"forward FLOPs", J::exact, {}, forward_flops}, {"dqkv", J::storage, dqkv}};
+      }});
+    const std::int64_t V = 10, B = 3, T = 5, C = 8, T_max = 7;
+    for (DataType index_type : {DataType::int32, DataType::int64})
+      for (bool positions : {true, false})
+        r.push_back({"embedding", std::string(name_of(index_type)) + " tokens" + (positions ? ", with positions" : ""),
+                     [=](const Placement& p) {
+          // 15 tokens of 10: some repeat.
+          const Tensor tokens = p.indices(indices("emb.tokens", {B, T}, V, index_type));
+          const Tensor wpe = positions ? p.in(values("emb.wpe", {T_max, C}, p.storage)) : Tensor{};
+          Tensor y = p.out("emb.y", {B, T, C});
+          ops::embedding_forward(tokens, p.in(values("emb.wte", {V, C}, p.storage)), wpe, y);
+          Tensor dwte = p.accumulator(values("emb.dwte0", {V, C}, p.storage));
+          Tensor dwpe = positions ? p.accumulator(values("emb.dwpe0", {T_max, C}, p.storage)) : Tensor{};
+          ops::embedding_backward(p.in(values("emb.dy", {B, T, C}, p.storage)), tokens, dwte, dwpe);
+          Results results{{"forward", J::storage, y}, {"dwte (+=)", J::storage, dwte}};
+          if (positions) results.push_back({"dwpe (+=)", J::storage, dwpe});
+          return results;
+        }});
+    for (DataType index_type : {DataType::int32, DataType::int64})
+      for (double normalizer : {6.0, 24.0})
+        r.push_back({"cross_entropy", std::string(name_of(index_type)) + " targets, normalizer " + number(normalizer),
+                     [=](const Placement& p) {
+          const std::int64_t rows = 6, classes = 20;
+          const Tensor logits = p.in(values("ce.logits", {rows, classes}, p.storage, 0, 2));
+          const Tensor targets = p.indices(indices("ce.targets", {rows}, classes, index_type));
+          Tensor dlogits = p.out("ce.dlogits", {rows, classes});
+          const double loss = ops::cross_entropy_forward(logits, targets, normalizer);
+          const double loss_backward = ops::cross_entropy_backward(logits, targets, normalizer, dlogits);
+          EXPECT_EQ(loss_backward, loss) << "backward returns the forward's loss";
+          // The loss is computed in the arithmetic type and summed in float64: no 16-bit rounding.
+          return Results{{"forward loss", J::arithmetic, {}, loss}, {"dlogits", J::storage, dlogits}};
+        }});
+    r.push_back({"vocabulary shards", "classes [4, 9) of 12", [](const Placement& p) {
+      const std::int64_t vocabulary = 12, first = 4, shard = 5, rows = 15, width = 8;
+      // Some tokens inside [4, 9), some not.
+      const Tensor tokens = p.indices(indices("vs.tokens", {3, 5}, vocabulary, DataType::int32));
+      Tensor y = p.out("vs.y", {3, 5, width});
+      ops::embedding_shard_forward(tokens, p.in(values("vs.wte", {shard, width}, p.storage)), first, vocabulary, y);
+      Tensor dwte = p.accumulator(values("vs.dwte0", {shard, width}, p.storage));
+      ops::embedding_shard_backward(p.in(values("vs.dy", {3, 5, width}, p.storage)), tokens, first, dwte);
+      // Cross-entropy statistics and gradient of one shard of the classes.
+      const Tensor logits = p.in(values("vs.logits", {rows, shard}, p.storage, 0, 2));
+      const Tensor targets = p.indices(indices("vs.targets", {rows}, vocabulary, DataType::int64));
+      Tensor row_max = p.statistic("vs.max", {rows}), sums = p.statistic("vs.sum", {rows}),
+             z = p.statistic("vs.z", {rows}), d = p.out("vs.d", {rows, shard});
+      ops::cross_entropy_shard_max(logits, row_max);
+      ops::cross_entropy_shard_sums(logits, targets, first, vocabulary, row_max, sums, z);
+      ops::cross_entropy_shard_backward(logits, targets, first, row_max, sums, 30.0, d);
+      return Results{{"embedding shard forward", J::storage, y}, {"embedding shard dwte (+=)", J::storage, dwte},
+                     {"cross-entropy shard row maxima", J::arithmetic, row_max},
+                     {"cross-entropy shard sums of exponentials", J::arithmetic, sums},
+                     {"cross-entropy shard target logits", J::arithmetic, z},
+                     {"cross-entropy shard dlogits", J::storage, d}};
+    }});
+    for (double normalizer : {45.0, 7.0})
+      r.push_back({"mse", "[5, 9], normalizer " + number(normalizer), [=](const Placement& p) {
+        const Tensor prediction = p.in(values("mse.p", {5, 9}, p.storage));
+        const Tensor target = p.in(values("mse.t", {5, 9}, p.storage));
+        Tensor dp = p.out("mse.dp", {5, 9});
+        const double loss = ops::mse_forward(prediction, target, normalizer);
+        ops::mse_backward(prediction, target, normalizer, dp);
+        return Results{{"loss", J::arithmetic, {}, loss}, {"dprediction", J::storage, dp}};
+      }});
+    for (double probability : {0.0, 0.3})
+      r.push_back({"dropout", "[7, 37], p " + number(probability), [=](const Placement& p) {
+        const ops::DropoutKey key{kSeed + 1, tensor_id("dropout.test"), 1000};
+        const Tensor x = p.in(values("dropout.x", {7, 37}, p.storage));
+        Tensor y = p.out("dropout.y", {7, 37}), dx = p.out("dropout.dx", {7, 37});
+        ops::dropout_forward(x, probability, key, y);
+        ops::dropout_backward(x, probability, key, dx);
+        return Results{{"forward's mask", J::mask, y}, {"forward", J::storage, y},
+                       {"backward's mask", J::mask, dx}, {"backward", J::storage, dx}};
+      }});
+    return r;
+  }();
+  return rows;
+}
+
+// A row in a storage type, on the device or (float32 only) on the host.
+struct DeviceCase {
+  const DeviceRow* row;
+  DataType type;
+  MemorySpace space;
+};
+std::ostream& operator<<(std::ostream& out, const DeviceCase& c) {
+  return out << c.row->op << " " << c.row->variant << " in " << name_of(c.type);
+}
+
+std::vector<DeviceCase> device_cases(MemorySpace space) {
+  std::vector<DeviceCase> cases;
+  const std::vector<DataType> types = space == MemorySpace::cuda
+                                          ? std::vector<DataType>{DataType::float64, DataType::float32,
+                                                                  DataType::bfloat16, DataType::float16}
+                                          : std::vector<DataType>{DataType::float32};
+  for (const DeviceRow& row : device_rows())
+    for (DataType type : types) cases.push_back({&row, type, space});
+  return cases;
+}
+
+std::string case_name(const ::testing::TestParamInfo<DeviceCase>& info) {
+  const DeviceCase& c = info.param;
+  const std::string words = c.row->op + " " + c.row->variant + " " + std::string(name_of(c.type));
+  std::string name;
+  for (char c : words) {
+    if (std::isalnum(static_cast<unsigned char>(c)) != 0) name += c;
+    else if (!name.empty() && name.back() != '_') name += '_';
+  }
+  return name;
+}
+
+class OpsAgainstCpu : public ::testing::TestWithParam<DeviceCase> {};
+
 }  // namespace
 
 INSTANTIATE_TEST_SUITE_P(Types, CudaOps,
                          ::testing::Values(DataType::float64, DataType::float32, DataType::bfloat16, DataType::float16),
                          type_name);
+INSTANTIATE_TEST_SUITE_P(Cuda, OpsAgainstCpu, ::testing::ValuesIn(device_cases(MemorySpace::cuda)), case_name);
+INSTANTIATE_TEST_SUITE_P(Host, OpsAgainstCpu, ::testing::ValuesIn(device_cases(MemorySpace::host)), case_name);
 
-// ---- Tests that run on the host ------------------------------------------------------------------
+TEST_P(OpsAgainstCpu, Row) {
+  const DeviceCase& c = GetParam();
+  if (c.space == MemorySpace::cuda)
+    if (const std::string why = why_no_device(); !why.empty()) GTEST_SKIP() << why;
+  const Results want = c.row->run({c.type, MemorySpace::host, true}), got = c.row->run({c.type, c.space, false});
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const std::string what =
+        c.row->op + " " + c.row->variant + ", " + got[i].name + " in " + std::string(name_of(c.type));
+    switch (got[i].judge) {
+      case Judge::storage: expect_close(got[i].tensor, want[i].tensor, bound_for(c.type), what); break;
+      case Judge::arithmetic:
+        if (got[i].tensor.defined())
+          expect_close(got[i].tensor, want[i].tensor, arithmetic_bound(c.type), what);
+        else
+          expect_close(got[i].value, want[i].value, arithmetic_bound(c.type), what);
+        break;
+      case Judge::exact: EXPECT_EQ(got[i].value, want[i].value) << what; break;
+      case Judge::mask: {
+        const std::vector<double> device = got[i].tensor.to_vector(), reference = want[i].tensor.to_vector();
+        std::int64_t mismatches = 0;
+        for (std::size_t e = 0; e < device.size(); ++e) mismatches += (device[e] == 0) != (reference[e] == 0);
+        EXPECT_EQ(mismatches, 0) << what << ": the mask differs from the CPU's at " << mismatches << " elements";
+        break;
+      }
+    }
+  }
+}
 
-// The dropout mask on the device is drawn by kernels::philox_uniform_open, compiled for host and
+// ---- Tests that run on the host -----------------------------------------------------------------
+
+// The dropout mask on the device is drawn by device::philox_uniform_open, compiled for host and
 // device from one definition: equal to parity::uniform_open here means the same mask there.
 TEST(CudaOpsHost, PhiloxPortMatchesTheCpuGenerator) {
   const std::uint64_t seeds[] = {0, 1, kSeed, 0xDEADBEEF12345678ull, ~0ull};
@@ -181,10 +505,10 @@ TEST(CudaOpsHost, PhiloxPortMatchesTheCpuGenerator) {
   for (auto seed : seeds)
     for (auto stream : streams)
       for (auto i : elements) {
-        EXPECT_EQ(ops::kernels::philox_uniform_open(seed, stream, i), uniform_open(seed, stream, i))
+        EXPECT_EQ(ops::device::philox_uniform_open(seed, stream, i), uniform_open(seed, stream, i))
             << "seed " << seed << ", stream " << stream << ", element " << i;
         const PhiloxCounter cpu = element_words(seed, stream, i);
-        const ops::kernels::PhiloxWords port = ops::kernels::philox4x32_10(
+        const ops::device::PhiloxWords port = ops::device::philox4x32_10(
             {{static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(i >> 32), static_cast<std::uint32_t>(stream),
               static_cast<std::uint32_t>(stream >> 32)}},
             static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32));
@@ -205,7 +529,7 @@ TEST(CudaOpsHost, DropoutMaskMatchesTheCpuMask) {
       const bool cpu_keeps = y.at(i) != 0;
       kept += cpu_keeps;
       const std::uint64_t element = key.first_element + static_cast<std::uint64_t>(i);
-      mismatches += cpu_keeps != ops::kernels::dropout_keeps(p, key.seed, key.stream, element);
+      mismatches += cpu_keeps != ops::device::dropout_keeps(p, key.seed, key.stream, element);
     }
     EXPECT_EQ(mismatches, 0) << "p = " << p;
     if (p == 0) {
@@ -217,83 +541,15 @@ TEST(CudaOpsHost, DropoutMaskMatchesTheCpuMask) {
   }
 }
 
-// The device ops refuse host tensors before touching them (this needs no GPU).
-TEST(CudaOpsHost, DeviceOpsRefuseHostTensors) {
-  namespace dev = ops::cuda;
-  auto t = [](const char* name, Shape shape, DataType dtype = DataType::float64) {
-    return Tensor::zeros(name, std::move(shape), dtype, kCategory);
-  };
-  Tensor a = t("a", {2, 3}), b = t("b", {3, 4}), c = t("c", {2, 4}), bias = t("bias", {4});
-  Tensor x = t("x", {2, 3}), y = t("y", {2, 3}), g = t("g", {3}), mean = t("mean", {2}), rstd = t("rstd", {2});
-  Tensor dx = t("dx", {2, 3}), dg = t("dg", {3}), db = t("db", {3}), dw = t("dw", {3, 4}), dbias = t("dbias", {4});
-  Tensor qkv = t("qkv", {1, 2, 6}), out = t("out", {1, 2, 2}), probs = t("probs", {1, 1, 2, 2});
-  Tensor dqkv = t("dqkv", {1, 2, 6});
-  Tensor tokens = t("tokens", {1, 2}, DataType::int32), wte = t("wte", {3, 2}), wpe = t("wpe", {2, 2});
-  Tensor targets = t("targets", {2}, DataType::int32), logits = t("logits", {2, 3}), dlogits = t("dlogits", {2, 3});
-  Tensor value = t("value", {4}), grad = t("grad", {4}), m = t("m", {4}), v = t("v", {4});
-  const std::vector<std::pair<std::string, std::function<void()>>> calls = {
-      {"matmul", [&] { dev::matmul(a, false, b, false, c, false); }},
-      {"linear_forward", [&] { dev::linear_forward(x, b, bias, c); }},
-      {"linear_backward", [&] { dev::linear_backward(c, x, b, dx, dw, dbias); }},
-      {"gelu_forward", [&] { dev::gelu_forward(x, y); }},
-      {"gelu_backward", [&] { dev::gelu_backward(y, x, dx); }},
-      {"add_forward", [&] { dev::add_forward(x, y, dx); }},
-      {"add_forward", [&] { dev::accumulate(y, x); }},
-      {"layernorm_forward", [&] { dev::layernorm_forward(x, g, g, y, mean, rstd); }},
-      {"layernorm_backward", [&] { dev::layernorm_backward(y, x, g, mean, rstd, dx, dg, db); }},
-      {"softmax_forward", [&] { dev::softmax_forward(x, y); }},
-      {"softmax_backward", [&] { dev::softmax_backward(y, x, dx); }},
-      {"attention_forward", [&] { dev::attention_forward(qkv, 1, true, out, probs); }},
-      {"attention_backward", [&] { dev::attention_backward(out, qkv, probs, 1, dqkv); }},
-      {"embedding_forward", [&] { dev::embedding_forward(tokens, wte, wpe, out); }},
-      {"embedding_backward", [&] { dev::embedding_backward(out, tokens, wte, wpe); }},
-      {"cross_entropy_forward", [&] { dev::cross_entropy_forward(logits, targets, 2); }},
-      {"cross_entropy_backward", [&] { dev::cross_entropy_backward(logits, targets, 2, dlogits); }},
-      {"mse_forward", [&] { dev::mse_forward(x, y, 6); }},
-      {"mse_backward", [&] { dev::mse_backward(x, y, 6, dx); }},
-      {"dropout_forward", [&] { dev::dropout_forward(x, 0.5, {}, y); }},
-      {"dropout_backward", [&] { dev::dropout_backward(x, 0.5, {}, y); }},
-      {"sgd", [&] { dev::sgd_update(value, grad, &m, DataType::float64, 0.1, 0.9, 0.01); }},
-      {"adamw", [&] { dev::adamw_update(value, grad, m, v, 1e-3, 0.9, 0.999, 1e-8, 0.01, 1); }},
-  };
-  for (const auto& [op, call] : calls) {
-    SCOPED_TRACE(op);
-    expect_error_containing(call, op + ": ");
-    expect_error_containing(call, "is in host memory");
-  }
-}
-
 TEST(CudaOpsHost, Tf32IsOffUnlessAskedFor) {
-  EXPECT_FALSE(ops::cuda::tf32());
-  ops::cuda::set_tf32(true);
-  EXPECT_TRUE(ops::cuda::tf32());
-  ops::cuda::set_tf32(false);
-  EXPECT_FALSE(ops::cuda::tf32());
+  EXPECT_FALSE(ops::tf32());
+  ops::set_tf32(true);
+  EXPECT_TRUE(ops::tf32());
+  ops::set_tf32(false);
+  EXPECT_FALSE(ops::tf32());
 }
 
 // ---- Tests that run the device ops -----------------------------------------------------------------
-
-TEST_P(CudaOps, Matmul) {
-  const DataType dt = GetParam();
-  const std::int64_t m = 5, n = 7, k = 48;
-  for (bool ta : {false, true})
-    for (bool tb : {false, true})
-      for (bool accumulate : {false, true}) {
-        const std::string what = std::string("matmul") + (ta ? " a^T" : " a") + (tb ? " b^T" : " b") +
-                                 (accumulate ? " accumulate" : "") + " " + std::string(name_of(dt));
-        const Tensor a = values("mm.a", ta ? Shape{k, m} : Shape{m, k}, dt);
-        const Tensor b = values("mm.b", tb ? Shape{n, k} : Shape{k, n}, dt);
-        const Tensor c0 = values("mm.c", {m, n}, dt);
-        Tensor reference = c0.clone("mm.reference", kCategory);
-        ops::matmul(a, ta, b, tb, reference, accumulate);
-        Tensor c = accumulate ? device_copy(c0, dt) : poisoned("mm.c", {m, n}, dt);
-        const Tensor da = device_copy(a, dt), db = device_copy(b, dt);
-        const ops::FlopScope flops;
-        ops::matmul(da, ta, db, tb, c, accumulate);
-        EXPECT_EQ(flops.matmul(), 2 * m * n * k) << what;
-        expect_close(c, reference, bound_for(dt), what);
-      }
-}
 
 TEST_F(CudaDevice, MatmulWithTf32StaysNearFloat32) {
   // TF32 rounds the inputs to 10-bit mantissas (u = 2^-11): two operands per product, so about
@@ -302,48 +558,10 @@ TEST_F(CudaDevice, MatmulWithTf32StaysNearFloat32) {
   Tensor reference = host_output("tf32.reference", {16, 24});
   ops::matmul(a, false, b, false, reference, false);
   Tensor c = poisoned("tf32.c", {16, 24}, DataType::float32);
-  ops::cuda::set_tf32(true);
+  ops::set_tf32(true);
   ops::matmul(device_copy(a, DataType::float32), false, device_copy(b, DataType::float32), false, c, false);
-  ops::cuda::set_tf32(false);
+  ops::set_tf32(false);
   expect_close(c, reference, 5e-3, "matmul with TF32");
-}
-
-TEST_P(CudaOps, Linear) {
-  const DataType dt = GetParam();
-  const std::int64_t in = 16, out = 12;
-  const Tensor x = values("lin.x", {2, 3, in}, dt), w = values("lin.w", {in, out}, dt, 0, 0.3);
-  const Tensor bias = values("lin.bias", {out}, dt), dy = values("lin.dy", {2, 3, out}, dt);
-  const Tensor dw0 = values("lin.dw0", {in, out}, dt), dbias0 = values("lin.dbias0", {out}, dt);
-  const double bound = bound_for(dt);
-  for (bool with_bias : {true, false}) {
-    Tensor y_ref = host_output("lin.y", {2, 3, out});
-    ops::linear_forward(x, w, with_bias ? bias : Tensor{}, y_ref);
-    Tensor y = poisoned("lin.y", {2, 3, out}, dt);
-    ops::linear_forward(device_copy(x, dt), device_copy(w, dt), with_bias ? device_copy(bias, dt) : Tensor{}, y);
-    expect_close(y, y_ref, bound, with_bias ? "linear_forward y" : "linear_forward y without bias");
-  }
-  Tensor dx_ref = host_output("lin.dx", {2, 3, in});
-  Tensor dw_ref = dw0.clone("lin.dw", kCategory), dbias_ref = dbias0.clone("lin.dbias", kCategory);
-  ops::linear_backward(dy, x, w, dx_ref, dw_ref, dbias_ref);
-  Tensor dx = poisoned("lin.dx", {2, 3, in}, dt), dw = device_copy(dw0, dt), dbias = device_copy(dbias0, dt);
-  ops::linear_backward(device_copy(dy, dt), device_copy(x, dt), device_copy(w, dt), dx, dw, dbias);
-  expect_close(dx, dx_ref, bound, "linear_backward dx");
-  expect_close(dw, dw_ref, bound, "linear_backward dw (+=)");
-  expect_close(dbias, dbias_ref, bound, "linear_backward dbias (+=)");
-}
-
-TEST_P(CudaOps, Gelu) {
-  const DataType dt = GetParam();
-  const Tensor x = values("gelu.x", {4, 33}, dt, 0, 2), dy = values("gelu.dy", {4, 33}, dt);
-  Tensor y_ref = host_output("gelu.y", {4, 33}), dx_ref = host_output("gelu.dx", {4, 33});
-  ops::gelu_forward(x, y_ref);
-  ops::gelu_backward(dy, x, dx_ref);
-  Tensor y = poisoned("gelu.y", {4, 33}, dt), dx = poisoned("gelu.dx", {4, 33}, dt);
-  const Tensor dev_x = device_copy(x, dt);
-  ops::gelu_forward(dev_x, y);
-  ops::gelu_backward(device_copy(dy, dt), dev_x, dx);
-  expect_close(y, y_ref, bound_for(dt), "gelu_forward");
-  expect_close(dx, dx_ref, bound_for(dt), "gelu_backward");
 }
 
 // The mixture-of-experts row ops on a routing that drops choices (tokens no expert took get a
@@ -405,249 +623,6 @@ TEST_P(CudaOps, RowGatherAndCombine) {
       }
 }
 
-TEST_P(CudaOps, AddAndAccumulate) {
-  const DataType dt = GetParam();
-  const Tensor a = values("add.a", {3, 50}, dt), b = values("add.b", {3, 50}, dt);
-  Tensor reference = host_output("add.y", {3, 50});
-  ops::add_forward(a, b, reference);
-  Tensor y = poisoned("add.y", {3, 50}, dt);
-  ops::add_forward(device_copy(a, dt), device_copy(b, dt), y);
-  expect_close(y, reference, bound_for(dt), "add_forward");
-  Tensor sum = device_copy(a, dt);
-  ops::accumulate(sum, device_copy(b, dt));
-  expect_close(sum, reference, bound_for(dt), "accumulate");
-}
-
-TEST_P(CudaOps, LayerNorm) {
-  const DataType dt = GetParam();
-  const DataType stat = dt == DataType::float64 ? DataType::float64 : DataType::float32;
-  const std::int64_t n = 6, c = 32;
-  const Tensor x = values("ln.x", {2, 3, c}, dt, 0.5, 1.5);
-  const Tensor gamma = values("ln.gamma", {c}, dt, 1, 0.5), beta = values("ln.beta", {c}, dt);
-  Tensor y_ref = host_output("ln.y", {2, 3, c}), mean_ref = host_output("ln.mean", {n}),
-         rstd_ref = host_output("ln.rstd", {n});
-  ops::layernorm_forward(x, gamma, beta, y_ref, mean_ref, rstd_ref);
-  Tensor y = poisoned("ln.y", {2, 3, c}, dt), mean = poisoned("ln.mean", {n}, stat), rstd = poisoned("ln.rstd", {n}, stat);
-  const Tensor dev_x = device_copy(x, dt), dev_gamma = device_copy(gamma, dt);
-  ops::layernorm_forward(dev_x, dev_gamma, device_copy(beta, dt), y, mean, rstd);
-  expect_close(y, y_ref, bound_for(dt), "layernorm_forward y");
-  expect_close(mean, mean_ref, arithmetic_bound(dt), "layernorm_forward mean");
-  expect_close(rstd, rstd_ref, arithmetic_bound(dt), "layernorm_forward rstd");
-
-  // Backward from the statistics rounded to their type, the same on both sides.
-  const Tensor mean_in = rounded(mean_ref, stat), rstd_in = rounded(rstd_ref, stat);
-  const Tensor dy = values("ln.dy", {2, 3, c}, dt);
-  const Tensor dgamma0 = values("ln.dgamma0", {c}, dt), dbeta0 = values("ln.dbeta0", {c}, dt);
-  Tensor dx_ref = host_output("ln.dx", {2, 3, c});
-  Tensor dgamma_ref = dgamma0.clone("ln.dgamma", kCategory), dbeta_ref = dbeta0.clone("ln.dbeta", kCategory);
-  ops::layernorm_backward(dy, x, gamma, mean_in, rstd_in, dx_ref, dgamma_ref, dbeta_ref);
-  Tensor dx = poisoned("ln.dx", {2, 3, c}, dt), dgamma = device_copy(dgamma0, dt), dbeta = device_copy(dbeta0, dt);
-  ops::layernorm_backward(device_copy(dy, dt), dev_x, dev_gamma, device_copy(mean_in, stat), device_copy(rstd_in, stat),
-                          dx, dgamma, dbeta);
-  expect_close(dx, dx_ref, bound_for(dt), "layernorm_backward dx");
-  expect_close(dgamma, dgamma_ref, bound_for(dt), "layernorm_backward dgamma (+=)");
-  expect_close(dbeta, dbeta_ref, bound_for(dt), "layernorm_backward dbeta (+=)");
-}
-
-TEST_P(CudaOps, Softmax) {
-  const DataType dt = GetParam();
-  const Tensor x = values("softmax.x", {6, 40}, dt, 0, 2);
-  Tensor y_ref = host_output("softmax.y", {6, 40});
-  ops::softmax_forward(x, y_ref);
-  Tensor y = poisoned("softmax.y", {6, 40}, dt);
-  ops::softmax_forward(device_copy(x, dt), y);
-  expect_close(y, y_ref, bound_for(dt), "softmax_forward");
-
-  const Tensor y_in = rounded(y_ref, dt), dy = values("softmax.dy", {6, 40}, dt);
-  Tensor dx_ref = host_output("softmax.dx", {6, 40});
-  ops::softmax_backward(dy, y_in, dx_ref);
-  Tensor dx = poisoned("softmax.dx", {6, 40}, dt);
-  ops::softmax_backward(device_copy(dy, dt), device_copy(y_in, dt), dx);
-  expect_close(dx, dx_ref, bound_for(dt), "softmax_backward");
-}
-
-// In 16 bits the op widens its inputs to float32 on the device, runs the float32 kernels and
-// rounds each result once (reference/ops/cpu.cpp), as on the CPU.
-TEST_P(CudaOps, Attention) {
-  const DataType dt = GetParam();
-  const std::int64_t B = 2, T = 12, C = 16;
-  const int H = 2;
-  for (bool causal : {false, true}) {
-    const std::string what = std::string("attention") + (causal ? " causal" : "");
-    const Tensor qkv = values("attn.qkv", {B, T, 3 * C}, dt);
-    Tensor out_ref = host_output("attn.out", {B, T, C}), probs_ref = host_output("attn.probs", {B, H, T, T});
-    ops::attention_forward(qkv, H, causal, out_ref, probs_ref);
-    Tensor out = poisoned("attn.out", {B, T, C}, dt), probs = poisoned("attn.probs", {B, H, T, T}, dt);
-    const Tensor dev_qkv = device_copy(qkv, dt);
-    const ops::FlopScope flops;
-    ops::attention_forward(dev_qkv, H, causal, out, probs);
-    EXPECT_EQ(flops.matmul(), 2 * 2 * B * T * T * C) << what << ": the FLOPs of the two products, as on the CPU";
-    expect_close(out, out_ref, bound_for(dt), what + " out");
-    expect_close(probs, probs_ref, bound_for(dt), what + " probs");
-
-    const Tensor probs_in = rounded(probs_ref, dt), dout = values("attn.dout", {B, T, C}, dt);
-    Tensor dqkv_ref = host_output("attn.dqkv", {B, T, 3 * C});
-    ops::attention_backward(dout, qkv, probs_in, H, dqkv_ref);
-    Tensor dqkv = poisoned("attn.dqkv", {B, T, 3 * C}, dt);
-    ops::attention_backward(device_copy(dout, dt), dev_qkv, device_copy(probs_in, dt), H, dqkv);
-    expect_close(dqkv, dqkv_ref, bound_for(dt), what + " dqkv");
-  }
-}
-
-TEST_P(CudaOps, Embedding) {
-  const DataType dt = GetParam();
-  const std::int64_t V = 10, B = 3, T = 5, C = 8, T_max = 7;
-  for (DataType index_type : {DataType::int32, DataType::int64})
-    for (bool positions : {true, false}) {
-      const std::string what = std::string("embedding, ") + std::string(name_of(index_type)) + " tokens" +
-                               (positions ? ", with positions" : "");
-      const Tensor tokens = indices("emb.tokens", {B, T}, V, index_type);  // 15 tokens of 10: some repeat
-      const Tensor wte = values("emb.wte", {V, C}, dt), wpe = positions ? values("emb.wpe", {T_max, C}, dt) : Tensor{};
-      const Tensor dev_tokens = tokens.to(MemorySpace::cuda, "emb.tokens.device", kCategory);
-      Tensor y_ref = host_output("emb.y", {B, T, C});
-      ops::embedding_forward(tokens, wte, wpe, y_ref);
-      Tensor y = poisoned("emb.y", {B, T, C}, dt);
-      ops::embedding_forward(dev_tokens, device_copy(wte, dt), positions ? device_copy(wpe, dt) : Tensor{}, y);
-      expect_close(y, y_ref, bound_for(dt), what + ": forward");
-
-      const Tensor dy = values("emb.dy", {B, T, C}, dt);
-      const Tensor dwte0 = values("emb.dwte0", {V, C}, dt), dwpe0 = values("emb.dwpe0", {T_max, C}, dt);
-      Tensor dwte_ref = dwte0.clone("emb.dwte", kCategory);
-      Tensor dwpe_ref = positions ? dwpe0.clone("emb.dwpe", kCategory) : Tensor{};
-      ops::embedding_backward(dy, tokens, dwte_ref, dwpe_ref);
-      Tensor dwte = device_copy(dwte0, dt), dwpe = positions ? device_copy(dwpe0, dt) : Tensor{};
-      ops::embedding_backward(device_copy(dy, dt), dev_tokens, dwte, dwpe);
-      expect_close(dwte, dwte_ref, bound_for(dt), what + ": dwte (+=)");
-      if (positions) expect_close(dwpe, dwpe_ref, bound_for(dt), what + ": dwpe (+=)");
-    }
-}
-
-TEST_F(CudaDevice, EmbeddingRefusesTokensOutsideTheVocabulary) {
-  const DataType dt = DataType::float32;
-  Tensor tokens = indices("emb.bad", {2, 4}, 10, DataType::int64);
-  tokens.set(6, 10);
-  Tensor y = poisoned("emb.y", {2, 4, 3}, dt);
-  const Tensor wte = device_copy(values("emb.wte", {10, 3}, dt), dt);
-  expect_error_containing(
-      [&] { ops::embedding_forward(tokens.to(MemorySpace::cuda, "emb.bad", kCategory), wte, Tensor{}, y); },
-      "embedding_forward: token 10 at position 6");
-}
-
-TEST_P(CudaOps, CrossEntropy) {
-  const DataType dt = GetParam();
-  const std::int64_t n = 6, classes = 20;
-  const Tensor logits = values("ce.logits", {n, classes}, dt, 0, 2);
-  for (DataType index_type : {DataType::int32, DataType::int64})
-    for (double normalizer : {6.0, 24.0}) {
-      const std::string what = "cross_entropy, " + std::string(name_of(index_type)) + " targets, normalizer " +
-                               std::to_string(normalizer);
-      const Tensor targets = indices("ce.targets", {n}, classes, index_type);
-      Tensor dlogits_ref = host_output("ce.dlogits", {n, classes});
-      const double loss_ref = ops::cross_entropy_backward(logits, targets, normalizer, dlogits_ref);
-      const Tensor dev_logits = device_copy(logits, dt);
-      const Tensor dev_targets = targets.to(MemorySpace::cuda, "ce.targets.device", kCategory);
-      Tensor dlogits = poisoned("ce.dlogits", {n, classes}, dt);
-      const double loss = ops::cross_entropy_forward(dev_logits, dev_targets, normalizer);
-      const double loss_backward = ops::cross_entropy_backward(dev_logits, dev_targets, normalizer, dlogits);
-      // The loss is computed in the arithmetic type and summed in float64: no 16-bit rounding.
-      expect_close(loss, loss_ref, arithmetic_bound(dt), what + ": forward loss");
-      EXPECT_EQ(loss_backward, loss) << what << ": backward returns the forward's loss";
-      expect_close(dlogits, dlogits_ref, bound_for(dt), what + ": dlogits");
-    }
-}
-
-TEST_F(CudaDevice, CrossEntropyRefusesTargetsOutsideTheClasses) {
-  const DataType dt = DataType::float32;
-  Tensor targets = indices("ce.bad", {4}, 5, DataType::int32);
-  targets.set(3, 5);
-  const Tensor logits = device_copy(values("ce.logits", {4, 5}, dt), dt);
-  expect_error_containing(
-      [&] { ops::cross_entropy_forward(logits, targets.to(MemorySpace::cuda, "ce.bad", kCategory), 4); },
-      "cross_entropy_forward: target 5 at row 3");
-}
-
-TEST_P(CudaOps, VocabularyShards) {
-  const DataType dt = GetParam();
-  const std::int64_t V = 12, first = 4, shard = 5, B = 3, T = 5, C = 8, n = B * T;
-  const Tensor tokens = indices("vs.tokens", {B, T}, V, DataType::int32);  // some inside [4, 9), some not
-  const Tensor dev_tokens = tokens.to(MemorySpace::cuda, "vs.tokens.device", kCategory);
-  const Tensor wte = values("vs.wte", {shard, C}, dt);
-  Tensor y_ref = host_output("vs.y", {B, T, C});
-  ops::embedding_shard_forward(tokens, wte, first, V, y_ref);
-  Tensor y = poisoned("vs.y", {B, T, C}, dt);
-  ops::embedding_shard_forward(dev_tokens, device_copy(wte, dt), first, V, y);
-  expect_close(y, y_ref, bound_for(dt), "embedding shard: forward");
-  const Tensor dy = values("vs.dy", {B, T, C}, dt), dwte0 = values("vs.dwte0", {shard, C}, dt);
-  Tensor dwte_ref = dwte0.clone("vs.dwte", kCategory);
-  ops::embedding_shard_backward(dy, tokens, first, dwte_ref);
-  Tensor dwte = device_copy(dwte0, dt);
-  ops::embedding_shard_backward(device_copy(dy, dt), dev_tokens, first, dwte);
-  expect_close(dwte, dwte_ref, bound_for(dt), "embedding shard: dwte (+=)");
-
-  // Cross-entropy statistics and gradient of one shard of the classes.
-  const DataType stat = dt == DataType::float64 ? DataType::float64 : DataType::float32;
-  const Tensor logits = values("vs.logits", {n, shard}, dt, 0, 2);
-  const Tensor targets = indices("vs.targets", {n}, V, DataType::int64);
-  const Tensor dev_logits = device_copy(logits, dt), dev_targets = targets.to(MemorySpace::cuda, "vs.t", kCategory);
-  Tensor max_ref = host_output("vs.max", {n}), sum_ref = host_output("vs.sum", {n}), z_ref = host_output("vs.z", {n});
-  ops::cross_entropy_shard_max(logits, max_ref);
-  ops::cross_entropy_shard_sums(logits, targets, first, V, max_ref, sum_ref, z_ref);
-  Tensor row_max = poisoned("vs.max", {n}, stat), sums = poisoned("vs.sum", {n}, stat), z = poisoned("vs.z", {n}, stat);
-  ops::cross_entropy_shard_max(dev_logits, row_max);
-  ops::cross_entropy_shard_sums(dev_logits, dev_targets, first, V, row_max, sums, z);
-  expect_close(row_max, max_ref, arithmetic_bound(dt), "cross-entropy shard: row maxima");
-  expect_close(sums, sum_ref, arithmetic_bound(dt), "cross-entropy shard: sums of exponentials");
-  expect_close(z, z_ref, arithmetic_bound(dt), "cross-entropy shard: target logits");
-  Tensor d_ref = host_output("vs.d", {n, shard});
-  ops::cross_entropy_shard_backward(logits, targets, first, max_ref, sum_ref, 30.0, d_ref);
-  Tensor d = poisoned("vs.d", {n, shard}, dt);
-  ops::cross_entropy_shard_backward(dev_logits, dev_targets, first, row_max, sums, 30.0, d);
-  expect_close(d, d_ref, bound_for(dt), "cross-entropy shard: dlogits");
-}
-
-TEST_P(CudaOps, MeanSquaredError) {
-  const DataType dt = GetParam();
-  const Tensor p = values("mse.p", {5, 9}, dt), t = values("mse.t", {5, 9}, dt);
-  for (double normalizer : {45.0, 7.0}) {
-    const std::string what = "mse, normalizer " + std::to_string(normalizer);
-    Tensor dp_ref = host_output("mse.dp", {5, 9});
-    const double loss_ref = ops::mse_forward(p, t, normalizer);
-    ops::mse_backward(p, t, normalizer, dp_ref);
-    const Tensor dev_p = device_copy(p, dt), dev_t = device_copy(t, dt);
-    Tensor dp = poisoned("mse.dp", {5, 9}, dt);
-    const double loss = ops::mse_forward(dev_p, dev_t, normalizer);
-    ops::mse_backward(dev_p, dev_t, normalizer, dp);
-    expect_close(loss, loss_ref, arithmetic_bound(dt), what + ": loss");
-    expect_close(dp, dp_ref, bound_for(dt), what + ": dprediction");
-  }
-}
-
-TEST_P(CudaOps, Dropout) {
-  const DataType dt = GetParam();
-  const std::int64_t n = 7 * 37;
-  const Tensor x = values("dropout.x", {7, 37}, dt);
-  for (double p : {0.0, 0.3}) {
-    const ops::DropoutKey key{kSeed + 1, tensor_id("dropout.test"), 1000};
-    const std::string what = "dropout p = " + std::to_string(p);
-    Tensor y_ref = host_output("dropout.y", {7, 37}), dx_ref = host_output("dropout.dx", {7, 37});
-    ops::dropout_forward(x, p, key, y_ref);
-    ops::dropout_backward(x, p, key, dx_ref);
-    Tensor y = poisoned("dropout.y", {7, 37}, dt), dx = poisoned("dropout.dx", {7, 37}, dt);
-    const Tensor dev_x = device_copy(x, dt);
-    ops::dropout_forward(dev_x, p, key, y);
-    ops::dropout_backward(dev_x, p, key, dx);
-    for (const Tensor* got : {&y, &dx}) {
-      const std::vector<double> device = got->to_vector(), reference = y_ref.to_vector();
-      std::int64_t mismatches = 0;
-      for (std::int64_t i = 0; i < n; ++i)
-        mismatches += (device[static_cast<std::size_t>(i)] == 0) != (reference[static_cast<std::size_t>(i)] == 0);
-      EXPECT_EQ(mismatches, 0) << what << ": the device mask differs from the CPU's at " << mismatches << " elements";
-    }
-    expect_close(y, y_ref, bound_for(dt), what + ": forward");
-    expect_close(dx, dx_ref, bound_for(dt), what + ": backward");
-  }
-}
-
 // Three steps of each optimizer on device tensors (through Sgd::update and AdamW::update) against
 // the CPU loop: in float64 for float32/float64 parameters, and in the same types for 16-bit
 // parameters (whose result the CPU loop rounds to 16 bits each step, as the device does).
@@ -699,10 +674,154 @@ TEST_P(CudaOps, OptimizerUpdates) {
   }
 }
 
+TEST_F(CudaDevice, EmbeddingRefusesTokensOutsideTheVocabulary) {
+  const DataType dt = DataType::float32;
+  Tensor tokens = indices("emb.bad", {2, 4}, 10, DataType::int64);
+  tokens.set(6, 10);
+  Tensor y = poisoned("emb.y", {2, 4, 3}, dt);
+  const Tensor wte = device_copy(values("emb.wte", {10, 3}, dt), dt);
+  expect_error_containing(
+      [&] { ops::embedding_forward(tokens.to(MemorySpace::cuda, "emb.bad", kCategory), wte, Tensor{}, y); },
+      "embedding_forward: token 10 at position 6");
+}
+
+TEST_F(CudaDevice, CrossEntropyRefusesTargetsOutsideTheClasses) {
+  const DataType dt = DataType::float32;
+  Tensor targets = indices("ce.bad", {4}, 5, DataType::int32);
+  targets.set(3, 5);
+  const Tensor logits = device_copy(values("ce.logits", {4, 5}, dt), dt);
+  expect_error_containing(
+      [&] { ops::cross_entropy_forward(logits, targets.to(MemorySpace::cuda, "ce.bad", kCategory), 4); },
+      "cross_entropy_forward: target 5 at row 3");
+}
+
 TEST_F(CudaDevice, MixedSpacesAreRefused) {
   const Tensor x = device_copy(values("mixed.x", {4}, DataType::float32), DataType::float32);
   Tensor host_y = host_output("mixed.y", {4}, DataType::float32);
   expect_error_containing([&] { ops::gelu_forward(x, host_y); }, "gelu_forward: mixed.y [4] float32 is in host memory");
+}
+
+// An op runs where its first tensor is (ops.hpp), and every other tensor must be there too:
+// each call gets its first tensor in one memory space and the others in the other, and is
+// refused naming the op and where the misplaced tensor is, before touching any data. (These
+// calls once went straight to the device entry points with host tensors; the one dispatch of
+// each op now checks placement for both devices.)
+TEST_F(CudaDevice, OpsRefuseTensorsInAnotherSpace) {
+  using M = MemorySpace;
+  const auto t = [](const char* name, Shape shape, M space, DataType dtype = DataType::float64) {
+    return Tensor::zeros(name, std::move(shape), dtype, kCategory, space);
+  };
+  const DataType i32 = DataType::int32;
+  const std::vector<std::pair<std::string, std::function<void(M, M)>>> calls = {
+      {"matmul", [&](M f, M r) {
+         Tensor c = t("c", {2, 4}, r);
+         ops::matmul(t("a", {2, 3}, f), false, t("b", {3, 4}, r), false, c, false);
+       }},
+      {"linear_forward", [&](M f, M r) {
+         Tensor c = t("c", {2, 4}, r);
+         ops::linear_forward(t("x", {2, 3}, f), t("b", {3, 4}, r), t("bias", {4}, r), c);
+       }},
+      {"linear_backward", [&](M f, M r) {
+         Tensor dx = t("dx", {2, 3}, r), dw = t("dw", {3, 4}, r), dbias = t("dbias", {4}, r);
+         ops::linear_backward(t("c", {2, 4}, f), t("x", {2, 3}, r), t("b", {3, 4}, r), dx, dw, dbias);
+       }},
+      {"gelu_forward", [&](M f, M r) { Tensor y = t("y", {2, 3}, r); ops::gelu_forward(t("x", {2, 3}, f), y); }},
+      {"gelu_backward", [&](M f, M r) {
+         Tensor dx = t("dx", {2, 3}, r);
+         ops::gelu_backward(t("y", {2, 3}, f), t("x", {2, 3}, r), dx);
+       }},
+      {"add_forward", [&](M f, M r) {
+         Tensor dx = t("dx", {2, 3}, r);
+         ops::add_forward(t("x", {2, 3}, f), t("y", {2, 3}, r), dx);
+       }},
+      {"add_forward", [&](M f, M r) { Tensor y = t("y", {2, 3}, f); ops::accumulate(y, t("x", {2, 3}, r)); }},
+      {"layernorm_forward", [&](M f, M r) {
+         Tensor y = t("y", {2, 3}, r), mean = t("mean", {2}, r), rstd = t("rstd", {2}, r);
+         ops::layernorm_forward(t("x", {2, 3}, f), t("g", {3}, r), t("g", {3}, r), y, mean, rstd);
+       }},
+      {"layernorm_backward", [&](M f, M r) {
+         Tensor dx = t("dx", {2, 3}, r), dg = t("dg", {3}, r), db = t("db", {3}, r);
+         ops::layernorm_backward(t("y", {2, 3}, f), t("x", {2, 3}, r), t("g", {3}, r), t("mean", {2}, r),
+                                 t("rstd", {2}, r), dx, dg, db);
+       }},
+      {"softmax_forward", [&](M f, M r) { Tensor y = t("y", {2, 3}, r); ops::softmax_forward(t("x", {2, 3}, f), y); }},
+      {"softmax_backward", [&](M f, M r) {
+         Tensor dx = t("dx", {2, 3}, r);
+         ops::softmax_backward(t("y", {2, 3}, f), t("x", {2, 3}, r), dx);
+       }},
+      {"attention_forward", [&](M f, M r) {
+         Tensor out = t("out", {1, 2, 2}, r), probs = t("probs", {1, 1, 2, 2}, r);
+         ops::attention_forward(t("qkv", {1, 2, 6}, f), 1, true, out, probs);
+       }},
+      {"attention_backward", [&](M f, M r) {
+         Tensor dqkv = t("dqkv", {1, 2, 6}, r);
+         ops::attention_backward(t("out", {1, 2, 2}, f), t("qkv", {1, 2, 6}, r), t("probs", {1, 1, 2, 2}, r), 1, dqkv);
+       }},
+      {"embedding_forward", [&](M f, M r) {
+         Tensor out = t("out", {1, 2, 2}, r);
+         ops::embedding_forward(t("tokens", {1, 2}, f, i32), t("wte", {3, 2}, r), t("wpe", {2, 2}, r), out);
+       }},
+      {"embedding_backward", [&](M f, M r) {
+         Tensor wte = t("wte", {3, 2}, r), wpe = t("wpe", {2, 2}, r);
+         ops::embedding_backward(t("out", {1, 2, 2}, f), t("tokens", {1, 2}, r, i32), wte, wpe);
+       }},
+      {"embedding_shard_forward", [&](M f, M r) {
+         Tensor out = t("out", {1, 2, 2}, r);
+         ops::embedding_shard_forward(t("tokens", {1, 2}, f, i32), t("wte", {3, 2}, r), 0, 3, out);
+       }},
+      {"embedding_shard_backward", [&](M f, M r) {
+         Tensor wte = t("wte", {3, 2}, r);
+         ops::embedding_shard_backward(t("out", {1, 2, 2}, f), t("tokens", {1, 2}, r, i32), 0, wte);
+       }},
+      {"cross_entropy_forward", [&](M f, M r) {
+         ops::cross_entropy_forward(t("logits", {2, 3}, f), t("targets", {2}, r, i32), 2);
+       }},
+      {"cross_entropy_backward", [&](M f, M r) {
+         Tensor dlogits = t("dlogits", {2, 3}, r);
+         ops::cross_entropy_backward(t("logits", {2, 3}, f), t("targets", {2}, r, i32), 2, dlogits);
+       }},
+      {"cross_entropy_shard_max", [&](M f, M r) {
+         Tensor m = t("m", {2}, r);
+         ops::cross_entropy_shard_max(t("logits", {2, 3}, f), m);
+       }},
+      {"cross_entropy_shard_sums", [&](M f, M r) {
+         Tensor s = t("s", {2}, r), z = t("z", {2}, r);
+         ops::cross_entropy_shard_sums(t("logits", {2, 3}, f), t("targets", {2}, r, i32), 0, 3, t("m", {2}, r), s, z);
+       }},
+      {"cross_entropy_shard_backward", [&](M f, M r) {
+         Tensor d = t("d", {2, 3}, r);
+         ops::cross_entropy_shard_backward(t("logits", {2, 3}, f), t("targets", {2}, r, i32), 0, t("m", {2}, r),
+                                           t("s", {2}, r), 2, d);
+       }},
+      {"mse_forward", [&](M f, M r) { ops::mse_forward(t("x", {2, 3}, f), t("y", {2, 3}, r), 6); }},
+      {"mse_backward", [&](M f, M r) {
+         Tensor dx = t("dx", {2, 3}, r);
+         ops::mse_backward(t("x", {2, 3}, f), t("y", {2, 3}, r), 6, dx);
+       }},
+      {"dropout_forward", [&](M f, M r) {
+         Tensor y = t("y", {2, 3}, r);
+         ops::dropout_forward(t("x", {2, 3}, f), 0.5, {}, y);
+       }},
+      {"dropout_backward", [&](M f, M r) {
+         Tensor y = t("y", {2, 3}, r);
+         ops::dropout_backward(t("x", {2, 3}, f), 0.5, {}, y);
+       }},
+      {"sgd", [&](M f, M r) {
+         Tensor value = t("value", {4}, f), m = t("m", {4}, r);
+         ops::sgd_update(value, t("grad", {4}, r), &m, DataType::float64, 0.1, 0.9, 0.01);
+       }},
+      {"adamw", [&](M f, M r) {
+         Tensor value = t("value", {4}, f), m = t("m", {4}, r), v = t("v", {4}, r);
+         ops::adamw_update(value, t("grad", {4}, r), m, v, 1e-3, 0.9, 0.999, 1e-8, 0.01, 1);
+       }},
+  };
+  for (const auto& [first, rest, refusal] :
+       {std::tuple{M::cuda, M::host, "is in host memory"}, std::tuple{M::host, M::cuda, "is in device memory"}})
+    for (const auto& [op, call] : calls) {
+      SCOPED_TRACE(op + (first == M::cuda ? ", first tensor on the device" : ", first tensor on the host"));
+      expect_error_containing([&] { call(first, rest); }, op + ": ");
+      expect_error_containing([&] { call(first, rest); }, refusal);
+    }
 }
 
 // The element-wise reduction the reference algorithms apply to received chunks runs on 16-byte

@@ -1,8 +1,9 @@
-// Conformance of the CPU ops (reference/ops/cpu.hpp). Every backward is checked against central
-// finite differences in float64; every op in float32 (and matmul and gelu on 16-bit storage)
-// against the same op in float64 under the bounds of reference/core/tolerance.hpp; bad input
-// must be refused with a parity::Error naming the tensors and shapes; the FLOP counter must add
-// exactly the matrix-multiply FLOPs. A few tests prove the comparisons themselves can fail.
+// Conformance of the ops on the CPU in float64 (reference/ops/ops.hpp): every backward against
+// central finite differences, the properties a pair must keep (accumulation, masks, shift
+// invariance, vocabulary shards equal to the whole), and the FLOP counter, which must add
+// exactly the matrix-multiply FLOPs. A test proves the gradient comparison itself can fail. The
+// ops in float32 and 16-bit storage are rows of test_op_precision.cpp, bad calls rows of
+// test_op_refusals.cpp, and the device ops against these rows of test_cuda_ops.cpp.
 //
 // Method for gradients: a scalar L = sum(y * R) with a fixed random projection R, so dL/dy = R;
 // the analytic gradient comes from the op's backward given dy = R, the numeric one from
@@ -12,23 +13,19 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
 #include <limits>
 #include <numbers>
-#include <ostream>
-#include <source_location>
 #include <sstream>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "correctness/op_testing.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/tolerance.hpp"
-#include "reference/ops/cpu.hpp"
+#include "reference/ops/ops.hpp"
 #include "reference/ops/flops.hpp"
 #include "reference/tensor/random.hpp"
 #include "reference/tensor/tensor.hpp"
@@ -122,21 +119,38 @@ TEST(OpsGradient, Linear) {
   }
 }
 
-TEST(OpsGradient, Gelu) {
-  // Spread 2 reaches the saturated tails of tanh as well as the curved middle.
-  for (const Shape& shape : {Shape{7}, Shape{3, 5}, Shape{2, 3, 4}}) {
-    SCOPED_TRACE("gelu " + to_string(shape));
-    Tensor x = random_tensor("gelu.x", shape, 0, 2);
-    const Tensor r = random_tensor("gelu.r", shape);
-    Tensor y = nans("gelu.y", shape);
-    const auto loss = [&] {
-      ops::gelu_forward(x, y);
-      return project(y, r);
-    };
-    Tensor dx = nans("gelu.dx", shape);
-    ops::gelu_backward(r, x, dx);
-    expect_gradient(dx, x, loss, "dx");
-  }
+// The ops of one input and one output, as rows: the op, its shapes, the spread of its input.
+// Spread 2 reaches gelu's saturated tails of tanh as well as its curved middle, and softmax's
+// rows far from uniform. Backward gets dy = R, x and the forward's y (softmax reads y).
+TEST(OpsGradient, OneInputOps) {
+  struct Row {
+    std::string op;
+    std::vector<Shape> shapes;
+    double spread;
+    std::function<void(const Tensor& x, Tensor& y)> forward;
+    std::function<void(const Tensor& dy, const Tensor& x, const Tensor& y, Tensor& dx)> backward;
+  };
+  const std::vector<Row> rows = {
+      {"gelu", {{7}, {3, 5}, {2, 3, 4}}, 2, [](const Tensor& x, Tensor& y) { ops::gelu_forward(x, y); },
+       [](const Tensor& dy, const Tensor& x, const Tensor&, Tensor& dx) { ops::gelu_backward(dy, x, dx); }},
+      {"softmax", {{4, 6}, {2, 3, 5}, {1, 10}}, 2, [](const Tensor& x, Tensor& y) { ops::softmax_forward(x, y); },
+       [](const Tensor& dy, const Tensor&, const Tensor& y, Tensor& dx) { ops::softmax_backward(dy, y, dx); }},
+  };
+  for (const Row& row : rows)
+    for (const Shape& shape : row.shapes) {
+      SCOPED_TRACE(row.op + " " + to_string(shape));
+      Tensor x = random_tensor(row.op + ".x", shape, 0, row.spread);
+      const Tensor r = random_tensor(row.op + ".r", shape);
+      Tensor y = nans(row.op + ".y", shape);
+      const auto loss = [&] {
+        row.forward(x, y);
+        return project(y, r);
+      };
+      loss();  // y of the unperturbed x, for backward
+      Tensor dx = nans(row.op + ".dx", shape);
+      row.backward(r, x, y, dx);
+      expect_gradient(dx, x, loss, "dx");
+    }
 }
 
 TEST(OpsGradient, Add) {
@@ -189,23 +203,6 @@ TEST(OpsGradient, LayerNorm) {
     expect_gradient(dx, x, loss, "dx");
     expect_gradient(dgamma, gamma, loss, "dgamma");
     expect_gradient(dbeta, beta, loss, "dbeta");
-  }
-}
-
-TEST(OpsGradient, Softmax) {
-  for (const Shape& shape : {Shape{4, 6}, Shape{2, 3, 5}, Shape{1, 10}}) {
-    SCOPED_TRACE("softmax " + to_string(shape));
-    Tensor x = random_tensor("softmax.x", shape, 0, 2);
-    const Tensor r = random_tensor("softmax.r", shape);
-    Tensor y = nans("softmax.y", shape);
-    const auto loss = [&] {
-      ops::softmax_forward(x, y);
-      return project(y, r);
-    };
-    loss();  // y of the unperturbed x, for backward
-    Tensor dx = nans("softmax.dx", shape);
-    ops::softmax_backward(r, y, dx);
-    expect_gradient(dx, x, loss, "dx");
   }
 }
 
@@ -408,22 +405,6 @@ TEST(OpsGradient, VocabularyShardsEqualTheWholeOps) {
   EXPECT_LE(std::fabs(loss - whole_loss), bound * magnitude) << "sharded " << loss << ", whole " << whole_loss;
   expect_close(dlogits, dlogits_whole, bound, "sharded dlogits against the whole op's");
   expect_gradient(dlogits, logits, [&] { return sharded(nullptr); }, "sharded dlogits");
-}
-
-TEST(OpsBadInput, VocabularyShards) {
-  const Tensor tokens = token_tensor("tokens", {2, 3}, 10);
-  const Tensor wte = random_tensor("wte_shard", {4, 3});
-  Tensor y = zeros("y", {2, 3, 3});
-  expect_refused([&] { ops::embedding_shard_forward(tokens, wte, 7, 10, y); },
-                 {"embedding_shard_forward", "wte_shard [4, 3]", "class 7", "vocabulary of 10"});
-  expect_refused([&] { ops::embedding_shard_forward(tokens, wte, 0, 5, y); }, {"token", "vocabulary of 5"});
-  const Tensor logits = random_tensor("logits", {3, 4});
-  Tensor m32 = zeros("m", {3}, DataType::float32), m = zeros("m", {3}), s = zeros("s", {3}), z = zeros("z", {3});
-  expect_refused([&] { ops::cross_entropy_shard_max(logits, m32); }, {"statistics m [3] float32", "must be float64"});
-  Tensor targets = token_tensor("targets", {3}, 10);
-  targets.set(1, 12);
-  expect_refused([&] { ops::cross_entropy_shard_sums(logits, targets, 0, 10, m, s, z); },
-                 {"cross_entropy_shard_sums", "target 12 at 1", "vocabulary of 10"});
 }
 
 TEST(OpsGradient, MeanSquaredError) {
@@ -685,351 +666,6 @@ TEST(OpsChecksCanFail, PerturbedGradientExceedsTheTolerance) {
   EXPECT_GT(difference(wrong, numeric).relative, tolerance::kGradientRelativeError);
 }
 
-TEST(OpsChecksCanFail, Bfloat16MatmulExceedsTheFloat32Bound) {
-  // The float32 bound is tight enough to tell precisions apart: the same product computed from
-  // bfloat16 storage (8-bit significand) is far outside it.
-  const std::int64_t m = 16, k = 64, n = 12;
-  const Tensor a = random_tensor("fail_bf16.a", {m, k});
-  const Tensor b = random_tensor("fail_bf16.b", {k, n});
-  Tensor c64 = nans("fail_bf16.c", {m, n});
-  ops::matmul(a, false, b, false, c64, false);
-  Tensor c16 = nans("fail_bf16.c16", {m, n}, DataType::bfloat16);
-  ops::matmul(to_type(a, DataType::bfloat16), false, to_type(b, DataType::bfloat16), false, c16, false);
-  EXPECT_GT(difference(c16, c64).relative, tolerance::float32_op_relative_bound(static_cast<int>(k), 1));
-}
-
-// ---------------------------------------------------------------------------------------------
-// float32 against float64: the float32 op on the float64 inputs rounded to float32, against the
-// float64 op on the unrounded inputs (the bound includes one unit roundoff for that rounding).
-
-TEST(OpsFloat32, Matmul) {
-  // One reduction of length k per output: n = k, stages = 1.
-  const std::int64_t m = 24, k = 64, n = 20;
-  for (bool ta : {false, true}) {
-    for (bool tb : {false, true}) {
-      SCOPED_TRACE("transpose_a=" + std::to_string(ta) + " transpose_b=" + std::to_string(tb));
-      const Tensor a = random_tensor("f32_matmul.a", ta ? Shape{k, m} : Shape{m, k});
-      const Tensor b = random_tensor("f32_matmul.b", tb ? Shape{n, k} : Shape{k, n});
-      Tensor c64 = nans("f32_matmul.c", {m, n});
-      ops::matmul(a, ta, b, tb, c64, false);
-      Tensor c32 = nans("f32_matmul.c32", {m, n}, DataType::float32);
-      ops::matmul(to_type(a, DataType::float32), ta, to_type(b, DataType::float32), tb, c32, false);
-      expect_float32_close(c32, c64, static_cast<int>(k), 1, "matmul");
-    }
-  }
-}
-
-TEST(OpsFloat32, Linear) {
-  // Forward: one reduction of in terms plus the bias, n = in + 1. Backward: dx reduces over out,
-  // dw and dbias over the N rows; one stage each.
-  const Shape x_shape{4, 8, 32};
-  const std::int64_t in = 32, out = 24, rows = 32;
-  const Tensor x = random_tensor("f32_linear.x", x_shape);
-  const Tensor w = random_tensor("f32_linear.w", {in, out});
-  const Tensor bias = random_tensor("f32_linear.bias", {out});
-  const Tensor dy = random_tensor("f32_linear.dy", with_last(x_shape, out));
-  const auto f32 = [](const Tensor& t) { return to_type(t, DataType::float32); };
-
-  Tensor y64 = nans("f32_linear.y", with_last(x_shape, out));
-  ops::linear_forward(x, w, bias, y64);
-  Tensor y32 = nans("f32_linear.y32", with_last(x_shape, out), DataType::float32);
-  ops::linear_forward(f32(x), f32(w), f32(bias), y32);
-  expect_float32_close(y32, y64, static_cast<int>(in + 1), 1, "linear_forward y");
-
-  Tensor dx64 = nans("f32_linear.dx", x_shape), dw64 = zeros("f32_linear.dw", {in, out});
-  Tensor dbias64 = zeros("f32_linear.dbias", {out});
-  ops::linear_backward(dy, x, w, dx64, dw64, dbias64);
-  Tensor dx32 = nans("f32_linear.dx32", x_shape, DataType::float32);
-  Tensor dw32 = zeros("f32_linear.dw32", {in, out}, DataType::float32);
-  Tensor dbias32 = zeros("f32_linear.dbias32", {out}, DataType::float32);
-  ops::linear_backward(f32(dy), f32(x), f32(w), dx32, dw32, dbias32);
-  expect_float32_close(dx32, dx64, static_cast<int>(out), 1, "linear_backward dx");
-  expect_float32_close(dw32, dw64, static_cast<int>(rows), 1, "linear_backward dw");
-  expect_float32_close(dbias32, dbias64, static_cast<int>(rows), 1, "linear_backward dbias");
-}
-
-TEST(OpsFloat32, Gelu) {
-  // Elementwise, no reduction. Forward: n = 12 rounded operations per element (the two rounded
-  // constants, the cubic's two products, its scale and sum, the sqrt(2/pi) scale, tanh counted
-  // twice for libm's error of up to about 2 ulp, 1 + t, and the two final products).
-  // Backward: n = 21 (the inner chain up to tanh, 9 as above; sech^2 = 1 - t^2, 2; 1 + t, 1;
-  // the polynomial 1 + 3c x^2 with its rounded constant, 4; three products, the sum of the two
-  // terms, and the product with dy, 5).
-  const Shape shape{16, 64};
-  const Tensor x = random_tensor("f32_gelu.x", shape, 0, 2);
-  const Tensor dy = random_tensor("f32_gelu.dy", shape);
-  Tensor y64 = nans("f32_gelu.y", shape);
-  ops::gelu_forward(x, y64);
-  Tensor y32 = nans("f32_gelu.y32", shape, DataType::float32);
-  ops::gelu_forward(to_type(x, DataType::float32), y32);
-  expect_float32_close(y32, y64, 12, 1, "gelu_forward");
-
-  Tensor dx64 = nans("f32_gelu.dx", shape);
-  ops::gelu_backward(dy, x, dx64);
-  Tensor dx32 = nans("f32_gelu.dx32", shape, DataType::float32);
-  ops::gelu_backward(to_type(dy, DataType::float32), to_type(x, DataType::float32), dx32);
-  expect_float32_close(dx32, dx64, 21, 1, "gelu_backward");
-}
-
-TEST(OpsFloat32, Add) {
-  // One rounded addition per element: n = 1, stages = 1.
-  const Shape shape{32, 48};
-  const Tensor a = random_tensor("f32_add.a", shape), b = random_tensor("f32_add.b", shape);
-  Tensor y64 = nans("f32_add.y", shape);
-  ops::add_forward(a, b, y64);
-  Tensor y32 = nans("f32_add.y32", shape, DataType::float32);
-  ops::add_forward(to_type(a, DataType::float32), to_type(b, DataType::float32), y32);
-  expect_float32_close(y32, y64, 1, 1, "add_forward");
-}
-
-TEST(OpsFloat32, LayerNorm) {
-  // Forward: mean then variance, two chained reductions of C: n = C, stages = 2. Backward: the
-  // forward's two plus the two row means of dxhat and dxhat * xhat: stages = 4 for dx; dgamma
-  // and dbeta reduce over the N rows after the forward's two: n = max(C, N), stages = 3.
-  const std::int64_t N = 24, C = 64;
-  const Tensor x = random_tensor("f32_layernorm.x", {N, C}, 0.5, 1.5);
-  const Tensor gamma = random_tensor("f32_layernorm.gamma", {C}, 1, 0.5);
-  const Tensor beta = random_tensor("f32_layernorm.beta", {C});
-  const Tensor dy = random_tensor("f32_layernorm.dy", {N, C});
-  const auto f32 = [](const Tensor& t) { return to_type(t, DataType::float32); };
-
-  Tensor y64 = nans("f32_layernorm.y", {N, C});
-  Tensor mean64 = nans("f32_layernorm.mean", {N}), rstd64 = nans("f32_layernorm.rstd", {N});
-  ops::layernorm_forward(x, gamma, beta, y64, mean64, rstd64);
-  const Tensor x32 = f32(x), gamma32 = f32(gamma);
-  Tensor y32 = nans("f32_layernorm.y32", {N, C}, DataType::float32);
-  Tensor mean32 = nans("f32_layernorm.mean32", {N}, DataType::float32);
-  Tensor rstd32 = nans("f32_layernorm.rstd32", {N}, DataType::float32);
-  ops::layernorm_forward(x32, gamma32, f32(beta), y32, mean32, rstd32);
-  expect_float32_close(y32, y64, static_cast<int>(C), 2, "layernorm_forward y");
-  expect_float32_close(mean32, mean64, static_cast<int>(C), 1, "layernorm_forward mean");
-  expect_float32_close(rstd32, rstd64, static_cast<int>(C), 2, "layernorm_forward rstd");
-
-  Tensor dx64 = nans("f32_layernorm.dx", {N, C});
-  Tensor dgamma64 = zeros("f32_layernorm.dgamma", {C}), dbeta64 = zeros("f32_layernorm.dbeta", {C});
-  ops::layernorm_backward(dy, x, gamma, mean64, rstd64, dx64, dgamma64, dbeta64);
-  Tensor dx32 = nans("f32_layernorm.dx32", {N, C}, DataType::float32);
-  Tensor dgamma32 = zeros("f32_layernorm.dgamma32", {C}, DataType::float32);
-  Tensor dbeta32 = zeros("f32_layernorm.dbeta32", {C}, DataType::float32);
-  ops::layernorm_backward(f32(dy), x32, gamma32, mean32, rstd32, dx32, dgamma32, dbeta32);
-  expect_float32_close(dx32, dx64, static_cast<int>(C), 4, "layernorm_backward dx");
-  expect_float32_close(dgamma32, dgamma64, static_cast<int>(std::max(C, N)), 3, "layernorm_backward dgamma");
-  expect_float32_close(dbeta32, dbeta64, static_cast<int>(N), 1, "layernorm_backward dbeta");
-}
-
-TEST(OpsFloat32, Softmax) {
-  // Forward: one reduction (the sum of C exponentials): n = C, stages = 1. Backward: the
-  // forward's sum, then the row dot product sum(dy * y): n = C, stages = 2.
-  const std::int64_t N = 16, C = 48;
-  const Tensor x = random_tensor("f32_softmax.x", {N, C}, 0, 2);
-  const Tensor dy = random_tensor("f32_softmax.dy", {N, C});
-  Tensor y64 = nans("f32_softmax.y", {N, C});
-  ops::softmax_forward(x, y64);
-  Tensor y32 = nans("f32_softmax.y32", {N, C}, DataType::float32);
-  ops::softmax_forward(to_type(x, DataType::float32), y32);
-  expect_float32_close(y32, y64, static_cast<int>(C), 1, "softmax_forward");
-
-  Tensor dx64 = nans("f32_softmax.dx", {N, C});
-  ops::softmax_backward(dy, y64, dx64);
-  Tensor dx32 = nans("f32_softmax.dx32", {N, C}, DataType::float32);
-  ops::softmax_backward(to_type(dy, DataType::float32), y32, dx32);
-  expect_float32_close(dx32, dx64, static_cast<int>(C), 2, "softmax_backward");
-}
-
-TEST(OpsFloat32, Attention) {
-  // Forward: scores (length hs), softmax (length T), weighted sum (length T): stages = 3,
-  // n = max(hs, T) (tolerance.hpp's own example). Backward: after those three, dP = dO V^T
-  // (hs), the row sum of dP * P (T) and dQ = dS K, dK = dS^T Q, dV = P^T dO (T): stages = 6.
-  for (bool causal : {false, true}) {
-    SCOPED_TRACE(causal ? "causal" : "not causal");
-    const std::int64_t B = 2, T = 16, C = 32;
-    const int heads = 4;
-    const int n = static_cast<int>(std::max<std::int64_t>(C / heads, T));
-    const Tensor qkv = random_tensor("f32_attention.qkv", {B, T, 3 * C});
-    const Tensor dout = random_tensor("f32_attention.dout", {B, T, C});
-    Tensor out64 = nans("f32_attention.out", {B, T, C}), probs64 = nans("f32_attention.probs", {B, heads, T, T});
-    ops::attention_forward(qkv, heads, causal, out64, probs64);
-    const Tensor qkv32 = to_type(qkv, DataType::float32);
-    Tensor out32 = nans("f32_attention.out32", {B, T, C}, DataType::float32);
-    Tensor probs32 = nans("f32_attention.probs32", {B, heads, T, T}, DataType::float32);
-    ops::attention_forward(qkv32, heads, causal, out32, probs32);
-    expect_float32_close(out32, out64, n, 3, "attention_forward out");
-    expect_float32_close(probs32, probs64, n, 2, "attention_forward probs");
-
-    Tensor dqkv64 = nans("f32_attention.dqkv", qkv.shape());
-    ops::attention_backward(dout, qkv, probs64, heads, dqkv64);
-    Tensor dqkv32 = nans("f32_attention.dqkv32", qkv.shape(), DataType::float32);
-    ops::attention_backward(to_type(dout, DataType::float32), qkv32, probs32, heads, dqkv32);
-    expect_float32_close(dqkv32, dqkv64, n, 6, "attention_backward dqkv");
-  }
-}
-
-TEST(OpsFloat32, Embedding) {
-  // Forward: one addition wte + wpe per element: n = 1, stages = 1. Backward: dwte sums the
-  // rows of every occurrence of a token (at most B*T terms), dwpe over the B batch rows.
-  const std::int64_t B = 4, T = 8, C = 16, V = 6;
-  const Tensor tokens = token_tensor("f32_embedding.tokens", {B, T}, V);
-  const Tensor wte = random_tensor("f32_embedding.wte", {V, C}), wpe = random_tensor("f32_embedding.wpe", {T, C});
-  const Tensor dy = random_tensor("f32_embedding.dy", {B, T, C});
-  Tensor y64 = nans("f32_embedding.y", {B, T, C});
-  ops::embedding_forward(tokens, wte, wpe, y64);
-  Tensor y32 = nans("f32_embedding.y32", {B, T, C}, DataType::float32);
-  ops::embedding_forward(tokens, to_type(wte, DataType::float32), to_type(wpe, DataType::float32), y32);
-  expect_float32_close(y32, y64, 1, 1, "embedding_forward");
-
-  Tensor dwte64 = zeros("f32_embedding.dwte", {V, C}), dwpe64 = zeros("f32_embedding.dwpe", {T, C});
-  ops::embedding_backward(dy, tokens, dwte64, dwpe64);
-  Tensor dwte32 = zeros("f32_embedding.dwte32", {V, C}, DataType::float32);
-  Tensor dwpe32 = zeros("f32_embedding.dwpe32", {T, C}, DataType::float32);
-  ops::embedding_backward(to_type(dy, DataType::float32), tokens, dwte32, dwpe32);
-  expect_float32_close(dwte32, dwte64, static_cast<int>(B * T), 1, "embedding_backward dwte");
-  expect_float32_close(dwpe32, dwpe64, static_cast<int>(B), 1, "embedding_backward dwpe");
-}
-
-TEST(OpsFloat32, CrossEntropy) {
-  // Forward: the sum of V exponentials per row (n = V, stages = 1); the sum over rows is in
-  // float64. Backward: softmax minus one-hot, the same one reduction.
-  const std::int64_t N = 16, V = 32;
-  const Tensor logits = random_tensor("f32_cross_entropy.logits", {N, V}, 0, 2);
-  const Tensor targets = token_tensor("f32_cross_entropy.targets", {N}, V);
-  const Tensor logits32 = to_type(logits, DataType::float32);
-  expect_float32_scalar_close(ops::cross_entropy_forward(logits32, targets, N),
-                              ops::cross_entropy_forward(logits, targets, N), static_cast<int>(V), 1,
-                              "cross_entropy_forward");
-  Tensor d64 = nans("f32_cross_entropy.dlogits", {N, V});
-  ops::cross_entropy_backward(logits, targets, N, d64);
-  Tensor d32 = nans("f32_cross_entropy.dlogits32", {N, V}, DataType::float32);
-  ops::cross_entropy_backward(logits32, targets, N, d32);
-  expect_float32_close(d32, d64, static_cast<int>(V), 1, "cross_entropy_backward");
-}
-
-TEST(OpsFloat32, MeanSquaredError) {
-  // Forward: one float32 subtraction per element, the squares and their sum in float64: n = 1.
-  // Backward: the rounded scale 2 / normalizer, the subtraction and the product: n = 3.
-  const Shape shape{12, 20};
-  const double normalizer = 240;
-  const Tensor p = random_tensor("f32_mse.prediction", shape), t = random_tensor("f32_mse.target", shape);
-  const Tensor p32 = to_type(p, DataType::float32), t32 = to_type(t, DataType::float32);
-  expect_float32_scalar_close(ops::mse_forward(p32, t32, normalizer), ops::mse_forward(p, t, normalizer), 1, 1,
-                              "mse_forward");
-  Tensor d64 = nans("f32_mse.d", shape);
-  ops::mse_backward(p, t, normalizer, d64);
-  Tensor d32 = nans("f32_mse.d32", shape, DataType::float32);
-  ops::mse_backward(p32, t32, normalizer, d32);
-  expect_float32_close(d32, d64, 3, 1, "mse_backward");
-}
-
-TEST(OpsFloat32, Dropout) {
-  // The rounded scale 1 / (1 - p) and one product per element: n = 2, stages = 1. The mask is
-  // the same in both types (it depends on the key only).
-  const Shape shape{32, 32};
-  const double p = 0.3;
-  const ops::DropoutKey key{3, 9};
-  const Tensor x = random_tensor("f32_dropout.x", shape);
-  Tensor y64 = nans("f32_dropout.y", shape);
-  ops::dropout_forward(x, p, key, y64);
-  Tensor y32 = nans("f32_dropout.y32", shape, DataType::float32);
-  ops::dropout_forward(to_type(x, DataType::float32), p, key, y32);
-  expect_float32_close(y32, y64, 2, 1, "dropout_forward");
-  Tensor dx64 = nans("f32_dropout.dx", shape);
-  ops::dropout_backward(x, p, key, dx64);
-  Tensor dx32 = nans("f32_dropout.dx32", shape, DataType::float32);
-  ops::dropout_backward(to_type(x, DataType::float32), p, key, dx32);
-  expect_float32_close(dx32, dx64, 2, 1, "dropout_backward");
-}
-
-// ---------------------------------------------------------------------------------------------
-// 16-bit storage (float16, bfloat16): matmul widens to float32 and rounds the result once; gelu
-// computes in float32 per element. Bound: tolerance::half_storage_op_relative_bound.
-TEST(OpsHalf, Matmul) {
-  const std::int64_t m = 12, k = 48, n = 10;
-  for (DataType type : {DataType::bfloat16, DataType::float16}) {
-    for (bool accumulate : {false, true}) {
-      SCOPED_TRACE(std::string(name_of(type)) + (accumulate ? " accumulate" : ""));
-      const Tensor a = random_tensor("half_matmul.a", {m, k});
-      const Tensor b = random_tensor("half_matmul.b", {k, n});
-      // With accumulate, c starts at a value exact in both 16-bit types (small multiples of 1/4),
-      // so the float64 reference adds the same start.
-      Tensor c64 = zeros("half_matmul.c", {m, n});
-      for (std::int64_t i = 0; i < c64.numel(); ++i) c64.set(i, accumulate ? 0.25 * static_cast<double>(i % 7) : 0.0);
-      Tensor c16 = to_type(c64, type);
-      ops::matmul(a, false, b, false, c64, accumulate);
-      ops::matmul(to_type(a, type), false, to_type(b, type), false, c16, accumulate);
-      ASSERT_EQ(c16.dtype(), type);
-      const double bound = tolerance::half_storage_op_relative_bound(type, 2, static_cast<int>(k), 1);
-      expect_close(c16, c64, bound, "matmul in " + std::string(name_of(type)) + " against float64");
-    }
-  }
-}
-
-TEST(OpsHalf, Gelu) {
-  // n as in OpsFloat32.Gelu; one rounded input (x; for backward also dy).
-  const Shape shape{16, 32};
-  const Tensor x = random_tensor("half_gelu.x", shape, 0, 2);
-  const Tensor dy = random_tensor("half_gelu.dy", shape);
-  Tensor y64 = nans("half_gelu.y", shape);
-  ops::gelu_forward(x, y64);
-  Tensor dx64 = nans("half_gelu.dx", shape);
-  ops::gelu_backward(dy, x, dx64);
-  for (DataType type : {DataType::bfloat16, DataType::float16}) {
-    SCOPED_TRACE(std::string(name_of(type)));
-    Tensor y16 = nans("half_gelu.y16", shape, type);
-    ops::gelu_forward(to_type(x, type), y16);
-    expect_close(y16, y64, tolerance::half_storage_op_relative_bound(type, 1, 12, 1), "gelu_forward in " + std::string(name_of(type)));
-    Tensor dx16 = nans("half_gelu.dx16", shape, type);
-    ops::gelu_backward(to_type(dy, type), to_type(x, type), dx16);
-    expect_close(dx16, dx64, tolerance::half_storage_op_relative_bound(type, 2, 21, 1), "gelu_backward in " + std::string(name_of(type)));
-  }
-}
-
-// Attention on 16-bit storage is defined as the float32 attention of the widened 16-bit inputs,
-// each result rounded to 16 bits once: equal to that bit for bit, on CPU here and on a GPU in
-// the CUDA op tests (the float32 attention itself is checked against float64 above). Backward
-// reads the probabilities as they were stored, rounded.
-TEST(OpsHalf, AttentionIsFloat32AttentionRoundedOnce) {
-  const std::int64_t B = 2, T = 8, C = 16;
-  const int heads = 2;
-  const auto same_bits = [](const Tensor& got, const Tensor& want, const std::string& what) {
-    ASSERT_EQ(got.dtype(), want.dtype()) << what;
-    const std::vector<double> g = got.to_vector(), w = want.to_vector();
-    std::int64_t differing = 0;
-    for (std::size_t i = 0; i < g.size(); ++i) differing += std::memcmp(&g[i], &w[i], sizeof(double)) != 0;
-    EXPECT_EQ(differing, 0) << what << ": " << differing << " of " << g.size() << " elements differ";
-  };
-  for (DataType type : {DataType::bfloat16, DataType::float16}) {
-    for (bool causal : {false, true}) {
-      SCOPED_TRACE(std::string(name_of(type)) + (causal ? " causal" : ""));
-      const Tensor qkv = to_type(random_tensor("half_attention.qkv", {B, T, 3 * C}), type);
-      const Tensor dout = to_type(random_tensor("half_attention.dout", {B, T, C}), type);
-      Tensor out = nans("half_attention.out", {B, T, C}, type), probs = nans("half_attention.probs", {B, heads, T, T}, type);
-      ops::attention_forward(qkv, heads, causal, out, probs);
-      Tensor out32 = nans("half_attention.out32", {B, T, C}, DataType::float32);
-      Tensor probs32 = nans("half_attention.probs32", {B, heads, T, T}, DataType::float32);
-      ops::attention_forward(to_type(qkv, DataType::float32), heads, causal, out32, probs32);
-      same_bits(out, to_type(out32, type), "attention_forward out");
-      same_bits(probs, to_type(probs32, type), "attention_forward probs");
-
-      Tensor dqkv = nans("half_attention.dqkv", qkv.shape(), type);
-      ops::attention_backward(dout, qkv, probs, heads, dqkv);
-      Tensor dqkv32 = nans("half_attention.dqkv32", qkv.shape(), DataType::float32);
-      ops::attention_backward(to_type(dout, DataType::float32), to_type(qkv, DataType::float32),
-                              to_type(probs, DataType::float32), heads, dqkv32);
-      same_bits(dqkv, to_type(dqkv32, type), "attention_backward dqkv");
-    }
-  }
-}
-
-TEST(OpsBadInput, AttentionInHalfPrecisionChecksItsTensors) {
-  const Tensor qkv = zeros("qkv", {1, 2, 6}, DataType::bfloat16);
-  Tensor out = zeros("out", {1, 2, 2}, DataType::float32), probs = zeros("probs", {1, 1, 2, 2}, DataType::bfloat16);
-  expect_refused([&] { ops::attention_forward(qkv, 1, false, out, probs); },
-                 {"attention_forward", "qkv [1, 2, 6] bfloat16", "out [1, 2, 2] float32", "different data types"});
-  const Tensor dout = zeros("dout", {1, 2, 2}, DataType::bfloat16);
-  Tensor dqkv = zeros("dqkv", {1, 2, 6}, DataType::float16);
-  expect_refused([&] { ops::attention_backward(dout, qkv, probs, 1, dqkv); },
-                 {"attention_backward", "qkv [1, 2, 6] bfloat16", "dqkv [1, 2, 6] float16", "different data types"});
-}
-
 // ---------------------------------------------------------------------------------------------
 // FLOP counter: exactly the matrix-multiply FLOPs, 2 m n k each.
 
@@ -1110,222 +746,4 @@ TEST(OpsFlops, ElementwiseOpsCountNothing) {
   ops::add_forward(x, x, y);
   ops::dropout_forward(x, 0.5, {1, 1}, y);
   EXPECT_EQ(scope.matmul(), 0);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Bad input: refused with a parity::Error naming the tensors and their shapes.
-
-TEST(OpsBadInput, ShapeMismatches) {
-  const Tensor a = zeros("a", {4, 8}), b = zeros("b", {6, 3});
-  Tensor c = zeros("c", {4, 3});
-  expect_refused([&] { ops::matmul(a, false, b, false, c, false); },
-                 {"matmul", "a [4, 8]", "b [6, 3]", "inner dimensions 8 and 6"});
-  expect_refused([&] { ops::matmul(a, true, b, false, c, false); }, {"a [4, 8] float64 (transposed)", "b [6, 3]"});
-  const Tensor b_ok = zeros("b", {8, 3});
-  Tensor c_wrong = zeros("c", {3, 3});
-  expect_refused([&] { ops::matmul(a, false, b_ok, false, c_wrong, false); }, {"c [3, 3]", "[4, 3]"});
-  const Tensor a3 = zeros("a3", {2, 4, 8});
-  expect_refused([&] { ops::matmul(a3, false, b_ok, false, c, false); }, {"a3 [2, 4, 8]", "2-D"});
-
-  // linear: the weight's input size must match the input's last dimension.
-  const Tensor x = zeros("x", {4, 8}), w = zeros("w", {6, 3}), no_bias;
-  Tensor y = zeros("y", {4, 3});
-  expect_refused([&] { ops::linear_forward(x, w, no_bias, y); }, {"linear_forward", "x [4, 8]", "w [6, 3]"});
-  const Tensor w_ok = zeros("w", {8, 3}), bias_wrong = zeros("bias", {4});
-  expect_refused([&] { ops::linear_forward(x, w_ok, bias_wrong, y); }, {"bias [4]", "[3]"});
-  Tensor y_wrong = zeros("y", {4, 5});
-  expect_refused([&] { ops::linear_forward(x, w_ok, no_bias, y_wrong); }, {"y [4, 5]", "[4, 3]"});
-  const Tensor dy_wrong = zeros("dy", {4, 5});
-  Tensor dx = zeros("dx", {4, 8}), dw = zeros("dw", {8, 3}), dbias = zeros("dbias", {3});
-  expect_refused([&] { ops::linear_backward(dy_wrong, x, w_ok, dx, dw, dbias); },
-                 {"linear_backward", "dy [4, 5]", "x [4, 8]", "w [8, 3]"});
-
-  // layernorm: gamma and beta must have C entries.
-  const Tensor gamma_wrong = zeros("gamma", {5}), beta = zeros("beta", {8});
-  Tensor ln_y = zeros("y", {4, 8}), mean = zeros("mean", {4}), rstd = zeros("rstd", {4});
-  expect_refused([&] { ops::layernorm_forward(x, gamma_wrong, beta, ln_y, mean, rstd); },
-                 {"layernorm_forward", "gamma [5]", "[8]"});
-  const Tensor gamma = zeros("gamma", {8});
-  Tensor mean_wrong = zeros("mean", {3});
-  expect_refused([&] { ops::layernorm_forward(x, gamma, beta, ln_y, mean_wrong, rstd); }, {"mean [3]", "[4]"});
-
-  // Elementwise ops: operands of different shapes.
-  const Tensor other = zeros("other", {8, 4});
-  Tensor sum = zeros("sum", {4, 8});
-  expect_refused([&] { ops::add_forward(x, other, sum); }, {"add_forward", "x [4, 8]", "other [8, 4]"});
-  Tensor gelu_y = zeros("gelu_y", {4, 7});
-  expect_refused([&] { ops::gelu_forward(x, gelu_y); }, {"gelu_forward", "x [4, 8]", "gelu_y [4, 7]"});
-  const Tensor mse_target = zeros("target", {4, 7});
-  expect_refused([&] { ops::mse_forward(x, mse_target, 1); }, {"mse_forward", "x [4, 8]", "target [4, 7]"});
-
-  // attention: the output must be [B, T, C] and qkv [B, T, 3C].
-  const Tensor qkv = zeros("qkv", {2, 4, 24});
-  Tensor out_wrong = zeros("out", {2, 4, 24}), probs = zeros("probs", {2, 2, 4, 4});
-  expect_refused([&] { ops::attention_forward(qkv, 2, false, out_wrong, probs); }, {"out [2, 4, 24]", "[2, 4, 8]"});
-  const Tensor qkv_bad = zeros("qkv", {2, 4, 10});
-  Tensor out = zeros("out", {2, 4, 8});
-  expect_refused([&] { ops::attention_forward(qkv_bad, 2, false, out, probs); }, {"qkv [2, 4, 10]", "[B, T, 3C]"});
-
-  // embedding: the position table must cover T.
-  const Tensor tokens = zeros("tokens", {2, 5}, DataType::int32);
-  const Tensor wte = zeros("wte", {10, 4}), wpe_short = zeros("wpe", {3, 4});
-  Tensor emb = zeros("emb", {2, 5, 4});
-  expect_refused([&] { ops::embedding_forward(tokens, wte, wpe_short, emb); }, {"wpe [3, 4]", "5"});
-
-  // cross-entropy: one target per row.
-  const Tensor logits = zeros("logits", {3, 5});
-  const Tensor targets_wrong = zeros("targets", {4}, DataType::int32);
-  expect_refused([&] { ops::cross_entropy_forward(logits, targets_wrong, 3); }, {"logits [3, 5]", "targets [4]"});
-}
-
-TEST(OpsBadInput, MixedFloat32AndFloat64) {
-  const Tensor a32 = zeros("a", {4, 8}, DataType::float32), b64 = zeros("b", {8, 3});
-  Tensor c64 = zeros("c", {4, 3});
-  expect_refused([&] { ops::matmul(a32, false, b64, false, c64, false); },
-                 {"matmul", "a [4, 8] float32", "b [8, 3] float64", "different data types"});
-  const Tensor b32 = zeros("b", {8, 3}, DataType::float32);
-  expect_refused([&] { ops::matmul(a32, false, b32, false, c64, false); },
-                 {"c [4, 3] float64", "different data types"});
-
-  const Tensor x64 = zeros("x", {4, 8}), w32 = zeros("w", {8, 3}, DataType::float32), no_bias;
-  Tensor y64 = zeros("y", {4, 3});
-  expect_refused([&] { ops::linear_forward(x64, w32, no_bias, y64); },
-                 {"x [4, 8] float64", "w [8, 3] float32", "different data types"});
-
-  const Tensor other32 = zeros("other", {4, 8}, DataType::float32);
-  Tensor sum = zeros("sum", {4, 8});
-  expect_refused([&] { ops::add_forward(x64, other32, sum); },
-                 {"add_forward", "x [4, 8] float64", "other [4, 8] float32", "different data types"});
-  Tensor gelu_y32 = zeros("gelu_y", {4, 8}, DataType::float32);
-  expect_refused([&] { ops::gelu_forward(x64, gelu_y32); }, {"x [4, 8] float64", "gelu_y [4, 8] float32"});
-
-  const Tensor gamma32 = zeros("gamma", {8}, DataType::float32), beta64 = zeros("beta", {8});
-  Tensor ln_y = zeros("ln_y", {4, 8}), mean = zeros("mean", {4}), rstd = zeros("rstd", {4});
-  expect_refused([&] { ops::layernorm_forward(x64, gamma32, beta64, ln_y, mean, rstd); },
-                 {"x [4, 8] float64", "gamma [8] float32", "different data types"});
-  // float32 x keeps float32 statistics: float64 mean is refused.
-  const Tensor x32 = zeros("x", {4, 8}, DataType::float32), g32 = zeros("g", {8}, DataType::float32);
-  const Tensor beta32 = zeros("beta", {8}, DataType::float32);
-  Tensor ln_y32 = zeros("ln_y", {4, 8}, DataType::float32);
-  expect_refused([&] { ops::layernorm_forward(x32, g32, beta32, ln_y32, mean, rstd); }, {"statistics mean [4] float64", "must be float32"});
-
-  const Tensor qkv64 = zeros("qkv", {2, 4, 24});
-  Tensor out32 = zeros("out", {2, 4, 8}, DataType::float32), probs64 = zeros("probs", {2, 2, 4, 4});
-  expect_refused([&] { ops::attention_forward(qkv64, 2, false, out32, probs64); },
-                 {"qkv [2, 4, 24] float64", "out [2, 4, 8] float32"});
-
-  const Tensor tokens = zeros("tokens", {2, 3}, DataType::int32);
-  const Tensor wte64 = zeros("wte", {5, 4}), wpe32 = zeros("wpe", {3, 4}, DataType::float32);
-  Tensor emb = zeros("emb", {2, 3, 4});
-  expect_refused([&] { ops::embedding_forward(tokens, wte64, wpe32, emb); },
-                 {"wte [5, 4] float64", "wpe [3, 4] float32"});
-
-  const Tensor target32 = zeros("target", {4, 8}, DataType::float32);
-  expect_refused([&] { ops::mse_forward(x64, target32, 1); }, {"x [4, 8] float64", "target [4, 8] float32"});
-}
-
-TEST(OpsBadInput, LinearWithBiasAndMixedTypes) {
-  // With a bias of the weight's type, the input/weight (or output/weight) mismatch must still
-  // be what is reported, not the bias, which matches the weight.
-  const Tensor x64 = zeros("x", {4, 8}), w32 = zeros("w", {8, 3}, DataType::float32);
-  Tensor y64 = zeros("y", {4, 3});
-  const Tensor bias32 = zeros("bias", {3}, DataType::float32);
-  expect_refused([&] { ops::linear_forward(x64, w32, bias32, y64); },
-                 {"linear_forward", "x [4, 8] float64", "w [8, 3] float32"});
-  const Tensor x32 = zeros("x", {4, 8}, DataType::float32);
-  expect_refused([&] { ops::linear_forward(x32, w32, bias32, y64); }, {"linear_forward", "y [4, 3] float64"});
-  // Checks come first (cpu.hpp): a refused call leaves its output as it was.
-  Tensor bias_ones = zeros("bias", {3}, DataType::float32);
-  bias_ones.fill(1.0);
-  Tensor y32 = zeros("y", {4, 3}, DataType::float32);
-  expect_refused([&] { ops::linear_forward(x64, w32, bias_ones, y32); }, {"x [4, 8] float64", "w [8, 3] float32"});
-  for (std::int64_t i = 0; i < y32.numel(); ++i)
-    ASSERT_EQ(y32.at(i), 0.0) << "linear_forward wrote y at " << index_string(y32.shape(), i) << " before refusing";
-}
-
-TEST(OpsBadInput, MatmulOutputSharingAnInput) {
-  // BLAS reads a and b while it writes c: an aliased output is refused, naming the tensors.
-  Tensor a = random_tensor("a", {4, 4});
-  const Tensor b = random_tensor("b", {4, 4});
-  expect_refused([&] { ops::matmul(a, false, b, false, a, false); }, {"matmul", "a [4, 4] float64", "shares storage"});
-}
-
-TEST(OpsBadInput, IntegerTensorsToFloatingOps) {
-  const Tensor i32 = zeros("ids", {2, 3}, DataType::int32), i64 = zeros("ids", {2, 3}, DataType::int64);
-  Tensor y32 = zeros("y", {2, 3}, DataType::int32);
-  expect_refused([&] { ops::gelu_forward(i32, y32); }, {"gelu_forward", "ids [2, 3] int32", "floating"});
-  Tensor y64 = zeros("y", {2, 3}, DataType::int64);
-  expect_refused([&] { ops::softmax_forward(i64, y64); }, {"softmax_forward", "ids [2, 3] int64", "floating"});
-  expect_refused([&] { ops::add_forward(i32, i32, y32); }, {"add_forward", "ids [2, 3] int32", "floating"});
-  expect_refused([&] { ops::dropout_forward(i32, 0.5, {1, 1}, y32); }, {"dropout_forward", "ids [2, 3] int32"});
-  expect_refused([&] { ops::mse_forward(i32, i32, 1); }, {"mse_forward", "ids [2, 3] int32"});
-  const Tensor b = zeros("b", {3, 2}, DataType::int32);
-  Tensor c = zeros("c", {2, 2}, DataType::int32);
-  expect_refused([&] { ops::matmul(i32, false, b, false, c, false); }, {"matmul", "ids [2, 3] int32", "floating"});
-  const Tensor gamma = zeros("gamma", {3}, DataType::int32);
-  Tensor mean = zeros("mean", {2}, DataType::float32), rstd = zeros("rstd", {2}, DataType::float32);
-  expect_refused([&] { ops::layernorm_forward(i32, gamma, gamma, y32, mean, rstd); },
-                 {"layernorm_forward", "ids [2, 3] int32"});
-  const Tensor targets = zeros("targets", {2}, DataType::int32);
-  expect_refused([&] { ops::cross_entropy_forward(i32, targets, 2); },
-                 {"cross_entropy_forward", "ids [2, 3] int32", "floating"});
-  const Tensor qkv = zeros("qkv", {1, 2, 6}, DataType::int32);
-  Tensor out = zeros("out", {1, 2, 2}, DataType::int32), probs = zeros("probs", {1, 1, 2, 2}, DataType::int32);
-  expect_refused([&] { ops::attention_forward(qkv, 1, false, out, probs); }, {"qkv [1, 2, 6] int32"});
-  // And the reverse: indices must be integers.
-  const Tensor float_tokens = zeros("tokens", {2, 3}), wte = zeros("wte", {4, 2}), no_wpe;
-  Tensor emb = zeros("emb", {2, 3, 2});
-  expect_refused([&] { ops::embedding_forward(float_tokens, wte, no_wpe, emb); },
-                 {"tokens [2, 3] float64", "int32 or int64"});
-  const Tensor logits = zeros("logits", {2, 4}), float_targets = zeros("targets", {2});
-  expect_refused([&] { ops::cross_entropy_forward(logits, float_targets, 2); },
-                 {"targets [2] float64", "int32 or int64"});
-}
-
-TEST(OpsBadInput, AttentionHeadsMustDivideHidden) {
-  const Tensor qkv = zeros("qkv", {2, 4, 24});  // C = 8
-  Tensor out = zeros("out", {2, 4, 8}), probs = zeros("probs", {2, 3, 4, 4});
-  expect_refused([&] { ops::attention_forward(qkv, 3, false, out, probs); },
-                 {"attention_forward", "3 heads", "hidden size 8", "qkv [2, 4, 24]"});
-  expect_refused([&] { ops::attention_forward(qkv, 0, false, out, probs); }, {"0 heads", "qkv [2, 4, 24]"});
-  const Tensor dout = zeros("dout", {2, 4, 8});
-  Tensor dqkv = zeros("dqkv", {2, 4, 24});
-  expect_refused([&] { ops::attention_backward(dout, qkv, probs, 3, dqkv); },
-                 {"attention_backward", "3 heads", "qkv [2, 4, 24]"});
-}
-
-TEST(OpsBadInput, TokenOutsideVocabulary) {
-  Tensor tokens = zeros("tokens", {2, 3}, DataType::int32);
-  const Tensor wte = zeros("wte", {10, 4}), wpe = zeros("wpe", {3, 4});
-  Tensor y = zeros("y", {2, 3, 4});
-  tokens.set(4, 10);
-  expect_refused([&] { ops::embedding_forward(tokens, wte, wpe, y); },
-                 {"embedding_forward", "token 10", "position 4", "tokens [2, 3]", "wte [10, 4]"});
-  tokens.set(4, -1);
-  expect_refused([&] { ops::embedding_forward(tokens, wte, wpe, y); }, {"token -1", "wte [10, 4]"});
-  Tensor dwte = zeros("dwte", {10, 4}), dwpe = zeros("dwpe", {3, 4});
-  expect_refused([&] { ops::embedding_backward(y, tokens, dwte, dwpe); },
-                 {"embedding_backward", "token -1", "dwte [10, 4]"});
-}
-
-TEST(OpsBadInput, TargetOutsideClasses) {
-  const Tensor logits = zeros("logits", {3, 5});
-  Tensor targets = zeros("targets", {3}, DataType::int64);
-  targets.set(1, 5);
-  expect_refused([&] { ops::cross_entropy_forward(logits, targets, 3); },
-                 {"cross_entropy_forward", "target 5", "row 1", "5 classes", "logits [3, 5]"});
-  Tensor dlogits = zeros("dlogits", {3, 5});
-  targets.set(1, -2);
-  expect_refused([&] { ops::cross_entropy_backward(logits, targets, 3, dlogits); },
-                 {"cross_entropy_backward", "target -2", "logits [3, 5]"});
-}
-
-TEST(OpsBadInput, OutOfRangeParameters) {
-  const Tensor x = zeros("x", {2, 3});
-  Tensor y = zeros("y", {2, 3});
-  expect_refused([&] { ops::dropout_forward(x, 1.0, {1, 1}, y); }, {"dropout_forward", "probability", "[0, 1)"});
-  expect_refused([&] { ops::dropout_backward(x, -0.1, {1, 1}, y); }, {"dropout_backward", "probability"});
-  expect_refused([&] { ops::mse_forward(x, x, 0); }, {"mse_forward", "normalizer"});
-  const Tensor targets = zeros("targets", {2}, DataType::int32);
-  expect_refused([&] { ops::cross_entropy_forward(x, targets, -1); }, {"cross_entropy_forward", "normalizer"});
 }

@@ -1,4 +1,4 @@
-// Argument checks shared by the CPU and CUDA ops (see checks.hpp).
+// The vocabulary of the ops' argument checks (see checks.hpp).
 #include "reference/ops/checks.hpp"
 
 #include <limits>
@@ -13,10 +13,21 @@ void require_defined(const char* op, const Tensor& t, const char* role) {
   if (!t.defined()) fail(op, std::string(role) + " tensor is not allocated");
 }
 
-void require_blas_type(const char* op, const Tensor& t) {
+void require_floating(const char* op, const Tensor& t) {
   require_defined(op, t, "input");
-  if (t.dtype() != DataType::float32 && t.dtype() != DataType::float64)
-    fail(op, t.describe() + ": supported in float32 and float64 only (cast 16-bit storage to float32 first)");
+  if (!is_floating(t.dtype())) fail(op, t.describe() + ": needs a floating-point tensor");
+}
+
+void require_same_space(const char* op, std::initializer_list<const Tensor*> tensors) {
+  const MemorySpace space = (*tensors.begin())->space();
+  for (const Tensor* t : tensors) {
+    if (!t->defined() || t->space() == space) continue;
+    if (space == MemorySpace::cuda)
+      fail(op, t->describe() + " is in host memory; the CUDA op needs every tensor on the device " +
+                   "(Tensor::to(MemorySpace::cuda, ...))");
+    fail(op, t->describe() + " is in device memory; the CPU op needs every tensor in host memory " +
+                 "(Tensor::to(MemorySpace::host, ...))");
+  }
 }
 
 void same_type(const char* op, const Tensor& a, const Tensor& b) {
@@ -67,6 +78,7 @@ RowMapSizes check_row_map(const char* op, const RowMap& map, const Tensor& token
   require_defined(op, token_rows, "token rows");
   require_defined(op, assigned_rows, "assignment rows");
   same_type(op, token_rows, assigned_rows);
+  require_floating(op, token_rows);
   for (const Tensor* t : {&map.row_token, &map.token_offsets, &map.token_rows}) {
     require_defined(op, *t, "row map");
     if (t->dtype() != DataType::int64 || t->rank() != 1) fail(op, "row map " + t->describe() + " must be int64 [.]");

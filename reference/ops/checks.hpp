@@ -1,19 +1,23 @@
-// Argument checks shared by the CPU and CUDA ops: each throws parity::Error reading
-// "op: <tensor description> ...", so both back ends word a bad call the same way.
+// The vocabulary of the ops' argument checks: each throws parity::Error reading
+// "op: <tensor description> ...". Every op unit (reference/ops/units/) builds its one check,
+// run before either device's body, from these.
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 
-#include "reference/ops/cpu.hpp"
+#include "reference/ops/ops.hpp"
 #include "reference/tensor/tensor.hpp"
 
 namespace parity::ops {
 
 [[noreturn]] void fail(const char* op, const std::string& message);
 void require_defined(const char* op, const Tensor& t, const char* role);
-// float32 or float64 only (ops whose arithmetic goes through BLAS with saved tensors).
-void require_blas_type(const char* op, const Tensor& t);
+void require_floating(const char* op, const Tensor& t);
+// Where the op runs: the first tensor decides (ops.hpp), and every other allocated tensor must
+// be in the same memory space (unallocated optional tensors are skipped).
+void require_same_space(const char* op, std::initializer_list<const Tensor*> tensors);
 void same_type(const char* op, const Tensor& a, const Tensor& b);
 void same_shape(const char* op, const Tensor& a, const Tensor& b);
 void require_shape(const char* op, const Tensor& t, const Shape& expected);
@@ -29,8 +33,8 @@ std::int64_t rows_of(const Tensor& t);
 // A dimension as a BLAS int, refused beyond its range.
 int blas_int(const char* op, std::int64_t v);
 
-// A row map (cpu.hpp's RowMap) between token rows [N, C] and assignment rows [A, C] of one type:
-// its three int64 vectors must fit N and A.
+// A row map (ops.hpp's RowMap) between token rows [N, C] and assignment rows [A, C] of one
+// floating type: its three int64 vectors must fit N and A.
 struct RowMapSizes {
   std::int64_t N, A, C;
 };

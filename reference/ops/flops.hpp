@@ -12,8 +12,11 @@ struct FlopCounter {
   std::int64_t matmul = 0;
 };
 
-// The calling thread's counter.
-FlopCounter& flop_counter();
+// The calling thread's counter (an inline function's static: one per thread in the program).
+inline FlopCounter& flop_counter() {
+  thread_local FlopCounter counter;
+  return counter;
+}
 
 // Matmul FLOPs counted on this thread during the scope's life.
 class FlopScope {

@@ -29,7 +29,7 @@
 #include <string_view>
 #include <vector>
 
-#include "reference/ops/cpu.hpp"
+#include "reference/ops/ops.hpp"
 
 namespace parity::ops {
 
@@ -78,7 +78,7 @@ struct Routing {
 Routing route(const std::vector<double>& probabilities, std::int64_t tokens, std::int64_t experts,
               const RoutingRule& rule, const std::vector<double>& bias = {});
 
-// The row map (cpu.hpp) of a routing's assignments, its tensors in `space`.
+// The row map (ops.hpp) of a routing's assignments, its tensors in `space`.
 RowMap row_map(const Routing& routing, MemorySpace space);
 
 // Each assignment's gate [A]: token choice p_e / sum over the token's k choices of p (or p_e

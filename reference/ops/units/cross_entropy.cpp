@@ -1,0 +1,335 @@
+// Cross-entropy of logits against class targets (ops.hpp: cross_entropy_forward,
+// cross_entropy_backward) and its vocabulary-parallel form over shards of the classes
+// (cross_entropy_shard_max, cross_entropy_shard_sums, cross_entropy_shard_backward).
+#include "reference/ops/unit.hpp"
+
+namespace parity::ops::device {
+// Sum over rows of -log softmax(logits_n)[target_n], divided by normalizer, reduced in float64
+// on the device in a fixed order and returned (waits). When dlogits is not null it is set to
+// (softmax - onehot) / normalizer. scratch: rows + 1 doubles.
+double cross_entropy(int dtype, const void* logits, const void* targets, int index_dtype, std::int64_t rows,
+                     std::int64_t classes, double normalizer, void* dlogits, double* scratch);
+// Per row of logits [rows, classes] (statistics in the accumulation type: double for float64,
+// else float): the maximum; the sum of exp(l - max) and the logit of target - first (0 outside
+// the shard); the gradient (exp(l - max) / sum - [j = target - first]) / normalizer.
+void cross_entropy_shard_max(int dtype, const void* logits, std::int64_t rows, std::int64_t classes, void* row_max);
+void cross_entropy_shard_sums(int dtype, const void* logits, const void* targets, int index_dtype, std::int64_t rows,
+                              std::int64_t classes, std::int64_t first, const void* row_max, void* sum_exp,
+                              void* target_logit);
+void cross_entropy_shard_backward(int dtype, const void* logits, const void* targets, int index_dtype,
+                                  std::int64_t rows, std::int64_t classes, std::int64_t first, const void* row_max,
+                                  const void* sum_exp, double normalizer, void* dlogits);
+}  // namespace parity::ops::device
+
+#ifndef __CUDACC__
+
+#include <vector>
+
+namespace parity::ops {
+
+namespace {
+void check_classification(const char* op, const Tensor& logits, const Tensor& targets, double normalizer) {
+  require_defined(op, logits, "logits");
+  require_index_type(op, targets);
+  if (logits.rank() != 2 || targets.rank() != 1 || targets.dim(0) != logits.dim(0))
+    fail(op, "logits " + logits.describe() + " must be [N, V] and targets " + targets.describe() + " [N]");
+  if (!(normalizer > 0)) fail(op, "normalizer must be positive");
+  require_floating(op, logits);
+  const IndexOutside bad = first_index_outside(targets, logits.dim(1));
+  if (bad.position >= 0)
+    fail(op, "target " + std::to_string(bad.value) + " at row " + std::to_string(bad.position) + " is outside the " +
+                 std::to_string(logits.dim(1)) + " classes of " + logits.describe());
+}
+
+// The loss (and dlogits when not null) on the device: per-row losses in float64 scratch, summed
+// there in a fixed order and copied back (waits).
+double cross_entropy_on_device(const char* op, const Tensor& logits, const Tensor& targets, double normalizer,
+                               Tensor* dlogits) {
+  Tensor sums = device_scratch(std::string(op) + ".row_losses", {logits.dim(0) + 1}, DataType::float64);
+  return device::cross_entropy(code(logits), logits.raw(), targets.raw(), code(targets), logits.dim(0), logits.dim(1),
+                               normalizer, dlogits ? dlogits->raw() : nullptr, static_cast<double*>(sums.raw()));
+}
+
+// Logits of a shard of the classes, [N, V_shard], with targets [N] when given and per-row
+// statistics [N] (float64 for float64 logits, else float32); returns N and V_shard.
+struct ShardSizes {
+  std::int64_t N, V;
+};
+ShardSizes check_shard_logits(const char* op, const Tensor& logits, const Tensor* targets,
+                              std::initializer_list<const Tensor*> statistics) {
+  require_defined(op, logits, "logits");
+  if (logits.rank() != 2 || (targets && (targets->rank() != 1 || targets->dim(0) != logits.dim(0))))
+    fail(op, "logits " + logits.describe() + " must be [N, V_shard]" +
+                 (targets ? " and targets " + targets->describe() + " [N]" : std::string()));
+  require_floating(op, logits);
+  for (const Tensor* statistic : statistics) require_row_statistic(op, logits, *statistic);
+  if (targets) require_index_type(op, *targets);
+  return {logits.dim(0), logits.dim(1)};
+}
+}  // namespace
+
+double cross_entropy_forward(const Tensor& logits, const Tensor& targets, double normalizer) {
+  const char* op = "cross_entropy_forward";
+  require_same_space(op, {&logits, &targets});
+  check_classification(op, logits, targets, normalizer);
+  if constexpr (kCudaBuilt) {
+    if (on_device(logits)) return cross_entropy_on_device(op, logits, targets, normalizer, nullptr);
+  }
+  return visit_floating(op, logits, [&](auto tag) {
+    using T = decltype(tag);
+    using C = Acc<T>;
+    const std::int64_t n = logits.dim(0), v = logits.dim(1);
+    double total = 0;
+    for (std::int64_t r = 0; r < n; ++r) {
+      const T* row = logits.data<T>() + r * v;
+      C m = -std::numeric_limits<C>::infinity();
+      for (std::int64_t j = 0; j < v; ++j) m = std::max(m, load(row[j]));
+      C sum = 0;
+      for (std::int64_t j = 0; j < v; ++j) sum += std::exp(load(row[j]) - m);
+      total += static_cast<double>(std::log(sum) + m - load(row[index_at(targets, r)]));
+    }
+    return total / normalizer;
+  });
+}
+
+double cross_entropy_backward(const Tensor& logits, const Tensor& targets, double normalizer, Tensor& dlogits) {
+  const char* op = "cross_entropy_backward";
+  require_same_space(op, {&logits, &targets, &dlogits});
+  check_classification(op, logits, targets, normalizer);
+  same_shape(op, logits, dlogits);
+  if constexpr (kCudaBuilt) {
+    if (on_device(logits)) return cross_entropy_on_device(op, logits, targets, normalizer, &dlogits);
+  }
+  return visit_floating(op, logits, [&](auto tag) {
+    using T = decltype(tag);
+    using C = Acc<T>;
+    const std::int64_t n = logits.dim(0), v = logits.dim(1);
+    const C inv = static_cast<C>(1.0 / normalizer);
+    const T* in = logits.data<T>();
+    T* out = dlogits.data<T>();
+    std::vector<C> row(static_cast<std::size_t>(v));
+    double total = 0;
+    for (std::int64_t r = 0; r < n; ++r) {
+      const auto target = static_cast<std::size_t>(index_at(targets, r));
+      for (std::int64_t j = 0; j < v; ++j) row[static_cast<std::size_t>(j)] = load(in[r * v + j]);
+      const C target_logit = row[target];
+      // The same sums in the same order as cross_entropy_forward: the same loss, bit for bit.
+      total += static_cast<double>(softmax_row(row.data(), v, v) - target_logit);
+      row[target] -= C(1);
+      for (std::int64_t j = 0; j < v; ++j) out[r * v + j] = store<T>(row[static_cast<std::size_t>(j)] * inv);
+    }
+    return total / normalizer;
+  });
+}
+
+void cross_entropy_shard_max(const Tensor& logits_shard, Tensor& row_max) {
+  const char* op = "cross_entropy_shard_max";
+  require_same_space(op, {&logits_shard, &row_max});
+  const auto [n, v] = check_shard_logits(op, logits_shard, nullptr, {&row_max});
+  if constexpr (kCudaBuilt) {
+    if (on_device(logits_shard))
+      return device::cross_entropy_shard_max(code(logits_shard), logits_shard.raw(), n, v, row_max.raw());
+  }
+  visit_floating(op, logits_shard, [&](auto tag) {
+    using T = decltype(tag);
+    using C = Acc<T>;
+    const T* in = logits_shard.data<T>();
+    C* out = row_max.data<C>();
+    for (std::int64_t r = 0; r < n; ++r) {
+      C m = -std::numeric_limits<C>::infinity();
+      for (std::int64_t j = 0; j < v; ++j) m = std::max(m, load(in[r * v + j]));
+      out[r] = m;
+    }
+  });
+}
+
+void cross_entropy_shard_sums(const Tensor& logits_shard, const Tensor& targets, std::int64_t first_class,
+                              std::int64_t vocabulary, const Tensor& row_max, Tensor& sum_exp, Tensor& target_logit) {
+  const char* op = "cross_entropy_shard_sums";
+  require_same_space(op, {&logits_shard, &targets, &row_max, &sum_exp, &target_logit});
+  const auto [n, v] = check_shard_logits(op, logits_shard, &targets, {&row_max, &sum_exp, &target_logit});
+  if (vocabulary <= 0) fail(op, "the vocabulary must be positive, not " + std::to_string(vocabulary));
+  const IndexOutside bad = first_index_outside(targets, vocabulary);
+  if (bad.position >= 0)
+    fail(op, "target " + std::to_string(bad.value) + " at " + std::to_string(bad.position) + " of " +
+                 targets.describe() + " is outside the vocabulary of " + std::to_string(vocabulary));
+  require_vocabulary_shard(op, logits_shard, first_class, vocabulary, 1);
+  if constexpr (kCudaBuilt) {
+    if (on_device(logits_shard))
+      return device::cross_entropy_shard_sums(code(logits_shard), logits_shard.raw(), targets.raw(), code(targets), n,
+                                              v, first_class, row_max.raw(), sum_exp.raw(), target_logit.raw());
+  }
+  visit_floating(op, logits_shard, [&](auto tag) {
+    using T = decltype(tag);
+    using C = Acc<T>;
+    const T* in = logits_shard.data<T>();
+    const C* m = row_max.data<C>();
+    C* s = sum_exp.data<C>();
+    C* z = target_logit.data<C>();
+    for (std::int64_t r = 0; r < n; ++r) {
+      C sum = 0;
+      for (std::int64_t j = 0; j < v; ++j) sum += std::exp(load(in[r * v + j]) - m[r]);
+      s[r] = sum;
+      const std::int64_t target = index_at(targets, r) - first_class;
+      z[r] = target >= 0 && target < v ? load(in[r * v + target]) : C(0);
+    }
+  });
+}
+
+void cross_entropy_shard_backward(const Tensor& logits_shard, const Tensor& targets, std::int64_t first_class,
+                                  const Tensor& row_max, const Tensor& sum_exp, double normalizer,
+                                  Tensor& dlogits_shard) {
+  const char* op = "cross_entropy_shard_backward";
+  require_same_space(op, {&logits_shard, &targets, &row_max, &sum_exp, &dlogits_shard});
+  const auto [n, v] = check_shard_logits(op, logits_shard, &targets, {&row_max, &sum_exp});
+  if (!(normalizer > 0)) fail(op, "normalizer must be positive");
+  same_shape(op, logits_shard, dlogits_shard);
+  if constexpr (kCudaBuilt) {
+    if (on_device(logits_shard))
+      return device::cross_entropy_shard_backward(code(logits_shard), logits_shard.raw(), targets.raw(), code(targets),
+                                                  n, v, first_class, row_max.raw(), sum_exp.raw(), normalizer,
+                                                  dlogits_shard.raw());
+  }
+  visit_floating(op, logits_shard, [&](auto tag) {
+    using T = decltype(tag);
+    using C = Acc<T>;
+    const C inv = static_cast<C>(1.0 / normalizer);
+    const T* in = logits_shard.data<T>();
+    const C* m = row_max.data<C>();
+    const C* s = sum_exp.data<C>();
+    T* out = dlogits_shard.data<T>();
+    for (std::int64_t r = 0; r < n; ++r) {
+      const C inv_sum = C(1) / s[r];
+      const std::int64_t target = index_at(targets, r) - first_class;
+      for (std::int64_t j = 0; j < v; ++j) {
+        C g = std::exp(load(in[r * v + j]) - m[r]) * inv_sum;
+        if (j == target) g -= C(1);
+        out[r * v + j] = store<T>(g * inv);
+      }
+    }
+  });
+}
+
+}  // namespace parity::ops
+
+#else  // the device part
+
+namespace parity::ops::device {
+namespace {
+
+template <typename T, typename I>
+__global__ void cross_entropy_kernel(const T* logits, const I* targets, int64_t rows, int64_t classes,
+                                     Acc<T> inv_normalizer, T* dlogits, double* row_loss) {
+  using C = Acc<T>;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* x = logits + r * classes;
+    const C m = block_row_max(x, classes);
+    const C s = block_row_exp_sum(x, classes, m);
+    const int64_t target = static_cast<int64_t>(targets[r]);
+    if (threadIdx.x == 0) row_loss[r] = static_cast<double>(dlog(s) + m - load(x[target]));
+    if (dlogits != nullptr) {
+      const C inv = C(1) / s;
+      for (int64_t j = threadIdx.x; j < classes; j += blockDim.x) {
+        C g = dexp(load(x[j]) - m) * inv;
+        if (j == target) g -= C(1);
+        store(dlogits[r * classes + j], g * inv_normalizer);
+      }
+    }
+  }
+}
+
+template <typename T> __global__ void shard_max_kernel(const T* logits, int64_t rows, int64_t classes, Acc<T>* row_max) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const Acc<T> m = block_row_max(logits + r * classes, classes);
+    if (threadIdx.x == 0) row_max[r] = m;
+  }
+}
+
+template <typename T, typename I>
+__global__ void shard_sums_kernel(const T* logits, const I* targets, int64_t rows, int64_t classes, int64_t first,
+                                  const Acc<T>* row_max, Acc<T>* sum_exp, Acc<T>* target_logit) {
+  using C = Acc<T>;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* x = logits + r * classes;
+    const C s = block_row_exp_sum(x, classes, row_max[r]);
+    if (threadIdx.x == 0) {
+      const int64_t target = static_cast<int64_t>(targets[r]) - first;
+      sum_exp[r] = s;
+      target_logit[r] = target >= 0 && target < classes ? load(x[target]) : C(0);
+    }
+  }
+}
+
+template <typename T, typename I>
+__global__ void shard_backward_kernel(const T* logits, const I* targets, int64_t rows, int64_t classes, int64_t first,
+                                      const Acc<T>* row_max, const Acc<T>* sum_exp, Acc<T> inv_normalizer, T* dlogits) {
+  using C = Acc<T>;
+  PARITY_GRID_STRIDE(e, rows * classes) {
+    const int64_t r = e / classes, j = e % classes;
+    C g = dexp(load(logits[e]) - row_max[r]) / sum_exp[r];
+    if (j == static_cast<int64_t>(targets[r]) - first) g -= C(1);
+    store(dlogits[e], g * inv_normalizer);
+  }
+}
+
+}  // namespace
+
+double cross_entropy(int dtype, const void* logits, const void* targets, int index_dtype, int64_t rows,
+                     int64_t classes, double normalizer, void* dlogits, double* scratch) {
+  visit_floating(dtype, "cross_entropy", [&](auto tag) {
+    using F = decltype(tag);
+    visit_index(index_dtype, "cross_entropy", [&](auto index_tag) {
+      using I = decltype(index_tag);
+      cross_entropy_kernel<F, I><<<row_blocks(rows), kRowThreads, 0, stream()>>>(
+          static_cast<const F*>(logits), static_cast<const I*>(targets), rows, classes,
+          static_cast<Acc<F>>(1.0 / normalizer), static_cast<F*>(dlogits), scratch);
+    });
+  });
+  check_launch("cross_entropy_kernel");
+  sum_kernel<double><<<1, kSumThreads, 0, stream()>>>(scratch, rows, scratch + rows);
+  check_launch("sum_kernel");
+  return read_double(scratch + rows) / normalizer;
+}
+
+void cross_entropy_shard_max(int dtype, const void* logits, int64_t rows, int64_t classes, void* row_max) {
+  visit_floating(dtype, "cross_entropy_shard_max", [&](auto tag) {
+    using F = decltype(tag);
+    shard_max_kernel<F><<<row_blocks(rows), kRowThreads, 0, stream()>>>(static_cast<const F*>(logits), rows, classes,
+                                                                         static_cast<Acc<F>*>(row_max));
+  });
+  check_launch("shard_max_kernel");
+}
+
+void cross_entropy_shard_sums(int dtype, const void* logits, const void* targets, int index_dtype, int64_t rows,
+                              int64_t classes, int64_t first, const void* row_max, void* sum_exp, void* target_logit) {
+  visit_floating(dtype, "cross_entropy_shard_sums", [&](auto tag) {
+    using F = decltype(tag);
+    visit_index(index_dtype, "cross_entropy_shard_sums", [&](auto index_tag) {
+      using I = decltype(index_tag);
+      shard_sums_kernel<F, I><<<row_blocks(rows), kRowThreads, 0, stream()>>>(
+          static_cast<const F*>(logits), static_cast<const I*>(targets), rows, classes, first,
+          static_cast<const Acc<F>*>(row_max), static_cast<Acc<F>*>(sum_exp), static_cast<Acc<F>*>(target_logit));
+    });
+  });
+  check_launch("shard_sums_kernel");
+}
+
+void cross_entropy_shard_backward(int dtype, const void* logits, const void* targets, int index_dtype, int64_t rows,
+                                  int64_t classes, int64_t first, const void* row_max, const void* sum_exp,
+                                  double normalizer, void* dlogits) {
+  visit_floating(dtype, "cross_entropy_shard_backward", [&](auto tag) {
+    using F = decltype(tag);
+    visit_index(index_dtype, "cross_entropy_shard_backward", [&](auto index_tag) {
+      using I = decltype(index_tag);
+      shard_backward_kernel<F, I><<<blocks_for(rows * classes), kThreads, 0, stream()>>>(
+          static_cast<const F*>(logits), static_cast<const I*>(targets), rows, classes, first,
+          static_cast<const Acc<F>*>(row_max), static_cast<const Acc<F>*>(sum_exp),
+          static_cast<Acc<F>>(1.0 / normalizer), static_cast<F*>(dlogits));
+    });
+  });
+  check_launch("shard_backward_kernel");
+}
+
+}  // namespace parity::ops::device
+
+#endif
