@@ -230,6 +230,20 @@ class ReportAsserts:
             self.assertEqual(len([s for s in sources if s.endswith(f"_{kind}.png")]), 1, kind)
         return sources
 
+    def assert_one_figure(self, out, html, prefix, name):
+        """Of the figures whose names hold _<prefix>_, the page shows one: <name>.png."""
+        sources = self.assert_pngs(out, html)
+        mine = [s for s in sources if f"_{prefix}_" in s]
+        self.assertEqual(mine, [s for s in sources if s.endswith(f"_{name}.png")])
+        self.assertEqual(len(mine), 1)
+
+    def assert_empty(self, out, html, summary, table, pattern):
+        """The report of a file whose table has no rows says so and draws none of its
+        figures."""
+        self.assertIn(f"{table} is present but has 0 rows.", html)
+        self.assertIn(f"{table} has 0 rows.", summary)
+        self.assertEqual(glob.glob(os.path.join(out, pattern)), [])
+
     def assert_one_side(self, out, html, summary, table, pattern=None, heading=None):
         """A comparison of a run with the table against one without it: a note, and no figure
         matching pattern, no summary section under heading."""

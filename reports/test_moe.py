@@ -179,10 +179,7 @@ class MoeReportTests(ReportCase):
                       f"{t['tokens_per_second'] / r['tokens_per_second']:.3f} | "
                       f"{round(r['all_to_all_bytes']):,} | {round(t['all_to_all_bytes']):,} | "
                       f"{f'{change:+,}' if change else '0'} |", summary)
-        sources = self.assert_pngs(out, html)
-        self.assertEqual([s for s in sources if "_moe_" in s],
-                         [s for s in sources if s.endswith("_moe_compare.png")])
-        self.assertEqual(len([s for s in sources if "_moe_" in s]), 1)
+        self.assert_one_figure(out, html, "moe", "moe_compare")
 
     def test_moe_comparison_one_side(self):
         a = self.moe_file("moe_one.h5")

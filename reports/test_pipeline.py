@@ -185,10 +185,7 @@ class PipelineReportTests(ReportCase):
         self.assertIn("Only in run B (no run of the same schedule, p, v and m in the other run): "
                       "zb-h1 p = 2, v = 1, m = 6.", html)
         self.assertIn("- **B oversubscribed:**", summary)
-        sources = self.assert_pngs(out, html)
-        self.assertEqual([s for s in sources if "_pipeline_" in s],
-                         [s for s in sources if s.endswith("_pipeline_compare.png")])
-        self.assertEqual(len([s for s in sources if "_pipeline_" in s]), 1)
+        self.assert_one_figure(out, html, "pipeline", "pipeline_compare")
 
     def test_pipeline_comparison_one_side(self):
         a = self.pipeline_file("pipeline_one.h5")

@@ -113,10 +113,7 @@ class PrecisionReportTests(DrawnOnce, unittest.TestCase):
                              heading="Mixed precision")
 
     def test_empty_table(self):
-        out, html, summary = self.report("empty")
-        self.assertIn("/bench/precision is present but has 0 rows.", html)
-        self.assertIn("/bench/precision has 0 rows.", summary)
-        self.assertEqual(glob.glob(os.path.join(out, "*_precision*.png")), [])
+        self.assert_empty(*self.report("empty"), "/bench/precision", "*_precision*.png")
 
     def test_missing_required_column(self):
         for column in PRECISION_REQUIRED:
