@@ -1,8 +1,10 @@
 #!/usr/bin/python3
-"""Writes a parity result file for the report tests from small runs of build/bin/parity recorded
-in reports/fixtures/ (its README.md gives the commands). Every table is a recorded one: the
-formulas' values, the schedules, the routing and the conformance grids are parity's own. What a
-test needs that one recording cannot hold is made by transforming the recorded tables:
+"""Writes a sample parity result file for the report tests from recorded parity runs.
+
+The runs are small runs of build/bin/parity recorded in reports/fixtures/ (its README.md gives
+the commands). Every table is a recorded one: the formulas' values, the schedules, the routing
+and the conformance grids are parity's own. What a test needs that one recording cannot hold is
+made by transforming the recorded tables:
 
   noise      each row's measured times times 1 + 0.03 u (u uniform in [-1, 1] from --seed), its
              rates divided by the same factor, its per-rank and timeline rows alike; one factor
