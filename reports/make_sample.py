@@ -27,7 +27,7 @@ made by transforming the recorded tables:
                           [--moe [--moe-run first|second|one-run] [--moe-speed F]
                                  [--moe-mismatch]]
                           [--checkpoint [--checkpoint-speed F] [--checkpoint-mismatch]]
-                          [--precision]
+                          [--precision] [--recording NAME]...
 
 Without --model, --parallel, ... the file looks like one from before those tables existed:
 the collective benchmark, its host and ping-pong tables and the collective conformance cases.
@@ -387,7 +387,8 @@ def write_sample(path, seed=1, bandwidth_scale=1.0, failures=2, empty_collective
                  parallel_speed=1.0, tensor=False, tensor_speed=1.0, tensor_mismatch=False,
                  pipeline=False, pipeline_speed=1.0, pipeline_oversubscribed=False, moe=False,
                  moe_run="first", moe_speed=1.0, moe_mismatch=False, checkpoint=False,
-                 checkpoint_speed=1.0, checkpoint_mismatch=False, precision=False):
+                 checkpoint_speed=1.0, checkpoint_mismatch=False, precision=False,
+                 recordings=()):
     if world_size not in WORLD_SIZES:
         raise ValueError(f"recorded world sizes: {WORLD_SIZES}")
     p = world_size
@@ -417,6 +418,10 @@ def write_sample(path, seed=1, bandwidth_scale=1.0, failures=2, empty_collective
         if wanted:
             tables.update(benchmark(kind, p, np.random.default_rng(seed + 1000 * (k + 1)),
                                     checks="check" not in omit, **options))
+    # Another recording's tables as they are (a new table's own, before an option has it).
+    for name in recordings:
+        tables.update((t, table) for t, table in read_tables(name, p).items()
+                      if t not in ("/bench/point_to_point", "/host/copy_bandwidth"))
     for table in tables.values():
         if "host" in table.columns:
             table.columns["host"] = np.array([hosts[int(r)] for r in table.columns["rank"]],
@@ -467,6 +472,9 @@ def main(argv=None):
                          "(ep 1, dropless, top_k alone)")
     ap.add_argument("--precision", action="store_true",
                     help="also write /bench/precision (every precision's loss per step)")
+    ap.add_argument("--recording", action="append", default=[], dest="recordings",
+                    metavar="NAME", help="also write the tables of fixtures/NAME-np<world "
+                    "size>.h5 as they are (repeatable)")
     args = vars(ap.parse_args(argv))
     write_sample(args.pop("out"), **args)
     return 0
