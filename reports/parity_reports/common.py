@@ -84,9 +84,14 @@ def fmt_wrong(x):
     return "n/c" if x < 0 else str(x)
 
 
+def known(x):
+    """A count the file has: finite and not negative (-1 stands for a column it lacks)."""
+    return finite(x) and x >= 0
+
+
 def fmt_known(x):
     """An integer column whose -1 stands for absent (an optional column the file lacks)."""
-    return fmt_int(x) if finite(x) and x >= 0 else "–"
+    return fmt_int(x) if known(x) else "–"
 
 
 def fmt_count(x):
@@ -186,6 +191,65 @@ def table_rows(table, defaults):
     return rows
 
 
+class RowTable:
+    """One result table of a run, read as rows: table (None when the file lacks it), present,
+    its group's attrs and rows, each optional column the file lacks at its default
+    (table_rows); usable when it has rows. A subclass's key(row) matches two runs' rows
+    (by_key, in file order)."""
+
+    def __init__(self, rf, path, defaults):
+        self.table = rf.table(path)
+        self.present = self.table is not None
+        self.attrs = rf.group_attrs.get(path, {})
+        self.rows = table_rows(self.table, defaults) if self.present else []
+
+    @property
+    def usable(self):
+        return bool(self.rows)
+
+    def by_key(self):
+        return OrderedDict((self.key(r), r) for r in self.rows)
+
+    def attr_number(self, name):
+        """A numeric attribute of the table's group, None where it is absent or not finite."""
+        value = self.attrs.get(name)
+        return float(value) if finite(value) else None
+
+    def read_alpha_beta(self):
+        """alpha (s) and beta (s per byte), the alpha-beta constants the group states."""
+        self.alpha, self.beta = self.attr_number("alpha_s"), self.attr_number("beta_s_per_byte")
+
+    def alpha_beta_text(self):
+        if self.alpha is None or self.beta is None or self.beta <= 0:
+            return None
+        return (f"alpha = {self.alpha * 1e6:.3g} us, beta = {self.beta:.4g} s/B "
+                f"({1e-9 / self.beta:.3g} GB/s)")
+
+
+def grouped_rows(rf, path, defaults, key, order=None):
+    """(whether the file has the table, {key(row): its rows}, each list sorted by order when
+    given) of a table whose rows belong to another table's (a run index)."""
+    table = rf.table(path)
+    out = {}
+    for r in table_rows(table, defaults) if table is not None else []:
+        out.setdefault(key(r), []).append(r)
+    for rows in out.values() if order else ():
+        rows.sort(key=order)
+    return table is not None, out
+
+
+def formula_differences(r, checks, verdict, failed):
+    """The words of a row's counts that differ from their formula (checks: [(column, word)],
+    each beside formula_<column>), unless the row's verdict column says it passes; `failed`
+    alone when the verdict fails and no count differs; nothing without either."""
+    if r[verdict] is not None and int(r[verdict]) == 1:
+        return []
+    wrong = [word for column, word in checks
+             if known(r[column]) and known(r[f"formula_{column}"])
+             and int(r[column]) != int(r[f"formula_{column}"])]
+    return wrong or ([failed] if r[verdict] is not None else [])
+
+
 def spread(values):
     """(mean, min, max, count) over the finite values; NaNs when there are none."""
     vals = [float(v) for v in values if finite(v)]
@@ -240,6 +304,54 @@ def usable_matched_pairs(tables):
     return matched_pairs(tables) if all(t.usable for t in tables) else None
 
 
+def plural(n, one, many=None):
+    """one for n == 1, else many (one + "s" unless given): '1 matching run', '2 policies'."""
+    return one if n == 1 else (many or one + "s")
+
+
+def yes_no(ok):
+    """A verdict cell: yes, or a red no."""
+    return "yes" if ok else "<span class=\"bad\">no</span>"
+
+
+def bad_span(text):
+    """Text in red (escaped here)."""
+    return f"<span class=\"bad\">{esc(text)}</span>"
+
+
+def verdict_span(ok, words):
+    """A table's verdict as a sentence, green when ok, red when not."""
+    return f"<span class=\"{'good' if ok else 'bad'}\">{esc(capitalized(words))}.</span>"
+
+
+def md_table(header, align, rows):
+    """A markdown table: the header's cells, each column's alignment ("l" or "r", one letter a
+    column) and the rows' cells."""
+    return (["| " + " | ".join(header) + " |",
+             "|" + "|".join("---:" if a == "r" else "---" for a in align) + "|"]
+            + ["| " + " | ".join(str(c) for c in row) + " |" for row in rows])
+
+
+# --------------------------------------------------------------------------------------------
+# A table's sections, one run and two: the openings every table module shares
+
+def nav_entry(tables, anchor, text):
+    """The navigation link of a section, when any run has its table."""
+    return [(anchor, text)] if any(t.present for t in tables) else []
+
+
+def section_start(page, table, anchor, heading, path):
+    """The heading of a run's section when the file has the table, and a note when the table
+    has no rows; True when there are rows to draw."""
+    if not table.present:
+        return False
+    page.add(f"<h2 id=\"{anchor}\">{esc(heading)}</h2>")
+    if not table.usable:
+        page.note(f"{path} is present but has 0 rows.")
+        return False
+    return True
+
+
 def section_md(table, heading, path, body):
     """A run's markdown section: nothing without the table, a note when it has no rows, else
     the heading and body() (a list of lines)."""
@@ -260,6 +372,100 @@ def comparison_start(page, tables, table, anchor, heading):
         elif not t.usable:
             page.note(f"Run {name}: {table} has 0 rows.")
     return all(t.usable for t in tables)
+
+
+def matched(matches):
+    """The matched pairs of compare()'s (pairs, only in A, only in B), or [] without them."""
+    return matches[0] if matches else []
+
+
+def ratio_glance(matches, what, noun, column, many=None):
+    """'<what> B / A over N <noun>s: from 0.912 to 1.034.' of column over the matched pairs;
+    nothing without any."""
+    pairs = matched(matches)
+    if not pairs:
+        return []
+    return [f"{what} B / A over {len(pairs)} {plural(len(pairs), noun, many)}: "
+            + ratio_range_words([ratio_of(b[column], a[column]) for _, a, b in pairs]) + "."]
+
+
+def comparison_pairs(page, tables, matches, table, anchor, heading, what, describe, nothing,
+                     workloads=None, notes=None):
+    """Opens a comparison section: its heading and notes on a run without rows
+    (comparison_start), the keys only one run has (only_notes: what, describe), a note when the
+    runs' workloads differ (workloads: (words(table), what that means for the comparison)),
+    notes(page) when given, and "No <nothing> in both runs" when no key is in both. The matched
+    pairs, or None when there is nothing to compare."""
+    if not comparison_start(page, tables, table, anchor, heading):
+        return None
+    pairs, *only = matches
+    only_notes(page, only, what, describe)
+    if workloads:
+        words, consequence = workloads
+        a, b = (words(t) for t in tables)
+        if a != b:
+            page.note(f"The runs trained different models (A: {a}; B: {b}): {consequence}.")
+    if notes:
+        notes(page)
+    if not pairs:
+        page.note(f"No {nothing} in both runs: nothing to compare.")
+        return None
+    return pairs
+
+
+def comparison_md(matches, heading, header, align, row, tail=None):
+    """summary.md's comparison of a table: the heading and a row(key, A's entry, B's entry) of
+    cells per matched pair, then the lines tail() gives; nothing without matched pairs."""
+    pairs = matched(matches)
+    if not pairs:
+        return []
+    return (["", f"## {heading}", ""] + md_table(header, align, [row(*p) for p in pairs])
+            + (tail() if tail else []))
+
+
+def runs_words(tables, words, escape=False):
+    """'A <words of A>; B <words of B>' (each escaped for HTML with escape)."""
+    return "; ".join(f"{name} {esc(words(t)) if escape else words(t)}"
+                     for name, t in zip("AB", tables))
+
+
+def side_by_side(runs_section, heading, shown):
+    """section, compare, compare_glance, compare_section and compare_markdown of a table that
+    a comparison draws as it draws one run, the runs side by side: runs_section(page,
+    [(label, table)], plotter) draws the section; shown(table): whether a run has the table to
+    show; summary.md lists each run's text() under the heading."""
+    def section(page, ctx, table):
+        runs_section(page, [(ctx.labels[0], table)], ctx.plotter)
+
+    def compare(ctx, tables):
+        return None
+
+    def compare_glance(ctx, tables, matches):
+        return []
+
+    def compare_section(page, ctx, tables, matches):
+        runs_section(page, list(zip("AB", tables)), ctx.plotter)
+
+    def compare_markdown(ctx, tables, matches):
+        if not any(shown(t) for t in tables):
+            return []
+        return ["", f"## {heading}", ""] + [f"- {name}: {t.text() if shown(t) else 'not measured'}"
+                                             for name, t in zip("AB", tables)]
+    return section, compare, compare_glance, compare_section, compare_markdown
+
+
+def runs_md(tables, lead, words):
+    """The closing lines of a comparison in summary.md: a blank line, then
+    '- A<lead><words of A>.' and B's."""
+    return [""] + [f"- {name}{lead}{words(t)}." for name, t in zip("AB", tables)]
+
+
+def step_cells(a, b):
+    """Two matched runs' step time (ms) and tokens/s, each A, B and B / A."""
+    return [fmt_ms(a["step_seconds"]), fmt_ms(b["step_seconds"]),
+            fmt_ratio(ratio_of(b["step_seconds"], a["step_seconds"])),
+            fmt_tokens(a["tokens_per_second"]), fmt_tokens(b["tokens_per_second"]),
+            fmt_ratio(ratio_of(b["tokens_per_second"], a["tokens_per_second"]))]
 
 
 def only_notes(page, only, what, describe):

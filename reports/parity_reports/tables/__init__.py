@@ -1,14 +1,19 @@
-"""The result tables the report draws: one module each, listed in TABLES in the order of the
-single-run page. A new table is a new module here and its entry in TABLES.
+"""The result tables the report draws: one module each, found here (every module of this
+package is a table module) and ordered by its ORDER, the order of the single-run page. A new
+table is a new module here; nothing else lists it.
 
-Every table module defines (INTERFACE and FUNCTIONS below; test_report.py checks them):
+Every table module defines (INTERFACE and FUNCTIONS below; test_page.py checks them):
   NAME     its key among a run's loaded tables (slow_ranks reads "collectives")
+  ORDER    its place on the single-run page (and in a comparison after the verdicts): the
+           modules run in increasing ORDER, so a module that reads another's loaded table
+           (load's `loaded`) comes after it
   VERDICT  True for a table that says whether a run is correct rather than how fast: its
            at-a-glance line comes first, and in a comparison its section and summary too
   READS    {table path: (column types, required columns)} for parity_results: the schema's
            type of each column as "s:a,b i:c f:d" (string, int64, float64), and the columns
            without which the reader refuses the file as damaged (the tables from /bench/model
-           on; the older ones note a missing column on the page instead)
+           on; the older ones note a missing column on the page instead); the one place that
+           says which columns the module reads
   load(rf, loaded)             the table of one result file: an object with .present (the file
                                has the table) and .usable (it has something to draw); loaded:
                                {NAME: object} of the modules before it in TABLES
@@ -23,17 +28,25 @@ Every table module defines (INTERFACE and FUNCTIONS below; test_report.py checks
   compare_markdown(ctx, tables, matches)         as markdown
 ctx is report.Context: the run files, their labels, the Plotter and the command line. A figure
 draws its data through the Plotter (plot, bar, band, whiskers, hline, vline, heatmap), which
-records each series as it was drawn (plots.Series); test_series.py compares those with the
-file's columns.
+records each series as it was drawn (plots.Series); the tests compare those with the file's
+columns. The openings every section shares (a heading, a note on a table without rows, the
+matching of two runs, summary.md's tables) are in common.py.
 """
 
-from . import (checkpoint, collectives, conformance, harness, memory, model, moe, overlap, p2p,
-               pipeline, precision, scaling, slow_ranks, tensor)
+import importlib
+import pkgutil
 
-TABLES = [collectives, slow_ranks, p2p, harness, model, memory, scaling, overlap, tensor, pipeline,
-          moe, checkpoint, precision, conformance]
 
-INTERFACE = {"NAME": str, "VERDICT": bool, "READS": dict}
+def discover():
+    """Every module of this package, in increasing ORDER."""
+    modules = [importlib.import_module(f"{__name__}.{m.name}")
+               for m in pkgutil.iter_modules(__path__)]
+    return sorted(modules, key=lambda m: m.ORDER)
+
+
+TABLES = discover()
+
+INTERFACE = {"NAME": str, "ORDER": int, "VERDICT": bool, "READS": dict}
 FUNCTIONS = {
     "load": ("rf", "loaded"),
     "nav": ("tables",),

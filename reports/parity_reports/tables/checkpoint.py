@@ -8,11 +8,14 @@ import math
 import re
 from collections import OrderedDict
 
-from ..common import (capitalized, comparison_start, esc, finite, fmt_bytes, fmt_flops, fmt_ms,
-                      fmt_ratio, fmt_size, fmt_spread, only_notes, ratio_of, ratio_range_words,
-                      section_md, table_rows, usable_matched_pairs)
+from ..common import (RowTable, bad_span, comparison_md, comparison_pairs, esc, finite, fmt_bytes,
+                      fmt_flops, fmt_ms, fmt_ratio, fmt_size, fmt_spread, formula_differences,
+                      known, md_table, nav_entry, plural, ratio_glance, ratio_of, runs_md,
+                      runs_words, section_md, section_start, usable_matched_pairs, verdict_span,
+                      yes_no)
 
 NAME = "checkpoint"
+ORDER = 120
 VERDICT = False
 READS = {
     "/bench/checkpoint": (
@@ -51,10 +54,6 @@ KIND_WORDS = {"none": "none (no recompute)", "full": "full", "every": "every k-t
 RED = "#b00020"
 
 
-def known(x):
-    return x is not None and finite(x) and x >= 0
-
-
 def kind_of(r):
     """The policy without its argument: the file's kind, else the name less its digits."""
     return r["kind"] or re.sub(r"\d+$", "", str(r["policy"]))
@@ -64,18 +63,9 @@ def differences(r):
     """What of a row fails: ["losses", "peak bytes", ...]. The file's verdicts decide
     (losses_equal, matches_formula); the columns say which count differs from its formula, and
     stand in for a matches_formula the file lacks."""
-    out = []
-    if r["losses_equal"] is not None and int(r["losses_equal"]) != 1:
-        out.append("losses")
-    wrong = [word for column, word in FORMULA_CHECKS
-             if known(r[column]) and known(r[f"formula_{column}"])
-             and int(r[column]) != int(r[f"formula_{column}"])]
-    if r["matches_formula"] is None or int(r["matches_formula"]) != 1:
-        if wrong:
-            out += wrong
-        elif r["matches_formula"] is not None:
-            out.append("formulas")
-    return out
+    losses = r["losses_equal"] is not None and int(r["losses_equal"]) != 1
+    return (["losses"] if losses else []) + formula_differences(r, FORMULA_CHECKS,
+                                                                 "matches_formula", "formulas")
 
 
 def overhead(flops, r):
@@ -90,31 +80,21 @@ def formula_ratio(r):
     return 1 + overhead(r["formula_recompute_flops"], r)
 
 
-class CheckpointBench:
+class CheckpointBench(RowTable):
     """/bench/checkpoint: one row per policy, in the order `parity bench checkpoint` ran them
     (none first)."""
 
     def __init__(self, rf):
-        self.table = rf.table("/bench/checkpoint")
-        self.present = self.table is not None
-        self.attrs = rf.group_attrs.get("/bench/checkpoint", {})
-        self.rows = table_rows(self.table, CHECKPOINT_OPTIONAL) if self.present else []
+        super().__init__(rf, "/bench/checkpoint", CHECKPOINT_OPTIONAL)
         for r in self.rows:
             r["kind"] = kind_of(r)
             r["differs"] = differences(r)
         self.failed = [r for r in self.rows if r["differs"]]
         self.baseline = next((r for r in self.rows if r["policy"] == "none"), None)
 
-    @property
-    def usable(self):
-        return bool(self.rows)
-
     @staticmethod
     def key(r):
         return r["policy"]
-
-    def by_key(self):
-        return OrderedDict((self.key(r), r) for r in self.rows)
 
     def kinds(self):
         return list(OrderedDict.fromkeys(r["kind"] for r in self.rows))
@@ -367,17 +347,7 @@ def load(rf, loaded):
 
 
 def nav(benches):
-    return ([("checkpoint", "Activation checkpointing")] if any(b.present for b in benches)
-            else [])
-
-
-def verdict_span(bench):
-    cls = "bad" if bench.failed else "good"
-    return f"<span class=\"{cls}\">{esc(capitalized(bench.match_words()))}.</span>"
-
-
-def yes_no(ok):
-    return "yes" if ok else "<span class=\"bad\">no</span>"
+    return nav_entry(benches, "checkpoint", "Activation checkpointing")
 
 
 def verdict_cell(value, derived=None):
@@ -404,11 +374,8 @@ def section(page, ctx, bench):
     """The "Activation checkpointing" section; left out entirely when the file has no
     /bench/checkpoint."""
     plotter = ctx.plotter
-    if not bench.present:
-        return
-    page.add("<h2 id=\"checkpoint\">Activation checkpointing</h2>")
-    if not bench.usable:
-        page.note("/bench/checkpoint is present but has 0 rows.")
+    if not section_start(page, bench, "checkpoint", "Activation checkpointing",
+                         "/bench/checkpoint"):
         return
     setup = setup_words(bench)
     page.p(f"Model: {esc(bench.workload_words())}. Each policy trains the model side by side "
@@ -416,7 +383,7 @@ def section(page, ctx, bench):
            "alternating order" + (f" ({esc(setup)})" if setup else "") + "; the time ratio is "
            "the policy's step over the step without recompute, the median over the timed "
            "pairs, the mean over ranks (none's is an A/A measurement of 1). "
-           + verdict_span(bench))
+           + verdict_span(not bench.failed, bench.match_words()))
 
     page.p("What each policy saves against what it costs: the time ratio against the blocks' "
            "activation bytes at their peak (the most held at once in forward or backward, "
@@ -467,7 +434,7 @@ def glance(ctx, bench):
     if bench.failed:
         match = f"<span class=\"bad\">{match}</span>"
     n = len(bench.rows)
-    parts = [f"{n} polic{'ies' if n != 1 else 'y'}"]
+    parts = [f"{n} {plural(n, 'policy', 'policies')}"]
     if bench.full_words():
         parts.append(esc(bench.full_words()))
     return ["Activation checkpointing: " + "; ".join(parts + [match]) + "."]
@@ -481,21 +448,18 @@ def md_verdict(value, derived=None):
 
 
 def checkpoint_md(bench):
-    lines = [f"- Model: {bench.workload_words()}.",
-             f"- Against the run without recompute and the formulas: {bench.match_words()}.",
-             "", "| policy | layout | recomputed | stored | formula | peak | formula | "
-             "recompute FLOPs | formula | time ratio | losses equal | = formula |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
-    for r in bench.rows:
-        derived = not any(d != "losses" for d in r["differs"])
-        lines.append(
-            f"| {r['policy']} | {r['layout'] or '–'} | {count_cell(r['recomputed_blocks'])} | "
-            f"{count_cell(r['stored_bytes'])} | {count_cell(r['formula_stored_bytes'])} | "
-            f"{count_cell(r['peak_bytes'])} | {count_cell(r['formula_peak_bytes'])} | "
-            f"{flops_cell(r['recompute_flops'], r)} | "
-            f"{flops_cell(r['formula_recompute_flops'], r)} | {fmt_ratio(r['time_ratio'])} | "
-            f"{md_verdict(r['losses_equal'])} | {md_verdict(r['matches_formula'], derived)} |")
-    return lines
+    rows = [[r["policy"], r["layout"] or "–", count_cell(r["recomputed_blocks"]),
+             count_cell(r["stored_bytes"]), count_cell(r["formula_stored_bytes"]),
+             count_cell(r["peak_bytes"]), count_cell(r["formula_peak_bytes"]),
+             flops_cell(r["recompute_flops"], r), flops_cell(r["formula_recompute_flops"], r),
+             fmt_ratio(r["time_ratio"]), md_verdict(r["losses_equal"]),
+             md_verdict(r["matches_formula"], not any(d != "losses" for d in r["differs"]))]
+            for r in bench.rows]
+    return [f"- Model: {bench.workload_words()}.",
+            f"- Against the run without recompute and the formulas: {bench.match_words()}.",
+            ""] + md_table(["policy", "layout", "recomputed", "stored", "formula", "peak",
+                            "formula", "recompute FLOPs", "formula", "time ratio",
+                            "losses equal", "= formula"], "llrrrrrrrrll", rows)
 
 
 def markdown(ctx, bench):
@@ -512,33 +476,23 @@ def compare(ctx, benches):
 
 
 def compare_glance(ctx, benches, matches):
-    pairs = matches[0] if matches else []
-    if not pairs:
-        return []
-    lines = [f"Activation checkpointing time ratio B / A over {len(pairs)} matching polic"
-             f"{'ies' if len(pairs) != 1 else 'y'}: "
-             + ratio_range_words([ratio_of(b["time_ratio"], a["time_ratio"])
-                                  for _, a, b in pairs]) + "."]
-    if any(b.failed for b in benches):
-        lines.append("<span class=\"bad\">" + esc("Activation checkpointing: " + "; ".join(
-            f"{name} {b.match_words()}" for name, b in zip("AB", benches)) + ".") + "</span>")
+    lines = ratio_glance(matches, "Activation checkpointing time ratio", "matching policy",
+                         "time_ratio", "matching policies")
+    if lines and any(b.failed for b in benches):
+        lines.append(bad_span("Activation checkpointing: "
+                              + runs_words(benches, lambda b: b.match_words()) + "."))
     return lines
 
 
 def compare_section(page, ctx, benches, matches):
     """Time ratio and peak bytes of B against A per policy."""
     labels, plotter = ctx.labels, ctx.plotter
-    if not comparison_start(page, benches, "/bench/checkpoint", "checkpoint",
-                            "Activation checkpointing: B against A"):
-        return
-    pairs, *only = matches
-    only_notes(page, only, "policy of the same name", str)
-    workloads = [b.workload_words() for b in benches]
-    if workloads[0] != workloads[1]:
-        page.note(f"The runs trained different models (A: {workloads[0]}; B: {workloads[1]}): "
-                  "the policies of the same name are compared all the same.")
-    if not pairs:
-        page.note("No policy in both runs: nothing to compare.")
+    pairs = comparison_pairs(
+        page, benches, matches, "/bench/checkpoint", "checkpoint",
+        "Activation checkpointing: B against A", "policy of the same name", str, "policy",
+        (lambda b: b.workload_words(), "the policies of the same name are compared all the "
+         "same"))
+    if pairs is None:
         return
     page.p("The time ratio (the policy's step over the step without recompute, in the same run) "
            "and the peak activation bytes of each policy both runs have. Ratio = B / A (below 1: "
@@ -558,17 +512,10 @@ def compare_section(page, ctx, benches, matches):
 
 
 def compare_markdown(ctx, benches, matches):
-    pairs = matches[0] if matches else []
-    if not pairs:
-        return []
-    md = ["", "## Activation checkpointing (time ratio against no recompute)", "",
-          "| policy | time ratio A | time ratio B | B / A | peak A | peak B |",
-          "|---|---:|---:|---:|---:|---:|"]
-    for key, a, b in pairs:
-        md.append(f"| {key} | {fmt_ratio(a['time_ratio'])} | {fmt_ratio(b['time_ratio'])} | "
-                  f"{fmt_ratio(ratio_of(b['time_ratio'], a['time_ratio']))} | "
-                  f"{count_cell(a['peak_bytes'])} | {count_cell(b['peak_bytes'])} |")
-    md.append("")
-    for name, bench in zip("AB", benches):
-        md.append(f"- {name}: {bench.match_words()}.")
-    return md
+    return comparison_md(
+        matches, "Activation checkpointing (time ratio against no recompute)",
+        ["policy", "time ratio A", "time ratio B", "B / A", "peak A", "peak B"], "lrrrrr",
+        lambda key, a, b: [key, fmt_ratio(a["time_ratio"]), fmt_ratio(b["time_ratio"]),
+                           fmt_ratio(ratio_of(b["time_ratio"], a["time_ratio"])),
+                           count_cell(a["peak_bytes"]), count_cell(b["peak_bytes"])],
+        lambda: runs_md(benches, ": ", lambda b: b.match_words()))

@@ -10,6 +10,7 @@ from ..common import (ALGORITHM_ORDER, COLLECTIVE_ORDER, DTYPE_ORDER, REDOP_ORDE
                       slug, table_rows)
 
 NAME = "collectives"
+ORDER = 10
 VERDICT = False
 READS = {
     "/host/copy_bandwidth": ("s:host i:rank,size_bytes f:bandwidth_GBps", []),

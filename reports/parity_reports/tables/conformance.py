@@ -11,6 +11,7 @@ from ..common import (ALGORITHM_ORDER, COLLECTIVE_ORDER, esc, finite, fmt_bytes,
                       fmt_wrong, order_key, table_rows)
 
 NAME = "conformance"
+ORDER = 140
 # Whether the runs are correct comes before how fast they were: its line leads the
 # at-a-glance list, and its section the comparison.
 VERDICT = True

@@ -2,9 +2,10 @@
 native all_reduce, measured beside a direct MPI_Allreduce in the same run, on the world and
 on a one-rank communicator (the wrapper's own cost), against the group's target_us."""
 
-from ..common import esc, finite, fmt_int, fmt_num
+from ..common import esc, finite, fmt_int, fmt_num, side_by_side
 
 NAME = "harness"
+ORDER = 40
 VERDICT = False
 READS = {"/bench/harness_overhead": ("i:size_bytes,calls f:direct_us,wrapped_us,overhead_us,halves_spread_us,"
                                      "own_overhead_us",
@@ -108,10 +109,6 @@ def runs_section(page, runs, plotter):
         page.img(draw(plotter, h), "harness overhead per call against message size")
 
 
-def section(page, ctx, harness):
-    runs_section(page, [(ctx.labels[0], harness)], ctx.plotter)
-
-
 def glance(ctx, harness):
     return ["Harness overhead: " + esc(harness.text()) + "."] if harness.usable else []
 
@@ -120,19 +117,6 @@ def markdown(ctx, harness):
     return ["", f"Harness overhead per native call: {harness.text()}."] if harness.usable else []
 
 
-def compare(ctx, tables):
-    return None
-
-
-def compare_glance(ctx, tables, matches):
-    return []
-
-
-def compare_section(page, ctx, tables, matches):
-    runs_section(page, [("A", tables[0]), ("B", tables[1])], ctx.plotter)
-
-
-def compare_markdown(ctx, tables, matches):
-    if not any(t.usable for t in tables):
-        return []
-    return ["", "## Harness overhead", ""] + [f"- {name}: {t.text()}" for name, t in zip("AB", tables)]
+# One run, and two side by side: the same section.
+section, compare, compare_glance, compare_section, compare_markdown = side_by_side(
+    runs_section, "Harness overhead", lambda t: t.usable)

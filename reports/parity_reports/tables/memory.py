@@ -5,12 +5,13 @@ formula."""
 import math
 from collections import OrderedDict, defaultdict
 
-from ..common import (MEMORY_CATEGORIES, MEMORY_OPTIONAL, capitalized, comparison_start,
-                      compress_ranks, esc, finite, fmt_bytes, fmt_count, fmt_int, fmt_ms, fmt_ratio,
-                      fmt_size, max_of, only_notes, order_key, ratio_of, ratio_range_words,
-                      section_md, spread, table_rows, usable_matched_pairs)
+from ..common import (MEMORY_CATEGORIES, MEMORY_OPTIONAL, RowTable, capitalized, comparison_md,
+                      comparison_pairs, compress_ranks, esc, finite, fmt_bytes, fmt_count, fmt_int,
+                      fmt_ms, fmt_ratio, fmt_size, max_of, nav_entry, order_key, ratio_glance,
+                      ratio_of, runs_words, section_md, section_start, spread, usable_matched_pairs)
 
 NAME = "memory"
+ORDER = 60
 VERDICT = False
 READS = {
     "/bench/memory": (
@@ -44,21 +45,18 @@ def row_matches_formula(r):
         int(r["model_state_bytes"]) == round(r["formula_model_state_bytes"])
 
 
-class MemoryBench:
+class MemoryBench(RowTable):
     """/bench/memory: one row per (strategy, precision, world size, rank), summarised per
     (strategy, precision, world size) over ranks."""
 
     def __init__(self, rf):
-        self.table = rf.table("/bench/memory")
-        self.present = self.table is not None
-        self.attrs = rf.group_attrs.get("/bench/memory", {})
         # The reader refuses the table without strategy, world_size, rank, model_state_bytes or
         # formula_model_state_bytes; a column absent among the others stays None (or NaN),
         # unlike a measured 0.
         defaults = dict(MEMORY_BENCH_OPTIONAL)
         defaults.update({f"{c}_bytes": None for c in MEMORY_CATEGORIES})
         defaults.update({f"formula_{c}_bytes": math.nan for c in MODEL_STATE_CATEGORIES})
-        self.rows = table_rows(self.table, defaults) if self.present else []
+        super().__init__(rf, "/bench/memory", defaults)
         groups = defaultdict(list)
         for r in self.rows:
             groups[(r["strategy"], r["precision"], int(r["world_size"]))].append(r)
@@ -301,17 +299,14 @@ def load(rf, loaded):
 
 
 def nav(memories):
-    return [("memory", "Memory")] if any(m.present for m in memories) else []
+    return nav_entry(memories, "memory", "Memory")
 
 
 def section(page, ctx, memory):
     """The "ZeRO memory" section; left out entirely when the file has no /bench/memory."""
     plotter = ctx.plotter
-    if not memory.present:
-        return
-    page.add("<h2 id=\"memory\">ZeRO memory and communication</h2>")
-    if not memory.usable:
-        page.note("/bench/memory is present but has 0 rows.")
+    if not section_start(page, memory, "memory", "ZeRO memory and communication",
+                         "/bench/memory"):
         return
     page.p(f"Data parallelism (dp) and ZeRO stages 1–3 training {esc(workload_text(memory))} "
            "at every world size measured; one row per rank. "
@@ -399,40 +394,32 @@ def compare(ctx, memories):
 
 
 def compare_glance(ctx, memories, matches):
-    pairs = matches[0] if matches else []
-    if not pairs:
-        return []
-    return [f"ZeRO model-state bytes B / A over {len(pairs)} matching (strategy, precision, "
-            "world size): " + ratio_range_words([ratio_of(b["model_state"], a["model_state"])
-                                                 for _, a, b in pairs]) + "."]
+    return ratio_glance(matches, "ZeRO model-state bytes", "matching (strategy, precision, "
+                        "world size)", "model_state", "matching (strategy, precision, world size)")
+
+
+def sent_ratio(a, b):
+    return ratio_of(b["bytes_sent"], a["bytes_sent"])
 
 
 def compare_section(page, ctx, memories, matches):
     """Model-state bytes and bytes sent of B against A per (strategy, precision, world size)."""
-    if not comparison_start(page, memories, "/bench/memory", "memory",
-                            "ZeRO memory and communication: B against A"):
-        return
-    pairs, *only = matches
-    only_notes(page, only, "row of the same strategy, precision and world size",
-               lambda k: f"{k[0]} {k[1]} at {k[2]} ranks")
-    workloads = [workload_text(m) for m in memories]
-    if workloads[0] != workloads[1]:
-        page.note(f"The runs trained different models (A: {workloads[0]}; B: {workloads[1]}): "
-                  "the ratios compare different workloads.")
-    if not pairs:
-        page.note("No strategy, precision and world size in both runs: nothing to compare.")
+    pairs = comparison_pairs(
+        page, memories, matches, "/bench/memory", "memory",
+        "ZeRO memory and communication: B against A",
+        "row of the same strategy, precision and world size",
+        lambda k: f"{k[0]} {k[1]} at {k[2]} ranks", "strategy, precision and world size",
+        (workload_text, "the ratios compare different workloads"))
+    if pairs is None:
         return
     page.p("Model-state bytes of the largest rank and bytes sent per rank per step (mean over "
            "ranks), matched on strategy, precision and world size. Ratio = B / A (above 1: B "
-           "holds or sends more). Formula match: " + "; ".join(
-               f"{name} {esc(m.match_words())}" for name, m in zip("AB", memories)) + ".")
+           "holds or sends more). Formula match: "
+           + runs_words(memories, lambda m: m.match_words(), True) + ".")
     rows, classes = [], []
-    for (strategy, precision, n), a, b in pairs:
-        state, sent = (ratio_of(b["model_state"], a["model_state"]),
-                       ratio_of(b["bytes_sent"], a["bytes_sent"]))
-        rows.append([esc(precision), esc(strategy), fmt_int(n), fmt_bytes(a["model_state"]),
-                     fmt_bytes(b["model_state"]), fmt_ratio(state), fmt_bytes(a["bytes_sent"]),
-                     fmt_bytes(b["bytes_sent"]), fmt_ratio(sent)])
+    for key, a, b in pairs:
+        rows.append([esc(key[1]), esc(key[0]), fmt_int(key[2])] + pair_cells(key, a, b)[3:])
+        sent = sent_ratio(a, b)
         classes.append("diff" if a["model_state"] != b["model_state"] or
                        (finite(sent) and fmt_ratio(sent) != "1.000") else "")
     page.table(["precision", "strategy", "world size", "model state A (B)",
@@ -441,18 +428,16 @@ def compare_section(page, ctx, memories, matches):
     page.note("Highlighted rows differ between the runs.")
 
 
+def pair_cells(key, a, b):
+    """(precision, strategy, world size, then model state and bytes sent A, B and B / A)."""
+    strategy, precision, n = key
+    return [precision, strategy, n, fmt_bytes(a["model_state"]), fmt_bytes(b["model_state"]),
+            fmt_ratio(ratio_of(b["model_state"], a["model_state"])), fmt_bytes(a["bytes_sent"]),
+            fmt_bytes(b["bytes_sent"]), fmt_ratio(sent_ratio(a, b))]
+
+
 def compare_markdown(ctx, memories, matches):
-    pairs = matches[0] if matches else []
-    if not pairs:
-        return []
-    md = ["", "## ZeRO memory and communication", "",
-          "| precision | strategy | world size | model state A | model state B | B / A | "
-          "bytes sent A | bytes sent B | B / A |",
-          "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for (strategy, precision, n), a, b in pairs:
-        md.append(f"| {precision} | {strategy} | {n} | {fmt_bytes(a['model_state'])} | "
-                  f"{fmt_bytes(b['model_state'])} | "
-                  f"{fmt_ratio(ratio_of(b['model_state'], a['model_state']))} | "
-                  f"{fmt_bytes(a['bytes_sent'])} | {fmt_bytes(b['bytes_sent'])} | "
-                  f"{fmt_ratio(ratio_of(b['bytes_sent'], a['bytes_sent']))} |")
-    return md
+    return comparison_md(
+        matches, "ZeRO memory and communication",
+        ["precision", "strategy", "world size", "model state A", "model state B", "B / A",
+         "bytes sent A", "bytes sent B", "B / A"], "llrrrrrrr", pair_cells)

@@ -4,11 +4,13 @@ against the same run's matmul rate, and peak memory by category."""
 import math
 from collections import OrderedDict, defaultdict
 
-from ..common import (MEMORY_CATEGORIES, MEMORY_OPTIONAL, esc, finite, fmt_count, fmt_flops,
-                      fmt_int, fmt_mfu, fmt_num, fmt_ratio, fmt_size, fmt_spread, fmt_tokens,
-                      ratio_of, spread, table_rows)
+from ..common import (MEMORY_CATEGORIES, MEMORY_OPTIONAL, RowTable, comparison_md, esc, finite,
+                      fmt_count, fmt_flops, fmt_int, fmt_mfu, fmt_num, fmt_ratio, fmt_size,
+                      fmt_spread, fmt_tokens, nav_entry, ratio_of, section_md, section_start,
+                      spread)
 
 NAME = "model"
+ORDER = 50
 VERDICT = False
 READS = {
     "/bench/model": (
@@ -24,18 +26,15 @@ MODEL_OPTIONAL = {"host": "", "layers": -1, "hidden": -1, "megatron_step_flops":
                   "step_time_s": math.nan, "achieved_GFLOPs": math.nan}
 
 
-class ModelBench:
+class ModelBench(RowTable):
     """/bench/model: one row per (model, rank), summarised per (model, config) over ranks."""
 
     def __init__(self, rf):
-        self.table = rf.table("/bench/model")
-        self.present = self.table is not None
-        self.attrs = rf.group_attrs.get("/bench/model", {})
         # The reader refuses a /bench/model without its required columns, so only the optional
         # ones need defaults. A peak column that is absent stays None, unlike a measured 0.
         defaults = dict(MODEL_OPTIONAL)
         defaults.update({f"peak_{c}_bytes": None for c in MEMORY_CATEGORIES})
-        self.rows = table_rows(self.table, defaults) if self.present else []
+        super().__init__(rf, "/bench/model", defaults)
         groups = OrderedDict()  # file order: the order the models were asked for
         for r in self.rows:
             groups.setdefault((r["model"], r["config"]), []).append(r)
@@ -236,18 +235,14 @@ def load(rf, loaded):
 
 
 def nav(models):
-    return [("model", "Model")] if any(m.present for m in models) else []
+    return nav_entry(models, "model", "Model")
 
 
 def section(page, ctx, model):
     """The "Model training step" section; left out entirely when the file has no /bench/model
     (files from before it existed, and subcommands that do not train)."""
     plotter = ctx.plotter
-    if not model.present:
-        return
-    page.add("<h2 id=\"model\">Model training step</h2>")
-    if not model.usable:
-        page.note("/bench/model is present but has 0 rows.")
+    if not section_start(page, model, "model", "Model training step", "/bench/model"):
         return
     a = model.attrs
     nranks = max(m["ranks"] for m in model.models)
@@ -323,11 +318,8 @@ def glance(ctx, model):
 
 
 def markdown(ctx, model):
-    if model.usable:
-        return ["", "## Model training step", "", model_md(model, "Tokens/s per rank and MFU")]
-    if model.present:
-        return ["", "## Model training step", "", "/bench/model has 0 rows."]
-    return []
+    return section_md(model, "Model training step", "/bench/model",
+                      lambda: [model_md(model, "Tokens/s per rank and MFU")])
 
 
 # --------------------------------------------------------------------------------------------
@@ -403,15 +395,12 @@ def compare_section(page, ctx, models, pairs):
 
 
 def compare_markdown(ctx, models, pairs):
-    if not pairs:
-        return []
-    md = ["", "## Model training step (means over ranks)", "",
-          "| model | config | tokens/s A | tokens/s B | B / A | MFU A | MFU B | B / A |",
-          "|---|---|---:|---:|---:|---:|---:|---:|"]
-    for ma, mb in pairs:
-        md.append(f"| {ma['model']} | {ma['config']} | {fmt_tokens(ma['tokens'][0])} | "
-                  f"{fmt_tokens(mb['tokens'][0])} | "
-                  f"{fmt_ratio(ratio_of(mb['tokens'][0], ma['tokens'][0]))} | "
-                  f"{fmt_mfu(ma['mfu'][0])} | {fmt_mfu(mb['mfu'][0])} | "
-                  f"{fmt_ratio(ratio_of(mb['mfu'][0], ma['mfu'][0]))} |")
-    return md
+    return comparison_md(
+        (pairs,), "Model training step (means over ranks)",
+        ["model", "config", "tokens/s A", "tokens/s B", "B / A", "MFU A", "MFU B", "B / A"],
+        "llrrrrrr",
+        lambda ma, mb: [ma["model"], ma["config"], fmt_tokens(ma["tokens"][0]),
+                        fmt_tokens(mb["tokens"][0]),
+                        fmt_ratio(ratio_of(mb["tokens"][0], ma["tokens"][0])),
+                        fmt_mfu(ma["mfu"][0]), fmt_mfu(mb["mfu"][0]),
+                        fmt_ratio(ratio_of(mb["mfu"][0], ma["mfu"][0]))])

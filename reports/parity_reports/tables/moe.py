@@ -9,11 +9,14 @@ formula from its routing counts (reference/theory/moe.hpp)."""
 import math
 from collections import OrderedDict
 
-from ..common import (capitalized, comparison_start, esc, finite, fmt_bytes, fmt_known, fmt_ms,
-                      fmt_num, fmt_ratio, fmt_tokens, only_notes, order_key, ratio_of,
-                      ratio_range_words, section_md, table_rows, usable_matched_pairs)
+from ..common import (RowTable, bad_span, capitalized, comparison_md, comparison_pairs, esc, finite,
+                      fmt_bytes, fmt_known, fmt_ms, fmt_num, fmt_ratio, fmt_tokens, grouped_rows,
+                      md_table, nav_entry, order_key, ratio_glance, ratio_of, runs_md, runs_words,
+                      section_md, section_start, step_cells, usable_matched_pairs, verdict_span,
+                      yes_no)
 
 NAME = "moe"
+ORDER = 110
 VERDICT = False
 READS = {
     "/bench/moe": (
@@ -88,48 +91,31 @@ def bytes_differ(r):
     return finite(a) and finite(f) and round(a) != round(f)
 
 
-class MoeBench:
+class MoeBench(RowTable):
     """The three MoE tables: runs in the order they ran, and each run's steps and tokens per
     expert by its run index (the `run` column)."""
 
     def __init__(self, rf):
-        self.table = rf.table("/bench/moe")
-        self.present = self.table is not None
-        self.attrs = rf.group_attrs.get("/bench/moe", {})
-        self.rows = table_rows(self.table, RUN_OPTIONAL) if self.present else []
+        super().__init__(rf, "/bench/moe", RUN_OPTIONAL)
         self.rows.sort(key=lambda r: int(r["run"]))
-        steps = rf.table("/bench/moe_steps")
-        self.has_steps = steps is not None
-        self.steps = {}
-        for s in table_rows(steps, STEP_OPTIONAL) if steps is not None else []:
-            self.steps.setdefault(int(s["run"]), []).append(s)
-        for rows in self.steps.values():
-            rows.sort(key=lambda s: (int(s["step"]), int(s["block"])))
+        self.has_steps, self.steps = grouped_rows(
+            rf, "/bench/moe_steps", STEP_OPTIONAL, lambda s: int(s["run"]),
+            lambda s: (int(s["step"]), int(s["block"])))
         # {(run, step): timed} from /bench/moe_steps' timed column, for both step tables.
         self.step_timed = {(int(s["run"]), int(s["step"])): int(s["timed"]) == 1
                            for rows in self.steps.values() for s in rows if int(s["timed"]) >= 0}
-        load = rf.table("/bench/moe_load")
-        self.has_load = load is not None
-        self.load = {}
-        for x in table_rows(load, LOAD_OPTIONAL) if load is not None else []:
-            self.load.setdefault(int(x["run"]), []).append(x)
+        self.has_load, self.load = grouped_rows(rf, "/bench/moe_load", LOAD_OPTIONAL,
+                                                lambda x: int(x["run"]))
         for r in self.rows:
             r["differs"] = bytes_differ(r)
         self.checked = [r for r in self.rows if bytes_checked(r)]
         self.mismatched = [r for r in self.rows if r["differs"]]
         self.sizes = sorted({int(r["ep"]) for r in self.rows})
 
-    @property
-    def usable(self):
-        return bool(self.rows)
-
     @staticmethod
     def key(r):
         return (int(r["ep"]), r["router"], float(r["capacity_factor"]), int(r["experts"]),
                 int(r["top_k"]))
-
-    def by_key(self):
-        return OrderedDict((self.key(r), r) for r in self.rows)
 
     def in_sweep(self, r, sweep):
         """Whether run r serves the sweep ("ep", "router" or "cf"): its in_*_sweep column, or
@@ -549,18 +535,14 @@ def load(rf, loaded):
 
 
 def nav(benches):
-    return [("moe", "Mixture of experts")] if any(b.present for b in benches) else []
+    return nav_entry(benches, "moe", "Mixture of experts")
 
 
-def verdict_span(bench):
-    text = esc(capitalized(bench.match_words())) + "."
+def verdict_words(bench):
+    """The bytes' verdict, green or red once the file has bytes to check."""
     if not bench.checked:
-        return text
-    return f"<span class=\"{'bad' if bench.mismatched else 'good'}\">{text}</span>"
-
-
-def yes_no(ok):
-    return "yes" if ok else "<span class=\"bad\">no</span>"
+        return esc(capitalized(bench.match_words())) + "."
+    return verdict_span(not bench.mismatched, bench.match_words())
 
 
 def sweeps_cell(bench, r):
@@ -570,11 +552,7 @@ def sweeps_cell(bench, r):
 def section(page, ctx, bench):
     """The "Mixture of experts" section; left out entirely when the file has no /bench/moe."""
     plotter = ctx.plotter
-    if not bench.present:
-        return
-    page.add("<h2 id=\"moe\">Mixture of experts</h2>")
-    if not bench.usable:
-        page.note("/bench/moe is present but has 0 rows.")
+    if not section_start(page, bench, "moe", "Mixture of experts", "/bench/moe"):
         return
     steps, warmup = bench.attrs.get("timed_steps"), bench.attrs.get("warmup_steps")
     algorithm = bench.attrs.get("all_to_all")
@@ -587,7 +565,7 @@ def section(page, ctx, bench):
               if algorithm else "")
            + ". The runs serve three sweeps: every ep with the first router and cf, every "
            "router at the largest ep, every cf with the top_k router at the largest ep. "
-           + verdict_span(bench))
+           + verdict_words(bench))
     formulas = bench.attrs.get("formulas")
     if formulas:
         page.p(f"Formulas: {esc(formulas)}.", "note")
@@ -734,18 +712,15 @@ def moe_md(bench):
         lines.append(f"- Per router (timed steps' mean): {imbalance}.")
     if dropped:
         lines.append(f"- Capacity-factor sweep (timed steps' mean): {dropped}.")
-    lines += ["", "| ep | dp | router | cf | step (ms) | tokens/s | all-to-all share | bytes | "
-              "formula | load imbalance | dropped |",
-              "|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in bench.rows:
-        lines.append(f"| {int(r['ep'])} | {fmt_known(r['dp'])} | {r['router']} | "
-                     f"{cf_text(r['capacity_factor'])} | {fmt_ms(r['step_seconds'])} | "
-                     f"{fmt_tokens(r['tokens_per_second'])} | "
-                     f"{fmt_ratio(r['all_to_all_share'])} | {fmt_bytes(r['all_to_all_bytes'])} | "
-                     f"{fmt_bytes(r['formula_all_to_all_bytes'])} | "
-                     f"{fmt_ratio(bench.timed_mean(r, 'load_imbalance'))} | "
-                     f"{fmt_ratio(bench.timed_mean(r, 'dropped_fraction'))} |")
-    return lines
+    rows = [[int(r["ep"]), fmt_known(r["dp"]), r["router"], cf_text(r["capacity_factor"]),
+             fmt_ms(r["step_seconds"]), fmt_tokens(r["tokens_per_second"]),
+             fmt_ratio(r["all_to_all_share"]), fmt_bytes(r["all_to_all_bytes"]),
+             fmt_bytes(r["formula_all_to_all_bytes"]),
+             fmt_ratio(bench.timed_mean(r, "load_imbalance")),
+             fmt_ratio(bench.timed_mean(r, "dropped_fraction"))] for r in bench.rows]
+    return lines + [""] + md_table(
+        ["ep", "dp", "router", "cf", "step (ms)", "tokens/s", "all-to-all share", "bytes",
+         "formula", "load imbalance", "dropped"], "rrllrrrrrrr", rows)
 
 
 def markdown(ctx, bench):
@@ -792,50 +767,38 @@ def compare(ctx, benches):
 def compare_glance(ctx, benches, matches):
     if matches is None:
         return []
-    pairs = matches[0]
-    if not pairs:
+    if not matches[0]:
         return ["MoE: no run of the same ep, router, cf, E and k in both files."]
-    lines = [f"MoE step time B / A over {len(pairs)} matching run"
-             f"{'s' if len(pairs) != 1 else ''}: "
-             + ratio_range_words([ratio_of(b["step_seconds"], a["step_seconds"])
-                                  for _, a, b in pairs]) + "."]
-    words = bytes_words(pairs)
+    lines = ratio_glance(matches, "MoE step time", "matching run", "step_seconds")
+    words = bytes_words(matches[0])
     if words:
         lines.append(esc(f"MoE all-to-all bytes: {words}."))
     if any(b.mismatched for b in benches):
-        lines.append("<span class=\"bad\">" + esc("MoE against the formula: " + "; ".join(
-            f"{name} {b.match_words()}" for name, b in zip("AB", benches)) + ".") + "</span>")
+        lines.append(bad_span("MoE against the formula: "
+                              + runs_words(benches, lambda b: b.match_words()) + "."))
     return lines
 
 
 def compare_section(page, ctx, benches, matches):
     """Step time, tokens/s and all-to-all bytes of B against A per (ep, router, cf, E, k)."""
     labels, plotter = ctx.labels, ctx.plotter
-    if not comparison_start(page, benches, "/bench/moe", "moe", "Mixture of experts: B against A"):
-        return
-    pairs, *only = matches
-    only_notes(page, only, "run of the same ep, router, cf, E and k", key_words)
-    workloads = [b.workload_words() for b in benches]
-    if workloads[0] != workloads[1]:
-        page.note(f"The runs trained different models (A: {workloads[0]}; B: {workloads[1]}): "
-                  "only the runs of the same ep, router, cf, E and k are compared.")
-    if not pairs:
-        page.note("No ep, router, cf, E and k in both runs: nothing to compare.")
+    pairs = comparison_pairs(
+        page, benches, matches, "/bench/moe", "moe", "Mixture of experts: B against A",
+        "run of the same ep, router, cf, E and k", key_words, "ep, router, cf, E and k",
+        (lambda b: b.workload_words(),
+         "only the runs of the same ep, router, cf, E and k are compared"))
+    if pairs is None:
         return
     page.p("Median step time of the slowest rank, tokens/s and the all-to-all bytes of the "
            "busiest rank, matched on ep, router, cf, E and k. Ratio = B / A (step time below 1 "
-           "or tokens/s above 1: B is faster); bytes: B - A. Against the formula: " + "; ".join(
-               f"{name} {esc(b.match_words())}" for name, b in zip("AB", benches)) + ".")
+           "or tokens/s above 1: B is faster); bytes: B - A. Against the formula: "
+           + runs_words(benches, lambda b: b.match_words(), True) + ".")
     rows, classes = [], []
     for _, a, b in pairs:
-        rows.append([esc(benches[0].run_words(a)), fmt_ms(a["step_seconds"]),
-                     fmt_ms(b["step_seconds"]),
-                     fmt_ratio(ratio_of(b["step_seconds"], a["step_seconds"])),
-                     fmt_tokens(a["tokens_per_second"]), fmt_tokens(b["tokens_per_second"]),
-                     fmt_ratio(ratio_of(b["tokens_per_second"], a["tokens_per_second"])),
-                     fmt_ratio(a["all_to_all_share"]), fmt_ratio(b["all_to_all_share"]),
-                     fmt_bytes(a["all_to_all_bytes"]), fmt_bytes(b["all_to_all_bytes"]),
-                     fmt_change(bytes_change(a, b))]
+        rows.append([esc(benches[0].run_words(a))] + step_cells(a, b)
+                    + [fmt_ratio(a["all_to_all_share"]), fmt_ratio(b["all_to_all_share"]),
+                       fmt_bytes(a["all_to_all_bytes"]), fmt_bytes(b["all_to_all_bytes"]),
+                       fmt_change(bytes_change(a, b))]
                     + [yes_no(not r["differs"]) if bytes_checked(r) else "–" for r in (a, b)])
         classes.append("diff" if a["differs"] or b["differs"] else "")
     page.table(["run", "step time A (ms)", "step time B (ms)", "step time B / A", "tokens/s A",
@@ -847,24 +810,12 @@ def compare_section(page, ctx, benches, matches):
 
 
 def compare_markdown(ctx, benches, matches):
-    pairs = matches[0] if matches else []
-    if not pairs:
-        return []
-    md = ["", "## Mixture of experts (step time, slowest rank)", "",
-          "| ep | router | cf | E | k | step A (ms) | step B (ms) | B / A | tokens/s A | "
-          "tokens/s B | B / A | bytes A | bytes B | B - A |",
-          "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for (ep, router, cf, experts, top_k), a, b in pairs:
-        md.append(f"| {ep} | {router} | {cf_text(cf)} | {fmt_known(experts)} | "
-                  f"{fmt_known(top_k)} | {fmt_ms(a['step_seconds'])} | "
-                  f"{fmt_ms(b['step_seconds'])} | "
-                  f"{fmt_ratio(ratio_of(b['step_seconds'], a['step_seconds']))} | "
-                  f"{fmt_tokens(a['tokens_per_second'])} | "
-                  f"{fmt_tokens(b['tokens_per_second'])} | "
-                  f"{fmt_ratio(ratio_of(b['tokens_per_second'], a['tokens_per_second']))} | "
-                  f"{fmt_bytes(a['all_to_all_bytes'])} | {fmt_bytes(b['all_to_all_bytes'])} | "
-                  f"{fmt_change(bytes_change(a, b))} |")
-    md.append("")
-    for name, bench in zip("AB", benches):
-        md.append(f"- {name} against the formula: {bench.match_words()}.")
-    return md
+    return comparison_md(
+        matches, "Mixture of experts (step time, slowest rank)",
+        ["ep", "router", "cf", "E", "k", "step A (ms)", "step B (ms)", "B / A", "tokens/s A",
+         "tokens/s B", "B / A", "bytes A", "bytes B", "B - A"], "rllrrrrrrrrrrr",
+        lambda key, a, b: [key[0], key[1], cf_text(key[2]), fmt_known(key[3]),
+                           fmt_known(key[4])] + step_cells(a, b)
+        + [fmt_bytes(a["all_to_all_bytes"]), fmt_bytes(b["all_to_all_bytes"]),
+           fmt_change(bytes_change(a, b))],
+        lambda: runs_md(benches, " against the formula: ", lambda b: b.match_words()))

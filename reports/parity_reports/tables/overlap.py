@@ -4,11 +4,12 @@ per bucket size: exposed communication and the fraction overlap hides."""
 import math
 from collections import OrderedDict
 
-from ..common import (capitalized, comparison_start, esc, finite, fmt_known, fmt_ms, fmt_num,
-                      fmt_ratio, fmt_size, only_notes, ratio_of, section_md, table_rows,
-                      usable_matched_pairs)
+from ..common import (RowTable, capitalized, comparison_md, comparison_pairs, esc, finite,
+                      fmt_known, fmt_ms, fmt_num, fmt_ratio, fmt_size, nav_entry, ratio_of,
+                      section_md, section_start, usable_matched_pairs)
 
 NAME = "overlap"
+ORDER = 80
 VERDICT = False
 READS = {
     "/bench/overlap": (
@@ -22,20 +23,14 @@ OVERLAP_OPTIONAL = {"world_size": -1, "model": "", "buckets": -1, "step_seconds"
                     "comm_seconds_alone": math.nan, "hidden_fraction": math.nan}
 
 
-class OverlapBench:
+class OverlapBench(RowTable):
     """/bench/overlap: one row per (bucket size, overlap on or off)."""
 
     def __init__(self, rf):
-        self.table = rf.table("/bench/overlap")
-        self.present = self.table is not None
-        self.rows = table_rows(self.table, OVERLAP_OPTIONAL) if self.present else []
+        super().__init__(rf, "/bench/overlap", OVERLAP_OPTIONAL)
         self.buckets = OrderedDict()
         for r in sorted(self.rows, key=lambda r: (r["bucket_bytes"], r["overlap"])):
             self.buckets.setdefault(r["bucket_bytes"], {}).setdefault(int(r["overlap"]), r)
-
-    @property
-    def usable(self):
-        return bool(self.rows)
 
     def by_key(self):
         return OrderedDict(((b, o), r) for b, pair in self.buckets.items()
@@ -122,17 +117,13 @@ def load(rf, loaded):
 
 
 def nav(overlaps):
-    return [("overlap", "Overlap")] if any(o.present for o in overlaps) else []
+    return nav_entry(overlaps, "overlap", "Overlap")
 
 
 def section(page, ctx, overlap):
     """The "Overlap" section; left out entirely when the file has no /bench/overlap."""
     plotter = ctx.plotter
-    if not overlap.present:
-        return
-    page.add("<h2 id=\"overlap\">Communication overlap</h2>")
-    if not overlap.usable:
-        page.note("/bench/overlap is present but has 0 rows.")
+    if not section_start(page, overlap, "overlap", "Communication overlap", "/bench/overlap"):
         return
     worlds = sorted({r["world_size"] for r in overlap.rows if r["world_size"] > 0})
     page.p("The gradients' all-reduce in buckets, issued as each bucket's gradients are ready "
@@ -176,38 +167,31 @@ def compare_glance(ctx, overlaps, matches):
 
 def compare_section(page, ctx, overlaps, matches):
     """Exposed communication and hidden fraction of B against A per (bucket size, overlap)."""
-    if not comparison_start(page, overlaps, "/bench/overlap", "overlap",
-                            "Communication overlap: B against A"):
-        return
-    pairs, *only = matches
-    only_notes(page, only, "row of the same bucket size and overlap",
-               lambda k: f"{fmt_size(k[0])} {'with' if k[1] else 'without'} overlap")
-    if not pairs:
-        page.note("No bucket size and overlap setting in both runs: nothing to compare.")
+    pairs = comparison_pairs(page, overlaps, matches, "/bench/overlap", "overlap",
+                             "Communication overlap: B against A",
+                             "row of the same bucket size and overlap",
+                             lambda k: f"{fmt_size(k[0])} {'with' if k[1] else 'without'} overlap",
+                             "bucket size and overlap setting")
+    if pairs is None:
         return
     page.p("Exposed communication per step, matched on bucket size and overlap. Ratio = B / A "
            "(below 1: B waits less).")
-    rows = []
-    for (bucket, flag), a, b in pairs:
-        rows.append([esc(fmt_size(bucket)), "yes" if flag else "no",
-                     fmt_ms(a["exposed_comm_seconds"]), fmt_ms(b["exposed_comm_seconds"]),
-                     fmt_ratio(ratio_of(b["exposed_comm_seconds"], a["exposed_comm_seconds"])),
-                     fmt_ratio(overlaps[0].hidden(a)), fmt_ratio(overlaps[1].hidden(b))])
     page.table(["bucket size", "overlap", "exposed comm A (ms)", "exposed comm B (ms)",
-                "B / A", "hidden fraction A", "hidden fraction B"], rows,
+                "B / A", "hidden fraction A", "hidden fraction B"],
+               [[esc(c) for c in pair_cells(overlaps, key, a, b)] for key, a, b in pairs],
                numeric={2, 3, 4, 5, 6})
 
 
+def pair_cells(overlaps, key, a, b):
+    """(bucket size, overlap, exposed communication A, B and B / A, hidden fraction A and B)."""
+    (bucket, flag), ea, eb = key, a["exposed_comm_seconds"], b["exposed_comm_seconds"]
+    return [fmt_size(bucket), "yes" if flag else "no", fmt_ms(ea), fmt_ms(eb),
+            fmt_ratio(ratio_of(eb, ea)), fmt_ratio(overlaps[0].hidden(a)),
+            fmt_ratio(overlaps[1].hidden(b))]
+
+
 def compare_markdown(ctx, overlaps, matches):
-    pairs = matches[0] if matches else []
-    if not pairs:
-        return []
-    md = ["", "## Communication overlap (exposed communication)", "",
-          "| bucket size | overlap | A (ms) | B (ms) | B / A | hidden A | hidden B |",
-          "|---|---|---:|---:|---:|---:|---:|"]
-    for (bucket, flag), a, b in pairs:
-        ea, eb = a["exposed_comm_seconds"], b["exposed_comm_seconds"]
-        md.append(f"| {fmt_size(bucket)} | {'yes' if flag else 'no'} | {fmt_ms(ea)} | "
-                  f"{fmt_ms(eb)} | {fmt_ratio(ratio_of(eb, ea))} | "
-                  f"{fmt_ratio(overlaps[0].hidden(a))} | {fmt_ratio(overlaps[1].hidden(b))} |")
-    return md
+    return comparison_md(
+        matches, "Communication overlap (exposed communication)",
+        ["bucket size", "overlap", "A (ms)", "B (ms)", "B / A", "hidden A", "hidden B"],
+        "llrrrrr", lambda key, a, b: pair_cells(overlaps, key, a, b))

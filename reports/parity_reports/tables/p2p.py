@@ -3,9 +3,10 @@ to them (the group's alpha_us and beta_us_per_byte)."""
 
 import math
 
-from ..common import esc, finite, fmt_int, fmt_num, fmt_time
+from ..common import esc, finite, fmt_int, fmt_num, fmt_time, side_by_side
 
 NAME = "p2p"
+ORDER = 30
 VERDICT = False
 READS = {"/bench/point_to_point": ("i:size_bytes f:time_us", [])}
 
@@ -118,10 +119,6 @@ def nav(tables):
     return [("p2p", "Point-to-point")]
 
 
-def section(page, ctx, p2p):
-    runs_section(page, [(ctx.labels[0], p2p)], ctx.plotter)
-
-
 def glance(ctx, p2p):
     return ["Point-to-point: " + esc(p2p.text()) + "."] if p2p.present else []
 
@@ -130,22 +127,5 @@ def markdown(ctx, p2p):
     return ["", f"Point-to-point: {p2p.text()}."] if p2p.present else []
 
 
-def compare(ctx, p2ps):
-    return None
-
-
-def compare_glance(ctx, p2ps, matches):
-    return []
-
-
-def compare_section(page, ctx, p2ps, matches):
-    runs_section(page, [("A", p2ps[0]), ("B", p2ps[1])], ctx.plotter)
-
-
-def compare_markdown(ctx, p2ps, matches):
-    if not any(p.present for p in p2ps):
-        return []
-    md = ["", "## Point-to-point", ""]
-    for name, p in zip("AB", p2ps):
-        md.append(f"- {name}: {p.text()}" if p.present else f"- {name}: not measured")
-    return md
+section, compare, compare_glance, compare_section, compare_markdown = side_by_side(
+    runs_section, "Point-to-point", lambda p: p.present)

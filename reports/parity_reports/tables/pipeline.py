@@ -7,11 +7,13 @@ its activations at the peak beside the formula; per schedule one step drawn rank
 import math
 from collections import OrderedDict
 
-from ..common import (comparison_start, esc, finite, fmt_bytes, fmt_int, fmt_known, fmt_ms,
-                      fmt_ratio, only_notes, order_key, ratio_of, ratio_range_words, section_md,
-                      table_rows, usable_matched_pairs)
+from ..common import (RowTable, comparison_md, comparison_pairs, esc, finite, fmt_bytes, fmt_int,
+                      fmt_known, fmt_ms, fmt_ratio, grouped_rows, known, md_table, nav_entry,
+                      order_key, ratio_glance, ratio_of, section_md, section_start,
+                      usable_matched_pairs)
 
 NAME = "pipeline"
+ORDER = 100
 VERDICT = False
 READS = {
     "/bench/pipeline": (
@@ -72,55 +74,32 @@ def closed_form_bubble(schedule, p, m, v):
     return None
 
 
-def known(x):
-    return finite(x) and x >= 0
-
-
 def known_bytes(x):
     return fmt_bytes(x) if known(x) else "–"
 
 
-class PipelineBench:
+class PipelineBench(RowTable):
     """The three pipeline tables: runs in schedule order, then v, p and m; each run's ranks and
     timeline intervals by the run's row index in /bench/pipeline."""
 
     def __init__(self, rf):
-        self.table = rf.table("/bench/pipeline")
-        self.present = self.table is not None
-        self.attrs = rf.group_attrs.get("/bench/pipeline", {})
-        self.rows = table_rows(self.table, RUN_OPTIONAL) if self.present else []
+        super().__init__(rf, "/bench/pipeline", RUN_OPTIONAL)
         self.rows.sort(key=lambda r: (order_key(r["schedule"], SCHEDULE_ORDER), int(r["chunks"]),
                                       int(r["stages"]), int(r["micro_batches"])))
-        ranks = rf.table("/bench/pipeline_ranks")
-        self.has_ranks = ranks is not None
-        self.ranks = {}
-        for r in table_rows(ranks, RANK_OPTIONAL) if ranks is not None else []:
-            self.ranks.setdefault(int(r["run"]), []).append(r)
-        for rows in self.ranks.values():
-            rows.sort(key=lambda r: int(r["rank"]))
-        timeline = rf.table("/bench/pipeline_timeline")
-        self.has_timeline = timeline is not None
-        self.timeline = {}
-        for r in table_rows(timeline, TIMELINE_OPTIONAL) if timeline is not None else []:
-            self.timeline.setdefault((int(r["run"]), r["source"]), []).append(r)
+        self.has_ranks, self.ranks = grouped_rows(rf, "/bench/pipeline_ranks", RANK_OPTIONAL,
+                                                  lambda r: int(r["run"]), lambda r: int(r["rank"]))
+        self.has_timeline, self.timeline = grouped_rows(
+            rf, "/bench/pipeline_timeline", TIMELINE_OPTIONAL,
+            lambda r: (int(r["run"]), r["source"]))
         self.variants = OrderedDict()
         for r in self.rows:
             self.variants.setdefault((r["schedule"], int(r["chunks"])), []).append(r)
         self.sizes = sorted({int(r["stages"]) for r in self.rows})
-        self.alpha = float(self.attrs["alpha_s"]) if finite(self.attrs.get("alpha_s")) else None
-        self.beta = (float(self.attrs["beta_s_per_byte"])
-                     if finite(self.attrs.get("beta_s_per_byte")) else None)
-
-    @property
-    def usable(self):
-        return bool(self.rows)
+        self.read_alpha_beta()
 
     @staticmethod
     def key(r):
         return (r["schedule"], int(r["stages"]), int(r["chunks"]), int(r["micro_batches"]))
-
-    def by_key(self):
-        return OrderedDict((self.key(r), r) for r in self.rows)
 
     @property
     def oversubscribed(self):
@@ -203,12 +182,6 @@ class PipelineBench:
             "bubble measured / simulated / closed form: "
         return lead + "; ".join(f"{self.row_label(r)}{'' if same else ' at ' + at(r)} "
                                 f"{values(r)}" for r in chosen)
-
-    def alpha_beta_text(self):
-        if self.alpha is None or self.beta is None or self.beta <= 0:
-            return None
-        return (f"alpha = {self.alpha * 1e6:.3g} us, beta = {self.beta:.4g} s/B "
-                f"({1e-9 / self.beta:.3g} GB/s)")
 
 
 def workload_text(bench):
@@ -475,7 +448,7 @@ def load(rf, loaded):
 
 
 def nav(benches):
-    return [("pipeline", "Pipeline parallelism")] if any(b.present for b in benches) else []
+    return nav_entry(benches, "pipeline", "Pipeline parallelism")
 
 
 def oversubscribed_html(bench, name=""):
@@ -487,11 +460,7 @@ def section(page, ctx, bench):
     """The "Pipeline parallelism" section; left out entirely when the file has no
     /bench/pipeline."""
     plotter = ctx.plotter
-    if not bench.present:
-        return
-    page.add("<h2 id=\"pipeline\">Pipeline parallelism</h2>")
-    if not bench.usable:
-        page.note("/bench/pipeline is present but has 0 rows.")
+    if not section_start(page, bench, "pipeline", "Pipeline parallelism", "/bench/pipeline"):
         return
     steps, warmup = bench.attrs.get("timed_steps"), bench.attrs.get("warmup_steps")
     uncertainty = max([r["clock_uncertainty_seconds"] for r in bench.rows
@@ -635,19 +604,15 @@ def pipeline_md(bench):
              f"- Drawn rank by rank: {bench.bubble_words()}."]
     if bench.oversubscribed:
         lines.append(f"- **Oversubscribed:** {bench.oversubscribed_words()}.")
-    lines += ["", "| schedule | p | v | m | step (ms) | span (ms) | simulated (ms) | bubble | "
-              "simulated | closed form | peak activations | formula |",
-              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in bench.rows:
-        lines.append(f"| {r['schedule']} | {int(r['stages'])} | {int(r['chunks'])} | "
-                     f"{int(r['micro_batches'])} | {fmt_ms(r['step_seconds'])} | "
-                     f"{fmt_ms(r['makespan_seconds'])} | "
-                     f"{fmt_ms(r['simulated_makespan_seconds'])} | "
-                     f"{fmt_ratio(r['measured_bubble'])} | {fmt_ratio(r['simulated_bubble'])} | "
-                     f"{fmt_ratio(r['closed_form_bubble'])} | "
-                     f"{known_bytes(r['peak_activation_bytes'])} | "
-                     f"{known_bytes(r['formula_activation_bytes'])} |")
-    return lines
+    rows = [[r["schedule"], int(r["stages"]), int(r["chunks"]), int(r["micro_batches"]),
+             fmt_ms(r["step_seconds"]), fmt_ms(r["makespan_seconds"]),
+             fmt_ms(r["simulated_makespan_seconds"]), fmt_ratio(r["measured_bubble"]),
+             fmt_ratio(r["simulated_bubble"]), fmt_ratio(r["closed_form_bubble"]),
+             known_bytes(r["peak_activation_bytes"]), known_bytes(r["formula_activation_bytes"])]
+            for r in bench.rows]
+    return lines + [""] + md_table(
+        ["schedule", "p", "v", "m", "step (ms)", "span (ms)", "simulated (ms)", "bubble",
+         "simulated", "closed form", "peak activations", "formula"], "lrrrrrrrrrrr", rows)
 
 
 def markdown(ctx, bench):
@@ -662,16 +627,15 @@ def compare(ctx, benches):
     return usable_matched_pairs(benches)
 
 
+def oversubscribed_runs(benches):
+    """[(run name, its table)] of the oversubscribed runs."""
+    return [(name, b) for name, b in zip("AB", benches) if b.oversubscribed]
+
+
 def compare_glance(ctx, benches, matches):
-    pairs = matches[0] if matches else []
-    if not pairs:
-        return []
-    lines = [f"Pipeline step time B / A over {len(pairs)} matching run"
-             f"{'s' if len(pairs) != 1 else ''}: "
-             + ratio_range_words([ratio_of(b["step_seconds"], a["step_seconds"])
-                                  for _, a, b in pairs]) + "."]
-    over = [name for name, b in zip("AB", benches) if b.oversubscribed]
-    if over:
+    lines = ratio_glance(matches, "Pipeline step time", "matching run", "step_seconds")
+    over = [name for name, _ in oversubscribed_runs(benches)]
+    if lines and over:
         lines.append(esc(f"Pipeline: run {' and '.join(over)} oversubscribed; compare the "
                          "simulated bubbles."))
     return lines
@@ -680,17 +644,16 @@ def compare_glance(ctx, benches, matches):
 def compare_section(page, ctx, benches, matches):
     """Step time and bubbles of B against A per (schedule, p, v, m)."""
     labels, plotter = ctx.labels, ctx.plotter
-    if not comparison_start(page, benches, "/bench/pipeline", "pipeline",
-                            "Pipeline parallelism: B against A"):
-        return
-    pairs, *only = matches
-    only_notes(page, only, "run of the same schedule, p, v and m",
-               lambda k: f"{k[0]} p = {k[1]}, v = {k[2]}, m = {k[3]}")
-    for name, bench in zip("AB", benches):
-        if bench.oversubscribed:
+
+    def oversubscribed_notes(page):
+        for name, bench in oversubscribed_runs(benches):
             page.add(oversubscribed_html(bench, f"Run {name} "))
-    if not pairs:
-        page.note("No schedule, p, v and m in both runs: nothing to compare.")
+    pairs = comparison_pairs(page, benches, matches, "/bench/pipeline", "pipeline",
+                             "Pipeline parallelism: B against A",
+                             "run of the same schedule, p, v and m",
+                             lambda k: f"{k[0]} p = {k[1]}, v = {k[2]}, m = {k[3]}",
+                             "schedule, p, v and m", notes=oversubscribed_notes)
+    if pairs is None:
         return
     page.p("Median step time of the slowest rank, matched on schedule, p, v and m. Ratio = B / "
            "A (below 1: B is faster). Bubbles: measured on aligned clocks, and simulated from "
@@ -711,17 +674,15 @@ def compare_section(page, ctx, benches, matches):
 
 
 def compare_markdown(ctx, benches, matches):
-    pairs = matches[0] if matches else []
-    if not pairs:
-        return []
-    md = ["", "## Pipeline parallelism (step time, slowest rank)", "",
-          "| schedule | p | v | m | step A (ms) | step B (ms) | B / A | bubble A | bubble B |",
-          "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for (schedule, p, v, m), a, b in pairs:
-        md.append(f"| {schedule} | {p} | {v} | {m} | {fmt_ms(a['step_seconds'])} | "
-                  f"{fmt_ms(b['step_seconds'])} | "
-                  f"{fmt_ratio(ratio_of(b['step_seconds'], a['step_seconds']))} | "
-                  f"{fmt_ratio(a['measured_bubble'])} | {fmt_ratio(b['measured_bubble'])} |")
-    over = [f"- **{name} oversubscribed:** {bench.oversubscribed_words()}."
-            for name, bench in zip("AB", benches) if bench.oversubscribed]
-    return md + ([""] + over if over else [])
+    def oversubscribed_lines():
+        over = [f"- **{name} oversubscribed:** {bench.oversubscribed_words()}."
+                for name, bench in oversubscribed_runs(benches)]
+        return [""] + over if over else []
+    return comparison_md(
+        matches, "Pipeline parallelism (step time, slowest rank)",
+        ["schedule", "p", "v", "m", "step A (ms)", "step B (ms)", "B / A", "bubble A",
+         "bubble B"], "lrrrrrrrr",
+        lambda key, a, b: [*key, fmt_ms(a["step_seconds"]), fmt_ms(b["step_seconds"]),
+                           fmt_ratio(ratio_of(b["step_seconds"], a["step_seconds"])),
+                           fmt_ratio(a["measured_bubble"]), fmt_ratio(b["measured_bubble"])],
+        oversubscribed_lines)

@@ -6,11 +6,12 @@ after growth_interval clean steps."""
 import math
 from collections import OrderedDict
 
-from ..common import (capitalized, comparison_start, esc, finite, fmt_int, fmt_num, fmt_ratio,
-                      only_notes, order_key, ratio_of, ratio_range_words, section_md,
-                      table_rows, usable_matched_pairs)
+from ..common import (RowTable, capitalized, comparison_md, comparison_pairs, esc, finite, fmt_int,
+                      fmt_num, fmt_ratio, md_table, nav_entry, order_key, ratio_glance, ratio_of,
+                      section_md, section_start, usable_matched_pairs)
 
 NAME = "precision"
+ORDER = 130
 VERDICT = False
 READS = {
     "/bench/precision": ("s:precision i:step,skipped,world_size f:loss,loss_scale",
@@ -37,16 +38,13 @@ def fmt_scale(x):
     return f"2^{int(e)}" if e == int(e) else fmt_num(x)
 
 
-class PrecisionBench:
+class PrecisionBench(RowTable):
     """/bench/precision: per precision (float64 first), its rows in step order."""
 
     def __init__(self, rf):
-        self.table = rf.table("/bench/precision")
-        self.present = self.table is not None
-        self.attrs = rf.group_attrs.get("/bench/precision", {})
-        rows = table_rows(self.table, PRECISION_OPTIONAL) if self.present else []
+        super().__init__(rf, "/bench/precision", PRECISION_OPTIONAL)
         self.runs = OrderedDict()
-        for r in sorted(rows, key=lambda r: (order_key(r["precision"], PRECISION_ORDER),
+        for r in sorted(self.rows, key=lambda r: (order_key(r["precision"], PRECISION_ORDER),
                                              r["step"])):
             self.runs.setdefault(r["precision"], []).append(r)
 
@@ -157,7 +155,7 @@ def load(rf, loaded):
 
 
 def nav(benches):
-    return [("precision", "Mixed precision")] if any(b.present for b in benches) else []
+    return nav_entry(benches, "precision", "Mixed precision")
 
 
 def final_rows(bench):
@@ -190,11 +188,7 @@ def summary_words(bench):
 
 def section(page, ctx, bench):
     """The "Mixed precision" section; left out entirely without /bench/precision."""
-    if not bench.present:
-        return
-    page.add("<h2 id=\"precision\">Mixed precision</h2>")
-    if not bench.usable:
-        page.note("/bench/precision is present but has 0 rows.")
+    if not section_start(page, bench, "precision", "Mixed precision", "/bench/precision"):
         return
     setup = [f"Model: {esc(bench.model_words())}."]
     world = max(int(r["world_size"]) for rows in bench.runs.values() for r in rows)
@@ -222,10 +216,9 @@ def glance(ctx, bench):
 
 
 def precision_md(bench):
-    md = [f"- Model: {bench.model_words()}.", f"- {capitalized(summary_words(bench))}.", "",
-          "| precision | final loss | / float64 | skipped steps | final loss scale |",
-          "|---|---:|---:|---:|---:|"]
-    return md + [f"| {' | '.join(row)} |" for row in final_rows(bench)]
+    return [f"- Model: {bench.model_words()}.", f"- {capitalized(summary_words(bench))}.",
+            ""] + md_table(["precision", "final loss", "/ float64", "skipped steps",
+                            "final loss scale"], "lrrrr", final_rows(bench))
 
 
 def markdown(ctx, bench):
@@ -240,40 +233,29 @@ def compare(ctx, benches):
     return usable_matched_pairs(benches)
 
 
-def pair_cells(pairs):
-    return [[key, fmt_loss(a["loss"]), fmt_loss(b["loss"]),
-             fmt_ratio(ratio_of(b["loss"], a["loss"])), fmt_int(a["step"] + 1),
-             fmt_int(b["step"] + 1)] for key, a, b in pairs]
+def pair_cells(key, a, b):
+    """(precision, final loss A, B and B / A, steps A and B)."""
+    return [key, fmt_loss(a["loss"]), fmt_loss(b["loss"]),
+            fmt_ratio(ratio_of(b["loss"], a["loss"])), fmt_int(a["step"] + 1),
+            fmt_int(b["step"] + 1)]
 
 
 def compare_glance(ctx, benches, matches):
-    pairs = matches[0] if matches else []
-    if not pairs:
-        return []
-    return [f"Mixed precision final loss B / A over {len(pairs)} precision"
-            f"{'s' if len(pairs) != 1 else ''}: "
-            + ratio_range_words([ratio_of(b["loss"], a["loss"]) for _, a, b in pairs]) + "."]
+    return ratio_glance(matches, "Mixed precision final loss", "precision", "loss")
 
 
 def compare_section(page, ctx, benches, matches):
-    if not comparison_start(page, benches, "/bench/precision", "precision",
-                            "Mixed precision: B against A"):
-        return
-    pairs, *only = matches
-    only_notes(page, only, "run in that precision", str)
-    if not pairs:
-        page.note("No precision in both runs: nothing to compare.")
+    pairs = comparison_pairs(page, benches, matches, "/bench/precision", "precision",
+                             "Mixed precision: B against A", "run in that precision", str,
+                             "precision")
+    if pairs is None:
         return
     page.p("The last step's loss of each precision both runs trained; ratio = B / A.")
     page.table(["precision", "final loss A", "final loss B", "B / A", "steps A", "steps B"],
-               [[esc(c) for c in row] for row in pair_cells(pairs)], numeric={1, 2, 3, 4, 5})
+               [[esc(c) for c in pair_cells(*p)] for p in pairs], numeric={1, 2, 3, 4, 5})
 
 
 def compare_markdown(ctx, benches, matches):
-    pairs = matches[0] if matches else []
-    if not pairs:
-        return []
-    md = ["", "## Mixed precision (final loss)", "",
-          "| precision | final loss A | final loss B | B / A | steps A | steps B |",
-          "|---|---:|---:|---:|---:|---:|"]
-    return md + [f"| {' | '.join(row)} |" for row in pair_cells(pairs)]
+    return comparison_md(matches, "Mixed precision (final loss)",
+                         ["precision", "final loss A", "final loss B", "B / A", "steps A",
+                          "steps B"], "lrrrrr", pair_cells)

@@ -4,11 +4,12 @@ and efficiency, the Amdahl fit, and exposed communication against the alpha-beta
 import math
 from collections import OrderedDict, defaultdict
 
-from ..common import (capitalized, comparison_start, esc, finite, fmt_count, fmt_int, fmt_known,
-                      fmt_ms, fmt_num, fmt_ratio, only_notes, order_key, ratio_of, section_md,
-                      table_rows, usable_matched_pairs)
+from ..common import (RowTable, capitalized, comparison_md, comparison_pairs, esc, finite,
+                      fmt_count, fmt_int, fmt_known, fmt_ms, fmt_num, fmt_ratio, matched, nav_entry,
+                      order_key, ratio_of, section_md, section_start, usable_matched_pairs)
 
 NAME = "scaling"
+ORDER = 70
 VERDICT = False
 READS = {
     "/bench/scaling": (
@@ -30,27 +31,18 @@ def amdahl_speedup(serial_fraction, n):
     return 1 / (serial_fraction + (1 - serial_fraction) / n)
 
 
-class ScalingBench:
+class ScalingBench(RowTable):
     """/bench/scaling: one row per (mode, world size)."""
 
     def __init__(self, rf):
-        self.table = rf.table("/bench/scaling")
-        self.present = self.table is not None
-        self.attrs = rf.group_attrs.get("/bench/scaling", {})
-        self.rows = table_rows(self.table, SCALING_OPTIONAL) if self.present else []
+        super().__init__(rf, "/bench/scaling", SCALING_OPTIONAL)
         modes = defaultdict(list)
         for r in self.rows:
             modes[r["mode"]].append(r)
         self.modes = OrderedDict(
             (m, sorted(modes[m], key=lambda r: r["world_size"]))
             for m in sorted(modes, key=lambda m: order_key(m, SCALING_MODE_ORDER)))
-        self.alpha = float(self.attrs["alpha_s"]) if finite(self.attrs.get("alpha_s")) else None
-        self.beta = (float(self.attrs["beta_s_per_byte"])
-                     if finite(self.attrs.get("beta_s_per_byte")) else None)
-
-    @property
-    def usable(self):
-        return bool(self.rows)
+        self.read_alpha_beta()
 
     def by_key(self):
         return OrderedDict(((r["mode"], int(r["world_size"])), r)
@@ -208,17 +200,13 @@ def load(rf, loaded):
 
 
 def nav(scalings):
-    return [("scaling", "Scaling")] if any(s.present for s in scalings) else []
+    return nav_entry(scalings, "scaling", "Scaling")
 
 
 def section(page, ctx, scaling):
     """The "Scaling" section; left out entirely when the file has no /bench/scaling."""
     plotter = ctx.plotter
-    if not scaling.present:
-        return
-    page.add("<h2 id=\"scaling\">Data-parallel scaling</h2>")
-    if not scaling.usable:
-        page.note("/bench/scaling is present but has 0 rows.")
+    if not section_start(page, scaling, "scaling", "Data-parallel scaling", "/bench/scaling"):
         return
     workloads = list(OrderedDict.fromkeys((r["model"], r["config"]) for r in scaling.rows))
     page.p("A data-parallel training step of "
@@ -279,7 +267,7 @@ def compare(ctx, scalings):
 
 
 def compare_glance(ctx, scalings, matches):
-    pairs = matches[0] if matches else []
+    pairs = matched(matches)
     if not pairs:
         return []
     largest = OrderedDict()
@@ -294,14 +282,11 @@ def compare_glance(ctx, scalings, matches):
 def compare_section(page, ctx, scalings, matches):
     """Step time of B against A per (mode, world size)."""
     labels, plotter = ctx.labels, ctx.plotter
-    if not comparison_start(page, scalings, "/bench/scaling", "scaling",
-                            "Data-parallel scaling: B against A"):
-        return
-    pairs, *only = matches
-    only_notes(page, only, "row of the same mode and world size",
-               lambda k: f"{k[0]} at {k[1]} ranks")
-    if not pairs:
-        page.note("No mode and world size in both runs: nothing to compare.")
+    pairs = comparison_pairs(page, scalings, matches, "/bench/scaling", "scaling",
+                             "Data-parallel scaling: B against A",
+                             "row of the same mode and world size",
+                             lambda k: f"{k[0]} at {k[1]} ranks", "mode and world size")
+    if pairs is None:
         return
     fits = []
     for mode in OrderedDict.fromkeys(k[0] for k, _, _ in pairs):
@@ -325,15 +310,10 @@ def compare_section(page, ctx, scalings, matches):
 
 
 def compare_markdown(ctx, scalings, matches):
-    pairs = matches[0] if matches else []
-    if not pairs:
-        return []
-    md = ["", "## Data-parallel scaling (step time, slowest rank)", "",
-          "| mode | world size | step A (ms) | step B (ms) | B / A | speedup A | speedup B |",
-          "|---|---:|---:|---:|---:|---:|---:|"]
-    for (mode, n), a, b in pairs:
-        md.append(f"| {mode} | {n} | {fmt_ms(a['step_seconds'])} | "
-                  f"{fmt_ms(b['step_seconds'])} | "
-                  f"{fmt_ratio(ratio_of(b['step_seconds'], a['step_seconds']))} | "
-                  f"{fmt_num(a['speedup'])} | {fmt_num(b['speedup'])} |")
-    return md
+    return comparison_md(
+        matches, "Data-parallel scaling (step time, slowest rank)",
+        ["mode", "world size", "step A (ms)", "step B (ms)", "B / A", "speedup A", "speedup B"],
+        "lrrrrrr",
+        lambda key, a, b: [*key, fmt_ms(a["step_seconds"]), fmt_ms(b["step_seconds"]),
+                           fmt_ratio(ratio_of(b["step_seconds"], a["step_seconds"])),
+                           fmt_num(a["speedup"]), fmt_num(b["speedup"])])

@@ -7,6 +7,7 @@ from collections import OrderedDict, defaultdict
 from ..common import ALGORITHM_ORDER, esc, finite, fmt_ratio, fmt_size, fmt_time, median, order_key
 
 NAME = "slow_ranks"
+ORDER = 20
 VERDICT = False
 READS = {"/bench/collectives_rank_times": ("i:row,rank s:host f:time_us", [])}
 

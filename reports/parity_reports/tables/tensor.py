@@ -6,11 +6,13 @@ formula (reference/theory/tensor.hpp)."""
 import math
 from collections import OrderedDict
 
-from ..common import (capitalized, comparison_start, esc, finite, fmt_bytes, fmt_count, fmt_known,
-                      fmt_ms, fmt_ratio, fmt_tokens, only_notes, ratio_of, ratio_range_words,
-                      section_md, table_rows, usable_matched_pairs)
+from ..common import (RowTable, comparison_md, comparison_pairs, esc, finite, fmt_bytes, fmt_count,
+                      fmt_known, fmt_ms, fmt_ratio, fmt_tokens, formula_differences, known,
+                      md_table, nav_entry, ratio_glance, ratio_of, runs_md, runs_words, section_md,
+                      section_start, step_cells, usable_matched_pairs, verdict_span, yes_no)
 
 NAME = "tensor"
+ORDER = 90
 VERDICT = False
 PARTS = ["embedding", "block", "head", "loss"]
 READS = {
@@ -50,18 +52,11 @@ def same_bytes(a, b):
     return finite(a) and finite(b) and round(a) == round(b)
 
 
-def known(x):
-    return x is not None and finite(x) and x >= 0
-
-
-class TensorBench:
+class TensorBench(RowTable):
     """/bench/tensor: one row per (model, config, t, dp, sequence parallelism)."""
 
     def __init__(self, rf):
-        self.table = rf.table("/bench/tensor")
-        self.present = self.table is not None
-        self.attrs = rf.group_attrs.get("/bench/tensor", {})
-        self.rows = table_rows(self.table, TENSOR_OPTIONAL) if self.present else []
+        super().__init__(rf, "/bench/tensor", TENSOR_OPTIONAL)
         models = list(OrderedDict.fromkeys((r["model"], r["config"]) for r in self.rows))
         # Models in file order, then t, dp and SP off before on: the order of every figure.
         self.rows.sort(key=lambda r: (models.index((r["model"], r["config"])), int(r["tp"]),
@@ -71,20 +66,11 @@ class TensorBench:
             r["differs"] = self.differences(r)
         self.mismatched = [r for r in self.rows if r["differs"]]
         self.sizes = sorted({int(r["tp"]) for r in self.rows})
-        self.alpha = float(self.attrs["alpha_s"]) if finite(self.attrs.get("alpha_s")) else None
-        self.beta = (float(self.attrs["beta_s_per_byte"])
-                     if finite(self.attrs.get("beta_s_per_byte")) else None)
-
-    @property
-    def usable(self):
-        return bool(self.rows)
+        self.read_alpha_beta()
 
     @staticmethod
     def key(r):
         return (r["model"], r["config"], int(r["tp"]), int(r["dp"]), int(r["sequence_parallel"]))
-
-    def by_key(self):
-        return OrderedDict((self.key(r), r) for r in self.rows)
 
     @staticmethod
     def differences(r):
@@ -101,15 +87,7 @@ class TensorBench:
                 out.append(" and ".join(wrong) + " bytes")
             elif r["bytes_match"] is not None:
                 out.append("bytes")
-        memory = [word for column, word in MEMORY_CHECKS
-                  if known(r[column]) and known(r[f"formula_{column}"])
-                  and int(r[column]) != int(r[f"formula_{column}"])]
-        if r["memory_match"] is None or int(r["memory_match"]) != 1:
-            if memory:
-                out += memory
-            elif r["memory_match"] is not None:
-                out.append("memory")
-        return out
+        return out + formula_differences(r, MEMORY_CHECKS, "memory_match", "memory")
 
     def sp_words(self):
         """'without and with sequence parallelism (SP)', or the one the file has."""
@@ -142,12 +120,6 @@ class TensorBench:
 
     def several_dp(self):
         return any(int(r["dp"]) != 1 for r in self.rows)
-
-    def alpha_beta_text(self):
-        if self.alpha is None or self.beta is None or self.beta <= 0:
-            return None
-        return (f"alpha = {self.alpha * 1e6:.3g} us, beta = {self.beta:.4g} s/B "
-                f"({1e-9 / self.beta:.3g} GB/s)")
 
 
 def run_words(r, bench):
@@ -376,27 +348,14 @@ def load(rf, loaded):
 
 
 def nav(benches):
-    return [("tensor", "Tensor parallelism")] if any(b.present for b in benches) else []
-
-
-def verdict_span(bench):
-    cls = "good" if not bench.mismatched else "bad"
-    return f"<span class=\"{cls}\">{esc(capitalized(bench.match_words()))}.</span>"
-
-
-def yes_no(ok):
-    return "yes" if ok else "<span class=\"bad\">no</span>"
+    return nav_entry(benches, "tensor", "Tensor parallelism")
 
 
 def section(page, ctx, bench):
     """The "Tensor parallelism" section; left out entirely when the file has no
     /bench/tensor."""
     plotter = ctx.plotter
-    if not bench.present:
-        return
-    page.add("<h2 id=\"tensor\">Tensor parallelism</h2>")
-    if not bench.usable:
-        page.note("/bench/tensor is present but has 0 rows.")
+    if not section_start(page, bench, "tensor", "Tensor parallelism", "/bench/tensor"):
         return
     steps = bench.attrs.get("timed_steps")
     warmup = bench.attrs.get("warmup_steps")
@@ -405,7 +364,8 @@ def section(page, ctx, bench):
            "counts are the first rank's (every rank of a group sends and holds the same), times "
            "the slowest rank's"
            + (f", the median of {int(steps)} timed steps after {int(warmup)} warm-up"
-              if finite(steps) and finite(warmup) else "") + ". " + verdict_span(bench))
+              if finite(steps) and finite(warmup) else "") + ". "
+           + verdict_span(not bench.mismatched, bench.match_words()))
     formulas = bench.attrs.get("formulas")
     if formulas:
         page.p(f"Formulas: {esc(formulas)}.", "note")
@@ -492,20 +452,15 @@ def glance(ctx, bench):
 
 
 def tensor_md(bench):
-    lines = [f"- Runs: {workload_text(bench)} at {bench.sizes_words()}, {bench.sp_words()}.",
-             f"- Against the formulas: {bench.match_words()}.", "",
-             "| t | dp | SP | step (ms) | tokens/s | tp comm share | bytes sent | formula | "
-             "activations per block | formula |",
-             "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in bench.rows:
-        lines.append(f"| {int(r['tp'])} | {int(r['dp'])} | "
-                     f"{'yes' if int(r['sequence_parallel']) else 'no'} | "
-                     f"{fmt_ms(r['step_seconds'])} | {fmt_tokens(r['tokens_per_second'])} | "
-                     f"{fmt_ratio(r['comm_share'])} | {fmt_bytes(r['bytes_total'])} | "
-                     f"{fmt_bytes(r['formula_bytes_total'])} | "
-                     f"{count_or_dash(r['activation_bytes_per_block'])} | "
-                     f"{count_or_dash(r['formula_activation_bytes_per_block'])} |")
-    return lines
+    rows = [[int(r["tp"]), int(r["dp"]), "yes" if int(r["sequence_parallel"]) else "no",
+             fmt_ms(r["step_seconds"]), fmt_tokens(r["tokens_per_second"]),
+             fmt_ratio(r["comm_share"]), fmt_bytes(r["bytes_total"]),
+             fmt_bytes(r["formula_bytes_total"]), count_or_dash(r["activation_bytes_per_block"]),
+             count_or_dash(r["formula_activation_bytes_per_block"])] for r in bench.rows]
+    return [f"- Runs: {workload_text(bench)} at {bench.sizes_words()}, {bench.sp_words()}.",
+            f"- Against the formulas: {bench.match_words()}.", ""] + md_table(
+        ["t", "dp", "SP", "step (ms)", "tokens/s", "tp comm share", "bytes sent", "formula",
+         "activations per block", "formula"], "rrlrrrrrrr", rows)
 
 
 def markdown(ctx, bench):
@@ -522,48 +477,32 @@ def compare(ctx, benches):
 
 
 def compare_glance(ctx, benches, matches):
-    pairs = matches[0] if matches else []
-    if not pairs:
-        return []
-    lines = [f"Tensor-parallel step time B / A over {len(pairs)} matching run"
-             f"{'s' if len(pairs) != 1 else ''}: "
-             + ratio_range_words([ratio_of(b["step_seconds"], a["step_seconds"])
-                                  for _, a, b in pairs]) + "."]
-    if any(b.mismatched for b in benches):
-        lines.append(esc("Tensor parallelism against the formulas: " + "; ".join(
-            f"{name} {b.match_words()}" for name, b in zip("AB", benches)) + "."))
+    lines = ratio_glance(matches, "Tensor-parallel step time", "matching run", "step_seconds")
+    if lines and any(b.mismatched for b in benches):
+        lines.append(esc("Tensor parallelism against the formulas: "
+                         + runs_words(benches, lambda b: b.match_words()) + "."))
     return lines
 
 
 def compare_section(page, ctx, benches, matches):
     """Step time and tokens/s of B against A per (model, t, dp, SP)."""
     labels, plotter = ctx.labels, ctx.plotter
-    if not comparison_start(page, benches, "/bench/tensor", "tensor",
-                            "Tensor parallelism: B against A"):
-        return
-    pairs, *only = matches
-    only_notes(page, only, "run of the same model, t, dp and SP",
-               lambda k: f"{k[0]} t = {k[2]} x dp {k[3]}" + (" with SP" if k[4] else ""))
-    workloads = [workload_text(b) for b in benches]
-    if workloads[0] != workloads[1]:
-        page.note(f"The runs trained different models (A: {workloads[0]}; B: {workloads[1]}): "
-                  "only the runs of the same model and configuration are compared.")
-    if not pairs:
-        page.note("No model, t, dp and SP in both runs: nothing to compare.")
+    pairs = comparison_pairs(
+        page, benches, matches, "/bench/tensor", "tensor", "Tensor parallelism: B against A",
+        "run of the same model, t, dp and SP",
+        lambda k: f"{k[0]} t = {k[2]} x dp {k[3]}" + (" with SP" if k[4] else ""),
+        "model, t, dp and SP",
+        (workload_text, "only the runs of the same model and configuration are compared"))
+    if pairs is None:
         return
     page.p("Median step time of the slowest rank and tokens/s, matched on model, configuration, "
            "t, dp and SP. Ratio = B / A (step time below 1 or tokens/s above 1: B is faster). "
-           "Against the formulas: " + "; ".join(
-               f"{name} {esc(b.match_words())}" for name, b in zip("AB", benches)) + ".")
+           "Against the formulas: " + runs_words(benches, lambda b: b.match_words(), True) + ".")
     rows, classes = [], []
     for _, a, b in pairs:
-        rows.append([esc(tick_label(a, benches[0])), fmt_ms(a["step_seconds"]),
-                     fmt_ms(b["step_seconds"]),
-                     fmt_ratio(ratio_of(b["step_seconds"], a["step_seconds"])),
-                     fmt_tokens(a["tokens_per_second"]), fmt_tokens(b["tokens_per_second"]),
-                     fmt_ratio(ratio_of(b["tokens_per_second"], a["tokens_per_second"])),
-                     fmt_ratio(a["comm_share"]), fmt_ratio(b["comm_share"]),
-                     yes_no(not a["differs"]), yes_no(not b["differs"])])
+        rows.append([esc(tick_label(a, benches[0]))] + step_cells(a, b)
+                    + [fmt_ratio(a["comm_share"]), fmt_ratio(b["comm_share"]),
+                       yes_no(not a["differs"]), yes_no(not b["differs"])])
         classes.append("diff" if a["differs"] or b["differs"] else "")
     page.table(["run", "step time A (ms)", "step time B (ms)", "step time B / A", "tokens/s A",
                 "tokens/s B", "tokens/s B / A", "comm share A", "comm share B",
@@ -575,20 +514,9 @@ def compare_section(page, ctx, benches, matches):
 
 
 def compare_markdown(ctx, benches, matches):
-    pairs = matches[0] if matches else []
-    if not pairs:
-        return []
-    md = ["", "## Tensor parallelism (step time, slowest rank)", "",
-          "| t | dp | SP | step A (ms) | step B (ms) | B / A | tokens/s A | tokens/s B | B / A |",
-          "|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
-    for (model, config, t, dp, sp), a, b in pairs:
-        md.append(f"| {t} | {dp} | {'yes' if sp else 'no'} | {fmt_ms(a['step_seconds'])} | "
-                  f"{fmt_ms(b['step_seconds'])} | "
-                  f"{fmt_ratio(ratio_of(b['step_seconds'], a['step_seconds']))} | "
-                  f"{fmt_tokens(a['tokens_per_second'])} | "
-                  f"{fmt_tokens(b['tokens_per_second'])} | "
-                  f"{fmt_ratio(ratio_of(b['tokens_per_second'], a['tokens_per_second']))} |")
-    md.append("")
-    for name, bench in zip("AB", benches):
-        md.append(f"- {name} against the formulas: {bench.match_words()}.")
-    return md
+    return comparison_md(
+        matches, "Tensor parallelism (step time, slowest rank)",
+        ["t", "dp", "SP", "step A (ms)", "step B (ms)", "B / A", "tokens/s A", "tokens/s B",
+         "B / A"], "rrlrrrrrr",
+        lambda key, a, b: [key[2], key[3], "yes" if key[4] else "no"] + step_cells(a, b),
+        lambda: runs_md(benches, " against the formulas: ", lambda b: b.match_words()))

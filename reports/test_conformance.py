@@ -1,0 +1,73 @@
+"""Tests of the conformance section (parity_reports/tables/conformance.py): the collective cases'
+totals and failures, and the training and tensor-parallel cases.
+
+Run with: /usr/bin/python3 reports/run_tests.py
+"""
+
+import re
+import unittest
+
+import h5py
+import numpy as np
+
+from report_testing import (TENSOR_ONLY, ReportCase, after, conformance_counts, read_rows, set_rows,
+                            text_col)
+
+
+class ConformanceReportTests(ReportCase):
+    def test_single_conformance_totals(self):
+        total, failed = conformance_counts(self.a)
+        words = f"{total} cases, {failed} failed"
+        self.assertIn(words, self.read(self.single, "index.html"))
+        self.assertIn(words, self.read(self.single, "summary.md"))
+        html = self.read(self.single, "index.html")
+        self.assertIn("rank 2 index 17: got 5 expected 7", html)
+        self.assertIn("guard region after the output buffer was overwritten", html)
+
+    def test_training_and_tensor_conformance(self):
+        path = self.sample("tensor_checks.h5", omit=TENSOR_ONLY, tensor=True,
+                           tensor_mismatch=True)
+        # One training case fails as well, with its message.
+        message = "parameters differ beyond 1e-12 (largest at blocks.0.mlp.fc.weight)"
+        target = "training/zero2/adamw/float64/gpt"
+        set_rows(path, "/check/training", "passed", lambda r: r["case"] == target, lambda r: 0)
+        with h5py.File(path, "a") as f:
+            ds = f["/check/training/message"]
+            values = [message if c == target else m
+                      for c, m in zip(text_col(f["/check/training/case"]), text_col(ds))]
+            ds[...] = np.array(values, dtype=object)
+        _, html, summary = self.report_of("tensor_checks_out", path)
+        counts = {}
+        for table in ("/check/collectives", "/check/training", "/check/tensor"):
+            passed = [r["passed"] for r in read_rows(path, table)]
+            counts[table] = (len(passed), passed.count(0))
+        words = {t: (f"{n} cases, all passed" if not bad else
+                     f"{n} cases, {bad} failed ({n - bad} passed)")
+                 for t, (n, bad) in counts.items()}
+        self.assertEqual(counts["/check/training"][1], 1)
+        self.assertEqual(counts["/check/tensor"][1], 1)
+        self.assertIn(f"<li>Conformance: collectives {words['/check/collectives']}; training "
+                      f"{words['/check/training']}; tensor {words['/check/tensor']}.</li>", html)
+        self.assertIn(f"Training cases: {words['/check/training']}.", summary)
+        self.assertIn(f"Tensor-parallel cases: {words['/check/tensor']}.", summary)
+        for heading in ("Training cases", "Failed training cases", "Tensor-parallel cases",
+                        "Failed tensor-parallel cases", "Failed collective cases"):
+            self.assertIn(f"<h3>{heading}</h3>", html)
+        failed = after(html, "<h3>Failed training cases</h3>")
+        self.assertIn(target, failed)
+        self.assertIn(message, failed)
+        failed = after(html, "<h3>Failed tensor-parallel cases</h3>")
+        self.assertIn("tensor/tp2/sp/zero1/float32", failed)
+        self.assertIn("tensor-parallel bytes differ from the formula", failed)
+        self.assertIn(f"- `{target}`: {message}", summary)
+        self.assertIn("- `tensor/tp2/sp/zero1/float32`: tensor-parallel bytes differ", summary)
+        # Counts per tensor-parallel setting: t = 2 with SP over ZeRO-1, one of two failed.
+        row = re.search(r"<tr><td>2</td><td>tp_sp</td><td>zero1</td>.*?</tr>", html)
+        self.assertIsNotNone(row)
+        self.assertIn("<span class=\"bad\">1</span>", row.group(0))
+        # Those tables are drawn, no longer listed as tables the report does not show.
+        self.assertNotIn("Other tables in the file", html)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,238 @@
+"""Tests of the page and the shared layer: every table of a one-rank run on one page, bad input
+and usage, provenance's device words, the table modules' registry and interface, and every
+figure's series checked by some test module.
+
+Run with: /usr/bin/python3 reports/run_tests.py
+"""
+
+import importlib
+import os
+import shutil
+import tempfile
+import unittest
+
+import h5py
+import numpy as np
+
+import make_sample
+from report_testing import (HERE, MODEL_ONLY, ReportCase, SeriesCase, img_sources, read_rows,
+                            run_report)
+
+
+def checked_figures():
+    """The figures whose series the test modules check, of one run and of a comparison: the
+    union of each test_*.py module's CHECKED_FIGURES and CHECKED_COMPARISON_FIGURES."""
+    one, two = set(), set()
+    for name in sorted(os.listdir(HERE)):
+        if name.startswith("test_") and name.endswith(".py"):
+            module = importlib.import_module(name[:-3])
+            one |= set(getattr(module, "CHECKED_FIGURES", ()))
+            two |= set(getattr(module, "CHECKED_COMPARISON_FIGURES", ()))
+    return one, two
+
+
+class PageReportTests(ReportCase):
+    def test_one_rank_every_table(self):
+        """The sample writes every table at one rank (no ping-pong) and the report draws
+        them."""
+        path = os.path.join(self.tmp, "one_rank_all.h5")
+        make_sample.write_sample(path, world_size=1, model=True, parallel=True, tensor=True,
+                                 pipeline=True, moe=True, checkpoint=True, precision=True)
+        for table in ("/bench/memory", "/bench/scaling", "/bench/overlap", "/bench/tensor",
+                      "/bench/pipeline", "/bench/moe", "/bench/precision"):
+            self.assertEqual({r["world_size"] for r in read_rows(path, table)}, {1}, table)
+        out, html, summary = self.report_of("one_rank_all_out", path)
+        self.assert_pngs(out, html)
+        self.assertIn("<li>Tensor parallelism: t = 1; bytes, activations and parameters equal "
+                      "the formulas in the one row.</li>", html)
+        self.assertIn("Every run has t = 1", html)
+        self.assertIn("training 36 cases, all passed; tensor 2 cases, all passed", html)
+        # One pipeline rank: every schedule at p = 1, nothing idle.
+        self.assertIn("<li>Pipeline: gpipe, 1f1b, interleaved v=2, zb-h1 at p = 1 and m = 1 to 4; "
+                      "at p = 1, m = 2, bubble measured / simulated / closed form: gpipe 0.000 / "
+                      "0.000 / 0.000;", html)
+        self.assertEqual(len([s for s in img_sources(html) if "_pipeline_" in s]), 6)
+        # One rank: every MoE run at ep = 1, where every expert is local and nothing is sent.
+        moe = read_rows(path, "/bench/moe")
+        self.assertEqual({r["all_to_all_bytes"] for r in moe}, {0.0})
+        self.assertIn(f"<li>MoE: {len(moe)} runs at ep = 1; all-to-all bytes equal the formula "
+                      "in every run; load imbalance top_k", html)
+        self.assertEqual(len([s for s in img_sources(html) if "_moe_" in s]), 4)
+        self.assertIn("Every run has ep = 1: every expert is local and nothing is sent", html)
+        # One rank: the checkpointing cases alone, the benchmark as on more.
+        self.assertIn("; checkpoint 10 cases, all passed.</li>", html)
+        self.assertIn("<li>Activation checkpointing: 9 policies; full recompute: peak ", html)
+        self.assertEqual(len([s for s in img_sources(html) if "_checkpoint_" in s]), 2)
+        # Mixed precision: the losses of every precision, float16's skipped steps.
+        self.assertIn("<li>Mixed precision: after 60 steps the loss is float64 ", html)
+        self.assertIn("<tr><td>float16</td>", html)
+        self.assertEqual(len([s for s in img_sources(html) if "_precision_" in s]), 1)
+
+    def test_missing_file(self):
+        missing = os.path.join(self.tmp, "does-not-exist.h5")
+        self.assert_bad_input([missing, "--out", os.path.join(self.tmp, "x")], "no such file")
+
+    def test_text_file(self):
+        path = os.path.join(self.tmp, "notes.txt")
+        with open(path, "w") as fh:
+            fh.write("this is not HDF5\n" * 100)
+        self.assert_bad_input([path, "--out", os.path.join(self.tmp, "x")], "not an HDF5 file")
+
+    def test_hdf5_without_schema(self):
+        path = os.path.join(self.tmp, "foreign.h5")
+        with h5py.File(path, "w") as f:
+            f.create_dataset("x", data=np.arange(10))
+        self.assert_refused(path, "is not a parity result file")
+
+    def test_wrong_schema_name(self):
+        path = os.path.join(self.tmp, "other_schema.h5")
+        make_sample.write_sample(path)
+        with h5py.File(path, "a") as f:
+            f.attrs["schema"] = "something-else"
+        self.assert_refused(path, "is not a parity result file")
+
+    def test_schema_version_99(self):
+        path = os.path.join(self.tmp, "v99.h5")
+        make_sample.write_sample(path)
+        with h5py.File(path, "a") as f:
+            f.attrs["schema_version"] = np.int64(99)
+        line = self.assert_bad_input([path, "--out", os.path.join(self.tmp, "x")])
+        self.assertEqual(line, f"parity report: {path} has schema version 99; "
+                               "this report reads version 1")
+        # The second file of a comparison is checked just as well.
+        self.assert_bad_input([self.a, path, "--out", os.path.join(self.tmp, "x")],
+                              "has schema version 99")
+
+    def test_truncated_file(self):
+        path = os.path.join(self.tmp, "truncated.h5")
+        with open(self.a, "rb") as src, open(path, "wb") as dst:
+            data = src.read()
+            dst.write(data[: len(data) // 2])
+        self.assert_bad_input([path, "--out", os.path.join(self.tmp, "x")], "truncated")
+
+    def test_usage_errors(self):
+        self.assert_bad_input([self.a])  # no --out
+        res = run_report("--help")
+        self.assertEqual(res.returncode, 0)
+        for option in ("--out", "--title", "--max-plots", "--max-failures", "OTHER.h5"):
+            self.assertIn(option, res.stdout)
+
+
+class DeviceWordsTest(unittest.TestCase):
+    """The report says where a GPU run ran and what its collective figures mean there."""
+
+    class FakeRun:
+        def __init__(self, attrs, world_size, tables=None):
+            self.attrs, self.world_size, self.tables = attrs, world_size, tables or {}
+
+        def table(self, name):
+            return self.tables.get(name)
+
+    def words(self, *args, **kwargs):
+        from parity_reports.provenance import device_words
+        return device_words(self.FakeRun(*args, **kwargs))
+
+    def test_cpu_runs_say_nothing(self):
+        self.assertEqual(self.words({"device": "cpu"}, 4), [])
+
+    def test_shared_gpu_and_single_rank_are_explained(self):
+        shared = self.words({"device": "cuda", "gpu": "NVIDIA H200", "ranks_per_gpu": 4,
+                             "backend": "mpi"}, 4)
+        self.assertEqual(shared[0], "GPU: NVIDIA H200")
+        self.assertIn("4 ranks share one GPU", shared[1])
+        self.assertIn("pinned host memory", shared[1])
+        single = self.words({"device": "cuda", "gpu": "NVIDIA H100", "ranks_per_gpu": 1,
+                             "backend": "nccl"}, 1)
+        self.assertIn("not a network", single[1])
+
+    def test_reduction_kernel_ratio_is_reported(self):
+        import parity_results
+        cols = {"kernel": np.array(["copy", "reduce_sum"]), "dtype": np.array(["float32"] * 2),
+                "rank": np.array([0, 0]), "size_bytes": np.array([1 << 28] * 2),
+                "bandwidth_GBps": np.array([3000.0, 2850.0]),
+                "ratio_vs_copy": np.array([1.0, 0.95])}
+        table = parity_results.Table("/bench/device_kernels", "", list(cols), {}, cols, 2)
+        words = self.words({"device": "cuda", "gpu": "G", "ranks_per_gpu": 1, "backend": "nccl"},
+                           2, {"/bench/device_kernels": table})
+        self.assertTrue(any("0.950× the device copy" in w for w in words), words)
+
+
+class TableModulesTest(unittest.TestCase):
+    """Every result table is a module in parity_reports.tables.TABLES with the same interface:
+    a module that leaves out a function, or takes other arguments, fails here rather than in
+    the middle of drawing a report."""
+
+    def test_registry_lists_every_table_module(self):
+        import pkgutil
+        from parity_reports import tables
+        on_disk = {m.name for m in pkgutil.iter_modules(tables.__path__)}
+        registered = [m.__name__.rsplit(".", 1)[-1] for m in tables.TABLES]
+        self.assertEqual(len(registered), len(set(registered)), registered)
+        self.assertEqual(set(registered), on_disk)
+        for name in ("collectives", "slow_ranks", "p2p", "conformance", "model", "memory",
+                     "scaling", "overlap", "tensor", "pipeline", "moe", "checkpoint",
+                     "precision"):
+            self.assertIn(name, registered)
+
+    def test_modules_implement_the_interface(self):
+        import inspect
+        from parity_reports import tables
+        names, paths = set(), set()
+        for module in tables.TABLES:
+            with self.subTest(module=module.__name__):
+                for attr, kind in tables.INTERFACE.items():
+                    self.assertTrue(hasattr(module, attr), f"{module.__name__} has no {attr}")
+                    self.assertIsInstance(getattr(module, attr), kind, attr)
+                for func, params in tables.FUNCTIONS.items():
+                    self.assertTrue(callable(getattr(module, func, None)),
+                                    f"{module.__name__} has no function {func}")
+                    got = list(inspect.signature(getattr(module, func)).parameters)
+                    self.assertEqual(len(got), len(params),
+                                     f"{module.__name__}.{func}{tuple(got)}, want {params}")
+                for path, (types, required) in module.READS.items():
+                    self.assertTrue(path.startswith("/"), path)
+                    self.assertIsInstance(types, str)
+                    self.assertIsInstance(required, list)
+                    self.assertNotIn(path, paths, "two modules read the same table")
+                    paths.add(path)
+                self.assertNotIn(module.NAME, names)
+                names.add(module.NAME)
+        # A table needs its module before it: slow ranks refer to the collective rows.
+        order = [m.NAME for m in tables.TABLES]
+        self.assertLess(order.index("collectives"), order.index("slow_ranks"))
+
+    def test_load_reports_presence(self):
+        import parity_results
+        from parity_reports.report import load_tables
+        from parity_reports.tables import schema
+        tmp = tempfile.mkdtemp(prefix="parity-report-tables-")
+        try:
+            full, bare = os.path.join(tmp, "full.h5"), os.path.join(tmp, "bare.h5")
+            make_sample.write_sample(full, model=True, parallel=True, tensor=True,
+                                     pipeline=True, moe=True, checkpoint=True, precision=True)
+            make_sample.write_sample(bare, omit=MODEL_ONLY)
+            for path, expected in ((full, True), (bare, False)):
+                for name, table in load_tables(parity_results.load(path, schema())).items():
+                    with self.subTest(path=os.path.basename(path), table=name):
+                        self.assertEqual(bool(table.present), expected)
+                        self.assertEqual(bool(table.usable), expected)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+class PageSeriesTests(SeriesCase):
+    def test_every_figure_is_checked(self):
+        # Every PNG written has its series recorded: no figure draws past the Plotter.
+        for outdir, drawn in zip(self.outdirs, (self.single, self.compared)):
+            self.assertEqual({s.file for s in drawn},
+                             {f for f in os.listdir(outdir) if f.endswith(".png")})
+        # And a test module checks each figure's series (the collective groups' all of them).
+        checked, compared = checked_figures()
+        drawn = {s.figure for s in self.single if not s.figure.startswith("coll_")}
+        self.assertEqual(drawn, checked)
+        drawn = {s.figure for s in self.compared if not s.figure.startswith("cmp_")}
+        self.assertEqual(drawn, compared)
+
+
+if __name__ == "__main__":
+    unittest.main()
