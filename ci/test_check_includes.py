@@ -50,6 +50,27 @@ class LayeringCheck(unittest.TestCase):
         self.assertEqual(r.returncode, 1)
         self.assertIn("reference/core/tolerance.hpp:3: reference/core -> reference/tensor is not an allowed edge", r.stdout)
 
+    def test_units_that_include_each_other_fail_within_a_folder(self):
+        # A header including another whose source includes the first back: the journal and the
+        # results file once did this through the table living in the writer's header.
+        self.write("reference/record/results_file.hpp", '#pragma once\n')
+        self.write("reference/record/results_file.cpp", '#include "reference/record/journal.hpp"\n')
+        self.write("reference/record/journal.hpp", '#pragma once\n#include "reference/record/results_file.hpp"\n')
+        r = run(self.root)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("include cycle: reference/record/journal -> reference/record/results_file "
+                      "(reference/record/journal.hpp:2) -> reference/record/journal "
+                      "(reference/record/results_file.cpp:1)", r.stdout)
+
+    def test_a_longer_loop_fails_once(self):
+        self.write("reference/core/a.hpp", '#include "reference/core/b.hpp"\n')
+        self.write("reference/core/b.hpp", '#include "reference/core/c.hpp"\n')
+        self.write("reference/core/c.cpp", '#include "reference/core/a.hpp"\n')
+        r = run(self.root)
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stdout.count("include cycle:"), 1, r.stdout)
+        self.assertIn("reference/core/a -> reference/core/b (reference/core/a.hpp:1) -> reference/core/c", r.stdout)
+
     def test_tensor_may_not_know_the_communicator(self):
         # The tree's comm -> tensor edge is itself a violation (comm sits beside tensor).
         self.write("reference/tensor/memory.hpp", '#include "reference/comm/communicator.hpp"\n')

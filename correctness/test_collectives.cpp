@@ -1,12 +1,17 @@
 // The collective conformance grid under GoogleTest: one test per case of
 // cases::conformance_grid at this world size (suite "collectives", test name = case name, so
 // --gtest_filter='collectives.all_reduce/ring/*' selects like `parity check --filter`).
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <map>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "correctness/cases/collectives.hpp"
 #include "correctness/mpi_test.hpp"
+#include "reference/core/error.hpp"
 #include "reference/kernels/buffer_kernels.hpp"
 
 namespace parity::test {
@@ -64,10 +69,46 @@ TEST_F(Grid, CoversEveryCombination) {
   const std::size_t per_other_algorithm = 6 * sizes * 2 + 2 * 2 * 2;
   // all_to_all_v: 6 types, out of place only, no large sizes
   const std::size_t per_all_to_all_v_algorithm = 6 * sizes;
-  const std::size_t expected = per_reducing_algorithm * (5 /*all_reduce*/ + 2 /*reduce*/ + 2 /*reduce_scatter*/) +
-                               per_other_algorithm * (2 /*broadcast*/ + 2 /*all_gather*/ + 2 /*all_to_all*/) +
-                               per_all_to_all_v_algorithm * 2 /*all_to_all_v: native, pairwise*/;
+  // Every registered algorithm is in the grid, so a new one (algorithms/*.cpp) adds its cases
+  // with no edit here; the registry itself is checked against the known names below.
+  std::size_t expected = 0;
+  for (Collective c : kAllCollectives) {
+    const std::size_t per_algorithm = has_block_counts(c) ? per_all_to_all_v_algorithm
+                                      : is_reducing(c)    ? per_reducing_algorithm
+                                                          : per_other_algorithm;
+    expected += per_algorithm * algorithms_for(c).size();
+  }
   EXPECT_EQ(cases::conformance_grid(comm().size()).size(), expected);
+}
+
+// The registry holds every algorithm file's entry, the native collective first and the others
+// by their order. A file that stopped registering (or a linker that dropped it) would take its
+// cases out of the grid above without failing it, so the algorithms parity ships are named
+// here; one added later is in the grid, the benchmark and the report without an edit here.
+TEST(Registry, HoldsEveryAlgorithmInOrder) {
+  const std::map<Collective, std::vector<std::string>> shipped = {
+      {Collective::all_reduce, {"native", "ring", "naive", "recursive_doubling", "rabenseifner"}},
+      {Collective::reduce, {"native", "binomial_tree"}},
+      {Collective::broadcast, {"native", "binomial_tree"}},
+      {Collective::all_gather, {"native", "ring"}},
+      {Collective::reduce_scatter, {"native", "ring"}},
+      {Collective::all_to_all, {"native", "pairwise"}},
+      {Collective::all_to_all_v, {"native", "pairwise"}}};
+  for (Collective c : kAllCollectives) {
+    const auto algorithms = algorithms_for(c);
+    ASSERT_FALSE(algorithms.empty()) << name_of(c);
+    EXPECT_TRUE(algorithms.front()->native) << name_of(c);
+    std::vector<std::string> found;  // the shipped names, in registry order
+    for (std::size_t i = 0; i < algorithms.size(); ++i) {
+      const auto& names = shipped.at(c);
+      if (std::find(names.begin(), names.end(), algorithms[i]->name) != names.end()) found.push_back(algorithms[i]->name);
+      if (i > 1) {
+        EXPECT_LE(algorithms[i - 1]->order, algorithms[i]->order) << name_of(c) << " " << algorithms[i]->name;
+      }
+    }
+    EXPECT_EQ(found, shipped.at(c)) << name_of(c);
+  }
+  EXPECT_THROW(find_algorithm(Collective::reduce, "ring"), UsageError);
 }
 
 // The checks can fail: deliberately broken algorithms are caught, each in its own way.

@@ -2,6 +2,8 @@
 // that must equal each algorithm's descriptor exactly.
 #include <functional>
 #include <numeric>
+#include <string>
+#include <vector>
 
 #include "correctness/mpi_test.hpp"
 #include "reference/comm/algorithms.hpp"
@@ -129,26 +131,16 @@ TEST_F(CommunicatorTest, TrafficMatchesEveryDescriptor) {
   const std::size_t chunk = 840 * 4;
   for (const auto& d : algorithm_registry()) {
     if (d.name == "native") continue;
-    std::size_t send_count = (d.collective == Collective::reduce_scatter || d.collective == Collective::all_to_all)
-                                 ? chunk * n : chunk;
-    std::size_t recv_count = (d.collective == Collective::all_gather || d.collective == Collective::all_to_all)
-                                 ? chunk * n : chunk;
-    // all_to_all_v: the benchmark's count pattern, whose bytes the descriptor's formula assumes.
-    std::vector<std::size_t> send_counts, recv_counts;
-    if (has_block_counts(d.collective)) {
-      for (int p = 0; p < n; ++p) {
-        send_counts.push_back(theory::all_to_all_v_count(chunk, comm().rank(), p));
-        recv_counts.push_back(theory::all_to_all_v_count(chunk, p, comm().rank()));
-      }
-      send_count = std::accumulate(send_counts.begin(), send_counts.end(), std::size_t{0});
-      recv_count = std::accumulate(recv_counts.begin(), recv_counts.end(), std::size_t{0});
-    }
+    // Per-peer counts in the descriptor's pattern, whose bytes the algorithm's formula assumes.
+    const PeerCounts blocks = peer_counts(d.collective, chunk, n, comm().rank());
+    const std::size_t send_count = describe(d.collective).send_count(chunk, n, comm().rank());
+    const std::size_t recv_count = describe(d.collective).recv_count(chunk, n, comm().rank());
     std::vector<double> send(send_count, 1.0), recv(recv_count, 0.0);
     comm().reset_traffic();
-    run_collective(comm(), d, {d.collective, host(send), host(recv), ReduceOp::sum, 0, send_counts, recv_counts});
+    run_collective(comm(), d, {d.collective, host(send), host(recv), ReduceOp::sum, 0, blocks.send, blocks.recv});
     std::vector<double> sent = {static_cast<double>(comm().traffic().bytes_sent)};
     comm().all_reduce(host(sent), host(sent), ReduceOp::sum);
-    const double bytes = theory::collective_bytes(d.collective, chunk, sizeof(double), n);
+    const double bytes = collective_bytes(d.collective, chunk, sizeof(double), n);
     EXPECT_DOUBLE_EQ(sent[0] / n, d.bytes_sent_per_rank(n, bytes)) << name_of(d.collective) << " " << d.name;
   }
 }

@@ -3,6 +3,7 @@
 
 #include <tuple>
 
+#include "reference/comm/collectives.hpp"
 #include "reference/core/tolerance.hpp"
 #include "reference/theory/collectives.hpp"
 #include "reference/theory/model.hpp"
@@ -11,15 +12,16 @@
 namespace parity::theory {
 namespace {
 
+// The collectives' descriptors (reference/comm/collectives/) hold the factors and sizes.
 TEST(Theory, BusBandwidthFactors) {
-  EXPECT_DOUBLE_EQ(busbw_factor(Collective::all_reduce, 4), 1.5);
-  EXPECT_DOUBLE_EQ(busbw_factor(Collective::all_reduce, 1), 0.0);
-  EXPECT_DOUBLE_EQ(busbw_factor(Collective::all_gather, 8), 7.0 / 8);
-  EXPECT_DOUBLE_EQ(busbw_factor(Collective::reduce_scatter, 2), 0.5);
-  EXPECT_DOUBLE_EQ(busbw_factor(Collective::all_to_all, 4), 0.75);
-  EXPECT_DOUBLE_EQ(busbw_factor(Collective::all_to_all_v, 4), 0.75);
-  EXPECT_DOUBLE_EQ(busbw_factor(Collective::broadcast, 8), 1.0);
-  EXPECT_DOUBLE_EQ(busbw_factor(Collective::reduce, 8), 1.0);
+  EXPECT_DOUBLE_EQ(describe(Collective::all_reduce).busbw_factor(4), 1.5);
+  EXPECT_DOUBLE_EQ(describe(Collective::all_reduce).busbw_factor(1), 0.0);
+  EXPECT_DOUBLE_EQ(describe(Collective::all_gather).busbw_factor(8), 7.0 / 8);
+  EXPECT_DOUBLE_EQ(describe(Collective::reduce_scatter).busbw_factor(2), 0.5);
+  EXPECT_DOUBLE_EQ(describe(Collective::all_to_all).busbw_factor(4), 0.75);
+  EXPECT_DOUBLE_EQ(describe(Collective::all_to_all_v).busbw_factor(4), 0.75);
+  EXPECT_DOUBLE_EQ(describe(Collective::broadcast).busbw_factor(8), 1.0);
+  EXPECT_DOUBLE_EQ(describe(Collective::reduce).busbw_factor(8), 1.0);
   EXPECT_DOUBLE_EQ(collective_bytes(Collective::all_gather, 10, 4, 3), 120.0);
   EXPECT_DOUBLE_EQ(collective_bytes(Collective::all_reduce, 10, 4, 3), 40.0);
 }

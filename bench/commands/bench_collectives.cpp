@@ -27,26 +27,24 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Elements the count column holds for a size: the whole buffer, or the per-rank chunk; for
-// all_to_all_v the chunk of its count pattern (theory::all_to_all_v_count), taken from the
-// size as all_to_all's, so that the two compare at one size.
+// Elements the count column holds for a size: the whole buffer, or the per-rank chunk (for
+// per-peer counts the chunk of their pattern, taken from the size as all_to_all's, so that the
+// two compare at one size).
 std::size_t count_for(Collective c, std::size_t bytes, DataType type, int n) {
-  const bool per_rank = is_chunked(c) || has_block_counts(c);
-  return bytes / size_of(type) / (per_rank ? static_cast<std::size_t>(n) : 1);
+  return bytes / size_of(type) / (describe(c).count_is_chunk ? static_cast<std::size_t>(n) : 1);
 }
 
-// all_to_all_v has no in-place form; every other collective is timed both ways.
-int placements(Collective c) { return has_block_counts(c) ? 1 : 2; }
+// A collective with an in-place form is timed both ways.
+int placements(Collective c) { return describe(c).in_place == InPlace::none ? 1 : 2; }
 
 // The bytes each rank's send buffer holds in a row: what size_bytes counts for every rank of a
-// uniform collective; for all_to_all_v each rank's own sum of the pattern (size_bytes is their
-// mean, theory::collective_bytes).
+// uniform collective; with per-peer counts each rank's own sum of the pattern (size_bytes is
+// their mean, collective_bytes).
 std::vector<double> rank_bytes(Collective c, std::size_t count, DataType type, int n) {
   std::vector<double> out;
   for (int r = 0; r < n; ++r)
-    out.push_back(has_block_counts(c)
-                      ? static_cast<double>(theory::all_to_all_v_send_total(count, r, n) * size_of(type))
-                      : theory::collective_bytes(c, count, size_of(type), n));
+    out.push_back(has_block_counts(c) ? static_cast<double>(describe(c).send_count(count, n, r) * size_of(type))
+                                      : collective_bytes(c, count, size_of(type), n));
   return out;
 }
 
@@ -121,21 +119,16 @@ BenchPlan plan_bench(BenchOptions& options) {
     else collectives.push_back(parse_collective(name));
   }
   if (collectives.empty()) throw UsageError("--coll names no collective");
-  const auto algorithm_names = split_list(options.algorithms);
-  for (const auto& name : algorithm_names) {
+  const auto requested = split_list(options.algorithms);
+  for (const auto& name : requested) {
     if (name == "all") continue;
-    bool known = false;
-    for (const auto& d : algorithm_registry()) known = known || d.name == name;
-    if (!known) {
-      std::string all;
-      for (const auto& d : algorithm_registry())
-        if (all.find(d.name) == std::string::npos) all += (all.empty() ? "" : ", ") + d.name;
-      throw UsageError("unknown algorithm '" + name + "' (known: " + all + ")");
-    }
+    const auto& all = algorithm_registry();
+    if (std::none_of(all.begin(), all.end(), [&](const AlgorithmDescriptor& d) { return d.name == name; }))
+      throw UsageError("unknown algorithm '" + name + "' (known: " + algorithm_names(", ") + ")");
   }
   // An algorithm asked for by name must apply to some collective asked for: `--coll broadcast
   // --algo ring` would otherwise time native alone and look like a ring result.
-  for (const auto& name : algorithm_names) {
+  for (const auto& name : requested) {
     if (name == "all" || name == "native") continue;
     const bool applies = std::any_of(collectives.begin(), collectives.end(), [&](Collective c) {
       const auto algorithms = algorithms_for(c);
@@ -155,7 +148,7 @@ BenchPlan plan_bench(BenchOptions& options) {
     BenchPlanEntry entry{c, {}};
     for (const AlgorithmDescriptor* d : algorithms_for(c)) {
       const bool wanted = d->name == "native" ||
-                          std::any_of(algorithm_names.begin(), algorithm_names.end(),
+                          std::any_of(requested.begin(), requested.end(),
                                       [&](const std::string& a) { return a == "all" || a == d->name; });
       if (wanted) entry.algorithms.push_back(d);
     }
@@ -462,7 +455,7 @@ BenchOutcome run_bench(Session& session, const BenchPlan& plan, const BenchOptio
         std::vector<double> avg_busbw_sum(e.algorithms.size(), 0.0);
         std::vector<int> avg_busbw_rows(e.algorithms.size(), 0);
         for (std::size_t count : counts) {
-          const double bytes = theory::collective_bytes(e.collective, count, size_of(type), n);
+          const double bytes = collective_bytes(e.collective, count, size_of(type), n);
           const std::vector<double> bytes_by_rank = rank_bytes(e.collective, count, type, n);
           double native_busbw[2] = {0, 0};
           for (std::size_t a = 0; a < e.algorithms.size(); ++a) {
@@ -493,31 +486,16 @@ BenchOutcome run_bench(Session& session, const BenchPlan& plan, const BenchOptio
               // Buffers for this row (scratch persists in the communicator).
               cases::CollectiveCase shape{e.collective, algorithm.name, type, op, count, in_place,
                                           cases::InputKind::exact, options.root};
-              std::size_t sc = e.collective == Collective::reduce_scatter || e.collective == Collective::all_to_all ? count * n : count;
-              std::size_t rc = e.collective == Collective::all_gather || e.collective == Collective::all_to_all ? count * n : count;
-              // all_to_all_v: uneven per-peer blocks, theory::all_to_all_v_count(count, rank, peer).
-              std::vector<std::size_t> send_counts, recv_counts;
-              if (has_block_counts(e.collective)) {
-                for (int p = 0; p < n; ++p) {
-                  send_counts.push_back(theory::all_to_all_v_count(count, comm.rank(), p));
-                  recv_counts.push_back(theory::all_to_all_v_count(count, p, comm.rank()));
-                }
-                sc = theory::all_to_all_v_send_total(count, comm.rank(), n);
-                rc = theory::all_to_all_v_recv_total(count, comm.rank(), n);
-              }
+              const CollectiveDescriptor& d = describe(e.collective);
+              const std::size_t sc = d.send_count(count, n, comm.rank()), rc = d.recv_count(count, n, comm.rank());
+              const PeerCounts blocks = peer_counts(e.collective, count, n, comm.rank());
               HostBuffer send(in_place ? 0 : sc, type), recv(std::max(in_place ? std::max(sc, rc) : rc, std::size_t{1}), type);
-              CollectiveCall call{e.collective, {}, {}, op, options.root, send_counts, recv_counts};
-              const std::size_t r = static_cast<std::size_t>(comm.rank());
+              CollectiveCall call{e.collective, {}, {}, op, options.root, blocks.send, blocks.recv};
               if (in_place) {
-                BufferView whole = recv.view();
-                whole.count = std::max(sc, rc);
-                call.send = call.recv = whole;
-                if (e.collective == Collective::all_gather) call.send = whole.slice(r * count, count);
-                if (e.collective == Collective::reduce_scatter) call.recv = whole.slice(r * count, count);
+                place_in(call, recv.view().slice(0, std::max(sc, rc)), count, comm.rank());
               } else {
                 call.send = send.view();
-                call.recv = recv.view();
-                call.recv.count = rc;
+                call.recv = recv.view().slice(0, rc);
               }
               fill_small_values(call.send, comm.rank());
               std::optional<Mirror> device;  // on a GPU the timed buffers are device copies
@@ -675,8 +653,7 @@ class BenchCollectives final : public Command {
           "buffer (n chunks), each rank's own is in /bench/collectives_rank_times",
           {"all", "all"});
     o.add("--algo", b.algorithms,
-          "Algorithms, comma-separated, or all (native always runs as the baseline): ring naive recursive_doubling "
-          "rabenseifner binomial_tree pairwise",
+          "Algorithms, comma-separated, or all (native always runs as the baseline): " + algorithm_names(" "),
           {"all", "all"});
   }
 
@@ -699,7 +676,7 @@ class BenchCollectives final : public Command {
   }
 
   std::optional<ResumeProbe> resume_probe() const override {
-    return ResumeProbe{{"-q", "--np", "2", "-e", "1M", "-n", "20", "--coll", "all_reduce,all_gather"},
+    return ResumeProbe{{"-q", "--np", "2", "-e", "256K", "-n", "5", "--coll", "all_reduce,all_gather"},
                        "bench/collectives",
                        "collective,algorithm,dtype,redop,in_place,count,size_bytes",
                        {4, 12},

@@ -96,11 +96,10 @@ int print_schema() {
 int print_everything() {
   std::printf("Collectives and algorithms (native = the backend's own, the baseline):\n");
   for (Collective c : kAllCollectives) {
-    std::printf("  %s  (busbw factor %s)%s\n", std::string(name_of(c)).c_str(),
-                c == Collective::all_reduce ? "2(n-1)/n" : (is_chunked(c) || has_block_counts(c) ? "(n-1)/n" : "1"),
-                has_block_counts(c) ? "  per-peer counts; checked and benchmarked with rank r sending rank p "
-                                      "chunk x ((p + 2r + 1) mod 3)"
-                                    : "");
+    const CollectiveDescriptor& about = describe(c);
+    std::printf("  %s  (busbw factor %s): %s%s%s\n", std::string(name_of(c)).c_str(), std::string(about.busbw_text).c_str(),
+                std::string(about.summary).c_str(), about.block ? "; checked and benchmarked with " : "",
+                std::string(about.block_pattern).c_str());
     for (const auto* d : algorithms_for(c)) std::printf("    %-20s %s\n", d->name.c_str(), d->summary.c_str());
   }
   std::printf("Data types: ");

@@ -12,7 +12,6 @@
 #include "reference/kernels/buffer_kernels.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/tolerance.hpp"
-#include "reference/theory/collectives.hpp"
 
 namespace parity::cases {
 namespace {
@@ -127,32 +126,13 @@ struct Expected {
   double sum_abs;  // for the error bound of random inputs
 };
 
-// What element j of rank r's output must be.
+// What element j of rank r's output must be: an input element of some rank, or the reduction
+// of every rank's at one index (the collective's descriptor says which).
 Expected expected(const Inputs& in, int r, std::size_t j) {
   const CollectiveCase& c = in.c;
-  const std::size_t chunk = c.count;
-  switch (c.collective) {
-    case Collective::broadcast: return {in.value(c.root, j), 0};
-    case Collective::all_gather: return {in.value(static_cast<int>(j / chunk), j % chunk), 0};
-    case Collective::all_to_all:
-      return {in.value(static_cast<int>(j / chunk), static_cast<std::size_t>(r) * chunk + j % chunk), 0};
-    case Collective::all_to_all_v: {
-      // Receive blocks are packed in source order; find the source q of element j, then the
-      // element q sent from its block for r, which starts at q's send displacement for r.
-      for (int q = 0; q < in.n; ++q) {
-        const std::size_t block = theory::all_to_all_v_count(chunk, q, r);
-        if (j < block) {
-          std::size_t displacement = 0;
-          for (int p = 0; p < r; ++p) displacement += theory::all_to_all_v_count(chunk, q, p);
-          return {in.value(q, displacement + j), 0};
-        }
-        j -= block;
-      }
-      return {std::numeric_limits<double>::quiet_NaN(), 0};  // beyond the receive buffer: never asked
-    }
-    default: break;
-  }
-  const std::size_t index = c.collective == Collective::reduce_scatter ? static_cast<std::size_t>(r) * chunk + j : j;
+  const Source from = describe(c.collective).source(c.count, in.n, c.root, r, j);
+  if (from.rank >= 0) return {in.value(from.rank, from.index), 0};
+  const std::size_t index = from.index;
   if (const double closed = in.closed_form(index); !std::isnan(closed)) return {closed, 0};
   double acc = in.value(0, index), sum_abs = std::fabs(acc);
   for (int k = 1; k < in.n; ++k) {
@@ -314,27 +294,9 @@ class Snapshot {
   PooledMemory copy_;
 };
 
-// Buffer sizes of rank r (all_to_all_v's depend on the rank: theory::all_to_all_v_count).
-std::size_t send_count(const CollectiveCase& c, int n, int r) {
-  if (has_block_counts(c.collective)) return theory::all_to_all_v_send_total(c.count, r, n);
-  return c.collective == Collective::reduce_scatter || c.collective == Collective::all_to_all ? c.count * n : c.count;
-}
-std::size_t recv_count(const CollectiveCase& c, int n, int r) {
-  if (has_block_counts(c.collective)) return theory::all_to_all_v_recv_total(c.count, r, n);
-  return c.collective == Collective::all_gather || c.collective == Collective::all_to_all ? c.count * n : c.count;
-}
-
-// all_to_all_v's per-peer counts of rank r: what it sends each peer, what each sends it.
-struct BlockCounts {
-  std::vector<std::size_t> send, recv;
-  BlockCounts(const CollectiveCase& c, int n, int r) {
-    if (!has_block_counts(c.collective)) return;
-    for (int p = 0; p < n; ++p) {
-      send.push_back(theory::all_to_all_v_count(c.count, r, p));
-      recv.push_back(theory::all_to_all_v_count(c.count, p, r));
-    }
-  }
-};
+// Buffer sizes of rank r (all_to_all_v's depend on the rank).
+std::size_t send_count(const CollectiveCase& c, int n, int r) { return describe(c.collective).send_count(c.count, n, r); }
+std::size_t recv_count(const CollectiveCase& c, int n, int r) { return describe(c.collective).recv_count(c.count, n, r); }
 
 // Runs the collective where the communicator's memory is. On a device, the host-filled,
 // guarded buffers are mirrored there (guards included) and copied back whole for the checks.
@@ -354,23 +316,14 @@ void run_and_check(Communicator& comm, const AlgorithmDescriptor& algorithm, con
   const int n = comm.size(), r = comm.rank();
   const std::size_t sc = send_count(c, n, r), rc = recv_count(c, n, r);
   const std::string label = algorithm.name;
-  const BlockCounts blocks(c, n, r);
+  const PeerCounts blocks = peer_counts(c.collective, c.count, n, r);
   visit_data_type(c.dtype, [&](auto tag) {
     using T = decltype(tag);
     CollectiveCall call{c.collective, {}, {}, c.op, c.root, blocks.send, blocks.recv};
-    const bool writes_output = c.collective != Collective::reduce || r == c.root;
+    const bool writes_output = !describe(c.collective).root_writes_only || r == c.root;
     if (c.in_place) {
       GuardedBuffer region(std::max(sc, rc), c.dtype);
-      BufferView whole = region.view();
-      if (c.collective == Collective::all_gather) {
-        call.recv = whole;
-        call.send = whole.slice(static_cast<std::size_t>(r) * c.count, c.count);
-      } else if (c.collective == Collective::reduce_scatter) {
-        call.send = whole;
-        call.recv = whole.slice(static_cast<std::size_t>(r) * c.count, c.count);
-      } else {
-        call.send = call.recv = whole;
-      }
+      place_in(call, region.view(), c.count, r);
       fill_inputs<T>(call.send, in, r, 0);
       const Snapshot input(writes_output ? call.send.slice(0, 0) : call.send);
       run_in_space(comm, algorithm, call, half);
@@ -425,7 +378,7 @@ std::vector<CollectiveCase> conformance_grid(int world_size, const GridOptions& 
   auto add = [&](CollectiveCase c) {
     c.root = world_size / 2;
     for (bool in_place : {false, true}) {
-      if (in_place && has_block_counts(c.collective)) continue;  // all_to_all_v has no in-place form
+      if (in_place && describe(c.collective).in_place == InPlace::none) continue;
       c.in_place = in_place;
       grid.push_back(c);
     }
@@ -449,7 +402,7 @@ std::vector<CollectiveCase> conformance_grid(int world_size, const GridOptions& 
         for (std::size_t bytes : {std::size_t{1} << 20, std::size_t{64} << 20}) {
           // Whole-buffer sizes; chunked collectives split them across the ranks. The 1 MiB size
           // is 3 elements over, so blocks do not divide evenly.
-          std::size_t count = bytes / size_of(dtype) / (is_chunked(collective) ? n : 1);
+          std::size_t count = bytes / size_of(dtype) / (describe(collective).count_is_chunk ? n : 1);
           if (bytes == (std::size_t{1} << 20)) count += 3;
           add({collective, algorithm->name, dtype, ReduceOp::sum, count, false, InputKind::exact, 0});
         }
@@ -465,7 +418,7 @@ CaseResult run_case(Communicator& comm, const CollectiveCase& c, HalfAccumulate 
 CaseResult run_case(Communicator& comm, const CollectiveCase& c, const AlgorithmDescriptor& algorithm,
                     HalfAccumulate half, bool with_native) {
   const Inputs in(c, comm.size());
-  const bool writes_output = c.collective != Collective::reduce || comm.rank() == c.root;
+  const bool writes_output = !describe(c.collective).root_writes_only || comm.rank() == c.root;
   const std::vector<float> exact = c.input == InputKind::exact && writes_output
                                         ? exact_expectations(in, comm.rank(), recv_count(c, comm.size(), comm.rank()))
                                         : std::vector<float>{};

@@ -1,6 +1,13 @@
 // Reference collective algorithms, written only on the communicator's point-to-point calls,
 // and the registry of their descriptors (name, bytes each rank sends, busbw factor,
-// alpha-beta cost). Adding an algorithm: one file in algorithms/ and one registry entry.
+// alpha-beta cost). Adding an algorithm is one file in algorithms/ that registers its
+// descriptor:
+//
+//   const RegisteredAlgorithm kMine{{.name = "mine", .collective = Collective::all_reduce, .order = 60,
+//                                    .summary = "...", .bytes_sent_per_rank = ..., .predicted_seconds = ...,
+//                                    .run = mine_all_reduce}};
+//
+// and the conformance grid, the benchmark, `parity list` and the report take it from there.
 #pragma once
 
 #include <functional>
@@ -24,24 +31,12 @@ enum class HalfAccumulate { float32, native };
 std::string_view name_of(HalfAccumulate mode);
 HalfAccumulate parse_half_accumulate(std::string_view text);
 
-struct CollectiveCall {
-  Collective collective = Collective::all_reduce;
-  BufferView send;
-  BufferView recv;
-  ReduceOp op = ReduceOp::sum;
-  int root = 0;
-  // all_to_all_v only: elements per peer in rank order, blocks packed (displacement = the sum
-  // of the counts before it; see communicator.hpp). Empty for every other collective. Views,
-  // like the buffers: the counts must outlive the call.
-  std::span<const std::size_t> send_counts = {};
-  std::span<const std::size_t> recv_counts = {};
-};
-
 struct AlgorithmDescriptor {
   std::string name;
   Collective collective;
+  int order = 0;  // place among its collective's algorithms (native first, then smallest)
   std::string summary;
-  // Average bytes one rank sends, for a collective of `bytes` (theory::collective_bytes) on n ranks.
+  // Average bytes one rank sends, for a collective of `bytes` (collective_bytes) on n ranks.
   std::function<double(int n, double bytes)> bytes_sent_per_rank;
   // Alpha-beta predicted time in seconds.
   std::function<double(int n, double bytes, theory::AlphaBeta model)> predicted_seconds;
@@ -53,36 +48,43 @@ struct AlgorithmDescriptor {
   // watchdog itself, so run_collective does not do either a second time.
   bool native = false;
 
-  double busbw_factor(int n) const { return theory::busbw_factor(collective, n); }
+  double busbw_factor(int n) const { return describe(collective).busbw_factor(n); }
 };
 
-// Every algorithm, natives first ("native" is the backend's own collective).
+// Adds a reference algorithm to the registry for the life of the program (a namespace-scope
+// constant of its file). A (collective, name) registered twice stops the program at start-up.
+class RegisteredAlgorithm {
+ public:
+  explicit RegisteredAlgorithm(AlgorithmDescriptor descriptor);
+};
+
+// Every algorithm, natives first ("native" is the backend's own collective), then each
+// collective's reference algorithms by order. Made on first use, after every registration.
 const std::vector<AlgorithmDescriptor>& algorithm_registry();
 // Throws UsageError naming the known algorithms of the collective.
 const AlgorithmDescriptor& find_algorithm(Collective collective, std::string_view name);
 std::vector<const AlgorithmDescriptor*> algorithms_for(Collective collective);
+// Every algorithm's name once, in registry order ("native" first), joined by `separator`.
+std::string algorithm_names(std::string_view separator);
 
 // Validates the call, applies the float16/bfloat16 mode, and runs the algorithm under a
 // watchdog scope. The one entry point techniques and benchmarks use.
 void run_collective(Communicator& comm, const AlgorithmDescriptor& algorithm, const CollectiveCall& call,
                     HalfAccumulate half = HalfAccumulate::float32);
 
-// The reference algorithms (reference/comm/algorithms/).
+// What the reference algorithms (reference/comm/algorithms/) share.
 namespace algorithms {
-void ring_all_reduce(Communicator& comm, const CollectiveCall& call);
-void naive_all_reduce(Communicator& comm, const CollectiveCall& call);
-void recursive_doubling_all_reduce(Communicator& comm, const CollectiveCall& call);
-void rabenseifner_all_reduce(Communicator& comm, const CollectiveCall& call);
-void binomial_tree_reduce(Communicator& comm, const CollectiveCall& call);
-void binomial_tree_broadcast(Communicator& comm, const CollectiveCall& call);
-void ring_reduce_scatter(Communicator& comm, const CollectiveCall& call);
-void ring_all_gather(Communicator& comm, const CollectiveCall& call);
-void pairwise_all_to_all(Communicator& comm, const CollectiveCall& call);
-void pairwise_all_to_all_v(Communicator& comm, const CollectiveCall& call);
-
 // Element range [begin, end) of block i when count elements are split into `blocks` nearly
 // equal blocks: block i starts at floor(count * i / blocks).
 std::size_t block_begin(std::size_t count, int blocks, int i);
+// Block i of a buffer cut into `blocks` such blocks.
+BufferView block_of(BufferView buffer, int blocks, int i);
+// The ring's two halves on uneven blocks, for algorithms built of rings (ring.cpp): a
+// reduce-scatter of `input` into `data` (n = comm.size() blocks each; they may be one buffer)
+// after which block (rank + 1) mod n of `data` holds the full reduction, and an all-gather on
+// `data` in place starting from block (rank + shift) mod n being complete.
+void ring_reduce_scatter_blocks(Communicator& comm, BufferView input, BufferView data, ReduceOp op);
+void ring_all_gather_in_place(Communicator& comm, BufferView data, int shift);
 // Scratch slots reserved for the algorithms (0, 1) and for the 16-bit widening (2, 3).
 inline constexpr int kScratchA = 0, kScratchB = 1, kScratchWideSend = 2, kScratchWideRecv = 3;
 }  // namespace algorithms

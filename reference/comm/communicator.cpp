@@ -2,6 +2,7 @@
 // every operation, traffic counters, and helpers built on the collectives.
 #include "reference/comm/communicator.hpp"
 
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <thread>
@@ -14,7 +15,7 @@ namespace parity {
 thread_local void (*yield_while_waiting)() = nullptr;
 
 Operation collective_operation(Collective collective, const BufferView& send, const BufferView& recv, const char* algorithm) {
-  const BufferView& larger = collective == Collective::reduce_scatter ? send : recv;
+  const BufferView& larger = send.count > recv.count ? send : recv;
   // name_of returns views of string literals, so data() is null-terminated static text.
   return {name_of(collective).data(), algorithm, static_cast<std::int64_t>(larger.count), larger.dtype, {}};
 }
@@ -35,6 +36,10 @@ RequestPtr Communicator::isend(BufferView buffer, int peer, int tag) {
   request->tag = tag;
   traffic_.bytes_sent += buffer.bytes();
   traffic_.messages_sent += 1;
+  if (counts_to_ != nullptr) {
+    counts_to_->traffic_.bytes_sent += buffer.bytes();
+    counts_to_->traffic_.messages_sent += 1;
+  }
   return request;
 }
 
@@ -87,8 +92,8 @@ std::size_t sum_of(std::span<const std::size_t> counts) {
 }
 
 // The rules, as comparisons only: this runs on every call (all_to_all_v's sums are one pass
-// over its counts). Which buffer a space problem concerns comes back in `culprit`. Inlined, so
-// that a native entry's constant collective selects its own rules at compile time.
+// over its counts), the collective's own rules read from its descriptor. Which buffer a space
+// problem concerns comes back in `culprit`.
 [[gnu::always_inline]] inline Invalid check_collective(const Communicator& comm, Collective collective, const BufferView& send,
                          const BufferView& recv, int root, bool native, std::span<const std::size_t> send_counts,
                          std::span<const std::size_t> recv_counts, const BufferView*& culprit) {
@@ -102,38 +107,26 @@ std::size_t sum_of(std::span<const std::size_t> counts) {
   culprit = &recv;
   if (recv.count != 0 && (send.count == 0 || recv.space != send.space) && !accepted(recv.space)) return Invalid::space;
   if (send.space != recv.space && send.count != 0 && recv.count != 0) return Invalid::mixed_spaces;
+  const CollectiveDescriptor& d = describe(collective);
   const int size = comm.size();
-  if (has_root(collective) && (root < 0 || root >= size)) return Invalid::root;
+  if (d.rooted && (root < 0 || root >= size)) return Invalid::root;
   const std::size_t n = static_cast<std::size_t>(size);
-  bool counts = true;
-  switch (collective) {
-    case Collective::all_reduce: case Collective::reduce: case Collective::broadcast:
-      counts = send.count == recv.count;
-      break;
-    case Collective::all_gather: counts = recv.count == send.count * n; break;
-    case Collective::reduce_scatter: counts = send.count == recv.count * n; break;
-    case Collective::all_to_all: counts = send.count == recv.count && send.count % n == 0; break;
-    case Collective::all_to_all_v:
-      if (send_counts.size() != n || recv_counts.size() != n) return Invalid::block_counts;
-      counts = sum_of(send_counts) == send.count && sum_of(recv_counts) == recv.count;
-      if (!counts) return Invalid::block_sums;
-      // The one pair of counts a rank can check alone: what it sends itself is what it expects.
-      if (send_counts[static_cast<std::size_t>(comm.rank())] != recv_counts[static_cast<std::size_t>(comm.rank())])
-        return Invalid::self_block;
-      break;
+  if (d.block != nullptr) {
+    if (send_counts.size() != n || recv_counts.size() != n) return Invalid::block_counts;
+    if (sum_of(send_counts) != send.count || sum_of(recv_counts) != recv.count) return Invalid::block_sums;
+    // The one pair of counts a rank can check alone: what it sends itself is what it expects.
+    if (send_counts[static_cast<std::size_t>(comm.rank())] != recv_counts[static_cast<std::size_t>(comm.rank())])
+      return Invalid::self_block;
+  } else {
+    if (!d.counts_fit(send.count, recv.count, n)) return Invalid::counts;
+    if (!send_counts.empty() || !recv_counts.empty()) return Invalid::stray_block_counts;
   }
-  if (!counts) return Invalid::counts;
-  if (!has_block_counts(collective) && (!send_counts.empty() || !recv_counts.empty())) return Invalid::stray_block_counts;
   // Partial overlap other than the documented in-place layout is a caller bug.
   const auto* s = static_cast<const std::byte*>(send.data);
   const auto* r = static_cast<const std::byte*>(recv.data);
-  if (send.count && recv.count && s < r + recv.bytes() && r < s + send.bytes()) {
-    const std::size_t rank = static_cast<std::size_t>(comm.rank());
-    bool in_place = s == r && collective != Collective::all_to_all_v;  // which has no in-place form
-    if (collective == Collective::all_gather) in_place = s == r + rank * send.bytes();
-    if (collective == Collective::reduce_scatter) in_place = r == s + rank * recv.bytes();
-    if (!in_place) return Invalid::overlap;
-  }
+  if (send.count && recv.count && s < r + recv.bytes() && r < s + send.bytes() &&
+      !is_in_place({collective, send, recv}, comm.rank()))
+    return Invalid::overlap;
   return Invalid::none;
 }
 
@@ -155,16 +148,10 @@ std::size_t sum_of(std::span<const std::size_t> counts) {
       break;
     case Invalid::mixed_spaces: text = "send and receive buffers are in different memory spaces"; break;
     case Invalid::root: text = "root " + std::to_string(root) + " outside 0.." + std::to_string(comm.size() - 1); break;
-    case Invalid::counts:
-      text = collective == Collective::all_gather       ? "receive count must be size x send count"
-             : collective == Collective::reduce_scatter ? "send count must be size x receive count"
-             : collective == Collective::all_to_all     ? "send and receive counts must be equal multiples of the size"
-                                                        : "send and receive counts differ";
-      text += sizes();
-      break;
+    case Invalid::counts: text = std::string(describe(collective).counts_rule) + sizes(); break;
     case Invalid::overlap:
-      text = has_block_counts(collective) ? "send and receive buffers overlap; there is no in-place form"
-                                          : "send and receive buffers overlap but are not the in-place layout";
+      text = describe(collective).in_place == InPlace::none ? "send and receive buffers overlap; there is no in-place form"
+                                                            : "send and receive buffers overlap but are not the in-place layout";
       text += sizes();
       break;
     case Invalid::block_counts:
@@ -200,44 +187,16 @@ void validate_collective(const Communicator& comm, Collective collective, const 
     reject_collective(comm, collective, send, recv, root, native, send_counts, recv_counts, why, *culprit);
 }
 
-template <Collective C>
-Watchdog::Scope Communicator::enter_native(const BufferView& send, const BufferView& recv, int root,
-                                           std::span<const std::size_t> send_counts,
-                                           std::span<const std::size_t> recv_counts) {
-  const BufferView* culprit = &send;
-  const Invalid why = check_collective(*this, C, send, recv, root, true, send_counts, recv_counts, culprit);
-  if (why != Invalid::none) reject_collective(*this, C, send, recv, root, true, send_counts, recv_counts, why, *culprit);
-  return Watchdog::Scope(*watchdog_, collective_operation(C, send, recv, "native"), {Wait::every_rank});
-}
-
-void Communicator::all_reduce(const BufferView& send, const BufferView& recv, ReduceOp op) {
-  const Watchdog::Scope scope = enter_native<Collective::all_reduce>(send, recv, 0);
-  do_all_reduce(send, recv, op);
-}
-void Communicator::reduce(const BufferView& send, const BufferView& recv, ReduceOp op, int root) {
-  const Watchdog::Scope scope = enter_native<Collective::reduce>(send, recv, root);
-  do_reduce(send, recv, op, root);
-}
-void Communicator::broadcast(const BufferView& send, const BufferView& recv, int root) {
-  const Watchdog::Scope scope = enter_native<Collective::broadcast>(send, recv, root);
-  do_broadcast(send, recv, root);
-}
-void Communicator::all_gather(const BufferView& send, const BufferView& recv) {
-  const Watchdog::Scope scope = enter_native<Collective::all_gather>(send, recv, 0);
-  do_all_gather(send, recv);
-}
-void Communicator::reduce_scatter(const BufferView& send, const BufferView& recv, ReduceOp op) {
-  const Watchdog::Scope scope = enter_native<Collective::reduce_scatter>(send, recv, 0);
-  do_reduce_scatter(send, recv, op);
-}
-void Communicator::all_to_all(const BufferView& send, const BufferView& recv) {
-  const Watchdog::Scope scope = enter_native<Collective::all_to_all>(send, recv, 0);
-  do_all_to_all(send, recv);
-}
-void Communicator::all_to_all_v(const BufferView& send, std::span<const std::size_t> send_counts, const BufferView& recv,
-                                std::span<const std::size_t> recv_counts) {
-  const Watchdog::Scope scope = enter_native<Collective::all_to_all_v>(send, recv, 0, send_counts, recv_counts);
-  do_all_to_all_v(send, send_counts, recv, recv_counts);
+void Communicator::native(const CollectiveCall& call) {
+  const BufferView* culprit = &call.send;
+  const Invalid why = check_collective(*this, call.collective, call.send, call.recv, call.root, true, call.send_counts,
+                                       call.recv_counts, culprit);
+  if (why != Invalid::none)
+    reject_collective(*this, call.collective, call.send, call.recv, call.root, true, call.send_counts, call.recv_counts,
+                      why, *culprit);
+  const Watchdog::Scope scope(*watchdog_, collective_operation(call.collective, call.send, call.recv, "native"),
+                              {Wait::every_rank});
+  do_native(describe(call.collective), call);
 }
 
 std::shared_ptr<void> Communicator::allocate(std::size_t bytes) {
@@ -285,6 +244,52 @@ std::unique_ptr<Communicator> Communicator::split_by_host() {
   for (int r = 0; r < size(); ++r)
     if (hosts[r] == hosts[rank()]) { color = r; break; }
   return split(color, rank());
+}
+
+const Communicator::Hierarchy& Communicator::hierarchy() {
+  if (hierarchy_) return *hierarchy_;
+  const int n = size();
+  // Each rank's host, as the index of the first rank on it.
+  std::vector<int> host_of(static_cast<std::size_t>(n));
+  const char* per_host = std::getenv("PARITY_RANKS_PER_HOST");
+  const int k = per_host != nullptr ? std::atoi(per_host) : 0;
+  if (k > 0) {
+    for (int r = 0; r < n; ++r) host_of[static_cast<std::size_t>(r)] = r / k * k;
+  } else {
+    const auto hosts = all_gather_strings(process_host());
+    for (int r = 0; r < n; ++r) {
+      int first = r;
+      for (int q = 0; q < r; ++q)
+        if (hosts[static_cast<std::size_t>(q)] == hosts[static_cast<std::size_t>(r)]) {
+          first = q;
+          break;
+        }
+      host_of[static_cast<std::size_t>(r)] = first;
+    }
+  }
+  std::vector<int> ranks_on(static_cast<std::size_t>(n), 0), local(static_cast<std::size_t>(n), 0);
+  std::vector<int> host_index(static_cast<std::size_t>(n), -1);
+  int hosts = 0;
+  for (int r = 0; r < n; ++r) {
+    const auto h = static_cast<std::size_t>(host_of[static_cast<std::size_t>(r)]);
+    if (host_index[h] < 0) host_index[h] = hosts++;
+    local[static_cast<std::size_t>(r)] = ranks_on[h]++;
+  }
+  auto out = std::make_unique<Hierarchy>();
+  out->hosts = hosts;
+  for (int r = 0; r < n; ++r)
+    out->uniform = out->uniform && ranks_on[static_cast<std::size_t>(host_of[static_cast<std::size_t>(r)])] ==
+                                       ranks_on[static_cast<std::size_t>(host_of[0])];
+  const auto me = static_cast<std::size_t>(rank());
+  out->host = split(host_of[me], rank());
+  const int place = local[me];
+  // Uniform: one group per place, ordered by host. Otherwise the hosts' first ranks, and the
+  // others together (a group that does no work).
+  out->across = split(out->uniform ? place : (place == 0 ? 0 : 1), host_index[static_cast<std::size_t>(host_of[me])]);
+  out->host->counts_to_ = this;
+  out->across->counts_to_ = this;
+  hierarchy_ = std::move(out);
+  return *hierarchy_;
 }
 
 }  // namespace parity

@@ -8,19 +8,8 @@
 // NCCL takes host buffers in its native collectives (staged through device memory), so host
 // bookkeeping (all_gather_strings, split_by_host) works on every communicator.
 //
-// In-place conventions follow NCCL so that device backends need no copies:
-//   all_reduce, reduce, broadcast, all_to_all: send.data == recv.data
-//   all_gather:     send.data == recv.data + rank * count   (send is this rank's chunk)
-//   reduce_scatter: recv.data == send.data + rank * count   (recv is this rank's chunk)
-// Counts: all_reduce/reduce/broadcast take whole buffers; all_gather, reduce_scatter and
-// all_to_all take the per-rank chunk as send.count (all_gather), recv.count (reduce_scatter),
-// and send.count / size (all_to_all).
-// all_to_all_v takes per-peer counts, one per rank in rank order, zero allowed: block p of the
-// send buffer (send_counts[p] elements) goes to rank p, block q of the receive buffer
-// (recv_counts[q]) comes from rank q. Blocks are packed: a block's displacement is the sum of
-// the counts before it, so send.count = sum(send_counts) and recv.count = sum(recv_counts).
-// recv_counts[q] must equal what rank q sends here. It has no in-place form (MPI's in-place
-// all-to-all-v takes one counts array for both sides; NCCL has none): buffers must not overlap.
+// What each collective takes and computes (counts per rank, in-place layout, root, per-peer
+// counts) is its descriptor's, in reference/comm/collectives/ (collectives.hpp).
 #pragma once
 
 #include <cstdint>
@@ -31,7 +20,7 @@
 #include <vector>
 
 #include "reference/core/buffer.hpp"
-#include "reference/core/collective.hpp"
+#include "reference/comm/collectives.hpp"
 #include "reference/comm/watchdog.hpp"
 
 namespace parity {
@@ -90,18 +79,46 @@ class Communicator {
   // Sends one buffer and receives another at once (a step of a ring or a pairwise exchange).
   void send_recv(BufferView send, int to, BufferView recv, int from, int tag);
 
-  // Native collectives of the backend.
-  void all_reduce(const BufferView& send, const BufferView& recv, ReduceOp op);
-  void reduce(const BufferView& send, const BufferView& recv, ReduceOp op, int root);
-  void broadcast(const BufferView& send, const BufferView& recv, int root);
-  void all_gather(const BufferView& send, const BufferView& recv);
-  void reduce_scatter(const BufferView& send, const BufferView& recv, ReduceOp op);
-  void all_to_all(const BufferView& send, const BufferView& recv);
+  // The backend's own collective (the descriptor's MPI or NCCL call), after checking the call
+  // against its collective's rules (validate_collective) under a watchdog scope.
+  void native(const CollectiveCall& call);
+  // The same for each collective by name, as techniques write them.
+  void all_reduce(const BufferView& send, const BufferView& recv, ReduceOp op) {
+    native({Collective::all_reduce, send, recv, op});
+  }
+  void reduce(const BufferView& send, const BufferView& recv, ReduceOp op, int root) {
+    native({Collective::reduce, send, recv, op, root});
+  }
+  void broadcast(const BufferView& send, const BufferView& recv, int root) {
+    native({Collective::broadcast, send, recv, ReduceOp::sum, root});
+  }
+  void all_gather(const BufferView& send, const BufferView& recv) { native({Collective::all_gather, send, recv}); }
+  void reduce_scatter(const BufferView& send, const BufferView& recv, ReduceOp op) {
+    native({Collective::reduce_scatter, send, recv, op});
+  }
+  void all_to_all(const BufferView& send, const BufferView& recv) { native({Collective::all_to_all, send, recv}); }
   void all_to_all_v(const BufferView& send, std::span<const std::size_t> send_counts, const BufferView& recv,
-                    std::span<const std::size_t> recv_counts);
+                    std::span<const std::size_t> recv_counts) {
+    native({Collective::all_to_all_v, send, recv, ReduceOp::sum, 0, send_counts, recv_counts});
+  }
 
   // Ranks on the same host as this one (split by host name), e.g. to share host memory.
   std::unique_ptr<Communicator> split_by_host();
+  // This communicator's ranks in two levels, for hierarchical algorithms: the ranks on this
+  // rank's host, and the ranks of the other hosts it works with. Made on the first call and kept
+  // (so the first call is collective: every rank makes it at once, as a collective algorithm
+  // does). Bytes sent on the two count as this communicator's too (traffic()). Hosts are told
+  // apart by name; with PARITY_RANKS_PER_HOST=k in the environment, k consecutive ranks make a
+  // host instead (the last one may hold fewer), so that one machine can test several hosts.
+  struct Hierarchy {
+    std::unique_ptr<Communicator> host;  // this rank's host, ordered by rank
+    // uniform: the ranks with this rank's place on its host, one per host, ordered by host;
+    // otherwise the hosts' first ranks (on the others, a group that does no work).
+    std::unique_ptr<Communicator> across;
+    int hosts = 1;
+    bool uniform = true;  // every host holds the same number of ranks
+  };
+  const Hierarchy& hierarchy();
   // Every rank's string, indexed by rank (host names, error messages).
   std::vector<std::string> all_gather_strings(const std::string& mine);
 
@@ -117,21 +134,8 @@ class Communicator {
  protected:
   virtual RequestPtr do_isend(BufferView buffer, int peer, int tag) = 0;
   virtual RequestPtr do_irecv(BufferView buffer, int peer, int tag) = 0;
-  virtual void do_all_reduce(const BufferView& send, const BufferView& recv, ReduceOp op) = 0;
-  virtual void do_reduce(const BufferView& send, const BufferView& recv, ReduceOp op, int root) = 0;
-  virtual void do_broadcast(const BufferView& send, const BufferView& recv, int root) = 0;
-  virtual void do_all_gather(const BufferView& send, const BufferView& recv) = 0;
-  virtual void do_reduce_scatter(const BufferView& send, const BufferView& recv, ReduceOp op) = 0;
-  virtual void do_all_to_all(const BufferView& send, const BufferView& recv) = 0;
-  virtual void do_all_to_all_v(const BufferView& send, std::span<const std::size_t> send_counts, const BufferView& recv,
-                               std::span<const std::size_t> recv_counts) = 0;
-  // Checks a native call's buffers (and all_to_all_v's counts) and opens its watchdog scope.
-  // One instance per collective, so the checks and the scope fold to that collective's own:
-  // this runs on every native call, after a transfer that has left it out of the caches.
-  template <Collective C>
-  Watchdog::Scope enter_native(const BufferView& send, const BufferView& recv, int root,
-                               std::span<const std::size_t> send_counts = {},
-                               std::span<const std::size_t> recv_counts = {});
+  // Runs the backend's own call for call.collective (from d, its descriptor), on checked buffers.
+  virtual void do_native(const CollectiveDescriptor& d, const CollectiveCall& call) = 0;
   // Memory for scratch() in memory_space(): host, or the selected CUDA device.
   virtual std::shared_ptr<void> allocate(std::size_t bytes);
   // Set by the backend's constructor.
@@ -146,6 +150,8 @@ class Communicator {
   std::vector<Scratch> scratch_;
   std::shared_ptr<Watchdog> watchdog_;
   TrafficCounters traffic_;
+  std::unique_ptr<Hierarchy> hierarchy_;
+  Communicator* counts_to_ = nullptr;  // a hierarchy's groups also count their bytes there
 };
 
 // While a communication stream's fiber runs (reference/comm/stream.hpp), a wait() whose

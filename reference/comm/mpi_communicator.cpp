@@ -22,28 +22,27 @@
 #include <vector>
 
 #include "reference/comm/mirror.hpp"
+#include "reference/comm/mpi_native.hpp"
 #include "reference/kernels/buffer_kernels.hpp"
 #include "reference/core/error.hpp"
 #include "reference/cuda/device.hpp"
 
 namespace parity {
-namespace {
-
-void check_mpi(int rc, const char* call) {
-  if (rc == MPI_SUCCESS) return;
+void mpi_failed(int rc, const char* call) {
   char text[MPI_MAX_ERROR_STRING];
   int length = 0;
   MPI_Error_string(rc, text, &length);
   throw Error(std::string(text, static_cast<std::size_t>(length)), call);
 }
 
-// 16-bit floating types: a 2-byte contiguous MPI type and one user operation per reduction.
-struct HalfTypes {
-  MPI_Datatype type = MPI_DATATYPE_NULL;
-  std::array<MPI_Op, 5> float16_ops{};
-  std::array<MPI_Op, 5> bfloat16_ops{};
-};
-HalfTypes g_half;
+void mpi_count_too_large(std::size_t count, const char* what) {
+  throw Error(std::string(what) + ": " + std::to_string(count) +
+              " elements exceed what one MPI call takes (2^31-1); use a reference algorithm");
+}
+
+MpiHalfTypes g_mpi_half;
+
+namespace {
 
 template <typename T, ReduceOp Op>
 void half_user_op(void* in, void* inout, int* len, MPI_Datatype*) {
@@ -59,41 +58,6 @@ void create_half_ops(std::array<MPI_Op, 5>& ops) {
   check_mpi(MPI_Op_create(&half_user_op<T, ReduceOp::max>, 1, &ops[2]), "MPI_Op_create");
   check_mpi(MPI_Op_create(&half_user_op<T, ReduceOp::min>, 1, &ops[3]), "MPI_Op_create");
   ops[4] = ops[0];  // avg = sum, then divide
-}
-
-MPI_Datatype mpi_type(DataType type) {
-  switch (type) {
-    case DataType::float64: return MPI_DOUBLE;
-    case DataType::float32: return MPI_FLOAT;
-    case DataType::int32: return MPI_INT32_T;
-    case DataType::int64: return MPI_INT64_T;
-    case DataType::float16: case DataType::bfloat16: return g_half.type;
-  }
-  return MPI_DATATYPE_NULL;
-}
-
-MPI_Op mpi_op(ReduceOp op, DataType type) {
-  const auto index = static_cast<std::size_t>(op);
-  if (type == DataType::float16) return g_half.float16_ops[index];
-  if (type == DataType::bfloat16) return g_half.bfloat16_ops[index];
-  if (op == ReduceOp::sum) return MPI_SUM;  // the common case, without the switch's table
-  switch (op) {
-    case ReduceOp::sum: case ReduceOp::avg: return MPI_SUM;
-    case ReduceOp::prod: return MPI_PROD;
-    case ReduceOp::max: return MPI_MAX;
-    case ReduceOp::min: return MPI_MIN;
-  }
-  return MPI_OP_NULL;
-}
-
-[[noreturn, gnu::cold]] void count_too_large(std::size_t count, const char* what) {
-  throw Error(std::string(what) + ": " + std::to_string(count) +
-              " elements exceed what one MPI call takes (2^31-1); use a reference algorithm");
-}
-
-inline int mpi_count(std::size_t count, const char* what) {
-  if (count > static_cast<std::size_t>(INT_MAX)) count_too_large(count, what);
-  return static_cast<int>(count);
 }
 
 // Page-locked host buffers, kept and reused: cudaMallocHost costs milliseconds.
@@ -208,69 +172,15 @@ class MpiCommunicator final : public Communicator {
     return request;
   }
 
-  void do_all_reduce(const BufferView& send, const BufferView& recv, ReduceOp op) override {
-    if (staged(send, recv, [&](BufferView s, BufferView r) { do_all_reduce(s, r, op); })) return;
-    const void* s = send.data == recv.data ? MPI_IN_PLACE : send.data;
-    check_mpi(MPI_Allreduce(s, recv.data, mpi_count(recv.count, "all_reduce"), mpi_type(recv.dtype),
-                            mpi_op(op, recv.dtype), comm_), "MPI_Allreduce");
-    if (op == ReduceOp::avg) finish_average(recv, size_);
-  }
-  void do_reduce(const BufferView& send, const BufferView& recv, ReduceOp op, int root) override {
-    if (staged(send, recv, [&](BufferView s, BufferView r) { do_reduce(s, r, op, root); })) return;
-    const void* s = (rank_ == root && send.data == recv.data) ? MPI_IN_PLACE : send.data;
-    check_mpi(MPI_Reduce(s, recv.data, mpi_count(recv.count, "reduce"), mpi_type(recv.dtype),
-                         mpi_op(op, recv.dtype), root, comm_), "MPI_Reduce");
-    if (op == ReduceOp::avg && rank_ == root) finish_average(recv, size_);
-  }
-  void do_broadcast(const BufferView& send, const BufferView& recv, int root) override {
-    if (staged(send, recv, [&](BufferView s, BufferView r) { do_broadcast(s, r, root); })) return;
-    if (rank_ == root) copy_buffer(recv, send);
-    check_mpi(MPI_Bcast(recv.data, mpi_count(recv.count, "broadcast"), mpi_type(recv.dtype), root, comm_), "MPI_Bcast");
-  }
-  void do_all_gather(const BufferView& send, const BufferView& recv) override {
-    if (staged(send, recv, [&](BufferView s, BufferView r) { do_all_gather(s, r); })) return;
-    const bool in_place = send.data == recv.slice(static_cast<std::size_t>(rank_) * send.count, 0).data;
-    const int count = mpi_count(send.count, "all_gather");
-    check_mpi(MPI_Allgather(in_place ? MPI_IN_PLACE : send.data, count, mpi_type(send.dtype), recv.data, count,
-                            mpi_type(recv.dtype), comm_), "MPI_Allgather");
-  }
-  void do_reduce_scatter(const BufferView& send, const BufferView& recv, ReduceOp op) override {
-    if (staged(send, recv, [&](BufferView s, BufferView r) { do_reduce_scatter(s, r, op); })) return;
-    const int count = mpi_count(recv.count, "reduce_scatter");
-    if (recv.data == send.slice(static_cast<std::size_t>(rank_) * recv.count, 0).data && recv.count != 0) {
-      // In place (NCCL layout): MPI leaves the result at the start of the buffer; move it.
-      check_mpi(MPI_Reduce_scatter_block(MPI_IN_PLACE, send.data, count, mpi_type(recv.dtype),
-                                         mpi_op(op, recv.dtype), comm_), "MPI_Reduce_scatter_block");
-      copy_buffer(recv, send.slice(0, recv.count));
-    } else {
-      check_mpi(MPI_Reduce_scatter_block(send.data, recv.data, count, mpi_type(recv.dtype),
-                                         mpi_op(op, recv.dtype), comm_), "MPI_Reduce_scatter_block");
-    }
-    if (op == ReduceOp::avg) finish_average(recv, size_);
-  }
-  void do_all_to_all(const BufferView& send, const BufferView& recv) override {
-    if (staged(send, recv, [&](BufferView s, BufferView r) { do_all_to_all(s, r); })) return;
-    const int count = mpi_count(send.count / static_cast<std::size_t>(size_), "all_to_all");
-    check_mpi(MPI_Alltoall(send.data == recv.data ? MPI_IN_PLACE : send.data, count, mpi_type(send.dtype),
-                           recv.data, count, mpi_type(recv.dtype), comm_), "MPI_Alltoall");
-  }
-  void do_all_to_all_v(const BufferView& send, std::span<const std::size_t> send_counts, const BufferView& recv,
-                       std::span<const std::size_t> recv_counts) override {
-    if (staged(send, recv, [&](BufferView s, BufferView r) { do_all_to_all_v(s, send_counts, r, recv_counts); })) return;
-    // MPI takes int counts and displacements: the blocks packed, each at the sum of those before.
-    const auto layout = [](std::span<const std::size_t> counts, std::vector<int>& ints, std::vector<int>& displacements) {
-      std::size_t at = 0;
-      for (std::size_t c : counts) {
-        ints.push_back(mpi_count(c, "all_to_all_v count"));
-        displacements.push_back(mpi_count(at, "all_to_all_v displacement"));
-        at += c;
-      }
-    };
-    std::vector<int> sc, sd, rc, rd;
-    layout(send_counts, sc, sd);
-    layout(recv_counts, rc, rd);
-    check_mpi(MPI_Alltoallv(send.data, sc.data(), sd.data(), mpi_type(send.dtype), recv.data, rc.data(), rd.data(),
-                            mpi_type(recv.dtype), comm_), "MPI_Alltoallv");
+  void do_native(const CollectiveDescriptor& d, const CollectiveCall& call) override {
+    if (staged(call.send, call.recv, [&](BufferView s, BufferView r) {
+          CollectiveCall host = call;
+          host.send = s;
+          host.recv = r;
+          do_native(d, host);
+        }))
+      return;
+    d.mpi({comm_, rank_, size_}, call);
   }
 
  private:
@@ -331,10 +241,10 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   set_process_identity(rank, short_host_name());
-  check_mpi(MPI_Type_contiguous(2, MPI_BYTE, &g_half.type), "MPI_Type_contiguous");
-  check_mpi(MPI_Type_commit(&g_half.type), "MPI_Type_commit");
-  create_half_ops<float16_t>(g_half.float16_ops);
-  create_half_ops<bfloat16_t>(g_half.bfloat16_ops);
+  check_mpi(MPI_Type_contiguous(2, MPI_BYTE, &g_mpi_half.type), "MPI_Type_contiguous");
+  check_mpi(MPI_Type_commit(&g_mpi_half.type), "MPI_Type_commit");
+  create_half_ops<float16_t>(g_mpi_half.float16_ops);
+  create_half_ops<bfloat16_t>(g_mpi_half.bfloat16_ops);
 }
 
 MpiRuntime::~MpiRuntime() {

@@ -10,22 +10,19 @@
 #include <vector>
 
 #include "reference/comm/mirror.hpp"
+#include "reference/comm/nccl_native.hpp"
 #include "reference/kernels/buffer_kernels.hpp"
 #include "reference/core/error.hpp"
 #include "reference/cuda/device.hpp"
 #include "reference/comm/placement.hpp"
 
 namespace parity {
-namespace {
-
-void check_nccl(ncclResult_t rc, const char* call, ncclComm_t comm = nullptr) {
+void check_nccl(ncclResult_t rc, const char* call, ncclComm_t comm) {
   if (rc == ncclSuccess || rc == ncclInProgress) return;
   std::string text = ncclGetErrorString(rc);
   if (const char* last = ncclGetLastError(comm); last && *last) text += ": " + std::string(last);
   throw Error(text, call);
 }
-
-cudaStream_t stream() { return static_cast<cudaStream_t>(cuda::stream()); }
 
 ncclDataType_t nccl_type(DataType type) {
   switch (type) {
@@ -39,7 +36,6 @@ ncclDataType_t nccl_type(DataType type) {
   return ncclFloat32;
 }
 
-// Integers average as sum then truncating division (as the MPI backend), floats with ncclAvg.
 ncclRedOp_t nccl_op(ReduceOp op, DataType type) {
   switch (op) {
     case ReduceOp::sum: return ncclSum;
@@ -50,7 +46,10 @@ ncclRedOp_t nccl_op(ReduceOp op, DataType type) {
   }
   return ncclSum;
 }
-bool divide_after(ReduceOp op, DataType type) { return op == ReduceOp::avg && !is_floating(type); }
+
+namespace {
+
+cudaStream_t stream() { return static_cast<cudaStream_t>(cuda::stream()); }
 
 // Sends and receives posted since the last launch, and the event that marks their completion.
 struct Group {
@@ -117,77 +116,21 @@ class NcclCommunicator final : public Communicator {
   RequestPtr do_isend(BufferView buffer, int peer, int tag) override { return post(true, buffer, peer, tag); }
   RequestPtr do_irecv(BufferView buffer, int peer, int tag) override { return post(false, buffer, peer, tag); }
 
-  void do_all_reduce(const BufferView& send, const BufferView& recv, ReduceOp op) override {
-    on_device(send, recv, [&](BufferView s, BufferView r) {
-      check_nccl(ncclAllReduce(s.data, r.data, r.count, nccl_type(r.dtype), nccl_op(op, r.dtype), comm_, stream()),
-                 "ncclAllReduce", comm_);
-      if (divide_after(op, r.dtype)) finish_average(r, size_);
-    });
-  }
-  void do_reduce(const BufferView& send, const BufferView& recv, ReduceOp op, int root) override {
-    on_device(send, recv, [&](BufferView s, BufferView r) {
-      check_nccl(ncclReduce(s.data, r.data, r.count, nccl_type(r.dtype), nccl_op(op, r.dtype), root, comm_, stream()),
-                 "ncclReduce", comm_);
-      if (rank_ == root && divide_after(op, r.dtype)) finish_average(r, size_);
-    });
-  }
-  void do_broadcast(const BufferView& send, const BufferView& recv, int root) override {
-    on_device(send, recv, [&](BufferView s, BufferView r) {
-      check_nccl(ncclBroadcast(s.data, r.data, r.count, nccl_type(r.dtype), root, comm_, stream()), "ncclBroadcast", comm_);
-    });
-  }
-  void do_all_gather(const BufferView& send, const BufferView& recv) override {
-    on_device(send, recv, [&](BufferView s, BufferView r) {
-      check_nccl(ncclAllGather(s.data, r.data, s.count, nccl_type(s.dtype), comm_, stream()), "ncclAllGather", comm_);
-    });
-  }
-  void do_reduce_scatter(const BufferView& send, const BufferView& recv, ReduceOp op) override {
-    on_device(send, recv, [&](BufferView s, BufferView r) {
-      check_nccl(ncclReduceScatter(s.data, r.data, r.count, nccl_type(r.dtype), nccl_op(op, r.dtype), comm_, stream()),
-                 "ncclReduceScatter", comm_);
-      if (divide_after(op, r.dtype)) finish_average(r, size_);
-    });
-  }
-  void do_all_to_all(const BufferView& send, const BufferView& recv) override {
-    on_device(send, recv, [&](BufferView s, BufferView r) {
-      if (s.data == r.data) {  // NCCL documents no in-place all-to-all: send from a copy
-        const BufferView copy = scratch(s.count, s.dtype, kInPlaceSlot);
-        copy_buffer(copy, s);
-        s = copy;
-      }
-      const std::size_t chunk = s.count / static_cast<std::size_t>(size_);
-      check_nccl(ncclAlltoAll(s.data, r.data, chunk, nccl_type(s.dtype), comm_, stream()), "ncclAlltoAll", comm_);
-    });
-  }
-  // NCCL has no all-to-all-v: one group of a send and a receive per peer, the blocks packed.
-  // An empty block posts nothing on either side (the receiver's count for this rank is the
-  // sender's count for it). The block a rank keeps is copied on the same stream, not sent to
-  // itself.
-  void do_all_to_all_v(const BufferView& send, std::span<const std::size_t> send_counts, const BufferView& recv,
-                       std::span<const std::size_t> recv_counts) override {
-    on_device(send, recv, [&](BufferView s, BufferView r) {
-      std::size_t send_at = 0, recv_at = 0;  // displacements of peer's blocks, in elements
-      check_nccl(ncclGroupStart(), "ncclGroupStart");
-      for (int peer = 0; peer < size_; ++peer) {
-        const BufferView out = s.slice(send_at, send_counts[static_cast<std::size_t>(peer)]);
-        const BufferView in = r.slice(recv_at, recv_counts[static_cast<std::size_t>(peer)]);
-        send_at += out.count;
-        recv_at += in.count;
-        if (peer == rank_) {
-          copy_buffer(in, out);  // enqueued on stream() now, before the group's launch
-          continue;
-        }
-        if (out.count) check_nccl(ncclSend(out.data, out.count, nccl_type(out.dtype), peer, comm_, stream()), "ncclSend", comm_);
-        if (in.count) check_nccl(ncclRecv(in.data, in.count, nccl_type(in.dtype), peer, comm_, stream()), "ncclRecv", comm_);
-      }
-      check_nccl(ncclGroupEnd(), "ncclGroupEnd", comm_);
+  void do_native(const CollectiveDescriptor& d, const CollectiveCall& call) override {
+    if (d.nccl == nullptr) throw Error(std::string(name_of(call.collective)) + " has no NCCL call in its descriptor");
+    on_device(call.send, call.recv, [&](BufferView s, BufferView r) {
+      CollectiveCall device = call;
+      device.send = s;
+      device.recv = r;
+      d.nccl({comm_, stream(), rank_, size_, *this}, device);
     });
   }
 
  private:
   // Scratch slots of the backend itself, after those of the reference algorithms (0-3): two
-  // for host buffers staged on the device (8, 9), a copy for in-place all-to-all, a barrier token.
-  static constexpr int kHostStaging = 8, kInPlaceSlot = 10, kBarrierSlot = 11;
+  // for host buffers staged on the device (8, 9), then the collectives' own (kNcclScratchSlot,
+  // 10), a barrier token.
+  static constexpr int kHostStaging = 8, kBarrierSlot = 11;
 
   RequestPtr post(bool send, BufferView buffer, int peer, int) {
     if (!pending_) {

@@ -25,17 +25,6 @@ constexpr std::string_view name_of(Collective collective) {
   return "?";
 }
 Collective parse_collective(std::string_view text);  // throws UsageError listing the known names
-constexpr bool is_reducing(Collective c) {
-  return c == Collective::all_reduce || c == Collective::reduce || c == Collective::reduce_scatter;
-}
-constexpr bool has_root(Collective c) { return c == Collective::reduce || c == Collective::broadcast; }
-// True when the per-rank chunk is the count (all_gather, reduce_scatter, all_to_all).
-// all_to_all_v is not: its blocks differ per peer, so its buffers' counts come from its
-// per-peer counts (has_block_counts), never from chunk x size.
-constexpr bool is_chunked(Collective c) {
-  return c == Collective::all_gather || c == Collective::reduce_scatter || c == Collective::all_to_all;
-}
-// True when a call carries per-peer send and receive counts (all_to_all_v).
-constexpr bool has_block_counts(Collective c) { return c == Collective::all_to_all_v; }
+// What each computes, and everything else about it: reference/comm/collectives.hpp.
 
 }  // namespace parity

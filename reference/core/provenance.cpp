@@ -8,6 +8,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "reference/core/build_info.hpp"  // generated: PARITY_VERSION, PARITY_GIT_COMMIT
+
 namespace parity {
 
 std::string parity_version() { return PARITY_VERSION; }

@@ -1,5 +1,5 @@
 // The HDF5 side of result files (h5.hpp) on the HDF5 C API, and reading them back
-// (results_file.hpp: inspect, has_table, read_table).
+// (reading.hpp: inspect, has_table, read_table).
 #include "reference/record/h5.hpp"
 
 #include <hdf5.h>
@@ -15,7 +15,7 @@
 
 #include "reference/core/error.hpp"
 #include "reference/record/output.hpp"
-#include "reference/record/results_file.hpp"
+#include "reference/record/reading.hpp"
 
 namespace parity::record {
 

@@ -1,7 +1,7 @@
 // The HDF5 side of result files, for this folder's writers (results_file.cpp, partial.cpp): a
 // file being written under its temporary name, with the schema's root attributes, tables as
 // groups of column datasets and attributes on groups; closed and renamed into place when done.
-// The reading functions (inspect, has_table, read_table) are declared in results_file.hpp.
+// The reading functions (inspect, has_table, read_table) are declared in reading.hpp.
 #pragma once
 
 #include <cstdint>

@@ -10,12 +10,10 @@
 #include <memory>
 #include <string>
 
+#include "reference/record/reading.hpp"  // and the reading of result files, for their users
 #include "reference/record/table.hpp"
 
 namespace parity::record {
-
-inline constexpr const char* kSchemaName = "parity-results";
-inline constexpr std::int64_t kSchemaVersion = 1;
 
 class Journal;
 namespace h5 {
@@ -57,24 +55,5 @@ class ResultsFile {
   std::unique_ptr<h5::Writer> file_;
   std::unique_ptr<Journal> journal_;
 };
-
-// What `parity report` needs to know before handing a file to the report scripts.
-struct FileInfo {
-  std::int64_t schema_version = 0;
-  std::string subcommand;
-  std::int64_t world_size = 0;  // 0 when not recorded
-  std::string device;
-  std::string half_accumulate;
-  bool complete = true;         // false for a partial file (root attribute complete = 0)
-  std::string incomplete_reason;
-};
-// Opens a file read-only and checks it is a parity result file of a known schema version.
-// Throws UsageError with one clear line for a missing, corrupt, foreign or too-new file.
-FileInfo inspect(const std::filesystem::path& path);
-
-// Reads one table back (used by tests and by subcommands that compare runs).
-Table read_table(const std::filesystem::path& path, const std::string& group);
-// Whether `group` of the file is a table.
-bool has_table(const std::filesystem::path& path, const std::string& group);
 
 }  // namespace parity::record

@@ -19,23 +19,6 @@ std::size_t all_to_all_v_recv_total(std::size_t chunk, int rank, int n) {
   return total;
 }
 
-double collective_bytes(Collective collective, std::size_t count, std::size_t element_bytes, int n) {
-  const double bytes = static_cast<double>(count) * static_cast<double>(element_bytes);
-  return is_chunked(collective) || has_block_counts(collective) ? bytes * n : bytes;
-}
-
-double busbw_factor(Collective collective, int n) {
-  const double nd = n;
-  switch (collective) {
-    case Collective::all_reduce: return 2.0 * (nd - 1) / nd;
-    case Collective::all_gather: case Collective::reduce_scatter: case Collective::all_to_all:
-    case Collective::all_to_all_v:
-      return (nd - 1) / nd;
-    case Collective::reduce: case Collective::broadcast: return 1.0;
-  }
-  return 1.0;
-}
-
 int power_of_two_floor(int n) { return n <= 1 ? 1 : static_cast<int>(std::bit_floor(static_cast<unsigned>(n))); }
 int ceil_log2(int n) { return n <= 1 ? 0 : static_cast<int>(std::bit_width(static_cast<unsigned>(n - 1))); }
 

@@ -1,12 +1,13 @@
-// Analytic models of collectives: the bytes nccl-tests counts, the bus-bandwidth factor, and
-// alpha-beta costs (T = alpha + beta * bytes per message) of each reference algorithm.
+// Analytic models of collectives: all_to_all_v's count pattern and the alpha-beta costs
+// (T = alpha + beta * bytes per message) of each reference algorithm. The bytes nccl-tests
+// counts and the bus-bandwidth factor are each collective's descriptor's
+// (reference/comm/collectives/).
 // Derivations: docs/busbw.md. References: nccl-tests PERFORMANCE.md; Thakur, Rabenseifner and
 // Gropp, "Optimization of Collective Communication Operations in MPICH" (2005).
 #pragma once
 
 #include <cstddef>
 
-#include "reference/core/collective.hpp"
 
 namespace parity::theory {
 
@@ -23,16 +24,6 @@ constexpr std::size_t all_to_all_v_count(std::size_t chunk, int rank, int peer) 
 // their mean over the ranks is n chunks at every n, as all_to_all's (docs/busbw.md).
 std::size_t all_to_all_v_send_total(std::size_t chunk, int rank, int n);
 std::size_t all_to_all_v_recv_total(std::size_t chunk, int rank, int n);
-
-// Bytes the algbw of a collective is computed from: count * element size for all-reduce,
-// reduce and broadcast; count * element size * n for the chunked collectives (count = chunk)
-// and for all_to_all_v (count = the pattern's chunk), where it is the bytes of a rank's send
-// buffer averaged over the ranks; each rank's own is all_to_all_v_send_total.
-double collective_bytes(Collective collective, std::size_t count, std::size_t element_bytes, int n);
-
-// busbw = algbw * factor: all-reduce 2(n-1)/n; all-gather, reduce-scatter, all-to-all and
-// all-to-all-v (n-1)/n; reduce and broadcast 1.
-double busbw_factor(Collective collective, int n);
 
 // Constants of the alpha-beta model, fitted from a ping-pong.
 struct AlphaBeta {

@@ -6,6 +6,7 @@
 #include "reference/kernels/buffer_kernels.hpp"
 
 namespace parity::algorithms {
+namespace {
 
 void binomial_tree_reduce(Communicator& comm, const CollectiveCall& call) {
   const int n = comm.size(), root = call.root;
@@ -49,4 +50,24 @@ void binomial_tree_broadcast(Communicator& comm, const CollectiveCall& call) {
   comm.wait_all(sends);
 }
 
+// Each rank but the root sends the whole buffer once.
+double whole_buffer_tree(int n, double bytes) { return n > 1 ? bytes * (n - 1) / n : 0.0; }
+
+const RegisteredAlgorithm kBinomialTreeReduce{{
+    .name = "binomial_tree",
+    .collective = Collective::reduce,
+    .order = 10,
+    .summary = "binomial tree towards the root, ceil(log2 n) rounds",
+    .bytes_sent_per_rank = whole_buffer_tree,
+    .predicted_seconds = theory::binomial_tree_seconds,
+    .run = binomial_tree_reduce}};
+const RegisteredAlgorithm kBinomialTreeBroadcast{{
+    .name = "binomial_tree",
+    .collective = Collective::broadcast,
+    .order = 10,
+    .summary = "binomial tree from the root, ceil(log2 n) rounds",
+    .bytes_sent_per_rank = whole_buffer_tree,
+    .predicted_seconds = theory::binomial_tree_seconds,
+    .run = binomial_tree_broadcast}};
+}  // namespace
 }  // namespace parity::algorithms

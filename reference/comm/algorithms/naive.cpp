@@ -5,6 +5,7 @@
 #include "reference/kernels/buffer_kernels.hpp"
 
 namespace parity::algorithms {
+namespace {
 
 void naive_all_reduce(Communicator& comm, const CollectiveCall& call) {
   const int n = comm.size();
@@ -28,4 +29,13 @@ void naive_all_reduce(Communicator& comm, const CollectiveCall& call) {
   comm.wait_all(sends);
 }
 
+const RegisteredAlgorithm kNaiveAllReduce{{
+    .name = "naive",
+    .collective = Collective::all_reduce,
+    .order = 20,
+    .summary = "every rank sends to rank 0, which reduces in rank order and sends the result back",
+    .bytes_sent_per_rank = [](int n, double b) { return 2.0 * (n - 1) / n * b; },
+    .predicted_seconds = theory::naive_all_reduce_seconds,
+    .run = naive_all_reduce}};
+}  // namespace
 }  // namespace parity::algorithms

@@ -13,6 +13,7 @@
 #include "reference/kernels/buffer_kernels.hpp"
 
 namespace parity::algorithms {
+namespace {
 
 void pairwise_all_to_all(Communicator& comm, const CollectiveCall& call) {
   const int n = comm.size(), r = comm.rank();
@@ -32,7 +33,6 @@ void pairwise_all_to_all(Communicator& comm, const CollectiveCall& call) {
   }
 }
 
-namespace {
 // Block p of a packed buffer: counts[p] elements after the counts of the blocks before it.
 std::vector<BufferView> packed_blocks(BufferView buffer, std::span<const std::size_t> counts) {
   std::vector<BufferView> blocks;
@@ -44,7 +44,6 @@ std::vector<BufferView> packed_blocks(BufferView buffer, std::span<const std::si
   }
   return blocks;
 }
-}  // namespace
 
 void pairwise_all_to_all_v(Communicator& comm, const CollectiveCall& call) {
   const int n = comm.size(), r = comm.rank();
@@ -68,4 +67,22 @@ void pairwise_all_to_all_v(Communicator& comm, const CollectiveCall& call) {
   }
 }
 
+const RegisteredAlgorithm kPairwiseAllToAll{{
+    .name = "pairwise",
+    .collective = Collective::all_to_all,
+    .order = 10,
+    .summary = "n-1 pairwise exchanges, partner (step - rank) mod n",
+    .bytes_sent_per_rank = theory::ring_chunked_bytes_per_rank,
+    .predicted_seconds = theory::pairwise_all_to_all_seconds,
+    .run = pairwise_all_to_all}};
+const RegisteredAlgorithm kPairwiseAllToAllV{{
+    .name = "pairwise",
+    .collective = Collective::all_to_all_v,
+    .order = 10,
+    .summary = "n-1 pairwise exchanges of per-peer blocks, partner (step - rank) mod n; empty blocks are not sent",
+    .bytes_sent_per_rank = theory::pairwise_all_to_all_v_bytes_per_rank,
+    .predicted_seconds = theory::pairwise_all_to_all_v_seconds,
+    .run = pairwise_all_to_all_v}};
+
+}  // namespace
 }  // namespace parity::algorithms

@@ -7,6 +7,7 @@
 #include "reference/kernels/buffer_kernels.hpp"
 
 namespace parity::algorithms {
+namespace {
 
 void rabenseifner_all_reduce(Communicator& comm, const CollectiveCall& call) {
   copy_buffer(call.recv, call.send);
@@ -45,4 +46,17 @@ void rabenseifner_all_reduce(Communicator& comm, const CollectiveCall& call) {
   fold_out(comm, f, data);
 }
 
+const RegisteredAlgorithm kRabenseifnerAllReduce{{
+    .name = "rabenseifner",
+    .collective = Collective::all_reduce,
+    .order = 40,
+    .summary = "recursive halving reduce-scatter then recursive doubling all-gather; non-powers of two fold first",
+    .bytes_sent_per_rank =
+        [](int n, double b) {
+          const int p = theory::power_of_two_floor(n);
+          return (p * 2.0 * (p - 1) / p * b + 2.0 * (n - p) * b) / n;
+        },
+    .predicted_seconds = theory::rabenseifner_all_reduce_seconds,
+    .run = rabenseifner_all_reduce}};
+}  // namespace
 }  // namespace parity::algorithms

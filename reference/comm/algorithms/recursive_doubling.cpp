@@ -1,11 +1,14 @@
 // Recursive doubling all-reduce (Thakur et al. 2005): in round k each rank exchanges its whole
 // buffer with the rank whose number differs in bit k and reduces; log2(n) rounds. For n not a
 // power of two, the ranks beyond p = 2^k fold in first (fold.hpp).
+#include <bit>
+
 #include "reference/comm/algorithms.hpp"
 #include "reference/comm/algorithms/fold.hpp"
 #include "reference/kernels/buffer_kernels.hpp"
 
 namespace parity::algorithms {
+namespace {
 
 void recursive_doubling_all_reduce(Communicator& comm, const CollectiveCall& call) {
   copy_buffer(call.recv, call.send);
@@ -25,4 +28,19 @@ void recursive_doubling_all_reduce(Communicator& comm, const CollectiveCall& cal
   if (call.op == ReduceOp::avg) finish_average(call.recv, comm.size());
 }
 
+const RegisteredAlgorithm kRecursiveDoublingAllReduce{{
+    .name = "recursive_doubling",
+    .collective = Collective::all_reduce,
+    .order = 30,
+    .summary = "log2(n) whole-buffer exchanges across one bit each; non-powers of two fold first",
+    .bytes_sent_per_rank =
+        [](int n, double b) {
+          const int p = theory::power_of_two_floor(n);
+          const double rounds = std::bit_width(static_cast<unsigned>(p)) - 1;
+          // participants send every round; folded pairs add one message each way
+          return (p * rounds * b + 2.0 * (n - p) * b) / n;
+        },
+    .predicted_seconds = theory::recursive_doubling_all_reduce_seconds,
+    .run = recursive_doubling_all_reduce}};
+}  // namespace
 }  // namespace parity::algorithms

@@ -10,10 +10,9 @@ namespace {
 
 int mod(int a, int n) { return ((a % n) + n) % n; }
 
-BufferView block(BufferView buffer, int n, int i) {
-  const std::size_t begin = block_begin(buffer.count, n, i);
-  return buffer.slice(begin, block_begin(buffer.count, n, i + 1) - begin);
-}
+BufferView block(BufferView buffer, int n, int i) { return block_of(buffer, n, i); }
+
+}  // namespace
 
 // Reduce-scatter of `input` into `data` (both n blocks; they may be the same buffer):
 // afterwards block (r+1) mod n of `data` holds the full reduction. Each arriving partial block
@@ -45,7 +44,6 @@ void ring_reduce_scatter_blocks(Communicator& comm, BufferView input, BufferView
   }
 }
 
-// All-gather on `data` in place, starting from block (r + shift) mod n being complete.
 void ring_all_gather_in_place(Communicator& comm, BufferView data, int shift) {
   const int n = comm.size(), r = comm.rank();
   const int right = mod(r + 1, n), left = mod(r - 1, n);
@@ -56,12 +54,17 @@ void ring_all_gather_in_place(Communicator& comm, BufferView data, int shift) {
   }
 }
 
-}  // namespace
-
 std::size_t block_begin(std::size_t count, int blocks, int i) {
   // count * i may exceed 64 bits only beyond 2^57 elements; not a practical concern.
   return count * static_cast<std::size_t>(i) / static_cast<std::size_t>(blocks);
 }
+
+BufferView block_of(BufferView buffer, int blocks, int i) {
+  const std::size_t begin = block_begin(buffer.count, blocks, i);
+  return buffer.slice(begin, block_begin(buffer.count, blocks, i + 1) - begin);
+}
+
+namespace {
 
 void ring_all_reduce(Communicator& comm, const CollectiveCall& call) {
   if (comm.size() == 1) return copy_buffer(call.recv, call.send);
@@ -102,4 +105,30 @@ void ring_all_gather(Communicator& comm, const CollectiveCall& call) {
   ring_all_gather_in_place(comm, call.recv, 0);
 }
 
+const RegisteredAlgorithm kRingAllReduce{{
+    .name = "ring",
+    .collective = Collective::all_reduce,
+    .order = 10,
+    .summary = "reduce-scatter then all-gather around a ring, double-buffered; sends 2(n-1)/n of the buffer",
+    .bytes_sent_per_rank = theory::ring_all_reduce_bytes_per_rank,
+    .predicted_seconds = theory::ring_all_reduce_seconds,
+    .run = ring_all_reduce}};
+const RegisteredAlgorithm kRingReduceScatter{{
+    .name = "ring",
+    .collective = Collective::reduce_scatter,
+    .order = 10,
+    .summary = "partial sums travel n-1 steps round a ring",
+    .bytes_sent_per_rank = theory::ring_chunked_bytes_per_rank,
+    .predicted_seconds = theory::ring_chunked_seconds,
+    .run = ring_reduce_scatter}};
+const RegisteredAlgorithm kRingAllGather{{
+    .name = "ring",
+    .collective = Collective::all_gather,
+    .order = 10,
+    .summary = "chunks travel n-1 steps round a ring",
+    .bytes_sent_per_rank = theory::ring_chunked_bytes_per_rank,
+    .predicted_seconds = theory::ring_chunked_seconds,
+    .run = ring_all_gather}};
+
+}  // namespace
 }  // namespace parity::algorithms
