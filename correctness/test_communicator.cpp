@@ -8,6 +8,7 @@
 #include "correctness/mpi_test.hpp"
 #include "reference/comm/algorithms.hpp"
 #include "reference/core/error.hpp"
+#include "reference/theory/hierarchy.hpp"
 
 namespace parity::test {
 namespace {
@@ -155,6 +156,39 @@ TEST_F(CommunicatorTest, RingAllReduceSendsTwoNMinusOneOverN) {
   EXPECT_EQ(static_cast<double>(comm().traffic().bytes_sent), 2.0 * (n - 1) / n * bytes);
   EXPECT_EQ(comm().traffic().messages_sent, static_cast<std::uint64_t>(2 * (n - 1)));
   for (double x : data) ASSERT_EQ(x, n);
+}
+
+// The hierarchical all-reduce's bytes per level (theory/hierarchy.hpp), counted on the levels'
+// own communicators, and the two adding up to what the whole communicator counted. All ranks on
+// one machine are one host unless PARITY_RANKS_PER_HOST makes several: CTest runs this with 2
+// per host at 3, 4 and 5 ranks (hosts of 2+1, 2+2 and 2+2+1).
+TEST_F(CommunicatorTest, HierarchicalAllReduceSendsEachLevelsShare) {
+  const int n = comm().size();
+  const Communicator::Hierarchy& levels = comm().hierarchy();
+  // Every host's size, from its first rank.
+  std::vector<int> ranks_per_host;
+  for (const std::string& size : comm().all_gather_strings(std::to_string(levels.host->rank() == 0 ? levels.host->size() : 0)))
+    if (size != "0") ranks_per_host.push_back(std::stoi(size));
+  ASSERT_EQ(static_cast<int>(ranks_per_host.size()), levels.hosts);
+  ASSERT_EQ(std::accumulate(ranks_per_host.begin(), ranks_per_host.end(), 0), n);
+
+  std::vector<double> data(840 * 8, 1.0);  // every block of every level the same size (n <= 8)
+  comm().reset_traffic();
+  levels.host->reset_traffic();
+  levels.across->reset_traffic();
+  run_collective(comm(), find_algorithm(Collective::all_reduce, "hierarchical"),
+                 {Collective::all_reduce, host(data), host(data), ReduceOp::sum, 0});
+  for (double x : data) ASSERT_EQ(x, n);
+  std::vector<double> sent = {static_cast<double>(levels.host->traffic().bytes_sent),
+                              static_cast<double>(levels.across->traffic().bytes_sent),
+                              static_cast<double>(comm().traffic().bytes_sent)};
+  comm().all_reduce(host(sent), host(sent), ReduceOp::sum);
+  const double bytes = static_cast<double>(data.size() * sizeof(double));
+  const theory::LevelBytes want = theory::hierarchical_all_reduce_bytes(ranks_per_host, bytes);
+  EXPECT_DOUBLE_EQ(sent[0] / n, want.within_hosts);
+  EXPECT_DOUBLE_EQ(sent[1] / n, want.across_hosts);
+  EXPECT_DOUBLE_EQ(sent[2], sent[0] + sent[1]);
+  EXPECT_DOUBLE_EQ(sent[2] / n, 2.0 * (n - 1) / n * bytes);  // the flat ring's, on any layout
 }
 
 TEST_F(CommunicatorTest, ScratchIsReusedAndGrows) {
