@@ -75,23 +75,35 @@ def report_problems(schema, root):
     from parity_reports import tables  # noqa: E402 (the package of the repository given)
     out = []
     for module in tables.TABLES:
-        for group, (types, required) in module.READS.items():
-            where = f"reports: {module.__name__.rsplit('.', 1)[-1]}.READS {group}"
-            if group not in schema:
+        for key, (types, required) in module.READS.items():
+            where = f"reports: {module.__name__.rsplit('.', 1)[-1]}.READS {key}"
+            # "/check/*": every group under /check/ that no module names itself.
+            named = tables.schema()
+            groups = [g for g in schema if g.startswith(key[:-1]) and g not in named] \
+                if key.endswith("/*") else [key]
+            if not key.endswith("/*") and key not in schema:
                 out.append(f"{where}: no command writes the group")
                 continue
-            for part in types.split():
-                kind, names = part.split(":")
-                for name in names.split(","):
-                    if name not in schema[group]:
-                        out.append(f"{where}: column {name} is not written")
-                    elif READ_TYPES[kind] != schema[group][name][0]:
-                        out.append(f"{where}: column {name} read as {READ_TYPES[kind]}, written as {schema[group][name][0]}")
-            for name in required:
-                if name in schema[group] and not schema[group][name][2]:
-                    out.append(f"{where}: requires column {name}, which files made before it was added lack")
-                elif name not in schema[group]:
-                    out.append(f"{where}: requires column {name}, which is not written")
+            for group in groups:
+                out += columns_problems(schema, group, types, required, f"{where} ({group})" if group != key else where)
+    return out
+
+
+def columns_problems(schema, group, types, required, where):
+    """What a READS entry (types "s:a,b i:c f:d", required columns) gets wrong about a group."""
+    out = []
+    for part in types.split():
+        kind, names = part.split(":")
+        for name in names.split(","):
+            if name not in schema[group]:
+                out.append(f"{where}: column {name} is not written")
+            elif READ_TYPES[kind] != schema[group][name][0]:
+                out.append(f"{where}: column {name} read as {READ_TYPES[kind]}, written as {schema[group][name][0]}")
+    for name in required:
+        if name in schema[group] and not schema[group][name][2]:
+            out.append(f"{where}: requires column {name}, which files made before it was added lack")
+        elif name not in schema[group]:
+            out.append(f"{where}: requires column {name}, which is not written")
     return out
 
 

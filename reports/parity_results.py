@@ -252,10 +252,20 @@ def _check_schema(f, label):
                          f"{SCHEMA_VERSION}")
 
 
+def spec_for(tables, name):
+    """The spec of table `name`: its own, or that of a "group/*" entry naming every table under
+    the group (a conformance family the report has no module for); None when not read."""
+    if name in tables:
+        return tables[name]
+    group = name.rsplit("/", 1)[0]
+    return tables.get(group + "/*")
+
+
 def load(path, tables):
     """Opens, validates and loads one result file. Raises InputError for bad input.
     tables: {table path: (column types, required columns)}, the tables to read (the report's
-    are parity_reports.tables.schema()); any other table is only named in other_tables."""
+    are parity_reports.tables.schema()), "group/*" for every other table under a group; any
+    other table is only named in other_tables."""
     label = str(path)
     if not os.path.exists(path):
         raise InputError(f"{label}: no such file")
@@ -287,8 +297,9 @@ def load(path, tables):
 
             f.visititems(visit)
             for name in found:
-                if name in tables:
-                    result.tables[name] = _read_table(f[name], label, tables[name])
+                spec = spec_for(tables, name)
+                if spec is not None:
+                    result.tables[name] = _read_table(f[name], label, spec)
                     result.group_attrs[name] = {k: decode(f[name].attrs[k])
                                                 for k in f[name].attrs.keys()}
                 else:

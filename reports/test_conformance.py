@@ -68,6 +68,40 @@ class ConformanceReportTests(ReportCase):
         # Those tables are drawn, no longer listed as tables the report does not show.
         self.assertNotIn("Other tables in the file", html)
 
+    def test_a_family_without_a_kind_is_reported_from_its_table(self):
+        # A case family added to parity after this module: /check/widgets, its cases and
+        # verdicts and its description, with no edit here (READS "/check/*").
+        path = self.sample("widgets.h5", omit=TENSOR_ONLY, tensor=True)
+        with h5py.File(path, "a") as f:
+            f.copy(f["/check/training"], "/check/widgets")
+            f["/check/widgets"].attrs["description"] = "widgets trained on every rank against one device"
+        cases = [r["case"] for r in read_rows(path, "/check/widgets")]
+        set_rows(path, "/check/widgets", "passed", lambda r: r["case"] == cases[1], lambda r: 0)
+        with h5py.File(path, "a") as f:
+            ds = f["/check/widgets/message"]
+            ds[...] = np.array(["widget 3 wobbles" if c == cases[1] else m
+                                for c, m in zip(text_col(f["/check/widgets/case"]), text_col(ds))],
+                               dtype=object)
+        n = len(cases)
+        words = f"{n} cases, 1 failed ({n - 1} passed)"
+        out, html, summary = self.report_of("widgets_out", path)
+        self.assertIn("<h3>Widgets cases</h3>", html)
+        self.assertIn(f"{words}.</span> Widgets trained on every rank against one device.", html)
+        self.assertIn(f"; widgets {words}.</li>", html)
+        failed = after(html, "<h3>Failed widgets cases</h3>")
+        self.assertIn(cases[1], failed)
+        self.assertIn("widget 3 wobbles", failed)
+        self.assertIn(f"Widgets cases: {words}.", summary)
+        self.assertNotIn("Other tables in the file", html)
+        # Beside a run without the table: B's side says so.
+        plain = self.sample("plain.h5", omit=TENSOR_ONLY, tensor=True)
+        _, html, summary = self.report_of("widgets_compare", path, plain)
+        section = after(html, "<h3>Widgets cases</h3>")
+        self.assertIn(words, section)
+        self.assertIn("no /check/widgets table", section)
+        self.assertIn(f"- A widgets: {words}", summary)
+        self.assertIn("- B widgets: no /check/widgets table", summary)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -646,11 +646,11 @@ class BenchCollectives final : public Command {
     o.add("-r,--root", b.root, "Root rank of reduce and broadcast");
     o.add("-a,--average", b.average, "Time reported across ranks: 0 rank 0, 1 mean, 2 min, 3 max");
     o.add("--coll", b.collectives,
-          "Collectives, comma-separated, or all: all_reduce reduce broadcast all_gather reduce_scatter all_to_all "
-          "all_to_all_v. all_to_all_v's counts are uneven: rank r sends rank p chunk x ((p + 2r + 1) mod 3) "
-          "elements (0, 1 or 2 chunks: 0 for some pairs at 2 ranks or more, a rank's own block 1 chunk), "
-          "chunk = size / ranks as all_to_all's; out of place only; size_bytes is the ranks' mean send "
-          "buffer (n chunks), each rank's own is in /bench/collectives_rank_times",
+          "Collectives, comma-separated, or all: " + collective_names(" ") +
+              ". all_to_all_v's counts are uneven, " + std::string(describe(Collective::all_to_all_v).block_pattern) +
+              " (0, 1 or 2 chunks: 0 for some pairs at 2 ranks or more, a rank's own block 1 chunk), chunk = "
+              "size / ranks as all_to_all's; out of place only; size_bytes is the ranks' mean send buffer (n "
+              "chunks), each rank's own is in /bench/collectives_rank_times",
           {"all", "all"});
     o.add("--algo", b.algorithms,
           "Algorithms, comma-separated, or all (native always runs as the baseline): " + algorithm_names(" "),

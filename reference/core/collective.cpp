@@ -7,13 +7,16 @@
 
 namespace parity {
 
+std::string collective_names(std::string_view separator) {
+  std::string text;
+  for (auto c : kAllCollectives) text += (text.empty() ? "" : std::string(separator)) + std::string(name_of(c));
+  return text;
+}
+
 Collective parse_collective(std::string_view text) {
-  std::string known;
-  for (auto c : kAllCollectives) {
+  for (auto c : kAllCollectives)
     if (name_of(c) == text) return c;
-    known += (known.empty() ? "" : ", ") + std::string(name_of(c));
-  }
-  throw UsageError("unknown collective '" + std::string(text) + "' (known: " + known + ")");
+  throw UsageError("unknown collective '" + std::string(text) + "' (known: " + collective_names(", ") + ")");
 }
 
 }  // namespace parity

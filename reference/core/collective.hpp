@@ -2,6 +2,7 @@
 // benchmarks share (what each computes is in reference/comm/communicator.hpp).
 #pragma once
 
+#include <string>
 #include <string_view>
 
 namespace parity {
@@ -25,6 +26,7 @@ constexpr std::string_view name_of(Collective collective) {
   return "?";
 }
 Collective parse_collective(std::string_view text);  // throws UsageError listing the known names
+std::string collective_names(std::string_view separator);  // every name, in kAllCollectives' order
 // What each computes, and everything else about it: reference/comm/collectives.hpp.
 
 }  // namespace parity

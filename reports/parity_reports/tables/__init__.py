@@ -13,7 +13,8 @@ Every table module defines (INTERFACE and FUNCTIONS below; test_page.py checks t
            type of each column as "s:a,b i:c f:d" (string, int64, float64), and the columns
            without which the reader refuses the file as damaged (the tables from /bench/model
            on; the older ones note a missing column on the page instead); the one place that
-           says which columns the module reads
+           says which columns the module reads. A path "group/*" stands for every table under
+           the group that no module names (conformance reads any new /check/ family this way)
   load(rf, loaded)             the table of one result file: an object with .present (the file
                                has the table) and .usable (it has something to draw); loaded:
                                {NAME: object} of the modules before it in TABLES

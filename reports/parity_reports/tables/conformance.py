@@ -44,6 +44,8 @@ READS = {
         "i:world_size,steps,recomputed_blocks,differing,stored_bytes,formula_stored_bytes,"
         "peak_bytes,formula_peak_bytes,recompute_flops,formula_recompute_flops,passed",
         ["case", "passed"]),
+    # A family this module has no kind for: its cases and verdicts (other_kind).
+    "/check/*": ("s:case,message i:passed", ["case", "passed"]),
 }
 
 
@@ -226,6 +228,23 @@ CHECKPOINT = CaseKind(
 CASE_KINDS = [TRAINING, TENSOR, PIPELINE, MOE, CHECKPOINT]
 
 
+def other_kind(rf, path):
+    """The kind of a /check/ table no kind above describes (a family added to parity after this
+    module): its cases, verdicts and messages, explained by the table's own description."""
+    name = path.rsplit("/", 1)[1]
+    about = str(rf.group_attrs.get(path, {}).get("description", ""))
+    return CaseKind(path, f"{name.replace('_', ' ').capitalize()} cases", name,
+                    about[:1].upper() + about[1:] + ("." if about and not about.endswith(".") else ""),
+                    [], {"message": ""}, [])
+
+
+def kinds_of(rf):
+    """CASE_KINDS, then a kind for each other /check/ table of the file, by path."""
+    known = {kind.path for kind in CASE_KINDS} | {"/check/collectives"}
+    return CASE_KINDS + [other_kind(rf, path) for path in sorted(rf.tables)
+                         if path.startswith("/check/") and path not in known]
+
+
 def group_key(value, order):
     """order_key, with numbers (tp sizes) in numeric order."""
     rank = order.index(value) if value in order else len(order)
@@ -272,9 +291,14 @@ class Conformance:
     tensor-parallel cases' (Cases, whether the file has them or not)."""
 
     def __init__(self, rf):
+        self.rf = rf
         self.collectives = Check(rf)
-        self.cases = [Cases(rf, kind) for kind in CASE_KINDS]
+        self.cases = [Cases(rf, kind) for kind in kinds_of(rf)]
         self.collectives.alone = not self.extra()
+
+    def cases_of(self, kind):
+        """This run's cases of a kind (absent when the file lacks its table)."""
+        return next((c for c in self.cases if c.kind.path == kind.path), None) or Cases(self.rf, kind)
 
     @property
     def present(self):
@@ -348,6 +372,20 @@ def case_rows(cases, rows):
             for r in rows]
 
 
+def counts_table(page, cases):
+    """Cases, passed and failed per group of the kind's group columns, and the total."""
+    kind = cases.kind
+    rows = []
+    for group, (n, ok, bad) in cases.cells.items():
+        rows.append([esc(value) for value in group]
+                    + [str(n), str(ok), f"<span class=\"bad\">{bad}</span>" if bad else "0"])
+    width = len(kind.groups)
+    rows.append(["<b>total</b>"] + [""] * (width - 1)
+                + [f"<b>{cases.total}</b>", f"<b>{cases.passed}</b>", f"<b>{cases.failed}</b>"])
+    page.table([column.replace("_", " ") for column, _ in kind.groups]
+               + ["cases", "passed", "failed"], rows, numeric=set(range(width, width + 3)))
+
+
 def cases_section(page, ctx, cases):
     """A table of training or tensor-parallel cases: counts per group, failed cases with their
     message, every case in a fold."""
@@ -358,15 +396,8 @@ def cases_section(page, ctx, cases):
     page.p(f"<span class=\"{cls}\">{esc(cases.words())}.</span> {esc(kind.about)}")
     if not cases.total:
         return
-    rows = []
-    for group, (n, ok, bad) in cases.cells.items():
-        rows.append([esc(value) for value in group]
-                    + [str(n), str(ok), f"<span class=\"bad\">{bad}</span>" if bad else "0"])
-    width = len(kind.groups)
-    rows.append(["<b>total</b>"] + [""] * (width - 1)
-                + [f"<b>{cases.total}</b>", f"<b>{cases.passed}</b>", f"<b>{cases.failed}</b>"])
-    page.table([column.replace("_", " ") for column, _ in kind.groups]
-               + ["cases", "passed", "failed"], rows, numeric=set(range(width, width + 3)))
+    if kind.groups:
+        counts_table(page, cases)
     headers = ["case"] + [h for h, _ in kind.columns] + ["message"]
     numeric = set(range(1, len(kind.columns) + 1))
     if cases.failures:
@@ -427,9 +458,14 @@ def compare(ctx, conformances):
 
 
 def kinds_in_either(conformances):
-    """[(kind, (A's Cases, B's Cases))] of the training and tensor tables either run has."""
-    return [(kind, pair) for kind, pair in zip(CASE_KINDS, zip(*(c.cases for c in conformances)))
-            if any(cases.present for cases in pair)]
+    """[(kind, (A's Cases, B's Cases))] of the case tables (all but the collectives') either run
+    has, A's kinds first."""
+    kinds = {}
+    for conformance in conformances:
+        for cases in conformance.cases:
+            kinds.setdefault(cases.kind.path, cases.kind)
+    pairs = [(kind, tuple(c.cases_of(kind) for c in conformances)) for kind in kinds.values()]
+    return [(kind, pair) for kind, pair in pairs if any(cases.present for cases in pair)]
 
 
 def compare_glance(ctx, conformances, matches):
