@@ -19,14 +19,7 @@ using namespace parity::model;
 namespace {
 
 GptConfig tiny_gpt(DataType dtype = DataType::float64) {
-  GptConfig c;
-  c.vocabulary = 48;
-  c.layers = 2;
-  c.hidden = 24;
-  c.heads = 3;
-  c.sequence = 8;
-  c.dtype = dtype;
-  return c;
+  return {.vocabulary = 48, .layers = 2, .hidden = 24, .heads = 3, .sequence = 8, .dtype = dtype};
 }
 
 std::int64_t sum_of_sizes(const Model& m) {
@@ -102,15 +95,8 @@ void expect_model_gradient(Model& m, const Batch& b, const PassContext& context,
 TEST(ModelGradient, GptAgainstFiniteDifferences) {
   for (bool tied : {true, false})
     for (double dropout : {0.0, 0.1}) {
-      GptConfig c;
-      c.vocabulary = 16;
-      c.layers = 2;
-      c.hidden = 8;
-      c.heads = 2;
-      c.sequence = 4;
-      c.tied_embeddings = tied;
-      c.dropout = dropout;
-      c.dtype = DataType::float64;
+      const GptConfig c{.vocabulary = 16, .layers = 2, .hidden = 8, .heads = 2, .sequence = 4, .tied_embeddings = tied,
+                        .dropout = dropout, .dtype = DataType::float64};
       const auto m = build_gpt(c);
       expect_model_gradient(*m, gpt_batch(c, 0, 0, 2, 2), {3, 0, true, 0},
                             c.describe() + " dropout " + std::to_string(dropout));

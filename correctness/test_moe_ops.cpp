@@ -367,13 +367,7 @@ TEST(MoeLayer, FaultsChangeTheResult) {
 namespace {
 // A float64 GPT of two blocks with MoE layers (4 experts, top-2) in `moe_layers`.
 model::GptConfig small_moe_gpt(std::vector<int> moe_layers) {
-  model::GptConfig g;
-  g.vocabulary = 32;
-  g.layers = 2;
-  g.hidden = 16;
-  g.heads = 2;
-  g.sequence = 8;
-  g.dtype = DataType::float64;
+  model::GptConfig g{.vocabulary = 32, .layers = 2, .hidden = 16, .heads = 2, .sequence = 8, .dtype = DataType::float64};
   g.moe.layers = std::move(moe_layers);
   g.moe.experts = 4;
   g.moe.top_k = 2;

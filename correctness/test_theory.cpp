@@ -111,12 +111,7 @@ TEST(Theory, TensorParallelActivationsDifferFromKorthikantiAsDocumented) {
 }
 
 TEST(Theory, TensorParallelBytesAndParameters) {
-  model::GptConfig c;
-  c.vocabulary = 48;
-  c.layers = 2;
-  c.hidden = 24;
-  c.heads = 12;
-  c.sequence = 12;
+  model::GptConfig c{.vocabulary = 48, .layers = 2, .hidden = 24, .heads = 12, .sequence = 12};
   // b = 3 sequences, t = 4, e = 4: A = 3 * 12 * 24 = 864 elements.
   const TensorParallelBytes plain = tensor_parallel_bytes_per_rank(c, 3, 4, false, 4, 4);
   EXPECT_DOUBLE_EQ(plain.block, 8 * 0.75 * 864 * 4);

@@ -38,13 +38,7 @@ struct Workload {
 };
 
 model::MlpConfig mlp_for(DataType dtype) {
-  model::MlpConfig m;
-  m.inputs = 256;
-  m.width = 1024;
-  m.outputs = 256;
-  m.layers = 4;
-  m.dtype = dtype;
-  return m;
+  return {.inputs = 256, .width = 1024, .outputs = 256, .layers = 4, .dtype = dtype};
 }
 
 Workload make_workload(const std::string& model_name, parallel::Precision precision, DataType dtype, MemorySpace space) {

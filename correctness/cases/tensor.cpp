@@ -63,17 +63,8 @@ Reference single_device(const TensorCase& c, const model::GptConfig& config, std
 }  // namespace
 
 model::GptConfig tensor_case_model(DataType dtype) {
-  model::GptConfig g;
-  g.vocabulary = 48;
-  g.layers = 2;
-  g.hidden = 24;
-  g.heads = 12;
-  g.sequence = 12;
-  g.tied_embeddings = true;
-  g.dropout = 0.1;
-  g.dtype = dtype;
-  g.seed = 4321;
-  return g;
+  return {.vocabulary = 48, .layers = 2, .hidden = 24, .heads = 12, .sequence = 12, .tied_embeddings = true,
+          .dropout = 0.1, .dtype = dtype, .seed = 4321};
 }
 
 std::string TensorCase::name() const {

@@ -15,17 +15,8 @@
 namespace parity::cases {
 
 model::GptConfig case_gpt_config(DataType dtype) {
-  model::GptConfig g;
-  g.vocabulary = 32;
-  g.layers = 2;
-  g.hidden = 16;
-  g.heads = 2;
-  g.sequence = 8;
-  g.tied_embeddings = true;
-  g.dropout = 0.1;
-  g.dtype = dtype;
-  g.seed = 4321;
-  return g;
+  return {.vocabulary = 32, .layers = 2, .hidden = 16, .heads = 2, .sequence = 8, .tied_embeddings = true,
+          .dropout = 0.1, .dtype = dtype, .seed = 4321};
 }
 
 std::unique_ptr<model::Optimizer> case_adamw(DataType state) {
@@ -51,14 +42,7 @@ using parallel::BatchSource;
 
 // A small MLP beside the GPT (the asynchronous parameter server's model).
 model::MlpConfig mlp_config(DataType dtype) {
-  model::MlpConfig m;
-  m.inputs = 12;
-  m.width = 20;
-  m.outputs = 6;
-  m.layers = 3;
-  m.dtype = dtype;
-  m.seed = 4321;
-  return m;
+  return {.inputs = 12, .width = 20, .outputs = 6, .layers = 3, .dtype = dtype, .seed = 4321};
 }
 
 DataType model_type(const TrainingCase& c) {
