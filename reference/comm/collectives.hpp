@@ -8,9 +8,10 @@
 //
 //   const RegisteredCollective kMine{{.collective = Collective::mine, .summary = "...", ...}};
 //
-// after which its native call runs on every backend and the reference algorithms' registry,
-// the conformance grid, the benchmark and the report take it (with "native" as its one
-// algorithm until reference algorithms are written for it).
+// after which its native call runs on the MPI backend (and on NCCL where the descriptor gives
+// its NCCL call), and the algorithms' registry, the conformance grid, the benchmark and the
+// report take it, with "native" as its one algorithm until reference algorithms are written.
+// Its test rows: its algorithms in the registry test (correctness/test_collectives.cpp).
 #pragma once
 
 #include <cstddef>
