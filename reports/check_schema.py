@@ -74,11 +74,11 @@ def report_problems(schema, root):
     sys.path.insert(0, os.path.join(root, "reports"))
     from parity_reports import tables  # noqa: E402 (the package of the repository given)
     out = []
+    named = tables.schema()
     for module in tables.TABLES:
         for key, (types, required) in module.READS.items():
             where = f"reports: {module.__name__.rsplit('.', 1)[-1]}.READS {key}"
             # "/check/*": every group under /check/ that no module names itself.
-            named = tables.schema()
             groups = [g for g in schema if g.startswith(key[:-1]) and g not in named] \
                 if key.endswith("/*") else [key]
             if not key.endswith("/*") and key not in schema:

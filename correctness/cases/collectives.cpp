@@ -131,6 +131,7 @@ struct Expected {
 Expected expected(const Inputs& in, int r, std::size_t j) {
   const CollectiveCase& c = in.c;
   const Source from = describe(c.collective).source(c.count, in.n, c.root, r, j);
+  if (from.rank == Source::kNowhere) return {std::numeric_limits<double>::quiet_NaN(), 0};  // matches nothing
   if (from.rank >= 0) return {in.value(from.rank, from.index), 0};
   const std::size_t index = from.index;
   if (const double closed = in.closed_form(index); !std::isnan(closed)) return {closed, 0};

@@ -46,9 +46,11 @@ enum class InPlace {
   none,          // no in-place form: buffers must not overlap
 };
 
-// Element j of a rank's output is input element `index` of rank `rank`, or, with rank < 0,
-// the reduction over every rank of their input elements `index`.
+// Element j of a rank's output is input element `index` of rank `rank`, or, with rank
+// kReduced, the reduction over every rank of their input elements `index`; kNowhere: j is
+// beyond the output (no expected value).
 struct Source {
+  static constexpr int kReduced = -1, kNowhere = -2;
   int rank;
   std::size_t index;
 };
@@ -139,7 +141,7 @@ inline std::size_t n_chunks(std::size_t count, int n, int) { return count * stat
 inline bool counts_equal(std::size_t send, std::size_t recv, std::size_t) { return send == recv; }
 inline double busbw_one(int) { return 1.0; }
 inline double busbw_n_minus_one_over_n(int n) { return static_cast<double>(n - 1) / n; }
-inline Source reduced_in_place(std::size_t, int, int, int, std::size_t j) { return {-1, j}; }
+inline Source reduced_in_place(std::size_t, int, int, int, std::size_t j) { return {Source::kReduced, j}; }
 }  // namespace collective_parts
 
 // In a collective's file: its NCCL call where CUDA is built, null elsewhere.

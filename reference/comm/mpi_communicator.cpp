@@ -13,7 +13,6 @@
 #include <unistd.h>
 
 #include <array>
-#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>

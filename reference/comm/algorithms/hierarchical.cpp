@@ -13,8 +13,15 @@
 namespace parity::algorithms {
 namespace {
 
-void run(const char* name, Collective collective, Communicator& comm, const CollectiveCall& call) {
-  find_algorithm(collective, name).run(comm, call);
+// The algorithms each level runs, looked up once (the registry is complete by the first call).
+const AlgorithmDescriptor& ring_all_reduce() {
+  static const AlgorithmDescriptor& ring = find_algorithm(Collective::all_reduce, "ring");
+  return ring;
+}
+const AlgorithmDescriptor& tree(Collective collective) {
+  static const AlgorithmDescriptor& reduce = find_algorithm(Collective::reduce, "binomial_tree");
+  static const AlgorithmDescriptor& broadcast = find_algorithm(Collective::broadcast, "binomial_tree");
+  return collective == Collective::reduce ? reduce : broadcast;
 }
 
 void hierarchical_all_reduce(Communicator& comm, const CollectiveCall& call) {
@@ -31,17 +38,17 @@ void hierarchical_all_reduce(Communicator& comm, const CollectiveCall& call) {
     // After the reduce-scatter this rank holds block (place + 1) mod L, as its counterparts on
     // the other hosts do: they all-reduce it among themselves, in place.
     const BufferView mine = block_of(call.recv, l, (host.rank() + 1) % l);
-    if (levels.hosts > 1) run("ring", Collective::all_reduce, *levels.across, {Collective::all_reduce, mine, mine, op});
+    if (levels.hosts > 1) ring_all_reduce().run(*levels.across, {Collective::all_reduce, mine, mine, op});
     if (call.op == ReduceOp::avg) finish_average(mine, comm.size());
     if (l > 1) ring_all_gather_in_place(host, call.recv, 1);
     return;
   }
-  run("binomial_tree", Collective::reduce, host, {Collective::reduce, call.send, call.recv, op, 0});
+  tree(Collective::reduce).run(host, {Collective::reduce, call.send, call.recv, op, 0});
   if (host.rank() == 0) {
-    run("ring", Collective::all_reduce, *levels.across, {Collective::all_reduce, call.recv, call.recv, op});
+    ring_all_reduce().run(*levels.across, {Collective::all_reduce, call.recv, call.recv, op});
     if (call.op == ReduceOp::avg) finish_average(call.recv, comm.size());
   }
-  run("binomial_tree", Collective::broadcast, host, {Collective::broadcast, call.recv, call.recv, op, 0});
+  tree(Collective::broadcast).run(host, {Collective::broadcast, call.recv, call.recv, op, 0});
 }
 
 // Bytes and time as the flat ring's: the mean bytes per rank are the same for every host layout

@@ -65,7 +65,7 @@ Source source(std::size_t count, int n, int, int r, std::size_t j) {
     }
     j -= block;
   }
-  return {-1, 0};  // beyond the receive buffer: never asked
+  return {Source::kNowhere, 0};  // beyond the receive buffer: never asked
 }
 
 std::size_t send_total(std::size_t count, int n, int rank) { return theory::all_to_all_v_send_total(count, rank, n); }

@@ -32,7 +32,7 @@ void nccl(const NcclNative& b, const CollectiveCall& c) {
 #endif
 
 Source scattered(std::size_t count, int, int, int r, std::size_t j) {
-  return {-1, static_cast<std::size_t>(r) * count + j};
+  return {Source::kReduced, static_cast<std::size_t>(r) * count + j};
 }
 
 const RegisteredCollective kReduceScatter{
