@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Runs, from a pack (ci/pack.sh), what docs/gpu.md lists as the checks a GPU machine must pass:
-# the CUDA op tests, the device conformance grid (MPI staging and NCCL), the training and
-# tensor-parallel cases on the GPU, and the main job on ranks sharing the GPU. Each step has
-# its own time limit, its log and result files go to the output folder, and a summary table
-# (step, exit status, seconds) ends the output. Meant for a machine where nothing can be built
-# or installed: only the pack, a CUDA driver and python3 with matplotlib and h5py are needed.
+# Runs, from a pack (ci/pack.sh), the checks a GPU machine must pass (docs/gpu.md), cheapest
+# first, each under its own time limit (the limits sum to 480 s): device info; the fast path's
+# tests and the CUDA op tests; the device copy against the device reduction; the one-rank device
+# grid (NCCL and MPI staging); bench model --path fast in bfloat16 on gpt2-medium and gpt-1.3b,
+# with the PyTorch baseline (bench/torch_gpt.py) on the same models beside it; check --device
+# cuda over every case family at N ranks. Logs and result files go to the output folder, and a
+# table (step, exit status, seconds) ends the output. Only the pack, a CUDA driver and python3
+# with matplotlib and h5py (and PyTorch for the baseline) are needed.
 set -uo pipefail
 
 usage() {
@@ -14,11 +16,13 @@ usage: ci/gpu-run.sh --pack DIR --out DIR [--np N] [--steps LIST] [--help]
   --pack DIR    an unpacked parity pack (bin/parity inside)
   --out DIR     where logs and result files go (created)
   --np N        ranks for the multi-rank steps [default: 4]
-  --steps LIST  comma-separated subset of: info,ops,grid1,gridN,check1,checkN,run [default: all]
+  --steps LIST  comma-separated subset of: info,fast,ops,kernels,grid1,model,torch,checkN
+                [default: all, in that order]
 EOF
 }
 
-pack= out= np=4 steps=info,ops,grid1,gridN,check1,checkN,run
+pack= out= np=4 steps=info,fast,ops,kernels,grid1,model,torch,checkN
+here=$(cd -- "$(dirname -- "$(readlink -f -- "${BASH_SOURCE[0]}")")" && pwd)
 while (($#)); do
     case $1 in
         --pack) pack=$2; shift 2 ;;
@@ -50,13 +54,14 @@ step() { # NAME LIMIT_S COMMAND...
     tail -n 15 "$out/$name.log"
 }
 
-step info 60 bash -c 'nvidia-smi; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; "$0/parity" --version' "$bin"
-step ops 300 "$bin/test_units" --gtest_filter='*Cuda*:Mirror.*:Placement.*:TensorPlacement.*:DeviceErrors.*' --gtest_output="xml:$out/ops.xml"
-step grid1 300 "$bin/mpirun" -n 1 "$bin/test_collectives" --gtest_filter='DeviceTest.*' --gtest_output="xml:$out/grid1.xml"
-step gridN 400 "$bin/mpirun" -n "$np" --oversubscribe "$bin/test_collectives" --gtest_filter='DeviceTest.*'
-step check1 300 "$bin/parity" check --device cuda --filter 'training/*:tensor/*:moe/*' --out "$out/check-cuda-np1.h5" --force
-step checkN 400 "$bin/parity" check --device cuda --np "$np" --filter 'training/*:tensor/*:moe/*' --out "$out/check-cuda-np$np.h5" --force
-step run 500 "$bin/parity" run --device cuda --np "$np" --out "$out/run-cuda-np$np.h5" --force --report-dir "$out/run-cuda-np$np.report"
+step info 15 bash -c 'nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv; "$0/parity" --version; python3 -c "import torch; print(\"torch\", torch.__version__, \"cudnn\", torch.backends.cudnn.version())"' "$bin"
+step fast 30 "$bin/test_units" --gtest_filter='Fast*' --gtest_output="xml:$out/fast.xml"
+step ops 30 "$bin/test_units" --gtest_filter='*Cuda*:Mirror.*:Placement.*:TensorPlacement.*:DeviceErrors.*' --gtest_output="xml:$out/ops.xml"
+step kernels 30 "$bin/parity" bench collectives --device cuda --coll all_reduce --algo native -e 1M -n 5 --out "$out/kernels.h5" --force -q
+step grid1 40 "$bin/mpirun" -n 1 "$bin/test_collectives" --gtest_filter='DeviceTest.*'
+step model 80 "$bin/parity" bench model --device cuda --path fast --dtype bfloat16 --models gpt2-medium,gpt-1.3b --batch 4 --warmup 2 --steps 5 --out "$out/model-fast.h5" --force
+step torch 190 bash -c 'for m in gpt2-medium gpt-1.3b; do python3 "$0/../bench/torch_gpt.py" --model $m --batch 4 --warmup 3 --steps 5 --json "$1/torch-$m.json" || exit; done' "$here" "$out"
+step checkN 65 "$bin/parity" check --device cuda --np "$np" --filter 'training/*:tensor/*:pipeline/*:moe/*:checkpoint/*' --out "$out/check-cuda-np$np.h5" --force
 
 echo "=== summary"
 printf '%s\n' "${summary[@]}"

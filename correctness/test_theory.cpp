@@ -1,11 +1,17 @@
 // The analytic models on hand-computed values.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdint>
+#include <string>
 #include <tuple>
+#include <utility>
 
+#include "bench/commands/presets.hpp"
 #include "reference/comm/collectives.hpp"
 #include "reference/core/tolerance.hpp"
 #include "reference/theory/collectives.hpp"
+#include "reference/theory/gpus.hpp"
 #include "reference/theory/model.hpp"
 #include "reference/theory/tensor.hpp"
 
@@ -128,6 +134,95 @@ TEST(Theory, TensorParallelBytesAndParameters) {
   EXPECT_EQ(tensor_parallel_parameters_per_rank(c, 1), gpt_parameters(c));
   // t = 2: token table and head halved, blocks 12h^2/2 + 7h/2 + 6h, the rest whole.
   EXPECT_EQ(tensor_parallel_parameters_per_rank(c, 2), 2 * (48 * 24 / 2) + 12 * 24 + 2 * (6 * 576 + 84 + 144) + 48);
+}
+
+// Each CUDA device name maps to its row; names outside the table, to nothing.
+TEST(GpuPeaks, DeviceNames) {
+  const std::pair<const char*, const char*> names[] = {
+      {"NVIDIA H100 80GB HBM3", "H100 SXM"},   {"NVIDIA H100 PCIe", "H100 PCIe"},
+      {"NVIDIA H100 NVL", "H100 NVL"},         {"NVIDIA H200", "H200 SXM"},
+      {"NVIDIA A100-SXM4-80GB", "A100 SXM"},   {"NVIDIA A100-SXM4-40GB", "A100 SXM"},
+      {"NVIDIA A100-PCIE-40GB", "A100 PCIe"},  {"NVIDIA A100 80GB PCIe", "A100 PCIe"},
+      {"nvidia h100 pcie", "H100 PCIe"},
+  };
+  for (const auto& [device, row] : names) {
+    const GpuPeaks* g = find_gpu_peaks(device);
+    ASSERT_NE(g, nullptr) << device;
+    EXPECT_EQ(std::string(g->name), row) << device;
+  }
+  for (const char* unknown :
+       {"NVIDIA GeForce RTX 4090", "", "NVIDIA RTX A1000", "NVIDIA GH200 480GB", "Tesla V100-SXM2-16GB"})
+    EXPECT_EQ(find_gpu_peaks(unknown), nullptr) << unknown;
+}
+
+TEST(GpuPeaks, PeakFlops) {
+  const GpuPeaks& h100 = *find_gpu_peaks("NVIDIA H100 80GB HBM3");
+  EXPECT_DOUBLE_EQ(peak_flops(h100, DataType::bfloat16), 989.4e12);
+  EXPECT_DOUBLE_EQ(peak_flops(h100, DataType::float16), 989.4e12);
+  EXPECT_DOUBLE_EQ(peak_flops(h100, DataType::float32), 66.9e12);
+  EXPECT_DOUBLE_EQ(peak_flops(h100, DataType::float64), 66.9e12);
+  EXPECT_DOUBLE_EQ(h100.memory_GBps, 3350.0);
+  EXPECT_TRUE(std::isnan(peak_flops(h100, DataType::int32)));
+  EXPECT_TRUE(std::isnan(peak_flops(h100, DataType::int64)));
+  const GpuPeaks& a100 = *find_gpu_peaks("NVIDIA A100-SXM4-80GB");
+  EXPECT_DOUBLE_EQ(peak_flops(a100, DataType::bfloat16), 312e12);
+  EXPECT_DOUBLE_EQ(peak_flops(a100, DataType::float64), 19.5e12);
+  EXPECT_DOUBLE_EQ(find_gpu_peaks("NVIDIA H200")->memory_GBps, 4800.0);
+  EXPECT_DOUBLE_EQ(peak_flops(*find_gpu_peaks("NVIDIA H100 PCIe"), DataType::bfloat16), 756.5e12);
+}
+
+// Six rows, names unique, each with a source; the dense tensor rates fall bf16 = fp16 >= tf32
+// >= fp32 (a swapped column breaks the order), and every figure is positive.
+TEST(GpuPeaks, TableIsOrdered) {
+  ASSERT_EQ(gpu_peaks().size(), 6u);
+  for (std::size_t i = 0; i < gpu_peaks().size(); ++i) {
+    const GpuPeaks& g = gpu_peaks()[i];
+    SCOPED_TRACE(g.name);
+    for (std::size_t j = 0; j < i; ++j) EXPECT_NE(std::string(g.name), gpu_peaks()[j].name);
+    EXPECT_FALSE(std::string(g.source).empty());
+    EXPECT_DOUBLE_EQ(g.bfloat16_TFLOPs, g.float16_TFLOPs);
+    EXPECT_GE(g.bfloat16_TFLOPs, g.tf32_TFLOPs);
+    EXPECT_GE(g.tf32_TFLOPs, g.float32_TFLOPs);
+    EXPECT_GT(g.float32_TFLOPs, 0.0);
+    EXPECT_GT(g.float64_TFLOPs, 0.0);
+    EXPECT_GT(g.memory_GBps, 0.0);
+  }
+}
+
+// The published GPT shapes: their numbers, and parameter counts (tied embeddings) by hand from
+// V h + T h + L (12 h^2 + 13 h) + 2 h, which gpt_parameters must reproduce exactly and which
+// are the advertised 355M, 1.31B and 2.65B to within 2%.
+TEST(ModelPresets, PublishedGptShapes) {
+  struct Expected {
+    const char* name;
+    std::int64_t vocabulary, layers, hidden, heads, sequence, parameters;
+    double advertised;
+  };
+  const Expected expected[] = {
+      {"gpt2-medium", 50304, 24, 1024, 16, 1024, 354'871'296, 355e6},
+      {"gpt-1.3b", 50304, 24, 2048, 16, 2048, 1'315'819'520, 1.31e9},
+      {"gpt-2.7b", 50304, 32, 2560, 32, 2048, 2'651'673'600, 2.65e9},
+  };
+  for (const Expected& e : expected) {
+    SCOPED_TRACE(e.name);
+    const model::GptConfig& c = cli::find_model_preset(e.name).config;
+    EXPECT_EQ(c.vocabulary, e.vocabulary);
+    EXPECT_EQ(c.layers, e.layers);
+    EXPECT_EQ(c.hidden, e.hidden);
+    EXPECT_EQ(c.heads, e.heads);
+    EXPECT_EQ(c.sequence, e.sequence);
+    EXPECT_EQ(c.vocabulary % 128, 0);
+    EXPECT_TRUE(c.tied_embeddings);
+    const std::int64_t h = c.hidden;
+    EXPECT_EQ(c.vocabulary * h + c.sequence * h + c.layers * (12 * h * h + 13 * h) + 2 * h, e.parameters);
+    EXPECT_EQ(gpt_parameters(c), e.parameters);
+    EXPECT_NEAR(static_cast<double>(e.parameters), e.advertised, 0.02 * e.advertised);
+  }
+  // They follow the four small presets, which keep their places.
+  ASSERT_GE(cli::model_presets().size(), 7u);
+  EXPECT_EQ(cli::model_presets()[3].name, "large");
+  EXPECT_EQ(cli::model_presets()[4].name, "gpt2-medium");
+  EXPECT_NE(cli::model_presets_help().find("gpt-2.7b"), std::string::npos);
 }
 
 }  // namespace

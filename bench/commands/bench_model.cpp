@@ -58,8 +58,14 @@ ModelBenchPlan plan_model_bench(const ModelBenchOptions& options) {
   if (options.optimizer != "adamw" && options.optimizer != "sgd")
     throw UsageError("--optimizer '" + options.optimizer + "' is not known (adamw, sgd)");
   const DataType dtype = parse_data_type(options.dtype);
-  if (dtype != DataType::float32 && dtype != DataType::float64)
-    throw UsageError("--dtype " + options.dtype + ": models train in float32 or float64");
+  if (options.path != "reference" && options.path != "fast")
+    throw UsageError("--path '" + options.path + "' is not known (reference, fast)");
+  plan.fast = options.path == "fast";
+  if (plan.fast && dtype != DataType::bfloat16 && dtype != DataType::float16)
+    throw UsageError("--dtype " + options.dtype + ": --path fast trains in bfloat16 or float16");
+  if (plan.fast && options.optimizer != "adamw") throw UsageError("--path fast has AdamW only (--optimizer adamw)");
+  if (!plan.fast && dtype != DataType::float32 && dtype != DataType::float64)
+    throw UsageError("--dtype " + options.dtype + ": models train in float32 or float64 (16-bit types: --path fast)");
   for (const std::string& name : split_list(options.models)) {
     ModelPreset preset;
     try {
@@ -67,7 +73,7 @@ ModelBenchPlan plan_model_bench(const ModelBenchOptions& options) {
     } catch (const UsageError& e) {
       throw UsageError(std::string("--models: ") + e.what());
     }
-    preset.config.dtype = dtype;
+    preset.config.dtype = plan.fast ? DataType::float32 : dtype;  // the fast path's type is its own
     preset.config.validate();
     plan.models.push_back(preset);
   }
@@ -169,6 +175,13 @@ ModelBenchOutcome run_model_bench(Session& session, const ModelBenchPlan& plan, 
       for (MemoryCategory category : kAllMemoryCategories)
         out.table.i64("peak_" + std::string(name_of(category)) + "_bytes", "B")
             .push_back(static_cast<std::int64_t>(peaks[static_cast<std::size_t>(category)][i]));
+      out.table.str("path").push_back("reference");
+      out.table.f64("hardware_step_flops", "FLOP").push_back(static_cast<double>(formula_flops));
+      const double nan = std::nan("");
+      out.table.f64("peak_GFLOPs", "GFLOP/s").push_back(nan);
+      for (const char* column : {"mfu_of_peak", "hfu_of_peak", "products_fraction", "attention_fraction", "other_fraction"})
+        out.table.f64(column).push_back(nan);
+      out.table.f64("attention_GFLOPs", "GFLOP/s").push_back(nan);
     }
     session.record_rows("/bench/model", out.table, first_row);  // kept if the run is cut short
     if (session.is_root() && !session.options().quiet) {
@@ -194,6 +207,14 @@ void record_model_bench(Session& session, const ModelBenchOutcome& outcome, cons
   file.set_attribute("/bench/model", "optimizer", options.optimizer);
   file.set_attribute("/bench/model", "timed_steps", static_cast<std::int64_t>(options.steps));
   file.set_attribute("/bench/model", "warmup_steps", static_cast<std::int64_t>(options.warmup));
+  if (options.path == "fast") {
+    file.set_attribute("/bench/model", "blas", std::string("cuBLASLt (") + options.dtype + ", float32 accumulation)");
+    file.set_attribute("/bench/model", "mfu_denominator",
+                       "mfu: a 8192^3 cuBLASLt product in " + options.dtype +
+                           " on the rank's GPU, same run; mfu_of_peak: the GPU's dense datasheet peak for the type "
+                           "(reference/theory/gpus.hpp)");
+    return;
+  }
   const bool gpu = session.on_gpu();
   file.set_attribute("/bench/model", "blas", std::string(gpu ? "cuBLAS (TF32 off)" : ops::blas_name()));
   const std::string n = std::to_string(matmul_size(session.space()));
@@ -221,8 +242,11 @@ class BenchModel final : public Command {
     o.add("--batch", m.batch, "Sequences per step (per rank: every rank trains its own replica)");
     o.add("--steps", m.steps, "Timed training steps per model (the median is reported)", {3, 3});
     o.add("--warmup", m.warmup, "Untimed steps first");
-    o.add("--dtype", m.dtype, "float32 or float64");
+    o.add("--dtype", m.dtype, "float32 or float64; with --path fast, bfloat16 or float16");
     o.add("--optimizer", m.optimizer, "adamw or sgd (with momentum)");
+    o.add("--path", m.path,
+          "reference (the conformance ops, any device and type) or fast (16-bit tensor-core kernels, cuBLASLt, fused "
+          "attention; --device cuda only)");
   }
 
   std::optional<int> prepare(std::optional<int>) override {
@@ -233,6 +257,13 @@ class BenchModel final : public Command {
   int execute(Job& job) override {
     Session& s = job.session;
     const ModelBenchPlan plan = plan_model_bench(options_);
+    if (plan.fast) {
+      if (!s.on_gpu()) throw UsageError("--path fast runs on GPUs only: add --device cuda");
+      s.check_memory(fast_model_bench_bytes(plan), "the fast model benchmark");
+      s.maybe_inject_stall();
+      record_model_bench(s, run_fast_model_bench(s, plan, options_), options_);
+      return kExitOk;
+    }
     s.check_memory(model_bench_bytes_per_rank(plan), "the model benchmark");
     s.maybe_inject_stall();
     record_model_bench(s, run_model_bench(s, plan, options_), options_);

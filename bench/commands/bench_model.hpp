@@ -28,7 +28,11 @@ inline const record::TableSpec kModelBenchTable{
       {"mfu", ColumnType::float64}, {"peak_parameters_bytes", ColumnType::int64, "B"},
       {"peak_gradients_bytes", ColumnType::int64, "B"}, {"peak_optimizer_state_bytes", ColumnType::int64, "B"},
       {"peak_activations_bytes", ColumnType::int64, "B"}, {"peak_communication_bytes", ColumnType::int64, "B"},
-      {"peak_workspace_bytes", ColumnType::int64, "B"}
+      {"peak_workspace_bytes", ColumnType::int64, "B"}, {"path", ColumnType::string},
+      {"hardware_step_flops", ColumnType::float64, "FLOP"}, {"peak_GFLOPs", ColumnType::float64, "GFLOP/s"},
+      {"mfu_of_peak", ColumnType::float64}, {"hfu_of_peak", ColumnType::float64},
+      {"products_fraction", ColumnType::float64}, {"attention_fraction", ColumnType::float64},
+      {"other_fraction", ColumnType::float64}, {"attention_GFLOPs", ColumnType::float64, "GFLOP/s"}
     }};
 
 struct ModelBenchOptions {
@@ -38,11 +42,13 @@ struct ModelBenchOptions {
   int warmup = 1;
   std::string dtype = "float32";
   std::string optimizer = "adamw";
+  std::string path = "reference";  // reference (the conformance ops) or fast (reference/fast/, GPUs)
 };
 struct ModelBenchPlan {
   std::vector<ModelPreset> models;
   std::int64_t batch = 8;
   DataType dtype = DataType::float32;
+  bool fast = false;
 };
 // Checks every option; throws UsageError naming the bad one.
 ModelBenchPlan plan_model_bench(const ModelBenchOptions& options);
@@ -52,6 +58,9 @@ struct ModelBenchOutcome {
   record::Table table{kModelBenchTable};
 };
 ModelBenchOutcome run_model_bench(Session& session, const ModelBenchPlan& plan, const ModelBenchOptions& options);
+// --path fast: the same rows from the fast GPT step (reference/fast/gpt.hpp) on the rank's GPU.
+ModelBenchOutcome run_fast_model_bench(Session& session, const ModelBenchPlan& plan, const ModelBenchOptions& options);
+std::size_t fast_model_bench_bytes(const ModelBenchPlan& plan);
 void record_model_bench(Session& session, const ModelBenchOutcome& outcome, const ModelBenchOptions& options);
 
 }  // namespace parity::cli

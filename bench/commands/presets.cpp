@@ -23,6 +23,11 @@ const std::vector<ModelPreset>& model_presets() {
         {"small", gpt(512, 4, 128, 4, 128)},
         {"medium", gpt(1024, 6, 256, 8, 256)},
         {"large", gpt(2048, 12, 512, 8, 512)},
+        // GPT-2 medium and GPT-3's 1.3B and 2.7B shapes; vocabulary 50304 is GPT-2's 50257
+        // padded to a multiple of 128.
+        {"gpt2-medium", gpt(50304, 24, 1024, 16, 1024)},
+        {"gpt-1.3b", gpt(50304, 24, 2048, 16, 2048)},
+        {"gpt-2.7b", gpt(50304, 32, 2560, 32, 2048)},
     };
   }();
   return presets;

@@ -1,4 +1,5 @@
-// The GPT presets the benchmarks train (--model, --models): tiny, small, medium, large.
+// The GPT presets the benchmarks train (--model, --models): tiny, small, medium, large, and the
+// published shapes gpt2-medium, gpt-1.3b and gpt-2.7b.
 #pragma once
 
 #include <string>

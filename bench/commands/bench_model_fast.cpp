@@ -1,0 +1,216 @@
+// parity bench model --path fast: the fast GPT step (reference/fast/gpt.hpp) on every rank's GPU,
+// in the rows of /bench/model. Beside each step time: the rate of a large cuBLASLt product in the
+// same type on the same GPU in the same run (mfu), and the GPU's dense datasheet peak
+// (mfu_of_peak, hfu_of_peak; NaN for a GPU the table lacks).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <memory>
+
+#include "bench/cli/progress.hpp"
+#include "bench/cli/shared.hpp"
+#include "bench/commands/bench_model.hpp"
+#include "reference/core/error.hpp"
+#include "reference/cuda/device.hpp"
+#include "reference/fast/gpt.hpp"
+#include "reference/model/model.hpp"
+#include "reference/theory/gpus.hpp"
+#include "reference/theory/model.hpp"
+
+namespace parity::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+fast::Storage storage_of(DataType dtype) {
+  return dtype == DataType::float16 ? fast::Storage::float16 : fast::Storage::bfloat16;
+}
+
+fast::GptShape shape_of(const model::GptConfig& c, std::int64_t batch) {
+  return {c.vocabulary, c.layers, c.hidden, c.heads, c.sequence, batch};
+}
+
+// The product rate (GFLOP/s) of n x n x n cuBLASLt products in the storage type, on random
+// values, median of 10 after 3 untimed.
+double measure_product_GFLOPs(fast::Storage s, std::int64_t n) {
+  const std::size_t bytes = static_cast<std::size_t>(n * n) * 2;
+  void* a = cuda::allocate(bytes);
+  void* b = cuda::allocate(bytes);
+  void* c = cuda::allocate(bytes);
+  fast::normal_init(s, a, nullptr, n * n, 1.f, 1);
+  fast::normal_init(s, b, nullptr, n * n, 1.f, 2);
+  std::vector<double> ms;
+  cuda::Event start, stop;
+  for (int rep = 0; rep < 13; ++rep) {
+    start.record();
+    fast::linear_forward(s, a, b, nullptr, c, nullptr, n, n, n, fast::Epilogue::none);
+    stop.record();
+    stop.wait();
+    if (rep >= 3) ms.push_back(cuda::Event::elapsed_ms(start, stop));
+  }
+  cuda::release(a);
+  cuda::release(b);
+  cuda::release(c);
+  return 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) / (percentile(ms, 0.5) / 1e3) / 1e9;
+}
+
+// Causal attention forward plus backward at the model's shape, on random values (GFLOP/s, median
+// of 5 after 2 untimed), counted as FlashAttention counts it: the forward's two products over the
+// causal half (2 B T^2 C), backward 2.5 times that.
+double measure_attention_GFLOPs(fast::Storage s, const fast::GptShape& shape) {
+  const int B = static_cast<int>(shape.batch), T = static_cast<int>(shape.sequence), C = static_cast<int>(shape.hidden),
+            H = shape.heads;
+  const std::int64_t rows = std::int64_t{B} * T, stats = std::int64_t{B} * H * T;
+  void* qkv = cuda::allocate(static_cast<std::size_t>(rows * 3 * C) * 2);
+  void* out = cuda::allocate(static_cast<std::size_t>(rows * C) * 2);
+  void* dout = cuda::allocate(static_cast<std::size_t>(rows * C) * 2);
+  void* dqkv = cuda::allocate(static_cast<std::size_t>(rows * 3 * C) * 2);
+  auto* lse = static_cast<float*>(cuda::allocate(static_cast<std::size_t>(stats) * 4));
+  auto* delta = static_cast<float*>(cuda::allocate(static_cast<std::size_t>(stats) * 4));
+  fast::normal_init(s, qkv, nullptr, rows * 3 * C, 1.f, 3);
+  fast::normal_init(s, dout, nullptr, rows * C, 1.f, 4);
+  std::vector<double> ms;
+  cuda::Event start, stop;
+  for (int rep = 0; rep < 7; ++rep) {
+    start.record();
+    fast::attention_forward(s, qkv, out, lse, B, T, C, H);
+    fast::attention_backward(s, dout, qkv, out, lse, delta, dqkv, B, T, C, H);
+    stop.record();
+    stop.wait();
+    if (rep >= 2) ms.push_back(cuda::Event::elapsed_ms(start, stop));
+  }
+  for (void* p : {qkv, out, dout, dqkv, static_cast<void*>(lse), static_cast<void*>(delta)}) cuda::release(p);
+  const double forward = 2.0 * B * static_cast<double>(T) * T * C;
+  return 3.5 * forward / (percentile(ms, 0.5) / 1e3) / 1e9;
+}
+
+std::vector<std::int32_t> ints(const Tensor& t) {
+  std::vector<std::int32_t> v(static_cast<std::size_t>(t.numel()));
+  std::copy(t.data<std::int32_t>(), t.data<std::int32_t>() + t.numel(), v.begin());
+  return v;
+}
+
+}  // namespace
+
+std::size_t fast_model_bench_bytes(const ModelBenchPlan& plan) {
+  std::size_t most = 0;
+  for (const auto& m : plan.models) {
+    const fast::GptShape shape = shape_of(m.config, plan.batch);
+    const std::string why = fast::unsupported_reason(shape);
+    if (!why.empty()) throw UsageError("--path fast cannot train " + m.name + ": " + why);
+    most = std::max(most, fast::device_bytes(shape, storage_of(plan.dtype)));
+  }
+  return most;
+}
+
+ModelBenchOutcome run_fast_model_bench(Session& session, const ModelBenchPlan& plan, const ModelBenchOptions& options) {
+  Communicator& world = session.world();
+  ModelBenchOutcome out;
+  const fast::Storage storage = storage_of(plan.dtype);
+  const std::size_t steps_per_model = static_cast<std::size_t>(options.warmup + options.steps);
+  Progress progress("bench model", plan.models.size() * steps_per_model, session.is_root() && !session.options().quiet);
+  std::size_t done = 0;
+  const int device = cuda::selected_device();
+  const std::string gpu_name = cuda::devices().at(static_cast<std::size_t>(device)).name;
+  const theory::GpuPeaks* peaks = theory::find_gpu_peaks(gpu_name);
+  const double peak_GFLOPs = peaks ? theory::peak_flops(*peaks, plan.dtype) / 1e9 : std::nan("");
+  for (const ModelPreset& preset : plan.models) {
+    const model::GptConfig& c = preset.config;
+    const fast::GptShape shape = shape_of(c, plan.batch);
+    const std::size_t first_row = out.table.rows();
+    world.barrier();
+    const double product_GFLOPs = measure_product_GFLOPs(storage, 8192);
+    const double attention_GFLOPs = measure_attention_GFLOPs(storage, shape);
+    std::vector<double> times;
+    double last_loss = 0;
+    fast::StepParts parts;
+    {
+      fast::Gpt gpt(shape, storage, fast::AdamWHyper{}, c.seed);
+      world.barrier();  // replicas start together
+      for (int step = 0; step < options.warmup + options.steps; ++step) {
+        const model::Batch batch = model::gpt_batch(c, static_cast<std::uint64_t>(step), 0, plan.batch, plan.batch);
+        const auto tokens = ints(batch.inputs), targets = ints(batch.targets);
+        const auto t0 = Clock::now();
+        last_loss = gpt.step(tokens.data(), targets.data()).loss;  // waits for the device once, at its end
+        const double t = std::chrono::duration<double>(Clock::now() - t0).count();
+        if (step >= options.warmup) times.push_back(t);
+        progress.update(done++, preset.name + " step " + std::to_string(step + 1));
+      }
+      // One more step, profiled (its events cost a little, so it is not among the timed ones).
+      gpt.set_profiling(true);
+      const model::Batch batch = model::gpt_batch(c, static_cast<std::uint64_t>(options.warmup + options.steps), 0,
+                                                  plan.batch, plan.batch);
+      const auto tokens = ints(batch.inputs), targets = ints(batch.targets);
+      gpt.step(tokens.data(), targets.data());
+      parts = gpt.last_parts();
+    }
+    if (!std::isfinite(last_loss)) throw Error("bench model " + preset.name + ": the fast step's loss is not finite");
+    const double step_seconds = percentile(times, 0.5);
+    const std::int64_t model_flops = fast::model_flops_per_step(shape);
+    const std::int64_t formula = theory::gpt_step_flops(c, plan.batch);
+    if (shape.padded_vocabulary() == c.vocabulary && model_flops != formula)
+      throw Error("bench model " + preset.name + ": the fast step's products come to " + std::to_string(model_flops) +
+                  " FLOPs but the formula gives " + std::to_string(formula));
+    const double hardware = static_cast<double>(fast::hardware_flops_per_step(shape));
+    const auto all_times = gather_from_ranks(world, step_seconds);
+    const auto all_products = gather_from_ranks(world, product_GFLOPs);
+    const auto all_attention = gather_from_ranks(world, attention_GFLOPs);
+    const auto all_part_products = gather_from_ranks(world, parts.products_ms / parts.total_ms());
+    const auto all_part_attention = gather_from_ranks(world, parts.attention_ms / parts.total_ms());
+    const auto all_part_other = gather_from_ranks(world, parts.other_ms / parts.total_ms());
+    const double bytes = static_cast<double>(fast::device_bytes(shape, storage));
+    for (int r = 0; r < world.size(); ++r) {
+      const auto i = static_cast<std::size_t>(r);
+      const double achieved = static_cast<double>(model_flops) / all_times[i] / 1e9;
+      out.table.str("model").push_back(preset.name);
+      out.table.str("config").push_back(c.describe() + " fast " + options.dtype);
+      out.table.i64("rank").push_back(r);
+      out.table.str("host").push_back(session.hosts()[i]);
+      out.table.i64("parameters").push_back(theory::gpt_parameters(c));
+      out.table.i64("batch").push_back(plan.batch);
+      out.table.i64("sequence").push_back(c.sequence);
+      out.table.i64("layers").push_back(c.layers);
+      out.table.i64("hidden").push_back(c.hidden);
+      out.table.i64("step_flops", "FLOP").push_back(model_flops);
+      out.table.f64("megatron_step_flops", "FLOP").push_back(theory::megatron_step_flops(c, plan.batch));
+      out.table.f64("step_time_s", "s").push_back(all_times[i]);
+      out.table.f64("tokens_per_s", "1/s").push_back(static_cast<double>(plan.batch * c.sequence) / all_times[i]);
+      out.table.f64("achieved_GFLOPs", "GFLOP/s").push_back(achieved);
+      out.table.f64("matmul_GFLOPs", "GFLOP/s").push_back(all_products[i]);
+      out.table.f64("mfu").push_back(achieved / all_products[i]);
+      // The fast path allocates everything up front, outside the memory tracker: its plan's bytes,
+      // all counted as workspace.
+      for (MemoryCategory category : kAllMemoryCategories)
+        out.table.i64("peak_" + std::string(name_of(category)) + "_bytes", "B")
+            .push_back(category == MemoryCategory::workspace ? static_cast<std::int64_t>(bytes) : 0);
+      out.table.str("path").push_back("fast");
+      out.table.f64("hardware_step_flops", "FLOP").push_back(hardware);
+      out.table.f64("peak_GFLOPs", "GFLOP/s").push_back(peak_GFLOPs);
+      out.table.f64("mfu_of_peak").push_back(achieved / peak_GFLOPs);
+      out.table.f64("hfu_of_peak").push_back(hardware / all_times[i] / 1e9 / peak_GFLOPs);
+      out.table.f64("products_fraction").push_back(all_part_products[i]);
+      out.table.f64("attention_fraction").push_back(all_part_attention[i]);
+      out.table.f64("other_fraction").push_back(all_part_other[i]);
+      out.table.f64("attention_GFLOPs", "GFLOP/s").push_back(all_attention[i]);
+    }
+    session.record_rows("/bench/model", out.table, first_row);
+    if (session.is_root() && !session.options().quiet) {
+      std::fprintf(stderr,
+                   "[bench model] %s: step time in products %.2f, attention %.2f, other %.2f; attention forward+backward "
+                   "%.0f TFLOP/s (%.2f of peak)\n",
+                   preset.name.c_str(), all_part_products[0], all_part_attention[0], all_part_other[0],
+                   all_attention[0] / 1e3, all_attention[0] / peak_GFLOPs);
+      std::fprintf(stderr,
+                   "[bench model] %s fast %s B=%lld on %s: %.0f tokens/s, %.1f TFLOP/s, MFU %.3f of the %.0f TFLOP/s "
+                   "peak, %.3f of the measured %.0f TFLOP/s product (rank 0)\n",
+                   preset.name.c_str(), options.dtype.c_str(), static_cast<long long>(plan.batch), gpu_name.c_str(),
+                   static_cast<double>(plan.batch * c.sequence) / all_times[0], static_cast<double>(model_flops) / all_times[0] / 1e12,
+                   static_cast<double>(model_flops) / all_times[0] / 1e9 / peak_GFLOPs, peak_GFLOPs / 1e3,
+                   static_cast<double>(model_flops) / all_times[0] / 1e9 / all_products[0], all_products[0] / 1e3);
+    }
+  }
+  progress.finish();
+  return out;
+}
+
+}  // namespace parity::cli

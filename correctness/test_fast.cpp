@@ -1,0 +1,406 @@
+// The fast path (reference/fast/): its host logic everywhere, and on a GPU every fast op against
+// the CPU ops in float64 on the same 16-bit input values, the whole step's gradients against the
+// reference GPT's, 50 steps of training against the reference in float32, and determinism.
+// The device tests skip where no GPU is visible.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "reference/core/dtype.hpp"
+#include "reference/core/half.hpp"
+#include "reference/cuda/device.hpp"
+#include "reference/fast/gpt.hpp"
+#include "reference/model/model.hpp"
+#include "reference/model/optimizer.hpp"
+#include "reference/ops/ops.hpp"
+#include "reference/tensor/tensor.hpp"
+#include "reference/theory/model.hpp"
+
+using namespace parity;
+
+namespace {
+
+// ---- How the results are judged ------------------------------------------------------------------
+//
+// relative error = max_i |fast_i - reference_i| / max_i |reference_i|, the reference computed in
+// float64 on the very values the fast op reads (inputs are drawn, rounded to bfloat16, and the
+// rounded values given to both), so the error is the fast op's own arithmetic.
+//
+// bfloat16 keeps 8 significant bits: a rounding errs by at most u = 2^-8 relative. The fast ops
+// accumulate in float32 (error ~1e-7 x reduction length, negligible next to u at these sizes), so
+// their error is u times the number of 16-bit roundings on the path from input to output, each
+// bounded relative to the output's scale:
+//   1 rounding  (the output):               a product with its epilogue, LayerNorm, the loss gradient;
+//   2 roundings (probabilities, output):    attention forward;
+//   3 roundings (P or dS, dP's input, out): attention backward (dS = P (dP - delta) is rounded
+//                                           before it multiplies Q or K; dO rounded by the caller).
+// Each bound is that count times u, doubled for the GeLU and exp evaluated in float32 near a
+// rounding boundary. A NaN fails every comparison.
+constexpr double kU = 1.0 / 256;
+constexpr double kOneRounding = 2 * kU;
+constexpr double kAttentionForward = 2 * 2 * kU;
+constexpr double kAttentionBackward = 2 * 3 * kU;
+// A whole step's gradients: through L blocks each input to a parameter's gradient has been
+// rounded at most 4 times per block it crosses (two LayerNorm outputs, attention, GeLU) plus the
+// logits' gradient: 4 L + 2 roundings, doubled as above.
+double step_gradient_bound(int layers) { return 2 * (4.0 * layers + 2) * kU; }
+// 50 steps of training: the loss of the fast step against the float32 reference, relative to the
+// loss, within the same count of roundings (the forward's path: 4 L + 2) times u, doubled; AdamW
+// normalises each update (m / sqrt(v)), so the parameters' 16-bit rounding moves an update by a
+// relative u, and over 50 steps at learning rate 1e-3 (weights ~0.02) the loss drifts by less
+// than the forward's own rounding: the bound is not widened with the step count.
+double training_loss_bound(int layers) { return 2 * (4.0 * layers + 2) * kU; }
+
+double relative_error(const std::vector<double>& got, const std::vector<double>& want) {
+  double worst = 0, scale = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    if (!std::isfinite(got[i])) return INFINITY;
+    worst = std::max(worst, std::abs(got[i] - want[i]));
+    scale = std::max(scale, std::abs(want[i]));
+  }
+  return scale > 0 ? worst / scale : worst;
+}
+
+std::string why_no_device() {
+  if (!fast::compiled()) return "this parity was built without CUDA: the fast path is compiled out";
+  if (cuda::devices().empty()) return "no CUDA GPU visible: the fast kernels are compiled but not run here";
+  static const bool selected = [] {
+    if (cuda::selected_device() < 0) cuda::select_device(0);
+    return true;
+  }();
+  (void)selected;
+  return "";
+}
+
+class FastDevice : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (const std::string why = why_no_device(); !why.empty()) GTEST_SKIP() << why;
+  }
+};
+
+// bfloat16 round trip on the host.
+double round_bf16(double v) { return static_cast<double>(bf16_to_float(float_to_bf16(static_cast<float>(v)))); }
+
+// n values N(0, std) rounded to bfloat16 (as doubles), from a seed.
+std::vector<double> draw(std::size_t n, double std, unsigned seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(0, std);
+  std::vector<double> x(n);
+  for (double& v : x) v = round_bf16(normal(rng));
+  return x;
+}
+
+// A device buffer of bfloat16 values, or of float32.
+struct DeviceBuffer {
+  void* p = nullptr;
+  std::size_t bytes = 0;
+  explicit DeviceBuffer(std::size_t b) : p(cuda::allocate(b == 0 ? 1 : b)), bytes(b) { cuda::poison(p, bytes); }
+  ~DeviceBuffer() { cuda::release(p); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  template <typename T> T* as() const { return static_cast<T*>(p); }
+};
+std::unique_ptr<DeviceBuffer> to_device_bf16(const std::vector<double>& x) {
+  std::vector<bfloat16_t> h(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) h[i] = float_to_bf16(static_cast<float>(x[i]));
+  auto d = std::make_unique<DeviceBuffer>(h.size() * 2);
+  cuda::copy(d->p, h.data(), h.size() * 2);
+  return d;
+}
+std::vector<double> from_device_bf16(const DeviceBuffer& d, std::size_t n) {
+  std::vector<bfloat16_t> h(n);
+  cuda::copy(h.data(), d.p, n * 2);
+  std::vector<double> x(n);
+  for (std::size_t i = 0; i < n; ++i) x[i] = bf16_to_float(h[i]);
+  return x;
+}
+Tensor host_tensor(const std::vector<double>& x, Shape shape) {
+  Tensor t = Tensor::empty("x", std::move(shape), DataType::float64, MemoryCategory::workspace);
+  std::copy(x.begin(), x.end(), t.data<double>());
+  return t;
+}
+std::vector<double> values(const Tensor& t) { return {t.data<double>(), t.data<double>() + t.numel()}; }
+
+// ---- Host logic (everywhere) ----------------------------------------------------------------------
+
+model::GptConfig tiny_config() {
+  return {.vocabulary = 256, .layers = 2, .hidden = 64, .heads = 4, .sequence = 64, .dtype = DataType::float32};
+}
+fast::GptShape shape_of(const model::GptConfig& c, std::int64_t batch) {
+  return {c.vocabulary, c.layers, c.hidden, c.heads, c.sequence, batch};
+}
+
+TEST(FastGpt, LayoutHoldsTheReferenceModelsParameters) {
+  const model::GptConfig c = tiny_config();
+  auto reference = model::build_gpt(c);
+  const auto layout = fast::parameter_layout(shape_of(c, 2));
+  ASSERT_EQ(layout.size(), reference->parameters().size());
+  for (const model::Parameter* p : reference->parameters()) {
+    auto it = std::find_if(layout.begin(), layout.end(), [&](const fast::ParameterSlot& s) { return s.name == p->name; });
+    ASSERT_NE(it, layout.end()) << p->name << " has no slot";
+    EXPECT_EQ(it->shape, p->value.shape()) << p->name;
+  }
+  for (std::size_t i = 0; i + 1 < layout.size(); ++i) {
+    EXPECT_EQ(layout[i].offset % 64, 0);
+    EXPECT_GE(layout[i + 1].offset, layout[i].offset + layout[i].count) << layout[i].name << " overlaps the next";
+  }
+  EXPECT_EQ(layout.front().name, "embedding.wte");  // the float32-gradient slot comes first (ops.hpp: adamw)
+}
+
+TEST(FastGpt, FlopsMatchTheFormula) {
+  for (const model::GptConfig& c : {tiny_config(), model::GptConfig{.vocabulary = 50304, .layers = 24, .hidden = 2048,
+                                                                    .heads = 16, .sequence = 2048}}) {
+    const fast::GptShape s = shape_of(c, 3);
+    EXPECT_EQ(fast::model_flops_per_step(s), theory::gpt_step_flops(c, 3)) << c.describe();
+    // Backward's two kernels run 7 products where the model counts 4 (forward 2 of 2): 9/6 of
+    // attention in full, halved by skipping the tiles above the diagonal (all but the diagonal's).
+    const double attention = static_cast<double>(fast::model_flops_per_step(s) - fast::matmul_flops_per_step(s));
+    const double executed = static_cast<double>(fast::hardware_flops_per_step(s) - fast::matmul_flops_per_step(s));
+    EXPECT_GE(executed, 0.75 * attention);
+    EXPECT_LE(executed, 1.5 * attention);
+  }
+}
+
+TEST(FastGpt, GroupsRowsByToken) {
+  const std::vector<std::int32_t> tokens = {5, 2, 5, 7, 2, 5};
+  const fast::TokenGroups g = fast::group_rows_by_token(tokens.data(), 6);
+  EXPECT_EQ(g.order, (std::vector<std::int32_t>{1, 4, 0, 2, 5, 3}));
+  EXPECT_EQ(g.unique, (std::vector<std::int32_t>{2, 5, 7}));
+  EXPECT_EQ(g.starts, (std::vector<std::int32_t>{0, 2, 5, 6}));
+}
+
+TEST(FastGpt, RefusesShapesItCannotTrain) {
+  fast::GptShape s = shape_of(tiny_config(), 2);
+  EXPECT_EQ(fast::unsupported_reason(s), "");
+  s.heads = 3;
+  EXPECT_NE(fast::unsupported_reason(s).find("divide"), std::string::npos);
+  s = shape_of(tiny_config(), 2);
+  s.heads = 1;  // head size 64 is fine
+  EXPECT_EQ(fast::unsupported_reason(s), "");
+  s.hidden = 48;
+  s.heads = 1;  // head size 48: no kernel
+  EXPECT_NE(fast::unsupported_reason(s).find("head size 48"), std::string::npos);
+  s = shape_of(tiny_config(), 0);
+  EXPECT_NE(fast::unsupported_reason(s), "");
+}
+
+TEST(FastGpt, RefusedWithoutCudaInOneLine) {
+  if (fast::compiled()) GTEST_SKIP() << "built with CUDA";
+  try {
+    fast::Gpt gpt(shape_of(tiny_config(), 2), fast::Storage::bfloat16, {}, 1);
+    FAIL() << "made a fast GPT without CUDA";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("needs parity built with CUDA"), std::string::npos) << e.what();
+  }
+}
+
+// ---- The ops on a GPU -----------------------------------------------------------------------------
+
+TEST_F(FastDevice, AttentionMatchesFloat64ForwardAndBackward) {
+  struct Case {
+    int B, T, C, H;
+  };
+  // Head sizes 16, 64, 80, 128; lengths that are and are not multiples of the 64-row tiles.
+  for (const Case k : {Case{2, 64, 64, 4}, Case{2, 100, 128, 2}, Case{1, 130, 160, 2}, Case{1, 77, 128, 1}}) {
+    SCOPED_TRACE("B=" + std::to_string(k.B) + " T=" + std::to_string(k.T) + " C=" + std::to_string(k.C) +
+                 " H=" + std::to_string(k.H));
+    const std::size_t rows = static_cast<std::size_t>(k.B) * k.T;
+    const auto qkv = draw(rows * 3 * k.C, 1.0, 11), dout = draw(rows * k.C, 1.0, 12);
+    // Reference: the CPU op in float64.
+    Tensor q = host_tensor(qkv, {k.B, k.T, 3 * k.C});
+    Tensor out = Tensor::empty("out", {k.B, k.T, k.C}, DataType::float64, MemoryCategory::workspace);
+    Tensor probs = Tensor::empty("p", {k.B, k.H, k.T, k.T}, DataType::float64, MemoryCategory::workspace);
+    ops::attention_forward(q, k.H, true, out, probs);
+    Tensor dq = Tensor::empty("dq", {k.B, k.T, 3 * k.C}, DataType::float64, MemoryCategory::workspace);
+    ops::attention_backward(host_tensor(dout, {k.B, k.T, k.C}), q, probs, k.H, dq);
+    // Fast.
+    auto d_qkv = to_device_bf16(qkv), d_dout = to_device_bf16(dout);
+    DeviceBuffer d_out(rows * k.C * 2), d_lse(static_cast<std::size_t>(k.B) * k.H * k.T * 4),
+        d_delta(static_cast<std::size_t>(k.B) * k.H * k.T * 4), d_dqkv(rows * 3 * k.C * 2);
+    fast::attention_forward(fast::Storage::bfloat16, d_qkv->p, d_out.p, d_lse.as<float>(), k.B, k.T, k.C, k.H);
+    fast::attention_backward(fast::Storage::bfloat16, d_dout->p, d_qkv->p, d_out.p, d_lse.as<float>(),
+                             d_delta.as<float>(), d_dqkv.p, k.B, k.T, k.C, k.H);
+    const double e_out = relative_error(from_device_bf16(d_out, rows * k.C), values(out));
+    const double e_dqkv = relative_error(from_device_bf16(d_dqkv, rows * 3 * k.C), values(dq));
+    EXPECT_LT(e_out, kAttentionForward);
+    EXPECT_LT(e_dqkv, kAttentionBackward);
+    std::printf("[fast attention] B=%d T=%d C=%d H=%d: forward %.2e (bound %.2e), backward %.2e (bound %.2e)\n", k.B,
+                k.T, k.C, k.H, e_out, kAttentionForward, e_dqkv, kAttentionBackward);
+  }
+}
+
+TEST_F(FastDevice, LinearWithBiasGeluAndItsGradients) {
+  const std::int64_t M = 96, K = 64, N = 128;
+  const auto x = draw(M * K, 1.0, 21), w = draw(K * N, 0.1, 22), b = draw(N, 0.1, 23), dy = draw(M * N, 1.0, 24);
+  // Reference: pre = x w + b, y = gelu(pre); dpre = dy gelu'(pre); dx = dpre w^T; dw = x^T dpre; db = sum dpre.
+  Tensor tx = host_tensor(x, {M, K}), tw = host_tensor(w, {K, N}), tb = host_tensor(b, {N});
+  Tensor pre = Tensor::empty("pre", {M, N}, DataType::float64, MemoryCategory::workspace);
+  Tensor y = Tensor::empty("y", {M, N}, DataType::float64, MemoryCategory::workspace);
+  ops::linear_forward(tx, tw, tb, pre);
+  ops::gelu_forward(pre, y);
+  Tensor dpre = Tensor::empty("dpre", {M, N}, DataType::float64, MemoryCategory::workspace);
+  // The fast path rounds the pre-activation it saves to bfloat16: the reference's gradient uses
+  // that rounded value too, so that the comparison measures the kernel.
+  std::vector<double> pre16 = values(pre);
+  for (double& v : pre16) v = round_bf16(v);
+  ops::gelu_backward(host_tensor(dy, {M, N}), host_tensor(pre16, {M, N}), dpre);
+  Tensor dx = Tensor::empty("dx", {M, K}, DataType::float64, MemoryCategory::workspace);
+  Tensor dw = Tensor::zeros("dw", {K, N}, DataType::float64, MemoryCategory::workspace);
+  Tensor db = Tensor::zeros("db", {N}, DataType::float64, MemoryCategory::workspace);
+  // The weight gradient's input is the rounded dpre the fast path multiplies.
+  std::vector<double> dpre16 = values(dpre);
+  for (double& v : dpre16) v = round_bf16(v);
+  ops::linear_backward(host_tensor(dpre16, {M, N}), tx, tw, dx, dw, db);
+
+  auto dx_ = to_device_bf16(x), dw_ = to_device_bf16(w), db_ = to_device_bf16(b), ddy = to_device_bf16(dy);
+  DeviceBuffer d_pre(M * N * 2), d_y(M * N * 2), d_dpre(M * N * 2), d_dx(M * K * 2), d_dw(K * N * 2), d_db(N * 2);
+  const auto s = fast::Storage::bfloat16;
+  fast::linear_forward(s, dx_->p, dw_->p, db_->p, d_y.p, d_pre.p, M, K, N, fast::Epilogue::bias_gelu);
+  // dpre = dy gelu'(pre): as the backward of a product whose output is y (w2 = identity would need
+  // a square product; instead the DGELU epilogue is checked through dx = (dy I) gelu'(pre) with I = eye(N)).
+  std::vector<double> eye(static_cast<std::size_t>(N * N), 0.0);
+  for (std::int64_t i = 0; i < N; ++i) eye[static_cast<std::size_t>(i * N + i)] = 1;
+  auto d_eye = to_device_bf16(eye);
+  fast::linear_backward_input(s, ddy->p, d_eye->p, d_dpre.p, d_pre.p, M, N, N, fast::Epilogue::dgelu);
+  auto d_dpre16 = to_device_bf16(dpre16);  // the reference's rounded dpre, so each product is judged alone
+  fast::linear_backward_weight(s, dx_->p, d_dpre16->p, d_dw.p, d_db.p, M, K, N, false);
+  fast::linear_backward_input(s, d_dpre16->p, dw_->p, d_dx.p, nullptr, M, K, N, fast::Epilogue::none);
+
+  EXPECT_LT(relative_error(from_device_bf16(d_pre, M * N), values(pre)), kOneRounding);
+  EXPECT_LT(relative_error(from_device_bf16(d_y, M * N), values(y)), kOneRounding);
+  EXPECT_LT(relative_error(from_device_bf16(d_dpre, M * N), values(dpre)), kOneRounding);
+  EXPECT_LT(relative_error(from_device_bf16(d_dw, K * N), values(dw)), kOneRounding);
+  EXPECT_LT(relative_error(from_device_bf16(d_db, N), values(db)), kOneRounding);
+  EXPECT_LT(relative_error(from_device_bf16(d_dx, M * K), values(dx)), kOneRounding);
+  std::printf("[fast linear] epilogues fused by cuBLASLt: %s\n", fast::epilogue_fallbacks() == 0 ? "all" : "not all");
+}
+
+// ---- The whole step on a GPU ----------------------------------------------------------------------
+
+// The reference GPT's parameters copied into the fast one.
+void copy_parameters(const model::Model& reference, fast::Gpt& gpt) {
+  for (const model::Parameter* p : reference.parameters()) {
+    std::vector<float> v(static_cast<std::size_t>(p->value.numel()));
+    const Tensor host = p->value.to(MemorySpace::host, "copy", MemoryCategory::workspace);
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(host.at(static_cast<std::int64_t>(i)));
+    gpt.set_parameter(p->name, v);
+  }
+}
+
+std::vector<std::int32_t> ints(const Tensor& t) {
+  std::vector<std::int32_t> v(static_cast<std::size_t>(t.numel()));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<std::int32_t>(t.at(static_cast<std::int64_t>(i)));
+  return v;
+}
+
+TEST_F(FastDevice, StepGradientsMatchTheReferenceGpt) {
+  model::GptConfig c = tiny_config();
+  c.dtype = DataType::float64;
+  const std::int64_t B = 4;
+  auto reference = model::build_gpt(c);
+  fast::Gpt gpt(shape_of(c, B), fast::Storage::bfloat16, {}, 7);
+  copy_parameters(*reference, gpt);
+  const model::Batch batch = model::gpt_batch(c, 0, 0, B, B);
+  reference->zero_grad();
+  const double want_loss = reference->forward_backward(batch, {0, 0, true});
+  const auto tokens = ints(batch.inputs), targets = ints(batch.targets);
+  const fast::StepResult got = gpt.step(tokens.data(), targets.data(), /*update=*/false);
+  const double bound = step_gradient_bound(c.layers);
+  EXPECT_LT(std::abs(got.loss - want_loss) / want_loss, bound) << got.loss << " vs " << want_loss;
+  for (const model::Parameter* p : reference->parameters()) {
+    const std::vector<float> g = gpt.gradient(p->name);
+    std::vector<double> got_g(g.begin(), g.end()), want_g = values(p->grad);
+    const double e = relative_error(got_g, want_g);
+    EXPECT_LT(e, bound) << p->name;
+  }
+}
+
+TEST_F(FastDevice, FiftyBfloat16StepsFollowTheFloat32Reference) {
+  const model::GptConfig c = tiny_config();
+  const std::int64_t B = 4;
+  auto reference = model::build_gpt(c);
+  model::AdamW optimizer(model::AdamWConfig{}, DataType::float32);
+  fast::Gpt gpt(shape_of(c, B), fast::Storage::bfloat16, {}, 7);
+  copy_parameters(*reference, gpt);
+  const double bound = training_loss_bound(c.layers);
+  double first = 0, last = 0;
+  for (int step = 0; step < 50; ++step) {
+    const model::Batch batch = model::gpt_batch(c, static_cast<std::uint64_t>(step), 0, B, B);
+    const double want = model::train_step(*reference, optimizer, batch, static_cast<std::uint64_t>(step));
+    const auto tokens = ints(batch.inputs), targets = ints(batch.targets);
+    const double got = gpt.step(tokens.data(), targets.data()).loss;
+    EXPECT_LT(std::abs(got - want) / want, bound) << "step " << step << ": " << got << " vs " << want;
+    if (step == 0) first = got;
+    last = got;
+  }
+  EXPECT_LT(last, first) << "the fast GPT did not learn the task";
+  EXPECT_EQ(gpt.updates(), 50);
+}
+
+TEST_F(FastDevice, StepsRepeatBitForBit) {
+  const model::GptConfig c = tiny_config();
+  const std::int64_t B = 4;
+  std::vector<std::vector<float>> runs;
+  std::vector<std::vector<double>> losses(2);
+  for (int run = 0; run < 2; ++run) {
+    fast::Gpt gpt(shape_of(c, B), fast::Storage::bfloat16, {}, 99);
+    for (int step = 0; step < 3; ++step) {
+      const model::Batch batch = model::gpt_batch(c, static_cast<std::uint64_t>(step), 0, B, B);
+      const auto tokens = ints(batch.inputs), targets = ints(batch.targets);
+      losses[static_cast<std::size_t>(run)].push_back(gpt.step(tokens.data(), targets.data()).loss);
+    }
+    runs.push_back(gpt.parameter("blocks.1.attn.qkv.weight"));
+  }
+  EXPECT_EQ(losses[0], losses[1]);
+  EXPECT_TRUE(runs[0] == runs[1]) << "the fast step is not deterministic";
+}
+
+TEST_F(FastDevice, StepAllocatesNothing) {
+  const model::GptConfig c = tiny_config();
+  fast::Gpt gpt(shape_of(c, 4), fast::Storage::bfloat16, {}, 3);
+  const model::Batch batch = model::gpt_batch(c, 0, 0, 4, 4);
+  const auto tokens = ints(batch.inputs), targets = ints(batch.targets);
+  gpt.step(tokens.data(), targets.data());  // cuBLASLt's plans are made on first use
+  const std::size_t before = cuda::memory_info().free_bytes;
+  for (int i = 0; i < 3; ++i) gpt.step(tokens.data(), targets.data());
+  EXPECT_EQ(cuda::memory_info().free_bytes, before);
+}
+
+TEST_F(FastDevice, ProfiledStepSaysWhereTheTimeWent) {
+  const model::GptConfig c = tiny_config();
+  fast::Gpt gpt(shape_of(c, 4), fast::Storage::bfloat16, {}, 5);
+  const model::Batch batch = model::gpt_batch(c, 0, 0, 4, 4);
+  const auto tokens = ints(batch.inputs), targets = ints(batch.targets);
+  gpt.set_profiling(true);
+  const double loss = gpt.step(tokens.data(), targets.data()).loss;
+  const fast::StepParts parts = gpt.last_parts();
+  EXPECT_GT(parts.products_ms, 0);
+  EXPECT_GT(parts.attention_ms, 0);
+  EXPECT_GT(parts.other_ms, 0);
+  gpt.set_profiling(false);
+  // The same step without events computes the same loss from the same (updated) state as a
+  // second model that never profiled.
+  fast::Gpt plain(shape_of(c, 4), fast::Storage::bfloat16, {}, 5);
+  EXPECT_EQ(plain.step(tokens.data(), targets.data()).loss, loss);
+}
+
+TEST_F(FastDevice, RefusesTokensOutsideTheVocabulary) {
+  const model::GptConfig c = tiny_config();
+  fast::Gpt gpt(shape_of(c, 1), fast::Storage::bfloat16, {}, 3);
+  std::vector<std::int32_t> tokens(64, 1), targets(64, 2);
+  tokens[5] = 256;
+  try {
+    gpt.step(tokens.data(), targets.data());
+    FAIL() << "a token outside the vocabulary was accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("outside the vocabulary"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace

@@ -1,0 +1,477 @@
+// Causal attention on tensor cores with FlashAttention-2's tiling (Dao, 2023): a block takes a
+// tile of rows, walks the tiles of the other side that the causal mask leaves, and keeps scores
+// and probabilities in registers; only the output and one log-sum-exp per row reach memory.
+//
+// Every product is the m16n8k16 tensor-core instruction on 16-bit operands with float32
+// accumulators. A warp owns 16 rows; its A operand comes from shared memory or, for the second
+// product of a pair, straight from the accumulators of the first (an accumulator tile of 16 x 8
+// floats holds, per thread, exactly the elements the A operand of the next product needs). B
+// operands are read from shared-memory tiles stored either as rows (when the product's k index
+// runs along a row) or transposed (when it runs down a column), each row padded by 8 elements so
+// that the eight rows one ldmatrix phase reads hit different banks; one ldmatrix loads an A
+// operand, or the B operands of two column tiles.
+//
+// Backward is two kernels and no atomics, so it is deterministic: one takes a tile of keys and
+// accumulates dK and dV over the query tiles, the other takes a tile of queries and accumulates
+// dQ over the key tiles (recomputing the scores and dP = dO V^T: two more products than a
+// single kernel with atomic dQ, in exchange for a fixed summation order).
+#include <algorithm>
+#include <type_traits>
+
+#include "reference/fast/device_common.cuh"
+
+namespace parity::fast {
+namespace {
+
+using detail::check;
+using detail::check_launch;
+using detail::Tensor16;
+using std::uint32_t;
+
+constexpr int kWarps = 4;             // a block: 4 warps of 16 rows
+constexpr int kRows = kAttentionRows;  // rows per block (queries in forward and dQ, keys in dK/dV)
+constexpr int kKeyTile = kAttentionKeyTile;      // keys per step in forward and dQ
+constexpr int kQueryTile = kAttentionQueryTile;  // queries per step in dK/dV
+static_assert(kRows == 16 * kWarps && kKeyTile == kRows, "a warp owns 16 rows; the causal tiles are square");
+constexpr int kPad = 8;               // elements of padding per shared-memory row
+constexpr float kLog2e = 1.4426950408889634f;
+
+// A tile in shared memory: `rows` rows of `cols` 16-bit elements, row pitch cols + kPad.
+template <typename T> struct Tile {
+  T* base;
+  int pitch;
+  __device__ T* row(int r) const { return base + r * pitch; }
+};
+
+// Loads rows [row0, row0 + rows) x columns [col0, col0 + D) of a [T, ld] matrix (rows past T as
+// zeros) into `rows_tile` (as rows) and/or `cols_tile` (transposed: D rows of `rows` elements).
+template <typename T, int D>
+__device__ void load_tile(const T* src, int ld, int T_len, int row0, int rows, int col0, Tile<T>* rows_tile,
+                          Tile<T>* cols_tile) {
+  constexpr int kVec = 8;  // 16 bytes
+  const int vectors = rows * (D / kVec);
+  for (int i = threadIdx.x; i < vectors; i += blockDim.x) {
+    // A transposed copy takes consecutive rows on consecutive threads, so that a warp's 2-byte
+    // stores land side by side in one row of the copy (consecutive columns would put them a row
+    // apart, all in one bank); the 16-byte row stores of 8 consecutive rows still cover all banks.
+    const int r = cols_tile ? i % rows : i / (D / kVec);
+    const int c = (cols_tile ? i / rows : i % (D / kVec)) * kVec;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (row0 + r < T_len) v = *reinterpret_cast<const uint4*>(src + static_cast<std::int64_t>(row0 + r) * ld + col0 + c);
+    if (rows_tile) *reinterpret_cast<uint4*>(rows_tile->row(r) + c) = v;
+    if (cols_tile) {
+      const T* e = reinterpret_cast<const T*>(&v);
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) cols_tile->row(c + j)[r] = e[j];
+    }
+  }
+}
+
+// Four 8 x 8 matrices of 16-bit elements from shared memory in one instruction (ldmatrix):
+// lane l gives the address of row l % 8 of matrix l / 8, and receives in x[i] the elements
+// (l / 4, 2 (l % 4)) and (l / 4, 2 (l % 4) + 1) of matrix i: the register layout of the
+// tensor-core operands.
+template <typename T> __device__ __forceinline__ void load_matrices(const T* row_address, uint32_t x[4]) {
+  const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(row_address));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3])
+               : "r"(address));
+}
+// The A operand (16 rows x 16 columns from column k0) of rows r0.. of a row tile: the matrices
+// (r0, k0), (r0 + 8, k0), (r0, k0 + 8), (r0 + 8, k0 + 8).
+template <typename T> __device__ void a_fragment(const Tile<T>& t, int r0, int k0, uint32_t a[4]) {
+  const int lane = threadIdx.x % 32, m = lane / 8;
+  load_matrices(t.row(r0 + (m % 2) * 8 + lane % 8) + k0 + (m / 2) * 8, a);
+}
+// The B operands (k 16 x n 8) of two column tiles, n0 and n0 + 8, whose column n is row n0 + n of
+// tile t, k running along the row from k0 (B[k][n] = t[n0 + n][k0 + k]): b[0], b[1] for the
+// first, b[2], b[3] for the second; the matrices (n0, k0), (n0, k0 + 8), (n0 + 8, k0), (n0 + 8, k0 + 8).
+template <typename T> __device__ void b_fragments(const Tile<T>& t, int n0, int k0, uint32_t b[4]) {
+  const int lane = threadIdx.x % 32, m = lane / 8;
+  load_matrices(t.row(n0 + (m / 2) * 8 + lane % 8) + k0 + (m % 2) * 8, b);
+}
+// The A operand for k columns [16 j, 16 j + 16) from accumulator tiles acc[2j], acc[2j + 1].
+template <typename T> __device__ void a_from_accumulators(const float (*acc)[4], int j, uint32_t a[4]) {
+  a[0] = Tensor16<T>::pack(acc[2 * j][0], acc[2 * j][1]);
+  a[1] = Tensor16<T>::pack(acc[2 * j][2], acc[2 * j][3]);
+  a[2] = Tensor16<T>::pack(acc[2 * j + 1][0], acc[2 * j + 1][1]);
+  a[3] = Tensor16<T>::pack(acc[2 * j + 1][2], acc[2 * j + 1][3]);
+}
+
+template <int N> __device__ void clear(float (*acc)[4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
+}
+
+// acc[n tiles of 8 columns] += rows r0.. of `a` (columns 0..K) times B from tile `b` (rows n0 + 8i).
+template <typename T, int NT, int K>
+__device__ void multiply_rows(const Tile<T>& a, int r0, const Tile<T>& b, float (*acc)[4]) {
+  static_assert(NT % 2 == 0, "B operands are loaded two column tiles at a time");
+#pragma unroll
+  for (int k = 0; k < K; k += 16) {
+    uint32_t af[4];
+    a_fragment(a, r0, k, af);
+#pragma unroll
+    for (int n = 0; n < NT; n += 2) {
+      uint32_t bf[4];
+      b_fragments(b, 8 * n, k, bf);
+      Tensor16<T>::mma(acc[n], af, bf);
+      Tensor16<T>::mma(acc[n + 1], af, bf + 2);
+    }
+  }
+}
+// acc[NT tiles] += A (from accumulators p, K columns) times B from tile `b` (rows n0 + 8i).
+template <typename T, int NT, int K>
+__device__ void multiply_accumulators(const float (*p)[4], const Tile<T>& b, float (*acc)[4]) {
+  static_assert(NT % 2 == 0, "B operands are loaded two column tiles at a time");
+#pragma unroll
+  for (int j = 0; j < K / 16; ++j) {
+    uint32_t af[4];
+    a_from_accumulators<T>(p, j, af);
+#pragma unroll
+    for (int n = 0; n < NT; n += 2) {
+      uint32_t bf[4];
+      b_fragments(b, 8 * n, 16 * j, bf);
+      Tensor16<T>::mma(acc[n], af, bf);
+      Tensor16<T>::mma(acc[n + 1], af, bf + 2);
+    }
+  }
+}
+
+// Element e (0..3) of accumulator tile n of a warp: its row (0..15) and column within the tile set.
+__device__ __forceinline__ int acc_row(int e) { return (threadIdx.x % 32) / 4 + (e >= 2 ? 8 : 0); }
+__device__ __forceinline__ int acc_col(int n, int e) { return 8 * n + 2 * (threadIdx.x % 4) + (e & 1); }
+
+// Reduces a per-thread value over the 4 threads sharing an accumulator row.
+__device__ __forceinline__ float quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+// Writes a warp's 16 x D accumulator rows (times `scale`) to dst rows row0.. (rows < T_len).
+template <typename T, int D>
+__device__ void store_rows(const float (*acc)[4], float scale, T* dst, int ld, int T_len, int row0, int col0) {
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = row0 + acc_row(2 * half);
+      if (r >= T_len) continue;
+      const uint32_t v = Tensor16<T>::pack(acc[n][2 * half] * scale, acc[n][2 * half + 1] * scale);
+      *reinterpret_cast<uint32_t*>(dst + static_cast<std::int64_t>(r) * ld + col0 + acc_col(n, 0)) = v;
+    }
+}
+
+template <int D> __host__ __device__ constexpr int row_pitch() { return D + kPad; }
+
+// Forward. Grid (query tiles, B H); the last query tiles (the most keys) start first.
+template <typename T, int D>
+__global__ void __launch_bounds__(32 * kWarps) forward_kernel(const T* qkv, T* out, float* lse, int T_len, int C,
+                                                              int H, float scale_log2) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  Tile<T> ks{reinterpret_cast<T*>(smem), row_pitch<D>()};
+  Tile<T> vt{ks.base + kKeyTile * row_pitch<D>(), kKeyTile + kPad};
+  Tile<T> qs{vt.base + D * (kKeyTile + kPad), row_pitch<D>()};
+  const int tile = gridDim.x - 1 - blockIdx.x;
+  const int b = blockIdx.y / H, h = blockIdx.y % H, warp = threadIdx.x / 32;
+  const int ld = 3 * C;
+  const T* base = qkv + static_cast<std::int64_t>(b) * T_len * ld;
+  const int q0 = tile * kRows, qw = q0 + 16 * warp;
+
+  load_tile<T, D>(base, ld, T_len, q0, kRows, h * D, &qs, nullptr);
+  float o[D / 8][4];
+  clear<D / 8>(o);
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  const int last_key_tile = min((q0 + kRows - 1) / kKeyTile, (T_len - 1) / kKeyTile);
+  for (int kt = 0; kt <= last_key_tile; ++kt) {
+    __syncthreads();
+    load_tile<T, D>(base, ld, T_len, kt * kKeyTile, kKeyTile, C + h * D, &ks, nullptr);
+    load_tile<T, D>(base, ld, T_len, kt * kKeyTile, kKeyTile, 2 * C + h * D, nullptr, &vt);
+    __syncthreads();
+    float s[kKeyTile / 8][4];
+    clear<kKeyTile / 8>(s);
+    multiply_rows<T, kKeyTile / 8, D>(qs, 16 * warp, ks, s);
+    float row_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int n = 0; n < kKeyTile / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = kt * kKeyTile + acc_col(n, e), query = qw + acc_row(e);
+        s[n][e] = (key > query || key >= T_len) ? -INFINITY : s[n][e] * scale_log2;
+        row_max[e / 2] = fmaxf(row_max[e / 2], s[n][e]);
+      }
+    float alpha[2], base_max[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const float m_new = fmaxf(m[i], quad_max(row_max[i]));
+      base_max[i] = m_new == -INFINITY ? 0.f : m_new;
+      alpha[i] = exp2f(m[i] - base_max[i]);
+      m[i] = m_new;
+      l[i] *= alpha[i];
+    }
+#pragma unroll
+    for (int n = 0; n < kKeyTile / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        s[n][e] = exp2f(s[n][e] - base_max[e / 2]);
+        l[e / 2] += s[n][e];
+      }
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[n][e] *= alpha[e / 2];
+    multiply_accumulators<T, D / 8, kKeyTile>(s, vt, o);
+  }
+  float inv[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    l[i] = quad_sum(l[i]);
+    inv[i] = l[i] > 0.f ? 1.f / l[i] : 0.f;
+  }
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[n][e] *= inv[e / 2];
+  store_rows<T, D>(o, 1.f, out + static_cast<std::int64_t>(b) * T_len * C, C, T_len, qw, h * D);
+  if (threadIdx.x % 4 == 0)
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int r = qw + acc_row(2 * i);
+      if (r < T_len) lse[(static_cast<std::int64_t>(b) * H + h) * T_len + r] = m[i] + log2f(l[i]);
+    }
+}
+
+// delta[b, h, t] = sum over the head's columns of dout * out (float32), one warp per row and head.
+template <typename T, int D>
+__global__ void delta_kernel(const T* dout, const T* out, float* delta, int B, int T_len, int C, int H) {
+  const std::int64_t row = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  if (row >= static_cast<std::int64_t>(B) * H * T_len) return;
+  const int t = static_cast<int>(row % T_len), h = static_cast<int>((row / T_len) % H);
+  const int b = static_cast<int>(row / (static_cast<std::int64_t>(T_len) * H));
+  const std::int64_t offset = (static_cast<std::int64_t>(b) * T_len + t) * C + h * D;
+  float sum = 0.f;
+  for (int c = threadIdx.x % 32; c < D; c += 32)
+    sum += Tensor16<T>::to_float(dout[offset + c]) * Tensor16<T>::to_float(out[offset + c]);
+  sum = detail::warp_sum(sum);
+  if (threadIdx.x % 32 == 0) delta[row] = sum;
+}
+
+// dK, dV of a tile of keys, over the query tiles the causal mask lets see them.
+template <typename T, int D>
+__global__ void __launch_bounds__(32 * kWarps) backward_kv_kernel(const T* dout, const T* qkv, const float* lse,
+                                                                  const float* delta, T* dqkv, int T_len, int C, int H,
+                                                                  float scale_log2, float scale) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  Tile<T> ks{reinterpret_cast<T*>(smem), row_pitch<D>()};
+  Tile<T> vs{ks.base + kRows * row_pitch<D>(), row_pitch<D>()};
+  Tile<T> qs{vs.base + kRows * row_pitch<D>(), row_pitch<D>()};
+  Tile<T> qt{qs.base + kQueryTile * row_pitch<D>(), kQueryTile + kPad};
+  Tile<T> dos{qt.base + D * (kQueryTile + kPad), row_pitch<D>()};
+  Tile<T> dot{dos.base + kQueryTile * row_pitch<D>(), kQueryTile + kPad};
+  float* lse_s = reinterpret_cast<float*>(dot.base + D * (kQueryTile + kPad));
+  float* delta_s = lse_s + kQueryTile;
+
+  const int tile = gridDim.x - 1 - blockIdx.x;
+  const int b = blockIdx.y / H, h = blockIdx.y % H, warp = threadIdx.x / 32;
+  const int ld = 3 * C;
+  const T* base = qkv + static_cast<std::int64_t>(b) * T_len * ld;
+  const T* dbase = dout + static_cast<std::int64_t>(b) * T_len * C;
+  const std::int64_t stats = (static_cast<std::int64_t>(b) * H + h) * T_len;
+  const int k0 = tile * kRows, kw = k0 + 16 * warp;
+
+  load_tile<T, D>(base, ld, T_len, k0, kRows, C + h * D, &ks, nullptr);
+  load_tile<T, D>(base, ld, T_len, k0, kRows, 2 * C + h * D, &vs, nullptr);
+  float dk[D / 8][4], dv[D / 8][4];
+  clear<D / 8>(dk);
+  clear<D / 8>(dv);
+  for (int q0 = (k0 / kQueryTile) * kQueryTile; q0 < T_len; q0 += kQueryTile) {
+    __syncthreads();
+    load_tile<T, D>(base, ld, T_len, q0, kQueryTile, h * D, &qs, &qt);
+    load_tile<T, D>(dbase, C, T_len, q0, kQueryTile, h * D, &dos, &dot);
+    for (int i = threadIdx.x; i < kQueryTile; i += blockDim.x) {
+      const bool inside = q0 + i < T_len;
+      lse_s[i] = inside ? lse[stats + q0 + i] : 0.f;
+      delta_s[i] = inside ? delta[stats + q0 + i] : 0.f;
+    }
+    __syncthreads();
+    // S^T (16 keys x 32 queries) = K Q^T, then P^T.
+    float p[kQueryTile / 8][4];
+    clear<kQueryTile / 8>(p);
+    multiply_rows<T, kQueryTile / 8, D>(ks, 16 * warp, qs, p);
+#pragma unroll
+    for (int n = 0; n < kQueryTile / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = kw + acc_row(e), qi = acc_col(n, e), query = q0 + qi;
+        p[n][e] = (key > query || query >= T_len) ? 0.f : exp2f(p[n][e] * scale_log2 - lse_s[qi]);
+      }
+    // dV += P^T dO.
+    multiply_accumulators<T, D / 8, kQueryTile>(p, dot, dv);
+    // dP^T = V dO^T; dS^T = P^T (dP^T - delta).
+    float ds[kQueryTile / 8][4];
+    clear<kQueryTile / 8>(ds);
+    multiply_rows<T, kQueryTile / 8, D>(vs, 16 * warp, dos, ds);
+#pragma unroll
+    for (int n = 0; n < kQueryTile / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) ds[n][e] = p[n][e] * (ds[n][e] - delta_s[acc_col(n, e)]);
+    // dK += dS^T Q.
+    multiply_accumulators<T, D / 8, kQueryTile>(ds, qt, dk);
+  }
+  T* dbase_out = dqkv + static_cast<std::int64_t>(b) * T_len * ld;
+  store_rows<T, D>(dk, scale, dbase_out, ld, T_len, kw, C + h * D);
+  store_rows<T, D>(dv, 1.f, dbase_out, ld, T_len, kw, 2 * C + h * D);
+}
+
+// dQ of a tile of queries, over the key tiles it sees.
+template <typename T, int D>
+__global__ void __launch_bounds__(32 * kWarps) backward_q_kernel(const T* dout, const T* qkv, const float* lse,
+                                                                 const float* delta, T* dqkv, int T_len, int C, int H,
+                                                                 float scale_log2, float scale) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  Tile<T> qs{reinterpret_cast<T*>(smem), row_pitch<D>()};
+  Tile<T> dos{qs.base + kRows * row_pitch<D>(), row_pitch<D>()};
+  Tile<T> ks{dos.base + kRows * row_pitch<D>(), row_pitch<D>()};
+  Tile<T> kt_tile{ks.base + kKeyTile * row_pitch<D>(), kKeyTile + kPad};
+  Tile<T> vs{kt_tile.base + D * (kKeyTile + kPad), row_pitch<D>()};
+
+  const int tile = gridDim.x - 1 - blockIdx.x;
+  const int b = blockIdx.y / H, h = blockIdx.y % H, warp = threadIdx.x / 32;
+  const int ld = 3 * C;
+  const T* base = qkv + static_cast<std::int64_t>(b) * T_len * ld;
+  const std::int64_t stats = (static_cast<std::int64_t>(b) * H + h) * T_len;
+  const int q0 = tile * kRows, qw = q0 + 16 * warp;
+
+  load_tile<T, D>(base, ld, T_len, q0, kRows, h * D, &qs, nullptr);
+  load_tile<T, D>(dout + static_cast<std::int64_t>(b) * T_len * C, C, T_len, q0, kRows, h * D, &dos, nullptr);
+  float row_lse[2], row_delta[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int r = qw + acc_row(2 * i);
+    row_lse[i] = r < T_len ? lse[stats + r] : 0.f;
+    row_delta[i] = r < T_len ? delta[stats + r] : 0.f;
+  }
+  float dq[D / 8][4];
+  clear<D / 8>(dq);
+  const int last_key_tile = min((q0 + kRows - 1) / kKeyTile, (T_len - 1) / kKeyTile);
+  for (int kt = 0; kt <= last_key_tile; ++kt) {
+    __syncthreads();
+    load_tile<T, D>(base, ld, T_len, kt * kKeyTile, kKeyTile, C + h * D, &ks, &kt_tile);
+    load_tile<T, D>(base, ld, T_len, kt * kKeyTile, kKeyTile, 2 * C + h * D, &vs, nullptr);
+    __syncthreads();
+    float p[kKeyTile / 8][4], ds[kKeyTile / 8][4];
+    clear<kKeyTile / 8>(p);
+    clear<kKeyTile / 8>(ds);
+    multiply_rows<T, kKeyTile / 8, D>(qs, 16 * warp, ks, p);
+    multiply_rows<T, kKeyTile / 8, D>(dos, 16 * warp, vs, ds);
+#pragma unroll
+    for (int n = 0; n < kKeyTile / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = kt * kKeyTile + acc_col(n, e), query = qw + acc_row(e);
+        const float pe =
+            (key > query || key >= T_len || query >= T_len) ? 0.f : exp2f(p[n][e] * scale_log2 - row_lse[e / 2]);
+        ds[n][e] = pe * (ds[n][e] - row_delta[e / 2]);
+      }
+    multiply_accumulators<T, D / 8, kKeyTile>(ds, kt_tile, dq);
+  }
+  store_rows<T, D>(dq, scale, dqkv + static_cast<std::int64_t>(b) * T_len * ld, ld, T_len, qw, h * D);
+}
+
+template <int D> constexpr std::size_t forward_smem(std::size_t e) {
+  return e * (kKeyTile * row_pitch<D>() + D * (kKeyTile + kPad) + kRows * row_pitch<D>());
+}
+template <int D> constexpr std::size_t backward_kv_smem(std::size_t e) {
+  return e * (2 * kRows * row_pitch<D>() + 2 * kQueryTile * row_pitch<D>() + 2 * D * (kQueryTile + kPad)) +
+         2 * kQueryTile * sizeof(float);
+}
+template <int D> constexpr std::size_t backward_q_smem(std::size_t e) {
+  return e * (2 * kRows * row_pitch<D>() + 2 * kKeyTile * row_pitch<D>() + D * (kKeyTile + kPad));
+}
+
+// Raises a kernel's dynamic shared-memory limit once (above 48 KiB needs the opt-in).
+template <typename K> void allow_smem(K kernel, std::size_t bytes) {
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
+        "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
+}
+
+template <typename T, int D>
+void forward_launch(const void* qkv, void* out, float* lse, int B, int T_len, int C, int H) {
+  const std::size_t smem = forward_smem<D>(sizeof(T));
+  static const bool once = (allow_smem(forward_kernel<T, D>, smem), true);
+  (void)once;
+  const dim3 grid((T_len + kRows - 1) / kRows, B * H);
+  const float scale_log2 = kLog2e / sqrtf(static_cast<float>(D));
+  forward_kernel<T, D><<<grid, 32 * kWarps, smem, detail::stream()>>>(static_cast<const T*>(qkv), static_cast<T*>(out),
+                                                                     lse, T_len, C, H, scale_log2);
+  check_launch("attention forward_kernel");
+}
+
+template <typename T, int D>
+void backward_launch(const void* dout, const void* qkv, const void* out, const float* lse, float* delta, void* dqkv,
+                     int B, int T_len, int C, int H) {
+  const std::int64_t rows = static_cast<std::int64_t>(B) * H * T_len;
+  delta_kernel<T, D><<<static_cast<unsigned>((rows * 32 + 255) / 256), 256, 0, detail::stream()>>>(
+      static_cast<const T*>(dout), static_cast<const T*>(out), delta, B, T_len, C, H);
+  check_launch("attention delta_kernel");
+  const std::size_t kv_smem = backward_kv_smem<D>(sizeof(T)), q_smem = backward_q_smem<D>(sizeof(T));
+  static const bool once =
+      (allow_smem(backward_kv_kernel<T, D>, kv_smem), allow_smem(backward_q_kernel<T, D>, q_smem), true);
+  (void)once;
+  const dim3 grid((T_len + kRows - 1) / kRows, B * H);
+  const float scale = 1.f / sqrtf(static_cast<float>(D)), scale_log2 = kLog2e * scale;
+  backward_kv_kernel<T, D><<<grid, 32 * kWarps, kv_smem, detail::stream()>>>(
+      static_cast<const T*>(dout), static_cast<const T*>(qkv), lse, delta, static_cast<T*>(dqkv), T_len, C, H,
+      scale_log2, scale);
+  check_launch("attention backward_kv_kernel");
+  backward_q_kernel<T, D><<<grid, 32 * kWarps, q_smem, detail::stream()>>>(
+      static_cast<const T*>(dout), static_cast<const T*>(qkv), lse, delta, static_cast<T*>(dqkv), T_len, C, H,
+      scale_log2, scale);
+  check_launch("attention backward_q_kernel");
+}
+
+// Calls f.template operator()<D>() for the head size D.
+template <typename F> void with_head_size(int D, F&& f) {
+  switch (D) {
+    case 16: f(std::integral_constant<int, 16>{}); break;
+    case 32: f(std::integral_constant<int, 32>{}); break;
+    case 64: f(std::integral_constant<int, 64>{}); break;
+    case 80: f(std::integral_constant<int, 80>{}); break;
+    case 96: f(std::integral_constant<int, 96>{}); break;
+    case 128: f(std::integral_constant<int, 128>{}); break;
+    default: raise_error("fast attention: head size " + std::to_string(D) + " is not one of 16, 32, 64, 80, 96, 128");
+  }
+}
+
+void check_sizes(int B, int T_len, int C, int H) {
+  if (B < 1 || T_len < 1 || H < 1 || C % H != 0)
+    raise_error("fast attention: B=" + std::to_string(B) + " T=" + std::to_string(T_len) + " C=" + std::to_string(C) +
+                " H=" + std::to_string(H) + " (H must divide C)");
+}
+
+}  // namespace
+
+void attention_forward(Storage s, const void* qkv, void* out, float* lse, int B, int T, int C, int H) {
+  check_sizes(B, T, C, H);
+  detail::with_storage(s, [&](auto type) {
+    using Type = decltype(type);
+    with_head_size(C / H, [&](auto d) { forward_launch<Type, decltype(d)::value>(qkv, out, lse, B, T, C, H); });
+  });
+}
+
+void attention_backward(Storage s, const void* dout, const void* qkv, const void* out, const float* lse, float* delta,
+                        void* dqkv, int B, int T, int C, int H) {
+  check_sizes(B, T, C, H);
+  detail::with_storage(s, [&](auto type) {
+    using Type = decltype(type);
+    with_head_size(C / H, [&](auto d) {
+      backward_launch<Type, decltype(d)::value>(dout, qkv, out, lse, delta, dqkv, B, T, C, H);
+    });
+  });
+}
+
+}  // namespace parity::fast

@@ -1,0 +1,445 @@
+// The fast path's row ops, optimizer and conversions (ops.hpp). Row ops give a set of rows to
+// each block, the whole block working on one row at a time with each thread's columns held in
+// registers, so an input row is read from memory once; sums over a row are reduced in a fixed
+// order (warp shuffles, then the warps in order), and sums over rows (the LayerNorm parameter
+// gradients, the embedding gradients, the loss) go through per-block partials summed in a fixed
+// order, never atomics: the fast step repeats bit for bit run to run.
+#include <cmath>
+
+#include "reference/fast/device_common.cuh"
+
+namespace parity::fast {
+namespace {
+
+using detail::check_launch;
+using detail::stream;
+using detail::Tensor16;
+using std::int64_t;
+
+constexpr int kRowThreads = 256;
+constexpr int kWarpsPerRow = kRowThreads / 32;
+constexpr int kPerThread = 16;  // columns per thread: rows of up to 4096
+constexpr int64_t kMaxColumns = int64_t{kRowThreads} * kPerThread;
+constexpr int64_t kRowBlocks = 264;  // blocks of a row op (and partial rows of the LayerNorm gradients)
+constexpr float kEps = 1e-5f;       // LayerNorm's, as reference/ops/ops.hpp
+
+unsigned grid_for(int64_t n) { return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((n + 255) / 256, 65535 * 8))); }
+
+#define FAST_GRID_STRIDE(i, n)                                                                          \
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);                \
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+// Sum over the block of one value per thread, the same on every thread; `buffer` holds kWarpsPerRow floats.
+__device__ float block_sum(float v, float* buffer) {
+  v = detail::warp_sum(v);
+  if (threadIdx.x % 32 == 0) buffer[threadIdx.x / 32] = v;
+  __syncthreads();
+  float total = 0.f;
+#pragma unroll
+  for (int w = 0; w < kWarpsPerRow; ++w) total += buffer[w];
+  __syncthreads();
+  return total;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kRowThreads) embedding_forward_kernel(const std::int32_t* tokens, const T* wte,
+                                                                        const T* wpe, float* resid, int64_t M,
+                                                                        int64_t T_len, int64_t C) {
+  FAST_GRID_STRIDE(i, M * C) {
+    const int64_t row = i / C, c = i % C;
+    resid[i] = Tensor16<T>::to_float(wte[static_cast<int64_t>(tokens[row]) * C + c]) +
+               Tensor16<T>::to_float(wpe[(row % T_len) * C + c]);
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kRowThreads) layernorm_forward_kernel(const float* resid, const T* add,
+                                                                        float* resid_out, const T* gamma,
+                                                                        const T* beta, T* y, float* mean, float* rstd,
+                                                                        int64_t M, int64_t C) {
+  __shared__ float buffer[kWarpsPerRow];
+  for (int64_t row = blockIdx.x; row < M; row += gridDim.x) {
+    const float* r = resid + row * C;
+    float x[kPerThread], sum = 0.f;
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      const int64_t c = threadIdx.x + int64_t{kRowThreads} * i;
+      x[i] = 0.f;
+      if (c < C) {
+        x[i] = r[c];
+        if (add) {
+          x[i] += Tensor16<T>::to_float(add[row * C + c]);
+          resid_out[row * C + c] = x[i];
+        }
+        sum += x[i];
+      }
+    }
+    const float mu = block_sum(sum, buffer) / static_cast<float>(C);
+    float squares = 0.f;
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i)
+      if (threadIdx.x + int64_t{kRowThreads} * i < C) squares += (x[i] - mu) * (x[i] - mu);
+    const float rs = rsqrtf(block_sum(squares, buffer) / static_cast<float>(C) + kEps);
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      const int64_t c = threadIdx.x + int64_t{kRowThreads} * i;
+      if (c < C)
+        y[row * C + c] = Tensor16<T>::from_float((x[i] - mu) * rs * Tensor16<T>::to_float(gamma[c]) +
+                                                 Tensor16<T>::to_float(beta[c]));
+    }
+    if (threadIdx.x == 0) {
+      mean[row] = mu;
+      rstd[row] = rs;
+    }
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kRowThreads) layernorm_backward_kernel(const float* resid, const float* mean,
+                                                                         const float* rstd, const T* gamma, const T* dy,
+                                                                         float* dresid, T* dresid16, float* partial,
+                                                                         int64_t M, int64_t C) {
+  __shared__ float buffer[kWarpsPerRow];
+  float dgamma[kPerThread] = {}, dbeta[kPerThread] = {};
+  for (int64_t row = blockIdx.x; row < M; row += gridDim.x) {
+    const float mu = mean[row], rs = rstd[row];
+    float xhat[kPerThread], dxhat[kPerThread], sum_dxhat = 0.f, sum_dxhat_xhat = 0.f;
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      const int64_t c = threadIdx.x + int64_t{kRowThreads} * i;
+      xhat[i] = dxhat[i] = 0.f;
+      if (c < C) {
+        const float g = Tensor16<T>::to_float(dy[row * C + c]);
+        xhat[i] = (resid[row * C + c] - mu) * rs;
+        dxhat[i] = g * Tensor16<T>::to_float(gamma[c]);
+        dgamma[i] += g * xhat[i];
+        dbeta[i] += g;
+        sum_dxhat += dxhat[i];
+        sum_dxhat_xhat += dxhat[i] * xhat[i];
+      }
+    }
+    const float a = block_sum(sum_dxhat, buffer) / static_cast<float>(C);
+    const float b = block_sum(sum_dxhat_xhat, buffer) / static_cast<float>(C);
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      const int64_t c = threadIdx.x + int64_t{kRowThreads} * i;
+      if (c < C) {
+        const float d = dresid[row * C + c] + rs * (dxhat[i] - a - xhat[i] * b);
+        dresid[row * C + c] = d;
+        dresid16[row * C + c] = Tensor16<T>::from_float(d);
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) {
+    const int64_t c = threadIdx.x + int64_t{kRowThreads} * i;
+    if (c < C) {
+      partial[blockIdx.x * 2 * C + c] = dgamma[i];
+      partial[blockIdx.x * 2 * C + C + c] = dbeta[i];
+    }
+  }
+}
+
+template <typename T>
+__global__ void layernorm_param_grads_kernel(const float* partial, T* dgamma, T* dbeta, int64_t blocks, int64_t C) {
+  FAST_GRID_STRIDE(c, 2 * C) {
+    float sum = 0.f;
+    for (int64_t b = 0; b < blocks; ++b) sum += partial[b * 2 * C + c];
+    if (c < C)
+      dgamma[c] = Tensor16<T>::from_float(sum);
+    else
+      dbeta[c - C] = Tensor16<T>::from_float(sum);
+  }
+}
+
+template <typename T>
+__global__ void position_gradient_kernel(const float* dresid, T* dwpe, int64_t B, int64_t T_len, int64_t C) {
+  FAST_GRID_STRIDE(i, T_len * C) {
+    float sum = 0.f;
+    for (int64_t b = 0; b < B; ++b) sum += dresid[b * T_len * C + i];
+    dwpe[i] = Tensor16<T>::from_float(sum);
+  }
+}
+
+// One block per distinct token: its rows of dresid summed in row order, added to the table's row.
+__global__ void token_gradient_kernel(const float* dresid, const std::int32_t* order, const std::int32_t* starts,
+                                      const std::int32_t* unique, float* dwte32, int64_t C) {
+  const int u = blockIdx.x;
+  const int64_t row_of_table = unique[u];
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+    float sum = 0.f;
+    for (int j = starts[u]; j < starts[u + 1]; ++j) sum += dresid[static_cast<int64_t>(order[j]) * C + c];
+    dwte32[row_of_table * C + c] += sum;
+  }
+}
+
+// (max, sum of exp(x - max)) of two parts of a row, combined.
+__device__ __forceinline__ void combine(float& m, float& s, float m2, float s2) {
+  const float mm = fmaxf(m, m2);
+  if (mm == -INFINITY) return;
+  s = s * __expf(m - mm) + s2 * __expf(m2 - mm);
+  m = mm;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kRowThreads) cross_entropy_kernel(T* logits, const std::int32_t* targets,
+                                                                    float* row_loss, int64_t M, int64_t V,
+                                                                    int64_t valid, float normalizer, float grad_scale) {
+  __shared__ float ms[kWarpsPerRow], ss[kWarpsPerRow];
+  for (int64_t row = blockIdx.x; row < M; row += gridDim.x) {
+    T* x = logits + row * V;
+    float m = -INFINITY, s = 0.f;
+    for (int64_t c = threadIdx.x; c < valid; c += kRowThreads) combine(m, s, Tensor16<T>::to_float(x[c]), 1.f);
+    for (int o = 16; o > 0; o >>= 1) combine(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
+    if (threadIdx.x % 32 == 0) {
+      ms[threadIdx.x / 32] = m;
+      ss[threadIdx.x / 32] = s;
+    }
+    __syncthreads();
+    m = ms[0];
+    s = ss[0];
+#pragma unroll
+    for (int w = 1; w < kWarpsPerRow; ++w) combine(m, s, ms[w], ss[w]);
+    __syncthreads();
+    const int64_t target = targets[row];
+    const float log_sum = m + logf(s);
+    if (threadIdx.x == 0) row_loss[row] = (log_sum - Tensor16<T>::to_float(x[target])) / normalizer;
+    __syncthreads();  // x[target] is read before it is overwritten
+    const float scale = grad_scale / normalizer, inv_s = 1.f / s;
+    for (int64_t c = threadIdx.x; c < V; c += kRowThreads) {
+      float g = 0.f;
+      if (c < valid) g = (__expf(Tensor16<T>::to_float(x[c]) - m) * inv_s - (c == target ? 1.f : 0.f)) * scale;
+      x[c] = Tensor16<T>::from_float(g);
+    }
+  }
+}
+
+__global__ void sum_kernel(const float* x, float* out, int64_t n) {
+  __shared__ float buffer[32];
+  float s = 0.f;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += x[i];
+  s = detail::warp_sum(s);
+  if (threadIdx.x % 32 == 0) buffer[threadIdx.x / 32] = s;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float total = 0.f;
+    for (int w = 0; w < static_cast<int>(blockDim.x / 32); ++w) total += buffer[w];
+    out[0] = total;
+  }
+}
+
+struct AdamWStep {
+  float lr, beta1, beta2, one_minus_beta1, one_minus_beta2, epsilon, weight_decay, correction1, correction2;
+};
+
+template <typename T>
+__global__ void adamw_kernel(T* params16, float* masters, float* m, float* v, const T* grad16, const float* grad32,
+                             int64_t n, int64_t n32, AdamWStep a, float inv_scale, const int* nonfinite) {
+  if (nonfinite && *nonfinite) return;
+  FAST_GRID_STRIDE(i, n) {
+    const float g = (i < n32 ? grad32[i] : Tensor16<T>::to_float(grad16[i])) * inv_scale;
+    float p = masters[i];
+    p -= a.lr * a.weight_decay * p;
+    const float mi = a.beta1 * m[i] + a.one_minus_beta1 * g;
+    const float vi = a.beta2 * v[i] + a.one_minus_beta2 * g * g;
+    p -= a.lr * (mi / a.correction1) / (sqrtf(vi / a.correction2) + a.epsilon);
+    m[i] = mi;
+    v[i] = vi;
+    masters[i] = p;
+    params16[i] = Tensor16<T>::from_float(p);
+  }
+}
+
+template <typename T>
+__global__ void find_nonfinite_kernel(const T* grad16, int64_t n, const float* grad32, int64_t n32, int* flag) {
+  bool bad = false;
+  FAST_GRID_STRIDE(i, n) bad |= !isfinite(Tensor16<T>::to_float(grad16[i]));
+  FAST_GRID_STRIDE(i, n32) bad |= !isfinite(grad32[i]);
+  if (bad) *flag = 1;
+}
+
+template <typename T> __global__ void to_storage_kernel(const float* x, T* y, int64_t n) {
+  FAST_GRID_STRIDE(i, n) y[i] = Tensor16<T>::from_float(x[i]);
+}
+template <typename T> __global__ void from_storage_kernel(const T* x, float* y, int64_t n) {
+  FAST_GRID_STRIDE(i, n) y[i] = Tensor16<T>::to_float(x[i]);
+}
+
+__device__ __forceinline__ std::uint64_t splitmix64(std::uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+template <typename T>
+__global__ void normal_init_kernel(T* x16, float* x32, int64_t n, float std, std::uint64_t seed) {
+  FAST_GRID_STRIDE(i, n) {
+    const std::uint64_t r = splitmix64(seed ^ splitmix64(static_cast<std::uint64_t>(i)));
+    const float u1 = (static_cast<float>(r >> 40) + 0.5f) * (1.f / 16777216.f);
+    const float u2 = static_cast<float>((r >> 16) & 0xFFFFFF) * (1.f / 16777216.f);
+    const float value = std * sqrtf(-2.f * logf(u1)) * cospif(2.f * u2);
+    if (x32) x32[i] = value;
+    if (x16) x16[i] = Tensor16<T>::from_float(value);
+  }
+}
+
+template <typename T> __global__ void fill_kernel(T* x16, float* x32, int64_t n, float value) {
+  FAST_GRID_STRIDE(i, n) {
+    if (x32) x32[i] = value;
+    if (x16) x16[i] = Tensor16<T>::from_float(value);
+  }
+}
+
+void require_columns(int64_t C, const char* op) {
+  if (C < 1 || C > kMaxColumns)
+    raise_error(std::string("fast ") + op + ": rows of " + std::to_string(C) + " columns (1 to " +
+                std::to_string(kMaxColumns) + " supported)");
+}
+
+unsigned row_grid(int64_t M) { return static_cast<unsigned>(std::max<int64_t>(1, std::min(M, kRowBlocks))); }
+
+}  // namespace
+
+bool compiled() { return true; }
+
+void embedding_forward(Storage s, const std::int32_t* tokens, const void* wte, const void* wpe, float* resid, int64_t B,
+                       int64_t T, int64_t C) {
+  detail::with_storage(s, [&](auto type) {
+    using E = decltype(type);
+    embedding_forward_kernel<E><<<grid_for(B * T * C), 256, 0, stream()>>>(
+        tokens, static_cast<const E*>(wte), static_cast<const E*>(wpe), resid, B * T, T, C);
+  });
+  check_launch("embedding_forward_kernel");
+}
+
+void residual_layernorm_forward(Storage s, const float* resid, const void* add, float* resid_out, const void* gamma,
+                                const void* beta, void* y, float* mean, float* rstd, int64_t M, int64_t C) {
+  require_columns(C, "residual_layernorm_forward");
+  detail::with_storage(s, [&](auto type) {
+    using E = decltype(type);
+    layernorm_forward_kernel<E><<<row_grid(M), kRowThreads, 0, stream()>>>(
+        resid, static_cast<const E*>(add), resid_out, static_cast<const E*>(gamma), static_cast<const E*>(beta),
+        static_cast<E*>(y), mean, rstd, M, C);
+  });
+  check_launch("layernorm_forward_kernel");
+}
+
+int64_t layernorm_partial_rows(int64_t M) { return std::max<int64_t>(1, std::min(M, kRowBlocks)); }
+
+void layernorm_backward(Storage s, const float* resid, const float* mean, const float* rstd, const void* gamma,
+                        const void* dy, float* dresid, void* dresid16, float* partial, int64_t M, int64_t C) {
+  require_columns(C, "layernorm_backward");
+  detail::with_storage(s, [&](auto type) {
+    using E = decltype(type);
+    layernorm_backward_kernel<E><<<row_grid(M), kRowThreads, 0, stream()>>>(
+        resid, mean, rstd, static_cast<const E*>(gamma), static_cast<const E*>(dy), dresid, static_cast<E*>(dresid16),
+        partial, M, C);
+  });
+  check_launch("layernorm_backward_kernel");
+}
+
+void layernorm_param_grads(Storage s, const float* partial, void* dgamma, void* dbeta, int64_t M, int64_t C) {
+  detail::with_storage(s, [&](auto type) {
+    using E = decltype(type);
+    layernorm_param_grads_kernel<E><<<grid_for(2 * C), 256, 0, stream()>>>(
+        partial, static_cast<E*>(dgamma), static_cast<E*>(dbeta), layernorm_partial_rows(M), C);
+  });
+  check_launch("layernorm_param_grads_kernel");
+}
+
+void embedding_backward(Storage s, const float* dresid, const std::int32_t* order, const std::int32_t* starts,
+                        const std::int32_t* unique, int64_t distinct, void* dwpe, float* dwte32, int64_t B, int64_t T,
+                        int64_t C) {
+  detail::with_storage(s, [&](auto type) {
+    using E = decltype(type);
+    position_gradient_kernel<E><<<grid_for(T * C), 256, 0, stream()>>>(dresid, static_cast<E*>(dwpe), B, T, C);
+  });
+  check_launch("position_gradient_kernel");
+  if (distinct > 0) {
+    token_gradient_kernel<<<static_cast<unsigned>(distinct), 256, 0, stream()>>>(dresid, order, starts, unique, dwte32,
+                                                                               C);
+    check_launch("token_gradient_kernel");
+  }
+}
+
+void cross_entropy(Storage s, void* logits, const std::int32_t* targets, float* row_loss, int64_t M, int64_t V,
+                   int64_t valid, float normalizer, float grad_scale) {
+  if (valid < 1 || valid > V) raise_error("fast cross_entropy: valid columns " + std::to_string(valid) + " of " + std::to_string(V));
+  detail::with_storage(s, [&](auto type) {
+    using E = decltype(type);
+    const unsigned grid = static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(M, 65535)));
+    cross_entropy_kernel<E><<<grid, kRowThreads, 0, stream()>>>(static_cast<E*>(logits), targets, row_loss, M, V, valid,
+                                                               normalizer, grad_scale);
+  });
+  check_launch("cross_entropy_kernel");
+}
+
+void sum(const float* x, float* out, int64_t n) {
+  sum_kernel<<<1, 1024, 0, stream()>>>(x, out, n);
+  check_launch("sum_kernel");
+}
+
+void adamw(Storage s, void* params16, float* masters, float* m, float* v, const void* grad16, const float* grad32,
+           int64_t n, int64_t n32, const AdamWHyper& h, int step, float loss_scale, const int* nonfinite) {
+  if (step < 1) raise_error("fast adamw: step counts from 1");
+  // 1 - beta and the bias corrections in double, rounded once (as the reference optimizer).
+  const AdamWStep a{h.learning_rate,
+                    h.beta1,
+                    h.beta2,
+                    static_cast<float>(1.0 - static_cast<double>(h.beta1)),
+                    static_cast<float>(1.0 - static_cast<double>(h.beta2)),
+                    h.epsilon,
+                    h.weight_decay,
+                    static_cast<float>(1.0 - std::pow(static_cast<double>(h.beta1), step)),
+                    static_cast<float>(1.0 - std::pow(static_cast<double>(h.beta2), step))};
+  detail::with_storage(s, [&](auto type) {
+    using E = decltype(type);
+    adamw_kernel<E><<<grid_for(n), 256, 0, stream()>>>(static_cast<E*>(params16), masters, m, v,
+                                                      static_cast<const E*>(grad16), grad32, n, n32, a, 1.f / loss_scale,
+                                                      nonfinite);
+  });
+  check_launch("adamw_kernel");
+}
+
+void find_nonfinite(Storage s, const void* grad16, int64_t n, const float* grad32, int64_t n32, int* flag) {
+  detail::with_storage(s, [&](auto type) {
+    using E = decltype(type);
+    find_nonfinite_kernel<E><<<grid_for(n), 256, 0, stream()>>>(static_cast<const E*>(grad16), n, grad32, n32, flag);
+  });
+  check_launch("find_nonfinite_kernel");
+}
+
+void to_storage(Storage s, const float* x, void* y, int64_t n) {
+  detail::with_storage(s, [&](auto type) {
+    using E = decltype(type);
+    to_storage_kernel<E><<<grid_for(n), 256, 0, stream()>>>(x, static_cast<E*>(y), n);
+  });
+  check_launch("to_storage_kernel");
+}
+
+void from_storage(Storage s, const void* x, float* y, int64_t n) {
+  detail::with_storage(s, [&](auto type) {
+    using E = decltype(type);
+    from_storage_kernel<E><<<grid_for(n), 256, 0, stream()>>>(static_cast<const E*>(x), y, n);
+  });
+  check_launch("from_storage_kernel");
+}
+
+void normal_init(Storage s, void* x16, float* x32, int64_t n, float std, std::uint64_t seed) {
+  detail::with_storage(s, [&](auto type) {
+    using E = decltype(type);
+    normal_init_kernel<E><<<grid_for(n), 256, 0, stream()>>>(static_cast<E*>(x16), x32, n, std, seed);
+  });
+  check_launch("normal_init_kernel");
+}
+
+void fill(Storage s, void* x16, float* x32, int64_t n, float value) {
+  detail::with_storage(s, [&](auto type) {
+    using E = decltype(type);
+    fill_kernel<E><<<grid_for(n), 256, 0, stream()>>>(static_cast<E*>(x16), x32, n, value);
+  });
+  check_launch("fill_kernel");
+}
+
+}  // namespace parity::fast
