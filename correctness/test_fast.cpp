@@ -106,18 +106,22 @@ struct DeviceBuffer {
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   template <typename T> T* as() const { return static_cast<T*>(p); }
 };
-std::unique_ptr<DeviceBuffer> to_device_bf16(const std::vector<double>& x) {
-  std::vector<bfloat16_t> h(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) h[i] = float_to_bf16(static_cast<float>(x[i]));
+// Values (bfloat16-exact, so float16-exact too at these magnitudes) to the device in storage s, and back.
+std::unique_ptr<DeviceBuffer> to_device(const std::vector<double>& x, fast::Storage s = fast::Storage::bfloat16) {
+  std::vector<std::uint16_t> h(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i)
+    h[i] = s == fast::Storage::bfloat16 ? float_to_bf16(static_cast<float>(x[i])).bits
+                                        : float_to_half(static_cast<float>(x[i])).bits;
   auto d = std::make_unique<DeviceBuffer>(h.size() * 2);
   cuda::copy(d->p, h.data(), h.size() * 2);
   return d;
 }
-std::vector<double> from_device_bf16(const DeviceBuffer& d, std::size_t n) {
-  std::vector<bfloat16_t> h(n);
+std::vector<double> from_device(const DeviceBuffer& d, std::size_t n, fast::Storage s = fast::Storage::bfloat16) {
+  std::vector<std::uint16_t> h(n);
   cuda::copy(h.data(), d.p, n * 2);
   std::vector<double> x(n);
-  for (std::size_t i = 0; i < n; ++i) x[i] = bf16_to_float(h[i]);
+  for (std::size_t i = 0; i < n; ++i)
+    x[i] = s == fast::Storage::bfloat16 ? bf16_to_float(bfloat16_t{h[i]}) : half_to_float(float16_t{h[i]});
   return x;
 }
 Tensor host_tensor(const std::vector<double>& x, Shape shape) {
@@ -219,19 +223,21 @@ TEST_F(FastDevice, AttentionMatchesFloat64ForwardAndBackward) {
     ops::attention_forward(q, k.H, true, out, probs);
     Tensor dq = Tensor::empty("dq", {k.B, k.T, 3 * k.C}, DataType::float64, MemoryCategory::workspace);
     ops::attention_backward(host_tensor(dout, {k.B, k.T, k.C}), q, probs, k.H, dq);
-    // Fast.
-    auto d_qkv = to_device_bf16(qkv), d_dout = to_device_bf16(dout);
-    DeviceBuffer d_out(rows * k.C * 2), d_lse(static_cast<std::size_t>(k.B) * k.H * k.T * 4),
-        d_delta(static_cast<std::size_t>(k.B) * k.H * k.T * 4), d_dqkv(rows * 3 * k.C * 2);
-    fast::attention_forward(fast::Storage::bfloat16, d_qkv->p, d_out.p, d_lse.as<float>(), k.B, k.T, k.C, k.H);
-    fast::attention_backward(fast::Storage::bfloat16, d_dout->p, d_qkv->p, d_out.p, d_lse.as<float>(),
-                             d_delta.as<float>(), d_dqkv.p, k.B, k.T, k.C, k.H);
-    const double e_out = relative_error(from_device_bf16(d_out, rows * k.C), values(out));
-    const double e_dqkv = relative_error(from_device_bf16(d_dqkv, rows * 3 * k.C), values(dq));
-    EXPECT_LT(e_out, kAttentionForward);
-    EXPECT_LT(e_dqkv, kAttentionBackward);
-    std::printf("[fast attention] B=%d T=%d C=%d H=%d: forward %.2e (bound %.2e), backward %.2e (bound %.2e)\n", k.B,
-                k.T, k.C, k.H, e_out, kAttentionForward, e_dqkv, kAttentionBackward);
+    // Fast, in both storage types (float16 keeps more bits than bfloat16: the bounds hold a fortiori).
+    for (const fast::Storage s : {fast::Storage::bfloat16, fast::Storage::float16}) {
+      auto d_qkv = to_device(qkv, s), d_dout = to_device(dout, s);
+      DeviceBuffer d_out(rows * k.C * 2), d_lse(static_cast<std::size_t>(k.B) * k.H * k.T * 4),
+          d_delta(static_cast<std::size_t>(k.B) * k.H * k.T * 4), d_dqkv(rows * 3 * k.C * 2);
+      fast::attention_forward(s, d_qkv->p, d_out.p, d_lse.as<float>(), k.B, k.T, k.C, k.H);
+      fast::attention_backward(s, d_dout->p, d_qkv->p, d_out.p, d_lse.as<float>(), d_delta.as<float>(), d_dqkv.p, k.B,
+                               k.T, k.C, k.H);
+      const double e_out = relative_error(from_device(d_out, rows * k.C, s), values(out));
+      const double e_dqkv = relative_error(from_device(d_dqkv, rows * 3 * k.C, s), values(dq));
+      EXPECT_LT(e_out, kAttentionForward) << fast::name_of(s);
+      EXPECT_LT(e_dqkv, kAttentionBackward) << fast::name_of(s);
+      std::printf("[fast attention] %s B=%d T=%d C=%d H=%d: forward %.2e (bound %.2e), backward %.2e (bound %.2e)\n",
+                  fast::name_of(s), k.B, k.T, k.C, k.H, e_out, kAttentionForward, e_dqkv, kAttentionBackward);
+    }
   }
 }
 
@@ -258,7 +264,7 @@ TEST_F(FastDevice, LinearWithBiasGeluAndItsGradients) {
   for (double& v : dpre16) v = round_bf16(v);
   ops::linear_backward(host_tensor(dpre16, {M, N}), tx, tw, dx, dw, db);
 
-  auto dx_ = to_device_bf16(x), dw_ = to_device_bf16(w), db_ = to_device_bf16(b), ddy = to_device_bf16(dy);
+  auto dx_ = to_device(x), dw_ = to_device(w), db_ = to_device(b), ddy = to_device(dy);
   DeviceBuffer d_pre(M * N * 2), d_y(M * N * 2), d_dpre(M * N * 2), d_dx(M * K * 2), d_dw(K * N * 2), d_db(N * 2);
   const auto s = fast::Storage::bfloat16;
   fast::linear_forward(s, dx_->p, dw_->p, db_->p, d_y.p, d_pre.p, M, K, N, fast::Epilogue::bias_gelu);
@@ -266,18 +272,18 @@ TEST_F(FastDevice, LinearWithBiasGeluAndItsGradients) {
   // a square product; instead the DGELU epilogue is checked through dx = (dy I) gelu'(pre) with I = eye(N)).
   std::vector<double> eye(static_cast<std::size_t>(N * N), 0.0);
   for (std::int64_t i = 0; i < N; ++i) eye[static_cast<std::size_t>(i * N + i)] = 1;
-  auto d_eye = to_device_bf16(eye);
+  auto d_eye = to_device(eye);
   fast::linear_backward_input(s, ddy->p, d_eye->p, d_dpre.p, d_pre.p, M, N, N, fast::Epilogue::dgelu);
-  auto d_dpre16 = to_device_bf16(dpre16);  // the reference's rounded dpre, so each product is judged alone
+  auto d_dpre16 = to_device(dpre16);  // the reference's rounded dpre, so each product is judged alone
   fast::linear_backward_weight(s, dx_->p, d_dpre16->p, d_dw.p, d_db.p, M, K, N, false);
   fast::linear_backward_input(s, d_dpre16->p, dw_->p, d_dx.p, nullptr, M, K, N, fast::Epilogue::none);
 
-  EXPECT_LT(relative_error(from_device_bf16(d_pre, M * N), values(pre)), kOneRounding);
-  EXPECT_LT(relative_error(from_device_bf16(d_y, M * N), values(y)), kOneRounding);
-  EXPECT_LT(relative_error(from_device_bf16(d_dpre, M * N), values(dpre)), kOneRounding);
-  EXPECT_LT(relative_error(from_device_bf16(d_dw, K * N), values(dw)), kOneRounding);
-  EXPECT_LT(relative_error(from_device_bf16(d_db, N), values(db)), kOneRounding);
-  EXPECT_LT(relative_error(from_device_bf16(d_dx, M * K), values(dx)), kOneRounding);
+  EXPECT_LT(relative_error(from_device(d_pre, M * N), values(pre)), kOneRounding);
+  EXPECT_LT(relative_error(from_device(d_y, M * N), values(y)), kOneRounding);
+  EXPECT_LT(relative_error(from_device(d_dpre, M * N), values(dpre)), kOneRounding);
+  EXPECT_LT(relative_error(from_device(d_dw, K * N), values(dw)), kOneRounding);
+  EXPECT_LT(relative_error(from_device(d_db, N), values(db)), kOneRounding);
+  EXPECT_LT(relative_error(from_device(d_dx, M * K), values(dx)), kOneRounding);
   std::printf("[fast linear] epilogues fused by cuBLASLt: %s\n", fast::epilogue_fallbacks() == 0 ? "all" : "not all");
 }
 
@@ -299,18 +305,24 @@ std::vector<std::int32_t> ints(const Tensor& t) {
   return v;
 }
 
-TEST_F(FastDevice, StepGradientsMatchTheReferenceGpt) {
+class FastStorage : public FastDevice, public ::testing::WithParamInterface<fast::Storage> {};
+INSTANTIATE_TEST_SUITE_P(Fast, FastStorage, ::testing::Values(fast::Storage::bfloat16, fast::Storage::float16),
+                         [](const ::testing::TestParamInfo<fast::Storage>& info) { return std::string(fast::name_of(info.param)); });
+
+// float16 with its loss scale (2^16 on the first step): the gradients come back unscaled.
+TEST_P(FastStorage, StepGradientsMatchTheReferenceGpt) {
   model::GptConfig c = tiny_config();
   c.dtype = DataType::float64;
   const std::int64_t B = 4;
   auto reference = model::build_gpt(c);
-  fast::Gpt gpt(shape_of(c, B), fast::Storage::bfloat16, {}, 7);
+  fast::Gpt gpt(shape_of(c, B), GetParam(), {}, 7);
   copy_parameters(*reference, gpt);
   const model::Batch batch = model::gpt_batch(c, 0, 0, B, B);
   reference->zero_grad();
   const double want_loss = reference->forward_backward(batch, {0, 0, true});
   const auto tokens = ints(batch.inputs), targets = ints(batch.targets);
   const fast::StepResult got = gpt.step(tokens.data(), targets.data(), /*update=*/false);
+  ASSERT_FALSE(got.skipped) << "the first step overflowed at loss scale " << gpt.loss_scale();
   const double bound = step_gradient_bound(c.layers);
   EXPECT_LT(std::abs(got.loss - want_loss) / want_loss, bound) << got.loss << " vs " << want_loss;
   for (const model::Parameter* p : reference->parameters()) {
@@ -382,7 +394,10 @@ TEST_F(FastDevice, ProfiledStepSaysWhereTheTimeWent) {
   const fast::StepParts parts = gpt.last_parts();
   EXPECT_GT(parts.products_ms, 0);
   EXPECT_GT(parts.attention_ms, 0);
-  EXPECT_GT(parts.other_ms, 0);
+  EXPECT_GT(parts.layernorm_ms, 0);
+  EXPECT_GT(parts.loss_ms, 0);
+  EXPECT_GT(parts.embedding_ms, 0);
+  EXPECT_GT(parts.optimizer_ms, 0);
   gpt.set_profiling(false);
   // The same step without events computes the same loss from the same (updated) state as a
   // second model that never profiled.

@@ -83,6 +83,38 @@ ModelBenchPlan plan_model_bench(const ModelBenchOptions& options) {
   return plan;
 }
 
+void add_model_row(record::Table& table, const ModelRow& row) {
+  const double achieved = static_cast<double>(row.step_flops) / row.step_time_s / 1e9;
+  table.str("model").push_back(row.model);
+  table.str("config").push_back(row.config);
+  table.i64("rank").push_back(row.rank);
+  table.str("host").push_back(row.host);
+  table.i64("parameters").push_back(row.parameters);
+  table.i64("batch").push_back(row.batch);
+  table.i64("sequence").push_back(row.sequence);
+  table.i64("layers").push_back(row.layers);
+  table.i64("hidden").push_back(row.hidden);
+  table.i64("step_flops", "FLOP").push_back(row.step_flops);
+  table.f64("megatron_step_flops", "FLOP").push_back(row.megatron_step_flops);
+  table.f64("step_time_s", "s").push_back(row.step_time_s);
+  table.f64("tokens_per_s", "1/s").push_back(static_cast<double>(row.batch * row.sequence) / row.step_time_s);
+  table.f64("achieved_GFLOPs", "GFLOP/s").push_back(achieved);
+  table.f64("matmul_GFLOPs", "GFLOP/s").push_back(row.matmul_GFLOPs);
+  table.f64("mfu").push_back(achieved / row.matmul_GFLOPs);
+  for (MemoryCategory category : kAllMemoryCategories)
+    table.i64("peak_" + std::string(name_of(category)) + "_bytes", "B")
+        .push_back(row.peak_bytes.at(static_cast<std::size_t>(category)));
+  table.str("path").push_back(row.path);
+  table.f64("hardware_step_flops", "FLOP").push_back(row.hardware_step_flops);
+  table.f64("peak_GFLOPs", "GFLOP/s").push_back(row.peak_GFLOPs);
+  table.f64("mfu_of_peak").push_back(achieved / row.peak_GFLOPs);
+  table.f64("hfu_of_peak").push_back(row.hardware_step_flops / row.step_time_s / 1e9 / row.peak_GFLOPs);
+  table.f64("products_fraction").push_back(row.products_fraction);
+  table.f64("attention_fraction").push_back(row.attention_fraction);
+  table.f64("other_fraction").push_back(row.other_fraction);
+  table.f64("attention_GFLOPs", "GFLOP/s").push_back(row.attention_GFLOPs);
+}
+
 std::size_t model_bench_bytes_per_rank(const ModelBenchPlan& plan) {
   std::size_t most = 0;
   for (const auto& m : plan.models) {
@@ -154,34 +186,23 @@ ModelBenchOutcome run_model_bench(Session& session, const ModelBenchPlan& plan, 
       peaks.push_back(gather_from_ranks(world, static_cast<double>(memory.peak_above_start(category))));
     for (int r = 0; r < world.size(); ++r) {
       const auto i = static_cast<std::size_t>(r);
-      const double tokens = static_cast<double>(plan.batch * c.sequence);
-      const double achieved = static_cast<double>(formula_flops) / all_times[i] / 1e9;
-      out.table.str("model").push_back(preset.name);
-      out.table.str("config").push_back(c.describe());
-      out.table.i64("rank").push_back(r);
-      out.table.str("host").push_back(session.hosts()[i]);
-      out.table.i64("parameters").push_back(theory::gpt_parameters(c));
-      out.table.i64("batch").push_back(plan.batch);
-      out.table.i64("sequence").push_back(c.sequence);
-      out.table.i64("layers").push_back(c.layers);
-      out.table.i64("hidden").push_back(c.hidden);
-      out.table.i64("step_flops", "FLOP").push_back(formula_flops);
-      out.table.f64("megatron_step_flops", "FLOP").push_back(theory::megatron_step_flops(c, plan.batch));
-      out.table.f64("step_time_s", "s").push_back(all_times[i]);
-      out.table.f64("tokens_per_s", "1/s").push_back(tokens / all_times[i]);
-      out.table.f64("achieved_GFLOPs", "GFLOP/s").push_back(achieved);
-      out.table.f64("matmul_GFLOPs", "GFLOP/s").push_back(all_matmul[i]);
-      out.table.f64("mfu").push_back(achieved / all_matmul[i]);
-      for (MemoryCategory category : kAllMemoryCategories)
-        out.table.i64("peak_" + std::string(name_of(category)) + "_bytes", "B")
-            .push_back(static_cast<std::int64_t>(peaks[static_cast<std::size_t>(category)][i]));
-      out.table.str("path").push_back("reference");
-      out.table.f64("hardware_step_flops", "FLOP").push_back(static_cast<double>(formula_flops));
-      const double nan = std::nan("");
-      out.table.f64("peak_GFLOPs", "GFLOP/s").push_back(nan);
-      for (const char* column : {"mfu_of_peak", "hfu_of_peak", "products_fraction", "attention_fraction", "other_fraction"})
-        out.table.f64(column).push_back(nan);
-      out.table.f64("attention_GFLOPs", "GFLOP/s").push_back(nan);
+      ModelRow row{.model = preset.name,
+                   .config = c.describe(),
+                   .host = session.hosts()[i],
+                   .path = "reference",
+                   .rank = r,
+                   .parameters = theory::gpt_parameters(c),
+                   .batch = plan.batch,
+                   .sequence = c.sequence,
+                   .layers = c.layers,
+                   .hidden = c.hidden,
+                   .step_flops = formula_flops,
+                   .megatron_step_flops = theory::megatron_step_flops(c, plan.batch),
+                   .hardware_step_flops = static_cast<double>(formula_flops),
+                   .step_time_s = all_times[i],
+                   .matmul_GFLOPs = all_matmul[i]};
+      for (const auto& category_peaks : peaks) row.peak_bytes.push_back(static_cast<std::int64_t>(category_peaks[i]));
+      add_model_row(out.table, row);
     }
     session.record_rows("/bench/model", out.table, first_row);  // kept if the run is cut short
     if (session.is_root() && !session.options().quiet) {

@@ -1,6 +1,7 @@
 // parity bench model: tokens per second and MFU of a GPT training step on every rank.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -58,6 +59,19 @@ struct ModelBenchOutcome {
   record::Table table{kModelBenchTable};
 };
 ModelBenchOutcome run_model_bench(Session& session, const ModelBenchPlan& plan, const ModelBenchOptions& options);
+// One rank's row of /bench/model; add_model_row derives tokens/s, achieved GFLOP/s, MFU (over
+// matmul_GFLOPs) and MFU and HFU over peak_GFLOPs (NaN where that is).
+struct ModelRow {
+  std::string model, config, host, path;
+  int rank = 0;
+  std::int64_t parameters = 0, batch = 0, sequence = 0, layers = 0, hidden = 0, step_flops = 0;
+  double megatron_step_flops = 0, hardware_step_flops = 0, step_time_s = 0, matmul_GFLOPs = 0;
+  std::vector<std::int64_t> peak_bytes;  // per memory category, in kAllMemoryCategories' order
+  double peak_GFLOPs = std::nan(""), products_fraction = std::nan(""), attention_fraction = std::nan(""),
+         other_fraction = std::nan(""), attention_GFLOPs = std::nan("");
+};
+void add_model_row(record::Table& table, const ModelRow& row);
+
 // --path fast: the same rows from the fast GPT step (reference/fast/gpt.hpp) on the rank's GPU.
 ModelBenchOutcome run_fast_model_bench(Session& session, const ModelBenchPlan& plan, const ModelBenchOptions& options);
 std::size_t fast_model_bench_bytes(const ModelBenchPlan& plan);

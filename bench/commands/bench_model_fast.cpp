@@ -157,48 +157,45 @@ ModelBenchOutcome run_fast_model_bench(Session& session, const ModelBenchPlan& p
     const auto all_attention = gather_from_ranks(world, attention_GFLOPs);
     const auto all_part_products = gather_from_ranks(world, parts.products_ms / parts.total_ms());
     const auto all_part_attention = gather_from_ranks(world, parts.attention_ms / parts.total_ms());
-    const auto all_part_other = gather_from_ranks(world, parts.other_ms / parts.total_ms());
-    const double bytes = static_cast<double>(fast::device_bytes(shape, storage));
+    const auto all_part_other = gather_from_ranks(world, parts.other_ms() / parts.total_ms());
+    const std::size_t bytes = fast::device_bytes(shape, storage);
+    // The fast path allocates everything up front, outside the memory tracker: its plan's bytes,
+    // all counted as workspace.
+    std::vector<std::int64_t> peak_bytes;
+    for (MemoryCategory category : kAllMemoryCategories)
+      peak_bytes.push_back(category == MemoryCategory::workspace ? static_cast<std::int64_t>(bytes) : 0);
     for (int r = 0; r < world.size(); ++r) {
       const auto i = static_cast<std::size_t>(r);
-      const double achieved = static_cast<double>(model_flops) / all_times[i] / 1e9;
-      out.table.str("model").push_back(preset.name);
-      out.table.str("config").push_back(c.describe() + " fast " + options.dtype);
-      out.table.i64("rank").push_back(r);
-      out.table.str("host").push_back(session.hosts()[i]);
-      out.table.i64("parameters").push_back(theory::gpt_parameters(c));
-      out.table.i64("batch").push_back(plan.batch);
-      out.table.i64("sequence").push_back(c.sequence);
-      out.table.i64("layers").push_back(c.layers);
-      out.table.i64("hidden").push_back(c.hidden);
-      out.table.i64("step_flops", "FLOP").push_back(model_flops);
-      out.table.f64("megatron_step_flops", "FLOP").push_back(theory::megatron_step_flops(c, plan.batch));
-      out.table.f64("step_time_s", "s").push_back(all_times[i]);
-      out.table.f64("tokens_per_s", "1/s").push_back(static_cast<double>(plan.batch * c.sequence) / all_times[i]);
-      out.table.f64("achieved_GFLOPs", "GFLOP/s").push_back(achieved);
-      out.table.f64("matmul_GFLOPs", "GFLOP/s").push_back(all_products[i]);
-      out.table.f64("mfu").push_back(achieved / all_products[i]);
-      // The fast path allocates everything up front, outside the memory tracker: its plan's bytes,
-      // all counted as workspace.
-      for (MemoryCategory category : kAllMemoryCategories)
-        out.table.i64("peak_" + std::string(name_of(category)) + "_bytes", "B")
-            .push_back(category == MemoryCategory::workspace ? static_cast<std::int64_t>(bytes) : 0);
-      out.table.str("path").push_back("fast");
-      out.table.f64("hardware_step_flops", "FLOP").push_back(hardware);
-      out.table.f64("peak_GFLOPs", "GFLOP/s").push_back(peak_GFLOPs);
-      out.table.f64("mfu_of_peak").push_back(achieved / peak_GFLOPs);
-      out.table.f64("hfu_of_peak").push_back(hardware / all_times[i] / 1e9 / peak_GFLOPs);
-      out.table.f64("products_fraction").push_back(all_part_products[i]);
-      out.table.f64("attention_fraction").push_back(all_part_attention[i]);
-      out.table.f64("other_fraction").push_back(all_part_other[i]);
-      out.table.f64("attention_GFLOPs", "GFLOP/s").push_back(all_attention[i]);
+      add_model_row(out.table, {.model = preset.name,
+                                .config = c.describe() + " fast " + options.dtype,
+                                .host = session.hosts()[i],
+                                .path = "fast",
+                                .rank = r,
+                                .parameters = theory::gpt_parameters(c),
+                                .batch = plan.batch,
+                                .sequence = c.sequence,
+                                .layers = c.layers,
+                                .hidden = c.hidden,
+                                .step_flops = model_flops,
+                                .megatron_step_flops = theory::megatron_step_flops(c, plan.batch),
+                                .hardware_step_flops = hardware,
+                                .step_time_s = all_times[i],
+                                .matmul_GFLOPs = all_products[i],
+                                .peak_bytes = peak_bytes,
+                                .peak_GFLOPs = peak_GFLOPs,
+                                .products_fraction = all_part_products[i],
+                                .attention_fraction = all_part_attention[i],
+                                .other_fraction = all_part_other[i],
+                                .attention_GFLOPs = all_attention[i]});
     }
     session.record_rows("/bench/model", out.table, first_row);
     if (session.is_root() && !session.options().quiet) {
       std::fprintf(stderr,
-                   "[bench model] %s: step time in products %.2f, attention %.2f, other %.2f; attention forward+backward "
-                   "%.0f TFLOP/s (%.2f of peak)\n",
+                   "[bench model] %s: step time in products %.2f, attention %.2f, other %.2f (LayerNorm %.1f ms, loss "
+                   "%.1f, embeddings %.1f, optimizer %.1f of %.1f); attention forward+backward %.0f TFLOP/s (%.2f of "
+                   "peak)\n",
                    preset.name.c_str(), all_part_products[0], all_part_attention[0], all_part_other[0],
+                   parts.layernorm_ms, parts.loss_ms, parts.embedding_ms, parts.optimizer_ms, parts.total_ms(),
                    all_attention[0] / 1e3, all_attention[0] / peak_GFLOPs);
       std::fprintf(stderr,
                    "[bench model] %s fast %s B=%lld on %s: %.0f tokens/s, %.1f TFLOP/s, MFU %.3f of the %.0f TFLOP/s "

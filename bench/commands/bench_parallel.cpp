@@ -448,7 +448,7 @@ class BenchMemory final : public Command {
   void declare(CommandOptions& o) override {
     ParallelBenchOptions& p = options_;
     o.add("--model", p.model, "mlp (" + model::MlpConfig{256, 1024, 256, 4}.describe() +
-                                  ") or a GPT preset (tiny, small, medium, large)");
+                                  ") or a GPT preset:" + model_presets_help());
     o.add("--strategies", p.strategies, "dp, zero1, zero2, zero3, comma-separated");
     o.add("--precision", p.precisions, "mixed (bfloat16 parameters and gradients, float32 master weights and Adam "
                                        "moments: K = 12), float32, float64; comma-separated");
@@ -498,7 +498,7 @@ class BenchScaling final : public Command {
 
   void declare(CommandOptions& o) override {
     ParallelBenchOptions& p = options_;
-    o.add("--model", p.model, "mlp, or a GPT preset (tiny, small, medium, large), trained in float32");
+    o.add("--model", p.model, "mlp, or a GPT preset, trained in float32:" + model_presets_help());
     o.add("--batch", p.batch, "Global batch (rows) of strong scaling; at least the number of ranks");
     o.add("--weak-batch", p.weak_batch, "Rows per rank of weak scaling");
     o.add("--bucket-sizes", p.bucket_sizes,

@@ -43,29 +43,22 @@ template <typename T> struct Tile {
   __device__ T* row(int r) const { return base + r * pitch; }
 };
 
-// Loads rows [row0, row0 + rows) x columns [col0, col0 + D) of a [T, ld] matrix (rows past T as
-// zeros) into `rows_tile` (as rows) and/or `cols_tile` (transposed: D rows of `rows` elements).
+// Starts copying rows [row0, row0 + rows) x columns [col0, col0 + D) of a [T, ld] matrix into
+// the row tile `tile` with 16-byte asynchronous copies (cp.async), rows past T as zeros. The copy
+// is complete after commit() and wait_for_copies() (and a barrier, for the other threads' parts).
 template <typename T, int D>
-__device__ void load_tile(const T* src, int ld, int T_len, int row0, int rows, int col0, Tile<T>* rows_tile,
-                          Tile<T>* cols_tile) {
-  constexpr int kVec = 8;  // 16 bytes
-  const int vectors = rows * (D / kVec);
-  for (int i = threadIdx.x; i < vectors; i += blockDim.x) {
-    // A transposed copy takes consecutive rows on consecutive threads, so that a warp's 2-byte
-    // stores land side by side in one row of the copy (consecutive columns would put them a row
-    // apart, all in one bank); the 16-byte row stores of 8 consecutive rows still cover all banks.
-    const int r = cols_tile ? i % rows : i / (D / kVec);
-    const int c = (cols_tile ? i / rows : i % (D / kVec)) * kVec;
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (row0 + r < T_len) v = *reinterpret_cast<const uint4*>(src + static_cast<std::int64_t>(row0 + r) * ld + col0 + c);
-    if (rows_tile) *reinterpret_cast<uint4*>(rows_tile->row(r) + c) = v;
-    if (cols_tile) {
-      const T* e = reinterpret_cast<const T*>(&v);
-#pragma unroll
-      for (int j = 0; j < kVec; ++j) cols_tile->row(c + j)[r] = e[j];
-    }
+__device__ void start_tile(const T* src, int ld, int T_len, int row0, int rows, int col0, const Tile<T>& tile) {
+  constexpr int kVec = 8;  // elements per 16 bytes
+  for (int i = threadIdx.x; i < rows * (D / kVec); i += blockDim.x) {
+    const int r = i / (D / kVec), c = (i % (D / kVec)) * kVec;
+    const bool inside = row0 + r < T_len;
+    const T* from = src + static_cast<std::int64_t>(inside ? row0 + r : 0) * ld + col0 + c;
+    const auto to = static_cast<uint32_t>(__cvta_generic_to_shared(tile.row(r) + c));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(from), "r"(inside ? 16 : 0));
   }
 }
+__device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void wait_for_copies() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
 
 // Four 8 x 8 matrices of 16-bit elements from shared memory in one instruction (ldmatrix):
 // lane l gives the address of row l % 8 of matrix l / 8, and receives in x[i] the elements
@@ -89,6 +82,16 @@ template <typename T> __device__ void a_fragment(const Tile<T>& t, int r0, int k
 template <typename T> __device__ void b_fragments(const Tile<T>& t, int n0, int k0, uint32_t b[4]) {
   const int lane = threadIdx.x % 32, m = lane / 8;
   load_matrices(t.row(n0 + (m / 2) * 8 + lane % 8) + k0 + (m % 2) * 8, b);
+}
+// The B operands of two column tiles n0 and n0 + 8 where k runs down the rows of tile t from
+// row k0 (B[k][n] = t[k0 + k][n0 + n]): ldmatrix's transposing form on the matrices (k0, n0),
+// (k0 + 8, n0), (k0, n0 + 8), (k0 + 8, n0 + 8).
+template <typename T> __device__ void b_fragments_down(const Tile<T>& t, int k0, int n0, uint32_t b[4]) {
+  const int lane = threadIdx.x % 32, m = lane / 8;
+  const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(t.row(k0 + (m % 2) * 8 + lane % 8) + n0 + (m / 2) * 8));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3])
+               : "r"(address));
 }
 // The A operand for k columns [16 j, 16 j + 16) from accumulator tiles acc[2j], acc[2j + 1].
 template <typename T> __device__ void a_from_accumulators(const float (*acc)[4], int j, uint32_t a[4]) {
@@ -120,7 +123,7 @@ __device__ void multiply_rows(const Tile<T>& a, int r0, const Tile<T>& b, float 
     }
   }
 }
-// acc[NT tiles] += A (from accumulators p, K columns) times B from tile `b` (rows n0 + 8i).
+// acc[NT tiles] += A (from accumulators p, K columns) times B = rows 0..K of row tile `b`.
 template <typename T, int NT, int K>
 __device__ void multiply_accumulators(const float (*p)[4], const Tile<T>& b, float (*acc)[4]) {
   static_assert(NT % 2 == 0, "B operands are loaded two column tiles at a time");
@@ -131,7 +134,7 @@ __device__ void multiply_accumulators(const float (*p)[4], const Tile<T>& b, flo
 #pragma unroll
     for (int n = 0; n < NT; n += 2) {
       uint32_t bf[4];
-      b_fragments(b, 8 * n, 16 * j, bf);
+      b_fragments_down(b, 16 * j, 8 * n, bf);
       Tensor16<T>::mma(acc[n], af, bf);
       Tensor16<T>::mma(acc[n + 1], af, bf + 2);
     }
@@ -173,25 +176,33 @@ template <typename T, int D>
 __global__ void __launch_bounds__(32 * kWarps) forward_kernel(const T* qkv, T* out, float* lse, int T_len, int C,
                                                               int H, float scale_log2) {
   extern __shared__ __align__(16) unsigned char smem[];
-  Tile<T> ks{reinterpret_cast<T*>(smem), row_pitch<D>()};
-  Tile<T> vt{ks.base + kKeyTile * row_pitch<D>(), kKeyTile + kPad};
-  Tile<T> qs{vt.base + D * (kKeyTile + kPad), row_pitch<D>()};
+  // The query tile, then two buffers of (K, V): the next key tile is copied while this one is used.
+  Tile<T> qs{reinterpret_cast<T*>(smem), row_pitch<D>()};
+  T* const buffers = qs.base + kRows * row_pitch<D>();  // buffer i: K at 2 i, V at 2 i + 1 (key tiles)
+  const auto key_tile = [&](int i, int which) { return Tile<T>{buffers + (2 * i + which) * kKeyTile * row_pitch<D>(), row_pitch<D>()}; };
   const int tile = gridDim.x - 1 - blockIdx.x;
   const int b = blockIdx.y / H, h = blockIdx.y % H, warp = threadIdx.x / 32;
   const int ld = 3 * C;
   const T* base = qkv + static_cast<std::int64_t>(b) * T_len * ld;
   const int q0 = tile * kRows, qw = q0 + 16 * warp;
 
-  load_tile<T, D>(base, ld, T_len, q0, kRows, h * D, &qs, nullptr);
+  start_tile<T, D>(base, ld, T_len, q0, kRows, h * D, qs);
+  start_tile<T, D>(base, ld, T_len, 0, kKeyTile, C + h * D, key_tile(0, 0));
+  start_tile<T, D>(base, ld, T_len, 0, kKeyTile, 2 * C + h * D, key_tile(0, 1));
+  commit();
   float o[D / 8][4];
   clear<D / 8>(o);
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   const int last_key_tile = min((q0 + kRows - 1) / kKeyTile, (T_len - 1) / kKeyTile);
   for (int kt = 0; kt <= last_key_tile; ++kt) {
-    __syncthreads();
-    load_tile<T, D>(base, ld, T_len, kt * kKeyTile, kKeyTile, C + h * D, &ks, nullptr);
-    load_tile<T, D>(base, ld, T_len, kt * kKeyTile, kKeyTile, 2 * C + h * D, nullptr, &vt);
-    __syncthreads();
+    wait_for_copies();
+    __syncthreads();  // this tile is in; every warp is done with the buffers the next copy overwrites
+    if (kt < last_key_tile) {
+      start_tile<T, D>(base, ld, T_len, (kt + 1) * kKeyTile, kKeyTile, C + h * D, key_tile((kt + 1) % 2, 0));
+      start_tile<T, D>(base, ld, T_len, (kt + 1) * kKeyTile, kKeyTile, 2 * C + h * D, key_tile((kt + 1) % 2, 1));
+    }
+    commit();
+    const Tile<T> ks = key_tile(kt % 2, 0), vs = key_tile(kt % 2, 1);
     float s[kKeyTile / 8][4];
     clear<kKeyTile / 8>(s);
     multiply_rows<T, kKeyTile / 8, D>(qs, 16 * warp, ks, s);
@@ -224,7 +235,7 @@ __global__ void __launch_bounds__(32 * kWarps) forward_kernel(const T* qkv, T* o
     for (int n = 0; n < D / 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) o[n][e] *= alpha[e / 2];
-    multiply_accumulators<T, D / 8, kKeyTile>(s, vt, o);
+    multiply_accumulators<T, D / 8, kKeyTile>(s, vs, o);
   }
   float inv[2];
 #pragma unroll
@@ -266,38 +277,39 @@ __global__ void __launch_bounds__(32 * kWarps) backward_kv_kernel(const T* dout,
                                                                   const float* delta, T* dqkv, int T_len, int C, int H,
                                                                   float scale_log2, float scale) {
   extern __shared__ __align__(16) unsigned char smem[];
+  // The key tile's K and V, then two buffers of (Q, dO): the next query tile is copied while this one is used.
   Tile<T> ks{reinterpret_cast<T*>(smem), row_pitch<D>()};
   Tile<T> vs{ks.base + kRows * row_pitch<D>(), row_pitch<D>()};
-  Tile<T> qs{vs.base + kRows * row_pitch<D>(), row_pitch<D>()};
-  Tile<T> qt{qs.base + kQueryTile * row_pitch<D>(), kQueryTile + kPad};
-  Tile<T> dos{qt.base + D * (kQueryTile + kPad), row_pitch<D>()};
-  Tile<T> dot{dos.base + kQueryTile * row_pitch<D>(), kQueryTile + kPad};
-  float* lse_s = reinterpret_cast<float*>(dot.base + D * (kQueryTile + kPad));
-  float* delta_s = lse_s + kQueryTile;
+  T* const buffers = vs.base + kRows * row_pitch<D>();  // buffer i: Q at 2 i, dO at 2 i + 1 (query tiles)
+  const auto query_tile = [&](int i, int which) { return Tile<T>{buffers + (2 * i + which) * kQueryTile * row_pitch<D>(), row_pitch<D>()}; };
 
   const int tile = gridDim.x - 1 - blockIdx.x;
   const int b = blockIdx.y / H, h = blockIdx.y % H, warp = threadIdx.x / 32;
   const int ld = 3 * C;
   const T* base = qkv + static_cast<std::int64_t>(b) * T_len * ld;
   const T* dbase = dout + static_cast<std::int64_t>(b) * T_len * C;
-  const std::int64_t stats = (static_cast<std::int64_t>(b) * H + h) * T_len;
+  const float* lse_h = lse + (static_cast<std::int64_t>(b) * H + h) * T_len;
+  const float* delta_h = delta + (static_cast<std::int64_t>(b) * H + h) * T_len;
   const int k0 = tile * kRows, kw = k0 + 16 * warp;
 
-  load_tile<T, D>(base, ld, T_len, k0, kRows, C + h * D, &ks, nullptr);
-  load_tile<T, D>(base, ld, T_len, k0, kRows, 2 * C + h * D, &vs, nullptr);
+  start_tile<T, D>(base, ld, T_len, k0, kRows, C + h * D, ks);
+  start_tile<T, D>(base, ld, T_len, k0, kRows, 2 * C + h * D, vs);
+  start_tile<T, D>(base, ld, T_len, k0, kQueryTile, h * D, query_tile(0, 0));
+  start_tile<T, D>(dbase, C, T_len, k0, kQueryTile, h * D, query_tile(0, 1));
+  commit();
   float dk[D / 8][4], dv[D / 8][4];
   clear<D / 8>(dk);
   clear<D / 8>(dv);
-  for (int q0 = (k0 / kQueryTile) * kQueryTile; q0 < T_len; q0 += kQueryTile) {
+  int buffer = 0;
+  for (int q0 = k0; q0 < T_len; q0 += kQueryTile, buffer ^= 1) {
+    wait_for_copies();
     __syncthreads();
-    load_tile<T, D>(base, ld, T_len, q0, kQueryTile, h * D, &qs, &qt);
-    load_tile<T, D>(dbase, C, T_len, q0, kQueryTile, h * D, &dos, &dot);
-    for (int i = threadIdx.x; i < kQueryTile; i += blockDim.x) {
-      const bool inside = q0 + i < T_len;
-      lse_s[i] = inside ? lse[stats + q0 + i] : 0.f;
-      delta_s[i] = inside ? delta[stats + q0 + i] : 0.f;
+    if (q0 + kQueryTile < T_len) {
+      start_tile<T, D>(base, ld, T_len, q0 + kQueryTile, kQueryTile, h * D, query_tile(buffer ^ 1, 0));
+      start_tile<T, D>(dbase, C, T_len, q0 + kQueryTile, kQueryTile, h * D, query_tile(buffer ^ 1, 1));
     }
-    __syncthreads();
+    commit();
+    const Tile<T> qs = query_tile(buffer, 0), dos = query_tile(buffer, 1);
     // S^T (16 keys x 32 queries) = K Q^T, then P^T.
     float p[kQueryTile / 8][4];
     clear<kQueryTile / 8>(p);
@@ -307,10 +319,10 @@ __global__ void __launch_bounds__(32 * kWarps) backward_kv_kernel(const T* dout,
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int key = kw + acc_row(e), qi = acc_col(n, e), query = q0 + qi;
-        p[n][e] = (key > query || query >= T_len) ? 0.f : exp2f(p[n][e] * scale_log2 - lse_s[qi]);
+        p[n][e] = (key > query || query >= T_len) ? 0.f : exp2f(p[n][e] * scale_log2 - lse_h[query]);
       }
     // dV += P^T dO.
-    multiply_accumulators<T, D / 8, kQueryTile>(p, dot, dv);
+    multiply_accumulators<T, D / 8, kQueryTile>(p, dos, dv);
     // dP^T = V dO^T; dS^T = P^T (dP^T - delta).
     float ds[kQueryTile / 8][4];
     clear<kQueryTile / 8>(ds);
@@ -318,9 +330,12 @@ __global__ void __launch_bounds__(32 * kWarps) backward_kv_kernel(const T* dout,
 #pragma unroll
     for (int n = 0; n < kQueryTile / 8; ++n)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) ds[n][e] = p[n][e] * (ds[n][e] - delta_s[acc_col(n, e)]);
+      for (int e = 0; e < 4; ++e) {
+        const int query = q0 + acc_col(n, e);
+        ds[n][e] = query < T_len ? p[n][e] * (ds[n][e] - delta_h[query]) : 0.f;
+      }
     // dK += dS^T Q.
-    multiply_accumulators<T, D / 8, kQueryTile>(ds, qt, dk);
+    multiply_accumulators<T, D / 8, kQueryTile>(ds, qs, dk);
   }
   T* dbase_out = dqkv + static_cast<std::int64_t>(b) * T_len * ld;
   store_rows<T, D>(dk, scale, dbase_out, ld, T_len, kw, C + h * D);
@@ -333,11 +348,11 @@ __global__ void __launch_bounds__(32 * kWarps) backward_q_kernel(const T* dout, 
                                                                  const float* delta, T* dqkv, int T_len, int C, int H,
                                                                  float scale_log2, float scale) {
   extern __shared__ __align__(16) unsigned char smem[];
+  // The query tile's Q and dO, then two buffers of (K, V): the next key tile is copied while this one is used.
   Tile<T> qs{reinterpret_cast<T*>(smem), row_pitch<D>()};
   Tile<T> dos{qs.base + kRows * row_pitch<D>(), row_pitch<D>()};
-  Tile<T> ks{dos.base + kRows * row_pitch<D>(), row_pitch<D>()};
-  Tile<T> kt_tile{ks.base + kKeyTile * row_pitch<D>(), kKeyTile + kPad};
-  Tile<T> vs{kt_tile.base + D * (kKeyTile + kPad), row_pitch<D>()};
+  T* const buffers = dos.base + kRows * row_pitch<D>();  // buffer i: K at 2 i, V at 2 i + 1 (key tiles)
+  const auto key_tile = [&](int i, int which) { return Tile<T>{buffers + (2 * i + which) * kKeyTile * row_pitch<D>(), row_pitch<D>()}; };
 
   const int tile = gridDim.x - 1 - blockIdx.x;
   const int b = blockIdx.y / H, h = blockIdx.y % H, warp = threadIdx.x / 32;
@@ -346,8 +361,11 @@ __global__ void __launch_bounds__(32 * kWarps) backward_q_kernel(const T* dout, 
   const std::int64_t stats = (static_cast<std::int64_t>(b) * H + h) * T_len;
   const int q0 = tile * kRows, qw = q0 + 16 * warp;
 
-  load_tile<T, D>(base, ld, T_len, q0, kRows, h * D, &qs, nullptr);
-  load_tile<T, D>(dout + static_cast<std::int64_t>(b) * T_len * C, C, T_len, q0, kRows, h * D, &dos, nullptr);
+  start_tile<T, D>(base, ld, T_len, q0, kRows, h * D, qs);
+  start_tile<T, D>(dout + static_cast<std::int64_t>(b) * T_len * C, C, T_len, q0, kRows, h * D, dos);
+  start_tile<T, D>(base, ld, T_len, 0, kKeyTile, C + h * D, key_tile(0, 0));
+  start_tile<T, D>(base, ld, T_len, 0, kKeyTile, 2 * C + h * D, key_tile(0, 1));
+  commit();
   float row_lse[2], row_delta[2];
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
@@ -359,10 +377,14 @@ __global__ void __launch_bounds__(32 * kWarps) backward_q_kernel(const T* dout, 
   clear<D / 8>(dq);
   const int last_key_tile = min((q0 + kRows - 1) / kKeyTile, (T_len - 1) / kKeyTile);
   for (int kt = 0; kt <= last_key_tile; ++kt) {
+    wait_for_copies();
     __syncthreads();
-    load_tile<T, D>(base, ld, T_len, kt * kKeyTile, kKeyTile, C + h * D, &ks, &kt_tile);
-    load_tile<T, D>(base, ld, T_len, kt * kKeyTile, kKeyTile, 2 * C + h * D, &vs, nullptr);
-    __syncthreads();
+    if (kt < last_key_tile) {
+      start_tile<T, D>(base, ld, T_len, (kt + 1) * kKeyTile, kKeyTile, C + h * D, key_tile((kt + 1) % 2, 0));
+      start_tile<T, D>(base, ld, T_len, (kt + 1) * kKeyTile, kKeyTile, 2 * C + h * D, key_tile((kt + 1) % 2, 1));
+    }
+    commit();
+    const Tile<T> ks = key_tile(kt % 2, 0), vs = key_tile(kt % 2, 1);
     float p[kKeyTile / 8][4], ds[kKeyTile / 8][4];
     clear<kKeyTile / 8>(p);
     clear<kKeyTile / 8>(ds);
@@ -377,20 +399,19 @@ __global__ void __launch_bounds__(32 * kWarps) backward_q_kernel(const T* dout, 
             (key > query || key >= T_len || query >= T_len) ? 0.f : exp2f(p[n][e] * scale_log2 - row_lse[e / 2]);
         ds[n][e] = pe * (ds[n][e] - row_delta[e / 2]);
       }
-    multiply_accumulators<T, D / 8, kKeyTile>(ds, kt_tile, dq);
+    multiply_accumulators<T, D / 8, kKeyTile>(ds, ks, dq);
   }
   store_rows<T, D>(dq, scale, dqkv + static_cast<std::int64_t>(b) * T_len * ld, ld, T_len, qw, h * D);
 }
 
 template <int D> constexpr std::size_t forward_smem(std::size_t e) {
-  return e * (kKeyTile * row_pitch<D>() + D * (kKeyTile + kPad) + kRows * row_pitch<D>());
+  return e * row_pitch<D>() * (kRows + 4 * kKeyTile);
 }
 template <int D> constexpr std::size_t backward_kv_smem(std::size_t e) {
-  return e * (2 * kRows * row_pitch<D>() + 2 * kQueryTile * row_pitch<D>() + 2 * D * (kQueryTile + kPad)) +
-         2 * kQueryTile * sizeof(float);
+  return e * row_pitch<D>() * (2 * kRows + 4 * kQueryTile);
 }
 template <int D> constexpr std::size_t backward_q_smem(std::size_t e) {
-  return e * (2 * kRows * row_pitch<D>() + 2 * kKeyTile * row_pitch<D>() + D * (kKeyTile + kPad));
+  return e * row_pitch<D>() * (2 * kRows + 4 * kKeyTile);
 }
 
 // Raises a kernel's dynamic shared-memory limit once (above 48 KiB needs the opt-in).

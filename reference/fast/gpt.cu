@@ -79,10 +79,11 @@ struct Gpt::State {
 
   int updates = 0;
   float scale = 1.f;
+  float step_scale = 1.f;  // the scale the last step's gradients carry
   int good_steps = 0;
 
   // Profiling: an event where the kind of work changes; interval i belongs to part_of[i].
-  enum Part { kProducts, kAttention, kOther };
+  enum Part { kProducts, kAttention, kLayerNorm, kLoss, kEmbedding, kOptimizer };
   bool profiling = false;
   std::vector<cudaEvent_t> events;
   std::vector<Part> part_of;
@@ -102,7 +103,9 @@ struct Gpt::State {
     for (std::size_t i = 0; i < marks; ++i) {
       float ms = 0;
       check(cudaEventElapsedTime(&ms, events[i], events[i + 1]), "cudaEventElapsedTime");
-      (part_of[i] == kProducts ? parts.products_ms : part_of[i] == kAttention ? parts.attention_ms : parts.other_ms) += ms;
+      double* const to[] = {&parts.products_ms, &parts.attention_ms, &parts.layernorm_ms,
+                            &parts.loss_ms, &parts.embedding_ms, &parts.optimizer_ms};
+      *to[part_of[i]] += ms;
     }
     marks = 0;
   }
@@ -234,8 +237,9 @@ struct Gpt::State {
   void forward() {
     const Storage s = storage;
     const int B = static_cast<int>(shape.batch), T = static_cast<int>(shape.sequence), C = static_cast<int>(h);
-    mark(kOther);
+    mark(kEmbedding);
     embedding_forward(s, tokens, param("embedding.wte"), param("embedding.wpe"), layers[0].resid, B, T, h);
+    mark(kLayerNorm);
     residual_layernorm_forward(s, layers[0].resid, nullptr, nullptr, param("blocks.0.ln1.gamma"),
                                param("blocks.0.ln1.beta"), layers[0].ln1.p, layers[0].mean1, layers[0].rstd1, M, h);
     for (int l = 0; l < shape.layers; ++l) {
@@ -249,7 +253,7 @@ struct Gpt::State {
       mark(kProducts);
       linear_forward(s, y.atty.p, param(b + ".attn.proj.weight"), param(b + ".attn.proj.bias"), proj_out.p, nullptr, M,
                      h, h, Epilogue::bias);
-      mark(kOther);
+      mark(kLayerNorm);
       residual_layernorm_forward(s, y.resid, proj_out.p, y.mid, param(b + ".ln2.gamma"), param(b + ".ln2.beta"),
                                  y.ln2.p, y.mean2, y.rstd2, M, h);
       mark(kProducts);
@@ -257,7 +261,7 @@ struct Gpt::State {
                      4 * h, Epilogue::bias_gelu);
       linear_forward(s, y.fc_out.p, param(b + ".mlp.proj.weight"), param(b + ".mlp.proj.bias"), proj_out.p, nullptr,
                      M, 4 * h, h, Epilogue::bias);
-      mark(kOther);
+      mark(kLayerNorm);
       const bool last = l + 1 == shape.layers;
       const std::string next = last ? "ln_f" : "blocks." + std::to_string(l + 1) + ".ln1";
       Layer* n = last ? nullptr : &layers[static_cast<std::size_t>(l) + 1];
@@ -267,7 +271,7 @@ struct Gpt::State {
     }
     mark(kProducts);
     head_forward(s, lnf.p, param("embedding.wte"), logits.p, M, h, Vp);
-    mark(kOther);
+    mark(kLoss);
     cross_entropy(s, logits.p, targets, row_loss, M, Vp, V, static_cast<float>(M), scale);
     sum(row_loss, loss, M);
   }
@@ -279,7 +283,7 @@ struct Gpt::State {
     mark(kProducts);
     head_backward_input(s, logits.p, param("embedding.wte"), dln.p, M, h, Vp);
     head_backward_table(s, logits.p, lnf.p, dwte32, M, h, Vp);
-    mark(kOther);
+    mark(kLayerNorm);
     check(cudaMemsetAsync(dresid, 0, static_cast<std::size_t>(M * h) * 4, detail::stream()), "cudaMemsetAsync");
     layernorm_backward(s, resid_final, mean_f, rstd_f, param("ln_f.gamma"), dln.p, dresid, dres16.p, partial, M, h);
     layernorm_param_grads(s, partial, grad("ln_f.gamma"), grad("ln_f.beta"), M, h);
@@ -295,7 +299,7 @@ struct Gpt::State {
       linear_backward_weight(s, y.ln2.p, dwide.p, grad(b + ".mlp.fc.weight"), grad(b + ".mlp.fc.bias"), M, h, 4 * h,
                              false);
       linear_backward_input(s, dwide.p, param(b + ".mlp.fc.weight"), dln.p, nullptr, M, h, 4 * h, Epilogue::none);
-      mark(kOther);
+      mark(kLayerNorm);
       layernorm_backward(s, y.mid, y.mean2, y.rstd2, param(b + ".ln2.gamma"), dln.p, dresid, dres16.p, partial, M, h);
       layernorm_param_grads(s, partial, grad(b + ".ln2.gamma"), grad(b + ".ln2.beta"), M, h);
       // Attention.
@@ -309,10 +313,11 @@ struct Gpt::State {
       linear_backward_weight(s, y.ln1.p, dqkv.p, grad(b + ".attn.qkv.weight"), grad(b + ".attn.qkv.bias"), M, h,
                              3 * h, false);
       linear_backward_input(s, dqkv.p, param(b + ".attn.qkv.weight"), dln.p, nullptr, M, h, 3 * h, Epilogue::none);
-      mark(kOther);
+      mark(kLayerNorm);
       layernorm_backward(s, y.resid, y.mean1, y.rstd1, param(b + ".ln1.gamma"), dln.p, dresid, dres16.p, partial, M, h);
       layernorm_param_grads(s, partial, grad(b + ".ln1.gamma"), grad(b + ".ln1.beta"), M, h);
     }
+    mark(kEmbedding);
     embedding_backward(s, dresid, order, starts, unique, distinct, grad("embedding.wpe"), dwte32, B, T, h);
   }
 };
@@ -379,12 +384,17 @@ std::vector<float> Gpt::gradient(const std::string& name) const {
   const ParameterSlot& slot = st.slot(name);
   int64_t count = 1;
   for (int64_t d : slot.shape) count *= d;
-  if (name == "embedding.wte") return read_floats(st.dwte32, count);
-  // Widened in a buffer of its own (outside any step: an inspection, not part of training).
-  float* wide = static_cast<float*>(cuda::allocate(static_cast<std::size_t>(count) * sizeof(float)));
-  from_storage(st.storage, st.grads.at(slot.offset), wide, count);
-  std::vector<float> out = read_floats(wide, count);
-  cuda::release(wide);
+  std::vector<float> out;
+  if (name == "embedding.wte") {
+    out = read_floats(st.dwte32, count);
+  } else {
+    // Widened in a buffer of its own (outside any step: an inspection, not part of training).
+    float* wide = static_cast<float*>(cuda::allocate(static_cast<std::size_t>(count) * sizeof(float)));
+    from_storage(st.storage, st.grads.at(slot.offset), wide, count);
+    out = read_floats(wide, count);
+    cuda::release(wide);
+  }
+  for (float& g : out) g /= st.step_scale;  // float16's loss scale taken out
   return out;
 }
 
@@ -392,10 +402,11 @@ StepResult Gpt::step(const std::int32_t* tokens, const std::int32_t* targets, bo
   State& st = *state_;
   st.upload(tokens, targets);
   st.marks = 0;
+  st.step_scale = st.scale;
   st.forward();
   st.backward();
   const bool half = st.storage == Storage::float16;
-  st.mark(State::kOther);
+  st.mark(State::kOptimizer);
   if (half) {
     check(cudaMemsetAsync(st.nonfinite, 0, sizeof(int), detail::stream()), "cudaMemsetAsync");
     find_nonfinite(st.storage, st.grads.p, st.P, st.dwte32, st.Vp * st.h, st.nonfinite);

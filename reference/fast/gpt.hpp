@@ -81,11 +81,13 @@ struct StepResult {
 };
 
 // Where a profiled step's device time went (milliseconds, from events around each run of ops):
-// matrix products (cuBLASLt), attention (forward, backward and its delta), and everything else
-// (embedding, LayerNorm, loss, optimizer, copies).
+// matrix products (cuBLASLt), attention (forward, backward and its delta), and the rest: residual
+// adds with LayerNorm, the loss, the embeddings, the optimizer (with the copies around it).
 struct StepParts {
-  double products_ms = 0, attention_ms = 0, other_ms = 0;
-  double total_ms() const { return products_ms + attention_ms + other_ms; }
+  double products_ms = 0, attention_ms = 0;
+  double layernorm_ms = 0, loss_ms = 0, embedding_ms = 0, optimizer_ms = 0;
+  double other_ms() const { return layernorm_ms + loss_ms + embedding_ms + optimizer_ms; }
+  double total_ms() const { return products_ms + attention_ms + other_ms(); }
 };
 
 class Gpt {
@@ -104,7 +106,8 @@ class Gpt {
   // reference layout; the token table takes `vocabulary` rows (its padding stays 0).
   void set_parameter(const std::string& name, const std::vector<float>& values);
   // A parameter's float32 master values, or the last step's gradient (float32 of the 16-bit
-  // gradient, the token table's in float32), in the reference layout.
+  // gradient, the token table's in float32, divided by the step's loss scale), in the reference
+  // layout.
   std::vector<float> parameter(const std::string& name) const;
   std::vector<float> gradient(const std::string& name) const;
 

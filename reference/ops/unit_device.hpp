@@ -3,8 +3,8 @@
 // reductions. Simple, correct kernels first: element-wise ops are grid-stride loops; row ops
 // (layernorm, softmax, cross-entropy, one attention row) give each row to one thread block,
 // which reduces with warp shuffles; matrix multiplies go to cuBLAS. Reductions run in a fixed
-// order for a fixed launch shape, so results repeat run to run, except the token-embedding
-// gradient, whose repeated tokens add atomically. Arithmetic is done as on the CPU: in the
+// order for a fixed launch shape, so results repeat run to run (no atomics: the token-embedding
+// gradient walks the rows in order, one thread per column). Arithmetic is done as on the CPU: in the
 // storage type for float32/float64, in float32 for 16-bit storage, rounding the result once.
 // Every launch goes on the process's stream and returns without waiting, except those that
 // return a value to the host, which wait for the stream.

@@ -7,13 +7,13 @@ namespace parity::ops::device {
 // y[b, t, :] = wte[tokens[b, t], :] (+ wpe[t, :] when wpe is not null).
 void embedding_forward(int dtype, const void* tokens, int index_dtype, const void* wte, const void* wpe, void* y,
                        std::int64_t B, std::int64_t T, std::int64_t C);
-// dwte[tokens[b, t], :] += dy[b, t, :] (atomic adds; for 16-bit types through wte_scratch, V*C
-// float32 values, so each element is rounded once); dwpe[t, :] += sum over b of dy[b, t, :]
-// when dwpe is not null (no atomics).
+// dwte[tokens[b, t], :] += dy[b, t, :] (rows in order, no atomics; for 16-bit types through
+// wte_scratch, V*C float32 values, so each element is rounded once); dwpe[t, :] += sum over b of
+// dy[b, t, :] when dwpe is not null.
 void embedding_backward(int dtype, const void* dy, const void* tokens, int index_dtype, void* dwte, void* dwpe,
                         float* wte_scratch, std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t V);
 // y[row] = wte_shard[tokens[row] - first] or zeros outside [first, first + shard_rows);
-// dwte_shard[tokens - first] += dy (atomic adds; 16-bit types through wte_scratch as above).
+// dwte_shard[tokens - first] += dy (rows in order; 16-bit types through wte_scratch as above).
 void embedding_shard_forward(int dtype, const void* tokens, int index_dtype, const void* wte_shard, void* y,
                              std::int64_t rows, std::int64_t C, std::int64_t first, std::int64_t shard_rows);
 void embedding_shard_backward(int dtype, const void* dy, const void* tokens, int index_dtype, void* dwte_shard,
@@ -56,7 +56,7 @@ EmbeddingSizes embedding_sizes(const char* op, const Tensor& tokens, const Tenso
   return s;
 }
 
-// A float32 copy of a 16-bit table's gradient on the device, for its atomic adds to round once.
+// A float32 copy of a 16-bit table's gradient on the device, for its sums to round once.
 Tensor wide_gradient_scratch(const Tensor& table_gradient) {
   if (!is_half(table_gradient.dtype())) return Tensor();
   return device_scratch(table_gradient.name() + ".float32", table_gradient.shape(), DataType::float32);
@@ -217,14 +217,17 @@ __global__ void embedding_shard_forward_kernel(const I* tokens, const T* wte, T*
 }
 
 // Adds dy's rows into the table rows of their tokens, those in [first, first + table_rows)
-// (the type of `target` is T, or float for 16-bit T). The whole table is first 0.
+// (the type of `target` is T, or float for 16-bit T). One thread per column walks the rows in
+// order, so every element of the table is summed in the same order on every run (atomic adds
+// would not be: a step recomputed under activation checkpointing must repeat bit for bit).
 template <typename T, typename A, typename I>
 __global__ void embedding_scatter_kernel(const T* dy, const I* tokens, A* target, int64_t rows, int64_t C,
                                          int64_t first, int64_t table_rows) {
-  PARITY_GRID_STRIDE(e, rows * C) {
-    const int64_t row = e / C, c = e % C;
-    const int64_t id = static_cast<int64_t>(tokens[row]) - first;
-    if (id >= 0 && id < table_rows) atomicAdd(&target[id * C + c], static_cast<A>(load(dy[e])));
+  PARITY_GRID_STRIDE(c, C) {
+    for (int64_t row = 0; row < rows; ++row) {
+      const int64_t id = static_cast<int64_t>(tokens[row]) - first;
+      if (id >= 0 && id < table_rows) target[id * C + c] += static_cast<A>(load(dy[row * C + c]));
+    }
   }
 }
 
@@ -234,7 +237,7 @@ __global__ void embedding_scatter_kernel(const T* dy, const I* tokens, A* target
 template <typename F, typename I>
 void scatter_into_table(const char* op, const void* dy, const void* tokens, void* table, float* scratch, int64_t rows,
                         int64_t C, int64_t first, int64_t table_rows) {
-  const unsigned blocks = blocks_for(rows * C);
+  const unsigned blocks = blocks_for(C);
   if constexpr (std::is_same<F, Acc<F>>::value) {
     embedding_scatter_kernel<F, F, I><<<blocks, kThreads, 0, stream()>>>(
         static_cast<const F*>(dy), static_cast<const I*>(tokens), static_cast<F*>(table), rows, C, first, table_rows);
