@@ -83,6 +83,20 @@ ModelBenchPlan plan_model_bench(const ModelBenchOptions& options) {
   return plan;
 }
 
+ModelRow model_row(Session& session, const ModelPreset& preset, std::int64_t batch, int rank) {
+  const model::GptConfig& c = preset.config;
+  return {.model = preset.name,
+          .config = c.describe(),
+          .host = session.hosts()[static_cast<std::size_t>(rank)],
+          .rank = rank,
+          .parameters = theory::gpt_parameters(c),
+          .batch = batch,
+          .sequence = c.sequence,
+          .layers = c.layers,
+          .hidden = c.hidden,
+          .megatron_step_flops = theory::megatron_step_flops(c, batch)};
+}
+
 void add_model_row(record::Table& table, const ModelRow& row) {
   const double achieved = static_cast<double>(row.step_flops) / row.step_time_s / 1e9;
   table.str("model").push_back(row.model);
@@ -186,21 +200,12 @@ ModelBenchOutcome run_model_bench(Session& session, const ModelBenchPlan& plan, 
       peaks.push_back(gather_from_ranks(world, static_cast<double>(memory.peak_above_start(category))));
     for (int r = 0; r < world.size(); ++r) {
       const auto i = static_cast<std::size_t>(r);
-      ModelRow row{.model = preset.name,
-                   .config = c.describe(),
-                   .host = session.hosts()[i],
-                   .path = "reference",
-                   .rank = r,
-                   .parameters = theory::gpt_parameters(c),
-                   .batch = plan.batch,
-                   .sequence = c.sequence,
-                   .layers = c.layers,
-                   .hidden = c.hidden,
-                   .step_flops = formula_flops,
-                   .megatron_step_flops = theory::megatron_step_flops(c, plan.batch),
-                   .hardware_step_flops = static_cast<double>(formula_flops),
-                   .step_time_s = all_times[i],
-                   .matmul_GFLOPs = all_matmul[i]};
+      ModelRow row = model_row(session, preset, plan.batch, r);
+      row.path = "reference";
+      row.step_flops = formula_flops;
+      row.hardware_step_flops = static_cast<double>(formula_flops);
+      row.step_time_s = all_times[i];
+      row.matmul_GFLOPs = all_matmul[i];
       for (const auto& category_peaks : peaks) row.peak_bytes.push_back(static_cast<std::int64_t>(category_peaks[i]));
       add_model_row(out.table, row);
     }

@@ -71,6 +71,9 @@ struct ModelRow {
          other_fraction = std::nan(""), attention_GFLOPs = std::nan("");
 };
 void add_model_row(record::Table& table, const ModelRow& row);
+// The fields of a row that only the model, the batch and the rank decide (model, config, host,
+// rank, sizes, parameters, Megatron's FLOPs).
+ModelRow model_row(Session& session, const ModelPreset& preset, std::int64_t batch, int rank);
 
 // --path fast: the same rows from the fast GPT step (reference/fast/gpt.hpp) on the rank's GPU.
 ModelBenchOutcome run_fast_model_bench(Session& session, const ModelBenchPlan& plan, const ModelBenchOptions& options);

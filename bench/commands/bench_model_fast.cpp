@@ -166,27 +166,20 @@ ModelBenchOutcome run_fast_model_bench(Session& session, const ModelBenchPlan& p
       peak_bytes.push_back(category == MemoryCategory::workspace ? static_cast<std::int64_t>(bytes) : 0);
     for (int r = 0; r < world.size(); ++r) {
       const auto i = static_cast<std::size_t>(r);
-      add_model_row(out.table, {.model = preset.name,
-                                .config = c.describe() + " fast " + options.dtype,
-                                .host = session.hosts()[i],
-                                .path = "fast",
-                                .rank = r,
-                                .parameters = theory::gpt_parameters(c),
-                                .batch = plan.batch,
-                                .sequence = c.sequence,
-                                .layers = c.layers,
-                                .hidden = c.hidden,
-                                .step_flops = model_flops,
-                                .megatron_step_flops = theory::megatron_step_flops(c, plan.batch),
-                                .hardware_step_flops = hardware,
-                                .step_time_s = all_times[i],
-                                .matmul_GFLOPs = all_products[i],
-                                .peak_bytes = peak_bytes,
-                                .peak_GFLOPs = peak_GFLOPs,
-                                .products_fraction = all_part_products[i],
-                                .attention_fraction = all_part_attention[i],
-                                .other_fraction = all_part_other[i],
-                                .attention_GFLOPs = all_attention[i]});
+      ModelRow row = model_row(session, preset, plan.batch, r);
+      row.config += " fast " + options.dtype;
+      row.path = "fast";
+      row.step_flops = model_flops;
+      row.hardware_step_flops = hardware;
+      row.step_time_s = all_times[i];
+      row.matmul_GFLOPs = all_products[i];
+      row.peak_bytes = peak_bytes;
+      row.peak_GFLOPs = peak_GFLOPs;
+      row.products_fraction = all_part_products[i];
+      row.attention_fraction = all_part_attention[i];
+      row.other_fraction = all_part_other[i];
+      row.attention_GFLOPs = all_attention[i];
+      add_model_row(out.table, row);
     }
     session.record_rows("/bench/model", out.table, first_row);
     if (session.is_root() && !session.options().quiet) {
