@@ -287,6 +287,62 @@ TEST_F(FastDevice, LinearWithBiasGeluAndItsGradients) {
   std::printf("[fast linear] epilogues fused by cuBLASLt: %s\n", fast::epilogue_fallbacks() == 0 ? "all" : "not all");
 }
 
+// Every width the presets use (64: the tests' GPT; 1024, 2048, 2560: gpt2-medium, gpt-1.3b,
+// gpt-2.7b), so each columns-per-thread variant of the kernels is checked; more rows than the
+// kernels' blocks (kLayerNormBlocks), so blocks take several rows.
+TEST_F(FastDevice, ResidualLayerNormForwardAndBackwardMatchFloat64) {
+  const std::int64_t M = fast::kLayerNormBlocks + 37;
+  for (const std::int64_t C : {64, 1024, 2048, 2560}) {
+    SCOPED_TRACE("C=" + std::to_string(C));
+    const auto resid = draw(M * C, 1.0, 31), add = draw(M * C, 1.0, 32), gamma = draw(C, 1.0, 33),
+               beta = draw(C, 0.5, 34), dy = draw(M * C, 1.0, 35), d0 = draw(M * C, 1.0, 36);
+    // Reference in float64: x = resid + add, y = LayerNorm(x); dx, dgamma, dbeta from dy.
+    std::vector<double> x(resid.size());
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = resid[i] + add[i];
+    Tensor tx = host_tensor(x, {M, C}), tg = host_tensor(gamma, {C}), tb = host_tensor(beta, {C});
+    Tensor y = Tensor::empty("y", {M, C}, DataType::float64, MemoryCategory::workspace);
+    Tensor mean = Tensor::empty("mean", {M}, DataType::float64, MemoryCategory::workspace);
+    Tensor rstd = Tensor::empty("rstd", {M}, DataType::float64, MemoryCategory::workspace);
+    ops::layernorm_forward(tx, tg, tb, y, mean, rstd);
+    Tensor dx = Tensor::empty("dx", {M, C}, DataType::float64, MemoryCategory::workspace);
+    Tensor dgamma = Tensor::zeros("dgamma", {C}, DataType::float64, MemoryCategory::workspace);
+    Tensor dbeta = Tensor::zeros("dbeta", {C}, DataType::float64, MemoryCategory::workspace);
+    ops::layernorm_backward(host_tensor(dy, {M, C}), tx, tg, mean, rstd, dx, dgamma, dbeta);
+    std::vector<double> dresid_want = values(dx);
+    for (std::size_t i = 0; i < dresid_want.size(); ++i) dresid_want[i] += d0[i];
+
+    const auto s = fast::Storage::bfloat16;
+    const auto to_f32 = [](const std::vector<double>& v) {
+      std::vector<float> f(v.begin(), v.end());
+      auto d = std::make_unique<DeviceBuffer>(f.size() * 4);
+      cuda::copy(d->p, f.data(), f.size() * 4);
+      return d;
+    };
+    const auto from_f32 = [](const DeviceBuffer& d, std::size_t n) {
+      std::vector<float> f(n);
+      cuda::copy(f.data(), d.p, n * 4);
+      return std::vector<double>(f.begin(), f.end());
+    };
+    auto d_resid = to_f32(resid), d_dresid = to_f32(d0);
+    auto d_add = to_device(add), d_gamma = to_device(gamma), d_beta = to_device(beta), d_dy = to_device(dy);
+    const auto n = static_cast<std::size_t>(M * C);
+    DeviceBuffer d_out(n * 4), d_y(n * 2), d_mean(static_cast<std::size_t>(M) * 4), d_rstd(static_cast<std::size_t>(M) * 4),
+        d_dres16(n * 2), d_partial(static_cast<std::size_t>(fast::layernorm_partial_rows(M) * 2 * C) * 4),
+        d_dgamma(static_cast<std::size_t>(C) * 2), d_dbeta(static_cast<std::size_t>(C) * 2);
+    fast::residual_layernorm_forward(s, d_resid->as<float>(), d_add->p, d_out.as<float>(), d_gamma->p, d_beta->p,
+                                     d_y.p, d_mean.as<float>(), d_rstd.as<float>(), M, C);
+    fast::layernorm_backward(s, d_out.as<float>(), d_mean.as<float>(), d_rstd.as<float>(), d_gamma->p, d_dy->p,
+                             d_dresid->as<float>(), d_dres16.p, d_partial.as<float>(), M, C);
+    fast::layernorm_param_grads(s, d_partial.as<float>(), d_dgamma.p, d_dbeta.p, M, C);
+    EXPECT_LT(relative_error(from_f32(d_out, n), x), kOneRounding);
+    EXPECT_LT(relative_error(from_device(d_y, n), values(y)), kOneRounding);
+    EXPECT_LT(relative_error(from_f32(*d_dresid, n), dresid_want), kOneRounding);
+    EXPECT_LT(relative_error(from_device(d_dres16, n), dresid_want), kOneRounding);
+    EXPECT_LT(relative_error(from_device(d_dgamma, static_cast<std::size_t>(C)), values(dgamma)), kOneRounding);
+    EXPECT_LT(relative_error(from_device(d_dbeta, static_cast<std::size_t>(C)), values(dbeta)), kOneRounding);
+  }
+}
+
 // ---- The whole step on a GPU ----------------------------------------------------------------------
 
 // The reference GPT's parameters copied into the fast one.

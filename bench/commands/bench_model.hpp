@@ -29,11 +29,13 @@ inline const record::TableSpec kModelBenchTable{
       {"mfu", ColumnType::float64}, {"peak_parameters_bytes", ColumnType::int64, "B"},
       {"peak_gradients_bytes", ColumnType::int64, "B"}, {"peak_optimizer_state_bytes", ColumnType::int64, "B"},
       {"peak_activations_bytes", ColumnType::int64, "B"}, {"peak_communication_bytes", ColumnType::int64, "B"},
-      {"peak_workspace_bytes", ColumnType::int64, "B"}, {"path", ColumnType::string},
-      {"hardware_step_flops", ColumnType::float64, "FLOP"}, {"peak_GFLOPs", ColumnType::float64, "GFLOP/s"},
-      {"mfu_of_peak", ColumnType::float64}, {"hfu_of_peak", ColumnType::float64},
-      {"products_fraction", ColumnType::float64}, {"attention_fraction", ColumnType::float64},
-      {"other_fraction", ColumnType::float64}, {"attention_GFLOPs", ColumnType::float64, "GFLOP/s"}
+      {"peak_workspace_bytes", ColumnType::int64, "B"},
+      // Added with the fast path (older files lack them).
+      {"path", ColumnType::string, "", false}, {"hardware_step_flops", ColumnType::float64, "FLOP", false},
+      {"peak_GFLOPs", ColumnType::float64, "GFLOP/s", false}, {"mfu_of_peak", ColumnType::float64, "", false},
+      {"hfu_of_peak", ColumnType::float64, "", false}, {"products_fraction", ColumnType::float64, "", false},
+      {"attention_fraction", ColumnType::float64, "", false}, {"other_fraction", ColumnType::float64, "", false},
+      {"attention_GFLOPs", ColumnType::float64, "GFLOP/s", false}
     }};
 
 struct ModelBenchOptions {

@@ -31,6 +31,8 @@ std::int64_t attention_backward_flops_executed(int B, int T, int C, int H) {
          (kv * 4 * (2 * kAttentionRows * kAttentionQueryTile * D) + q * 3 * (2 * kAttentionRows * kAttentionKeyTile * D));
 }
 
+std::int64_t layernorm_partial_rows(std::int64_t M) { return std::max<std::int64_t>(1, std::min(M, kLayerNormBlocks)); }
+
 std::int64_t GptShape::padded_vocabulary() const { return (vocabulary + 63) / 64 * 64; }
 
 std::string unsupported_reason(const GptShape& s) {
@@ -94,7 +96,8 @@ std::size_t device_bytes(const GptShape& s, Storage storage) {
   const double layer = M * h * (2 * 4 + e * (1 + 3 + 1 + 1 + 4 + 4)) + M * 4 * 4 + heads_rows * 4;
   // The final residual and LayerNorm, the logits, and backward's scratch.
   const double rest = M * h * (4 + e) + M * 8 + M * V * e + M * h * (4 + e * (1 + 1 + 1 + 3 + 4 + 1)) +
-                      heads_rows * 4 + M * 4 * 6 + 264.0 * 2 * h * 4 + (32 << 20);
+                      heads_rows * 4 + M * 4 * 6 +
+                      static_cast<double>(layernorm_partial_rows(s.rows())) * 2 * h * 4 + (32 << 20);
   return static_cast<std::size_t>(parameters + L * layer + rest);
 }
 

@@ -5,6 +5,7 @@
 // gradients, the embedding gradients, the loss) go through per-block partials summed in a fixed
 // order, never atomics: the fast step repeats bit for bit run to run.
 #include <cmath>
+#include <type_traits>
 
 #include "reference/fast/device_common.cuh"
 
@@ -18,9 +19,8 @@ using std::int64_t;
 
 constexpr int kRowThreads = 256;
 constexpr int kWarpsPerRow = kRowThreads / 32;
-constexpr int kPerThread = 16;  // columns per thread: rows of up to 4096
-constexpr int64_t kMaxColumns = int64_t{kRowThreads} * kPerThread;
-constexpr int64_t kRowBlocks = 264;  // blocks of a row op (and partial rows of the LayerNorm gradients)
+constexpr int kMaxPerThread = 16;  // columns per thread: rows of up to 4096
+constexpr int64_t kMaxColumns = int64_t{kRowThreads} * kMaxPerThread;
 constexpr float kEps = 1e-5f;       // LayerNorm's, as reference/ops/ops.hpp
 
 unsigned grid_for(int64_t n) { return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((n + 255) / 256, 65535 * 8))); }
@@ -52,7 +52,9 @@ __global__ void __launch_bounds__(kRowThreads) embedding_forward_kernel(const st
   }
 }
 
-template <typename T>
+// PER: the columns each thread holds (C <= kRowThreads PER), a compile-time count so that they
+// stay in registers and a narrow row does not pay for the widest.
+template <typename T, int PER>
 __global__ void __launch_bounds__(kRowThreads) layernorm_forward_kernel(const float* resid, const T* add,
                                                                         float* resid_out, const T* gamma,
                                                                         const T* beta, T* y, float* mean, float* rstd,
@@ -60,9 +62,9 @@ __global__ void __launch_bounds__(kRowThreads) layernorm_forward_kernel(const fl
   __shared__ float buffer[kWarpsPerRow];
   for (int64_t row = blockIdx.x; row < M; row += gridDim.x) {
     const float* r = resid + row * C;
-    float x[kPerThread], sum = 0.f;
+    float x[PER], sum = 0.f;
 #pragma unroll
-    for (int i = 0; i < kPerThread; ++i) {
+    for (int i = 0; i < PER; ++i) {
       const int64_t c = threadIdx.x + int64_t{kRowThreads} * i;
       x[i] = 0.f;
       if (c < C) {
@@ -77,11 +79,11 @@ __global__ void __launch_bounds__(kRowThreads) layernorm_forward_kernel(const fl
     const float mu = block_sum(sum, buffer) / static_cast<float>(C);
     float squares = 0.f;
 #pragma unroll
-    for (int i = 0; i < kPerThread; ++i)
+    for (int i = 0; i < PER; ++i)
       if (threadIdx.x + int64_t{kRowThreads} * i < C) squares += (x[i] - mu) * (x[i] - mu);
     const float rs = rsqrtf(block_sum(squares, buffer) / static_cast<float>(C) + kEps);
 #pragma unroll
-    for (int i = 0; i < kPerThread; ++i) {
+    for (int i = 0; i < PER; ++i) {
       const int64_t c = threadIdx.x + int64_t{kRowThreads} * i;
       if (c < C)
         y[row * C + c] = Tensor16<T>::from_float((x[i] - mu) * rs * Tensor16<T>::to_float(gamma[c]) +
@@ -94,18 +96,18 @@ __global__ void __launch_bounds__(kRowThreads) layernorm_forward_kernel(const fl
   }
 }
 
-template <typename T>
+template <typename T, int PER>
 __global__ void __launch_bounds__(kRowThreads) layernorm_backward_kernel(const float* resid, const float* mean,
                                                                          const float* rstd, const T* gamma, const T* dy,
                                                                          float* dresid, T* dresid16, float* partial,
                                                                          int64_t M, int64_t C) {
   __shared__ float buffer[kWarpsPerRow];
-  float dgamma[kPerThread] = {}, dbeta[kPerThread] = {};
+  float dgamma[PER] = {}, dbeta[PER] = {};
   for (int64_t row = blockIdx.x; row < M; row += gridDim.x) {
     const float mu = mean[row], rs = rstd[row];
-    float xhat[kPerThread], dxhat[kPerThread], sum_dxhat = 0.f, sum_dxhat_xhat = 0.f;
+    float xhat[PER], dxhat[PER], sum_dxhat = 0.f, sum_dxhat_xhat = 0.f;
 #pragma unroll
-    for (int i = 0; i < kPerThread; ++i) {
+    for (int i = 0; i < PER; ++i) {
       const int64_t c = threadIdx.x + int64_t{kRowThreads} * i;
       xhat[i] = dxhat[i] = 0.f;
       if (c < C) {
@@ -121,7 +123,7 @@ __global__ void __launch_bounds__(kRowThreads) layernorm_backward_kernel(const f
     const float a = block_sum(sum_dxhat, buffer) / static_cast<float>(C);
     const float b = block_sum(sum_dxhat_xhat, buffer) / static_cast<float>(C);
 #pragma unroll
-    for (int i = 0; i < kPerThread; ++i) {
+    for (int i = 0; i < PER; ++i) {
       const int64_t c = threadIdx.x + int64_t{kRowThreads} * i;
       if (c < C) {
         const float d = dresid[row * C + c] + rs * (dxhat[i] - a - xhat[i] * b);
@@ -131,7 +133,7 @@ __global__ void __launch_bounds__(kRowThreads) layernorm_backward_kernel(const f
     }
   }
 #pragma unroll
-  for (int i = 0; i < kPerThread; ++i) {
+  for (int i = 0; i < PER; ++i) {
     const int64_t c = threadIdx.x + int64_t{kRowThreads} * i;
     if (c < C) {
       partial[blockIdx.x * 2 * C + c] = dgamma[i];
@@ -297,7 +299,18 @@ void require_columns(int64_t C, const char* op) {
                 std::to_string(kMaxColumns) + " supported)");
 }
 
-unsigned row_grid(int64_t M) { return static_cast<unsigned>(std::max<int64_t>(1, std::min(M, kRowBlocks))); }
+// Calls f with std::integral_constant<int, PER> for the fewest columns per thread that hold C.
+template <typename F> void with_columns_per_thread(int64_t C, F&& f) {
+  const int64_t per = (C + kRowThreads - 1) / kRowThreads;
+  if (per <= 1) f(std::integral_constant<int, 1>{});
+  else if (per <= 2) f(std::integral_constant<int, 2>{});
+  else if (per <= 4) f(std::integral_constant<int, 4>{});
+  else if (per <= 8) f(std::integral_constant<int, 8>{});
+  else if (per <= 12) f(std::integral_constant<int, 12>{});
+  else f(std::integral_constant<int, kMaxPerThread>{});
+}
+
+unsigned row_grid(int64_t M) { return static_cast<unsigned>(layernorm_partial_rows(M)); }
 
 }  // namespace
 
@@ -318,23 +331,26 @@ void residual_layernorm_forward(Storage s, const float* resid, const void* add, 
   require_columns(C, "residual_layernorm_forward");
   detail::with_storage(s, [&](auto type) {
     using E = decltype(type);
-    layernorm_forward_kernel<E><<<row_grid(M), kRowThreads, 0, stream()>>>(
-        resid, static_cast<const E*>(add), resid_out, static_cast<const E*>(gamma), static_cast<const E*>(beta),
-        static_cast<E*>(y), mean, rstd, M, C);
+    with_columns_per_thread(C, [&](auto per) {
+      layernorm_forward_kernel<E, decltype(per)::value><<<row_grid(M), kRowThreads, 0, stream()>>>(
+          resid, static_cast<const E*>(add), resid_out, static_cast<const E*>(gamma), static_cast<const E*>(beta),
+          static_cast<E*>(y), mean, rstd, M, C);
+    });
   });
   check_launch("layernorm_forward_kernel");
 }
 
-int64_t layernorm_partial_rows(int64_t M) { return std::max<int64_t>(1, std::min(M, kRowBlocks)); }
 
 void layernorm_backward(Storage s, const float* resid, const float* mean, const float* rstd, const void* gamma,
                         const void* dy, float* dresid, void* dresid16, float* partial, int64_t M, int64_t C) {
   require_columns(C, "layernorm_backward");
   detail::with_storage(s, [&](auto type) {
     using E = decltype(type);
-    layernorm_backward_kernel<E><<<row_grid(M), kRowThreads, 0, stream()>>>(
-        resid, mean, rstd, static_cast<const E*>(gamma), static_cast<const E*>(dy), dresid, static_cast<E*>(dresid16),
-        partial, M, C);
+    with_columns_per_thread(C, [&](auto per) {
+      layernorm_backward_kernel<E, decltype(per)::value><<<row_grid(M), kRowThreads, 0, stream()>>>(
+          resid, mean, rstd, static_cast<const E*>(gamma), static_cast<const E*>(dy), dresid,
+          static_cast<E*>(dresid16), partial, M, C);
+    });
   });
   check_launch("layernorm_backward_kernel");
 }

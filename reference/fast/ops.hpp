@@ -90,7 +90,11 @@ void residual_layernorm_forward(Storage s, const float* resid, const void* add, 
 // then sums them in a fixed order into dgamma, dbeta (storage type).
 void layernorm_backward(Storage s, const float* resid, const float* mean, const float* rstd, const void* gamma,
                         const void* dy, float* dresid, void* dresid16, float* partial, std::int64_t M, std::int64_t C);
-std::int64_t layernorm_partial_rows(std::int64_t M);
+std::int64_t layernorm_partial_rows(std::int64_t M);  // min(M, kLayerNormBlocks)
+// The blocks of a LayerNorm: enough for several per multiprocessor on any GPU, so that many rows
+// are in flight (a block takes one row at a time); fixed, so that the parameter gradients' sums
+// are grouped the same way on every device.
+inline constexpr std::int64_t kLayerNormBlocks = 1056;
 void layernorm_param_grads(Storage s, const float* partial, void* dgamma, void* dbeta, std::int64_t M, std::int64_t C);
 // dwpe[T, C] = sum over the batch of dresid (storage type, written); dwte32[V, C] += the rows of
 // dresid whose token is v, summed in row order: `order` lists the rows sorted by token and

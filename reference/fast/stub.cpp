@@ -21,7 +21,6 @@ void attention_backward(Storage, const void*, const void*, const void*, const fl
 void embedding_forward(Storage, const std::int32_t*, const void*, const void*, float*, std::int64_t, std::int64_t, std::int64_t) { refuse(); }
 void residual_layernorm_forward(Storage, const float*, const void*, float*, const void*, const void*, void*, float*, float*, std::int64_t, std::int64_t) { refuse(); }
 void layernorm_backward(Storage, const float*, const float*, const float*, const void*, const void*, float*, void*, float*, std::int64_t, std::int64_t) { refuse(); }
-std::int64_t layernorm_partial_rows(std::int64_t) { refuse(); }
 void layernorm_param_grads(Storage, const float*, void*, void*, std::int64_t, std::int64_t) { refuse(); }
 void embedding_backward(Storage, const float*, const std::int32_t*, const std::int32_t*, const std::int32_t*, std::int64_t, void*, float*, std::int64_t, std::int64_t, std::int64_t) { refuse(); }
 void cross_entropy(Storage, void*, const std::int32_t*, float*, std::int64_t, std::int64_t, std::int64_t, float, float) { refuse(); }
