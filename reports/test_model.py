@@ -83,6 +83,46 @@ class ModelReportTests(ReportCase):
             self.assertIn(f"{tokens[m]:.0f} (", row.group(0))
             self.assertIn(f"{mfu[m]:.3f} (", row.group(0))
 
+    def test_model_fast_path_on_the_gpus_peak(self):
+        """Rows of the fast path (their datasheet peak finite) get a table of MFU and HFU over the
+        peak, the step's split and the attention rate, and the summary line names the MFU over
+        the peak; files without those columns (the samples) show neither."""
+        path = self.model_file("model-fast.h5")
+        with h5py.File(path, "a") as f:
+            g = f["/bench/model"]
+            models = text_col(g["model"])
+            n = len(models)
+            achieved = g["achieved_GFLOPs"][()]
+            fast = np.array([m == "small" for m in models])
+            columns = [c.decode() if isinstance(c, bytes) else c for c in g.attrs["columns"]]
+
+            def put(name, values):
+                g.create_dataset(name, data=np.where(fast, values, np.nan))
+                g[name].attrs["unit"] = ""
+                columns.append(name)
+            put("peak_GFLOPs", np.full(n, 989400.0))
+            put("mfu_of_peak", achieved / 989400.0)
+            put("hfu_of_peak", achieved * 1.1 / 989400.0)
+            put("products_fraction", np.full(n, 0.52))
+            put("attention_fraction", np.full(n, 0.27))
+            put("other_fraction", np.full(n, 0.21))
+            put("attention_GFLOPs", np.full(n, 114118.6))
+            g.attrs["columns"] = np.array(columns, dtype=h5py.string_dtype())
+        out = os.path.join(self.tmp, "model_fast_out")
+        res = run_report(path, "--out", out)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        html = self.read(out, "index.html")
+        self.assertIn("On the GPU's datasheet peak", html)
+        mfu_peak = model_means(path, "achieved_GFLOPs")["small"] / 989400.0
+        row = re.search(r"<tr><td><b>small</b></td><td class=\"num\">989.4</td>.*?</tr>", html)
+        self.assertIsNotNone(row, html)
+        for text in (f"{mfu_peak:.3f}", f"{mfu_peak * 1.1:.3f}", "0.520", "0.270", "0.210", "114.1"):
+            self.assertIn(f">{text}<", row.group(0))
+        self.assertNotIn("<tr><td><b>tiny</b></td><td class=\"num\">989.4", html)
+        summary = self.read(out, "summary.md")
+        self.assertIn(f"MFU {model_means(path, 'mfu')['small']:.3f} ({mfu_peak:.3f} of the GPU's peak)", summary)
+        self.assertNotIn("of the GPU's peak", self.read(self.single, "index.html"))
+
     def test_model_section_absent_without_table(self):
         for out in (self.single, self.compare):
             html = self.read(out, "index.html")

@@ -1,5 +1,6 @@
 """/bench/model: a GPT training step on every rank, one row per (model, rank): throughput, MFU
-against the same run's matmul rate, and peak memory by category."""
+against the same run's matmul rate, and peak memory by category; for the GPU fast path, MFU and
+HFU over the GPU's datasheet peak, where the step's time went and the attention rate."""
 
 import math
 from collections import OrderedDict, defaultdict
@@ -17,13 +18,20 @@ READS = {
         "s:model,config,host i:rank,parameters,batch,sequence,layers,hidden,step_flops,"
         "peak_parameters_bytes,peak_gradients_bytes,peak_optimizer_state_bytes,"
         "peak_activations_bytes,peak_communication_bytes,peak_workspace_bytes "
-        "f:megatron_step_flops,step_time_s,tokens_per_s,achieved_GFLOPs,matmul_GFLOPs,mfu",
+        "f:megatron_step_flops,step_time_s,tokens_per_s,achieved_GFLOPs,matmul_GFLOPs,mfu,"
+        "hardware_step_flops,peak_GFLOPs,mfu_of_peak,hfu_of_peak,products_fraction,"
+        "attention_fraction,other_fraction,attention_GFLOPs s:path",
         ["model", "config", "rank", "parameters", "batch", "sequence", "step_flops",
          "tokens_per_s", "matmul_GFLOPs", "mfu"]),
 }
 
+# The fast path's columns (GPU rows of `bench model --path fast`; NaN on the reference path and
+# absent from older files).
+FAST_COLUMNS = ("peak_GFLOPs", "mfu_of_peak", "hfu_of_peak", "products_fraction", "attention_fraction",
+                "other_fraction", "attention_GFLOPs")
 MODEL_OPTIONAL = {"host": "", "layers": -1, "hidden": -1, "megatron_step_flops": math.nan,
-                  "step_time_s": math.nan, "achieved_GFLOPs": math.nan}
+                  "step_time_s": math.nan, "achieved_GFLOPs": math.nan, "path": "",
+                  "hardware_step_flops": math.nan, **{c: math.nan for c in FAST_COLUMNS}}
 
 
 class ModelBench(RowTable):
@@ -64,6 +72,8 @@ class ModelBench(RowTable):
                 "matmul": spread(r["matmul_GFLOPs"] for r in rows),
                 "step_time": spread(r["step_time_s"] for r in rows),
                 "peaks": peaks,
+                "path": first["path"],
+                **{c: spread(r[c] for r in rows) for c in FAST_COLUMNS},
             })
 
     @property
@@ -82,10 +92,17 @@ class ModelBench(RowTable):
         d = self.attrs.get("mfu_denominator")
         return str(d) if d not in (None, "") else None
 
+    def on_peak(self):
+        """The models with MFU over a datasheet peak (the fast path on a GPU the table knows)."""
+        return [m for m in self.models if finite(m["mfu_of_peak"][0])]
+
     def words(self):
-        """'tiny 24201 tokens/s, MFU 0.209; small ...' (means over ranks)."""
+        """'tiny 24201 tokens/s, MFU 0.209; small ...' (means over ranks); a model with a
+        datasheet peak adds its MFU over that peak."""
         return "; ".join(f"{m['model']} {fmt_tokens(m['tokens'][0])} tokens/s, MFU "
-                         f"{fmt_mfu(m['mfu'][0])}" for m in self.models)
+                         f"{fmt_mfu(m['mfu'][0])}"
+                         + (f" ({fmt_mfu(m['mfu_of_peak'][0])} of the GPU's peak)"
+                            if finite(m["mfu_of_peak"][0]) else "") for m in self.models)
 
 
 def mfu_caption(model):
@@ -285,6 +302,20 @@ def section(page, ctx, model):
                        "Model FLOPs utilisation per model", fmt_mfu,
                        reference=(1.0, "same-run matmul rate")),
              "MFU per model")
+    fast = model.on_peak()
+    if fast:
+        page.p("On the GPU's datasheet peak (the fast path, --path fast): MFU and HFU divide the "
+               "model's FLOPs and the FLOPs the kernels execute (causal tiles, backward's "
+               "recomputation) per second by the GPU's dense peak for the type; the step's time "
+               "split comes from one more step with events between its parts; attention is "
+               "forward plus backward at the model's shape, counted as FlashAttention counts it.")
+        page.table(["model", "peak TFLOP/s", "MFU of peak", "HFU of peak", "products", "attention",
+                    "rest", "attention TFLOP/s"],
+                   [[f"<b>{esc(m['model'])}</b>", fmt_num(m["peak_GFLOPs"][0] / 1e3, 1),
+                     esc(fmt_spread(m["mfu_of_peak"], fmt_mfu)), esc(fmt_spread(m["hfu_of_peak"], fmt_mfu)),
+                     fmt_ratio(m["products_fraction"][0]), fmt_ratio(m["attention_fraction"][0]),
+                     fmt_ratio(m["other_fraction"][0]), fmt_num(m["attention_GFLOPs"][0] / 1e3, 1)]
+                    for m in fast], numeric={1, 2, 3, 4, 5, 6, 7})
     categories = model.memory_categories()
     if categories:
         page.p("Peak bytes allocated from just before the model is built to the end of its "
