@@ -67,7 +67,7 @@ done
 
 # Name the pack after what the binary says it is, so two commits do not overwrite each other.
 version=$("$build/bin/parity" --version 2>/dev/null) || die "$build/bin/parity --version failed"
-commit=$(sed -n 's/.*(\([0-9a-f]\{7,\}\)).*/\1/p' <<<"$version")
+commit=$(sed -n 's/.*(\([0-9a-f]\{7,\}\)[^)]*).*/\1/p' <<<"$version")
 version=${version%% *}
 if [ -z "$out" ]; then
     out=$SRC/dist/parity-$version${commit:+-${commit:0:12}}-linux-x86_64
