@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -22,6 +23,10 @@ inline void check_launch(const char* kernel, const char* file = __builtin_FILE()
   check(cudaGetLastError(), kernel, file, line);
 }
 inline cudaStream_t stream() { return static_cast<cudaStream_t>(::parity::cuda::stream()); }
+// Blocks of 256 threads for a grid-stride loop over n elements.
+inline unsigned grid_for(std::int64_t n) {
+  return static_cast<unsigned>(std::max<std::int64_t>(1, std::min<std::int64_t>((n + 255) / 256, 65535 * 8)));
+}
 
 // The storage type's tensor-core multiply m16n8k16 (row-major A, column-major B, float32
 // accumulators) and the packing of two floats into one A or B register (lower column first).

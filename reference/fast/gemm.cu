@@ -174,7 +174,6 @@ template <typename T> __global__ void column_sum_kernel(const T* dy, T* db, std:
   db[c] = Tensor16<T>::from_float(sum);
 }
 
-unsigned blocks_for(std::int64_t n) { return static_cast<unsigned>(std::min<std::int64_t>((n + 255) / 256, 65535 * 8)); }
 
 void count(const Product& p) { g_flops += 2 * p.m * p.n * p.k; }
 
@@ -219,11 +218,11 @@ void linear_forward(Storage s, const void* x, const void* w, const void* bias, v
     Product plain = p;
     plain.c = pre;
     run_plain(plain);
-    bias_kernel<T><<<blocks_for(M * N), 256, 0, detail::stream()>>>(static_cast<T*>(pre), static_cast<const T*>(bias),
+    bias_kernel<T><<<detail::grid_for(M * N), 256, 0, detail::stream()>>>(static_cast<T*>(pre), static_cast<const T*>(bias),
                                                                    M * N, N);
     check_launch("bias_kernel");
     if (epilogue == Epilogue::bias_gelu) {
-      gelu_kernel<T><<<blocks_for(M * N), 256, 0, detail::stream()>>>(static_cast<const T*>(pre), static_cast<T*>(y),
+      gelu_kernel<T><<<detail::grid_for(M * N), 256, 0, detail::stream()>>>(static_cast<const T*>(pre), static_cast<T*>(y),
                                                                      M * N, false);
       check_launch("gelu_kernel");
     }
@@ -246,7 +245,7 @@ void linear_backward_input(Storage s, const void* dy, const void* w, void* dx, c
   run_plain(p);
   detail::with_storage(s, [&](auto type) {
     using T = decltype(type);
-    gelu_kernel<T><<<blocks_for(M * K), 256, 0, detail::stream()>>>(static_cast<const T*>(aux), static_cast<T*>(dx),
+    gelu_kernel<T><<<detail::grid_for(M * K), 256, 0, detail::stream()>>>(static_cast<const T*>(aux), static_cast<T*>(dx),
                                                                    M * K, true);
     check_launch("gelu_kernel (backward)");
   });

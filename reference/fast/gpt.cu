@@ -60,8 +60,15 @@ struct Gpt::State {
   // Parameters and optimizer state (flat, parameter_layout's offsets).
   Half params, grads;
   float *masters, *m, *v, *dwte32;
-  // Per layer, what backward reads.
+  // A parameter's 16-bit values and gradient, found by name once, when the model is made.
+  struct Weight {
+    void* value;
+    void* grad;
+  };
+  Weight wte, wpe, lnf_gamma, lnf_beta;
+  // Per layer, its parameters and what backward reads.
   struct Layer {
+    Weight ln1_gamma, ln1_beta, qkv_w, qkv_b, proj_w, proj_b, ln2_gamma, ln2_beta, fc_w, fc_b, fc2_w, fc2_b;
     float *resid, *mid, *mean1, *rstd1, *mean2, *rstd2, *lse;
     Half ln1, qkv, atty, ln2, fc_pre, fc_out;
   };
@@ -121,8 +128,25 @@ struct Gpt::State {
     v = arena.take<float>(P);
     dwte32 = arena.take<float>(Vp * h);
     const int64_t head_rows = s.batch * s.heads * s.sequence;
+    wte = weight("embedding.wte");
+    wpe = weight("embedding.wpe");
+    lnf_gamma = weight("ln_f.gamma");
+    lnf_beta = weight("ln_f.beta");
     for (int l = 0; l < s.layers; ++l) {
       Layer y;
+      const std::string b = "blocks." + std::to_string(l);
+      y.ln1_gamma = weight(b + ".ln1.gamma");
+      y.ln1_beta = weight(b + ".ln1.beta");
+      y.qkv_w = weight(b + ".attn.qkv.weight");
+      y.qkv_b = weight(b + ".attn.qkv.bias");
+      y.proj_w = weight(b + ".attn.proj.weight");
+      y.proj_b = weight(b + ".attn.proj.bias");
+      y.ln2_gamma = weight(b + ".ln2.gamma");
+      y.ln2_beta = weight(b + ".ln2.beta");
+      y.fc_w = weight(b + ".mlp.fc.weight");
+      y.fc_b = weight(b + ".mlp.fc.bias");
+      y.fc2_w = weight(b + ".mlp.proj.weight");
+      y.fc2_b = weight(b + ".mlp.proj.bias");
       y.resid = arena.take<float>(M * h);
       y.mid = arena.take<float>(M * h);
       y.mean1 = arena.take<float>(M);
@@ -175,8 +199,10 @@ struct Gpt::State {
     if (it == slot_of.end()) raise_error("fast GPT: no parameter '" + name + "'");
     return slots[it->second];
   }
-  void* param(const std::string& name) const { return params.at(slot(name).offset); }
-  void* grad(const std::string& name) const { return grads.at(slot(name).offset); }
+  Weight weight(const std::string& name) const {
+    const ParameterSlot& s = slot(name);
+    return {params.at(s.offset), grads.at(s.offset)};
+  }
 
   void initialize(std::uint64_t seed) {
     const double proj_std = 0.02 / std::sqrt(2.0 * shape.layers);
@@ -238,39 +264,38 @@ struct Gpt::State {
     const Storage s = storage;
     const int B = static_cast<int>(shape.batch), T = static_cast<int>(shape.sequence), C = static_cast<int>(h);
     mark(kEmbedding);
-    embedding_forward(s, tokens, param("embedding.wte"), param("embedding.wpe"), layers[0].resid, B, T, h);
+    embedding_forward(s, tokens, wte.value, wpe.value, layers[0].resid, B, T, h);
     mark(kLayerNorm);
-    residual_layernorm_forward(s, layers[0].resid, nullptr, nullptr, param("blocks.0.ln1.gamma"),
-                               param("blocks.0.ln1.beta"), layers[0].ln1.p, layers[0].mean1, layers[0].rstd1, M, h);
+    residual_layernorm_forward(s, layers[0].resid, nullptr, nullptr, layers[0].ln1_gamma.value,
+                               layers[0].ln1_beta.value, layers[0].ln1.p, layers[0].mean1, layers[0].rstd1, M, h);
     for (int l = 0; l < shape.layers; ++l) {
       Layer& y = layers[static_cast<std::size_t>(l)];
-      const std::string b = "blocks." + std::to_string(l);
       mark(kProducts);
-      linear_forward(s, y.ln1.p, param(b + ".attn.qkv.weight"), param(b + ".attn.qkv.bias"), y.qkv.p, nullptr, M, h,
+      linear_forward(s, y.ln1.p, y.qkv_w.value, y.qkv_b.value, y.qkv.p, nullptr, M, h,
                      3 * h, Epilogue::bias);
       mark(kAttention);
       attention_forward(s, y.qkv.p, y.atty.p, y.lse, B, T, C, shape.heads);
       mark(kProducts);
-      linear_forward(s, y.atty.p, param(b + ".attn.proj.weight"), param(b + ".attn.proj.bias"), proj_out.p, nullptr, M,
+      linear_forward(s, y.atty.p, y.proj_w.value, y.proj_b.value, proj_out.p, nullptr, M,
                      h, h, Epilogue::bias);
       mark(kLayerNorm);
-      residual_layernorm_forward(s, y.resid, proj_out.p, y.mid, param(b + ".ln2.gamma"), param(b + ".ln2.beta"),
+      residual_layernorm_forward(s, y.resid, proj_out.p, y.mid, y.ln2_gamma.value, y.ln2_beta.value,
                                  y.ln2.p, y.mean2, y.rstd2, M, h);
       mark(kProducts);
-      linear_forward(s, y.ln2.p, param(b + ".mlp.fc.weight"), param(b + ".mlp.fc.bias"), y.fc_out.p, y.fc_pre.p, M, h,
+      linear_forward(s, y.ln2.p, y.fc_w.value, y.fc_b.value, y.fc_out.p, y.fc_pre.p, M, h,
                      4 * h, Epilogue::bias_gelu);
-      linear_forward(s, y.fc_out.p, param(b + ".mlp.proj.weight"), param(b + ".mlp.proj.bias"), proj_out.p, nullptr,
+      linear_forward(s, y.fc_out.p, y.fc2_w.value, y.fc2_b.value, proj_out.p, nullptr,
                      M, 4 * h, h, Epilogue::bias);
       mark(kLayerNorm);
       const bool last = l + 1 == shape.layers;
-      const std::string next = last ? "ln_f" : "blocks." + std::to_string(l + 1) + ".ln1";
       Layer* n = last ? nullptr : &layers[static_cast<std::size_t>(l) + 1];
-      residual_layernorm_forward(s, y.mid, proj_out.p, last ? resid_final : n->resid, param(next + ".gamma"),
-                                 param(next + ".beta"), last ? lnf.p : n->ln1.p, last ? mean_f : n->mean1,
+      residual_layernorm_forward(s, y.mid, proj_out.p, last ? resid_final : n->resid,
+                                 last ? lnf_gamma.value : n->ln1_gamma.value, last ? lnf_beta.value : n->ln1_beta.value,
+                                 last ? lnf.p : n->ln1.p, last ? mean_f : n->mean1,
                                  last ? rstd_f : n->rstd1, M, h);
     }
     mark(kProducts);
-    head_forward(s, lnf.p, param("embedding.wte"), logits.p, M, h, Vp);
+    head_forward(s, lnf.p, wte.value, logits.p, M, h, Vp);
     mark(kLoss);
     cross_entropy(s, logits.p, targets, row_loss, M, Vp, V, static_cast<float>(M), scale);
     sum(row_loss, loss, M);
@@ -281,44 +306,43 @@ struct Gpt::State {
     const int B = static_cast<int>(shape.batch), T = static_cast<int>(shape.sequence), C = static_cast<int>(h);
     // The head: logits now hold their gradient.
     mark(kProducts);
-    head_backward_input(s, logits.p, param("embedding.wte"), dln.p, M, h, Vp);
+    head_backward_input(s, logits.p, wte.value, dln.p, M, h, Vp);
     head_backward_table(s, logits.p, lnf.p, dwte32, M, h, Vp);
     mark(kLayerNorm);
     check(cudaMemsetAsync(dresid, 0, static_cast<std::size_t>(M * h) * 4, detail::stream()), "cudaMemsetAsync");
-    layernorm_backward(s, resid_final, mean_f, rstd_f, param("ln_f.gamma"), dln.p, dresid, dres16.p, partial, M, h);
-    layernorm_param_grads(s, partial, grad("ln_f.gamma"), grad("ln_f.beta"), M, h);
+    layernorm_backward(s, resid_final, mean_f, rstd_f, lnf_gamma.value, dln.p, dresid, dres16.p, partial, M, h);
+    layernorm_param_grads(s, partial, lnf_gamma.grad, lnf_beta.grad, M, h);
     for (int l = shape.layers - 1; l >= 0; --l) {
       Layer& y = layers[static_cast<std::size_t>(l)];
-      const std::string b = "blocks." + std::to_string(l);
       // Feed-forward: dres16 is the gradient of the block's output.
       mark(kProducts);
-      linear_backward_weight(s, y.fc_out.p, dres16.p, grad(b + ".mlp.proj.weight"), grad(b + ".mlp.proj.bias"), M,
+      linear_backward_weight(s, y.fc_out.p, dres16.p, y.fc2_w.grad, y.fc2_b.grad, M,
                              4 * h, h, false);
-      linear_backward_input(s, dres16.p, param(b + ".mlp.proj.weight"), dwide.p, y.fc_pre.p, M, 4 * h, h,
+      linear_backward_input(s, dres16.p, y.fc2_w.value, dwide.p, y.fc_pre.p, M, 4 * h, h,
                             Epilogue::dgelu);
-      linear_backward_weight(s, y.ln2.p, dwide.p, grad(b + ".mlp.fc.weight"), grad(b + ".mlp.fc.bias"), M, h, 4 * h,
+      linear_backward_weight(s, y.ln2.p, dwide.p, y.fc_w.grad, y.fc_b.grad, M, h, 4 * h,
                              false);
-      linear_backward_input(s, dwide.p, param(b + ".mlp.fc.weight"), dln.p, nullptr, M, h, 4 * h, Epilogue::none);
+      linear_backward_input(s, dwide.p, y.fc_w.value, dln.p, nullptr, M, h, 4 * h, Epilogue::none);
       mark(kLayerNorm);
-      layernorm_backward(s, y.mid, y.mean2, y.rstd2, param(b + ".ln2.gamma"), dln.p, dresid, dres16.p, partial, M, h);
-      layernorm_param_grads(s, partial, grad(b + ".ln2.gamma"), grad(b + ".ln2.beta"), M, h);
+      layernorm_backward(s, y.mid, y.mean2, y.rstd2, y.ln2_gamma.value, dln.p, dresid, dres16.p, partial, M, h);
+      layernorm_param_grads(s, partial, y.ln2_gamma.grad, y.ln2_beta.grad, M, h);
       // Attention.
       mark(kProducts);
-      linear_backward_weight(s, y.atty.p, dres16.p, grad(b + ".attn.proj.weight"), grad(b + ".attn.proj.bias"), M, h,
+      linear_backward_weight(s, y.atty.p, dres16.p, y.proj_w.grad, y.proj_b.grad, M, h,
                              h, false);
-      linear_backward_input(s, dres16.p, param(b + ".attn.proj.weight"), datty.p, nullptr, M, h, h, Epilogue::none);
+      linear_backward_input(s, dres16.p, y.proj_w.value, datty.p, nullptr, M, h, h, Epilogue::none);
       mark(kAttention);
       attention_backward(s, datty.p, y.qkv.p, y.atty.p, y.lse, delta, dqkv.p, B, T, C, shape.heads);
       mark(kProducts);
-      linear_backward_weight(s, y.ln1.p, dqkv.p, grad(b + ".attn.qkv.weight"), grad(b + ".attn.qkv.bias"), M, h,
+      linear_backward_weight(s, y.ln1.p, dqkv.p, y.qkv_w.grad, y.qkv_b.grad, M, h,
                              3 * h, false);
-      linear_backward_input(s, dqkv.p, param(b + ".attn.qkv.weight"), dln.p, nullptr, M, h, 3 * h, Epilogue::none);
+      linear_backward_input(s, dqkv.p, y.qkv_w.value, dln.p, nullptr, M, h, 3 * h, Epilogue::none);
       mark(kLayerNorm);
-      layernorm_backward(s, y.resid, y.mean1, y.rstd1, param(b + ".ln1.gamma"), dln.p, dresid, dres16.p, partial, M, h);
-      layernorm_param_grads(s, partial, grad(b + ".ln1.gamma"), grad(b + ".ln1.beta"), M, h);
+      layernorm_backward(s, y.resid, y.mean1, y.rstd1, y.ln1_gamma.value, dln.p, dresid, dres16.p, partial, M, h);
+      layernorm_param_grads(s, partial, y.ln1_gamma.grad, y.ln1_beta.grad, M, h);
     }
     mark(kEmbedding);
-    embedding_backward(s, dresid, order, starts, unique, distinct, grad("embedding.wpe"), dwte32, B, T, h);
+    embedding_backward(s, dresid, order, starts, unique, distinct, wpe.grad, dwte32, B, T, h);
   }
 };
 

@@ -13,6 +13,7 @@ namespace parity::fast {
 namespace {
 
 using detail::check_launch;
+using detail::grid_for;
 using detail::stream;
 using detail::Tensor16;
 using std::int64_t;
@@ -23,7 +24,6 @@ constexpr int kMaxPerThread = 16;  // columns per thread: rows of up to 4096
 constexpr int64_t kMaxColumns = int64_t{kRowThreads} * kMaxPerThread;
 constexpr float kEps = 1e-5f;       // LayerNorm's, as reference/ops/ops.hpp
 
-unsigned grid_for(int64_t n) { return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((n + 255) / 256, 65535 * 8))); }
 
 #define FAST_GRID_STRIDE(i, n)                                                                          \
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);                \
