@@ -14,6 +14,7 @@
 #include "bench/commands/command.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/provenance.hpp"
+#include "reference/core/text.hpp"
 
 using namespace parity;
 using namespace parity::cli;
@@ -36,7 +37,8 @@ CLI::Validator timeout_validator() {
 
 void add_common(CLI::App* app, CommonOptions& o, bool with_half = true) {
   app->add_option("--np", o.np, "Ranks to start. Outside mpirun/srun parity re-runs itself as `mpirun -n NP` "
-                                "(adding --oversubscribe when NP exceeds the cores); under a launcher, the world given is used")
+                                "(adding --oversubscribe when NP exceeds the cores; refused past 16 ranks per core or past the "
+                                "memory of about 100 MB a rank needs before any work); under a launcher, the world given is used")
       ->check(CLI::Range(1, 1 << 20));
   app->add_option("--hostfile", o.hostfile, "Open MPI hostfile passed to mpirun (multi-host runs)")->check(CLI::ExistingFile);
   app->add_option("--out", o.out, "Result file (HDF5) [default: parity-<subcommand>-<UTC time>.h5 in the current directory]");
@@ -160,17 +162,17 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "parity: %s (see parity --help)\n", e.what());
+    std::fprintf(stderr, "parity: %s (see parity --help)\n", printable_line(e.what()).c_str());
     return kExitUsage;
   }
   try {
     for (const auto& [command, sub] : apps)
       if (sub->parsed()) return run_command(*command, argc, argv);
   } catch (const UsageError& e) {
-    std::fprintf(stderr, "parity: %s\n", e.what());
+    std::fprintf(stderr, "parity: %s\n", printable_line(e.what()).c_str());
     return kExitUsage;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "parity: %s\n", e.what());
+    std::fprintf(stderr, "parity: %s\n", printable_line(e.what()).c_str());
     return kExitFault;
   }
   return kExitUsage;

@@ -70,5 +70,30 @@ TEST(Launcher, MpirunLine) {
   EXPECT_EQ(std::find(hosts.begin(), hosts.end(), "--oversubscribe"), hosts.end());  // the hostfile decides
 }
 
+// Ranks on this host alone: refused past kMaxRanksPerCore per core or past the memory a rank
+// needs before any work, with the figures; a hostfile or unknown figures refuse nothing.
+TEST(Launcher, LocalRanksRefusedWithFigures) {
+  const unsigned long long gib = 1ull << 30;
+  EXPECT_EQ(local_ranks_problem(4, 2, 24 * gib), "");
+  EXPECT_EQ(local_ranks_problem(2 * kMaxRanksPerCore, 2, 24 * gib), "");
+  const std::string cores = local_ranks_problem(2 * kMaxRanksPerCore + 1, 2, 1000 * gib);
+  EXPECT_NE(cores.find("--np 33 is too many ranks for this host: 16.5 ranks per core on this host's 2 cores (at most "
+                       "16 are started), and at least 3.1 GiB (96 MiB a rank before any work) against 1000.0 GiB"),
+            std::string::npos)
+      << cores;
+  const std::string memory = local_ranks_problem(100000, 0, 24 * gib);  // cores unknown: memory decides
+  EXPECT_NE(memory.find("--np 100000 is too many ranks for this host: at least 9375.0 GiB (96 MiB a rank before any "
+                        "work) against 24.0 GiB available"),
+            std::string::npos)
+      << memory;
+  // Exactly at the memory: allowed; one rank more: refused.
+  const unsigned long long fits = 10 * kRankBaseBytes;
+  EXPECT_EQ(local_ranks_problem(10, 0, fits), "");
+  EXPECT_NE(local_ranks_problem(11, 0, fits), "");
+  EXPECT_EQ(local_ranks_problem(100000, 0, 0), "");  // nothing known: mpirun decides
+  EXPECT_NO_THROW(check_local_ranks({100000, "hosts.txt"}));
+  EXPECT_THROW(check_local_ranks({1 << 20, ""}), UsageError);
+}
+
 }  // namespace
 }  // namespace parity::cli

@@ -189,4 +189,18 @@ TEST(PipelineSchedules, BadShapesAreRefusedInOneLine) {
 }
 
 }  // namespace
+// The count `pipeline simulate` refuses sizes by is the count of the schedule made.
+TEST(PipelineSchedules, ActionCountIsTheGeneratedSchedulesCount) {
+  for (const std::string& name : schedule_names())
+    for (int p : {1, 2, 4})
+      for (int v : {2, 3}) {
+        const int m = 2 * p * v;
+        const Schedule s = make_schedule(name, p, m, v);
+        std::int64_t held = 0;
+        for (const auto& actions : s.ranks) held += static_cast<std::int64_t>(actions.size());
+        EXPECT_EQ(action_count(name, p, m, v), held) << name << " p" << p << " m" << m << " v" << v;
+      }
+  EXPECT_EQ(action_count("zb-v", 1024, 100000), 614400000);  // 2 chunks x 3 actions: no overflow
+}
+
 }  // namespace parity::parallel::pipeline

@@ -779,6 +779,43 @@ TEST_F(ResultsFileTest, TornJournalRecordIsLeftOut) {
   EXPECT_EQ(read_table(path, "/check/collectives").rows(), 3u);
 }
 
+// A point and its per-rank rows journaled together: a tail torn anywhere in their record, at
+// every cut of 1 to its whole length, leaves both tables at the rows before it, never one row
+// without the other.
+TEST_F(ResultsFileTest, RowsJournaledTogetherAreKeptTogetherOrNotAtAll) {
+  const fs::path path = dir_ / "out.h5";
+  const Table points = numbered_rows(3);
+  Table per_rank("per-rank rows");
+  std::uintmax_t before_last = 0;
+  {
+    ResultsFile file(path, false);
+    Table building(points.description()), ranks("per-rank rows");
+    for (int i = 0; i < 3; ++i) {
+      if (i == 2) before_last = fs::file_size(journal_path(path));
+      append_rows(building, points, i, i + 1);
+      const std::size_t first = ranks.rows();
+      for (int rank = 0; rank < 4; ++rank) {
+        ranks.i64("row").push_back(i);
+        ranks.i64("rank").push_back(rank);
+      }
+      file.append_rows({{"/check/collectives", &building, building.rows() - 1}, {"/bench/ranks", &ranks, first}});
+    }
+    file.abandon();
+  }
+  const std::uintmax_t whole = fs::file_size(journal_path(path));
+  const JournalReading all = read_journal(journal_path(path));
+  EXPECT_EQ(all.contents.find("/check/collectives")->table->rows(), 3u);
+  EXPECT_EQ(all.contents.find("/bench/ranks")->table->rows(), 12u);
+  const fs::path copy = dir_ / "copy.journal";
+  for (std::uintmax_t cut = 1; cut <= whole - before_last; ++cut) {
+    fs::copy_file(journal_path(path), copy, fs::copy_options::overwrite_existing);
+    fs::resize_file(copy, whole - cut);
+    const JournalReading torn = read_journal(copy);
+    ASSERT_EQ(torn.contents.find("/check/collectives")->table->rows(), 2u) << "cut " << cut;
+    ASSERT_EQ(torn.contents.find("/bench/ranks")->table->rows(), 8u) << "cut " << cut;
+  }
+}
+
 TEST_F(ResultsFileTest, JournalWithAFlippedByteEndsBeforeIt) {
   const fs::path path = dir_ / "out.h5";
   const Table all = numbered_rows(3);

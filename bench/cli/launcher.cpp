@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -70,6 +71,33 @@ std::vector<std::string> mpirun_command(const std::string& mpirun, const LaunchR
   return command;
 }
 
+std::string local_ranks_problem(int np, int cores, unsigned long long available_bytes) {
+  const bool too_many = cores > 0 && np > kMaxRanksPerCore * cores;
+  const unsigned long long needed = static_cast<unsigned long long>(np) * kRankBaseBytes;
+  const bool too_big = available_bytes != 0 && needed > available_bytes;
+  if (!too_many && !too_big) return "";
+  char cores_text[160] = "", memory_text[200] = "";
+  if (cores > 0)
+    std::snprintf(cores_text, sizeof cores_text, "%.1f ranks per core on this host's %d cores (at most %d are started)",
+                  static_cast<double>(np) / cores, cores, kMaxRanksPerCore);
+  if (available_bytes != 0)
+    std::snprintf(memory_text, sizeof memory_text,
+                  "at least %.1f GiB (%.0f MiB a rank before any work) against %.1f GiB available", needed / 1073741824.0,
+                  kRankBaseBytes / 1048576.0, available_bytes / 1073741824.0);
+  std::string text = "--np " + std::to_string(np) + " is too many ranks for this host: ";
+  text += cores_text;
+  if (cores_text[0] && memory_text[0]) text += ", and ";
+  text += memory_text;
+  return text + ". Ranks wait by polling, so more than the cores only share them; lower --np, or give a --hostfile "
+                "to spread the ranks over hosts";
+}
+
+void check_local_ranks(const LaunchRequest& request) {
+  if (!request.hostfile.empty()) return;
+  const std::string problem = local_ranks_problem(request.np, online_cores(), available_memory_bytes());
+  if (!problem.empty()) throw UsageError(problem);
+}
+
 void check_working_directory() {
   char cwd[4096];
   if (getcwd(cwd, sizeof cwd) == nullptr && errno == ENOENT)
@@ -78,6 +106,7 @@ void check_working_directory() {
 
 Outcome relaunch(const LaunchRequest& request, const std::vector<std::string>& arguments) {
   check_working_directory();
+  check_local_ranks(request);
   return supervise(mpirun_command(find_mpirun(), request, arguments), request.np);
 }
 

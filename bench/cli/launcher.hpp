@@ -26,6 +26,17 @@ std::vector<std::string> mpirun_command(const std::string& mpirun, const LaunchR
                                         const std::vector<std::string>& arguments);
 // Finds mpirun ($PARITY_MPIRUN, else on PATH); throws UsageError when it is missing.
 std::string find_mpirun();
+// Ranks started on this host alone (no hostfile) are refused before mpirun runs when there are
+// more than kMaxRanksPerCore per core, or when np x kRankBaseBytes exceeds the memory available:
+// mpirun would otherwise fork them until memory or process ids run out. kRankBaseBytes is a
+// rank's own memory after MPI_Init, before any work (about 100 MB measured with Open MPI 4.1 on
+// Debian 12: OpenBLAS buffers, MPI's shared-memory segments, the CUDA runtime's tables).
+constexpr int kMaxRanksPerCore = 16;
+constexpr unsigned long long kRankBaseBytes = 96ull << 20;
+// The refusal's text ("" when np fits); cores or available_bytes 0 when unknown.
+std::string local_ranks_problem(int np, int cores, unsigned long long available_bytes);
+// Throws UsageError with local_ranks_problem's text.
+void check_local_ranks(const LaunchRequest& request);
 // Refuses (UsageError) to start in a working directory that was deleted: Open MPI cannot.
 void check_working_directory();
 // Runs the ranks under mpirun as a supervised child (bench/cli/supervisor.hpp) and returns

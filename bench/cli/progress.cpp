@@ -5,6 +5,8 @@
 
 #include <cstdio>
 
+#include "reference/comm/watchdog.hpp"
+
 namespace parity::cli {
 
 Progress::Progress(std::string task, std::size_t total, bool enabled)
@@ -12,6 +14,8 @@ Progress::Progress(std::string task, std::size_t total, bool enabled)
       start_(std::chrono::steady_clock::now()) {}
 
 void Progress::update(std::size_t done, const std::string& item) {
+  // On every rank: an interruption or a stall names the item as well as the operation.
+  Watchdog::set_task(task_ + ": " + item);
   if (!enabled_ || total_ == 0) return;
   const auto now = std::chrono::steady_clock::now();
   const double seconds = std::chrono::duration<double>(now - start_).count();
@@ -30,6 +34,7 @@ void Progress::update(std::size_t done, const std::string& item) {
 }
 
 void Progress::finish() {
+  Watchdog::set_task("");
   if (!enabled_ || total_ == 0) return;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   std::fprintf(stderr, "%s[%s] done: %zu in %.1fs\n", terminal_ ? "\r\033[K" : "", task_.c_str(), total_, seconds);

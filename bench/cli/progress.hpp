@@ -10,6 +10,8 @@ namespace parity::cli {
 class Progress {
  public:
   Progress(std::string task, std::size_t total, bool enabled);
+  // Also on ranks that do not print: the item becomes the process's task (Watchdog::set_task),
+  // which an interruption or a stall names beside the operation.
   void update(std::size_t done, const std::string& item);
   void finish();
 

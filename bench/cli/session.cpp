@@ -16,6 +16,7 @@
 #include "reference/record/output.hpp"
 #include "bench/cli/supervisor.hpp"
 #include "reference/cuda/device.hpp"
+#include "reference/core/text.hpp"
 
 namespace parity::cli {
 
@@ -154,6 +155,10 @@ void Session::record_rows(const std::string& group, const record::Table& table, 
   if (is_root()) results().append_rows(group, table, first);
 }
 
+void Session::record_rows(const std::vector<record::RowsOf>& parts) {
+  if (is_root()) results().append_rows(parts);
+}
+
 Session::Restored Session::restore_row(const std::string& group, const std::string& key, const RowKey& key_of,
                                        record::Table& into,
                                        const std::function<std::int64_t(const record::Table&, std::size_t)>& also) {
@@ -205,7 +210,6 @@ std::int64_t Session::take_rows(const std::string& group, const record::Table& f
     record::append_rows(into, from, row, row + 1);
     take_resumed(group, row);
     if (also) sum += also(from, row);
-    ++restored_rows_;
   }
   into.rows();  // the same columns as this run's rows
   record_rows(group, into, first);
@@ -213,7 +217,9 @@ std::int64_t Session::take_rows(const std::string& group, const record::Table& f
 }
 
 void Session::take_resumed(const std::string& group, std::size_t row) {
-  if (is_root()) results().take_row(group, row);
+  if (!is_root()) return;
+  results().take_row(group, row);
+  ++restored_rows_;  // rows of every table, as "finished rows to take" counts them
 }
 
 const record::Table* Session::resumed(const std::string& group) const {
@@ -231,7 +237,7 @@ void Session::keep_partial_results(const std::string& reason) noexcept {
     // the one the user sees.
     if (!supervised_) write_partial_results(record::journal_path(options_.out).string(), options_.out, reason);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "parity: could not keep partial results: %s\n", e.what());
+    std::fprintf(stderr, "parity: could not keep partial results: %s\n", printable_line(e.what()).c_str());
   }
   results_.reset();
 }
@@ -283,7 +289,7 @@ void Session::agree_on_root(const std::function<void()>& check) {
     try {
       check();
     } catch (const UsageError& e) {
-      std::fprintf(stderr, "parity: %s\n", e.what());
+      std::fprintf(stderr, "parity: %s\n", printable_line(e.what()).c_str());
       std::fflush(stderr);
       failed = 1;
     }
@@ -382,7 +388,7 @@ void Session::commit_results() {
   results_.reset();
   if (!options_.quiet) {
     if (!options_.resume.empty())
-      std::fprintf(stderr, "[%s] %zu rows taken from %s (--resume), the rest run now\n", subcommand_.c_str(), restored_rows_,
+      std::fprintf(stderr, "[%s] %zu finished rows taken from %s (--resume), the rest run now\n", subcommand_.c_str(), restored_rows_,
                    options_.resume.c_str());
     std::fprintf(stderr, "[%s] results written to %s\n", subcommand_.c_str(), options_.out.c_str());
   }

@@ -91,6 +91,9 @@ class Session {
   // Journals the rows [first, end) of a table being built (rank 0; a no-op elsewhere), so a
   // run cut short keeps them.
   void record_rows(const std::string& group, const record::Table& table, std::size_t first);
+  // Rows of several tables that belong together (a point and its per-rank rows): a run cut
+  // short keeps all of them or none, so --resume never takes one without the others.
+  void record_rows(const std::vector<record::RowsOf>& parts);
   // --resume: when the resumed file has a row of `group` whose key (by key_of) is `key`, rank 0
   // appends it to `into` and journals it, `also` (rank 0) takes what else the row needs, and
   // every rank learns that it was found and the number `also` returned.

@@ -3,20 +3,24 @@
 
 #include <cctype>
 #include <cmath>
+#include <stdexcept>
 
 #include "reference/core/error.hpp"
+#include "reference/core/text.hpp"
 
 namespace parity::cli {
 
 std::size_t parse_size(const std::string& text, const std::string& option) {
   auto bad = [&] {
-    return UsageError("malformed size '" + text + "' for " + option + " (expected bytes such as 8, 4K, 64M or 1G)");
+    return UsageError("malformed size " + quoted(text) + " for " + option + " (expected bytes such as 8, 4K, 64M or 1G)");
   };
   if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0]))) throw bad();
   std::size_t pos = 0;
   unsigned long long value = 0;
   try {
     value = std::stoull(text, &pos);
+  } catch (const std::out_of_range&) {
+    throw UsageError("size " + quoted(text) + " for " + option + " is too large (at most 2^64 - 1 bytes)");
   } catch (...) {
     throw bad();
   }
@@ -29,7 +33,7 @@ std::size_t parse_size(const std::string& text, const std::string& option) {
   else if (suffix == "G" || suffix == "g") shift = 30;
   else if (suffix == "T" || suffix == "t") shift = 40;
   else throw bad();
-  if (shift && value > (~0ULL >> shift)) throw UsageError("size '" + text + "' for " + option + " is too large");
+  if (shift && value > (~0ULL >> shift)) throw UsageError("size " + quoted(text) + " for " + option + " is too large");
   return static_cast<std::size_t>(value << shift);
 }
 
@@ -47,12 +51,16 @@ std::vector<std::size_t> SizeSweep::sizes() const {
   if (max_bytes < min_bytes)
     throw UsageError("inverted size range: -e " + format_size(max_bytes) + " is below -b " + format_size(min_bytes));
   if (step_factor <= 1 && step_bytes == 0) throw UsageError("-i 0 with -f 1 would never reach -e");
-  if (!(step_factor >= 1)) throw UsageError("-f must be at least 1");
+  if (!(step_factor >= 1) || !std::isfinite(step_factor))
+    throw UsageError("-f " + printable_line(std::to_string(step_factor)) + ": must be a finite number of at least 1");
   std::vector<std::size_t> out;
   for (std::size_t size = min_bytes; size <= max_bytes;) {
     out.push_back(size);
-    std::size_t next = step_factor > 1 ? static_cast<std::size_t>(std::ceil(static_cast<double>(size) * step_factor))
-                                       : size + step_bytes;
+    // Past -e (or past what a size can hold): the sweep ends.
+    const double grown = step_factor > 1 ? std::ceil(static_cast<double>(size) * step_factor)
+                                         : static_cast<double>(size) + static_cast<double>(step_bytes);
+    if (grown > static_cast<double>(max_bytes) || (step_factor <= 1 && step_bytes > max_bytes - size)) break;
+    std::size_t next = step_factor > 1 ? static_cast<std::size_t>(grown) : size + step_bytes;
     if (next <= size) next = size + 1;  // -b 0 with -f: 0 * f stays 0
     size = next;
   }

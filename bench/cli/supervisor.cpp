@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <optional>
@@ -17,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <functional>
 #include <regex>
@@ -24,6 +26,7 @@
 #include "reference/comm/watchdog.hpp"
 #include "reference/record/output.hpp"
 #include "reference/record/partial.hpp"
+#include "reference/core/text.hpp"
 
 namespace parity::cli {
 
@@ -259,7 +262,10 @@ char g_interrupt_reason[3][64];
 
 // Rank 0 outside supervision: the command that makes the partial file, prepared when armed.
 char g_self[4096], g_journal[4096], g_result[4096];
-volatile sig_atomic_t g_armed = 0;
+// Taken by exchange: a signal handler and the watchdog's thread may both try, and one writes.
+std::atomic<int> g_armed{0};
+std::atomic<int> g_writing{0};  // the partial file's writer is running
+static_assert(std::atomic<int>::is_always_lock_free, "read in signal handlers");
 
 // Joins texts into `out` (always terminated); returns the length. Async-signal-safe.
 std::size_t join_text(char* out, std::size_t size, std::initializer_list<const char*> parts) {
@@ -271,10 +277,15 @@ std::size_t join_text(char* out, std::size_t size, std::initializer_list<const c
 }
 
 void interrupted(int signal) {
+  // A second signal may reach another thread (MPI's, the watchdog's) while the first is handled:
+  // that thread waits for the first to end the process.
+  static std::atomic<int> entered{0};
+  if (entered.exchange(1) != 0)
+    for (;;) pause();
   const int which = signal == SIGINT ? 0 : signal == SIGTERM ? 1 : 2;
   record::discard_temporary_file();
   // "... stopped by SIGTERM during all_reduce 256 x float32 (ring)": the operation it was in.
-  char operation[160], text[512], reason[256];
+  char operation[400], text[640], reason[512];
   Watchdog::describe_current(operation, sizeof operation);
   const char* during = operation[0] ? " during " : "";
   const std::size_t length = join_text(text, sizeof text, {g_interrupt_text[which], during, operation, "\n"});
@@ -307,9 +318,13 @@ void handle_interrupts(int launcher_rank) {
     record::discard_temporary_file();
     keep_partial_results_now(report);
   });
+  // The handler ends the process: a second signal during it (a second Ctrl-C) stays blocked on
+  // its thread or waits on another (interrupted()), so the line is said once and the partial
+  // file is written whole (its writer inherits the mask) before the process exits.
   struct sigaction action {};
   action.sa_handler = interrupted;
   sigemptyset(&action.sa_mask);
+  for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&action.sa_mask, s);
   for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaction(s, &action, nullptr);
 }
 
@@ -390,16 +405,16 @@ Outcome supervise(const std::vector<std::string>& command, int world_size) {
     while ((newline = pending.find('\n')) != std::string::npos) {
       const std::string line = pending.substr(0, newline);
       pending.erase(0, newline + 1);
-      if (digest.take(line) || verbose) std::fprintf(stderr, "%s\n", line.c_str());
+      if (digest.take(line) || verbose) std::fprintf(stderr, "%s\n", printable_line(line).c_str());
     }
   }
-  if (!pending.empty() && (digest.take(pending) || verbose)) std::fprintf(stderr, "%s\n", pending.c_str());
+  if (!pending.empty() && (digest.take(pending) || verbose)) std::fprintf(stderr, "%s\n", printable_line(pending).c_str());
   close(pipe_fds[0]);
   while (!reaped && waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
   g_child = 0;
   const Outcome outcome = digest.outcome(status, g_signal);
-  if (!outcome.line.empty()) std::fprintf(stderr, "%s\n", outcome.line.c_str());
+  if (!outcome.line.empty()) std::fprintf(stderr, "%s\n", printable_line(outcome.line).c_str());
   std::fflush(stderr);
   return outcome;
 }
@@ -411,14 +426,21 @@ void arm_partial_results(const std::string& journal, const std::string& result) 
   copy_text(g_self, sizeof g_self, self.string());
   copy_text(g_journal, sizeof g_journal, std::filesystem::absolute(journal).string());
   copy_text(g_result, sizeof g_result, std::filesystem::absolute(result).string());
-  g_armed = 1;
+  g_armed.store(1);
 }
 
-void disarm_partial_results() { g_armed = 0; }
+void disarm_partial_results() { g_armed.store(0); }
 
 void keep_partial_results_now(const char* reason) {
-  if (!g_armed) return;
-  g_armed = 0;
+  if (g_armed.exchange(0) == 0) {
+    // Another thread (the watchdog's) is writing it: the process ends only once it is written.
+    while (g_writing.load() != 0) {
+      const timespec pause{0, 10'000'000};
+      nanosleep(&pause, nullptr);
+    }
+    return;
+  }
+  g_writing.store(1);
   // vfork + execve: no allocation and no atfork handlers (MPI's included) in this process.
   char flag[32];
   join_text(flag, sizeof flag, {kWritePartialFlag});
@@ -428,10 +450,12 @@ void keep_partial_results_now(const char* reason) {
     execve(g_self, argv, environ);
     _exit(127);
   }
-  if (child < 0) return;
-  int status = 0;
-  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  if (child >= 0) {
+    int status = 0;
+    while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    }
   }
+  g_writing.store(0);
 }
 
 int write_partial_results(const std::string& journal, const std::string& result, const std::string& reason) {

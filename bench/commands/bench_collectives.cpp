@@ -569,8 +569,8 @@ BenchOutcome run_bench(Session& session, const BenchPlan& plan, const BenchOptio
                 out.rank_times.f64("time_us", "us").push_back(means[static_cast<std::size_t>(rank)] * 1e6);
                 out.rank_times.i64("size_bytes", "B").push_back(static_cast<std::int64_t>(bytes_by_rank[static_cast<std::size_t>(rank)]));
               }
-              session.record_rows("/bench/collectives", t, row);
-              session.record_rows("/bench/collectives_rank_times", out.rank_times, first_time);
+              session.record_rows({{"/bench/collectives", &t, row},
+                                   {"/bench/collectives_rank_times", &out.rank_times, first_time}});
             }
           }
         }

@@ -152,6 +152,8 @@ void check_moe_bench_options(const MoeBenchOptions& options) {
                      std::to_string(options.experts) + " experts (--experts)");
   c.validate();  // experts, blocks beyond the model, ...
   if (!options.ep_sizes.empty()) parse_whole_numbers(options.ep_sizes, "--ep");
+  if (options.capacity_factors.empty())
+    throw UsageError("--capacity-factors names no number (the dropped-fraction sweep needs at least one)");
 }
 
 MoeBenchPlan plan_moe_bench(const MoeBenchOptions& options, int world) {
@@ -361,9 +363,9 @@ MoeBenchOutcome run_moe_bench(Session& session, const MoeBenchPlan& plan, const 
       t.f64("mean_load_imbalance").push_back(imbalance_sum / timed_rows);
       t.f64("mean_dropped_fraction").push_back(dropped_sum / timed_rows);
       // Kept if the job is cut short: the run's steps and loads first, its row last.
-      session.record_rows("/bench/moe_steps", out.steps, first_step_row);
-      session.record_rows("/bench/moe_load", out.load, first_load_row);
-      session.record_rows("/bench/moe", t, t.rows() - 1);
+      session.record_rows({{"/bench/moe_steps", &out.steps, first_step_row},
+                           {"/bench/moe_load", &out.load, first_load_row},
+                           {"/bench/moe", &t, t.rows() - 1}});
     }
   }
   progress.finish();

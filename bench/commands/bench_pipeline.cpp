@@ -445,9 +445,9 @@ PipelineBenchOutcome run_pipeline_bench(Session& session, const PipelineBenchPla
     t.i64("formula_activation_bytes", "B").push_back(std::llround(formula_peak));
     // Kept if the run is cut short; the run's row last, as the mark that its ranks' rows and
     // timeline are complete.
-    session.record_rows("/bench/pipeline_ranks", out.ranks, first_rank_row);
-    session.record_rows("/bench/pipeline_timeline", out.timeline, first_timeline_row);
-    session.record_rows("/bench/pipeline", t, t.rows() - 1);
+    session.record_rows({{"/bench/pipeline_ranks", &out.ranks, first_rank_row},
+                         {"/bench/pipeline_timeline", &out.timeline, first_timeline_row},
+                         {"/bench/pipeline", &t, t.rows() - 1}});
   }
   progress.finish();
   if (session.is_root() && !session.options().quiet)

@@ -10,6 +10,7 @@
 #include "bench/cli/supervisor.hpp"
 #include "reference/core/error.hpp"
 #include "reference/record/output.hpp"
+#include "reference/core/text.hpp"
 
 namespace parity::cli {
 
@@ -146,7 +147,7 @@ int with_session(int argc, char** argv, Command& command) {
     return kExitUsage;
   } catch (const UsageError& e) {
     // Thrown identically on every rank (same arguments); only rank 0 speaks.
-    if (!session || session->is_root()) std::fprintf(stderr, "parity: %s\n", e.what());
+    if (!session || session->is_root()) std::fprintf(stderr, "parity: %s\n", printable_line(e.what()).c_str());
     if (session) session->keep_partial_results(std::string("refused: ") + e.what());
     return kExitUsage;
   } catch (const std::exception& e) {

@@ -107,7 +107,8 @@ case $scenario in
   sigint_alone)
     run_then 3 "kill -INT \$pid" bench collectives -q -e 64M -n 400 --force --out "$work/i.h5"
     expect_status 5
-    expect_line "^parity: interrupted by SIGINT( during [a-z_]+ [0-9]+ x [a-z0-9]+ \([a-z_]+\))?$"
+    # The operation, and the benchmark point it belongs to (the progress item).
+    expect_line "^parity: interrupted by SIGINT during ([a-z_]+ [0-9]+ x [a-z0-9]+ \([a-z_]+\) of )?bench: [a-z_]+ [a-z_]+ [0-9.]+[KMG]?( in-place)?(, between operations)?$"
     expect_partial_if_any "$work/i.h5" "^interrupted by SIGINT( during .*)?$"
     no_leftovers ;;
   sigkill_rank)
@@ -123,7 +124,7 @@ case $scenario in
     run_then 0 "victim=\$(newest_rank 3); kill -KILL \$victim" bench collectives -q -e 8 -T 60 --np 3 --inject-stall 2 --out "$work/d.h5" --force
     expect_status 6
     expect_lines 1
-    expect_line "^parity: rank 2 on [^ ]+ died \(signal 9, Killed\) while ranks 0, 1 on [^ ]+ were in [a-z_]+ [0-9]+ x [a-z0-9]+ \(native\); the job was stopped$"
+    expect_line "^parity: rank 2 on [^ ]+ died \(signal 9, Killed\) while ranks 0, 1 on [^ ]+ were in [a-z_]+ [0-9]+ x [a-z0-9]+ \(native\)( of [^;]+)?; the job was stopped$"
     run_then 0 "victim=\$(newest_rank 3); kill -TERM \$victim" bench collectives -q -e 8 -T 60 --np 3 --inject-stall 2 --out "$work/d.h5" --force
     expect_status 6
     expect_line "^parity: rank 2 on [^ ]+ was stopped by SIGTERM from outside parity during an injected stall; the job was stopped$"

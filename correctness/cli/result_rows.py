@@ -47,8 +47,10 @@ def column(group, name):
 
 
 def journal_blocks(path, group):
-    """'R' records of `group` in a journal (reference/record/journal.cpp: magic, then records of
-    a u32 length, a u32 checksum and a payload that starts with its kind and a u64-prefixed group)."""
+    """'R' and 'M' records holding rows of `group` in a journal (reference/record/journal.cpp:
+    magic, then records of a u32 length, a u32 checksum and a payload that starts with its kind
+    and a u64-prefixed group; an 'M' record's group is empty and a u64-counted list of u64-prefixed
+    groups follows it)."""
     try:
         data = open(path, "rb").read()
     except OSError:
@@ -62,6 +64,12 @@ def journal_blocks(path, group):
         if payload[:1] == b"R":
             size = int.from_bytes(payload[1:9], sys.byteorder)
             count += payload[9:9 + size].decode(errors="replace") == group
+        elif payload[:1] == b"M":
+            parts, i = int.from_bytes(payload[9:17], sys.byteorder), 17
+            for _ in range(parts):
+                size = int.from_bytes(payload[i:i + 8], sys.byteorder)
+                count += payload[i + 8:i + 8 + size].decode(errors="replace") == group
+                i += 8 + size
         at += 8 + length
     return count
 

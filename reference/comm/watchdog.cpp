@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "reference/core/error.hpp"
 
@@ -73,16 +74,46 @@ std::string Operation::describe() const {
   return out;
 }
 
+namespace {
+// The task (set_task): two buffers, the one not shown written and then shown, so a signal
+// handler on the writing thread always reads a whole text.
+char g_task[2][192];
+std::atomic<int> g_task_shown{0};
+}  // namespace
+
+void Watchdog::set_task(const std::string& task) noexcept {
+  const int next = 1 - g_task_shown.load(std::memory_order_relaxed);
+  std::size_t used = 0;
+  for (char c : task) {
+    if (used + 1 >= sizeof g_task[next]) break;
+    g_task[next][used++] = (c >= ' ' && c != 0x7f) ? c : '?';  // one line of printable text
+  }
+  g_task[next][used] = '\0';
+  g_task_shown.store(next, std::memory_order_release);
+}
+
 void Watchdog::describe_current(char* out, std::size_t size) noexcept {
   if (size == 0) return;
   out[0] = '\0';
+  const char* task = g_task[g_task_shown.load(std::memory_order_acquire)];
   const Watchdog* dog = g_first.load();
-  if (dog == nullptr || dog->depth_.load(std::memory_order_acquire) == 0) return;
-  // An operation with made-up text (rare) is named by its static name only: the text is
-  // guarded by a mutex a handler may not take.
-  format_operation(out, size, dog->name_.load(std::memory_order_relaxed), dog->count_.load(std::memory_order_relaxed),
-                   static_cast<DataType>(dog->dtype_.load(std::memory_order_relaxed)),
-                   dog->variant_.load(std::memory_order_relaxed));
+  const bool in_operation = dog != nullptr && dog->depth_.load(std::memory_order_acquire) > 0;
+  if (in_operation) {
+    // An operation with made-up text (rare) is named by its static name only: the text is
+    // guarded by a mutex a handler may not take.
+    format_operation(out, size, dog->name_.load(std::memory_order_relaxed), dog->count_.load(std::memory_order_relaxed),
+                     static_cast<DataType>(dog->dtype_.load(std::memory_order_relaxed)),
+                     dog->variant_.load(std::memory_order_relaxed));
+  }
+  if (task[0] == '\0') return;
+  std::size_t used = std::strlen(out);
+  const auto put = [&](const char* text) {
+    for (; *text != '\0' && used + 1 < size; ++text) out[used++] = *text;
+    out[used] = '\0';
+  };
+  if (in_operation) put(" of ");
+  put(task);
+  if (!in_operation) put(", between operations");
 }
 
 std::string Wait::describe(const Operation& operation) const {

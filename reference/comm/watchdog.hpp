@@ -85,9 +85,15 @@ class Watchdog {
   // and before ending the process: the one chance to keep what the run finished.
   using FireHook = void (*)(const char* report);
   static void set_fire_hook(FireHook hook);
-  // The operation running now in this process ("all_reduce 256 x float32 (ring)"), written
-  // into `out` (always terminated) without allocating or locking, so a signal handler may call
-  // it; "" when none is running. The process's first watchdog is the one read.
+  // What the process is working on, above single operations: "check training: dp/zero1/..."
+  // (the command's progress item, set by bench/cli/progress on every rank; "" clears it).
+  // Control characters are shown as '?'; kept to 191 bytes. Called from one thread.
+  static void set_task(const std::string& task) noexcept;
+  // The operation running now in this process ("all_reduce 256 x float32 (ring)") and the task
+  // ("... of check collectives: all_reduce/ring/..."; "check training: ..., between
+  // operations" when no operation runs), written into `out` (always terminated) without
+  // allocating or locking, so a signal handler may call it; "" when neither is known. The
+  // process's first watchdog is the one read.
   static void describe_current(char* out, std::size_t size) noexcept;
 
  private:

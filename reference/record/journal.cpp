@@ -1,12 +1,14 @@
 // The journal's records: a 4-byte length, a 4-byte FNV-1a checksum and the payload, all in host
 // byte order (a journal is read back on the machine that wrote it). Payloads start with a kind:
-// 'A' an attribute, 'R' rows of a table being built, 'T' a whole table, 'C' the rows carried
-// from a resumed file and 'K' one of them taken.
+// 'A' an attribute, 'R' rows of a table being built, 'M' rows of several tables that stand or
+// fall together, 'T' a whole table, 'C' the rows carried from a resumed file and 'K' one of them
+// taken.
 #include "reference/record/journal.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -274,6 +276,19 @@ void Journal::rows(const std::string& group, const Table& table, std::size_t fir
   append(w.take());
 }
 
+void Journal::rows(const std::vector<RowsOf>& parts) {
+  Writer w;
+  // The groups first (a reader may count a group's records without decoding rows), then each
+  // group's rows in that order.
+  w.number<char>('M');
+  w.text("");
+  std::vector<std::string> groups;
+  for (const RowsOf& part : parts) groups.push_back(part.group);
+  w.list(groups);
+  for (const RowsOf& part : parts) encode_rows(w, *part.table, std::min(part.first, part.table->rows()), part.table->rows());
+  append(w.take());
+}
+
 void Journal::table(const std::string& group, const Table& table) {
   Writer w;
   w.number<char>('T');
@@ -297,6 +312,22 @@ void Journal::taken(const std::string& group, std::size_t row) {
   w.number<std::uint64_t>(row);
   append(w.take());
 }
+
+namespace {
+// Rows read back into their group: a whole table ('T') replaces what was there; rows are
+// appended. False when the rows do not fit the table's columns (the reading ends there).
+bool apply_rows(Contents& contents, const std::string& group, Table rows, bool whole) {
+  auto& g = contents.group(group);
+  if (whole || !g.table) {
+    g.table = std::move(rows);
+    g.complete = whole;
+  } else if (!g.complete) {
+    if (!same_columns(*g.table, rows)) return false;
+    append_rows(*g.table, rows, 0, rows.rows());
+  }
+  return true;
+}
+}  // namespace
 
 JournalReading read_journal(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -322,15 +353,15 @@ JournalReading read_journal(const std::filesystem::path& path) {
         const std::string name = r.text();
         reading.contents.set_attribute(group, name, decode_attribute(r));
       } else if (kind == 'R' || kind == 'T') {
-        Table rows = decode_rows(r);
-        auto& g = reading.contents.group(group);
-        if (kind == 'T' || !g.table) {
-          g.table = std::move(rows);
-          g.complete = kind == 'T';
-        } else if (!g.complete) {
-          if (!same_columns(*g.table, rows)) break;
-          append_rows(*g.table, rows, 0, rows.rows());
-        }
+        if (!apply_rows(reading.contents, group, decode_rows(r), kind == 'T')) break;
+      } else if (kind == 'M') {
+        // Decoded whole before any is applied: the parts are taken together or not at all.
+        std::vector<std::pair<std::string, Table>> parts;
+        for (std::string& part_group : r.list<std::string>()) parts.emplace_back(std::move(part_group), Table());
+        for (auto& part : parts) part.second = decode_rows(r);
+        bool applied = true;
+        for (auto& [part_group, rows] : parts) applied = applied && apply_rows(reading.contents, part_group, std::move(rows), false);
+        if (!applied) break;
       } else if (kind == 'C') {
         carried[group] = {decode_rows(r), {}};
       } else if (kind == 'K') {

@@ -46,6 +46,9 @@ class Journal {
   void attribute(const std::string& group, const std::string& name, const Attribute& value);
   // Rows [first, table.rows()) of the table being built at `group`.
   void rows(const std::string& group, const Table& table, std::size_t first);
+  // Rows of several tables in one record, read back all or none: a row and the rows that
+  // belong to it (a benchmark point and its per-rank times) are never kept apart.
+  void rows(const std::vector<RowsOf>& parts);
   // The whole table (replaces the rows recorded for `group` so far).
   void table(const std::string& group, const Table& table);
   // --resume: the rows of the resumed file, and which of them the run has taken (as rows of

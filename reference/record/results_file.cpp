@@ -50,6 +50,11 @@ void ResultsFile::append_rows(const std::string& group, const Table& table, std:
   journal_->rows(group, table, first);
 }
 
+void ResultsFile::append_rows(const std::vector<RowsOf>& parts) {
+  require_open();
+  journal_->rows(parts);
+}
+
 void ResultsFile::carry_rows(const std::string& group, const Table& table) {
   require_open();
   journal_->carried(group, table);

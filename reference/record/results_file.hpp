@@ -36,6 +36,8 @@ class ResultsFile {
   // Journals rows [first, table.rows()) of a table still being built at `group`; the table is
   // written whole later by write_table. A run cut short keeps them (write_partial).
   void append_rows(const std::string& group, const Table& table, std::size_t first);
+  // Rows of several tables journaled together (Journal::rows): kept all or none.
+  void append_rows(const std::vector<RowsOf>& parts);
   // --resume: journals the resumed file's table at `group`, then which of its rows were taken
   // (Journal::carried, Journal::taken).
   void carry_rows(const std::string& group, const Table& table);

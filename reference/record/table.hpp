@@ -74,6 +74,13 @@ class Table {
 // in `from`'s order). Throws Error when a column's type differs.
 void append_rows(Table& to, const Table& from, std::size_t first, std::size_t last);
 
+// Rows [first, table->rows()) of the table at `group`: one part of rows journaled together.
+struct RowsOf {
+  std::string group;
+  const Table* table;
+  std::size_t first;
+};
+
 using Attribute = std::variant<std::string, double, std::int64_t, std::vector<std::string>,
                                std::vector<double>, std::vector<std::int64_t>>;
 

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "reference/core/error.hpp"
+#include "reference/core/text.hpp"
 
 namespace parity::parallel::pipeline {
 
@@ -19,13 +20,13 @@ std::string Action::text() const {
 
 Action parse_action(std::string_view text) {
   const auto bad = [&](const std::string& why) {
-    return UsageError("pipeline action '" + std::string(text) + "': " + why +
+    return UsageError("pipeline action " + quoted(text) + ": " + why +
                       " (expected STAGE, one of F B I W, MICRO_BATCH, e.g. 2F0)");
   };
   const auto letter = text.find_first_of("FBIW");
   if (letter == std::string_view::npos) {
     const auto other = text.find_first_not_of("0123456789");
-    throw bad(other == std::string_view::npos ? "no kind of work" : "unknown kind '" + std::string(1, text[other]) + "'");
+    throw bad(other == std::string_view::npos ? "no kind of work" : "unknown kind " + quoted(text.substr(other, 1)));
   }
   const auto number = [&](std::string_view digits, const char* what) {
     int value = -1;
@@ -253,6 +254,12 @@ Schedule zb_v(int p, int m) {
 const std::vector<std::string>& schedule_names() {
   static const std::vector<std::string> names = {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "zb-v"};
   return names;
+}
+
+std::int64_t action_count(std::string_view name, int p, int m, int v) {
+  const std::int64_t chunks = name == "interleaved" ? v : name == "zb-v" ? 2 : 1;
+  const std::int64_t per_micro_batch = name.substr(0, 3) == "zb-" ? 3 : 2;
+  return static_cast<std::int64_t>(p) * chunks * static_cast<std::int64_t>(m) * per_micro_batch;
 }
 
 Schedule make_schedule(std::string_view name, int p, int m, int v) {

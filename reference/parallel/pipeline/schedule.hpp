@@ -20,6 +20,7 @@
 //                 and W split as in zb-h1 (Qi et al. 2024)
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -61,6 +62,10 @@ Schedule zb_v(int p, int m);
 // for interleaving, ...), in one line.
 Schedule make_schedule(std::string_view name, int p, int m, int v = 2);
 const std::vector<std::string>& schedule_names();
+// The actions make_schedule(name, p, m, v) holds, without making it: p x chunks stages (v for
+// interleaved, 2 for zb-v, else 1), each with m forwards and m backwards, or m I and m W where
+// the backward is split (zb-*). For refusing sizes that would not fit in memory.
+std::int64_t action_count(std::string_view name, int p, int m, int v = 2);
 
 // CSV: one line per rank, its actions in order, comma-separated ("0F0,0F1,0B0,..."); an empty
 // line is a rank with no action. The number of micro-batches is 1 + the largest named.
