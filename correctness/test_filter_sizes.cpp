@@ -6,6 +6,7 @@
 #include "bench/cli/sizes.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/provenance.hpp"
+#include "reference/core/text.hpp"
 
 #include <unistd.h>
 #include <algorithm>
@@ -93,6 +94,31 @@ TEST(Launcher, LocalRanksRefusedWithFigures) {
   EXPECT_EQ(local_ranks_problem(100000, 0, 0), "");  // nothing known: mpirun decides
   EXPECT_NO_THROW(check_local_ranks({100000, "hosts.txt"}));
   EXPECT_THROW(check_local_ranks({1 << 20, ""}), UsageError);
+}
+
+// User input in messages: nothing reaches the terminal as a control byte, a NUL does not cut
+// the message, a long token is cut with its length said, and a long line keeps its end.
+TEST(Text, QuotedEscapesControlBytesAndCuts) {
+  EXPECT_EQ(quoted_input("1F0"), "'1F0'");
+  EXPECT_EQ(quoted_input("\x1b]0;pwned\x07\x1b[2J"), "'\\x1b]0;pwned\\x07\\x1b[2J'");
+  EXPECT_EQ(quoted_input(std::string("a\0b", 3)), "'a\\x00b'");
+  EXPECT_EQ(quoted_input("caf\xc3\xa9"), "'caf\xc3\xa9'");    // printable UTF-8 kept
+  EXPECT_EQ(quoted_input("\xc2\x9b" "2J"), "'\\xc2\\x9b2J'");  // C1 CSI in UTF-8: escaped
+  EXPECT_EQ(quoted_input("\x9b" "2J"), "'\\x9b2J'");           // an 8-bit CSI: escaped
+  EXPECT_EQ(quoted_input("\xc3"), "'\\xc3'");                  // a cut character
+  EXPECT_EQ(quoted_input(std::string(10'000'000, 'A'), 8), "'AAAAAAAA'... (+9999992 bytes)");
+  EXPECT_EQ(quoted_input("ab\xc3\xa9", 3), "'ab'... (+2 bytes)");  // never half a character
+}
+
+TEST(Text, PrintableLineKeepsTheReasonAtItsEnd) {
+  EXPECT_EQ(printable_line("file a\nb.h5: gone"), "file a\\x0ab.h5: gone");
+  const std::string line = "bad " + std::string(5'000'000, 'x') + " is not a number";
+  const std::string shown = printable_line(line, 100);
+  EXPECT_LE(shown.size(), 160u);
+  EXPECT_EQ(shown.rfind("bad xxx", 0), 0u) << shown;
+  EXPECT_NE(shown.find(" is not a number"), std::string::npos) << shown;
+  EXPECT_NE(shown.find("left out"), std::string::npos) << shown;
+  for (char c : printable_line(std::string("\x00\x01\x7f\x1b", 4))) EXPECT_TRUE(c >= 0x20 && c < 0x7f) << int(c);
 }
 
 }  // namespace

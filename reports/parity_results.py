@@ -210,6 +210,21 @@ class ResultFile:
         return str(self.attrs.get("incomplete_reason") or "no reason recorded")
 
     @property
+    def oversubscribed_words(self):
+        """When some host ran more ranks than cores (root attribute oversubscribed = 1): the
+        caveat every wall-clock figure of the run carries; else None."""
+        try:
+            if int(self.attrs.get("oversubscribed", 0)) != 1:
+                return None
+            ranks, cores = int(self.attrs["ranks_per_host"]), int(self.attrs["cores_per_host"])
+            counts = f" ({ranks} ranks on a host with {cores} core{'s' if cores != 1 else ''})"
+        except (KeyError, TypeError, ValueError):
+            counts = ""
+        return ("ranks outnumber cores" + counts + ": every time, rate and bandwidth measured in "
+                "this run also includes ranks waiting for a core, so compare them only with runs "
+                "alike")
+
+    @property
     def world_size(self):
         try:
             return int(self.attrs.get("world_size"))

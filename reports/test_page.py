@@ -68,6 +68,47 @@ class PageReportTests(ReportCase):
         self.assertIn("<tr><td>float16</td>", html)
         self.assertEqual(len([s for s in img_sources(html) if "_precision_" in s]), 1)
 
+    def test_oversubscribed_run_marks_every_wall_clock_figure(self):
+        """A run whose ranks outnumbered a host's cores: a banner, a note under the title of
+        every section of wall-clock figures (not under conformance, memory or precision), and
+        each of their at-a-glance lines marked; the same file without the attribute has none."""
+        path = os.path.join(self.tmp, "oversubscribed.h5")
+        make_sample.write_sample(path, world_size=4, model=True, parallel=True, tensor=True,
+                                 moe=True, checkpoint=True, precision=True)
+        with h5py.File(path, "a") as f:
+            f.attrs["oversubscribed"] = np.int64(1)
+            f.attrs["ranks_per_host"] = np.int64(4)
+            f.attrs["cores_per_host"] = np.int64(2)
+        out = os.path.join(self.tmp, "oversubscribed_out")
+        res = run_report(path, "--out", out)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        html, summary = self.read(out, "index.html"), self.read(out, "summary.md")
+        words = "ranks outnumber cores (4 ranks on a host with 2 cores)"
+        self.assertIn(f"<strong>Oversubscribed:</strong> {words}", html)
+        self.assertIn(f"**Oversubscribed:** {words}", summary)
+        from parity_reports.tables import TABLES
+        sections = html.split("<h2 id=\"")[1:]
+        marked = {s.split("\"", 1)[0] for s in sections if "<p class=\"note\">Measured oversubscribed: " in s}
+        for anchor in ("harness", "overlap", "scaling", "model", "tensor", "moe", "checkpoint"):
+            self.assertTrue(any(m.startswith(anchor) for m in marked), (anchor, sorted(marked)))
+        for anchor in ("conformance", "memory", "precision"):
+            self.assertFalse(any(m.startswith(anchor) for m in marked), (anchor, sorted(marked)))
+        self.assertTrue(all(getattr(m, "WALL_CLOCK", False) or m.NAME in ("conformance", "memory", "precision",
+                                                                          "pipeline")
+                            for m in TABLES), [m.NAME for m in TABLES])
+        glance = html.split("<ul class=\"glance\">", 1)[1].split("</ul>", 1)[0]
+        for start in ("Harness overhead", "Overlap", "Strong scaling", "Model training step"):
+            lines = [g for g in glance.split("<li>") if g.startswith(start)]
+            self.assertTrue(lines, (start, glance[:2000]))
+            self.assertTrue(all("(measured oversubscribed)" in g for g in lines), lines)
+        with h5py.File(path, "a") as f:
+            f.attrs["oversubscribed"] = np.int64(0)
+        out = os.path.join(self.tmp, "not_oversubscribed_out")
+        self.assertEqual(run_report(path, "--out", out).returncode, 0)
+        plain = self.read(out, "index.html")
+        for mark in ("Oversubscribed:", "Measured oversubscribed", "(measured oversubscribed)"):
+            self.assertNotIn(mark, plain)
+
     def test_missing_file(self):
         missing = os.path.join(self.tmp, "does-not-exist.h5")
         self.assert_bad_input([missing, "--out", os.path.join(self.tmp, "x")], "no such file")

@@ -106,7 +106,6 @@ void check_working_directory() {
 
 Outcome relaunch(const LaunchRequest& request, const std::vector<std::string>& arguments) {
   check_working_directory();
-  check_local_ranks(request);
   return supervise(mpirun_command(find_mpirun(), request, arguments), request.np);
 }
 

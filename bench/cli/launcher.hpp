@@ -35,7 +35,7 @@ constexpr int kMaxRanksPerCore = 16;
 constexpr unsigned long long kRankBaseBytes = 96ull << 20;
 // The refusal's text ("" when np fits); cores or available_bytes 0 when unknown.
 std::string local_ranks_problem(int np, int cores, unsigned long long available_bytes);
-// Throws UsageError with local_ranks_problem's text.
+// Throws UsageError with local_ranks_problem's text (run_command calls it before any planning).
 void check_local_ranks(const LaunchRequest& request);
 // Refuses (UsageError) to start in a working directory that was deleted: Open MPI cannot.
 void check_working_directory();

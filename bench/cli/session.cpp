@@ -3,7 +3,10 @@
 
 #include <H5public.h>
 
+#include <algorithm>
 #include <chrono>
+#include <limits>
+#include <map>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -68,6 +71,20 @@ Session::Session(int* argc, char*** argv, const CommonOptions& options, std::str
   mpi_ = std::make_unique<MpiRuntime>(argc, argv);
   world_ = mpi_->world(options_.timeout_seconds);
   hosts_ = world_->all_gather_strings(process_host());
+  // Ranks on each host against its cores: past them, every wall-clock figure also measures
+  // waiting for a core (the file and the report say so beside each).
+  {
+    std::map<std::string, std::int64_t> ranks_on;
+    for (const std::string& h : hosts_) ++ranks_on[h];
+    const std::vector<std::string> cores = world_->all_gather_strings(std::to_string(online_cores()));
+    cores_per_host_ = std::numeric_limits<std::int64_t>::max();
+    for (std::size_t r = 0; r < hosts_.size(); ++r) {
+      const std::int64_t c = std::stoll(cores[r]);
+      ranks_per_host_ = std::max(ranks_per_host_, ranks_on[hosts_[r]]);
+      cores_per_host_ = std::min(cores_per_host_, c);
+      oversubscribed_ = oversubscribed_ || (c > 0 && ranks_on[hosts_[r]] > c);
+    }
+  }
   // Under parity's parent, each rank tells it its host, so that a stall line can name the host
   // of ranks that cannot report (a host cut off).
   if (std::getenv(record::OutputLock::kHeldVariable) != nullptr) {
@@ -365,6 +382,9 @@ std::vector<std::pair<std::string, record::Attribute>> Session::provenance() con
       {"cpu_model", cpu_model()},
       {"half_accumulate", std::string(name_of(half_))},
       {"timeout_seconds", options_.timeout_seconds},
+      {"ranks_per_host", ranks_per_host_},
+      {"cores_per_host", cores_per_host_},
+      {"oversubscribed", static_cast<std::int64_t>(oversubscribed_ ? 1 : 0)},
   };
   if (!options_.resume.empty()) attributes.emplace_back("resumed_from", options_.resume);
   if (on_gpu()) {

@@ -153,6 +153,10 @@ class Session {
   std::map<std::string, record::Table> resumed_;  // rank 0, --resume
   std::map<std::string, std::unordered_map<std::string, std::size_t>> resumed_index_;
   std::size_t restored_rows_ = 0;
+  // The most ranks on one host, the fewest cores of a host, and whether any host runs more
+  // ranks than it has cores (root attributes of the result file).
+  std::int64_t ranks_per_host_ = 0, cores_per_host_ = 0;
+  bool oversubscribed_ = false;
 };
 
 }  // namespace parity::cli

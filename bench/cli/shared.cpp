@@ -28,9 +28,9 @@ std::vector<int> parse_whole_numbers(const std::string& text, const std::string&
     int n = 0;
     const auto [end, error] = std::from_chars(s.data(), s.data() + s.size(), n);
     if (error == std::errc::result_out_of_range)
-      throw UsageError(option + ": " + quoted(s) + " is too large (at most " + std::to_string(INT_MAX) + ")");
+      throw UsageError(option + ": " + quoted_input(s) + " is too large (at most " + std::to_string(INT_MAX) + ")");
     if (error != std::errc() || end != s.data() + s.size() || std::to_string(n) != s || n < least)
-      throw UsageError(option + ": " + quoted(s) + " is not a " +
+      throw UsageError(option + ": " + quoted_input(s) + " is not a " +
                        (least == 1 ? std::string("positive whole number")
                                    : "whole number of at least " + std::to_string(least)));
     out.push_back(n);
@@ -44,7 +44,7 @@ std::vector<double> parse_numbers(const std::string& text, const std::string& op
   for (const std::string& s : split_list(text)) {
     char* end = nullptr;
     const double x = std::strtod(s.c_str(), &end);
-    if (end == s.c_str() || *end != '\0' || std::isnan(x)) throw UsageError(option + ": " + quoted(s) + " is not a number");
+    if (end == s.c_str() || *end != '\0' || std::isnan(x)) throw UsageError(option + ": " + quoted_input(s) + " is not a number");
     out.push_back(x);
   }
   if (out.empty() && !text.empty()) throw UsageError(option + " names no number");

@@ -12,7 +12,7 @@ namespace parity::cli {
 
 std::size_t parse_size(const std::string& text, const std::string& option) {
   auto bad = [&] {
-    return UsageError("malformed size " + quoted(text) + " for " + option + " (expected bytes such as 8, 4K, 64M or 1G)");
+    return UsageError("malformed size " + quoted_input(text) + " for " + option + " (expected bytes such as 8, 4K, 64M or 1G)");
   };
   if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0]))) throw bad();
   std::size_t pos = 0;
@@ -20,7 +20,7 @@ std::size_t parse_size(const std::string& text, const std::string& option) {
   try {
     value = std::stoull(text, &pos);
   } catch (const std::out_of_range&) {
-    throw UsageError("size " + quoted(text) + " for " + option + " is too large (at most 2^64 - 1 bytes)");
+    throw UsageError("size " + quoted_input(text) + " for " + option + " is too large (at most 2^64 - 1 bytes)");
   } catch (...) {
     throw bad();
   }
@@ -33,7 +33,7 @@ std::size_t parse_size(const std::string& text, const std::string& option) {
   else if (suffix == "G" || suffix == "g") shift = 30;
   else if (suffix == "T" || suffix == "t") shift = 40;
   else throw bad();
-  if (shift && value > (~0ULL >> shift)) throw UsageError("size " + quoted(text) + " for " + option + " is too large");
+  if (shift && value > (~0ULL >> shift)) throw UsageError("size " + quoted_input(text) + " for " + option + " is too large");
   return static_cast<std::size_t>(value << shift);
 }
 

@@ -168,6 +168,8 @@ int run_command(Command& command, int argc, char** argv) {
   CommonOptions& common = command.common();
   if (command.info().half_accumulate) parse_half_accumulate(common.half_accumulate);
   const std::optional<int> world = under_launcher() ? std::nullopt : std::optional<int>(std::max(common.np, 1));
+  // Before prepare(), which may plan for the world (bench pipeline's stages up to --np).
+  if (!under_launcher()) check_local_ranks({common.np, common.hostfile});
   if (const std::optional<int> done = command.prepare(world)) return *done;
   if (const std::optional<int> status = maybe_relaunch(argc, argv, common, command.file_stem())) return *status;
   return command.after_job(with_session(argc, argv, command));

@@ -54,7 +54,7 @@ std::string bytes_text(std::size_t n) { return std::to_string(n) + (n == 1 ? " b
 
 }  // namespace
 
-std::string quoted(std::string_view text, std::size_t most) {
+std::string quoted_input(std::string_view text, std::size_t most) {
   std::string out = "'";
   const std::size_t shown = append_escaped(out, text, 0, std::min(text.size(), most));
   out += "'";

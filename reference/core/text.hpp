@@ -12,7 +12,7 @@ namespace parity {
 // 'text' with every byte that is not printable ASCII or part of a printable UTF-8 character
 // written as \xNN, cut after `most` bytes of input with the count of the rest:
 // 'ab\x1b]0;x\x07' or 'aaaa...' (+9999952 bytes).
-std::string quoted(std::string_view text, std::size_t most = 48);
+std::string quoted_input(std::string_view text, std::size_t most = 48);
 
 // One line for the terminal: the same escaping (a newline inside becomes \x0a), and a text
 // longer than `most` bytes keeps its start and its end (where a reason usually stands) with the

@@ -55,12 +55,42 @@ def incomplete_md(rf, name=""):
     return [] if reason is None else [f"**{name}Incomplete run:** {reason}.", ""]
 
 
+def oversubscribed_html(rf, name=""):
+    """The banner of a run whose ranks outnumbered a host's cores, or ""."""
+    words = rf.oversubscribed_words
+    return "" if words is None else (f"<p class=\"incomplete\"><strong>{name}Oversubscribed:</strong> "
+                                     f"{esc(words)}.</p>")
+
+
+def oversubscribed_md(rf, name=""):
+    words = rf.oversubscribed_words
+    return [] if words is None else [f"**{name}Oversubscribed:** {words}.", ""]
+
+
+def wall_clock_caveat(rf, module, glance):
+    """A wall-clock table's at-a-glance lines, each marked when the run was oversubscribed
+    (the pipeline table says it in its own words)."""
+    if rf.oversubscribed_words is None or not getattr(module, "WALL_CLOCK", False):
+        return glance
+    return [line + " <span class=\"note\">(measured oversubscribed)</span>" for line in glance]
+
+
+def section_with_caveat(page, ctx, module, table, rf):
+    """The table's section; a wall-clock one of an oversubscribed run says so under its title."""
+    first = len(page.parts)
+    module.section(page, ctx, table)
+    if rf.oversubscribed_words is not None and getattr(module, "WALL_CLOCK", False) and len(page.parts) > first:
+        page.parts.insert(first + 1, f"<p class=\"note\">Measured oversubscribed: "
+                                     f"{esc(rf.oversubscribed_words)}.</p>")
+
+
 def single_report(rf, label, outdir, title, args):
     ctx = Context([rf], [label], Plotter(outdir), args)
     tables = load_tables(rf)
     page = Page(title)
     page.add(f"<p class=\"mono\">{esc(label)}</p>")
     page.add(incomplete_html(rf))
+    page.add(oversubscribed_html(rf))
     page.add(nav_html(link for m in TABLES for link in m.nav([tables[m.NAME]])))
     glance = [run_words(rf)]
     for m in TABLES:
@@ -69,14 +99,15 @@ def single_report(rf, label, outdir, title, args):
     glance += [esc(capitalized(w)) + "." for w in device_words(rf)]
     for m in TABLES:
         if not m.VERDICT:
-            glance += m.glance(ctx, tables[m.NAME])
+            glance += wall_clock_caveat(rf, m, m.glance(ctx, tables[m.NAME]))
     page.add(glance_html(glance))
     provenance_section(page, rf)
     for m in TABLES:
-        m.section(page, ctx, tables[m.NAME])
+        section_with_caveat(page, ctx, m, tables[m.NAME], rf)
 
     md = [f"# {title}", "", f"File: `{label}`", ""]
     md += incomplete_md(rf)
+    md += oversubscribed_md(rf)
     md += essentials_md(rf)
     md += [f"- {w}" for w in device_words(rf)]
     for m in TABLES:
@@ -96,6 +127,7 @@ def comparison_report(rfs, labels, outdir, title, args):
              f"<span class=\"mono\">{esc(labels[1])}</span></p>")
     for name, rf in zip("AB", rfs):
         page.add(incomplete_html(rf, f"Run {name}: "))
+        page.add(oversubscribed_html(rf, f"Run {name}: "))
     page.add(nav_html(link for m in modules for link in m.nav(tables[m.NAME])))
     page.add(glance_html([line for m in modules
                           for line in m.compare_glance(ctx, tables[m.NAME], matches[m.NAME])]))
@@ -105,7 +137,7 @@ def comparison_report(rfs, labels, outdir, title, args):
 
     md = [f"# {title}", "", f"- A: `{labels[0]}`", f"- B: `{labels[1]}`"]
     for name, rf in zip("AB", rfs):
-        md += ["", f"## Run {name}", ""] + incomplete_md(rf) + essentials_md(rf)
+        md += ["", f"## Run {name}", ""] + incomplete_md(rf) + oversubscribed_md(rf, f"Run {name}: ") + essentials_md(rf)
     for m in modules:
         md += m.compare_markdown(ctx, tables[m.NAME], matches[m.NAME])
     return page, md, ctx.plotter.drawn

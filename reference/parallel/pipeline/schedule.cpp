@@ -20,13 +20,13 @@ std::string Action::text() const {
 
 Action parse_action(std::string_view text) {
   const auto bad = [&](const std::string& why) {
-    return UsageError("pipeline action " + quoted(text) + ": " + why +
+    return UsageError("pipeline action " + quoted_input(text) + ": " + why +
                       " (expected STAGE, one of F B I W, MICRO_BATCH, e.g. 2F0)");
   };
   const auto letter = text.find_first_of("FBIW");
   if (letter == std::string_view::npos) {
     const auto other = text.find_first_not_of("0123456789");
-    throw bad(other == std::string_view::npos ? "no kind of work" : "unknown kind " + quoted(text.substr(other, 1)));
+    throw bad(other == std::string_view::npos ? "no kind of work" : "unknown kind " + quoted_input(text.substr(other, 1)));
   }
   const auto number = [&](std::string_view digits, const char* what) {
     int value = -1;

@@ -17,6 +17,8 @@ from ..common import (RowTable, bad_span, comparison_md, comparison_pairs, esc, 
 NAME = "checkpoint"
 ORDER = 120
 VERDICT = False
+# Its figures are wall-clock times: an oversubscribed run marks them (report.py).
+WALL_CLOCK = True
 READS = {
     "/bench/checkpoint": (
         "s:policy,kind,layout,dtype i:every_k,budget_bytes,recomputed_blocks,segments,selective,"

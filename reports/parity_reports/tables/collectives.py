@@ -12,6 +12,8 @@ from ..common import (ALGORITHM_ORDER, COLLECTIVE_ORDER, DTYPE_ORDER, REDOP_ORDE
 NAME = "collectives"
 ORDER = 10
 VERDICT = False
+# Its figures are wall-clock times: an oversubscribed run marks them (report.py).
+WALL_CLOCK = True
 READS = {
     "/host/copy_bandwidth": ("s:host i:rank,size_bytes f:bandwidth_GBps", []),
     # Nothing required of the reader: a file lacking one of BENCH_REQUIRED gets a note on the

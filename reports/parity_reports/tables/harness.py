@@ -7,6 +7,8 @@ from ..common import esc, finite, fmt_int, fmt_num, side_by_side
 NAME = "harness"
 ORDER = 40
 VERDICT = False
+# Its figures are wall-clock times: an oversubscribed run marks them (report.py).
+WALL_CLOCK = True
 READS = {"/bench/harness_overhead": ("i:size_bytes,calls f:direct_us,wrapped_us,overhead_us,halves_spread_us,"
                                      "own_overhead_us",
                                      ["size_bytes", "direct_us", "wrapped_us", "overhead_us"])}

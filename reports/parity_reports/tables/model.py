@@ -13,6 +13,8 @@ from ..common import (MEMORY_CATEGORIES, MEMORY_OPTIONAL, RowTable, comparison_m
 NAME = "model"
 ORDER = 50
 VERDICT = False
+# Its figures are wall-clock times: an oversubscribed run marks them (report.py).
+WALL_CLOCK = True
 READS = {
     "/bench/model": (
         "s:model,config,host i:rank,parameters,batch,sequence,layers,hidden,step_flops,"

@@ -18,6 +18,8 @@ from ..common import (RowTable, bad_span, capitalized, comparison_md, comparison
 NAME = "moe"
 ORDER = 110
 VERDICT = False
+# Its figures are wall-clock times: an oversubscribed run marks them (report.py).
+WALL_CLOCK = True
 READS = {
     "/bench/moe": (
         "s:model,config,router i:run,ep,dp,world_size,experts,top_k,moe_layers,in_ep_sweep,"

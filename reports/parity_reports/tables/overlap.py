@@ -11,6 +11,8 @@ from ..common import (RowTable, capitalized, comparison_md, comparison_pairs, es
 NAME = "overlap"
 ORDER = 80
 VERDICT = False
+# Its figures are wall-clock times: an oversubscribed run marks them (report.py).
+WALL_CLOCK = True
 READS = {
     "/bench/overlap": (
         "s:model i:world_size,bucket_bytes,buckets,overlap f:step_seconds,compute_seconds,"

@@ -8,6 +8,8 @@ from ..common import esc, finite, fmt_int, fmt_num, fmt_time, side_by_side
 NAME = "p2p"
 ORDER = 30
 VERDICT = False
+# Its figures are wall-clock times: an oversubscribed run marks them (report.py).
+WALL_CLOCK = True
 READS = {"/bench/point_to_point": ("i:size_bytes f:time_us", [])}
 
 

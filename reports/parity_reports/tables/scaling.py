@@ -11,6 +11,8 @@ from ..common import (RowTable, capitalized, comparison_md, comparison_pairs, es
 NAME = "scaling"
 ORDER = 70
 VERDICT = False
+# Its figures are wall-clock times: an oversubscribed run marks them (report.py).
+WALL_CLOCK = True
 READS = {
     "/bench/scaling": (
         "s:mode,model,config i:world_size,global_batch,rank_batch,bytes_sent "

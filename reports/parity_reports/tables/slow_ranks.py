@@ -9,6 +9,8 @@ from ..common import ALGORITHM_ORDER, esc, finite, fmt_ratio, fmt_size, fmt_time
 NAME = "slow_ranks"
 ORDER = 20
 VERDICT = False
+# Its figures are wall-clock times: an oversubscribed run marks them (report.py).
+WALL_CLOCK = True
 READS = {"/bench/collectives_rank_times": ("i:row,rank s:host f:time_us", [])}
 
 

@@ -14,6 +14,8 @@ from ..common import (RowTable, comparison_md, comparison_pairs, esc, finite, fm
 NAME = "tensor"
 ORDER = 90
 VERDICT = False
+# Its figures are wall-clock times: an oversubscribed run marks them (report.py).
+WALL_CLOCK = True
 PARTS = ["embedding", "block", "head", "loss"]
 READS = {
     "/bench/tensor": (
