@@ -39,15 +39,20 @@ void add_common(CLI::App* app, CommonOptions& o, bool with_half = true) {
   app->add_option("--np", o.np, "Ranks to start. Outside mpirun/srun parity re-runs itself as `mpirun -n NP` "
                                 "(adding --oversubscribe when NP exceeds the cores; refused past 16 ranks per core or past the "
                                 "memory of about 100 MB a rank needs before any work); under a launcher, the world given is used")
-      ->check(CLI::Range(1, 1 << 20));
-  app->add_option("--hostfile", o.hostfile, "Open MPI hostfile passed to mpirun (multi-host runs)")->check(CLI::ExistingFile);
-  app->add_option("--out", o.out, "Result file (HDF5) [default: parity-<subcommand>-<UTC time>.h5 in the current directory]");
-  app->add_flag("--force", o.force, "Overwrite an existing result file");
-  app->add_flag("-q,--quiet", o.quiet, "No progress lines on stderr");
+      ->check(CLI::Range(1, 1 << 20))
+      ->group(kRunningGroup);
+  app->add_option("--hostfile", o.hostfile, "Open MPI hostfile passed to mpirun (multi-host runs)")
+      ->check(CLI::ExistingFile)
+      ->group(kRunningGroup);
+  app->add_option("--out", o.out, "Result file (HDF5) [default: parity-<subcommand>-<UTC time>.h5 in the current directory]")
+      ->group(kRunningGroup);
+  app->add_flag("--force", o.force, "Overwrite an existing result file")->group(kRunningGroup);
+  app->add_flag("-q,--quiet", o.quiet, "No progress lines on stderr")->group(kRunningGroup);
   app->add_option("-T,--timeout", o.timeout_seconds,
                   "Seconds one operation may take before the job is aborted, naming the rank and operation that "
                   "stalled; 0 disables")
-      ->check(timeout_validator());
+      ->check(timeout_validator())
+      ->group(kRunningGroup);
   if (with_half)
     app->add_option("--half-accumulate", o.half_accumulate,
                     "How float16/bfloat16 are reduced: float32 (widen, reduce in float32, round once to nearest even) "
@@ -61,13 +66,16 @@ void add_common(CLI::App* app, CommonOptions& o, bool with_half = true) {
   app->add_option("--inject-stall", o.inject_stall_rank,
                   "Fault injection: this rank stops before the first operation, to see --timeout at work (a rank "
                   "of the world; -1 none)")
-      ->check(CLI::Range(-1, 1 << 20));
+      ->check(CLI::Range(-1, 1 << 20))
+      ->group(kRunningGroup);
 }
 
 void add_resume(CLI::App* app, CommonOptions& o) {
   app->add_option("--resume", o.resume,
                   "Continue an interrupted run from its partial result file (or FILE.journal): rows it finished are "
-                  "taken, the rest run; the same command otherwise. The result replaces FILE unless --out is given");
+                  "taken, the rest run; refused when an option outside this group differs from the interrupted run's. "
+                  "The result replaces FILE unless --out is given")
+      ->group(kRunningGroup);
 }
 
 std::vector<std::string> words_of(const std::string& name) {

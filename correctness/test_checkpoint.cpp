@@ -1,9 +1,12 @@
 // Activation checkpointing under GoogleTest at the world size mpirun gives: every case of
 // cases::checkpoint_grid (suite "checkpoint", as `parity check` names them), recomputation with a
 // fresh dropout seed shown to fail its case, and the policies a model cannot take refused.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "correctness/cases/checkpoint.hpp"
 #include "correctness/mpi_test.hpp"
@@ -113,6 +116,52 @@ TEST(CheckpointPolicies, BudgetKeepsTheMostThatFit) {
     }
     for (int i = 0; i < 4; ++i) EXPECT_EQ(layout.segment[static_cast<std::size_t>(i)] < 0, i >= 4 - chosen) << i;
   }
+}
+
+// A layout as text, one character a block: '-' kept, else its segment, numbered from 0 in the
+// order segments first appear ("0--1--2": blocks 0, 3 and 6 recomputed, each alone).
+std::string layout_text(const theory::CheckpointLayout& layout) {
+  std::string out;
+  std::vector<int> seen;
+  for (int segment : layout.segment) {
+    if (segment < 0) {
+      out += '-';
+      continue;
+    }
+    auto at = std::find(seen.begin(), seen.end(), segment);
+    if (at == seen.end()) at = seen.insert(seen.end(), segment);
+    out += static_cast<char>('0' + (at - seen.begin()) % 10);
+  }
+  return out;
+}
+
+// Which blocks each policy recomputes, and with which others, against the policies' own
+// definitions written out by hand (the bytes tests compare a layout only with itself): full,
+// every block alone (Chen et al.'s n = 1); every k, blocks 0, k, 2k, ... alone; sqrt, segments of
+// ceil(sqrt L) consecutive blocks; selective, every block kept with its attention probabilities
+// recomputed; none, every block kept.
+TEST(CheckpointPolicies, LayoutsFollowTheirDefinitions) {
+  const theory::BlockActivationBytes b = some_bytes();
+  const auto of = [&](const char* name, int L) {
+    return layout_text(parallel::checkpoint_layout(parallel::parse_checkpoint_policy(name), L, b));
+  };
+  EXPECT_EQ(of("none", 5), "-----");
+  EXPECT_EQ(of("full", 5), "01234");
+  EXPECT_EQ(of("every1", 4), "0123");
+  EXPECT_EQ(of("every2", 5), "0-1-2");
+  EXPECT_EQ(of("every3", 7), "0--1--2");
+  EXPECT_EQ(of("every4", 4), "0---");
+  EXPECT_EQ(of("sqrt", 4), "0011");        // ceil(sqrt 4) = 2
+  EXPECT_EQ(of("sqrt", 7), "0001112");     // ceil(sqrt 7) = 3
+  EXPECT_EQ(of("sqrt", 10), "0000111122");  // ceil(sqrt 10) = 4
+  EXPECT_EQ(of("sqrt", 1), "0");
+  EXPECT_EQ(of("selective", 3), "---");
+  EXPECT_TRUE(parallel::checkpoint_layout(parallel::parse_checkpoint_policy("selective"), 3, b).selective);
+  for (const char* name : {"none", "full", "every2", "sqrt"})
+    EXPECT_FALSE(parallel::checkpoint_layout(parallel::parse_checkpoint_policy(name), 4, b).selective) << name;
+  EXPECT_EQ(theory::every_layout(7, 3).recomputed_blocks(), 3);
+  EXPECT_EQ(theory::sqrt_layout(7).recomputed_blocks(), 7);
+  EXPECT_EQ(theory::sqrt_layout(7).segments(), 3);
 }
 
 // The layouts' closed forms (Chen et al. 2016; Korthikanti et al. 2022) from the walk over the

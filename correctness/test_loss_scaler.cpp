@@ -3,10 +3,15 @@
 // at the smallest scale, and no change and no skip without dynamic scaling.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
+#include <vector>
 
 #include "reference/core/error.hpp"
+#include "reference/model/optimizer.hpp"
 #include "reference/parallel/precision/loss_scaler.hpp"
+#include "reference/parallel/precision/precision.hpp"
+#include "reference/tensor/tensor.hpp"
 
 namespace parity::test {
 namespace {
@@ -71,6 +76,34 @@ TEST(LossScaler, WithoutDynamicScalingNothingChangesAndNothingIsSkipped) {
   EXPECT_EQ(scaler.clean_steps(), 0);
   const std::string message = error_of(scaler, 1);
   EXPECT_NE(message.find("float16 gradients overflowed"), std::string::npos) << message;
+}
+
+// Float16 gradients that are normal only while scaled: unscaled they lie below float16's
+// smallest subnormal (2^-24), so the unscaling must happen in float32, and the float32 master
+// moves by exactly lr g. SGD with lr 2^-3 on masters 2^-10: each update is one or a few float32
+// ulps of the master, worked by hand; a gradient unscaled in 16 bits would vanish.
+TEST(LossScaler, TinyUnscaledGradientsMoveTheFloat32MasterExactly) {
+  const double scale = 65536;  // 2^16
+  const std::vector<double> tiny = {std::ldexp(1.0, -30), 3 * std::ldexp(1.0, -28), -std::ldexp(1.0, -26)};
+  Tensor value = Tensor::empty("w", {3}, DataType::float16, MemoryCategory::parameters);
+  Tensor grad = Tensor::empty("w.grad", {3}, DataType::float16, MemoryCategory::gradients);
+  for (std::int64_t i = 0; i < 3; ++i) {
+    value.set(i, std::ldexp(1.0, -10));
+    grad.set(i, tiny[static_cast<std::size_t>(i)] * scale);  // 2^-14, 3 2^-12, -2^-10: normal float16
+  }
+  ASSERT_EQ(grad.to_vector()[0], std::ldexp(1.0, -14));
+  Tensor master = parallel::master_copy(value, "w.master");
+  std::vector<Tensor> state;
+  const model::Sgd sgd({.learning_rate = 0.125}, DataType::float32);
+  parallel::update_through_master(sgd, value, master, grad, state, 1, 1 / scale, "w");
+  const std::vector<double> moved = master.to_vector();
+  for (std::size_t i = 0; i < 3; ++i) {
+    const double expected = std::ldexp(1.0, -10) - 0.125 * tiny[i];  // exact in float32
+    EXPECT_EQ(moved[i], expected) << i << ": moved by " << std::ldexp(1.0, -10) - moved[i];
+    EXPECT_EQ(static_cast<double>(static_cast<float>(expected)), expected);
+  }
+  // The float16 copy rounds the master: 2^-10 less a few float32 ulps is 2^-10.
+  for (double v : value.to_vector()) EXPECT_EQ(v, std::ldexp(1.0, -10));
 }
 
 TEST(LossScaler, RefusesBadSettings) { EXPECT_THROW(LossScaler(dynamic_from(3, 1)), UsageError); }

@@ -14,6 +14,7 @@
 #include "reference/model/model.hpp"
 #include "reference/model/moe.hpp"
 #include "reference/model/optimizer.hpp"
+#include "reference/core/tolerance.hpp"
 #include "reference/ops/routing.hpp"
 
 using namespace parity;
@@ -148,6 +149,46 @@ TEST(MoeRouting, BalancingLossIsAlphaUnderUniformRouting) {
     for (std::int64_t e = 0; e < E; ++e) skewed[static_cast<std::size_t>(n * E + e)] = v[static_cast<std::size_t>(e)];
   const Routing r = ops::route(skewed, N, E, rule(RouterKind::top_k, 1, ops::kDropless));
   EXPECT_NEAR(ops::balancing_loss(skewed, r, alpha, 1.0, nullptr), alpha * E * 0.4, 1e-15);
+}
+
+// The auxiliary losses against their published definitions on inputs worked by hand (the
+// gradient tests below compare each loss only with itself).
+TEST(MoeRouting, BalancingLossIsSwitchsDefinitionByHand) {
+  // Two tokens, three experts: p = [.5 .3 .2; .1 .6 .3], mean probabilities P = (.3, .45, .25).
+  const std::vector<double> p = {0.5, 0.3, 0.2, 0.1, 0.6, 0.3};
+  const double alpha = 0.01, weight = 0.75;
+  // k = 1: token 0 chooses expert 0, token 1 expert 1: f = (1/2, 1/2, 0);
+  // alpha E sum f P = 0.01 * 3 * (0.15 + 0.225) = 0.01125.
+  const Routing one = ops::route(p, 2, 3, rule(RouterKind::top_k, 1, ops::kDropless));
+  std::vector<double> dp(6, 0.0);
+  EXPECT_NEAR(ops::balancing_loss(p, one, alpha, weight, &dp), weight * 0.01125, 1e-17);
+  // d/dp_{n,i} = weight alpha E f_i / N: 0.75 * 0.01 * 3 * (1/2) / 2 for experts 0 and 1, 0 for 2.
+  const std::vector<double> expected_dp = {0.005625, 0.005625, 0.0, 0.005625, 0.005625, 0.0};
+  for (std::size_t i = 0; i < dp.size(); ++i) EXPECT_NEAR(dp[i], expected_dp[i], 1e-18) << i;
+  // k = 2: choices {0, 1} and {1, 2} of the N k = 4: f = (1/4, 2/4, 1/4);
+  // sum f P = 0.075 + 0.225 + 0.0625 = 0.3625; times alpha E = 0.010875.
+  const Routing two = ops::route(p, 2, 3, rule(RouterKind::top_k, 2, ops::kDropless));
+  EXPECT_NEAR(ops::balancing_loss(p, two, alpha, 1.0, nullptr), 0.010875, 1e-17);
+}
+
+TEST(MoeRouting, RouterZLossIsTheMeanSquaredLogsumexp) {
+  // ST-MoE: coefficient / N sum_n logsumexp(x_n)^2. Rows: zeros (lse ln 3), 1 2 3 (lse
+  // 3 + ln(1 + e^-1 + e^-2)), and 1000 three times (lse 1000 + ln 3: no overflow allowed).
+  const std::vector<double> logits = {0, 0, 0, 1, 2, 3, 1000, 1000, 1000};
+  const double lse[3] = {std::log(3.0), 3 + std::log(1 + std::exp(-1.0) + std::exp(-2.0)), 1000 + std::log(3.0)};
+  const double coefficient = 1e-3, weight = 0.5;
+  const double expected = coefficient * weight * (lse[0] * lse[0] + lse[1] * lse[1] + lse[2] * lse[2]) / 3;
+  std::vector<double> dl(9, 0.0);
+  EXPECT_NEAR(ops::router_z_loss(logits, 3, 3, coefficient, weight, &dl), expected, 1e-15 * expected);
+  // Gradient 2 c w lse_n softmax(x_n) / N: for a uniform row softmax is 1/3.
+  const auto near = [](double got, double want, double largest) {
+    return std::abs(got - want) <= tolerance::shifted_exp_relative_bound(largest, 8) * std::abs(want);
+  };
+  for (int n : {0, 2})
+    for (int e = 0; e < 3; ++e)
+      EXPECT_PRED3(near, dl[static_cast<std::size_t>(3 * n + e)], 2 * coefficient * weight * lse[n] / 3 / 3, n == 2 ? 1000 : 0);
+  const double z = std::exp(1.0) + std::exp(2.0) + std::exp(3.0);
+  EXPECT_PRED3(near, dl[5], 2 * coefficient * weight * lse[1] * std::exp(3.0) / z / 3, 3.0);
 }
 
 TEST(MoeRouting, BadRulesAreRefused) {

@@ -203,4 +203,55 @@ TEST(PipelineSchedules, ActionCountIsTheGeneratedSchedulesCount) {
   EXPECT_EQ(action_count("zb-v", 1024, 100000), 614400000);  // 2 chunks x 3 actions: no overflow
 }
 
+// The interleaved schedule's warm-up against Narayanan et al. (2021) as Megatron-LM runs it:
+// rank r of p with v chunks runs w = min(2 (p - r - 1) + (v - 1) p, m v) warm-up chunk
+// forwards, then its steady state starts with one more forward before the first backward: the
+// rank holds min(w + 1, m v) activations at its peak. Counts worked by hand, not by the generator.
+TEST(PipelineSchedules, InterleavedWarmUpIsThePapersCount) {
+  struct Expected {
+    int p, m, v;
+    std::vector<int> warmup;  // per rank
+  };
+  const std::vector<Expected> cases = {
+      {4, 8, 2, {10, 8, 6, 4}},   // 2 (3 - r) + 4
+      {2, 2, 3, {6, 4}},          // 2 (1 - r) + 4, rank 0's capped at m v = 6
+      {4, 4, 2, {8, 8, 6, 4}},    // rank 0's 10 capped at m v = 8
+      {3, 9, 3, {10, 8, 6}},      // 2 (2 - r) + 6
+  };
+  for (const Expected& c : cases) {
+    const Schedule s = interleaved_1f1b(c.p, c.m, c.v);
+    const Timeline t = simulate(s, Costs::uniform(c.p, 1.0 / c.v, 1.0 / c.v, 1.0 / c.v));
+    for (int r = 0; r < c.p; ++r) {
+      const auto& actions = s.ranks[static_cast<std::size_t>(r)];
+      int forwards = 0;
+      while (forwards < static_cast<int>(actions.size()) && actions[static_cast<std::size_t>(forwards)].work == Work::forward)
+        ++forwards;
+      const int warmup = c.warmup[static_cast<std::size_t>(r)];
+      EXPECT_EQ(forwards, std::min(warmup + 1, c.m * c.v)) << "p" << c.p << " m" << c.m << " v" << c.v << " rank " << r;
+      EXPECT_EQ(t.peak_in_flight[static_cast<std::size_t>(r)], std::min(warmup + 1, c.m * c.v))
+          << "p" << c.p << " m" << c.m << " v" << c.v << " rank " << r;
+    }
+  }
+}
+
+// A hand-off between two stages on the same rank is no message (V-shaped schedules, CSVs with
+// several stages a rank): F = 1, B = 2 and a message of 5 s between ranks, worked by hand.
+TEST(PipelineSchedules, HandOffWithinARankCostsNoMessage) {
+  Costs one = Costs::uniform(1, 1, 1, 1);
+  one.alpha_seconds = 5;
+  // One rank, two stages: 0F 1F 1B 0B back to back.
+  EXPECT_NEAR(simulate(from_csv("0F0,1F0,1B0,0B0\n", "two stages"), one).makespan, 1 + 1 + 2 + 2, kExact);
+  // Two ranks in a V (stages 0 and 3 on rank 0, 1 and 2 on rank 1), one micro-batch: the
+  // chain 0F |5| 1F 2F |5| 3F 3B |5| 2B 1B |5| 0B crosses ranks four times: 12 + 4 x 5.
+  Costs two = Costs::uniform(2, 1, 1, 1);
+  two.alpha_seconds = 5;
+  const Schedule v = from_csv("0F0,3F0,3B0,0B0\n1F0,2F0,2B0,1B0\n", "v");
+  EXPECT_NEAR(simulate(v, two).makespan, 12 + 4 * 5, kExact);
+  // zb-v at one micro-batch on two ranks has the same chain (I and W in place of B): its turn
+  // at the V's bottom is on one rank too.
+  const Timeline z = simulate(zb_v(2, 1), two);
+  two.alpha_seconds = 0;
+  EXPECT_NEAR(z.makespan - simulate(zb_v(2, 1), two).makespan, 4 * 5, kExact);
+}
+
 }  // namespace parity::parallel::pipeline

@@ -204,6 +204,46 @@ TEST_F(TensorParallelTest, EachLayerEqualsItsUnshardedVersion) {
     }
 }
 
+// Cross-entropy is invariant to a constant added to a row of logits; the vocabulary-parallel
+// loss must stay so far from zero, where exp overflows without the (global) maximum taken out
+// first: offsets past float32's (88.7) and float64's (709.8) range, powers of two so that
+// shifting back is exact. Both losses on the shifted logits against the float64 loss of the
+// same values shifted back, within the regrouped-op bound.
+TEST_F(TensorParallelTest, CrossEntropyOfShiftedLogitsIsUnchanged) {
+  const int t = comm().size();
+  const std::int64_t B = 2, T = 6, V = 48;
+  if (V % t != 0) GTEST_SKIP() << "V not a multiple of t";
+  const TensorParallel tp(comm(), parallel::TensorParallelConfig{});
+  Tensor targets = Tensor::empty("targets", {B, T}, DataType::int32, MemoryCategory::activations);
+  initialize(targets, Init::tokens(V), kSeed + 2);
+  for (const auto& [dtype, offset] : {std::pair{DataType::float32, 128.0}, std::pair{DataType::float32, -256.0},
+                                      std::pair{DataType::float64, 1024.0}, std::pair{DataType::float64, -2048.0}}) {
+    const std::string mode = std::string(name_of(dtype)) + " offset " + std::to_string(offset);
+    Tensor shifted = random_tensor("shifted", {B, T, V}, dtype, 2);
+    const std::vector<double> unshifted = shifted.to_vector();
+    for (std::int64_t i = 0; i < shifted.numel(); ++i) shifted.set(i, unshifted[static_cast<std::size_t>(i)] + offset);
+    // The same values shifted back, exactly, in float64: the reference.
+    Tensor back = Tensor::empty("back", {B, T, V}, DataType::float64, MemoryCategory::activations);
+    const std::vector<double> values = shifted.to_vector();
+    for (std::int64_t i = 0; i < back.numel(); ++i) back.set(i, values[static_cast<std::size_t>(i)] - offset);
+    model::CrossEntropyLoss reference_loss;
+    Tensor d_reference;
+    const double reference = reference_loss.compute(back, targets, 5.0, &d_reference);
+    model::CrossEntropyLoss whole;
+    parallel::VocabParallelCrossEntropy split(V, tp);
+    Tensor d_whole, d_part;
+    const double l_whole = whole.compute(shifted, targets, 5.0, &d_whole);
+    const double l_split = split.compute(to_layout(tp, shifted, Layout::column_shard), targets, 5.0, &d_part);
+    const double bound = tolerance::regrouped_op_relative_bound(dtype, static_cast<int>(V) + 4, 2);
+    ASSERT_TRUE(std::isfinite(l_whole) && std::isfinite(l_split)) << mode << ": " << l_whole << ", " << l_split;
+    EXPECT_LT(std::abs(l_whole - reference) / reference, bound) << "single-device loss, " << mode;
+    EXPECT_LT(std::abs(l_split - reference) / reference, bound) << "vocabulary-parallel loss, " << mode;
+    EXPECT_LT(relative(d_whole.to_vector(), d_reference.to_vector()), bound) << "single-device gradient, " << mode;
+    EXPECT_LT(relative(from_layout(tp, d_part, Layout::column_shard).to_vector(), d_reference.to_vector()), bound)
+        << "vocabulary-parallel gradient, " << mode;
+  }
+}
+
 TEST_F(TensorParallelTest, ShardedInitialisationEqualsSlicingTheWhole) {
   const model::GptConfig config = cases::tensor_case_model(DataType::float32);
   if (!divides(config.heads) || !divides(config.vocabulary)) GTEST_SKIP() << "the world does not divide the model";

@@ -3,11 +3,13 @@
 
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <tuple>
 #include <utility>
 
 #include "bench/commands/presets.hpp"
+#include "reference/comm/algorithms.hpp"
 #include "reference/comm/collectives.hpp"
 #include "reference/core/tolerance.hpp"
 #include "reference/theory/collectives.hpp"
@@ -114,6 +116,28 @@ TEST(Theory, TensorParallelActivationsDifferFromKorthikantiAsDocumented) {
     EXPECT_EQ(4 * tensor_parallel_block_activation_bytes(12, 3, 24, 12, 4, true, e, r),
               parity_block_activation_bytes(12, 3, 24, 12, e, r));
   }
+}
+
+// The predicted tensor-parallel communication time, term by term: with alpha 0 it is beta times
+// the bytes a rank sends (the bytes formula, hand-checked above, which bench tensor checks
+// against the bytes measured); with beta 0 it is alpha times the messages of the ring
+// collectives on the critical path: 2 (t-1) per all-reduce, t-1 per all-gather or
+// reduce-scatter. Counts per step: no SP, 4 all-reduces a block, one each for the embedding and
+// head, two for the loss; SP, 10 all-gathers or reduce-scatters a block, 2 embedding, 3 head,
+// and the loss's two all-reduces.
+TEST(Theory, TensorParallelPredictedTimeIsItsAlphaAndBetaTerms) {
+  const model::GptConfig c{.vocabulary = 48, .layers = 3, .hidden = 24, .heads = 12, .sequence = 12};
+  for (int t : {2, 3, 4})
+    for (bool sp : {false, true})
+      for (double e : {2.0, 4.0}) {
+        SCOPED_TRACE("t " + std::to_string(t) + (sp ? " SP" : "") + " e " + std::to_string(e));
+        const double bytes = tensor_parallel_bytes_per_rank(c, 3, t, sp, e, 4).total(c.layers);
+        EXPECT_NEAR(tensor_parallel_predicted_seconds(c, 3, t, sp, e, 4, {0, 1e-9}), bytes * 1e-9, 1e-12 * bytes * 1e-9);
+        const double messages = sp ? (t - 1) * (10.0 * c.layers + 2 + 3) + 2 * 2.0 * (t - 1)
+                                   : 2.0 * (t - 1) * (4.0 * c.layers + 1 + 1 + 2);
+        EXPECT_NEAR(tensor_parallel_predicted_seconds(c, 3, t, sp, e, 4, {1e-6, 0}), messages * 1e-6, 1e-15);
+      }
+  EXPECT_EQ(tensor_parallel_predicted_seconds(c, 3, 1, true, 4, 4, {1e-6, 1e-9}), 0.0);
 }
 
 TEST(Theory, TensorParallelBytesAndParameters) {
@@ -223,6 +247,60 @@ TEST(ModelPresets, PublishedGptShapes) {
   EXPECT_EQ(cli::model_presets()[3].name, "large");
   EXPECT_EQ(cli::model_presets()[4].name, "gpt2-medium");
   EXPECT_NE(cli::model_presets_help().find("gpt-2.7b"), std::string::npos);
+}
+
+// Every registered algorithm's predicted time (bench collectives' predicted_time_us), term by
+// term against its message pattern counted by hand from its description: with beta 0 the
+// messages on the critical path times alpha, with alpha 0 the bytes on it times beta, at a
+// power of two (4) and not (6), for a buffer of M bytes (chunked collectives: M the whole,
+// n chunks). Native is the best of its collective's algorithms; hierarchical is predicted as
+// the flat ring. An algorithm without a row here fails: its counts must be written down.
+TEST(Theory, EveryAlgorithmsPredictionIsItsMessagesAndBytes) {
+  struct Counts {
+    double messages, bytes_of_M;
+  };
+  // "collective/algorithm" -> counts at n = 4 and at n = 6.
+  const std::map<std::string, std::pair<Counts, Counts>> hand = {
+      {"all_reduce/ring", {{6, 6.0 / 4}, {10, 10.0 / 6}}},             // 2(n-1) chunks of M/n
+      {"all_reduce/hierarchical", {{6, 6.0 / 4}, {10, 10.0 / 6}}},     // as the ring
+      {"all_reduce/naive", {{6, 6}, {10, 10}}},                        // n-1 in, n-1 out, whole
+      {"all_reduce/recursive_doubling", {{2, 2}, {4, 4}}},             // log2 p, + fold in and out
+      {"all_reduce/rabenseifner", {{4, 1.5}, {6, 1.5 + 2}}},           // 2 log2 p carrying 2(p-1)/p M, + fold
+      {"reduce/binomial_tree", {{2, 2}, {3, 3}}},                      // ceil(log2 n) whole
+      {"broadcast/binomial_tree", {{2, 2}, {3, 3}}},
+      {"all_gather/ring", {{3, 3.0 / 4}, {5, 5.0 / 6}}},               // n-1 chunks
+      {"reduce_scatter/ring", {{3, 3.0 / 4}, {5, 5.0 / 6}}},
+      {"all_to_all/pairwise", {{3, 3.0 / 4}, {5, 5.0 / 6}}},
+  };
+  const double M = 1.2e6;
+  for (Collective c : kAllCollectives) {
+    const std::vector<const AlgorithmDescriptor*> family = algorithms_for(c);
+    for (int n : {4, 6}) {
+      Counts best{1e300, 1e300};
+      for (const AlgorithmDescriptor* d : family) {
+        const std::string key = std::string(name_of(c)) + "/" + d->name;
+        const double alpha_only = d->predicted_seconds(n, M, {1e-6, 0}) / 1e-6;
+        const double beta_only = d->predicted_seconds(n, M, {0, 1e-9}) / 1e-9 / M;
+        if (d->native) continue;
+        best = {std::min(best.messages, alpha_only), std::min(best.bytes_of_M, beta_only)};
+        if (c == Collective::all_to_all_v) {
+          // Pairwise exchanges with every other rank (this pattern sends each pair something).
+          EXPECT_NEAR(alpha_only, n - 1, 1e-9) << key;
+          continue;
+        }
+        const auto row = hand.find(key);
+        ASSERT_NE(row, hand.end()) << key << ": write its message and byte counts here";
+        const Counts& expected = n == 4 ? row->second.first : row->second.second;
+        EXPECT_NEAR(alpha_only, expected.messages, 1e-9) << key << " n " << n;
+        EXPECT_NEAR(beta_only, expected.bytes_of_M, 1e-9) << key << " n " << n;
+      }
+      for (const AlgorithmDescriptor* d : family)
+        if (d->native) {
+          EXPECT_NEAR(d->predicted_seconds(n, M, {1e-6, 0}) / 1e-6, best.messages, 1e-9) << name_of(c);
+          EXPECT_NEAR(d->predicted_seconds(n, M, {0, 1e-9}) / 1e-9 / M, best.bytes_of_M, 1e-9) << name_of(c);
+        }
+    }
+  }
 }
 
 }  // namespace

@@ -14,6 +14,11 @@
 
 namespace parity::cli {
 
+// The --help group of the options that steer how a job runs (ranks, result file, progress,
+// watchdog, fault injection, --resume) and not what it computes or measures. --resume compares
+// every option outside it with the resumed run's and refuses a difference.
+inline constexpr const char* kRunningGroup = "Running a job";
+
 // The values `parity run` gives an option: with --quick, and in the full job.
 template <typename T>
 struct RunValues {

@@ -41,6 +41,14 @@ fs::path resumed_file(const std::string& resume) {
 }
 }  // namespace
 
+namespace {
+std::string joined_lines(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& item : items) out += (out.empty() ? "" : "\n") + item;
+  return out;
+}
+}  // namespace
+
 void apply_resume(CommonOptions& o) {
   if (o.resume.empty()) return;
   const fs::path file = resumed_file(o.resume);
@@ -63,9 +71,10 @@ void validate_device_options(const CommonOptions& o) {
 }
 
 Session::Session(int* argc, char*** argv, const CommonOptions& options, std::string subcommand, std::string file_stem,
-                 std::vector<std::string> resumable, std::vector<std::string> command_line)
+                 std::vector<std::string> resumable, std::vector<std::string> command_line,
+                 std::vector<std::string> result_options)
     : options_(options), subcommand_(std::move(subcommand)), file_stem_(std::move(file_stem)),
-      resumable_(std::move(resumable)), command_line_(std::move(command_line)),
+      resumable_(std::move(resumable)), command_line_(std::move(command_line)), result_options_(std::move(result_options)),
       start_time_(utc_now_iso8601()), half_(parse_half_accumulate(options.half_accumulate)) {
   validate_device_options(options_);
   mpi_ = std::make_unique<MpiRuntime>(argc, argv);
@@ -137,6 +146,7 @@ void Session::load_resumed() {
     info.subcommand = text("subcommand");
     info.device = text("device");
     info.half_accumulate = text("half_accumulate");
+    info.options = text("options");
     info.world_size = size && std::holds_alternative<std::int64_t>(*size) ? std::get<std::int64_t>(*size) : 0;
     for (const auto& group : reading.contents.groups)
       if (group.table) resumed_[group.path] = *group.table;
@@ -154,6 +164,23 @@ void Session::load_resumed() {
   differs("world size", info.world_size ? std::to_string(info.world_size) : "", std::to_string(world_->size()));
   differs("device", info.device, on_gpu() ? "cuda" : "cpu");
   differs("--half-accumulate", info.half_accumulate, std::string(name_of(half_)));
+  // Every option that changes results, as recorded (files without the attribute: not compared).
+  std::map<std::string, std::string> then;
+  std::size_t at = 0;
+  while (at < info.options.size()) {
+    const std::size_t end = std::min(info.options.find('\n', at), info.options.size());
+    const std::string item = info.options.substr(at, end - at);
+    if (const std::size_t eq = item.find('='); eq != std::string::npos) then[item.substr(0, eq)] = item.substr(eq + 1);
+    at = end + 1;
+  }
+  for (const std::string& item : result_options_) {
+    const std::size_t eq = item.find('=');
+    const auto was = then.find(item.substr(0, eq));
+    if (was != then.end() && was->second != item.substr(eq + 1))
+      throw UsageError("--resume " + source + " was a run with " + was->first + " " + quoted_input(was->second, 200) +
+                       ", this one has " + quoted_input(item.substr(eq + 1), 200) +
+                       ": its rows measured something else; resume it with the same options, or start afresh");
+  }
   if (!options_.quiet) {
     std::size_t rows = 0;
     for (const auto& [group, table] : resumed_) rows += table.rows();
@@ -382,6 +409,7 @@ std::vector<std::pair<std::string, record::Attribute>> Session::provenance() con
       {"cpu_model", cpu_model()},
       {"half_accumulate", std::string(name_of(half_))},
       {"timeout_seconds", options_.timeout_seconds},
+      {"options", joined_lines(result_options_)},
       {"ranks_per_host", ranks_per_host_},
       {"cores_per_host", cores_per_host_},
       {"oversubscribed", static_cast<std::int64_t>(oversubscribed_ ? 1 : 0)},

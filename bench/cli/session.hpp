@@ -59,8 +59,11 @@ class Session {
  public:
   // `subcommand`: the command's name ("bench precision"); `file_stem`: of the default result
   // file's name; `resumable`: the result groups --resume takes rows back from.
+  // result_options: "--name=value" of every option that changes results (Command::
+  // result_options), recorded in the file and compared with the resumed run's.
   Session(int* argc, char*** argv, const CommonOptions& options, std::string subcommand, std::string file_stem,
-          std::vector<std::string> resumable, std::vector<std::string> command_line);
+          std::vector<std::string> resumable, std::vector<std::string> command_line,
+          std::vector<std::string> result_options = {});
   ~Session();
 
   // The ranks' communicator: MPI on host memory, or (--device cuda) NCCL or MPI on the GPU.
@@ -130,6 +133,7 @@ class Session {
   std::string file_stem_;
   std::vector<std::string> resumable_;
   std::vector<std::string> command_line_;
+  std::vector<std::string> result_options_;
   std::string start_time_;
   HalfAccumulate half_;
   std::unique_ptr<MpiRuntime> mpi_;

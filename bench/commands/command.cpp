@@ -45,6 +45,23 @@ void Command::attach(CLI::App& app) {
   declare(*options_);
 }
 
+std::vector<std::string> Command::result_options() const {
+  std::vector<std::string> out;
+  if (options_ == nullptr) return out;
+  for (const CLI::Option* option : options_->app().get_options()) {
+    if (option->get_group() == kRunningGroup || option->get_name().empty() || option->get_name() == "--help" ||
+        option->get_name() == "--help-all" || option->get_name() == "--version")
+      continue;
+    std::string value;
+    if (option->count() > 0)
+      for (const std::string& given : option->results()) value += (value.empty() ? "" : ",") + given;
+    else
+      value = option->get_default_str();
+    out.push_back(option->get_name() + "=" + value);
+  }
+  return out;
+}
+
 const CommandOptions& Command::options() const {
   require(options_ != nullptr, "parity " + info_.name + ": options read before the command line was built");
   return *options_;
@@ -137,7 +154,7 @@ int with_session(int argc, char** argv, Command& command) {
   std::unique_ptr<Session> session;
   try {
     session = std::make_unique<Session>(&argc, &argv, command.common(), command.info().name, command.file_stem(),
-                                        command.groups(), std::vector<std::string>(argv, argv + argc));
+                                        command.groups(), std::vector<std::string>(argv, argv + argc), command.result_options());
     Job job(*session);
     const int status = command.execute(job);
     session->commit_results();

@@ -104,6 +104,10 @@ class Command {
   // filled (after static initialisation).
   virtual std::vector<const record::TableSpec*> tables() const { return info_.tables; }
   std::vector<std::string> groups() const;
+  // Every option that changes what the command computes or measures (all but the kRunningGroup
+  // ones), as "--name=value" with the value in effect: the result file records them, and
+  // --resume refuses a run whose differ.
+  std::vector<std::string> result_options() const;
 
   // Made by main when it builds the command line: the command's own options.
   void attach(CLI::App& app);

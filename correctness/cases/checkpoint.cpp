@@ -24,15 +24,26 @@ namespace {
 DataType type_of(const CheckpointCase& c) { return c.precision == "float64" ? DataType::float64 : DataType::float32; }
 
 // The cases' GPT with four blocks: two sqrt segments of two, every2 recomputes blocks 0 and 2.
-model::GptConfig case_model(DataType dtype) {
+// The moe composition makes blocks 1 and 3 mixtures of experts (top-2 of 4 with capacity 1.25,
+// so tokens are dropped) with the balancing loss and the router z-loss on: a recomputed
+// forward must route the same tokens and must not add its auxiliary losses a second time.
+model::GptConfig case_model(DataType dtype, const std::string& composition = "alone") {
   model::GptConfig g = case_gpt_config(dtype);
   g.layers = 4;
+  if (composition == "moe") {
+    g.moe.layers = {1, 3};
+    g.moe.experts = 4;
+    g.moe.top_k = 2;
+    g.moe.capacity_factor = 1.25;
+    g.moe.balance_coefficient = 1e-2;
+    g.moe.z_loss_coefficient = 1e-3;
+  }
   return g;
 }
 
 // Rows per step: alone a batch of its own; with data parallelism uneven shards (2 dp + 1).
 std::int64_t rows_of(const CheckpointCase& c, int data_parallel) {
-  return c.composition == "alone" ? 5 : 2 * data_parallel + 1;
+  return c.composition == "alone" || c.composition == "moe" ? 5 : 2 * data_parallel + 1;
 }
 
 // The budget that keeps half the blocks alone (the largest peak that does).
@@ -71,7 +82,7 @@ parallel::CheckpointPolicy policy_of(const std::string& name, const std::string&
 }
 
 Run train_alone(Communicator& comm, const CheckpointCase& c, const parallel::CheckpointPolicy& policy) {
-  const model::GptConfig config = case_model(type_of(c));
+  const model::GptConfig config = case_model(type_of(c), c.composition);
   const std::int64_t rows = rows_of(c, 1);
   Run run;
   auto m = model::build_gpt(config);
@@ -154,7 +165,7 @@ Run train_pipeline(Communicator& comm, const CheckpointCase& c, const parallel::
 }
 
 Run train_case(Communicator& comm, const CheckpointCase& c, const parallel::CheckpointPolicy& policy) {
-  if (c.composition == "alone") return train_alone(comm, c, policy);
+  if (c.composition == "alone" || c.composition == "moe") return train_alone(comm, c, policy);
   if (c.composition == "zero3") return train_zero3(comm, c, policy);
   if (c.composition == "tp_sp") {
     if (comm.size() % 2 != 0)
@@ -162,7 +173,7 @@ Run train_case(Communicator& comm, const CheckpointCase& c, const parallel::Chec
     return train_tensor_parallel(comm, c, policy);
   }
   if (c.composition == "pp") return train_pipeline(comm, c, policy);
-  throw UsageError("checkpoint case: unknown composition '" + c.composition + "' (known: alone, zero3, tp_sp, pp)");
+  throw UsageError("checkpoint case: unknown composition '" + c.composition + "' (known: alone, moe, zero3, tp_sp, pp)");
 }
 
 // Elements of a and b whose bits differ (float32 values widen to float64 exactly, so equal
@@ -203,6 +214,7 @@ std::vector<CheckpointCase> checkpoint_grid(int world_size) {
     for (const DataType dtype : {DataType::float64, DataType::float32})
       for (const std::string& policy : {std::string("full"), std::string("every2"), std::string("sqrt"),
                                         std::string("selective"), half_budget_policy(dtype)}) {
+        if (composition == "moe" && policy.rfind("budget", 0) == 0) continue;  // the budget's bytes are a dense block's
         const std::string precision(name_of(dtype));
         CheckpointCase c;
         c.composition = composition;
@@ -213,6 +225,7 @@ std::vector<CheckpointCase> checkpoint_grid(int world_size) {
       }
   };
   add("alone", "");
+  add("moe", "");
   if (n >= 2) add("zero3", "");
   if (n % 2 == 0) add("tp_sp", "");
   if (n >= 2 && n <= 4)

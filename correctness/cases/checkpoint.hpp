@@ -39,8 +39,9 @@ inline const record::TableSpec kCheckpointCasesTable{
 
 struct CheckpointCase {
   std::string policy = "full";  // parallel::parse_checkpoint_policy
-  // alone (every rank the model by itself), zero3 (over every rank), tp_sp (tp 2 with sequence
-  // parallelism, dp the rest), pp (every rank a stage; `schedule`).
+  // alone (every rank the model by itself), moe (the same with two MoE blocks, auxiliary losses
+  // on), zero3 (over every rank), tp_sp (tp 2 with sequence parallelism, dp the rest), pp (every
+  // rank a stage; `schedule`).
   std::string composition = "alone";
   std::string schedule = "1f1b";
   std::string precision = "float64";  // float64, float32
@@ -52,7 +53,7 @@ struct CheckpointCase {
 };
 
 // The cases at world size n: every policy (full, every2, sqrt, selective, a budget that keeps
-// half the blocks) alone, with ZeRO-3 (n >= 2), with tp 2 and sequence parallelism (n even)
+// half the blocks) alone, with MoE blocks (but the budget), with ZeRO-3 (n >= 2), with tp 2 and sequence parallelism (n even)
 // and with every pipeline schedule (p = n, 2 <= n <= 4; m = 2p), in float64 and float32.
 std::vector<CheckpointCase> checkpoint_grid(int world_size);
 

@@ -240,6 +240,16 @@ PY
     run check -q --np 2 --filter "$check_filter" --resume "$work/p.h5"
     [ "$status" -eq 2 ] || fail "another world size: status $status, expected 2"
     grep -q "world size 1, this one has 2" "$err" || fail "no reason given"
+    # Any option that changes what is computed differs: refused, naming it (the file records
+    # every such option; --out, --force, -q and the other job options may differ).
+    run check -q --filter 'broadcast/*' --resume "$work/p.h5" --out "$work/other.h5"
+    [ "$status" -eq 2 ] || fail "another --filter: status $status, expected 2"
+    grep -qF "was a run with --filter '$check_filter', this one has 'broadcast/*'" "$err" || fail "no reason given for --filter"
+    run bench collectives -q -e 8 -n 5 --out "$work/b.h5"
+    run bench collectives -q -e 8 -n 7 --resume "$work/b.h5" --out "$work/b2.h5"
+    [ "$status" -eq 2 ] && grep -q "was a run with --iters '5', this one has '7'" "$err" || fail "another --iters: status $status"
+    run bench collectives -q -e 8 -n 5 --resume "$work/b.h5" --out "$work/b2.h5" --force -T 60
+    [ "$status" -eq 0 ] || fail "the same options with other job options (--out, --force, -T) were refused: status $status"
     run check -q --resume "$work/none.h5"
     [ "$status" -eq 2 ] && grep -q "no such file" "$err" || fail "a missing file: status $status"
     rows partial "$work/p.h5" "interrupted" >/dev/null  # refusals leave the file alone

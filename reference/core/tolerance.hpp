@@ -182,6 +182,14 @@ inline double regrouped_op_relative_bound(DataType type, int n, int stages) {
   return 2 * (stages * std::sqrt(static_cast<double>(n)) * gamma(n, u) + u);
 }
 
+// exp of logits shifted by their maximum or logsumexp (softmax, cross-entropy, the router
+// z-loss) in float64, for logits up to `largest` in magnitude: x - lse is rounded at the scale
+// of `largest` (u |largest| absolute), which exp turns into as much relative error, on top of
+// the closed form's `operations` roundings; doubled, as two results are compared.
+inline double shifted_exp_relative_bound(double largest, int operations) {
+  return 2 * (std::abs(largest) + operations) * unit_roundoff(DataType::float64);
+}
+
 // A closed-form formula evaluated in float64 (e.g. Megatron's 72BsLh^2(1 + s/6h + V/12hL))
 // against an exact integer count: each of its `operations` roundings errs by at most 2^-53
 // relative, so they differ by at most operations * 2^-53 relative (first order).

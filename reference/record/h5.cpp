@@ -525,6 +525,7 @@ FileInfo inspect(const std::filesystem::path& path) {
     info.half_accumulate = read_string_attribute(root.get(), "half_accumulate", where).value_or("");
     info.complete = read_int_attribute(root.get(), "complete", where).value_or(1) != 0;
     info.incomplete_reason = read_string_attribute(root.get(), "incomplete_reason", where).value_or("");
+    info.options = read_string_attribute(root.get(), "options", where).value_or("");
     return info;
   });
 }

@@ -22,6 +22,7 @@ struct FileInfo {
   std::string half_accumulate;
   bool complete = true;         // false for a partial file (root attribute complete = 0)
   std::string incomplete_reason;
+  std::string options;  // root attribute "options": "--name=value" lines ("" when absent)
 };
 // Opens a file read-only and checks it is a parity result file of a known schema version.
 // Throws UsageError with one clear line for a missing, corrupt, foreign or too-new file.
