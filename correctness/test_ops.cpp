@@ -535,6 +535,69 @@ TEST(OpsGradient, SoftmaxAndCrossEntropyAreShiftInvariant) {
       << "cross-entropy of shifted logits " << loss_shifted << ", unshifted " << loss;
 }
 
+// Inputs at the edges, each result worked from the op's definition: no NaN or inf where the
+// mathematics has none.
+TEST(OpsExtremes, ConstantRowsLargeArgumentsAndFarTargets) {
+  // LayerNorm of constant rows: variance 0, so x - mean is exactly 0 and y is beta exactly;
+  // rstd is 1/sqrt(eps); dx = rstd (gamma dy - mean(gamma dy)) sums to zero over the row.
+  const std::int64_t C = 8;
+  Tensor x = zeros("edge.x", {2, C});
+  for (std::int64_t i = 0; i < C; ++i) x.set(C + i, 1e6);  // row 0 zeros, row 1 a large constant
+  const Tensor gamma = random_tensor("edge.gamma", {C}, 1, 0.5);
+  const Tensor beta = random_tensor("edge.beta", {C});
+  Tensor y = nans("edge.y", {2, C}), mean = nans("edge.mean", {2}), rstd = nans("edge.rstd", {2});
+  ops::layernorm_forward(x, gamma, beta, y, mean, rstd);
+  for (std::int64_t i = 0; i < 2 * C; ++i) EXPECT_EQ(y.at(i), beta.at(i % C)) << "layernorm of a constant row at " << i;
+  EXPECT_EQ(rstd.at(0), 1 / std::sqrt(ops::kLayerNormEps));
+  const Tensor dy = random_tensor("edge.dy", {2, C});
+  Tensor dx = nans("edge.dx", {2, C}), dgamma = zeros("edge.dgamma", {C}), dbeta = zeros("edge.dbeta", {C});
+  ops::layernorm_backward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta);
+  for (int row = 0; row < 2; ++row) {
+    double mean_g = 0, sum = 0, largest = 0;
+    for (std::int64_t i = 0; i < C; ++i) mean_g += gamma.at(i) * dy.at(row * C + i) / C;
+    for (std::int64_t i = 0; i < C; ++i) {
+      const double want = rstd.at(0) * (gamma.at(i) * dy.at(row * C + i) - mean_g);
+      EXPECT_NEAR(dx.at(row * C + i), want, 1e-12 * std::fabs(rstd.at(0))) << "row " << row << " element " << i;
+      sum += dx.at(row * C + i);
+      largest = std::max(largest, std::fabs(dx.at(row * C + i)));
+    }
+    EXPECT_LE(std::fabs(sum), tolerance::gamma(static_cast<int>(C), unit_roundoff(DataType::float64)) * C * largest);
+  }
+  // GeLU far out: 0.5 x (1 + tanh(z)) with tanh = +-1 in float64 past |z| ~ 19: x itself, or 0
+  // (not -0 times inf, not NaN); its derivative 1 or 0.
+  const std::vector<double> far = {-1e4, -60, 60, 1e4};
+  Tensor g = zeros("edge.g", {4});
+  for (std::int64_t i = 0; i < 4; ++i) g.set(i, far[static_cast<std::size_t>(i)]);
+  Tensor gy = nans("edge.gy", {4}), gdx = nans("edge.gdx", {4});
+  const Tensor ones = random_tensor("edge.ones", {4}, 1, 0);
+  ops::gelu_forward(g, gy);
+  ops::gelu_backward(ones, g, gdx);
+  for (std::int64_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(gy.at(i), far[static_cast<std::size_t>(i)] > 0 ? far[static_cast<std::size_t>(i)] : 0.0) << far[static_cast<std::size_t>(i)];
+    EXPECT_EQ(gdx.at(i), far[static_cast<std::size_t>(i)] > 0 ? 1.0 : 0.0) << far[static_cast<std::size_t>(i)];
+  }
+  // Cross-entropy with the target's logit 800 below the row's largest: -log softmax is
+  // 800 + log(1 + e^-800 + ...) = 800 (exp(-800) underflows to 0 in the sum), finite; its
+  // gradient at the target is softmax - 1 = -1 and 1 at the largest logit.
+  Tensor logits = zeros("edge.logits", {1, 3});
+  logits.set(0, -800);
+  logits.set(1, 0);
+  logits.set(2, -1e4);
+  Tensor target = token_tensor("edge.target", {1}, 3);
+  target.set(0, 0);
+  Tensor dlogits = nans("edge.dlogits", {1, 3});
+  EXPECT_EQ(ops::cross_entropy_backward(logits, target, 1, dlogits), 800.0);
+  EXPECT_EQ(dlogits.at(0), -1.0);
+  EXPECT_EQ(dlogits.at(1), 1.0);
+  EXPECT_EQ(dlogits.at(2), 0.0);
+  // Softmax of a row spread over 10^4: one 1, the rest 0, no NaN.
+  Tensor spread_y = nans("edge.spread_y", {1, 3});
+  ops::softmax_forward(logits, spread_y);
+  EXPECT_EQ(spread_y.at(1), 1.0);
+  EXPECT_EQ(spread_y.at(0), std::exp(-800.0));
+  EXPECT_EQ(spread_y.at(2), 0.0);
+}
+
 TEST(OpsGradient, ParameterGradientsAccumulate) {
   // Parameter gradients are summed (+=) so micro-batches add up: two backward calls give twice
   // one call. Input gradients are overwritten: the second call leaves them as the first did.
