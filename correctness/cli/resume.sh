@@ -231,6 +231,25 @@ PY
     [ "$status" -eq 6 ] || fail "status $status, expected 6"
     rows partial "$work/p.h5" "^rank 2 on .* died \(signal 9, Killed\)" >/dev/null
     [ -z "$(find "$work" -name '*.partial-*')" ] || fail "temporary files left: $(ls "$work")" ;;
+  torn_tail)
+    # A lone run killed outright, its journal's tail torn at several lengths (a record cut
+    # mid-write): resumed, each point has its per-rank row, never one without the other.
+    args=(bench collectives -q -b 8 -e 256K -n 20 --coll all -d float32,int32)
+    timeout 180 "$parity" "${args[@]}" --out "$work/clean.h5" >/dev/null 2>"$err" || fail "the clean run failed"
+    clean_rows=$(rows rows "$work/clean.h5" bench/collectives)
+    for cut in 1 7 33 60; do
+      interrupt_at_bytes KILL "$work/t$cut.h5" 60000 "${args[@]}" --out "$work/t$cut.h5"
+      [ -e "$work/t$cut.h5.journal" ] || fail "no journal after SIGKILL"
+      size=$(stat -c %s "$work/t$cut.h5.journal")
+      truncate -s $((size - cut)) "$work/t$cut.h5.journal"
+      run "${args[@]}" --resume "$work/t$cut.h5.journal" --out "$work/r$cut.h5"
+      [ "$status" -eq 0 ] || fail "cut $cut: resume status $status"
+      rows complete "$work/r$cut.h5"
+      points=$(rows rows "$work/r$cut.h5" bench/collectives)
+      ranks=$(rows rows "$work/r$cut.h5" bench/collectives_rank_times)
+      [ "$points" -eq "$clean_rows" ] || fail "cut $cut: $points rows, the clean run has $clean_rows"
+      [ "$ranks" -eq "$points" ] || fail "cut $cut: $ranks per-rank rows for $points points at one rank"
+    done ;;
   refused)
     interrupt_after_rows INT "$work/p.h5" check -q --filter "$check_filter" --out "$work/p.h5"
     [ -e "$work/p.h5" ] || fail "no partial file"
