@@ -1,0 +1,253 @@
+// parity plan: memory and step time of a model on a cluster under every layout that fits, from
+// the step model of reference/theory/planner.hpp; --validate checks it against published runs.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "bench/commands/command.hpp"
+#include "reference/core/error.hpp"
+#include "reference/core/provenance.hpp"
+#include "reference/record/results_file.hpp"
+#include "reference/theory/planner.hpp"
+
+namespace parity::cli {
+
+using record::ColumnType;
+
+inline const record::TableSpec kPlanLayoutsTable{
+    "/plan/layouts",
+    "parity plan: every layout evaluated (or the --top ones), its memory per GPU by category and its "
+    "predicted step time by part (reference/theory/planner.hpp, docs/planner.md)",
+    {
+      {"model", ColumnType::string}, {"cluster", ColumnType::string}, {"gpus", ColumnType::int64},
+      {"global_batch", ColumnType::int64}, {"tp", ColumnType::int64}, {"pp", ColumnType::int64},
+      {"dp", ColumnType::int64}, {"cp", ColumnType::int64}, {"ep", ColumnType::int64}, {"v", ColumnType::int64},
+      {"schedule", ColumnType::string}, {"micro_batch", ColumnType::int64}, {"micro_batches", ColumnType::int64},
+      {"zero", ColumnType::int64}, {"recompute", ColumnType::string}, {"sp", ColumnType::int64},
+      {"parameters", ColumnType::int64}, {"params_bytes", ColumnType::float64, "B"},
+      {"grads_bytes", ColumnType::float64, "B"}, {"optimizer_bytes", ColumnType::float64, "B"},
+      {"activation_bytes", ColumnType::float64, "B"}, {"memory_bytes", ColumnType::float64, "B"},
+      {"fits", ColumnType::int64}, {"compute_s", ColumnType::float64, "s"}, {"recompute_s", ColumnType::float64, "s"},
+      {"tp_comm_s", ColumnType::float64, "s"}, {"pp_comm_s", ColumnType::float64, "s"},
+      {"bubble_s", ColumnType::float64, "s"}, {"dp_comm_s", ColumnType::float64, "s"},
+      {"optimizer_s", ColumnType::float64, "s"}, {"step_time_s", ColumnType::float64, "s"},
+      {"tokens_per_s", ColumnType::float64, "1/s"}, {"mfu", ColumnType::float64}, {"hfu", ColumnType::float64},
+      {"tflops_per_gpu", ColumnType::float64, "TFLOP/s"}
+    }};
+
+namespace {
+
+namespace th = theory;
+
+void add_row(record::Table& t, const th::PlanModel& m, const th::PlanCluster& c, int gpus, std::int64_t batch,
+             const th::PlanCandidate& x) {
+  const th::PlanLayout& l = x.layout;
+  const th::PlanPrediction& p = x.prediction;
+  t.str("model").push_back(m.name);
+  t.str("cluster").push_back(c.name);
+  t.i64("gpus").push_back(gpus);
+  t.i64("global_batch").push_back(batch);
+  for (const auto& [name, value] : {std::pair{"tp", l.tp}, {"pp", l.pp}, {"dp", l.dp}, {"cp", 1}, {"ep", 1}, {"v", l.v}})
+    t.i64(name).push_back(value);
+  t.str("schedule").push_back(l.pp == 1 ? "none" : l.v > 1 ? "interleaved" : "1f1b");
+  t.i64("micro_batch").push_back(l.micro_batch);
+  t.i64("micro_batches").push_back(p.micro_batches);
+  t.i64("zero").push_back(l.zero);
+  t.str("recompute").push_back(th::name_of(l.recompute));
+  t.i64("sp").push_back(l.sp ? 1 : 0);
+  t.i64("parameters").push_back(th::plan_parameters(m));
+  t.f64("params_bytes", "B").push_back(p.parameter_bytes);
+  t.f64("grads_bytes", "B").push_back(p.gradient_bytes);
+  t.f64("optimizer_bytes", "B").push_back(p.optimizer_bytes);
+  t.f64("activation_bytes", "B").push_back(p.activation_bytes);
+  t.f64("memory_bytes", "B").push_back(p.memory_bytes());
+  t.i64("fits").push_back(p.fits ? 1 : 0);
+  for (const auto& [name, value] : {std::pair{"compute_s", p.compute_s}, {"recompute_s", p.recompute_s},
+                                    {"tp_comm_s", p.tp_comm_s}, {"pp_comm_s", p.pp_comm_s}, {"bubble_s", p.bubble_s},
+                                    {"dp_comm_s", p.dp_comm_s}, {"optimizer_s", p.optimizer_s}, {"step_time_s", p.step_s}})
+    t.f64(name, "s").push_back(value);
+  t.f64("tokens_per_s", "1/s").push_back(p.tokens_per_s);
+  t.f64("mfu").push_back(p.mfu);
+  t.f64("hfu").push_back(p.hfu);
+  t.f64("tflops_per_gpu", "TFLOP/s").push_back(p.tflops_per_gpu);
+}
+
+void print_header() {
+  std::printf("# %-34s %9s %9s %8s %7s %7s %7s %7s %7s %7s %6s %6s %8s\n", "layout", "mem(GB)", "step(s)", "compute",
+              "recomp", "tp", "pp", "bubble", "dp", "optim", "MFU", "HFU", "TFLOP/s");
+}
+
+void print_row(const th::PlanCandidate& x) {
+  const th::PlanPrediction& p = x.prediction;
+  std::printf("  %-34s %9.1f %9.3f %8.3f %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f %6.3f %6.3f %8.1f%s\n",
+              x.layout.describe().c_str(), p.memory_bytes() / 1e9, p.step_s, p.compute_s, p.recompute_s, p.tp_comm_s,
+              p.pp_comm_s, p.bubble_s, p.dp_comm_s, p.optimizer_s, p.mfu, p.hfu, p.tflops_per_gpu, p.fits ? "" : "  (does not fit)");
+}
+
+void explain(const th::PlanModel& m, const th::PlanCluster& c, const th::PlanCandidate& x) {
+  const th::PlanPrediction& p = x.prediction;
+  std::printf("# %s on %s, %s\n", m.name.c_str(), c.name.c_str(), x.layout.describe().c_str());
+  std::printf("#   memory per GPU: parameters %.2f GB, gradients %.2f GB, optimizer %.2f GB, activations %.2f GB: "
+              "%.2f GB of %.0f GB (%s)\n",
+              p.parameter_bytes / 1e9, p.gradient_bytes / 1e9, p.optimizer_bytes / 1e9, p.activation_bytes / 1e9,
+              p.memory_bytes() / 1e9, c.memory_GB, p.fits ? "fits" : "does not fit");
+  std::printf("#   step %.4f s over %d micro-batches: compute %.4f (recompute %.4f), tensor-parallel %.4f, "
+              "point-to-point %.4f, bubble %.4f, data-parallel %.4f, optimizer %.4f\n",
+              p.step_s, p.micro_batches, p.compute_s, p.recompute_s, p.tp_comm_s, p.pp_comm_s, p.bubble_s, p.dp_comm_s,
+              p.optimizer_s);
+  std::printf("#   %.0f tokens/s; MFU %.3f (model FLOPs, no recompute), HFU %.3f (with the recompute forward); "
+              "%.1f TFLOP/s per GPU in Megatron's convention (Narayanan et al. 2021, Eq. 3)\n",
+              p.tokens_per_s, p.mfu, p.hfu, p.tflops_per_gpu);
+}
+
+int validate() {
+  const th::PlanCluster& c = th::plan_cluster_presets()[0];
+  std::printf("# %s: predicted against published TFLOP/s per GPU (tp and pp as published, full recompute; "
+              "micro-batch and interleaving searched)\n", th::published_runs().front().source);
+  std::printf("# %-10s %5s %5s %6s %6s %10s %10s %8s  %s\n", "model", "tp", "pp", "gpus", "batch", "published", "predicted",
+              "ratio", "best layout");
+  int outside = 0;
+  double sum = 0;
+  for (const th::PublishedRun& run : th::published_runs()) {
+    th::PlanFixed fixed;
+    fixed.tp = run.tp;
+    fixed.pp = run.pp;
+    fixed.recompute = th::Recompute::full;
+    fixed.sp = false;
+    fixed.zero = 0;
+    fixed.flash = false;  // 2021: a fused softmax between the products, no FlashAttention
+    const auto all = th::plan_search(run.model, c, run.gpus, run.global_batch, fixed);
+    const th::PlanCandidate* best = nullptr;
+    for (const auto& x : all)
+      if (x.prediction.fits && (!best || x.prediction.tflops_per_gpu > best->prediction.tflops_per_gpu)) best = &x;
+    if (!best) {
+      std::printf("  %-10s no layout fits\n", run.model.name.c_str());
+      ++outside;
+      continue;
+    }
+    const double ratio = run.tflops_per_gpu / best->prediction.tflops_per_gpu;  // predicted / published step time
+    sum += std::abs(ratio - 1);
+    outside += std::abs(ratio - 1) > 0.10;
+    std::printf("  %-10s %5d %5d %6d %6lld %10.0f %10.1f %8.3f  %s\n", run.model.name.c_str(), run.tp, run.pp, run.gpus,
+                static_cast<long long>(run.global_batch), run.tflops_per_gpu, best->prediction.tflops_per_gpu, ratio,
+                best->layout.describe().c_str());
+  }
+  std::printf("# mean |predicted / published step time - 1| = %.3f, %d of %zu rows outside 10%%\n",
+              sum / static_cast<double>(th::published_runs().size()), outside, th::published_runs().size());
+  return outside == 0 ? kExitOk : kExitFailed;
+}
+
+class Plan final : public Command {
+ public:
+  Plan()
+      : Command({.name = "plan",
+                 .help = "Predict memory per GPU and time per step of a model on a cluster for every parallel layout "
+                         "(tp, pp with v, dp with ZeRO, micro-batch, recompute, sp), rank them by throughput and print "
+                         "the best with their breakdown; --validate checks the model against published runs",
+                 .order = 105,
+                 .ranks = false,
+                 .tables = {&kPlanLayoutsTable}}) {}
+
+  void declare(CommandOptions& o) override {
+    std::string models, clusters;
+    for (const auto& m : th::plan_model_presets()) models += " " + m.name;
+    for (const auto& c : th::plan_cluster_presets()) clusters += " " + c.name;
+    o.add("--model", model_, "A preset (" + models.substr(1) + "), optionally followed by ,key=value; key=value pairs "
+                             "(layers, hidden, heads, kv_heads, ffn_hidden, gated_mlp, vocab, sequence, tied, bias, norm, "
+                             "positions); or a JSON file of them");
+    o.add("--cluster", cluster_, "A preset (" + clusters.substr(1) + ") or a JSON file of its fields");
+    o.add("--gpus", gpus_, "GPUs of the job")->check(CLI::Range(1, 1 << 20));
+    o.add("--global-batch", global_batch_, "Sequences per optimizer step")->check(CLI::Range(1, 1 << 24));
+    o.add("--fix", fixed_, "Keys held fixed: tp, pp, dp, v, schedule (1f1b, interleaved), micro_batch, zero (0-3), "
+                           "recompute (none, selective, full), sp (on, off), attention (flash, the default, or unfused: products around a "
+                           "softmax that stores the scores); e.g. tp=8,pp=2,recompute=full");
+    o.add("--top", top_, "Layouts printed (and written with --out), fastest first")->check(CLI::Range(1, 1 << 20));
+    o.flag("--explain", explain_, "Explain the fastest layout that fits: memory by category and time by part");
+    o.add("--out", out_, "Also write the layouts to this result file (HDF5, /plan/layouts)");
+    o.flag("--force", force_, "Overwrite an existing --out");
+    o.flag("--validate", validate_, "Check the model against Narayanan et al. 2021, Table 1: exit 1 when a row's "
+                                    "predicted step time is more than 10% from the published one");
+  }
+
+  int run_here() override {
+    if (validate_) return validate();
+    if (model_.empty() || gpus_ == 0 || global_batch_ == 0)
+      throw UsageError("plan needs --model, --gpus and --global-batch (or --validate)");
+    const th::PlanModel m = th::parse_plan_model(model_);
+    const th::PlanCluster c = th::parse_plan_cluster(cluster_);
+    const th::PlanFixed fixed = th::parse_plan_fixed(fixed_);
+    const auto start = std::chrono::steady_clock::now();
+    std::size_t evaluated = 0;
+    std::vector<th::PlanCandidate> all = th::plan_search(m, c, gpus_, global_batch_, fixed, &evaluated);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (all.empty()) {
+      // Say why the fixed layout cannot run.
+      th::PlanLayout l;
+      l.tp = fixed.tp.value_or(1);
+      l.pp = fixed.pp.value_or(1);
+      l.dp = fixed.dp.value_or(gpus_ / std::max(1, l.tp * l.pp));
+      l.v = fixed.v.value_or(1);
+      l.micro_batch = fixed.micro_batch.value_or(1);
+      l.sp = fixed.sp.value_or(false);
+      const std::string why = th::plan_layout_problem(m, c, l, gpus_, global_batch_);
+      throw UsageError("no layout of " + m.name + " on " + std::to_string(gpus_) + " GPUs can run" +
+                       (why.empty() ? std::string() : ": " + why));
+    }
+    std::stable_sort(all.begin(), all.end(), [](const th::PlanCandidate& a, const th::PlanCandidate& b) {
+      if (a.prediction.fits != b.prediction.fits) return a.prediction.fits;
+      return a.prediction.tokens_per_s > b.prediction.tokens_per_s;
+    });
+    const std::size_t fitting = static_cast<std::size_t>(
+        std::count_if(all.begin(), all.end(), [](const th::PlanCandidate& x) { return x.prediction.fits; }));
+    std::printf("# %s (%.2fB parameters) on %d GPUs of %s, global batch %lld: %zu layouts evaluated in %.3f s, %zu fit "
+                "in %.0f GB\n",
+                m.name.c_str(), static_cast<double>(th::plan_parameters(m)) / 1e9, gpus_, c.name.c_str(),
+                static_cast<long long>(global_batch_), evaluated, seconds, fitting, c.memory_GB);
+    if (fitting == 0) {
+      const auto least = std::min_element(all.begin(), all.end(), [](const th::PlanCandidate& a, const th::PlanCandidate& b) {
+        return a.prediction.memory_bytes() < b.prediction.memory_bytes();
+      });
+      const th::PlanPrediction& p = least->prediction;
+      char text[400];
+      std::snprintf(text, sizeof text,
+                    "%.1f GB per GPU (%s: parameters %.1f, gradients %.1f, optimizer %.1f, activations %.1f GB), %.1f GB "
+                    "more than the %.0f GB usable",
+                    p.memory_bytes() / 1e9, least->layout.describe().c_str(), p.parameter_bytes / 1e9,
+                    p.gradient_bytes / 1e9, p.optimizer_bytes / 1e9, p.activation_bytes / 1e9,
+                    p.memory_bytes() / 1e9 - (c.memory_GB - 4), c.memory_GB - 4);
+      // A layout fixed whole is shown and written all the same; a search in which nothing fits is refused.
+      if (all.size() > 1) throw UsageError(std::string("no layout fits: the smallest needs ") + text);
+      std::printf("# the layout does not fit: it needs %s\n", text);
+    }
+    print_header();
+    const std::size_t shown = std::min<std::size_t>(all.size(), static_cast<std::size_t>(top_));
+    for (std::size_t i = 0; i < shown; ++i) print_row(all[i]);
+    if (explain_) explain(m, c, all.front());
+    if (!out_.empty()) {
+      record::ResultsFile file(out_, force_);
+      file.set_attribute("/", "parity_version", parity_version());
+      file.set_attribute("/", "git_commit", git_commit());
+      file.set_attribute("/", "subcommand", std::string("plan"));
+      file.set_attribute("/", "start_time_utc", utc_now_iso8601());
+      record::Table t(kPlanLayoutsTable);
+      for (std::size_t i = 0; i < shown; ++i) add_row(t, m, c, gpus_, global_batch_, all[i]);
+      file.write_table("/plan/layouts", t);
+      file.set_attribute("/plan/layouts", "evaluated", static_cast<std::int64_t>(evaluated));
+      file.set_attribute("/", "end_time_utc", utc_now_iso8601());
+      file.commit();
+      std::printf("# %zu layouts written to %s\n", shown, out_.c_str());
+    }
+    return kExitOk;
+  }
+
+ private:
+  std::string model_, cluster_ = "a100-80gb-dgx", fixed_, out_;
+  int gpus_ = 0, top_ = 10;
+  std::int64_t global_batch_ = 0;
+  bool explain_ = false, force_ = false, validate_ = false;
+};
+
+const RegisteredCommand<Plan> kPlan;
+
+}  // namespace
+}  // namespace parity::cli

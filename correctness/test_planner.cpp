@@ -1,0 +1,200 @@
+// The step model of `parity plan` (reference/theory/planner.hpp): parameter counts against
+// published models counted by hand, ZeRO's memory figure, the FLOP conventions against
+// Megatron-LM's closed forms, the search's bookkeeping, bad input, and the prediction against
+// Narayanan et al. 2021, Table 1.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "reference/core/error.hpp"
+#include "reference/core/tolerance.hpp"
+#include "reference/theory/planner.hpp"
+
+namespace parity::theory {
+namespace {
+
+const PlanModel& preset(const std::string& name) {
+  for (const PlanModel& m : plan_model_presets())
+    if (m.name == name) return m;
+  throw std::runtime_error("no preset " + name);
+}
+
+// Llama 3 8B: 8,030,261,248 (Meta's model card); by hand: two untied 128,256 x 4096 tables,
+// 32 layers of q and o (4096^2 each), k and v (4096 x 1024 each), three 4096 x 14,336 MLP
+// matrices and two RMSNorm weights, and the final norm.
+TEST(Planner, ParametersOfPublishedModels) {
+  EXPECT_EQ(plan_parameters(preset("llama3-8b")), 8030261248);
+  EXPECT_EQ(plan_layer_parameters(preset("llama3-8b")), 2 * 16777216 + 2 * 4194304 + 3 * 58720256 + 2 * 4096);
+  // GPT-3 175B: 96 layers of 12h^2 + 13h, the 50,257 x h token table, 2048 x h positions and the
+  // final LayerNorm: 174,604,259,328 (the paper's "175B").
+  EXPECT_EQ(plan_parameters(preset("gpt3-175b")), 174604259328);
+  // Llama 3 70B and 405B as published: 70.6B and 405.9B.
+  EXPECT_NEAR(plan_parameters(preset("llama3-70b")) / 1e9, 70.55, 0.01);
+  EXPECT_NEAR(plan_parameters(preset("llama3-405b")) / 1e9, 405.85, 0.01);
+}
+
+// Model FLOPs of a GPT (4h MLP, multi-head) are Megatron's 72 B s L h^2 (1 + s/6h + V/12hL) a
+// step, and with full recompute the hardware count is its Eq. 3, 96 B s L h^2 (1 + s/6h + V/16hL).
+TEST(Planner, FlopsAreMegatronsClosedForms) {
+  for (const char* name : {"gpt3-1.7b", "gpt3-145b", "gpt3-1t"}) {
+    const PlanModel& m = preset(name);
+    const double B = 512, s = static_cast<double>(m.sequence), L = m.layers, h = static_cast<double>(m.hidden);
+    const double V = static_cast<double>(m.vocabulary);
+    PlanLayout l;
+    l.dp = 1;
+    l.micro_batch = 1;
+    l.recompute = Recompute::full;
+    const PlanPrediction p = plan_predict(m, plan_cluster_presets()[0], l, 512);
+    EXPECT_NEAR(p.model_flops / (72 * B * s * L * h * h * (1 + s / (6 * h) + V / (12 * h * L))), 1,
+                tolerance::closed_form_relative_bound(12))
+        << name;
+    EXPECT_NEAR(p.hardware_flops / (96 * B * s * L * h * h * (1 + s / (6 * h) + V / (16 * h * L))), 1,
+                tolerance::closed_form_relative_bound(12))
+        << name;
+  }
+}
+
+// ZeRO's Figure 1 (Rajbhandari et al. 2020): 7.5B parameters on 64 GPUs, mixed-precision Adam
+// (K = 12): 120, 31.4, 16.6 and 1.9 GB of model state per GPU for DP and ZeRO 1-3. The 7.5B
+// GPT of Table 1 (7.46B parameters held, positions aside) on 64 data-parallel GPUs: within half
+// a unit of the figure's last digit plus the 0.6% by which the two models' sizes differ.
+TEST(Planner, ZeroFigureOneModelState) {
+  const PlanModel& m = preset("gpt3-7.5b");
+  const double published[4] = {120, 31.4, 16.6, 1.9}, last_digit[4] = {1, 0.1, 0.1, 0.1};
+  for (int stage = 0; stage <= 3; ++stage) {
+    const PlanLayout l{1, 1, 64, false, 1, 1, stage, Recompute::full};
+    const PlanPrediction p = plan_predict(m, plan_cluster_presets()[0], l, 64);
+    const double state = (p.parameter_bytes + p.gradient_bytes + p.optimizer_bytes) / 1e9;
+    EXPECT_NEAR(state, published[stage], last_digit[stage] / 2 + 0.006 * published[stage]) << "stage " << stage;
+  }
+}
+
+// A cluster written as a JSON file gives what its preset gives.
+TEST(Planner, ClusterFileEqualsThePreset) {
+  const std::string path = ::testing::TempDir() + "planner-cluster.json";
+  {
+    std::ofstream out(path);
+    out << "{\"gpu\": \"A100\", \"peak_TFLOPs\": 312, \"gemm_efficiency\": 0.8, \"multiprocessors\": 108,\n"
+           " \"memory_GB\": 80, \"memory_GBps\": 2039, \"elementwise_efficiency\": 0.8, \"gpus_per_node\": 8,\n"
+           " \"node_GBps\": 300, \"node_latency_us\": 3, \"network_GBps\": 25, \"network_latency_us\": 5,\n"
+           " \"collective_efficiency\": 0.8}\n";
+  }
+  const PlanCluster file = parse_plan_cluster(path);
+  const PlanCluster& named = plan_cluster_presets()[0];
+  const PlanLayout l{8, 2, 4, true, 2, 1, 1, Recompute::selective, true};
+  const PlanPrediction a = plan_predict(preset("gpt3-18b"), file, l, 64), b = plan_predict(preset("gpt3-18b"), named, l, 64);
+  EXPECT_EQ(a.step_s, b.step_s);
+  EXPECT_EQ(a.memory_bytes(), b.memory_bytes());
+  std::ofstream(path) << "{\"gpu\": \"A100\"}";
+  EXPECT_THROW(parse_plan_cluster(path), UsageError);
+}
+
+TEST(Planner, BadInputIsRefusedInOneLine) {
+  EXPECT_THROW(parse_plan_model("gpt9"), UsageError);
+  EXPECT_THROW(parse_plan_model("llama3-8b,wings=2"), UsageError);
+  EXPECT_THROW(parse_plan_model("layers=2,hidden=10,heads=3,vocab=8,sequence=4"), UsageError);  // 3 does not divide 10
+  EXPECT_THROW(parse_plan_model("layers=2,hidden=8"), UsageError);  // sizes missing
+  EXPECT_THROW(parse_plan_model("llama3-8b,kv_heads=5"), UsageError);
+  EXPECT_THROW(parse_plan_cluster("dgx-z"), UsageError);
+  EXPECT_THROW(parse_plan_fixed("tq=2"), UsageError);
+  EXPECT_THROW(parse_plan_fixed("zero=4"), UsageError);
+  EXPECT_THROW(parse_plan_fixed("recompute=some"), UsageError);
+  const PlanModel& m = preset("gpt3-1.7b");
+  const PlanCluster& c = plan_cluster_presets()[0];
+  EXPECT_NE(plan_layout_problem(m, c, {3, 1, 10, false, 1, 1, 0, Recompute::full}, 30, 512), "");  // 3 divides no heads
+  EXPECT_NE(plan_layout_problem(m, c, {1, 5, 4, false, 1, 1, 0, Recompute::full}, 20, 512), "");   // 5 divides no 24 layers
+  EXPECT_NE(plan_layout_problem(m, c, {1, 1, 32, false, 1, 1, 0, Recompute::full}, 64, 512), "");  // not the GPUs
+  EXPECT_EQ(plan_layout_problem(m, c, {1, 1, 32, false, 1, 1, 0, Recompute::full}, 32, 512), "");
+  EXPECT_EQ(parse_plan_model("gpt3-1.7b,sequence=4096").sequence, 4096);
+}
+
+// Every layout the search returns can run, the fixed keys hold, and the count is the product
+// of the free choices that can run.
+TEST(Planner, SearchKeepsWhatIsFixedAndOnlyRunnableLayouts) {
+  const PlanModel& m = preset("gpt3-18b");
+  const PlanCluster& c = plan_cluster_presets()[0];
+  std::size_t evaluated = 0;
+  PlanFixed fixed;
+  fixed.tp = 8;
+  fixed.recompute = Recompute::full;
+  const auto all = plan_search(m, c, 256, 1024, fixed, &evaluated);
+  EXPECT_EQ(all.size(), evaluated);
+  EXPECT_GT(all.size(), 100u);
+  for (const PlanCandidate& x : all) {
+    EXPECT_EQ(x.layout.tp, 8);
+    EXPECT_EQ(x.layout.recompute, Recompute::full);
+    EXPECT_EQ(plan_layout_problem(m, c, x.layout, 256, 1024), "");
+    EXPECT_GT(x.prediction.step_s, 0);
+  }
+}
+
+// Directions the model must get right whatever its constants: full recompute holds fewer
+// activations and takes longer than none; FlashAttention holds no scores; more micro-batches
+// shrink the bubble's share; a ZeRO stage never adds memory; sp splits activations over tp.
+TEST(Planner, DirectionsOfEachChoice) {
+  const PlanModel& m = preset("llama3-70b");
+  const PlanCluster& c = plan_cluster_presets()[1];
+  PlanLayout base{8, 4, 8, true, 1, 1, 1, Recompute::none, true};
+  const auto with = [&](auto change) {
+    PlanLayout l = base;
+    change(l);
+    return plan_predict(m, c, l, 256);
+  };
+  const PlanPrediction none = with([](PlanLayout&) {});
+  const PlanPrediction full = with([](PlanLayout& l) { l.recompute = Recompute::full; });
+  EXPECT_LT(full.activation_bytes, none.activation_bytes);
+  EXPECT_GT(full.step_s, none.step_s);
+  EXPECT_GT(full.recompute_s, 0);
+  EXPECT_EQ(none.recompute_s, 0);
+  const PlanPrediction unfused = with([](PlanLayout& l) { l.flash = false; });
+  EXPECT_GT(unfused.activation_bytes, none.activation_bytes);
+  EXPECT_GT(unfused.step_s, none.step_s);
+  const PlanPrediction no_sp = with([](PlanLayout& l) { l.sp = false; });
+  EXPECT_GT(no_sp.activation_bytes, none.activation_bytes);
+  const PlanPrediction more = plan_predict(m, c, base, 1024);  // 4x the micro-batches
+  EXPECT_LT(more.bubble_s / more.step_s, none.bubble_s / none.step_s);
+  EXPECT_NEAR(more.bubble_s, none.bubble_s, 1e-12 * none.bubble_s);  // one stage's fill and drain either way
+  double previous = 1e300;
+  for (int zero = 0; zero <= 3; ++zero) {
+    const PlanPrediction z = with([&](PlanLayout& l) { l.zero = zero; });
+    EXPECT_LE(z.parameter_bytes + z.gradient_bytes + z.optimizer_bytes, previous) << zero;
+    previous = z.parameter_bytes + z.gradient_bytes + z.optimizer_bytes;
+  }
+  // The parts add up to the step.
+  EXPECT_NEAR(none.compute_s + none.tp_comm_s + none.pp_comm_s + none.bubble_s + none.dp_comm_s + none.optimizer_s,
+              none.step_s, 1e-12 * none.step_s);
+  EXPECT_NEAR(none.tokens_per_s * none.step_s, 256.0 * m.sequence, 1e-9 * 256.0 * m.sequence);
+}
+
+// Narayanan et al. 2021, Table 1: with tp and pp as published, full recompute, micro-batch and
+// interleaving free (the table does not state them), the best predicted time per step within
+// 10% of the published one on every row.
+TEST(Planner, PublishedMegatronRunsWithinTenPercent) {
+  const PlanCluster& c = plan_cluster_presets()[0];
+  for (const PublishedRun& run : published_runs()) {
+    PlanFixed fixed;
+    fixed.tp = run.tp;
+    fixed.pp = run.pp;
+    fixed.recompute = Recompute::full;
+    fixed.sp = false;
+    fixed.zero = 0;
+    fixed.flash = false;
+    const auto all = plan_search(run.model, c, run.gpus, run.global_batch, fixed);
+    double best = 0;
+    std::string layout;
+    for (const PlanCandidate& x : all)
+      if (x.prediction.fits && x.prediction.tflops_per_gpu > best) {
+        best = x.prediction.tflops_per_gpu;
+        layout = x.layout.describe();
+      }
+    std::printf("%-10s published %5.0f TFLOP/s, predicted %6.1f (%s)  step time ratio %.3f\n", run.model.name.c_str(),
+                run.tflops_per_gpu, best, layout.c_str(), run.tflops_per_gpu / best);
+    EXPECT_NEAR(run.tflops_per_gpu / best, 1, 0.10) << run.model.name << " " << layout;
+  }
+}
+
+}  // namespace
+}  // namespace parity::theory

@@ -1,0 +1,558 @@
+// The step model of theory/planner.hpp; docs/planner.md derives each term.
+#include "reference/theory/planner.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "reference/core/error.hpp"
+#include "reference/core/text.hpp"
+#include "reference/theory/parallel.hpp"
+
+namespace parity::theory {
+
+namespace {
+
+// ---- reading descriptions --------------------------------------------------------------------
+
+std::string trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
+}
+
+// "k=v,k=v", key=value lines, or a flat JSON object {"k": v, ...}: the pairs in order.
+std::vector<std::pair<std::string, std::string>> pairs_of(const std::string& text) {
+  std::string body = trim(text);
+  if (!body.empty() && body.front() == '{') {
+    if (body.back() != '}') throw UsageError("a JSON description must be one flat object {\"key\": value, ...}");
+    body = body.substr(1, body.size() - 2);
+    for (char& c : body)
+      if (c == ':') c = '=';
+  }
+  std::vector<std::pair<std::string, std::string>> out;
+  std::string item;
+  std::stringstream in(body);
+  while (std::getline(in, item, body.find('\n') != std::string::npos && body.find(',') == std::string::npos ? '\n' : ',')) {
+    item = trim(item);
+    if (item.empty() || item[0] == '#') continue;
+    const auto eq = item.find('=');
+    if (eq == std::string::npos) throw UsageError("expected key=value, got " + quoted_input(item));
+    const auto unquote = [](std::string s) {
+      s = trim(s);
+      if (s.size() >= 2 && s.front() == '"' && s.back() == '"') s = s.substr(1, s.size() - 2);
+      return s;
+    };
+    out.emplace_back(unquote(item.substr(0, eq)), unquote(item.substr(eq + 1)));
+  }
+  return out;
+}
+
+std::string read_if_file(const std::string& text) {
+  std::ifstream in(text);
+  if (!in || text.find('=') != std::string::npos) return "";
+  std::stringstream all;
+  all << in.rdbuf();
+  return all.str();
+}
+
+double number(const std::string& key, const std::string& value) {
+  char* end = nullptr;
+  const double x = std::strtod(value.c_str(), &end);
+  if (value.empty() || *end != '\0' || !std::isfinite(x) || x < 0)
+    throw UsageError(key + "=" + quoted_input(value) + " is not a number >= 0");
+  return x;
+}
+
+std::int64_t whole(const std::string& key, const std::string& value) {
+  const double x = number(key, value);
+  if (x != std::floor(x) || x > 1e15) throw UsageError(key + "=" + quoted_input(value) + " is not a whole number");
+  return static_cast<std::int64_t>(x);
+}
+
+bool yes_no(const std::string& key, const std::string& value) {
+  if (value == "true" || value == "on" || value == "1" || value == "yes") return true;
+  if (value == "false" || value == "off" || value == "0" || value == "no") return false;
+  throw UsageError(key + "=" + quoted_input(value) + ": expected true or false");
+}
+
+PlanModel gpt(const char* name, int layers, std::int64_t hidden, int heads) {
+  PlanModel m;
+  m.name = name;
+  m.layers = layers;
+  m.hidden = hidden;
+  m.heads = heads;
+  m.vocabulary = 51200;
+  m.sequence = 2048;
+  return m;
+}
+
+PlanModel llama(const char* name, int layers, std::int64_t hidden, int heads, int kv, std::int64_t ffn) {
+  PlanModel m;
+  m.name = name;
+  m.layers = layers;
+  m.hidden = hidden;
+  m.heads = heads;
+  m.kv_heads = kv;
+  m.ffn_hidden = ffn;
+  m.gated_mlp = true;
+  m.vocabulary = 128256;
+  m.sequence = 8192;
+  m.tied = false;
+  m.bias = false;
+  m.rms_norm = true;
+  m.learned_positions = false;
+  return m;
+}
+
+}  // namespace
+
+void PlanModel::validate() const {
+  if (layers <= 0 || hidden <= 0 || heads <= 0 || vocabulary <= 0 || sequence <= 0)
+    throw UsageError("model " + name + ": layers, hidden, heads, vocab and sequence must all be given and above 0");
+  if (hidden % heads != 0)
+    throw UsageError("model " + name + ": " + std::to_string(heads) + " heads do not divide hidden " + std::to_string(hidden));
+  if (kv_heads < 0 || heads % kv() != 0)
+    throw UsageError("model " + name + ": kv_heads " + std::to_string(kv_heads) + " does not divide the " +
+                     std::to_string(heads) + " heads");
+}
+
+const std::vector<PlanModel>& plan_model_presets() {
+  static const std::vector<PlanModel> presets = [] {
+    std::vector<PlanModel> p = {
+        // Narayanan et al. 2021, Table 1 (vocabulary 51,200, sequence 2048).
+        gpt("gpt3-1.7b", 24, 2304, 24), gpt("gpt3-3.6b", 30, 3072, 32), gpt("gpt3-7.5b", 36, 4096, 32),
+        gpt("gpt3-18b", 40, 6144, 48), gpt("gpt3-39b", 48, 8192, 64), gpt("gpt3-76b", 60, 10240, 80),
+        gpt("gpt3-145b", 80, 12288, 96), gpt("gpt3-310b", 96, 16384, 128), gpt("gpt3-530b", 105, 20480, 128),
+        gpt("gpt3-1t", 128, 25600, 160),
+        // Llama 3 (Grattafiori et al. 2024, Table 3): GQA with 8 key/value heads, SwiGLU, RMSNorm, rotary.
+        llama("llama3-8b", 32, 4096, 32, 8, 14336), llama("llama3-70b", 80, 8192, 64, 8, 28672),
+        llama("llama3-405b", 126, 16384, 128, 8, 53248)};
+    PlanModel g175 = gpt("gpt3-175b", 96, 12288, 96);  // Brown et al. 2020 (GPT-2's vocabulary)
+    g175.vocabulary = 50257;
+    p.push_back(g175);
+    return p;
+  }();
+  return presets;
+}
+
+PlanModel parse_plan_model(const std::string& given) {
+  const std::string file = read_if_file(given);
+  const std::string text = file.empty() ? given : file;
+  PlanModel m;
+  std::vector<std::pair<std::string, std::string>> pairs;
+  const std::string first = trim(text.substr(0, text.find(',')));
+  if (!text.empty() && first.find('=') == std::string::npos && first.front() != '{') {
+    const auto& presets = plan_model_presets();
+    const auto it = std::find_if(presets.begin(), presets.end(), [&](const PlanModel& p) { return p.name == first; });
+    if (it == presets.end()) {
+      std::string known;
+      for (const auto& p : presets) known += (known.empty() ? "" : ", ") + p.name;
+      throw UsageError("unknown model " + quoted_input(first) + " (presets: " + known + "; or key=value pairs)");
+    }
+    m = *it;
+    const auto comma = text.find(',');
+    if (comma != std::string::npos) pairs = pairs_of(text.substr(comma + 1));
+  } else {
+    m.name = file.empty() ? "custom" : given;
+    pairs = pairs_of(text);
+  }
+  for (const auto& [key, value] : pairs) {
+    if (key == "layers") m.layers = static_cast<int>(whole(key, value));
+    else if (key == "hidden") m.hidden = whole(key, value);
+    else if (key == "heads") m.heads = static_cast<int>(whole(key, value));
+    else if (key == "kv_heads") m.kv_heads = static_cast<int>(whole(key, value));
+    else if (key == "ffn_hidden") m.ffn_hidden = whole(key, value);
+    else if (key == "gated_mlp") m.gated_mlp = yes_no(key, value);
+    else if (key == "vocab") m.vocabulary = whole(key, value);
+    else if (key == "sequence") m.sequence = whole(key, value);
+    else if (key == "tied") m.tied = yes_no(key, value);
+    else if (key == "bias") m.bias = yes_no(key, value);
+    else if (key == "norm") {
+      if (value != "layernorm" && value != "rmsnorm") throw UsageError("norm=" + quoted_input(value) + ": expected layernorm or rmsnorm");
+      m.rms_norm = value == "rmsnorm";
+    } else if (key == "positions") {
+      if (value != "learned" && value != "rotary") throw UsageError("positions=" + quoted_input(value) + ": expected learned or rotary");
+      m.learned_positions = value == "learned";
+    } else {
+      throw UsageError("unknown model key " + quoted_input(key) +
+                       " (known: layers, hidden, heads, kv_heads, ffn_hidden, gated_mlp, vocab, sequence, tied, bias, "
+                       "norm, positions)");
+    }
+  }
+  m.validate();
+  return m;
+}
+
+std::int64_t plan_layer_parameters(const PlanModel& m) {
+  const std::int64_t h = m.hidden, kv = m.kv() * m.head_size(), f = m.ffn();
+  const std::int64_t matrices = h * (h + 2 * kv) + h * h + (m.gated_mlp ? 3 : 2) * h * f;
+  const std::int64_t biases = m.bias ? (h + 2 * kv) + h + (m.gated_mlp ? 2 : 1) * f + h : 0;
+  const std::int64_t norms = 2 * (m.rms_norm ? 1 : 2) * h;
+  return matrices + biases + norms;
+}
+
+std::int64_t plan_parameters(const PlanModel& m) {
+  const std::int64_t h = m.hidden;
+  return m.vocabulary * h * (m.tied ? 1 : 2) + (m.learned_positions ? m.sequence * h : 0) +
+         m.layers * plan_layer_parameters(m) + (m.rms_norm ? 1 : 2) * h;
+}
+
+double plan_layer_forward_flops(const PlanModel& m) {
+  const double s = static_cast<double>(m.sequence), h = static_cast<double>(m.hidden);
+  const double kv = static_cast<double>(m.kv()) * static_cast<double>(m.head_size()), f = static_cast<double>(m.ffn());
+  const double products = 2 * s * h * (h + 2 * kv) + 2 * s * h * h + 2 * s * h * f * (m.gated_mlp ? 3 : 2);
+  return products + 4 * s * s * h;  // scores and weighted sum, whole (not causal halves)
+}
+
+double plan_head_forward_flops(const PlanModel& m) {
+  return 2.0 * static_cast<double>(m.sequence) * static_cast<double>(m.hidden) * static_cast<double>(m.vocabulary);
+}
+
+// ---- clusters ------------------------------------------------------------------------------------
+
+const std::vector<PlanCluster>& plan_cluster_presets() {
+  static const std::vector<PlanCluster> presets = {
+      // NVIDIA DGX A100 (A100 SXM4 80GB datasheet: 312 TFLOP/s dense BF16, 2,039 GB/s HBM2e,
+      // 108 SMs; NVLink 3 600 GB/s per GPU both ways through NVSwitch; 8 ConnectX-6 HDR
+      // 200 Gb/s, one per GPU). Achieved fractions: large BF16 GEMMs about 0.8 of the peak and
+      // element-wise kernels about 0.8 of HBM in cuBLAS and NVIDIA's published benchmarks; a
+      // ring's bus bandwidth about 0.8 of the link (nccl-tests on DGX A100).
+      {"a100-80gb-dgx", "A100 SXM4 80GB", 312, 0.8, 108, 80, 2039, 0.8, 8, {300, 3}, {25, 5}, 0.8},
+      // NVIDIA DGX H100 (H100 SXM5 datasheet: 989 TFLOP/s dense BF16, 3,350 GB/s HBM3, 132 SMs;
+      // NVLink 4 900 GB/s per GPU both ways; 8 ConnectX-7 NDR 400 Gb/s, one per GPU). Large
+      // BF16 GEMMs reach about 0.7 of the peak (cuBLASLt; 0.68-0.72 measured here on one H100,
+      // docs/results/h100).
+      {"h100-sxm-dgx", "H100 SXM5 80GB", 989, 0.7, 132, 80, 3350, 0.8, 8, {450, 3}, {50, 5}, 0.8},
+  };
+  return presets;
+}
+
+PlanCluster parse_plan_cluster(const std::string& given) {
+  const auto& presets = plan_cluster_presets();
+  const auto it = std::find_if(presets.begin(), presets.end(), [&](const PlanCluster& c) { return c.name == given; });
+  if (it != presets.end()) return *it;
+  const std::string file = read_if_file(given);
+  if (file.empty()) {
+    std::string known;
+    for (const auto& p : presets) known += (known.empty() ? "" : ", ") + p.name;
+    throw UsageError("unknown cluster " + quoted_input(given) + " (presets: " + known + "; or a JSON file)");
+  }
+  PlanCluster c;
+  c.name = given;
+  std::map<std::string, bool> seen;
+  for (const auto& [key, value] : pairs_of(file)) {
+    seen[key] = true;
+    if (key == "gpu") c.gpu = value;
+    else if (key == "peak_TFLOPs") c.peak_TFLOPs = number(key, value);
+    else if (key == "gemm_efficiency") c.gemm_efficiency = number(key, value);
+    else if (key == "multiprocessors") c.multiprocessors = static_cast<int>(whole(key, value));
+    else if (key == "memory_GB") c.memory_GB = number(key, value);
+    else if (key == "memory_GBps") c.memory_GBps = number(key, value);
+    else if (key == "elementwise_efficiency") c.elementwise_efficiency = number(key, value);
+    else if (key == "gpus_per_node") c.gpus_per_node = static_cast<int>(whole(key, value));
+    else if (key == "node_GBps") c.node.bandwidth_GBps = number(key, value);
+    else if (key == "node_latency_us") c.node.latency_us = number(key, value);
+    else if (key == "network_GBps") c.network.bandwidth_GBps = number(key, value);
+    else if (key == "network_latency_us") c.network.latency_us = number(key, value);
+    else if (key == "collective_efficiency") c.collective_efficiency = number(key, value);
+    else throw UsageError("cluster " + quoted_input(given, 200) + ": unknown field " + quoted_input(key));
+  }
+  for (const char* key : {"gpu", "peak_TFLOPs", "gemm_efficiency", "multiprocessors", "memory_GB", "memory_GBps",
+                          "elementwise_efficiency", "gpus_per_node", "node_GBps", "node_latency_us", "network_GBps",
+                          "network_latency_us", "collective_efficiency"})
+    if (!seen.count(key)) throw UsageError("cluster " + quoted_input(given, 200) + ": missing field " + key);
+  if (c.peak_TFLOPs <= 0 || c.gemm_efficiency <= 0 || c.gemm_efficiency > 1 || c.multiprocessors <= 0 ||
+      c.memory_GB <= 0 || c.memory_GBps <= 0 || c.elementwise_efficiency <= 0 || c.gpus_per_node <= 0 ||
+      c.node.bandwidth_GBps <= 0 || c.network.bandwidth_GBps <= 0 || c.collective_efficiency <= 0)
+    throw UsageError("cluster " + quoted_input(given, 200) + ": rates, sizes and efficiencies must be above 0 (efficiencies at most 1)");
+  return c;
+}
+
+// ---- layouts -------------------------------------------------------------------------------------
+
+std::string name_of(Recompute r) { return r == Recompute::none ? "none" : r == Recompute::selective ? "selective" : "full"; }
+
+Recompute parse_recompute(const std::string& text) {
+  if (text == "none") return Recompute::none;
+  if (text == "selective") return Recompute::selective;
+  if (text == "full") return Recompute::full;
+  throw UsageError("recompute=" + quoted_input(text) + ": expected none, selective or full");
+}
+
+std::string PlanLayout::describe() const {
+  return "tp" + std::to_string(tp) + " pp" + std::to_string(pp) + " dp" + std::to_string(dp) + " v" + std::to_string(v) +
+         " mb" + std::to_string(micro_batch) + " zero" + std::to_string(zero) + " " + name_of(recompute) + (sp ? " sp" : "") +
+         (flash ? "" : " unfused");
+}
+
+std::string plan_layout_problem(const PlanModel& m, const PlanCluster& c, const PlanLayout& l, int gpus,
+                                std::int64_t global_batch) {
+  const auto n = [](std::int64_t x) { return std::to_string(x); };
+  if (l.tp < 1 || l.pp < 1 || l.dp < 1 || l.v < 1 || l.micro_batch < 1) return "tp, pp, dp, v and micro_batch must be at least 1";
+  if (l.zero < 0 || l.zero > 3) return "zero=" + n(l.zero) + " is outside 0-3";
+  if (m.heads % l.tp != 0 || m.kv() % l.tp != 0) return "tp=" + n(l.tp) + " does not divide the heads (" + n(m.heads) + ", " + n(m.kv()) + " key/value)";
+  if (static_cast<std::int64_t>(l.tp) * l.pp * l.dp != gpus)
+    return "tp x pp x dp = " + n(static_cast<std::int64_t>(l.tp) * l.pp * l.dp) + " is not the " + n(gpus) + " GPUs";
+  if (l.tp > c.gpus_per_node) return "tp=" + n(l.tp) + " spans nodes of " + n(c.gpus_per_node) + " GPUs";
+  if (m.layers % (l.pp * l.v) != 0) return "pp x v = " + n(l.pp * l.v) + " does not divide the " + n(m.layers) + " layers";
+  if (l.v > 1 && l.pp == 1) return "v=" + n(l.v) + " needs pp > 1";
+  if (l.sp && l.tp == 1) return "sequence parallelism needs tp > 1";
+  if (l.sp && m.sequence % l.tp != 0) return "tp=" + n(l.tp) + " does not divide the sequence for sp";
+  if (global_batch % (static_cast<std::int64_t>(l.dp) * l.micro_batch) != 0)
+    return "the global batch " + n(global_batch) + " is not a multiple of dp x micro_batch = " + n(static_cast<std::int64_t>(l.dp) * l.micro_batch);
+  const std::int64_t m_batches = global_batch / (static_cast<std::int64_t>(l.dp) * l.micro_batch);
+  if (l.v > 1 && m_batches % l.pp != 0) return "interleaving needs the micro-batches (" + n(m_batches) + ") a multiple of pp";
+  return "";
+}
+
+namespace {
+
+// A matrix product M x N x K (batch of `count`) in 16 bits: the larger of its tensor-core time
+// (tiles of 128 x 256 spread in waves over the multiprocessors, the last wave partly idle) and
+// its memory time (inputs and output once).
+double product_seconds(const PlanCluster& c, double M, double N, double K, double count = 1) {
+  const double tiles = std::ceil(M / 128) * std::ceil(N / 256) * count;
+  const double waves = std::ceil(tiles / c.multiprocessors);
+  const double filled = tiles / (waves * c.multiprocessors);
+  const double flops = 2 * M * N * K * count;
+  const double compute = flops / (c.peak_TFLOPs * 1e12 * c.gemm_efficiency * filled);
+  const double memory = 2 * (M * K + K * N + M * N) * count / (c.memory_GBps * 1e9);
+  return std::max(compute, memory);
+}
+
+// Forward and backward (input and weight gradients) of y[M, N] = x[M, K] w[K, N].
+double product_pass_seconds(const PlanCluster& c, double M, double N, double K, bool backward) {
+  if (!backward) return product_seconds(c, M, N, K);
+  return product_seconds(c, M, K, N) + product_seconds(c, K, N, M);
+}
+
+double elementwise_seconds(const PlanCluster& c, double bytes) {
+  return bytes / (c.memory_GBps * 1e9 * c.elementwise_efficiency);
+}
+
+// A ring collective moving `fraction` x bytes per GPU over `steps` messages on a link.
+double ring_seconds(const PlanCluster& c, const PlanLink& link, double bytes, double fraction, int steps) {
+  return fraction * bytes / (link.bandwidth_GBps * 1e9 * c.collective_efficiency) + steps * link.latency_us * 1e-6;
+}
+
+double all_reduce_seconds(const PlanCluster& c, const PlanLink& link, double bytes, int n) {
+  if (n <= 1) return 0;
+  return ring_seconds(c, link, bytes, 2.0 * (n - 1) / n, 2 * (n - 1));
+}
+
+struct LayerTimes {
+  double forward = 0, backward = 0, tp_forward = 0, tp_backward = 0, attention_forward = 0;
+};
+
+// One transformer layer on one GPU for a micro-batch of b sequences.
+LayerTimes layer_times(const PlanModel& m, const PlanCluster& c, const PlanLayout& l) {
+  const double b = l.micro_batch, s = static_cast<double>(m.sequence), h = static_cast<double>(m.hidden);
+  const double t = l.tp, hd = static_cast<double>(m.head_size()), kv = static_cast<double>(m.kv()) * hd;
+  const double f = static_cast<double>(m.ffn()), tokens = b * s, heads = m.heads / t;
+  LayerTimes out;
+  for (bool backward : {false, true}) {
+    double products = product_pass_seconds(c, tokens, (h + 2 * kv) / t, h, backward) +
+                      product_pass_seconds(c, tokens, h, h / t, backward) +
+                      product_pass_seconds(c, tokens, f * (m.gated_mlp ? 2 : 1) / t, h, backward) +
+                      product_pass_seconds(c, tokens, h, f / t, backward);
+    // Scores and weighted sum per head: [s, hd] x [hd, s] and [s, s] x [s, hd]. Backward: twice
+    // the products, and FlashAttention's recomputation of the scores half as much again.
+    const double core_forward = product_seconds(c, s, s, hd, b * heads) + product_seconds(c, s, hd, s, b * heads);
+    const double core = backward ? (l.flash ? 2.5 : 2) * core_forward : core_forward;
+    // Element-wise traffic in 16 bits: the softmax over the scores with its scale, mask and
+    // dropout (read and written about 4.5 times in forward, twice that in backward); two norms,
+    // two residual adds and two dropouts on the hidden states (replicated over tp without sp);
+    // the MLP's activation.
+    const double scores = l.flash ? 0 : b * heads * s * s;  // FlashAttention keeps them on chip
+    const double hidden_states = tokens * h / (l.sp ? t : 1);
+    const double activation = tokens * f / t * (m.gated_mlp ? 3 : 2);
+    const double forward_bytes = 2 * (4.5 * scores + 15 * hidden_states + activation);
+    const double elementwise = elementwise_seconds(c, (backward ? 2 : 1) * forward_bytes);
+    (backward ? out.backward : out.forward) = products + core + elementwise;
+    // Selective recompute redoes the core (with FlashAttention it stores nothing to drop).
+    if (!backward) out.attention_forward = l.flash ? 0 : core + elementwise_seconds(c, 2 * 4.5 * scores);
+  }
+  // Tensor parallelism: two all-reduces of the hidden states in forward and two in backward (or,
+  // with sp, all-gathers and reduce-scatters moving the same bytes), within a node.
+  const PlanLink& link = l.tp <= c.gpus_per_node ? c.node : c.network;
+  const double one = all_reduce_seconds(c, link, 2 * tokens * h, l.tp);
+  out.tp_forward = 2 * one;
+  out.tp_backward = 2 * one;
+  return out;
+}
+
+}  // namespace
+
+PlanPrediction plan_predict(const PlanModel& m, const PlanCluster& c, const PlanLayout& l, std::int64_t global_batch) {
+  PlanPrediction p;
+  const double b = l.micro_batch, s = static_cast<double>(m.sequence), h = static_cast<double>(m.hidden);
+  const double t = l.tp, layers_per_stage = static_cast<double>(m.layers) / l.pp, a = m.heads;
+  const std::int64_t micro_batches = global_batch / (static_cast<std::int64_t>(l.dp) * l.micro_batch);
+  p.micro_batches = static_cast<int>(micro_batches);
+  // ---- memory per GPU (the first stage holds the most activations; the last the logits)
+  const double per_stage = (m.layers * static_cast<double>(plan_layer_parameters(m))) / l.pp +
+                           static_cast<double>(m.vocabulary) * h;  // a stage's layers and a vocabulary table
+  const double on_gpu = per_stage / t;
+  const ModelStateBytes state = zero_model_state_bytes(l.zero, static_cast<std::int64_t>(on_gpu),
+                                                       static_cast<std::int64_t>(on_gpu), l.dp, StateBytes{});
+  p.parameter_bytes = state.parameters;
+  p.gradient_bytes = state.gradients;
+  p.optimizer_bytes = state.optimizer_state;
+  // Activations of one layer and micro-batch in 16 bits (Korthikanti et al. 2022), the MLP's
+  // share scaled to its width: sbh(10 + 24/t + 5as/(ht)) without sp, sbh(34 + 5as/h)/t with.
+  const double mlp = static_cast<double>(m.ffn()) * (m.gated_mlp ? 1.5 : 1) / (4 * h);
+  const double per_layer_split = (8 + 16 * mlp) / t, attention_scores = l.flash ? 0 : 5 * a * s / (h * t);
+  double layer_bytes = s * b * h * (l.sp ? (10 + 8 + 16 * mlp) / t : 10 + per_layer_split);
+  if (l.recompute == Recompute::none) layer_bytes += s * b * h * attention_scores;
+  const double input_bytes = 2 * s * b * h / (l.sp ? t : 1);
+  // 1F1B: the first stage holds pp micro-batches of its layers (interleaved: 1 + (pp-1)/(pp v)
+  // times more); full recompute keeps each layer's input and one layer's working set.
+  const double in_flight = std::min<double>(l.pp * (l.v > 1 ? 1 + (l.pp - 1.0) / (l.pp * l.v) : 1.0),
+                                            static_cast<double>(micro_batches));
+  const double stage_layers = layers_per_stage * in_flight;  // layers x micro-batches alive
+  p.activation_bytes = l.recompute == Recompute::full
+                           ? stage_layers * input_bytes + layer_bytes + s * b * h * attention_scores
+                           : stage_layers * layer_bytes;
+  // The last stage's logits in float32 for the loss.
+  p.activation_bytes = std::max(p.activation_bytes, 4 * s * b * static_cast<double>(m.vocabulary) / t);
+  // What a GPU can hold: its memory less 4 GB for the CUDA context, NCCL's buffers and the
+  // allocator's fragmentation.
+  p.fits = p.memory_bytes() <= (c.memory_GB - 4) * 1e9;
+
+  // ---- time of a step
+  const LayerTimes layer = layer_times(m, c, l);
+  double recompute = 0;
+  if (l.recompute == Recompute::full) recompute = layer.forward + layer.tp_forward;
+  if (l.recompute == Recompute::selective) recompute = layer.attention_forward;
+  const double head_forward = product_pass_seconds(c, b * s, static_cast<double>(m.vocabulary) / t, h, false);
+  const double head_backward = product_pass_seconds(c, b * s, static_cast<double>(m.vocabulary) / t, h, true);
+  const double head_loss = elementwise_seconds(c, 3 * 4 * b * s * static_cast<double>(m.vocabulary) / t);
+  // The slowest stage (the last: its layers and the head) per micro-batch.
+  const double stage_compute = layers_per_stage * (layer.forward + layer.backward + recompute) + head_forward +
+                               head_backward + head_loss;
+  const double stage_tp = layers_per_stage * (layer.tp_forward + layer.tp_backward +
+                                              (l.recompute == Recompute::full ? layer.tp_forward : 0));
+  // Between stages: one activation forward and one gradient back per micro-batch and chunk,
+  // scattered over tp (Megatron's scatter-gather), across nodes when tp fills them.
+  const PlanLink& pp_link = static_cast<std::int64_t>(l.tp) * l.dp < c.gpus_per_node ? c.node : c.network;
+  const double p2p = l.pp > 1 ? 2.0 * l.v * (2 * b * s * h / t / (pp_link.bandwidth_GBps * 1e9 * c.collective_efficiency) +
+                                             pp_link.latency_us * 1e-6)
+                              : 0;
+  const double per_micro_batch = stage_compute + stage_tp + p2p;
+  const double fill = (l.pp - 1.0) / l.v;
+  p.compute_s = micro_batches * stage_compute;
+  p.recompute_s = micro_batches * layers_per_stage * recompute;
+  p.tp_comm_s = micro_batches * stage_tp;
+  p.pp_comm_s = micro_batches * p2p;
+  p.bubble_s = fill * per_micro_batch;
+  // Data parallelism: the gradients' all-reduce (ZeRO: reduce-scatter and all-gather, the same
+  // bytes) after the pipeline's flush, over the GPUs of a dp group: within a node when tp x dp
+  // fits in one, else over the network.
+  const PlanLink& dp_link = static_cast<std::int64_t>(l.tp) * l.dp <= c.gpus_per_node ? c.node : c.network;
+  p.dp_comm_s = all_reduce_seconds(c, dp_link, 2 * on_gpu, l.dp);
+  // ZeRO-3 gathers the parameters again for every forward and backward.
+  if (l.zero == 3) p.dp_comm_s += 2 * micro_batches * ring_seconds(c, dp_link, 2 * on_gpu, (l.dp - 1.0) / l.dp, l.dp - 1);
+  // Adam on float32 masters: about 32 bytes read and written per parameter held.
+  p.optimizer_s = elementwise_seconds(c, 32 * on_gpu / (l.zero >= 1 ? l.dp : 1));
+  p.step_s = p.compute_s + p.tp_comm_s + p.pp_comm_s + p.bubble_s + p.dp_comm_s + p.optimizer_s;
+  const double tokens = static_cast<double>(global_batch) * s;
+  p.tokens_per_s = tokens / p.step_s;
+  const double forward = static_cast<double>(global_batch) * (m.layers * plan_layer_forward_flops(m) + plan_head_forward_flops(m));
+  p.model_flops = 3 * forward;
+  const double recompute_flops = l.recompute == Recompute::full ? static_cast<double>(global_batch) * m.layers * plan_layer_forward_flops(m)
+                                 : l.recompute == Recompute::selective
+                                     ? static_cast<double>(global_batch) * m.layers * 4 * s * s * h
+                                     : 0;
+  p.hardware_flops = p.model_flops + recompute_flops;
+  const double gpus = static_cast<double>(l.tp) * l.pp * l.dp;
+  p.mfu = p.model_flops / p.step_s / (gpus * c.peak_TFLOPs * 1e12);
+  p.hfu = p.hardware_flops / p.step_s / (gpus * c.peak_TFLOPs * 1e12);
+  p.tflops_per_gpu = p.hardware_flops / p.step_s / gpus / 1e12;
+  return p;
+}
+
+PlanFixed parse_plan_fixed(const std::string& text) {
+  PlanFixed f;
+  for (const auto& [key, value] : pairs_of(text)) {
+    const auto positive = [&] {
+      const std::int64_t x = whole(key, value);
+      if (x < 1 || x > (1 << 20)) throw UsageError("--fix " + key + "=" + quoted_input(value) + ": expected 1 to 1048576");
+      return static_cast<int>(x);
+    };
+    if (key == "tp") f.tp = positive();
+    else if (key == "pp") f.pp = positive();
+    else if (key == "dp") f.dp = positive();
+    else if (key == "v") f.v = positive();
+    else if (key == "micro_batch") f.micro_batch = positive();
+    else if (key == "zero") {
+      const std::int64_t z = whole(key, value);
+      if (z > 3) throw UsageError("--fix zero=" + quoted_input(value) + ": expected 0 to 3");
+      f.zero = static_cast<int>(z);
+    } else if (key == "sp") f.sp = yes_no(key, value);
+    else if (key == "attention") {
+      if (value != "flash" && value != "unfused") throw UsageError("--fix attention=" + quoted_input(value) + ": expected flash or unfused");
+      f.flash = value == "flash";
+    }
+    else if (key == "recompute") f.recompute = parse_recompute(value);
+    else if (key == "schedule") {
+      if (value != "1f1b" && value != "interleaved") throw UsageError("--fix schedule=" + quoted_input(value) + ": expected 1f1b or interleaved");
+      if (value == "1f1b") f.v = 1;
+    } else {
+      throw UsageError("--fix: unknown key " + quoted_input(key) +
+                       " (known: tp, pp, dp, v, schedule, micro_batch, zero, recompute, sp, attention)");
+    }
+  }
+  return f;
+}
+
+std::vector<PlanCandidate> plan_search(const PlanModel& m, const PlanCluster& c, int gpus, std::int64_t global_batch,
+                                       const PlanFixed& fixed, std::size_t* evaluated) {
+  std::vector<PlanCandidate> out;
+  std::size_t count = 0;
+  const auto values = [](const std::optional<int>& f, std::vector<int> all) { return f ? std::vector<int>{*f} : all; };
+  std::vector<int> tps, pps, vs;
+  for (int t = 1; t <= c.gpus_per_node; t *= 2) tps.push_back(t);
+  for (int p = 1; p <= m.layers && p <= gpus; ++p)
+    if (m.layers % p == 0 && gpus % p == 0) pps.push_back(p);
+  for (int v = 1; v <= std::min(m.layers, 16); ++v) vs.push_back(v);
+  for (int tp : values(fixed.tp, tps))
+    for (int pp : values(fixed.pp, pps)) {
+      if (gpus % (static_cast<std::int64_t>(tp) * pp) != 0) continue;
+      const int dp = gpus / (tp * pp);
+      if (fixed.dp && *fixed.dp != dp) continue;
+      for (int v : values(fixed.v, vs))
+        for (int mb : values(fixed.micro_batch, {1, 2, 4, 8}))
+          for (int zero : values(fixed.zero, {0, 1, 2, 3}))
+            for (Recompute r : fixed.recompute ? std::vector<Recompute>{*fixed.recompute}
+                                               : std::vector<Recompute>{Recompute::none, Recompute::selective, Recompute::full})
+              for (bool sp : fixed.sp ? std::vector<bool>{*fixed.sp} : std::vector<bool>{false, true}) {
+                PlanLayout l{tp, pp, dp, sp, v, mb, zero, r, fixed.flash.value_or(true)};
+                if (!plan_layout_problem(m, c, l, gpus, global_batch).empty()) continue;
+                ++count;
+                out.push_back({l, plan_predict(m, c, l, global_batch)});
+              }
+    }
+  if (evaluated) *evaluated = count;
+  return out;
+}
+
+const std::vector<PublishedRun>& published_runs() {
+  static const std::vector<PublishedRun> runs = [] {
+    const char* source = "Narayanan et al. 2021, Table 1 (A100 80GB, Selene)";
+    const auto& presets = plan_model_presets();
+    const auto model = [&](int i) { return presets[static_cast<std::size_t>(i)]; };
+    return std::vector<PublishedRun>{
+        {source, model(0), 1, 1, 32, 512, 137},     {source, model(1), 2, 1, 64, 512, 138},
+        {source, model(2), 4, 1, 128, 512, 142},    {source, model(3), 8, 1, 256, 1024, 135},
+        {source, model(4), 8, 2, 512, 1536, 138},   {source, model(5), 8, 4, 1024, 1792, 140},
+        {source, model(6), 8, 8, 1536, 2304, 148},  {source, model(7), 8, 16, 1920, 2160, 155},
+        {source, model(8), 8, 35, 2520, 2520, 163}, {source, model(9), 8, 64, 3072, 3072, 163}};
+  }();
+  return runs;
+}
+
+}  // namespace parity::theory

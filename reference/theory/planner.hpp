@@ -1,0 +1,159 @@
+// A model of a whole training step at cluster scale: memory per GPU by category and time per
+// step by part, for a dense transformer (GPT, or Llama-style with grouped-query attention,
+// gated MLP, RMSNorm, no biases) on a cluster of nodes of GPUs, under a layout (tp with or
+// without sequence parallelism, pp with 1F1B or interleaved 1F1B, dp with ZeRO 0-3,
+// micro-batch, recompute none, selective or full). Pure functions of numbers: `parity plan`
+// searches it, and its derivations and assumptions are in docs/planner.md.
+//
+// Conventions (the report and `parity plan` name them):
+//   model FLOPs    forward + backward of every matrix product, attention scores and weighted
+//                  sum counted whole (not causal halves), as Megatron-LM counts them: for a GPT,
+//                  72 B s L h^2 (1 + s/6h + V/12hL) a step;
+//   hardware FLOPs model FLOPs plus the recompute's forward: with full recompute Megatron's
+//                  96 B s L h^2 (1 + s/6h + V/16hL) (Narayanan et al. 2021, Eq. 3), the
+//                  convention of its published TFLOP/s per GPU.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace parity::theory {
+
+struct PlanModel {
+  std::string name;
+  int layers = 0;
+  std::int64_t hidden = 0;
+  int heads = 0;
+  int kv_heads = 0;           // 0: heads (multi-head attention)
+  std::int64_t ffn_hidden = 0;  // 0: 4 x hidden
+  bool gated_mlp = false;     // SwiGLU: three matrices of h x ffn_hidden
+  std::int64_t vocabulary = 0;
+  std::int64_t sequence = 0;
+  bool tied = true;           // LM head shares the token table
+  bool bias = true;           // linear layers and norms have biases
+  bool rms_norm = false;      // RMSNorm (a weight per norm) instead of LayerNorm (weight and bias)
+  bool learned_positions = true;  // a position table of sequence x hidden (false: rotary, none)
+
+  int kv() const { return kv_heads > 0 ? kv_heads : heads; }
+  std::int64_t ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
+  std::int64_t head_size() const { return hidden / heads; }
+  // Throws UsageError (one line) for zero sizes, heads not dividing hidden, kv_heads not dividing heads.
+  void validate() const;
+};
+
+// "key=value,key=value" over a preset or from nothing (keys: layers, hidden, heads, kv_heads,
+// ffn_hidden, gated_mlp, vocab, sequence, tied, bias, norm (layernorm|rmsnorm), positions
+// (learned|rotary)); a preset name alone; or a JSON file of the same keys. UsageError for an
+// unknown key or preset, a bad value, a missing size.
+PlanModel parse_plan_model(const std::string& text);
+// Presets: gpt3-1.7b ... gpt3-1t (Narayanan et al. 2021, Table 1), gpt3-175b, llama3-8b, llama3-70b,
+// llama3-405b.
+const std::vector<PlanModel>& plan_model_presets();
+
+std::int64_t plan_parameters(const PlanModel& m);
+// Parameters of one transformer layer.
+std::int64_t plan_layer_parameters(const PlanModel& m);
+// Model FLOPs of one forward of one sequence, per layer (matrix products and attention) and for
+// the LM head.
+double plan_layer_forward_flops(const PlanModel& m);
+double plan_head_forward_flops(const PlanModel& m);
+
+// One level of the network a GPU reaches others over.
+struct PlanLink {
+  double bandwidth_GBps = 0;  // per GPU, one direction
+  double latency_us = 0;
+};
+struct PlanCluster {
+  std::string name;
+  std::string gpu;
+  double peak_TFLOPs = 0;            // dense bfloat16
+  double gemm_efficiency = 0;        // the largest matrix products' rate over the peak
+  int multiprocessors = 0;           // for wave quantisation of the products' tiles
+  double memory_GB = 0;              // per GPU (10^9 bytes)
+  double memory_GBps = 0;            // HBM bandwidth
+  double elementwise_efficiency = 0;  // element-wise kernels' bandwidth over the HBM peak
+  int gpus_per_node = 0;
+  PlanLink node;                     // within a node (NVLink)
+  PlanLink network;                  // across nodes (InfiniBand, one NIC a GPU)
+  double collective_efficiency = 0;  // a ring's achieved bus bandwidth over the link's
+};
+// a100-80gb-dgx, h100-sxm-dgx; a JSON file of the same fields. UsageError for an unknown name,
+// a missing or unknown field.
+PlanCluster parse_plan_cluster(const std::string& text);
+const std::vector<PlanCluster>& plan_cluster_presets();
+
+enum class Recompute { none, selective, full };
+struct PlanLayout {
+  int tp = 1, pp = 1, dp = 1;
+  bool sp = false;          // sequence parallelism (tp > 1)
+  int v = 1;                // model chunks per pipeline rank (interleaved 1F1B when > 1)
+  int micro_batch = 1;      // sequences
+  int zero = 0;             // ZeRO stage over dp
+  Recompute recompute = Recompute::full;
+  // Attention as one kernel that never stores the scores (FlashAttention; its backward
+  // recomputes them), or as matrix products around a softmax that reads and writes them
+  // (Megatron-LM 2021). Not searched: --fix attention=unfused.
+  bool flash = true;
+  std::string describe() const;  // "tp8 pp2 dp32 v1 mb1 zero1 full sp"
+};
+std::string name_of(Recompute r);
+Recompute parse_recompute(const std::string& text);
+
+struct PlanPrediction {
+  // Bytes per GPU.
+  double parameter_bytes = 0, gradient_bytes = 0, optimizer_bytes = 0, activation_bytes = 0;
+  double memory_bytes() const { return parameter_bytes + gradient_bytes + optimizer_bytes + activation_bytes; }
+  bool fits = false;
+  // Seconds per step.
+  double compute_s = 0;        // matrix products and element-wise work in the pipeline's critical path
+  double recompute_s = 0;      // of which the recompute forward
+  double tp_comm_s = 0;        // tensor-parallel collectives (not overlapped)
+  double pp_comm_s = 0;        // point-to-point between stages on the critical path
+  double bubble_s = 0;         // pipeline fill and drain
+  double dp_comm_s = 0;        // gradient all-reduce (or reduce-scatter and all-gather) exposed
+  double optimizer_s = 0;
+  double step_s = 0;
+  double tokens_per_s = 0;
+  double model_flops = 0, hardware_flops = 0;  // per step, whole job
+  double mfu = 0, hfu = 0;                     // over the cluster's dense peak
+  double tflops_per_gpu = 0;                   // hardware FLOPs per second per GPU, in TFLOP/s
+  int micro_batches = 0;                       // per pipeline per step
+};
+
+// Why a layout cannot run at all ("" when it can): sizes that do not divide (GPUs, heads,
+// layers, the batch), v > 1 without pp > 1, sp without tp > 1.
+std::string plan_layout_problem(const PlanModel& m, const PlanCluster& c, const PlanLayout& l, int gpus,
+                                std::int64_t global_batch);
+PlanPrediction plan_predict(const PlanModel& m, const PlanCluster& c, const PlanLayout& l, std::int64_t global_batch);
+
+// Every layout of `gpus` GPUs that `fixed` allows (an unset field is searched: tp and pp powers
+// of two dividing what they must, v up to layers/pp, micro-batch 1-8, ZeRO 0-3, each recompute,
+// sp on with tp > 1), evaluated; the ones that cannot run are left out.
+struct PlanFixed {
+  std::optional<int> tp, pp, dp, v, micro_batch, zero;
+  std::optional<bool> sp, flash;
+  std::optional<Recompute> recompute;
+};
+// "tp=8,pp=2,recompute=full,sp=on,attention=unfused"; UsageError for an unknown key or a bad value.
+PlanFixed parse_plan_fixed(const std::string& text);
+struct PlanCandidate {
+  PlanLayout layout;
+  PlanPrediction prediction;
+};
+std::vector<PlanCandidate> plan_search(const PlanModel& m, const PlanCluster& c, int gpus, std::int64_t global_batch,
+                                       const PlanFixed& fixed, std::size_t* evaluated = nullptr);
+
+// Published results the model is checked against: Narayanan et al. 2021, Table 1 (A100 80GB,
+// Selene, full recompute, mixed precision; TFLOP/s per GPU in the hardware convention).
+struct PublishedRun {
+  const char* source;
+  PlanModel model;
+  int tp, pp, gpus;
+  std::int64_t global_batch;
+  double tflops_per_gpu;
+};
+const std::vector<PublishedRun>& published_runs();
+
+}  // namespace parity::theory
