@@ -105,7 +105,8 @@ TEST(Planner, BadInputIsRefusedInOneLine) {
   const PlanModel& m = preset("gpt3-1.7b");
   const PlanCluster& c = plan_cluster_presets()[0];
   EXPECT_NE(plan_layout_problem(m, c, {3, 1, 10, false, 1, 1, 0, Recompute::full}, 30, 512), "");  // 3 divides no heads
-  EXPECT_NE(plan_layout_problem(m, c, {1, 5, 4, false, 1, 1, 0, Recompute::full}, 20, 512), "");   // 5 divides no 24 layers
+  EXPECT_NE(plan_layout_problem(m, c, {1, 25, 1, false, 1, 1, 0, Recompute::full}, 25, 500), "");  // 25 stages, 24 layers
+  EXPECT_EQ(plan_layout_problem(m, c, {1, 5, 4, false, 1, 1, 0, Recompute::full}, 20, 512), "");   // uneven stages run
   EXPECT_NE(plan_layout_problem(m, c, {1, 1, 32, false, 1, 1, 0, Recompute::full}, 64, 512), "");  // not the GPUs
   EXPECT_EQ(plan_layout_problem(m, c, {1, 1, 32, false, 1, 1, 0, Recompute::full}, 32, 512), "");
   EXPECT_EQ(parse_plan_model("gpt3-1.7b,sequence=4096").sequence, 4096);

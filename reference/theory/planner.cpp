@@ -298,7 +298,8 @@ std::string plan_layout_problem(const PlanModel& m, const PlanCluster& c, const 
   if (static_cast<std::int64_t>(l.tp) * l.pp * l.dp != gpus)
     return "tp x pp x dp = " + n(static_cast<std::int64_t>(l.tp) * l.pp * l.dp) + " is not the " + n(gpus) + " GPUs";
   if (l.tp > c.gpus_per_node) return "tp=" + n(l.tp) + " spans nodes of " + n(c.gpus_per_node) + " GPUs";
-  if (m.layers % (l.pp * l.v) != 0) return "pp x v = " + n(l.pp * l.v) + " does not divide the " + n(m.layers) + " layers";
+  if (static_cast<std::int64_t>(l.pp) * l.v > m.layers)
+    return "pp x v = " + n(static_cast<std::int64_t>(l.pp) * l.v) + " is more than the " + n(m.layers) + " layers";
   if (l.v > 1 && l.pp == 1) return "v=" + n(l.v) + " needs pp > 1";
   if (l.sp && l.tp == 1) return "sequence parallelism needs tp > 1";
   if (l.sp && m.sequence % l.tp != 0) return "tp=" + n(l.tp) + " does not divide the sequence for sp";
@@ -390,11 +391,13 @@ LayerTimes layer_times(const PlanModel& m, const PlanCluster& c, const PlanLayou
 PlanPrediction plan_predict(const PlanModel& m, const PlanCluster& c, const PlanLayout& l, std::int64_t global_batch) {
   PlanPrediction p;
   const double b = l.micro_batch, s = static_cast<double>(m.sequence), h = static_cast<double>(m.hidden);
-  const double t = l.tp, layers_per_stage = static_cast<double>(m.layers) / l.pp, a = m.heads;
+  // Stages need not hold equal layers (Llama 3 405B's 126 over 16): the slowest holds ceil(L / (pp v)) a chunk.
+  const double t = l.tp, a = m.heads;
+  const double layers_per_stage = std::ceil(static_cast<double>(m.layers) / (l.pp * l.v)) * l.v;
   const std::int64_t micro_batches = global_batch / (static_cast<std::int64_t>(l.dp) * l.micro_batch);
   p.micro_batches = static_cast<int>(micro_batches);
   // ---- memory per GPU (the first stage holds the most activations; the last the logits)
-  const double per_stage = (m.layers * static_cast<double>(plan_layer_parameters(m))) / l.pp +
+  const double per_stage = layers_per_stage * static_cast<double>(plan_layer_parameters(m)) +
                            static_cast<double>(m.vocabulary) * h;  // a stage's layers and a vocabulary table
   const double on_gpu = per_stage / t;
   const ModelStateBytes state = zero_model_state_bytes(l.zero, static_cast<std::int64_t>(on_gpu),
@@ -517,7 +520,7 @@ std::vector<PlanCandidate> plan_search(const PlanModel& m, const PlanCluster& c,
   std::vector<int> tps, pps, vs;
   for (int t = 1; t <= c.gpus_per_node; t *= 2) tps.push_back(t);
   for (int p = 1; p <= m.layers && p <= gpus; ++p)
-    if (m.layers % p == 0 && gpus % p == 0) pps.push_back(p);
+    if (gpus % p == 0) pps.push_back(p);
   for (int v = 1; v <= std::min(m.layers, 16); ++v) vs.push_back(v);
   for (int tp : values(fixed.tp, tps))
     for (int pp : values(fixed.pp, pps)) {

@@ -122,8 +122,9 @@ struct PlanPrediction {
   int micro_batches = 0;                       // per pipeline per step
 };
 
-// Why a layout cannot run at all ("" when it can): sizes that do not divide (GPUs, heads,
-// layers, the batch), v > 1 without pp > 1, sp without tp > 1.
+// Why a layout cannot run at all ("" when it can): sizes that do not divide (GPUs, heads, the
+// batch), more stages than layers (fewer divide unevenly: the slowest stage holds the most),
+// v > 1 without pp > 1, sp without tp > 1.
 std::string plan_layout_problem(const PlanModel& m, const PlanCluster& c, const PlanLayout& l, int gpus,
                                 std::int64_t global_batch);
 PlanPrediction plan_predict(const PlanModel& m, const PlanCluster& c, const PlanLayout& l, std::int64_t global_batch);
