@@ -94,7 +94,7 @@ class PageReportTests(ReportCase):
         for anchor in ("conformance", "memory", "precision"):
             self.assertFalse(any(m.startswith(anchor) for m in marked), (anchor, sorted(marked)))
         self.assertTrue(all(getattr(m, "WALL_CLOCK", False) or m.NAME in ("conformance", "memory", "precision",
-                                                                          "pipeline")
+                                                                          "pipeline", "plan")
                             for m in TABLES), [m.NAME for m in TABLES])
         glance = html.split("<ul class=\"glance\">", 1)[1].split("</ul>", 1)[0]
         for start in ("Harness overhead", "Overlap", "Strong scaling", "Model training step"):
@@ -250,7 +250,8 @@ class TableModulesTest(unittest.TestCase):
         try:
             full, bare = os.path.join(tmp, "full.h5"), os.path.join(tmp, "bare.h5")
             make_sample.write_sample(full, model=True, parallel=True, tensor=True,
-                                     pipeline=True, moe=True, checkpoint=True, precision=True)
+                                     pipeline=True, moe=True, checkpoint=True, precision=True,
+                                     recordings=["plan"])
             make_sample.write_sample(bare, omit=MODEL_ONLY)
             for path, expected in ((full, True), (bare, False)):
                 for name, table in load_tables(parity_results.load(path, schema())).items():

@@ -233,6 +233,9 @@ class Plan final : public Command {
       for (std::size_t i = 0; i < shown; ++i) add_row(t, m, c, gpus_, global_batch_, all[i]);
       file.write_table("/plan/layouts", t);
       file.set_attribute("/plan/layouts", "evaluated", static_cast<std::int64_t>(evaluated));
+      file.set_attribute("/plan/layouts", "gpu", c.gpu);
+      file.set_attribute("/plan/layouts", "usable_memory_bytes", (c.memory_GB - 4) * 1e9);
+      file.set_attribute("/plan/layouts", "peak_TFLOPs", c.peak_TFLOPs);
       file.set_attribute("/", "end_time_utc", utc_now_iso8601());
       file.commit();
       std::printf("# %zu layouts written to %s\n", shown, out_.c_str());

@@ -467,7 +467,7 @@ PlanPrediction plan_predict(const PlanModel& m, const PlanCluster& c, const Plan
   const double forward = static_cast<double>(global_batch) * (m.layers * plan_layer_forward_flops(m) + plan_head_forward_flops(m));
   p.model_flops = 3 * forward;
   const double recompute_flops = l.recompute == Recompute::full ? static_cast<double>(global_batch) * m.layers * plan_layer_forward_flops(m)
-                                 : l.recompute == Recompute::selective
+                                 : l.recompute == Recompute::selective && !l.flash
                                      ? static_cast<double>(global_batch) * m.layers * 4 * s * s * h
                                      : 0;
   p.hardware_flops = p.model_flops + recompute_flops;
@@ -534,6 +534,8 @@ std::vector<PlanCandidate> plan_search(const PlanModel& m, const PlanCluster& c,
                                                : std::vector<Recompute>{Recompute::none, Recompute::selective, Recompute::full})
               for (bool sp : fixed.sp ? std::vector<bool>{*fixed.sp} : std::vector<bool>{false, true}) {
                 PlanLayout l{tp, pp, dp, sp, v, mb, zero, r, fixed.flash.value_or(true)};
+                // With FlashAttention selective recompute is no recompute (no scores are kept): searched once.
+                if (l.flash && r == Recompute::selective && !fixed.recompute) continue;
                 if (!plan_layout_problem(m, c, l, gpus, global_batch).empty()) continue;
                 ++count;
                 out.push_back({l, plan_predict(m, c, l, global_batch)});

@@ -1,0 +1,143 @@
+"""/plan/layouts: parity plan's predicted memory per GPU and step time of each layout
+(docs/planner.md): the step's parts stacked for the fastest layouts, and memory per category
+against what a GPU holds."""
+
+from ..common import esc, finite, fmt_num, side_by_side
+
+NAME = "plan"
+ORDER = 135
+VERDICT = False
+READS = {"/plan/layouts": ("s:model,cluster,schedule,recompute "
+                           "i:gpus,global_batch,tp,pp,dp,cp,ep,v,micro_batch,micro_batches,zero,sp,parameters,fits "
+                           "f:params_bytes,grads_bytes,optimizer_bytes,activation_bytes,memory_bytes,compute_s,"
+                           "recompute_s,tp_comm_s,pp_comm_s,bubble_s,dp_comm_s,optimizer_s,step_time_s,tokens_per_s,"
+                           "mfu,hfu,tflops_per_gpu",
+                           ["model", "cluster", "gpus", "tp", "pp", "dp", "v", "micro_batch", "zero", "recompute",
+                            "sp", "memory_bytes", "fits", "step_time_s", "tokens_per_s"])}
+
+# The step's parts as stacked, bottom first: (label, its seconds from a row).
+TIME_PARTS = [("compute", lambda r: r["compute_s"] - r["recompute_s"]), ("recompute", lambda r: r["recompute_s"]),
+              ("tensor-parallel", lambda r: r["tp_comm_s"]), ("point-to-point", lambda r: r["pp_comm_s"]),
+              ("bubble", lambda r: r["bubble_s"]), ("data-parallel", lambda r: r["dp_comm_s"]),
+              ("optimizer", lambda r: r["optimizer_s"])]
+MEMORY_PARTS = [("parameters", "params_bytes"), ("gradients", "grads_bytes"), ("optimizer", "optimizer_bytes"),
+                ("activations", "activation_bytes")]
+SHOWN = 12  # layouts drawn and listed, fastest first
+
+
+def label(r):
+    """'tp8 pp2 dp4 v2 mb1 zero1 full sp' (the planner's own spelling)."""
+    return (f"tp{r['tp']} pp{r['pp']} dp{r['dp']} v{r['v']} mb{r['micro_batch']} zero{r['zero']} "
+            f"{r['recompute']}{' sp' if r['sp'] else ''}")
+
+
+class Plan:
+    def __init__(self, rf):
+        table = rf.table("/plan/layouts")
+        self.present = table is not None
+        self.rows = []
+        attrs = rf.group_attrs.get("/plan/layouts", {})
+        self.usable_memory = float(attrs["usable_memory_bytes"]) if finite(attrs.get("usable_memory_bytes")) else None
+        self.evaluated = attrs.get("evaluated")
+        if self.present:
+            names = [c for c in table.columns]
+            for i in range(len(table)):
+                self.rows.append({n: (table[n][i] if not hasattr(table[n][i], "item") else table[n][i].item())
+                                  for n in names})
+        self.usable = bool(self.rows)
+
+    @property
+    def best(self):
+        fitting = [r for r in self.rows if r["fits"]]
+        return max(fitting, key=lambda r: r["tokens_per_s"]) if fitting else None
+
+    def text(self):
+        if not self.rows:
+            return "no layouts"
+        r0 = self.rows[0]
+        head = f"{r0['model']} on {r0['gpus']} GPUs of {r0['cluster']}, global batch {r0['global_batch']}"
+        best = self.best
+        if best is None:
+            return head + ": no layout listed fits"
+        return (f"{head}: fastest that fits {label(best)}, {best['step_time_s']:.3g} s a step, "
+                f"{best['tokens_per_s']:.4g} tokens/s, MFU {best['mfu']:.3f}, {best['memory_bytes'] / 1e9:.1f} GB per GPU")
+
+
+def draw_time(plotter, plan, rows):
+    plt = plotter.plt
+    fig, ax = plt.subplots(figsize=plotter.bars_figsize(len(rows)))
+    x = list(range(len(rows)))
+    bottom = [0.0] * len(rows)
+    for i, (name, part) in enumerate(TIME_PARTS):
+        heights = [part(r) for r in rows]
+        plotter.bar(ax, name, x, heights, bottom=bottom, color=plotter.palette[i % len(plotter.palette)], label=name)
+        bottom = [b + h for b, h in zip(bottom, heights)]
+    ax.set_xticks(x)
+    ax.set_xticklabels([label(r) for r in rows], rotation=60, ha="right", fontsize=7)
+    ax.set_ylabel("predicted seconds per step")
+    ax.set_title("Where the step's time goes (predicted)")
+    ax.legend(frameon=False, fontsize=8)
+    return plotter.save(fig, "plan_time", 1, suptitle=False)
+
+
+def draw_memory(plotter, plan, rows):
+    plt = plotter.plt
+    fig, ax = plt.subplots(figsize=plotter.bars_figsize(len(rows)))
+    x = list(range(len(rows)))
+    bottom = [0.0] * len(rows)
+    for i, (name, column) in enumerate(MEMORY_PARTS):
+        heights = [r[column] / 1e9 for r in rows]
+        plotter.bar(ax, name, x, heights, bottom=bottom, color=plotter.palette[i % len(plotter.palette)], label=name)
+        bottom = [b + h for b, h in zip(bottom, heights)]
+    if plan.usable_memory is not None:
+        plotter.hline(ax, "usable memory", plan.usable_memory / 1e9, color="0.3", linestyle="--", linewidth=1,
+                      label="what a GPU holds")
+    ax.set_xticks(x)
+    ax.set_xticklabels([label(r) for r in rows], rotation=60, ha="right", fontsize=7)
+    ax.set_ylabel("GB per GPU (predicted)")
+    ax.set_title("Memory per GPU by category (predicted)")
+    ax.legend(frameon=False, fontsize=8)
+    return plotter.save(fig, "plan_memory", 1, suptitle=False)
+
+
+def load(rf, loaded):
+    return Plan(rf)
+
+
+def nav(tables):
+    return [("plan", "Plan")] if any(t.usable for t in tables) else []
+
+
+def runs_section(page, runs, plotter):
+    present = [(name, p) for name, p in runs if p.usable]
+    if not present:
+        return
+    page.add("<h2 id=\"plan\">Plan: predicted memory and step time</h2>")
+    page.note("Predicted by parity plan's step model (docs/planner.md), not measured: matrix products by "
+              "tile waves at the cluster's product rate, element-wise work by HBM bandwidth, ring collectives "
+              "per link, the pipeline's fill and drain; memory by ZeRO's accounting and Korthikanti's "
+              "activation formulas. The fastest layouts first; MFU counts model FLOPs, HFU adds the recompute.")
+    for name, p in present:
+        if len(present) > 1:
+            page.add(f"<h3>{esc(name)}</h3>")
+        page.p(esc(p.text()) + (f" ({int(p.evaluated)} layouts evaluated)." if finite(p.evaluated) else "."))
+        rows = p.rows[:SHOWN]
+        page.table(["layout", "fits", "memory (GB)", "step (s)", "tokens/s", "MFU", "HFU", "TFLOP/s per GPU"],
+                   [[esc(label(r)), "yes" if r["fits"] else "<span class=\"bad\">no</span>",
+                     fmt_num(r["memory_bytes"] / 1e9, 3), fmt_num(r["step_time_s"], 4), fmt_num(r["tokens_per_s"], 4),
+                     f"{r['mfu']:.3f}", f"{r['hfu']:.3f}", fmt_num(r["tflops_per_gpu"], 4)] for r in rows],
+                   numeric={2, 3, 4, 5, 6, 7})
+        page.img(draw_time(plotter, p, rows), "predicted step time by part for each layout")
+        page.img(draw_memory(plotter, p, rows), "predicted memory per GPU by category for each layout")
+
+
+def glance(ctx, plan):
+    return ["Plan: " + esc(plan.text()) + "."] if plan.usable else []
+
+
+def markdown(ctx, plan):
+    return ["", f"Plan (predicted): {plan.text()}."] if plan.usable else []
+
+
+section, compare, compare_glance, compare_section, compare_markdown = side_by_side(
+    runs_section, "Plan", lambda t: t.usable)

@@ -1,0 +1,92 @@
+"""Tests of the plan section (parity_reports/tables/plan.py): the predicted step parts and memory
+categories as drawn against /plan/layouts of a recorded `parity plan --out` (fixtures/
+plan-np4.h5: Llama 3 8B on 64 GPUs of h100-sxm-dgx, global batch 512, the 8 fastest).
+
+Run with: /usr/bin/python3 reports/run_tests.py
+"""
+
+import os
+import shutil
+import tempfile
+import unittest
+
+import h5py
+import numpy as np
+
+from report_testing import HERE, draw_series, read_rows, run_report
+
+FIXTURE = os.path.join(HERE, "fixtures", "plan-np4.h5")
+CHECKED_FIGURES = {"plan_time", "plan_memory"}
+# A comparison draws each run's as one run's (side by side): the same series, checked here.
+CHECKED_COMPARISON_FIGURES = {"plan_time", "plan_memory"}
+
+
+class PlanReportTests(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="parity-plan-")
+        cls.rows = read_rows(FIXTURE, "/plan/layouts")
+        cls.drawn = draw_series([FIXTURE], os.path.join(cls.tmp, "series"))
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def series(self, figure):
+        return {s.label: s for s in self.drawn if s.figure == figure}
+
+    def test_time_parts_are_the_files_columns(self):
+        drawn = self.series("plan_time")
+        want = {"compute": [r["compute_s"] - r["recompute_s"] for r in self.rows],
+                "recompute": [r["recompute_s"] for r in self.rows],
+                "tensor-parallel": [r["tp_comm_s"] for r in self.rows],
+                "point-to-point": [r["pp_comm_s"] for r in self.rows],
+                "bubble": [r["bubble_s"] for r in self.rows],
+                "data-parallel": [r["dp_comm_s"] for r in self.rows],
+                "optimizer": [r["optimizer_s"] for r in self.rows]}
+        self.assertEqual(set(drawn), set(want))
+        for name, values in want.items():
+            self.assertTrue(np.allclose(drawn[name].y, values, rtol=1e-12, atol=0), name)
+        # Stacked, the parts are the step.
+        total = sum(np.asarray(drawn[name].y) for name in want)
+        self.assertTrue(np.allclose(total, [r["step_time_s"] for r in self.rows], rtol=1e-9))
+        self.assertFalse(np.allclose(drawn["compute"].y, drawn["data-parallel"].y))
+
+    def test_memory_categories_and_what_a_gpu_holds(self):
+        drawn = self.series("plan_memory")
+        for name, column in [("parameters", "params_bytes"), ("gradients", "grads_bytes"),
+                             ("optimizer", "optimizer_bytes"), ("activations", "activation_bytes")]:
+            self.assertTrue(np.allclose(drawn[name].y * 1e9, [r[column] for r in self.rows], rtol=1e-12), name)
+        with h5py.File(FIXTURE, "r") as f:
+            usable = float(f["/plan/layouts"].attrs["usable_memory_bytes"])
+        self.assertTrue(np.allclose(drawn["usable memory"].y * 1e9, [usable]))
+
+    def test_comparison_draws_each_runs_own(self):
+        drawn = draw_series([FIXTURE, FIXTURE], os.path.join(self.tmp, "compared"))
+        steps = [s for s in drawn if s.figure == "plan_time" and s.label == "compute"]
+        memory = [s for s in drawn if s.figure == "plan_memory" and s.label == "activations"]
+        self.assertEqual(len(steps), 2)
+        self.assertEqual(len(memory), 2)
+        for s in steps:
+            self.assertTrue(np.allclose(s.y, [r["compute_s"] - r["recompute_s"] for r in self.rows], rtol=1e-12))
+        for s in memory:
+            self.assertTrue(np.allclose(s.y * 1e9, [r["activation_bytes"] for r in self.rows], rtol=1e-12))
+
+    def test_page_names_the_fastest_layout_that_fits(self):
+        out = os.path.join(self.tmp, "page")
+        res = run_report(FIXTURE, "--out", out)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        with open(os.path.join(out, "index.html"), encoding="utf-8") as fh:
+            html = fh.read()
+        fitting = [r for r in self.rows if r["fits"]]
+        best = max(fitting, key=lambda r: r["tokens_per_s"])
+        layout = (f"tp{best['tp']} pp{best['pp']} dp{best['dp']} v{best['v']} mb{best['micro_batch']} "
+                  f"zero{best['zero']} {best['recompute']}")
+        self.assertIn(f"<li>Plan: llama3-8b on 64 GPUs of h100-sxm-dgx, global batch 512: fastest that fits {layout}",
+                      html)
+        self.assertIn("<a href=\"#plan\">Plan</a>", html)
+        self.assertEqual(html.count("<tr><td>tp"), len(self.rows))
+
+
+if __name__ == "__main__":
+    unittest.main()
