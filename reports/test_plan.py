@@ -16,9 +16,9 @@ import numpy as np
 from report_testing import HERE, draw_series, read_rows, run_report
 
 FIXTURE = os.path.join(HERE, "fixtures", "plan-np4.h5")
-CHECKED_FIGURES = {"plan_time", "plan_memory"}
+CHECKED_FIGURES = {"plan_time", "plan_memory", "plan_scaling"}
 # A comparison draws each run's as one run's (side by side): the same series, checked here.
-CHECKED_COMPARISON_FIGURES = {"plan_time", "plan_memory"}
+CHECKED_COMPARISON_FIGURES = {"plan_time", "plan_memory", "plan_scaling"}
 
 
 class PlanReportTests(unittest.TestCase):
@@ -60,6 +60,18 @@ class PlanReportTests(unittest.TestCase):
         with h5py.File(FIXTURE, "r") as f:
             usable = float(f["/plan/layouts"].attrs["usable_memory_bytes"])
         self.assertTrue(np.allclose(drawn["usable memory"].y * 1e9, [usable]))
+
+    def test_scaling_curves_are_the_files_rows(self):
+        drawn = self.series("plan_scaling")
+        rows = read_rows(FIXTURE, "/plan/scaling")
+        for mode in ("strong", "weak"):
+            points = sorted((r["gpus"], r["tokens_per_s"]) for r in rows if r["mode"] == mode and r["fits"])
+            self.assertGreater(len(points), 2, mode)
+            self.assertTrue(np.allclose(drawn[mode].x, [g for g, _ in points]), mode)
+            self.assertTrue(np.allclose(drawn[mode].y, [t for _, t in points], rtol=1e-12), mode)
+            ideal = [points[0][1] * g / points[0][0] for g, _ in points]
+            self.assertTrue(np.allclose(drawn[f"{mode} ideal"].y, ideal, rtol=1e-12), mode)
+        self.assertFalse(np.allclose(drawn["strong"].y[-1], drawn["weak"].y[-1]))
 
     def test_comparison_draws_each_runs_own(self):
         drawn = draw_series([FIXTURE, FIXTURE], os.path.join(self.tmp, "compared"))

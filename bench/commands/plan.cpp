@@ -2,6 +2,9 @@
 // the step model of reference/theory/planner.hpp; --validate checks it against published runs.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <optional>
+#include <string>
 #include <cstdio>
 
 #include "bench/commands/command.hpp"
@@ -35,9 +38,66 @@ inline const record::TableSpec kPlanLayoutsTable{
       {"tflops_per_gpu", ColumnType::float64, "TFLOP/s"}
     }};
 
+inline const record::TableSpec kPlanScalingTable{
+    "/plan/scaling",
+    "parity plan --scaling: the fastest layout that fits at each GPU count, with the global batch fixed "
+    "(strong) or grown with the GPUs (weak)",
+    {
+      {"mode", ColumnType::string}, {"gpus", ColumnType::int64}, {"global_batch", ColumnType::int64},
+      {"layout", ColumnType::string}, {"fits", ColumnType::int64}, {"step_time_s", ColumnType::float64, "s"},
+      {"tokens_per_s", ColumnType::float64, "1/s"}, {"mfu", ColumnType::float64},
+      {"speedup", ColumnType::float64}, {"efficiency", ColumnType::float64}
+    }};
+
 namespace {
 
 namespace th = theory;
+
+// The fastest layout that fits at every power-of-two GPU count from one node to `most`: with
+// the global batch fixed (strong) and with it grown in proportion (weak; `batch` at one node).
+// Speedup and efficiency are against the smallest count that fits, in tokens per second.
+record::Table scaling(const th::PlanModel& m, const th::PlanCluster& c, int most, std::int64_t batch,
+                      const th::PlanFixed& fixed) {
+  record::Table t(kPlanScalingTable);
+  std::printf("# scaling of %s on %s to %d GPUs (fastest layout that fits at each count)\n", m.name.c_str(),
+              c.name.c_str(), most);
+  std::printf("# %-6s %6s %8s %-36s %9s %12s %6s %8s %10s\n", "mode", "gpus", "batch", "layout", "step(s)", "tokens/s",
+              "MFU", "speedup", "efficiency");
+  for (const char* mode : {"strong", "weak"}) {
+    double base_rate = 0;
+    int base_gpus = 0;
+    for (int n = c.gpus_per_node; n <= most; n *= 2) {
+      const std::int64_t b = std::string(mode) == "strong" ? batch : batch * (n / c.gpus_per_node);
+      const std::optional<th::PlanCandidate> best = th::plan_best(m, c, n, b, fixed);
+      const double rate = best ? best->prediction.tokens_per_s : 0;
+      if (best && base_gpus == 0) {
+        base_rate = rate;
+        base_gpus = n;
+      }
+      // Strong: tokens/s over the base's; weak: per GPU, against the base's per GPU.
+      const double speedup = base_gpus ? rate / base_rate : 0;
+      const double ideal = base_gpus ? static_cast<double>(n) / base_gpus : 0;
+      const double efficiency = base_gpus ? speedup / ideal : 0;
+      t.str("mode").push_back(mode);
+      t.i64("gpus").push_back(n);
+      t.i64("global_batch").push_back(b);
+      t.str("layout").push_back(best ? best->layout.describe() : "");
+      t.i64("fits").push_back(best ? 1 : 0);
+      t.f64("step_time_s", "s").push_back(best ? best->prediction.step_s : std::nan(""));
+      t.f64("tokens_per_s", "1/s").push_back(best ? rate : std::nan(""));
+      t.f64("mfu").push_back(best ? best->prediction.mfu : std::nan(""));
+      t.f64("speedup").push_back(best ? speedup : std::nan(""));
+      t.f64("efficiency").push_back(best ? efficiency : std::nan(""));
+      if (best)
+        std::printf("  %-6s %6d %8lld %-36s %9.3f %12.4g %6.3f %8.2f %10.3f\n", mode, n, static_cast<long long>(b),
+                    best->layout.describe().c_str(), best->prediction.step_s, rate, best->prediction.mfu, speedup,
+                    efficiency);
+      else
+        std::printf("  %-6s %6d %8lld no layout fits or can run\n", mode, n, static_cast<long long>(b));
+    }
+  }
+  return t;
+}
 
 void add_row(record::Table& t, const th::PlanModel& m, const th::PlanCluster& c, int gpus, std::int64_t batch,
              const th::PlanCandidate& x) {
@@ -146,7 +206,7 @@ class Plan final : public Command {
                          "the best with their breakdown; --validate checks the model against published runs",
                  .order = 105,
                  .ranks = false,
-                 .tables = {&kPlanLayoutsTable}}) {}
+                 .tables = {&kPlanLayoutsTable, &kPlanScalingTable}}) {}
 
   void declare(CommandOptions& o) override {
     std::string models, clusters;
@@ -165,6 +225,9 @@ class Plan final : public Command {
     o.flag("--explain", explain_, "Explain the fastest layout that fits: memory by category and time by part");
     o.add("--out", out_, "Also write the layouts to this result file (HDF5, /plan/layouts)");
     o.flag("--force", force_, "Overwrite an existing --out");
+    o.flag("--scaling", scaling_, "Also the fastest layout at every power-of-two GPU count from one node to --gpus: "
+                                  "strong (--global-batch fixed) and weak (--global-batch at one node, grown with the "
+                                  "GPUs); written to /plan/scaling with --out");
     o.flag("--validate", validate_, "Check the model against Narayanan et al. 2021, Table 1: exit 1 when a row's "
                                     "predicted step time is more than 10% from the published one");
   }
@@ -223,6 +286,8 @@ class Plan final : public Command {
     const std::size_t shown = std::min<std::size_t>(all.size(), static_cast<std::size_t>(top_));
     for (std::size_t i = 0; i < shown; ++i) print_row(all[i]);
     if (explain_) explain(m, c, all.front());
+    std::optional<record::Table> scaled;
+    if (scaling_) scaled = scaling(m, c, gpus_, global_batch_, fixed);
     if (!out_.empty()) {
       record::ResultsFile file(out_, force_);
       file.set_attribute("/", "parity_version", parity_version());
@@ -236,6 +301,7 @@ class Plan final : public Command {
       file.set_attribute("/plan/layouts", "gpu", c.gpu);
       file.set_attribute("/plan/layouts", "usable_memory_bytes", (c.memory_GB - 4) * 1e9);
       file.set_attribute("/plan/layouts", "peak_TFLOPs", c.peak_TFLOPs);
+      if (scaled) file.write_table("/plan/scaling", *scaled);
       file.set_attribute("/", "end_time_utc", utc_now_iso8601());
       file.commit();
       std::printf("# %zu layouts written to %s\n", shown, out_.c_str());
@@ -247,7 +313,7 @@ class Plan final : public Command {
   std::string model_, cluster_ = "a100-80gb-dgx", fixed_, out_;
   int gpus_ = 0, top_ = 10;
   std::int64_t global_batch_ = 0;
-  bool explain_ = false, force_ = false, validate_ = false;
+  bool explain_ = false, force_ = false, validate_ = false, scaling_ = false;
 };
 
 const RegisteredCommand<Plan> kPlan;

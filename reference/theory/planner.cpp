@@ -545,6 +545,14 @@ std::vector<PlanCandidate> plan_search(const PlanModel& m, const PlanCluster& c,
   return out;
 }
 
+std::optional<PlanCandidate> plan_best(const PlanModel& m, const PlanCluster& c, int gpus, std::int64_t global_batch,
+                                       const PlanFixed& fixed) {
+  std::optional<PlanCandidate> best;
+  for (PlanCandidate& x : plan_search(m, c, gpus, global_batch, fixed))
+    if (x.prediction.fits && (!best || x.prediction.tokens_per_s > best->prediction.tokens_per_s)) best = std::move(x);
+  return best;
+}
+
 const std::vector<PublishedRun>& published_runs() {
   static const std::vector<PublishedRun> runs = [] {
     const char* source = "Narayanan et al. 2021, Table 1 (A100 80GB, Selene)";

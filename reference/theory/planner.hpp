@@ -146,6 +146,10 @@ struct PlanCandidate {
 std::vector<PlanCandidate> plan_search(const PlanModel& m, const PlanCluster& c, int gpus, std::int64_t global_batch,
                                        const PlanFixed& fixed, std::size_t* evaluated = nullptr);
 
+// The fastest layout that fits (none when nothing fits or nothing can run).
+std::optional<PlanCandidate> plan_best(const PlanModel& m, const PlanCluster& c, int gpus, std::int64_t global_batch,
+                                       const PlanFixed& fixed);
+
 // Published results the model is checked against: Narayanan et al. 2021, Table 1 (A100 80GB,
 // Selene, full recompute, mixed precision; TFLOP/s per GPU in the hardware convention).
 struct PublishedRun {

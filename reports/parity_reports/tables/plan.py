@@ -13,7 +13,9 @@ READS = {"/plan/layouts": ("s:model,cluster,schedule,recompute "
                            "recompute_s,tp_comm_s,pp_comm_s,bubble_s,dp_comm_s,optimizer_s,step_time_s,tokens_per_s,"
                            "mfu,hfu,tflops_per_gpu",
                            ["model", "cluster", "gpus", "tp", "pp", "dp", "v", "micro_batch", "zero", "recompute",
-                            "sp", "memory_bytes", "fits", "step_time_s", "tokens_per_s"])}
+                            "sp", "memory_bytes", "fits", "step_time_s", "tokens_per_s"]),
+         "/plan/scaling": ("s:mode,layout i:gpus,global_batch,fits f:step_time_s,tokens_per_s,mfu,speedup,efficiency",
+                           ["mode", "gpus", "global_batch", "fits", "tokens_per_s"])}
 
 # The step's parts as stacked, bottom first: (label, its seconds from a row).
 TIME_PARTS = [("compute", lambda r: r["compute_s"] - r["recompute_s"]), ("recompute", lambda r: r["recompute_s"]),
@@ -44,7 +46,18 @@ class Plan:
             for i in range(len(table)):
                 self.rows.append({n: (table[n][i] if not hasattr(table[n][i], "item") else table[n][i].item())
                                   for n in names})
+        scaling = rf.table("/plan/scaling")
+        self.scaling = []
+        if scaling is not None:
+            for i in range(len(scaling)):
+                self.scaling.append({n: (scaling[n][i].item() if hasattr(scaling[n][i], "item") else scaling[n][i])
+                                     for n in scaling.columns})
         self.usable = bool(self.rows)
+
+    def curve(self, mode):
+        """(gpus, tokens/s) of the counts where a layout fits, in increasing gpus."""
+        points = sorted((r["gpus"], r["tokens_per_s"]) for r in self.scaling if r["mode"] == mode and r["fits"])
+        return [g for g, _ in points], [t for _, t in points]
 
     @property
     def best(self):
@@ -100,6 +113,28 @@ def draw_memory(plotter, plan, rows):
     return plotter.save(fig, "plan_memory", 1, suptitle=False)
 
 
+def draw_scaling(plotter, plan):
+    """Predicted tokens per second against GPUs, strong and weak, each with its ideal line from
+    its first count that fits."""
+    plt = plotter.plt
+    fig, ax = plt.subplots(figsize=(7.5, 4.6))
+    for i, mode in enumerate(("strong", "weak")):
+        gpus, rate = plan.curve(mode)
+        if not gpus:
+            continue
+        color = plotter.palette[i]
+        plotter.plot(ax, mode, gpus, rate, marker="o", color=color, label=f"{mode} scaling (predicted)")
+        plotter.plot(ax, f"{mode} ideal", gpus, [rate[0] * g / gpus[0] for g in gpus], linestyle=":", color=color,
+                     label=f"{mode}: linear from {gpus[0]} GPUs")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("GPUs")
+    ax.set_ylabel("tokens per second (predicted)")
+    ax.set_title("Scaling: the fastest layout that fits at each GPU count")
+    ax.legend(frameon=False, fontsize=8)
+    return plotter.save(fig, "plan_scaling", 1, suptitle=False)
+
+
 def load(rf, loaded):
     return Plan(rf)
 
@@ -129,6 +164,18 @@ def runs_section(page, runs, plotter):
                    numeric={2, 3, 4, 5, 6, 7})
         page.img(draw_time(plotter, p, rows), "predicted step time by part for each layout")
         page.img(draw_memory(plotter, p, rows), "predicted memory per GPU by category for each layout")
+        if p.scaling:
+            page.p("Strong scaling keeps the global batch; weak scaling grows it with the GPUs from its size at "
+                   "one node. Efficiency is against the first count where a layout fits (above 1 where that "
+                   "count needs a slower layout to fit).")
+            page.table(["mode", "GPUs", "global batch", "layout", "step (s)", "tokens/s", "MFU", "speedup",
+                        "efficiency"],
+                       [[esc(r["mode"]), str(r["gpus"]), str(r["global_batch"]),
+                         esc(r["layout"]) if r["fits"] else "<span class=\"bad\">nothing fits</span>",
+                         fmt_num(r["step_time_s"], 4), fmt_num(r["tokens_per_s"], 4), fmt_num(r["mfu"], 3),
+                         fmt_num(r["speedup"], 4), fmt_num(r["efficiency"], 3)] for r in p.scaling],
+                       numeric={1, 2, 4, 5, 6, 7, 8})
+            page.img(draw_scaling(plotter, p), "predicted tokens per second against GPUs, strong and weak")
 
 
 def glance(ctx, plan):
