@@ -31,6 +31,12 @@ TEST(Planner, ParametersOfPublishedModels) {
   // GPT-3 175B: 96 layers of 12h^2 + 13h, the 50,257 x h token table, 2048 x h positions and the
   // final LayerNorm: 174,604,259,328 (the paper's "175B").
   EXPECT_EQ(plan_parameters(preset("gpt3-175b")), 174604259328);
+  // Mixtral 8x7B: 46,702,792,704 (its model card's 46.7B): 32 layers of attention (q and o
+  // 4096^2, k and v 4096 x 1024), 8 SwiGLU experts of 3 x 4096 x 14,336, a 4096 x 8 router and two
+  // norms, two 32,000 x 4096 tables and the final norm.
+  EXPECT_EQ(plan_parameters(preset("mixtral-8x7b")), 46702792704);
+  EXPECT_EQ(plan_moe_layer_parameters(preset("mixtral-8x7b")),
+            2 * 16777216 + 2 * 4194304 + 8 * 3 * 58720256 + 4096 * 8 + 2 * 4096);
   // Llama 3 70B and 405B as published: 70.6B and 405.9B.
   EXPECT_NEAR(plan_parameters(preset("llama3-70b")) / 1e9, 70.55, 0.01);
   EXPECT_NEAR(plan_parameters(preset("llama3-405b")) / 1e9, 405.85, 0.01);
@@ -130,6 +136,30 @@ TEST(Planner, SearchKeepsWhatIsFixedAndOnlyRunnableLayouts) {
     EXPECT_EQ(plan_layout_problem(m, c, x.layout, 256, 1024), "");
     EXPECT_GT(x.prediction.step_s, 0);
   }
+}
+
+// An MoE layer's FLOPs are its router's and top_k experts': a forward of Mixtral's costs (k - 1)
+// MLPs and the router more than the same layer dense; expert parallelism spreads the experts'
+// memory and adds the all-to-all; ep must divide the experts and dp.
+TEST(Planner, MixtureOfExperts) {
+  const PlanModel& m = preset("mixtral-8x7b");
+  const double s = static_cast<double>(m.sequence), h = 4096, f = 14336;
+  EXPECT_NEAR(plan_layer_forward_flops(m, true) - plan_layer_forward_flops(m, false),
+              (m.top_k - 1) * 2 * s * h * f * 3 + 2 * s * h * m.experts, 1e-9 * plan_layer_forward_flops(m, true));
+  const PlanCluster& c = plan_cluster_presets()[1];
+  PlanLayout one{1, 1, 64, false, 1, 1, 1, Recompute::full, true, 1}, eight = one;
+  eight.ep = 8;
+  const PlanPrediction a = plan_predict(m, c, one, 256), b = plan_predict(m, c, eight, 256);
+  EXPECT_EQ(a.ep_comm_s, 0);
+  EXPECT_GT(b.ep_comm_s, 0);
+  EXPECT_LT(b.parameter_bytes, a.parameter_bytes / 4);  // the experts are most of the parameters
+  EXPECT_EQ(a.model_flops, b.model_flops);
+  const PlanCluster& a100 = plan_cluster_presets()[0];
+  EXPECT_NE(plan_layout_problem(m, a100, {1, 1, 12, false, 1, 1, 0, Recompute::full, true, 3}, 12, 12), "");  // 3 divides no 8 experts
+  EXPECT_NE(plan_layout_problem(m, a100, {1, 1, 4, false, 1, 1, 0, Recompute::full, true, 8}, 4, 4), "");     // 8 > dp 4
+  EXPECT_NE(plan_layout_problem(preset("llama3-8b"), a100, {1, 1, 4, false, 1, 1, 0, Recompute::full, true, 2}, 4, 4), "");
+  EXPECT_THROW(parse_plan_model("llama3-8b,experts=4,top_k=5"), UsageError);
+  EXPECT_EQ(parse_plan_model("llama3-8b,experts=4,top_k=1,moe_every=2").moe_layers(), 16);
 }
 
 // Directions the model must get right whatever its constants: full recompute holds fewer

@@ -41,6 +41,7 @@ class PlanReportTests(unittest.TestCase):
                 "recompute": [r["recompute_s"] for r in self.rows],
                 "tensor-parallel": [r["tp_comm_s"] for r in self.rows],
                 "point-to-point": [r["pp_comm_s"] for r in self.rows],
+                "expert all-to-all": [r["ep_comm_s"] for r in self.rows],
                 "bubble": [r["bubble_s"] for r in self.rows],
                 "data-parallel": [r["dp_comm_s"] for r in self.rows],
                 "optimizer": [r["optimizer_s"] for r in self.rows]}

@@ -115,6 +115,8 @@ void PlanModel::validate() const {
     throw UsageError("model " + name + ": layers, hidden, heads, vocab and sequence must all be given and above 0");
   if (hidden % heads != 0)
     throw UsageError("model " + name + ": " + std::to_string(heads) + " heads do not divide hidden " + std::to_string(hidden));
+  if (experts > 0 && (top_k < 1 || top_k > experts || !(capacity_factor > 0) || moe_every < 1 || moe_every > layers))
+    throw UsageError("model " + name + ": experts need 1 <= top_k <= experts, capacity_factor > 0 and 1 <= moe_every <= layers");
   if (kv_heads < 0 || heads % kv() != 0)
     throw UsageError("model " + name + ": kv_heads " + std::to_string(kv_heads) + " does not divide the " +
                      std::to_string(heads) + " heads");
@@ -131,6 +133,13 @@ const std::vector<PlanModel>& plan_model_presets() {
         // Llama 3 (Grattafiori et al. 2024, Table 3): GQA with 8 key/value heads, SwiGLU, RMSNorm, rotary.
         llama("llama3-8b", 32, 4096, 32, 8, 14336), llama("llama3-70b", 80, 8192, 64, 8, 28672),
         llama("llama3-405b", 126, 16384, 128, 8, 53248)};
+    // Mixtral 8x7B (Jiang et al. 2024): Llama-style layers whose MLP is 8 experts, top 2.
+    PlanModel mixtral = llama("mixtral-8x7b", 32, 4096, 32, 8, 14336);
+    mixtral.vocabulary = 32000;
+    mixtral.sequence = 4096;
+    mixtral.experts = 8;
+    mixtral.top_k = 2;
+    p.push_back(mixtral);
     PlanModel g175 = gpt("gpt3-175b", 96, 12288, 96);  // Brown et al. 2020 (GPT-2's vocabulary)
     g175.vocabulary = 50257;
     p.push_back(g175);
@@ -174,13 +183,17 @@ PlanModel parse_plan_model(const std::string& given) {
     else if (key == "norm") {
       if (value != "layernorm" && value != "rmsnorm") throw UsageError("norm=" + quoted_input(value) + ": expected layernorm or rmsnorm");
       m.rms_norm = value == "rmsnorm";
-    } else if (key == "positions") {
+    } else if (key == "experts") m.experts = static_cast<int>(whole(key, value));
+    else if (key == "top_k") m.top_k = static_cast<int>(whole(key, value));
+    else if (key == "capacity_factor") m.capacity_factor = number(key, value);
+    else if (key == "moe_every") m.moe_every = static_cast<int>(whole(key, value));
+    else if (key == "positions") {
       if (value != "learned" && value != "rotary") throw UsageError("positions=" + quoted_input(value) + ": expected learned or rotary");
       m.learned_positions = value == "learned";
     } else {
       throw UsageError("unknown model key " + quoted_input(key) +
                        " (known: layers, hidden, heads, kv_heads, ffn_hidden, gated_mlp, vocab, sequence, tied, bias, "
-                       "norm, positions)");
+                       "norm, positions, experts, top_k, capacity_factor, moe_every)");
     }
   }
   m.validate();
@@ -195,17 +208,34 @@ std::int64_t plan_layer_parameters(const PlanModel& m) {
   return matrices + biases + norms;
 }
 
-std::int64_t plan_parameters(const PlanModel& m) {
-  const std::int64_t h = m.hidden;
-  return m.vocabulary * h * (m.tied ? 1 : 2) + (m.learned_positions ? m.sequence * h : 0) +
-         m.layers * plan_layer_parameters(m) + (m.rms_norm ? 1 : 2) * h;
+namespace {
+// One MLP of the model's width (matrices and biases).
+std::int64_t mlp_parameters(const PlanModel& m) {
+  const std::int64_t h = m.hidden, f = m.ffn();
+  return (m.gated_mlp ? 3 : 2) * h * f + (m.bias ? (m.gated_mlp ? 2 : 1) * f + h : 0);
+}
+}  // namespace
+
+std::int64_t plan_moe_layer_parameters(const PlanModel& m) {
+  return plan_layer_parameters(m) - mlp_parameters(m) + m.experts * mlp_parameters(m) + m.hidden * m.experts;
 }
 
-double plan_layer_forward_flops(const PlanModel& m) {
+std::int64_t plan_parameters(const PlanModel& m) {
+  const std::int64_t h = m.hidden, moe = m.moe_layers();
+  return m.vocabulary * h * (m.tied ? 1 : 2) + (m.learned_positions ? m.sequence * h : 0) +
+         (m.layers - moe) * plan_layer_parameters(m) + moe * plan_moe_layer_parameters(m) + (m.rms_norm ? 1 : 2) * h;
+}
+
+double plan_layer_forward_flops(const PlanModel& m, bool moe) {
   const double s = static_cast<double>(m.sequence), h = static_cast<double>(m.hidden);
   const double kv = static_cast<double>(m.kv()) * static_cast<double>(m.head_size()), f = static_cast<double>(m.ffn());
-  const double products = 2 * s * h * (h + 2 * kv) + 2 * s * h * h + 2 * s * h * f * (m.gated_mlp ? 3 : 2);
+  const double mlp = 2 * s * h * f * (m.gated_mlp ? 3 : 2);
+  const double products = 2 * s * h * (h + 2 * kv) + 2 * s * h * h + (moe ? m.top_k * mlp + 2 * s * h * m.experts : mlp);
   return products + 4 * s * s * h;  // scores and weighted sum, whole (not causal halves)
+}
+
+double plan_layers_forward_flops(const PlanModel& m) {
+  return (m.layers - m.moe_layers()) * plan_layer_forward_flops(m) + m.moe_layers() * plan_layer_forward_flops(m, true);
 }
 
 double plan_head_forward_flops(const PlanModel& m) {
@@ -284,7 +314,8 @@ Recompute parse_recompute(const std::string& text) {
 }
 
 std::string PlanLayout::describe() const {
-  return "tp" + std::to_string(tp) + " pp" + std::to_string(pp) + " dp" + std::to_string(dp) + " v" + std::to_string(v) +
+  return "tp" + std::to_string(tp) + " pp" + std::to_string(pp) + " dp" + std::to_string(dp) +
+         (ep > 1 ? " ep" + std::to_string(ep) : "") + " v" + std::to_string(v) +
          " mb" + std::to_string(micro_batch) + " zero" + std::to_string(zero) + " " + name_of(recompute) + (sp ? " sp" : "") +
          (flash ? "" : " unfused");
 }
@@ -301,6 +332,8 @@ std::string plan_layout_problem(const PlanModel& m, const PlanCluster& c, const 
   if (static_cast<std::int64_t>(l.pp) * l.v > m.layers)
     return "pp x v = " + n(static_cast<std::int64_t>(l.pp) * l.v) + " is more than the " + n(m.layers) + " layers";
   if (l.v > 1 && l.pp == 1) return "v=" + n(l.v) + " needs pp > 1";
+  if (l.ep < 1 || (l.ep > 1 && (m.experts == 0 || m.experts % l.ep != 0 || l.dp % l.ep != 0)))
+    return "ep=" + n(l.ep) + " must divide the experts (" + n(m.experts) + ") and dp (" + n(l.dp) + ")";
   if (l.sp && l.tp == 1) return "sequence parallelism needs tp > 1";
   if (l.sp && m.sequence % l.tp != 0) return "tp=" + n(l.tp) + " does not divide the sequence for sp";
   if (global_batch % (static_cast<std::int64_t>(l.dp) * l.micro_batch) != 0)
@@ -347,19 +380,31 @@ double all_reduce_seconds(const PlanCluster& c, const PlanLink& link, double byt
 
 struct LayerTimes {
   double forward = 0, backward = 0, tp_forward = 0, tp_backward = 0, attention_forward = 0;
+  double ep_forward = 0, ep_backward = 0;  // MoE all-to-all
 };
 
-// One transformer layer on one GPU for a micro-batch of b sequences.
-LayerTimes layer_times(const PlanModel& m, const PlanCluster& c, const PlanLayout& l) {
+// One transformer layer on one GPU for a micro-batch of b sequences; an MoE layer's experts
+// take its tp group's tokens split over the group (experts are not split over tp), each token
+// top_k times, padded to the capacity factor, over its E/ep local experts.
+LayerTimes layer_times(const PlanModel& m, const PlanCluster& c, const PlanLayout& l, bool moe) {
   const double b = l.micro_batch, s = static_cast<double>(m.sequence), h = static_cast<double>(m.hidden);
   const double t = l.tp, hd = static_cast<double>(m.head_size()), kv = static_cast<double>(m.kv()) * hd;
   const double f = static_cast<double>(m.ffn()), tokens = b * s, heads = m.heads / t;
   LayerTimes out;
   for (bool backward : {false, true}) {
     double products = product_pass_seconds(c, tokens, (h + 2 * kv) / t, h, backward) +
-                      product_pass_seconds(c, tokens, h, h / t, backward) +
-                      product_pass_seconds(c, tokens, f * (m.gated_mlp ? 2 : 1) / t, h, backward) +
-                      product_pass_seconds(c, tokens, h, f / t, backward);
+                      product_pass_seconds(c, tokens, h, h / t, backward);
+    const double assignments = tokens / t * m.top_k * std::min(m.capacity_factor, static_cast<double>(m.experts));
+    const double local_experts = moe ? static_cast<double>(m.experts) / l.ep : 0;
+    if (moe) {
+      const double per_expert = assignments / local_experts;  // rows each local expert multiplies
+      products += local_experts * (product_pass_seconds(c, per_expert, f * (m.gated_mlp ? 2 : 1), h, backward) +
+                                   product_pass_seconds(c, per_expert, h, f, backward)) +
+                  product_pass_seconds(c, tokens / t, static_cast<double>(m.experts), h, backward);  // the router
+    } else {
+      products += product_pass_seconds(c, tokens, f * (m.gated_mlp ? 2 : 1) / t, h, backward) +
+                  product_pass_seconds(c, tokens, h, f / t, backward);
+    }
     // Scores and weighted sum per head: [s, hd] x [hd, s] and [s, s] x [s, hd]. Backward: twice
     // the products, and FlashAttention's recomputation of the scores half as much again.
     const double core_forward = product_seconds(c, s, s, hd, b * heads) + product_seconds(c, s, hd, s, b * heads);
@@ -370,7 +415,7 @@ LayerTimes layer_times(const PlanModel& m, const PlanCluster& c, const PlanLayou
     // the MLP's activation.
     const double scores = l.flash ? 0 : b * heads * s * s;  // FlashAttention keeps them on chip
     const double hidden_states = tokens * h / (l.sp ? t : 1);
-    const double activation = tokens * f / t * (m.gated_mlp ? 3 : 2);
+    const double activation = (moe ? assignments : tokens / t) * f * (m.gated_mlp ? 3 : 2);
     const double forward_bytes = 2 * (4.5 * scores + 15 * hidden_states + activation);
     const double elementwise = elementwise_seconds(c, (backward ? 2 : 1) * forward_bytes);
     (backward ? out.backward : out.forward) = products + core + elementwise;
@@ -383,6 +428,15 @@ LayerTimes layer_times(const PlanModel& m, const PlanCluster& c, const PlanLayou
   const double one = all_reduce_seconds(c, link, 2 * tokens * h, l.tp);
   out.tp_forward = 2 * one;
   out.tp_backward = 2 * one;
+  if (moe && l.ep > 1) {
+    // Dispatch and combine: each sends the (ep-1)/ep of its assignments' hidden states that go
+    // to other ranks, in forward and again in backward; within a node when tp x ep fits in one.
+    const double assignments = tokens / t * m.top_k * std::min(m.capacity_factor, static_cast<double>(m.experts));
+    const PlanLink& ep_link = static_cast<std::int64_t>(l.tp) * l.ep <= c.gpus_per_node ? c.node : c.network;
+    const double one_way = ring_seconds(c, ep_link, 2 * assignments * h, (l.ep - 1.0) / l.ep, l.ep - 1);
+    out.ep_forward = 2 * one_way;
+    out.ep_backward = 2 * one_way;
+  }
   return out;
 }
 
@@ -397,19 +451,32 @@ PlanPrediction plan_predict(const PlanModel& m, const PlanCluster& c, const Plan
   const std::int64_t micro_batches = global_batch / (static_cast<std::int64_t>(l.dp) * l.micro_batch);
   p.micro_batches = static_cast<int>(micro_batches);
   // ---- memory per GPU (the first stage holds the most activations; the last the logits)
-  const double per_stage = layers_per_stage * static_cast<double>(plan_layer_parameters(m)) +
+  // The stage's share of MoE layers (every moe_every-th block), their experts held whole, E/ep
+  // of them a GPU, and sharded by ZeRO over the dp/ep ranks that hold the same experts.
+  const double moe_share = static_cast<double>(m.moe_layers()) / m.layers;
+  const double stage_moe = layers_per_stage * moe_share, stage_dense = layers_per_stage - stage_moe;
+  const double expert_parameters = static_cast<double>(plan_moe_layer_parameters(m) - plan_layer_parameters(m)) +
+                                   static_cast<double>(mlp_parameters(m));  // every expert and the router
+  const double shared_parameters = static_cast<double>(plan_layer_parameters(m) - mlp_parameters(m));
+  const double per_stage = stage_dense * static_cast<double>(plan_layer_parameters(m)) + stage_moe * shared_parameters +
                            static_cast<double>(m.vocabulary) * h;  // a stage's layers and a vocabulary table
   const double on_gpu = per_stage / t;
+  const double experts_on_gpu = stage_moe * expert_parameters / l.ep;
   const ModelStateBytes state = zero_model_state_bytes(l.zero, static_cast<std::int64_t>(on_gpu),
                                                        static_cast<std::int64_t>(on_gpu), l.dp, StateBytes{});
-  p.parameter_bytes = state.parameters;
-  p.gradient_bytes = state.gradients;
-  p.optimizer_bytes = state.optimizer_state;
+  const ModelStateBytes experts = zero_model_state_bytes(l.zero, static_cast<std::int64_t>(experts_on_gpu),
+                                                         static_cast<std::int64_t>(experts_on_gpu), l.dp / l.ep, StateBytes{});
+  p.parameter_bytes = state.parameters + experts.parameters;
+  p.gradient_bytes = state.gradients + experts.gradients;
+  p.optimizer_bytes = state.optimizer_state + experts.optimizer_state;
   // Activations of one layer and micro-batch in 16 bits (Korthikanti et al. 2022), the MLP's
   // share scaled to its width: sbh(10 + 24/t + 5as/(ht)) without sp, sbh(34 + 5as/h)/t with.
   const double mlp = static_cast<double>(m.ffn()) * (m.gated_mlp ? 1.5 : 1) / (4 * h);
   const double per_layer_split = (8 + 16 * mlp) / t, attention_scores = l.flash ? 0 : 5 * a * s / (h * t);
   double layer_bytes = s * b * h * (l.sp ? (10 + 8 + 16 * mlp) / t : 10 + per_layer_split);
+  // An MoE layer's experts keep their top_k x capacity-factor rows of the tp group's tokens split over it.
+  if (m.experts > 0)
+    layer_bytes += moe_share * s * b * h * 16 * mlp / t * (m.top_k * std::min(m.capacity_factor, static_cast<double>(m.experts)) - 1);
   if (l.recompute == Recompute::none) layer_bytes += s * b * h * attention_scores;
   const double input_bytes = 2 * s * b * h / (l.sp ? t : 1);
   // 1F1B: the first stage holds pp micro-batches of its layers (interleaved: 1 + (pp-1)/(pp v)
@@ -427,9 +494,17 @@ PlanPrediction plan_predict(const PlanModel& m, const PlanCluster& c, const Plan
   p.fits = p.memory_bytes() <= (c.memory_GB - 4) * 1e9;
 
   // ---- time of a step
-  const LayerTimes layer = layer_times(m, c, l);
+  // A stage's layers as their average: dense and MoE layers in the model's proportion.
+  const LayerTimes dense = layer_times(m, c, l, false);
+  const LayerTimes expert = m.experts > 0 ? layer_times(m, c, l, true) : dense;
+  const auto mix = [&](double LayerTimes::*field) { return (1 - moe_share) * dense.*field + moe_share * expert.*field; };
+  LayerTimes layer;
+  for (double LayerTimes::*field : {&LayerTimes::forward, &LayerTimes::backward, &LayerTimes::tp_forward,
+                                    &LayerTimes::tp_backward, &LayerTimes::attention_forward, &LayerTimes::ep_forward,
+                                    &LayerTimes::ep_backward})
+    layer.*field = mix(field);
   double recompute = 0;
-  if (l.recompute == Recompute::full) recompute = layer.forward + layer.tp_forward;
+  if (l.recompute == Recompute::full) recompute = layer.forward + layer.tp_forward + layer.ep_forward;
   if (l.recompute == Recompute::selective) recompute = layer.attention_forward;
   const double head_forward = product_pass_seconds(c, b * s, static_cast<double>(m.vocabulary) / t, h, false);
   const double head_backward = product_pass_seconds(c, b * s, static_cast<double>(m.vocabulary) / t, h, true);
@@ -445,28 +520,32 @@ PlanPrediction plan_predict(const PlanModel& m, const PlanCluster& c, const Plan
   const double p2p = l.pp > 1 ? 2.0 * l.v * (2 * b * s * h / t / (pp_link.bandwidth_GBps * 1e9 * c.collective_efficiency) +
                                              pp_link.latency_us * 1e-6)
                               : 0;
-  const double per_micro_batch = stage_compute + stage_tp + p2p;
+  const double stage_ep = layers_per_stage * (layer.ep_forward + layer.ep_backward);
+  const double per_micro_batch = stage_compute + stage_tp + stage_ep + p2p;
   const double fill = (l.pp - 1.0) / l.v;
   p.compute_s = micro_batches * stage_compute;
   p.recompute_s = micro_batches * layers_per_stage * recompute;
   p.tp_comm_s = micro_batches * stage_tp;
   p.pp_comm_s = micro_batches * p2p;
+  p.ep_comm_s = micro_batches * stage_ep;
   p.bubble_s = fill * per_micro_batch;
   // Data parallelism: the gradients' all-reduce (ZeRO: reduce-scatter and all-gather, the same
   // bytes) after the pipeline's flush, over the GPUs of a dp group: within a node when tp x dp
   // fits in one, else over the network.
   const PlanLink& dp_link = static_cast<std::int64_t>(l.tp) * l.dp <= c.gpus_per_node ? c.node : c.network;
-  p.dp_comm_s = all_reduce_seconds(c, dp_link, 2 * on_gpu, l.dp);
+  p.dp_comm_s = all_reduce_seconds(c, dp_link, 2 * on_gpu, l.dp) +
+                all_reduce_seconds(c, c.network, 2 * experts_on_gpu, l.dp / l.ep);  // experts over dp / ep
   // ZeRO-3 gathers the parameters again for every forward and backward.
   if (l.zero == 3) p.dp_comm_s += 2 * micro_batches * ring_seconds(c, dp_link, 2 * on_gpu, (l.dp - 1.0) / l.dp, l.dp - 1);
   // Adam on float32 masters: about 32 bytes read and written per parameter held.
-  p.optimizer_s = elementwise_seconds(c, 32 * on_gpu / (l.zero >= 1 ? l.dp : 1));
-  p.step_s = p.compute_s + p.tp_comm_s + p.pp_comm_s + p.bubble_s + p.dp_comm_s + p.optimizer_s;
+  p.optimizer_s = elementwise_seconds(c, 32 * (on_gpu / (l.zero >= 1 ? l.dp : 1) +
+                                                experts_on_gpu / (l.zero >= 1 ? l.dp / l.ep : 1)));
+  p.step_s = p.compute_s + p.tp_comm_s + p.pp_comm_s + p.ep_comm_s + p.bubble_s + p.dp_comm_s + p.optimizer_s;
   const double tokens = static_cast<double>(global_batch) * s;
   p.tokens_per_s = tokens / p.step_s;
-  const double forward = static_cast<double>(global_batch) * (m.layers * plan_layer_forward_flops(m) + plan_head_forward_flops(m));
+  const double forward = static_cast<double>(global_batch) * (plan_layers_forward_flops(m) + plan_head_forward_flops(m));
   p.model_flops = 3 * forward;
-  const double recompute_flops = l.recompute == Recompute::full ? static_cast<double>(global_batch) * m.layers * plan_layer_forward_flops(m)
+  const double recompute_flops = l.recompute == Recompute::full ? static_cast<double>(global_batch) * plan_layers_forward_flops(m)
                                  : l.recompute == Recompute::selective && !l.flash
                                      ? static_cast<double>(global_batch) * m.layers * 4 * s * s * h
                                      : 0;
@@ -489,6 +568,7 @@ PlanFixed parse_plan_fixed(const std::string& text) {
     if (key == "tp") f.tp = positive();
     else if (key == "pp") f.pp = positive();
     else if (key == "dp") f.dp = positive();
+    else if (key == "ep") f.ep = positive();
     else if (key == "v") f.v = positive();
     else if (key == "micro_batch") f.micro_batch = positive();
     else if (key == "zero") {
@@ -506,7 +586,7 @@ PlanFixed parse_plan_fixed(const std::string& text) {
       if (value == "1f1b") f.v = 1;
     } else {
       throw UsageError("--fix: unknown key " + quoted_input(key) +
-                       " (known: tp, pp, dp, v, schedule, micro_batch, zero, recompute, sp, attention)");
+                       " (known: tp, pp, dp, ep, v, schedule, micro_batch, zero, recompute, sp, attention)");
     }
   }
   return f;
@@ -527,13 +607,17 @@ std::vector<PlanCandidate> plan_search(const PlanModel& m, const PlanCluster& c,
       if (gpus % (static_cast<std::int64_t>(tp) * pp) != 0) continue;
       const int dp = gpus / (tp * pp);
       if (fixed.dp && *fixed.dp != dp) continue;
+      std::vector<int> eps = {1};
+      for (int e = 2; m.experts > 0 && e <= std::min(m.experts, dp); e *= 2)
+        if (m.experts % e == 0 && dp % e == 0) eps.push_back(e);
+      for (int ep : values(fixed.ep, eps))
       for (int v : values(fixed.v, vs))
         for (int mb : values(fixed.micro_batch, {1, 2, 4, 8}))
           for (int zero : values(fixed.zero, {0, 1, 2, 3}))
             for (Recompute r : fixed.recompute ? std::vector<Recompute>{*fixed.recompute}
                                                : std::vector<Recompute>{Recompute::none, Recompute::selective, Recompute::full})
               for (bool sp : fixed.sp ? std::vector<bool>{*fixed.sp} : std::vector<bool>{false, true}) {
-                PlanLayout l{tp, pp, dp, sp, v, mb, zero, r, fixed.flash.value_or(true)};
+                PlanLayout l{tp, pp, dp, sp, v, mb, zero, r, fixed.flash.value_or(true), ep};
                 // With FlashAttention selective recompute is no recompute (no scores are kept): searched once.
                 if (l.flash && r == Recompute::selective && !fixed.recompute) continue;
                 if (!plan_layout_problem(m, c, l, gpus, global_batch).empty()) continue;

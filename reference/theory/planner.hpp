@@ -35,6 +35,14 @@ struct PlanModel {
   bool bias = true;           // linear layers and norms have biases
   bool rms_norm = false;      // RMSNorm (a weight per norm) instead of LayerNorm (weight and bias)
   bool learned_positions = true;  // a position table of sequence x hidden (false: rotary, none)
+  // Mixture of experts (0 experts: dense): every moe_every-th block's MLP is `experts` MLPs of
+  // ffn_hidden behind a router, each token sent to top_k of them, each expert taking up to
+  // capacity_factor x its even share (its padding is computed too).
+  int experts = 0;
+  int top_k = 2;
+  double capacity_factor = 1.25;
+  int moe_every = 1;
+  int moe_layers() const { return experts > 0 ? layers / moe_every : 0; }
 
   int kv() const { return kv_heads > 0 ? kv_heads : heads; }
   std::int64_t ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
@@ -45,19 +53,21 @@ struct PlanModel {
 
 // "key=value,key=value" over a preset or from nothing (keys: layers, hidden, heads, kv_heads,
 // ffn_hidden, gated_mlp, vocab, sequence, tied, bias, norm (layernorm|rmsnorm), positions
-// (learned|rotary)); a preset name alone; or a JSON file of the same keys. UsageError for an
+// (learned|rotary), experts, top_k, capacity_factor, moe_every); a preset name alone; or a JSON file of the same keys. UsageError for an
 // unknown key or preset, a bad value, a missing size.
 PlanModel parse_plan_model(const std::string& text);
 // Presets: gpt3-1.7b ... gpt3-1t (Narayanan et al. 2021, Table 1), gpt3-175b, llama3-8b, llama3-70b,
-// llama3-405b.
+// llama3-405b, mixtral-8x7b.
 const std::vector<PlanModel>& plan_model_presets();
 
 std::int64_t plan_parameters(const PlanModel& m);
-// Parameters of one transformer layer.
+// Parameters of one dense transformer layer, and of one MoE layer (its experts and router).
 std::int64_t plan_layer_parameters(const PlanModel& m);
-// Model FLOPs of one forward of one sequence, per layer (matrix products and attention) and for
-// the LM head.
-double plan_layer_forward_flops(const PlanModel& m);
+std::int64_t plan_moe_layer_parameters(const PlanModel& m);
+// Model FLOPs of one forward of one sequence, per layer (matrix products and attention; an MoE
+// layer counts its router and top_k experts) and for the LM head, and of all the layers.
+double plan_layer_forward_flops(const PlanModel& m, bool moe = false);
+double plan_layers_forward_flops(const PlanModel& m);
 double plan_head_forward_flops(const PlanModel& m);
 
 // One level of the network a GPU reaches others over.
@@ -96,7 +106,8 @@ struct PlanLayout {
   // recomputes them), or as matrix products around a softmax that reads and writes them
   // (Megatron-LM 2021). Not searched: --fix attention=unfused.
   bool flash = true;
-  std::string describe() const;  // "tp8 pp2 dp32 v1 mb1 zero1 full sp"
+  int ep = 1;  // expert parallelism within dp (MoE models)
+  std::string describe() const;  // "tp8 pp2 dp32 v1 mb1 zero1 full sp" (" ep4" with experts)
 };
 std::string name_of(Recompute r);
 Recompute parse_recompute(const std::string& text);
@@ -112,6 +123,7 @@ struct PlanPrediction {
   double tp_comm_s = 0;        // tensor-parallel collectives (not overlapped)
   double pp_comm_s = 0;        // point-to-point between stages on the critical path
   double bubble_s = 0;         // pipeline fill and drain
+  double ep_comm_s = 0;        // the MoE layers' all-to-all (dispatch and combine), not overlapped
   double dp_comm_s = 0;        // gradient all-reduce (or reduce-scatter and all-gather) exposed
   double optimizer_s = 0;
   double step_s = 0;
@@ -133,7 +145,7 @@ PlanPrediction plan_predict(const PlanModel& m, const PlanCluster& c, const Plan
 // of two dividing what they must, v up to layers/pp, micro-batch 1-8, ZeRO 0-3, each recompute,
 // sp on with tp > 1), evaluated; the ones that cannot run are left out.
 struct PlanFixed {
-  std::optional<int> tp, pp, dp, v, micro_batch, zero;
+  std::optional<int> tp, pp, dp, ep, v, micro_batch, zero;
   std::optional<bool> sp, flash;
   std::optional<Recompute> recompute;
 };
