@@ -162,6 +162,29 @@ TEST(Planner, MixtureOfExperts) {
   EXPECT_EQ(parse_plan_model("llama3-8b,experts=4,top_k=1,moe_every=2").moe_layers(), 16);
 }
 
+// Context parallelism splits the sequence: activations per GPU about halve at cp 2 and the
+// step's work per GPU with them; the ring's passes are hidden or counted, never negative; the
+// sequence must split into 2 cp chunks.
+TEST(Planner, ContextParallelism) {
+  const PlanModel m = parse_plan_model("llama3-70b,sequence=131072");
+  const PlanCluster& c = plan_cluster_presets()[1];
+  const PlanLayout one{8, 8, 8, true, 1, 1, 1, Recompute::full, true, 1, 2};
+  PlanLayout two = one;
+  two.cp = 4;
+  two.dp = 4;
+  const PlanPrediction a = plan_predict(m, c, one, 64), b = plan_predict(m, c, two, 64);
+  EXPECT_NEAR(b.activation_bytes / a.activation_bytes, 0.5, 0.05);
+  EXPECT_GE(b.cp_comm_s, 0);
+  EXPECT_GE(a.cp_comm_s, 0);
+  EXPECT_EQ(a.model_flops, b.model_flops);
+  EXPECT_EQ(plan_layout_problem(m, c, two, 1024, 64), "");
+  PlanLayout odd = two;
+  odd.cp = 3;
+  odd.dp = 1;
+  EXPECT_NE(plan_layout_problem(parse_plan_model("llama3-8b,sequence=8190"), c, odd, 192, 8), "");
+  EXPECT_NE(plan_layout_problem(m, c, two, 512, 64), "");  // tp x pp x dp x cp is 1024
+}
+
 // Directions the model must get right whatever its constants: full recompute holds fewer
 // activations and takes longer than none; FlashAttention holds no scores; more micro-batches
 // shrink the bubble's share; a ZeRO stage never adds memory; sp splits activations over tp.

@@ -42,6 +42,7 @@ class PlanReportTests(unittest.TestCase):
                 "tensor-parallel": [r["tp_comm_s"] for r in self.rows],
                 "point-to-point": [r["pp_comm_s"] for r in self.rows],
                 "expert all-to-all": [r["ep_comm_s"] for r in self.rows],
+                "ring attention": [r["cp_comm_s"] for r in self.rows],
                 "bubble": [r["bubble_s"] for r in self.rows],
                 "data-parallel": [r["dp_comm_s"] for r in self.rows],
                 "optimizer": [r["optimizer_s"] for r in self.rows]}

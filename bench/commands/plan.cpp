@@ -32,7 +32,7 @@ inline const record::TableSpec kPlanLayoutsTable{
       {"activation_bytes", ColumnType::float64, "B"}, {"memory_bytes", ColumnType::float64, "B"},
       {"fits", ColumnType::int64}, {"compute_s", ColumnType::float64, "s"}, {"recompute_s", ColumnType::float64, "s"},
       {"tp_comm_s", ColumnType::float64, "s"}, {"pp_comm_s", ColumnType::float64, "s"},
-      {"ep_comm_s", ColumnType::float64, "s"},
+      {"ep_comm_s", ColumnType::float64, "s"}, {"cp_comm_s", ColumnType::float64, "s"},
       {"bubble_s", ColumnType::float64, "s"}, {"dp_comm_s", ColumnType::float64, "s"},
       {"optimizer_s", ColumnType::float64, "s"}, {"step_time_s", ColumnType::float64, "s"},
       {"tokens_per_s", ColumnType::float64, "1/s"}, {"mfu", ColumnType::float64}, {"hfu", ColumnType::float64},
@@ -108,7 +108,7 @@ void add_row(record::Table& t, const th::PlanModel& m, const th::PlanCluster& c,
   t.str("cluster").push_back(c.name);
   t.i64("gpus").push_back(gpus);
   t.i64("global_batch").push_back(batch);
-  for (const auto& [name, value] : {std::pair{"tp", l.tp}, {"pp", l.pp}, {"dp", l.dp}, {"cp", 1}, {"ep", l.ep}, {"v", l.v}})
+  for (const auto& [name, value] : {std::pair{"tp", l.tp}, {"pp", l.pp}, {"dp", l.dp}, {"cp", l.cp}, {"ep", l.ep}, {"v", l.v}})
     t.i64(name).push_back(value);
   t.str("schedule").push_back(l.pp == 1 ? "none" : l.v > 1 ? "interleaved" : "1f1b");
   t.i64("micro_batch").push_back(l.micro_batch);
@@ -125,6 +125,7 @@ void add_row(record::Table& t, const th::PlanModel& m, const th::PlanCluster& c,
   t.i64("fits").push_back(p.fits ? 1 : 0);
   for (const auto& [name, value] : {std::pair{"compute_s", p.compute_s}, {"recompute_s", p.recompute_s},
                                     {"tp_comm_s", p.tp_comm_s}, {"pp_comm_s", p.pp_comm_s}, {"ep_comm_s", p.ep_comm_s},
+                                    {"cp_comm_s", p.cp_comm_s},
                                     {"bubble_s", p.bubble_s},
                                     {"dp_comm_s", p.dp_comm_s}, {"optimizer_s", p.optimizer_s}, {"step_time_s", p.step_s}})
     t.f64(name, "s").push_back(value);
@@ -135,15 +136,15 @@ void add_row(record::Table& t, const th::PlanModel& m, const th::PlanCluster& c,
 }
 
 void print_header() {
-  std::printf("# %-34s %9s %9s %8s %7s %7s %7s %7s %7s %7s %7s %6s %6s %8s\n", "layout", "mem(GB)", "step(s)", "compute",
-              "recomp", "tp", "pp", "ep", "bubble", "dp", "optim", "MFU", "HFU", "TFLOP/s");
+  std::printf("# %-34s %9s %9s %8s %7s %7s %7s %7s %7s %7s %7s %7s %6s %6s %8s\n", "layout", "mem(GB)", "step(s)",
+              "compute", "recomp", "tp", "pp", "ep", "cp", "bubble", "dp", "optim", "MFU", "HFU", "TFLOP/s");
 }
 
 void print_row(const th::PlanCandidate& x) {
   const th::PlanPrediction& p = x.prediction;
-  std::printf("  %-34s %9.1f %9.3f %8.3f %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f %6.3f %6.3f %8.1f%s\n",
+  std::printf("  %-34s %9.1f %9.3f %8.3f %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f %6.3f %6.3f %8.1f%s\n",
               x.layout.describe().c_str(), p.memory_bytes() / 1e9, p.step_s, p.compute_s, p.recompute_s, p.tp_comm_s,
-              p.pp_comm_s, p.ep_comm_s, p.bubble_s, p.dp_comm_s, p.optimizer_s, p.mfu, p.hfu, p.tflops_per_gpu,
+              p.pp_comm_s, p.ep_comm_s, p.cp_comm_s, p.bubble_s, p.dp_comm_s, p.optimizer_s, p.mfu, p.hfu, p.tflops_per_gpu,
               p.fits ? "" : "  (does not fit)");
 }
 
@@ -155,8 +156,9 @@ void explain(const th::PlanModel& m, const th::PlanCluster& c, const th::PlanCan
               p.parameter_bytes / 1e9, p.gradient_bytes / 1e9, p.optimizer_bytes / 1e9, p.activation_bytes / 1e9,
               p.memory_bytes() / 1e9, c.memory_GB, p.fits ? "fits" : "does not fit");
   std::printf("#   step %.4f s over %d micro-batches: compute %.4f (recompute %.4f), tensor-parallel %.4f, "
-              "point-to-point %.4f, expert all-to-all %.4f, bubble %.4f, data-parallel %.4f, optimizer %.4f\n",
-              p.step_s, p.micro_batches, p.compute_s, p.recompute_s, p.tp_comm_s, p.pp_comm_s, p.ep_comm_s, p.bubble_s,
+              "point-to-point %.4f, expert all-to-all %.4f, ring attention exposed %.4f, bubble %.4f, data-parallel %.4f, "
+              "optimizer %.4f\n",
+              p.step_s, p.micro_batches, p.compute_s, p.recompute_s, p.tp_comm_s, p.pp_comm_s, p.ep_comm_s, p.cp_comm_s, p.bubble_s,
               p.dp_comm_s, p.optimizer_s);
   std::printf("#   %.0f tokens/s; MFU %.3f (model FLOPs, no recompute), HFU %.3f (with the recompute forward); "
               "%.1f TFLOP/s per GPU in Megatron's convention (Narayanan et al. 2021, Eq. 3)\n",
@@ -221,7 +223,7 @@ class Plan final : public Command {
     o.add("--cluster", cluster_, "A preset (" + clusters.substr(1) + ") or a JSON file of its fields");
     o.add("--gpus", gpus_, "GPUs of the job")->check(CLI::Range(1, 1 << 20));
     o.add("--global-batch", global_batch_, "Sequences per optimizer step")->check(CLI::Range(1, 1 << 24));
-    o.add("--fix", fixed_, "Keys held fixed: tp, pp, dp, v, schedule (1f1b, interleaved), micro_batch, zero (0-3), "
+    o.add("--fix", fixed_, "Keys held fixed: tp, pp, dp, ep, cp, v, schedule (1f1b, interleaved), micro_batch, zero (0-3), "
                            "recompute (none, selective, full), sp (on, off), attention (flash, the default, or unfused: products around a "
                            "softmax that stores the scores); e.g. tp=8,pp=2,recompute=full");
     o.add("--top", top_, "Layouts printed (and written with --out), fastest first")->check(CLI::Range(1, 1 << 20));

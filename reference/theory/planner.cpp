@@ -315,7 +315,7 @@ Recompute parse_recompute(const std::string& text) {
 
 std::string PlanLayout::describe() const {
   return "tp" + std::to_string(tp) + " pp" + std::to_string(pp) + " dp" + std::to_string(dp) +
-         (ep > 1 ? " ep" + std::to_string(ep) : "") + " v" + std::to_string(v) +
+         (ep > 1 ? " ep" + std::to_string(ep) : "") + (cp > 1 ? " cp" + std::to_string(cp) : "") + " v" + std::to_string(v) +
          " mb" + std::to_string(micro_batch) + " zero" + std::to_string(zero) + " " + name_of(recompute) + (sp ? " sp" : "") +
          (flash ? "" : " unfused");
 }
@@ -326,8 +326,11 @@ std::string plan_layout_problem(const PlanModel& m, const PlanCluster& c, const 
   if (l.tp < 1 || l.pp < 1 || l.dp < 1 || l.v < 1 || l.micro_batch < 1) return "tp, pp, dp, v and micro_batch must be at least 1";
   if (l.zero < 0 || l.zero > 3) return "zero=" + n(l.zero) + " is outside 0-3";
   if (m.heads % l.tp != 0 || m.kv() % l.tp != 0) return "tp=" + n(l.tp) + " does not divide the heads (" + n(m.heads) + ", " + n(m.kv()) + " key/value)";
-  if (static_cast<std::int64_t>(l.tp) * l.pp * l.dp != gpus)
-    return "tp x pp x dp = " + n(static_cast<std::int64_t>(l.tp) * l.pp * l.dp) + " is not the " + n(gpus) + " GPUs";
+  if (l.cp < 1) return "cp must be at least 1";
+  if (static_cast<std::int64_t>(l.tp) * l.pp * l.dp * l.cp != gpus)
+    return "tp x pp x dp x cp = " + n(static_cast<std::int64_t>(l.tp) * l.pp * l.dp * l.cp) + " is not the " + n(gpus) + " GPUs";
+  if (l.cp > 1 && m.sequence % (2 * l.cp) != 0)
+    return "cp=" + n(l.cp) + ": the sequence " + n(m.sequence) + " is not a multiple of 2 cp (causally balanced chunks)";
   if (l.tp > c.gpus_per_node) return "tp=" + n(l.tp) + " spans nodes of " + n(c.gpus_per_node) + " GPUs";
   if (static_cast<std::int64_t>(l.pp) * l.v > m.layers)
     return "pp x v = " + n(static_cast<std::int64_t>(l.pp) * l.v) + " is more than the " + n(m.layers) + " layers";
@@ -381,6 +384,7 @@ double all_reduce_seconds(const PlanCluster& c, const PlanLink& link, double byt
 struct LayerTimes {
   double forward = 0, backward = 0, tp_forward = 0, tp_backward = 0, attention_forward = 0;
   double ep_forward = 0, ep_backward = 0;  // MoE all-to-all
+  double cp_forward = 0, cp_backward = 0;  // ring attention's exposed key/value passes
 };
 
 // One transformer layer on one GPU for a micro-batch of b sequences; an MoE layer's experts
@@ -389,7 +393,9 @@ struct LayerTimes {
 LayerTimes layer_times(const PlanModel& m, const PlanCluster& c, const PlanLayout& l, bool moe) {
   const double b = l.micro_batch, s = static_cast<double>(m.sequence), h = static_cast<double>(m.hidden);
   const double t = l.tp, hd = static_cast<double>(m.head_size()), kv = static_cast<double>(m.kv()) * hd;
-  const double f = static_cast<double>(m.ffn()), tokens = b * s, heads = m.heads / t;
+  // With cp a GPU holds s / cp of the sequence: its queries attend to keys of the whole sequence.
+  const double s_local = s / l.cp;
+  const double f = static_cast<double>(m.ffn()), tokens = b * s_local, heads = m.heads / t;
   LayerTimes out;
   for (bool backward : {false, true}) {
     double products = product_pass_seconds(c, tokens, (h + 2 * kv) / t, h, backward) +
@@ -407,18 +413,27 @@ LayerTimes layer_times(const PlanModel& m, const PlanCluster& c, const PlanLayou
     }
     // Scores and weighted sum per head: [s, hd] x [hd, s] and [s, s] x [s, hd]. Backward: twice
     // the products, and FlashAttention's recomputation of the scores half as much again.
-    const double core_forward = product_seconds(c, s, s, hd, b * heads) + product_seconds(c, s, hd, s, b * heads);
+    const double core_forward = product_seconds(c, s_local, s, hd, b * heads) + product_seconds(c, s_local, hd, s, b * heads);
     const double core = backward ? (l.flash ? 2.5 : 2) * core_forward : core_forward;
     // Element-wise traffic in 16 bits: the softmax over the scores with its scale, mask and
     // dropout (read and written about 4.5 times in forward, twice that in backward); two norms,
     // two residual adds and two dropouts on the hidden states (replicated over tp without sp);
     // the MLP's activation.
-    const double scores = l.flash ? 0 : b * heads * s * s;  // FlashAttention keeps them on chip
+    const double scores = l.flash ? 0 : b * heads * s_local * s;  // FlashAttention keeps them on chip
     const double hidden_states = tokens * h / (l.sp ? t : 1);
     const double activation = (moe ? assignments : tokens / t) * f * (m.gated_mlp ? 3 : 2);
     const double forward_bytes = 2 * (4.5 * scores + 15 * hidden_states + activation);
     const double elementwise = elementwise_seconds(c, (backward ? 2 : 1) * forward_bytes);
     (backward ? out.backward : out.forward) = products + core + elementwise;
+    if (l.cp > 1) {
+      // cp - 1 passes of a chunk's keys and values (backward: and their gradients), each hidden
+      // behind the attention it feeds; what the core does not cover is exposed.
+      const PlanLink& cp_link = static_cast<std::int64_t>(l.tp) * l.cp <= c.gpus_per_node ? c.node : c.network;
+      const double pass = (backward ? 2 : 1) * 2 * 2 * b * s_local * kv / t;  // K and V, 16 bits
+      const double ring = (l.cp - 1) * (pass / (cp_link.bandwidth_GBps * 1e9 * c.collective_efficiency) +
+                                        cp_link.latency_us * 1e-6);
+      (backward ? out.cp_backward : out.cp_forward) = std::max(0.0, ring - core);
+    }
     // Selective recompute redoes the core (with FlashAttention it stores nothing to drop).
     if (!backward) out.attention_forward = l.flash ? 0 : core + elementwise_seconds(c, 2 * 4.5 * scores);
   }
@@ -444,7 +459,9 @@ LayerTimes layer_times(const PlanModel& m, const PlanCluster& c, const PlanLayou
 
 PlanPrediction plan_predict(const PlanModel& m, const PlanCluster& c, const PlanLayout& l, std::int64_t global_batch) {
   PlanPrediction p;
-  const double b = l.micro_batch, s = static_cast<double>(m.sequence), h = static_cast<double>(m.hidden);
+  const double b = l.micro_batch, s_whole = static_cast<double>(m.sequence), h = static_cast<double>(m.hidden);
+  const double s = s_whole / l.cp;  // the tokens of a sequence a GPU holds
+  const int replicas = l.dp * l.cp;  // ranks holding the same parameters (cp shares them as dp does)
   // Stages need not hold equal layers (Llama 3 405B's 126 over 16): the slowest holds ceil(L / (pp v)) a chunk.
   const double t = l.tp, a = m.heads;
   const double layers_per_stage = std::ceil(static_cast<double>(m.layers) / (l.pp * l.v)) * l.v;
@@ -463,16 +480,17 @@ PlanPrediction plan_predict(const PlanModel& m, const PlanCluster& c, const Plan
   const double on_gpu = per_stage / t;
   const double experts_on_gpu = stage_moe * expert_parameters / l.ep;
   const ModelStateBytes state = zero_model_state_bytes(l.zero, static_cast<std::int64_t>(on_gpu),
-                                                       static_cast<std::int64_t>(on_gpu), l.dp, StateBytes{});
+                                                       static_cast<std::int64_t>(on_gpu), replicas, StateBytes{});
   const ModelStateBytes experts = zero_model_state_bytes(l.zero, static_cast<std::int64_t>(experts_on_gpu),
-                                                         static_cast<std::int64_t>(experts_on_gpu), l.dp / l.ep, StateBytes{});
+                                                         static_cast<std::int64_t>(experts_on_gpu), replicas / l.ep, StateBytes{});
   p.parameter_bytes = state.parameters + experts.parameters;
   p.gradient_bytes = state.gradients + experts.gradients;
   p.optimizer_bytes = state.optimizer_state + experts.optimizer_state;
   // Activations of one layer and micro-batch in 16 bits (Korthikanti et al. 2022), the MLP's
   // share scaled to its width: sbh(10 + 24/t + 5as/(ht)) without sp, sbh(34 + 5as/h)/t with.
   const double mlp = static_cast<double>(m.ffn()) * (m.gated_mlp ? 1.5 : 1) / (4 * h);
-  const double per_layer_split = (8 + 16 * mlp) / t, attention_scores = l.flash ? 0 : 5 * a * s / (h * t);
+  // (The scores of a GPU's queries span the whole sequence: 5 a s_whole / (h t) per token held.)
+  const double per_layer_split = (8 + 16 * mlp) / t, attention_scores = l.flash ? 0 : 5 * a * s_whole / (h * t);
   double layer_bytes = s * b * h * (l.sp ? (10 + 8 + 16 * mlp) / t : 10 + per_layer_split);
   // An MoE layer's experts keep their top_k x capacity-factor rows of the tp group's tokens split over it.
   if (m.experts > 0)
@@ -501,10 +519,10 @@ PlanPrediction plan_predict(const PlanModel& m, const PlanCluster& c, const Plan
   LayerTimes layer;
   for (double LayerTimes::*field : {&LayerTimes::forward, &LayerTimes::backward, &LayerTimes::tp_forward,
                                     &LayerTimes::tp_backward, &LayerTimes::attention_forward, &LayerTimes::ep_forward,
-                                    &LayerTimes::ep_backward})
+                                    &LayerTimes::ep_backward, &LayerTimes::cp_forward, &LayerTimes::cp_backward})
     layer.*field = mix(field);
   double recompute = 0;
-  if (l.recompute == Recompute::full) recompute = layer.forward + layer.tp_forward + layer.ep_forward;
+  if (l.recompute == Recompute::full) recompute = layer.forward + layer.tp_forward + layer.ep_forward + layer.cp_forward;
   if (l.recompute == Recompute::selective) recompute = layer.attention_forward;
   const double head_forward = product_pass_seconds(c, b * s, static_cast<double>(m.vocabulary) / t, h, false);
   const double head_backward = product_pass_seconds(c, b * s, static_cast<double>(m.vocabulary) / t, h, true);
@@ -521,36 +539,39 @@ PlanPrediction plan_predict(const PlanModel& m, const PlanCluster& c, const Plan
                                              pp_link.latency_us * 1e-6)
                               : 0;
   const double stage_ep = layers_per_stage * (layer.ep_forward + layer.ep_backward);
-  const double per_micro_batch = stage_compute + stage_tp + stage_ep + p2p;
+  const double stage_cp = layers_per_stage * (layer.cp_forward + layer.cp_backward);
+  const double per_micro_batch = stage_compute + stage_tp + stage_ep + stage_cp + p2p;
   const double fill = (l.pp - 1.0) / l.v;
   p.compute_s = micro_batches * stage_compute;
   p.recompute_s = micro_batches * layers_per_stage * recompute;
   p.tp_comm_s = micro_batches * stage_tp;
   p.pp_comm_s = micro_batches * p2p;
   p.ep_comm_s = micro_batches * stage_ep;
+  p.cp_comm_s = micro_batches * stage_cp;
   p.bubble_s = fill * per_micro_batch;
   // Data parallelism: the gradients' all-reduce (ZeRO: reduce-scatter and all-gather, the same
   // bytes) after the pipeline's flush, over the GPUs of a dp group: within a node when tp x dp
   // fits in one, else over the network.
-  const PlanLink& dp_link = static_cast<std::int64_t>(l.tp) * l.dp <= c.gpus_per_node ? c.node : c.network;
-  p.dp_comm_s = all_reduce_seconds(c, dp_link, 2 * on_gpu, l.dp) +
-                all_reduce_seconds(c, c.network, 2 * experts_on_gpu, l.dp / l.ep);  // experts over dp / ep
+  const PlanLink& dp_link = static_cast<std::int64_t>(l.tp) * replicas <= c.gpus_per_node ? c.node : c.network;
+  p.dp_comm_s = all_reduce_seconds(c, dp_link, 2 * on_gpu, replicas) +
+                all_reduce_seconds(c, c.network, 2 * experts_on_gpu, replicas / l.ep);  // experts over dp / ep
   // ZeRO-3 gathers the parameters again for every forward and backward.
-  if (l.zero == 3) p.dp_comm_s += 2 * micro_batches * ring_seconds(c, dp_link, 2 * on_gpu, (l.dp - 1.0) / l.dp, l.dp - 1);
+  if (l.zero == 3)
+    p.dp_comm_s += 2 * micro_batches * ring_seconds(c, dp_link, 2 * on_gpu, (replicas - 1.0) / replicas, replicas - 1);
   // Adam on float32 masters: about 32 bytes read and written per parameter held.
-  p.optimizer_s = elementwise_seconds(c, 32 * (on_gpu / (l.zero >= 1 ? l.dp : 1) +
-                                                experts_on_gpu / (l.zero >= 1 ? l.dp / l.ep : 1)));
-  p.step_s = p.compute_s + p.tp_comm_s + p.pp_comm_s + p.ep_comm_s + p.bubble_s + p.dp_comm_s + p.optimizer_s;
-  const double tokens = static_cast<double>(global_batch) * s;
+  p.optimizer_s = elementwise_seconds(c, 32 * (on_gpu / (l.zero >= 1 ? replicas : 1) +
+                                                experts_on_gpu / (l.zero >= 1 ? replicas / l.ep : 1)));
+  p.step_s = p.compute_s + p.tp_comm_s + p.pp_comm_s + p.ep_comm_s + p.cp_comm_s + p.bubble_s + p.dp_comm_s + p.optimizer_s;
+  const double tokens = static_cast<double>(global_batch) * s_whole;
   p.tokens_per_s = tokens / p.step_s;
   const double forward = static_cast<double>(global_batch) * (plan_layers_forward_flops(m) + plan_head_forward_flops(m));
   p.model_flops = 3 * forward;
   const double recompute_flops = l.recompute == Recompute::full ? static_cast<double>(global_batch) * plan_layers_forward_flops(m)
                                  : l.recompute == Recompute::selective && !l.flash
-                                     ? static_cast<double>(global_batch) * m.layers * 4 * s * s * h
+                                     ? static_cast<double>(global_batch) * m.layers * 4 * s_whole * s_whole * h
                                      : 0;
   p.hardware_flops = p.model_flops + recompute_flops;
-  const double gpus = static_cast<double>(l.tp) * l.pp * l.dp;
+  const double gpus = static_cast<double>(l.tp) * l.pp * l.dp * l.cp;
   p.mfu = p.model_flops / p.step_s / (gpus * c.peak_TFLOPs * 1e12);
   p.hfu = p.hardware_flops / p.step_s / (gpus * c.peak_TFLOPs * 1e12);
   p.tflops_per_gpu = p.hardware_flops / p.step_s / gpus / 1e12;
@@ -569,6 +590,7 @@ PlanFixed parse_plan_fixed(const std::string& text) {
     else if (key == "pp") f.pp = positive();
     else if (key == "dp") f.dp = positive();
     else if (key == "ep") f.ep = positive();
+    else if (key == "cp") f.cp = positive();
     else if (key == "v") f.v = positive();
     else if (key == "micro_batch") f.micro_batch = positive();
     else if (key == "zero") {
@@ -586,7 +608,7 @@ PlanFixed parse_plan_fixed(const std::string& text) {
       if (value == "1f1b") f.v = 1;
     } else {
       throw UsageError("--fix: unknown key " + quoted_input(key) +
-                       " (known: tp, pp, dp, ep, v, schedule, micro_batch, zero, recompute, sp, attention)");
+                       " (known: tp, pp, dp, ep, cp, v, schedule, micro_batch, zero, recompute, sp, attention)");
     }
   }
   return f;
@@ -602,10 +624,13 @@ std::vector<PlanCandidate> plan_search(const PlanModel& m, const PlanCluster& c,
   for (int p = 1; p <= m.layers && p <= gpus; ++p)
     if (gpus % p == 0) pps.push_back(p);
   for (int v = 1; v <= std::min(m.layers, 16); ++v) vs.push_back(v);
+  std::vector<int> cps;
+  for (int x = 1; x <= gpus && 2 * x <= m.sequence; x *= 2) cps.push_back(x);
   for (int tp : values(fixed.tp, tps))
-    for (int pp : values(fixed.pp, pps)) {
-      if (gpus % (static_cast<std::int64_t>(tp) * pp) != 0) continue;
-      const int dp = gpus / (tp * pp);
+    for (int pp : values(fixed.pp, pps))
+    for (int cp : values(fixed.cp, cps)) {
+      if (gpus % (static_cast<std::int64_t>(tp) * pp * cp) != 0) continue;
+      const int dp = gpus / (tp * pp * cp);
       if (fixed.dp && *fixed.dp != dp) continue;
       std::vector<int> eps = {1};
       for (int e = 2; m.experts > 0 && e <= std::min(m.experts, dp); e *= 2)
@@ -617,7 +642,7 @@ std::vector<PlanCandidate> plan_search(const PlanModel& m, const PlanCluster& c,
             for (Recompute r : fixed.recompute ? std::vector<Recompute>{*fixed.recompute}
                                                : std::vector<Recompute>{Recompute::none, Recompute::selective, Recompute::full})
               for (bool sp : fixed.sp ? std::vector<bool>{*fixed.sp} : std::vector<bool>{false, true}) {
-                PlanLayout l{tp, pp, dp, sp, v, mb, zero, r, fixed.flash.value_or(true), ep};
+                PlanLayout l{tp, pp, dp, sp, v, mb, zero, r, fixed.flash.value_or(true), ep, cp};
                 // With FlashAttention selective recompute is no recompute (no scores are kept): searched once.
                 if (l.flash && r == Recompute::selective && !fixed.recompute) continue;
                 if (!plan_layout_problem(m, c, l, gpus, global_batch).empty()) continue;

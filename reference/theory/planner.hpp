@@ -107,6 +107,9 @@ struct PlanLayout {
   // (Megatron-LM 2021). Not searched: --fix attention=unfused.
   bool flash = true;
   int ep = 1;  // expert parallelism within dp (MoE models)
+  // Context parallelism: the sequence split over cp ranks (2 cp chunks, causally balanced), keys
+  // and values passed around a ring overlapped with attention (ring attention).
+  int cp = 1;
   std::string describe() const;  // "tp8 pp2 dp32 v1 mb1 zero1 full sp" (" ep4" with experts)
 };
 std::string name_of(Recompute r);
@@ -124,6 +127,7 @@ struct PlanPrediction {
   double pp_comm_s = 0;        // point-to-point between stages on the critical path
   double bubble_s = 0;         // pipeline fill and drain
   double ep_comm_s = 0;        // the MoE layers' all-to-all (dispatch and combine), not overlapped
+  double cp_comm_s = 0;        // ring attention's key/value passes that attention does not hide
   double dp_comm_s = 0;        // gradient all-reduce (or reduce-scatter and all-gather) exposed
   double optimizer_s = 0;
   double step_s = 0;
@@ -145,7 +149,7 @@ PlanPrediction plan_predict(const PlanModel& m, const PlanCluster& c, const Plan
 // of two dividing what they must, v up to layers/pp, micro-batch 1-8, ZeRO 0-3, each recompute,
 // sp on with tp > 1), evaluated; the ones that cannot run are left out.
 struct PlanFixed {
-  std::optional<int> tp, pp, dp, ep, v, micro_batch, zero;
+  std::optional<int> tp, pp, dp, ep, cp, v, micro_batch, zero;
   std::optional<bool> sp, flash;
   std::optional<Recompute> recompute;
 };

@@ -10,7 +10,7 @@ VERDICT = False
 READS = {"/plan/layouts": ("s:model,cluster,schedule,recompute "
                            "i:gpus,global_batch,tp,pp,dp,cp,ep,v,micro_batch,micro_batches,zero,sp,parameters,fits "
                            "f:params_bytes,grads_bytes,optimizer_bytes,activation_bytes,memory_bytes,compute_s,"
-                           "recompute_s,tp_comm_s,pp_comm_s,ep_comm_s,bubble_s,dp_comm_s,optimizer_s,step_time_s,tokens_per_s,"
+                           "recompute_s,tp_comm_s,pp_comm_s,ep_comm_s,cp_comm_s,bubble_s,dp_comm_s,optimizer_s,step_time_s,tokens_per_s,"
                            "mfu,hfu,tflops_per_gpu",
                            ["model", "cluster", "gpus", "tp", "pp", "dp", "v", "micro_batch", "zero", "recompute",
                             "sp", "memory_bytes", "fits", "step_time_s", "tokens_per_s"]),
@@ -21,6 +21,7 @@ READS = {"/plan/layouts": ("s:model,cluster,schedule,recompute "
 TIME_PARTS = [("compute", lambda r: r["compute_s"] - r["recompute_s"]), ("recompute", lambda r: r["recompute_s"]),
               ("tensor-parallel", lambda r: r["tp_comm_s"]), ("point-to-point", lambda r: r["pp_comm_s"]),
               ("expert all-to-all", lambda r: r.get("ep_comm_s", 0.0)),
+              ("ring attention", lambda r: r.get("cp_comm_s", 0.0)),
               ("bubble", lambda r: r["bubble_s"]), ("data-parallel", lambda r: r["dp_comm_s"]),
               ("optimizer", lambda r: r["optimizer_s"])]
 MEMORY_PARTS = [("parameters", "params_bytes"), ("gradients", "grads_bytes"), ("optimizer", "optimizer_bytes"),
@@ -30,7 +31,8 @@ SHOWN = 12  # layouts drawn and listed, fastest first
 
 def label(r):
     """'tp8 pp2 dp4 v2 mb1 zero1 full sp' (the planner's own spelling)."""
-    return (f"tp{r['tp']} pp{r['pp']} dp{r['dp']}{' ep' + str(r['ep']) if r.get('ep', 1) > 1 else ''} v{r['v']} "
+    return (f"tp{r['tp']} pp{r['pp']} dp{r['dp']}{' ep' + str(r['ep']) if r.get('ep', 1) > 1 else ''}"
+            f"{' cp' + str(r['cp']) if r.get('cp', 1) > 1 else ''} v{r['v']} "
             f"mb{r['micro_batch']} zero{r['zero']} "
             f"{r['recompute']}{' sp' if r['sp'] else ''}")
 
