@@ -80,41 +80,37 @@ class Plan:
                 f"{best['tokens_per_s']:.4g} tokens/s, MFU {best['mfu']:.3f}, {best['memory_bytes'] / 1e9:.1f} GB per GPU")
 
 
-def draw_time(plotter, plan, rows):
+def stacked(plotter, rows, parts, ylabel, title, name, line=None):
+    """One stacked bar per layout (parts: [(label, value of a row)], bottom first), with a
+    horizontal (label, y) line when given; returns the figure's file."""
     plt = plotter.plt
     fig, ax = plt.subplots(figsize=plotter.bars_figsize(len(rows)))
     x = list(range(len(rows)))
     bottom = [0.0] * len(rows)
-    for i, (name, part) in enumerate(TIME_PARTS):
-        heights = [part(r) for r in rows]
-        plotter.bar(ax, name, x, heights, bottom=bottom, color=plotter.palette[i % len(plotter.palette)], label=name)
+    for i, (part, value) in enumerate(parts):
+        heights = [value(r) for r in rows]
+        plotter.bar(ax, part, x, heights, bottom=bottom, color=plotter.palette[i % len(plotter.palette)], label=part)
         bottom = [b + h for b, h in zip(bottom, heights)]
+    if line is not None:
+        plotter.hline(ax, line[0], line[1], color="0.3", linestyle="--", linewidth=1, label="what a GPU holds")
     ax.set_xticks(x)
     ax.set_xticklabels([label(r) for r in rows], rotation=60, ha="right", fontsize=7)
-    ax.set_ylabel("predicted seconds per step")
-    ax.set_title("Where the step's time goes (predicted)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
     ax.legend(frameon=False, fontsize=8)
-    return plotter.save(fig, "plan_time", 1, suptitle=False)
+    return plotter.save(fig, name, 1, suptitle=False)
+
+
+def draw_time(plotter, plan, rows):
+    return stacked(plotter, rows, TIME_PARTS, "predicted seconds per step", "Where the step's time goes (predicted)",
+                   "plan_time")
 
 
 def draw_memory(plotter, plan, rows):
-    plt = plotter.plt
-    fig, ax = plt.subplots(figsize=plotter.bars_figsize(len(rows)))
-    x = list(range(len(rows)))
-    bottom = [0.0] * len(rows)
-    for i, (name, column) in enumerate(MEMORY_PARTS):
-        heights = [r[column] / 1e9 for r in rows]
-        plotter.bar(ax, name, x, heights, bottom=bottom, color=plotter.palette[i % len(plotter.palette)], label=name)
-        bottom = [b + h for b, h in zip(bottom, heights)]
-    if plan.usable_memory is not None:
-        plotter.hline(ax, "usable memory", plan.usable_memory / 1e9, color="0.3", linestyle="--", linewidth=1,
-                      label="what a GPU holds")
-    ax.set_xticks(x)
-    ax.set_xticklabels([label(r) for r in rows], rotation=60, ha="right", fontsize=7)
-    ax.set_ylabel("GB per GPU (predicted)")
-    ax.set_title("Memory per GPU by category (predicted)")
-    ax.legend(frameon=False, fontsize=8)
-    return plotter.save(fig, "plan_memory", 1, suptitle=False)
+    parts = [(part, lambda r, c=column: r[c] / 1e9) for part, column in MEMORY_PARTS]
+    line = ("usable memory", plan.usable_memory / 1e9) if plan.usable_memory is not None else None
+    return stacked(plotter, rows, parts, "GB per GPU (predicted)", "Memory per GPU by category (predicted)",
+                   "plan_memory", line)
 
 
 def draw_scaling(plotter, plan):
