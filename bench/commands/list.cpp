@@ -126,7 +126,9 @@ int print_everything() {
   std::printf("\nCommands (parity <command> --help) and the result groups they write:\n");
   for (const Command* c : commands())
     std::printf("  %-18s %s%s\n", c->info().name.c_str(), c->info().in_run ? "[in run] " : "",
-                c->info().ranks ? joined(c->groups(), " ").c_str() : "(no ranks, no result file)");
+                c->info().ranks          ? joined(c->groups(), " ").c_str()
+                : c->groups().empty()    ? "(no ranks, no result file)"
+                                         : ("(no ranks) " + joined(c->groups(), " ")).c_str());
   std::printf("Result schema version: %lld (docs/results-schema.md)\n", static_cast<long long>(record::kSchemaVersion));
   const auto devices = cuda::device_names();
   std::printf("CUDA code compiled: %s; GPUs visible: %zu\n", cuda::compiled_with_cuda() ? "yes" : "no", devices.size());

@@ -207,7 +207,7 @@ class Plan final : public Command {
   Plan()
       : Command({.name = "plan",
                  .help = "Predict memory per GPU and time per step of a model on a cluster for every parallel layout "
-                         "(tp, pp with v, dp with ZeRO, micro-batch, recompute, sp), rank them by throughput and print "
+                         "(tp with sp, pp with v, dp with ZeRO, ep, cp, micro-batch, recompute), rank them by throughput and print "
                          "the best with their breakdown; --validate checks the model against published runs",
                  .order = 105,
                  .ranks = false,
@@ -219,7 +219,7 @@ class Plan final : public Command {
     for (const auto& c : th::plan_cluster_presets()) clusters += " " + c.name;
     o.add("--model", model_, "A preset (" + models.substr(1) + "), optionally followed by ,key=value; key=value pairs "
                              "(layers, hidden, heads, kv_heads, ffn_hidden, gated_mlp, vocab, sequence, tied, bias, norm, "
-                             "positions); or a JSON file of them");
+                             "positions, experts, top_k, capacity_factor, moe_every); or a JSON file of them");
     o.add("--cluster", cluster_, "A preset (" + clusters.substr(1) + ") or a JSON file of its fields");
     o.add("--gpus", gpus_, "GPUs of the job")->check(CLI::Range(1, 1 << 20));
     o.add("--global-batch", global_batch_, "Sequences per optimizer step")->check(CLI::Range(1, 1 << 24));
@@ -228,7 +228,7 @@ class Plan final : public Command {
                            "softmax that stores the scores); e.g. tp=8,pp=2,recompute=full");
     o.add("--top", top_, "Layouts printed (and written with --out), fastest first")->check(CLI::Range(1, 1 << 20));
     o.flag("--explain", explain_, "Explain the fastest layout that fits: memory by category and time by part");
-    o.add("--out", out_, "Also write the layouts to this result file (HDF5, /plan/layouts)");
+    o.add("--out", out_, "Also write the layouts to this result file (HDF5, /plan/layouts; with --scaling /plan/scaling)");
     o.flag("--force", force_, "Overwrite an existing --out");
     o.flag("--scaling", scaling_, "Also the fastest layout at every power-of-two GPU count from one node to --gpus: "
                                   "strong (--global-batch fixed) and weak (--global-batch at one node, grown with the "
