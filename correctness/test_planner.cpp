@@ -229,24 +229,12 @@ TEST(Planner, DirectionsOfEachChoice) {
 TEST(Planner, PublishedMegatronRunsWithinTenPercent) {
   const PlanCluster& c = plan_cluster_presets()[0];
   for (const PublishedRun& run : published_runs()) {
-    PlanFixed fixed;
-    fixed.tp = run.tp;
-    fixed.pp = run.pp;
-    fixed.recompute = Recompute::full;
-    fixed.sp = false;
-    fixed.zero = 0;
-    fixed.flash = false;
-    const auto all = plan_search(run.model, c, run.gpus, run.global_batch, fixed);
-    double best = 0;
-    std::string layout;
-    for (const PlanCandidate& x : all)
-      if (x.prediction.fits && x.prediction.tflops_per_gpu > best) {
-        best = x.prediction.tflops_per_gpu;
-        layout = x.layout.describe();
-      }
+    const std::optional<PlanCandidate> best = plan_published(run, c);
+    ASSERT_TRUE(best.has_value()) << run.model.name << ": no layout fits";
     std::printf("%-10s published %5.0f TFLOP/s, predicted %6.1f (%s)  step time ratio %.3f\n", run.model.name.c_str(),
-                run.tflops_per_gpu, best, layout.c_str(), run.tflops_per_gpu / best);
-    EXPECT_NEAR(run.tflops_per_gpu / best, 1, 0.10) << run.model.name << " " << layout;
+                run.tflops_per_gpu, best->prediction.tflops_per_gpu, best->layout.describe().c_str(),
+                run.tflops_per_gpu / best->prediction.tflops_per_gpu);
+    EXPECT_NEAR(run.tflops_per_gpu / best->prediction.tflops_per_gpu, 1, 0.10) << run.model.name << " " << best->layout.describe();
   }
 }
 

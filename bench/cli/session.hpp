@@ -78,6 +78,11 @@ class Session {
   const CommonOptions& options() const { return options_; }
   HalfAccumulate half() const { return half_; }
   const std::vector<std::string>& hosts() const { return hosts_; }
+  // The most ranks on one host, the fewest cores of a host, and whether some host runs more
+  // ranks than it has cores (then every wall-clock figure also measures waiting for a core).
+  std::int64_t ranks_per_host() const { return ranks_per_host_; }
+  std::int64_t cores_per_host() const { return cores_per_host_; }
+  bool oversubscribed() const { return oversubscribed_; }
 
   // Runs `check` (which may throw UsageError) on rank 0 only and agrees on the outcome: when
   // it fails, rank 0 prints the message and every rank throws Refused.

@@ -18,7 +18,6 @@
 #include <cmath>
 #include <map>
 #include <sstream>
-#include <thread>
 
 #include "bench/cli/progress.hpp"
 #include "bench/cli/shared.hpp"
@@ -289,14 +288,11 @@ PipelineBenchOutcome run_pipeline_bench(Session& session, const PipelineBenchPla
   Communicator& world = session.world();
   PipelineBenchOutcome out;
   out.p2p = p2p;
-  // Ranks per host against its cores: past them, wall-clock idle is also waiting for a core.
-  const std::vector<double> cores = gather_from_ranks(world, static_cast<double>(std::thread::hardware_concurrency()));
-  std::map<std::string, int> on_host;
-  for (const std::string& h : session.hosts()) ++on_host[h];
-  out.cores_per_host = static_cast<int>(*std::min_element(cores.begin(), cores.end()));
-  for (const auto& [host, n] : on_host) out.ranks_per_host = std::max(out.ranks_per_host, n);
-  for (std::size_t r = 0; r < cores.size(); ++r)
-    out.oversubscribed = out.oversubscribed || on_host[session.hosts()[r]] > static_cast<int>(cores[r]);
+  // Ranks per host against its cores (the session's count): past them, wall-clock idle is also
+  // waiting for a core.
+  out.cores_per_host = static_cast<int>(session.cores_per_host());
+  out.ranks_per_host = static_cast<int>(session.ranks_per_host());
+  out.oversubscribed = session.oversubscribed();
   const model::GptConfig& c = plan.config;
   const double e = static_cast<double>(size_of(c.dtype));
   const double message_bytes = static_cast<double>(options.rows) * static_cast<double>(c.sequence * c.hidden) * e;

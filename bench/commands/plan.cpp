@@ -174,17 +174,7 @@ int validate() {
   int outside = 0;
   double sum = 0;
   for (const th::PublishedRun& run : th::published_runs()) {
-    th::PlanFixed fixed;
-    fixed.tp = run.tp;
-    fixed.pp = run.pp;
-    fixed.recompute = th::Recompute::full;
-    fixed.sp = false;
-    fixed.zero = 0;
-    fixed.flash = false;  // 2021: a fused softmax between the products, no FlashAttention
-    const auto all = th::plan_search(run.model, c, run.gpus, run.global_batch, fixed);
-    const th::PlanCandidate* best = nullptr;
-    for (const auto& x : all)
-      if (x.prediction.fits && (!best || x.prediction.tflops_per_gpu > best->prediction.tflops_per_gpu)) best = &x;
+    const std::optional<th::PlanCandidate> best = th::plan_published(run, c);
     if (!best) {
       std::printf("  %-10s no layout fits\n", run.model.name.c_str());
       ++outside;

@@ -396,12 +396,14 @@ LayerTimes layer_times(const PlanModel& m, const PlanCluster& c, const PlanLayou
   // With cp a GPU holds s / cp of the sequence: its queries attend to keys of the whole sequence.
   const double s_local = s / l.cp;
   const double f = static_cast<double>(m.ffn()), tokens = b * s_local, heads = m.heads / t;
+  // An MoE layer's rows through the experts on this GPU: its share of the tp group's tokens, each
+  // top_k times, padded to the capacity factor.
+  const double assignments = tokens / t * m.top_k * std::min(m.capacity_factor, static_cast<double>(m.experts));
+  const double local_experts = moe ? static_cast<double>(m.experts) / l.ep : 0;
   LayerTimes out;
   for (bool backward : {false, true}) {
     double products = product_pass_seconds(c, tokens, (h + 2 * kv) / t, h, backward) +
                       product_pass_seconds(c, tokens, h, h / t, backward);
-    const double assignments = tokens / t * m.top_k * std::min(m.capacity_factor, static_cast<double>(m.experts));
-    const double local_experts = moe ? static_cast<double>(m.experts) / l.ep : 0;
     if (moe) {
       const double per_expert = assignments / local_experts;  // rows each local expert multiplies
       products += local_experts * (product_pass_seconds(c, per_expert, f * (m.gated_mlp ? 2 : 1), h, backward) +
@@ -446,7 +448,6 @@ LayerTimes layer_times(const PlanModel& m, const PlanCluster& c, const PlanLayou
   if (moe && l.ep > 1) {
     // Dispatch and combine: each sends the (ep-1)/ep of its assignments' hidden states that go
     // to other ranks, in forward and again in backward; within a node when tp x ep fits in one.
-    const double assignments = tokens / t * m.top_k * std::min(m.capacity_factor, static_cast<double>(m.experts));
     const PlanLink& ep_link = static_cast<std::int64_t>(l.tp) * l.ep <= c.gpus_per_node ? c.node : c.network;
     const double one_way = ring_seconds(c, ep_link, 2 * assignments * h, (l.ep - 1.0) / l.ep, l.ep - 1);
     out.ep_forward = 2 * one_way;
@@ -660,6 +661,19 @@ std::optional<PlanCandidate> plan_best(const PlanModel& m, const PlanCluster& c,
   for (PlanCandidate& x : plan_search(m, c, gpus, global_batch, fixed))
     if (x.prediction.fits && (!best || x.prediction.tokens_per_s > best->prediction.tokens_per_s)) best = std::move(x);
   return best;
+}
+
+std::optional<PlanCandidate> plan_published(const PublishedRun& run, const PlanCluster& c) {
+  PlanFixed fixed;
+  fixed.tp = run.tp;
+  fixed.pp = run.pp;
+  fixed.cp = 1;
+  fixed.ep = 1;
+  fixed.recompute = Recompute::full;
+  fixed.sp = false;
+  fixed.zero = 0;
+  fixed.flash = false;  // 2021: a fused softmax between the products, no FlashAttention
+  return plan_best(run.model, c, run.gpus, run.global_batch, fixed);
 }
 
 const std::vector<PublishedRun>& published_runs() {

@@ -176,5 +176,8 @@ struct PublishedRun {
   double tflops_per_gpu;
 };
 const std::vector<PublishedRun>& published_runs();
+// The fastest layout that fits with the run's published tp and pp, full recompute, no sp, cp,
+// ep or ZeRO, and attention as in 2021 (unfused); micro-batch and interleaving searched.
+std::optional<PlanCandidate> plan_published(const PublishedRun& run, const PlanCluster& c);
 
 }  // namespace parity::theory
