@@ -15,6 +15,7 @@
 #include "reference/model/optimizer.hpp"
 #include "reference/ops/cpu.hpp"
 #include "reference/ops/flops.hpp"
+#include "reference/theory/calibration.hpp"
 #include "reference/theory/model.hpp"
 
 namespace parity::cli {
@@ -127,6 +128,8 @@ void add_model_row(record::Table& table, const ModelRow& row) {
   table.f64("attention_fraction").push_back(row.attention_fraction);
   table.f64("other_fraction").push_back(row.other_fraction);
   table.f64("attention_GFLOPs", "GFLOP/s").push_back(row.attention_GFLOPs);
+  table.f64("predicted_step_time_s", "s").push_back(row.predicted_step_time_s);
+  table.f64("predicted_over_measured").push_back(row.predicted_over_measured);
 }
 
 std::size_t model_bench_bytes_per_rank(const ModelBenchPlan& plan) {
@@ -145,7 +148,8 @@ std::size_t model_bench_bytes_per_rank(const ModelBenchPlan& plan) {
   return most;
 }
 
-ModelBenchOutcome run_model_bench(Session& session, const ModelBenchPlan& plan, const ModelBenchOptions& options) {
+ModelBenchOutcome run_model_bench(Job& job, const ModelBenchPlan& plan, const ModelBenchOptions& options) {
+  Session& session = job.session;
   Communicator& world = session.world();
   ModelBenchOutcome out;
   const std::size_t steps_per_model = static_cast<std::size_t>(options.warmup + options.steps);
@@ -161,6 +165,8 @@ ModelBenchOutcome run_model_bench(Session& session, const ModelBenchPlan& plan, 
       continue;
     }
     const std::size_t first_row = out.table.rows();
+    const double predicted =
+        theory::reference_gpt_step(c, plan.batch, job.calibration(c.dtype), options.optimizer == "adamw").total();
     world.barrier();
     const MemorySpace space = session.space();
     const double matmul_GFLOPs = measure_matmul_GFLOPs(c.dtype, matmul_size(space), space);
@@ -195,6 +201,7 @@ ModelBenchOutcome run_model_bench(Session& session, const ModelBenchPlan& plan, 
                   " matmul FLOPs per step but the formula gives " + std::to_string(formula_flops));
     const auto all_times = gather_from_ranks(world, step_seconds);
     const auto all_matmul = gather_from_ranks(world, matmul_GFLOPs);
+    const auto all_predicted = gather_from_ranks(world, predicted);
     std::vector<std::vector<double>> peaks;
     for (MemoryCategory category : kAllMemoryCategories)
       peaks.push_back(gather_from_ranks(world, static_cast<double>(memory.peak_above_start(category))));
@@ -206,20 +213,24 @@ ModelBenchOutcome run_model_bench(Session& session, const ModelBenchPlan& plan, 
       row.hardware_step_flops = static_cast<double>(formula_flops);
       row.step_time_s = all_times[i];
       row.matmul_GFLOPs = all_matmul[i];
+      row.predicted_step_time_s = all_predicted[i];
+      if (!session.oversubscribed()) row.predicted_over_measured = all_predicted[i] / all_times[i];
       for (const auto& category_peaks : peaks) row.peak_bytes.push_back(static_cast<std::int64_t>(category_peaks[i]));
       add_model_row(out.table, row);
     }
     session.record_rows("/bench/model", out.table, first_row);  // kept if the run is cut short
     if (session.is_root() && !session.options().quiet) {
-      double mean_tokens = 0, mean_mfu = 0;
+      double mean_tokens = 0, mean_mfu = 0, mean_ratio = 0;
       for (int r = 0; r < world.size(); ++r) {
         mean_tokens += static_cast<double>(plan.batch * c.sequence) / all_times[static_cast<std::size_t>(r)];
         mean_mfu += static_cast<double>(formula_flops) / all_times[static_cast<std::size_t>(r)] / 1e9 /
                     all_matmul[static_cast<std::size_t>(r)];
+        mean_ratio += all_predicted[static_cast<std::size_t>(r)] / all_times[static_cast<std::size_t>(r)] / world.size();
       }
-      std::fprintf(stderr, "[bench model] %-6s %s B=%lld: %.0f tokens/s per rank, MFU %.2f (mean of %d ranks)\n",
+      std::fprintf(stderr, "[bench model] %-6s %s B=%lld: %.0f tokens/s per rank, MFU %.2f, predicted / measured %.2f%s (mean of %d ranks)\n",
                    preset.name.c_str(), c.describe().c_str(), static_cast<long long>(plan.batch),
-                   mean_tokens / world.size(), mean_mfu / world.size(), world.size());
+                   mean_tokens / world.size(), mean_mfu / world.size(), mean_ratio,
+                   session.oversubscribed() ? " (ranks outnumber cores: not compared)" : "", world.size());
     }
   }
   progress.finish();
@@ -260,7 +271,7 @@ class BenchModel final : public Command {
                          "the formula",
                  .order = 30,
                  .in_run = true,
-                 .tables = {&kModelBenchTable}}) {}
+                 .tables = {&kModelBenchTable, &kCalibrateTable}}) {}
 
   void declare(CommandOptions& o) override {
     ModelBenchOptions& m = options_;
@@ -292,7 +303,7 @@ class BenchModel final : public Command {
     }
     s.check_memory(model_bench_bytes_per_rank(plan), "the model benchmark");
     s.maybe_inject_stall();
-    record_model_bench(s, run_model_bench(s, plan, options_), options_);
+    record_model_bench(s, run_model_bench(job, plan, options_), options_);
     return kExitOk;
   }
 

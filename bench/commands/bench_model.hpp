@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "bench/cli/session.hpp"
+#include "bench/commands/command.hpp"
 #include "bench/commands/presets.hpp"
 #include "reference/record/table.hpp"
 
@@ -35,7 +36,9 @@ inline const record::TableSpec kModelBenchTable{
       {"peak_GFLOPs", ColumnType::float64, "GFLOP/s", false}, {"mfu_of_peak", ColumnType::float64, "", false},
       {"hfu_of_peak", ColumnType::float64, "", false}, {"products_fraction", ColumnType::float64, "", false},
       {"attention_fraction", ColumnType::float64, "", false}, {"other_fraction", ColumnType::float64, "", false},
-      {"attention_GFLOPs", ColumnType::float64, "GFLOP/s", false}
+      {"attention_GFLOPs", ColumnType::float64, "GFLOP/s", false},
+      // Added with the calibrated step model (theory/calibration.hpp; older files lack them).
+      {"predicted_step_time_s", ColumnType::float64, "s", false}, {"predicted_over_measured", ColumnType::float64, "", false}
     }};
 
 struct ModelBenchOptions {
@@ -60,7 +63,9 @@ std::size_t model_bench_bytes_per_rank(const ModelBenchPlan& plan);
 struct ModelBenchOutcome {
   record::Table table{kModelBenchTable};
 };
-ModelBenchOutcome run_model_bench(Session& session, const ModelBenchPlan& plan, const ModelBenchOptions& options);
+// Each rank's step is also predicted from the job's calibration in the model's type
+// (Job::calibration, theory::reference_gpt_step), beside the measured one.
+ModelBenchOutcome run_model_bench(Job& job, const ModelBenchPlan& plan, const ModelBenchOptions& options);
 // One rank's row of /bench/model; add_model_row derives tokens/s, achieved GFLOP/s, MFU (over
 // matmul_GFLOPs) and MFU and HFU over peak_GFLOPs (NaN where that is).
 struct ModelRow {
@@ -71,6 +76,9 @@ struct ModelRow {
   std::vector<std::int64_t> peak_bytes;  // per memory category, in kAllMemoryCategories' order
   double peak_GFLOPs = std::nan(""), products_fraction = std::nan(""), attention_fraction = std::nan(""),
          other_fraction = std::nan(""), attention_GFLOPs = std::nan("");
+  // The calibrated prediction, and predicted / measured (NaN where not predicted, or where ranks
+  // outnumber cores and the measured time includes waiting for one).
+  double predicted_step_time_s = std::nan(""), predicted_over_measured = std::nan("");
 };
 void add_model_row(record::Table& table, const ModelRow& row);
 // The fields of a row that only the model, the batch and the rank decide (model, config, host,

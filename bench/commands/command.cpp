@@ -24,6 +24,16 @@ const PointToPoint& Job::point_to_point(std::size_t max_bytes) {
   return *point_to_point_;
 }
 
+const theory::Calibration& Job::calibration(DataType dtype) {
+  auto it = calibrations_.find(dtype);
+  if (it == calibrations_.end()) it = calibrations_.emplace(dtype, measure_calibration(session, dtype, calibration_rows_)).first;
+  return it->second;
+}
+
+void Job::finish() {
+  if (session.is_root() && calibration_rows_.rows() > 0) session.results().write_table("/bench/calibrate", calibration_rows_);
+}
+
 std::string Command::file_stem() const {
   std::string stem = info_.name;
   std::replace(stem.begin(), stem.end(), ' ', '-');
@@ -157,6 +167,7 @@ int with_session(int argc, char** argv, Command& command) {
                                         command.groups(), std::vector<std::string>(argv, argv + argc), command.result_options());
     Job job(*session);
     const int status = command.execute(job);
+    job.finish();
     session->commit_results();
     return status;
   } catch (const Session::Refused&) {

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,6 +19,7 @@
 #include "bench/cli/options.hpp"
 #include "bench/cli/session.hpp"
 #include "bench/cli/supervisor.hpp"  // the exit statuses
+#include "bench/commands/calibration.hpp"
 #include "bench/commands/point_to_point.hpp"
 
 namespace parity::cli {
@@ -32,9 +34,17 @@ class Job {
   // The ping-pong between ranks 0 and 1 with its alpha-beta fit, up to max_bytes the first time
   // (later calls take that one), written to /bench/point_to_point.
   const PointToPoint& point_to_point(std::size_t max_bytes);
+  // This rank's calibration in `dtype` (bench/commands/calibrate.hpp), measured once per type
+  // and job; every rank's rows go to /bench/calibrate when the job ends.
+  const theory::Calibration& calibration(DataType dtype);
+  const record::Table& calibration_rows() const { return calibration_rows_; }  // rank 0's, every rank's rows
+  // Writes what the job measured once for several commands (called before the file is committed).
+  void finish();
 
  private:
   std::optional<PointToPoint> point_to_point_;
+  std::map<DataType, theory::Calibration> calibrations_;
+  record::Table calibration_rows_{kCalibrateTable};
 };
 
 // How the registry's resume test runs a command (correctness/cli/resume.sh probe): a short run on

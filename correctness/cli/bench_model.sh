@@ -27,5 +27,15 @@ with h5py.File("model.h5") as f:
         assert t["peak_gradients_bytes"][i] == 4 * p
         assert t["peak_optimizer_state_bytes"][i] == 8 * p
         assert t["peak_activations_bytes"][i] > 0
+        # The step predicted from this run's calibration (theory/calibration.hpp), beside the
+        # measured one; compared only where every rank has a core.
+        assert t["predicted_step_time_s"][i] > 0, t["predicted_step_time_s"][i]
+        ratio = t["predicted_over_measured"][i]
+        if f.attrs["oversubscribed"]:
+            assert ratio != ratio, ratio
+        else:
+            assert abs(ratio - t["predicted_step_time_s"][i] / t["step_time_s"][i]) <= 1e-12 * ratio
+    c = f["/bench/calibrate"]
+    assert sorted(set(c["rank"][()].tolist())) == [0, 1] and set(c["dtype"].asstr()[()]) == {"float32"}
 print("bench model: ok")
 PY

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "reference/core/error.hpp"
+#include "reference/core/json.hpp"
 #include "reference/core/text.hpp"
 #include "reference/theory/parallel.hpp"
 
@@ -24,16 +25,23 @@ std::string trim(const std::string& s) {
   return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
 }
 
-// "k=v,k=v", key=value lines, or a flat JSON object {"k": v, ...}: the pairs in order.
+// A JSON object's members whose values are numbers, strings or booleans, in order.
+std::vector<std::pair<std::string, std::string>> pairs_of(const JsonValue& json) {
+  if (json.kind != JsonValue::Kind::object) throw UsageError("a JSON description must be one object {\"key\": value, ...}");
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [key, value] : json.members) {
+    if (value.kind == JsonValue::Kind::array || value.kind == JsonValue::Kind::object || value.kind == JsonValue::Kind::null)
+      throw UsageError("the value of " + quoted_input(key) + " must be a number, a string or true/false");
+    out.emplace_back(key, value.text);
+  }
+  return out;
+}
+
+// "k=v,k=v", key=value lines, or a JSON object {"k": v, ...}: the pairs in order.
 std::vector<std::pair<std::string, std::string>> pairs_of(const std::string& text) {
   std::string body = trim(text);
-  if (!body.empty() && body.front() == '{') {
-    if (body.back() != '}') throw UsageError("a JSON description must be one flat object {\"key\": value, ...}");
-    body = body.substr(1, body.size() - 2);
-    for (char& c : body)
-      if (c == ':') c = '=';
-  }
   std::vector<std::pair<std::string, std::string>> out;
+  if (!body.empty() && body.front() == '{') return pairs_of(parse_json(body));
   std::string item;
   std::stringstream in(body);
   while (std::getline(in, item, body.find('\n') != std::string::npos && body.find(',') == std::string::npos ? '\n' : ',')) {
@@ -154,7 +162,7 @@ PlanModel parse_plan_model(const std::string& given) {
   PlanModel m;
   std::vector<std::pair<std::string, std::string>> pairs;
   const std::string first = trim(text.substr(0, text.find(',')));
-  if (!text.empty() && first.find('=') == std::string::npos && first.front() != '{') {
+  if (!first.empty() && first.find('=') == std::string::npos && first.front() != '{') {
     const auto& presets = plan_model_presets();
     const auto it = std::find_if(presets.begin(), presets.end(), [&](const PlanModel& p) { return p.name == first; });
     if (it == presets.end()) {
@@ -274,9 +282,51 @@ PlanCluster parse_plan_cluster(const std::string& given) {
   PlanCluster c;
   c.name = given;
   std::map<std::string, bool> seen;
-  for (const auto& [key, value] : pairs_of(file)) {
+  // A calibrated cluster (parity bench calibrate) adds the measured products and ops as arrays:
+  // "gemm_rates": [[m, n, k, seconds], ...], "op_rates": [["op", elements, seconds], ...].
+  std::vector<std::pair<std::string, std::string>> scalars;
+  if (trim(file).empty() || trim(file).front() != '{') {
+    scalars = pairs_of(file);
+  } else {
+    JsonValue json = parse_json(file);
+    const auto field = [&](const JsonValue& row, std::size_t i, const std::string& key) -> const JsonValue& {
+      if (row.kind != JsonValue::Kind::array || row.items.size() <= i)
+        throw UsageError("cluster " + quoted_input(given, 200) + ": every row of " + key + " must be an array of " +
+                         (key == "gemm_rates" ? "[m, n, k, seconds]" : "[\"op\", elements, seconds]"));
+      return row.items[i];
+    };
+    const auto count = [&](const JsonValue& v, const std::string& key) {
+      if (v.kind != JsonValue::Kind::number || !(v.number > 0))
+        throw UsageError("cluster " + quoted_input(given, 200) + ": " + key + " holds " + quoted_input(v.text) + " where a number above 0 belongs");
+      return v.number;
+    };
+    std::erase_if(json.members, [&](const std::pair<std::string, JsonValue>& member) {
+      const auto& [key, value] = member;
+      if (key == "gemm_rates") {
+        if (value.kind != JsonValue::Kind::array) throw UsageError("cluster " + quoted_input(given, 200) + ": gemm_rates must be an array");
+        for (const JsonValue& row : value.items)
+          c.rates.gemm.push_back({static_cast<std::int64_t>(count(field(row, 0, key), key)),
+                                  static_cast<std::int64_t>(count(field(row, 1, key), key)),
+                                  static_cast<std::int64_t>(count(field(row, 2, key), key)), count(field(row, 3, key), key)});
+        return true;
+      }
+      if (key == "op_rates") {
+        if (value.kind != JsonValue::Kind::array) throw UsageError("cluster " + quoted_input(given, 200) + ": op_rates must be an array");
+        for (const JsonValue& row : value.items)
+          c.rates.ops.push_back({field(row, 0, key).text, static_cast<std::int64_t>(count(field(row, 1, key), key)),
+                                 count(field(row, 2, key), key)});
+        return true;
+      }
+      return false;
+    });
+    if (!c.rates.gemm.empty() || !c.rates.ops.empty()) c.rates.validate();
+    scalars = pairs_of(json);
+  }
+  for (const auto& [key, value] : scalars) {
     seen[key] = true;
     if (key == "gpu") c.gpu = value;
+    else if (key == "note") c.note = value;
+    else if (key == "dtype") c.rates.dtype = value;
     else if (key == "peak_TFLOPs") c.peak_TFLOPs = number(key, value);
     else if (key == "gemm_efficiency") c.gemm_efficiency = number(key, value);
     else if (key == "multiprocessors") c.multiprocessors = static_cast<int>(whole(key, value));
@@ -352,6 +402,7 @@ namespace {
 // (tiles of 128 x 256 spread in waves over the multiprocessors, the last wave partly idle) and
 // its memory time (inputs and output once).
 double product_seconds(const PlanCluster& c, double M, double N, double K, double count = 1) {
+  if (!c.rates.gemm.empty()) return count * c.rates.gemm_seconds(M, N, K);  // measured on the machine
   const double tiles = std::ceil(M / 128) * std::ceil(N / 256) * count;
   const double waves = std::ceil(tiles / c.multiprocessors);
   const double filled = tiles / (waves * c.multiprocessors);

@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "reference/theory/calibration.hpp"
+
 namespace parity::theory {
 
 struct PlanModel {
@@ -88,6 +90,10 @@ struct PlanCluster {
   PlanLink node;                     // within a node (NVLink)
   PlanLink network;                  // across nodes (InfiniBand, one NIC a GPU)
   double collective_efficiency = 0;  // a ring's achieved bus bandwidth over the link's
+  // Measured (parity bench calibrate): the products' time by shape replaces the tile and wave
+  // model when present; the ops' are kept for the record.
+  Calibration rates;
+  std::string note;  // where the figures come from (a calibrated file says)
 };
 // a100-80gb-dgx, h100-sxm-dgx; a JSON file of the same fields. UsageError for an unknown name,
 // a missing or unknown field.

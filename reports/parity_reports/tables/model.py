@@ -22,7 +22,8 @@ READS = {
         "peak_activations_bytes,peak_communication_bytes,peak_workspace_bytes "
         "f:megatron_step_flops,step_time_s,tokens_per_s,achieved_GFLOPs,matmul_GFLOPs,mfu,"
         "hardware_step_flops,peak_GFLOPs,mfu_of_peak,hfu_of_peak,products_fraction,"
-        "attention_fraction,other_fraction,attention_GFLOPs s:path",
+        "attention_fraction,other_fraction,attention_GFLOPs,predicted_step_time_s,"
+        "predicted_over_measured s:path",
         ["model", "config", "rank", "parameters", "batch", "sequence", "step_flops",
          "tokens_per_s", "matmul_GFLOPs", "mfu"]),
 }
@@ -31,9 +32,11 @@ READS = {
 # absent from older files).
 FAST_COLUMNS = ("peak_GFLOPs", "mfu_of_peak", "hfu_of_peak", "products_fraction", "attention_fraction",
                 "other_fraction", "attention_GFLOPs")
+# The step predicted from the run's calibration (absent from older files).
+PREDICTED_COLUMNS = ("predicted_step_time_s", "predicted_over_measured")
 MODEL_OPTIONAL = {"host": "", "layers": -1, "hidden": -1, "megatron_step_flops": math.nan,
                   "step_time_s": math.nan, "achieved_GFLOPs": math.nan, "path": "",
-                  "hardware_step_flops": math.nan, **{c: math.nan for c in FAST_COLUMNS}}
+                  "hardware_step_flops": math.nan, **{c: math.nan for c in FAST_COLUMNS + PREDICTED_COLUMNS}}
 
 
 class ModelBench(RowTable):
@@ -75,7 +78,7 @@ class ModelBench(RowTable):
                 "step_time": spread(r["step_time_s"] for r in rows),
                 "peaks": peaks,
                 "path": first["path"],
-                **{c: spread(r[c] for r in rows) for c in FAST_COLUMNS},
+                **{c: spread(r[c] for r in rows) for c in FAST_COLUMNS + PREDICTED_COLUMNS},
             })
 
     @property
@@ -304,6 +307,20 @@ def section(page, ctx, model):
                        "Model FLOPs utilisation per model", fmt_mfu,
                        reference=(1.0, "same-run matmul rate")),
              "MFU per model")
+    predicted = [m for m in model.models if finite(m["predicted_step_time_s"][0])]
+    if predicted:
+        page.p("Predicted against measured: each rank's step costed op by op at the rates it "
+               "measured in this run (bench calibrate's products over a grid of shapes and the "
+               "step's ops over several lengths, reference/theory/calibration.hpp). The model is "
+               "held to 0.8–1.25 of the measured step; where ranks outnumber cores the measured "
+               "time includes waiting for one, and the two are not compared.")
+        page.table(["model", "predicted step (ms)", "measured step (ms)",
+                    "predicted / measured: mean (min–max)"],
+                   [[f"<b>{esc(m['model'])}</b>", fmt_num(m["predicted_step_time_s"][0] * 1e3, 2),
+                     fmt_num(m["step_time"][0] * 1e3, 2),
+                     esc(fmt_spread(m["predicted_over_measured"], fmt_ratio))
+                     if finite(m["predicted_over_measured"][0]) else "not compared"]
+                    for m in predicted], numeric={1, 2, 3})
     fast = model.on_peak()
     if fast:
         page.p("On the GPU's datasheet peak (the fast path, --path fast): MFU and HFU divide the "

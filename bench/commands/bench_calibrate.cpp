@@ -1,0 +1,199 @@
+// parity bench calibrate: measures the primitives on every rank at once (Job::calibration,
+// bench/commands/calibration.hpp), an all-reduce against the ring on the ping-pong's link, and
+// writes the cluster description `parity plan --cluster FILE` reads.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "bench/cli/shared.hpp"
+#include "bench/commands/calibration.hpp"
+#include "bench/commands/command.hpp"
+#include "reference/core/error.hpp"
+#include "reference/core/json.hpp"
+#include "reference/core/text.hpp"
+
+namespace parity::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+struct CalibrateOptions {
+  std::string dtype = "float32";
+  std::string cluster_out;  // default: the result file's name with .cluster.json
+};
+
+// The median over ranks of each sample: the cluster's figure (slow ranks show in the table).
+theory::Calibration median_over_ranks(const record::Table& t, const std::string& type, int ranks) {
+  theory::Calibration out;
+  std::vector<theory::Calibration> each;
+  for (int r = 0; r < ranks; ++r) each.push_back(calibration_of_rank(t, type, r));
+  out = each.front();
+  for (std::size_t i = 0; i < out.gemm.size(); ++i) {
+    std::vector<double> s;
+    for (const auto& c : each) s.push_back(c.gemm[i].seconds);
+    out.gemm[i].seconds = percentile(s, 0.5);
+  }
+  for (std::size_t i = 0; i < out.ops.size(); ++i) {
+    std::vector<double> s;
+    for (const auto& c : each) s.push_back(c.ops[i].seconds);
+    out.ops[i].seconds = percentile(s, 0.5);
+  }
+  return out;
+}
+
+std::string number(double x) {
+  std::ostringstream s;
+  s.precision(6);
+  s << x;
+  return s.str();
+}
+
+class BenchCalibrate final : public Command {
+ public:
+  BenchCalibrate()
+      : Command({.name = "bench calibrate",
+                 .help = "Measure the primitives on every rank at once (matrix products over a grid of shapes, the ops a "
+                         "training step is made of, the point-to-point link, an all-reduce) and write them as a cluster "
+                         "description that `parity plan --cluster FILE` reads; the benchmarks predict their step times "
+                         "from the same measurement",
+                 .order = 25,
+                 .in_run = true,
+                 .tables = {&kCalibrateTable, &kCalibrateLinksTable, &kPointToPointTable},
+                 .parent_help = "Benchmarks",
+                 .no_probe_reason = "its rows are one block (every rank's measurement of a type, journaled together): "
+                                    "a resumed run takes the block whole or measures it again (bench_calibrate.sh)"}) {}
+
+  void declare(CommandOptions& o) override {
+    o.add("--dtype", options_.dtype, "float32 or float64: the type the products and ops are measured in");
+    o.add("--cluster-out", options_.cluster_out,
+          "Cluster description to write (JSON) [default: the result file's name with .cluster.json]");
+  }
+
+  std::optional<int> prepare(std::optional<int>) override {
+    const DataType dtype = parse_data_type(options_.dtype);
+    if (dtype != DataType::float32 && dtype != DataType::float64)
+      throw UsageError("--dtype " + options_.dtype + ": calibration runs in float32 or float64");
+    return std::nullopt;
+  }
+
+  int execute(Job& job) override {
+    Session& s = job.session;
+    const DataType dtype = parse_data_type(options_.dtype);
+    s.check_memory(std::size_t{6} * (std::size_t{1} << 21) * size_of(dtype) + (std::size_t{3} << 20) * size_of(dtype),
+                   "the calibration");
+    s.maybe_inject_stall();
+    job.calibration(dtype);
+    Communicator& world = s.world();
+    theory::AlphaBeta link;
+    record::Table links{kCalibrateLinksTable};
+    double efficiency = 1;
+    if (world.size() >= 2) {
+      link = job.point_to_point(4 << 20).model;
+      std::vector<double> efficiencies;
+      for (const std::size_t bytes : {std::size_t{1} << 16, std::size_t{1} << 20, std::size_t{4} << 20}) {
+        std::vector<float> send(bytes / 4, 1.0f), recv(bytes / 4);
+        const BufferView in{send.data(), send.size(), DataType::float32, MemorySpace::host};
+        const BufferView out{recv.data(), recv.size(), DataType::float32, MemorySpace::host};
+        Communicator& host = s.host_world();
+        std::vector<double> times;
+        for (int it = 0; it < 7; ++it) {
+          host.barrier();
+          const auto t0 = Clock::now();
+          host.all_reduce(in, out, ReduceOp::sum);
+          times.push_back(seconds_since(t0));
+        }
+        const double n = world.size(), t = percentile(gather_from_ranks(world, percentile(times, 0.5)), 1.0);
+        // A ring all-reduce: 2 (n - 1) messages of bytes / n each.
+        const double model = 2 * (n - 1) * (link.alpha_seconds + link.beta_seconds_per_byte * static_cast<double>(bytes) / n);
+        const double bus = 2 * (n - 1) / n * static_cast<double>(bytes) / t / 1e9;
+        efficiencies.push_back(std::min(1.0, model / t));
+        links.i64("size_bytes", "B").push_back(static_cast<std::int64_t>(bytes));
+        links.i64("ranks").push_back(world.size());
+        links.f64("time_s", "s").push_back(t);
+        links.f64("ring_model_s", "s").push_back(model);
+        links.f64("bus_GBps", "GB/s").push_back(bus);
+        links.f64("efficiency").push_back(efficiencies.back());
+      }
+      efficiency = efficiencies.back();  // the largest message: the bandwidth term's fraction
+    }
+    if (!s.is_root()) return kExitOk;
+    auto& file = s.results();
+    if (links.rows() > 0) file.write_table("/bench/calibrate_links", links);
+    const theory::Calibration median = median_over_ranks(job.calibration_rows(), std::string(name_of(dtype)), world.size());
+    const std::string path = cluster_path(s);
+    write_cluster(path, s, median, link, efficiency, dtype);
+    file.set_attribute("/bench/calibrate", "cluster_file", path);
+    if (!s.options().quiet) {
+      double add_GBps = 0;
+      for (const auto& o : median.ops)
+        if (o.op == "add") add_GBps = 3.0 * static_cast<double>(o.elements * size_of(dtype)) / o.seconds / 1e9;
+      std::fprintf(stderr, "[bench calibrate] %s: products up to %.1f GFLOP/s, add %.1f GB/s a rank", std::string(name_of(dtype)).c_str(),
+                   median.best_gemm_GFLOPs(), add_GBps);
+      if (world.size() >= 2)
+        std::fprintf(stderr, ", link %.2f us + %.2f GB/s, all-reduce at %.2f of the ring model", link.alpha_seconds * 1e6,
+                     1e-9 / link.beta_seconds_per_byte, efficiency);
+      std::fprintf(stderr, "\n[bench calibrate] cluster description: %s\n", path.c_str());
+    }
+    return kExitOk;
+  }
+
+ private:
+  std::string cluster_path(Session& s) const {
+    if (!options_.cluster_out.empty()) return options_.cluster_out;
+    std::string out = s.options().out;
+    if (out.size() > 3 && out.substr(out.size() - 3) == ".h5") out.resize(out.size() - 3);
+    return out + ".cluster.json";
+  }
+
+  static void write_cluster(const std::string& path, Session& s, const theory::Calibration& c, const theory::AlphaBeta& link,
+                            double efficiency, DataType dtype) {
+    double add_GBps = 0, elementwise = 1;
+    for (const auto& o : c.ops)
+      if (o.op == "add" && o.elements == theory::kOpElements[std::size(theory::kOpElements) - 1])
+        add_GBps = 3.0 * static_cast<double>(o.elements) * static_cast<double>(size_of(dtype)) / o.seconds / 1e9;
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    const double host_GB = static_cast<double>(pages) * static_cast<double>(page) / 1e9;
+    const bool linked = s.world().size() >= 2;
+    const double link_GBps = linked ? 1e-9 / link.beta_seconds_per_byte : add_GBps;
+    const double link_us = linked ? link.alpha_seconds * 1e6 : 0;
+    std::ostringstream j;
+    j << "{\n  \"gpu\": " << json_quoted(std::string(s.on_gpu() ? "GPU" : "CPU core") + " of " + s.hosts()[0] + " (" + std::string(name_of(dtype)) + ")")
+      << ",\n  \"note\": "
+      << json_quoted("parity bench calibrate: medians over " + std::to_string(s.world().size()) + " ranks measured at once (" +
+                     std::to_string(s.ranks_per_host()) + " a host); peak is the fastest product measured; memory_GBps an add's "
+                     "bytes read and written; the links the ping-pong of ranks 0 and 1" +
+                     (linked ? "" : " (one rank: no link, the add's bandwidth stands in)") +
+                     (s.hosts().size() > 1 ? "" : "; one host, so the network figures are the node's"))
+      << ",\n  \"dtype\": " << json_quoted(std::string(name_of(dtype))) << ",\n  \"peak_TFLOPs\": " << number(c.best_gemm_GFLOPs() / 1e3)
+      << ",\n  \"gemm_efficiency\": 1,\n  \"multiprocessors\": 1"
+      << ",\n  \"memory_GB\": " << number(host_GB / static_cast<double>(std::max<std::int64_t>(1, s.ranks_per_host())))
+      << ",\n  \"memory_GBps\": " << number(add_GBps) << ",\n  \"elementwise_efficiency\": " << number(elementwise)
+      << ",\n  \"gpus_per_node\": " << s.ranks_per_host() << ",\n  \"node_GBps\": " << number(link_GBps)
+      << ",\n  \"node_latency_us\": " << number(link_us) << ",\n  \"network_GBps\": " << number(link_GBps)
+      << ",\n  \"network_latency_us\": " << number(link_us) << ",\n  \"collective_efficiency\": " << number(efficiency)
+      << ",\n  \"gemm_rates\": [";
+    for (std::size_t i = 0; i < c.gemm.size(); ++i)
+      j << (i ? ", " : "") << "\n    [" << c.gemm[i].m << ", " << c.gemm[i].n << ", " << c.gemm[i].k << ", "
+        << number(c.gemm[i].seconds) << "]";
+    j << "],\n  \"op_rates\": [";
+    for (std::size_t i = 0; i < c.ops.size(); ++i)
+      j << (i ? ", " : "") << "\n    [" << json_quoted(c.ops[i].op) << ", " << c.ops[i].elements << ", "
+        << number(c.ops[i].seconds) << "]";
+    j << "]\n}\n";
+    std::ofstream f(path);
+    if (!(f << j.str()) || !f.flush()) throw UsageError("cannot write the cluster description " + quoted_input(path));
+  }
+
+  CalibrateOptions options_;
+};
+
+const RegisteredCommand<BenchCalibrate> kBenchCalibrate;
+
+}  // namespace
+}  // namespace parity::cli

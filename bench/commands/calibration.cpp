@@ -1,0 +1,188 @@
+// The calibration of bench/commands/calibration.hpp: the primitives timed on every rank at once.
+#include "bench/commands/calibration.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <iterator>
+
+#include "bench/cli/progress.hpp"
+#include "bench/cli/shared.hpp"
+#include "reference/core/error.hpp"
+#include "reference/ops/ops.hpp"
+#include "reference/tensor/random.hpp"
+
+namespace parity::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Seconds of one call: after a warm-up call, three batches of as many calls as fill about
+// 2 ms (at least one), the median batch's time per call.
+double time_call(MemorySpace space, const std::function<void()>& call) {
+  call();
+  wait_for_device(space);
+  auto t0 = Clock::now();
+  call();
+  wait_for_device(space);
+  const double once = std::max(seconds_since(t0), 1e-9);
+  const int calls = static_cast<int>(std::clamp(0.002 / once, 1.0, 10000.0));
+  std::vector<double> batches;
+  for (int b = 0; b < 3; ++b) {
+    t0 = Clock::now();
+    for (int i = 0; i < calls; ++i) call();
+    wait_for_device(space);
+    batches.push_back(seconds_since(t0) / calls);
+  }
+  return percentile(batches, 0.5);
+}
+
+Tensor random_tensor(const char* name, Shape shape, DataType dtype, MemorySpace space, std::uint64_t seed,
+                     Init init = Init::normal(0, 1)) {
+  Tensor t = Tensor::empty(name, std::move(shape), dtype, MemoryCategory::workspace);
+  initialize(t, init, seed);
+  return t.to(space, name, MemoryCategory::workspace);
+}
+
+// One op over `elements` elements (rows of calibrated_row_length(op) for the row ops), timed.
+double time_op(const std::string& op, std::int64_t elements, DataType dtype, MemorySpace space) {
+  const std::int64_t row = theory::calibrated_row_length(op), rows = elements / row;
+  const Shape shape = row > 1 ? Shape{rows, row} : Shape{elements};
+  const auto tensor = [&](const char* name, std::uint64_t seed) { return random_tensor(name, shape, dtype, space, seed); };
+  Tensor a = tensor("calibrate.a", 1), b = tensor("calibrate.b", 2), y = tensor("calibrate.y", 3);
+  if (op == "add") return time_call(space, [&] { ops::add_forward(a, b, y); });
+  if (op == "fill") return time_call(space, [&] { y.zero(); });
+  if (op == "gelu_forward") return time_call(space, [&] { ops::gelu_forward(a, y); });
+  if (op == "gelu_backward") return time_call(space, [&] { ops::gelu_backward(b, a, y); });
+  if (op == "softmax_forward") return time_call(space, [&] { ops::softmax_forward(a, y); });
+  if (op == "softmax_backward") {
+    ops::softmax_forward(a, b);
+    return time_call(space, [&] { ops::softmax_backward(a, b, y); });
+  }
+  if (op.rfind("layernorm", 0) == 0) {
+    Tensor gamma = random_tensor("calibrate.gamma", {row}, dtype, space, 4), beta = random_tensor("calibrate.beta", {row}, dtype, space, 5);
+    Tensor dgamma = random_tensor("calibrate.dgamma", {row}, dtype, space, 6), dbeta = random_tensor("calibrate.dbeta", {row}, dtype, space, 7);
+    Tensor mean = random_tensor("calibrate.mean", {rows}, dtype, space, 8), rstd = random_tensor("calibrate.rstd", {rows}, dtype, space, 9);
+    ops::layernorm_forward(a, gamma, beta, y, mean, rstd);
+    if (op == "layernorm_forward") return time_call(space, [&] { ops::layernorm_forward(a, gamma, beta, y, mean, rstd); });
+    return time_call(space, [&] { ops::layernorm_backward(b, a, gamma, mean, rstd, y, dgamma, dbeta); });
+  }
+  if (op.rfind("cross_entropy", 0) == 0) {
+    Tensor targets = random_tensor("calibrate.targets", {rows}, DataType::int64, space, 10, Init::tokens(row));
+    if (op == "cross_entropy_forward")
+      return time_call(space, [&] { ops::cross_entropy_forward(a, targets, static_cast<double>(rows)); });
+    return time_call(space, [&] { ops::cross_entropy_backward(a, targets, static_cast<double>(rows), y); });
+  }
+  if (op == "adamw") {
+    Tensor m = tensor("calibrate.m", 11), v = random_tensor("calibrate.v", shape, dtype, space, 12, Init::uniform(0, 1));
+    std::int64_t step = 0;
+    return time_call(space, [&] { ops::adamw_update(y, a, m, v, 1e-3, 0.9, 0.999, 1e-8, 0.01, ++step); });
+  }
+  throw Error("bench calibrate: no measurement for op " + op);
+}
+
+double time_product(std::int64_t m, std::int64_t n, std::int64_t k, DataType dtype, MemorySpace space) {
+  Tensor a = random_tensor("calibrate.a", {m, k}, dtype, space, 1), b = random_tensor("calibrate.b", {k, n}, dtype, space, 2);
+  Tensor c = Tensor::empty("calibrate.c", {m, n}, dtype, MemoryCategory::workspace, space);
+  return time_call(space, [&] { ops::matmul(a, false, b, false, c, false); });
+}
+
+constexpr std::size_t kSamples = std::size(theory::kGemmSides) * std::size(theory::kGemmSides) * std::size(theory::kGemmSides) +
+                                 std::size(theory::kCalibratedOps) * std::size(theory::kOpElements);
+
+}  // namespace
+
+theory::Calibration measure_calibration(Session& session, DataType dtype, record::Table& table) {
+  if (dtype != DataType::float32 && dtype != DataType::float64)
+    throw UsageError(std::string("calibration runs in float32 or float64, not ") + std::string(name_of(dtype)));
+  Communicator& world = session.world();
+  const MemorySpace space = session.space();
+  const std::size_t first = table.rows();
+  const std::string type = std::string(name_of(dtype));
+  const RowKey by_type = [](const record::Table& t, std::size_t row) { return t.get_str("dtype")[row]; };
+  // --resume: the interrupted run's calibration of this type (its predictions were made with it).
+  if (session.restore_rows("/bench/calibrate", type, by_type, kSamples * static_cast<std::size_t>(world.size()), table).found) {
+    std::vector<double> seconds(kSamples * static_cast<std::size_t>(world.size()));
+    if (session.is_root())
+      for (std::size_t i = 0; i < seconds.size(); ++i) seconds[i] = table.get_f64("seconds")[first + i];
+    const BufferView all{seconds.data(), seconds.size(), DataType::float64, MemorySpace::host};
+    session.host_world().broadcast(all, all, 0);
+    theory::Calibration c;
+    c.dtype = type;
+    const std::size_t mine = kSamples * static_cast<std::size_t>(world.rank());
+    std::size_t i = 0;
+    for (const std::int64_t m : theory::kGemmSides)
+      for (const std::int64_t n : theory::kGemmSides)
+        for (const std::int64_t k : theory::kGemmSides) c.gemm.push_back({m, n, k, seconds[mine + i++]});
+    for (const char* op : theory::kCalibratedOps)
+      for (const std::int64_t e : theory::kOpElements) c.ops.push_back({op, e, seconds[mine + i++]});
+    c.validate();
+    return c;
+  }
+  Progress progress("calibrate " + type, kSamples, session.is_root() && !session.options().quiet);
+  theory::Calibration c;
+  c.dtype = type;
+  world.barrier();  // every rank measures at once: the rates under the load the benchmarks run with
+  std::size_t done = 0;
+  for (const std::int64_t m : theory::kGemmSides)
+    for (const std::int64_t n : theory::kGemmSides)
+      for (const std::int64_t k : theory::kGemmSides) {
+        progress.update(done++, "product " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k));
+        c.gemm.push_back({m, n, k, time_product(m, n, k, dtype, space)});
+      }
+  for (const char* op : theory::kCalibratedOps)
+    for (const std::int64_t e : theory::kOpElements) {
+      progress.update(done++, std::string(op) + " over " + std::to_string(e));
+      c.ops.push_back({op, e, time_op(op, e, dtype, space)});
+    }
+  progress.finish();
+  c.validate();
+  // Every rank's rows, rank by rank (one all-gather a sample).
+  std::vector<std::vector<double>> seconds;
+  for (const auto& g : c.gemm) seconds.push_back(gather_from_ranks(world, g.seconds));
+  for (const auto& o : c.ops) seconds.push_back(gather_from_ranks(world, o.seconds));
+  if (session.is_root()) {
+    for (int r = 0; r < world.size(); ++r) {
+      const auto rank = static_cast<std::size_t>(r);
+      for (std::size_t i = 0; i < kSamples; ++i) {
+        const bool product = i < c.gemm.size();
+        const double s = seconds[i][rank];
+        table.i64("rank").push_back(r);
+        table.str("host").push_back(session.hosts()[rank]);
+        table.str("dtype").push_back(type);
+        table.str("kind").push_back(product ? "gemm" : "op");
+        table.str("op").push_back(product ? "matmul" : c.ops[i - c.gemm.size()].op);
+        const theory::GemmSample g = product ? c.gemm[i] : theory::GemmSample{};
+        table.i64("m").push_back(g.m);
+        table.i64("n").push_back(g.n);
+        table.i64("k").push_back(g.k);
+        const std::int64_t elements = product ? 0 : c.ops[i - c.gemm.size()].elements;
+        table.i64("elements").push_back(elements);
+        table.f64("seconds", "s").push_back(s);
+        table.f64("GFLOPs", "GFLOP/s")
+            .push_back(product ? 2.0 * static_cast<double>(g.m * g.n * g.k) / s / 1e9 : std::nan(""));
+        table.f64("ns_per_element", "ns").push_back(product ? std::nan("") : s / static_cast<double>(elements) * 1e9);
+      }
+    }
+  }
+  session.record_rows("/bench/calibrate", table, first);
+  return c;
+}
+
+theory::Calibration calibration_of_rank(const record::Table& t, const std::string& dtype, int rank) {
+  theory::Calibration c;
+  c.dtype = dtype;
+  for (std::size_t r = 0; r < t.rows(); ++r) {
+    if (t.get_i64("rank")[r] != rank || t.get_str("dtype")[r] != dtype) continue;
+    if (t.get_str("kind")[r] == "gemm")
+      c.gemm.push_back({t.get_i64("m")[r], t.get_i64("n")[r], t.get_i64("k")[r], t.get_f64("seconds")[r]});
+    else
+      c.ops.push_back({t.get_str("op")[r], t.get_i64("elements")[r], t.get_f64("seconds")[r]});
+  }
+  return c;
+}
+
+}  // namespace parity::cli

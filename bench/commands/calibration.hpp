@@ -1,0 +1,46 @@
+// The calibration: the primitives measured on the ranks at hand (matrix products over a grid of
+// shapes, the element-wise and row ops a training step is made of), recorded in
+// /bench/calibrate. `parity bench calibrate` (bench_calibrate.cpp) writes it as a cluster
+// description `parity plan` reads; the benchmarks predict their step times from the same
+// measurement (Job::calibration).
+#pragma once
+
+#include <string>
+
+#include "bench/cli/session.hpp"
+#include "reference/record/table.hpp"
+#include "reference/theory/calibration.hpp"
+
+namespace parity::cli {
+
+using record::ColumnType;
+
+// The result groups it writes (docs/results-schema.md).
+inline const record::TableSpec kCalibrateTable{
+    "/bench/calibrate",
+    "primitives measured on every rank at the same time: matrix products over a grid of shapes and the ops a "
+    "training step is made of, each the median of three timed batches",
+    {
+      {"rank", ColumnType::int64}, {"host", ColumnType::string}, {"dtype", ColumnType::string},
+      {"kind", ColumnType::string}, {"op", ColumnType::string}, {"m", ColumnType::int64}, {"n", ColumnType::int64},
+      {"k", ColumnType::int64}, {"elements", ColumnType::int64}, {"seconds", ColumnType::float64, "s"},
+      {"GFLOPs", ColumnType::float64, "GFLOP/s"}, {"ns_per_element", ColumnType::float64, "ns"}
+    }};
+inline const record::TableSpec kCalibrateLinksTable{
+    "/bench/calibrate_links",
+    "the all-reduce over every rank against the ring model on the ping-pong's alpha-beta link: the fraction of the "
+    "link's bandwidth the collective reaches",
+    {
+      {"size_bytes", ColumnType::int64, "B"}, {"ranks", ColumnType::int64}, {"time_s", ColumnType::float64, "s"},
+      {"ring_model_s", ColumnType::float64, "s"}, {"bus_GBps", ColumnType::float64, "GB/s"},
+      {"efficiency", ColumnType::float64}
+    }};
+
+// This rank's calibration in `dtype` (float32 or float64), measured on every rank at once; the
+// rows of every rank are appended to `table` on rank 0. With --resume, the interrupted run's
+// rows of that type are taken back instead, so rows kept and rows measured now share them.
+theory::Calibration measure_calibration(Session& session, DataType dtype, record::Table& table);
+// One rank's calibration of `dtype` read back from the rows of /bench/calibrate.
+theory::Calibration calibration_of_rank(const record::Table& table, const std::string& dtype, int rank);
+
+}  // namespace parity::cli

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# `parity bench calibrate` on 2 ranks: every rank's rows of the product grid and the ops, the
+# cluster description holding the median over ranks of each, and `parity plan` reading it.
+set -euo pipefail
+parity=$1; work=$2
+rm -rf "$work"; mkdir -p "$work"; cd "$work"
+"$parity" bench calibrate --np 2 -q --out cal.h5
+test -s cal.cluster.json
+/usr/bin/python3 - <<'PY'
+import json, statistics
+import h5py
+with h5py.File("cal.h5") as f:
+    t = f["/bench/calibrate"]
+    assert f["/bench/calibrate"].attrs["cluster_file"] == "cal.cluster.json"
+    rank = t["rank"][()]; kind = t["kind"].asstr()[()]; op = t["op"].asstr()[()]
+    sec = t["seconds"][()]; m, n, k, e = (t[c][()] for c in ("m", "n", "k", "elements"))
+    assert sorted(set(rank.tolist())) == [0, 1]
+    grid = sum(1 for i in range(len(rank)) if kind[i] == "gemm" and rank[i] == 0)
+    ops = sum(1 for i in range(len(rank)) if kind[i] == "op" and rank[i] == 0)
+    assert grid == 64 and ops == 44, (grid, ops)
+    assert (sec > 0).all()
+    for i in range(len(rank)):
+        if kind[i] == "gemm":
+            assert abs(t["GFLOPs"][i] - 2 * m[i] * n[i] * k[i] / sec[i] / 1e9) <= 1e-9 * t["GFLOPs"][i]
+    links = f["/bench/calibrate_links"]
+    assert (links["efficiency"][()] > 0).all() and (links["efficiency"][()] <= 1).all()
+    c = json.load(open("cal.cluster.json"))
+    # Each figure of the description is the median over the ranks of the table's rows.
+    def median(pick):
+        return statistics.median(sec[i] for i in range(len(rank)) if pick(i))
+    assert len(c["gemm_rates"]) == 64 and len(c["op_rates"]) == 44
+    for mm, nn, kk, s in c["gemm_rates"]:
+        want = median(lambda i: kind[i] == "gemm" and (m[i], n[i], k[i]) == (mm, nn, kk))
+        assert abs(s - want) <= 1e-5 * want, (mm, nn, kk, s, want)
+    for name, elements, s in c["op_rates"]:
+        want = median(lambda i: kind[i] == "op" and op[i] == name and e[i] == elements)
+        assert abs(s - want) <= 1e-5 * want, (name, elements, s, want)
+    best = max(2 * a * b * d / s for a, b, d, s in c["gemm_rates"]) / 1e12
+    assert abs(c["peak_TFLOPs"] - best) <= 1e-5 * best, (c["peak_TFLOPs"], best)
+    assert c["gpus_per_node"] == 2 and c["dtype"] == "float32"
+print("bench calibrate: ok")
+PY
+# --resume takes the finished calibration back whole: the same times, not measured again.
+cp cal.h5 first.h5
+"$parity" bench calibrate --np 2 -q --resume cal.h5
+/usr/bin/python3 - <<'PY'
+import h5py
+with h5py.File("first.h5") as a, h5py.File("cal.h5") as b:
+    assert (a["/bench/calibrate/seconds"][()] == b["/bench/calibrate/seconds"][()]).all()
+print("bench calibrate --resume: ok")
+PY
+# The planner takes it: a small GPT on the two calibrated ranks.
+"$parity" plan --model layers=2,hidden=64,heads=4,vocab=256,sequence=64 --cluster cal.cluster.json --gpus 2 \
+  --global-batch 16 --top 1 | grep -q "on 2 GPUs of cal.cluster.json"
+echo "plan on the calibrated cluster: ok"

@@ -1,0 +1,186 @@
+// The calibrated rates (reference/theory/calibration.hpp): interpolation that returns what was
+// measured at the measured points and stays between them elsewhere; the reference GPT step
+// composed from them, its products against the FLOP formula and its element-wise work against
+// a count by hand; the JSON reader; a calibrated cluster file read by the planner.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "reference/core/error.hpp"
+#include "reference/core/json.hpp"
+#include "reference/theory/calibration.hpp"
+#include "reference/theory/model.hpp"
+#include "reference/theory/planner.hpp"
+
+namespace parity::theory {
+namespace {
+
+// Products at `gflops` GFLOP/s at every shape except one (if given); every op at `ns` ns an
+// element at every size.
+Calibration uniform(double gflops, double ns) {
+  Calibration c;
+  c.dtype = "float32";
+  for (const std::int64_t m : kGemmSides)
+    for (const std::int64_t n : kGemmSides)
+      for (const std::int64_t k : kGemmSides)
+        c.gemm.push_back({m, n, k, 2.0 * static_cast<double>(m * n * k) / (gflops * 1e9)});
+  for (const char* op : kCalibratedOps)
+    for (const std::int64_t e : kOpElements) c.ops.push_back({op, e, static_cast<double>(e) * ns * 1e-9});
+  return c;
+}
+
+TEST(Calibration, ProductsAreTheMeasuredOnesOnTheGridAndBetweenThemElsewhere) {
+  Calibration c = uniform(100, 1);
+  // One shape twice as slow: at it, exactly its time; halfway (in log) to a neighbour, the
+  // geometric mean of the two rates.
+  const std::size_t sides = std::size(kGemmSides);
+  const std::size_t slow = (1 * sides + 2) * sides + 3;  // 64 x 256 x 1024
+  c.gemm[slow].seconds *= 2;
+  // (Within rounding: the rate is interpolated in its logarithm.)
+  EXPECT_NEAR(c.gemm_seconds(64, 256, 1024), c.gemm[slow].seconds, 1e-12 * c.gemm[slow].seconds);
+  EXPECT_NEAR(c.gemm_seconds(256, 256, 256), 2.0 * 256 * 256 * 256 / 100e9, 1e-12 * 2.0 * 256 * 256 * 256 / 100e9);
+  const double m = 128;  // halfway between 64 and 256 in log
+  EXPECT_NEAR(c.gemm_seconds(m, 256, 1024), 2.0 * m * 256 * 1024 / (std::sqrt(50.0 * 100.0) * 1e9),
+              1e-12 * c.gemm_seconds(m, 256, 1024));
+  // Beyond the grid the rate of its edge: time in proportion to the FLOPs.
+  EXPECT_NEAR(c.gemm_seconds(4096, 4096, 4096), 2.0 * 4096.0 * 4096 * 4096 / 100e9, 1e-6);
+  EXPECT_NEAR(c.gemm_seconds(4, 16, 16), 2.0 * 4 * 16 * 16 / 100e9, 1e-18);
+  EXPECT_DOUBLE_EQ(c.best_gemm_GFLOPs(), 100);
+}
+
+TEST(Calibration, OpsInterpolateTheirTimePerElementAndRefuseWhatWasNotMeasured) {
+  Calibration c = uniform(100, 1);
+  for (OpSample& s : c.ops)
+    if (s.op == "gelu_forward" && s.elements == kOpElements[3]) s.seconds *= 4;  // 4 ns at the largest
+  EXPECT_DOUBLE_EQ(c.op_seconds("gelu_forward", static_cast<double>(kOpElements[3])), 4e-9 * static_cast<double>(kOpElements[3]));
+  // Halfway in log elements between 1 ns and 4 ns: 2 ns.
+  const double e = std::sqrt(static_cast<double>(kOpElements[2]) * static_cast<double>(kOpElements[3]));
+  EXPECT_NEAR(c.op_seconds("gelu_forward", e), 2e-9 * e, 1e-12 * e);
+  EXPECT_NEAR(c.op_seconds("gelu_forward", 1e9), 4.0, 1e-9);  // past the largest: its rate
+  EXPECT_NEAR(c.op_seconds("add", 10), 10e-9, 1e-20);
+  EXPECT_THROW(c.op_seconds("rope", 100), UsageError);
+  Calibration short_grid = c;
+  short_grid.gemm.pop_back();
+  EXPECT_THROW(short_grid.validate(), UsageError);
+  Calibration no_adamw = c;
+  std::erase_if(no_adamw.ops, [](const OpSample& s) { return s.op == "adamw"; });
+  EXPECT_THROW(no_adamw.validate(), UsageError);
+  EXPECT_NO_THROW(c.validate());
+}
+
+// The step's products are every matrix multiply the model counts: equal to the formula.
+TEST(Calibration, ReferenceStepCostsEveryProductTheFormulaCounts) {
+  for (const auto& [layers, hidden, heads, sequence, vocabulary] :
+       {std::tuple{2, 64, 4, 64, 256}, std::tuple{4, 128, 4, 128, 512}, std::tuple{3, 96, 6, 40, 1000}}) {
+    model::GptConfig g;
+    g.layers = layers;
+    g.hidden = hidden;
+    g.heads = heads;
+    g.sequence = sequence;
+    g.vocabulary = vocabulary;
+    const StepEstimate e = reference_gpt_step(g, 8, uniform(100, 1), true);
+    EXPECT_EQ(e.product_flops, gpt_step_flops(g, 8)) << g.describe();
+    // Every product at 100 GFLOP/s: their time is the formula's FLOPs at that rate.
+    EXPECT_NEAR(e.products_s + e.attention_s - /* the softmax's */ 1e-9 * 8 * heads * (1.5 * sequence * sequence + 0.5 * sequence) * layers,
+                static_cast<double>(gpt_step_flops(g, 8)) / 100e9, 1e-9 * e.total());
+  }
+}
+
+// The element-wise work by hand for the tiny GPT (B 8, s 64, h 64, a 4, V 256, L 2) at 1 ns an
+// element: zero_grad over the P parameters, the embedding's gather and scatter 2 N h, per layer
+// two norms forward and backward 4 N h, four adds 4 N h, GeLU forward and backward 8 N h, the
+// linear layers' bias fill and column sums 2 N (3h + h + 4h + h) = 18 N h; the final norm 2 N h;
+// cross-entropy's one pass N V; AdamW over P.
+TEST(Calibration, ReferenceStepElementWiseWorkCountedByHand) {
+  model::GptConfig g;
+  g.layers = 2;
+  g.hidden = 64;
+  g.heads = 4;
+  g.sequence = 64;
+  g.vocabulary = 256;
+  const double N = 8 * 64, h = 64, V = 256, P = static_cast<double>(gpt_parameters(g));
+  const StepEstimate e = reference_gpt_step(g, 8, uniform(100, 1), true);
+  const double elements = P + 2 * N * h + 2 * (4 * N * h + 4 * N * h + 8 * N * h + 18 * N * h) + 2 * N * h + N * V;
+  EXPECT_NEAR(e.elementwise_s, elements * 1e-9, 1e-15);
+  EXPECT_NEAR(e.optimizer_s, P * 1e-9, 1e-15);
+  // SGD: two adds a parameter.
+  EXPECT_NEAR(reference_gpt_step(g, 8, uniform(100, 1), false).optimizer_s, 2 * P * 1e-9, 1e-15);
+  // Attention per layer: the softmax on the causal half of each row forward and on whole rows
+  // backward, and six products of 2 s^2 (h/a) FLOPs (two forward, four backward), per head and
+  // sequence (8 x 4 of them).
+  const double heads = 8 * 4, s = 64;
+  const double softmax = heads * (s * (s + 1) / 2 + s * s) * 1e-9, products = heads * 6 * 2 * s * s * 16 / 100e9;
+  EXPECT_NEAR(e.attention_s, 2 * (softmax + products), 1e-12 * e.attention_s);
+}
+
+TEST(Json, ReadsValuesAndNamesTheByteOfAnError) {
+  const JsonValue v = parse_json(R"({"a": [1, -2.5e3, "x\"y\u00e9"], "b": {"c": true, "d": false}, "e": null})");
+  ASSERT_EQ(v.kind, JsonValue::Kind::object);
+  ASSERT_EQ(v.members.size(), 3u);
+  EXPECT_EQ(v.members[0].first, "a");
+  EXPECT_EQ(v.members[0].second.items[1].number, -2500);
+  EXPECT_EQ(v.members[0].second.items[2].text, "x\"y\xc3\xa9");
+  EXPECT_TRUE(v.members[1].second.members[0].second.boolean);
+  EXPECT_FALSE(v.members[1].second.members[1].second.boolean);
+  EXPECT_EQ(v.members[2].second.kind, JsonValue::Kind::null);
+  for (const char* bad : {"{", "{\"a\": }", "[1, 2", "{\"a\": 1} x", "\"open", "{a: 1}", "[1e999]", "nul"}) {
+    try {
+      parse_json(bad);
+      ADD_FAILURE() << bad << " was read";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("JSON at byte "), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(parse_json(std::string(100, '[') + std::string(100, ']')), UsageError);  // deeper than 64
+  EXPECT_EQ(json_quoted("a\"b\\\n"), "\"a\\\"b\\\\\\u000a\"");
+  EXPECT_EQ(parse_json(json_quoted("a\"b\\\n\t")).text, "a\"b\\\n\t");
+}
+
+// A calibrated cluster file: its products' times replace the tile model (a plan at twice the
+// measured rate spends half the time in products), and a bad row is refused in one line.
+TEST(Calibration, PlannerReadsACalibratedClusterFile) {
+  const auto write = [](const std::string& path, const Calibration& c, const std::string& extra = "") {
+    std::ofstream f(path);
+    f << R"({"gpu": "cpu", "peak_TFLOPs": 0.1, "gemm_efficiency": 1, "multiprocessors": 1, "memory_GB": 1000,
+             "memory_GBps": 20, "elementwise_efficiency": 1, "gpus_per_node": 8, "node_GBps": 10,
+             "node_latency_us": 1, "network_GBps": 10, "network_latency_us": 1, "collective_efficiency": 1,)"
+      << extra << R"( "gemm_rates": [)";
+    for (std::size_t i = 0; i < c.gemm.size(); ++i)
+      f << (i ? "," : "") << "[" << c.gemm[i].m << "," << c.gemm[i].n << "," << c.gemm[i].k << "," << c.gemm[i].seconds << "]";
+    f << R"(], "op_rates": [)";
+    for (std::size_t i = 0; i < c.ops.size(); ++i)
+      f << (i ? "," : "") << "[\"" << c.ops[i].op << "\"," << c.ops[i].elements << "," << c.ops[i].seconds << "]";
+    f << "]}";
+  };
+  const std::string slow = testing::TempDir() + "parity-slow.json", fast = testing::TempDir() + "parity-fast.json";
+  write(slow, uniform(100, 1));
+  write(fast, uniform(200, 1));
+  const PlanCluster a = parse_plan_cluster(slow), b = parse_plan_cluster(fast);
+  EXPECT_EQ(a.rates.gemm.size(), std::size(kGemmSides) * std::size(kGemmSides) * std::size(kGemmSides));
+  EXPECT_EQ(a.rates.ops.size(), std::size(kCalibratedOps) * std::size(kOpElements));
+  PlanModel m = parse_plan_model("layers=4,hidden=256,heads=4,vocab=1000,sequence=256");
+  PlanLayout l;
+  l.dp = 1;
+  l.recompute = Recompute::none;
+  const PlanPrediction pa = plan_predict(m, a, l, 8), pb = plan_predict(m, b, l, 8);
+  // compute_s holds the products and the element-wise work; only the products changed.
+  PlanCluster no_products = a;
+  for (auto& g : no_products.rates.gemm) g.seconds *= 1e-9;
+  const double elementwise = plan_predict(m, no_products, l, 8).compute_s;
+  EXPECT_NEAR(pb.compute_s - elementwise, (pa.compute_s - elementwise) / 2, 1e-6 * pa.compute_s);
+  const std::string broken = testing::TempDir() + "parity-broken.json";
+  std::ofstream(broken) << R"({"gpu": "cpu", "gemm_rates": [[16, 16, "x", 1]]})";
+  EXPECT_THROW(parse_plan_cluster(broken), UsageError);
+  std::ofstream(broken) << R"({"gpu": "cpu", "gemm_rates": [[16, 16, 16, 1]]})";  // not the whole grid
+  EXPECT_THROW(parse_plan_cluster(broken), UsageError);
+  std::remove(slow.c_str());
+  std::remove(fast.c_str());
+  std::remove(broken.c_str());
+}
+
+}  // namespace
+}  // namespace parity::theory

@@ -1,0 +1,168 @@
+// Interpolation between measured rates, and the reference GPT step composed from them
+// (theory/calibration.hpp).
+#include "reference/theory/calibration.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+
+#include "reference/core/error.hpp"
+#include "reference/theory/model.hpp"
+
+namespace parity::theory {
+
+std::int64_t calibrated_row_length(const std::string& op) {
+  if (op.rfind("layernorm", 0) == 0) return 128;
+  if (op.rfind("softmax", 0) == 0) return 128;
+  if (op.rfind("cross_entropy", 0) == 0) return 512;
+  return 1;
+}
+
+namespace {
+
+// Where x falls on the measured sides: the index below it and the weight of the one above
+// (log-spaced; clamped to the ends).
+std::pair<std::size_t, double> bracket(double x) {
+  const std::size_t n = std::size(kGemmSides);
+  const double lo = std::log(static_cast<double>(kGemmSides[0]));
+  const double step = std::log(static_cast<double>(kGemmSides[1]) / static_cast<double>(kGemmSides[0]));
+  const double at = std::clamp((std::log(std::max(x, 1.0)) - lo) / step, 0.0, static_cast<double>(n - 1));
+  const auto i = std::min(static_cast<std::size_t>(at), n - 2);
+  return {i, at - static_cast<double>(i)};
+}
+
+}  // namespace
+
+double Calibration::gemm_seconds(double m, double n, double k) const {
+  const std::size_t sides = std::size(kGemmSides);
+  if (gemm.size() != sides * sides * sides) throw UsageError("the calibration holds no complete grid of matrix products");
+  // The grid in the order bench calibrate measures it: m slowest, k fastest.
+  const auto log_rate = [&](std::size_t i, std::size_t j, std::size_t l) {
+    const GemmSample& g = gemm[(i * sides + j) * sides + l];
+    return std::log(2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k) / g.seconds);
+  };
+  const auto [i, wi] = bracket(m);
+  const auto [j, wj] = bracket(n);
+  const auto [l, wl] = bracket(k);
+  double value = 0;
+  for (int di = 0; di < 2; ++di)
+    for (int dj = 0; dj < 2; ++dj)
+      for (int dl = 0; dl < 2; ++dl) {
+        const double w = (di ? wi : 1 - wi) * (dj ? wj : 1 - wj) * (dl ? wl : 1 - wl);
+        if (w > 0) value += w * log_rate(i + static_cast<std::size_t>(di), j + static_cast<std::size_t>(dj), l + static_cast<std::size_t>(dl));
+      }
+  return 2.0 * m * n * k / std::exp(value);
+}
+
+double Calibration::op_seconds(const std::string& op, double elements) const {
+  std::vector<const OpSample*> points;
+  for (const OpSample& s : ops)
+    if (s.op == op) points.push_back(&s);
+  if (points.empty()) throw UsageError("the calibration has no measurement of " + op);
+  std::sort(points.begin(), points.end(), [](const OpSample* a, const OpSample* b) { return a->elements < b->elements; });
+  const auto per_element = [](const OpSample* s) { return std::log(s->seconds / static_cast<double>(s->elements)); };
+  const double x = std::log(std::max(elements, 1.0));
+  double log_spe = per_element(points.front());
+  if (points.size() > 1 && x >= std::log(static_cast<double>(points.back()->elements))) {
+    log_spe = per_element(points.back());
+  } else {
+    for (std::size_t p = 0; p + 1 < points.size(); ++p) {
+      const double x0 = std::log(static_cast<double>(points[p]->elements));
+      const double x1 = std::log(static_cast<double>(points[p + 1]->elements));
+      if (x >= x0 && x <= x1) {
+        const double w = (x - x0) / (x1 - x0);
+        log_spe = (1 - w) * per_element(points[p]) + w * per_element(points[p + 1]);
+        break;
+      }
+    }
+  }
+  return elements * std::exp(log_spe);
+}
+
+double Calibration::best_gemm_GFLOPs() const {
+  double best = 0;
+  for (const GemmSample& g : gemm)
+    best = std::max(best, 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k) / g.seconds / 1e9);
+  return best;
+}
+
+void Calibration::validate() const {
+  const std::size_t sides = std::size(kGemmSides);
+  if (gemm.size() != sides * sides * sides)
+    throw UsageError("the calibration holds " + std::to_string(gemm.size()) + " matrix products, not the grid's " +
+                     std::to_string(sides * sides * sides));
+  for (std::size_t i = 0; i < gemm.size(); ++i) {
+    const GemmSample& g = gemm[i];
+    const std::int64_t want_m = kGemmSides[i / (sides * sides)], want_n = kGemmSides[i / sides % sides],
+                       want_k = kGemmSides[i % sides];
+    if (g.m != want_m || g.n != want_n || g.k != want_k || !(g.seconds > 0) || !std::isfinite(g.seconds))
+      throw UsageError("the calibration's product " + std::to_string(i) + " is not " + std::to_string(want_m) + "x" +
+                       std::to_string(want_n) + "x" + std::to_string(want_k) + " with a time above 0");
+  }
+  for (const char* op : kCalibratedOps) {
+    const bool found = std::any_of(ops.begin(), ops.end(), [&](const OpSample& s) { return s.op == op; });
+    if (!found) throw UsageError(std::string("the calibration has no measurement of ") + op);
+  }
+  for (const OpSample& s : ops)
+    if (s.elements < 1 || !(s.seconds > 0) || !std::isfinite(s.seconds))
+      throw UsageError("the calibration's " + s.op + " over " + std::to_string(s.elements) + " elements has no time above 0");
+}
+
+StepEstimate reference_gpt_step(const model::GptConfig& config, std::int64_t batch, const Calibration& cal, bool adamw) {
+  const double B = static_cast<double>(batch), T = static_cast<double>(config.sequence),
+               C = static_cast<double>(config.hidden), H = config.heads, V = static_cast<double>(config.vocabulary);
+  const double hs = C / H, N = B * T, heads = B * H;
+  StepEstimate e;
+  double flops = 0;
+  const auto product = [&](double& into, double m, double n, double k, double count = 1) {
+    into += count * cal.gemm_seconds(m, n, k);
+    flops += count * 2 * m * n * k;
+  };
+  const auto op = [&](double& into, const char* name, double elements) { into += cal.op_seconds(name, elements); };
+  // A linear layer [N, in] -> [N, out]: forward, the bias broadcast into the output (a fill) then
+  // the product accumulated; backward, dx = dy W^T, dW += x^T dy, db += column sums of dy (an add).
+  const auto linear = [&](double in, double out) {
+    op(e.elementwise_s, "fill", N * out);
+    product(e.products_s, N, out, in);
+    product(e.products_s, N, in, out);
+    product(e.products_s, in, out, N);
+    op(e.elementwise_s, "add", N * out);
+  };
+  const double P = static_cast<double>(gpt_parameters(config));
+  op(e.elementwise_s, "fill", P);  // zero_grad
+  op(e.elementwise_s, "add", 2 * N * C);  // the embedding's gather with positions, and its scatter back
+  for (int layer = 0; layer < config.layers; ++layer) {
+    for (int norm = 0; norm < 2; ++norm) {
+      op(e.elementwise_s, "layernorm_forward", N * C);
+      op(e.elementwise_s, "layernorm_backward", N * C);
+    }
+    op(e.elementwise_s, "add", 4 * N * C);  // two residual adds forward, two backward
+    linear(C, 3 * C);
+    linear(C, C);
+    linear(C, 4 * C);
+    linear(4 * C, C);
+    op(e.elementwise_s, "gelu_forward", 4 * N * C);
+    op(e.elementwise_s, "gelu_backward", 4 * N * C);
+    // Attention per head: scores Q K^T and the weighted sum P V forward; backward dP = dO V^T,
+    // dV = P^T dO, dQ = dS K, dK = dS^T Q. The causal softmax works on the live half of each
+    // row; its backward on whole rows.
+    product(e.attention_s, T, T, hs, heads);
+    product(e.attention_s, T, hs, T, heads);
+    product(e.attention_s, T, T, hs, heads);
+    product(e.attention_s, T, hs, T, 3 * heads);
+    op(e.attention_s, "softmax_forward", heads * T * (T + 1) / 2);
+    op(e.attention_s, "softmax_backward", heads * T * T);
+  }
+  op(e.elementwise_s, "layernorm_forward", N * C);
+  op(e.elementwise_s, "layernorm_backward", N * C);
+  // The head (tied to the token table): logits = x W^T; dx = dlogits W; dW += dlogits^T x.
+  product(e.products_s, N, V, C);
+  product(e.products_s, N, C, V);
+  product(e.products_s, V, C, N);
+  op(e.elementwise_s, "cross_entropy_backward", N * V);  // training computes the loss with its gradient, in one pass
+  e.optimizer_s = adamw ? cal.op_seconds("adamw", P) : 2 * cal.op_seconds("add", P);
+  e.product_flops = static_cast<std::int64_t>(std::llround(flops));
+  return e;
+}
+
+}  // namespace parity::theory

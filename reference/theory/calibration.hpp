@@ -1,0 +1,80 @@
+// Rates measured on the machine at hand (`parity bench calibrate`, bench/commands/calibrate.hpp)
+// and what they predict: the time of a matrix product of any shape and of an element-wise op
+// of any length, interpolated between the measured ones; and the step of parity's own GPT
+// (reference/model) composed from its ops, each costed at those rates. The planner takes the
+// same product rates from a calibrated cluster file (theory/planner.hpp). Pure functions of
+// numbers; docs/planner.md states the composition and its assumptions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "reference/theory/model_config.hpp"
+
+namespace parity::theory {
+
+// C[m, n] = A[m, k] B[k, n], timed.
+struct GemmSample {
+  std::int64_t m = 0, n = 0, k = 0;
+  double seconds = 0;
+};
+// An element-wise or row-wise op over `elements` elements, timed (row ops in rows of the
+// length kOpRowLength gives them).
+struct OpSample {
+  std::string op;
+  std::int64_t elements = 0;
+  double seconds = 0;
+};
+
+// The sides of the measured products: every (m, n, k) of these, powers of 4 from 16 to 1024,
+// spanning the reference models' products (a head of 16 columns to a vocabulary of 1024).
+inline constexpr std::int64_t kGemmSides[] = {16, 64, 256, 1024};
+// The element counts each op is measured at (within the caches to far beyond them).
+inline constexpr std::int64_t kOpElements[] = {1 << 12, 1 << 15, 1 << 18, 1 << 21};
+// The ops a reference step composes, each measured on its own (bench/commands/calibrate.cpp):
+// add (a + b), fill (a store of one value), gelu and layernorm forward and backward, softmax and cross-entropy forward
+// and backward over rows, AdamW's update (per parameter).
+inline constexpr const char* kCalibratedOps[] = {
+    "add",          "fill",          "gelu_forward",          "gelu_backward",          "layernorm_forward",
+    "layernorm_backward", "softmax_forward", "softmax_backward", "cross_entropy_forward", "cross_entropy_backward",
+    "adamw"};
+// The row length the row ops are measured with.
+std::int64_t calibrated_row_length(const std::string& op);
+
+struct Calibration {
+  std::string dtype;  // the products' and ops' element type
+  std::vector<GemmSample> gemm;
+  std::vector<OpSample> ops;
+  // Seconds of one product: its FLOPs at the rate interpolated in log m, log n, log k between the
+  // measured grid (trilinear in the log of the rate; sides clamped to the grid's range).
+  double gemm_seconds(double m, double n, double k) const;
+  // Seconds of one op over `elements`: the measured seconds per element interpolated in log
+  // elements (clamped to the measured range). UsageError when the op was not measured.
+  double op_seconds(const std::string& op, double elements) const;
+  // The fastest product measured, in GFLOP/s.
+  double best_gemm_GFLOPs() const;
+  // Throws UsageError unless every product of the grid and every op of kCalibratedOps is there
+  // with a positive time.
+  void validate() const;
+};
+
+// The step of parity's reference GPT (reference/model: zero_grad, forward, loss, backward,
+// optimizer) on one rank, batch x sequence tokens, at the calibration's rates. Every op of the
+// step is costed: the linear layers' products and bias work, attention's score and weighted-sum
+// products per head with its causal softmax, the norms, GeLU, residual adds, the head's
+// products and cross-entropy, the embedding's gather and scatter (at the add's rate) and the
+// optimizer over every parameter. What is not costed: allocation, the tensors' bookkeeping and
+// the row loops' per-call overheads. SGD with momentum is costed as two adds a parameter.
+struct StepEstimate {
+  double products_s = 0;     // linear layers' and the head's matrix products
+  double attention_s = 0;    // attention's products and its softmax
+  double elementwise_s = 0;  // norms, GeLU, adds, bias, embedding, cross-entropy, zero_grad
+  double optimizer_s = 0;
+  std::int64_t product_flops = 0;  // the matrix products costed (equal to theory::gpt_step_flops)
+  double total() const { return products_s + attention_s + elementwise_s + optimizer_s; }
+};
+StepEstimate reference_gpt_step(const model::GptConfig& config, std::int64_t batch, const Calibration& calibration,
+                                bool adamw);
+
+}  // namespace parity::theory
