@@ -117,6 +117,45 @@ TEST(Calibration, ReferenceStepElementWiseWorkCountedByHand) {
   EXPECT_NEAR(e.attention_s, 2 * (softmax + products), 1e-12 * e.attention_s);
 }
 
+// The MLP (Dense layers with GeLU, mean-squared error) by hand: its products are 3 x the forward
+// formula; backward is two of every three products, the GeLU gradients, the bias column sums and
+// the loss's gradient.
+TEST(Calibration, ReferenceMlpStepCountedByHand) {
+  const model::MlpConfig m{.inputs = 16, .width = 32, .outputs = 8, .layers = 4};
+  const StepEstimate e = reference_mlp_step(m, 64, uniform(100, 1), true);
+  EXPECT_EQ(e.product_flops, 3 * mlp_forward_flops(m, 64));
+  const double B = 64, P = static_cast<double>(mlp_parameters(m));
+  const double outs = 32 + 32 + 32 + 8;  // the layers' widths
+  // zero_grad P; forward: the bias fills B x outs, GeLU B x 96; backward: column sums B x outs,
+  // GeLU B x 96, the loss B x 8.
+  EXPECT_NEAR(e.elementwise_s, (P + 2 * B * outs + 2 * B * 96 + B * 8) * 1e-9, 1e-15);
+  const double forward_products = static_cast<double>(mlp_forward_flops(m, 64)) / 100e9;
+  EXPECT_NEAR(e.products_s, 3 * forward_products, 1e-15);
+  EXPECT_NEAR(e.backward_s, 2 * forward_products + (B * outs + B * 96 + B * 8) * 1e-9, 1e-15);
+  EXPECT_NEAR(e.optimizer_s, P * 1e-9, 1e-15);
+}
+
+TEST(Calibration, BackwardOfTheGptStepIsItsShare) {
+  model::GptConfig g;
+  g.layers = 2;
+  g.hidden = 64;
+  g.heads = 4;
+  g.sequence = 64;
+  g.vocabulary = 256;
+  const StepEstimate e = reference_gpt_step(g, 8, uniform(100, 1e-9), true);  // the ops all but free
+  // With the ops all but free, backward is two thirds of every product (input and weight gradients).
+  EXPECT_NEAR(e.backward_s, 2.0 / 3 * (e.products_s + e.attention_s), 1e-6 * e.total());
+}
+
+// Buckets ready evenly through backward, reduced one at a time.
+TEST(Calibration, OverlappedBucketsExposeWhatBackwardDoesNotHide) {
+  EXPECT_DOUBLE_EQ(overlapped_exposed_seconds(4, 4, 0.5), 0.5);  // each hidden but the last
+  EXPECT_DOUBLE_EQ(overlapped_exposed_seconds(4, 4, 2), 5);      // ends at 3, 5, 7, 9
+  EXPECT_DOUBLE_EQ(overlapped_exposed_seconds(0, 3, 1), 3);      // nothing to hide behind
+  EXPECT_DOUBLE_EQ(overlapped_exposed_seconds(10, 1, 1), 1);     // one bucket: all of it after backward
+  EXPECT_DOUBLE_EQ(overlapped_exposed_seconds(10, 0, 1), 0);
+}
+
 TEST(Json, ReadsValuesAndNamesTheByteOfAnError) {
   const JsonValue v = parse_json(R"({"a": [1, -2.5e3, "x\"y\u00e9"], "b": {"c": true, "d": false}, "e": null})");
   ASSERT_EQ(v.kind, JsonValue::Kind::object);

@@ -296,7 +296,7 @@ double max_over(Communicator& world, double x) {
 }  // namespace
 
 ScalingBenchOutcome run_scaling_bench(Session& session, const ParallelBenchPlan& plan, const ParallelBenchOptions& options,
-                                      const PointToPoint& p2p) {
+                                      const PointToPoint& p2p, const theory::Calibration& calibration) {
   Communicator& world = session.world();
   ScalingBenchOutcome out;
   const int n_max = world.size();
@@ -362,6 +362,19 @@ ScalingBenchOutcome run_scaling_bench(Session& session, const ParallelBenchPlan&
       t.f64("exposed_comm_seconds", "s").push_back(rows[i].exposed);
       t.f64("predicted_comm_seconds", "s").push_back(n == 1 ? 0.0 : predicted);
       t.i64("bytes_sent", "B").push_back(static_cast<std::int64_t>(rows[i].bytes));
+      // The slowest rank's (the largest shard's) step from the calibration, the buckets'
+      // all-reduces overlapped with its backward.
+      const std::int64_t rows_on_rank = parallel::batch_shard(global, 0, n).rows;
+      const theory::StepEstimate compute =
+          options.model == "mlp" ? theory::reference_mlp_step(mlp_for(DataType::float32), rows_on_rank, calibration, true)
+                                 : theory::reference_gpt_step(find_model_preset(options.model).config, rows_on_rank, calibration, true);
+      const int buckets = static_cast<int>(std::max<std::size_t>(rows[i].buckets, 1));
+      const double step = compute.total() + (n == 1 ? 0.0
+                                                    : theory::overlapped_exposed_seconds(compute.backward_s, buckets,
+                                                                                         predicted / buckets));
+      const double worst = max_over(world, step);
+      t.f64("predicted_step_seconds", "s").push_back(worst);
+      t.f64("predicted_over_measured").push_back(session.oversubscribed() ? std::nan("") : worst / times[i]);
     }
     session.record_rows("/bench/scaling", out.scaling, first_row);  // kept if the run is cut short
     if (session.is_root() && !session.options().quiet)
@@ -491,7 +504,7 @@ class BenchScaling final : public Command {
                          "communication hidden by overlapping bucketed all-reduces with backward",
                  .order = 50,
                  .in_run = true,
-                 .tables = {&kScalingBenchTable, &kOverlapBenchTable, &kPointToPointTable}}) {
+                 .tables = {&kScalingBenchTable, &kOverlapBenchTable, &kPointToPointTable, &kCalibrateTable}}) {
     options_.model = "tiny";
     options_.precisions = "float32";  // scaling trains in float32
   }
@@ -519,7 +532,7 @@ class BenchScaling final : public Command {
     s.check_memory(parallel_bench_bytes_per_rank(options_), "the scaling benchmark");
     s.maybe_inject_stall();
     const PointToPoint& p2p = job.point_to_point(1 << 20);  // the source of the alpha-beta predictions
-    record_scaling_bench(s, run_scaling_bench(s, plan, options_, p2p));
+    record_scaling_bench(s, run_scaling_bench(s, plan, options_, p2p, job.calibration(DataType::float32)));
     return kExitOk;
   }
 

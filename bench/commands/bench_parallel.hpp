@@ -11,6 +11,7 @@
 #include "bench/commands/point_to_point.hpp"
 #include "reference/parallel/techniques/techniques.hpp"
 #include "reference/record/table.hpp"
+#include "reference/theory/calibration.hpp"
 
 namespace parity::cli {
 
@@ -45,7 +46,9 @@ inline const record::TableSpec kScalingBenchTable{
       {"step_seconds", ColumnType::float64, "s"}, {"speedup", ColumnType::float64},
       {"efficiency", ColumnType::float64}, {"amdahl_serial_fraction", ColumnType::float64},
       {"amdahl_speedup", ColumnType::float64}, {"exposed_comm_seconds", ColumnType::float64, "s"},
-      {"predicted_comm_seconds", ColumnType::float64, "s"}, {"bytes_sent", ColumnType::int64, "B"}
+      {"predicted_comm_seconds", ColumnType::float64, "s"}, {"bytes_sent", ColumnType::int64, "B"},
+      // Added with the calibrated step model (older files lack them).
+      {"predicted_step_seconds", ColumnType::float64, "s", false}, {"predicted_over_measured", ColumnType::float64, "", false}
     }};
 inline const record::TableSpec kOverlapBenchTable{
     "/bench/overlap",
@@ -87,8 +90,11 @@ struct ScalingBenchOutcome {
   record::Table overlap{kOverlapBenchTable};
   PointToPoint p2p;
 };
+// `calibration` (float32, this rank's) predicts each world size's step: the largest rank's
+// batch shard op by op, and the bucketed all-reduces on the ping-pong's link overlapped with
+// backward (theory/calibration.hpp).
 ScalingBenchOutcome run_scaling_bench(Session& session, const ParallelBenchPlan& plan, const ParallelBenchOptions& options,
-                                      const PointToPoint& p2p);
+                                      const PointToPoint& p2p, const theory::Calibration& calibration);
 void record_memory_bench(Session& session, const MemoryBenchOutcome& outcome);
 void record_scaling_bench(Session& session, const ScalingBenchOutcome& outcome);
 

@@ -108,61 +108,124 @@ void Calibration::validate() const {
       throw UsageError("the calibration's " + s.op + " over " + std::to_string(s.elements) + " elements has no time above 0");
 }
 
+namespace {
+
+// Accumulates a step's costs by category and pass.
+class StepCosts {
+ public:
+  explicit StepCosts(const Calibration& cal) : cal_(cal) {}
+  bool backward = false;  // the pass the next costs belong to
+
+  void product(double& into, double m, double n, double k, double count = 1) {
+    add(into, count * cal_.gemm_seconds(m, n, k));
+    flops_ += count * 2 * m * n * k;
+  }
+  void op(double& into, const char* name, double elements) { add(into, cal_.op_seconds(name, elements)); }
+  // A linear layer [rows, in] -> [rows, out] with a bias: forward, the bias broadcast into the
+  // output (a fill) then the product accumulated; backward, dx = dy W^T, dW += x^T dy and the
+  // bias gradient's column sums (an add).
+  void linear(StepEstimate& e, double rows, double in, double out, bool pass_backward) {
+    backward = pass_backward;
+    if (!pass_backward) {
+      op(e.elementwise_s, "fill", rows * out);
+      product(e.products_s, rows, out, in);
+      return;
+    }
+    product(e.products_s, rows, in, out);
+    product(e.products_s, in, out, rows);
+    op(e.elementwise_s, "add", rows * out);
+  }
+  void finish(StepEstimate& e) const {
+    e.product_flops = static_cast<std::int64_t>(std::llround(flops_));
+    e.backward_s = backward_s_;
+  }
+
+ private:
+  void add(double& into, double seconds) {
+    into += seconds;
+    if (backward) backward_s_ += seconds;
+  }
+  const Calibration& cal_;
+  double flops_ = 0, backward_s_ = 0;
+};
+
+}  // namespace
+
 StepEstimate reference_gpt_step(const model::GptConfig& config, std::int64_t batch, const Calibration& cal, bool adamw) {
   const double B = static_cast<double>(batch), T = static_cast<double>(config.sequence),
                C = static_cast<double>(config.hidden), H = config.heads, V = static_cast<double>(config.vocabulary);
-  const double hs = C / H, N = B * T, heads = B * H;
+  const double hs = C / H, N = B * T, heads = B * H, P = static_cast<double>(gpt_parameters(config));
   StepEstimate e;
-  double flops = 0;
-  const auto product = [&](double& into, double m, double n, double k, double count = 1) {
-    into += count * cal.gemm_seconds(m, n, k);
-    flops += count * 2 * m * n * k;
-  };
-  const auto op = [&](double& into, const char* name, double elements) { into += cal.op_seconds(name, elements); };
-  // A linear layer [N, in] -> [N, out]: forward, the bias broadcast into the output (a fill) then
-  // the product accumulated; backward, dx = dy W^T, dW += x^T dy, db += column sums of dy (an add).
-  const auto linear = [&](double in, double out) {
-    op(e.elementwise_s, "fill", N * out);
-    product(e.products_s, N, out, in);
-    product(e.products_s, N, in, out);
-    product(e.products_s, in, out, N);
-    op(e.elementwise_s, "add", N * out);
-  };
-  const double P = static_cast<double>(gpt_parameters(config));
-  op(e.elementwise_s, "fill", P);  // zero_grad
-  op(e.elementwise_s, "add", 2 * N * C);  // the embedding's gather with positions, and its scatter back
-  for (int layer = 0; layer < config.layers; ++layer) {
-    for (int norm = 0; norm < 2; ++norm) {
-      op(e.elementwise_s, "layernorm_forward", N * C);
-      op(e.elementwise_s, "layernorm_backward", N * C);
+  StepCosts cost(cal);
+  cost.op(e.elementwise_s, "fill", P);  // zero_grad
+  for (const bool backward : {false, true}) {
+    cost.backward = backward;
+    cost.op(e.elementwise_s, "add", N * C);  // the embedding's gather with positions (backward: its scatter)
+    for (int layer = 0; layer < config.layers; ++layer) {
+      cost.backward = backward;
+      cost.op(e.elementwise_s, backward ? "layernorm_backward" : "layernorm_forward", 2 * N * C);  // two norms
+      cost.op(e.elementwise_s, "add", 2 * N * C);  // two residual adds
+      cost.op(e.elementwise_s, backward ? "gelu_backward" : "gelu_forward", 4 * N * C);
+      // Attention per head: forward the scores Q K^T and the weighted sum P V, the causal softmax
+      // on the live half of each row; backward dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q,
+      // the softmax's gradient on whole rows.
+      if (!backward) {
+        cost.product(e.attention_s, T, T, hs, heads);
+        cost.product(e.attention_s, T, hs, T, heads);
+        cost.op(e.attention_s, "softmax_forward", heads * T * (T + 1) / 2);
+      } else {
+        cost.product(e.attention_s, T, T, hs, heads);
+        cost.product(e.attention_s, T, hs, T, 3 * heads);
+        cost.op(e.attention_s, "softmax_backward", heads * T * T);
+      }
+      for (const auto& [in, out] : {std::pair{C, 3 * C}, std::pair{C, C}, std::pair{C, 4 * C}, std::pair{4 * C, C}})
+        cost.linear(e, N, in, out, backward);
     }
-    op(e.elementwise_s, "add", 4 * N * C);  // two residual adds forward, two backward
-    linear(C, 3 * C);
-    linear(C, C);
-    linear(C, 4 * C);
-    linear(4 * C, C);
-    op(e.elementwise_s, "gelu_forward", 4 * N * C);
-    op(e.elementwise_s, "gelu_backward", 4 * N * C);
-    // Attention per head: scores Q K^T and the weighted sum P V forward; backward dP = dO V^T,
-    // dV = P^T dO, dQ = dS K, dK = dS^T Q. The causal softmax works on the live half of each
-    // row; its backward on whole rows.
-    product(e.attention_s, T, T, hs, heads);
-    product(e.attention_s, T, hs, T, heads);
-    product(e.attention_s, T, T, hs, heads);
-    product(e.attention_s, T, hs, T, 3 * heads);
-    op(e.attention_s, "softmax_forward", heads * T * (T + 1) / 2);
-    op(e.attention_s, "softmax_backward", heads * T * T);
+    cost.backward = backward;
+    cost.op(e.elementwise_s, backward ? "layernorm_backward" : "layernorm_forward", N * C);
+    // The head (its weight the token table, or its own): logits = x W^T; dx = dlogits W,
+    // dW += dlogits^T x. Training computes the loss with its gradient, in one pass.
+    if (!backward) {
+      cost.product(e.products_s, N, V, C);
+    } else {
+      cost.op(e.elementwise_s, "cross_entropy_backward", N * V);
+      cost.product(e.products_s, N, C, V);
+      cost.product(e.products_s, V, C, N);
+    }
   }
-  op(e.elementwise_s, "layernorm_forward", N * C);
-  op(e.elementwise_s, "layernorm_backward", N * C);
-  // The head (tied to the token table): logits = x W^T; dx = dlogits W; dW += dlogits^T x.
-  product(e.products_s, N, V, C);
-  product(e.products_s, N, C, V);
-  product(e.products_s, V, C, N);
-  op(e.elementwise_s, "cross_entropy_backward", N * V);  // training computes the loss with its gradient, in one pass
+  cost.backward = false;
   e.optimizer_s = adamw ? cal.op_seconds("adamw", P) : 2 * cal.op_seconds("add", P);
-  e.product_flops = static_cast<std::int64_t>(std::llround(flops));
+  cost.finish(e);
   return e;
+}
+
+StepEstimate reference_mlp_step(const model::MlpConfig& config, std::int64_t batch, const Calibration& cal, bool adamw) {
+  const double B = static_cast<double>(batch), P = static_cast<double>(mlp_parameters(config));
+  StepEstimate e;
+  StepCosts cost(cal);
+  cost.op(e.elementwise_s, "fill", P);  // zero_grad
+  for (const bool backward : {false, true}) {
+    for (int i = 0; i < config.layers; ++i) {
+      const bool last = i == config.layers - 1;
+      const double in = static_cast<double>(i == 0 ? config.inputs : config.width);
+      const double out = static_cast<double>(last ? config.outputs : config.width);
+      cost.linear(e, B, in, out, backward);
+      if (!last) cost.op(e.elementwise_s, backward ? "gelu_backward" : "gelu_forward", B * out);
+    }
+    // The loss with its gradient: an element-wise pass over the outputs (at the add's rate).
+    if (backward) cost.op(e.elementwise_s, "add", B * static_cast<double>(config.outputs));
+  }
+  cost.backward = false;
+  e.optimizer_s = adamw ? cal.op_seconds("adamw", P) : 2 * cal.op_seconds("add", P);
+  cost.finish(e);
+  return e;
+}
+
+double overlapped_exposed_seconds(double backward_seconds, int buckets, double bucket_seconds) {
+  if (buckets < 1) return 0;
+  double end = 0;
+  for (int i = 1; i <= buckets; ++i) end = std::max(end, backward_seconds * i / buckets) + bucket_seconds;
+  return end - backward_seconds;
 }
 
 }  // namespace parity::theory

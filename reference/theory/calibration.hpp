@@ -72,9 +72,20 @@ struct StepEstimate {
   double elementwise_s = 0;  // norms, GeLU, adds, bias, embedding, cross-entropy, zero_grad
   double optimizer_s = 0;
   std::int64_t product_flops = 0;  // the matrix products costed (equal to theory::gpt_step_flops)
+  double backward_s = 0;  // of the above, the backward pass (from the loss's gradient to the first layer's)
   double total() const { return products_s + attention_s + elementwise_s + optimizer_s; }
 };
 StepEstimate reference_gpt_step(const model::GptConfig& config, std::int64_t batch, const Calibration& calibration,
                                 bool adamw);
+// The same for the reference MLP (Dense layers with GeLU, mean-squared error): its products
+// equal theory::mlp_forward_flops times 3.
+StepEstimate reference_mlp_step(const model::MlpConfig& config, std::int64_t batch, const Calibration& calibration,
+                                bool adamw);
+
+// Gradient all-reduces overlapped with backward: `buckets` buckets of equal bytes, bucket i
+// ready at i / buckets of the backward pass (the last at its end), reduced one at a time,
+// `bucket_seconds` each. The communication left after backward ends: at least the last
+// bucket's, at most all of it.
+double overlapped_exposed_seconds(double backward_seconds, int buckets, double bucket_seconds);
 
 }  // namespace parity::theory
