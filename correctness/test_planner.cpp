@@ -217,6 +217,16 @@ TEST(Planner, DirectionsOfEachChoice) {
     EXPECT_LE(z.parameter_bytes + z.gradient_bytes + z.optimizer_bytes, previous) << zero;
     previous = z.parameter_bytes + z.gradient_bytes + z.optimizer_bytes;
   }
+  // The data-parallel reduction overlapped with the last micro-batch's backward: never more
+  // exposed than after the flush, never less than the last bucket, nothing else changed; with
+  // one replica nothing to reduce.
+  const PlanPrediction after_flush = with([](PlanLayout& l) { l.overlap = false; });
+  EXPECT_GT(after_flush.dp_comm_s, none.dp_comm_s);
+  EXPECT_GT(none.dp_comm_s, 0);
+  EXPECT_NEAR(after_flush.step_s - after_flush.dp_comm_s, none.step_s - none.dp_comm_s, 1e-12 * none.step_s);
+  PlanLayout one = base;
+  one.dp = 1;
+  EXPECT_EQ(plan_predict(m, c, one, 32).dp_comm_s, 0);
   // The parts add up to the step.
   EXPECT_NEAR(none.compute_s + none.tp_comm_s + none.pp_comm_s + none.bubble_s + none.dp_comm_s + none.optimizer_s,
               none.step_s, 1e-12 * none.step_s);

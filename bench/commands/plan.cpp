@@ -215,7 +215,8 @@ class Plan final : public Command {
     o.add("--global-batch", global_batch_, "Sequences per optimizer step")->check(CLI::Range(1, 1 << 24));
     o.add("--fix", fixed_, "Keys held fixed: tp, pp, dp, ep, cp, v, schedule (1f1b, interleaved), micro_batch, zero (0-3), "
                            "recompute (none, selective, full), sp (on, off), attention (flash, the default, or unfused: products around a "
-                           "softmax that stores the scores); e.g. tp=8,pp=2,recompute=full");
+                           "softmax that stores the scores), overlap (on, the default: the data-parallel reduction in buckets during "
+                           "backward; off: after the flush); e.g. tp=8,pp=2,recompute=full");
     o.add("--top", top_, "Layouts printed (and written with --out), fastest first")->check(CLI::Range(1, 1 << 20));
     o.flag("--explain", explain_, "Explain the fastest layout that fits: memory by category and time by part");
     o.add("--out", out_, "Also write the layouts to this result file (HDF5, /plan/layouts; with --scaling /plan/scaling)");

@@ -367,7 +367,7 @@ std::string PlanLayout::describe() const {
   return "tp" + std::to_string(tp) + " pp" + std::to_string(pp) + " dp" + std::to_string(dp) +
          (ep > 1 ? " ep" + std::to_string(ep) : "") + (cp > 1 ? " cp" + std::to_string(cp) : "") + " v" + std::to_string(v) +
          " mb" + std::to_string(micro_batch) + " zero" + std::to_string(zero) + " " + name_of(recompute) + (sp ? " sp" : "") +
-         (flash ? "" : " unfused");
+         (flash ? "" : " unfused") + (overlap ? "" : " no-overlap");
 }
 
 std::string plan_layout_problem(const PlanModel& m, const PlanCluster& c, const PlanLayout& l, int gpus,
@@ -605,8 +605,24 @@ PlanPrediction plan_predict(const PlanModel& m, const PlanCluster& c, const Plan
   // bytes) after the pipeline's flush, over the GPUs of a dp group: within a node when tp x dp
   // fits in one, else over the network.
   const PlanLink& dp_link = static_cast<std::int64_t>(l.tp) * replicas <= c.gpus_per_node ? c.node : c.network;
-  p.dp_comm_s = all_reduce_seconds(c, dp_link, 2 * on_gpu, replicas) +
-                all_reduce_seconds(c, c.network, 2 * experts_on_gpu, replicas / l.ep);  // experts over dp / ep
+  if (!l.overlap) {
+    p.dp_comm_s = all_reduce_seconds(c, dp_link, 2 * on_gpu, replicas) +
+                  all_reduce_seconds(c, c.network, 2 * experts_on_gpu, replicas / l.ep);  // experts over dp / ep
+  } else {
+    // Overlapped (Megatron-core's and PyTorch DDP's default): gradients in buckets of 40M
+    // parameters (Megatron-core's bucket size) reduced as the last micro-batch's backward
+    // produces them, one at a time; what that backward does not hide is exposed.
+    constexpr double kBucketBytes = 2 * 40e6;
+    const double dense_buckets = std::max(1.0, std::ceil(2 * on_gpu / kBucketBytes));
+    const double expert_buckets = experts_on_gpu > 0 ? std::max(1.0, std::ceil(2 * experts_on_gpu / kBucketBytes)) : 0;
+    const double reduce = dense_buckets * all_reduce_seconds(c, dp_link, 2 * on_gpu / dense_buckets, replicas) +
+                          (expert_buckets > 0 ? expert_buckets * all_reduce_seconds(c, c.network, 2 * experts_on_gpu / expert_buckets,
+                                                                                    replicas / l.ep)
+                                              : 0);
+    const double last_backward = layers_per_stage * (layer.backward + layer.tp_backward + recompute) + head_backward;
+    const int buckets = static_cast<int>(dense_buckets + expert_buckets);
+    p.dp_comm_s = overlapped_exposed_seconds(last_backward, buckets, reduce / buckets);
+  }
   // ZeRO-3 gathers the parameters again for every forward and backward.
   if (l.zero == 3)
     p.dp_comm_s += 2 * micro_batches * ring_seconds(c, dp_link, 2 * on_gpu, (replicas - 1.0) / replicas, replicas - 1);
@@ -654,13 +670,14 @@ PlanFixed parse_plan_fixed(const std::string& text) {
       if (value != "flash" && value != "unfused") throw UsageError("--fix attention=" + quoted_input(value) + ": expected flash or unfused");
       f.flash = value == "flash";
     }
+    else if (key == "overlap") f.overlap = yes_no(key, value);
     else if (key == "recompute") f.recompute = parse_recompute(value);
     else if (key == "schedule") {
       if (value != "1f1b" && value != "interleaved") throw UsageError("--fix schedule=" + quoted_input(value) + ": expected 1f1b or interleaved");
       if (value == "1f1b") f.v = 1;
     } else {
       throw UsageError("--fix: unknown key " + quoted_input(key) +
-                       " (known: tp, pp, dp, ep, cp, v, schedule, micro_batch, zero, recompute, sp, attention)");
+                       " (known: tp, pp, dp, ep, cp, v, schedule, micro_batch, zero, recompute, sp, attention, overlap)");
     }
   }
   return f;
@@ -694,7 +711,7 @@ std::vector<PlanCandidate> plan_search(const PlanModel& m, const PlanCluster& c,
             for (Recompute r : fixed.recompute ? std::vector<Recompute>{*fixed.recompute}
                                                : std::vector<Recompute>{Recompute::none, Recompute::selective, Recompute::full})
               for (bool sp : fixed.sp ? std::vector<bool>{*fixed.sp} : std::vector<bool>{false, true}) {
-                PlanLayout l{tp, pp, dp, sp, v, mb, zero, r, fixed.flash.value_or(true), ep, cp};
+                PlanLayout l{tp, pp, dp, sp, v, mb, zero, r, fixed.flash.value_or(true), ep, cp, fixed.overlap.value_or(true)};
                 // With FlashAttention selective recompute is no recompute (no scores are kept): searched once.
                 if (l.flash && r == Recompute::selective && !fixed.recompute) continue;
                 if (!plan_layout_problem(m, c, l, gpus, global_batch).empty()) continue;
@@ -723,7 +740,8 @@ std::optional<PlanCandidate> plan_published(const PublishedRun& run, const PlanC
   fixed.recompute = Recompute::full;
   fixed.sp = false;
   fixed.zero = 0;
-  fixed.flash = false;  // 2021: a fused softmax between the products, no FlashAttention
+  fixed.flash = false;    // 2021: a fused softmax between the products, no FlashAttention
+  fixed.overlap = false;  // 2021: the data-parallel all-reduce after the pipeline's flush
   return plan_best(run.model, c, run.gpus, run.global_batch, fixed);
 }
 

@@ -116,6 +116,9 @@ struct PlanLayout {
   // Context parallelism: the sequence split over cp ranks (2 cp chunks, causally balanced), keys
   // and values passed around a ring overlapped with attention (ring attention).
   int cp = 1;
+  // The data-parallel reduction in buckets overlapped with the last micro-batch's backward (false:
+  // after the pipeline's flush, as Megatron-LM did in 2021). Not searched: --fix overlap=off.
+  bool overlap = true;
   std::string describe() const;  // "tp8 pp2 dp32 v1 mb1 zero1 full sp" (" ep4" with experts)
 };
 std::string name_of(Recompute r);
@@ -156,7 +159,7 @@ PlanPrediction plan_predict(const PlanModel& m, const PlanCluster& c, const Plan
 // sp on with tp > 1), evaluated; the ones that cannot run are left out.
 struct PlanFixed {
   std::optional<int> tp, pp, dp, ep, cp, v, micro_batch, zero;
-  std::optional<bool> sp, flash;
+  std::optional<bool> sp, flash, overlap;
   std::optional<Recompute> recompute;
 };
 // "tp=8,pp=2,recompute=full,sp=on,attention=unfused"; UsageError for an unknown key or a bad value.
@@ -183,7 +186,8 @@ struct PublishedRun {
 };
 const std::vector<PublishedRun>& published_runs();
 // The fastest layout that fits with the run's published tp and pp, full recompute, no sp, cp,
-// ep or ZeRO, and attention as in 2021 (unfused); micro-batch and interleaving searched.
+// ep or ZeRO, and attention and the data-parallel reduction as in 2021 (unfused, not overlapped);
+// micro-batch and interleaving searched.
 std::optional<PlanCandidate> plan_published(const PublishedRun& run, const PlanCluster& c);
 
 }  // namespace parity::theory
