@@ -408,7 +408,7 @@ double product_seconds(const PlanCluster& c, double M, double N, double K, doubl
   const double filled = tiles / (waves * c.multiprocessors);
   const double flops = 2 * M * N * K * count;
   const double compute = flops / (c.peak_TFLOPs * 1e12 * c.gemm_efficiency * filled);
-  const double memory = 2 * (M * K + K * N + M * N) * count / (c.memory_GBps * 1e9);
+  const double memory = 2 * (M * K + K * N + M * N) * count / (c.memory_GBps * 1e9 * c.elementwise_efficiency);
   return std::max(compute, memory);
 }
 
@@ -573,8 +573,11 @@ PlanPrediction plan_predict(const PlanModel& m, const PlanCluster& c, const Plan
                                     &LayerTimes::tp_backward, &LayerTimes::attention_forward, &LayerTimes::ep_forward,
                                     &LayerTimes::ep_backward, &LayerTimes::cp_forward, &LayerTimes::cp_backward})
     layer.*field = mix(field);
+  // The recompute's own work (its collectives are counted with the others': with full recompute
+  // a layer's forward collectives run twice).
+  const bool full = l.recompute == Recompute::full;
   double recompute = 0;
-  if (l.recompute == Recompute::full) recompute = layer.forward + layer.tp_forward + layer.ep_forward + layer.cp_forward;
+  if (full) recompute = layer.forward;
   if (l.recompute == Recompute::selective) recompute = layer.attention_forward;
   const double head_forward = product_pass_seconds(c, b * s, static_cast<double>(m.vocabulary) / t, h, false);
   const double head_backward = product_pass_seconds(c, b * s, static_cast<double>(m.vocabulary) / t, h, true);
@@ -582,16 +585,17 @@ PlanPrediction plan_predict(const PlanModel& m, const PlanCluster& c, const Plan
   // The slowest stage (the last: its layers and the head) per micro-batch.
   const double stage_compute = layers_per_stage * (layer.forward + layer.backward + recompute) + head_forward +
                                head_backward + head_loss;
-  const double stage_tp = layers_per_stage * (layer.tp_forward + layer.tp_backward +
-                                              (l.recompute == Recompute::full ? layer.tp_forward : 0));
+  const double stage_tp = layers_per_stage * (layer.tp_forward * (full ? 2 : 1) + layer.tp_backward);
   // Between stages: one activation forward and one gradient back per micro-batch and chunk,
-  // scattered over tp (Megatron's scatter-gather), across nodes when tp fills them.
+  // scattered over tp (Megatron's scatter-gather: each GPU of the group sends 1/t of it, across
+  // nodes when tp fills them, and the receivers all-gather it over NVLink).
   const PlanLink& pp_link = static_cast<std::int64_t>(l.tp) * l.dp < c.gpus_per_node ? c.node : c.network;
-  const double p2p = l.pp > 1 ? 2.0 * l.v * (2 * b * s * h / t / (pp_link.bandwidth_GBps * 1e9 * c.collective_efficiency) +
-                                             pp_link.latency_us * 1e-6)
-                              : 0;
-  const double stage_ep = layers_per_stage * (layer.ep_forward + layer.ep_backward);
-  const double stage_cp = layers_per_stage * (layer.cp_forward + layer.cp_backward);
+  const double message = 2 * b * s * h / t / (pp_link.bandwidth_GBps * 1e9 * c.collective_efficiency) +
+                         pp_link.latency_us * 1e-6 +
+                         (l.tp > 1 ? ring_seconds(c, c.node, 2 * b * s * h, (t - 1) / t, l.tp - 1) : 0);
+  const double p2p = l.pp > 1 ? 2.0 * l.v * message : 0;
+  const double stage_ep = layers_per_stage * (layer.ep_forward * (full ? 2 : 1) + layer.ep_backward);
+  const double stage_cp = layers_per_stage * (layer.cp_forward * (full ? 2 : 1) + layer.cp_backward);
   const double per_micro_batch = stage_compute + stage_tp + stage_ep + stage_cp + p2p;
   const double fill = (l.pp - 1.0) / l.v;
   p.compute_s = micro_batches * stage_compute;
@@ -626,9 +630,14 @@ PlanPrediction plan_predict(const PlanModel& m, const PlanCluster& c, const Plan
   // ZeRO-3 gathers the parameters again for every forward and backward.
   if (l.zero == 3)
     p.dp_comm_s += 2 * micro_batches * ring_seconds(c, dp_link, 2 * on_gpu, (replicas - 1.0) / replicas, replicas - 1);
-  // Adam on float32 masters: about 32 bytes read and written per parameter held.
-  p.optimizer_s = elementwise_seconds(c, 32 * (on_gpu / (l.zero >= 1 ? replicas : 1) +
-                                                experts_on_gpu / (l.zero >= 1 ? replicas / l.ep : 1)));
+  // The mixed-precision optimizer step, per parameter held, in bytes read and written: the
+  // 16-bit gradient widened into the float32 main gradient (2 + 4), unscaled with the inf/NaN
+  // check (4 + 4), its norm for clipping (4) and the clip (4 + 4), Adam on the float32 master,
+  // gradient and moments (16 read, 12 written), the master rounded into the 16-bit weights
+  // (4 + 2) and the 16-bit gradients zeroed (2): 62 bytes, as Megatron-LM's optimizer passes go.
+  constexpr double kOptimizerBytes = 6 + 8 + 4 + 8 + 28 + 6 + 2;
+  p.optimizer_s = elementwise_seconds(c, kOptimizerBytes * (on_gpu / (l.zero >= 1 ? replicas : 1) +
+                                                            experts_on_gpu / (l.zero >= 1 ? replicas / l.ep : 1)));
   p.step_s = p.compute_s + p.tp_comm_s + p.pp_comm_s + p.ep_comm_s + p.cp_comm_s + p.bubble_s + p.dp_comm_s + p.optimizer_s;
   const double tokens = static_cast<double>(global_batch) * s_whole;
   p.tokens_per_s = tokens / p.step_s;
