@@ -203,6 +203,15 @@ TEST(Planner, DirectionsOfEachChoice) {
   EXPECT_GT(full.step_s, none.step_s);
   EXPECT_GT(full.recompute_s, 0);
   EXPECT_EQ(none.recompute_s, 0);
+  // The recompute's forward is counted once: its work in compute (and recompute), its two
+  // tensor-parallel collectives with the others (forward 2, backward 2, recompute 2: 1.5 x).
+  EXPECT_NEAR(full.compute_s - none.compute_s, full.recompute_s, 1e-12 * full.compute_s);
+  EXPECT_NEAR(full.tp_comm_s, 1.5 * none.tp_comm_s, 1e-12 * full.tp_comm_s);
+  PlanCluster fast_links = c;
+  fast_links.node.bandwidth_GBps *= 1000;
+  PlanLayout full_layout = base;
+  full_layout.recompute = Recompute::full;
+  EXPECT_DOUBLE_EQ(plan_predict(m, fast_links, full_layout, 256).recompute_s, full.recompute_s);  // no communication in it
   const PlanPrediction unfused = with([](PlanLayout& l) { l.flash = false; });
   EXPECT_GT(unfused.activation_bytes, none.activation_bytes);
   EXPECT_GT(unfused.step_s, none.step_s);
