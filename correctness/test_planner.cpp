@@ -11,6 +11,7 @@
 
 #include "reference/core/error.hpp"
 #include "reference/core/tolerance.hpp"
+#include "bench/commands/plan.hpp"
 #include "reference/theory/planner.hpp"
 
 namespace parity::theory {
@@ -240,6 +241,27 @@ TEST(Planner, DirectionsOfEachChoice) {
   EXPECT_NEAR(none.compute_s + none.tp_comm_s + none.pp_comm_s + none.bubble_s + none.dp_comm_s + none.optimizer_s,
               none.step_s, 1e-12 * none.step_s);
   EXPECT_NEAR(none.tokens_per_s * none.step_s, 256.0 * m.sequence, 1e-9 * 256.0 * m.sequence);
+}
+
+// The schedule simulator fed with the step model's per-action costs gives the closed form's
+// step for 1F1B and interleaved 1F1B (uniform stages, blocking sends), fewer micro-batches than
+// stages included; without pipelining nothing changes.
+TEST(Planner, SimulatedPipelineEqualsTheClosedForm) {
+  const PlanModel& m = preset("gpt3-39b");
+  const PlanCluster& c = plan_cluster_presets()[0];
+  for (const auto& [pp, v, batch] : {std::tuple{2, 1, 64}, std::tuple{4, 1, 8}, std::tuple{4, 3, 128}, std::tuple{8, 2, 32},
+                                      std::tuple{8, 1, 8}, std::tuple{1, 1, 64}}) {
+    PlanLayout l{8, pp, 4, false, v, 1, 0, Recompute::full, true};
+    ASSERT_EQ(plan_layout_problem(m, c, l, 32 * pp, batch), "") << pp << " " << v << " " << batch;
+    const PlanPrediction closed = plan_predict(m, c, l, batch);
+    const PlanPrediction simulated = cli::with_simulated_pipeline(l, closed);
+    EXPECT_EQ(simulated.simulated, pp > 1);
+    EXPECT_NEAR(simulated.step_s, closed.step_s, 1e-9 * closed.step_s) << pp << " " << v << " " << batch;
+    EXPECT_NEAR(simulated.bubble_s, closed.bubble_s, 1e-9 * closed.step_s);
+    EXPECT_NEAR(simulated.tokens_per_s, closed.tokens_per_s, 1e-9 * closed.tokens_per_s);
+    EXPECT_GT(closed.stage_forward_s, 0);
+    EXPECT_GT(closed.stage_backward_s, closed.stage_forward_s);
+  }
 }
 
 // Narayanan et al. 2021, Table 1: with tp and pp as published, full recompute, micro-batch and

@@ -598,6 +598,9 @@ PlanPrediction plan_predict(const PlanModel& m, const PlanCluster& c, const Plan
   const double stage_cp = layers_per_stage * (layer.cp_forward * (full ? 2 : 1) + layer.cp_backward);
   const double per_micro_batch = stage_compute + stage_tp + stage_ep + stage_cp + p2p;
   const double fill = (l.pp - 1.0) / l.v;
+  p.stage_forward_s = layers_per_stage * (layer.forward + layer.tp_forward + layer.ep_forward + layer.cp_forward) + head_forward;
+  p.stage_backward_s = per_micro_batch - p2p - p.stage_forward_s;
+  p.message_s = l.pp > 1 ? message : 0;
   p.compute_s = micro_batches * stage_compute;
   p.recompute_s = micro_batches * layers_per_stage * recompute;
   p.tp_comm_s = micro_batches * stage_tp;
@@ -741,6 +744,10 @@ std::optional<PlanCandidate> plan_best(const PlanModel& m, const PlanCluster& c,
 }
 
 std::optional<PlanCandidate> plan_published(const PublishedRun& run, const PlanCluster& c) {
+  return plan_best(run.model, c, run.gpus, run.global_batch, published_fixed(run));
+}
+
+PlanFixed published_fixed(const PublishedRun& run) {
   PlanFixed fixed;
   fixed.tp = run.tp;
   fixed.pp = run.pp;
@@ -751,7 +758,7 @@ std::optional<PlanCandidate> plan_published(const PublishedRun& run, const PlanC
   fixed.zero = 0;
   fixed.flash = false;    // 2021: a fused softmax between the products, no FlashAttention
   fixed.overlap = false;  // 2021: the data-parallel all-reduce after the pipeline's flush
-  return plan_best(run.model, c, run.gpus, run.global_batch, fixed);
+  return fixed;
 }
 
 const std::vector<PublishedRun>& published_runs() {

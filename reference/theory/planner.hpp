@@ -145,6 +145,11 @@ struct PlanPrediction {
   double mfu = 0, hfu = 0;                     // over the cluster's dense peak
   double tflops_per_gpu = 0;                   // hardware FLOPs per second per GPU, in TFLOP/s
   int micro_batches = 0;                       // per pipeline per step
+  // The pipeline's parts, for a schedule simulator (bench/commands/plan.hpp): one micro-batch's
+  // forward and backward (with its recompute) through the slowest stage's v chunks, its
+  // collectives included, and one message between stages.
+  double stage_forward_s = 0, stage_backward_s = 0, message_s = 0;
+  bool simulated = false;  // the pipeline's time from the schedule simulator, not the closed form
 };
 
 // Why a layout cannot run at all ("" when it can): sizes that do not divide (GPUs, heads, the
@@ -189,5 +194,7 @@ const std::vector<PublishedRun>& published_runs();
 // ep or ZeRO, and attention and the data-parallel reduction as in 2021 (unfused, not overlapped);
 // micro-batch and interleaving searched.
 std::optional<PlanCandidate> plan_published(const PublishedRun& run, const PlanCluster& c);
+// What plan_published holds fixed.
+PlanFixed published_fixed(const PublishedRun& run);
 
 }  // namespace parity::theory

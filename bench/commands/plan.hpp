@@ -1,0 +1,17 @@
+// parity plan's pipeline from the schedule simulator (reference/parallel/pipeline/simulator.hpp)
+// fed with the step model's costs (reference/theory/planner.hpp).
+#pragma once
+
+#include "reference/theory/planner.hpp"
+
+namespace parity::cli {
+
+// The layout's schedule (1F1B, or interleaved 1F1B with v chunks) of its m micro-batches on pp
+// ranks, simulated: each forward or backward action costs the slowest stage's share of one
+// chunk (its collectives included) and the send of its output (the step model's point-to-point
+// time: blocking sends, as Megatron-LM's schedules of 2021). The makespan replaces the closed
+// form's micro-batches with their messages, fill and drain; the bubble is what is left of it.
+// The rest of the step is the step model's. Unchanged without pipelining.
+theory::PlanPrediction with_simulated_pipeline(const theory::PlanLayout& layout, theory::PlanPrediction prediction);
+
+}  // namespace parity::cli
