@@ -33,6 +33,18 @@ Calibration uniform(double gflops, double ns) {
   return c;
 }
 
+model::GptConfig gpt(int layers, std::int64_t hidden, int heads, std::int64_t sequence, std::int64_t vocabulary) {
+  model::GptConfig g;
+  g.layers = layers;
+  g.hidden = hidden;
+  g.heads = heads;
+  g.sequence = sequence;
+  g.vocabulary = vocabulary;
+  return g;
+}
+// The tiny preset's shape: 2 layers, hidden 64, 4 heads, sequence 64, vocabulary 256.
+model::GptConfig tiny_gpt() { return gpt(2, 64, 4, 64, 256); }
+
 TEST(Calibration, ProductsAreTheMeasuredOnesOnTheGridAndBetweenThemElsewhere) {
   Calibration c = uniform(100, 1);
   // One shape twice as slow: at it, exactly its time; halfway (in log) to a neighbour, the
@@ -76,12 +88,7 @@ TEST(Calibration, OpsInterpolateTheirTimePerElementAndRefuseWhatWasNotMeasured) 
 TEST(Calibration, ReferenceStepCostsEveryProductTheFormulaCounts) {
   for (const auto& [layers, hidden, heads, sequence, vocabulary] :
        {std::tuple{2, 64, 4, 64, 256}, std::tuple{4, 128, 4, 128, 512}, std::tuple{3, 96, 6, 40, 1000}}) {
-    model::GptConfig g;
-    g.layers = layers;
-    g.hidden = hidden;
-    g.heads = heads;
-    g.sequence = sequence;
-    g.vocabulary = vocabulary;
+    const model::GptConfig g = gpt(layers, hidden, heads, sequence, vocabulary);
     const StepEstimate e = reference_gpt_step(g, 8, uniform(100, 1), true);
     EXPECT_EQ(e.product_flops, gpt_step_flops(g, 8)) << g.describe();
     // Every product at 100 GFLOP/s: their time is the formula's FLOPs at that rate.
@@ -96,17 +103,17 @@ TEST(Calibration, ReferenceStepCostsEveryProductTheFormulaCounts) {
 // linear layers' bias fill and column sums 2 N (3h + h + 4h + h) = 18 N h; the final norm 2 N h;
 // cross-entropy's one pass N V; AdamW over P.
 TEST(Calibration, ReferenceStepElementWiseWorkCountedByHand) {
-  model::GptConfig g;
-  g.layers = 2;
-  g.hidden = 64;
-  g.heads = 4;
-  g.sequence = 64;
-  g.vocabulary = 256;
+  const model::GptConfig g = tiny_gpt();
   const double N = 8 * 64, h = 64, V = 256, P = static_cast<double>(gpt_parameters(g));
   const StepEstimate e = reference_gpt_step(g, 8, uniform(100, 1), true);
   const double elements = P + 2 * N * h + 2 * (4 * N * h + 4 * N * h + 8 * N * h + 18 * N * h) + 2 * N * h + N * V;
   EXPECT_NEAR(e.elementwise_s, elements * 1e-9, 1e-15);
   EXPECT_NEAR(e.optimizer_s, P * 1e-9, 1e-15);
+  // With dropout: two masks a layer (the attention's and the MLP's outputs), forward and backward.
+  model::GptConfig with_dropout = g;
+  with_dropout.dropout = 0.1;
+  EXPECT_NEAR(reference_gpt_step(with_dropout, 8, uniform(100, 1), true).elementwise_s - e.elementwise_s,
+              2 * 4 * N * h * 1e-9, 1e-15);
   // SGD: two adds a parameter.
   EXPECT_NEAR(reference_gpt_step(g, 8, uniform(100, 1), false).optimizer_s, 2 * P * 1e-9, 1e-15);
   // Attention per layer: the softmax on the causal half of each row forward and on whole rows
@@ -136,15 +143,32 @@ TEST(Calibration, ReferenceMlpStepCountedByHand) {
 }
 
 TEST(Calibration, BackwardOfTheGptStepIsItsShare) {
-  model::GptConfig g;
-  g.layers = 2;
-  g.hidden = 64;
-  g.heads = 4;
-  g.sequence = 64;
-  g.vocabulary = 256;
+  const model::GptConfig g = tiny_gpt();
   const StepEstimate e = reference_gpt_step(g, 8, uniform(100, 1e-9), true);  // the ops all but free
   // With the ops all but free, backward is two thirds of every product (input and weight gradients).
   EXPECT_NEAR(e.backward_s, 2.0 / 3 * (e.products_s + e.attention_s), 1e-6 * e.total());
+}
+
+// One rank of a tensor-parallel group: every product split over tp (the FLOPs are the formula's
+// over tp); the element-wise work by hand, with sequence parallelism splitting the norms', adds'
+// and embedding's rows too.
+TEST(Calibration, TensorParallelRankCountedByHand) {
+  const model::GptConfig g = tiny_gpt();
+  const double N = 8 * 64, C = 64, V = 256, P = 1000;
+  for (const int t : {2, 4}) {
+    for (const bool sp : {false, true}) {
+      const StepEstimate e = reference_gpt_step(g, 8, uniform(100, 1), true, {t, sp, 1000});
+      EXPECT_EQ(e.product_flops * t, gpt_step_flops(g, 8)) << t;
+      const double rows = sp ? N / t : N;
+      // zero_grad P; embedding 2 rows C; per layer norms 4 rows C, adds 4 rows C, GeLU 8 N C / t,
+      // the biases' fills and column sums 2 N (3C/t + C + 4C/t + C); final norm 2 rows C; the
+      // loss N V / t.
+      const double elements = P + 2 * rows * C + 2 * (8 * rows * C + 8 * N * C / t + 2 * N * (7 * C / t + 2 * C)) +
+                              2 * rows * C + N * V / t;
+      EXPECT_NEAR(e.elementwise_s, elements * 1e-9, 1e-15) << t << " " << sp;
+      EXPECT_NEAR(e.optimizer_s, P * 1e-9, 1e-15);
+    }
+  }
 }
 
 // Buckets ready evenly through backward, reduced one at a time.

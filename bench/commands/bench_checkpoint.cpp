@@ -24,6 +24,7 @@
 #include "reference/ops/flops.hpp"
 #include "reference/parallel/checkpoint/checkpoint.hpp"
 #include "reference/parallel/techniques/techniques.hpp"
+#include "reference/theory/calibration.hpp"
 #include "reference/theory/checkpoint.hpp"
 #include "reference/theory/model.hpp"
 
@@ -182,8 +183,8 @@ std::size_t checkpoint_bench_bytes_per_rank(const CheckpointBenchPlan& plan) {
                                   e * (3.0 * b * s * static_cast<double>(c.vocabulary) + 8.0 * b * s * h));
 }
 
-CheckpointBenchOutcome run_checkpoint_bench(Session& session, const CheckpointBenchPlan& plan,
-                                            const CheckpointBenchOptions& options) {
+CheckpointBenchOutcome run_checkpoint_bench(Job& job, const CheckpointBenchPlan& plan, const CheckpointBenchOptions& options) {
+  Session& session = job.session;
   Communicator& world = session.world();
   const MemorySpace space = session.space();
   const model::GptConfig& c = plan.config;
@@ -199,6 +200,10 @@ CheckpointBenchOutcome run_checkpoint_bench(Session& session, const CheckpointBe
   const auto failed_row = [](const record::Table& t, std::size_t row) -> std::int64_t {
     return t.get_i64("losses_equal")[row] == 0 || t.get_i64("matches_formula")[row] == 0;
   };
+  // The step without recompute predicted from the calibration (float32 and float64 runs).
+  const bool predicted = c.dtype == DataType::float32 || c.dtype == DataType::float64;
+  const theory::StepEstimate estimate =
+      predicted ? theory::reference_gpt_step(c, plan.batch, job.calibration(c.dtype), true) : theory::StepEstimate{};
   for (const parallel::CheckpointPolicy& policy : plan.policies) {
     const std::string name = policy.name();
     if (const auto restored = session.restore_row("/bench/checkpoint", name, by_policy, out.table, failed_row);
@@ -289,6 +294,17 @@ CheckpointBenchOutcome run_checkpoint_bench(Session& session, const CheckpointBe
     t.i64("ranks").push_back(world.size());
     t.i64("losses_equal").push_back(losses_equal ? 1 : 0);
     t.i64("matches_formula").push_back(matches ? 1 : 0);
+    const int recomputed_blocks = run.layout.recomputed_blocks();
+    const double own_prediction =
+        estimate.total() + recomputed_blocks * estimate.block_forward_s +
+        (run.layout.selective ? (run.layout.blocks() - recomputed_blocks) * estimate.attention_forward_s : 0.0);
+    const auto rank_prediction = gather_from_ranks(world, own_prediction);
+    const auto rank_predicted_ratio = gather_from_ranks(world, own_prediction / estimate.total());
+    const double nan = std::nan("");
+    t.f64("predicted_step_time_s", "s").push_back(predicted ? mean(rank_prediction) : nan);
+    t.f64("predicted_time_ratio").push_back(predicted ? mean(rank_predicted_ratio) : nan);
+    t.f64("predicted_over_measured")
+        .push_back(predicted && !session.oversubscribed() ? mean(rank_prediction) / mean(rank_time) : nan);
     session.record_rows("/bench/checkpoint", t, first_row);  // kept if the run is cut short
     if (!losses_equal || !matches) ++out.mismatches;
     if (session.is_root() && !session.options().quiet) {
@@ -331,7 +347,7 @@ class BenchCheckpoint final : public Command {
                          "against steps without recompute in the same run, and the losses must agree bit for bit",
                  .order = 90,
                  .in_run = true,
-                 .tables = {&kCheckpointBenchTable}}) {}
+                 .tables = {&kCheckpointBenchTable, &kCalibrateTable}}) {}
 
   void declare(CommandOptions& o) override {
     CheckpointBenchOptions& c = options_;
@@ -360,7 +376,7 @@ class BenchCheckpoint final : public Command {
     const CheckpointBenchPlan plan = plan_checkpoint_bench(options_);
     s.check_memory(checkpoint_bench_bytes_per_rank(plan), "the checkpoint benchmark");
     s.maybe_inject_stall();
-    const CheckpointBenchOutcome outcome = run_checkpoint_bench(s, plan, options_);
+    const CheckpointBenchOutcome outcome = run_checkpoint_bench(job, plan, options_);
     record_checkpoint_bench(s, outcome, plan, options_);
     return outcome.mismatches ? kExitFailed : kExitOk;
   }

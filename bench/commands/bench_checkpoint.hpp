@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "bench/cli/session.hpp"
+#include "bench/commands/command.hpp"
 #include "reference/model/model.hpp"
 #include "reference/parallel/checkpoint/checkpoint.hpp"
 #include "reference/record/table.hpp"
@@ -34,7 +35,10 @@ inline const record::TableSpec kCheckpointBenchTable{
       {"baseline_step_time_s", ColumnType::float64, "s"}, {"time_ratio", ColumnType::float64},
       {"time_ratio_rank_min", ColumnType::float64}, {"time_ratio_rank_max", ColumnType::float64},
       {"timed_pairs", ColumnType::int64}, {"ranks", ColumnType::int64}, {"losses_equal", ColumnType::int64},
-      {"matches_formula", ColumnType::int64}
+      {"matches_formula", ColumnType::int64},
+      // Added with the calibrated step model (older files lack them; NaN in 16-bit runs).
+      {"predicted_step_time_s", ColumnType::float64, "s", false}, {"predicted_time_ratio", ColumnType::float64, "", false},
+      {"predicted_over_measured", ColumnType::float64, "", false}
     }};
 
 struct CheckpointBenchOptions {
@@ -61,8 +65,10 @@ struct CheckpointBenchOutcome {
   record::Table table{kCheckpointBenchTable};
   std::size_t mismatches = 0;  // policies whose losses differ from no recompute, or bytes or FLOPs from the formulas
 };
-CheckpointBenchOutcome run_checkpoint_bench(Session& session, const CheckpointBenchPlan& plan,
-                                            const CheckpointBenchOptions& options);
+// In float32 and float64 each policy's step is also predicted from the job's calibration
+// (theory/calibration.hpp): the step without recompute, plus one block's forward per recomputed
+// block, plus the attention core's forward per selective block.
+CheckpointBenchOutcome run_checkpoint_bench(Job& job, const CheckpointBenchPlan& plan, const CheckpointBenchOptions& options);
 void record_checkpoint_bench(Session& session, const CheckpointBenchOutcome& outcome, const CheckpointBenchPlan& plan,
                              const CheckpointBenchOptions& options);
 

@@ -137,7 +137,7 @@ std::size_t tensor_bench_bytes_per_rank(const TensorBenchPlan& plan, std::int64_
 }
 
 TensorBenchOutcome run_tensor_bench(Session& session, const TensorBenchPlan& plan, const TensorBenchOptions& options,
-                                    const PointToPoint& p2p) {
+                                    const PointToPoint& p2p, const theory::Calibration& calibration) {
   Communicator& world = session.world();
   TensorBenchOutcome out;
   out.p2p = p2p;
@@ -286,6 +286,18 @@ TensorBenchOutcome run_tensor_bench(Session& session, const TensorBenchPlan& pla
     t.i64("optimizer_state_bytes", "B").push_back(std::llround(r.optimizer_bytes));
     t.i64("formula_optimizer_state_bytes", "B").push_back(2 * formula_parameters * e);
     t.i64("memory_match").push_back(memory_match ? 1 : 0);
+    // The step predicted from rank 0's calibration: its share op by op, the tensor-parallel
+    // collectives, and the gradients' ring all-reduce over dp (2 (dp - 1) messages of 1/dp).
+    const double compute =
+        theory::reference_gpt_step(c, rank_rows, calibration, true, {run.tp, run.sequence_parallel, formula_parameters}).total();
+    const double gradient_bytes = static_cast<double>(formula_parameters * e);
+    const double dp_comm = run.dp == 1 ? 0.0
+                           : p2p.measured ? 2.0 * (run.dp - 1) * (p2p.model.alpha_seconds +
+                                                                  p2p.model.beta_seconds_per_byte * gradient_bytes / run.dp)
+                                          : std::nan("");
+    const double predicted_step = compute + (run.tp == 1 ? 0.0 : predicted) + dp_comm;
+    t.f64("predicted_step_seconds", "s").push_back(predicted_step);
+    t.f64("predicted_over_measured").push_back(session.oversubscribed() ? std::nan("") : predicted_step / step);
     session.record_rows("/bench/tensor", t, t.rows() - 1);  // kept if the run is cut short
   }
   progress.finish();
@@ -323,7 +335,7 @@ class BenchTensor final : public Command {
                          "(which must match)",
                  .order = 60,
                  .in_run = true,
-                 .tables = {&kTensorBenchTable, &kPointToPointTable}}) {}
+                 .tables = {&kTensorBenchTable, &kPointToPointTable, &kCalibrateTable}}) {}
 
   void declare(CommandOptions& o) override {
     TensorBenchOptions& t = options_;
@@ -350,7 +362,7 @@ class BenchTensor final : public Command {
     s.check_memory(tensor_bench_bytes_per_rank(plan, options_.batch), "the tensor benchmark");
     s.maybe_inject_stall();
     const PointToPoint& p2p = job.point_to_point(4 << 20);  // the source of the alpha-beta predictions
-    const TensorBenchOutcome outcome = run_tensor_bench(s, plan, options_, p2p);
+    const TensorBenchOutcome outcome = run_tensor_bench(s, plan, options_, p2p, job.calibration(plan.config.dtype));
     record_tensor_bench(s, outcome, options_);
     return outcome.mismatches ? kExitFailed : kExitOk;
   }

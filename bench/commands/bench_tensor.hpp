@@ -11,6 +11,7 @@
 #include "bench/commands/point_to_point.hpp"
 #include "reference/model/model.hpp"
 #include "reference/record/table.hpp"
+#include "reference/theory/calibration.hpp"
 
 namespace parity::cli {
 
@@ -38,7 +39,9 @@ inline const record::TableSpec kTensorBenchTable{
       {"korthikanti_activation_bytes_per_block", ColumnType::float64, "B"},
       {"parameters_per_rank", ColumnType::int64}, {"formula_parameters_per_rank", ColumnType::int64},
       {"optimizer_state_bytes", ColumnType::int64, "B"}, {"formula_optimizer_state_bytes", ColumnType::int64, "B"},
-      {"memory_match", ColumnType::int64}
+      {"memory_match", ColumnType::int64},
+      // Added with the calibrated step model (older files lack them).
+      {"predicted_step_seconds", ColumnType::float64, "s", false}, {"predicted_over_measured", ColumnType::float64, "", false}
     }};
 
 struct TensorBenchOptions {
@@ -72,8 +75,11 @@ struct TensorBenchOutcome {
   std::size_t mismatches = 0;  // rows whose bytes, activation or parameter counts differ from the formulas
   PointToPoint p2p;
 };
+// `calibration` (rank 0's, the model's type) predicts each run's step: a rank's share op by op
+// (theory/calibration.hpp), its tensor-parallel collectives on the ping-pong's link
+// (theory/tensor.hpp), and with dp > 1 the gradients' ring all-reduce.
 TensorBenchOutcome run_tensor_bench(Session& session, const TensorBenchPlan& plan, const TensorBenchOptions& options,
-                                    const PointToPoint& p2p);
+                                    const PointToPoint& p2p, const theory::Calibration& calibration);
 void record_tensor_bench(Session& session, const TensorBenchOutcome& outcome, const TensorBenchOptions& options);
 
 }  // namespace parity::cli

@@ -76,6 +76,8 @@ double time_op(const std::string& op, std::int64_t elements, DataType dtype, Mem
       return time_call(space, [&] { ops::cross_entropy_forward(a, targets, static_cast<double>(rows)); });
     return time_call(space, [&] { ops::cross_entropy_backward(a, targets, static_cast<double>(rows), y); });
   }
+  if (op == "dropout_forward") return time_call(space, [&] { ops::dropout_forward(a, 0.1, {1, 2, 0}, y); });
+  if (op == "dropout_backward") return time_call(space, [&] { ops::dropout_backward(a, 0.1, {1, 2, 0}, y); });
   if (op == "adamw") {
     Tensor m = tensor("calibrate.m", 11), v = random_tensor("calibrate.v", shape, dtype, space, 12, Init::uniform(0, 1));
     std::int64_t step = 0;

@@ -41,6 +41,14 @@ for name, r in rows.items():
     assert len(r["layout"].split()) == L, (name, r["layout"])
     assert r["recomputed_forwards"] == r["recomputed_blocks"] * 3, name  # 3 steps: warm-up and 2 timed
 none, full = rows["none"], rows["full"]
+# The prediction from the job's calibration: more recompute, a longer predicted step; the
+# ratio is each rank's predicted step over its predicted step without recompute.
+assert none["predicted_time_ratio"] == 1.0, none["predicted_time_ratio"]
+for name, r in rows.items():
+    assert r["predicted_step_time_s"] >= none["predicted_step_time_s"], name
+    assert r["predicted_time_ratio"] >= 1.0, name
+assert full["predicted_step_time_s"] > rows["every2"]["predicted_step_time_s"] > none["predicted_step_time_s"]
+assert rows["selective"]["predicted_step_time_s"] > none["predicted_step_time_s"]
 assert none["recomputed_blocks"] == 0 and none["recompute_flops"] == 0 and none["layout"] == "- - - -", none
 assert full["recomputed_blocks"] == L and full["stored_bytes"] == L * e * b * s * h, full
 # Full recompute adds one forward of every block: what a step of the blocks costs, a third of

@@ -52,6 +52,18 @@ with h5py.File("scaling.h5") as f:
     assert sorted(set(modes)) == ["strong", "weak"]
     assert sorted(s["world_size"][()].tolist()) == [1, 1, 2, 2, 3, 3]
     assert all(s["step_seconds"][()] > 0) and all(s["speedup"][()] > 0)
+    # The step predicted from the job's calibration beside the measured one (3 ranks on 2 cores:
+    # oversubscribed here, so not compared).
+    pred, ratio = s["predicted_step_seconds"][()], s["predicted_over_measured"][()]
+    assert all(pred > 0), pred
+    if f.attrs["oversubscribed"]:
+        assert all(ratio != ratio), ratio
+    else:
+        assert all(abs(ratio - pred / s["step_seconds"][()]) <= 1e-12 * ratio), ratio
+    ws, mode = s["world_size"][()], s["mode"].asstr()[()]
+    # Strong scaling: a shard of the same batch per rank, so a smaller predicted compute as ranks grow.
+    strong = {int(w): p for w, p, m in zip(ws, pred, mode) if m == "strong"}
+    assert strong[1] > strong[3], strong
     o = f["/bench/overlap"]
     assert sorted(o["bucket_bytes"][()].tolist()) == [16384, 16384, 1048576, 1048576]
     assert sorted(o["overlap"][()].tolist()) == [0, 0, 1, 1]

@@ -151,21 +151,28 @@ class StepCosts {
 
 }  // namespace
 
-StepEstimate reference_gpt_step(const model::GptConfig& config, std::int64_t batch, const Calibration& cal, bool adamw) {
+StepEstimate reference_gpt_step(const model::GptConfig& config, std::int64_t batch, const Calibration& cal, bool adamw,
+                                const StepSplit& split) {
+  const double t = split.tp;
   const double B = static_cast<double>(batch), T = static_cast<double>(config.sequence),
-               C = static_cast<double>(config.hidden), H = config.heads, V = static_cast<double>(config.vocabulary);
-  const double hs = C / H, N = B * T, heads = B * H, P = static_cast<double>(gpt_parameters(config));
+               C = static_cast<double>(config.hidden), H = config.heads, V = static_cast<double>(config.vocabulary) / t;
+  const double hs = C / H, N = B * T, heads = B * H / t;
+  const double P = static_cast<double>(split.parameters > 0 ? split.parameters : gpt_parameters(config));
+  const double rows = split.sp ? N / t : N;  // the norms', residual adds' and embedding's rows
   StepEstimate e;
   StepCosts cost(cal);
   cost.op(e.elementwise_s, "fill", P);  // zero_grad
   for (const bool backward : {false, true}) {
     cost.backward = backward;
-    cost.op(e.elementwise_s, "add", N * C);  // the embedding's gather with positions (backward: its scatter)
+    cost.op(e.elementwise_s, "add", rows * C);  // the embedding's gather with positions (backward: its scatter)
     for (int layer = 0; layer < config.layers; ++layer) {
       cost.backward = backward;
-      cost.op(e.elementwise_s, backward ? "layernorm_backward" : "layernorm_forward", 2 * N * C);  // two norms
-      cost.op(e.elementwise_s, "add", 2 * N * C);  // two residual adds
-      cost.op(e.elementwise_s, backward ? "gelu_backward" : "gelu_forward", 4 * N * C);
+      const double before = e.products_s + e.attention_s + e.elementwise_s, attention_before = e.attention_s;
+      cost.op(e.elementwise_s, backward ? "layernorm_backward" : "layernorm_forward", 2 * rows * C);  // two norms
+      cost.op(e.elementwise_s, "add", 2 * rows * C);  // two residual adds
+      // Dropout on the attention's and the MLP's outputs before their adds.
+      if (config.dropout > 0) cost.op(e.elementwise_s, backward ? "dropout_backward" : "dropout_forward", 2 * rows * C);
+      cost.op(e.elementwise_s, backward ? "gelu_backward" : "gelu_forward", 4 * N * C / t);
       // Attention per head: forward the scores Q K^T and the weighted sum P V, the causal softmax
       // on the live half of each row; backward dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q,
       // the softmax's gradient on whole rows.
@@ -178,13 +185,19 @@ StepEstimate reference_gpt_step(const model::GptConfig& config, std::int64_t bat
         cost.product(e.attention_s, T, hs, T, 3 * heads);
         cost.op(e.attention_s, "softmax_backward", heads * T * T);
       }
-      for (const auto& [in, out] : {std::pair{C, 3 * C}, std::pair{C, C}, std::pair{C, 4 * C}, std::pair{4 * C, C}})
+      // Column-parallel qkv and fc (their outputs split), row-parallel proj and fc2 (their inputs).
+      for (const auto& [in, out] : {std::pair{C, 3 * C / t}, std::pair{C / t, C}, std::pair{C, 4 * C / t}, std::pair{4 * C / t, C}})
         cost.linear(e, N, in, out, backward);
+      if (!backward && layer == 0) {
+        e.block_forward_s = e.products_s + e.attention_s + e.elementwise_s - before;
+        e.attention_forward_s = e.attention_s - attention_before;
+      }
     }
     cost.backward = backward;
-    cost.op(e.elementwise_s, backward ? "layernorm_backward" : "layernorm_forward", N * C);
-    // The head (its weight the token table, or its own): logits = x W^T; dx = dlogits W,
-    // dW += dlogits^T x. Training computes the loss with its gradient, in one pass.
+    cost.op(e.elementwise_s, backward ? "layernorm_backward" : "layernorm_forward", rows * C);
+    // The head (its weight the token table, or its own; its vocabulary split over tp): logits =
+    // x W^T; dx = dlogits W, dW += dlogits^T x. Training computes the loss with its gradient, in
+    // one pass.
     if (!backward) {
       cost.product(e.products_s, N, V, C);
     } else {

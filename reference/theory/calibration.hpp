@@ -34,11 +34,12 @@ inline constexpr std::int64_t kGemmSides[] = {16, 64, 256, 1024};
 inline constexpr std::int64_t kOpElements[] = {1 << 12, 1 << 15, 1 << 18, 1 << 21};
 // The ops a reference step composes, each measured on its own (bench/commands/calibrate.cpp):
 // add (a + b), fill (a store of one value), gelu and layernorm forward and backward, softmax and cross-entropy forward
-// and backward over rows, AdamW's update (per parameter).
+// and backward over rows, AdamW's update (per parameter), dropout forward and backward (its mask
+// drawn from the counter-based generator each time).
 inline constexpr const char* kCalibratedOps[] = {
     "add",          "fill",          "gelu_forward",          "gelu_backward",          "layernorm_forward",
     "layernorm_backward", "softmax_forward", "softmax_backward", "cross_entropy_forward", "cross_entropy_backward",
-    "adamw"};
+    "adamw",        "dropout_forward", "dropout_backward"};
 // The row length the row ops are measured with.
 std::int64_t calibrated_row_length(const std::string& op);
 
@@ -73,10 +74,22 @@ struct StepEstimate {
   double optimizer_s = 0;
   std::int64_t product_flops = 0;  // the matrix products costed (equal to theory::gpt_step_flops)
   double backward_s = 0;  // of the above, the backward pass (from the loss's gradient to the first layer's)
+  // One transformer block's forward, and its attention core's (what full and selective
+  // recompute run again); 0 for the MLP.
+  double block_forward_s = 0, attention_forward_s = 0;
   double total() const { return products_s + attention_s + elementwise_s + optimizer_s; }
 };
+// On one rank of a tensor-parallel group (`tp` > 1, Megatron's split: attention heads, the MLP's
+// width and the vocabulary over tp; with `sp` the norms, residual adds and embedding rows too;
+// `parameters` on the rank for zero_grad and the optimizer, 0: the whole model's), without the
+// group's collectives (theory/tensor.hpp predicts them).
+struct StepSplit {
+  int tp = 1;
+  bool sp = false;
+  std::int64_t parameters = 0;
+};
 StepEstimate reference_gpt_step(const model::GptConfig& config, std::int64_t batch, const Calibration& calibration,
-                                bool adamw);
+                                bool adamw, const StepSplit& split = {});
 // The same for the reference MLP (Dense layers with GeLU, mean-squared error): its products
 // equal theory::mlp_forward_flops times 3.
 StepEstimate reference_mlp_step(const model::MlpConfig& config, std::int64_t batch, const Calibration& calibration,

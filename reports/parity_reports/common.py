@@ -474,3 +474,26 @@ def only_notes(page, only, what, describe):
         if keys:
             page.note(f"Only in run {name} (no {what} in the other run): "
                       + "; ".join(describe(k) for k in keys) + ".")
+
+
+# Predicted against measured step times (a benchmark's predicted_* columns, from the run's
+# calibration): one table, the same words in every section that has them.
+PREDICTED_WORDS = ("Predicted against measured: {what}, costed at the rates the job measured "
+                   "(bench calibrate: products over a grid of shapes, each op of a step over "
+                   "several lengths; reference/theory/calibration.hpp). The model is held to "
+                   "0.8–1.25 of the measured step; where ranks outnumber cores the measured time "
+                   "includes waiting for one, and the two are not compared.")
+
+
+def predicted_table(page, what, label_headers, entries):
+    """entries: (labels, predicted seconds, measured seconds, predicted / measured); nothing
+    when no entry has a prediction (files from before the columns existed)."""
+    entries = [e for e in entries if finite(e[1])]
+    if not entries:
+        return
+    page.p(esc(PREDICTED_WORDS.format(what=what)))
+    page.table(list(label_headers) + ["predicted step (ms)", "measured step (ms)", "predicted / measured"],
+               [[esc(str(x)) for x in labels] + [fmt_num(pred * 1e3, 2), fmt_num(meas * 1e3, 2),
+                                                 fmt_ratio(ratio) if finite(ratio) else "not compared"]
+                for labels, pred, meas, ratio in entries],
+               numeric=set(range(len(label_headers), len(label_headers) + 3)))

@@ -11,8 +11,8 @@ from collections import OrderedDict
 from ..common import (RowTable, bad_span, comparison_md, comparison_pairs, esc, finite, fmt_bytes,
                       fmt_flops, fmt_ms, fmt_ratio, fmt_size, fmt_spread, formula_differences,
                       known, md_table, nav_entry, plural, ratio_glance, ratio_of, runs_md,
-                      runs_words, section_md, section_start, usable_matched_pairs, verdict_span,
-                      yes_no)
+                      predicted_table, runs_words, section_md, section_start, usable_matched_pairs,
+                      verdict_span, yes_no)
 
 NAME = "checkpoint"
 ORDER = 120
@@ -26,7 +26,7 @@ READS = {
         "formula_peak_bytes,step_flops,baseline_step_flops,recompute_flops,"
         "formula_recompute_flops,recomputed_forwards,timed_pairs,ranks,losses_equal,"
         "matches_formula f:step_time_s,baseline_step_time_s,time_ratio,time_ratio_rank_min,"
-        "time_ratio_rank_max",
+        "time_ratio_rank_max,predicted_step_time_s,predicted_time_ratio,predicted_over_measured",
         ["policy", "peak_bytes", "formula_peak_bytes", "time_ratio"]),
 }
 
@@ -41,7 +41,8 @@ CHECKPOINT_OPTIONAL.update({c: -1 for c in (
     "baseline_step_flops", "recompute_flops", "formula_recompute_flops", "recomputed_forwards",
     "timed_pairs", "ranks")})
 CHECKPOINT_OPTIONAL.update({c: math.nan for c in (
-    "step_time_s", "baseline_step_time_s", "time_ratio_rank_min", "time_ratio_rank_max")})
+    "step_time_s", "baseline_step_time_s", "time_ratio_rank_min", "time_ratio_rank_max",
+    "predicted_step_time_s", "predicted_time_ratio", "predicted_over_measured")})
 # The counts that must equal their formula (bench_checkpoint's matches_formula), as words.
 FORMULA_CHECKS = [("stored_bytes", "stored bytes"), ("peak_bytes", "peak bytes"),
                   ("recompute_flops", "recompute FLOPs")]
@@ -425,6 +426,10 @@ def section(page, ctx, bench):
                row_classes=classes)
     page.note("Layout, block by block: - kept, s kept but its attention probabilities "
               "(selective), a digit the segment it is recomputed in.")
+    predicted_table(page, "the step without recompute op by op, plus one block's forward per "
+                    "recomputed block and the attention core's per selective one", ["policy"],
+                    [((r["policy"],), r["predicted_step_time_s"], r["step_time_s"],
+                      r["predicted_over_measured"]) for r in bench.rows])
 
 
 def glance(ctx, bench):

@@ -7,8 +7,8 @@ from collections import OrderedDict, defaultdict
 
 from ..common import (MEMORY_CATEGORIES, MEMORY_OPTIONAL, RowTable, comparison_md, esc, finite,
                       fmt_count, fmt_flops, fmt_int, fmt_mfu, fmt_num, fmt_ratio, fmt_size,
-                      fmt_spread, fmt_tokens, nav_entry, ratio_of, section_md, section_start,
-                      spread)
+                      fmt_spread, fmt_tokens, nav_entry, predicted_table, ratio_of, section_md,
+                      section_start, spread)
 
 NAME = "model"
 ORDER = 50
@@ -307,20 +307,9 @@ def section(page, ctx, model):
                        "Model FLOPs utilisation per model", fmt_mfu,
                        reference=(1.0, "same-run matmul rate")),
              "MFU per model")
-    predicted = [m for m in model.models if finite(m["predicted_step_time_s"][0])]
-    if predicted:
-        page.p("Predicted against measured: each rank's step costed op by op at the rates it "
-               "measured in this run (bench calibrate's products over a grid of shapes and the "
-               "step's ops over several lengths, reference/theory/calibration.hpp). The model is "
-               "held to 0.8–1.25 of the measured step; where ranks outnumber cores the measured "
-               "time includes waiting for one, and the two are not compared.")
-        page.table(["model", "predicted step (ms)", "measured step (ms)",
-                    "predicted / measured: mean (min–max)"],
-                   [[f"<b>{esc(m['model'])}</b>", fmt_num(m["predicted_step_time_s"][0] * 1e3, 2),
-                     fmt_num(m["step_time"][0] * 1e3, 2),
-                     esc(fmt_spread(m["predicted_over_measured"], fmt_ratio))
-                     if finite(m["predicted_over_measured"][0]) else "not compared"]
-                    for m in predicted], numeric={1, 2, 3})
+    predicted_table(page, "each rank's step op by op", ["model"],
+                    [((m["model"],), m["predicted_step_time_s"][0], m["step_time"][0],
+                      m["predicted_over_measured"][0]) for m in model.models])
     fast = model.on_peak()
     if fast:
         page.p("On the GPU's datasheet peak (the fast path, --path fast): MFU and HFU divide the "

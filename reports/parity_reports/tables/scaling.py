@@ -6,7 +6,8 @@ from collections import OrderedDict, defaultdict
 
 from ..common import (RowTable, capitalized, comparison_md, comparison_pairs, esc, finite,
                       fmt_count, fmt_int, fmt_known, fmt_ms, fmt_num, fmt_ratio, matched, nav_entry,
-                      order_key, ratio_of, section_md, section_start, usable_matched_pairs)
+                      order_key, predicted_table, ratio_of, section_md, section_start,
+                      usable_matched_pairs)
 
 NAME = "scaling"
 ORDER = 70
@@ -239,21 +240,11 @@ def section(page, ctx, scaling):
                 "speedup", "efficiency", "Amdahl fit", "exposed comm (ms)",
                 "predicted comm (ms)", "bytes sent per rank"], rows,
                numeric=set(range(1, 11)))
-    predicted = [(mode, r) for mode, mode_rows in scaling.modes.items() for r in mode_rows
-                 if finite(r["predicted_step_seconds"])]
-    if predicted:
-        page.p("Predicted against measured: the largest rank's shard costed op by op at the rates "
-               "the job measured (bench calibrate), plus the bucketed all-reduces that its backward "
-               "does not hide. Held to 0.8–1.25 of the measured step; not compared where ranks "
-               "outnumber cores.")
-        page.table(["mode", "world size", "predicted step (ms)", "measured step (ms)",
-                    "predicted / measured"],
-                   [[esc(mode), fmt_int(r["world_size"]), fmt_ms(r["predicted_step_seconds"]),
-                     fmt_ms(r["step_seconds"]),
-                     fmt_ratio(r["predicted_over_measured"])
-                     if finite(r["predicted_over_measured"]) else "not compared"]
-                    for mode, r in predicted], numeric={1, 2, 3, 4})
-
+    predicted_table(page, "the largest rank's shard op by op, plus the bucketed all-reduces that its "
+                    "backward does not hide", ["mode", "world size"],
+                    [((mode, int(r["world_size"])), r["predicted_step_seconds"], r["step_seconds"],
+                      r["predicted_over_measured"])
+                     for mode, mode_rows in scaling.modes.items() for r in mode_rows])
 
 def glance(ctx, scaling):
     if not scaling.usable:

@@ -8,8 +8,8 @@ from collections import OrderedDict
 
 from ..common import (RowTable, comparison_md, comparison_pairs, esc, finite, fmt_bytes, fmt_count,
                       fmt_known, fmt_ms, fmt_ratio, fmt_tokens, formula_differences, known,
-                      md_table, nav_entry, ratio_glance, ratio_of, runs_md, runs_words, section_md,
-                      section_start, step_cells, usable_matched_pairs, verdict_span, yes_no)
+                      md_table, nav_entry, predicted_table, ratio_glance, ratio_of, runs_md, runs_words,
+                      section_md, section_start, step_cells, usable_matched_pairs, verdict_span, yes_no)
 
 NAME = "tensor"
 ORDER = 90
@@ -25,7 +25,7 @@ READS = {
         "memory_match f:step_seconds,tokens_per_second,tp_comm_seconds,compute_seconds,"
         "comm_share,predicted_comm_seconds,"
         + ",".join(f"bytes_{p},formula_bytes_{p}" for p in PARTS + ["total"])
-        + ",korthikanti_activation_bytes_per_block",
+        + ",korthikanti_activation_bytes_per_block,predicted_step_seconds,predicted_over_measured",
         ["model", "tp", "dp", "sequence_parallel", "step_seconds", "bytes_total",
          "formula_bytes_total"]),
 }
@@ -36,6 +36,7 @@ TENSOR_OPTIONAL = {"config": "", "world_size": -1, "batch": -1, "rank_batch": -1
                    "tokens_per_second": math.nan, "tp_comm_seconds": math.nan,
                    "compute_seconds": math.nan, "comm_share": math.nan,
                    "predicted_comm_seconds": math.nan, "bytes_match": None,
+                   "predicted_step_seconds": math.nan, "predicted_over_measured": math.nan,
                    "activation_bytes_per_block": -1, "formula_activation_bytes_per_block": -1,
                    "korthikanti_activation_bytes_per_block": math.nan,
                    "parameters_per_rank": -1, "formula_parameters_per_rank": -1,
@@ -445,6 +446,10 @@ def section(page, ctx, bench):
                    + ["optimizer state (B)", "formula", "Korthikanti 16-bit (B)", "world size",
                       "rows on the first rank"], body, numeric=set(range(1, 14)))
     page.details("Table: bytes per layer, optimizer state and the reference figures", parts_body)
+    predicted_table(page, "a rank's share of the step op by op, plus its tensor-parallel "
+                    "collectives and, with dp > 1, the gradients' all-reduce", ["run"],
+                    [((tick_label(r, bench),), r["predicted_step_seconds"], r["step_seconds"],
+                      r["predicted_over_measured"]) for r in bench.rows])
 
 
 def glance(ctx, bench):
