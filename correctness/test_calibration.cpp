@@ -124,6 +124,33 @@ TEST(Calibration, ReferenceStepElementWiseWorkCountedByHand) {
   EXPECT_NEAR(e.attention_s, 2 * (softmax + products), 1e-12 * e.attention_s);
 }
 
+// The step split by top-level layer (embedding, blocks, ln_f, head): the parts add up to the
+// step less zero_grad and the optimizer; the blocks alike; weight gradients within backward.
+TEST(Calibration, LayerCostsAddUpToTheStep) {
+  const model::GptConfig g = tiny_gpt();
+  const Calibration c = uniform(100, 1);
+  const StepEstimate e = reference_gpt_step(g, 8, c, true);
+  ASSERT_EQ(e.layer_costs.size(), static_cast<std::size_t>(g.layers + 3));
+  double sum = 0, backward = 0;
+  for (const LayerCost& l : e.layer_costs) {
+    sum += l.forward_s + l.backward_s;
+    backward += l.backward_s;
+    EXPECT_GT(l.forward_s + l.backward_s, 0);
+    EXPECT_LE(l.weight_grad_s, l.backward_s);
+  }
+  const double zero_grad = c.op_seconds("fill", static_cast<double>(gpt_parameters(g)));
+  EXPECT_NEAR(sum, e.total() - e.optimizer_s - zero_grad, 1e-12 * e.total());
+  EXPECT_NEAR(backward, e.backward_s, 1e-12 * e.total());
+  EXPECT_DOUBLE_EQ(e.layer_costs[1].forward_s, e.layer_costs[2].forward_s);
+  EXPECT_DOUBLE_EQ(e.layer_costs[1].forward_s, e.block_forward_s);
+  // A block's weight gradients: its four linear layers' dW products and bias sums, by hand.
+  const double N = 8 * 64, C = 64;
+  double weight = 0;
+  for (const auto& [in, out] : {std::pair{C, 3 * C}, std::pair{C, C}, std::pair{C, 4 * C}, std::pair{4 * C, C}})
+    weight += c.gemm_seconds(in, out, N) + c.op_seconds("add", N * out);
+  EXPECT_NEAR(e.layer_costs[1].weight_grad_s, weight, 1e-12 * weight);
+}
+
 // The MLP (Dense layers with GeLU, mean-squared error) by hand: its products are 3 x the forward
 // formula; backward is two of every three products, the GeLU gradients, the bias column sums and
 // the loss's gradient.
@@ -178,6 +205,18 @@ TEST(Calibration, OverlappedBucketsExposeWhatBackwardDoesNotHide) {
   EXPECT_DOUBLE_EQ(overlapped_exposed_seconds(0, 3, 1), 3);      // nothing to hide behind
   EXPECT_DOUBLE_EQ(overlapped_exposed_seconds(10, 1, 1), 1);     // one bucket: all of it after backward
   EXPECT_DOUBLE_EQ(overlapped_exposed_seconds(10, 0, 1), 0);
+}
+
+// The all-reduce's efficiency by size: the measured figures at their sizes, interpolated in log
+// bytes between them, the ends beyond them; the cluster's one figure where none was measured.
+TEST(Calibration, CollectiveEfficiencyBySize) {
+  Calibration c;
+  EXPECT_EQ(c.collective_efficiency_at(1e6, 0.7), 0.7);
+  c.collective_efficiency = {{1e4, 0.2}, {1e6, 0.6}};
+  EXPECT_DOUBLE_EQ(c.collective_efficiency_at(1e4, 0.7), 0.2);
+  EXPECT_DOUBLE_EQ(c.collective_efficiency_at(1e5, 0.7), 0.4);  // halfway in log
+  EXPECT_DOUBLE_EQ(c.collective_efficiency_at(1e9, 0.7), 0.6);
+  EXPECT_DOUBLE_EQ(c.collective_efficiency_at(10, 0.7), 0.2);
 }
 
 TEST(Json, ReadsValuesAndNamesTheByteOfAnError) {
@@ -235,6 +274,17 @@ TEST(Calibration, PlannerReadsACalibratedClusterFile) {
   for (auto& g : no_products.rates.gemm) g.seconds *= 1e-9;
   const double elementwise = plan_predict(m, no_products, l, 8).compute_s;
   EXPECT_NEAR(pb.compute_s - elementwise, (pa.compute_s - elementwise) / 2, 1e-6 * pa.compute_s);
+  // A measured efficiency by size replaces the one figure: a slower all-reduce, a slower step.
+  const std::string with_links = testing::TempDir() + "parity-links.json";
+  write(with_links, uniform(100, 1), R"( "collective_rates": [[65536, 0.1], [4194304, 0.2]],)");
+  const PlanCluster linked = parse_plan_cluster(with_links);
+  ASSERT_EQ(linked.rates.collective_efficiency.size(), 2u);
+  PlanLayout dp8 = l;
+  dp8.dp = 8;
+  EXPECT_GT(plan_predict(m, linked, dp8, 8).dp_comm_s, plan_predict(m, a, dp8, 8).dp_comm_s);
+  write(with_links, uniform(100, 1), R"( "collective_rates": [[65536, 0.5], [1024, 0.2]],)");  // not by growing size
+  EXPECT_THROW(parse_plan_cluster(with_links), UsageError);
+  std::remove(with_links.c_str());
   const std::string broken = testing::TempDir() + "parity-broken.json";
   std::ofstream(broken) << R"({"gpu": "cpu", "gemm_rates": [[16, 16, "x", 1]]})";
   EXPECT_THROW(parse_plan_cluster(broken), UsageError);

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <filesystem>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -79,6 +81,16 @@ class BenchCalibrate final : public Command {
     const DataType dtype = parse_data_type(options_.dtype);
     if (dtype != DataType::float32 && dtype != DataType::float64)
       throw UsageError("--dtype " + options_.dtype + ": calibration runs in float32 or float64");
+    // Before any rank runs: the description must be writable where it is to go.
+    // (Without --out the result file's name is made later, in the working directory.)
+    const std::string path = cluster_path(common().out.empty() ? "parity-bench-calibrate.h5" : common().out);
+    namespace fs = std::filesystem;
+    const fs::path where = fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
+    if (fs::is_directory(path)) throw UsageError("--cluster-out " + quoted_input(path) + " is a directory");
+    if (!fs::is_directory(where) || access(where.c_str(), W_OK) != 0)
+      throw UsageError("--cluster-out " + quoted_input(path) + ": cannot write in " + quoted_input(where.string()));
+    if (!common().out.empty() && fs::weakly_canonical(path) == fs::weakly_canonical(common().out))
+      throw UsageError("--cluster-out " + quoted_input(path) + " is the result file itself");
     return std::nullopt;
   }
 
@@ -93,6 +105,7 @@ class BenchCalibrate final : public Command {
     theory::AlphaBeta link;
     record::Table links{kCalibrateLinksTable};
     double efficiency = 1;
+    std::vector<std::pair<double, double>> by_size;  // the all-reduce's efficiency by message size
     if (world.size() >= 2) {
       link = job.point_to_point(4 << 20).model;
       std::vector<double> efficiencies;
@@ -113,6 +126,7 @@ class BenchCalibrate final : public Command {
         const double model = 2 * (n - 1) * (link.alpha_seconds + link.beta_seconds_per_byte * static_cast<double>(bytes) / n);
         const double bus = 2 * (n - 1) / n * static_cast<double>(bytes) / t / 1e9;
         efficiencies.push_back(std::min(1.0, model / t));
+        by_size.emplace_back(static_cast<double>(bytes), efficiencies.back());
         links.i64("size_bytes", "B").push_back(static_cast<std::int64_t>(bytes));
         links.i64("ranks").push_back(world.size());
         links.f64("time_s", "s").push_back(t);
@@ -126,8 +140,8 @@ class BenchCalibrate final : public Command {
     auto& file = s.results();
     if (links.rows() > 0) file.write_table("/bench/calibrate_links", links);
     const theory::Calibration median = median_over_ranks(job.calibration_rows(), std::string(name_of(dtype)), world.size());
-    const std::string path = cluster_path(s);
-    write_cluster(path, s, median, link, efficiency, dtype);
+    const std::string path = cluster_path(s.options().out);
+    write_cluster(path, s, median, link, efficiency, by_size, dtype);
     file.set_attribute("/bench/calibrate", "cluster_file", path);
     if (!s.options().quiet) {
       double add_GBps = 0;
@@ -144,15 +158,15 @@ class BenchCalibrate final : public Command {
   }
 
  private:
-  std::string cluster_path(Session& s) const {
+  // --cluster-out, or the result file's name with .cluster.json for .h5.
+  std::string cluster_path(std::string out) const {
     if (!options_.cluster_out.empty()) return options_.cluster_out;
-    std::string out = s.options().out;
     if (out.size() > 3 && out.substr(out.size() - 3) == ".h5") out.resize(out.size() - 3);
     return out + ".cluster.json";
   }
 
   static void write_cluster(const std::string& path, Session& s, const theory::Calibration& c, const theory::AlphaBeta& link,
-                            double efficiency, DataType dtype) {
+                            double efficiency, const std::vector<std::pair<double, double>>& by_size, DataType dtype) {
     double add_GBps = 0, elementwise = 1;
     for (const auto& o : c.ops)
       if (o.op == "add" && o.elements == theory::kOpElements[std::size(theory::kOpElements) - 1])
@@ -185,9 +199,27 @@ class BenchCalibrate final : public Command {
     for (std::size_t i = 0; i < c.ops.size(); ++i)
       j << (i ? ", " : "") << "\n    [" << json_quoted(c.ops[i].op) << ", " << c.ops[i].elements << ", "
         << number(c.ops[i].seconds) << "]";
-    j << "]\n}\n";
-    std::ofstream f(path);
-    if (!(f << j.str()) || !f.flush()) throw UsageError("cannot write the cluster description " + quoted_input(path));
+    j << "]";
+    if (!by_size.empty()) {
+      j << ",\n  \"collective_rates\": [";
+      for (std::size_t i = 0; i < by_size.size(); ++i)
+        j << (i ? ", " : "") << "[" << static_cast<std::int64_t>(by_size[i].first) << ", " << number(by_size[i].second) << "]";
+      j << "]";
+    }
+    j << "\n}\n";
+    // Written whole under a temporary name, then renamed: never a half-written description.
+    const std::string temporary = path + ".partial";
+    {
+      std::ofstream f(temporary);
+      if (!(f << j.str()) || !f.flush()) {
+        std::remove(temporary.c_str());
+        throw UsageError("cannot write the cluster description " + quoted_input(path));
+      }
+    }
+    if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+      std::remove(temporary.c_str());
+      throw UsageError("cannot write the cluster description " + quoted_input(path));
+    }
   }
 
   CalibrateOptions options_;

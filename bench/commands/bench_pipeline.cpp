@@ -27,7 +27,9 @@
 #include "correctness/cases/pipeline.hpp"
 #include "reference/comm/clock.hpp"
 #include "reference/core/error.hpp"
+#include "reference/parallel/pipeline/executor.hpp"
 #include "reference/parallel/pipeline/simulator.hpp"
+#include "reference/theory/calibration.hpp"
 #include "reference/theory/model.hpp"
 #include "reference/theory/pipeline.hpp"
 
@@ -283,8 +285,43 @@ std::size_t pipeline_bench_bytes_per_rank(const PipelineBenchPlan& plan, const P
       3.0 * e * rows * static_cast<double>(c.sequence) * static_cast<double>(c.vocabulary));
 }
 
+namespace {
+// Every rank's action costs from the calibration: one micro-batch of `rows` sequences through
+// the top-level layers of its stages (balanced by parameters as the run balances them), a
+// rank's chunks averaged (the simulator costs them alike); messages as `measured` has them.
+pp::Costs predicted_costs(const pp::Schedule& schedule, const model::GptConfig& c, std::int64_t rows,
+                          const theory::Calibration& calibration, const pp::Costs& measured) {
+  const theory::StepEstimate step = theory::reference_gpt_step(c, rows, calibration, true);
+  const std::vector<model::LayerRange> stages =
+      pp::balance_stages(pp::layer_parameters(*model::build_gpt(c)), schedule.stage_count());
+  const std::vector<int> owner = schedule.stage_ranks();
+  const auto ranks = static_cast<std::size_t>(schedule.ranks.size());
+  pp::Costs costs = measured;
+  costs.forward.assign(ranks, 0);
+  costs.backward.assign(ranks, 0);
+  costs.input_grad.assign(ranks, 0);
+  costs.weight_grad.assign(ranks, 0);
+  std::vector<int> held(ranks, 0);
+  for (std::size_t s = 0; s < stages.size(); ++s) {
+    const auto r = static_cast<std::size_t>(owner[s]);
+    ++held[r];
+    for (int l = stages[s].begin; l < stages[s].end; ++l) {
+      const theory::LayerCost& cost = step.layer_costs.at(static_cast<std::size_t>(l));
+      costs.forward[r] += cost.forward_s;
+      costs.backward[r] += cost.backward_s;
+      costs.input_grad[r] += cost.backward_s - cost.weight_grad_s;
+      costs.weight_grad[r] += cost.weight_grad_s;
+    }
+  }
+  for (std::size_t r = 0; r < ranks; ++r)
+    for (std::vector<double>* v : {&costs.forward, &costs.backward, &costs.input_grad, &costs.weight_grad})
+      (*v)[r] /= std::max(held[r], 1);
+  return costs;
+}
+}  // namespace
+
 PipelineBenchOutcome run_pipeline_bench(Session& session, const PipelineBenchPlan& plan, const PipelineBenchOptions& options,
-                                        const PointToPoint& p2p) {
+                                        const PointToPoint& p2p, const theory::Calibration& calibration) {
   Communicator& world = session.world();
   PipelineBenchOutcome out;
   out.p2p = p2p;
@@ -356,6 +393,8 @@ PipelineBenchOutcome run_pipeline_bench(Session& session, const PipelineBenchPla
       costs.message_bytes = message_bytes;
     }
     const pp::Timeline simulated = pp::simulate(schedule, costs);
+    const double predicted_makespan =
+        pp::simulate(schedule, predicted_costs(schedule, c, options.rows, calibration, costs)).makespan;
     const pp::Timeline counted = pp::validate(schedule);
     const auto mean_cost = [&](int k) {
       double sum = 0;
@@ -439,6 +478,8 @@ PipelineBenchOutcome run_pipeline_bench(Session& session, const PipelineBenchPla
     t.f64("activation_message_bytes", "B").push_back(message_bytes);
     t.i64("peak_activation_bytes", "B").push_back(std::llround(peak));
     t.i64("formula_activation_bytes", "B").push_back(std::llround(formula_peak));
+    t.f64("predicted_makespan_seconds", "s").push_back(predicted_makespan);
+    t.f64("predicted_over_measured").push_back(session.oversubscribed() ? std::nan("") : predicted_makespan / makespan);
     // Kept if the run is cut short; the run's row last, as the mark that its ranks' rows and
     // timeline are complete.
     session.record_rows({{"/bench/pipeline_ranks", &out.ranks, first_rank_row},
@@ -491,7 +532,8 @@ class BenchPipeline final : public Command {
                          "the closed form, peak activation bytes per rank beside the in-flight formula",
                  .order = 70,
                  .in_run = true,
-                 .tables = {&kPipelineBenchTable, &kPipelineRanksTable, &kPipelineTimelineTable, &kPointToPointTable}}) {}
+                 .tables = {&kPipelineBenchTable, &kPipelineRanksTable, &kPipelineTimelineTable, &kPointToPointTable,
+                            &kCalibrateTable}}) {}
 
   void declare(CommandOptions& o) override {
     PipelineBenchOptions& p = options_;
@@ -522,7 +564,7 @@ class BenchPipeline final : public Command {
     s.check_memory(pipeline_bench_bytes_per_rank(plan, options_), "the pipeline benchmark");
     s.maybe_inject_stall();
     const PointToPoint& p2p = job.point_to_point(1 << 20);  // the source of the simulated messages
-    record_pipeline_bench(s, run_pipeline_bench(s, plan, options_, p2p), options_);
+    record_pipeline_bench(s, run_pipeline_bench(s, plan, options_, p2p, job.calibration(plan.config.dtype)), options_);
     return kExitOk;
   }
 

@@ -10,6 +10,7 @@
 #include "bench/commands/point_to_point.hpp"
 #include "reference/model/model.hpp"
 #include "reference/record/table.hpp"
+#include "reference/theory/calibration.hpp"
 
 namespace parity::cli {
 
@@ -32,7 +33,10 @@ inline const record::TableSpec kPipelineBenchTable{
       {"backward_seconds", ColumnType::float64, "s"}, {"input_grad_seconds", ColumnType::float64, "s"},
       {"weight_grad_seconds", ColumnType::float64, "s"}, {"message_seconds", ColumnType::float64, "s"},
       {"activation_message_bytes", ColumnType::float64, "B"}, {"peak_activation_bytes", ColumnType::int64, "B"},
-      {"formula_activation_bytes", ColumnType::int64, "B"}
+      {"formula_activation_bytes", ColumnType::int64, "B"},
+      // Added with the calibrated step model (older files lack them).
+      {"predicted_makespan_seconds", ColumnType::float64, "s", false},
+      {"predicted_over_measured", ColumnType::float64, "", false}
     }};
 inline const record::TableSpec kPipelineRanksTable{
     "/bench/pipeline_ranks",
@@ -91,8 +95,11 @@ struct PipelineBenchOutcome {
   int cores_per_host = 0, ranks_per_host = 0;  // fewest cores on a host; most ranks on one
   bool oversubscribed = false;                   // some host has more ranks than cores
 };
+// `calibration` (rank 0's, the model's type) predicts each run's makespan: the same schedule
+// simulated with every rank's actions costed from the calibration (theory/calibration.hpp: the
+// top-level layers of its stages, balanced as the run balances them) and the ping-pong's messages.
 PipelineBenchOutcome run_pipeline_bench(Session& session, const PipelineBenchPlan& plan, const PipelineBenchOptions& options,
-                                        const PointToPoint& p2p);
+                                        const PointToPoint& p2p, const theory::Calibration& calibration);
 void record_pipeline_bench(Session& session, const PipelineBenchOutcome& outcome, const PipelineBenchOptions& options);
 
 }  // namespace parity::cli

@@ -132,12 +132,7 @@ std::unique_ptr<PipelineSetup> setup_pipeline_case(Communicator& world, const Pi
     throw UsageError(c.name() + ": the schedule has " + std::to_string(schedule.micro_batches) + " micro-batches");
   // Stages balanced by the parameters of the whole model's top-level layers.
   std::vector<std::int64_t>& parameters = setup->layer_parameters;
-  const auto whole = model::build_gpt(config);
-  for (model::Layer* layer : whole->layers()) {
-    std::int64_t n = 0;
-    for (model::Parameter* p : layer->parameters()) n += p->value.numel();
-    parameters.push_back(n);
-  }
+  parameters = pp::layer_parameters(*model::build_gpt(config));
   const std::vector<model::LayerRange> stages = pp::balance_stages(parameters, schedule.stage_count());
   const std::vector<int> owner = schedule.stage_ranks();
   std::vector<model::LayerRange> mine;

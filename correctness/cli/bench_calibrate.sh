@@ -38,6 +38,11 @@ with h5py.File("cal.h5") as f:
     best = max(2 * a * b * d / s for a, b, d, s in c["gemm_rates"]) / 1e12
     assert abs(c["peak_TFLOPs"] - best) <= 1e-5 * best, (c["peak_TFLOPs"], best)
     assert c["gpus_per_node"] == 2 and c["dtype"] == "float32"
+    # The all-reduce's efficiency by size, as /bench/calibrate_links has it.
+    assert [r[0] for r in c["collective_rates"]] == links["size_bytes"][()].tolist()
+    for (size, eff), want in zip(c["collective_rates"], links["efficiency"][()]):
+        assert abs(eff - want) <= 1e-5 * want, (size, eff, want)
+    assert c["collective_efficiency"] == c["collective_rates"][-1][1]
 print("bench calibrate: ok")
 PY
 # --resume takes the finished calibration back whole: the same times, not measured again.

@@ -34,6 +34,12 @@ with h5py.File("pipe.h5") as f:
     for run in range(len(runs["schedule"])):
         s, p, m = runs["schedule"][run], int(runs["stages"][run]), int(runs["micro_batches"][run])
         seen.add((s, p, m))
+        # The makespan predicted from the job's calibration: positive, compared only where
+        # every rank has a core.
+        assert runs["predicted_makespan_seconds"][run] > 0, (s, p, m)
+        ratio = runs["predicted_over_measured"][run]
+        assert (ratio != ratio) if int(attrs["oversubscribed"]) else \
+            abs(ratio - runs["predicted_makespan_seconds"][run] / runs["makespan_seconds"][run]) <= 1e-12 * ratio, (s, p, m)
         csv = f"{s}-p{p}-m{m}.csv"
         assert os.path.exists(csv), f"{s} p{p} m{m} ran but validate refuses it"
         schedule = [[a for a in line.strip().split(",") if a] for line in open(csv)]

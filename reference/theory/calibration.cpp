@@ -79,6 +79,19 @@ double Calibration::op_seconds(const std::string& op, double elements) const {
   return elements * std::exp(log_spe);
 }
 
+double Calibration::collective_efficiency_at(double bytes, double otherwise) const {
+  if (collective_efficiency.empty()) return otherwise;
+  const auto& e = collective_efficiency;  // sorted by size (bench calibrate measures them so)
+  const double x = std::log(std::max(bytes, 1.0));
+  if (x <= std::log(e.front().first)) return e.front().second;
+  if (x >= std::log(e.back().first)) return e.back().second;
+  for (std::size_t i = 0; i + 1 < e.size(); ++i) {
+    const double x0 = std::log(e[i].first), x1 = std::log(e[i + 1].first);
+    if (x <= x1) return e[i].second + (e[i + 1].second - e[i].second) * (x - x0) / (x1 - x0);
+  }
+  return e.back().second;
+}
+
 double Calibration::best_gemm_GFLOPs() const {
   double best = 0;
   for (const GemmSample& g : gemm)
@@ -113,8 +126,10 @@ namespace {
 // Accumulates a step's costs by category and pass.
 class StepCosts {
  public:
-  explicit StepCosts(const Calibration& cal) : cal_(cal) {}
+  StepCosts(const Calibration& cal, int top_level_layers) : cal_(cal), layers_(static_cast<std::size_t>(top_level_layers)) {}
   bool backward = false;  // the pass the next costs belong to
+  int layer = -1;         // the top-level layer they belong to (-1: none, zero_grad)
+  bool weight = false;    // they are weight-gradient work
 
   void product(double& into, double m, double n, double k, double count = 1) {
     add(into, count * cal_.gemm_seconds(m, n, k));
@@ -122,8 +137,8 @@ class StepCosts {
   }
   void op(double& into, const char* name, double elements) { add(into, cal_.op_seconds(name, elements)); }
   // A linear layer [rows, in] -> [rows, out] with a bias: forward, the bias broadcast into the
-  // output (a fill) then the product accumulated; backward, dx = dy W^T, dW += x^T dy and the
-  // bias gradient's column sums (an add).
+  // output (a fill) then the product accumulated; backward, dx = dy W^T, then the weight
+  // gradients: dW += x^T dy and the bias gradient's column sums (an add).
   void linear(StepEstimate& e, double rows, double in, double out, bool pass_backward) {
     backward = pass_backward;
     if (!pass_backward) {
@@ -132,20 +147,28 @@ class StepCosts {
       return;
     }
     product(e.products_s, rows, in, out);
+    weight = true;
     product(e.products_s, in, out, rows);
     op(e.elementwise_s, "add", rows * out);
+    weight = false;
   }
   void finish(StepEstimate& e) const {
     e.product_flops = static_cast<std::int64_t>(std::llround(flops_));
     e.backward_s = backward_s_;
+    e.layer_costs = layers_;
   }
 
  private:
   void add(double& into, double seconds) {
     into += seconds;
     if (backward) backward_s_ += seconds;
+    if (layer < 0) return;
+    LayerCost& l = layers_.at(static_cast<std::size_t>(layer));
+    (backward ? l.backward_s : l.forward_s) += seconds;
+    if (weight) l.weight_grad_s += seconds;
   }
   const Calibration& cal_;
+  std::vector<LayerCost> layers_;
   double flops_ = 0, backward_s_ = 0;
 };
 
@@ -160,14 +183,19 @@ StepEstimate reference_gpt_step(const model::GptConfig& config, std::int64_t bat
   const double P = static_cast<double>(split.parameters > 0 ? split.parameters : gpt_parameters(config));
   const double rows = split.sp ? N / t : N;  // the norms', residual adds' and embedding's rows
   StepEstimate e;
-  StepCosts cost(cal);
+  StepCosts cost(cal, config.layers + 3);  // embedding, blocks, ln_f, head
   cost.op(e.elementwise_s, "fill", P);  // zero_grad
   for (const bool backward : {false, true}) {
     cost.backward = backward;
-    cost.op(e.elementwise_s, "add", rows * C);  // the embedding's gather with positions (backward: its scatter)
+    cost.layer = 0;
+    // The embedding's gather with positions; backward, its scatter into the tables' gradients.
+    cost.weight = backward;
+    cost.op(e.elementwise_s, "add", rows * C);
+    cost.weight = false;
     for (int layer = 0; layer < config.layers; ++layer) {
       cost.backward = backward;
-      const double before = e.products_s + e.attention_s + e.elementwise_s, attention_before = e.attention_s;
+      cost.layer = 1 + layer;
+      const double attention_before = e.attention_s;
       cost.op(e.elementwise_s, backward ? "layernorm_backward" : "layernorm_forward", 2 * rows * C);  // two norms
       cost.op(e.elementwise_s, "add", 2 * rows * C);  // two residual adds
       // Dropout on the attention's and the MLP's outputs before their adds.
@@ -188,13 +216,12 @@ StepEstimate reference_gpt_step(const model::GptConfig& config, std::int64_t bat
       // Column-parallel qkv and fc (their outputs split), row-parallel proj and fc2 (their inputs).
       for (const auto& [in, out] : {std::pair{C, 3 * C / t}, std::pair{C / t, C}, std::pair{C, 4 * C / t}, std::pair{4 * C / t, C}})
         cost.linear(e, N, in, out, backward);
-      if (!backward && layer == 0) {
-        e.block_forward_s = e.products_s + e.attention_s + e.elementwise_s - before;
-        e.attention_forward_s = e.attention_s - attention_before;
-      }
+      if (!backward && layer == 0) e.attention_forward_s = e.attention_s - attention_before;
     }
     cost.backward = backward;
+    cost.layer = config.layers + 1;
     cost.op(e.elementwise_s, backward ? "layernorm_backward" : "layernorm_forward", rows * C);
+    cost.layer = config.layers + 2;
     // The head (its weight the token table, or its own; its vocabulary split over tp): logits =
     // x W^T; dx = dlogits W, dW += dlogits^T x. Training computes the loss with its gradient, in
     // one pass.
@@ -203,32 +230,39 @@ StepEstimate reference_gpt_step(const model::GptConfig& config, std::int64_t bat
     } else {
       cost.op(e.elementwise_s, "cross_entropy_backward", N * V);
       cost.product(e.products_s, N, C, V);
+      cost.weight = true;
       cost.product(e.products_s, V, C, N);
+      cost.weight = false;
     }
   }
   cost.backward = false;
+  cost.layer = -1;
   e.optimizer_s = adamw ? cal.op_seconds("adamw", P) : 2 * cal.op_seconds("add", P);
   cost.finish(e);
+  e.block_forward_s = config.layers > 0 ? e.layer_costs[1].forward_s : 0;
   return e;
 }
 
 StepEstimate reference_mlp_step(const model::MlpConfig& config, std::int64_t batch, const Calibration& cal, bool adamw) {
   const double B = static_cast<double>(batch), P = static_cast<double>(mlp_parameters(config));
   StepEstimate e;
-  StepCosts cost(cal);
+  StepCosts cost(cal, config.layers);
   cost.op(e.elementwise_s, "fill", P);  // zero_grad
   for (const bool backward : {false, true}) {
     for (int i = 0; i < config.layers; ++i) {
+      cost.layer = i;
       const bool last = i == config.layers - 1;
       const double in = static_cast<double>(i == 0 ? config.inputs : config.width);
       const double out = static_cast<double>(last ? config.outputs : config.width);
       cost.linear(e, B, in, out, backward);
       if (!last) cost.op(e.elementwise_s, backward ? "gelu_backward" : "gelu_forward", B * out);
     }
-    // The loss with its gradient: an element-wise pass over the outputs (at the add's rate).
+    // The loss with its gradient: an element-wise pass over the outputs (at the add's rate), the
+    // last layer's.
     if (backward) cost.op(e.elementwise_s, "add", B * static_cast<double>(config.outputs));
   }
   cost.backward = false;
+  cost.layer = -1;
   e.optimizer_s = adamw ? cal.op_seconds("adamw", P) : 2 * cal.op_seconds("add", P);
   cost.finish(e);
   return e;

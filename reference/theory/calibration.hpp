@@ -53,6 +53,12 @@ struct Calibration {
   // Seconds of one op over `elements`: the measured seconds per element interpolated in log
   // elements (clamped to the measured range). UsageError when the op was not measured.
   double op_seconds(const std::string& op, double elements) const;
+  // The all-reduce's time against the ring on the ping-pong's link, by message size (bytes,
+  // fraction): bench calibrate's /bench/calibrate_links. Empty when not measured (one rank).
+  std::vector<std::pair<double, double>> collective_efficiency;
+  // That fraction at `bytes`, interpolated in log bytes (clamped to the measured sizes);
+  // `otherwise` when none was measured.
+  double collective_efficiency_at(double bytes, double otherwise) const;
   // The fastest product measured, in GFLOP/s.
   double best_gemm_GFLOPs() const;
   // Throws UsageError unless every product of the grid and every op of kCalibratedOps is there
@@ -67,6 +73,11 @@ struct Calibration {
 // products and cross-entropy, the embedding's gather and scatter (at the add's rate) and the
 // optimizer over every parameter. What is not costed: allocation, the tensors' bookkeeping and
 // the row loops' per-call overheads. SGD with momentum is costed as two adds a parameter.
+// One top-level layer's part of a step (the embedding, each block, the final norm, the head
+// with the loss): its forward, its backward, and of the backward the weight gradients' share.
+struct LayerCost {
+  double forward_s = 0, backward_s = 0, weight_grad_s = 0;
+};
 struct StepEstimate {
   double products_s = 0;     // linear layers' and the head's matrix products
   double attention_s = 0;    // attention's products and its softmax
@@ -77,6 +88,9 @@ struct StepEstimate {
   // One transformer block's forward, and its attention core's (what full and selective
   // recompute run again); 0 for the MLP.
   double block_forward_s = 0, attention_forward_s = 0;
+  // Per top-level layer in the model's order (a GPT: embedding, blocks, ln_f, head; the MLP: its
+  // Dense layers), for splitting a step into pipeline stages. Not in them: zero_grad, optimizer.
+  std::vector<LayerCost> layer_costs;
   double total() const { return products_s + attention_s + elementwise_s + optimizer_s; }
 };
 // On one rank of a tensor-parallel group (`tp` > 1, Megatron's split: attention heads, the MLP's

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -25,11 +26,23 @@ std::string trim(const std::string& s) {
   return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
 }
 
-// A JSON object's members whose values are numbers, strings or booleans, in order.
+// parse_json with the file named in its errors.
+JsonValue parse_json_of(const std::string& text, const std::string& where) {
+  try {
+    return parse_json(text);
+  } catch (const UsageError& e) {
+    throw UsageError(where + ": " + e.what());
+  }
+}
+
+// A JSON object's members whose values are numbers, strings or booleans, in order; a key given
+// twice is refused.
 std::vector<std::pair<std::string, std::string>> pairs_of(const JsonValue& json) {
   if (json.kind != JsonValue::Kind::object) throw UsageError("a JSON description must be one object {\"key\": value, ...}");
   std::vector<std::pair<std::string, std::string>> out;
   for (const auto& [key, value] : json.members) {
+    if (std::any_of(out.begin(), out.end(), [&](const auto& p) { return p.first == key; }))
+      throw UsageError("the field " + quoted_input(key) + " is given twice");
     if (value.kind == JsonValue::Kind::array || value.kind == JsonValue::Kind::object || value.kind == JsonValue::Kind::null)
       throw UsageError("the value of " + quoted_input(key) + " must be a number, a string or true/false");
     out.emplace_back(key, value.text);
@@ -41,7 +54,7 @@ std::vector<std::pair<std::string, std::string>> pairs_of(const JsonValue& json)
 std::vector<std::pair<std::string, std::string>> pairs_of(const std::string& text) {
   std::string body = trim(text);
   std::vector<std::pair<std::string, std::string>> out;
-  if (!body.empty() && body.front() == '{') return pairs_of(parse_json(body));
+  if (!body.empty() && (body.front() == '{' || body.front() == '[')) return pairs_of(parse_json_of(body, "the description"));
   std::string item;
   std::stringstream in(body);
   while (std::getline(in, item, body.find('\n') != std::string::npos && body.find(',') == std::string::npos ? '\n' : ',')) {
@@ -54,18 +67,39 @@ std::vector<std::pair<std::string, std::string>> pairs_of(const std::string& tex
       if (s.size() >= 2 && s.front() == '"' && s.back() == '"') s = s.substr(1, s.size() - 2);
       return s;
     };
-    out.emplace_back(unquote(item.substr(0, eq)), unquote(item.substr(eq + 1)));
+    std::string key = unquote(item.substr(0, eq));
+    if (std::any_of(out.begin(), out.end(), [&](const auto& p) { return p.first == key; }))
+      throw UsageError("the key " + quoted_input(key) + " is given twice");
+    out.emplace_back(std::move(key), unquote(item.substr(eq + 1)));
   }
   return out;
 }
 
-std::string read_if_file(const std::string& text) {
-  std::ifstream in(text);
-  if (!in || text.find('=') != std::string::npos) return "";
+// The contents of the description file `text` names: "" when it names no file (a preset, or
+// key=value pairs); UsageError for a directory or other non-file, one that cannot be read, is
+// empty or larger than 16 MiB, and for a path (with a '/' or ending in .json) that does not exist.
+std::string read_if_file(const std::string& text, const char* what) {
+  namespace fs = std::filesystem;
+  if (text.empty() || text.find('=') != std::string::npos || text.front() == '{') return "";
+  std::error_code error;
+  const fs::file_status status = fs::status(text, error);
+  const bool path_like = text.find('/') != std::string::npos || text.ends_with(".json");
+  if (!fs::exists(status)) {
+    if (path_like) throw UsageError(std::string(what) + " file " + quoted_input(text) + " does not exist");
+    return "";
+  }
+  if (!fs::is_regular_file(status))
+    throw UsageError(std::string(what) + " " + quoted_input(text) + " is not a regular file");
+  const auto size = fs::file_size(text, error);
+  if (error || size > (std::uintmax_t{16} << 20))
+    throw UsageError(std::string(what) + " file " + quoted_input(text) + " is larger than 16 MiB or cannot be sized");
+  std::ifstream in(text, std::ios::binary);
   std::stringstream all;
-  all << in.rdbuf();
+  if (!in || !(all << in.rdbuf()) || trim(all.str()).empty())
+    throw UsageError(std::string(what) + " file " + quoted_input(text) + " cannot be read or is empty");
   return all.str();
 }
+
 
 double number(const std::string& key, const std::string& value) {
   char* end = nullptr;
@@ -157,7 +191,7 @@ const std::vector<PlanModel>& plan_model_presets() {
 }
 
 PlanModel parse_plan_model(const std::string& given) {
-  const std::string file = read_if_file(given);
+  const std::string file = read_if_file(given, "model");
   const std::string text = file.empty() ? given : file;
   PlanModel m;
   std::vector<std::pair<std::string, std::string>> pairs;
@@ -175,7 +209,12 @@ PlanModel parse_plan_model(const std::string& given) {
     if (comma != std::string::npos) pairs = pairs_of(text.substr(comma + 1));
   } else {
     m.name = file.empty() ? "custom" : given;
-    pairs = pairs_of(text);
+    try {
+      pairs = pairs_of(text);
+    } catch (const UsageError& e) {
+      if (file.empty()) throw;
+      throw UsageError("model " + quoted_input(given, 200) + ": " + e.what());
+    }
   }
   for (const auto& [key, value] : pairs) {
     if (key == "layers") m.layers = static_cast<int>(whole(key, value));
@@ -273,7 +312,7 @@ PlanCluster parse_plan_cluster(const std::string& given) {
   const auto& presets = plan_cluster_presets();
   const auto it = std::find_if(presets.begin(), presets.end(), [&](const PlanCluster& c) { return c.name == given; });
   if (it != presets.end()) return *it;
-  const std::string file = read_if_file(given);
+  const std::string file = read_if_file(given, "cluster");
   if (file.empty()) {
     std::string known;
     for (const auto& p : presets) known += (known.empty() ? "" : ", ") + p.name;
@@ -285,14 +324,14 @@ PlanCluster parse_plan_cluster(const std::string& given) {
   // A calibrated cluster (parity bench calibrate) adds the measured products and ops as arrays:
   // "gemm_rates": [[m, n, k, seconds], ...], "op_rates": [["op", elements, seconds], ...].
   std::vector<std::pair<std::string, std::string>> scalars;
-  if (trim(file).empty() || trim(file).front() != '{') {
+  if (trim(file).front() != '{' && trim(file).front() != '[') {
     scalars = pairs_of(file);
   } else {
-    JsonValue json = parse_json(file);
+    JsonValue json = parse_json_of(file, "cluster " + quoted_input(given, 200));
     const auto field = [&](const JsonValue& row, std::size_t i, const std::string& key) -> const JsonValue& {
       if (row.kind != JsonValue::Kind::array || row.items.size() <= i)
         throw UsageError("cluster " + quoted_input(given, 200) + ": every row of " + key + " must be an array of " +
-                         (key == "gemm_rates" ? "[m, n, k, seconds]" : "[\"op\", elements, seconds]"));
+                         (key == "gemm_rates" ? "[m, n, k, seconds]" : key == "op_rates" ? "[\"op\", elements, seconds]" : "[bytes, efficiency]"));
       return row.items[i];
     };
     const auto count = [&](const JsonValue& v, const std::string& key) {
@@ -310,6 +349,18 @@ PlanCluster parse_plan_cluster(const std::string& given) {
                                   static_cast<std::int64_t>(count(field(row, 2, key), key)), count(field(row, 3, key), key)});
         return true;
       }
+      if (key == "collective_rates") {
+        if (value.kind != JsonValue::Kind::array)
+          throw UsageError("cluster " + quoted_input(given, 200) + ": collective_rates must be an array");
+        for (const JsonValue& row : value.items) {
+          const double bytes = count(field(row, 0, key), key), efficiency = count(field(row, 1, key), key);
+          if (efficiency > 1 || (!c.rates.collective_efficiency.empty() && bytes <= c.rates.collective_efficiency.back().first))
+            throw UsageError("cluster " + quoted_input(given, 200) +
+                             ": collective_rates holds [bytes, efficiency] rows by growing size, efficiencies at most 1");
+          c.rates.collective_efficiency.emplace_back(bytes, efficiency);
+        }
+        return true;
+      }
       if (key == "op_rates") {
         if (value.kind != JsonValue::Kind::array) throw UsageError("cluster " + quoted_input(given, 200) + ": op_rates must be an array");
         for (const JsonValue& row : value.items)
@@ -319,7 +370,14 @@ PlanCluster parse_plan_cluster(const std::string& given) {
       }
       return false;
     });
-    if (!c.rates.gemm.empty() || !c.rates.ops.empty()) c.rates.validate();
+    if (!c.rates.gemm.empty() || !c.rates.ops.empty()) {
+      try {
+        c.rates.validate();
+      } catch (const UsageError& e) {
+        throw UsageError("cluster " + quoted_input(given, 200) + ": " + e.what() +
+                         " (measure it again with parity bench calibrate)");
+      }
+    }
     scalars = pairs_of(json);
   }
   for (const auto& [key, value] : scalars) {
@@ -423,8 +481,11 @@ double elementwise_seconds(const PlanCluster& c, double bytes) {
 }
 
 // A ring collective moving `fraction` x bytes per GPU over `steps` messages on a link.
+// The fraction of the link a collective of `bytes` reaches: measured by size in a calibrated
+// cluster, else the cluster's one figure.
 double ring_seconds(const PlanCluster& c, const PlanLink& link, double bytes, double fraction, int steps) {
-  return fraction * bytes / (link.bandwidth_GBps * 1e9 * c.collective_efficiency) + steps * link.latency_us * 1e-6;
+  const double efficiency = c.rates.collective_efficiency_at(bytes, c.collective_efficiency);
+  return fraction * bytes / (link.bandwidth_GBps * 1e9 * efficiency) + steps * link.latency_us * 1e-6;
 }
 
 double all_reduce_seconds(const PlanCluster& c, const PlanLink& link, double bytes, int n) {

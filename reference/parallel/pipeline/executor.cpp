@@ -11,6 +11,16 @@
 
 namespace parity::parallel::pipeline {
 
+std::vector<std::int64_t> layer_parameters(model::Model& whole) {
+  std::vector<std::int64_t> out;
+  for (model::Layer* layer : whole.layers()) {
+    std::int64_t n = 0;
+    for (model::Parameter* p : layer->parameters()) n += p->value.numel();
+    out.push_back(n);
+  }
+  return out;
+}
+
 std::vector<model::LayerRange> balance_stages(const std::vector<std::int64_t>& layer_parameters, int stages) {
   const int n = static_cast<int>(layer_parameters.size());
   if (stages < 1 || stages > n)

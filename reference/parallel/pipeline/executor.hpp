@@ -33,6 +33,8 @@ namespace parity::parallel::pipeline {
 // can be (ties: earlier stages smaller); each stage gets at least one layer. Throws UsageError
 // when there are more stages than layers.
 std::vector<model::LayerRange> balance_stages(const std::vector<std::int64_t>& layer_parameters, int stages);
+// The parameters of each of a whole model's top-level layers, what balance_stages balances.
+std::vector<std::int64_t> layer_parameters(model::Model& whole);
 
 // One interval of a rank's step.
 struct Event {

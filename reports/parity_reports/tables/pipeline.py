@@ -9,8 +9,8 @@ from collections import OrderedDict
 
 from ..common import (RowTable, comparison_md, comparison_pairs, esc, finite, fmt_bytes, fmt_int,
                       fmt_known, fmt_ms, fmt_ratio, grouped_rows, known, md_table, nav_entry,
-                      order_key, ratio_glance, ratio_of, section_md, section_start,
-                      usable_matched_pairs)
+                      order_key, predicted_table, ratio_glance, ratio_of, section_md,
+                      section_start, usable_matched_pairs)
 
 NAME = "pipeline"
 ORDER = 100
@@ -21,7 +21,8 @@ READS = {
         "peak_activation_bytes,formula_activation_bytes f:step_seconds,makespan_seconds,"
         "simulated_makespan_seconds,measured_bubble,simulated_bubble,closed_form_bubble,"
         "clock_uncertainty_seconds,forward_seconds,backward_seconds,input_grad_seconds,"
-        "weight_grad_seconds,message_seconds,activation_message_bytes",
+        "weight_grad_seconds,message_seconds,activation_message_bytes,predicted_makespan_seconds,"
+        "predicted_over_measured",
         ["schedule", "stages", "chunks", "micro_batches", "step_seconds", "measured_bubble"]),
     "/bench/pipeline_ranks": (
         "i:run,rank,stages_held,in_flight,formula_in_flight,peak_activation_bytes,"
@@ -52,7 +53,8 @@ RUN_OPTIONAL = {"model": "", "config": "", "rows_per_micro_batch": -1, "world_si
 RUN_OPTIONAL.update({c: math.nan for c in (
     "makespan_seconds", "simulated_makespan_seconds", "simulated_bubble", "closed_form_bubble",
     "clock_uncertainty_seconds", "forward_seconds", "backward_seconds", "input_grad_seconds",
-    "weight_grad_seconds", "message_seconds", "activation_message_bytes")})
+    "weight_grad_seconds", "message_seconds", "activation_message_bytes", "predicted_makespan_seconds",
+    "predicted_over_measured")})
 RANK_OPTIONAL = {"stages_held": -1, "in_flight": -1, "formula_in_flight": -1,
                  "peak_activation_bytes": -1, "formula_activation_bytes": -1}
 RANK_OPTIONAL.update({c: math.nan for c in (
@@ -549,6 +551,12 @@ def section(page, ctx, bench):
                 "span simulated (ms)", "bubble measured", "bubble simulated",
                 "bubble closed form", "peak activations (B)", "formula (B)",
                 "peak / formula"], body, numeric=set(range(1, 13)))
+    predicted_table(page, "the schedule simulated with every rank's actions costed op by op "
+                    "(the layers of its stages) and the ping-pong's messages; the span of the "
+                    "step's actions", ["schedule", "p", "v", "m"],
+                    [((r["schedule"], int(r["stages"]), int(r["chunks"]), int(r["micro_batches"])),
+                      r["predicted_makespan_seconds"], r["makespan_seconds"], r["predicted_over_measured"])
+                     for r in bench.rows])
 
     def costs_body():
         rows = [[esc(run_words(r, bench)), fmt_known(r["world_size"]),
