@@ -87,6 +87,8 @@ class BenchCalibrate final : public Command {
     namespace fs = std::filesystem;
     const fs::path where = fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
     if (fs::is_directory(path)) throw UsageError("--cluster-out " + quoted_input(path) + " is a directory");
+    if (fs::exists(path) && !fs::is_regular_file(path))
+      throw UsageError("--cluster-out " + quoted_input(path) + " is not a regular file");
     if (!fs::is_directory(where) || access(where.c_str(), W_OK) != 0)
       throw UsageError("--cluster-out " + quoted_input(path) + ": cannot write in " + quoted_input(where.string()));
     if (!common().out.empty() && fs::weakly_canonical(path) == fs::weakly_canonical(common().out))

@@ -1,0 +1,151 @@
+"""/bench/calibrate and /bench/calibrate_links: the primitives `parity bench calibrate` (or a
+benchmark that predicts its step) measured on every rank at once: matrix products over a grid
+of shapes, the ops of a training step over several lengths, and the all-reduce against the ring
+on the ping-pong's link. The rates the planner and the benchmarks' predictions are made of."""
+
+import math
+from collections import OrderedDict
+
+from ..common import RowTable, esc, fmt_int, fmt_num, fmt_ratio, side_by_side
+
+NAME = "calibrate"
+ORDER = 35
+VERDICT = False
+# Its figures are wall-clock times: an oversubscribed run marks them (report.py).
+WALL_CLOCK = True
+READS = {
+    "/bench/calibrate": ("s:host,dtype,kind,op i:rank,m,n,k,elements f:seconds,GFLOPs,ns_per_element",
+                         ["rank", "dtype", "kind", "op", "m", "n", "k", "elements", "seconds"]),
+    "/bench/calibrate_links": ("i:size_bytes,ranks f:time_s,ring_model_s,bus_GBps,efficiency",
+                               ["size_bytes", "efficiency"]),
+}
+
+
+def median(values):
+    v = sorted(values)
+    n = len(v)
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+
+class Calibration(RowTable):
+    """Per type, the median over ranks of each product's GFLOP/s and each op's ns per element,
+    with the slowest rank's; and the links' rows."""
+
+    def __init__(self, rf):
+        super().__init__(rf, "/bench/calibrate", {"host": "", "GFLOPs": math.nan, "ns_per_element": math.nan})
+        self.links = RowTable(rf, "/bench/calibrate_links", {"ranks": -1, "time_s": math.nan,
+                                                              "ring_model_s": math.nan,
+                                                              "bus_GBps": math.nan})
+        self.types = OrderedDict()  # dtype -> {"products": {(m, n, k): [seconds]}, "ops": {op: {elements: [s]}}}
+        for r in self.rows:
+            t = self.types.setdefault(r["dtype"], {"products": OrderedDict(), "ops": OrderedDict()})
+            if r["kind"] == "gemm":
+                t["products"].setdefault((int(r["m"]), int(r["n"]), int(r["k"])), []).append(r["seconds"])
+            else:
+                t["ops"].setdefault(r["op"], OrderedDict()).setdefault(int(r["elements"]), []).append(r["seconds"])
+        self.ranks = len({r["rank"] for r in self.rows})
+
+    def product_rates(self, dtype):
+        """[(m, n, k, median GFLOP/s, slowest rank's GFLOP/s)] in file order."""
+        out = []
+        for (m, n, k), seconds in self.types[dtype]["products"].items():
+            flops = 2.0 * m * n * k
+            out.append((m, n, k, flops / median(seconds) / 1e9, flops / max(seconds) / 1e9))
+        return out
+
+    def op_rates(self, dtype):
+        """{op: [(elements, median ns per element)]}."""
+        return {op: [(e, median(s) / e * 1e9) for e, s in sizes.items()]
+                for op, sizes in self.types[dtype]["ops"].items()}
+
+    def text(self):
+        parts = []
+        for dtype in self.types:
+            best = max((g for *_, g, _ in self.product_rates(dtype)), default=math.nan)
+            parts.append(f"{dtype}: products up to {best:.1f} GFLOP/s (median over {self.ranks} ranks)")
+        return "; ".join(parts)
+
+
+def draw_products(plotter, label, calibration, dtype):
+    plt = plotter.plt
+    fig, ax = plt.subplots(figsize=(7.5, 4.6))
+    rates = calibration.product_rates(dtype)
+    for i, k in enumerate(sorted({r[2] for r in rates})):
+        # One point per shape, by its FLOPs; a colour per k (the reduction length).
+        points = sorted((2.0 * m * n * kk, g) for m, n, kk, g, _ in rates if kk == k)
+        plotter.plot(ax, f"k = {k}", [x for x, _ in points], [g for _, g in points], marker="o", markersize=4,
+                     linestyle="none", color=plotter.palette[i], label=f"k = {k}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("FLOPs of the product (2 m n k)")
+    ax.set_ylabel("GFLOP/s (median over ranks)")
+    ax.set_title(f"{label}: matrix products C[m,n] = A[m,k] B[k,n] in {dtype}")
+    ax.legend(frameon=False, fontsize=8)
+    return plotter.save(fig, f"calibrate_products_{dtype}", 0, suptitle=False)
+
+
+def draw_ops(plotter, label, calibration, dtype):
+    plt = plotter.plt
+    fig, ax = plt.subplots(figsize=(7.5, 4.6))
+    for i, (op, points) in enumerate(calibration.op_rates(dtype).items()):
+        plotter.plot(ax, op, [e for e, _ in points], [ns for _, ns in points], marker="o", markersize=3, label=op,
+                     color=plotter.palette[i % len(plotter.palette)],
+                     linestyle="-" if i < len(plotter.palette) else "--")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("elements")
+    ax.set_ylabel("ns per element (median over ranks)")
+    ax.set_title(f"{label}: the ops of a training step in {dtype}")
+    ax.legend(frameon=False, fontsize=7, ncol=2)
+    return plotter.save(fig, f"calibrate_ops_{dtype}", 0, suptitle=False)
+
+
+def runs_section(page, runs, plotter):
+    """The section of one run or of two side by side; runs: [(label, Calibration)]."""
+    present = [(label, c) for label, c in runs if c.usable]
+    if not present:
+        return
+    page.add("<h2 id=\"calibrate\">Calibration</h2>")
+    page.p("The primitives measured on every rank at once (the load the benchmarks run under), each "
+           "the median of three timed batches of calls: matrix products over every (m, n, k) of 16, "
+           "64, 256, 1024, and the ops a training step is made of over 4K to 2M elements. "
+           "`parity plan --cluster` reads them from the cluster description bench calibrate "
+           "writes; the benchmarks predict their steps from them (reference/theory/calibration.hpp).")
+    for label, c in present:
+        for dtype in c.types:
+            page.img(draw_products(plotter, label, c, dtype), f"product rates in {dtype}")
+            page.img(draw_ops(plotter, label, c, dtype), f"op rates in {dtype}")
+
+            def body(c=c, dtype=dtype):
+                page.table(["m", "n", "k", "GFLOP/s (median)", "GFLOP/s (slowest rank)"],
+                           [[fmt_int(m), fmt_int(n), fmt_int(k), fmt_num(g, 1), fmt_num(s, 1)]
+                            for m, n, k, g, s in c.product_rates(dtype)], numeric={0, 1, 2, 3, 4})
+            page.details(f"Table: {label}, every product in {dtype}", body)
+        if c.links.usable:
+            page.p(esc(f"{label}: the all-reduce over every rank against a ring on the ping-pong's "
+                       "alpha-beta link; efficiency is the ring model's time over the measured one, "
+                       "what the planner's ring collectives take at each size."))
+            page.table(["size (B)", "ranks", "time (ms)", "ring model (ms)", "bus GB/s", "efficiency"],
+                       [[fmt_int(r["size_bytes"]), fmt_int(r["ranks"]), fmt_num(r["time_s"] * 1e3, 3),
+                         fmt_num(r["ring_model_s"] * 1e3, 3), fmt_num(r["bus_GBps"]), fmt_ratio(r["efficiency"])]
+                        for r in c.links.rows], numeric={0, 1, 2, 3, 4, 5})
+
+
+def load(rf, loaded):
+    return Calibration(rf)
+
+
+def nav(tables):
+    return [("calibrate", "Calibration")] if any(t.usable for t in tables) else []
+
+
+def glance(ctx, calibration):
+    return ["Calibration: " + esc(calibration.text()) + "."] if calibration.usable else []
+
+
+def markdown(ctx, calibration):
+    return ["", f"Calibration: {calibration.text()}."] if calibration.usable else []
+
+
+section, compare, compare_glance, compare_section, compare_markdown = side_by_side(
+    runs_section, "Calibration", lambda c: c.usable)

@@ -1,0 +1,81 @@
+"""Tests of the calibration section (parity_reports/tables/calibrate.py): the product and op
+rates as drawn against /bench/calibrate of a recorded `parity bench calibrate` at 4 ranks
+(fixtures/calibrate-np4.h5), each the median over ranks computed here from the file's rows.
+
+Run with: /usr/bin/python3 reports/run_tests.py
+"""
+
+import os
+import shutil
+import tempfile
+import unittest
+
+import numpy as np
+
+from report_testing import HERE, draw_series, read_rows, run_report
+
+FIXTURE = os.path.join(HERE, "fixtures", "calibrate-np4.h5")
+CHECKED_FIGURES = {"calibrate_products_float32", "calibrate_ops_float32"}
+# A comparison draws each run's as one run's (side by side): the same series.
+CHECKED_COMPARISON_FIGURES = {"calibrate_products_float32", "calibrate_ops_float32"}
+
+
+class CalibrateReportTests(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="parity-calibrate-")
+        cls.rows = read_rows(FIXTURE, "/bench/calibrate")
+        cls.drawn = draw_series([FIXTURE], os.path.join(cls.tmp, "series"))
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def series(self, figure):
+        return {s.label: s for s in self.drawn if s.figure == figure}
+
+    def test_products_are_the_median_rank_of_each_shape(self):
+        drawn = self.series("calibrate_products_float32")
+        shapes = {}
+        for r in self.rows:
+            if r["kind"] == "gemm":
+                shapes.setdefault((r["m"], r["n"], r["k"]), []).append(r["seconds"])
+        self.assertEqual(len(shapes), 64)
+        self.assertTrue(all(len(v) == 4 for v in shapes.values()))  # every rank measured each
+        self.assertEqual(set(drawn), {f"k = {k}" for k in (16, 64, 256, 1024)})
+        for k in (16, 64, 256, 1024):
+            want = sorted((2.0 * m * n * kk, 2.0 * m * n * kk / np.median(s) / 1e9)
+                          for (m, n, kk), s in shapes.items() if kk == k)
+            got = drawn[f"k = {k}"]
+            self.assertTrue(np.allclose(got.x, [x for x, _ in want], rtol=0, atol=0), k)
+            self.assertTrue(np.allclose(got.y, [y for _, y in want], rtol=1e-12), k)
+
+    def test_ops_are_the_median_rank_per_element(self):
+        drawn = self.series("calibrate_ops_float32")
+        ops = {}
+        for r in self.rows:
+            if r["kind"] == "op":
+                ops.setdefault(r["op"], {}).setdefault(r["elements"], []).append(r["seconds"])
+        self.assertEqual(len(ops), 13)
+        self.assertEqual(set(drawn), set(ops))
+        for op, sizes in ops.items():
+            elements = sorted(sizes)
+            self.assertEqual(list(drawn[op].x), elements, op)
+            want = [np.median(sizes[e]) / e * 1e9 for e in elements]
+            self.assertTrue(np.allclose(drawn[op].y, want, rtol=1e-12), op)
+
+    def test_page_has_the_section_and_the_links(self):
+        out = os.path.join(self.tmp, "report")
+        result = run_report(FIXTURE, "--out", out)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        with open(os.path.join(out, "index.html")) as f:
+            page = f.read()
+        self.assertIn('<h2 id="calibrate">Calibration</h2>', page)
+        links = read_rows(FIXTURE, "/bench/calibrate_links")
+        self.assertEqual(len(links), 3)
+        for r in links:
+            self.assertIn(f"{r['efficiency']:.3f}", page)
+
+
+if __name__ == "__main__":
+    unittest.main()
