@@ -368,7 +368,7 @@ class BenchTensor final : public Command {
   }
 
   std::optional<ResumeProbe> resume_probe() const override {
-    return ResumeProbe{{"-q", "--np", "2", "--steps", "30"},
+    return ResumeProbe{{"-q", "--np", "2", "--steps", "300"},
                        "bench/tensor",
                        "tp,dp,sequence_parallel,bytes_total,formula_bytes_total",
                        {1, 2},

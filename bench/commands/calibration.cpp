@@ -20,16 +20,15 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// Seconds of one call: after a warm-up call, three batches of as many calls as fill about
-// 2 ms (at least one), the median batch's time per call.
+// Seconds of one call: after a warm-up call (timed, to size the batches; being the first, it is
+// the slowest), three batches of as many calls as fill about 1 ms (at least one), the median
+// batch's time per call.
 double time_call(MemorySpace space, const std::function<void()>& call) {
-  call();
-  wait_for_device(space);
   auto t0 = Clock::now();
   call();
   wait_for_device(space);
   const double once = std::max(seconds_since(t0), 1e-9);
-  const int calls = static_cast<int>(std::clamp(0.002 / once, 1.0, 10000.0));
+  const int calls = static_cast<int>(std::clamp(0.001 / once, 1.0, 10000.0));
   std::vector<double> batches;
   for (int b = 0; b < 3; ++b) {
     t0 = Clock::now();
@@ -41,7 +40,7 @@ double time_call(MemorySpace space, const std::function<void()>& call) {
 }
 
 Tensor random_tensor(const char* name, Shape shape, DataType dtype, MemorySpace space, std::uint64_t seed,
-                     Init init = Init::normal(0, 1)) {
+                     Init init = Init::uniform(-1, 1)) {
   Tensor t = Tensor::empty(name, std::move(shape), dtype, MemoryCategory::workspace);
   initialize(t, init, seed);
   return t.to(space, name, MemoryCategory::workspace);
