@@ -482,3 +482,23 @@ class SeriesCase(unittest.TestCase):
     def assert_distinct(self, a, b, what):
         self.assertFalse(np.allclose(a, b, rtol=RTOL, atol=0),
                          f"the sample's {what} are equal: a swap would go unseen")
+
+
+class RecordingCase(unittest.TestCase):
+    """A test of one recorded fixture's section: FIXTURE and TABLE (the table its rows come from)
+    set by the subclass; rows, drawn (the series of its single-run report) and series(figure)."""
+    FIXTURE = None
+    TABLE = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="parity-recording-")
+        cls.rows = read_rows(cls.FIXTURE, cls.TABLE)
+        cls.drawn = draw_series([cls.FIXTURE], os.path.join(cls.tmp, "series"))
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def series(self, figure):
+        return {s.label: s for s in self.drawn if s.figure == figure}

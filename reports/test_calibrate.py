@@ -6,13 +6,11 @@ Run with: /usr/bin/python3 reports/run_tests.py
 """
 
 import os
-import shutil
-import tempfile
 import unittest
 
 import numpy as np
 
-from report_testing import HERE, draw_series, read_rows, run_report
+from report_testing import HERE, RecordingCase, read_rows, run_report
 
 FIXTURE = os.path.join(HERE, "fixtures", "calibrate-np4.h5")
 CHECKED_FIGURES = {"calibrate_products_float32", "calibrate_ops_float32"}
@@ -20,19 +18,9 @@ CHECKED_FIGURES = {"calibrate_products_float32", "calibrate_ops_float32"}
 CHECKED_COMPARISON_FIGURES = {"calibrate_products_float32", "calibrate_ops_float32"}
 
 
-class CalibrateReportTests(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="parity-calibrate-")
-        cls.rows = read_rows(FIXTURE, "/bench/calibrate")
-        cls.drawn = draw_series([FIXTURE], os.path.join(cls.tmp, "series"))
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.tmp, ignore_errors=True)
-
-    def series(self, figure):
-        return {s.label: s for s in self.drawn if s.figure == figure}
+class CalibrateReportTests(RecordingCase):
+    FIXTURE = FIXTURE
+    TABLE = "/bench/calibrate"
 
     def test_products_are_the_median_rank_of_each_shape(self):
         drawn = self.series("calibrate_products_float32")

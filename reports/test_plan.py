@@ -6,14 +6,12 @@ Run with: /usr/bin/python3 reports/run_tests.py
 """
 
 import os
-import shutil
-import tempfile
 import unittest
 
 import h5py
 import numpy as np
 
-from report_testing import HERE, draw_series, read_rows, run_report
+from report_testing import HERE, RecordingCase, draw_series, read_rows, run_report
 
 FIXTURE = os.path.join(HERE, "fixtures", "plan-np4.h5")
 CHECKED_FIGURES = {"plan_time", "plan_memory", "plan_scaling"}
@@ -21,19 +19,9 @@ CHECKED_FIGURES = {"plan_time", "plan_memory", "plan_scaling"}
 CHECKED_COMPARISON_FIGURES = {"plan_time", "plan_memory", "plan_scaling"}
 
 
-class PlanReportTests(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="parity-plan-")
-        cls.rows = read_rows(FIXTURE, "/plan/layouts")
-        cls.drawn = draw_series([FIXTURE], os.path.join(cls.tmp, "series"))
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.tmp, ignore_errors=True)
-
-    def series(self, figure):
-        return {s.label: s for s in self.drawn if s.figure == figure}
+class PlanReportTests(RecordingCase):
+    FIXTURE = FIXTURE
+    TABLE = "/plan/layouts"
 
     def test_time_parts_are_the_files_columns(self):
         drawn = self.series("plan_time")

@@ -1,0 +1,431 @@
+// The descriptions the planner takes (theory/planner.hpp): models and clusters from presets,
+// key=value pairs or JSON files, the --fix keys, and the published runs it is checked against.
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "reference/core/error.hpp"
+#include "reference/core/json.hpp"
+#include "reference/core/text.hpp"
+#include "reference/theory/planner.hpp"
+
+namespace parity::theory {
+
+namespace {
+
+// ---- reading descriptions --------------------------------------------------------------------
+
+std::string trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
+}
+
+// parse_json with the file named in its errors.
+JsonValue parse_json_of(const std::string& text, const std::string& where) {
+  try {
+    return parse_json(text);
+  } catch (const UsageError& e) {
+    throw UsageError(where + ": " + e.what());
+  }
+}
+
+// A JSON object's members whose values are numbers, strings or booleans, in order; a key given
+// twice is refused.
+std::vector<std::pair<std::string, std::string>> pairs_of(const JsonValue& json) {
+  if (json.kind != JsonValue::Kind::object) throw UsageError("a JSON description must be one object {\"key\": value, ...}");
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [key, value] : json.members) {
+    if (std::any_of(out.begin(), out.end(), [&](const auto& p) { return p.first == key; }))
+      throw UsageError("the field " + quoted_input(key) + " is given twice");
+    if (value.kind == JsonValue::Kind::array || value.kind == JsonValue::Kind::object || value.kind == JsonValue::Kind::null)
+      throw UsageError("the value of " + quoted_input(key) + " must be a number, a string or true/false");
+    out.emplace_back(key, value.text);
+  }
+  return out;
+}
+
+// "k=v,k=v", key=value lines, or a JSON object {"k": v, ...}: the pairs in order.
+std::vector<std::pair<std::string, std::string>> pairs_of(const std::string& text) {
+  std::string body = trim(text);
+  std::vector<std::pair<std::string, std::string>> out;
+  if (!body.empty() && (body.front() == '{' || body.front() == '[')) return pairs_of(parse_json_of(body, "the description"));
+  std::string item;
+  std::stringstream in(body);
+  while (std::getline(in, item, body.find('\n') != std::string::npos && body.find(',') == std::string::npos ? '\n' : ',')) {
+    item = trim(item);
+    if (item.empty() || item[0] == '#') continue;
+    const auto eq = item.find('=');
+    if (eq == std::string::npos) throw UsageError("expected key=value, got " + quoted_input(item));
+    const auto unquote = [](std::string s) {
+      s = trim(s);
+      if (s.size() >= 2 && s.front() == '"' && s.back() == '"') s = s.substr(1, s.size() - 2);
+      return s;
+    };
+    std::string key = unquote(item.substr(0, eq));
+    if (std::any_of(out.begin(), out.end(), [&](const auto& p) { return p.first == key; }))
+      throw UsageError("the key " + quoted_input(key) + " is given twice");
+    out.emplace_back(std::move(key), unquote(item.substr(eq + 1)));
+  }
+  return out;
+}
+
+// The contents of the description file `text` names: "" when it names no file (a preset, or
+// key=value pairs); UsageError for a directory or other non-file, one that cannot be read, is
+// empty or larger than 16 MiB, and for a path (with a '/' or ending in .json) that does not exist.
+std::string read_if_file(const std::string& text, const char* what) {
+  namespace fs = std::filesystem;
+  if (text.empty() || text.find('=') != std::string::npos || text.front() == '{') return "";
+  std::error_code error;
+  const fs::file_status status = fs::status(text, error);
+  const bool path_like = text.find('/') != std::string::npos || text.ends_with(".json");
+  if (!fs::exists(status)) {
+    if (path_like) throw UsageError(std::string(what) + " file " + quoted_input(text) + " does not exist");
+    return "";
+  }
+  if (!fs::is_regular_file(status))
+    throw UsageError(std::string(what) + " " + quoted_input(text) + " is not a regular file");
+  const auto size = fs::file_size(text, error);
+  if (error || size > (std::uintmax_t{16} << 20))
+    throw UsageError(std::string(what) + " file " + quoted_input(text) + " is larger than 16 MiB or cannot be sized");
+  std::ifstream in(text, std::ios::binary);
+  std::stringstream all;
+  if (!in || !(all << in.rdbuf()) || trim(all.str()).empty())
+    throw UsageError(std::string(what) + " file " + quoted_input(text) + " cannot be read or is empty");
+  return all.str();
+}
+
+
+double number(const std::string& key, const std::string& value) {
+  char* end = nullptr;
+  const double x = std::strtod(value.c_str(), &end);
+  if (value.empty() || *end != '\0' || !std::isfinite(x) || x < 0)
+    throw UsageError(key + "=" + quoted_input(value) + " is not a number >= 0");
+  return x;
+}
+
+std::int64_t whole(const std::string& key, const std::string& value) {
+  const double x = number(key, value);
+  if (x != std::floor(x) || x > 1e15) throw UsageError(key + "=" + quoted_input(value) + " is not a whole number");
+  return static_cast<std::int64_t>(x);
+}
+
+bool yes_no(const std::string& key, const std::string& value) {
+  if (value == "true" || value == "on" || value == "1" || value == "yes") return true;
+  if (value == "false" || value == "off" || value == "0" || value == "no") return false;
+  throw UsageError(key + "=" + quoted_input(value) + ": expected true or false");
+}
+
+PlanModel gpt(const char* name, int layers, std::int64_t hidden, int heads) {
+  PlanModel m;
+  m.name = name;
+  m.layers = layers;
+  m.hidden = hidden;
+  m.heads = heads;
+  m.vocabulary = 51200;
+  m.sequence = 2048;
+  return m;
+}
+
+PlanModel llama(const char* name, int layers, std::int64_t hidden, int heads, int kv, std::int64_t ffn) {
+  PlanModel m;
+  m.name = name;
+  m.layers = layers;
+  m.hidden = hidden;
+  m.heads = heads;
+  m.kv_heads = kv;
+  m.ffn_hidden = ffn;
+  m.gated_mlp = true;
+  m.vocabulary = 128256;
+  m.sequence = 8192;
+  m.tied = false;
+  m.bias = false;
+  m.rms_norm = true;
+  m.learned_positions = false;
+  return m;
+}
+
+}  // namespace
+
+void PlanModel::validate() const {
+  if (layers <= 0 || hidden <= 0 || heads <= 0 || vocabulary <= 0 || sequence <= 0)
+    throw UsageError("model " + name + ": layers, hidden, heads, vocab and sequence must all be given and above 0");
+  if (hidden % heads != 0)
+    throw UsageError("model " + name + ": " + std::to_string(heads) + " heads do not divide hidden " + std::to_string(hidden));
+  if (experts > 0 && (top_k < 1 || top_k > experts || !(capacity_factor > 0) || moe_every < 1 || moe_every > layers))
+    throw UsageError("model " + name + ": experts need 1 <= top_k <= experts, capacity_factor > 0 and 1 <= moe_every <= layers");
+  if (kv_heads < 0 || heads % kv() != 0)
+    throw UsageError("model " + name + ": kv_heads " + std::to_string(kv_heads) + " does not divide the " +
+                     std::to_string(heads) + " heads");
+}
+
+const std::vector<PlanModel>& plan_model_presets() {
+  static const std::vector<PlanModel> presets = [] {
+    std::vector<PlanModel> p = {
+        // Narayanan et al. 2021, Table 1 (vocabulary 51,200, sequence 2048).
+        gpt("gpt3-1.7b", 24, 2304, 24), gpt("gpt3-3.6b", 30, 3072, 32), gpt("gpt3-7.5b", 36, 4096, 32),
+        gpt("gpt3-18b", 40, 6144, 48), gpt("gpt3-39b", 48, 8192, 64), gpt("gpt3-76b", 60, 10240, 80),
+        gpt("gpt3-145b", 80, 12288, 96), gpt("gpt3-310b", 96, 16384, 128), gpt("gpt3-530b", 105, 20480, 128),
+        gpt("gpt3-1t", 128, 25600, 160),
+        // Llama 3 (Grattafiori et al. 2024, Table 3): GQA with 8 key/value heads, SwiGLU, RMSNorm, rotary.
+        llama("llama3-8b", 32, 4096, 32, 8, 14336), llama("llama3-70b", 80, 8192, 64, 8, 28672),
+        llama("llama3-405b", 126, 16384, 128, 8, 53248)};
+    // Mixtral 8x7B (Jiang et al. 2024): Llama-style layers whose MLP is 8 experts, top 2.
+    PlanModel mixtral = llama("mixtral-8x7b", 32, 4096, 32, 8, 14336);
+    mixtral.vocabulary = 32000;
+    mixtral.sequence = 4096;
+    mixtral.experts = 8;
+    mixtral.top_k = 2;
+    p.push_back(mixtral);
+    PlanModel g175 = gpt("gpt3-175b", 96, 12288, 96);  // Brown et al. 2020 (GPT-2's vocabulary)
+    g175.vocabulary = 50257;
+    p.push_back(g175);
+    return p;
+  }();
+  return presets;
+}
+
+PlanModel parse_plan_model(const std::string& given) {
+  const std::string file = read_if_file(given, "model");
+  const std::string text = file.empty() ? given : file;
+  PlanModel m;
+  std::vector<std::pair<std::string, std::string>> pairs;
+  const std::string first = trim(text.substr(0, text.find(',')));
+  if (!first.empty() && first.find('=') == std::string::npos && first.front() != '{') {
+    const auto& presets = plan_model_presets();
+    const auto it = std::find_if(presets.begin(), presets.end(), [&](const PlanModel& p) { return p.name == first; });
+    if (it == presets.end()) {
+      std::string known;
+      for (const auto& p : presets) known += (known.empty() ? "" : ", ") + p.name;
+      throw UsageError("unknown model " + quoted_input(first) + " (presets: " + known + "; or key=value pairs)");
+    }
+    m = *it;
+    const auto comma = text.find(',');
+    if (comma != std::string::npos) pairs = pairs_of(text.substr(comma + 1));
+  } else {
+    m.name = file.empty() ? "custom" : given;
+    try {
+      pairs = pairs_of(text);
+    } catch (const UsageError& e) {
+      if (file.empty()) throw;
+      throw UsageError("model " + quoted_input(given, 200) + ": " + e.what());
+    }
+  }
+  for (const auto& [key, value] : pairs) {
+    if (key == "layers") m.layers = static_cast<int>(whole(key, value));
+    else if (key == "hidden") m.hidden = whole(key, value);
+    else if (key == "heads") m.heads = static_cast<int>(whole(key, value));
+    else if (key == "kv_heads") m.kv_heads = static_cast<int>(whole(key, value));
+    else if (key == "ffn_hidden") m.ffn_hidden = whole(key, value);
+    else if (key == "gated_mlp") m.gated_mlp = yes_no(key, value);
+    else if (key == "vocab") m.vocabulary = whole(key, value);
+    else if (key == "sequence") m.sequence = whole(key, value);
+    else if (key == "tied") m.tied = yes_no(key, value);
+    else if (key == "bias") m.bias = yes_no(key, value);
+    else if (key == "norm") {
+      if (value != "layernorm" && value != "rmsnorm") throw UsageError("norm=" + quoted_input(value) + ": expected layernorm or rmsnorm");
+      m.rms_norm = value == "rmsnorm";
+    } else if (key == "experts") m.experts = static_cast<int>(whole(key, value));
+    else if (key == "top_k") m.top_k = static_cast<int>(whole(key, value));
+    else if (key == "capacity_factor") m.capacity_factor = number(key, value);
+    else if (key == "moe_every") m.moe_every = static_cast<int>(whole(key, value));
+    else if (key == "positions") {
+      if (value != "learned" && value != "rotary") throw UsageError("positions=" + quoted_input(value) + ": expected learned or rotary");
+      m.learned_positions = value == "learned";
+    } else {
+      throw UsageError("unknown model key " + quoted_input(key) +
+                       " (known: layers, hidden, heads, kv_heads, ffn_hidden, gated_mlp, vocab, sequence, tied, bias, "
+                       "norm, positions, experts, top_k, capacity_factor, moe_every)");
+    }
+  }
+  m.validate();
+  return m;
+}
+
+
+// ---- clusters ------------------------------------------------------------------------------------
+
+const std::vector<PlanCluster>& plan_cluster_presets() {
+  static const std::vector<PlanCluster> presets = {
+      // NVIDIA DGX A100 (A100 SXM4 80GB datasheet: 312 TFLOP/s dense BF16, 2,039 GB/s HBM2e,
+      // 108 SMs; NVLink 3 600 GB/s per GPU both ways through NVSwitch; 8 ConnectX-6 HDR
+      // 200 Gb/s, one per GPU). Achieved fractions: large BF16 GEMMs about 0.8 of the peak and
+      // element-wise kernels about 0.8 of HBM in cuBLAS and NVIDIA's published benchmarks; a
+      // ring's bus bandwidth about 0.8 of the link (nccl-tests on DGX A100).
+      {"a100-80gb-dgx", "A100 SXM4 80GB", 312, 0.8, 108, 80, 2039, 0.8, 8, {300, 3}, {25, 5}, 0.8},
+      // NVIDIA DGX H100 (H100 SXM5 datasheet: 989 TFLOP/s dense BF16, 3,350 GB/s HBM3, 132 SMs;
+      // NVLink 4 900 GB/s per GPU both ways; 8 ConnectX-7 NDR 400 Gb/s, one per GPU). Large
+      // BF16 GEMMs reach about 0.7 of the peak (cuBLASLt; 0.68-0.72 measured here on one H100,
+      // docs/results/h100).
+      {"h100-sxm-dgx", "H100 SXM5 80GB", 989, 0.7, 132, 80, 3350, 0.8, 8, {450, 3}, {50, 5}, 0.8},
+  };
+  return presets;
+}
+
+PlanCluster parse_plan_cluster(const std::string& given) {
+  const auto& presets = plan_cluster_presets();
+  const auto it = std::find_if(presets.begin(), presets.end(), [&](const PlanCluster& c) { return c.name == given; });
+  if (it != presets.end()) return *it;
+  const std::string file = read_if_file(given, "cluster");
+  if (file.empty()) {
+    std::string known;
+    for (const auto& p : presets) known += (known.empty() ? "" : ", ") + p.name;
+    throw UsageError("unknown cluster " + quoted_input(given) + " (presets: " + known + "; or a JSON file)");
+  }
+  PlanCluster c;
+  c.name = given;
+  std::map<std::string, bool> seen;
+  // A calibrated cluster (parity bench calibrate) adds the measured products and ops as arrays:
+  // "gemm_rates": [[m, n, k, seconds], ...], "op_rates": [["op", elements, seconds], ...].
+  std::vector<std::pair<std::string, std::string>> scalars;
+  if (trim(file).front() != '{' && trim(file).front() != '[') {
+    scalars = pairs_of(file);
+  } else {
+    JsonValue json = parse_json_of(file, "cluster " + quoted_input(given, 200));
+    const auto field = [&](const JsonValue& row, std::size_t i, const std::string& key) -> const JsonValue& {
+      if (row.kind != JsonValue::Kind::array || row.items.size() <= i)
+        throw UsageError("cluster " + quoted_input(given, 200) + ": every row of " + key + " must be an array of " +
+                         (key == "gemm_rates" ? "[m, n, k, seconds]" : key == "op_rates" ? "[\"op\", elements, seconds]" : "[bytes, efficiency]"));
+      return row.items[i];
+    };
+    const auto count = [&](const JsonValue& v, const std::string& key) {
+      if (v.kind != JsonValue::Kind::number || !(v.number > 0))
+        throw UsageError("cluster " + quoted_input(given, 200) + ": " + key + " holds " + quoted_input(v.text) + " where a number above 0 belongs");
+      return v.number;
+    };
+    std::erase_if(json.members, [&](const std::pair<std::string, JsonValue>& member) {
+      const auto& [key, value] = member;
+      if (key == "gemm_rates") {
+        if (value.kind != JsonValue::Kind::array) throw UsageError("cluster " + quoted_input(given, 200) + ": gemm_rates must be an array");
+        for (const JsonValue& row : value.items)
+          c.rates.gemm.push_back({static_cast<std::int64_t>(count(field(row, 0, key), key)),
+                                  static_cast<std::int64_t>(count(field(row, 1, key), key)),
+                                  static_cast<std::int64_t>(count(field(row, 2, key), key)), count(field(row, 3, key), key)});
+        return true;
+      }
+      if (key == "collective_rates") {
+        if (value.kind != JsonValue::Kind::array)
+          throw UsageError("cluster " + quoted_input(given, 200) + ": collective_rates must be an array");
+        for (const JsonValue& row : value.items) {
+          const double bytes = count(field(row, 0, key), key), efficiency = count(field(row, 1, key), key);
+          if (efficiency > 1 || (!c.rates.collective_efficiency.empty() && bytes <= c.rates.collective_efficiency.back().first))
+            throw UsageError("cluster " + quoted_input(given, 200) +
+                             ": collective_rates holds [bytes, efficiency] rows by growing size, efficiencies at most 1");
+          c.rates.collective_efficiency.emplace_back(bytes, efficiency);
+        }
+        return true;
+      }
+      if (key == "op_rates") {
+        if (value.kind != JsonValue::Kind::array) throw UsageError("cluster " + quoted_input(given, 200) + ": op_rates must be an array");
+        for (const JsonValue& row : value.items)
+          c.rates.ops.push_back({field(row, 0, key).text, static_cast<std::int64_t>(count(field(row, 1, key), key)),
+                                 count(field(row, 2, key), key)});
+        return true;
+      }
+      return false;
+    });
+    if (!c.rates.gemm.empty() || !c.rates.ops.empty()) {
+      try {
+        c.rates.validate();
+      } catch (const UsageError& e) {
+        throw UsageError("cluster " + quoted_input(given, 200) + ": " + e.what() +
+                         " (measure it again with parity bench calibrate)");
+      }
+    }
+    scalars = pairs_of(json);
+  }
+  for (const auto& [key, value] : scalars) {
+    seen[key] = true;
+    if (key == "gpu") c.gpu = value;
+    else if (key == "note") c.note = value;
+    else if (key == "dtype") c.rates.dtype = value;
+    else if (key == "peak_TFLOPs") c.peak_TFLOPs = number(key, value);
+    else if (key == "gemm_efficiency") c.gemm_efficiency = number(key, value);
+    else if (key == "multiprocessors") c.multiprocessors = static_cast<int>(whole(key, value));
+    else if (key == "memory_GB") c.memory_GB = number(key, value);
+    else if (key == "memory_GBps") c.memory_GBps = number(key, value);
+    else if (key == "elementwise_efficiency") c.elementwise_efficiency = number(key, value);
+    else if (key == "gpus_per_node") c.gpus_per_node = static_cast<int>(whole(key, value));
+    else if (key == "node_GBps") c.node.bandwidth_GBps = number(key, value);
+    else if (key == "node_latency_us") c.node.latency_us = number(key, value);
+    else if (key == "network_GBps") c.network.bandwidth_GBps = number(key, value);
+    else if (key == "network_latency_us") c.network.latency_us = number(key, value);
+    else if (key == "collective_efficiency") c.collective_efficiency = number(key, value);
+    else throw UsageError("cluster " + quoted_input(given, 200) + ": unknown field " + quoted_input(key));
+  }
+  for (const char* key : {"gpu", "peak_TFLOPs", "gemm_efficiency", "multiprocessors", "memory_GB", "memory_GBps",
+                          "elementwise_efficiency", "gpus_per_node", "node_GBps", "node_latency_us", "network_GBps",
+                          "network_latency_us", "collective_efficiency"})
+    if (!seen.count(key)) throw UsageError("cluster " + quoted_input(given, 200) + ": missing field " + key);
+  if (c.peak_TFLOPs <= 0 || c.gemm_efficiency <= 0 || c.gemm_efficiency > 1 || c.multiprocessors <= 0 ||
+      c.memory_GB <= 0 || c.memory_GBps <= 0 || c.elementwise_efficiency <= 0 || c.gpus_per_node <= 0 ||
+      c.node.bandwidth_GBps <= 0 || c.network.bandwidth_GBps <= 0 || c.collective_efficiency <= 0)
+    throw UsageError("cluster " + quoted_input(given, 200) + ": rates, sizes and efficiencies must be above 0 (efficiencies at most 1)");
+  return c;
+}
+
+
+Recompute parse_recompute(const std::string& text) {
+  if (text == "none") return Recompute::none;
+  if (text == "selective") return Recompute::selective;
+  if (text == "full") return Recompute::full;
+  throw UsageError("recompute=" + quoted_input(text) + ": expected none, selective or full");
+}
+
+PlanFixed parse_plan_fixed(const std::string& text) {
+  PlanFixed f;
+  for (const auto& [key, value] : pairs_of(text)) {
+    const auto positive = [&] {
+      const std::int64_t x = whole(key, value);
+      if (x < 1 || x > (1 << 20)) throw UsageError("--fix " + key + "=" + quoted_input(value) + ": expected 1 to 1048576");
+      return static_cast<int>(x);
+    };
+    if (key == "tp") f.tp = positive();
+    else if (key == "pp") f.pp = positive();
+    else if (key == "dp") f.dp = positive();
+    else if (key == "ep") f.ep = positive();
+    else if (key == "cp") f.cp = positive();
+    else if (key == "v") f.v = positive();
+    else if (key == "micro_batch") f.micro_batch = positive();
+    else if (key == "zero") {
+      const std::int64_t z = whole(key, value);
+      if (z > 3) throw UsageError("--fix zero=" + quoted_input(value) + ": expected 0 to 3");
+      f.zero = static_cast<int>(z);
+    } else if (key == "sp") f.sp = yes_no(key, value);
+    else if (key == "attention") {
+      if (value != "flash" && value != "unfused") throw UsageError("--fix attention=" + quoted_input(value) + ": expected flash or unfused");
+      f.flash = value == "flash";
+    }
+    else if (key == "overlap") f.overlap = yes_no(key, value);
+    else if (key == "recompute") f.recompute = parse_recompute(value);
+    else if (key == "schedule") {
+      if (value != "1f1b" && value != "interleaved") throw UsageError("--fix schedule=" + quoted_input(value) + ": expected 1f1b or interleaved");
+      if (value == "1f1b") f.v = 1;
+    } else {
+      throw UsageError("--fix: unknown key " + quoted_input(key) +
+                       " (known: tp, pp, dp, ep, cp, v, schedule, micro_batch, zero, recompute, sp, attention, overlap)");
+    }
+  }
+  return f;
+}
+
+const std::vector<PublishedRun>& published_runs() {
+  static const std::vector<PublishedRun> runs = [] {
+    const char* source = "Narayanan et al. 2021, Table 1 (A100 80GB, Selene)";
+    const auto& presets = plan_model_presets();
+    const auto model = [&](int i) { return presets[static_cast<std::size_t>(i)]; };
+    return std::vector<PublishedRun>{
+        {source, model(0), 1, 1, 32, 512, 137},     {source, model(1), 2, 1, 64, 512, 138},
+        {source, model(2), 4, 1, 128, 512, 142},    {source, model(3), 8, 1, 256, 1024, 135},
+        {source, model(4), 8, 2, 512, 1536, 138},   {source, model(5), 8, 4, 1024, 1792, 140},
+        {source, model(6), 8, 8, 1536, 2304, 148},  {source, model(7), 8, 16, 1920, 2160, 155},
+        {source, model(8), 8, 35, 2520, 2520, 163}, {source, model(9), 8, 64, 3072, 3072, 163}};
+  }();
+  return runs;
+}
+
+}  // namespace parity::theory
