@@ -294,13 +294,29 @@ class Plan final : public Command {
       th::PlanLayout l;
       l.tp = fixed.tp.value_or(1);
       l.pp = fixed.pp.value_or(1);
-      l.dp = fixed.dp.value_or(gpus_ / std::max(1, l.tp * l.pp));
+      l.cp = fixed.cp.value_or(1);
       l.v = fixed.v.value_or(1);
       l.micro_batch = fixed.micro_batch.value_or(1);
       l.sp = fixed.sp.value_or(false);
-      const std::string why = th::plan_layout_problem(m, c, l, gpus_, global_batch_);
-      throw UsageError("no layout of " + m.name + " on " + std::to_string(gpus_) + " GPUs can run" +
-                       (why.empty() ? std::string() : ": " + why));
+      const std::int64_t model_parallel = static_cast<std::int64_t>(l.tp) * l.pp * l.cp;
+      std::string why;
+      if (!fixed.dp && gpus_ % model_parallel != 0) {
+        // What else is wrong with the fixed sizes comes first (tp against the heads, pp against
+        // the layers): asked of them on as many GPUs as they take.
+        if (model_parallel <= gpus_) {
+          th::PlanLayout alone = l;
+          alone.dp = 1;
+          why = th::plan_layout_problem(m, c, alone, static_cast<int>(model_parallel), global_batch_);
+          if (why.rfind("the global batch", 0) == 0 || why.rfind("interleaving", 0) == 0) why.clear();
+        }
+        if (why.empty())
+          why = "tp x pp x cp = " + std::to_string(model_parallel) + " does not divide the " + std::to_string(gpus_) + " GPUs";
+      } else {
+        l.dp = fixed.dp.value_or(static_cast<int>(gpus_ / model_parallel));
+        why = th::plan_layout_problem(m, c, l, gpus_, global_batch_);
+      }
+      if (why.empty()) why = "no value of the keys not fixed divides the GPUs, heads, layers and batch";
+      throw UsageError("no layout of " + m.name + " on " + std::to_string(gpus_) + " GPUs can run: " + why);
     }
     rank_layouts(all, static_cast<std::size_t>(top_));
     const std::size_t fitting = static_cast<std::size_t>(

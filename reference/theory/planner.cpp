@@ -365,7 +365,8 @@ std::vector<PlanCandidate> plan_search(const PlanModel& m, const PlanCluster& c,
     if (gpus % p == 0) pps.push_back(p);
   for (int v = 1; v <= std::min(m.layers, 16); ++v) vs.push_back(v);
   std::vector<int> cps;
-  for (int x = 1; x <= gpus && 2 * x <= m.sequence; x *= 2) cps.push_back(x);
+  // cp 1 always (nothing to split); more when the sequence splits into 2 cp chunks.
+  for (int x = 1; x <= gpus && (x == 1 || 2 * x <= m.sequence); x *= 2) cps.push_back(x);
   for (int tp : values(fixed.tp, tps))
     for (int pp : values(fixed.pp, pps))
     for (int cp : values(fixed.cp, cps)) {
