@@ -2,6 +2,7 @@
 // and one value from every rank.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +21,10 @@ std::vector<int> parse_whole_numbers(const std::string& text, const std::string&
 std::vector<double> parse_numbers(const std::string& text, const std::string& option);
 // Linear interpolation between order statistics; q = 0.5 is the median. NaN when empty.
 double percentile(std::vector<double> values, double q);
+// Wall-clock seconds since t0 (a steady clock: the benchmarks' timer).
+inline double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 // Every rank's `value`, indexed by rank (an all-gather; every rank must call it).
 std::vector<double> gather_from_ranks(Communicator& world, double value);
 // Waits for the GPU's queued work when `space` is CUDA memory (a no-op on the host), so that a

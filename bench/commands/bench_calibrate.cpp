@@ -23,8 +23,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
 struct CalibrateOptions {
   std::string dtype = "float32";
   std::string cluster_out;  // default: the result file's name with .cluster.json

@@ -23,8 +23,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
 // The matrix-multiply rate (GFLOP/s) of square n x n products in `space`, best of 5.
 double measure_matmul_GFLOPs(DataType dtype, std::int64_t n, MemorySpace space) {
   Tensor a = Tensor::empty("bench.a", {n, n}, dtype, MemoryCategory::workspace);

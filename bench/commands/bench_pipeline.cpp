@@ -286,14 +286,13 @@ std::size_t pipeline_bench_bytes_per_rank(const PipelineBenchPlan& plan, const P
 }
 
 namespace {
-// Every rank's action costs from the calibration: one micro-batch of `rows` sequences through
-// the top-level layers of its stages (balanced by parameters as the run balances them), a
-// rank's chunks averaged (the simulator costs them alike); messages as `measured` has them.
-pp::Costs predicted_costs(const pp::Schedule& schedule, const model::GptConfig& c, std::int64_t rows,
-                          const theory::Calibration& calibration, const pp::Costs& measured) {
-  const theory::StepEstimate step = theory::reference_gpt_step(c, rows, calibration, true);
-  const std::vector<model::LayerRange> stages =
-      pp::balance_stages(pp::layer_parameters(*model::build_gpt(c)), schedule.stage_count());
+// Every rank's action costs from the calibration: one micro-batch (`step`, costed once per
+// benchmark) through the top-level layers of its stages (balanced by `parameters` as the run
+// balances them), a rank's chunks averaged (the simulator costs them alike); messages as
+// `measured` has them.
+pp::Costs predicted_costs(const pp::Schedule& schedule, const theory::StepEstimate& step,
+                          const std::vector<std::int64_t>& parameters, const pp::Costs& measured) {
+  const std::vector<model::LayerRange> stages = pp::balance_stages(parameters, schedule.stage_count());
   const std::vector<int> owner = schedule.stage_ranks();
   const auto ranks = static_cast<std::size_t>(schedule.ranks.size());
   pp::Costs costs = measured;
@@ -333,6 +332,12 @@ PipelineBenchOutcome run_pipeline_bench(Session& session, const PipelineBenchPla
   const model::GptConfig& c = plan.config;
   const double e = static_cast<double>(size_of(c.dtype));
   const double message_bytes = static_cast<double>(options.rows) * static_cast<double>(c.sequence * c.hidden) * e;
+  // The prediction's parts the runs share: one micro-batch costed from the calibration, and the
+  // parameters of the model's top-level layers the stages are balanced by (rank 0 predicts).
+  const theory::StepEstimate micro_batch_step =
+      session.is_root() ? theory::reference_gpt_step(c, options.rows, calibration, true) : theory::StepEstimate{};
+  const std::vector<std::int64_t> layer_parameters =
+      session.is_root() ? pp::layer_parameters(*model::build_gpt(c)) : std::vector<std::int64_t>{};
   Progress progress("bench pipeline", plan.runs.size(), session.is_root() && !session.options().quiet);
   // --resume: a run is its row of /bench/pipeline (keyed by its place in the plan and what it
   // ran), with its ranks' rows and its timeline (keyed by that place).
@@ -394,7 +399,7 @@ PipelineBenchOutcome run_pipeline_bench(Session& session, const PipelineBenchPla
     }
     const pp::Timeline simulated = pp::simulate(schedule, costs);
     const double predicted_makespan =
-        pp::simulate(schedule, predicted_costs(schedule, c, options.rows, calibration, costs)).makespan;
+        pp::simulate(schedule, predicted_costs(schedule, micro_batch_step, layer_parameters, costs)).makespan;
     const pp::Timeline counted = pp::validate(schedule);
     const auto mean_cost = [&](int k) {
       double sum = 0;

@@ -18,8 +18,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
 // Seconds of one call: after a warm-up call (timed, to size the batches; being the first, it is
 // the slowest), three batches of as many calls as fill about 1 ms (at least one), the median
 // batch's time per call.
