@@ -83,6 +83,26 @@ TEST(Theory, AlphaBetaCosts) {
   EXPECT_LT(ring_all_reduce_seconds(8, 1e9, m), naive_all_reduce_seconds(8, 1e9, m));
 }
 
+TEST(Theory, AlphaBetaFit) {
+  // Times on a line: the fit gives it back.
+  const AlphaBeta line = fit_alpha_beta({8, 1024, 1 << 20}, {2e-6 + 8e-9, 2e-6 + 1024e-9, 2e-6 + (1 << 20) * 1e-9});
+  EXPECT_DOUBLE_EQ(line.alpha_seconds, 2e-6 + 8e-9);
+  EXPECT_NEAR(line.beta_seconds_per_byte, 1e-9, 1e-18);
+  // The smallest message slower than the largest (noise on a loaded host): beta is the largest
+  // message's time over its bytes, never zero or negative (an infinite bandwidth).
+  const AlphaBeta noisy = fit_alpha_beta({8, 1 << 20}, {5e-4, 4e-4});
+  EXPECT_DOUBLE_EQ(noisy.alpha_seconds, 5e-4);
+  EXPECT_DOUBLE_EQ(noisy.beta_seconds_per_byte, 4e-4 / (1 << 20));
+  const AlphaBeta flat = fit_alpha_beta({8, 1 << 20}, {4e-4, 4e-4});
+  EXPECT_DOUBLE_EQ(flat.beta_seconds_per_byte, 4e-4 / (1 << 20));
+  // One size: only the latency.
+  const AlphaBeta one = fit_alpha_beta({64}, {3e-6});
+  EXPECT_DOUBLE_EQ(one.alpha_seconds, 3e-6);
+  EXPECT_DOUBLE_EQ(one.beta_seconds_per_byte, 0.0);
+  EXPECT_THROW(fit_alpha_beta({}, {}), std::invalid_argument);
+  EXPECT_THROW(fit_alpha_beta({8, 16}, {1e-6}), std::invalid_argument);
+}
+
 TEST(Theory, PowersOfTwo) {
   EXPECT_EQ(power_of_two_floor(1), 1);
   EXPECT_EQ(power_of_two_floor(5), 4);

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <cmath>
 #include <fstream>
+#include <stdexcept>
 #include <sstream>
 
 #include "bench/cli/shared.hpp"
@@ -47,7 +48,9 @@ theory::Calibration median_over_ranks(const record::Table& t, const std::string&
   return out;
 }
 
+// A JSON number: a figure that is not finite is a fault here (JSON has no inf or nan).
 std::string number(double x) {
+  if (!std::isfinite(x)) throw std::runtime_error("the cluster description came to a figure that is not finite (" + std::to_string(x) + ")");
   std::ostringstream s;
   s.precision(6);
   s << x;

@@ -12,12 +12,8 @@
 namespace parity::cli {
 namespace {
 using Clock = std::chrono::steady_clock;
-// alpha: the smallest message's time; beta: the slope from there to the largest message.
 PointToPoint fit_point_to_point(PointToPoint out, const std::vector<std::size_t>& sizes, const std::vector<double>& medians) {
-  out.model.alpha_seconds = medians.front();
-  if (sizes.size() > 1)
-    out.model.beta_seconds_per_byte = std::max(0.0, (medians.back() - medians.front()) /
-                                                        static_cast<double>(sizes.back() - sizes.front()));
+  out.model = theory::fit_alpha_beta(sizes, medians);
   out.measured = true;
   return out;
 }

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <bit>
+#include <stdexcept>
+#include <string>
 
 namespace parity::theory {
 
@@ -26,6 +28,19 @@ namespace {
 double message(double bytes, AlphaBeta m) { return m.alpha_seconds + bytes * m.beta_seconds_per_byte; }
 int floor_log2(int n) { return n <= 1 ? 0 : static_cast<int>(std::bit_width(static_cast<unsigned>(n))) - 1; }
 }  // namespace
+
+AlphaBeta fit_alpha_beta(const std::vector<std::size_t>& bytes, const std::vector<double>& seconds) {
+  if (bytes.empty() || bytes.size() != seconds.size())
+    throw std::invalid_argument("fit_alpha_beta: " + std::to_string(bytes.size()) + " sizes and " +
+                                std::to_string(seconds.size()) + " times");
+  AlphaBeta m;
+  m.alpha_seconds = seconds.front();
+  if (bytes.size() > 1) {
+    const double slope = (seconds.back() - seconds.front()) / static_cast<double>(bytes.back() - bytes.front());
+    m.beta_seconds_per_byte = slope > 0 ? slope : seconds.back() / static_cast<double>(bytes.back());
+  }
+  return m;
+}
 
 // 2(n-1) steps, each moving one chunk of bytes/n.
 double ring_all_reduce_seconds(int n, double bytes, AlphaBeta m) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 
 namespace parity::theory {
@@ -30,6 +31,12 @@ struct AlphaBeta {
   double alpha_seconds = 0;           // per message
   double beta_seconds_per_byte = 0;   // inverse bandwidth
 };
+// The fit to a ping-pong's one-way times at ascending message sizes: alpha is the smallest
+// message's time, beta the slope from there to the largest. Where the largest message was no
+// slower than the smallest (a loaded host, whose noise swamps the small message), the slope
+// says nothing, and beta is the largest message's time over its bytes, all of it bandwidth.
+// One size: alpha is its time, beta 0.
+AlphaBeta fit_alpha_beta(const std::vector<std::size_t>& bytes, const std::vector<double>& seconds);
 
 // Largest power of two not above n (recursive doubling and halving-doubling fold the rest).
 int power_of_two_floor(int n);
