@@ -198,6 +198,35 @@ TEST(Calibration, TensorParallelRankCountedByHand) {
   }
 }
 
+// An MoE block in place of block 0's MLP, 4 experts of width 4C on one rank, top-2 routing
+// sending every expert N/2 rows (2N assignments): the products are the dense step's plus a
+// second MLP's worth over the N tokens (k = 2) and the router's three N x C x E products; the
+// element-wise work changes by hand: the dense MLP's GeLU (4NC) and its biases' fills and sums
+// (N (4C + C)) a pass give way to the router's output fill (NE, forward) and softmax (NE), the
+// rows' gather and combine (2 x 2N x C), and the experts' biases and GeLU (2N (F + C) + 2N F).
+// An expert given no rows runs on one.
+TEST(Calibration, MoeBlockCountedByHand) {
+  const model::GptConfig g = tiny_gpt();
+  const double N = 8 * 64, C = 64, E = 4, F = 4 * C, A = 2 * N;
+  StepSplit split;
+  split.moe.push_back({0, E, F, A, {N / 2, N / 2, N / 2, N / 2}});
+  const StepEstimate dense = reference_gpt_step(g, 8, uniform(100, 1), true, {1, false, 1000});
+  const StepEstimate moe = reference_gpt_step(g, 8, uniform(100, 1), true, {1, false, 1000, split.moe});
+  EXPECT_EQ(moe.product_flops - dense.product_flops,
+            std::llround(3 * (2 * N * C * F + 2 * N * F * C) + 3 * 2 * N * C * E));
+  const double per_pass_dense = 4 * N * C + N * (4 * C + C);
+  const double per_pass_moe = E * N + 2 * A * C + A * (F + C) + A * F;
+  EXPECT_NEAR(moe.elementwise_s - dense.elementwise_s, 1e-9 * (N * E + 2 * (per_pass_moe - per_pass_dense)), 1e-15);
+  // Block 0's share moved with it; block 1 stays dense.
+  EXPECT_GT(moe.layer_costs[1].forward_s, dense.layer_costs[1].forward_s);
+  EXPECT_DOUBLE_EQ(moe.layer_costs[2].forward_s, dense.layer_costs[2].forward_s);
+  // An idle expert: one row of work, not none.
+  split.moe[0].expert_rows = {A, 0, 0, 0};
+  const StepEstimate idle = reference_gpt_step(g, 8, uniform(100, 1), true, {1, false, 1000, split.moe});
+  EXPECT_EQ(idle.product_flops - dense.product_flops,
+            std::llround(3 * ((A + 3) * 4 * C * F) - 3 * 4 * N * C * F + 3 * 2 * N * C * E));
+}
+
 // Buckets ready evenly through backward, reduced one at a time.
 TEST(Calibration, OverlappedBucketsExposeWhatBackwardDoesNotHide) {
   EXPECT_DOUBLE_EQ(overlapped_exposed_seconds(4, 4, 0.5), 0.5);  // each hidden but the last

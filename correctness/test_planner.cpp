@@ -186,6 +186,31 @@ TEST(Planner, ContextParallelism) {
   EXPECT_NE(plan_layout_problem(m, c, two, 512, 64), "");  // tp x pp x dp x cp is 1024
 }
 
+// Activations of a pipeline-free layout hold every layer of one micro-batch: GPT-3's layers on
+// Korthikanti et al.'s counts, s b h (10 + 24/t + 5 a s/(h t)) without sp and the scores
+// stored, s b h (34 / t) with sp and FlashAttention; Llama 3 8B's counted by hand per token: two
+// norms' inputs and the QKV and MLP inputs (8 h bytes, whole over tp without sp, no dropout
+// masks); queries 2h, keys and values 2h x 8/32 each, attention's output 2h; SwiGLU's gate and
+// up outputs and their product, 2 bytes x 3 f.
+TEST(Planner, ActivationsOnHandCounts) {
+  const PlanCluster& c = plan_cluster_presets()[1];
+  const PlanModel& g = preset("gpt3-18b");
+  const double s = 2048, h = 6144, a = 48, L = 40;
+  PlanLayout unfused{8, 1, 1, false, 1, 1, 0, Recompute::none, false};
+  EXPECT_NEAR(plan_predict(g, c, unfused, 1).activation_bytes, L * s * h * (10 + 24 / 8.0 + 5 * a * s / (h * 8)), 1);
+  PlanLayout flash_sp{8, 1, 1, true, 1, 1, 0, Recompute::none, true};
+  EXPECT_NEAR(plan_predict(g, c, flash_sp, 1).activation_bytes, L * s * h * 34 / 8, 1);
+  const PlanModel& m = preset("llama3-8b");
+  EXPECT_FALSE(m.dropout);
+  const double S = 8192, H = 4096, F = 14336, per_token = 8 * H + (2 * H + 2 * 2 * H * 8 / 32 + 2 * H + 2 * 3 * F) / 2;
+  PlanLayout tp2{2, 1, 1, false, 1, 1, 0, Recompute::none, true};
+  EXPECT_NEAR(plan_predict(m, c, tp2, 1).activation_bytes, 32 * S * per_token, 1);
+  // With dropout its two masks come back: a byte each per element of the hidden states.
+  EXPECT_NEAR(plan_predict(parse_plan_model("llama3-8b,dropout=yes"), c, tp2, 1).activation_bytes,
+              32 * S * (per_token + 2 * H), 1);
+  EXPECT_THROW(parse_plan_model("llama3-8b,dropout=maybe"), UsageError);
+}
+
 // Directions the model must get right whatever its constants: full recompute holds fewer
 // activations and takes longer than none; FlashAttention holds no scores; more micro-batches
 // shrink the bubble's share; a ZeRO stage never adds memory; sp splits activations over tp.

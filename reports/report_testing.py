@@ -132,6 +132,16 @@ def drop_column(path, table, column):
         del g[column]
 
 
+def add_column(path, table, column, value, unit=""):
+    """Adds a float64 column to a table, value(row) in each row (as a newer parity writes it)."""
+    rows = read_rows(path, table)
+    with h5py.File(path, "a") as f:
+        g = f[table]
+        cols = [c.decode() if isinstance(c, bytes) else c for c in g.attrs["columns"]]
+        g.attrs.create("columns", np.array(cols + [column], dtype=object), dtype=h5py.string_dtype())
+        g.create_dataset(column, data=np.array([value(r) for r in rows], dtype=np.float64)).attrs["unit"] = unit
+
+
 def strip_to(path, table, keep_columns):
     """Drops every attribute but the table's own and every column not in keep_columns."""
     with h5py.File(path, "a") as f:

@@ -16,7 +16,7 @@ import h5py
 import numpy as np
 
 import make_sample
-from report_testing import (MODEL_ONLY, RUNS, TENSOR_ONLY, ReportCase, SeriesCase, after, column,
+from report_testing import (MODEL_ONLY, RUNS, TENSOR_ONLY, ReportCase, SeriesCase, add_column, after, column,
                             drop_column, find_row, grouped, keep_rows, mean, ms, read_rows,
                             strip_to)
 
@@ -126,6 +126,27 @@ class MoeReportTests(ReportCase):
         n = len(read_rows(path, "/check/moe"))
         self.assertIn(f"; moe {n} cases, all passed.</li>", html)
         self.assertIn("<h3>Mixture-of-experts cases</h3>", html)
+
+    def test_moe_predicted_against_measured(self):
+        """A file with the predicted columns gets the predicted-against-measured table, one row
+        per run with its predicted and measured steps and their ratio; the sample (written before
+        the columns) gets none."""
+        path = self.moe_file("moe_predicted.h5")
+        _, html, _ = self.report_of("moe_unpredicted", path)
+        self.assertNotIn("predicted step (ms)", after(html, 'id="moe"'))
+        add_column(path, "/bench/moe", "predicted_all_to_all_seconds", lambda r: 0.5 * r["all_to_all_seconds"], "s")
+        add_column(path, "/bench/moe", "predicted_step_seconds", lambda r: 0.8 * r["step_seconds"], "s")
+        add_column(path, "/bench/moe", "predicted_over_measured", lambda r: 0.8)
+        _, html, _ = self.report_of("moe_predicted", path)
+        section = after(html, 'id="moe"')
+        self.assertIn("predicted step (ms)", section)
+        table = after(section, "predicted step (ms)")
+        table = table[:table.index("</table>")]
+        runs = read_rows(path, "/bench/moe")
+        self.assertEqual(table.count("<tr"), len(runs))  # the rows after the header
+        for r in runs:
+            self.assertIn(f"{0.8 * r['step_seconds'] * 1e3:.2f}", table)
+            self.assertIn(f"{r['step_seconds'] * 1e3:.2f}", table)
 
     def test_moe_mismatch_flagged(self):
         path = self.moe_file("moe_mismatch.h5", moe_mismatch=True)

@@ -17,10 +17,13 @@
 
 #include "bench/cli/progress.hpp"
 #include "bench/cli/shared.hpp"
+#include "bench/commands/calibration.hpp"
 #include "bench/commands/command.hpp"
 #include "bench/commands/presets.hpp"
 #include "reference/core/error.hpp"
 #include "reference/ops/routing.hpp"
+#include "reference/parallel/batches.hpp"
+#include "reference/parallel/data/data_parallel.hpp"
 #include "reference/parallel/expert/expert_parallel.hpp"
 #include "reference/theory/model.hpp"
 #include "reference/theory/moe.hpp"
@@ -213,7 +216,80 @@ std::size_t moe_bench_bytes_per_rank(const MoeBenchPlan& plan, const MoeBenchOpt
                                        3.0 * tokens * static_cast<double>(c.vocabulary)));
 }
 
-MoeBenchOutcome run_moe_bench(Session& session, const MoeBenchPlan& plan, const MoeBenchOptions& options) {
+namespace {
+
+struct Predicted {
+  double all_to_all = 0, step = 0;  // the slowest rank's
+};
+
+// The step predicted from this job's calibration, every rank its own and the slowest one's
+// reported. Compute: reference_gpt_step with each MoE block's work as the last step routed it
+// (the rows this rank's tokens sent, the rows its experts received from the ep group). The
+// exchanges on the ping-pong's alpha-beta link: per MoE block five all-to-alls over ep (the
+// counts, dispatch, combine and the two backward), each (ep - 1) messages, and the bytes this
+// rank sent in them (the formula's). The gradients: the shared parameters' buckets all-reduced
+// over the world as the backward produces them (overlapped_exposed_seconds, as bench scaling),
+// then the experts' over dp.
+Predicted predict_step(Session& session, const model::GptConfig& c, const MoeBenchOptions& options,
+                       parallel::ExpertParallel& ep, const parallel::Trainer& trainer, model::Model& model,
+                       const std::vector<std::vector<std::int64_t>>& admitted, const parallel::ExpertTraffic& sent,
+                       const PointToPoint& p2p, const theory::Calibration& calibration) {
+  Communicator& world = session.world();
+  const int E = c.moe.experts, n = ep.size(), local = E / n, dp = world.size() / n;
+  const std::int64_t ffn = c.moe.expert_hidden > 0 ? c.moe.expert_hidden : 4 * c.hidden;
+  const std::int64_t rows = parallel::batch_shard(options.batch, world.rank(), world.size()).rows;
+  const double tokens = static_cast<double>(rows * c.sequence);
+  theory::StepSplit split;
+  for (std::size_t l = 0; l < admitted.size(); ++l) {
+    std::vector<std::int64_t> group(admitted[l]);  // the ep group's rows for each expert
+    ep.group().all_reduce({group.data(), group.size(), DataType::int64, MemorySpace::host},
+                          {group.data(), group.size(), DataType::int64, MemorySpace::host}, ReduceOp::sum);
+    theory::MoeBlockWork w;
+    w.block = c.moe.layers[l];
+    w.experts = E;
+    w.expert_hidden = static_cast<double>(ffn);
+    for (const std::int64_t a : admitted[l]) w.assignments += static_cast<double>(a);
+    for (int i = 0; i < local; ++i) w.expert_rows.push_back(static_cast<double>(group[static_cast<std::size_t>(ep.rank() * local + i)]));
+    if (c.moe.shared_expert) w.expert_rows.push_back(tokens);
+    split.moe.push_back(std::move(w));
+  }
+  std::int64_t held = 0, expert_held = 0;
+  for (model::MixtureOfExperts* moe : model::moe_layers(model))
+    for (model::Parameter* p : moe->expert_parameters()) expert_held += p->value.numel();
+  for (model::Parameter* p : model.parameters()) held += p->value.numel();
+  split.parameters = held;
+  const theory::StepEstimate compute = theory::reference_gpt_step(c, rows, calibration, true, split);
+  Predicted mine;
+  if (!p2p.measured) {
+    mine.step = mine.all_to_all = n > 1 || world.size() > 1 ? std::nan("") : 0.0;
+    if (world.size() == 1) mine.step = compute.total();
+  } else {
+    const theory::AlphaBeta& m = p2p.model;
+    const double e = static_cast<double>(size_of(c.dtype));
+    mine.all_to_all = n == 1 ? 0.0
+                             : 5.0 * static_cast<double>(admitted.size()) * (n - 1) * m.alpha_seconds +
+                                   (sent.dispatch + sent.combine + sent.backward) * m.beta_seconds_per_byte;
+    const auto ring = [&](int ranks, double bytes) {
+      return ranks == 1 ? 0.0 : 2.0 * (ranks - 1) * (m.alpha_seconds + m.beta_seconds_per_byte * bytes / ranks);
+    };
+    const auto& buckets = dynamic_cast<const parallel::BucketedAllReduce&>(*trainer.parts().syncs.front()).bucket_parameters();
+    const int count = static_cast<int>(std::max<std::size_t>(buckets.size(), 1));
+    const double shared_bytes = static_cast<double>(held - expert_held) * e;
+    const double dense = theory::overlapped_exposed_seconds(compute.backward_s, count, ring(world.size(), shared_bytes / count));
+    mine.step = compute.total() + mine.all_to_all + (world.size() == 1 ? 0.0 : dense) +
+                ring(dp, static_cast<double>(expert_held) * e);
+  }
+  const auto slowest = [&](double x) {
+    const auto all = gather_from_ranks(world, x);
+    return *std::max_element(all.begin(), all.end());
+  };
+  return {slowest(mine.all_to_all), slowest(mine.step)};
+}
+
+}  // namespace
+
+MoeBenchOutcome run_moe_bench(Session& session, const MoeBenchPlan& plan, const MoeBenchOptions& options,
+                              const PointToPoint& p2p, const theory::Calibration& calibration) {
   Communicator& world = session.world();
   MoeBenchOutcome out;
   const int E = plan.config.moe.experts;
@@ -334,6 +410,7 @@ MoeBenchOutcome run_moe_bench(Session& session, const MoeBenchPlan& plan, const 
     const auto sent_formula = gather_from_ranks(world, formula.dispatch + formula.combine + formula.backward);
     const auto busiest = std::max_element(sent.begin(), sent.end()) - sent.begin();
     if (!bytes_match) ++out.mismatches;
+    const Predicted predicted = predict_step(session, c, options, ep, *trainer, *model, last_admitted, formula, p2p, calibration);
     if (session.is_root()) {
       record::Table& t = out.runs;
       t.i64("run").push_back(static_cast<std::int64_t>(run_index));
@@ -362,6 +439,9 @@ MoeBenchOutcome run_moe_bench(Session& session, const MoeBenchPlan& plan, const 
       t.i64("bytes_match").push_back(bytes_match ? 1 : 0);
       t.f64("mean_load_imbalance").push_back(imbalance_sum / timed_rows);
       t.f64("mean_dropped_fraction").push_back(dropped_sum / timed_rows);
+      t.f64("predicted_all_to_all_seconds", "s").push_back(predicted.all_to_all);
+      t.f64("predicted_step_seconds", "s").push_back(predicted.step);
+      t.f64("predicted_over_measured").push_back(session.oversubscribed() ? std::nan("") : predicted.step / step);
       // Kept if the job is cut short: the run's steps and loads first, its row last.
       session.record_rows({{"/bench/moe_steps", &out.steps, first_step_row},
                            {"/bench/moe_load", &out.load, first_load_row},
@@ -402,7 +482,7 @@ class BenchMoe final : public Command {
                          "formula (which must match)",
                  .order = 80,
                  .in_run = true,
-                 .tables = {&kMoeBenchTable, &kMoeStepsTable, &kMoeLoadTable}}) {}
+                 .tables = {&kMoeBenchTable, &kMoeStepsTable, &kMoeLoadTable, &kPointToPointTable, &kCalibrateTable}}) {}
 
   void declare(CommandOptions& o) override {
     MoeBenchOptions& m = options_;
@@ -441,7 +521,8 @@ class BenchMoe final : public Command {
     const MoeBenchPlan plan = plan_moe_bench(options_, s.world().size());
     s.check_memory(moe_bench_bytes_per_rank(plan, options_, s.world().size()), "the MoE benchmark");
     s.maybe_inject_stall();
-    const MoeBenchOutcome outcome = run_moe_bench(s, plan, options_);
+    const PointToPoint& p2p = job.point_to_point(4 << 20);  // the source of the alpha-beta predictions
+    const MoeBenchOutcome outcome = run_moe_bench(s, plan, options_, p2p, job.calibration(plan.config.dtype));
     record_moe_bench(s, outcome, options_);
     return outcome.mismatches ? kExitFailed : kExitOk;
   }
@@ -452,7 +533,7 @@ class BenchMoe final : public Command {
                        "run,ep,router,capacity_factor,bytes_match",
                        {1, 3},
                        "TERM",
-                       {"bench/moe_steps", "bench/moe_load"}};
+                       {"bench/moe_steps", "bench/moe_load", "bench/point_to_point"}};
   }
 
  private:

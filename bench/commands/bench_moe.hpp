@@ -8,8 +8,10 @@
 #include <vector>
 
 #include "bench/cli/session.hpp"
+#include "bench/commands/point_to_point.hpp"
 #include "reference/model/model.hpp"
 #include "reference/record/table.hpp"
+#include "reference/theory/calibration.hpp"
 
 namespace parity::cli {
 
@@ -31,7 +33,9 @@ inline const record::TableSpec kMoeBenchTable{
       {"compute_seconds", ColumnType::float64, "s"}, {"all_to_all_share", ColumnType::float64},
       {"all_to_all_bytes", ColumnType::float64, "B"}, {"formula_all_to_all_bytes", ColumnType::float64, "B"},
       {"bytes_match", ColumnType::int64}, {"mean_load_imbalance", ColumnType::float64},
-      {"mean_dropped_fraction", ColumnType::float64}
+      {"mean_dropped_fraction", ColumnType::float64},
+      {"predicted_all_to_all_seconds", ColumnType::float64, "s"},
+      {"predicted_step_seconds", ColumnType::float64, "s"}, {"predicted_over_measured", ColumnType::float64}
     }};
 inline const record::TableSpec kMoeStepsTable{
     "/bench/moe_steps",
@@ -95,7 +99,9 @@ struct MoeBenchOutcome {
   record::Table load{kMoeLoadTable};
   std::size_t mismatches = 0;  // runs whose all-to-all bytes differ from the formula
 };
-MoeBenchOutcome run_moe_bench(Session& session, const MoeBenchPlan& plan, const MoeBenchOptions& options);
+// `p2p` and `calibration` (this job's) predict each run's step beside the measured one.
+MoeBenchOutcome run_moe_bench(Session& session, const MoeBenchPlan& plan, const MoeBenchOptions& options,
+                              const PointToPoint& p2p, const theory::Calibration& calibration);
 void record_moe_bench(Session& session, const MoeBenchOutcome& outcome, const MoeBenchOptions& options);
 
 }  // namespace parity::cli

@@ -259,7 +259,7 @@ class Plan final : public Command {
     for (const auto& c : th::plan_cluster_presets()) clusters += " " + c.name;
     o.add("--model", model_, "A preset (" + models.substr(1) + "), optionally followed by ,key=value; key=value pairs "
                              "(layers, hidden, heads, kv_heads, ffn_hidden, gated_mlp, vocab, sequence, tied, bias, norm, "
-                             "positions, experts, top_k, capacity_factor, moe_every); or a JSON file of them");
+                             "positions, dropout, experts, top_k, capacity_factor, moe_every); or a JSON file of them");
     o.add("--cluster", cluster_, "A preset (" + clusters.substr(1) + ") or a JSON file of its fields");
     o.add("--gpus", gpus_, "GPUs of the job")->check(CLI::Range(1, 1 << 20));
     o.add("--global-batch", global_batch_, "Sequences per optimizer step")->check(CLI::Range(1, 1 << 24));

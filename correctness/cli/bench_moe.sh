@@ -32,6 +32,18 @@ with h5py.File("moe.h5") as f:
         assert (runs["all_to_all_bytes"][i] == 0) == (runs["ep"][i] == 1), (i, runs["all_to_all_bytes"][i])
         parts = runs["all_to_all_seconds"][i] + runs["gradient_reduction_seconds"][i] + runs["compute_seconds"][i]
         assert parts <= runs["step_seconds"][i] * (1 + 1e-9), i
+        # The step predicted from this job's calibration: the exchanges only with ep > 1, inside
+        # the step; the ratio compared only where every rank has a core.
+        a2a, predicted = runs["predicted_all_to_all_seconds"][i], runs["predicted_step_seconds"][i]
+        assert (a2a > 0) == (runs["ep"][i] > 1) and 0 <= a2a < predicted, (i, a2a, predicted)
+        ratio = runs["predicted_over_measured"][i]
+        if f.attrs["oversubscribed"]:
+            assert ratio != ratio, ratio
+        else:
+            assert math.isclose(ratio, predicted / runs["step_seconds"][i], rel_tol=1e-12), (i, ratio)
+    # Dropless routing sends more rows to the experts than cf 0.5: more predicted work.
+    assert runs["predicted_step_seconds"][cf_runs[math.inf]] > runs["predicted_step_seconds"][cf_runs[0.5]]
+    assert set(f["/bench/calibrate"]["dtype"].asstr()[()]) == {"float32"} and "bench/point_to_point" in f
     first_dropped = {}
     for j in range(len(steps["run"])):
         r, s, b = int(steps["run"][j]), int(steps["step"][j]), int(steps["block"][j])

@@ -138,8 +138,9 @@ class StepCosts {
   void op(double& into, const char* name, double elements) { add(into, cal_.op_seconds(name, elements)); }
   // A linear layer [rows, in] -> [rows, out] with a bias: forward, the bias broadcast into the
   // output (a fill) then the product accumulated; backward, dx = dy W^T, then the weight
-  // gradients: dW += x^T dy and the bias gradient's column sums (an add).
-  void linear(StepEstimate& e, double rows, double in, double out, bool pass_backward) {
+  // gradients: dW += x^T dy and the bias gradient's column sums (an add). Without a bias the
+  // forward's output is zeroed (a fill) all the same, and backward has no column sums.
+  void linear(StepEstimate& e, double rows, double in, double out, bool pass_backward, bool bias = true) {
     backward = pass_backward;
     if (!pass_backward) {
       op(e.elementwise_s, "fill", rows * out);
@@ -149,7 +150,7 @@ class StepCosts {
     product(e.products_s, rows, in, out);
     weight = true;
     product(e.products_s, in, out, rows);
-    op(e.elementwise_s, "add", rows * out);
+    if (bias) op(e.elementwise_s, "add", rows * out);
     weight = false;
   }
   void finish(StepEstimate& e) const {
@@ -171,6 +172,29 @@ class StepCosts {
   std::vector<LayerCost> layers_;
   double flops_ = 0, backward_s_ = 0;
 };
+
+bool holds_moe(const StepSplit& split, int block) {
+  return std::any_of(split.moe.begin(), split.moe.end(), [&](const MoeBlockWork& w) { return w.block == block; });
+}
+
+// An MoE block's feed-forward on one rank (reference/model/moe.cpp): the router (a linear layer
+// without bias) and its softmax over the experts on the rank's N tokens; its assignments'
+// rows gathered and, weighted by their gates, combined back (row copies at the add's rate, as
+// the embedding's); each local expert's MLP on the rows it was sent (one row of zeros when
+// none). Backward in the reverse order: the combine's and gather's gradients, the experts',
+// the softmax's and the router's.
+void cost_moe_block(StepCosts& cost, StepEstimate& e, const MoeBlockWork& w, double N, double C, bool backward) {
+  const double E = w.experts, F = w.expert_hidden;
+  cost.linear(e, N, C, E, backward, false);
+  cost.op(e.elementwise_s, backward ? "softmax_backward" : "softmax_forward", N * E);
+  cost.op(e.elementwise_s, "add", 2 * w.assignments * C);  // gather and combine (their gradients backward)
+  for (const double given : w.expert_rows) {
+    const double r = std::max(1.0, given);
+    cost.linear(e, r, C, F, backward);
+    cost.op(e.elementwise_s, backward ? "gelu_backward" : "gelu_forward", r * F);
+    cost.linear(e, r, F, C, backward);
+  }
+}
 
 }  // namespace
 
@@ -200,7 +224,7 @@ StepEstimate reference_gpt_step(const model::GptConfig& config, std::int64_t bat
       cost.op(e.elementwise_s, "add", 2 * rows * C);  // two residual adds
       // Dropout on the attention's and the MLP's outputs before their adds.
       if (config.dropout > 0) cost.op(e.elementwise_s, backward ? "dropout_backward" : "dropout_forward", 2 * rows * C);
-      cost.op(e.elementwise_s, backward ? "gelu_backward" : "gelu_forward", 4 * N * C / t);
+      if (!holds_moe(split, layer)) cost.op(e.elementwise_s, backward ? "gelu_backward" : "gelu_forward", 4 * N * C / t);
       // Attention per head: forward the scores Q K^T and the weighted sum P V, the causal softmax
       // on the live half of each row; backward dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q,
       // the softmax's gradient on whole rows.
@@ -214,8 +238,15 @@ StepEstimate reference_gpt_step(const model::GptConfig& config, std::int64_t bat
         cost.op(e.attention_s, "softmax_backward", heads * T * T);
       }
       // Column-parallel qkv and fc (their outputs split), row-parallel proj and fc2 (their inputs).
-      for (const auto& [in, out] : {std::pair{C, 3 * C / t}, std::pair{C / t, C}, std::pair{C, 4 * C / t}, std::pair{4 * C / t, C}})
-        cost.linear(e, N, in, out, backward);
+      const auto moe = std::find_if(split.moe.begin(), split.moe.end(), [&](const MoeBlockWork& w) { return w.block == layer; });
+      cost.linear(e, N, C, 3 * C / t, backward);
+      cost.linear(e, N, C / t, C, backward);
+      if (moe == split.moe.end()) {
+        cost.linear(e, N, C, 4 * C / t, backward);
+        cost.linear(e, N, 4 * C / t, C, backward);
+      } else {
+        cost_moe_block(cost, e, *moe, N, C, backward);  // an MoE block's MLP is its router and experts
+      }
       if (!backward && layer == 0) e.attention_forward_s = e.attention_s - attention_before;
     }
     cost.backward = backward;

@@ -97,10 +97,21 @@ struct StepEstimate {
 // width and the vocabulary over tp; with `sp` the norms, residual adds and embedding rows too;
 // `parameters` on the rank for zero_grad and the optimizer, 0: the whole model's), without the
 // group's collectives (theory/tensor.hpp predicts them).
+// One MoE block's work on a rank (tp 1): the rows its router's tokens send to experts (gathered
+// and combined here), and the rows each of its local experts multiplies (from the run's routing:
+// the work depends on where the tokens went, not on the machine).
+struct MoeBlockWork {
+  int block = 0;
+  double experts = 0;        // E: the router's outputs
+  double expert_hidden = 0;  // an expert's MLP width
+  double assignments = 0;
+  std::vector<double> expert_rows;
+};
 struct StepSplit {
   int tp = 1;
   bool sp = false;
   std::int64_t parameters = 0;
+  std::vector<MoeBlockWork> moe;  // blocks whose MLP is a mixture of experts
 };
 StepEstimate reference_gpt_step(const model::GptConfig& config, std::int64_t batch, const Calibration& calibration,
                                 bool adamw, const StepSplit& split = {});

@@ -165,13 +165,14 @@ LayerTimes layer_times(const PlanModel& m, const PlanCluster& c, const PlanLayou
     const double core_forward = product_seconds(c, s_local, s, hd, b * heads) + product_seconds(c, s_local, hd, s, b * heads);
     const double core = backward ? (l.flash ? 2.5 : 2) * core_forward : core_forward;
     // Element-wise traffic in 16 bits: the softmax over the scores with its scale, mask and
-    // dropout (read and written about 4.5 times in forward, twice that in backward); two norms,
-    // two residual adds and two dropouts on the hidden states (replicated over tp without sp);
-    // the MLP's activation.
+    // dropout (read and written about 4.5 times in forward, twice that in backward); two norms
+    // (read, written: 2 each), two residual adds (two read, one written: 3 each) and two
+    // dropouts (read, written, a byte of mask: 2.5 each) on the hidden states (replicated over
+    // tp without sp); the MLP's activation.
     const double scores = l.flash ? 0 : b * heads * s_local * s;  // FlashAttention keeps them on chip
     const double hidden_states = tokens * h / (l.sp ? t : 1);
     const double activation = (moe ? assignments : tokens / t) * f * (m.gated_mlp ? 3 : 2);
-    const double forward_bytes = 2 * (4.5 * scores + 15 * hidden_states + activation);
+    const double forward_bytes = 2 * (4.5 * scores + (m.dropout ? 15 : 10) * hidden_states + activation);
     const double elementwise = elementwise_seconds(c, (backward ? 2 : 1) * forward_bytes);
     (backward ? out.backward : out.forward) = products + core + elementwise;
     if (l.cp > 1) {
@@ -236,10 +237,14 @@ PlanPrediction plan_predict(const PlanModel& m, const PlanCluster& c, const Plan
   p.optimizer_bytes = state.optimizer_state + experts.optimizer_state;
   // Activations of one layer and micro-batch in 16 bits (Korthikanti et al. 2022), the MLP's
   // share scaled to its width: sbh(10 + 24/t + 5as/(ht)) without sp, sbh(34 + 5as/h)/t with.
+  // Of the 10 kept whole without sp, 2 are the two dropout masks (none without dropout); of the
+  // 24 split, 8 are attention's queries, keys, values and output, 4 + 4 kv/a with fewer
+  // key/value heads; and 16 the MLP's.
   const double mlp = static_cast<double>(m.ffn()) * (m.gated_mlp ? 1.5 : 1) / (4 * h);
+  const double whole_part = m.dropout ? 10 : 8, attention_part = 4 + 4 * static_cast<double>(m.kv()) / a;
   // (The scores of a GPU's queries span the whole sequence: 5 a s_whole / (h t) per token held.)
-  const double per_layer_split = (8 + 16 * mlp) / t, attention_scores = l.flash ? 0 : 5 * a * s_whole / (h * t);
-  double layer_bytes = s * b * h * (l.sp ? (10 + 8 + 16 * mlp) / t : 10 + per_layer_split);
+  const double per_layer_split = (attention_part + 16 * mlp) / t, attention_scores = l.flash ? 0 : 5 * a * s_whole / (h * t);
+  double layer_bytes = s * b * h * (l.sp ? whole_part / t : whole_part) + s * b * h * per_layer_split;
   // An MoE layer's experts keep their top_k x capacity-factor rows of the tp group's tokens split over it.
   if (m.experts > 0)
     layer_bytes += moe_share * s * b * h * 16 * mlp / t * (m.top_k * std::min(m.capacity_factor, static_cast<double>(m.experts)) - 1);

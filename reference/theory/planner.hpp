@@ -37,6 +37,10 @@ struct PlanModel {
   bool bias = true;           // linear layers and norms have biases
   bool rms_norm = false;      // RMSNorm (a weight per norm) instead of LayerNorm (weight and bias)
   bool learned_positions = true;  // a position table of sequence x hidden (false: rotary, none)
+  // Dropout after attention's projection and after the MLP (with its masks kept for backward),
+  // and on the scores where they are stored: GPT-3 and Megatron's runs train with it, Llama 3
+  // without.
+  bool dropout = true;
   // Mixture of experts (0 experts: dense): every moe_every-th block's MLP is `experts` MLPs of
   // ffn_hidden behind a router, each token sent to top_k of them, each expert taking up to
   // capacity_factor x its even share (its padding is computed too).
@@ -55,7 +59,7 @@ struct PlanModel {
 
 // "key=value,key=value" over a preset or from nothing (keys: layers, hidden, heads, kv_heads,
 // ffn_hidden, gated_mlp, vocab, sequence, tied, bias, norm (layernorm|rmsnorm), positions
-// (learned|rotary), experts, top_k, capacity_factor, moe_every); a preset name alone; or a JSON file of the same keys. UsageError for an
+// (learned|rotary), dropout, experts, top_k, capacity_factor, moe_every); a preset name alone; or a JSON file of the same keys. UsageError for an
 // unknown key or preset, a bad value, a missing size.
 PlanModel parse_plan_model(const std::string& text);
 // Presets: gpt3-1.7b ... gpt3-1t (Narayanan et al. 2021, Table 1), gpt3-175b, llama3-8b, llama3-70b,

@@ -146,6 +146,7 @@ PlanModel llama(const char* name, int layers, std::int64_t hidden, int heads, in
   m.bias = false;
   m.rms_norm = true;
   m.learned_positions = false;
+  m.dropout = false;
   return m;
 }
 
@@ -226,6 +227,7 @@ PlanModel parse_plan_model(const std::string& given) {
     else if (key == "sequence") m.sequence = whole(key, value);
     else if (key == "tied") m.tied = yes_no(key, value);
     else if (key == "bias") m.bias = yes_no(key, value);
+    else if (key == "dropout") m.dropout = yes_no(key, value);
     else if (key == "norm") {
       if (value != "layernorm" && value != "rmsnorm") throw UsageError("norm=" + quoted_input(value) + ": expected layernorm or rmsnorm");
       m.rms_norm = value == "rmsnorm";
@@ -239,7 +241,7 @@ PlanModel parse_plan_model(const std::string& given) {
     } else {
       throw UsageError("unknown model key " + quoted_input(key) +
                        " (known: layers, hidden, heads, kv_heads, ffn_hidden, gated_mlp, vocab, sequence, tied, bias, "
-                       "norm, positions, experts, top_k, capacity_factor, moe_every)");
+                       "norm, positions, dropout, experts, top_k, capacity_factor, moe_every)");
     }
   }
   m.validate();

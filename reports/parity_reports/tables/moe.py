@@ -11,7 +11,7 @@ from collections import OrderedDict
 
 from ..common import (RowTable, bad_span, capitalized, comparison_md, comparison_pairs, esc, finite,
                       fmt_bytes, fmt_known, fmt_ms, fmt_num, fmt_ratio, fmt_tokens, grouped_rows,
-                      md_table, nav_entry, order_key, ratio_glance, ratio_of, runs_md, runs_words,
+                      md_table, nav_entry, order_key, predicted_table, ratio_glance, ratio_of, runs_md, runs_words,
                       section_md, section_start, step_cells, usable_matched_pairs, verdict_span,
                       yes_no)
 
@@ -690,6 +690,12 @@ def section(page, ctx, bench):
                        numeric={1} | set(range(3, 12)))
         page.details(f"Table: every MoE layer at every step of every run ({shown} rows)",
                      steps_body)
+    nan = float("nan")
+    predicted_table(page, "each rank's step op by op with its MoE blocks as the last step routed "
+                    "them, the all-to-alls on the ping-pong's alpha-beta link, and the gradients' "
+                    "reductions (the slowest rank's)", ["run"],
+                    [((bench.run_words(r),), r.get("predicted_step_seconds", nan), r["step_seconds"],
+                      r.get("predicted_over_measured", nan)) for r in bench.rows])
 
 
 def glance(ctx, bench):
