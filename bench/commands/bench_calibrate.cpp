@@ -106,42 +106,15 @@ class BenchCalibrate final : public Command {
     job.calibration(dtype);
     Communicator& world = s.world();
     theory::AlphaBeta link;
-    record::Table links{kCalibrateLinksTable};
     double efficiency = 1;
     std::vector<std::pair<double, double>> by_size;  // the all-reduce's efficiency by message size
     if (world.size() >= 2) {
       link = job.point_to_point(4 << 20).model;
-      std::vector<double> efficiencies;
-      for (const std::size_t bytes : {std::size_t{1} << 16, std::size_t{1} << 20, std::size_t{4} << 20}) {
-        std::vector<float> send(bytes / 4, 1.0f), recv(bytes / 4);
-        const BufferView in{send.data(), send.size(), DataType::float32, MemorySpace::host};
-        const BufferView out{recv.data(), recv.size(), DataType::float32, MemorySpace::host};
-        Communicator& host = s.host_world();
-        std::vector<double> times;
-        for (int it = 0; it < 7; ++it) {
-          host.barrier();
-          const auto t0 = Clock::now();
-          host.all_reduce(in, out, ReduceOp::sum);
-          times.push_back(seconds_since(t0));
-        }
-        const double n = world.size(), t = percentile(gather_from_ranks(world, percentile(times, 0.5)), 1.0);
-        // A ring all-reduce: 2 (n - 1) messages of bytes / n each.
-        const double model = 2 * (n - 1) * (link.alpha_seconds + link.beta_seconds_per_byte * static_cast<double>(bytes) / n);
-        const double bus = 2 * (n - 1) / n * static_cast<double>(bytes) / t / 1e9;
-        efficiencies.push_back(std::min(1.0, model / t));
-        by_size.emplace_back(static_cast<double>(bytes), efficiencies.back());
-        links.i64("size_bytes", "B").push_back(static_cast<std::int64_t>(bytes));
-        links.i64("ranks").push_back(world.size());
-        links.f64("time_s", "s").push_back(t);
-        links.f64("ring_model_s", "s").push_back(model);
-        links.f64("bus_GBps", "GB/s").push_back(bus);
-        links.f64("efficiency").push_back(efficiencies.back());
-      }
-      efficiency = efficiencies.back();  // the largest message: the bandwidth term's fraction
+      by_size = job.collective_efficiency();
+      efficiency = by_size.back().second;  // the largest message: the bandwidth term's fraction
     }
     if (!s.is_root()) return kExitOk;
     auto& file = s.results();
-    if (links.rows() > 0) file.write_table("/bench/calibrate_links", links);
     const theory::Calibration median = median_over_ranks(job.calibration_rows(), std::string(name_of(dtype)), world.size());
     const std::string path = cluster_path(s.options().out);
     write_cluster(path, s, median, link, efficiency, by_size, dtype);

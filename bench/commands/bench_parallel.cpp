@@ -343,8 +343,10 @@ ScalingBenchOutcome run_scaling_bench(Session& session, const ParallelBenchPlan&
       const double efficiency = strong ? theory::parallel_efficiency(t1, times[i], n) : t1 / times[i];
       // Ring all-reduce of every bucket: 2(n-1) alpha + 2(n-1)/n bytes beta each.
       const double per_bucket = gradient_bytes / static_cast<double>(std::max<std::size_t>(rows[i].buckets, 1));
+      // At the efficiency the job's all-reduce reached at the bucket's size.
       const double predicted = p2p.measured ? static_cast<double>(rows[i].buckets) *
-                                                  ring.predicted_seconds(n, per_bucket, p2p.model)
+                                                  ring.predicted_seconds(n, per_bucket, p2p.model) /
+                                                  calibration.collective_efficiency_at(per_bucket, 1.0)
                                             : std::nan("");
       record::Table& t = out.scaling;
       t.str("mode").emplace_back(mode);
@@ -504,7 +506,7 @@ class BenchScaling final : public Command {
                          "communication hidden by overlapping bucketed all-reduces with backward",
                  .order = 50,
                  .in_run = true,
-                 .tables = {&kScalingBenchTable, &kOverlapBenchTable, &kPointToPointTable, &kCalibrateTable}}) {
+                 .tables = {&kScalingBenchTable, &kOverlapBenchTable, &kPointToPointTable, &kCalibrateTable, &kCalibrateLinksTable}}) {
     options_.model = "tiny";
     options_.precisions = "float32";  // scaling trains in float32
   }
@@ -532,7 +534,9 @@ class BenchScaling final : public Command {
     s.check_memory(parallel_bench_bytes_per_rank(options_), "the scaling benchmark");
     s.maybe_inject_stall();
     const PointToPoint& p2p = job.point_to_point(1 << 20);  // the source of the alpha-beta predictions
-    record_scaling_bench(s, run_scaling_bench(s, plan, options_, p2p, job.calibration(DataType::float32)));
+    theory::Calibration calibration = job.calibration(DataType::float32);
+    calibration.collective_efficiency = job.collective_efficiency();  // the all-reduce's, by size
+    record_scaling_bench(s, run_scaling_bench(s, plan, options_, p2p, calibration));
     return kExitOk;
   }
 

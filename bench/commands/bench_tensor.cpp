@@ -239,8 +239,12 @@ TensorBenchOutcome run_tensor_bench(Session& session, const TensorBenchPlan& pla
     const std::int64_t formula_activation =
         theory::tensor_parallel_block_activation_bytes(c, rank_rows, run.tp, run.sequence_parallel);
     const std::int64_t formula_parameters = theory::tensor_parallel_parameters_per_rank(c, run.tp);
+    // The collectives on the ping-pong's link, at the efficiency the job's all-reduce reached at
+    // their size (the hidden states of the rank's rows).
+    const double hidden_bytes = static_cast<double>(rank_rows * c.sequence * c.hidden) * static_cast<double>(e);
     const double predicted = p2p.measured ? theory::tensor_parallel_predicted_seconds(c, rank_rows, run.tp, run.sequence_parallel,
-                                                                                     static_cast<double>(e), static_cast<double>(theory::statistic_bytes(c.dtype)), p2p.model)
+                                                                                     static_cast<double>(e), static_cast<double>(theory::statistic_bytes(c.dtype)), p2p.model) /
+                                                calibration.collective_efficiency_at(hidden_bytes, 1.0)
                                           : std::nan("");
     const double measured_total = r.embedding + c.layers * r.block + r.head + r.loss;
     const bool bytes_match = std::llround(r.embedding) == std::llround(formula.embedding) &&
@@ -293,7 +297,8 @@ TensorBenchOutcome run_tensor_bench(Session& session, const TensorBenchPlan& pla
     const double gradient_bytes = static_cast<double>(formula_parameters * e);
     const double dp_comm = run.dp == 1 ? 0.0
                            : p2p.measured ? 2.0 * (run.dp - 1) * (p2p.model.alpha_seconds +
-                                                                  p2p.model.beta_seconds_per_byte * gradient_bytes / run.dp)
+                                                                  p2p.model.beta_seconds_per_byte * gradient_bytes / run.dp) /
+                                                calibration.collective_efficiency_at(gradient_bytes, 1.0)
                                           : std::nan("");
     const double predicted_step = compute + (run.tp == 1 ? 0.0 : predicted) + dp_comm;
     t.f64("predicted_step_seconds", "s").push_back(predicted_step);
@@ -335,7 +340,7 @@ class BenchTensor final : public Command {
                          "(which must match)",
                  .order = 60,
                  .in_run = true,
-                 .tables = {&kTensorBenchTable, &kPointToPointTable, &kCalibrateTable}}) {}
+                 .tables = {&kTensorBenchTable, &kPointToPointTable, &kCalibrateTable, &kCalibrateLinksTable}}) {}
 
   void declare(CommandOptions& o) override {
     TensorBenchOptions& t = options_;
@@ -362,7 +367,9 @@ class BenchTensor final : public Command {
     s.check_memory(tensor_bench_bytes_per_rank(plan, options_.batch), "the tensor benchmark");
     s.maybe_inject_stall();
     const PointToPoint& p2p = job.point_to_point(4 << 20);  // the source of the alpha-beta predictions
-    const TensorBenchOutcome outcome = run_tensor_bench(s, plan, options_, p2p, job.calibration(plan.config.dtype));
+    theory::Calibration calibration = job.calibration(plan.config.dtype);
+    calibration.collective_efficiency = job.collective_efficiency();  // the all-reduce's, by size
+    const TensorBenchOutcome outcome = run_tensor_bench(s, plan, options_, p2p, calibration);
     record_tensor_bench(s, outcome, options_);
     return outcome.mismatches ? kExitFailed : kExitOk;
   }
@@ -373,7 +380,7 @@ class BenchTensor final : public Command {
                        "tp,dp,sequence_parallel,bytes_total,formula_bytes_total",
                        {1, 2},
                        "TERM",
-                       {"bench/point_to_point"}};
+                       {"bench/point_to_point", "bench/calibrate_links"}};
   }
 
  private:

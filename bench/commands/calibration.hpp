@@ -6,6 +6,8 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "bench/cli/session.hpp"
 #include "reference/record/table.hpp"
@@ -35,6 +37,13 @@ inline const record::TableSpec kCalibrateLinksTable{
       {"ring_model_s", ColumnType::float64, "s"}, {"bus_GBps", ColumnType::float64, "GB/s"},
       {"efficiency", ColumnType::float64}
     }};
+
+// The all-reduce's efficiency against the ring on `link` at 64 KiB, 1 MiB and 4 MiB (the
+// median of 7 calls on the slowest rank, every rank at once over one host's ranks): (bytes,
+// efficiency) pairs, every rank the same, none at one rank; rank 0 appends the rows to `table`.
+// With --resume the interrupted run's rows are taken back instead.
+std::vector<std::pair<double, double>> measure_collective_efficiency(Session& session, const theory::AlphaBeta& link,
+                                                                     record::Table& table);
 
 // This rank's calibration in `dtype` (float32 or float64), measured on every rank at once; the
 // rows of every rank are appended to `table` on rank 0. With --resume, the interrupted run's

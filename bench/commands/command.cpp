@@ -30,8 +30,16 @@ const theory::Calibration& Job::calibration(DataType dtype) {
   return it->second;
 }
 
+const std::vector<std::pair<double, double>>& Job::collective_efficiency() {
+  if (!collective_efficiency_)
+    collective_efficiency_ = measure_collective_efficiency(session, point_to_point(4 << 20).model, collective_rows_);
+  return *collective_efficiency_;
+}
+
 void Job::finish() {
-  if (session.is_root() && calibration_rows_.rows() > 0) session.results().write_table("/bench/calibrate", calibration_rows_);
+  if (!session.is_root()) return;
+  if (calibration_rows_.rows() > 0) session.results().write_table("/bench/calibrate", calibration_rows_);
+  if (collective_rows_.rows() > 0) session.results().write_table("/bench/calibrate_links", collective_rows_);
 }
 
 std::string Command::file_stem() const {

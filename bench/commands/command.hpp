@@ -38,6 +38,12 @@ class Job {
   // and job; every rank's rows go to /bench/calibrate when the job ends.
   const theory::Calibration& calibration(DataType dtype);
   const record::Table& calibration_rows() const { return calibration_rows_; }  // rank 0's, every rank's rows
+  // The all-reduce over every rank at 64 KiB, 1 MiB and 4 MiB against the ring on the ping-pong's
+  // alpha-beta link: (bytes, efficiency) pairs, the fraction of the ring's prediction the
+  // collective reaches, measured once per job (empty at one rank), its rows in
+  // /bench/calibrate_links. With --resume the interrupted run's are taken back.
+  const std::vector<std::pair<double, double>>& collective_efficiency();
+  const record::Table& collective_rows() const { return collective_rows_; }
   // Writes what the job measured once for several commands (called before the file is committed).
   void finish();
 
@@ -45,6 +51,8 @@ class Job {
   std::optional<PointToPoint> point_to_point_;
   std::map<DataType, theory::Calibration> calibrations_;
   record::Table calibration_rows_{kCalibrateTable};
+  std::optional<std::vector<std::pair<double, double>>> collective_efficiency_;
+  record::Table collective_rows_{kCalibrateLinksTable};
 };
 
 // How the registry's resume test runs a command (correctness/cli/resume.sh probe): a short run on
