@@ -236,16 +236,28 @@ TEST(Calibration, OverlappedBucketsExposeWhatBackwardDoesNotHide) {
   EXPECT_DOUBLE_EQ(overlapped_exposed_seconds(10, 0, 1), 0);
 }
 
-// The all-reduce's efficiency by size: the measured figures at their sizes, interpolated in log
-// bytes between them, the ends beyond them; the cluster's one figure where none was measured.
+// A collective's efficiency by size: the measured figures at their sizes, interpolated in log
+// bytes between them, the ends beyond them; the all-reduce's for a collective not measured; the
+// cluster's one figure where none was. The models the efficiencies are taken against.
 TEST(Calibration, CollectiveEfficiencyBySize) {
   Calibration c;
   EXPECT_EQ(c.collective_efficiency_at(1e6, 0.7), 0.7);
-  c.collective_efficiency = {{1e4, 0.2}, {1e6, 0.6}};
+  EXPECT_EQ(c.collective_efficiency_at(1e6, 0.7, "all_to_all"), 0.7);
+  c.collective_efficiency["all_reduce"] = {{1e4, 0.2}, {1e6, 0.6}};
   EXPECT_DOUBLE_EQ(c.collective_efficiency_at(1e4, 0.7), 0.2);
   EXPECT_DOUBLE_EQ(c.collective_efficiency_at(1e5, 0.7), 0.4);  // halfway in log
   EXPECT_DOUBLE_EQ(c.collective_efficiency_at(1e9, 0.7), 0.6);
   EXPECT_DOUBLE_EQ(c.collective_efficiency_at(10, 0.7), 0.2);
+  EXPECT_DOUBLE_EQ(c.collective_efficiency_at(1e5, 0.7, "all_gather"), 0.4);  // not measured: the all-reduce's
+  c.collective_efficiency["all_gather"] = {{1e4, 0.9}, {1e6, 0.3}};
+  EXPECT_DOUBLE_EQ(c.collective_efficiency_at(1e5, 0.7, "all_gather"), 0.6);
+  EXPECT_DOUBLE_EQ(c.collective_efficiency_at(1e5, 0.7), 0.4);
+  const double alpha = 2e-6, beta = 1e-9, B = 1 << 20;
+  EXPECT_DOUBLE_EQ(collective_model_seconds("all_reduce", 4, B, alpha, beta), 6 * (alpha + beta * B / 4));
+  for (const char* chunked : {"all_gather", "reduce_scatter", "all_to_all"})
+    EXPECT_DOUBLE_EQ(collective_model_seconds(chunked, 4, B, alpha, beta), 3 * (alpha + beta * B / 4)) << chunked;
+  EXPECT_EQ(collective_model_seconds("all_gather", 1, B, alpha, beta), 0.0);
+  EXPECT_THROW(collective_model_seconds("broadcast", 4, B, alpha, beta), UsageError);
 }
 
 TEST(Json, ReadsValuesAndNamesTheByteOfAnError) {
@@ -307,11 +319,30 @@ TEST(Calibration, PlannerReadsACalibratedClusterFile) {
   const std::string with_links = testing::TempDir() + "parity-links.json";
   write(with_links, uniform(100, 1), R"( "collective_rates": [[65536, 0.1], [4194304, 0.2]],)");
   const PlanCluster linked = parse_plan_cluster(with_links);
-  ASSERT_EQ(linked.rates.collective_efficiency.size(), 2u);
+  ASSERT_EQ(linked.rates.collective_efficiency.at("all_reduce").size(), 2u);
   PlanLayout dp8 = l;
   dp8.dp = 8;
   EXPECT_GT(plan_predict(m, linked, dp8, 8).dp_comm_s, plan_predict(m, a, dp8, 8).dp_comm_s);
   write(with_links, uniform(100, 1), R"( "collective_rates": [[65536, 0.5], [1024, 0.2]],)");  // not by growing size
+  EXPECT_THROW(parse_plan_cluster(with_links), UsageError);
+  // By collective: tp 4 with sp pays the all-gather's and reduce-scatter's, without it the
+  // all-reduce's; a slower all-gather slows only the first.
+  write(with_links, uniform(100, 1),
+        R"( "collective_rates": {"all_reduce": [[65536, 0.5]], "all_gather": [[65536, 0.5]], "reduce_scatter": [[65536, 0.5]]},)");
+  const PlanCluster even = parse_plan_cluster(with_links);
+  write(with_links, uniform(100, 1),
+        R"( "collective_rates": {"all_reduce": [[65536, 0.5]], "all_gather": [[65536, 0.1]], "reduce_scatter": [[65536, 0.5]]},)");
+  const PlanCluster slow_gather = parse_plan_cluster(with_links);
+  ASSERT_EQ(slow_gather.rates.collective_efficiency.size(), 3u);
+  PlanLayout tp4 = l;
+  tp4.tp = 4;
+  tp4.sp = true;
+  EXPECT_GT(plan_predict(m, slow_gather, tp4, 8).tp_comm_s, plan_predict(m, even, tp4, 8).tp_comm_s);
+  tp4.sp = false;
+  EXPECT_DOUBLE_EQ(plan_predict(m, slow_gather, tp4, 8).tp_comm_s, plan_predict(m, even, tp4, 8).tp_comm_s);
+  write(with_links, uniform(100, 1), R"( "collective_rates": {"broadcast": [[65536, 0.5]]},)");  // not one measured
+  EXPECT_THROW(parse_plan_cluster(with_links), UsageError);
+  write(with_links, uniform(100, 1), R"( "collective_rates": {"all_gather": 0.5},)");
   EXPECT_THROW(parse_plan_cluster(with_links), UsageError);
   std::remove(with_links.c_str());
   const std::string broken = testing::TempDir() + "parity-broken.json";

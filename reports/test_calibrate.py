@@ -6,11 +6,12 @@ Run with: /usr/bin/python3 reports/run_tests.py
 """
 
 import os
+import shutil
 import unittest
 
 import numpy as np
 
-from report_testing import HERE, RecordingCase, read_rows, run_report
+from report_testing import HERE, RecordingCase, drop_column, keep_rows, read_rows, run_report
 
 FIXTURE = os.path.join(HERE, "fixtures", "calibrate-np4.h5")
 CHECKED_FIGURES = {"calibrate_products_float32", "calibrate_ops_float32"}
@@ -60,9 +61,31 @@ class CalibrateReportTests(RecordingCase):
             page = f.read()
         self.assertIn('<h2 id="calibrate">Calibration</h2>', page)
         links = read_rows(FIXTURE, "/bench/calibrate_links")
-        self.assertEqual(len(links), 3)
+        self.assertEqual(len(links), 12)  # four collectives at three sizes
+        self.assertEqual(sorted({r["collective"] for r in links}),
+                         ["all_gather", "all_reduce", "all_to_all", "reduce_scatter"])
+        table = page[page.index("<th>collective</th>"):]
+        table = table[:table.index("</table>")]
         for r in links:
-            self.assertIn(f"{r['efficiency']:.3f}", page)
+            self.assertIn(f"<td>{r['collective']}</td>", table)
+            self.assertIn(f"{r['efficiency']:.3f}", table)
+
+    def test_links_from_before_the_other_collectives(self):
+        """A file whose /bench/calibrate_links has the all-reduce's rows alone and no collective
+        column (as written before the others were measured) names them all-reduces."""
+        path = os.path.join(self.tmp, "old-links.h5")
+        shutil.copy(FIXTURE, path)
+        keep_rows(path, "/bench/calibrate_links", lambda r: r["collective"] == "all_reduce")
+        drop_column(path, "/bench/calibrate_links", "collective")
+        out = os.path.join(self.tmp, "old-links")
+        result = run_report(path, "--out", out)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        with open(os.path.join(out, "index.html")) as f:
+            page = f.read()
+        table = page[page.index("<th>collective</th>"):]
+        table = table[:table.index("</table>")]
+        self.assertEqual(table.count("<td>all_reduce</td>"), 3)
+        self.assertNotIn("all_gather", table)
 
 
 if __name__ == "__main__":

@@ -107,11 +107,11 @@ class BenchCalibrate final : public Command {
     Communicator& world = s.world();
     theory::AlphaBeta link;
     double efficiency = 1;
-    std::vector<std::pair<double, double>> by_size;  // the all-reduce's efficiency by message size
+    CollectiveEfficiency by_size;  // each collective's efficiency by message size
     if (world.size() >= 2) {
       link = job.point_to_point(4 << 20).model;
       by_size = job.collective_efficiency();
-      efficiency = by_size.back().second;  // the largest message: the bandwidth term's fraction
+      efficiency = by_size.at("all_reduce").back().second;  // the largest all-reduce: the bandwidth term's fraction
     }
     if (!s.is_root()) return kExitOk;
     auto& file = s.results();
@@ -142,7 +142,7 @@ class BenchCalibrate final : public Command {
   }
 
   static void write_cluster(const std::string& path, Session& s, const theory::Calibration& c, const theory::AlphaBeta& link,
-                            double efficiency, const std::vector<std::pair<double, double>>& by_size, DataType dtype) {
+                            double efficiency, const CollectiveEfficiency& by_size, DataType dtype) {
     double add_GBps = 0, elementwise = 1;
     for (const auto& o : c.ops)
       if (o.op == "add" && o.elements == theory::kOpElements[std::size(theory::kOpElements) - 1])
@@ -177,10 +177,16 @@ class BenchCalibrate final : public Command {
         << number(c.ops[i].seconds) << "]";
     j << "]";
     if (!by_size.empty()) {
-      j << ",\n  \"collective_rates\": [";
-      for (std::size_t i = 0; i < by_size.size(); ++i)
-        j << (i ? ", " : "") << "[" << static_cast<std::int64_t>(by_size[i].first) << ", " << number(by_size[i].second) << "]";
-      j << "]";
+      j << ",\n  \"collective_rates\": {";
+      bool first = true;
+      for (const auto& [collective, points] : by_size) {
+        j << (first ? "" : ",") << "\n    " << json_quoted(collective) << ": [";
+        first = false;
+        for (std::size_t i = 0; i < points.size(); ++i)
+          j << (i ? ", " : "") << "[" << static_cast<std::int64_t>(points[i].first) << ", " << number(points[i].second) << "]";
+        j << "]";
+      }
+      j << "}";
     }
     j << "\n}\n";
     // Written whole under a temporary name, then renamed: never a half-written description.

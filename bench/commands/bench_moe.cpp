@@ -227,7 +227,7 @@ struct Predicted {
 // (the rows this rank's tokens sent, the rows its experts received from the ep group). The
 // exchanges on the ping-pong's alpha-beta link: per MoE block five all-to-alls over ep (the
 // counts, dispatch, combine and the two backward), each (ep - 1) messages, and the bytes this
-// rank sent in them (the formula's). The gradients: the shared parameters' buckets all-reduced
+// rank sent in them (the formula's) at the job's all-to-all efficiency. The gradients: the shared parameters' buckets all-reduced
 // over the world as the backward produces them (overlapped_exposed_seconds, as bench scaling),
 // then the experts' over dp.
 Predicted predict_step(Session& session, const model::GptConfig& c, const MoeBenchOptions& options,
@@ -266,11 +266,18 @@ Predicted predict_step(Session& session, const model::GptConfig& c, const MoeBen
   } else {
     const theory::AlphaBeta& m = p2p.model;
     const double e = static_cast<double>(size_of(c.dtype));
+    // Each exchange at the efficiency the job's all-to-all reached at its size (a layer's
+    // dispatch), each all-reduce at the all-reduce's.
+    const double exchanged = sent.dispatch + sent.combine + sent.backward;
+    const double layer_bytes = exchanged / 4 / std::max<double>(1, static_cast<double>(admitted.size()));
     mine.all_to_all = n == 1 ? 0.0
                              : 5.0 * static_cast<double>(admitted.size()) * (n - 1) * m.alpha_seconds +
-                                   (sent.dispatch + sent.combine + sent.backward) * m.beta_seconds_per_byte;
+                                   exchanged * m.beta_seconds_per_byte /
+                                       calibration.collective_efficiency_at(layer_bytes * n / (n - 1), 1.0, "all_to_all");
     const auto ring = [&](int ranks, double bytes) {
-      return ranks == 1 ? 0.0 : 2.0 * (ranks - 1) * (m.alpha_seconds + m.beta_seconds_per_byte * bytes / ranks);
+      return ranks == 1 ? 0.0
+                        : 2.0 * (ranks - 1) * (m.alpha_seconds + m.beta_seconds_per_byte * bytes / ranks) /
+                              calibration.collective_efficiency_at(bytes, 1.0);
     };
     const auto& buckets = dynamic_cast<const parallel::BucketedAllReduce&>(*trainer.parts().syncs.front()).bucket_parameters();
     const int count = static_cast<int>(std::max<std::size_t>(buckets.size(), 1));
@@ -482,7 +489,8 @@ class BenchMoe final : public Command {
                          "formula (which must match)",
                  .order = 80,
                  .in_run = true,
-                 .tables = {&kMoeBenchTable, &kMoeStepsTable, &kMoeLoadTable, &kPointToPointTable, &kCalibrateTable}}) {}
+                 .tables = {&kMoeBenchTable, &kMoeStepsTable, &kMoeLoadTable, &kPointToPointTable, &kCalibrateTable,
+                            &kCalibrateLinksTable}}) {}
 
   void declare(CommandOptions& o) override {
     MoeBenchOptions& m = options_;
@@ -522,7 +530,9 @@ class BenchMoe final : public Command {
     s.check_memory(moe_bench_bytes_per_rank(plan, options_, s.world().size()), "the MoE benchmark");
     s.maybe_inject_stall();
     const PointToPoint& p2p = job.point_to_point(4 << 20);  // the source of the alpha-beta predictions
-    const MoeBenchOutcome outcome = run_moe_bench(s, plan, options_, p2p, job.calibration(plan.config.dtype));
+    theory::Calibration calibration = job.calibration(plan.config.dtype);
+    calibration.collective_efficiency = job.collective_efficiency();  // each collective's, by size
+    const MoeBenchOutcome outcome = run_moe_bench(s, plan, options_, p2p, calibration);
     record_moe_bench(s, outcome, options_);
     return outcome.mismatches ? kExitFailed : kExitOk;
   }

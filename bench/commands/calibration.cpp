@@ -171,48 +171,60 @@ theory::Calibration measure_calibration(Session& session, DataType dtype, record
   return c;
 }
 
-std::vector<std::pair<double, double>> measure_collective_efficiency(Session& session, const theory::AlphaBeta& link,
-                                                                     record::Table& table) {
+CollectiveEfficiency measure_collective_efficiency(Session& session, const theory::AlphaBeta& link, record::Table& table) {
   Communicator& world = session.world();
-  std::vector<std::pair<double, double>> out;
+  CollectiveEfficiency out;
   if (world.size() < 2) return out;
   constexpr std::size_t kSizes[] = {std::size_t{1} << 16, std::size_t{1} << 20, std::size_t{4} << 20};
-  const std::size_t first = table.rows();
-  std::vector<double> efficiency(std::size(kSizes));
+  const std::size_t first = table.rows(), count = std::size(kSizes) * std::size(theory::kCalibratedCollectives);
+  std::vector<double> efficiency(count);
   // --resume: the interrupted run's figures (its predictions were made with them).
-  if (session.restore_rows("/bench/calibrate_links", "", kWholeTable, std::size(kSizes), table).found) {
+  if (session.restore_rows("/bench/calibrate_links", "", kWholeTable, count, table).found) {
     if (session.is_root())
-      for (std::size_t i = 0; i < efficiency.size(); ++i) efficiency[i] = table.get_f64("efficiency")[first + i];
+      for (std::size_t i = 0; i < count; ++i) efficiency[i] = table.get_f64("efficiency")[first + i];
     const BufferView all{efficiency.data(), efficiency.size(), DataType::float64, MemorySpace::host};
     world.broadcast(all, all, 0);
   } else {
-    Communicator& host = session.host_world();
-    for (std::size_t i = 0; i < std::size(kSizes); ++i) {
-      const std::size_t bytes = kSizes[i];
-      std::vector<float> send(bytes / 4, 1.0f), recv(bytes / 4);
-      const BufferView in{send.data(), send.size(), DataType::float32, MemorySpace::host};
-      const BufferView result{recv.data(), recv.size(), DataType::float32, MemorySpace::host};
-      std::vector<double> times;
-      for (int it = 0; it < 7; ++it) {
-        host.barrier();
-        const auto t0 = Clock::now();
-        host.all_reduce(in, result, ReduceOp::sum);
-        times.push_back(seconds_since(t0));
+    const int n = world.size();
+    std::size_t i = 0;
+    for (const char* collective : theory::kCalibratedCollectives) {
+      const std::string name = collective;
+      for (const std::size_t bytes : kSizes) {
+        // B bytes: the all-reduce's buffer, the gathered one, the one reduced, a rank's send buffer.
+        const std::size_t chunk = bytes / 4 / static_cast<std::size_t>(n), whole = chunk * static_cast<std::size_t>(n);
+        std::vector<float> send(name == "all_gather" ? chunk : whole, 1.0f), recv(name == "reduce_scatter" ? chunk : whole);
+        const BufferView in{send.data(), send.size(), DataType::float32, MemorySpace::host};
+        const BufferView result{recv.data(), recv.size(), DataType::float32, MemorySpace::host};
+        std::vector<double> times;
+        for (int it = 0; it < 7; ++it) {
+          world.barrier();
+          const auto t0 = Clock::now();
+          if (name == "all_reduce") world.all_reduce(in, result, ReduceOp::sum);
+          else if (name == "all_gather") world.all_gather(in, result);
+          else if (name == "reduce_scatter") world.reduce_scatter(in, result, ReduceOp::sum);
+          else world.all_to_all(in, result);
+          times.push_back(seconds_since(t0));
+        }
+        const double t = percentile(gather_from_ranks(world, percentile(times, 0.5)), 1.0);
+        const double moved = static_cast<double>(whole * 4);
+        const double model = theory::collective_model_seconds(name, n, moved, link.alpha_seconds, link.beta_seconds_per_byte);
+        efficiency[i] = std::min(1.0, model / t);
+        table.str("collective").push_back(name);
+        table.i64("size_bytes", "B").push_back(static_cast<std::int64_t>(moved));
+        table.i64("ranks").push_back(n);
+        table.f64("time_s", "s").push_back(t);
+        table.f64("ring_model_s", "s").push_back(model);
+        table.f64("bus_GBps", "GB/s").push_back((name == "all_reduce" ? 2.0 : 1.0) * (n - 1) / n * moved / t / 1e9);
+        table.f64("efficiency").push_back(efficiency[i]);
+        ++i;
       }
-      const double n = world.size(), t = percentile(gather_from_ranks(world, percentile(times, 0.5)), 1.0);
-      // A ring all-reduce: 2 (n - 1) messages of bytes / n each.
-      const double model = 2 * (n - 1) * (link.alpha_seconds + link.beta_seconds_per_byte * static_cast<double>(bytes) / n);
-      efficiency[i] = std::min(1.0, model / t);
-      table.i64("size_bytes", "B").push_back(static_cast<std::int64_t>(bytes));
-      table.i64("ranks").push_back(world.size());
-      table.f64("time_s", "s").push_back(t);
-      table.f64("ring_model_s", "s").push_back(model);
-      table.f64("bus_GBps", "GB/s").push_back(2 * (n - 1) / n * static_cast<double>(bytes) / t / 1e9);
-      table.f64("efficiency").push_back(efficiency[i]);
     }
     session.record_rows("/bench/calibrate_links", table, first);
   }
-  for (std::size_t i = 0; i < std::size(kSizes); ++i) out.emplace_back(static_cast<double>(kSizes[i]), efficiency[i]);
+  std::size_t i = 0;
+  const std::size_t n = static_cast<std::size_t>(world.size());
+  for (const char* collective : theory::kCalibratedCollectives)
+    for (const std::size_t bytes : kSizes) out[collective].emplace_back(static_cast<double>(bytes / 4 / n * 4 * n), efficiency[i++]);
   return out;
 }
 

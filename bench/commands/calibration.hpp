@@ -5,6 +5,7 @@
 // measurement (Job::calibration).
 #pragma once
 
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,20 +31,21 @@ inline const record::TableSpec kCalibrateTable{
     }};
 inline const record::TableSpec kCalibrateLinksTable{
     "/bench/calibrate_links",
-    "the all-reduce over every rank against the ring model on the ping-pong's alpha-beta link: the fraction of the "
-    "link's bandwidth the collective reaches",
+    "the all-reduce, all-gather, reduce-scatter and all-to-all over every rank against their ring (pairwise) models on "
+    "the ping-pong's alpha-beta link: the fraction of the link's bandwidth each collective reaches",
     {
-      {"size_bytes", ColumnType::int64, "B"}, {"ranks", ColumnType::int64}, {"time_s", ColumnType::float64, "s"},
-      {"ring_model_s", ColumnType::float64, "s"}, {"bus_GBps", ColumnType::float64, "GB/s"},
-      {"efficiency", ColumnType::float64}
+      {"collective", ColumnType::string}, {"size_bytes", ColumnType::int64, "B"}, {"ranks", ColumnType::int64},
+      {"time_s", ColumnType::float64, "s"}, {"ring_model_s", ColumnType::float64, "s"},
+      {"bus_GBps", ColumnType::float64, "GB/s"}, {"efficiency", ColumnType::float64}
     }};
 
-// The all-reduce's efficiency against the ring on `link` at 64 KiB, 1 MiB and 4 MiB (the
-// median of 7 calls on the slowest rank, every rank at once over one host's ranks): (bytes,
-// efficiency) pairs, every rank the same, none at one rank; rank 0 appends the rows to `table`.
-// With --resume the interrupted run's rows are taken back instead.
-std::vector<std::pair<double, double>> measure_collective_efficiency(Session& session, const theory::AlphaBeta& link,
-                                                                     record::Table& table);
+// Each calibrated collective's efficiency against its model on `link`
+// (theory::collective_model_seconds) at 64 KiB, 1 MiB and 4 MiB (the median of 7 calls on the
+// slowest rank, every rank at once): (bytes, efficiency) pairs by collective, every rank the
+// same, none at one rank; rank 0 appends the rows to `table`. With --resume the interrupted
+// run's rows are taken back instead.
+using CollectiveEfficiency = std::map<std::string, std::vector<std::pair<double, double>>>;
+CollectiveEfficiency measure_collective_efficiency(Session& session, const theory::AlphaBeta& link, record::Table& table);
 
 // This rank's calibration in `dtype` (float32 or float64), measured on every rank at once; the
 // rows of every rank are appended to `table` on rank 0. With --resume, the interrupted run's

@@ -30,7 +30,7 @@ const theory::Calibration& Job::calibration(DataType dtype) {
   return it->second;
 }
 
-const std::vector<std::pair<double, double>>& Job::collective_efficiency() {
+const CollectiveEfficiency& Job::collective_efficiency() {
   if (!collective_efficiency_)
     collective_efficiency_ = measure_collective_efficiency(session, point_to_point(4 << 20).model, collective_rows_);
   return *collective_efficiency_;

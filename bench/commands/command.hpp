@@ -38,11 +38,12 @@ class Job {
   // and job; every rank's rows go to /bench/calibrate when the job ends.
   const theory::Calibration& calibration(DataType dtype);
   const record::Table& calibration_rows() const { return calibration_rows_; }  // rank 0's, every rank's rows
-  // The all-reduce over every rank at 64 KiB, 1 MiB and 4 MiB against the ring on the ping-pong's
-  // alpha-beta link: (bytes, efficiency) pairs, the fraction of the ring's prediction the
-  // collective reaches, measured once per job (empty at one rank), its rows in
-  // /bench/calibrate_links. With --resume the interrupted run's are taken back.
-  const std::vector<std::pair<double, double>>& collective_efficiency();
+  // The all-reduce, all-gather, reduce-scatter and all-to-all over every rank at 64 KiB, 1 MiB
+  // and 4 MiB against their models on the ping-pong's alpha-beta link: (bytes, efficiency) pairs
+  // by collective, the fraction of the model's prediction each reaches, measured once per job
+  // (empty at one rank), its rows in /bench/calibrate_links. With --resume the interrupted run's
+  // are taken back.
+  const CollectiveEfficiency& collective_efficiency();
   const record::Table& collective_rows() const { return collective_rows_; }
   // Writes what the job measured once for several commands (called before the file is committed).
   void finish();
@@ -51,7 +52,7 @@ class Job {
   std::optional<PointToPoint> point_to_point_;
   std::map<DataType, theory::Calibration> calibrations_;
   record::Table calibration_rows_{kCalibrateTable};
-  std::optional<std::vector<std::pair<double, double>>> collective_efficiency_;
+  std::optional<CollectiveEfficiency> collective_efficiency_;
   record::Table collective_rows_{kCalibrateLinksTable};
 };
 

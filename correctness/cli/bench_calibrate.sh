@@ -38,11 +38,24 @@ with h5py.File("cal.h5") as f:
     best = max(2 * a * b * d / s for a, b, d, s in c["gemm_rates"]) / 1e12
     assert abs(c["peak_TFLOPs"] - best) <= 1e-5 * best, (c["peak_TFLOPs"], best)
     assert c["gpus_per_node"] == 2 and c["dtype"] == "float32"
-    # The all-reduce's efficiency by size, as /bench/calibrate_links has it.
-    assert [r[0] for r in c["collective_rates"]] == links["size_bytes"][()].tolist()
-    for (size, eff), want in zip(c["collective_rates"], links["efficiency"][()]):
-        assert abs(eff - want) <= 1e-5 * want, (size, eff, want)
-    assert c["collective_efficiency"] == c["collective_rates"][-1][1]
+    # Each collective's efficiency by size, as /bench/calibrate_links has it: its time against
+    # its model on the ping-pong's alpha and beta, at every size of every collective.
+    collectives = links["collective"].asstr()[()].tolist()
+    assert sorted(set(collectives)) == ["all_gather", "all_reduce", "all_to_all", "reduce_scatter"], collectives
+    assert sorted(c["collective_rates"]) == sorted(set(collectives))
+    p2p = f["/bench/point_to_point"]
+    alpha, beta = p2p.attrs["alpha_us"] * 1e-6, p2p.attrs["beta_us_per_byte"] * 1e-6
+    for name, rows in c["collective_rates"].items():
+        mine = [i for i, x in enumerate(collectives) if x == name]
+        assert [r[0] for r in rows] == [int(links["size_bytes"][i]) for i in mine], (name, rows)
+        for (size, eff), i in zip(rows, mine):
+            want = links["efficiency"][i]
+            assert abs(eff - want) <= 1e-5 * want, (name, size, eff, want)
+            steps = 2 if name == "all_reduce" else 1
+            model = steps * (2 - 1) * (alpha + beta * size / 2)
+            assert abs(links["ring_model_s"][i] - model) <= 1e-6 * model, (name, size, links["ring_model_s"][i], model)
+            assert abs(want - min(1.0, model / links["time_s"][i])) <= 1e-9, (name, size)
+    assert c["collective_efficiency"] == c["collective_rates"]["all_reduce"][-1][1]
 print("bench calibrate: ok")
 PY
 # --resume takes the finished calibration back whole: the same times, not measured again.

@@ -7,6 +7,7 @@
 #include <iterator>
 
 #include "reference/core/error.hpp"
+#include "reference/core/text.hpp"
 #include "reference/theory/model.hpp"
 
 namespace parity::theory {
@@ -79,9 +80,19 @@ double Calibration::op_seconds(const std::string& op, double elements) const {
   return elements * std::exp(log_spe);
 }
 
-double Calibration::collective_efficiency_at(double bytes, double otherwise) const {
-  if (collective_efficiency.empty()) return otherwise;
-  const auto& e = collective_efficiency;  // sorted by size (bench calibrate measures them so)
+double collective_model_seconds(const std::string& collective, int n, double bytes, double alpha, double beta) {
+  if (n <= 1) return 0;
+  const double steps = collective == "all_reduce" ? 2.0 * (n - 1) : n - 1.0;
+  if (collective != "all_reduce" && collective != "all_gather" && collective != "reduce_scatter" && collective != "all_to_all")
+    throw UsageError("no alpha-beta model of the collective " + quoted_input(collective));
+  return steps * (alpha + beta * bytes / n);
+}
+
+double Calibration::collective_efficiency_at(double bytes, double otherwise, const std::string& collective) const {
+  auto found = collective_efficiency.find(collective);
+  if (found == collective_efficiency.end() || found->second.empty()) found = collective_efficiency.find("all_reduce");
+  if (found == collective_efficiency.end() || found->second.empty()) return otherwise;
+  const auto& e = found->second;  // sorted by size (bench calibrate measures them so)
   const double x = std::log(std::max(bytes, 1.0));
   if (x <= std::log(e.front().first)) return e.front().second;
   if (x >= std::log(e.back().first)) return e.back().second;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,12 @@ inline constexpr const char* kCalibratedOps[] = {
     "add",          "fill",          "gelu_forward",          "gelu_backward",          "layernorm_forward",
     "layernorm_backward", "softmax_forward", "softmax_backward", "cross_entropy_forward", "cross_entropy_backward",
     "adamw",        "dropout_forward", "dropout_backward"};
+// The collectives whose efficiency is measured, with their models on an alpha-beta link for a
+// buffer of B bytes over n ranks: all_reduce 2 (n - 1) (alpha + beta B / n); all_gather (B the
+// gathered buffer), reduce_scatter (B the buffer reduced) and all_to_all (B a rank's send
+// buffer, pairwise) (n - 1) (alpha + beta B / n).
+inline constexpr const char* kCalibratedCollectives[] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"};
+double collective_model_seconds(const std::string& collective, int n, double bytes, double alpha, double beta);
 // The row length the row ops are measured with.
 std::int64_t calibrated_row_length(const std::string& op);
 
@@ -53,12 +60,14 @@ struct Calibration {
   // Seconds of one op over `elements`: the measured seconds per element interpolated in log
   // elements (clamped to the measured range). UsageError when the op was not measured.
   double op_seconds(const std::string& op, double elements) const;
-  // The all-reduce's time against the ring on the ping-pong's link, by message size (bytes,
-  // fraction): bench calibrate's /bench/calibrate_links. Empty when not measured (one rank).
-  std::vector<std::pair<double, double>> collective_efficiency;
-  // That fraction at `bytes`, interpolated in log bytes (clamped to the measured sizes);
-  // `otherwise` when none was measured.
-  double collective_efficiency_at(double bytes, double otherwise) const;
+  // Each collective's time against its alpha-beta model on the ping-pong's link, by message
+  // size (bytes, fraction), keyed by collective (kCalibratedCollectives): the job's
+  // /bench/calibrate_links. Empty when not measured (one rank).
+  std::map<std::string, std::vector<std::pair<double, double>>> collective_efficiency;
+  // The fraction `collective` reaches at `bytes`, interpolated in log bytes (clamped to the
+  // measured sizes); the all-reduce's where that collective was not measured (a description
+  // from before the others were); `otherwise` when none was.
+  double collective_efficiency_at(double bytes, double otherwise, const std::string& collective = "all_reduce") const;
   // The fastest product measured, in GFLOP/s.
   double best_gemm_GFLOPs() const;
   // Throws UsageError unless every product of the grid and every op of kCalibratedOps is there

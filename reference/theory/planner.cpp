@@ -115,17 +115,24 @@ double elementwise_seconds(const PlanCluster& c, double bytes) {
   return bytes / (c.memory_GBps * 1e9 * c.elementwise_efficiency);
 }
 
-// A ring collective moving `fraction` x bytes per GPU over `steps` messages on a link.
-// The fraction of the link a collective of `bytes` reaches: measured by size in a calibrated
+// A ring (or pairwise) collective moving `fraction` x bytes per GPU over `steps` messages on a
+// link. The fraction of the link it reaches: `collective`'s measured by size in a calibrated
 // cluster, else the cluster's one figure.
-double ring_seconds(const PlanCluster& c, const PlanLink& link, double bytes, double fraction, int steps) {
-  const double efficiency = c.rates.collective_efficiency_at(bytes, c.collective_efficiency);
+double ring_seconds(const PlanCluster& c, const PlanLink& link, double bytes, double fraction, int steps,
+                    const char* collective) {
+  const double efficiency = c.rates.collective_efficiency_at(bytes, c.collective_efficiency, collective);
   return fraction * bytes / (link.bandwidth_GBps * 1e9 * efficiency) + steps * link.latency_us * 1e-6;
 }
 
 double all_reduce_seconds(const PlanCluster& c, const PlanLink& link, double bytes, int n) {
   if (n <= 1) return 0;
-  return ring_seconds(c, link, bytes, 2.0 * (n - 1) / n, 2 * (n - 1));
+  return ring_seconds(c, link, bytes, 2.0 * (n - 1) / n, 2 * (n - 1), "all_reduce");
+}
+
+// An all-gather or a reduce-scatter of a `bytes` buffer over n GPUs.
+double chunked_seconds(const PlanCluster& c, const PlanLink& link, double bytes, int n, const char* collective) {
+  if (n <= 1) return 0;
+  return ring_seconds(c, link, bytes, (n - 1.0) / n, n - 1, collective);
 }
 
 struct LayerTimes {
@@ -190,14 +197,17 @@ LayerTimes layer_times(const PlanModel& m, const PlanCluster& c, const PlanLayou
   // Tensor parallelism: two all-reduces of the hidden states in forward and two in backward (or,
   // with sp, all-gathers and reduce-scatters moving the same bytes), within a node.
   const PlanLink& link = l.tp <= c.gpus_per_node ? c.node : c.network;
-  const double one = all_reduce_seconds(c, link, 2 * tokens * h, l.tp);
+  const double hidden_bytes = 2 * tokens * h;
+  const double one = l.sp ? chunked_seconds(c, link, hidden_bytes, l.tp, "all_gather") +
+                                chunked_seconds(c, link, hidden_bytes, l.tp, "reduce_scatter")
+                          : all_reduce_seconds(c, link, hidden_bytes, l.tp);
   out.tp_forward = 2 * one;
   out.tp_backward = 2 * one;
   if (moe && l.ep > 1) {
     // Dispatch and combine: each sends the (ep-1)/ep of its assignments' hidden states that go
     // to other ranks, in forward and again in backward; within a node when tp x ep fits in one.
     const PlanLink& ep_link = static_cast<std::int64_t>(l.tp) * l.ep <= c.gpus_per_node ? c.node : c.network;
-    const double one_way = ring_seconds(c, ep_link, 2 * assignments * h, (l.ep - 1.0) / l.ep, l.ep - 1);
+    const double one_way = ring_seconds(c, ep_link, 2 * assignments * h, (l.ep - 1.0) / l.ep, l.ep - 1, "all_to_all");
     out.ep_forward = 2 * one_way;
     out.ep_backward = 2 * one_way;
   }
@@ -293,7 +303,7 @@ PlanPrediction plan_predict(const PlanModel& m, const PlanCluster& c, const Plan
   const PlanLink& pp_link = static_cast<std::int64_t>(l.tp) * l.dp < c.gpus_per_node ? c.node : c.network;
   const double message = 2 * b * s * h / t / (pp_link.bandwidth_GBps * 1e9 * c.collective_efficiency) +
                          pp_link.latency_us * 1e-6 +
-                         (l.tp > 1 ? ring_seconds(c, c.node, 2 * b * s * h, (t - 1) / t, l.tp - 1) : 0);
+                         chunked_seconds(c, c.node, 2 * b * s * h, l.tp, "all_gather");
   const double p2p = l.pp > 1 ? 2.0 * l.v * message : 0;
   const double stage_ep = layers_per_stage * (layer.ep_forward * (full ? 2 : 1) + layer.ep_backward);
   const double stage_cp = layers_per_stage * (layer.cp_forward * (full ? 2 : 1) + layer.cp_backward);
@@ -333,7 +343,7 @@ PlanPrediction plan_predict(const PlanModel& m, const PlanCluster& c, const Plan
   }
   // ZeRO-3 gathers the parameters again for every forward and backward.
   if (l.zero == 3)
-    p.dp_comm_s += 2 * micro_batches * ring_seconds(c, dp_link, 2 * on_gpu, (replicas - 1.0) / replicas, replicas - 1);
+    p.dp_comm_s += 2 * micro_batches * chunked_seconds(c, dp_link, 2 * on_gpu, replicas, "all_gather");
   // The mixed-precision optimizer step, per parameter held, in bytes read and written: the
   // 16-bit gradient widened into the float32 main gradient (2 + 4), unscaled with the inf/NaN
   // check (4 + 4), its norm for clipping (4) and the clip (4 + 4), Adam on the float32 master,

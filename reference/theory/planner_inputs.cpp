@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
 
@@ -310,14 +311,31 @@ PlanCluster parse_plan_cluster(const std::string& given) {
         return true;
       }
       if (key == "collective_rates") {
-        if (value.kind != JsonValue::Kind::array)
-          throw UsageError("cluster " + quoted_input(given, 200) + ": collective_rates must be an array");
-        for (const JsonValue& row : value.items) {
-          const double bytes = count(field(row, 0, key), key), efficiency = count(field(row, 1, key), key);
-          if (efficiency > 1 || (!c.rates.collective_efficiency.empty() && bytes <= c.rates.collective_efficiency.back().first))
-            throw UsageError("cluster " + quoted_input(given, 200) +
-                             ": collective_rates holds [bytes, efficiency] rows by growing size, efficiencies at most 1");
-          c.rates.collective_efficiency.emplace_back(bytes, efficiency);
+        // [[bytes, efficiency], ...] of the all-reduce, or an object of such arrays by collective.
+        const auto rows_of = [&](const JsonValue& rows, const std::string& collective) {
+          if (rows.kind != JsonValue::Kind::array)
+            throw UsageError("cluster " + quoted_input(given, 200) + ": collective_rates" +
+                             (collective == "all_reduce" && value.kind == JsonValue::Kind::array ? "" : "." + collective) +
+                             " must be an array");
+          auto& points = c.rates.collective_efficiency[collective];
+          for (const JsonValue& row : rows.items) {
+            const double bytes = count(field(row, 0, key), key), efficiency = count(field(row, 1, key), key);
+            if (efficiency > 1 || (!points.empty() && bytes <= points.back().first))
+              throw UsageError("cluster " + quoted_input(given, 200) +
+                               ": collective_rates holds [bytes, efficiency] rows by growing size, efficiencies at most 1");
+            points.emplace_back(bytes, efficiency);
+          }
+        };
+        if (value.kind == JsonValue::Kind::object) {
+          for (const auto& [collective, rows] : value.members) {
+            if (std::find_if(std::begin(kCalibratedCollectives), std::end(kCalibratedCollectives),
+                             [&](const char* known) { return collective == known; }) == std::end(kCalibratedCollectives))
+              throw UsageError("cluster " + quoted_input(given, 200) + ": collective_rates names an unknown collective " +
+                               quoted_input(collective) + " (known: all_reduce, all_gather, reduce_scatter, all_to_all)");
+            rows_of(rows, collective);
+          }
+        } else {
+          rows_of(value, "all_reduce");
         }
         return true;
       }

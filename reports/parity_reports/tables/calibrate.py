@@ -16,7 +16,7 @@ WALL_CLOCK = True
 READS = {
     "/bench/calibrate": ("s:host,dtype,kind,op i:rank,m,n,k,elements f:seconds,GFLOPs,ns_per_element",
                          ["rank", "dtype", "kind", "op", "m", "n", "k", "elements", "seconds"]),
-    "/bench/calibrate_links": ("i:size_bytes,ranks f:time_s,ring_model_s,bus_GBps,efficiency",
+    "/bench/calibrate_links": ("s:collective i:size_bytes,ranks f:time_s,ring_model_s,bus_GBps,efficiency",
                                ["size_bytes", "efficiency"]),
 }
 
@@ -33,7 +33,8 @@ class Calibration(RowTable):
 
     def __init__(self, rf):
         super().__init__(rf, "/bench/calibrate", {"host": "", "GFLOPs": math.nan, "ns_per_element": math.nan})
-        self.links = RowTable(rf, "/bench/calibrate_links", {"ranks": -1, "time_s": math.nan,
+        # Files from before the other collectives were measured hold the all-reduce alone.
+        self.links = RowTable(rf, "/bench/calibrate_links", {"collective": "all_reduce", "ranks": -1, "time_s": math.nan,
                                                               "ring_model_s": math.nan,
                                                               "bus_GBps": math.nan})
         self.types = OrderedDict()  # dtype -> {"products": {(m, n, k): [seconds]}, "ops": {op: {elements: [s]}}}
@@ -122,13 +123,15 @@ def runs_section(page, runs, plotter):
                             for m, n, k, g, s in c.product_rates(dtype)], numeric={0, 1, 2, 3, 4})
             page.details(f"Table: {label}, every product in {dtype}", body)
         if c.links.usable:
-            page.p(esc(f"{label}: the all-reduce over every rank against a ring on the ping-pong's "
-                       "alpha-beta link; efficiency is the ring model's time over the measured one, "
-                       "what the planner's ring collectives take at each size."))
-            page.table(["size (B)", "ranks", "time (ms)", "ring model (ms)", "bus GB/s", "efficiency"],
-                       [[fmt_int(r["size_bytes"]), fmt_int(r["ranks"]), fmt_num(r["time_s"] * 1e3, 3),
-                         fmt_num(r["ring_model_s"] * 1e3, 3), fmt_num(r["bus_GBps"]), fmt_ratio(r["efficiency"])]
-                        for r in c.links.rows], numeric={0, 1, 2, 3, 4, 5})
+            page.p(esc(f"{label}: each collective over every rank against its ring (all-to-all: "
+                       "pairwise) model on the ping-pong's alpha-beta link; efficiency is the "
+                       "model's time over the measured one, what the planner's collectives of that "
+                       "kind take at each size."))
+            page.table(["collective", "size (B)", "ranks", "time (ms)", "model (ms)", "bus GB/s", "efficiency"],
+                       [[esc(r["collective"]), fmt_int(r["size_bytes"]), fmt_int(r["ranks"]),
+                         fmt_num(r["time_s"] * 1e3, 3), fmt_num(r["ring_model_s"] * 1e3, 3),
+                         fmt_num(r["bus_GBps"]), fmt_ratio(r["efficiency"])]
+                        for r in c.links.rows], numeric={1, 2, 3, 4, 5, 6})
 
 
 def load(rf, loaded):
