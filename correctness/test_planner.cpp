@@ -211,6 +211,69 @@ TEST(Planner, ActivationsOnHandCounts) {
   EXPECT_THROW(parse_plan_model("llama3-8b,dropout=maybe"), UsageError);
 }
 
+// Zero-bubble schedules (fixed, never searched): the backward's weight gradients fill part of
+// 1F1B's fill and drain, by Qi et al.'s closed forms over the stage's F, I = B - W and W;
+// ZB-H2 holds 2 pp - 1 micro-batches' activations, ZB-H1 1F1B's pp; each needs pp > 1, H1 and
+// H2 one stage a rank, ZB-V two.
+TEST(Planner, ZeroBubbleSchedules) {
+  const PlanModel& m = preset("gpt3-39b");
+  const PlanCluster& c = plan_cluster_presets()[0];
+  PlanLayout base{8, 4, 16, true, 1, 1, 1, Recompute::full, true};
+  const PlanPrediction one = plan_predict(m, c, base, 1536);
+  const auto with = [&](PlanSchedule s, int v) {
+    PlanLayout l = base;
+    l.schedule = s;
+    l.v = v;
+    EXPECT_EQ(plan_layout_problem(m, c, l, 512, 1536), "") << name_of(s);
+    return plan_predict(m, c, l, 1536);
+  };
+  const PlanPrediction h1 = with(PlanSchedule::zb_h1, 1), h2 = with(PlanSchedule::zb_h2, 1), zv = with(PlanSchedule::zb_v, 2);
+  EXPECT_GT(h1.stage_weight_grad_s, 0);
+  EXPECT_LT(h1.stage_weight_grad_s, h1.stage_backward_s / 2);  // the recompute's forward is in backward too
+  EXPECT_DOUBLE_EQ(h1.stage_weight_grad_s, one.stage_weight_grad_s);
+  const double F = one.stage_forward_s + one.message_s, W = one.stage_weight_grad_s,
+               I = one.stage_backward_s - W + one.message_s;
+  EXPECT_NEAR(one.bubble_s, 3 * (one.stage_forward_s + one.stage_backward_s + 2 * one.message_s), 1e-12 * one.step_s);
+  EXPECT_NEAR(h1.bubble_s, 3 * (F + I - W), 1e-12 * one.step_s);
+  EXPECT_NEAR(h2.bubble_s, 3 * std::max(0.0, F + I - 2 * W), 1e-12 * one.step_s);
+  EXPECT_LT(h1.step_s, one.step_s);
+  EXPECT_LE(h2.step_s, h1.step_s);
+  EXPECT_DOUBLE_EQ(h1.activation_bytes, one.activation_bytes);
+  // Without recompute every layer of every micro-batch in flight is held: 2 pp - 1 against pp.
+  PlanLayout kept = base;
+  kept.recompute = Recompute::none;
+  kept.schedule = PlanSchedule::zb_h2;
+  const double h2_kept = plan_predict(m, c, kept, 1536).activation_bytes;
+  kept.schedule = PlanSchedule::zb_h1;
+  EXPECT_NEAR(h2_kept / plan_predict(m, c, kept, 1536).activation_bytes, 7.0 / 4, 1e-12);
+  EXPECT_GT(zv.step_s, 0);
+  PlanLayout bad = base;
+  bad.schedule = PlanSchedule::zb_h1;
+  bad.v = 2;
+  EXPECT_NE(plan_layout_problem(m, c, bad, 512, 1536), "");
+  bad.schedule = PlanSchedule::zb_v;
+  bad.v = 1;
+  EXPECT_NE(plan_layout_problem(m, c, bad, 512, 1536), "");
+  bad = base;
+  bad.pp = 1;
+  bad.dp = 64;
+  bad.schedule = PlanSchedule::zb_h2;
+  EXPECT_NE(plan_layout_problem(m, c, bad, 512, 1536), "");
+  EXPECT_EQ(*parse_plan_fixed("schedule=zb-v").schedule, PlanSchedule::zb_v);
+  EXPECT_EQ(*parse_plan_fixed("schedule=zb-v").v, 2);
+  EXPECT_EQ(*parse_plan_fixed("schedule=zb-h2").v, 1);
+  EXPECT_THROW(parse_plan_fixed("schedule=zb"), UsageError);
+  // Never searched unless fixed.
+  PlanFixed fixed;
+  fixed.tp = 8;
+  fixed.pp = 4;
+  for (const PlanCandidate& x : plan_search(m, c, 512, 1536, fixed)) EXPECT_EQ(x.layout.schedule, PlanSchedule::one_f_one_b);
+  fixed.schedule = PlanSchedule::zb_h1;
+  const auto zb = plan_search(m, c, 512, 1536, fixed);
+  ASSERT_FALSE(zb.empty());
+  for (const PlanCandidate& x : zb) EXPECT_EQ(x.layout.schedule, PlanSchedule::zb_h1);
+}
+
 // Directions the model must get right whatever its constants: full recompute holds fewer
 // activations and takes longer than none; FlashAttention holds no scores; more micro-batches
 // shrink the bubble's share; a ZeRO stage never adds memory; sp splits activations over tp.

@@ -57,11 +57,19 @@ inline const record::TableSpec kPlanScalingTable{
 theory::PlanPrediction with_simulated_pipeline(const theory::PlanLayout& l, theory::PlanPrediction p) {
   if (l.pp == 1 || p.micro_batches < 1) return p;
   namespace pl = parallel::pipeline;
-  const pl::Schedule schedule = l.v > 1 ? pl::interleaved_1f1b(l.pp, p.micro_batches, l.v) : pl::one_f_one_b(l.pp, p.micro_batches);
+  const int m = p.micro_batches;
+  const pl::Schedule schedule = l.schedule == theory::PlanSchedule::zb_h1 ? pl::zb_h1(l.pp, m)
+                                : l.schedule == theory::PlanSchedule::zb_h2 ? pl::zb_h2(l.pp, m)
+                                : l.schedule == theory::PlanSchedule::zb_v  ? pl::zb_v(l.pp, m)
+                                : l.v > 1                               ? pl::interleaved_1f1b(l.pp, m, l.v)
+                                                                        : pl::one_f_one_b(l.pp, m);
   // Blocking sends, as the step model's point-to-point: an action holds its rank while its
-  // output is sent, and the message is there when it ends.
+  // output is sent, and the message is there when it ends. A split backward's input gradient
+  // sends; its weight gradient (the stage's weight-gradient products) sends nothing.
+  const bool split = schedule.split_backward();
+  const double weight = split ? p.stage_weight_grad_s / l.v : 0;
   const pl::Costs costs =
-      pl::Costs::uniform(l.pp, p.stage_forward_s / l.v + p.message_s, p.stage_backward_s / l.v + p.message_s, 0);
+      pl::Costs::uniform(l.pp, p.stage_forward_s / l.v + p.message_s, p.stage_backward_s / l.v - weight + p.message_s, weight);
   const double makespan = pl::simulate(schedule, costs).makespan;
   const double work = p.micro_batches * (p.stage_forward_s + p.stage_backward_s);
   const double closed_form_step = p.step_s;
@@ -179,15 +187,16 @@ void add_row(record::Table& t, const th::PlanModel& m, const th::PlanCluster& c,
   t.i64("simulated").push_back(p.simulated ? 1 : 0);
 }
 
-void print_header() {
-  std::printf("# %-34s %9s %9s %8s %7s %7s %7s %7s %7s %7s %7s %7s %6s %6s %8s\n", "layout", "mem(GB)", "step(s)",
+// The layout column as wide as the longest layout shown (at least 34).
+void print_header(int width) {
+  std::printf("# %-*s %9s %9s %8s %7s %7s %7s %7s %7s %7s %7s %7s %6s %6s %8s\n", width, "layout", "mem(GB)", "step(s)",
               "compute", "recomp", "tp", "pp", "ep", "cp", "bubble", "dp", "optim", "MFU", "HFU", "TFLOP/s");
 }
 
-void print_row(const th::PlanCandidate& x) {
+void print_row(const th::PlanCandidate& x, int width) {
   const th::PlanPrediction& p = x.prediction;
-  std::printf("  %-34s %9.1f %9.3f %8.3f %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f %6.3f %6.3f %8.1f%s\n",
-              x.layout.describe().c_str(), p.memory_bytes() / 1e9, p.step_s, p.compute_s, p.recompute_s, p.tp_comm_s,
+  std::printf("  %-*s %9.1f %9.3f %8.3f %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f %6.3f %6.3f %8.1f%s\n",
+              width, x.layout.describe().c_str(), p.memory_bytes() / 1e9, p.step_s, p.compute_s, p.recompute_s, p.tp_comm_s,
               p.pp_comm_s, p.ep_comm_s, p.cp_comm_s, p.bubble_s, p.dp_comm_s, p.optimizer_s, p.mfu, p.hfu, p.tflops_per_gpu,
               p.fits ? "" : "  (does not fit)");
 }
@@ -263,7 +272,8 @@ class Plan final : public Command {
     o.add("--cluster", cluster_, "A preset (" + clusters.substr(1) + ") or a JSON file of its fields");
     o.add("--gpus", gpus_, "GPUs of the job")->check(CLI::Range(1, 1 << 20));
     o.add("--global-batch", global_batch_, "Sequences per optimizer step")->check(CLI::Range(1, 1 << 24));
-    o.add("--fix", fixed_, "Keys held fixed: tp, pp, dp, ep, cp, v, schedule (1f1b, interleaved), micro_batch, zero (0-3), "
+    o.add("--fix", fixed_, "Keys held fixed: tp, pp, dp, ep, cp, v, schedule (1f1b, interleaved; or, never searched, the "
+                           "zero-bubble zb-h1, zb-h2 (v 1) and zb-v (v 2), timed by the schedule simulator), micro_batch, zero (0-3), "
                            "recompute (none, selective, full), sp (on, off), attention (flash, the default, or unfused: products around a "
                            "softmax that stores the scores), overlap (on, the default: the data-parallel reduction in buckets during "
                            "backward; off: after the flush); e.g. tp=8,pp=2,recompute=full");
@@ -298,6 +308,7 @@ class Plan final : public Command {
       l.v = fixed.v.value_or(1);
       l.micro_batch = fixed.micro_batch.value_or(1);
       l.sp = fixed.sp.value_or(false);
+      l.schedule = fixed.schedule.value_or(th::PlanSchedule::one_f_one_b);
       const std::int64_t model_parallel = static_cast<std::int64_t>(l.tp) * l.pp * l.cp;
       std::string why;
       if (!fixed.dp && gpus_ % model_parallel != 0) {
@@ -341,9 +352,11 @@ class Plan final : public Command {
       if (all.size() > 1) throw UsageError(std::string("no layout fits: the smallest needs ") + text);
       std::printf("# the layout does not fit: it needs %s\n", text);
     }
-    print_header();
     const std::size_t shown = std::min<std::size_t>(all.size(), static_cast<std::size_t>(top_));
-    for (std::size_t i = 0; i < shown; ++i) print_row(all[i]);
+    int width = 34;
+    for (std::size_t i = 0; i < shown; ++i) width = std::max(width, static_cast<int>(all[i].layout.describe().size()));
+    print_header(width);
+    for (std::size_t i = 0; i < shown; ++i) print_row(all[i], width);
     if (explain_) explain(m, c, all.front());
     std::optional<record::Table> scaled;
     if (scaling_) scaled = scaling(m, c, gpus_, global_batch_, fixed);

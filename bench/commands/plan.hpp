@@ -6,7 +6,7 @@
 
 namespace parity::cli {
 
-// The layout's schedule (1F1B, or interleaved 1F1B with v chunks) of its m micro-batches on pp
+// The layout's schedule (1F1B, interleaved 1F1B with v chunks, or a zero-bubble one) of its m micro-batches on pp
 // ranks, simulated: each forward or backward action costs the slowest stage's share of one
 // chunk (its collectives included) and the send of its output (the step model's point-to-point
 // time: blocking sends, as Megatron-LM's schedules of 2021). The makespan replaces the closed

@@ -56,11 +56,17 @@ double plan_head_forward_flops(const PlanModel& m) {
 
 std::string name_of(Recompute r) { return r == Recompute::none ? "none" : r == Recompute::selective ? "selective" : "full"; }
 
+std::string name_of(PlanSchedule s) {
+  return s == PlanSchedule::zb_h1 ? "zb-h1" : s == PlanSchedule::zb_h2 ? "zb-h2" : s == PlanSchedule::zb_v ? "zb-v" : "1f1b";
+}
+
 std::string PlanLayout::describe() const {
-  return "tp" + std::to_string(tp) + " pp" + std::to_string(pp) + " dp" + std::to_string(dp) +
-         (ep > 1 ? " ep" + std::to_string(ep) : "") + (cp > 1 ? " cp" + std::to_string(cp) : "") + " v" + std::to_string(v) +
-         " mb" + std::to_string(micro_batch) + " zero" + std::to_string(zero) + " " + name_of(recompute) + (sp ? " sp" : "") +
-         (flash ? "" : " unfused") + (overlap ? "" : " no-overlap");
+  std::string text = "tp" + std::to_string(tp) + " pp" + std::to_string(pp) + " dp" + std::to_string(dp) +
+                     (ep > 1 ? " ep" + std::to_string(ep) : "") + (cp > 1 ? " cp" + std::to_string(cp) : "") + " v" +
+                     std::to_string(v) + " mb" + std::to_string(micro_batch) + " zero" + std::to_string(zero) + " " +
+                     name_of(recompute) + (sp ? " sp" : "") + (flash ? "" : " unfused") + (overlap ? "" : " no-overlap");
+  if (schedule != PlanSchedule::one_f_one_b) text.append(" ").append(name_of(schedule));
+  return text;
 }
 
 std::string plan_layout_problem(const PlanModel& m, const PlanCluster& c, const PlanLayout& l, int gpus,
@@ -85,7 +91,12 @@ std::string plan_layout_problem(const PlanModel& m, const PlanCluster& c, const 
   if (global_batch % (static_cast<std::int64_t>(l.dp) * l.micro_batch) != 0)
     return "the global batch " + n(global_batch) + " is not a multiple of dp x micro_batch = " + n(static_cast<std::int64_t>(l.dp) * l.micro_batch);
   const std::int64_t m_batches = global_batch / (static_cast<std::int64_t>(l.dp) * l.micro_batch);
-  if (l.v > 1 && m_batches % l.pp != 0) return "interleaving needs the micro-batches (" + n(m_batches) + ") a multiple of pp";
+  if (l.schedule == PlanSchedule::one_f_one_b && l.v > 1 && m_batches % l.pp != 0)
+    return "interleaving needs the micro-batches (" + n(m_batches) + ") a multiple of pp";
+  if (l.schedule != PlanSchedule::one_f_one_b && l.pp == 1) return "the schedule " + name_of(l.schedule) + " needs pp > 1";
+  if ((l.schedule == PlanSchedule::zb_h1 || l.schedule == PlanSchedule::zb_h2) && l.v != 1)
+    return "the schedule " + name_of(l.schedule) + " holds one stage a rank (v=" + n(l.v) + ", not 1)";
+  if (l.schedule == PlanSchedule::zb_v && l.v != 2) return "the schedule zb-v holds two chunks a rank (v=" + n(l.v) + ", not 2)";
   return "";
 }
 
@@ -137,6 +148,7 @@ double chunked_seconds(const PlanCluster& c, const PlanLink& link, double bytes,
 
 struct LayerTimes {
   double forward = 0, backward = 0, tp_forward = 0, tp_backward = 0, attention_forward = 0;
+  double weight_grad = 0;  // of backward, the weight gradients' products
   double ep_forward = 0, ep_backward = 0;  // MoE all-to-all
   double cp_forward = 0, cp_backward = 0;  // ring attention's exposed key/value passes
 };
@@ -156,16 +168,22 @@ LayerTimes layer_times(const PlanModel& m, const PlanCluster& c, const PlanLayou
   const double local_experts = moe ? static_cast<double>(m.experts) / l.ep : 0;
   LayerTimes out;
   for (bool backward : {false, true}) {
-    double products = product_pass_seconds(c, tokens, (h + 2 * kv) / t, h, backward) +
-                      product_pass_seconds(c, tokens, h, h / t, backward);
+    double products = 0;
+    // A linear layer's products (count of them), and of its backward the weight gradient's.
+    const auto linear = [&](double M, double N, double K, double count = 1) {
+      products += count * product_pass_seconds(c, M, N, K, backward);
+      if (backward) out.weight_grad += count * product_seconds(c, K, N, M);
+    };
+    linear(tokens, (h + 2 * kv) / t, h);
+    linear(tokens, h, h / t);
     if (moe) {
       const double per_expert = assignments / local_experts;  // rows each local expert multiplies
-      products += local_experts * (product_pass_seconds(c, per_expert, f * (m.gated_mlp ? 2 : 1), h, backward) +
-                                   product_pass_seconds(c, per_expert, h, f, backward)) +
-                  product_pass_seconds(c, tokens / t, static_cast<double>(m.experts), h, backward);  // the router
+      linear(per_expert, f * (m.gated_mlp ? 2 : 1), h, local_experts);
+      linear(per_expert, h, f, local_experts);
+      linear(tokens / t, static_cast<double>(m.experts), h);  // the router
     } else {
-      products += product_pass_seconds(c, tokens, f * (m.gated_mlp ? 2 : 1) / t, h, backward) +
-                  product_pass_seconds(c, tokens, h, f / t, backward);
+      linear(tokens, f * (m.gated_mlp ? 2 : 1) / t, h);
+      linear(tokens, h, f / t);
     }
     // Scores and weighted sum per head: [s, hd] x [hd, s] and [s, s] x [s, hd]. Backward: twice
     // the products, and FlashAttention's recomputation of the scores half as much again.
@@ -262,7 +280,10 @@ PlanPrediction plan_predict(const PlanModel& m, const PlanCluster& c, const Plan
   const double input_bytes = 2 * s * b * h / (l.sp ? t : 1);
   // 1F1B: the first stage holds pp micro-batches of its layers (interleaved: 1 + (pp-1)/(pp v)
   // times more); full recompute keeps each layer's input and one layer's working set.
-  const double in_flight = std::min<double>(l.pp * (l.v > 1 ? 1 + (l.pp - 1.0) / (l.pp * l.v) : 1.0),
+  // Zero-bubble schedules as Qi et al. count them: ZB-H1 and ZB-V 1F1B's pp, ZB-H2 2 pp - 1.
+  const double in_flight = std::min<double>(l.schedule == PlanSchedule::zb_h2 ? 2.0 * l.pp - 1
+                                            : l.schedule != PlanSchedule::one_f_one_b ? l.pp
+                                            : l.pp * (l.v > 1 ? 1 + (l.pp - 1.0) / (l.pp * l.v) : 1.0),
                                             static_cast<double>(micro_batches));
   const double stage_layers = layers_per_stage * in_flight;  // layers x micro-batches alive
   p.activation_bytes = l.recompute == Recompute::full
@@ -282,7 +303,8 @@ PlanPrediction plan_predict(const PlanModel& m, const PlanCluster& c, const Plan
   LayerTimes layer;
   for (double LayerTimes::*field : {&LayerTimes::forward, &LayerTimes::backward, &LayerTimes::tp_forward,
                                     &LayerTimes::tp_backward, &LayerTimes::attention_forward, &LayerTimes::ep_forward,
-                                    &LayerTimes::ep_backward, &LayerTimes::cp_forward, &LayerTimes::cp_backward})
+                                    &LayerTimes::ep_backward, &LayerTimes::cp_forward, &LayerTimes::cp_backward,
+                                    &LayerTimes::weight_grad})
     layer.*field = mix(field);
   // The recompute's own work (its collectives are counted with the others': with full recompute
   // a layer's forward collectives run twice).
@@ -308,17 +330,25 @@ PlanPrediction plan_predict(const PlanModel& m, const PlanCluster& c, const Plan
   const double stage_ep = layers_per_stage * (layer.ep_forward * (full ? 2 : 1) + layer.ep_backward);
   const double stage_cp = layers_per_stage * (layer.cp_forward * (full ? 2 : 1) + layer.cp_backward);
   const double per_micro_batch = stage_compute + stage_tp + stage_ep + stage_cp + p2p;
-  const double fill = (l.pp - 1.0) / l.v;
   p.stage_forward_s = layers_per_stage * (layer.forward + layer.tp_forward + layer.ep_forward + layer.cp_forward) + head_forward;
   p.stage_backward_s = per_micro_batch - p2p - p.stage_forward_s;
+  p.stage_weight_grad_s = layers_per_stage * layer.weight_grad + product_seconds(c, h, static_cast<double>(m.vocabulary) / t, b * s);
   p.message_s = l.pp > 1 ? message : 0;
+  // The fill and drain: 1F1B's (pp - 1) / v micro-batches; a zero-bubble schedule's weight
+  // gradients fill part of it (Qi et al. 2023: ZB-H1 (p - 1)(F + I - W), ZB-H2 (p - 1)(F + I -
+  // 2W), ZB-V the latter over its half-size chunks; I = B - W). The simulator times them exactly.
+  const double W = p.stage_weight_grad_s, F = p.stage_forward_s + message, I = p.stage_backward_s - W + message;
+  const double fill_s = l.schedule == PlanSchedule::one_f_one_b ? (l.pp - 1.0) / l.v * per_micro_batch
+                        : l.schedule == PlanSchedule::zb_h1    ? (l.pp - 1.0) * (F + I - W)
+                        : l.schedule == PlanSchedule::zb_h2    ? (l.pp - 1.0) * std::max(0.0, F + I - 2 * W)
+                                                               : (l.pp - 1.0) * std::max(0.0, F + I - 2 * W) / 2;
   p.compute_s = micro_batches * stage_compute;
   p.recompute_s = micro_batches * layers_per_stage * recompute;
   p.tp_comm_s = micro_batches * stage_tp;
   p.pp_comm_s = micro_batches * p2p;
   p.ep_comm_s = micro_batches * stage_ep;
   p.cp_comm_s = micro_batches * stage_cp;
-  p.bubble_s = fill * per_micro_batch;
+  p.bubble_s = fill_s;
   // Data parallelism: the gradients' all-reduce (ZeRO: reduce-scatter and all-gather, the same
   // bytes) after the pipeline's flush, over the GPUs of a dp group: within a node when tp x dp
   // fits in one, else over the network.
@@ -398,7 +428,8 @@ std::vector<PlanCandidate> plan_search(const PlanModel& m, const PlanCluster& c,
             for (Recompute r : fixed.recompute ? std::vector<Recompute>{*fixed.recompute}
                                                : std::vector<Recompute>{Recompute::none, Recompute::selective, Recompute::full})
               for (bool sp : fixed.sp ? std::vector<bool>{*fixed.sp} : std::vector<bool>{false, true}) {
-                PlanLayout l{tp, pp, dp, sp, v, mb, zero, r, fixed.flash.value_or(true), ep, cp, fixed.overlap.value_or(true)};
+                PlanLayout l{tp, pp, dp, sp, v, mb, zero, r, fixed.flash.value_or(true), ep, cp, fixed.overlap.value_or(true),
+                             fixed.schedule.value_or(PlanSchedule::one_f_one_b)};
                 // With FlashAttention selective recompute is no recompute (no scores are kept): searched once.
                 if (l.flash && r == Recompute::selective && !fixed.recompute) continue;
                 if (!plan_layout_problem(m, c, l, gpus, global_batch).empty()) continue;

@@ -105,6 +105,12 @@ PlanCluster parse_plan_cluster(const std::string& text);
 const std::vector<PlanCluster>& plan_cluster_presets();
 
 enum class Recompute { none, selective, full };
+// The pipeline's schedule: 1F1B, interleaved when v > 1 (Narayanan et al. 2021); or backward
+// split into input and weight gradients (Qi et al. 2023, 2024): zb-h1 and zb-h2 (v 1; H2 holds
+// about twice 1F1B's activations), zb-v (two chunks a rank in a V, v 2).
+enum class PlanSchedule { one_f_one_b, zb_h1, zb_h2, zb_v };
+std::string name_of(PlanSchedule s);  // "1f1b" (interleaved with v > 1), "zb-h1", "zb-h2", "zb-v"
+
 struct PlanLayout {
   int tp = 1, pp = 1, dp = 1;
   bool sp = false;          // sequence parallelism (tp > 1)
@@ -123,7 +129,9 @@ struct PlanLayout {
   // The data-parallel reduction in buckets overlapped with the last micro-batch's backward (false:
   // after the pipeline's flush, as Megatron-LM did in 2021). Not searched: --fix overlap=off.
   bool overlap = true;
-  std::string describe() const;  // "tp8 pp2 dp32 v1 mb1 zero1 full sp" (" ep4" with experts)
+  // Not searched: --fix schedule=zb-h1, zb-h2 or zb-v.
+  PlanSchedule schedule = PlanSchedule::one_f_one_b;
+  std::string describe() const;  // "tp8 pp2 dp32 v1 mb1 zero1 full sp" (" ep4" with experts, " zb-h1" with a zero-bubble schedule)
 };
 std::string name_of(Recompute r);
 Recompute parse_recompute(const std::string& text);
@@ -153,6 +161,8 @@ struct PlanPrediction {
   // forward and backward (with its recompute) through the slowest stage's v chunks, its
   // collectives included, and one message between stages.
   double stage_forward_s = 0, stage_backward_s = 0, message_s = 0;
+  // Of stage_backward_s, the weight gradients' products (a zero-bubble schedule's W actions).
+  double stage_weight_grad_s = 0;
   bool simulated = false;  // the pipeline's time from the schedule simulator, not the closed form
 };
 
@@ -170,6 +180,7 @@ struct PlanFixed {
   std::optional<int> tp, pp, dp, ep, cp, v, micro_batch, zero;
   std::optional<bool> sp, flash, overlap;
   std::optional<Recompute> recompute;
+  std::optional<PlanSchedule> schedule;
 };
 // "tp=8,pp=2,recompute=full,sp=on,attention=unfused"; UsageError for an unknown key or a bad value.
 PlanFixed parse_plan_fixed(const std::string& text);

@@ -423,8 +423,13 @@ PlanFixed parse_plan_fixed(const std::string& text) {
     else if (key == "overlap") f.overlap = yes_no(key, value);
     else if (key == "recompute") f.recompute = parse_recompute(value);
     else if (key == "schedule") {
-      if (value != "1f1b" && value != "interleaved") throw UsageError("--fix schedule=" + quoted_input(value) + ": expected 1f1b or interleaved");
-      if (value == "1f1b") f.v = 1;
+      if (value == "1f1b" || value == "interleaved") f.schedule = PlanSchedule::one_f_one_b;
+      else if (value == "zb-h1") f.schedule = PlanSchedule::zb_h1;
+      else if (value == "zb-h2") f.schedule = PlanSchedule::zb_h2;
+      else if (value == "zb-v") f.schedule = PlanSchedule::zb_v;
+      else throw UsageError("--fix schedule=" + quoted_input(value) + ": expected 1f1b, interleaved, zb-h1, zb-h2 or zb-v");
+      if (value == "1f1b" || value == "zb-h1" || value == "zb-h2") f.v = 1;
+      if (value == "zb-v") f.v = 2;
     } else {
       throw UsageError("--fix: unknown key " + quoted_input(key) +
                        " (known: tp, pp, dp, ep, cp, v, schedule, micro_batch, zero, recompute, sp, attention, overlap)");
