@@ -161,7 +161,10 @@ void add_row(record::Table& t, const th::PlanModel& m, const th::PlanCluster& c,
   t.i64("global_batch").push_back(batch);
   for (const auto& [name, value] : {std::pair{"tp", l.tp}, {"pp", l.pp}, {"dp", l.dp}, {"cp", l.cp}, {"ep", l.ep}, {"v", l.v}})
     t.i64(name).push_back(value);
-  t.str("schedule").push_back(l.pp == 1 ? "none" : l.v > 1 ? "interleaved" : "1f1b");
+  t.str("schedule").push_back(l.pp == 1                                 ? "none"
+                              : l.schedule != th::PlanSchedule::one_f_one_b ? th::name_of(l.schedule)
+                              : l.v > 1                                   ? "interleaved"
+                                                                          : "1f1b");
   t.i64("micro_batch").push_back(l.micro_batch);
   t.i64("micro_batches").push_back(p.micro_batches);
   t.i64("zero").push_back(l.zero);
