@@ -125,6 +125,7 @@ ncases=$(grep -c . "$work/list.out" || true)
 run_parity check 90 check --filter "$CHECK_FILTER" --no-large -q -T "$OP_TIMEOUT" --out "$work/check.h5"
 grep -h '^# conformance' "$work/check.out" "$work/check.err" | sed 's/^/  /' || true
 run_parity bench 60 bench collectives "${BENCH_ARGS[@]}" -q -T "$OP_TIMEOUT" --out "$work/bench.h5"
+run_parity calibrate 90 bench calibrate -q -T "$OP_TIMEOUT" --out "$work/calibrate.h5"
 
 cat >"$work/verify.py" <<'EOF'
 import math
@@ -132,7 +133,7 @@ import sys
 
 import h5py
 
-check_path, bench_path, nhosts, per_host, prefix, ncases = sys.argv[1:]
+check_path, bench_path, calibrate_path, nhosts, per_host, prefix, ncases = sys.argv[1:]
 nhosts, per_host, ncases = int(nhosts), int(per_host), int(ncases)
 np_ = nhosts * per_host
 want_hosts = ["%s%d" % (prefix, i) for i in range(1, nhosts + 1)]
@@ -219,17 +220,47 @@ with h5py.File(bench_path, "r") as f:
                 problems.append("bench: collectives_rank_times puts rank %d on %s, 'hosts' says %s"
                                 % (r, h, hosts[r] if 0 <= r < np_ else "no such rank"))
 
+# The calibration's levels: rank 0's ping-pong with rank 1 (its host) is the node link, with the
+# first rank of the other host the network's; TCP between namespaces is slower to start than
+# shared memory within one, so the network's latency is the larger.
+import json
+with h5py.File(calibrate_path, "r") as f:
+    hosts = check_hosts(f, "calibrate")
+    t = table(f, "bench/calibrate_levels", "calibrate")
+    if t is not None and hosts is not None:
+        levels = {text(l): i for i, l in enumerate(t["level"][()])}
+        if sorted(levels) != ["network", "node"]:
+            problems.append("calibrate: levels %s, expected node and network" % sorted(levels))
+        else:
+            node, net = levels["node"], levels["network"]
+            node_peer, net_peer = int(t["peer"][node]), int(t["peer"][net])
+            if hosts[node_peer] != hosts[0] or hosts[net_peer] == hosts[0]:
+                problems.append("calibrate: node peer %d on %s, network peer %d on %s, rank 0 on %s"
+                                % (node_peer, hosts[node_peer], net_peer, hosts[net_peer], hosts[0]))
+            c = json.load(open(calibrate_path[:-3] + ".cluster.json"))
+            for level, i in (("node", node), ("network", net)):
+                for key, col in (("latency_us", "alpha_us"), ("GBps", "bandwidth_GBps")):
+                    want = float(t[col][i])
+                    if abs(c[level + "_" + key] - want) > 1e-5 * want:
+                        problems.append("calibrate: %s_%s %r, the table's %r" % (level, key, c[level + "_" + key], want))
+            print("  calibrate: node %.2f us, %.3g GB/s (rank %d); network %.2f us, %.3g GB/s (rank %d)"
+                  % (t["alpha_us"][node], t["bandwidth_GBps"][node], node_peer, t["alpha_us"][net],
+                     t["bandwidth_GBps"][net], net_peer))
+            if not t["alpha_us"][net] > t["alpha_us"][node]:
+                problems.append("calibrate: the network's latency %.3g us is not above the node's %.3g us"
+                                % (t["alpha_us"][net], t["alpha_us"][node]))
+
 for p in problems:
     print("  problem: " + p)
 sys.exit(1 if problems else 0)
 EOF
 
 say "verifying result files with $PYTHON + h5py"
-for f in check bench; do
+for f in check bench calibrate; do
     [[ -s $work/$f.h5 ]] || fail "parity $f exited 0 but wrote no $work/$f.h5"
 done
 rc=0
-bounded 30 "$PYTHON" "$work/verify.py" "$work/check.h5" "$work/bench.h5" \
+bounded 30 "$PYTHON" "$work/verify.py" "$work/check.h5" "$work/bench.h5" "$work/calibrate.h5" \
     "$HOSTS" "$RANKS_PER_HOST" "$PARITY_NS_PREFIX" "$ncases" || rc=$?
 ((rc == 0)) || fail "result files do not show a correct $HOSTS-host run (see problems above)"
 

@@ -70,6 +70,22 @@ class CalibrateReportTests(RecordingCase):
             self.assertIn(f"<td>{r['collective']}</td>", table)
             self.assertIn(f"{r['efficiency']:.3f}", table)
 
+    def test_levels_table(self):
+        """The levels' rows (one host: the node's alone) appear with their peer, latency and
+        bandwidth."""
+        out = os.path.join(self.tmp, "levels")
+        result = run_report(FIXTURE, "--out", out)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        with open(os.path.join(out, "index.html")) as f:
+            page = f.read()
+        levels = read_rows(FIXTURE, "/bench/calibrate_levels")
+        self.assertEqual([r["level"] for r in levels], ["node"])
+        table = page[page.index("peer rank</th>"):]
+        table = table[:table.index("</table>")]
+        for r in levels:
+            self.assertIn(f"<td>{r['level']}</td>", table)
+            self.assertIn(f"{r['alpha_us']:.3f}", table)
+
     def test_links_from_before_the_other_collectives(self):
         """A file whose /bench/calibrate_links has the all-reduce's rows alone and no collective
         column (as written before the others were measured) names them all-reduces."""

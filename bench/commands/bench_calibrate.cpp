@@ -11,6 +11,7 @@
 #include <fstream>
 #include <stdexcept>
 #include <sstream>
+#include <tuple>
 
 #include "bench/cli/shared.hpp"
 #include "bench/commands/calibration.hpp"
@@ -62,12 +63,13 @@ class BenchCalibrate final : public Command {
   BenchCalibrate()
       : Command({.name = "bench calibrate",
                  .help = "Measure the primitives on every rank at once (matrix products over a grid of shapes, the ops a "
-                         "training step is made of, the point-to-point link, an all-reduce) and write them as a cluster "
+                         "training step is made of, the point-to-point link within a host and across hosts, the "
+                         "collectives' efficiency by size) and write them as a cluster "
                          "description that `parity plan --cluster FILE` reads; the benchmarks predict their step times "
                          "from the same measurement",
                  .order = 25,
                  .in_run = true,
-                 .tables = {&kCalibrateTable, &kCalibrateLinksTable, &kPointToPointTable},
+                 .tables = {&kCalibrateTable, &kCalibrateLinksTable, &kPointToPointTable, &kCalibrateLevelsTable},
                  .parent_help = "Benchmarks",
                  .no_probe_reason = "its rows are one block (every rank's measurement of a type, journaled together): "
                                     "a resumed run takes the block whole or measures it again (bench_calibrate.sh)"}) {}
@@ -97,6 +99,12 @@ class BenchCalibrate final : public Command {
     return std::nullopt;
   }
 
+  // Rank 0's link to the first rank on its host and to the first rank on another host (-1: none).
+  struct Levels {
+    int node_peer = -1, network_peer = -1;
+    theory::AlphaBeta node, network;
+  };
+
   int execute(Job& job) override {
     Session& s = job.session;
     const DataType dtype = parse_data_type(options_.dtype);
@@ -105,19 +113,43 @@ class BenchCalibrate final : public Command {
     s.maybe_inject_stall();
     job.calibration(dtype);
     Communicator& world = s.world();
-    theory::AlphaBeta link;
     double efficiency = 1;
     CollectiveEfficiency by_size;  // each collective's efficiency by message size
     if (world.size() >= 2) {
-      link = job.point_to_point(4 << 20).model;
+      job.point_to_point(4 << 20);  // ranks 0 and 1, the model the collectives' efficiencies are taken against
       by_size = job.collective_efficiency();
       efficiency = by_size.at("all_reduce").back().second;  // the largest all-reduce: the bandwidth term's fraction
     }
+    // Per level: rank 0's ping-pong with the first rank on its host and with the first rank on
+    // another host. A level without such a rank takes the other's figures (one host: the
+    // network is the node's; a rank a host: the node is the network's).
+    Levels levels;
+    const std::vector<std::string>& hosts = s.hosts();
+    for (int r = 1; r < world.size(); ++r) {
+      int& peer = hosts[static_cast<std::size_t>(r)] == hosts[0] ? levels.node_peer : levels.network_peer;
+      if (peer < 0) peer = r;
+    }
+    if (levels.node_peer > 0) levels.node = measure_ping_pong(s, levels.node_peer, 4 << 20);
+    if (levels.network_peer > 0) levels.network = measure_ping_pong(s, levels.network_peer, 4 << 20);
+    if (levels.node_peer < 0) levels.node = levels.network;
+    if (levels.network_peer < 0) levels.network = levels.node;
     if (!s.is_root()) return kExitOk;
+    record::Table level_rows{kCalibrateLevelsTable};
+    for (const auto& [name, peer, fit] : {std::tuple{"node", levels.node_peer, levels.node},
+                                          std::tuple{"network", levels.network_peer, levels.network}}) {
+      if (peer < 0) continue;
+      level_rows.str("level").push_back(name);
+      level_rows.i64("peer").push_back(peer);
+      level_rows.str("peer_host").push_back(hosts[static_cast<std::size_t>(peer)]);
+      level_rows.f64("alpha_us", "us").push_back(fit.alpha_seconds * 1e6);
+      level_rows.f64("beta_us_per_byte", "us").push_back(fit.beta_seconds_per_byte * 1e6);
+      level_rows.f64("bandwidth_GBps", "GB/s").push_back(1e-9 / fit.beta_seconds_per_byte);
+    }
+    if (level_rows.rows() > 0) s.results().write_table("/bench/calibrate_levels", level_rows);
     auto& file = s.results();
     const theory::Calibration median = median_over_ranks(job.calibration_rows(), std::string(name_of(dtype)), world.size());
     const std::string path = cluster_path(s.options().out);
-    write_cluster(path, s, median, link, efficiency, by_size, dtype);
+    write_cluster(path, s, median, levels, efficiency, by_size, dtype);
     file.set_attribute("/bench/calibrate", "cluster_file", path);
     if (!s.options().quiet) {
       double add_GBps = 0;
@@ -125,9 +157,12 @@ class BenchCalibrate final : public Command {
         if (o.op == "add") add_GBps = 3.0 * static_cast<double>(o.elements * size_of(dtype)) / o.seconds / 1e9;
       std::fprintf(stderr, "[bench calibrate] %s: products up to %.1f GFLOP/s, add %.1f GB/s a rank", std::string(name_of(dtype)).c_str(),
                    median.best_gemm_GFLOPs(), add_GBps);
-      if (world.size() >= 2)
-        std::fprintf(stderr, ", link %.2f us + %.2f GB/s, all-reduce at %.2f of the ring model", link.alpha_seconds * 1e6,
-                     1e-9 / link.beta_seconds_per_byte, efficiency);
+      for (const auto& [name, peer, fit] : {std::tuple{"node", levels.node_peer, levels.node},
+                                            std::tuple{"network", levels.network_peer, levels.network}})
+        if (peer > 0)
+          std::fprintf(stderr, ", %s link (rank %d) %.2f us + %.2f GB/s", name, peer, fit.alpha_seconds * 1e6,
+                       1e-9 / fit.beta_seconds_per_byte);
+      if (world.size() >= 2) std::fprintf(stderr, ", all-reduce at %.2f of the ring model", efficiency);
       std::fprintf(stderr, "\n[bench calibrate] cluster description: %s\n", path.c_str());
     }
     return kExitOk;
@@ -141,7 +176,7 @@ class BenchCalibrate final : public Command {
     return out + ".cluster.json";
   }
 
-  static void write_cluster(const std::string& path, Session& s, const theory::Calibration& c, const theory::AlphaBeta& link,
+  static void write_cluster(const std::string& path, Session& s, const theory::Calibration& c, const Levels& levels,
                             double efficiency, const CollectiveEfficiency& by_size, DataType dtype) {
     double add_GBps = 0, elementwise = 1;
     for (const auto& o : c.ops)
@@ -150,23 +185,29 @@ class BenchCalibrate final : public Command {
     const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     const double host_GB = static_cast<double>(pages) * static_cast<double>(page) / 1e9;
     const bool linked = s.world().size() >= 2;
-    const double link_GBps = linked ? 1e-9 / link.beta_seconds_per_byte : add_GBps;
-    const double link_us = linked ? link.alpha_seconds * 1e6 : 0;
+    const auto GBps = [&](const theory::AlphaBeta& m) { return linked ? 1e-9 / m.beta_seconds_per_byte : add_GBps; };
+    const auto us = [&](const theory::AlphaBeta& m) { return linked ? m.alpha_seconds * 1e6 : 0.0; };
     std::ostringstream j;
     j << "{\n  \"gpu\": " << json_quoted(std::string(s.on_gpu() ? "GPU" : "CPU core") + " of " + s.hosts()[0] + " (" + std::string(name_of(dtype)) + ")")
       << ",\n  \"note\": "
       << json_quoted("parity bench calibrate: medians over " + std::to_string(s.world().size()) + " ranks measured at once (" +
                      std::to_string(s.ranks_per_host()) + " a host); peak is the fastest product measured; memory_GBps an add's "
-                     "bytes read and written; the links the ping-pong of ranks 0 and 1" +
-                     (linked ? "" : " (one rank: no link, the add's bandwidth stands in)") +
-                     (s.hosts().size() > 1 ? "" : "; one host, so the network figures are the node's"))
+                     "bytes read and written; " +
+                     (!linked ? std::string("one rank: no link, the add's bandwidth stands in")
+                              : "the node link rank 0's ping-pong with " +
+                                    (levels.node_peer > 0 ? "rank " + std::to_string(levels.node_peer) + " on its host"
+                                                          : std::string("no rank on its host: the network's figures")) +
+                                    ", the network link with " +
+                                    (levels.network_peer > 0 ? "rank " + std::to_string(levels.network_peer) + " on " +
+                                                                   s.hosts()[static_cast<std::size_t>(levels.network_peer)]
+                                                             : std::string("no rank on another host: the node's figures"))))
       << ",\n  \"dtype\": " << json_quoted(std::string(name_of(dtype))) << ",\n  \"peak_TFLOPs\": " << number(c.best_gemm_GFLOPs() / 1e3)
       << ",\n  \"gemm_efficiency\": 1,\n  \"multiprocessors\": 1"
       << ",\n  \"memory_GB\": " << number(host_GB / static_cast<double>(std::max<std::int64_t>(1, s.ranks_per_host())))
       << ",\n  \"memory_GBps\": " << number(add_GBps) << ",\n  \"elementwise_efficiency\": " << number(elementwise)
-      << ",\n  \"gpus_per_node\": " << s.ranks_per_host() << ",\n  \"node_GBps\": " << number(link_GBps)
-      << ",\n  \"node_latency_us\": " << number(link_us) << ",\n  \"network_GBps\": " << number(link_GBps)
-      << ",\n  \"network_latency_us\": " << number(link_us) << ",\n  \"collective_efficiency\": " << number(efficiency)
+      << ",\n  \"gpus_per_node\": " << s.ranks_per_host() << ",\n  \"node_GBps\": " << number(GBps(levels.node))
+      << ",\n  \"node_latency_us\": " << number(us(levels.node)) << ",\n  \"network_GBps\": " << number(GBps(levels.network))
+      << ",\n  \"network_latency_us\": " << number(us(levels.network)) << ",\n  \"collective_efficiency\": " << number(efficiency)
       << ",\n  \"gemm_rates\": [";
     for (std::size_t i = 0; i < c.gemm.size(); ++i)
       j << (i ? ", " : "") << "\n    [" << c.gemm[i].m << ", " << c.gemm[i].n << ", " << c.gemm[i].k << ", "

@@ -39,6 +39,16 @@ inline const record::TableSpec kCalibrateLinksTable{
       {"bus_GBps", ColumnType::float64, "GB/s"}, {"efficiency", ColumnType::float64}
     }};
 
+inline const record::TableSpec kCalibrateLevelsTable{
+    "/bench/calibrate_levels",
+    "the link at each level: the ping-pong of rank 0 with the first rank on its host (node) and with the first rank "
+    "on another host (network), fitted to alpha and beta",
+    {
+      {"level", ColumnType::string}, {"peer", ColumnType::int64}, {"peer_host", ColumnType::string},
+      {"alpha_us", ColumnType::float64, "us"}, {"beta_us_per_byte", ColumnType::float64, "us"},
+      {"bandwidth_GBps", ColumnType::float64, "GB/s"}
+    }};
+
 // Each calibrated collective's efficiency against its model on `link`
 // (theory::collective_model_seconds) at 64 KiB, 1 MiB and 4 MiB (the median of 7 calls on the
 // slowest rank, every rank at once): (bytes, efficiency) pairs by collective, every rank the

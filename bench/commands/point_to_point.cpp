@@ -17,6 +17,44 @@ PointToPoint fit_point_to_point(PointToPoint out, const std::vector<std::size_t>
   out.measured = true;
   return out;
 }
+// Half round trips between rank 0 and `peer` at each size, the median of each on every rank.
+std::vector<double> ping_pong(Session& session, HostBuffer& buffer, const std::vector<std::size_t>& sizes, int peer) {
+  Communicator& comm = session.world();
+  // On a GPU the message lives in device memory (what a collective's chunks are).
+  std::optional<Mirror> device;
+  // The buffer holds count() float64s; its first count() bytes are the messages.
+  BufferView whole{buffer.data(), buffer.count() / 4, DataType::float32, MemorySpace::host};
+  if (session.on_gpu()) {
+    device.emplace(whole, BufferView{}, MemorySpace::cuda, 0, allocator_for(MemorySpace::cuda));
+    whole = device->send();
+  }
+  std::vector<double> medians;
+  for (const std::size_t size : sizes) {
+    const BufferView message = whole.slice(0, size / 4);
+    const int iterations = size >= (std::size_t{1} << 24) ? 5 : 20;
+    std::vector<double> halves;
+    comm.barrier();
+    for (int it = 0; it < iterations + 2; ++it) {
+      const auto t0 = Clock::now();
+      if (comm.rank() == 0) {
+        RequestPtr s = comm.isend(message, peer, 7);
+        comm.wait(s);
+        RequestPtr r = comm.irecv(message, peer, 8);
+        comm.wait(r);
+      } else if (comm.rank() == peer) {
+        RequestPtr r = comm.irecv(message, 0, 7);
+        comm.wait(r);
+        RequestPtr s = comm.isend(message, 0, 8);
+        comm.wait(s);
+      }
+      if (it >= 2) halves.push_back(std::chrono::duration<double>(Clock::now() - t0).count() / 2);
+    }
+    double median = percentile(halves, 0.5);
+    comm.broadcast({&median, 1, DataType::float64, MemorySpace::host}, {&median, 1, DataType::float64, MemorySpace::host}, 0);
+    medians.push_back(median);
+  }
+  return medians;
+}
 }  // namespace
 
 PointToPoint measure_point_to_point(Session& session, std::size_t max_bytes) {
@@ -38,42 +76,22 @@ PointToPoint measure_point_to_point(Session& session, std::size_t max_bytes) {
                    {medians.data(), medians.size(), DataType::float64, MemorySpace::host}, 0);
     return fit_point_to_point(std::move(out), sizes, medians);
   }
-  // On a GPU the message lives in device memory (what a collective's chunks are).
-  std::optional<Mirror> device;
-  BufferView whole{buffer.data(), top / 4, DataType::float32, MemorySpace::host};
-  if (session.on_gpu()) {
-    device.emplace(whole, BufferView{}, MemorySpace::cuda, 0, allocator_for(MemorySpace::cuda));
-    whole = device->send();
-  }
+  const std::vector<double> measured = ping_pong(session, buffer, sizes, 1);
   for (std::size_t k = 0; k < sizes.size(); ++k) {
-    const std::size_t size = sizes[k];
-    const BufferView message = whole.slice(0, size / 4);
-    const int iterations = size >= (std::size_t{1} << 24) ? 5 : 20;
-    std::vector<double> halves;
-    comm.barrier();
-    for (int it = 0; it < iterations + 2; ++it) {
-      const auto t0 = Clock::now();
-      if (comm.rank() == 0) {
-        RequestPtr s = comm.isend(message, 1, 7);
-        comm.wait(s);
-        RequestPtr r = comm.irecv(message, 1, 8);
-        comm.wait(r);
-      } else if (comm.rank() == 1) {
-        RequestPtr r = comm.irecv(message, 0, 7);
-        comm.wait(r);
-        RequestPtr s = comm.isend(message, 0, 8);
-        comm.wait(s);
-      }
-      if (it >= 2) halves.push_back(std::chrono::duration<double>(Clock::now() - t0).count() / 2);
-    }
-    double median = percentile(halves, 0.5);
-    comm.broadcast({&median, 1, DataType::float64, MemorySpace::host}, {&median, 1, DataType::float64, MemorySpace::host}, 0);
-    medians[k] = median;
-    out.table.i64("size_bytes", "B").push_back(static_cast<std::int64_t>(size));
-    out.table.f64("time_us", "us").push_back(median * 1e6);
+    medians[k] = measured[k];
+    out.table.i64("size_bytes", "B").push_back(static_cast<std::int64_t>(sizes[k]));
+    out.table.f64("time_us", "us").push_back(measured[k] * 1e6);
   }
   session.record_rows("/bench/point_to_point", out.table, 0);  // kept if the run is cut short
   return fit_point_to_point(std::move(out), sizes, medians);
+}
+
+theory::AlphaBeta measure_ping_pong(Session& session, int peer, std::size_t max_bytes) {
+  std::vector<std::size_t> sizes;
+  for (std::size_t s = 8; s <= max_bytes; s *= 4) sizes.push_back(s);
+  HostBuffer buffer(sizes.back(), DataType::float64);
+  std::memset(buffer.data(), 0, sizes.back());
+  return theory::fit_alpha_beta(sizes, ping_pong(session, buffer, sizes, peer));
 }
 
 void record_point_to_point(Session& session, const PointToPoint& p2p) {

@@ -29,6 +29,9 @@ struct PointToPoint {
 // Measures (or, with --resume, takes from the resumed file) the ping-pong up to max_bytes
 // (at most 64 MiB); nothing at one rank.
 PointToPoint measure_point_to_point(Session& session, std::size_t max_bytes);
+// The same ping-pong between rank 0 and `peer` (every rank calls it; the two exchange) from 8 B
+// to max_bytes by 4x, fitted; every rank gets the fit. Not recorded.
+theory::AlphaBeta measure_ping_pong(Session& session, int peer, std::size_t max_bytes);
 // Writes /bench/point_to_point with its alpha and beta (rank 0; nothing at one rank).
 void record_point_to_point(Session& session, const PointToPoint& p2p);
 

@@ -56,6 +56,14 @@ with h5py.File("cal.h5") as f:
             assert abs(links["ring_model_s"][i] - model) <= 1e-6 * model, (name, size, links["ring_model_s"][i], model)
             assert abs(want - min(1.0, model / links["time_s"][i])) <= 1e-9, (name, size)
     assert c["collective_efficiency"] == c["collective_rates"]["all_reduce"][-1][1]
+    # The levels: both ranks on this host, so the node link is rank 0's ping-pong with rank 1
+    # and the network's figures are the node's (the note says so).
+    levels = f["/bench/calibrate_levels"]
+    assert levels["level"].asstr()[()].tolist() == ["node"] and levels["peer"][()].tolist() == [1]
+    assert abs(c["node_latency_us"] - levels["alpha_us"][0]) <= 1e-5 * levels["alpha_us"][0]
+    assert abs(c["node_GBps"] - levels["bandwidth_GBps"][0]) <= 1e-5 * levels["bandwidth_GBps"][0]
+    assert (c["network_GBps"], c["network_latency_us"]) == (c["node_GBps"], c["node_latency_us"])
+    assert "no rank on another host: the node's figures" in c["note"], c["note"]
 print("bench calibrate: ok")
 PY
 # --resume takes the finished calibration back whole: the same times, not measured again.

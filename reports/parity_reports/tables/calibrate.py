@@ -18,6 +18,8 @@ READS = {
                          ["rank", "dtype", "kind", "op", "m", "n", "k", "elements", "seconds"]),
     "/bench/calibrate_links": ("s:collective i:size_bytes,ranks f:time_s,ring_model_s,bus_GBps,efficiency",
                                ["size_bytes", "efficiency"]),
+    "/bench/calibrate_levels": ("s:level,peer_host i:peer f:alpha_us,beta_us_per_byte,bandwidth_GBps",
+                                ["level", "alpha_us", "bandwidth_GBps"]),
 }
 
 
@@ -37,6 +39,8 @@ class Calibration(RowTable):
         self.links = RowTable(rf, "/bench/calibrate_links", {"collective": "all_reduce", "ranks": -1, "time_s": math.nan,
                                                               "ring_model_s": math.nan,
                                                               "bus_GBps": math.nan})
+        self.levels = RowTable(rf, "/bench/calibrate_levels", {"peer": -1, "peer_host": "",
+                                                                "beta_us_per_byte": math.nan})
         self.types = OrderedDict()  # dtype -> {"products": {(m, n, k): [seconds]}, "ops": {op: {elements: [s]}}}
         for r in self.rows:
             t = self.types.setdefault(r["dtype"], {"products": OrderedDict(), "ops": OrderedDict()})
@@ -132,6 +136,13 @@ def runs_section(page, runs, plotter):
                          fmt_num(r["time_s"] * 1e3, 3), fmt_num(r["ring_model_s"] * 1e3, 3),
                          fmt_num(r["bus_GBps"]), fmt_ratio(r["efficiency"])]
                         for r in c.links.rows], numeric={1, 2, 3, 4, 5, 6})
+        if c.levels.usable:
+            page.p(esc(f"{label}: the link at each level, rank 0's ping-pong with the first rank on its "
+                       "host (node) and on another host (network), fitted to alpha and beta: the "
+                       "cluster description's node and network figures."))
+            page.table(["level", "peer rank", "peer host", "latency (us)", "bandwidth (GB/s)"],
+                       [[esc(r["level"]), fmt_int(r["peer"]), esc(r["peer_host"]), fmt_num(r["alpha_us"], 3),
+                         fmt_num(r["bandwidth_GBps"])] for r in c.levels.rows], numeric={1, 3, 4})
 
 
 def load(rf, loaded):
