@@ -99,6 +99,43 @@ TEST(Planner, ClusterFileEqualsThePreset) {
   EXPECT_THROW(parse_plan_cluster(path), UsageError);
 }
 
+// Dense peaks by type: the presets' datasheet figures; a type's peak is the products' rate and
+// MFU's denominator (fp8 on an H100: twice bf16's, so a compute-bound layout steps faster and
+// its MFU, over the larger peak, is lower); a type a cluster lacks, or a file whose types
+// disagree with its peak, is refused.
+TEST(Planner, PeakByType) {
+  const PlanCluster& a100 = plan_cluster_presets()[0];
+  const PlanCluster& h100 = plan_cluster_presets()[1];
+  EXPECT_EQ(a100.peak_by_type.at("bf16"), 312);
+  EXPECT_EQ(a100.peak_by_type.at("tf32"), 156);
+  EXPECT_EQ(a100.peak_by_type.count("fp8"), 0u);
+  EXPECT_EQ(h100.peak_by_type.at("fp8"), 2 * 989.5);
+  EXPECT_THROW(with_precision(a100, "fp8"), UsageError);
+  EXPECT_THROW(with_precision(a100, "fp4"), UsageError);
+  const PlanCluster fp8 = with_precision(h100, "fp8");
+  EXPECT_EQ(fp8.peak_TFLOPs, 1979);
+  EXPECT_EQ(fp8.peak_type, "fp8");
+  const PlanModel& m = preset("llama3-70b");
+  const PlanLayout l{8, 4, 8, true, 1, 1, 1, Recompute::none, true};
+  const PlanPrediction b = plan_predict(m, h100, l, 256), f = plan_predict(m, fp8, l, 256);
+  EXPECT_LT(f.compute_s, b.compute_s);
+  EXPECT_GT(f.compute_s, b.compute_s / 2);  // memory-bound work does not speed up
+  EXPECT_NEAR(f.mfu / b.mfu, (b.step_s / f.step_s) * 989 / 1979, 1e-9);
+  EXPECT_EQ(f.model_flops, b.model_flops);
+  const std::string path = ::testing::TempDir() + "planner-peaks.json";
+  const std::string fields = "\"gpu\": \"X\", \"peak_TFLOPs\": 312, \"gemm_efficiency\": 0.8, \"multiprocessors\": 108, "
+                             "\"memory_GB\": 80, \"memory_GBps\": 2039, \"elementwise_efficiency\": 0.8, \"gpus_per_node\": 8, "
+                             "\"node_GBps\": 300, \"node_latency_us\": 3, \"network_GBps\": 25, \"network_latency_us\": 5, "
+                             "\"collective_efficiency\": 0.8";
+  std::ofstream(path) << "{" << fields << ", \"peak_TFLOPs_by_type\": {\"fp8\": 624}}";
+  EXPECT_EQ(with_precision(parse_plan_cluster(path), "fp8").peak_TFLOPs, 624);
+  std::ofstream(path) << "{" << fields << ", \"peak_TFLOPs_by_type\": {\"fp4\": 624}}";
+  EXPECT_THROW(parse_plan_cluster(path), UsageError);
+  std::ofstream(path) << "{" << fields << ", \"peak_TFLOPs_by_type\": {\"bf16\": 300}}";  // not peak_TFLOPs
+  EXPECT_THROW(parse_plan_cluster(path), UsageError);
+  std::remove(path.c_str());
+}
+
 TEST(Planner, BadInputIsRefusedInOneLine) {
   EXPECT_THROW(parse_plan_model("gpt9"), UsageError);
   EXPECT_THROW(parse_plan_model("llama3-8b,wings=2"), UsageError);

@@ -273,6 +273,10 @@ class Plan final : public Command {
                              "(layers, hidden, heads, kv_heads, ffn_hidden, gated_mlp, vocab, sequence, tied, bias, norm, "
                              "positions, dropout, experts, top_k, capacity_factor, moe_every); or a JSON file of them");
     o.add("--cluster", cluster_, "A preset (" + clusters.substr(1) + ") or a JSON file of its fields");
+    o.add("--precision", precision_, "The type the matrix products run in: its dense peak (bf16, fp16, fp8, tf32, fp32, "
+                                     "fp64, as the cluster has them) is the products' rate and MFU's denominator; "
+                                     "parameters, gradients, optimizer state and activations stay as mixed precision "
+                                     "keeps them [default: bf16, or a calibrated cluster's measured type]");
     o.add("--gpus", gpus_, "GPUs of the job")->check(CLI::Range(1, 1 << 20));
     o.add("--global-batch", global_batch_, "Sequences per optimizer step")->check(CLI::Range(1, 1 << 24));
     o.add("--fix", fixed_, "Keys held fixed: tp, pp, dp, ep, cp, v, schedule (1f1b, interleaved; or, never searched, the "
@@ -296,7 +300,8 @@ class Plan final : public Command {
     if (model_.empty() || gpus_ == 0 || global_batch_ == 0)
       throw UsageError("plan needs --model, --gpus and --global-batch (or --validate)");
     const th::PlanModel m = th::parse_plan_model(model_);
-    const th::PlanCluster c = th::parse_plan_cluster(cluster_);
+    const th::PlanCluster parsed = th::parse_plan_cluster(cluster_);
+    const th::PlanCluster c = precision_.empty() ? parsed : th::with_precision(parsed, precision_);
     const th::PlanFixed fixed = th::parse_plan_fixed(fixed_);
     const auto start = std::chrono::steady_clock::now();
     std::size_t evaluated = 0;
@@ -335,10 +340,11 @@ class Plan final : public Command {
     rank_layouts(all, static_cast<std::size_t>(top_));
     const std::size_t fitting = static_cast<std::size_t>(
         std::count_if(all.begin(), all.end(), [](const th::PlanCandidate& x) { return x.prediction.fits; }));
-    std::printf("# %s (%.2fB parameters) on %d GPUs of %s, global batch %lld: %zu layouts evaluated in %.3f s, %zu fit "
-                "in %.0f GB\n",
+    std::printf("# %s (%.2fB parameters) on %d GPUs of %s (%s, %.4g TFLOP/s dense), global batch %lld: %zu layouts "
+                "evaluated in %.3f s, %zu fit in %.0f GB\n",
                 m.name.c_str(), static_cast<double>(th::plan_parameters(m)) / 1e9, gpus_, c.name.c_str(),
-                static_cast<long long>(global_batch_), evaluated, seconds, fitting, c.memory_GB);
+                c.peak_type.c_str(), c.peak_TFLOPs, static_cast<long long>(global_batch_), evaluated, seconds, fitting,
+                c.memory_GB);
     if (fitting == 0) {
       const auto least = std::min_element(all.begin(), all.end(), [](const th::PlanCandidate& a, const th::PlanCandidate& b) {
         return a.prediction.memory_bytes() < b.prediction.memory_bytes();
@@ -376,6 +382,7 @@ class Plan final : public Command {
       file.set_attribute("/plan/layouts", "gpu", c.gpu);
       file.set_attribute("/plan/layouts", "usable_memory_bytes", (c.memory_GB - 4) * 1e9);
       file.set_attribute("/plan/layouts", "peak_TFLOPs", c.peak_TFLOPs);
+      file.set_attribute("/plan/layouts", "precision", c.peak_type);
       file.set_attribute("/plan/layouts", "pipeline",
                          "the " + std::to_string(kSimulated) + " fastest layouts by the closed form (at least --top) timed "
                          "again by the schedule simulator with blocking sends (simulated = 1), then ranked");
@@ -388,7 +395,7 @@ class Plan final : public Command {
   }
 
  private:
-  std::string model_, cluster_ = "a100-80gb-dgx", fixed_, out_;
+  std::string model_, cluster_ = "a100-80gb-dgx", fixed_, out_, precision_;
   int gpus_ = 0, top_ = 10;
   std::int64_t global_batch_ = 0;
   bool explain_ = false, force_ = false, validate_ = false, scaling_ = false;

@@ -77,5 +77,9 @@ print("bench calibrate --resume: ok")
 PY
 # The planner takes it: a small GPT on the two calibrated ranks.
 "$parity" plan --model layers=2,hidden=64,heads=4,vocab=256,sequence=64 --cluster cal.cluster.json --gpus 2 \
-  --global-batch 16 --top 1 | grep -q "on 2 GPUs of cal.cluster.json"
+  --global-batch 16 --top 1 | grep -q "on 2 GPUs of cal.cluster.json (fp32, "
+# Its products were measured in float32: another type is refused.
+if "$parity" plan --model layers=2,hidden=64,heads=4,vocab=256,sequence=64 --cluster cal.cluster.json --gpus 2 \
+    --global-batch 16 --precision bf16 2>err.txt; then echo "plan ran a float32 calibration at bf16" >&2; exit 1; fi
+grep -q "its products were measured in fp32 (parity bench calibrate), not bf16" err.txt
 echo "plan on the calibrated cluster: ok"

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -84,7 +85,7 @@ struct PlanLink {
 struct PlanCluster {
   std::string name;
   std::string gpu;
-  double peak_TFLOPs = 0;            // dense bfloat16
+  double peak_TFLOPs = 0;            // dense, in `peak_type`
   double gemm_efficiency = 0;        // the largest matrix products' rate over the peak
   int multiprocessors = 0;           // for wave quantisation of the products' tiles
   double memory_GB = 0;              // per GPU (10^9 bytes)
@@ -98,10 +99,18 @@ struct PlanCluster {
   // model when present; the ops' are kept for the record.
   Calibration rates;
   std::string note;  // where the figures come from (a calibrated file says)
+  // The dense peak of each type the tensor cores run (datasheet figures; a calibrated cluster
+  // has the type it measured alone); peak_TFLOPs is peak_by_type[peak_type].
+  std::string peak_type = "bf16";
+  std::map<std::string, double> peak_by_type;
 };
 // a100-80gb-dgx, h100-sxm-dgx; a JSON file of the same fields. UsageError for an unknown name,
 // a missing or unknown field.
 PlanCluster parse_plan_cluster(const std::string& text);
+// The cluster with its products at `type`'s dense peak (bf16, fp16, fp8, tf32, fp32, fp64):
+// UsageError, naming the types it has, when the cluster has no peak for it, and for a
+// calibrated cluster any type but the one its products were measured in.
+PlanCluster with_precision(PlanCluster cluster, const std::string& type);
 const std::vector<PlanCluster>& plan_cluster_presets();
 
 enum class Recompute { none, selective, full };

@@ -252,6 +252,38 @@ PlanModel parse_plan_model(const std::string& given) {
 
 // ---- clusters ------------------------------------------------------------------------------------
 
+namespace {
+constexpr const char* kPeakTypes[] = {"bf16", "fp16", "fp8", "tf32", "fp32", "fp64"};
+bool known_peak_type(const std::string& type) {
+  return std::find_if(std::begin(kPeakTypes), std::end(kPeakTypes), [&](const char* t) { return type == t; }) !=
+         std::end(kPeakTypes);
+}
+// A preset with its other types' dense peaks beside its bf16 one.
+PlanCluster with_peaks(PlanCluster c, std::map<std::string, double> others) {
+  c.peak_by_type = std::move(others);
+  c.peak_by_type[c.peak_type] = c.peak_TFLOPs;
+  return c;
+}
+}  // namespace
+
+PlanCluster with_precision(PlanCluster c, const std::string& type) {
+  if (!known_peak_type(type))
+    throw UsageError("--precision " + quoted_input(type) + ": expected bf16, fp16, fp8, tf32, fp32 or fp64");
+  if (type == c.peak_type) return c;
+  if (!c.rates.gemm.empty())
+    throw UsageError("cluster " + c.name + ": its products were measured in " + c.peak_type + " (parity bench calibrate), not " +
+                     type + "; calibrate in that type, or leave out --precision");
+  const auto it = c.peak_by_type.find(type);
+  if (it == c.peak_by_type.end()) {
+    std::string known;
+    for (const auto& [t, _] : c.peak_by_type) known += (known.empty() ? "" : ", ") + t;
+    throw UsageError("cluster " + c.name + " has no dense " + type + " peak (it has: " + known + ")");
+  }
+  c.peak_type = type;
+  c.peak_TFLOPs = it->second;
+  return c;
+}
+
 const std::vector<PlanCluster>& plan_cluster_presets() {
   static const std::vector<PlanCluster> presets = {
       // NVIDIA DGX A100 (A100 SXM4 80GB datasheet: 312 TFLOP/s dense BF16, 2,039 GB/s HBM2e,
@@ -259,12 +291,18 @@ const std::vector<PlanCluster>& plan_cluster_presets() {
       // 200 Gb/s, one per GPU). Achieved fractions: large BF16 GEMMs about 0.8 of the peak and
       // element-wise kernels about 0.8 of HBM in cuBLAS and NVIDIA's published benchmarks; a
       // ring's bus bandwidth about 0.8 of the link (nccl-tests on DGX A100).
-      {"a100-80gb-dgx", "A100 SXM4 80GB", 312, 0.8, 108, 80, 2039, 0.8, 8, {300, 3}, {25, 5}, 0.8},
+      // Dense peaks by type (the same datasheet, without sparsity): FP16 312, TF32 156, FP64
+      // Tensor Core 19.5 TFLOP/s; no FP8.
+      with_peaks({"a100-80gb-dgx", "A100 SXM4 80GB", 312, 0.8, 108, 80, 2039, 0.8, 8, {300, 3}, {25, 5}, 0.8},
+                 {{"fp16", 312}, {"tf32", 156}, {"fp64", 19.5}}),
       // NVIDIA DGX H100 (H100 SXM5 datasheet: 989 TFLOP/s dense BF16, 3,350 GB/s HBM3, 132 SMs;
       // NVLink 4 900 GB/s per GPU both ways; 8 ConnectX-7 NDR 400 Gb/s, one per GPU). Large
       // BF16 GEMMs reach about 0.7 of the peak (cuBLASLt; 0.68-0.72 measured here on one H100,
       // docs/results/h100).
-      {"h100-sxm-dgx", "H100 SXM5 80GB", 989, 0.7, 132, 80, 3350, 0.8, 8, {450, 3}, {50, 5}, 0.8},
+      // Dense peaks by type (the datasheet's figures with sparsity halved): FP16 989, FP8 1,979,
+      // TF32 495, FP64 Tensor Core 67 TFLOP/s.
+      with_peaks({"h100-sxm-dgx", "H100 SXM5 80GB", 989, 0.7, 132, 80, 3350, 0.8, 8, {450, 3}, {50, 5}, 0.8},
+                 {{"fp16", 989}, {"fp8", 1979}, {"tf32", 495}, {"fp64", 67}}),
   };
   return presets;
 }
@@ -339,6 +377,17 @@ PlanCluster parse_plan_cluster(const std::string& given) {
         }
         return true;
       }
+      if (key == "peak_TFLOPs_by_type") {
+        if (value.kind != JsonValue::Kind::object)
+          throw UsageError("cluster " + quoted_input(given, 200) + ": peak_TFLOPs_by_type must be an object of type: TFLOP/s");
+        for (const auto& [type, peak] : value.members) {
+          if (!known_peak_type(type))
+            throw UsageError("cluster " + quoted_input(given, 200) + ": peak_TFLOPs_by_type names an unknown type " +
+                             quoted_input(type) + " (known: bf16, fp16, fp8, tf32, fp32, fp64)");
+          c.peak_by_type[type] = count(peak, key);
+        }
+        return true;
+      }
       if (key == "op_rates") {
         if (value.kind != JsonValue::Kind::array) throw UsageError("cluster " + quoted_input(given, 200) + ": op_rates must be an array");
         for (const JsonValue& row : value.items)
@@ -385,6 +434,14 @@ PlanCluster parse_plan_cluster(const std::string& given) {
       c.memory_GB <= 0 || c.memory_GBps <= 0 || c.elementwise_efficiency <= 0 || c.gpus_per_node <= 0 ||
       c.node.bandwidth_GBps <= 0 || c.network.bandwidth_GBps <= 0 || c.collective_efficiency <= 0)
     throw UsageError("cluster " + quoted_input(given, 200) + ": rates, sizes and efficiencies must be above 0 (efficiencies at most 1)");
+  // peak_TFLOPs is bf16's, or a calibrated cluster's measured type's.
+  if (c.rates.dtype == "float32") c.peak_type = "fp32";
+  if (c.rates.dtype == "float64") c.peak_type = "fp64";
+  const auto given_peak = c.peak_by_type.find(c.peak_type);
+  if (given_peak != c.peak_by_type.end() && given_peak->second != c.peak_TFLOPs)
+    throw UsageError("cluster " + quoted_input(given, 200) + ": peak_TFLOPs_by_type's " + c.peak_type + " (" +
+                     std::to_string(given_peak->second) + ") is not peak_TFLOPs (" + std::to_string(c.peak_TFLOPs) + ")");
+  c.peak_by_type[c.peak_type] = c.peak_TFLOPs;
   return c;
 }
 
