@@ -99,6 +99,20 @@ TEST(Planner, ClusterFileEqualsThePreset) {
   EXPECT_THROW(parse_plan_cluster(path), UsageError);
 }
 
+// The published runs beside Table 1 are well formed: each model, cluster and set of fixed keys
+// parses, and some layout with them fits (so --validate prints a prediction for each).
+TEST(Planner, PublishedSpotChecksCanRun) {
+  ASSERT_GE(published_spot_checks().size(), 5u);
+  for (const PublishedSpotCheck& run : published_spot_checks()) {
+    const PlanModel m = parse_plan_model(run.model);
+    const PlanCluster c = parse_plan_cluster(run.cluster);
+    const auto best = plan_best(m, c, run.gpus, run.global_batch, parse_plan_fixed(run.fixed));
+    ASSERT_TRUE(best.has_value()) << run.source << " on " << run.gpus;
+    EXPECT_GT(run.mfu ? best->prediction.mfu : best->prediction.tflops_per_gpu, 0) << run.source;
+  }
+  EXPECT_NEAR(plan_parameters(parse_plan_model(published_spot_checks()[0].model)) / 1e9, 176.2, 0.3);  // BLOOM 176B
+}
+
 // Dense peaks by type: the presets' datasheet figures; a type's peak is the products' rate and
 // MFU's denominator (fp8 on an H100: twice bf16's, so a compute-bound layout steps faster and
 // its MFU, over the larger peak, is lower); a type a cluster lacks, or a file whose types

@@ -218,6 +218,21 @@ const std::vector<PublishedRun>& published_runs();
 // ep or ZeRO, and attention and the data-parallel reduction as in 2021 (unfused, not overlapped);
 // micro-batch and interleaving searched.
 std::optional<PlanCandidate> plan_published(const PublishedRun& run, const PlanCluster& c);
+// Published large-scale runs beside Table 1, not held to its 10% (their layouts and kernels are
+// stated less fully): the model, cluster, GPUs, global batch and the keys the source states,
+// and its figure, TFLOP/s per GPU in Megatron's convention (hardware FLOPs, the recompute's
+// forward counted) or, where the source gives MFU, MFU.
+struct PublishedSpotCheck {
+  const char* source;
+  std::string model;  // parse_plan_model's text
+  std::string cluster;
+  int gpus;
+  std::int64_t global_batch;
+  std::string fixed;  // parse_plan_fixed's text
+  double figure;
+  bool mfu;  // figure is MFU, else TFLOP/s per GPU
+};
+const std::vector<PublishedSpotCheck>& published_spot_checks();
 // What plan_published holds fixed.
 PlanFixed published_fixed(const PublishedRun& run);
 

@@ -510,4 +510,23 @@ const std::vector<PublishedRun>& published_runs() {
   return runs;
 }
 
+const std::vector<PublishedSpotCheck>& published_spot_checks() {
+  static const std::vector<PublishedSpotCheck> runs = {
+      // BigScience BLOOM 176B (Le Scao et al. 2022): 70 layers, hidden 14336, 112 heads, vocabulary
+      // 250,880, ALiBi (no position table), 384 A100 80GB as tp4 pp12 dp8, micro-batch 2, ZeRO-1,
+      // global batch 2048 of 2048 tokens: 156 TFLOP/s per GPU.
+      {"BLOOM 176B (Le Scao et al. 2022)", "layers=70,hidden=14336,heads=112,vocab=250880,sequence=2048,positions=rotary",
+       "a100-80gb-dgx", 384, 2048, "tp=4,pp=12,dp=8,cp=1,micro_batch=2,zero=1,attention=unfused", 156, false},
+      // Megatron-Turing NLG 530B (Smith et al. 2022): tp8 pp35 on 280 DGX A100 nodes (2,240 GPUs),
+      // global batch 1920: 126 TFLOP/s per GPU (113 on 420 nodes).
+      {"MT-NLG 530B (Smith et al. 2022)", "gpt3-530b", "a100-80gb-dgx", 2240, 1920, "tp=8,pp=35,dp=8,cp=1,attention=unfused", 126, false},
+      // Llama 3 405B (Grattafiori et al. 2024, Table 4): H100 80GB, tp8 pp16, sequence 8192, 16M
+      // tokens a step: MFU 0.43 on 8,192 GPUs, 0.41 on 16,384; cp16 at sequence 131,072: 0.38.
+      {"Llama 3 405B (Grattafiori et al. 2024)", "llama3-405b", "h100-sxm-dgx", 8192, 2048, "tp=8,pp=16,cp=1", 0.43, true},
+      {"Llama 3 405B (Grattafiori et al. 2024)", "llama3-405b", "h100-sxm-dgx", 16384, 2048, "tp=8,pp=16,cp=1", 0.41, true},
+      {"Llama 3 405B (Grattafiori et al. 2024)", "llama3-405b,sequence=131072", "h100-sxm-dgx", 16384, 128,
+       "tp=8,pp=16,cp=16", 0.38, true}};
+  return runs;
+}
+
 }  // namespace parity::theory
