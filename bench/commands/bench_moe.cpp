@@ -530,8 +530,7 @@ class BenchMoe final : public Command {
     s.check_memory(moe_bench_bytes_per_rank(plan, options_, s.world().size()), "the MoE benchmark");
     s.maybe_inject_stall();
     const PointToPoint& p2p = job.point_to_point(4 << 20);  // the source of the alpha-beta predictions
-    theory::Calibration calibration = job.calibration(plan.config.dtype);
-    calibration.collective_efficiency = job.collective_efficiency();  // each collective's, by size
+    const theory::Calibration calibration = job.calibration_with_collectives(plan.config.dtype);
     const MoeBenchOutcome outcome = run_moe_bench(s, plan, options_, p2p, calibration);
     record_moe_bench(s, outcome, options_);
     return outcome.mismatches ? kExitFailed : kExitOk;

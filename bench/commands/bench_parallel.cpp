@@ -534,8 +534,7 @@ class BenchScaling final : public Command {
     s.check_memory(parallel_bench_bytes_per_rank(options_), "the scaling benchmark");
     s.maybe_inject_stall();
     const PointToPoint& p2p = job.point_to_point(1 << 20);  // the source of the alpha-beta predictions
-    theory::Calibration calibration = job.calibration(DataType::float32);
-    calibration.collective_efficiency = job.collective_efficiency();  // the all-reduce's, by size
+    const theory::Calibration calibration = job.calibration_with_collectives(DataType::float32);
     record_scaling_bench(s, run_scaling_bench(s, plan, options_, p2p, calibration));
     return kExitOk;
   }

@@ -371,8 +371,7 @@ class BenchTensor final : public Command {
     s.check_memory(tensor_bench_bytes_per_rank(plan, options_.batch), "the tensor benchmark");
     s.maybe_inject_stall();
     const PointToPoint& p2p = job.point_to_point(4 << 20);  // the source of the alpha-beta predictions
-    theory::Calibration calibration = job.calibration(plan.config.dtype);
-    calibration.collective_efficiency = job.collective_efficiency();  // the all-reduce's, by size
+    const theory::Calibration calibration = job.calibration_with_collectives(plan.config.dtype);
     const TensorBenchOutcome outcome = run_tensor_bench(s, plan, options_, p2p, calibration);
     record_tensor_bench(s, outcome, options_);
     return outcome.mismatches ? kExitFailed : kExitOk;

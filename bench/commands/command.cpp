@@ -36,6 +36,12 @@ const CollectiveEfficiency& Job::collective_efficiency() {
   return *collective_efficiency_;
 }
 
+theory::Calibration Job::calibration_with_collectives(DataType dtype) {
+  theory::Calibration c = calibration(dtype);
+  c.collective_efficiency = collective_efficiency();
+  return c;
+}
+
 void Job::finish() {
   if (!session.is_root()) return;
   if (calibration_rows_.rows() > 0) session.results().write_table("/bench/calibrate", calibration_rows_);

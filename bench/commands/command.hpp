@@ -44,6 +44,9 @@ class Job {
   // (empty at one rank), its rows in /bench/calibrate_links. With --resume the interrupted run's
   // are taken back.
   const CollectiveEfficiency& collective_efficiency();
+  // calibration(dtype) with collective_efficiency() in it: what a benchmark predicting its
+  // collectives as well as its compute takes.
+  theory::Calibration calibration_with_collectives(DataType dtype);
   const record::Table& collective_rows() const { return collective_rows_; }
   // Writes what the job measured once for several commands (called before the file is committed).
   void finish();
