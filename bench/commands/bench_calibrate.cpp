@@ -129,8 +129,12 @@ class BenchCalibrate final : public Command {
       int& peer = hosts[static_cast<std::size_t>(r)] == hosts[0] ? levels.node_peer : levels.network_peer;
       if (peer < 0) peer = r;
     }
-    if (levels.node_peer > 0) levels.node = measure_ping_pong(s, levels.node_peer, 4 << 20);
-    if (levels.network_peer > 0) levels.network = measure_ping_pong(s, levels.network_peer, 4 << 20);
+    // Rank 1 is one of them: its ping-pong (the same sizes) is the job's, measured above.
+    const auto link_to = [&](int peer) {
+      return peer == 1 ? job.point_to_point(4 << 20).model : measure_ping_pong(s, peer, 4 << 20);
+    };
+    if (levels.node_peer > 0) levels.node = link_to(levels.node_peer);
+    if (levels.network_peer > 0) levels.network = link_to(levels.network_peer);
     if (levels.node_peer < 0) levels.node = levels.network;
     if (levels.network_peer < 0) levels.network = levels.node;
     if (!s.is_root()) return kExitOk;

@@ -25,6 +25,7 @@
 #include "reference/parallel/batches.hpp"
 #include "reference/parallel/data/data_parallel.hpp"
 #include "reference/parallel/expert/expert_parallel.hpp"
+#include "reference/theory/collectives.hpp"
 #include "reference/theory/model.hpp"
 #include "reference/theory/moe.hpp"
 
@@ -275,9 +276,7 @@ Predicted predict_step(Session& session, const model::GptConfig& c, const MoeBen
                                    exchanged * m.beta_seconds_per_byte /
                                        calibration.collective_efficiency_at(layer_bytes * n / (n - 1), 1.0, "all_to_all");
     const auto ring = [&](int ranks, double bytes) {
-      return ranks == 1 ? 0.0
-                        : 2.0 * (ranks - 1) * (m.alpha_seconds + m.beta_seconds_per_byte * bytes / ranks) /
-                              calibration.collective_efficiency_at(bytes, 1.0);
+      return ranks == 1 ? 0.0 : theory::ring_all_reduce_seconds(ranks, bytes, m) / calibration.collective_efficiency_at(bytes, 1.0);
     };
     const auto& buckets = dynamic_cast<const parallel::BucketedAllReduce&>(*trainer.parts().syncs.front()).bucket_parameters();
     const int count = static_cast<int>(std::max<std::size_t>(buckets.size(), 1));

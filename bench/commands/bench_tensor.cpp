@@ -23,6 +23,7 @@
 #include "reference/parallel/grid.hpp"
 #include "reference/parallel/techniques/techniques.hpp"
 #include "reference/parallel/tensor/tensor_parallel.hpp"
+#include "reference/theory/collectives.hpp"
 #include "reference/theory/model.hpp"
 #include "reference/theory/tensor.hpp"
 
@@ -300,8 +301,7 @@ TensorBenchOutcome run_tensor_bench(Session& session, const TensorBenchPlan& pla
         theory::reference_gpt_step(c, rank_rows, calibration, true, {run.tp, run.sequence_parallel, formula_parameters}).total();
     const double gradient_bytes = static_cast<double>(formula_parameters * e);
     const double dp_comm = run.dp == 1 ? 0.0
-                           : p2p.measured ? 2.0 * (run.dp - 1) * (p2p.model.alpha_seconds +
-                                                                  p2p.model.beta_seconds_per_byte * gradient_bytes / run.dp) /
+                           : p2p.measured ? theory::ring_all_reduce_seconds(run.dp, gradient_bytes, p2p.model) /
                                                 calibration.collective_efficiency_at(gradient_bytes, 1.0)
                                           : std::nan("");
     const double predicted_step = compute + (run.tp == 1 ? 0.0 : predicted) + dp_comm;

@@ -8,6 +8,7 @@
 
 #include "reference/core/error.hpp"
 #include "reference/core/text.hpp"
+#include "reference/theory/collectives.hpp"
 #include "reference/theory/model.hpp"
 
 namespace parity::theory {
@@ -81,11 +82,11 @@ double Calibration::op_seconds(const std::string& op, double elements) const {
 }
 
 double collective_model_seconds(const std::string& collective, int n, double bytes, double alpha, double beta) {
-  if (n <= 1) return 0;
-  const double steps = collective == "all_reduce" ? 2.0 * (n - 1) : n - 1.0;
-  if (collective != "all_reduce" && collective != "all_gather" && collective != "reduce_scatter" && collective != "all_to_all")
-    throw UsageError("no alpha-beta model of the collective " + quoted_input(collective));
-  return steps * (alpha + beta * bytes / n);
+  const AlphaBeta m{alpha, beta};
+  if (collective == "all_reduce") return n <= 1 ? 0 : ring_all_reduce_seconds(n, bytes, m);
+  if (collective == "all_gather" || collective == "reduce_scatter") return n <= 1 ? 0 : ring_chunked_seconds(n, bytes, m);
+  if (collective == "all_to_all") return n <= 1 ? 0 : pairwise_all_to_all_seconds(n, bytes, m);
+  throw UsageError("no alpha-beta model of the collective " + quoted_input(collective));
 }
 
 double Calibration::collective_efficiency_at(double bytes, double otherwise, const std::string& collective) const {
