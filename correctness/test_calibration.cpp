@@ -169,6 +169,65 @@ TEST(Calibration, ReferenceMlpStepCountedByHand) {
   EXPECT_NEAR(e.optimizer_s, P * 1e-9, 1e-15);
 }
 
+// Two levels of memory: the stream samples up to `near_elements` at `near_ns` a byte, the larger
+// ones at `far_ns` a byte.
+Calibration with_stream(Calibration c, double near_ns, double far_ns, std::int64_t near_elements) {
+  for (const std::int64_t e : kStreamElements) {
+    const double bytes = 3.0 * static_cast<double>(e) * 4;
+    c.stream.push_back({e, bytes * (e <= near_elements ? near_ns : far_ns) * 1e-9});
+  }
+  return c;
+}
+
+// An operand costs what streaming it from the working set's level costs beyond streaming it from
+// its own: nothing when it is as large as the working set or larger, nothing without samples.
+TEST(Calibration, FetchCostsTheWorkingSetsLevelBeyondTheOperandsOwn) {
+  const Calibration c = with_stream(uniform(100, 1), 0.05, 0.2, 1 << 18);
+  const double near = 3.0 * (1 << 18) * 4, far = 3.0 * (1 << 23) * 4;  // 3 MiB, 96 MiB
+  EXPECT_NEAR(c.stream_seconds_per_byte(1e3), 0.05e-9, 1e-12 * 0.05e-9);  // below the smallest: clamped
+  EXPECT_NEAR(c.stream_seconds_per_byte(near), 0.05e-9, 1e-12 * 0.05e-9);
+  EXPECT_NEAR(c.stream_seconds_per_byte(3.0 * (1 << 21) * 4), 0.2e-9, 1e-12 * 0.2e-9);
+  EXPECT_NEAR(c.stream_seconds_per_byte(1e12), 0.2e-9, 1e-12 * 0.2e-9);
+  // 6 MiB is a third of the way from 3 to 24 MiB in log footprint.
+  EXPECT_NEAR(c.stream_seconds_per_byte(3.0 * (1 << 19) * 4), std::exp(2 * std::log(0.05e-9) / 3 + std::log(0.2e-9) / 3), 1e-21);
+  EXPECT_NEAR(c.fetch_seconds(1e6, far), 1e6 * (0.2e-9 - 0.05e-9), 1e-12 * 1e6 * (0.2e-9 - 0.05e-9));
+  EXPECT_EQ(c.fetch_seconds(1e6, 1e5), 0);   // the working set is smaller than the operand
+  EXPECT_EQ(c.fetch_seconds(far, far), 0);
+  EXPECT_EQ(uniform(100, 1).fetch_seconds(1e6, far), 0);
+  Calibration bad = c;
+  std::swap(bad.stream[0], bad.stream[1]);
+  EXPECT_THROW(bad.validate(), UsageError);
+  bad = c;
+  bad.stream[2].seconds = 0;
+  EXPECT_THROW(bad.validate(), UsageError);
+}
+
+// The MLP's step with its operands fetched from its working set's level, by hand: every product
+// pays for its three matrices and every op for its arrays, at the working set's time a byte
+// less the operand's own.
+TEST(Calibration, ReferenceMlpStepFetchCountedByHand) {
+  const model::MlpConfig m{.inputs = 16, .width = 32, .outputs = 8, .layers = 4};
+  const double B = 64, P = static_cast<double>(mlp_parameters(m));
+  // Its working set (about 100 KB) beyond the nearest level (48 KiB).
+  const Calibration flat = uniform(100, 1), c = with_stream(flat, 0.05, 0.2, 1 << 12);
+  // Parameters, gradients, AdamW's two moments; the hidden layers' outputs and GeLUs and the
+  // last layer's output.
+  const double working_set = P * 4 * 4 + B * 4 * (2 * 32 * 3 + 8);
+  const auto fetch = [&](double elements) { return c.fetch_seconds(4 * elements, working_set); };
+  double expected = fetch(P);  // zero_grad
+  const double widths[][2] = {{16, 32}, {32, 32}, {32, 32}, {32, 8}};
+  for (const auto& [in, out] : widths) {
+    // forward: the bias fill and x W; backward: dx = dy W^T, dW += x^T dy, the bias sums (an add).
+    expected += fetch(B * out) + fetch(B * in + in * out + B * out);
+    expected += fetch(B * out + out * in + B * in) + fetch(in * B + B * out + in * out) + fetch(3 * B * out);
+    if (out == 32) expected += fetch(2 * B * out) + fetch(3 * B * out);  // GeLU forward (2 arrays), backward (3)
+  }
+  expected += fetch(3 * B * 8) + fetch(4 * P);  // the loss's gradient (an add); AdamW (4 arrays)
+  EXPECT_GT(expected, 0);
+  EXPECT_NEAR(reference_mlp_step(m, 64, c, true).total() - reference_mlp_step(m, 64, flat, true).total(), expected,
+              1e-9 * expected);
+}
+
 TEST(Calibration, BackwardOfTheGptStepIsItsShare) {
   const model::GptConfig g = tiny_gpt();
   const StepEstimate e = reference_gpt_step(g, 8, uniform(100, 1e-9), true);  // the ops all but free
@@ -324,6 +383,14 @@ TEST(Calibration, PlannerReadsACalibratedClusterFile) {
   dp8.dp = 8;
   EXPECT_GT(plan_predict(m, linked, dp8, 8).dp_comm_s, plan_predict(m, a, dp8, 8).dp_comm_s);
   write(with_links, uniform(100, 1), R"( "collective_rates": [[65536, 0.5], [1024, 0.2]],)");  // not by growing size
+  EXPECT_THROW(parse_plan_cluster(with_links), UsageError);
+  // The stream's adds (bench calibrate writes them): read back, and refused out of order.
+  write(with_links, uniform(100, 1), R"( "stream_rates": [[4096, 1e-6], [32768, 2e-5]],)");
+  const PlanCluster streamed = parse_plan_cluster(with_links);
+  ASSERT_EQ(streamed.rates.stream.size(), 2u);
+  EXPECT_EQ(streamed.rates.stream[1].elements, 32768);
+  EXPECT_DOUBLE_EQ(streamed.rates.stream[1].seconds, 2e-5);
+  write(with_links, uniform(100, 1), R"( "stream_rates": [[32768, 2e-5], [4096, 1e-6]],)");
   EXPECT_THROW(parse_plan_cluster(with_links), UsageError);
   // By collective: tp 4 with sp pays the all-gather's and reduce-scatter's, without it the
   // all-reduce's; a slower all-gather slows only the first.

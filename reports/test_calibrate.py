@@ -11,6 +11,7 @@ import unittest
 
 import numpy as np
 
+from parity_reports.common import fmt_num
 from report_testing import HERE, RecordingCase, drop_column, keep_rows, read_rows, run_report
 
 FIXTURE = os.path.join(HERE, "fixtures", "calibrate-np4.h5")
@@ -46,12 +47,41 @@ class CalibrateReportTests(RecordingCase):
             if r["kind"] == "op":
                 ops.setdefault(r["op"], {}).setdefault(r["elements"], []).append(r["seconds"])
         self.assertEqual(len(ops), 13)
-        self.assertEqual(set(drawn), set(ops))
+        self.assertEqual(set(drawn), set(ops) | {"stream (add, operands from farther)"})
         for op, sizes in ops.items():
             elements = sorted(sizes)
             self.assertEqual(list(drawn[op].x), elements, op)
             want = [np.median(sizes[e]) / e * 1e9 for e in elements]
             self.assertTrue(np.allclose(drawn[op].y, want, rtol=1e-12), op)
+
+    def test_stream_is_drawn_and_tabled_apart_from_the_ops(self):
+        """The stream's adds (kind stream) are their own line and table, the median over ranks of
+        each length; the op add's line holds only the op's rows."""
+        drawn = self.series("calibrate_ops_float32")
+        stream, add = {}, {}
+        for r in self.rows:
+            if r["kind"] == "stream":
+                stream.setdefault(r["elements"], []).append(r["seconds"])
+            elif r["kind"] == "op" and r["op"] == "add":
+                add.setdefault(r["elements"], []).append(r["seconds"])
+        self.assertEqual(len(stream), 5)
+        self.assertTrue(all(len(v) == 4 for v in stream.values()))
+        got = drawn["stream (add, operands from farther)"]
+        elements = sorted(stream)
+        self.assertEqual(list(got.x), elements)
+        self.assertTrue(np.allclose(got.y, [np.median(stream[e]) / e * 1e9 for e in elements], rtol=1e-12))
+        self.assertTrue(all(len(v) == 4 for v in add.values()))
+        self.assertTrue(np.allclose(drawn["add"].y, [np.median(add[e]) / e * 1e9 for e in sorted(add)], rtol=1e-12))
+        out = os.path.join(self.tmp, "stream_report")
+        self.assertEqual(run_report(FIXTURE, "--out", out).returncode, 0)
+        with open(os.path.join(out, "index.html")) as f:
+            page = f.read()
+        table = page[page.index("footprint (MiB)</th>"):]
+        table = table[:table.index("</table>")]
+        for e in elements:
+            row = (f"<tr><td class=\"num\">{fmt_num(3 * e * 4 / 2**20, 2)}</td>"
+                   f"<td class=\"num\">{fmt_num(3 * e * 4 / np.median(stream[e]) / 1e9, 1)}</td></tr>")
+            self.assertIn(row, table)
 
     def test_page_has_the_section_and_the_links(self):
         out = os.path.join(self.tmp, "report")

@@ -46,6 +46,11 @@ theory::Calibration median_over_ranks(const record::Table& t, const std::string&
     for (const auto& c : each) s.push_back(c.ops[i].seconds);
     out.ops[i].seconds = percentile(s, 0.5);
   }
+  for (std::size_t i = 0; i < out.stream.size(); ++i) {
+    std::vector<double> s;
+    for (const auto& c : each) s.push_back(c.stream[i].seconds);
+    out.stream[i].seconds = percentile(s, 0.5);
+  }
   return out;
 }
 
@@ -220,6 +225,9 @@ class BenchCalibrate final : public Command {
     for (std::size_t i = 0; i < c.ops.size(); ++i)
       j << (i ? ", " : "") << "\n    [" << json_quoted(c.ops[i].op) << ", " << c.ops[i].elements << ", "
         << number(c.ops[i].seconds) << "]";
+    j << "],\n  \"stream_rates\": [";
+    for (std::size_t i = 0; i < c.stream.size(); ++i)
+      j << (i ? ", " : "") << "[" << c.stream[i].elements << ", " << number(c.stream[i].seconds) << "]";
     j << "]";
     if (!by_size.empty()) {
       j << ",\n  \"collective_rates\": {";

@@ -20,7 +20,8 @@ using Clock = std::chrono::steady_clock;
 
 // Seconds of one call: after a warm-up call (timed, to size the batches; being the first, it is
 // the slowest), three batches of as many calls as fill about 1 ms (at least one), the median
-// batch's time per call.
+// batch's time per call. The operands stay where the call left them: in the caches that hold
+// them (the step's model adds the cost of fetching them from farther, StreamSample).
 double time_call(MemorySpace space, const std::function<void()>& call) {
   auto t0 = Clock::now();
   call();
@@ -41,15 +42,26 @@ Tensor random_tensor(const char* name, Shape shape, DataType dtype, MemorySpace 
                      Init init = Init::uniform(-1, 1)) {
   Tensor t = Tensor::empty(name, std::move(shape), dtype, MemoryCategory::workspace);
   initialize(t, init, seed);
-  return t.to(space, name, MemoryCategory::workspace);
+  return space == MemorySpace::host ? t : t.to(space, name, MemoryCategory::workspace);
 }
 
-// One op over `elements` elements (rows of calibrated_row_length(op) for the row ops), timed.
-double time_op(const std::string& op, std::int64_t elements, DataType dtype, MemorySpace space) {
-  const std::int64_t row = theory::calibrated_row_length(op), rows = elements / row;
+// The operands of the ops at one element count, drawn once and shared by every op (each takes
+// them in its own row shape): drawing them costs more than timing the op.
+struct Operands {
+  Operands(std::int64_t elements, DataType dtype, MemorySpace space)
+      : a(random_tensor("calibrate.a", {elements}, dtype, space, 1)),
+        b(random_tensor("calibrate.b", {elements}, dtype, space, 2)),
+        y(random_tensor("calibrate.y", {elements}, dtype, space, 3)),
+        m(random_tensor("calibrate.m", {elements}, dtype, space, 11)),
+        v(random_tensor("calibrate.v", {elements}, dtype, space, 12, Init::uniform(0, 1))) {}
+  Tensor a, b, y, m, v;
+};
+
+// One op over the operands' elements (rows of calibrated_row_length(op) for the row ops), timed.
+double time_op(const std::string& op, const Operands& in, DataType dtype, MemorySpace space) {
+  const std::int64_t elements = in.a.numel(), row = theory::calibrated_row_length(op), rows = elements / row;
   const Shape shape = row > 1 ? Shape{rows, row} : Shape{elements};
-  const auto tensor = [&](const char* name, std::uint64_t seed) { return random_tensor(name, shape, dtype, space, seed); };
-  Tensor a = tensor("calibrate.a", 1), b = tensor("calibrate.b", 2), y = tensor("calibrate.y", 3);
+  Tensor a = in.a.reshape(shape), b = in.b.reshape(shape), y = in.y.reshape(shape);
   if (op == "add") return time_call(space, [&] { ops::add_forward(a, b, y); });
   if (op == "fill") return time_call(space, [&] { y.zero(); });
   if (op == "gelu_forward") return time_call(space, [&] { ops::gelu_forward(a, y); });
@@ -76,7 +88,7 @@ double time_op(const std::string& op, std::int64_t elements, DataType dtype, Mem
   if (op == "dropout_forward") return time_call(space, [&] { ops::dropout_forward(a, 0.1, {1, 2, 0}, y); });
   if (op == "dropout_backward") return time_call(space, [&] { ops::dropout_backward(a, 0.1, {1, 2, 0}, y); });
   if (op == "adamw") {
-    Tensor m = tensor("calibrate.m", 11), v = random_tensor("calibrate.v", shape, dtype, space, 12, Init::uniform(0, 1));
+    Tensor m = in.m.reshape(shape), v = in.v.reshape(shape);
     std::int64_t step = 0;
     return time_call(space, [&] { ops::adamw_update(y, a, m, v, 1e-3, 0.9, 0.999, 1e-8, 0.01, ++step); });
   }
@@ -89,8 +101,17 @@ double time_product(std::int64_t m, std::int64_t n, std::int64_t k, DataType dty
   return time_call(space, [&] { ops::matmul(a, false, b, false, c, false); });
 }
 
-constexpr std::size_t kSamples = std::size(theory::kGemmSides) * std::size(theory::kGemmSides) * std::size(theory::kGemmSides) +
-                                 std::size(theory::kCalibratedOps) * std::size(theory::kOpElements);
+// The add over three zeroed arrays of `elements` (their values do not change its time).
+double time_stream(std::int64_t elements, DataType dtype, MemorySpace space) {
+  Tensor a = Tensor::zeros("calibrate.stream.a", {elements}, dtype, MemoryCategory::workspace, space);
+  Tensor b = Tensor::zeros("calibrate.stream.b", {elements}, dtype, MemoryCategory::workspace, space);
+  Tensor y = Tensor::zeros("calibrate.stream.y", {elements}, dtype, MemoryCategory::workspace, space);
+  return time_call(space, [&] { ops::add_forward(a, b, y); });
+}
+
+constexpr std::size_t kProducts = std::size(theory::kGemmSides) * std::size(theory::kGemmSides) * std::size(theory::kGemmSides);
+constexpr std::size_t kOps = std::size(theory::kCalibratedOps) * std::size(theory::kOpElements);
+constexpr std::size_t kSamples = kProducts + kOps + std::size(theory::kStreamElements);
 
 }  // namespace
 
@@ -118,6 +139,7 @@ theory::Calibration measure_calibration(Session& session, DataType dtype, record
         for (const std::int64_t k : theory::kGemmSides) c.gemm.push_back({m, n, k, seconds[mine + i++]});
     for (const char* op : theory::kCalibratedOps)
       for (const std::int64_t e : theory::kOpElements) c.ops.push_back({op, e, seconds[mine + i++]});
+    for (const std::int64_t e : theory::kStreamElements) c.stream.push_back({e, seconds[mine + i++]});
     c.validate();
     return c;
   }
@@ -132,33 +154,46 @@ theory::Calibration measure_calibration(Session& session, DataType dtype, record
         progress.update(done++, "product " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k));
         c.gemm.push_back({m, n, k, time_product(m, n, k, dtype, space)});
       }
-  for (const char* op : theory::kCalibratedOps)
-    for (const std::int64_t e : theory::kOpElements) {
+  // Measured size by size (the rows keep the op-major order of kCalibratedOps x kOpElements).
+  std::vector<theory::OpSample> by_size;
+  for (const std::int64_t e : theory::kOpElements) {
+    const Operands operands(e, dtype, space);
+    for (const char* op : theory::kCalibratedOps) {
       progress.update(done++, std::string(op) + " over " + std::to_string(e));
-      c.ops.push_back({op, e, time_op(op, e, dtype, space)});
+      by_size.push_back({op, e, time_op(op, operands, dtype, space)});
     }
+  }
+  const std::size_t sizes = std::size(theory::kOpElements);
+  for (std::size_t o = 0; o < std::size(theory::kCalibratedOps); ++o)
+    for (std::size_t e = 0; e < sizes; ++e) c.ops.push_back(by_size[e * std::size(theory::kCalibratedOps) + o]);
+  for (const std::int64_t e : theory::kStreamElements) {
+    progress.update(done++, "stream over " + std::to_string(e));
+    c.stream.push_back({e, time_stream(e, dtype, space)});
+  }
   progress.finish();
   c.validate();
   // Every rank's rows, rank by rank (one all-gather a sample).
   std::vector<std::vector<double>> seconds;
   for (const auto& g : c.gemm) seconds.push_back(gather_from_ranks(world, g.seconds));
   for (const auto& o : c.ops) seconds.push_back(gather_from_ranks(world, o.seconds));
+  for (const auto& o : c.stream) seconds.push_back(gather_from_ranks(world, o.seconds));
   if (session.is_root()) {
     for (int r = 0; r < world.size(); ++r) {
       const auto rank = static_cast<std::size_t>(r);
       for (std::size_t i = 0; i < kSamples; ++i) {
-        const bool product = i < c.gemm.size();
+        // The products, the ops, then the stream's adds (kind "stream", op "add").
+        const bool product = i < kProducts, stream = i >= kProducts + kOps;
         const double s = seconds[i][rank];
         table.i64("rank").push_back(r);
         table.str("host").push_back(session.hosts()[rank]);
         table.str("dtype").push_back(type);
-        table.str("kind").push_back(product ? "gemm" : "op");
-        table.str("op").push_back(product ? "matmul" : c.ops[i - c.gemm.size()].op);
+        table.str("kind").push_back(product ? "gemm" : stream ? "stream" : "op");
+        table.str("op").push_back(product ? "matmul" : stream ? "add" : c.ops[i - kProducts].op);
         const theory::GemmSample g = product ? c.gemm[i] : theory::GemmSample{};
         table.i64("m").push_back(g.m);
         table.i64("n").push_back(g.n);
         table.i64("k").push_back(g.k);
-        const std::int64_t elements = product ? 0 : c.ops[i - c.gemm.size()].elements;
+        const std::int64_t elements = product ? 0 : stream ? c.stream[i - kProducts - kOps].elements : c.ops[i - kProducts].elements;
         table.i64("elements").push_back(elements);
         table.f64("seconds", "s").push_back(s);
         table.f64("GFLOPs", "GFLOP/s")
@@ -235,6 +270,8 @@ theory::Calibration calibration_of_rank(const record::Table& t, const std::strin
     if (t.get_i64("rank")[r] != rank || t.get_str("dtype")[r] != dtype) continue;
     if (t.get_str("kind")[r] == "gemm")
       c.gemm.push_back({t.get_i64("m")[r], t.get_i64("n")[r], t.get_i64("k")[r], t.get_f64("seconds")[r]});
+    else if (t.get_str("kind")[r] == "stream")
+      c.stream.push_back({t.get_i64("elements")[r], t.get_f64("seconds")[r]});
     else
       c.ops.push_back({t.get_str("op")[r], t.get_i64("elements")[r], t.get_f64("seconds")[r]});
   }

@@ -10,6 +10,7 @@
 #include "reference/core/text.hpp"
 #include "reference/theory/collectives.hpp"
 #include "reference/theory/model.hpp"
+#include "reference/theory/tensor.hpp"
 
 namespace parity::theory {
 
@@ -18,6 +19,16 @@ std::int64_t calibrated_row_length(const std::string& op) {
   if (op.rfind("softmax", 0) == 0) return 128;
   if (op.rfind("cross_entropy", 0) == 0) return 512;
   return 1;
+}
+
+double calibrated_op_arrays(const std::string& op) {
+  if (op == "fill" || op == "cross_entropy_forward") return 1;
+  if (op == "add" || op == "gelu_backward" || op == "layernorm_backward" || op == "softmax_backward") return 3;
+  if (op == "adamw") return 4;
+  if (op == "gelu_forward" || op == "layernorm_forward" || op == "softmax_forward" || op == "dropout_forward" ||
+      op == "dropout_backward" || op == "cross_entropy_backward")
+    return 2;
+  throw UsageError("no footprint is known for op " + op);
 }
 
 namespace {
@@ -81,6 +92,26 @@ double Calibration::op_seconds(const std::string& op, double elements) const {
   return elements * std::exp(log_spe);
 }
 
+double Calibration::element_bytes() const { return dtype == "float64" ? 8.0 : 4.0; }
+
+double Calibration::stream_seconds_per_byte(double footprint) const {
+  if (stream.empty()) throw UsageError("the calibration has no stream samples");
+  const auto bytes = [&](const StreamSample& s) { return 3.0 * static_cast<double>(s.elements) * element_bytes(); };
+  const auto per_byte = [&](const StreamSample& s) { return s.seconds / bytes(s); };
+  if (footprint <= bytes(stream.front())) return per_byte(stream.front());
+  for (std::size_t i = 1; i < stream.size(); ++i)
+    if (footprint <= bytes(stream[i])) {
+      const double w = std::log(footprint / bytes(stream[i - 1])) / std::log(bytes(stream[i]) / bytes(stream[i - 1]));
+      return std::exp((1 - w) * std::log(per_byte(stream[i - 1])) + w * std::log(per_byte(stream[i])));
+    }
+  return per_byte(stream.back());
+}
+
+double Calibration::fetch_seconds(double bytes, double working_set) const {
+  if (stream.empty() || bytes <= 0) return 0;
+  return bytes * std::max(0.0, stream_seconds_per_byte(std::max(working_set, bytes)) - stream_seconds_per_byte(bytes));
+}
+
 double collective_model_seconds(const std::string& collective, int n, double bytes, double alpha, double beta) {
   const AlphaBeta m{alpha, beta};
   if (collective == "all_reduce") return n <= 1 ? 0 : ring_all_reduce_seconds(n, bytes, m);
@@ -131,6 +162,11 @@ void Calibration::validate() const {
   for (const OpSample& s : ops)
     if (s.elements < 1 || !(s.seconds > 0) || !std::isfinite(s.seconds))
       throw UsageError("the calibration's " + s.op + " over " + std::to_string(s.elements) + " elements has no time above 0");
+  for (std::size_t i = 0; i < stream.size(); ++i)
+    if (stream[i].elements < 1 || !(stream[i].seconds > 0) || !std::isfinite(stream[i].seconds) ||
+        (i > 0 && stream[i].elements <= stream[i - 1].elements))
+      throw UsageError("the calibration's stream sample over " + std::to_string(stream[i].elements) +
+                       " elements has no time above 0 or is out of order");
 }
 
 namespace {
@@ -138,16 +174,22 @@ namespace {
 // Accumulates a step's costs by category and pass.
 class StepCosts {
  public:
-  StepCosts(const Calibration& cal, int top_level_layers) : cal_(cal), layers_(static_cast<std::size_t>(top_level_layers)) {}
+  // working_set: the bytes the step touches (Calibration::fetch_seconds).
+  StepCosts(const Calibration& cal, int top_level_layers, double working_set)
+      : cal_(cal), layers_(static_cast<std::size_t>(top_level_layers)), working_set_(working_set) {}
   bool backward = false;  // the pass the next costs belong to
   int layer = -1;         // the top-level layer they belong to (-1: none, zero_grad)
   bool weight = false;    // they are weight-gradient work
 
   void product(double& into, double m, double n, double k, double count = 1) {
-    add(into, count * cal_.gemm_seconds(m, n, k));
+    const double bytes = cal_.element_bytes() * (m * k + k * n + m * n);
+    add(into, count * (cal_.gemm_seconds(m, n, k) + cal_.fetch_seconds(bytes, working_set_)));
     flops_ += count * 2 * m * n * k;
   }
-  void op(double& into, const char* name, double elements) { add(into, cal_.op_seconds(name, elements)); }
+  void op(double& into, const char* name, double elements) {
+    const double bytes = cal_.element_bytes() * calibrated_op_arrays(name) * elements;
+    add(into, cal_.op_seconds(name, elements) + cal_.fetch_seconds(bytes, working_set_));
+  }
   // A linear layer [rows, in] -> [rows, out] with a bias: forward, the bias broadcast into the
   // output (a fill) then the product accumulated; backward, dx = dy W^T, then the weight
   // gradients: dW += x^T dy and the bias gradient's column sums (an add). Without a bias the
@@ -182,6 +224,7 @@ class StepCosts {
   }
   const Calibration& cal_;
   std::vector<LayerCost> layers_;
+  double working_set_ = 0;
   double flops_ = 0, backward_s_ = 0;
 };
 
@@ -218,8 +261,14 @@ StepEstimate reference_gpt_step(const model::GptConfig& config, std::int64_t bat
   const double hs = C / H, N = B * T, heads = B * H / t;
   const double P = static_cast<double>(split.parameters > 0 ? split.parameters : gpt_parameters(config));
   const double rows = split.sp ? N / t : N;  // the norms', residual adds' and embedding's rows
+  // The working set: parameters, gradients and the optimizer's moments; every block's saved
+  // activations; the logits and their gradient.
+  const double bytes = static_cast<double>(size_of(config.dtype));
+  const double working_set = P * bytes * (adamw ? 4 : 3) +
+                             config.layers * static_cast<double>(tensor_parallel_block_activation_bytes(config, batch, split.tp, split.sp)) +
+                             2 * N * V * bytes;
   StepEstimate e;
-  StepCosts cost(cal, config.layers + 3);  // embedding, blocks, ln_f, head
+  StepCosts cost(cal, config.layers + 3, working_set);  // embedding, blocks, ln_f, head
   cost.op(e.elementwise_s, "fill", P);  // zero_grad
   for (const bool backward : {false, true}) {
     cost.backward = backward;
@@ -280,7 +329,8 @@ StepEstimate reference_gpt_step(const model::GptConfig& config, std::int64_t bat
   }
   cost.backward = false;
   cost.layer = -1;
-  e.optimizer_s = adamw ? cal.op_seconds("adamw", P) : 2 * cal.op_seconds("add", P);
+  if (adamw) cost.op(e.optimizer_s, "adamw", P);
+  else for (int i = 0; i < 2; ++i) cost.op(e.optimizer_s, "add", P);
   cost.finish(e);
   e.block_forward_s = config.layers > 0 ? e.layer_costs[1].forward_s : 0;
   return e;
@@ -288,8 +338,13 @@ StepEstimate reference_gpt_step(const model::GptConfig& config, std::int64_t bat
 
 StepEstimate reference_mlp_step(const model::MlpConfig& config, std::int64_t batch, const Calibration& cal, bool adamw) {
   const double B = static_cast<double>(batch), P = static_cast<double>(mlp_parameters(config));
+  // The working set: parameters, gradients and the optimizer's moments; every layer's output
+  // (and its GeLU's) kept for backward.
+  const double bytes = static_cast<double>(size_of(config.dtype));
+  const double working_set = P * bytes * (adamw ? 4 : 3) +
+                             B * bytes * (2.0 * static_cast<double>(config.width) * (config.layers - 1) + static_cast<double>(config.outputs));
   StepEstimate e;
-  StepCosts cost(cal, config.layers);
+  StepCosts cost(cal, config.layers, working_set);
   cost.op(e.elementwise_s, "fill", P);  // zero_grad
   for (const bool backward : {false, true}) {
     for (int i = 0; i < config.layers; ++i) {
@@ -306,7 +361,8 @@ StepEstimate reference_mlp_step(const model::MlpConfig& config, std::int64_t bat
   }
   cost.backward = false;
   cost.layer = -1;
-  e.optimizer_s = adamw ? cal.op_seconds("adamw", P) : 2 * cal.op_seconds("add", P);
+  if (adamw) cost.op(e.optimizer_s, "adamw", P);
+  else for (int i = 0; i < 2; ++i) cost.op(e.optimizer_s, "add", P);
   cost.finish(e);
   return e;
 }

@@ -33,6 +33,22 @@ struct OpSample {
 inline constexpr std::int64_t kGemmSides[] = {16, 64, 256, 1024};
 // The element counts each op is measured at (within the caches to far beyond them).
 inline constexpr std::int64_t kOpElements[] = {1 << 12, 1 << 15, 1 << 18, 1 << 21};
+// The memory the operands come from. Each product and op above is timed on operands it used
+// the call before, so they come from the nearest level that holds them. In a step they were
+// last touched up to a whole working set of other tensors ago (the weights a step before, the
+// saved activations a forward before), so they come from the level that holds the step's
+// working set. An add (y = a + b) over growing buffers measures how long a byte takes from each
+// level: three arrays of these element counts, from a 48 KiB footprint (the nearest caches) to
+// 96 MiB in float32 (main memory on most CPUs; a GPU's L2 holds less than that).
+inline constexpr std::int64_t kStreamElements[] = {1 << 12, 1 << 15, 1 << 18, 1 << 21, 1 << 23};
+struct StreamSample {
+  std::int64_t elements = 0;  // of each of the three arrays
+  double seconds = 0;
+};
+// The arrays an op reads or writes per element (its footprint in elements, over the element
+// count it is measured at): add 3, fill 1, the forwards of GeLU, LayerNorm, softmax and dropout
+// 2, their backwards 3 (dropout's 2), cross-entropy forward 1 and backward 2, AdamW 4.
+double calibrated_op_arrays(const std::string& op);
 // The ops a reference step composes, each measured on its own (bench/commands/calibrate.cpp):
 // add (a + b), fill (a store of one value), gelu and layernorm forward and backward, softmax and cross-entropy forward
 // and backward over rows, AdamW's update (per parameter), dropout forward and backward (its mask
@@ -54,6 +70,7 @@ struct Calibration {
   std::string dtype;  // the products' and ops' element type
   std::vector<GemmSample> gemm;
   std::vector<OpSample> ops;
+  std::vector<StreamSample> stream;  // kStreamElements; empty: operands are taken as where the ops found them
   // Seconds of one product: its FLOPs at the rate interpolated in log m, log n, log k between the
   // measured grid (trilinear in the log of the rate; sides clamped to the grid's range).
   double gemm_seconds(double m, double n, double k) const;
@@ -68,6 +85,17 @@ struct Calibration {
   // measured sizes); the all-reduce's where that collective was not measured (a description
   // from before the others were); `otherwise` when none was.
   double collective_efficiency_at(double bytes, double otherwise, const std::string& collective = "all_reduce") const;
+  // Bytes of one element of the calibration's type.
+  double element_bytes() const;
+  // Seconds per byte streamed from the level that holds `footprint` bytes: the stream samples'
+  // time over their 3 x elements x element_bytes() bytes, interpolated in log footprint
+  // (clamped to the measured range).
+  double stream_seconds_per_byte(double footprint) const;
+  // What fetching an operand of `bytes` costs beyond its measured time when it comes from the
+  // level that holds a `working_set` of bytes rather than from the one that holds itself:
+  // bytes x (seconds per byte at the working set - at `bytes`), never below 0; 0 without
+  // stream samples.
+  double fetch_seconds(double bytes, double working_set) const;
   // The fastest product measured, in GFLOP/s.
   double best_gemm_GFLOPs() const;
   // Throws UsageError unless every product of the grid and every op of kCalibratedOps is there
@@ -80,8 +108,11 @@ struct Calibration {
 // step is costed: the linear layers' products and bias work, attention's score and weighted-sum
 // products per head with its causal softmax, the norms, GeLU, residual adds, the head's
 // products and cross-entropy, the embedding's gather and scatter (at the add's rate) and the
-// optimizer over every parameter. What is not costed: allocation, the tensors' bookkeeping and
-// the row loops' per-call overheads. SGD with momentum is costed as two adds a parameter.
+// optimizer over every parameter. Each product and op also pays for fetching its operands from
+// the level that holds the step's working set (Calibration::fetch_seconds; the working set: the
+// rank's parameters, gradients and optimizer state, every block's saved activations and the
+// logits). What is not costed: allocation, the tensors' bookkeeping and the row loops' per-call
+// overheads. SGD with momentum is costed as two adds a parameter.
 // One top-level layer's part of a step (the embedding, each block, the final norm, the head
 // with the loss): its forward, its backward, and of the backward the weight gradients' share.
 struct LayerCost {

@@ -321,7 +321,8 @@ PlanCluster parse_plan_cluster(const std::string& given) {
   c.name = given;
   std::map<std::string, bool> seen;
   // A calibrated cluster (parity bench calibrate) adds the measured products and ops as arrays:
-  // "gemm_rates": [[m, n, k, seconds], ...], "op_rates": [["op", elements, seconds], ...].
+  // "gemm_rates": [[m, n, k, seconds], ...], "op_rates": [["op", elements, seconds], ...],
+  // "stream_rates": [[elements, seconds], ...] (the add over growing buffers).
   std::vector<std::pair<std::string, std::string>> scalars;
   if (trim(file).front() != '{' && trim(file).front() != '[') {
     scalars = pairs_of(file);
@@ -330,7 +331,9 @@ PlanCluster parse_plan_cluster(const std::string& given) {
     const auto field = [&](const JsonValue& row, std::size_t i, const std::string& key) -> const JsonValue& {
       if (row.kind != JsonValue::Kind::array || row.items.size() <= i)
         throw UsageError("cluster " + quoted_input(given, 200) + ": every row of " + key + " must be an array of " +
-                         (key == "gemm_rates" ? "[m, n, k, seconds]" : key == "op_rates" ? "[\"op\", elements, seconds]" : "[bytes, efficiency]"));
+                         (key == "gemm_rates" ? "[m, n, k, seconds]"
+                          : key == "op_rates" ? "[\"op\", elements, seconds]"
+                          : key == "stream_rates" ? "[elements, seconds]" : "[bytes, efficiency]"));
       return row.items[i];
     };
     const auto count = [&](const JsonValue& v, const std::string& key) {
@@ -386,6 +389,12 @@ PlanCluster parse_plan_cluster(const std::string& given) {
                              quoted_input(type) + " (known: bf16, fp16, fp8, tf32, fp32, fp64)");
           c.peak_by_type[type] = count(peak, key);
         }
+        return true;
+      }
+      if (key == "stream_rates") {
+        if (value.kind != JsonValue::Kind::array) throw UsageError("cluster " + quoted_input(given, 200) + ": stream_rates must be an array");
+        for (const JsonValue& row : value.items)
+          c.rates.stream.push_back({static_cast<std::int64_t>(count(field(row, 0, key), key)), count(field(row, 1, key), key)});
         return true;
       }
       if (key == "op_rates") {

@@ -41,11 +41,16 @@ class Calibration(RowTable):
                                                               "bus_GBps": math.nan})
         self.levels = RowTable(rf, "/bench/calibrate_levels", {"peer": -1, "peer_host": "",
                                                                 "beta_us_per_byte": math.nan})
-        self.types = OrderedDict()  # dtype -> {"products": {(m, n, k): [seconds]}, "ops": {op: {elements: [s]}}}
+        # dtype -> {"products": {(m, n, k): [seconds]}, "ops": {op: {elements: [s]}},
+        #           "stream": {elements: [s]}}
+        self.types = OrderedDict()
         for r in self.rows:
-            t = self.types.setdefault(r["dtype"], {"products": OrderedDict(), "ops": OrderedDict()})
+            t = self.types.setdefault(r["dtype"], {"products": OrderedDict(), "ops": OrderedDict(),
+                                                   "stream": OrderedDict()})
             if r["kind"] == "gemm":
                 t["products"].setdefault((int(r["m"]), int(r["n"]), int(r["k"])), []).append(r["seconds"])
+            elif r["kind"] == "stream":
+                t["stream"].setdefault(int(r["elements"]), []).append(r["seconds"])
             else:
                 t["ops"].setdefault(r["op"], OrderedDict()).setdefault(int(r["elements"]), []).append(r["seconds"])
         self.ranks = len({r["rank"] for r in self.rows})
@@ -62,6 +67,12 @@ class Calibration(RowTable):
         """{op: [(elements, median ns per element)]}."""
         return {op: [(e, median(s) / e * 1e9) for e, s in sizes.items()]
                 for op, sizes in self.types[dtype]["ops"].items()}
+
+    def stream_rates(self, dtype):
+        """[(footprint bytes, median GB/s)]: the add over three arrays of each length, the bytes a
+        step's operands take from the level that holds that footprint."""
+        size = 8 if dtype == "float64" else 4
+        return [(3 * e * size, 3 * e * size / median(s) / 1e9) for e, s in self.types[dtype]["stream"].items()]
 
     def text(self):
         parts = []
@@ -96,6 +107,11 @@ def draw_ops(plotter, label, calibration, dtype):
         plotter.plot(ax, op, [e for e, _ in points], [ns for _, ns in points], marker="o", markersize=3, label=op,
                      color=plotter.palette[i % len(plotter.palette)],
                      linestyle="-" if i < len(plotter.palette) else "--")
+    stream = calibration.types[dtype]["stream"]
+    if stream:
+        points = [(e, median(sec) / e * 1e9) for e, sec in stream.items()]
+        plotter.plot(ax, "stream (add, operands from farther)", [e for e, _ in points], [ns for _, ns in points],
+                     marker="s", markersize=3, color="black", linestyle=":", label="stream: add from farther")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("elements")
@@ -126,6 +142,14 @@ def runs_section(page, runs, plotter):
                            [[fmt_int(m), fmt_int(n), fmt_int(k), fmt_num(g, 1), fmt_num(s, 1)]
                             for m, n, k, g, s in c.product_rates(dtype)], numeric={0, 1, 2, 3, 4})
             page.details(f"Table: {label}, every product in {dtype}", body)
+            if c.types[dtype]["stream"]:
+                page.p(esc(f"{label}: memory by footprint in {dtype}: an add over three arrays, each "
+                           "footprint streamed from the level that holds it. A step's operands come "
+                           "from the level that holds its working set; the predictions add that cost "
+                           "beyond what each op took on operands it had just used."))
+                page.table(["footprint (MiB)", "GB/s (median)"],
+                           [[fmt_num(b / 2**20, 2), fmt_num(g, 1)] for b, g in c.stream_rates(dtype)],
+                           numeric={0, 1})
         if c.links.usable:
             page.p(esc(f"{label}: each collective over every rank against its ring (all-to-all: "
                        "pairwise) model on the ping-pong's alpha-beta link; efficiency is the "
