@@ -158,6 +158,16 @@ TEST(Theory, TensorParallelPredictedTimeIsItsAlphaAndBetaTerms) {
         EXPECT_NEAR(tensor_parallel_predicted_seconds(c, 3, t, sp, e, 4, {1e-6, 0}), messages * 1e-6, 1e-15);
       }
   EXPECT_EQ(tensor_parallel_predicted_seconds(c, 3, 1, true, 4, 4, {1e-6, 1e-9}), 0.0);
+  // Each kind at its own efficiency: with alpha only, the messages of each kind over its own.
+  // SP: 6 all-gathers and 4 reduce-scatters a block, the embedding one of each, the head 2 and 1.
+  const TensorParallelEfficiency slow{.all_reduce = 0.8, .all_gather = 0.5, .reduce_scatter = 0.25};
+  for (int t : {2, 4}) {
+    const double gathers = 6.0 * c.layers + 1 + 2, scatters = 4.0 * c.layers + 1 + 1;
+    EXPECT_NEAR(tensor_parallel_predicted_seconds(c, 3, t, true, 4, 4, {1e-6, 0}, slow),
+                (t - 1) * 1e-6 * (gathers / 0.5 + scatters / 0.25) + 2 * 2.0 * (t - 1) * 1e-6 / 0.8, 1e-15);
+    EXPECT_NEAR(tensor_parallel_predicted_seconds(c, 3, t, false, 4, 4, {1e-6, 0}, slow),
+                2.0 * (t - 1) * (4.0 * c.layers + 1 + 1 + 2) * 1e-6 / 0.8, 1e-15);
+  }
 }
 
 TEST(Theory, TensorParallelBytesAndParameters) {

@@ -240,16 +240,15 @@ TensorBenchOutcome run_tensor_bench(Session& session, const TensorBenchPlan& pla
     const std::int64_t formula_activation =
         theory::tensor_parallel_block_activation_bytes(c, rank_rows, run.tp, run.sequence_parallel);
     const std::int64_t formula_parameters = theory::tensor_parallel_parameters_per_rank(c, run.tp);
-    // The collectives on the ping-pong's link, at the efficiency the job's all-reduces (with sp,
-    // all-gathers and reduce-scatters, half each) reached at their size (the hidden states of
-    // the rank's rows).
+    // The collectives on the ping-pong's link, each at the efficiency the job's collectives of
+    // its kind reached at their size (the hidden states of the rank's rows).
     const double hidden_bytes = static_cast<double>(rank_rows * c.sequence * c.hidden) * static_cast<double>(e);
-    const double efficiency = run.sequence_parallel ? 0.5 * (calibration.collective_efficiency_at(hidden_bytes, 1.0, "all_gather") +
-                                                             calibration.collective_efficiency_at(hidden_bytes, 1.0, "reduce_scatter"))
-                                                    : calibration.collective_efficiency_at(hidden_bytes, 1.0);
+    const theory::TensorParallelEfficiency efficiency{calibration.collective_efficiency_at(hidden_bytes, 1.0, "all_reduce"),
+                                                      calibration.collective_efficiency_at(hidden_bytes, 1.0, "all_gather"),
+                                                      calibration.collective_efficiency_at(hidden_bytes, 1.0, "reduce_scatter")};
     const double predicted = p2p.measured ? theory::tensor_parallel_predicted_seconds(c, rank_rows, run.tp, run.sequence_parallel,
-                                                                                     static_cast<double>(e), static_cast<double>(theory::statistic_bytes(c.dtype)), p2p.model) /
-                                                efficiency
+                                                                                     static_cast<double>(e), static_cast<double>(theory::statistic_bytes(c.dtype)),
+                                                                                     p2p.model, efficiency)
                                           : std::nan("");
     const double measured_total = r.embedding + c.layers * r.block + r.head + r.loss;
     const bool bytes_match = std::llround(r.embedding) == std::llround(formula.embedding) &&

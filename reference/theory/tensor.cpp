@@ -18,15 +18,18 @@ TensorParallelBytes tensor_parallel_bytes_per_rank(const model::GptConfig& c, st
 }
 
 double tensor_parallel_predicted_seconds(const model::GptConfig& c, std::int64_t rows, int t, bool sequence_parallel,
-                                         double e, double e_stat, AlphaBeta m) {
+                                         double e, double e_stat, AlphaBeta m, const TensorParallelEfficiency& eff) {
   if (t <= 1) return 0;
   const double a = static_cast<double>(rows) * static_cast<double>(c.sequence) * static_cast<double>(c.hidden) * e;
   const double tokens = static_cast<double>(rows) * static_cast<double>(c.sequence);
-  const double all_reduce = ring_all_reduce_seconds(t, a, m), chunked = ring_chunked_seconds(t, a, m);
-  const double block = sequence_parallel ? 10 * chunked : 4 * all_reduce;
-  const double embedding = sequence_parallel ? 2 * chunked : all_reduce;
-  const double head = sequence_parallel ? 3 * chunked : all_reduce;
-  const double loss = ring_all_reduce_seconds(t, tokens * e_stat, m) + ring_all_reduce_seconds(t, 2 * tokens * e_stat, m);
+  const double all_reduce = ring_all_reduce_seconds(t, a, m) / eff.all_reduce;
+  const double all_gather = ring_chunked_seconds(t, a, m) / eff.all_gather;
+  const double reduce_scatter = ring_chunked_seconds(t, a, m) / eff.reduce_scatter;
+  const double block = sequence_parallel ? 6 * all_gather + 4 * reduce_scatter : 4 * all_reduce;
+  const double embedding = sequence_parallel ? all_gather + reduce_scatter : all_reduce;
+  const double head = sequence_parallel ? 2 * all_gather + reduce_scatter : all_reduce;
+  const double loss =
+      (ring_all_reduce_seconds(t, tokens * e_stat, m) + ring_all_reduce_seconds(t, 2 * tokens * e_stat, m)) / eff.all_reduce;
   return embedding + c.layers * block + head + loss;
 }
 

@@ -38,10 +38,15 @@ TensorParallelBytes tensor_parallel_bytes_per_rank(const model::GptConfig& confi
                                                    double statistic_bytes);
 // The alpha-beta prediction (theory/collectives.hpp, ring algorithms) of the time those
 // collectives take per step: per block 4 all-reduces of A e bytes, or with SP 6 all-gathers and
-// 4 reduce-scatters of A e; the embedding's and head's as above; the loss's two all-reduces.
+// 4 reduce-scatters of A e; the embedding's and head's as above (SP: the embedding one of each,
+// the head 2 all-gathers and a reduce-scatter); the loss's two all-reduces. Each collective's
+// model time is divided by the efficiency of its kind (1: the ring model on the link).
+struct TensorParallelEfficiency {
+  double all_reduce = 1, all_gather = 1, reduce_scatter = 1;
+};
 double tensor_parallel_predicted_seconds(const model::GptConfig& config, std::int64_t rows, int t,
                                          bool sequence_parallel, double element_bytes, double statistic_bytes,
-                                         AlphaBeta model);
+                                         AlphaBeta model, const TensorParallelEfficiency& efficiency = {});
 
 // Bytes one rank sends to sum the sequence-sharded gradients once (SP): an all-reduce of every
 // LayerNorm's 2h elements and the position table's s h: 2 (t-1)/t (4 h L + 2 h + s h) e.
