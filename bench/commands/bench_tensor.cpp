@@ -377,7 +377,7 @@ class BenchTensor final : public Command {
   }
 
   std::optional<ResumeProbe> resume_probe() const override {
-    return ResumeProbe{{"-q", "--np", "2", "--steps", "300"},
+    return ResumeProbe{{"-q", "--np", "2", "--steps", "100"},
                        "bench/tensor",
                        "tp,dp,sequence_parallel,bytes_total,formula_bytes_total",
                        {1, 2},
