@@ -407,6 +407,21 @@ TEST(Calibration, PlannerReadsACalibratedClusterFile) {
   EXPECT_GT(plan_predict(m, slow_gather, tp4, 8).tp_comm_s, plan_predict(m, even, tp4, 8).tp_comm_s);
   tp4.sp = false;
   EXPECT_DOUBLE_EQ(plan_predict(m, slow_gather, tp4, 8).tp_comm_s, plan_predict(m, even, tp4, 8).tp_comm_s);
+  // By level: a slower all-reduce within a node slows tp 4's collectives (inside a node), not
+  // dp 16's (across nodes, which takes the network's, else the world's); a slower one across
+  // nodes the other way round.
+  write(with_links, uniform(100, 1), R"( "collective_rates": {"all_reduce": [[65536, 0.5]], "node:all_reduce": [[65536, 0.1]]},)");
+  const PlanCluster slow_node = parse_plan_cluster(with_links);
+  write(with_links, uniform(100, 1), R"( "collective_rates": {"all_reduce": [[65536, 0.5]], "network:all_reduce": [[65536, 0.1]]},)");
+  const PlanCluster slow_network = parse_plan_cluster(with_links);
+  PlanLayout dp16 = l;
+  dp16.dp = 16;
+  EXPECT_GT(plan_predict(m, slow_node, tp4, 8).tp_comm_s, plan_predict(m, even, tp4, 8).tp_comm_s);
+  EXPECT_DOUBLE_EQ(plan_predict(m, slow_network, tp4, 8).tp_comm_s, plan_predict(m, even, tp4, 8).tp_comm_s);
+  EXPECT_GT(plan_predict(m, slow_network, dp16, 16).dp_comm_s, plan_predict(m, even, dp16, 16).dp_comm_s);
+  EXPECT_DOUBLE_EQ(plan_predict(m, slow_node, dp16, 16).dp_comm_s, plan_predict(m, even, dp16, 16).dp_comm_s);
+  write(with_links, uniform(100, 1), R"( "collective_rates": {"rack:all_reduce": [[65536, 0.5]]},)");  // no such level
+  EXPECT_THROW(parse_plan_cluster(with_links), UsageError);
   write(with_links, uniform(100, 1), R"( "collective_rates": {"broadcast": [[65536, 0.5]]},)");  // not one measured
   EXPECT_THROW(parse_plan_cluster(with_links), UsageError);
   write(with_links, uniform(100, 1), R"( "collective_rates": {"all_gather": 0.5},)");

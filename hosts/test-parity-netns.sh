@@ -249,6 +249,23 @@ with h5py.File(calibrate_path, "r") as f:
             if not t["alpha_us"][net] > t["alpha_us"][node]:
                 problems.append("calibrate: the network's latency %.3g us is not above the node's %.3g us"
                                 % (t["alpha_us"][net], t["alpha_us"][node]))
+    # The collectives at every level: the world, each host's ranks (node) and one rank a host
+    # (network), each swept at the same sizes, and in the description by level.
+    links = table(f, "bench/calibrate_links", "calibrate")
+    if links is not None:
+        ranks = {}
+        for l, n in zip(links["level"][()], links["ranks"][()]):
+            ranks.setdefault(text(l), set()).add(int(n))
+        want = {"world": {np_}, "node": {per_host}, "network": {nhosts}}
+        if ranks != want:
+            problems.append("calibrate: collectives' levels and ranks %r, expected %r" % (ranks, want))
+        c = json.load(open(calibrate_path[:-3] + ".cluster.json"))
+        for key in ("all_reduce", "node:all_reduce", "network:all_gather", "network:all_to_all"):
+            if key not in c.get("collective_rates", {}):
+                problems.append("calibrate: the description's collective_rates lacks %s" % key)
+        fits = table(f, "bench/calibrate_collectives", "calibrate")
+        if fits is not None and len(fits["level"][()]) != 12:
+            problems.append("calibrate: %d collective fits, expected 4 collectives at 3 levels" % len(fits["level"][()]))
 
 for p in problems:
     print("  problem: " + p)

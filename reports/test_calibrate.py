@@ -9,6 +9,8 @@ import os
 import shutil
 import unittest
 
+import h5py
+
 import numpy as np
 
 from parity_reports.common import fmt_num
@@ -83,6 +85,31 @@ class CalibrateReportTests(RecordingCase):
                    f"<td class=\"num\">{fmt_num(3 * e * 4 / np.median(stream[e]) / 1e9, 1)}</td></tr>")
             self.assertIn(row, table)
 
+    def test_fits_are_each_collectives_sweep(self):
+        """Each collective's alpha and beta: its smallest size's time and the slope from there
+        to its largest, from the links' rows; tabled on the page."""
+        links = read_rows(FIXTURE, "/bench/calibrate_links")
+        fits = read_rows(FIXTURE, "/bench/calibrate_collectives")
+        self.assertEqual(sorted(r["collective"] for r in fits),
+                         ["all_gather", "all_reduce", "all_to_all", "reduce_scatter"])
+        for f in fits:
+            rows = sorted((r["size_bytes"], r["time_s"]) for r in links
+                          if r["collective"] == f["collective"] and r["level"] == f["level"])
+            (b0, t0), (b1, t1) = rows[0], rows[-1]
+            slope = (t1 - t0) / (b1 - b0)
+            beta = slope if slope > 0 else t1 / b1
+            self.assertAlmostEqual(f["alpha_us"], t0 * 1e6, delta=1e-9 * t0 * 1e6)
+            self.assertAlmostEqual(f["beta_us_per_byte"], beta * 1e6, delta=1e-9 * beta * 1e6)
+            self.assertAlmostEqual(f["bandwidth_GBps"], 1e-9 / beta, delta=1e-9 / beta * 1e-9)
+        out = os.path.join(self.tmp, "fits_report")
+        self.assertEqual(run_report(FIXTURE, "--out", out, "--max-plots", "0").returncode, 0)
+        with open(os.path.join(out, "index.html")) as f:
+            page = f.read()
+        table = page[page.index("own alpha and beta at each level"):]
+        table = table[:table.index("</table>")]
+        for f in fits:
+            self.assertIn(f"<td>{f['collective']}</td>", table)
+
     def test_page_has_the_section_and_the_links(self):
         out = os.path.join(self.tmp, "report")
         result = run_report(FIXTURE, "--out", out)
@@ -91,7 +118,8 @@ class CalibrateReportTests(RecordingCase):
             page = f.read()
         self.assertIn('<h2 id="calibrate">Calibration</h2>', page)
         links = read_rows(FIXTURE, "/bench/calibrate_links")
-        self.assertEqual(len(links), 12)  # four collectives at three sizes
+        self.assertEqual(len(links), 24)  # four collectives at six sizes
+        self.assertEqual({r["level"] for r in links}, {"world"})  # one host
         self.assertEqual(sorted({r["collective"] for r in links}),
                          ["all_gather", "all_reduce", "all_to_all", "reduce_scatter"])
         table = page[page.index("<th>collective</th>"):]
@@ -123,6 +151,10 @@ class CalibrateReportTests(RecordingCase):
         shutil.copy(FIXTURE, path)
         keep_rows(path, "/bench/calibrate_links", lambda r: r["collective"] == "all_reduce")
         drop_column(path, "/bench/calibrate_links", "collective")
+        drop_column(path, "/bench/calibrate_links", "level")
+        with h5py.File(path, "a") as f:
+            del f["/bench/calibrate_collectives"]
+        reduces = len(read_rows(path, "/bench/calibrate_links"))
         out = os.path.join(self.tmp, "old-links")
         result = run_report(path, "--out", out)
         self.assertEqual(result.returncode, 0, result.stderr)
@@ -130,8 +162,10 @@ class CalibrateReportTests(RecordingCase):
             page = f.read()
         table = page[page.index("<th>collective</th>"):]
         table = table[:table.index("</table>")]
-        self.assertEqual(table.count("<td>all_reduce</td>"), 3)
+        self.assertEqual(table.count("<td>all_reduce</td>"), reduces)
+        self.assertEqual(table.count("<td>world</td>"), reduces)
         self.assertNotIn("all_gather", table)
+        self.assertNotIn("own alpha and beta", page)
 
 
 if __name__ == "__main__":

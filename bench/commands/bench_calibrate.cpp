@@ -74,7 +74,7 @@ class BenchCalibrate final : public Command {
                          "from the same measurement",
                  .order = 25,
                  .in_run = true,
-                 .tables = {&kCalibrateTable, &kCalibrateLinksTable, &kPointToPointTable, &kCalibrateLevelsTable},
+                 .tables = {&kCalibrateTable, &kCalibrateLinksTable, &kCalibrateCollectivesTable, &kPointToPointTable, &kCalibrateLevelsTable},
                  .parent_help = "Benchmarks",
                  .no_probe_reason = "its rows are one block (every rank's measurement of a type, journaled together): "
                                     "a resumed run takes the block whole or measures it again (bench_calibrate.sh)"}) {}
@@ -142,6 +142,16 @@ class BenchCalibrate final : public Command {
     if (levels.network_peer > 0) levels.network = link_to(levels.network_peer);
     if (levels.node_peer < 0) levels.node = levels.network;
     if (levels.network_peer < 0) levels.network = levels.node;
+    // Ranks on several hosts, two or more on rank 0's: the collectives again within each host
+    // (node) against the node's link, and over one rank a host (network: the ranks of each
+    // index within their hosts) against the network's, every group at once.
+    if (levels.node_peer > 0 && levels.network_peer > 0) {
+      int index = 0;  // this rank's place among the ranks of its host
+      for (int r = 0; r < world.rank(); ++r) index += hosts[static_cast<std::size_t>(r)] == hosts[static_cast<std::size_t>(world.rank())];
+      const std::unique_ptr<Communicator> node = world.split_by_host(), network = world.split(index, world.rank());
+      for (auto& [key, points] : job.collective_efficiency_at("node", *node, levels.node)) by_size[key] = points;
+      for (auto& [key, points] : job.collective_efficiency_at("network", *network, levels.network)) by_size[key] = points;
+    }
     if (!s.is_root()) return kExitOk;
     record::Table level_rows{kCalibrateLevelsTable};
     for (const auto& [name, peer, fit] : {std::tuple{"node", levels.node_peer, levels.node},

@@ -282,6 +282,37 @@ Timing time_collective(Communicator& comm, const AlgorithmDescriptor& algorithm,
   return t;
 }
 
+// The buffers of one row (scratch persists in the communicator): send and receive buffers of
+// `count` (in place: one buffer), the send buffer filled with small values; on a GPU the call
+// takes device copies of them.
+struct RowBuffers {
+  RowBuffers(Communicator& comm, Collective c, DataType type, ReduceOp op, int root, std::size_t count, bool in_place,
+             bool on_gpu) {
+    const int n = comm.size();
+    const CollectiveDescriptor& d = describe(c);
+    const std::size_t sc = d.send_count(count, n, comm.rank()), rc = d.recv_count(count, n, comm.rank());
+    const PeerCounts blocks = peer_counts(c, count, n, comm.rank());
+    send.emplace(in_place ? 0 : sc, type);
+    recv.emplace(std::max(in_place ? std::max(sc, rc) : rc, std::size_t{1}), type);
+    call = CollectiveCall{c, {}, {}, op, root, blocks.send, blocks.recv};
+    if (in_place) {
+      place_in(call, recv->view().slice(0, std::max(sc, rc)), count, comm.rank());
+    } else {
+      call.send = send->view();
+      call.recv = recv->view().slice(0, rc);
+    }
+    fill_small_values(call.send, comm.rank());
+    if (on_gpu) {
+      device.emplace(call.send, call.recv, MemorySpace::cuda, 0, allocator_for(MemorySpace::cuda));
+      call.send = device->send();
+      call.recv = device->recv();
+    }
+  }
+  std::optional<HostBuffer> send, recv;
+  std::optional<Mirror> device;
+  CollectiveCall call;
+};
+
 // --resume: a row of /bench/collectives is found by what it measured.
 std::string bench_key(const std::string& collective, const std::string& algorithm, const std::string& dtype,
                       const std::string& redop, std::int64_t in_place, std::int64_t count, std::int64_t iterations) {
@@ -324,6 +355,23 @@ void print_header(const BenchPlanEntry& e, DataType type, ReduceOp op, int n, st
 }
 
 }  // namespace
+
+std::vector<SweepPoint> time_native_sweep(Communicator& comm, Collective collective, const std::vector<std::size_t>& sizes,
+                                          int warmup, int iterations, HalfAccumulate half, bool on_gpu) {
+  const int n = comm.size();
+  const AlgorithmDescriptor& native = find_algorithm(collective, "native");
+  std::vector<std::size_t> counts;
+  for (const std::size_t size : sizes) counts.push_back(count_for(collective, size, DataType::float32, n));
+  counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
+  std::vector<SweepPoint> out;
+  for (const std::size_t count : counts) {
+    const RowBuffers buffers(comm, collective, DataType::float32, ReduceOp::sum, 0, count, false, on_gpu);
+    const Timing timing = time_collective(comm, native, buffers.call, half, warmup, iterations);
+    const double mean = std::accumulate(timing.rank_means.begin(), timing.rank_means.end(), 0.0) / n;
+    out.push_back({collective_bytes(collective, count, size_of(DataType::float32), n), mean});
+  }
+  return out;
+}
 
 // What parity's wrapper (validation, the watchdog scope) adds to a native call: the same
 // MPI_Allreduce timed directly and through run_collective, in pairs of calls in alternating
@@ -483,28 +531,11 @@ BenchOutcome run_bench(Session& session, const BenchPlan& plan, const BenchOptio
                 avg_busbw_rows[a] += 1;
                 continue;
               }
-              // Buffers for this row (scratch persists in the communicator).
               cases::CollectiveCase shape{e.collective, algorithm.name, type, op, count, in_place,
                                           cases::InputKind::exact, options.root};
-              const CollectiveDescriptor& d = describe(e.collective);
-              const std::size_t sc = d.send_count(count, n, comm.rank()), rc = d.recv_count(count, n, comm.rank());
-              const PeerCounts blocks = peer_counts(e.collective, count, n, comm.rank());
-              HostBuffer send(in_place ? 0 : sc, type), recv(std::max(in_place ? std::max(sc, rc) : rc, std::size_t{1}), type);
-              CollectiveCall call{e.collective, {}, {}, op, options.root, blocks.send, blocks.recv};
-              if (in_place) {
-                place_in(call, recv.view().slice(0, std::max(sc, rc)), count, comm.rank());
-              } else {
-                call.send = send.view();
-                call.recv = recv.view().slice(0, rc);
-              }
-              fill_small_values(call.send, comm.rank());
-              std::optional<Mirror> device;  // on a GPU the timed buffers are device copies
-              if (session.on_gpu()) {
-                device.emplace(call.send, call.recv, MemorySpace::cuda, 0, allocator_for(MemorySpace::cuda));
-                call.send = device->send();
-                call.recv = device->recv();
-              }
-              const Timing timing = time_collective(comm, algorithm, call, session.half(), options.warmup, options.iterations);
+              const RowBuffers buffers(comm, e.collective, type, op, options.root, count, in_place, session.on_gpu());
+              const Timing timing =
+                  time_collective(comm, algorithm, buffers.call, session.half(), options.warmup, options.iterations);
               // Correctness of this row: -c check runs of the same case with crafted inputs.
               std::int64_t wrong = -1;
               if (options.check_iterations > 0) {

@@ -489,7 +489,7 @@ class BenchMoe final : public Command {
                  .order = 80,
                  .in_run = true,
                  .tables = {&kMoeBenchTable, &kMoeStepsTable, &kMoeLoadTable, &kPointToPointTable, &kCalibrateTable,
-                            &kCalibrateLinksTable}}) {}
+                            &kCalibrateLinksTable, &kCalibrateCollectivesTable}}) {}
 
   void declare(CommandOptions& o) override {
     MoeBenchOptions& m = options_;

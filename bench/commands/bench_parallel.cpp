@@ -506,7 +506,7 @@ class BenchScaling final : public Command {
                          "communication hidden by overlapping bucketed all-reduces with backward",
                  .order = 50,
                  .in_run = true,
-                 .tables = {&kScalingBenchTable, &kOverlapBenchTable, &kPointToPointTable, &kCalibrateTable, &kCalibrateLinksTable}}) {
+                 .tables = {&kScalingBenchTable, &kOverlapBenchTable, &kPointToPointTable, &kCalibrateTable, &kCalibrateLinksTable, &kCalibrateCollectivesTable}}) {
     options_.model = "tiny";
     options_.precisions = "float32";  // scaling trains in float32
   }

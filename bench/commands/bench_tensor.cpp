@@ -343,7 +343,7 @@ class BenchTensor final : public Command {
                          "(which must match)",
                  .order = 60,
                  .in_run = true,
-                 .tables = {&kTensorBenchTable, &kPointToPointTable, &kCalibrateTable, &kCalibrateLinksTable}}) {}
+                 .tables = {&kTensorBenchTable, &kPointToPointTable, &kCalibrateTable, &kCalibrateLinksTable, &kCalibrateCollectivesTable}}) {}
 
   void declare(CommandOptions& o) override {
     TensorBenchOptions& t = options_;

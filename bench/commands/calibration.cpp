@@ -1,6 +1,8 @@
 // The calibration of bench/commands/calibration.hpp: the primitives timed on every rank at once.
 #include "bench/commands/calibration.hpp"
 
+#include "bench/commands/bench_collectives.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -206,60 +208,68 @@ theory::Calibration measure_calibration(Session& session, DataType dtype, record
   return c;
 }
 
-CollectiveEfficiency measure_collective_efficiency(Session& session, const theory::AlphaBeta& link, record::Table& table) {
-  Communicator& world = session.world();
+CollectiveEfficiency measure_collective_efficiency(Session& session, Communicator& group, const std::string& level,
+                                                   const theory::AlphaBeta& link, record::Table& links, record::Table& fits) {
   CollectiveEfficiency out;
-  if (world.size() < 2) return out;
-  constexpr std::size_t kSizes[] = {std::size_t{1} << 16, std::size_t{1} << 20, std::size_t{4} << 20};
-  const std::size_t first = table.rows(), count = std::size(kSizes) * std::size(theory::kCalibratedCollectives);
-  std::vector<double> efficiency(count);
+  if (group.size() < 2) return out;
+  const std::vector<std::size_t> sizes(std::begin(kCollectiveSizes), std::end(kCollectiveSizes));
+  const std::size_t first = links.rows(), count = sizes.size() * std::size(theory::kCalibratedCollectives);
+  // (bytes, seconds) by collective and size, every rank the same.
+  std::vector<double> points(2 * count);
+  const RowKey by_level = [](const record::Table& t, std::size_t row) { return t.get_str("level")[row]; };
   // --resume: the interrupted run's figures (its predictions were made with them).
-  if (session.restore_rows("/bench/calibrate_links", "", kWholeTable, count, table).found) {
+  const bool restored = session.restore_rows("/bench/calibrate_links", level, by_level, count, links).found;
+  if (restored) {
     if (session.is_root())
-      for (std::size_t i = 0; i < count; ++i) efficiency[i] = table.get_f64("efficiency")[first + i];
-    const BufferView all{efficiency.data(), efficiency.size(), DataType::float64, MemorySpace::host};
-    world.broadcast(all, all, 0);
+      for (std::size_t i = 0; i < count; ++i) {
+        points[2 * i] = static_cast<double>(links.get_i64("size_bytes")[first + i]);
+        points[2 * i + 1] = links.get_f64("time_s")[first + i];
+      }
+    const BufferView all{points.data(), points.size(), DataType::float64, MemorySpace::host};
+    session.world().broadcast(all, all, 0);
   } else {
-    const int n = world.size();
     std::size_t i = 0;
-    for (const char* collective : theory::kCalibratedCollectives) {
-      const std::string name = collective;
-      for (const std::size_t bytes : kSizes) {
-        // B bytes: the all-reduce's buffer, the gathered one, the one reduced, a rank's send buffer.
-        const std::size_t chunk = bytes / 4 / static_cast<std::size_t>(n), whole = chunk * static_cast<std::size_t>(n);
-        std::vector<float> send(name == "all_gather" ? chunk : whole, 1.0f), recv(name == "reduce_scatter" ? chunk : whole);
-        const BufferView in{send.data(), send.size(), DataType::float32, MemorySpace::host};
-        const BufferView result{recv.data(), recv.size(), DataType::float32, MemorySpace::host};
-        std::vector<double> times;
-        for (int it = 0; it < 7; ++it) {
-          world.barrier();
-          const auto t0 = Clock::now();
-          if (name == "all_reduce") world.all_reduce(in, result, ReduceOp::sum);
-          else if (name == "all_gather") world.all_gather(in, result);
-          else if (name == "reduce_scatter") world.reduce_scatter(in, result, ReduceOp::sum);
-          else world.all_to_all(in, result);
-          times.push_back(seconds_since(t0));
-        }
-        const double t = percentile(gather_from_ranks(world, percentile(times, 0.5)), 1.0);
-        const double moved = static_cast<double>(whole * 4);
-        const double model = theory::collective_model_seconds(name, n, moved, link.alpha_seconds, link.beta_seconds_per_byte);
-        efficiency[i] = std::min(1.0, model / t);
-        table.str("collective").push_back(name);
-        table.i64("size_bytes", "B").push_back(static_cast<std::int64_t>(moved));
-        table.i64("ranks").push_back(n);
-        table.f64("time_s", "s").push_back(t);
-        table.f64("ring_model_s", "s").push_back(model);
-        table.f64("bus_GBps", "GB/s").push_back((name == "all_reduce" ? 2.0 : 1.0) * (n - 1) / n * moved / t / 1e9);
-        table.f64("efficiency").push_back(efficiency[i]);
+    for (const char* collective : theory::kCalibratedCollectives)
+      for (const SweepPoint& p : time_native_sweep(group, parse_collective(collective), sizes, 2, 10, session.half(), session.on_gpu())) {
+        points[2 * i] = p.bytes;
+        points[2 * i + 1] = p.seconds;
         ++i;
       }
-    }
-    session.record_rows("/bench/calibrate_links", table, first);
+    if (i != count) throw Error("bench calibrate: the collectives' sweep came to " + std::to_string(i) + " points, not " + std::to_string(count));
   }
+  const int n = group.size();
   std::size_t i = 0;
-  const std::size_t n = static_cast<std::size_t>(world.size());
-  for (const char* collective : theory::kCalibratedCollectives)
-    for (const std::size_t bytes : kSizes) out[collective].emplace_back(static_cast<double>(bytes / 4 / n * 4 * n), efficiency[i++]);
+  for (const char* collective : theory::kCalibratedCollectives) {
+    std::vector<std::size_t> fit_bytes;
+    std::vector<double> fit_seconds;
+    for (std::size_t k = 0; k < sizes.size(); ++k, ++i) {
+      const double bytes = points[2 * i], t = points[2 * i + 1];
+      const double model = theory::collective_model_seconds(collective, n, bytes, link.alpha_seconds, link.beta_seconds_per_byte);
+      const double efficiency = std::min(1.0, model / t);
+      out[(level == "world" ? "" : level + ":") + collective].emplace_back(bytes, efficiency);
+      fit_bytes.push_back(static_cast<std::size_t>(bytes));
+      fit_seconds.push_back(t);
+      if (restored) continue;  // taken back: the rows are there
+      links.str("level").push_back(level);
+      links.str("collective").push_back(collective);
+      links.i64("size_bytes", "B").push_back(static_cast<std::int64_t>(bytes));
+      links.i64("ranks").push_back(n);
+      links.f64("time_s", "s").push_back(t);
+      links.f64("ring_model_s", "s").push_back(model);
+      links.f64("bus_GBps", "GB/s").push_back((std::string(collective) == "all_reduce" ? 2.0 : 1.0) * (n - 1) / n * bytes / t / 1e9);
+      links.f64("efficiency").push_back(efficiency);
+    }
+    // The collective's own alpha and beta, fitted as the ping-pong's: the smallest size's time,
+    // and the slope from there to the largest.
+    const theory::AlphaBeta fit = theory::fit_alpha_beta(fit_bytes, fit_seconds);
+    fits.str("level").push_back(level);
+    fits.str("collective").push_back(collective);
+    fits.i64("ranks").push_back(n);
+    fits.f64("alpha_us", "us").push_back(fit.alpha_seconds * 1e6);
+    fits.f64("beta_us_per_byte", "us").push_back(fit.beta_seconds_per_byte * 1e6);
+    fits.f64("bandwidth_GBps", "GB/s").push_back(1e-9 / fit.beta_seconds_per_byte);
+  }
+  if (!restored) session.record_rows("/bench/calibrate_links", links, first);
   return out;
 }
 

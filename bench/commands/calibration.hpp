@@ -31,10 +31,12 @@ inline const record::TableSpec kCalibrateTable{
     }};
 inline const record::TableSpec kCalibrateLinksTable{
     "/bench/calibrate_links",
-    "the all-reduce, all-gather, reduce-scatter and all-to-all over every rank against their ring (pairwise) models on "
-    "the ping-pong's alpha-beta link: the fraction of the link's bandwidth each collective reaches",
+    "the all-reduce, all-gather, reduce-scatter and all-to-all, swept as bench collectives times them, over every "
+    "rank (level world) and, where the ranks span hosts, over the ranks of each host (node) and one rank a host "
+    "(network), against their ring (pairwise) models on the level's alpha-beta link: the fraction of the link's "
+    "bandwidth each collective reaches",
     {
-      {"collective", ColumnType::string}, {"size_bytes", ColumnType::int64, "B"}, {"ranks", ColumnType::int64},
+      {"level", ColumnType::string, "", false}, {"collective", ColumnType::string}, {"size_bytes", ColumnType::int64, "B"}, {"ranks", ColumnType::int64},
       {"time_s", ColumnType::float64, "s"}, {"ring_model_s", ColumnType::float64, "s"},
       {"bus_GBps", ColumnType::float64, "GB/s"}, {"efficiency", ColumnType::float64}
     }};
@@ -49,13 +51,29 @@ inline const record::TableSpec kCalibrateLevelsTable{
       {"bandwidth_GBps", ColumnType::float64, "GB/s"}
     }};
 
-// Each calibrated collective's efficiency against its model on `link`
-// (theory::collective_model_seconds) at 64 KiB, 1 MiB and 4 MiB (the median of 7 calls on the
-// slowest rank, every rank at once): (bytes, efficiency) pairs by collective, every rank the
-// same, none at one rank; rank 0 appends the rows to `table`. With --resume the interrupted
-// run's rows are taken back instead.
+inline const record::TableSpec kCalibrateCollectivesTable{
+    "/bench/calibrate_collectives",
+    "each collective's own alpha and beta at each level, fitted to its sweep in /bench/calibrate_links as the "
+    "ping-pong's are (the smallest size's time, the slope from there to the largest)",
+    {
+      {"level", ColumnType::string}, {"collective", ColumnType::string}, {"ranks", ColumnType::int64},
+      {"alpha_us", ColumnType::float64, "us"}, {"beta_us_per_byte", ColumnType::float64, "us"},
+      {"bandwidth_GBps", ColumnType::float64, "GB/s"}
+    }};
+
+// The sizes the collectives are swept over (bytes as bench collectives counts a row's).
+inline constexpr std::size_t kCollectiveSizes[] = {std::size_t{1} << 10, std::size_t{16} << 10, std::size_t{64} << 10,
+                                                   std::size_t{256} << 10, std::size_t{1} << 20, std::size_t{4} << 20};
+// Each calibrated collective swept over `group` (every rank of it at once) with bench
+// collectives' timing (time_native_sweep: 2 warm-up calls, the mean over ranks of 10 calls each)
+// at kCollectiveSizes, against its model on `link` (theory::collective_model_seconds):
+// (bytes, efficiency) pairs keyed by collective, at a level other than "world" by
+// "level:collective"; every rank the same, none for a group of one rank. Rank 0 appends the
+// rows to `links` (with --resume the interrupted run's rows of that level are taken back
+// instead) and each collective's alpha-beta fit to `fits`.
 using CollectiveEfficiency = std::map<std::string, std::vector<std::pair<double, double>>>;
-CollectiveEfficiency measure_collective_efficiency(Session& session, const theory::AlphaBeta& link, record::Table& table);
+CollectiveEfficiency measure_collective_efficiency(Session& session, Communicator& group, const std::string& level,
+                                                   const theory::AlphaBeta& link, record::Table& links, record::Table& fits);
 
 // This rank's calibration in `dtype` (float32 or float64), measured on every rank at once; the
 // rows of every rank are appended to `table` on rank 0. With --resume, the interrupted run's

@@ -32,8 +32,13 @@ const theory::Calibration& Job::calibration(DataType dtype) {
 
 const CollectiveEfficiency& Job::collective_efficiency() {
   if (!collective_efficiency_)
-    collective_efficiency_ = measure_collective_efficiency(session, point_to_point(4 << 20).model, collective_rows_);
+    collective_efficiency_ =
+        measure_collective_efficiency(session, session.world(), "world", point_to_point(4 << 20).model, collective_rows_, collective_fits_);
   return *collective_efficiency_;
+}
+
+CollectiveEfficiency Job::collective_efficiency_at(const std::string& level, Communicator& group, const theory::AlphaBeta& link) {
+  return measure_collective_efficiency(session, group, level, link, collective_rows_, collective_fits_);
 }
 
 theory::Calibration Job::calibration_with_collectives(DataType dtype) {
@@ -46,6 +51,7 @@ void Job::finish() {
   if (!session.is_root()) return;
   if (calibration_rows_.rows() > 0) session.results().write_table("/bench/calibrate", calibration_rows_);
   if (collective_rows_.rows() > 0) session.results().write_table("/bench/calibrate_links", collective_rows_);
+  if (collective_fits_.rows() > 0) session.results().write_table("/bench/calibrate_collectives", collective_fits_);
 }
 
 std::string Command::file_stem() const {

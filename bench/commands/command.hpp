@@ -38,12 +38,16 @@ class Job {
   // and job; every rank's rows go to /bench/calibrate when the job ends.
   const theory::Calibration& calibration(DataType dtype);
   const record::Table& calibration_rows() const { return calibration_rows_; }  // rank 0's, every rank's rows
-  // The all-reduce, all-gather, reduce-scatter and all-to-all over every rank at 64 KiB, 1 MiB
-  // and 4 MiB against their models on the ping-pong's alpha-beta link: (bytes, efficiency) pairs
-  // by collective, the fraction of the model's prediction each reaches, measured once per job
-  // (empty at one rank), its rows in /bench/calibrate_links. With --resume the interrupted run's
-  // are taken back.
+  // The all-reduce, all-gather, reduce-scatter and all-to-all swept over every rank (1 KiB to
+  // 4 MiB, as bench collectives times them) against their models on the ping-pong's alpha-beta
+  // link: (bytes, efficiency) pairs by collective, the fraction of the model's prediction each
+  // reaches, measured once per job (empty at one rank), its rows in /bench/calibrate_links and
+  // each collective's alpha-beta fit in /bench/calibrate_collectives. With --resume the
+  // interrupted run's are taken back.
   const CollectiveEfficiency& collective_efficiency();
+  // The same over `group` (each rank's own group, every group at once) at another level, against
+  // that level's link, into the same tables; keyed "level:collective".
+  CollectiveEfficiency collective_efficiency_at(const std::string& level, Communicator& group, const theory::AlphaBeta& link);
   // calibration(dtype) with collective_efficiency() in it: what a benchmark predicting its
   // collectives as well as its compute takes.
   theory::Calibration calibration_with_collectives(DataType dtype);
@@ -57,6 +61,7 @@ class Job {
   record::Table calibration_rows_{kCalibrateTable};
   std::optional<CollectiveEfficiency> collective_efficiency_;
   record::Table collective_rows_{kCalibrateLinksTable};
+  record::Table collective_fits_{kCalibrateCollectivesTable};
 };
 
 // How the registry's resume test runs a command (correctness/cli/resume.sh probe): a short run on

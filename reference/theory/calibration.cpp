@@ -120,8 +120,10 @@ double collective_model_seconds(const std::string& collective, int n, double byt
   throw UsageError("no alpha-beta model of the collective " + quoted_input(collective));
 }
 
-double Calibration::collective_efficiency_at(double bytes, double otherwise, const std::string& collective) const {
-  auto found = collective_efficiency.find(collective);
+double Calibration::collective_efficiency_at(double bytes, double otherwise, const std::string& collective,
+                                             const std::string& level) const {
+  auto found = level.empty() ? collective_efficiency.end() : collective_efficiency.find(level + ":" + collective);
+  if (found == collective_efficiency.end() || found->second.empty()) found = collective_efficiency.find(collective);
   if (found == collective_efficiency.end() || found->second.empty()) found = collective_efficiency.find("all_reduce");
   if (found == collective_efficiency.end() || found->second.empty()) return otherwise;
   const auto& e = found->second;  // sorted by size (bench calibrate measures them so)

@@ -81,10 +81,14 @@ struct Calibration {
   // size (bytes, fraction), keyed by collective (kCalibratedCollectives): the job's
   // /bench/calibrate_links. Empty when not measured (one rank).
   std::map<std::string, std::vector<std::pair<double, double>>> collective_efficiency;
+  // Measured at a level (bench calibrate on ranks over several hosts: within each host, and one
+  // rank a host), keyed "node:all_reduce", "network:all_gather", ...
   // The fraction `collective` reaches at `bytes`, interpolated in log bytes (clamped to the
-  // measured sizes); the all-reduce's where that collective was not measured (a description
-  // from before the others were); `otherwise` when none was.
-  double collective_efficiency_at(double bytes, double otherwise, const std::string& collective = "all_reduce") const;
+  // measured sizes): at `level` ("node" or "network") where measured there, else over the whole
+  // world; the all-reduce's where that collective was not measured (a description from before
+  // the others were); `otherwise` when none was.
+  double collective_efficiency_at(double bytes, double otherwise, const std::string& collective = "all_reduce",
+                                  const std::string& level = "") const;
   // Bytes of one element of the calibration's type.
   double element_bytes() const;
   // Seconds per byte streamed from the level that holds `footprint` bytes: the stream samples'

@@ -128,10 +128,11 @@ double elementwise_seconds(const PlanCluster& c, double bytes) {
 
 // A ring (or pairwise) collective moving `fraction` x bytes per GPU over `steps` messages on a
 // link. The fraction of the link it reaches: `collective`'s measured by size in a calibrated
-// cluster, else the cluster's one figure.
+// cluster (at the link's level where measured there), else the cluster's one figure.
 double ring_seconds(const PlanCluster& c, const PlanLink& link, double bytes, double fraction, int steps,
                     const char* collective) {
-  const double efficiency = c.rates.collective_efficiency_at(bytes, c.collective_efficiency, collective);
+  const std::string level = &link == &c.node ? "node" : &link == &c.network ? "network" : "";
+  const double efficiency = c.rates.collective_efficiency_at(bytes, c.collective_efficiency, collective, level);
   return fraction * bytes / (link.bandwidth_GBps * 1e9 * efficiency) + steps * link.latency_us * 1e-6;
 }
 

@@ -369,10 +369,16 @@ PlanCluster parse_plan_cluster(const std::string& given) {
         };
         if (value.kind == JsonValue::Kind::object) {
           for (const auto& [collective, rows] : value.members) {
+            // "all_reduce", or with its level "node:all_reduce", "network:all_reduce".
+            const std::size_t colon = collective.find(':');
+            const std::string level = colon == std::string::npos ? "" : collective.substr(0, colon);
+            const std::string kind = colon == std::string::npos ? collective : collective.substr(colon + 1);
             if (std::find_if(std::begin(kCalibratedCollectives), std::end(kCalibratedCollectives),
-                             [&](const char* known) { return collective == known; }) == std::end(kCalibratedCollectives))
+                             [&](const char* known) { return kind == known; }) == std::end(kCalibratedCollectives) ||
+                (colon != std::string::npos && level != "node" && level != "network"))
               throw UsageError("cluster " + quoted_input(given, 200) + ": collective_rates names an unknown collective " +
-                               quoted_input(collective) + " (known: all_reduce, all_gather, reduce_scatter, all_to_all)");
+                               quoted_input(collective) +
+                               " (known: all_reduce, all_gather, reduce_scatter, all_to_all, each also as node:NAME or network:NAME)");
             rows_of(rows, collective);
           }
         } else {

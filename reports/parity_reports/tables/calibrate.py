@@ -16,8 +16,10 @@ WALL_CLOCK = True
 READS = {
     "/bench/calibrate": ("s:host,dtype,kind,op i:rank,m,n,k,elements f:seconds,GFLOPs,ns_per_element",
                          ["rank", "dtype", "kind", "op", "m", "n", "k", "elements", "seconds"]),
-    "/bench/calibrate_links": ("s:collective i:size_bytes,ranks f:time_s,ring_model_s,bus_GBps,efficiency",
+    "/bench/calibrate_links": ("s:level,collective i:size_bytes,ranks f:time_s,ring_model_s,bus_GBps,efficiency",
                                ["size_bytes", "efficiency"]),
+    "/bench/calibrate_collectives": ("s:level,collective i:ranks f:alpha_us,beta_us_per_byte,bandwidth_GBps",
+                                     ["level", "collective", "alpha_us", "bandwidth_GBps"]),
     "/bench/calibrate_levels": ("s:level,peer_host i:peer f:alpha_us,beta_us_per_byte,bandwidth_GBps",
                                 ["level", "alpha_us", "bandwidth_GBps"]),
 }
@@ -36,9 +38,11 @@ class Calibration(RowTable):
     def __init__(self, rf):
         super().__init__(rf, "/bench/calibrate", {"host": "", "GFLOPs": math.nan, "ns_per_element": math.nan})
         # Files from before the other collectives were measured hold the all-reduce alone.
-        self.links = RowTable(rf, "/bench/calibrate_links", {"collective": "all_reduce", "ranks": -1, "time_s": math.nan,
+        self.links = RowTable(rf, "/bench/calibrate_links", {"level": "world", "collective": "all_reduce", "ranks": -1,
+                                                              "time_s": math.nan,
                                                               "ring_model_s": math.nan,
                                                               "bus_GBps": math.nan})
+        self.fits = RowTable(rf, "/bench/calibrate_collectives", {"ranks": -1, "beta_us_per_byte": math.nan})
         self.levels = RowTable(rf, "/bench/calibrate_levels", {"peer": -1, "peer_host": "",
                                                                 "beta_us_per_byte": math.nan})
         # dtype -> {"products": {(m, n, k): [seconds]}, "ops": {op: {elements: [s]}},
@@ -155,11 +159,18 @@ def runs_section(page, runs, plotter):
                        "pairwise) model on the ping-pong's alpha-beta link; efficiency is the "
                        "model's time over the measured one, what the planner's collectives of that "
                        "kind take at each size."))
-            page.table(["collective", "size (B)", "ranks", "time (ms)", "model (ms)", "bus GB/s", "efficiency"],
-                       [[esc(r["collective"]), fmt_int(r["size_bytes"]), fmt_int(r["ranks"]),
+            page.table(["level", "collective", "size (B)", "ranks", "time (ms)", "model (ms)", "bus GB/s", "efficiency"],
+                       [[esc(r["level"]), esc(r["collective"]), fmt_int(r["size_bytes"]), fmt_int(r["ranks"]),
                          fmt_num(r["time_s"] * 1e3, 3), fmt_num(r["ring_model_s"] * 1e3, 3),
                          fmt_num(r["bus_GBps"]), fmt_ratio(r["efficiency"])]
-                        for r in c.links.rows], numeric={1, 2, 3, 4, 5, 6})
+                        for r in c.links.rows], numeric={2, 3, 4, 5, 6, 7})
+        if c.fits.usable:
+            page.p(esc(f"{label}: each collective's own alpha and beta at each level, fitted to its "
+                       "sweep as the ping-pong's are (the smallest size's time, the slope to the "
+                       "largest)."))
+            page.table(["level", "collective", "ranks", "alpha (us)", "GB/s"],
+                       [[esc(r["level"]), esc(r["collective"]), fmt_int(r["ranks"]), fmt_num(r["alpha_us"], 2),
+                         fmt_num(r["bandwidth_GBps"], 2)] for r in c.fits.rows], numeric={2, 3, 4})
         if c.levels.usable:
             page.p(esc(f"{label}: the link at each level, rank 0's ping-pong with the first rank on its "
                        "host (node) and on another host (network), fitted to alpha and beta: the "
