@@ -98,16 +98,6 @@ std::size_t bench_bytes_per_rank(const BenchPlan& plan, int n);
 // About how many bytes the result file of `plan` takes (checked against free space first).
 std::uint64_t bench_result_bytes(const BenchPlan& plan);
 
-// One collective's native algorithm over `sizes` as bench collectives times a row (float32 sum,
-// out of place, on the device's memory where the job runs on GPUs): after `warmup` calls,
-// `iterations` calls each after a barrier; a point's time is the mean over ranks of each rank's
-// mean, its bytes the row's size_bytes. Sizes that come to the same count are timed once.
-struct SweepPoint {
-  double bytes = 0, seconds = 0;
-};
-std::vector<SweepPoint> time_native_sweep(Communicator& comm, Collective collective, const std::vector<std::size_t>& sizes,
-                                          int warmup, int iterations, HalfAccumulate half, bool on_gpu);
-
 // Refuses (UsageError) a -r/--root outside the world; called before any work, so that a
 // refusal leaves no partial file.
 void check_bench_root(const BenchOptions& options, int world_size);

@@ -1,7 +1,7 @@
 // The calibration of bench/commands/calibration.hpp: the primitives timed on every rank at once.
 #include "bench/commands/calibration.hpp"
 
-#include "bench/commands/bench_collectives.hpp"
+#include "bench/commands/collective_timing.hpp"
 
 #include <algorithm>
 #include <chrono>
