@@ -212,7 +212,12 @@ CollectiveEfficiency measure_collective_efficiency(Session& session, Communicato
                                                    const theory::AlphaBeta& link, record::Table& links, record::Table& fits) {
   CollectiveEfficiency out;
   if (group.size() < 2) return out;
-  const std::vector<std::size_t> sizes(std::begin(kCollectiveSizes), std::end(kCollectiveSizes));
+  // The sizes that give every rank at least one float32 element (on very large groups the
+  // smallest sizes do not).
+  std::vector<std::size_t> sizes;
+  for (const std::size_t size : kCollectiveSizes)
+    if (size >= 4 * static_cast<std::size_t>(group.size())) sizes.push_back(size);
+  if (sizes.empty()) return out;
   const std::size_t first = links.rows(), count = sizes.size() * std::size(theory::kCalibratedCollectives);
   // (bytes, seconds) by collective and size, every rank the same.
   std::vector<double> points(2 * count);

@@ -66,7 +66,7 @@ inline constexpr std::size_t kCollectiveSizes[] = {std::size_t{1} << 10, std::si
                                                    std::size_t{256} << 10, std::size_t{1} << 20, std::size_t{4} << 20};
 // Each calibrated collective swept over `group` (every rank of it at once) with bench
 // collectives' timing (time_native_sweep: 2 warm-up calls, the mean over ranks of 10 calls each)
-// at kCollectiveSizes, against its model on `link` (theory::collective_model_seconds):
+// at kCollectiveSizes (those of at least one float32 element a rank), against its model on `link` (theory::collective_model_seconds):
 // (bytes, efficiency) pairs keyed by collective, at a level other than "world" by
 // "level:collective"; every rank the same, none for a group of one rank. Rank 0 appends the
 // rows to `links` (with --resume the interrupted run's rows of that level are taken back
