@@ -113,8 +113,12 @@ class BenchCalibrate final : public Command {
   int execute(Job& job) override {
     Session& s = job.session;
     const DataType dtype = parse_data_type(options_.dtype);
-    s.check_memory(std::size_t{6} * (std::size_t{1} << 21) * size_of(dtype) + (std::size_t{3} << 20) * size_of(dtype),
-                   "the calibration");
+    // The ops' operands at the largest count (five arrays and a product's three), then the
+    // stream's three arrays at its largest.
+    const auto largest = [](const auto& counts) { return static_cast<std::size_t>(counts[std::size(counts) - 1]); };
+    const std::size_t ops = 5 * largest(theory::kOpElements) + 3 * (std::size_t{1} << 20);
+    const std::size_t stream = 3 * largest(theory::kStreamElements);
+    s.check_memory((ops + stream) * size_of(dtype), "the calibration");
     s.maybe_inject_stall();
     job.calibration(dtype);
     Communicator& world = s.world();
