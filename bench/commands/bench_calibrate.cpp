@@ -68,8 +68,10 @@ class BenchCalibrate final : public Command {
   BenchCalibrate()
       : Command({.name = "bench calibrate",
                  .help = "Measure the primitives on every rank at once (matrix products over a grid of shapes, the ops a "
-                         "training step is made of, the point-to-point link within a host and across hosts, the "
-                         "collectives' efficiency by size) and write them as a cluster "
+                         "training step is made of, an add streaming from each level of memory, the point-to-point link "
+                         "within a host and across hosts, the collectives swept as bench collectives times them: their "
+                         "efficiency by size and alpha-beta, over every rank and, on several hosts, within a host and "
+                         "across hosts) and write them as a cluster "
                          "description that `parity plan --cluster FILE` reads; the benchmarks predict their step times "
                          "from the same measurement",
                  .order = 25,
