@@ -36,21 +36,17 @@ theory::Calibration median_over_ranks(const record::Table& t, const std::string&
   std::vector<theory::Calibration> each;
   for (int r = 0; r < ranks; ++r) each.push_back(calibration_of_rank(t, type, r));
   out = each.front();
-  for (std::size_t i = 0; i < out.gemm.size(); ++i) {
-    std::vector<double> s;
-    for (const auto& c : each) s.push_back(c.gemm[i].seconds);
-    out.gemm[i].seconds = percentile(s, 0.5);
-  }
-  for (std::size_t i = 0; i < out.ops.size(); ++i) {
-    std::vector<double> s;
-    for (const auto& c : each) s.push_back(c.ops[i].seconds);
-    out.ops[i].seconds = percentile(s, 0.5);
-  }
-  for (std::size_t i = 0; i < out.stream.size(); ++i) {
-    std::vector<double> s;
-    for (const auto& c : each) s.push_back(c.stream[i].seconds);
-    out.stream[i].seconds = percentile(s, 0.5);
-  }
+  // Each sample's seconds: the median over the ranks' same sample.
+  const auto median_of = [&](auto& samples, const auto& of_rank) {
+    for (std::size_t i = 0; i < samples.size(); ++i) {
+      std::vector<double> s;
+      for (const auto& c : each) s.push_back(of_rank(c)[i].seconds);
+      samples[i].seconds = percentile(s, 0.5);
+    }
+  };
+  median_of(out.gemm, [](const theory::Calibration& c) -> const auto& { return c.gemm; });
+  median_of(out.ops, [](const theory::Calibration& c) -> const auto& { return c.ops; });
+  median_of(out.stream, [](const theory::Calibration& c) -> const auto& { return c.stream; });
   return out;
 }
 

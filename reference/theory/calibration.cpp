@@ -44,6 +44,21 @@ std::pair<std::size_t, double> bracket(double x) {
   return {i, at - static_cast<double>(i)};
 }
 
+
+// y at x from (x, y) points sorted by x, all positive: linear in log x of log y between the two
+// points around x, the end point's y beyond either end.
+double log_log_interpolate(const std::vector<std::pair<double, double>>& points, double x) {
+  if (x <= points.front().first) return points.front().second;
+  for (std::size_t i = 1; i < points.size(); ++i)
+    if (x <= points[i].first) {
+      const auto& [x0, y0] = points[i - 1];
+      const auto& [x1, y1] = points[i];
+      const double w = std::log(x / x0) / std::log(x1 / x0);
+      return std::exp((1 - w) * std::log(y0) + w * std::log(y1));
+    }
+  return points.back().second;
+}
+
 }  // namespace
 
 double Calibration::gemm_seconds(double m, double n, double k) const {
@@ -68,43 +83,24 @@ double Calibration::gemm_seconds(double m, double n, double k) const {
 }
 
 double Calibration::op_seconds(const std::string& op, double elements) const {
-  std::vector<const OpSample*> points;
+  std::vector<std::pair<double, double>> points;  // (elements, seconds per element)
   for (const OpSample& s : ops)
-    if (s.op == op) points.push_back(&s);
+    if (s.op == op) points.emplace_back(static_cast<double>(s.elements), s.seconds / static_cast<double>(s.elements));
   if (points.empty()) throw UsageError("the calibration has no measurement of " + op);
-  std::sort(points.begin(), points.end(), [](const OpSample* a, const OpSample* b) { return a->elements < b->elements; });
-  const auto per_element = [](const OpSample* s) { return std::log(s->seconds / static_cast<double>(s->elements)); };
-  const double x = std::log(std::max(elements, 1.0));
-  double log_spe = per_element(points.front());
-  if (points.size() > 1 && x >= std::log(static_cast<double>(points.back()->elements))) {
-    log_spe = per_element(points.back());
-  } else {
-    for (std::size_t p = 0; p + 1 < points.size(); ++p) {
-      const double x0 = std::log(static_cast<double>(points[p]->elements));
-      const double x1 = std::log(static_cast<double>(points[p + 1]->elements));
-      if (x >= x0 && x <= x1) {
-        const double w = (x - x0) / (x1 - x0);
-        log_spe = (1 - w) * per_element(points[p]) + w * per_element(points[p + 1]);
-        break;
-      }
-    }
-  }
-  return elements * std::exp(log_spe);
+  std::sort(points.begin(), points.end());
+  return elements * log_log_interpolate(points, std::max(elements, 1.0));
 }
 
 double Calibration::element_bytes() const { return dtype == "float64" ? 8.0 : 4.0; }
 
 double Calibration::stream_seconds_per_byte(double footprint) const {
   if (stream.empty()) throw UsageError("the calibration has no stream samples");
-  const auto bytes = [&](const StreamSample& s) { return 3.0 * static_cast<double>(s.elements) * element_bytes(); };
-  const auto per_byte = [&](const StreamSample& s) { return s.seconds / bytes(s); };
-  if (footprint <= bytes(stream.front())) return per_byte(stream.front());
-  for (std::size_t i = 1; i < stream.size(); ++i)
-    if (footprint <= bytes(stream[i])) {
-      const double w = std::log(footprint / bytes(stream[i - 1])) / std::log(bytes(stream[i]) / bytes(stream[i - 1]));
-      return std::exp((1 - w) * std::log(per_byte(stream[i - 1])) + w * std::log(per_byte(stream[i])));
-    }
-  return per_byte(stream.back());
+  std::vector<std::pair<double, double>> points;  // (footprint, seconds per byte), by growing footprint (validate)
+  for (const StreamSample& s : stream) {
+    const double bytes = 3.0 * static_cast<double>(s.elements) * element_bytes();
+    points.emplace_back(bytes, s.seconds / bytes);
+  }
+  return log_log_interpolate(points, footprint);
 }
 
 double Calibration::fetch_seconds(double bytes, double working_set) const {
