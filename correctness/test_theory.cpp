@@ -170,6 +170,30 @@ TEST(Theory, TensorParallelPredictedTimeIsItsAlphaAndBetaTerms) {
   }
 }
 
+// The regions' memory traffic, counted by hand: with sequence parallelism every all-gather
+// copies the shard (a / t bytes) and, with more than one row, every all-gather and reduce-scatter
+// interleaves the whole (a); without it nothing is copied. Every collective touches its send and
+// receive buffers: an all-reduce its one buffer in place.
+TEST(Theory, TensorParallelPredictedTimeCountsTheRegionsCopiesAndBuffers) {
+  const model::GptConfig c{.vocabulary = 48, .layers = 3, .hidden = 24, .heads = 12, .sequence = 12};
+  const TensorParallelMemory copies{[](double bytes) { return bytes * 1e-9; }, {}};
+  const TensorParallelMemory fetches{{}, [](double bytes) { return bytes * 1e-9; }};
+  const double gathers = 6.0 * c.layers + 1 + 2, scatters = 4.0 * c.layers + 1 + 1, reduces = 4.0 * c.layers + 1 + 1;
+  for (int t : {2, 4})
+    for (std::int64_t rows : {1, 3}) {
+      SCOPED_TRACE("t " + std::to_string(t) + " rows " + std::to_string(rows));
+      const double a = static_cast<double>(rows * c.sequence * c.hidden) * 4, stats = static_cast<double>(rows * c.sequence) * 4;
+      EXPECT_EQ(tensor_parallel_predicted_seconds(c, rows, t, false, 4, 4, {0, 0}, {}, copies), 0.0);
+      const double interleaved = rows > 1 ? (gathers + scatters) * a : 0;
+      EXPECT_NEAR(tensor_parallel_predicted_seconds(c, rows, t, true, 4, 4, {0, 0}, {}, copies),
+                  (gathers * a / t + interleaved) * 1e-9, 1e-18);
+      EXPECT_NEAR(tensor_parallel_predicted_seconds(c, rows, t, false, 4, 4, {0, 0}, {}, fetches),
+                  (reduces * a + 3 * stats) * 1e-9, 1e-18);
+      EXPECT_NEAR(tensor_parallel_predicted_seconds(c, rows, t, true, 4, 4, {0, 0}, {}, fetches),
+                  ((gathers + scatters) * (a + a / t) + 3 * stats) * 1e-9, 1e-18);
+    }
+}
+
 TEST(Theory, TensorParallelBytesAndParameters) {
   model::GptConfig c{.vocabulary = 48, .layers = 2, .hidden = 24, .heads = 12, .sequence = 12};
   // b = 3 sequences, t = 4, e = 4: A = 3 * 12 * 24 = 864 elements.

@@ -246,9 +246,16 @@ TensorBenchOutcome run_tensor_bench(Session& session, const TensorBenchPlan& pla
     const theory::TensorParallelEfficiency efficiency{calibration.collective_efficiency_at(hidden_bytes, 1.0, "all_reduce"),
                                                       calibration.collective_efficiency_at(hidden_bytes, 1.0, "all_gather"),
                                                       calibration.collective_efficiency_at(hidden_bytes, 1.0, "reduce_scatter")};
+    // The regions' copies and the collectives' buffers, from the level that holds the step's
+    // working set, as the step's own ops are priced.
+    const theory::StepSplit split{run.tp, run.sequence_parallel, formula_parameters, {}};
+    const double working_set = theory::reference_gpt_working_set(c, rank_rows, true, split);
+    const theory::TensorParallelMemory memory{
+        [&](double bytes) { return 2 * bytes * calibration.stream_seconds_per_byte(std::max(working_set, 2 * bytes)); },
+        [&](double bytes) { return calibration.fetch_seconds(bytes, working_set); }};
     const double predicted = p2p.measured ? theory::tensor_parallel_predicted_seconds(c, rank_rows, run.tp, run.sequence_parallel,
                                                                                      static_cast<double>(e), static_cast<double>(theory::statistic_bytes(c.dtype)),
-                                                                                     p2p.model, efficiency)
+                                                                                     p2p.model, efficiency, memory)
                                           : std::nan("");
     const double measured_total = r.embedding + c.layers * r.block + r.head + r.loss;
     const bool bytes_match = std::llround(r.embedding) == std::llround(formula.embedding) &&
@@ -297,7 +304,7 @@ TensorBenchOutcome run_tensor_bench(Session& session, const TensorBenchPlan& pla
     // The step predicted from rank 0's calibration: its share op by op, the tensor-parallel
     // collectives, and the gradients' ring all-reduce over dp (2 (dp - 1) messages of 1/dp).
     const double compute =
-        theory::reference_gpt_step(c, rank_rows, calibration, true, {run.tp, run.sequence_parallel, formula_parameters}).total();
+        theory::reference_gpt_step(c, rank_rows, calibration, true, split).total();
     const double gradient_bytes = static_cast<double>(formula_parameters * e);
     const double dp_comm = run.dp == 1 ? 0.0
                            : p2p.measured ? theory::ring_all_reduce_seconds(run.dp, gradient_bytes, p2p.model) /

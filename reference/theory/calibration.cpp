@@ -251,6 +251,16 @@ void cost_moe_block(StepCosts& cost, StepEstimate& e, const MoeBlockWork& w, dou
 
 }  // namespace
 
+double reference_gpt_working_set(const model::GptConfig& config, std::int64_t batch, bool adamw, const StepSplit& split) {
+  const double P = static_cast<double>(split.parameters > 0 ? split.parameters : gpt_parameters(config));
+  const double bytes = static_cast<double>(size_of(config.dtype));
+  const double tokens = static_cast<double>(batch) * static_cast<double>(config.sequence);
+  const double vocabulary = static_cast<double>(config.vocabulary) / split.tp;
+  return P * bytes * (adamw ? 4 : 3) +
+         config.layers * static_cast<double>(tensor_parallel_block_activation_bytes(config, batch, split.tp, split.sp)) +
+         2 * tokens * vocabulary * bytes;
+}
+
 StepEstimate reference_gpt_step(const model::GptConfig& config, std::int64_t batch, const Calibration& cal, bool adamw,
                                 const StepSplit& split) {
   const double t = split.tp;
@@ -259,14 +269,8 @@ StepEstimate reference_gpt_step(const model::GptConfig& config, std::int64_t bat
   const double hs = C / H, N = B * T, heads = B * H / t;
   const double P = static_cast<double>(split.parameters > 0 ? split.parameters : gpt_parameters(config));
   const double rows = split.sp ? N / t : N;  // the norms', residual adds' and embedding's rows
-  // The working set: parameters, gradients and the optimizer's moments; every block's saved
-  // activations; the logits and their gradient.
-  const double bytes = static_cast<double>(size_of(config.dtype));
-  const double working_set = P * bytes * (adamw ? 4 : 3) +
-                             config.layers * static_cast<double>(tensor_parallel_block_activation_bytes(config, batch, split.tp, split.sp)) +
-                             2 * N * V * bytes;
   StepEstimate e;
-  StepCosts cost(cal, config.layers + 3, working_set);  // embedding, blocks, ln_f, head
+  StepCosts cost(cal, config.layers + 3, reference_gpt_working_set(config, batch, adamw, split));  // embedding, blocks, ln_f, head
   cost.op(e.elementwise_s, "fill", P);  // zero_grad
   for (const bool backward : {false, true}) {
     cost.backward = backward;

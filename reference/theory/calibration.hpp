@@ -159,6 +159,10 @@ struct StepSplit {
 };
 StepEstimate reference_gpt_step(const model::GptConfig& config, std::int64_t batch, const Calibration& calibration,
                                 bool adamw, const StepSplit& split = {});
+// The bytes that step touches, the level its operands come from: the rank's parameters, their
+// gradients and the optimizer's moments (AdamW 2, SGD with momentum 1), every block's saved
+// activations, the logits and their gradient.
+double reference_gpt_working_set(const model::GptConfig& config, std::int64_t batch, bool adamw, const StepSplit& split = {});
 // The same for the reference MLP (Dense layers with GeLU, mean-squared error): its products
 // equal theory::mlp_forward_flops times 3.
 StepEstimate reference_mlp_step(const model::MlpConfig& config, std::int64_t batch, const Calibration& calibration,

@@ -18,18 +18,23 @@ TensorParallelBytes tensor_parallel_bytes_per_rank(const model::GptConfig& c, st
 }
 
 double tensor_parallel_predicted_seconds(const model::GptConfig& c, std::int64_t rows, int t, bool sequence_parallel,
-                                         double e, double e_stat, AlphaBeta m, const TensorParallelEfficiency& eff) {
+                                         double e, double e_stat, AlphaBeta m, const TensorParallelEfficiency& eff,
+                                         const TensorParallelMemory& memory) {
   if (t <= 1) return 0;
   const double a = static_cast<double>(rows) * static_cast<double>(c.sequence) * static_cast<double>(c.hidden) * e;
   const double tokens = static_cast<double>(rows) * static_cast<double>(c.sequence);
-  const double all_reduce = ring_all_reduce_seconds(t, a, m) / eff.all_reduce;
-  const double all_gather = ring_chunked_seconds(t, a, m) / eff.all_gather;
-  const double reduce_scatter = ring_chunked_seconds(t, a, m) / eff.reduce_scatter;
+  const auto copy = [&](double bytes) { return memory.copy ? memory.copy(bytes) : 0.0; };
+  const auto fetch = [&](double bytes) { return memory.fetch ? memory.fetch(bytes) : 0.0; };
+  const double interleave = rows > 1 ? copy(a) : 0.0;  // the whole's blocks into place (SP)
+  const double all_reduce = ring_all_reduce_seconds(t, a, m) / eff.all_reduce + fetch(a);
+  const double all_gather = ring_chunked_seconds(t, a, m) / eff.all_gather + fetch(a + a / t) + copy(a / t) + interleave;
+  const double reduce_scatter = ring_chunked_seconds(t, a, m) / eff.reduce_scatter + fetch(a + a / t) + interleave;
   const double block = sequence_parallel ? 6 * all_gather + 4 * reduce_scatter : 4 * all_reduce;
   const double embedding = sequence_parallel ? all_gather + reduce_scatter : all_reduce;
   const double head = sequence_parallel ? 2 * all_gather + reduce_scatter : all_reduce;
   const double loss =
-      (ring_all_reduce_seconds(t, tokens * e_stat, m) + ring_all_reduce_seconds(t, 2 * tokens * e_stat, m)) / eff.all_reduce;
+      (ring_all_reduce_seconds(t, tokens * e_stat, m) + ring_all_reduce_seconds(t, 2 * tokens * e_stat, m)) / eff.all_reduce +
+      fetch(tokens * e_stat) + fetch(2 * tokens * e_stat);
   return embedding + c.layers * block + head + loss;
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "reference/theory/collectives.hpp"
 #include "reference/theory/model.hpp"
@@ -44,9 +45,21 @@ TensorParallelBytes tensor_parallel_bytes_per_rank(const model::GptConfig& confi
 struct TensorParallelEfficiency {
   double all_reduce = 1, all_gather = 1, reduce_scatter = 1;
 };
+// What the regions (parallel/tensor/regions.cpp) do in memory beside the messages, each a
+// function of bytes (unset: free). `copy`: seconds to copy bytes (read once, written once): an
+// all-gather copies the rank's shard into the gathered buffer, and where rows > 1 interleaves
+// the ranks' blocks into place (a copy of the whole); a reduce-scatter with rows > 1
+// interleaves the whole before it. `fetch`: seconds beyond the collective's calibrated time to
+// touch its buffers (send and receive; an all-reduce's one, in place) where a step last left
+// them, a working set away (Calibration::fetch_seconds). Sequence parallelism gathers and
+// scatters along the sequence, so rows > 1 interleave; without it nothing is copied.
+struct TensorParallelMemory {
+  std::function<double(double bytes)> copy, fetch;
+};
 double tensor_parallel_predicted_seconds(const model::GptConfig& config, std::int64_t rows, int t,
                                          bool sequence_parallel, double element_bytes, double statistic_bytes,
-                                         AlphaBeta model, const TensorParallelEfficiency& efficiency = {});
+                                         AlphaBeta model, const TensorParallelEfficiency& efficiency = {},
+                                         const TensorParallelMemory& memory = {});
 
 // Bytes one rank sends to sum the sequence-sharded gradients once (SP): an all-reduce of every
 // LayerNorm's 2h elements and the position table's s h: 2 (t-1)/t (4 h L + 2 h + s h) e.

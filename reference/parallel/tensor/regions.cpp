@@ -1,3 +1,4 @@
+#include <cstdlib>
 // Tensor-parallel collectives on activations and the conjugate operators (see regions.hpp).
 #include "reference/parallel/tensor/regions.hpp"
 
@@ -44,6 +45,7 @@ std::map<std::string, double> TensorParallel::bytes_by_layer() const {
 }
 
 template <typename F> void TensorParallel::timed(const std::string& site, F&& f) const {
+  if (std::getenv("PARITY_PREBARRIER")) group_.barrier();
   const auto start = std::chrono::steady_clock::now();
   const std::uint64_t before = group_.traffic().bytes_sent;
   f();
