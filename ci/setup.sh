@@ -9,7 +9,7 @@ packages=(
   libhdf5-dev
   libgtest-dev googletest libbenchmark-dev
   libcli11-dev libfmt-dev
-  libopenblas-dev
+  libopenblas-dev libhwy-dev
   python3-matplotlib python3-h5py python3-numpy
   chromium
   iproute2

@@ -9,6 +9,7 @@
 
 #include "reference/core/error.hpp"
 #include "reference/cuda/device.hpp"
+#include "reference/simd/simd.hpp"
 
 namespace parity {
 namespace {
@@ -146,19 +147,20 @@ void convert_buffer(BufferView dst, BufferView src) {
   if (dst.dtype == src.dtype) return copy_buffer(dst, src);
   if (on_device("convert_buffer", {dst, src}))
     return cuda::convert(dst.data, static_cast<int>(dst.dtype), src.data, static_cast<int>(src.dtype), dst.count);
+  // float32 to and from 16 bits: vectorised, bit for bit the scalar conversions below.
+  const auto bits = [](BufferView b) { return static_cast<std::uint16_t*>(b.data); };
+  const auto floats = [](BufferView b) { return static_cast<float*>(b.data); };
+  if (dst.dtype == DataType::float32 && src.dtype == DataType::float16) return simd::half_to_float(bits(src), floats(dst), dst.count);
+  if (dst.dtype == DataType::float32 && src.dtype == DataType::bfloat16) return simd::bf16_to_float(bits(src), floats(dst), dst.count);
+  if (dst.dtype == DataType::float16 && src.dtype == DataType::float32) return simd::float_to_half(floats(src), bits(dst), dst.count);
+  if (dst.dtype == DataType::bfloat16 && src.dtype == DataType::float32) return simd::float_to_bf16(floats(src), bits(dst), dst.count);
   visit_data_type(dst.dtype, [&](auto dst_tag) {
     using D = decltype(dst_tag);
     visit_data_type(src.dtype, [&](auto src_tag) {
       using S = decltype(src_tag);
       D* d = dst.as<D>();
       const S* s = src.as<const S>();
-      for (std::size_t i = 0; i < dst.count; ++i) {
-        if constexpr (std::is_same_v<D, float> && std::is_same_v<S, bfloat16_t>) d[i] = bf16_to_float(s[i]);
-        else if constexpr (std::is_same_v<D, float> && std::is_same_v<S, float16_t>) d[i] = half_to_float(s[i]);
-        else if constexpr (std::is_same_v<D, bfloat16_t> && std::is_same_v<S, float>) d[i] = float_to_bf16(s[i]);
-        else if constexpr (std::is_same_v<D, float16_t> && std::is_same_v<S, float>) d[i] = float_to_half(s[i]);
-        else d[i] = from_double<D>(to_double(s[i]));
-      }
+      for (std::size_t i = 0; i < dst.count; ++i) d[i] = from_double<D>(to_double(s[i]));
     });
   });
 }

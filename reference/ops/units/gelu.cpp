@@ -11,20 +11,40 @@ void gelu_backward(int dtype, const void* dy, const void* x, void* dx, std::int6
 
 #ifndef __CUDACC__
 
-#include <numbers>
+#include <array>
+
+#include "reference/simd/simd.hpp"
 
 namespace parity::ops {
 
 namespace {
-template <typename C> inline C gelu_inner(C x) {
-  const C k = static_cast<C>(std::sqrt(2.0 / std::numbers::pi));
-  return k * (x + C(0.044715) * x * x * x);
-}
-template <typename C> inline C gelu_value(C x) { return x / (C(1) + std::exp(C(-2) * gelu_inner(x))); }
-template <typename C> inline C gelu_derivative(C x) {
-  const C k = static_cast<C>(std::sqrt(2.0 / std::numbers::pi));
-  const C s = C(1) / (C(1) + std::exp(C(-2) * gelu_inner(x)));
-  return s + C(2) * x * s * (C(1) - s) * k * (C(1) + C(3 * 0.044715) * x * x);
+// The CPU body (vectorised: reference/simd): float32 and float64 in place; 16-bit storage
+// widened to float32 a chunk at a time, computed in float32 and each result rounded once.
+// `f` takes float or double arrays: (out, in...) pointers and a count.
+template <typename F> void gelu_on_cpu(const char* op, Tensor& out, F f, const Tensor& first, const Tensor* second = nullptr) {
+  const std::int64_t n = first.numel();
+  const auto whole = [&](auto tag) {
+    using T = decltype(tag);
+    f(out.data<T>(), first.data<T>(), second ? second->data<T>() : static_cast<const T*>(nullptr), n);
+  };
+  if (first.dtype() == DataType::float64) return whole(double{});
+  if (first.dtype() == DataType::float32) return whole(float{});
+  require_floating(op, first);
+  constexpr std::int64_t kChunk = 1024;
+  std::array<float, kChunk> a{}, b{}, y{};
+  const bool half = first.dtype() == DataType::float16;
+  const auto widen = [&](const Tensor& t, std::int64_t i, std::int64_t count, float* to) {
+    const auto* bits = static_cast<const std::uint16_t*>(t.raw()) + i;
+    half ? simd::half_to_float(bits, to, static_cast<std::size_t>(count)) : simd::bf16_to_float(bits, to, static_cast<std::size_t>(count));
+  };
+  for (std::int64_t i = 0; i < n; i += kChunk) {
+    const std::int64_t count = std::min(kChunk, n - i);
+    widen(first, i, count, a.data());
+    if (second) widen(*second, i, count, b.data());
+    f(y.data(), a.data(), second ? b.data() : nullptr, count);
+    auto* bits = static_cast<std::uint16_t*>(out.raw()) + i;
+    half ? simd::float_to_half(y.data(), bits, static_cast<std::size_t>(count)) : simd::float_to_bf16(y.data(), bits, static_cast<std::size_t>(count));
+  }
 }
 }  // namespace
 
@@ -34,7 +54,9 @@ void gelu_forward(const Tensor& x, Tensor& y) {
   if constexpr (kCudaBuilt) {
     if (on_device(x)) return device::gelu_forward(code(x), x.raw(), y.raw(), x.numel());
   }
-  elementwise_on_cpu(op, y, [](auto v) { return gelu_value(v); }, x);
+  gelu_on_cpu(op, y, [](auto* out, const auto* in, const auto*, std::int64_t n) {
+    simd::gelu_forward(in, out, static_cast<std::size_t>(n));
+  }, x);
 }
 
 void gelu_backward(const Tensor& dy, const Tensor& x, Tensor& dx) {
@@ -43,7 +65,9 @@ void gelu_backward(const Tensor& dy, const Tensor& x, Tensor& dx) {
   if constexpr (kCudaBuilt) {
     if (on_device(dy)) return device::gelu_backward(code(x), dy.raw(), x.raw(), dx.raw(), x.numel());
   }
-  elementwise_on_cpu(op, dx, [](auto g, auto v) { return g * gelu_derivative(v); }, dy, x);
+  gelu_on_cpu(op, dx, [](auto* out, const auto* g, const auto* v, std::int64_t n) {
+    simd::gelu_backward(g, v, out, static_cast<std::size_t>(n));
+  }, dy, &x);
 }
 
 }  // namespace parity::ops

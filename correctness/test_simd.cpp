@@ -1,0 +1,144 @@
+// The vectorised CPU loops (reference/simd) against their scalar references: the 16-bit
+// conversions bit for bit over every 16-bit pattern and a sweep of float32 patterns with the
+// rounding ties, subnormals, overflows and NaNs spelled out; GeLU the same at every array length
+// (tails take the vectors' path) and equal to the scalar code within the two exps' error.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <numbers>
+#include <string>
+#include <vector>
+
+#include "reference/core/half.hpp"
+#include "reference/simd/simd.hpp"
+
+using namespace parity;
+
+namespace {
+
+// Float32 patterns: a stride through all 2^32, and the cases a rounding can get wrong.
+std::vector<float> float_patterns() {
+  std::vector<std::uint32_t> bits;
+  for (std::uint64_t u = 0; u < (1ull << 32); u += 4099) bits.push_back(static_cast<std::uint32_t>(u));
+  for (std::uint32_t sign : {0u, 0x80000000u})
+    for (std::uint32_t u : {0u, 1u, 0x00800000u, 0x007fffffu, 0x33000000u, 0x33000001u, 0x337fffffu, 0x38800000u,
+                            0x387fffffu, 0x38801000u, 0x38802000u, 0x3f801000u, 0x3f803000u, 0x3f808000u, 0x3f818000u,
+                            0x3f80ffffu, 0x477fe000u, 0x477fefffu, 0x477ff000u, 0x7f7f8000u, 0x7f7fffffu, 0x7f800000u,
+                            0x7f800001u, 0x7fc00000u, 0x7fa00000u, 0x7fffffffu, 0x7f802000u})
+      bits.push_back(sign | u);
+  std::vector<float> out;
+  for (std::uint32_t u : bits) out.push_back(std::bit_cast<float>(u));
+  return out;
+}
+
+TEST(Simd, SixteenBitPatternsWidenBitForBit) {
+  std::vector<std::uint16_t> all(65536);
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<std::uint16_t>(i);
+  std::vector<float> half(all.size()), bf16(all.size());
+  simd::half_to_float(all.data(), half.data(), all.size());
+  simd::bf16_to_float(all.data(), bf16.data(), all.size());
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    ASSERT_EQ(std::bit_cast<std::uint32_t>(half[i]), std::bit_cast<std::uint32_t>(half_to_float(float16_t{all[i]}))) << i;
+    ASSERT_EQ(std::bit_cast<std::uint32_t>(bf16[i]), std::bit_cast<std::uint32_t>(bf16_to_float(bfloat16_t{all[i]}))) << i;
+  }
+}
+
+TEST(Simd, Float32NarrowsBitForBit) {
+  const std::vector<float> in = float_patterns();
+  std::vector<std::uint16_t> half(in.size()), bf16(in.size());
+  simd::float_to_half(in.data(), half.data(), in.size());
+  simd::float_to_bf16(in.data(), bf16.data(), in.size());
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    const std::uint32_t u = std::bit_cast<std::uint32_t>(in[i]);
+    ASSERT_EQ(half[i], float_to_half(in[i]).bits) << std::hex << u;
+    ASSERT_EQ(bf16[i], float_to_bf16(in[i]).bits) << std::hex << u;
+  }
+}
+
+// Every length from 1 to 70 (past two AVX-512 vectors of float32) gives each element what the
+// longest array gives it: tails are computed as whole vectors.
+TEST(Simd, EveryLengthGivesEachElementTheSameResult) {
+  std::vector<float> x(70), dy(70);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    x[i] = -6.0f + 0.173f * static_cast<float>(i);
+    dy[i] = 0.5f - 0.031f * static_cast<float>(i);
+  }
+  std::vector<float> y(x.size()), dx(x.size());
+  simd::gelu_forward(x.data(), y.data(), x.size());
+  simd::gelu_backward(dy.data(), x.data(), dx.data(), x.size());
+  std::vector<std::uint16_t> h(x.size()), b(x.size());
+  simd::float_to_half(x.data(), h.data(), x.size());
+  simd::float_to_bf16(x.data(), b.data(), x.size());
+  for (std::size_t n = 1; n < x.size(); ++n) {
+    std::vector<float> yn(n + 1, 7.0f), dxn(n + 1, 7.0f);
+    std::vector<std::uint16_t> hn(n + 1, 7), bn(n + 1, 7);
+    simd::gelu_forward(x.data(), yn.data(), n);
+    simd::gelu_backward(dy.data(), x.data(), dxn.data(), n);
+    simd::float_to_half(x.data(), hn.data(), n);
+    simd::float_to_bf16(x.data(), bn.data(), n);
+    for (std::size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(yn[i]), std::bit_cast<std::uint32_t>(y[i])) << n << " " << i;
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(dxn[i]), std::bit_cast<std::uint32_t>(dx[i])) << n << " " << i;
+      ASSERT_EQ(hn[i], h[i]);
+      ASSERT_EQ(bn[i], b[i]);
+    }
+    // Nothing past the end is written.
+    EXPECT_EQ(yn[n], 7.0f);
+    EXPECT_EQ(dxn[n], 7.0f);
+    EXPECT_EQ(hn[n], 7);
+    EXPECT_EQ(bn[n], 7);
+  }
+}
+
+// GeLU against the scalar code it replaced (the same operations in the same order in T, libm's
+// exp). The two may round exp's argument a = -2u differently (the vector code's multiplies and
+// adds may be fused), each within 5 ulp of a (the constant's rounding, the cubic's two products,
+// the sum and the two scales), and exp turns an error of r |a| in a into r |a| of its result:
+// so within (4 + 10 |a|) ulp of T, 4 for the two exps (at most 1 ulp each, Highway's and
+// glibc's) and the division and products after them, or 4 ulp of T's smallest normal below that;
+// the far left exactly 0, NaN kept, +inf kept.
+template <typename T> T scalar_one_plus_exp(T x) {
+  const T k = static_cast<T>(std::sqrt(2.0 / std::numbers::pi));
+  return T(1) + std::exp(T(-2) * (k * (x + T(0.044715) * x * x * x)));
+}
+
+template <typename T> void expect_gelu_as_scalar() {
+  const std::vector<T> far{T(-9), T(-12), T(-60), T(-1e4), T(12), T(60)};
+  std::vector<T> x(8001 + far.size());
+  for (std::size_t i = 0; i < 8001; ++i) x[i] = static_cast<T>(static_cast<int>(i) - 4000) * T(0.0025) + T(0.00031);
+  std::copy(far.begin(), far.end(), x.begin() + 8001);
+  std::vector<T> y(x.size()), dx(x.size()), dy(x.size(), T(0.75));
+  simd::gelu_forward(x.data(), y.data(), x.size());
+  simd::gelu_backward(dy.data(), x.data(), dx.data(), x.size());
+  const T k = static_cast<T>(std::sqrt(2.0 / std::numbers::pi)), ulp = std::numeric_limits<T>::epsilon();
+  const T floor = 4 * ulp * std::numeric_limits<T>::min();
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const T v = x[i], s = T(1) / scalar_one_plus_exp(v);
+    const T value = v / scalar_one_plus_exp(v);
+    const T term = T(2) * v * s * (T(1) - s) * k * (T(1) + static_cast<T>(3 * 0.044715) * v * v);
+    const T slope = T(0.75) * (s + term);
+    const T a = std::abs(T(2) * k * (v + T(0.044715) * v * v * v)), bound = (4 + 10 * a) * ulp;
+    EXPECT_LE(std::abs(y[i] - value), bound * std::abs(value) + floor) << v;
+    // The slope's two terms cancel near its zero (x = -0.75): bounded by their magnitudes.
+    EXPECT_LE(std::abs(dx[i] - slope), bound * T(0.75) * (std::abs(s) + std::abs(term)) + floor) << v;
+    if (v <= -60) {
+      EXPECT_EQ(y[i], T(0)) << v;
+    }
+  }
+  const T special[] = {std::numeric_limits<T>::quiet_NaN(), std::numeric_limits<T>::infinity()};
+  T out[2];
+  simd::gelu_forward(special, out, 2);
+  EXPECT_TRUE(std::isnan(out[0]));
+  EXPECT_EQ(out[1], std::numeric_limits<T>::infinity());
+}
+
+TEST(Simd, GeluFloat32AsTheScalarCode) { expect_gelu_as_scalar<float>(); }
+TEST(Simd, GeluFloat64AsTheScalarCode) { expect_gelu_as_scalar<double>(); }
+
+TEST(Simd, NamesTheInstructionSetItRuns) { EXPECT_FALSE(std::string(simd::target()).empty()); }
+
+}  // namespace
