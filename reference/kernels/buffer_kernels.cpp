@@ -14,12 +14,28 @@
 namespace parity {
 namespace {
 
+// 16-bit data as its bits, widened to float32 and narrowed back (vectorised, reference/simd).
+template <typename T> void widen16(const T* from, float* to, std::size_t n) {
+  const auto* bits = reinterpret_cast<const std::uint16_t*>(from);
+  std::is_same_v<T, float16_t> ? simd::half_to_float(bits, to, n) : simd::bf16_to_float(bits, to, n);
+}
+template <typename T> void narrow16(const float* from, T* to, std::size_t n) {
+  auto* bits = reinterpret_cast<std::uint16_t*>(to);
+  std::is_same_v<T, float16_t> ? simd::float_to_half(from, bits, n) : simd::float_to_bf16(from, bits, n);
+}
+
 template <typename T, typename Op>
 void combine(T* out, const T* a, const T* b, std::size_t n, Op op) {
   if constexpr (std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>) {
-    for (std::size_t i = 0; i < n; ++i) {
-      float r = op(static_cast<float>(to_double(a[i])), static_cast<float>(to_double(b[i])));
-      out[i] = from_double<T>(r);
+    // Each result computed in float32 and rounded once, a chunk at a time.
+    constexpr std::size_t kChunk = 1024;
+    float x[kChunk], y[kChunk];
+    for (std::size_t i = 0; i < n; i += kChunk) {
+      const std::size_t count = std::min(kChunk, n - i);
+      widen16(a + i, x, count);
+      widen16(b + i, y, count);
+      for (std::size_t j = 0; j < count; ++j) x[j] = op(x[j], y[j]);
+      narrow16(x, out + i, count);
     }
   } else {
     for (std::size_t i = 0; i < n; ++i) out[i] = op(a[i], b[i]);

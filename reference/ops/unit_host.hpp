@@ -12,10 +12,12 @@
 #include <limits>
 #include <string>
 #include <tuple>
+#include <type_traits>
 
 #include "reference/ops/checks.hpp"
 #include "reference/ops/flops.hpp"
 #include "reference/ops/ops.hpp"
+#include "reference/simd/simd.hpp"
 #include "reference/tensor/tensor.hpp"
 
 #ifndef PARITY_HAVE_CUDA
@@ -98,20 +100,34 @@ void elementwise_on_cpu(const char* op, Tensor& y, F f, const Tensor& first, con
   });
 }
 
-// Softmax of one row of length c, with the first `valid` entries live and the rest zero.
-// Returns log(sum_j exp(row_j)) over the live entries (the cross-entropy needs it).
+// Softmax of one row of length c, with the first `valid` entries live and the rest zero
+// (vectorised, its sum in reference/simd's blocked order). Returns log(sum_j exp(row_j)) over
+// the live entries (the cross-entropy needs it).
 template <typename C> C softmax_row(C* row, std::int64_t c, std::int64_t valid) {
-  C m = -std::numeric_limits<C>::infinity();
-  for (std::int64_t j = 0; j < valid; ++j) m = std::max(m, row[j]);
-  C sum = 0;
-  for (std::int64_t j = 0; j < valid; ++j) {
-    row[j] = std::exp(row[j] - m);
-    sum += row[j];
-  }
-  const C inv = C(1) / sum;
-  for (std::int64_t j = 0; j < valid; ++j) row[j] *= inv;
+  const auto n = static_cast<std::size_t>(valid);
+  const C m = simd::row_max(row, n);
+  const C sum = simd::exp_sum(row, n, m, row);
+  simd::scale(row, n, C(1) / sum);
   for (std::int64_t j = valid; j < c; ++j) row[j] = 0;
   return m + std::log(sum);
+}
+
+// Widens 16-bit storage to float32 (or copies float32 and float64) into `to`; narrows back.
+template <typename T> void widen(const T* from, Acc<T>* to, std::int64_t n) {
+  if constexpr (std::is_same_v<T, float16_t>)
+    simd::half_to_float(reinterpret_cast<const std::uint16_t*>(from), to, static_cast<std::size_t>(n));
+  else if constexpr (std::is_same_v<T, bfloat16_t>)
+    simd::bf16_to_float(reinterpret_cast<const std::uint16_t*>(from), to, static_cast<std::size_t>(n));
+  else
+    std::copy(from, from + n, to);
+}
+template <typename T> void narrow(const Acc<T>* from, T* to, std::int64_t n) {
+  if constexpr (std::is_same_v<T, float16_t>)
+    simd::float_to_half(from, reinterpret_cast<std::uint16_t*>(to), static_cast<std::size_t>(n));
+  else if constexpr (std::is_same_v<T, bfloat16_t>)
+    simd::float_to_bf16(from, reinterpret_cast<std::uint16_t*>(to), static_cast<std::size_t>(n));
+  else
+    std::copy(from, from + n, to);
 }
 
 // Row-major GEMM C = alpha op(A) op(B) + beta C with leading dimensions, through BLAS; counts

@@ -5,6 +5,8 @@
 #define HWY_TARGET_INCLUDE "reference/simd/simd.cpp"
 #include <hwy/foreach_target.h>  // must come before highway.h
 
+#include "reference/simd/simd.hpp"
+
 #include <hwy/highway.h>
 #include <hwy/contrib/math/math-inl.h>
 
@@ -13,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <numbers>
 
 HWY_BEFORE_NAMESPACE();
@@ -88,6 +91,182 @@ void GeluForwardF64(const double* x, double* y, std::size_t n) { GeluForward(x, 
 void GeluBackwardF32(const float* dy, const float* x, float* dx, std::size_t n) { GeluBackward(dy, x, dx, n); }
 void GeluBackwardF64(const double* dy, const double* x, double* dx, std::size_t n) { GeluBackward(dy, x, dx, n); }
 
+// ---- Rows: the blocked sum (simd.hpp): 16 partial sums, element j into partial j mod 16, held
+// as 16 / Lanes vectors of at most 16 lanes; the partials then added pairwise.
+constexpr std::size_t kPartials = 16;
+
+// sum of term(d, i, count) over the row's vectors (count < Lanes only at the end; its lanes past
+// count are not added).
+template <typename T, class Term> HWY_INLINE T blocked_sum(std::size_t n, const Term& term) {
+  const hn::CappedTag<T, kPartials> d;
+  const std::size_t lanes = hn::Lanes(d), vectors = kPartials / lanes;
+  hn::Vec<decltype(d)> acc[kPartials];
+  for (std::size_t k = 0; k < vectors; ++k) acc[k] = hn::Zero(d);
+  std::size_t i = 0;
+  for (; i + kPartials <= n; i += kPartials)
+    for (std::size_t k = 0; k < vectors; ++k) acc[k] = hn::Add(acc[k], term(d, i + k * lanes, lanes));
+  for (std::size_t k = 0; k < vectors && i + k * lanes < n; ++k) {
+    const std::size_t count = std::min(lanes, n - (i + k * lanes));
+    acc[k] = hn::Add(acc[k], hn::IfThenElseZero(hn::FirstN(d, count), term(d, i + k * lanes, count)));
+  }
+  HWY_ALIGN T partial[kPartials];
+  for (std::size_t k = 0; k < vectors; ++k) hn::Store(acc[k], d, partial + k * lanes);
+  for (std::size_t width = kPartials; width > 1; width /= 2)
+    for (std::size_t j = 0; j < width / 2; ++j) partial[j] = partial[2 * j] + partial[2 * j + 1];
+  return partial[0];
+}
+
+template <typename T> T RowMax(const T* x, std::size_t n) {
+  const hn::ScalableTag<T> d;
+  const auto lowest = hn::Set(d, -std::numeric_limits<T>::infinity());
+  auto acc = lowest;
+  over_vectors(d, n, [&](std::size_t i, std::size_t count) {
+    acc = hn::Max(acc, hn::IfThenElse(hn::FirstN(d, count), load(d, x + i, count), lowest));
+  });
+  HWY_ALIGN T lanes[HWY_MAX_BYTES / sizeof(T)];
+  hn::Store(acc, d, lanes);
+  T m = -std::numeric_limits<T>::infinity();
+  for (std::size_t j = 0; j < hn::Lanes(d); ++j) m = std::max(m, lanes[j]);
+  return m;
+}
+
+template <typename T> T ExpSum(const T* x, std::size_t n, T shift, T* out) {
+  return blocked_sum<T>(n, [&](auto d, std::size_t i, std::size_t count) {
+    const auto e = hn::Exp(d, hn::Sub(load(d, x + i, count), hn::Set(d, shift)));
+    if (out) store(d, e, out + i, count);
+    return e;
+  });
+}
+
+template <typename T> T RowSum(const T* x, std::size_t n) {
+  return blocked_sum<T>(n, [&](auto d, std::size_t i, std::size_t count) { return load(d, x + i, count); });
+}
+
+template <typename T> T RowDot(const T* a, const T* b, std::size_t n) {
+  return blocked_sum<T>(n, [&](auto d, std::size_t i, std::size_t count) {
+    return hn::Mul(load(d, a + i, count), load(d, b + i, count));
+  });
+}
+
+template <typename T> T SquaredDeviationSum(const T* x, std::size_t n, T c) {
+  return blocked_sum<T>(n, [&](auto d, std::size_t i, std::size_t count) {
+    const auto deviation = hn::Sub(load(d, x + i, count), hn::Set(d, c));
+    return hn::Mul(deviation, deviation);
+  });
+}
+
+template <typename T> void Scale(T* x, std::size_t n, T s) {
+  const hn::ScalableTag<T> d;
+  over_vectors(d, n, [&](std::size_t i, std::size_t count) {
+    store(d, hn::Mul(load(d, x + i, count), hn::Set(d, s)), x + i, count);
+  });
+}
+
+template <typename T>
+void LayerNormApply(const T* x, const T* gamma, const T* beta, T* y, std::size_t n, T mean, T rstd) {
+  const hn::ScalableTag<T> d;
+  over_vectors(d, n, [&](std::size_t i, std::size_t count) {
+    const auto xhat_scaled = hn::Mul(hn::Mul(hn::Sub(load(d, x + i, count), hn::Set(d, mean)), hn::Set(d, rstd)),
+                                     load(d, gamma + i, count));
+    store(d, hn::Add(xhat_scaled, load(d, beta + i, count)), y + i, count);
+  });
+}
+
+template <class D, typename T> HWY_INLINE hn::Vec<D> xhat_of(D d, const T* x, std::size_t i, std::size_t count, T mean, T rstd) {
+  return hn::Mul(hn::Sub(load(d, x + i, count), hn::Set(d, mean)), hn::Set(d, rstd));
+}
+
+template <typename T>
+void LayerNormBackwardSums(const T* dy, const T* x, const T* gamma, std::size_t n, T mean, T rstd, T* sums, T* dgamma,
+                           T* dbeta) {
+  if (sums) {
+    sums[0] = blocked_sum<T>(n, [&](auto d, std::size_t i, std::size_t count) {
+      return hn::Mul(load(d, dy + i, count), load(d, gamma + i, count));
+    });
+    sums[1] = blocked_sum<T>(n, [&](auto d, std::size_t i, std::size_t count) {
+      return hn::Mul(hn::Mul(load(d, dy + i, count), load(d, gamma + i, count)), xhat_of(d, x, i, count, mean, rstd));
+    });
+  }
+  if (!dgamma || !dbeta) return;
+  const hn::ScalableTag<T> d;
+  over_vectors(d, n, [&](std::size_t i, std::size_t count) {
+    const auto g = load(d, dy + i, count);
+    store(d, hn::Add(load(d, dgamma + i, count), hn::Mul(g, xhat_of(d, x, i, count, mean, rstd))), dgamma + i, count);
+    store(d, hn::Add(load(d, dbeta + i, count), g), dbeta + i, count);
+  });
+}
+
+template <typename T>
+void LayerNormBackwardDx(const T* dy, const T* x, const T* gamma, T* dx, std::size_t n, T mean, T rstd, T a, T b) {
+  const hn::ScalableTag<T> d;
+  over_vectors(d, n, [&](std::size_t i, std::size_t count) {
+    const auto dxhat = hn::Mul(load(d, dy + i, count), load(d, gamma + i, count));
+    const auto inner = hn::Sub(hn::Sub(dxhat, hn::Set(d, a)), hn::Mul(xhat_of(d, x, i, count, mean, rstd), hn::Set(d, b)));
+    store(d, hn::Mul(hn::Set(d, rstd), inner), dx + i, count);
+  });
+}
+
+template <typename T> void SoftmaxBackwardApply(const T* dy, const T* y, T* dx, std::size_t n, T dot) {
+  const hn::ScalableTag<T> d;
+  over_vectors(d, n, [&](std::size_t i, std::size_t count) {
+    store(d, hn::Mul(load(d, y + i, count), hn::Sub(load(d, dy + i, count), hn::Set(d, dot))), dx + i, count);
+  });
+}
+
+template <typename T> void AdamWUpdate(T* p, const T* g, T* m, T* v, std::size_t n, const AdamW<T>& h) {
+  const hn::ScalableTag<T> d;
+  const auto lr = hn::Set(d, h.lr), wd = hn::Set(d, h.wd), b1 = hn::Set(d, h.b1), b2 = hn::Set(d, h.b2);
+  const auto ob1 = hn::Set(d, h.one_minus_b1), ob2 = hn::Set(d, h.one_minus_b2), c1 = hn::Set(d, h.c1),
+             c2 = hn::Set(d, h.c2), eps = hn::Set(d, h.eps), lr_wd = hn::Mul(lr, wd);
+  over_vectors(d, n, [&](std::size_t i, std::size_t count) {
+    auto pi = load(d, p + i, count);
+    const auto gi = load(d, g + i, count);
+    pi = hn::Sub(pi, hn::Mul(lr_wd, pi));
+    const auto mi = hn::Add(hn::Mul(b1, load(d, m + i, count)), hn::Mul(ob1, gi));
+    const auto vi = hn::Add(hn::Mul(b2, load(d, v + i, count)), hn::Mul(hn::Mul(ob2, gi), gi));
+    pi = hn::Sub(pi, hn::Div(hn::Mul(lr, hn::Div(mi, c1)), hn::Add(hn::Sqrt(hn::Div(vi, c2)), eps)));
+    store(d, mi, m + i, count);
+    store(d, vi, v + i, count);
+    store(d, pi, p + i, count);
+  });
+}
+
+#define PARITY_SIMD_BOTH(name, float_args, double_args, call)  \
+  auto name##F32 float_args { return call; }                  \
+  auto name##F64 double_args { return call; }
+PARITY_SIMD_BOTH(RowMax, (const float* x, std::size_t n), (const double* x, std::size_t n), RowMax(x, n))
+PARITY_SIMD_BOTH(ExpSum, (const float* x, std::size_t n, float s, float* o), (const double* x, std::size_t n, double s, double* o),
+                 ExpSum(x, n, s, o))
+PARITY_SIMD_BOTH(RowSum, (const float* x, std::size_t n), (const double* x, std::size_t n), RowSum(x, n))
+PARITY_SIMD_BOTH(RowDot, (const float* a, const float* b, std::size_t n), (const double* a, const double* b, std::size_t n),
+                 RowDot(a, b, n))
+PARITY_SIMD_BOTH(SquaredDeviationSum, (const float* x, std::size_t n, float c), (const double* x, std::size_t n, double c),
+                 SquaredDeviationSum(x, n, c))
+PARITY_SIMD_BOTH(Scale, (float* x, std::size_t n, float s), (double* x, std::size_t n, double s), Scale(x, n, s))
+PARITY_SIMD_BOTH(LayerNormApply,
+                 (const float* x, const float* g, const float* b, float* y, std::size_t n, float mean, float rstd),
+                 (const double* x, const double* g, const double* b, double* y, std::size_t n, double mean, double rstd),
+                 LayerNormApply(x, g, b, y, n, mean, rstd))
+PARITY_SIMD_BOTH(LayerNormBackwardSums,
+                 (const float* dy, const float* x, const float* g, std::size_t n, float mean, float rstd, float* sums,
+                  float* dg, float* db),
+                 (const double* dy, const double* x, const double* g, std::size_t n, double mean, double rstd, double* sums,
+                  double* dg, double* db),
+                 LayerNormBackwardSums(dy, x, g, n, mean, rstd, sums, dg, db))
+PARITY_SIMD_BOTH(LayerNormBackwardDx,
+                 (const float* dy, const float* x, const float* g, float* dx, std::size_t n, float mean, float rstd,
+                  float a, float b),
+                 (const double* dy, const double* x, const double* g, double* dx, std::size_t n, double mean,
+                  double rstd, double a, double b),
+                 LayerNormBackwardDx(dy, x, g, dx, n, mean, rstd, a, b))
+PARITY_SIMD_BOTH(SoftmaxBackwardApply, (const float* dy, const float* y, float* dx, std::size_t n, float dot),
+                 (const double* dy, const double* y, double* dx, std::size_t n, double dot),
+                 SoftmaxBackwardApply(dy, y, dx, n, dot))
+PARITY_SIMD_BOTH(AdamW, (float* p, const float* g, float* m, float* v, std::size_t n, const AdamW<float>& h),
+                 (double* p, const double* g, double* m, double* v, std::size_t n, const AdamW<double>& h),
+                 AdamWUpdate(p, g, m, v, n, h))
+#undef PARITY_SIMD_BOTH
+
 // binary16 -> float32, exact; infinities and NaNs (exponent all ones) by their bits, so that a
 // signalling NaN stays signalling as half.hpp's half_to_float keeps it (the hardware's
 // conversion would quiet it).
@@ -160,7 +339,6 @@ const char* Target() { return hwy::TargetName(HWY_TARGET); }
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
-#include "reference/simd/simd.hpp"
 
 namespace parity::simd {
 
@@ -173,6 +351,28 @@ HWY_EXPORT(FloatToHalf);
 HWY_EXPORT(Bf16ToFloat);
 HWY_EXPORT(FloatToBf16);
 HWY_EXPORT(Target);
+HWY_EXPORT(RowMaxF32);
+HWY_EXPORT(RowMaxF64);
+HWY_EXPORT(ExpSumF32);
+HWY_EXPORT(ExpSumF64);
+HWY_EXPORT(RowSumF32);
+HWY_EXPORT(RowSumF64);
+HWY_EXPORT(RowDotF32);
+HWY_EXPORT(RowDotF64);
+HWY_EXPORT(SquaredDeviationSumF32);
+HWY_EXPORT(SquaredDeviationSumF64);
+HWY_EXPORT(ScaleF32);
+HWY_EXPORT(ScaleF64);
+HWY_EXPORT(LayerNormApplyF32);
+HWY_EXPORT(LayerNormApplyF64);
+HWY_EXPORT(LayerNormBackwardSumsF32);
+HWY_EXPORT(LayerNormBackwardSumsF64);
+HWY_EXPORT(LayerNormBackwardDxF32);
+HWY_EXPORT(LayerNormBackwardDxF64);
+HWY_EXPORT(SoftmaxBackwardApplyF32);
+HWY_EXPORT(SoftmaxBackwardApplyF64);
+HWY_EXPORT(AdamWF32);
+HWY_EXPORT(AdamWF64);
 
 void gelu_forward(const float* x, float* y, std::size_t n) { HWY_DYNAMIC_DISPATCH(GeluForwardF32)(x, y, n); }
 void gelu_forward(const double* x, double* y, std::size_t n) { HWY_DYNAMIC_DISPATCH(GeluForwardF64)(x, y, n); }
@@ -187,6 +387,60 @@ void float_to_half(const float* in, std::uint16_t* out, std::size_t n) { HWY_DYN
 void bf16_to_float(const std::uint16_t* in, float* out, std::size_t n) { HWY_DYNAMIC_DISPATCH(Bf16ToFloat)(in, out, n); }
 void float_to_bf16(const float* in, std::uint16_t* out, std::size_t n) { HWY_DYNAMIC_DISPATCH(FloatToBf16)(in, out, n); }
 const char* target() { return HWY_DYNAMIC_DISPATCH(Target)(); }
+
+float row_max(const float* x, std::size_t n) { return HWY_DYNAMIC_DISPATCH(RowMaxF32)(x, n); }
+double row_max(const double* x, std::size_t n) { return HWY_DYNAMIC_DISPATCH(RowMaxF64)(x, n); }
+float exp_sum(const float* x, std::size_t n, float shift, float* out) { return HWY_DYNAMIC_DISPATCH(ExpSumF32)(x, n, shift, out); }
+double exp_sum(const double* x, std::size_t n, double shift, double* out) {
+  return HWY_DYNAMIC_DISPATCH(ExpSumF64)(x, n, shift, out);
+}
+float row_sum(const float* x, std::size_t n) { return HWY_DYNAMIC_DISPATCH(RowSumF32)(x, n); }
+double row_sum(const double* x, std::size_t n) { return HWY_DYNAMIC_DISPATCH(RowSumF64)(x, n); }
+float row_dot(const float* a, const float* b, std::size_t n) { return HWY_DYNAMIC_DISPATCH(RowDotF32)(a, b, n); }
+double row_dot(const double* a, const double* b, std::size_t n) { return HWY_DYNAMIC_DISPATCH(RowDotF64)(a, b, n); }
+float squared_deviation_sum(const float* x, std::size_t n, float c) {
+  return HWY_DYNAMIC_DISPATCH(SquaredDeviationSumF32)(x, n, c);
+}
+double squared_deviation_sum(const double* x, std::size_t n, double c) {
+  return HWY_DYNAMIC_DISPATCH(SquaredDeviationSumF64)(x, n, c);
+}
+void scale(float* x, std::size_t n, float s) { HWY_DYNAMIC_DISPATCH(ScaleF32)(x, n, s); }
+void scale(double* x, std::size_t n, double s) { HWY_DYNAMIC_DISPATCH(ScaleF64)(x, n, s); }
+void layernorm_apply(const float* x, const float* gamma, const float* beta, float* y, std::size_t n, float mean, float rstd) {
+  HWY_DYNAMIC_DISPATCH(LayerNormApplyF32)(x, gamma, beta, y, n, mean, rstd);
+}
+void layernorm_apply(const double* x, const double* gamma, const double* beta, double* y, std::size_t n, double mean,
+                     double rstd) {
+  HWY_DYNAMIC_DISPATCH(LayerNormApplyF64)(x, gamma, beta, y, n, mean, rstd);
+}
+void layernorm_backward_sums(const float* dy, const float* x, const float* gamma, std::size_t n, float mean, float rstd,
+                             float* sums, float* dgamma, float* dbeta) {
+  HWY_DYNAMIC_DISPATCH(LayerNormBackwardSumsF32)(dy, x, gamma, n, mean, rstd, sums, dgamma, dbeta);
+}
+void layernorm_backward_sums(const double* dy, const double* x, const double* gamma, std::size_t n, double mean,
+                             double rstd, double* sums, double* dgamma, double* dbeta) {
+  HWY_DYNAMIC_DISPATCH(LayerNormBackwardSumsF64)(dy, x, gamma, n, mean, rstd, sums, dgamma, dbeta);
+}
+void layernorm_backward_dx(const float* dy, const float* x, const float* gamma, float* dx, std::size_t n, float mean,
+                           float rstd, float a, float b) {
+  HWY_DYNAMIC_DISPATCH(LayerNormBackwardDxF32)(dy, x, gamma, dx, n, mean, rstd, a, b);
+}
+void layernorm_backward_dx(const double* dy, const double* x, const double* gamma, double* dx, std::size_t n, double mean,
+                           double rstd, double a, double b) {
+  HWY_DYNAMIC_DISPATCH(LayerNormBackwardDxF64)(dy, x, gamma, dx, n, mean, rstd, a, b);
+}
+void softmax_backward_apply(const float* dy, const float* y, float* dx, std::size_t n, float dot) {
+  HWY_DYNAMIC_DISPATCH(SoftmaxBackwardApplyF32)(dy, y, dx, n, dot);
+}
+void softmax_backward_apply(const double* dy, const double* y, double* dx, std::size_t n, double dot) {
+  HWY_DYNAMIC_DISPATCH(SoftmaxBackwardApplyF64)(dy, y, dx, n, dot);
+}
+void adamw(float* p, const float* g, float* m, float* v, std::size_t n, const AdamW<float>& h) {
+  HWY_DYNAMIC_DISPATCH(AdamWF32)(p, g, m, v, n, h);
+}
+void adamw(double* p, const double* g, double* m, double* v, std::size_t n, const AdamW<double>& h) {
+  HWY_DYNAMIC_DISPATCH(AdamWF64)(p, g, m, v, n, h);
+}
 
 }  // namespace parity::simd
 #endif

@@ -3,7 +3,8 @@
 // Each function equals its scalar reference (reference/ops, reference/core/half.hpp) in what it
 // promises: the 16-bit conversions bit for bit (round to nearest even, NaNs kept quiet with
 // their sign); GeLU with Highway's exp (at most 1 ulp, as libm's), the rest of the formula in the
-// scalar code's order of operations. No function reduces, so nothing depends on the vector width.
+// scalar code's order of operations. Sums are taken in one blocked order (below), so no result
+// depends on the vector width.
 #pragma once
 
 #include <cstddef>
@@ -17,6 +18,58 @@ void gelu_forward(const float* x, float* y, std::size_t n);
 void gelu_forward(const double* x, double* y, std::size_t n);
 void gelu_backward(const float* dy, const float* x, float* dx, std::size_t n);
 void gelu_backward(const double* dy, const double* x, double* dx, std::size_t n);
+
+// ---- Rows (float32 and float64). Every sum below is taken in one blocked order, the same for
+// every instruction set: element j is added into partial sum j mod 16 in order of j, and the 16
+// partials are then added pairwise (0+1, 2+3, ..., then the pairs' sums pairwise, to one). Its
+// error is that of a sum of n terms in some order, gamma_{n-1} at most (tolerance.hpp); it does
+// not depend on how many ranks share the rows.
+// max_j x_j (-inf for n = 0).
+float row_max(const float* x, std::size_t n);
+double row_max(const double* x, std::size_t n);
+// sum_j exp(x_j - shift) in the blocked order; each exp(x_j - shift) also stored to out[j]
+// when out is not null (out may be x).
+float exp_sum(const float* x, std::size_t n, float shift, float* out);
+double exp_sum(const double* x, std::size_t n, double shift, double* out);
+// sum_j x_j, sum_j a_j b_j and sum_j (x_j - c)^2, blocked.
+float row_sum(const float* x, std::size_t n);
+double row_sum(const double* x, std::size_t n);
+float row_dot(const float* a, const float* b, std::size_t n);
+double row_dot(const double* a, const double* b, std::size_t n);
+float squared_deviation_sum(const float* x, std::size_t n, float c);
+double squared_deviation_sum(const double* x, std::size_t n, double c);
+// x_j *= s.
+void scale(float* x, std::size_t n, float s);
+void scale(double* x, std::size_t n, double s);
+// y_j = (x_j - mean) * rstd * gamma_j + beta_j (LayerNorm's output).
+void layernorm_apply(const float* x, const float* gamma, const float* beta, float* y, std::size_t n, float mean, float rstd);
+void layernorm_apply(const double* x, const double* gamma, const double* beta, double* y, std::size_t n, double mean,
+                     double rstd);
+// LayerNorm's backward over one row, xhat_j = (x_j - mean) rstd and dxhat_j = dy_j gamma_j:
+// with sums not null, sums[0] = sum_j dxhat_j and sums[1] = sum_j dxhat_j xhat_j (blocked);
+// with dgamma and dbeta not null, dgamma_j += dy_j xhat_j and dbeta_j += dy_j.
+void layernorm_backward_sums(const float* dy, const float* x, const float* gamma, std::size_t n, float mean, float rstd,
+                             float* sums, float* dgamma, float* dbeta);
+void layernorm_backward_sums(const double* dy, const double* x, const double* gamma, std::size_t n, double mean,
+                             double rstd, double* sums, double* dgamma, double* dbeta);
+// dx_j = rstd (dxhat_j - a - xhat_j b) (a, b: the means of dxhat and dxhat xhat).
+void layernorm_backward_dx(const float* dy, const float* x, const float* gamma, float* dx, std::size_t n, float mean,
+                           float rstd, float a, float b);
+void layernorm_backward_dx(const double* dy, const double* x, const double* gamma, double* dx, std::size_t n, double mean,
+                           double rstd, double a, double b);
+// dx_j = y_j (dy_j - dot) (softmax's backward, dot = sum_j dy_j y_j).
+void softmax_backward_apply(const float* dy, const float* y, float* dx, std::size_t n, float dot);
+void softmax_backward_apply(const double* dy, const double* y, double* dx, std::size_t n, double dot);
+
+// AdamW on n parameters with float32 or float64 values and state alike (ops.hpp's adamw_update,
+// its operations in its order): p -= lr wd p; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g g;
+// p -= lr (m / c1) / (sqrt(v / c2) + eps). one_minus_b1 and one_minus_b2 come rounded from
+// float64.
+template <typename T> struct AdamW {
+  T lr, b1, b2, eps, wd, one_minus_b1, one_minus_b2, c1, c2;
+};
+void adamw(float* p, const float* g, float* m, float* v, std::size_t n, const AdamW<float>& h);
+void adamw(double* p, const double* g, double* m, double* v, std::size_t n, const AdamW<double>& h);
 
 // 16-bit storage (IEEE binary16 and bfloat16 as their bit patterns) to and from float32.
 void half_to_float(const std::uint16_t* in, float* out, std::size_t n);

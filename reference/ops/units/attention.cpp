@@ -84,9 +84,9 @@ void attention_backward_on_cpu(const AttentionSizes& s, const T* dout, const T* 
       for (int i = 0; i < s.T; ++i) {  // dS = P * (dP - rowsum(dP * P)) * scale
         T* row = dp.data() + static_cast<std::int64_t>(i) * s.T;
         const T* prow = p + static_cast<std::int64_t>(i) * s.T;
-        T dot = 0;
-        for (int j = 0; j < s.T; ++j) dot += row[j] * prow[j];
-        for (int j = 0; j < s.T; ++j) row[j] = prow[j] * (row[j] - dot) * scale;
+        const auto n = static_cast<std::size_t>(s.T);
+        simd::softmax_backward_apply(row, prow, row, n, simd::row_dot(row, prow, n));
+        simd::scale(row, n, scale);
       }
       gemm(false, false, s.T, s.hs, s.T, T(1), dp.data(), s.T, k, ld, T(0), dq, ld);  // dQ = dS K
       gemm(true, false, s.T, s.hs, s.T, T(1), dp.data(), s.T, q, ld, T(0), dk, ld);   // dK = dS^T Q

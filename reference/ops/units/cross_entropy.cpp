@@ -66,6 +66,17 @@ ShardSizes check_shard_logits(const char* op, const Tensor& logits, const Tensor
   if (targets) require_index_type(op, *targets);
   return {logits.dim(0), logits.dim(1)};
 }
+// Row r of [N, V] logits as the arithmetic type: the row itself for float32 and float64, else
+// widened into `buffer` (V elements).
+template <typename T> const Acc<T>* logits_row(const T* logits, std::int64_t r, std::int64_t v, std::vector<Acc<T>>& buffer) {
+  if constexpr (std::is_same_v<T, Acc<T>>) {
+    return logits + r * v;
+  } else {
+    buffer.resize(static_cast<std::size_t>(v));
+    widen(logits + r * v, buffer.data(), v);
+    return buffer.data();
+  }
+}
 }  // namespace
 
 double cross_entropy_forward(const Tensor& logits, const Tensor& targets, double normalizer) {
@@ -79,14 +90,15 @@ double cross_entropy_forward(const Tensor& logits, const Tensor& targets, double
     using T = decltype(tag);
     using C = Acc<T>;
     const std::int64_t n = logits.dim(0), v = logits.dim(1);
+    const auto width = static_cast<std::size_t>(v);
+    std::vector<C> buffer;
     double total = 0;
     for (std::int64_t r = 0; r < n; ++r) {
-      const T* row = logits.data<T>() + r * v;
-      C m = -std::numeric_limits<C>::infinity();
-      for (std::int64_t j = 0; j < v; ++j) m = std::max(m, load(row[j]));
-      C sum = 0;
-      for (std::int64_t j = 0; j < v; ++j) sum += std::exp(load(row[j]) - m);
-      total += static_cast<double>(std::log(sum) + m - load(row[index_at(targets, r)]));
+      // softmax_row's max and sum (vectorised, blocked order): cross_entropy_backward's loss bit for bit.
+      const C* row = logits_row(logits.data<T>(), r, v, buffer);
+      const C m = simd::row_max(row, width);
+      const C sum = simd::exp_sum(row, width, m, nullptr);
+      total += static_cast<double>(std::log(sum) + m - row[index_at(targets, r)]);
     }
     return total / normalizer;
   });
@@ -107,16 +119,19 @@ double cross_entropy_backward(const Tensor& logits, const Tensor& targets, doubl
     const C inv = static_cast<C>(1.0 / normalizer);
     const T* in = logits.data<T>();
     T* out = dlogits.data<T>();
-    std::vector<C> row(static_cast<std::size_t>(v));
+    std::vector<C> buffer(std::is_same_v<T, C> ? 0 : static_cast<std::size_t>(v));
     double total = 0;
     for (std::int64_t r = 0; r < n; ++r) {
       const auto target = static_cast<std::size_t>(index_at(targets, r));
-      for (std::int64_t j = 0; j < v; ++j) row[static_cast<std::size_t>(j)] = load(in[r * v + j]);
+      // The row in place in the output for float32 and float64, else widened.
+      C* row = std::is_same_v<T, C> ? reinterpret_cast<C*>(out + r * v) : buffer.data();
+      widen(in + r * v, row, v);
       const C target_logit = row[target];
       // The same sums in the same order as cross_entropy_forward: the same loss, bit for bit.
-      total += static_cast<double>(softmax_row(row.data(), v, v) - target_logit);
+      total += static_cast<double>(softmax_row(row, v, v) - target_logit);
       row[target] -= C(1);
-      for (std::int64_t j = 0; j < v; ++j) out[r * v + j] = store<T>(row[static_cast<std::size_t>(j)] * inv);
+      simd::scale(row, static_cast<std::size_t>(v), inv);
+      if constexpr (!std::is_same_v<T, C>) narrow(row, out + r * v, v);
     }
     return total / normalizer;
   });
@@ -135,11 +150,8 @@ void cross_entropy_shard_max(const Tensor& logits_shard, Tensor& row_max) {
     using C = Acc<T>;
     const T* in = logits_shard.data<T>();
     C* out = row_max.data<C>();
-    for (std::int64_t r = 0; r < n; ++r) {
-      C m = -std::numeric_limits<C>::infinity();
-      for (std::int64_t j = 0; j < v; ++j) m = std::max(m, load(in[r * v + j]));
-      out[r] = m;
-    }
+    std::vector<C> buffer;
+    for (std::int64_t r = 0; r < n; ++r) out[r] = simd::row_max(logits_row(in, r, v, buffer), static_cast<std::size_t>(v));
   });
 }
 
@@ -166,12 +178,12 @@ void cross_entropy_shard_sums(const Tensor& logits_shard, const Tensor& targets,
     const C* m = row_max.data<C>();
     C* s = sum_exp.data<C>();
     C* z = target_logit.data<C>();
+    std::vector<C> buffer;
     for (std::int64_t r = 0; r < n; ++r) {
-      C sum = 0;
-      for (std::int64_t j = 0; j < v; ++j) sum += std::exp(load(in[r * v + j]) - m[r]);
-      s[r] = sum;
+      const C* row = logits_row(in, r, v, buffer);
+      s[r] = simd::exp_sum(row, static_cast<std::size_t>(v), m[r], nullptr);
       const std::int64_t target = index_at(targets, r) - first_class;
-      z[r] = target >= 0 && target < v ? load(in[r * v + target]) : C(0);
+      z[r] = target >= 0 && target < v ? row[target] : C(0);
     }
   });
 }
@@ -198,14 +210,19 @@ void cross_entropy_shard_backward(const Tensor& logits_shard, const Tensor& targ
     const C* m = row_max.data<C>();
     const C* s = sum_exp.data<C>();
     T* out = dlogits_shard.data<T>();
+    const auto width = static_cast<std::size_t>(v);
+    std::vector<C> buffer, gradient(std::is_same_v<T, C> ? 0 : width);
     for (std::int64_t r = 0; r < n; ++r) {
-      const C inv_sum = C(1) / s[r];
+      // g = exp(x - max) / sum, less 1 at the target, times 1 / normalizer (vectorised); in
+      // place in the output for float32 and float64.
+      const C* row = logits_row(in, r, v, buffer);
+      C* g = std::is_same_v<T, C> ? reinterpret_cast<C*>(out + r * v) : gradient.data();
+      simd::exp_sum(row, width, m[r], g);
+      simd::scale(g, width, C(1) / s[r]);
       const std::int64_t target = index_at(targets, r) - first_class;
-      for (std::int64_t j = 0; j < v; ++j) {
-        C g = std::exp(load(in[r * v + j]) - m[r]) * inv_sum;
-        if (j == target) g -= C(1);
-        out[r * v + j] = store<T>(g * inv);
-      }
+      if (target >= 0 && target < v) g[target] -= C(1);
+      simd::scale(g, width, inv);
+      if constexpr (!std::is_same_v<T, C>) narrow(g, out + r * v, v);
     }
   });
 }

@@ -57,19 +57,31 @@ void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
     T* out = y.data<T>();
     C* mu = mean.data<C>();
     C* rs = rstd.data<C>();
+    // Vectorised (reference/simd, its sums in the blocked order); 16-bit storage through float32
+    // rows, gamma and beta widened once.
+    const std::size_t width = static_cast<std::size_t>(c);
+    std::vector<C> wide(std::is_same_v<T, C> ? 0 : 4 * width);
+    const C* gw = reinterpret_cast<const C*>(g);
+    const C* bw = reinterpret_cast<const C*>(b);
+    if constexpr (!std::is_same_v<T, C>) {
+      widen(g, wide.data() + 2 * width, c);
+      widen(b, wide.data() + 3 * width, c);
+      gw = wide.data() + 2 * width;
+      bw = wide.data() + 3 * width;
+    }
     for (std::int64_t r = 0; r < n; ++r) {
-      const T* row = in + r * c;
-      C m = 0;
-      for (std::int64_t j = 0; j < c; ++j) m += load(row[j]);
-      m /= static_cast<C>(c);
-      C var = 0;
-      for (std::int64_t j = 0; j < c; ++j) {
-        const C d = load(row[j]) - m;
-        var += d * d;
+      const C* row = reinterpret_cast<const C*>(in + r * c);
+      C* yr = reinterpret_cast<C*>(out + r * c);
+      if constexpr (!std::is_same_v<T, C>) {
+        widen(in + r * c, wide.data(), c);
+        row = wide.data();
+        yr = wide.data() + width;
       }
-      var /= static_cast<C>(c);
+      const C m = simd::row_sum(row, width) / static_cast<C>(c);
+      const C var = simd::squared_deviation_sum(row, width, m) / static_cast<C>(c);
       const C s = C(1) / std::sqrt(var + static_cast<C>(kLayerNormEps));
-      for (std::int64_t j = 0; j < c; ++j) out[r * c + j] = store<T>((load(row[j]) - m) * s * load(g[j]) + load(b[j]));
+      simd::layernorm_apply(row, gw, bw, yr, width, m, s);
+      if constexpr (!std::is_same_v<T, C>) narrow(yr, out + r * c, c);
       mu[r] = m;
       rs[r] = s;
     }
@@ -110,30 +122,35 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, 
     const C* mu = mean.data<C>();
     const C* rs = rstd.data<C>();
     T* out = input_part ? dx.data<T>() : nullptr;
-    std::vector<C> dg(static_cast<std::size_t>(c), C(0)), db(static_cast<std::size_t>(c), C(0));
+    const std::size_t width = static_cast<std::size_t>(c);
+    std::vector<C> dg(width, C(0)), db(width, C(0));
+    // Vectorised (reference/simd, its sums in the blocked order); 16-bit storage through float32
+    // rows, gamma widened once.
+    std::vector<C> wide(std::is_same_v<T, C> ? 0 : 4 * width);
+    const C* gw = reinterpret_cast<const C*>(g);
+    if constexpr (!std::is_same_v<T, C>) {
+      widen(g, wide.data() + 3 * width, c);
+      gw = wide.data() + 3 * width;
+    }
     for (std::int64_t r = 0; r < n; ++r) {
+      const C* xr = reinterpret_cast<const C*>(in + r * c);
+      const C* gr = reinterpret_cast<const C*>(grad + r * c);
+      C* dr = input_part ? reinterpret_cast<C*>(out + r * c) : nullptr;
+      if constexpr (!std::is_same_v<T, C>) {
+        widen(in + r * c, wide.data(), c);
+        widen(grad + r * c, wide.data() + width, c);
+        xr = wide.data();
+        gr = wide.data() + width;
+        dr = wide.data() + 2 * width;
+      }
       // dxhat = dy * gamma; dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)).
-      C mean_dxhat = 0, mean_dxhat_xhat = 0;
-      for (std::int64_t j = 0; j < c; ++j) {
-        const C xhat = (load(in[r * c + j]) - mu[r]) * rs[r];
-        if (input_part) {
-          const C dxhat = load(grad[r * c + j]) * load(g[j]);
-          mean_dxhat += dxhat;
-          mean_dxhat_xhat += dxhat * xhat;
-        }
-        if (weight_part) {
-          dg[static_cast<std::size_t>(j)] += load(grad[r * c + j]) * xhat;
-          db[static_cast<std::size_t>(j)] += load(grad[r * c + j]);
-        }
-      }
+      C sums[2] = {0, 0};
+      simd::layernorm_backward_sums(gr, xr, gw, width, mu[r], rs[r], input_part ? sums : nullptr,
+                                    weight_part ? dg.data() : nullptr, weight_part ? db.data() : nullptr);
       if (!input_part) continue;
-      mean_dxhat /= static_cast<C>(c);
-      mean_dxhat_xhat /= static_cast<C>(c);
-      for (std::int64_t j = 0; j < c; ++j) {
-        const C xhat = (load(in[r * c + j]) - mu[r]) * rs[r];
-        const C dxhat = load(grad[r * c + j]) * load(g[j]);
-        out[r * c + j] = store<T>(rs[r] * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat));
-      }
+      simd::layernorm_backward_dx(gr, xr, gw, dr, width, mu[r], rs[r], sums[0] / static_cast<C>(c),
+                                  sums[1] / static_cast<C>(c));
+      if constexpr (!std::is_same_v<T, C>) narrow(dr, out + r * c, c);
     }
     if (!weight_part) return;
     T* pg = dgamma.data<T>();

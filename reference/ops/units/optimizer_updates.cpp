@@ -107,6 +107,10 @@ void adamw_update(Tensor& value, const Tensor& grad, Tensor& m, Tensor& v, doubl
     // (1 - 0.999f errs by 1.3e-5 relative), an error the step would carry into v.
     const S one_minus_b1 = static_cast<S>(1 - beta1), one_minus_b2 = static_cast<S>(1 - beta2);
     const S c1 = static_cast<S>(correction1), c2 = static_cast<S>(correction2);
+    if constexpr (std::is_same_v<V, S>) {  // float32 or float64 values and state: vectorised
+      return simd::adamw(p, g, pm, pv, static_cast<std::size_t>(value.numel()),
+                         simd::AdamW<S>{lr, b1, b2, eps, wd, one_minus_b1, one_minus_b2, c1, c2});
+    }
     for (std::int64_t i = 0; i < value.numel(); ++i) {
       S pi = static_cast<S>(to_double(p[i]));
       const S gi = static_cast<S>(to_double(g[i]));

@@ -28,11 +28,13 @@ void softmax_forward(const Tensor& x, Tensor& y) {
     using C = Acc<T>;
     const T* in = x.data<T>();
     T* out = y.data<T>();
-    std::vector<C> row(static_cast<std::size_t>(c));
+    std::vector<C> buffer(std::is_same_v<T, C> ? 0 : static_cast<std::size_t>(c));
     for (std::int64_t r = 0; r < n; ++r) {
-      for (std::int64_t j = 0; j < c; ++j) row[static_cast<std::size_t>(j)] = load(in[r * c + j]);
-      softmax_row(row.data(), c, c);
-      for (std::int64_t j = 0; j < c; ++j) out[r * c + j] = store<T>(row[static_cast<std::size_t>(j)]);
+      // float32 and float64 in place in the output; 16-bit storage through a float32 row.
+      C* row = std::is_same_v<T, C> ? reinterpret_cast<C*>(out + r * c) : buffer.data();
+      widen(in + r * c, row, c);
+      softmax_row(row, c, c);
+      if constexpr (!std::is_same_v<T, C>) narrow(row, out + r * c, c);
     }
   });
 }
@@ -54,11 +56,22 @@ void softmax_backward(const Tensor& dy, const Tensor& y, Tensor& dx) {
     const T* py = y.data<T>();
     const T* g = dy.data<T>();
     T* out = dx.data<T>();
+    // dx = y * (dy - sum(dy * y)); 16-bit storage through float32 rows.
+    std::vector<C> rows(std::is_same_v<T, C> ? 0 : 3 * static_cast<std::size_t>(c));
     for (std::int64_t r = 0; r < n; ++r) {
-      C dot = 0;  // dx = y * (dy - sum(dy * y))
-      for (std::int64_t j = 0; j < c; ++j) dot += load(g[r * c + j]) * load(py[r * c + j]);
-      for (std::int64_t j = 0; j < c; ++j)
-        out[r * c + j] = store<T>(load(py[r * c + j]) * (load(g[r * c + j]) - dot));
+      const C* gr = reinterpret_cast<const C*>(g + r * c);
+      const C* yr = reinterpret_cast<const C*>(py + r * c);
+      C* dr = reinterpret_cast<C*>(out + r * c);
+      if constexpr (!std::is_same_v<T, C>) {
+        widen(g + r * c, rows.data(), c);
+        widen(py + r * c, rows.data() + c, c);
+        gr = rows.data();
+        yr = rows.data() + c;
+        dr = rows.data() + 2 * c;
+      }
+      const C dot = simd::row_dot(gr, yr, static_cast<std::size_t>(c));
+      simd::softmax_backward_apply(gr, yr, dr, static_cast<std::size_t>(c), dot);
+      if constexpr (!std::is_same_v<T, C>) narrow(dr, out + r * c, c);
     }
   });
 }
