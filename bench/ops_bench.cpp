@@ -18,6 +18,7 @@
 #endif
 
 #include "reference/ops/cpu.hpp"
+#include "reference/simd/simd.hpp"
 #include "reference/tensor/random.hpp"
 #include "reference/tensor/tensor.hpp"
 
@@ -295,6 +296,52 @@ double copy_bandwidth(std::int64_t elements) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The vectorised exp's rate (reference/simd: Highway's exp on the widest instruction set the CPU
+// has), elements per second over `elements` float32 in place: the ceiling of the ops that take
+// an exp per element (GeLU, softmax, cross-entropy), read as exp_fraction = the op's elements
+// per second over it at the same size.
+
+std::map<std::int64_t, double> g_exp_rate;  // elements/s by element count
+
+void exp_once(Tensor& x) {
+  benchmark::DoNotOptimize(simd::exp_sum(x.data<float>(), static_cast<std::size_t>(x.numel()), 0.0f, x.data<float>()));
+  benchmark::ClobberMemory();
+}
+
+// Values whose exp stays near 1 however often it is taken in place (exp maps [-0.5, 0] into
+// [0.6, 1], which the next pass maps back below 0 after the shift of 1).
+Tensor exp_input(std::int64_t elements) {
+  Tensor x = output("exp.x", {elements}, DataType::float32);
+  float* p = x.data<float>();
+  for (std::int64_t i = 0; i < elements; ++i) p[i] = -0.25f;
+  return x;
+}
+
+void BM_exp(benchmark::State& state) {
+  const std::int64_t elements = state.range(0);
+  Tensor x = exp_input(elements);
+  const double start = thread_seconds();
+  for (auto _ : state) exp_once(x);
+  const double seconds = seconds_since(start);
+  const double done = static_cast<double>(elements) * static_cast<double>(state.iterations());
+  state.counters["elements_per_second"] = benchmark::Counter(done, benchmark::Counter::kIsRate);
+  state.SetLabel(simd::target());
+  g_exp_rate[elements] = done / seconds;
+}
+
+double exp_rate(std::int64_t elements) {
+  double& rate = g_exp_rate[elements];
+  if (rate == 0) {
+    Tensor x = exp_input(elements);
+    rate = rate_over(kFallbackSeconds, [&] {
+      exp_once(x);
+      return static_cast<double>(elements);
+    });
+  }
+  return rate;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Elementwise and row-wise ops on float32: bytes_per_second counts every tensor read once and
 // every tensor written once, and copy_fraction is that over the host copy's rate. Row-wise ops
 // re-read a row from cache, not from memory, so once per tensor is the memory traffic.
@@ -306,10 +353,14 @@ constexpr std::int64_t kVocab = 4096;  // cross-entropy classes; both divide eve
 // any L3 here (32 MiB), so the figure is DRAM bandwidth.
 constexpr std::int64_t kCacheElements = std::int64_t{1} << 14, kMemoryElements = std::int64_t{1} << 24;
 
-void report_bytes(benchmark::State& state, std::int64_t elements, std::int64_t bytes_per_iteration, double seconds) {
-  const double bytes = static_cast<double>(bytes_per_iteration) * static_cast<double>(state.iterations());
+// exps: the exps an iteration takes per element (0: not an exp-heavy op, no exp_fraction).
+void report_bytes(benchmark::State& state, std::int64_t elements, std::int64_t bytes_per_iteration, double seconds,
+                  int exps = 0) {
+  const double iterations = static_cast<double>(state.iterations());
+  const double bytes = static_cast<double>(bytes_per_iteration) * iterations;
   state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
   state.counters["copy_fraction"] = bytes / seconds / copy_bandwidth(elements);
+  if (exps > 0) state.counters["exp_fraction"] = exps * static_cast<double>(elements) * iterations / seconds / exp_rate(elements);
 }
 
 constexpr std::int64_t kF32Bytes = 4;
@@ -323,7 +374,7 @@ void BM_gelu_forward(benchmark::State& state) {
     ops::gelu_forward(x, y);
     benchmark::ClobberMemory();
   }
-  report_bytes(state, n, 2 * n * kF32Bytes, seconds_since(start));  // x in, y out
+  report_bytes(state, n, 2 * n * kF32Bytes, seconds_since(start), 1);  // x in, y out
 }
 
 void BM_gelu_backward(benchmark::State& state) {
@@ -335,7 +386,7 @@ void BM_gelu_backward(benchmark::State& state) {
     ops::gelu_backward(dy, x, dx);
     benchmark::ClobberMemory();
   }
-  report_bytes(state, n, 3 * n * kF32Bytes, seconds_since(start));  // dy, x in, dx out
+  report_bytes(state, n, 3 * n * kF32Bytes, seconds_since(start), 1);  // dy, x in, dx out
 }
 
 void BM_add_forward(benchmark::State& state) {
@@ -374,7 +425,37 @@ void BM_softmax_forward(benchmark::State& state) {
     ops::softmax_forward(x, y);
     benchmark::ClobberMemory();
   }
-  report_bytes(state, n, 2 * n * kF32Bytes, seconds_since(start));  // x in, y out
+  report_bytes(state, n, 2 * n * kF32Bytes, seconds_since(start), 1);  // x in, y out
+}
+
+void BM_softmax_backward(benchmark::State& state) {
+  const std::int64_t n = state.range(0), rows = n / kRow;
+  const Tensor x = input("x", {n}, kF32).reshape({rows, kRow}), dy = input("dy", {n}, kF32).reshape({rows, kRow});
+  Tensor y = output("y", {n}, kF32).reshape({rows, kRow}), dx = output("dx", {n}, kF32).reshape({rows, kRow});
+  ops::softmax_forward(x, y);
+  const double start = thread_seconds();
+  for (auto _ : state) {
+    ops::softmax_backward(dy, y, dx);
+    benchmark::ClobberMemory();
+  }
+  report_bytes(state, n, 3 * n * kF32Bytes, seconds_since(start));  // dy, y in, dx out
+}
+
+void BM_layernorm_backward(benchmark::State& state) {
+  const std::int64_t n = state.range(0), rows = n / kRow;
+  const Tensor x = input("x", {n}, kF32).reshape({rows, kRow}), dy = input("dy", {n}, kF32).reshape({rows, kRow});
+  const Tensor gamma = input("gamma", {kRow}, kF32), beta = input("beta", {kRow}, kF32);
+  Tensor y = output("y", {n}, kF32).reshape({rows, kRow}), dx = output("dx", {n}, kF32).reshape({rows, kRow});
+  Tensor mean = output("mean", {rows}, kF32), rstd = output("rstd", {rows}, kF32);
+  Tensor dgamma = output("dgamma", {kRow}, kF32), dbeta = output("dbeta", {kRow}, kF32);
+  ops::layernorm_forward(x, gamma, beta, y, mean, rstd);
+  const double start = thread_seconds();
+  for (auto _ : state) {
+    ops::layernorm_backward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta);
+    benchmark::ClobberMemory();
+  }
+  // dy, x, gamma, mean, rstd in; dx out; dgamma and dbeta read and written
+  report_bytes(state, n, (3 * n + 5 * kRow + 2 * rows) * kF32Bytes, seconds_since(start));
 }
 
 void BM_cross_entropy_forward(benchmark::State& state) {
@@ -385,7 +466,37 @@ void BM_cross_entropy_forward(benchmark::State& state) {
   const double start = thread_seconds();
   for (auto _ : state) benchmark::DoNotOptimize(ops::cross_entropy_forward(logits, targets, static_cast<double>(rows)));
   // logits and int32 targets in; the loss is a scalar
-  report_bytes(state, n, (n + rows) * kF32Bytes, seconds_since(start));
+  report_bytes(state, n, (n + rows) * kF32Bytes, seconds_since(start), 1);
+}
+
+void BM_cross_entropy_backward(benchmark::State& state) {
+  const std::int64_t n = state.range(0), rows = n / kVocab;
+  const Tensor logits = input("x", {n}, kF32).reshape({rows, kVocab});
+  Tensor dlogits = output("dx", {n}, kF32).reshape({rows, kVocab});
+  Tensor targets = output("targets", {rows}, DataType::int32);
+  initialize(targets, Init::tokens(kVocab), kSeed);
+  const double start = thread_seconds();
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(ops::cross_entropy_backward(logits, targets, static_cast<double>(rows), dlogits));
+    benchmark::ClobberMemory();
+  }
+  // logits and int32 targets in, dlogits out
+  report_bytes(state, n, (2 * n + rows) * kF32Bytes, seconds_since(start), 1);
+}
+
+// AdamW on n float32 parameters with float32 moments: parameter, gradient and both moments
+// read, parameter and moments written.
+void BM_adamw(benchmark::State& state) {
+  const std::int64_t n = state.range(0);
+  Tensor p = output("adamw.p", {n}, kF32), m = output("adamw.m", {n}, kF32), v = output("adamw.v", {n}, kF32);
+  const Tensor g = input("dy", {n}, kF32);
+  const double start = thread_seconds();
+  std::int64_t step = 0;
+  for (auto _ : state) {
+    ops::adamw_update(p, g, m, v, 1e-3, 0.9, 0.999, 1e-8, 0.01, ++step);
+    benchmark::ClobberMemory();
+  }
+  report_bytes(state, n, 7 * n * kF32Bytes, seconds_since(start));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -445,9 +556,14 @@ BENCHMARK_CAPTURE(BM_attention_forward, float32, DataType::float32)->MinTime(kMi
 BENCHMARK_CAPTURE(BM_attention_backward, float32, DataType::float32)->MinTime(kMinTime)->Unit(benchmark::kMillisecond);
 
 BENCHMARK(BM_host_copy)->Apply(elementwise_sizes);
+BENCHMARK(BM_exp)->Apply(elementwise_sizes);
 BENCHMARK(BM_gelu_forward)->Apply(elementwise_sizes);
 BENCHMARK(BM_gelu_backward)->Apply(elementwise_sizes);
 BENCHMARK(BM_add_forward)->Apply(elementwise_sizes);
 BENCHMARK(BM_layernorm_forward)->Apply(elementwise_sizes);
+BENCHMARK(BM_layernorm_backward)->Apply(elementwise_sizes);
 BENCHMARK(BM_softmax_forward)->Apply(elementwise_sizes);
+BENCHMARK(BM_softmax_backward)->Apply(elementwise_sizes);
 BENCHMARK(BM_cross_entropy_forward)->Apply(elementwise_sizes);
+BENCHMARK(BM_cross_entropy_backward)->Apply(elementwise_sizes);
+BENCHMARK(BM_adamw)->Apply(elementwise_sizes);

@@ -16,6 +16,14 @@ namespace parity::tolerance {
 // at most gamma_n * sum|x_i|.
 inline double gamma(int n, double u) { return n * u / (1.0 - n * u); }
 
+// The CPU ops' row reductions (softmax's and cross-entropy's sums of exponentials, LayerNorm's
+// means and variance, the backward passes' row dot products; reference/simd) take one blocked
+// order on every instruction set: element j joins partial sum j mod 16, in order of j, and the
+// 16 partials are added pairwise. A sum of n terms that way rounds at most ceil(n/16) - 1 times
+// in a partial and 4 times combining, never more than the n - 1 of a sequential sum (with n <= 16
+// the partials hold one term and the zeros added are exact), so every bound below that counts n
+// (or n - 1) roundings for a reduction of n terms holds unchanged.
+
 // Largest allowed |computed - reference| for one element of a sum or average over n ranks.
 //   accumulate_u: unit roundoff of the arithmetic that combines partial results (float32 when
 //                 16-bit data is widened, the 16-bit type itself in native mode);

@@ -45,6 +45,14 @@ void combine(T* out, const T* a, const T* b, std::size_t n, Op op) {
 // float16/bfloat16 conversions are cheap enough to inline; route them through float.
 template <typename T>
 void combine_op(T* out, const T* a, const T* b, std::size_t n, ReduceOp op) {
+  if constexpr (std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>) {
+    if (op == ReduceOp::sum || op == ReduceOp::avg) {  // the common case, fused (reference/simd)
+      const auto* x = reinterpret_cast<const std::uint16_t*>(a);
+      const auto* y = reinterpret_cast<const std::uint16_t*>(b);
+      auto* z = reinterpret_cast<std::uint16_t*>(out);
+      return std::is_same_v<T, float16_t> ? simd::half_add(x, y, z, n) : simd::bf16_add(x, y, z, n);
+    }
+  }
   switch (op) {
     case ReduceOp::sum:
     case ReduceOp::avg: combine(out, a, b, n, [](auto x, auto y) { return x + y; }); break;

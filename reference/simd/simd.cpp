@@ -267,69 +267,89 @@ PARITY_SIMD_BOTH(AdamW, (float* p, const float* g, float* m, float* v, std::size
                  AdamWUpdate(p, g, m, v, n, h))
 #undef PARITY_SIMD_BOTH
 
+// ---- 16-bit storage. A vector of float32 lanes (tag D) from as many 16-bit patterns, and back.
+
 // binary16 -> float32, exact; infinities and NaNs (exponent all ones) by their bits, so that a
 // signalling NaN stays signalling as half.hpp's half_to_float keeps it (the hardware's
 // conversion would quiet it).
-void HalfToFloat(const std::uint16_t* in, float* out, std::size_t n) {
-  const hn::ScalableTag<float> d;
-  const hn::Rebind<hwy::float16_t, decltype(d)> dh;
-  const hn::RebindToUnsigned<decltype(d)> du;
-  const hn::Rebind<std::uint16_t, decltype(d)> du16;
-  const auto* from = reinterpret_cast<const hwy::float16_t*>(in);
-  over_vectors(d, n, [&](std::size_t i, std::size_t count) {
-    const auto bits = hn::PromoteTo(du, load(du16, in + i, count));
-    const auto exponent = hn::And(bits, hn::Set(du, 0x7c00u));
-    const auto special = hn::Or(hn::ShiftLeft<16>(hn::And(bits, hn::Set(du, 0x8000u))),
-                                hn::Or(hn::Set(du, 0x7f800000u), hn::ShiftLeft<13>(hn::And(bits, hn::Set(du, 0x3ffu)))));
-    const auto widened = hn::PromoteTo(d, load(dh, from + i, count));
-    store(d, hn::IfThenElse(hn::RebindMask(d, hn::Eq(exponent, hn::Set(du, 0x7c00u))), hn::BitCast(d, special), widened),
-          out + i, count);
-  });
+template <class D> HWY_INLINE hn::Vec<D> widen_half(D d, const std::uint16_t* p, std::size_t count) {
+  const hn::Rebind<hwy::float16_t, D> dh;
+  const hn::RebindToUnsigned<D> du;
+  const hn::Rebind<std::uint16_t, D> du16;
+  const auto widened = hn::PromoteTo(d, load(dh, reinterpret_cast<const hwy::float16_t*>(p), count));
+  const auto all_ones = hn::Not(hn::IsFinite(widened));
+  if (HWY_LIKELY(hn::AllFalse(d, all_ones))) return widened;
+  const auto bits = hn::PromoteTo(du, load(du16, p, count));
+  const auto special = hn::Or(hn::ShiftLeft<16>(hn::And(bits, hn::Set(du, 0x8000u))),
+                              hn::Or(hn::Set(du, 0x7f800000u), hn::ShiftLeft<13>(hn::And(bits, hn::Set(du, 0x3ffu)))));
+  return hn::IfThenElse(all_ones, hn::BitCast(d, special), widened);
 }
 
 // float32 -> binary16, rounding to nearest even; NaNs keep their sign and the top of their
 // payload with the quiet bit set (half.hpp's float_to_half).
-void FloatToHalf(const float* in, std::uint16_t* out, std::size_t n) {
-  const hn::ScalableTag<float> d;
-  const hn::Rebind<hwy::float16_t, decltype(d)> dh;
-  const hn::RebindToUnsigned<decltype(d)> du;
-  const hn::Rebind<std::uint16_t, decltype(d)> du16;
-  const hn::RebindToSigned<decltype(d)> di;
-  over_vectors(d, n, [&](std::size_t i, std::size_t count) {
-    const auto v = load(d, in + i, count);
-    const auto bits = hn::BitCast(du, v);
-    const auto quiet = hn::Or(hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 0x8000u)),
-                              hn::Or(hn::Set(du, 0x7e00u), hn::And(hn::ShiftRight<13>(bits), hn::Set(du, 0x3ffu))));
-    const auto halves = hn::PromoteTo(du, hn::BitCast(du16, hn::DemoteTo(dh, v)));
-    const auto result = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), quiet, halves);
-    store(du16, hn::DemoteTo(du16, hn::BitCast(di, result)), out + i, count);
-  });
+template <class D> HWY_INLINE void narrow_half(D, hn::Vec<D> v, std::uint16_t* p, std::size_t count) {
+  const hn::Rebind<hwy::float16_t, D> dh;
+  const hn::RebindToUnsigned<D> du;
+  const hn::RebindToSigned<D> di;
+  const hn::Rebind<std::uint16_t, D> du16;
+  const auto halves = hn::DemoteTo(dh, v);
+  const auto nan = hn::IsNaN(v);
+  if (HWY_LIKELY(hn::AllFalse(D(), nan))) return store(dh, halves, reinterpret_cast<hwy::float16_t*>(p), count);
+  const auto bits = hn::BitCast(du, v);
+  const auto quiet = hn::Or(hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 0x8000u)),
+                            hn::Or(hn::Set(du, 0x7e00u), hn::And(hn::ShiftRight<13>(bits), hn::Set(du, 0x3ffu))));
+  const auto result = hn::IfThenElse(hn::RebindMask(du, nan), quiet, hn::PromoteTo(du, hn::BitCast(du16, halves)));
+  store(du16, hn::DemoteTo(du16, hn::BitCast(di, result)), p, count);
 }
 
-void Bf16ToFloat(const std::uint16_t* in, float* out, std::size_t n) {
-  const hn::ScalableTag<float> d;
-  const hn::RebindToUnsigned<decltype(d)> du;
-  const hn::Rebind<std::uint16_t, decltype(d)> du16;
-  over_vectors(d, n, [&](std::size_t i, std::size_t count) {
-    store(d, hn::BitCast(d, hn::ShiftLeft<16>(hn::PromoteTo(du, load(du16, in + i, count)))), out + i, count);
-  });
+template <class D> HWY_INLINE hn::Vec<D> widen_bf16(D d, const std::uint16_t* p, std::size_t count) {
+  const hn::RebindToUnsigned<D> du;
+  const hn::Rebind<std::uint16_t, D> du16;
+  return hn::BitCast(d, hn::ShiftLeft<16>(hn::PromoteTo(du, load(du16, p, count))));
 }
 
 // float32 -> bfloat16, rounding to nearest even (add 0x7fff and the lowest kept bit); NaNs keep
 // their sign and top bits with the quiet bit set (half.hpp's float_to_bf16).
+template <class D> HWY_INLINE void narrow_bf16(D, hn::Vec<D> v, std::uint16_t* p, std::size_t count) {
+  const hn::RebindToUnsigned<D> du;
+  const hn::RebindToSigned<D> di;
+  const hn::Rebind<std::uint16_t, D> du16;
+  const auto bits = hn::BitCast(du, v);
+  const auto lowest_kept = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u));
+  const auto rounded = hn::ShiftRight<16>(hn::Add(bits, hn::Add(hn::Set(du, 0x7fffu), lowest_kept)));
+  const auto nan = hn::Or(hn::ShiftRight<16>(bits), hn::Set(du, 0x40u));
+  const auto result = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), nan, rounded);
+  store(du16, hn::DemoteTo(du16, hn::BitCast(di, result)), p, count);
+}
+
+void HalfToFloat(const std::uint16_t* in, float* out, std::size_t n) {
+  const hn::ScalableTag<float> d;
+  over_vectors(d, n, [&](std::size_t i, std::size_t count) { store(d, widen_half(d, in + i, count), out + i, count); });
+}
+void FloatToHalf(const float* in, std::uint16_t* out, std::size_t n) {
+  const hn::ScalableTag<float> d;
+  over_vectors(d, n, [&](std::size_t i, std::size_t count) { narrow_half(d, load(d, in + i, count), out + i, count); });
+}
+void Bf16ToFloat(const std::uint16_t* in, float* out, std::size_t n) {
+  const hn::ScalableTag<float> d;
+  over_vectors(d, n, [&](std::size_t i, std::size_t count) { store(d, widen_bf16(d, in + i, count), out + i, count); });
+}
 void FloatToBf16(const float* in, std::uint16_t* out, std::size_t n) {
   const hn::ScalableTag<float> d;
-  const hn::RebindToUnsigned<decltype(d)> du;
-  const hn::RebindToSigned<decltype(d)> di;
-  const hn::Rebind<std::uint16_t, decltype(d)> du16;
+  over_vectors(d, n, [&](std::size_t i, std::size_t count) { narrow_bf16(d, load(d, in + i, count), out + i, count); });
+}
+
+// out = a + b in float32, rounded once to 16 bits (out may be a or b).
+void HalfAdd(const std::uint16_t* a, const std::uint16_t* b, std::uint16_t* out, std::size_t n) {
+  const hn::ScalableTag<float> d;
   over_vectors(d, n, [&](std::size_t i, std::size_t count) {
-    const auto v = load(d, in + i, count);
-    const auto bits = hn::BitCast(du, v);
-    const auto lowest_kept = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u));
-    const auto rounded = hn::ShiftRight<16>(hn::Add(bits, hn::Add(hn::Set(du, 0x7fffu), lowest_kept)));
-    const auto nan = hn::Or(hn::ShiftRight<16>(bits), hn::Set(du, 0x40u));
-    const auto result = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), nan, rounded);
-    store(du16, hn::DemoteTo(du16, hn::BitCast(di, result)), out + i, count);
+    narrow_half(d, hn::Add(widen_half(d, a + i, count), widen_half(d, b + i, count)), out + i, count);
+  });
+}
+void Bf16Add(const std::uint16_t* a, const std::uint16_t* b, std::uint16_t* out, std::size_t n) {
+  const hn::ScalableTag<float> d;
+  over_vectors(d, n, [&](std::size_t i, std::size_t count) {
+    narrow_bf16(d, hn::Add(widen_bf16(d, a + i, count), widen_bf16(d, b + i, count)), out + i, count);
   });
 }
 
@@ -350,6 +370,8 @@ HWY_EXPORT(HalfToFloat);
 HWY_EXPORT(FloatToHalf);
 HWY_EXPORT(Bf16ToFloat);
 HWY_EXPORT(FloatToBf16);
+HWY_EXPORT(HalfAdd);
+HWY_EXPORT(Bf16Add);
 HWY_EXPORT(Target);
 HWY_EXPORT(RowMaxF32);
 HWY_EXPORT(RowMaxF64);
@@ -386,6 +408,12 @@ void half_to_float(const std::uint16_t* in, float* out, std::size_t n) { HWY_DYN
 void float_to_half(const float* in, std::uint16_t* out, std::size_t n) { HWY_DYNAMIC_DISPATCH(FloatToHalf)(in, out, n); }
 void bf16_to_float(const std::uint16_t* in, float* out, std::size_t n) { HWY_DYNAMIC_DISPATCH(Bf16ToFloat)(in, out, n); }
 void float_to_bf16(const float* in, std::uint16_t* out, std::size_t n) { HWY_DYNAMIC_DISPATCH(FloatToBf16)(in, out, n); }
+void half_add(const std::uint16_t* a, const std::uint16_t* b, std::uint16_t* out, std::size_t n) {
+  HWY_DYNAMIC_DISPATCH(HalfAdd)(a, b, out, n);
+}
+void bf16_add(const std::uint16_t* a, const std::uint16_t* b, std::uint16_t* out, std::size_t n) {
+  HWY_DYNAMIC_DISPATCH(Bf16Add)(a, b, out, n);
+}
 const char* target() { return HWY_DYNAMIC_DISPATCH(Target)(); }
 
 float row_max(const float* x, std::size_t n) { return HWY_DYNAMIC_DISPATCH(RowMaxF32)(x, n); }

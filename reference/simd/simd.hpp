@@ -76,6 +76,10 @@ void half_to_float(const std::uint16_t* in, float* out, std::size_t n);
 void float_to_half(const float* in, std::uint16_t* out, std::size_t n);
 void bf16_to_float(const std::uint16_t* in, float* out, std::size_t n);
 void float_to_bf16(const float* in, std::uint16_t* out, std::size_t n);
+// out = a + b computed in float32 and rounded once to 16 bits, as the conversions above round
+// (a collective's "native" 16-bit sum); out may be a or b.
+void half_add(const std::uint16_t* a, const std::uint16_t* b, std::uint16_t* out, std::size_t n);
+void bf16_add(const std::uint16_t* a, const std::uint16_t* b, std::uint16_t* out, std::size_t n);
 
 // The instruction set the functions run with on this CPU (e.g. "AVX3", "AVX2", "SSE4").
 const char* target();
