@@ -17,7 +17,7 @@ from parity_reports.common import fmt_num
 from report_testing import HERE, RecordingCase, drop_column, keep_rows, read_rows, run_report
 
 FIXTURE = os.path.join(HERE, "fixtures", "calibrate-np4.h5")
-CHECKED_FIGURES = {"calibrate_products_float32", "calibrate_ops_float32"}
+CHECKED_FIGURES = {"calibrate_products_float32", "calibrate_ops_float32", "calibrate_ceilings_float32"}
 # A comparison draws each run's as one run's (side by side): the same series.
 CHECKED_COMPARISON_FIGURES = {"calibrate_products_float32", "calibrate_ops_float32"}
 
@@ -84,6 +84,48 @@ class CalibrateReportTests(RecordingCase):
             row = (f"<tr><td class=\"num\">{fmt_num(3 * e * 4 / 2**20, 2)}</td>"
                    f"<td class=\"num\">{fmt_num(3 * e * 4 / np.median(stream[e]) / 1e9, 1)}</td></tr>")
             self.assertIn(row, table)
+
+    def test_ceilings_are_each_ops_bytes_per_second_over_memcpys(self):
+        """Each op's bytes (the file's column) per second over memcpy's at the same length, and the
+        exp-heavy ops' elements per second over the exp's, all medians over ranks, as drawn and
+        tabled; the ceilings are rows of their own kinds, every rank at every op length."""
+        drawn = self.series("calibrate_ceilings_float32")
+        seconds, moved = {}, {}
+        for r in self.rows:
+            key = (r["kind"] if r["kind"] in ("copy", "exp") else r["op"], r["elements"])
+            if r["kind"] in ("op", "copy", "exp"):
+                seconds.setdefault(key, []).append(r["seconds"])
+                moved.setdefault(key, set()).add(r["bytes"])
+        self.assertTrue(all(len(v) == 1 for v in moved.values()))  # every rank moves the same bytes
+        copies = sorted(e for kind, e in seconds if kind == "copy")
+        self.assertEqual(copies, sorted(e for kind, e in seconds if kind == "exp"))
+        self.assertEqual(len(copies), 4)
+        self.assertTrue(all(len(seconds[("copy", e)]) == 4 for e in copies))
+        ops = sorted({op for op, _ in seconds if op not in ("copy", "exp")})
+        self.assertEqual(len(ops), 13)
+        exp_ops = {"gelu_forward", "gelu_backward", "softmax_forward", "cross_entropy_forward", "cross_entropy_backward"}
+        self.assertEqual(set(drawn), set(ops) | {"exp: " + op for op in exp_ops})
+
+        def rate(key):
+            return next(iter(moved[key])) / np.median(seconds[key])
+        for op in ops:
+            want = [rate((op, e)) / rate(("copy", e)) for e in copies]
+            self.assertEqual(list(drawn[op].x), copies, op)
+            self.assertTrue(np.allclose(drawn[op].y, want, rtol=1e-12), op)
+            if op in exp_ops:
+                want = [np.median(seconds[("exp", e)]) / np.median(seconds[(op, e)]) for e in copies]
+                self.assertTrue(np.allclose(drawn["exp: " + op].y, want, rtol=1e-12), op)
+        # A memcpy's bytes are its two arrays; the add's three.
+        self.assertEqual(next(iter(moved[("copy", copies[0])])), 2 * copies[0] * 4)
+        self.assertEqual(next(iter(moved[("add", copies[0])])), 3 * copies[0] * 4)
+        out = os.path.join(self.tmp, "ceilings_report")
+        self.assertEqual(run_report(FIXTURE, "--out", out, "--max-plots", "0").returncode, 0)
+        with open(os.path.join(out, "index.html")) as f:
+            page = f.read()
+        table = page[page.index("memcpy, 4096</th>"):]
+        table = table[:table.index("</table>")]
+        largest = rate(("gelu_forward", copies[-1])) / rate(("copy", copies[-1]))
+        self.assertIn(f"{largest:.3f}", table)
 
     def test_fits_are_each_collectives_sweep(self):
         """Each collective's alpha and beta: its smallest size's time and the slope from there

@@ -12,7 +12,9 @@
 #include "bench/cli/progress.hpp"
 #include "bench/cli/shared.hpp"
 #include "reference/core/error.hpp"
+#include "reference/kernels/buffer_kernels.hpp"
 #include "reference/ops/ops.hpp"
+#include "reference/simd/simd.hpp"
 #include "reference/tensor/random.hpp"
 
 namespace parity::cli {
@@ -111,9 +113,29 @@ double time_stream(std::int64_t elements, DataType dtype, MemorySpace space) {
   return time_call(space, [&] { ops::add_forward(a, b, y); });
 }
 
+// The ceilings the ops are read against in the report (not part of theory::Calibration): a
+// memcpy of the operands' elements (kind "copy", op "memcpy": bytes read plus bytes written) and
+// the vectorised exp over them in place (kind "exp", op "exp": reference/simd, the CPU's widest
+// instruction set; on a GPU not timed, NaN).
+double time_copy(const Operands& in, MemorySpace space) {
+  Tensor y = in.y;
+  return time_call(space, [&] { copy_buffer(y.view(), in.a.view()); });
+}
+double time_exp(const Operands& in, DataType dtype, MemorySpace space) {
+  if (space != MemorySpace::host) return std::nan("");
+  Tensor y = in.y;
+  copy_buffer(y.view(), in.a.view());  // uniform in [-1, 1]: exp stays within [1/e, e] however often taken
+  const auto n = static_cast<std::size_t>(y.numel());
+  if (dtype == DataType::float64)
+    return time_call(space, [&] { simd::exp_sum(y.data<double>(), n, 1.0, y.data<double>()); });
+  return time_call(space, [&] { simd::exp_sum(y.data<float>(), n, 1.0f, y.data<float>()); });
+}
+
 constexpr std::size_t kProducts = std::size(theory::kGemmSides) * std::size(theory::kGemmSides) * std::size(theory::kGemmSides);
 constexpr std::size_t kOps = std::size(theory::kCalibratedOps) * std::size(theory::kOpElements);
-constexpr std::size_t kSamples = kProducts + kOps + std::size(theory::kStreamElements);
+constexpr std::size_t kStreams = std::size(theory::kStreamElements);
+constexpr std::size_t kCeilings = 2 * std::size(theory::kOpElements);  // copy, exp at each size
+constexpr std::size_t kSamples = kProducts + kOps + kStreams + kCeilings;
 
 }  // namespace
 
@@ -158,12 +180,17 @@ theory::Calibration measure_calibration(Session& session, DataType dtype, record
       }
   // Measured size by size (the rows keep the op-major order of kCalibratedOps x kOpElements).
   std::vector<theory::OpSample> by_size;
+  std::vector<double> copies, exps;  // the ceilings at each size
   for (const std::int64_t e : theory::kOpElements) {
     const Operands operands(e, dtype, space);
     for (const char* op : theory::kCalibratedOps) {
       progress.update(done++, std::string(op) + " over " + std::to_string(e));
       by_size.push_back({op, e, time_op(op, operands, dtype, space)});
     }
+    progress.update(done++, "memcpy over " + std::to_string(e));
+    copies.push_back(time_copy(operands, space));
+    progress.update(done++, "exp over " + std::to_string(e));
+    exps.push_back(time_exp(operands, dtype, space));
   }
   const std::size_t sizes = std::size(theory::kOpElements);
   for (std::size_t o = 0; o < std::size(theory::kCalibratedOps); ++o)
@@ -179,28 +206,42 @@ theory::Calibration measure_calibration(Session& session, DataType dtype, record
   for (const auto& g : c.gemm) seconds.push_back(gather_from_ranks(world, g.seconds));
   for (const auto& o : c.ops) seconds.push_back(gather_from_ranks(world, o.seconds));
   for (const auto& o : c.stream) seconds.push_back(gather_from_ranks(world, o.seconds));
+  for (const double x : copies) seconds.push_back(gather_from_ranks(world, x));
+  for (const double x : exps) seconds.push_back(gather_from_ranks(world, x));
   if (session.is_root()) {
     for (int r = 0; r < world.size(); ++r) {
       const auto rank = static_cast<std::size_t>(r);
       for (std::size_t i = 0; i < kSamples; ++i) {
-        // The products, the ops, then the stream's adds (kind "stream", op "add").
-        const bool product = i < kProducts, stream = i >= kProducts + kOps;
+        // The products, the ops, the stream's adds (kind "stream", op "add"), then the ceilings:
+        // memcpy at each op size (kind "copy"), the exp at each (kind "exp").
+        const bool product = i < kProducts, op = !product && i < kProducts + kOps;
+        const bool stream = i >= kProducts + kOps && i < kProducts + kOps + kStreams;
+        const std::size_t ceiling = i - (kProducts + kOps + kStreams);  // when neither of the above
+        const bool copy = !product && !op && !stream && ceiling < std::size(theory::kOpElements);
         const double s = seconds[i][rank];
         table.i64("rank").push_back(r);
         table.str("host").push_back(session.hosts()[rank]);
         table.str("dtype").push_back(type);
-        table.str("kind").push_back(product ? "gemm" : stream ? "stream" : "op");
-        table.str("op").push_back(product ? "matmul" : stream ? "add" : c.ops[i - kProducts].op);
+        table.str("kind").push_back(product ? "gemm" : op ? "op" : stream ? "stream" : copy ? "copy" : "exp");
+        table.str("op").push_back(product ? "matmul" : op ? c.ops[i - kProducts].op : stream ? "add" : copy ? "memcpy" : "exp");
         const theory::GemmSample g = product ? c.gemm[i] : theory::GemmSample{};
         table.i64("m").push_back(g.m);
         table.i64("n").push_back(g.n);
         table.i64("k").push_back(g.k);
-        const std::int64_t elements = product ? 0 : stream ? c.stream[i - kProducts - kOps].elements : c.ops[i - kProducts].elements;
+        const std::int64_t elements = product ? 0
+                                      : op    ? c.ops[i - kProducts].elements
+                                      : stream ? c.stream[i - kProducts - kOps].elements
+                                               : theory::kOpElements[ceiling % std::size(theory::kOpElements)];
         table.i64("elements").push_back(elements);
         table.f64("seconds", "s").push_back(s);
         table.f64("GFLOPs", "GFLOP/s")
             .push_back(product ? 2.0 * static_cast<double>(g.m * g.n * g.k) / s / 1e9 : std::nan(""));
         table.f64("ns_per_element", "ns").push_back(product ? std::nan("") : s / static_cast<double>(elements) * 1e9);
+        // What the call reads and writes once: a product its three matrices, an op its arrays,
+        // the stream's add three, a copy or the exp in place two.
+        const double arrays = product ? 0.0 : op ? theory::calibrated_op_arrays(c.ops[i - kProducts].op) : stream ? 3.0 : 2.0;
+        const double moved = product ? static_cast<double>(g.m * g.k + g.k * g.n + g.m * g.n) : arrays * static_cast<double>(elements);
+        table.i64("bytes", "B").push_back(std::llround(moved * static_cast<double>(size_of(dtype))));
       }
     }
   }
@@ -283,12 +324,14 @@ theory::Calibration calibration_of_rank(const record::Table& t, const std::strin
   c.dtype = dtype;
   for (std::size_t r = 0; r < t.rows(); ++r) {
     if (t.get_i64("rank")[r] != rank || t.get_str("dtype")[r] != dtype) continue;
-    if (t.get_str("kind")[r] == "gemm")
+    const std::string kind = t.get_str("kind")[r];
+    if (kind == "gemm")
       c.gemm.push_back({t.get_i64("m")[r], t.get_i64("n")[r], t.get_i64("k")[r], t.get_f64("seconds")[r]});
-    else if (t.get_str("kind")[r] == "stream")
+    else if (kind == "stream")
       c.stream.push_back({t.get_i64("elements")[r], t.get_f64("seconds")[r]});
-    else
+    else if (kind == "op")
       c.ops.push_back({t.get_str("op")[r], t.get_i64("elements")[r], t.get_f64("seconds")[r]});
+    // kinds copy and exp: the report's ceilings, not the model's
   }
   return c;
 }

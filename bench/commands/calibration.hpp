@@ -21,13 +21,15 @@ using record::ColumnType;
 // The result groups it writes (docs/results-schema.md).
 inline const record::TableSpec kCalibrateTable{
     "/bench/calibrate",
-    "primitives measured on every rank at the same time: matrix products over a grid of shapes and the ops a "
-    "training step is made of, each the median of three timed batches",
+    "primitives measured on every rank at the same time: matrix products over a grid of shapes, the ops a "
+    "training step is made of, the memory's stream, and the ceilings the ops are read against (memcpy, the "
+    "vectorised exp), each the median of three timed batches",
     {
       {"rank", ColumnType::int64}, {"host", ColumnType::string}, {"dtype", ColumnType::string},
       {"kind", ColumnType::string}, {"op", ColumnType::string}, {"m", ColumnType::int64}, {"n", ColumnType::int64},
       {"k", ColumnType::int64}, {"elements", ColumnType::int64}, {"seconds", ColumnType::float64, "s"},
-      {"GFLOPs", ColumnType::float64, "GFLOP/s"}, {"ns_per_element", ColumnType::float64, "ns"}
+      {"GFLOPs", ColumnType::float64, "GFLOP/s"}, {"ns_per_element", ColumnType::float64, "ns"},
+      {"bytes", ColumnType::int64, "B"}
     }};
 inline const record::TableSpec kCalibrateLinksTable{
     "/bench/calibrate_links",

@@ -14,7 +14,7 @@ VERDICT = False
 # Its figures are wall-clock times: an oversubscribed run marks them (report.py).
 WALL_CLOCK = True
 READS = {
-    "/bench/calibrate": ("s:host,dtype,kind,op i:rank,m,n,k,elements f:seconds,GFLOPs,ns_per_element",
+    "/bench/calibrate": ("s:host,dtype,kind,op i:rank,m,n,k,elements,bytes f:seconds,GFLOPs,ns_per_element",
                          ["rank", "dtype", "kind", "op", "m", "n", "k", "elements", "seconds"]),
     "/bench/calibrate_links": ("s:level,collective i:size_bytes,ranks f:time_s,ring_model_s,bus_GBps,efficiency",
                                ["size_bytes", "efficiency"]),
@@ -23,6 +23,11 @@ READS = {
     "/bench/calibrate_levels": ("s:level,peer_host i:peer f:alpha_us,beta_us_per_byte,bandwidth_GBps",
                                 ["level", "alpha_us", "bandwidth_GBps"]),
 }
+
+
+# The ops that take one exp per element (GeLU's sigmoid, softmax's and cross-entropy's
+# exponentials): read against the vectorised exp's rate as well as memcpy's.
+EXP_OPS = ("gelu_forward", "gelu_backward", "softmax_forward", "cross_entropy_forward", "cross_entropy_backward")
 
 
 def median(values):
@@ -36,7 +41,8 @@ class Calibration(RowTable):
     with the slowest rank's; and the links' rows."""
 
     def __init__(self, rf):
-        super().__init__(rf, "/bench/calibrate", {"host": "", "GFLOPs": math.nan, "ns_per_element": math.nan})
+        super().__init__(rf, "/bench/calibrate", {"host": "", "GFLOPs": math.nan, "ns_per_element": math.nan,
+                                                  "bytes": -1})
         # Files from before the other collectives were measured hold the all-reduce alone.
         self.links = RowTable(rf, "/bench/calibrate_links", {"level": "world", "collective": "all_reduce", "ranks": -1,
                                                               "time_s": math.nan,
@@ -46,17 +52,21 @@ class Calibration(RowTable):
         self.levels = RowTable(rf, "/bench/calibrate_levels", {"peer": -1, "peer_host": "",
                                                                 "beta_us_per_byte": math.nan})
         # dtype -> {"products": {(m, n, k): [seconds]}, "ops": {op: {elements: [s]}},
-        #           "stream": {elements: [s]}}
+        #           "stream": {elements: [s]}, "copy" and "exp": {elements: [s]},
+        #           "bytes": {(op, elements): bytes read and written once}}
         self.types = OrderedDict()
         for r in self.rows:
             t = self.types.setdefault(r["dtype"], {"products": OrderedDict(), "ops": OrderedDict(),
-                                                   "stream": OrderedDict()})
+                                                   "stream": OrderedDict(), "copy": OrderedDict(),
+                                                   "exp": OrderedDict(), "bytes": {}})
             if r["kind"] == "gemm":
                 t["products"].setdefault((int(r["m"]), int(r["n"]), int(r["k"])), []).append(r["seconds"])
-            elif r["kind"] == "stream":
-                t["stream"].setdefault(int(r["elements"]), []).append(r["seconds"])
+            elif r["kind"] in ("stream", "copy", "exp"):
+                t[r["kind"]].setdefault(int(r["elements"]), []).append(r["seconds"])
             else:
                 t["ops"].setdefault(r["op"], OrderedDict()).setdefault(int(r["elements"]), []).append(r["seconds"])
+            if r["bytes"] >= 0:
+                t["bytes"][(r["kind"] if r["kind"] in ("copy", "exp") else r["op"], int(r["elements"]))] = r["bytes"]
         self.ranks = len({r["rank"] for r in self.rows})
 
     def product_rates(self, dtype):
@@ -77,6 +87,33 @@ class Calibration(RowTable):
         step's operands take from the level that holds that footprint."""
         size = 8 if dtype == "float64" else 4
         return [(3 * e * size, 3 * e * size / median(s) / 1e9) for e, s in self.types[dtype]["stream"].items()]
+
+    def copy_fractions(self, dtype):
+        """{op: [(elements, fraction)]}: each op's bytes (read and written once, the file's bytes
+        column) per second over memcpy's at the same length, both medians over ranks."""
+        t = self.types[dtype]
+        out = OrderedDict()
+        for op, sizes in t["ops"].items():
+            points = [(e, t["bytes"][(op, e)] / median(s) / (t["bytes"][("copy", e)] / median(t["copy"][e])))
+                      for e, s in sizes.items() if e in t["copy"] and (op, e) in t["bytes"] and ("copy", e) in t["bytes"]]
+            if points:
+                out[op] = points
+        return out
+
+    def exp_fractions(self, dtype):
+        """{op: [(elements, fraction)]} for the ops that take an exp per element (EXP_OPS): their
+        elements per second over the vectorised exp's at the same length (medians over ranks;
+        none where the exp was not timed, on a GPU)."""
+        t = self.types[dtype]
+        out = OrderedDict()
+        for op, sizes in t["ops"].items():
+            if op not in EXP_OPS:
+                continue
+            points = [(e, median(t["exp"][e]) / median(s)) for e, s in sizes.items()
+                      if e in t["exp"] and math.isfinite(median(t["exp"][e]))]
+            if points:
+                out[op] = points
+        return out
 
     def text(self):
         parts = []
@@ -125,6 +162,28 @@ def draw_ops(plotter, label, calibration, dtype):
     return plotter.save(fig, f"calibrate_ops_{dtype}", 0, suptitle=False)
 
 
+def draw_ceilings(plotter, label, calibration, dtype):
+    """Each op against memcpy (left) and the exp-heavy ops against the vectorised exp (right)."""
+    plt = plotter.plt
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.2))
+    for i, (op, points) in enumerate(calibration.copy_fractions(dtype).items()):
+        plotter.plot(left, op, [e for e, _ in points], [f for _, f in points], marker="o", markersize=3, label=op,
+                     color=plotter.palette[i % len(plotter.palette)],
+                     linestyle="-" if i < len(plotter.palette) else "--")
+    for i, (op, points) in enumerate(calibration.exp_fractions(dtype).items()):
+        plotter.plot(right, "exp: " + op, [e for e, _ in points], [f for _, f in points], marker="o", markersize=3,
+                     label=op, color=plotter.palette[i % len(plotter.palette)])
+    for ax, what in ((left, "fraction of memcpy's bytes/s"), (right, "fraction of the vectorised exp's elements/s")):
+        ax.set_xscale("log")
+        ax.set_xlabel("elements")
+        ax.set_ylabel(what)
+        ax.axhline(1.0, color="grey", linewidth=0.6)
+    left.legend(frameon=False, fontsize=6, ncol=2)
+    right.legend(frameon=False, fontsize=7)
+    fig.suptitle(f"{label}: the ops in {dtype} against their ceilings, measured in the same run")
+    return plotter.save(fig, f"calibrate_ceilings_{dtype}", 0, suptitle=False)
+
+
 def runs_section(page, runs, plotter):
     """The section of one run or of two side by side; runs: [(label, Calibration)]."""
     present = [(label, c) for label, c in runs if c.usable]
@@ -146,6 +205,18 @@ def runs_section(page, runs, plotter):
                            [[fmt_int(m), fmt_int(n), fmt_int(k), fmt_num(g, 1), fmt_num(s, 1)]
                             for m, n, k, g, s in c.product_rates(dtype)], numeric={0, 1, 2, 3, 4})
             page.details(f"Table: {label}, every product in {dtype}", body)
+            if c.copy_fractions(dtype):
+                page.img(draw_ceilings(plotter, label, c, dtype), f"op rates against memcpy and exp in {dtype}")
+                fractions, exps = c.copy_fractions(dtype), c.exp_fractions(dtype)
+                sizes = sorted({e for points in fractions.values() for e, _ in points})
+                page.p(esc(f"{label}: each op's bytes per second (what it reads and writes once) over "
+                           f"memcpy's at the same length, and for the ops that take an exp per element "
+                           f"their elements per second over the vectorised exp's ({dtype}, medians over ranks)."))
+                page.table(["op"] + [f"memcpy, {fmt_int(e)}" for e in sizes] + [f"exp, {fmt_int(e)}" for e in sizes],
+                           [[esc(op)] + [fmt_ratio(dict(points).get(e, math.nan)) for e in sizes] +
+                            [fmt_ratio(dict(exps.get(op, [])).get(e, math.nan)) for e in sizes]
+                            for op, points in fractions.items()],
+                           numeric=set(range(1, 1 + 2 * len(sizes))))
             if c.types[dtype]["stream"]:
                 page.p(esc(f"{label}: memory by footprint in {dtype}: an add over three arrays, each "
                            "footprint streamed from the level that holds it. A step's operands come "
