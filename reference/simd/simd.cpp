@@ -32,9 +32,17 @@ template <class D, class Body> HWY_INLINE void over_vectors(D d, std::size_t n, 
   if (i < n) body(i, n - i);
 }
 
-// A vector of lanes from p (count < Lanes: the rest zero) and its store back.
+// A vector of lanes from p (count < Lanes: the rest zero) and its store back. AVX-512 loads and
+// stores a part of a vector under a mask, touching only its lanes; elsewhere the part goes
+// through a buffer.
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+constexpr bool kMaskedMemory = true;
+#else
+constexpr bool kMaskedMemory = false;
+#endif
 template <class D, typename T> HWY_INLINE hn::Vec<D> load(D d, const T* p, std::size_t count) {
   if (count == hn::Lanes(d)) return hn::LoadU(d, p);
+  if constexpr (kMaskedMemory) return hn::MaskedLoad(hn::FirstN(d, count), d, p);
   constexpr std::size_t kMax = HWY_MAX_BYTES / sizeof(T);
   HWY_ALIGN T buffer[kMax] = {};
   std::memcpy(buffer, p, std::min(count, kMax) * sizeof(T));
@@ -42,6 +50,7 @@ template <class D, typename T> HWY_INLINE hn::Vec<D> load(D d, const T* p, std::
 }
 template <class D, typename T> HWY_INLINE void store(D d, hn::Vec<D> v, T* p, std::size_t count) {
   if (count == hn::Lanes(d)) return hn::StoreU(v, d, p);
+  if constexpr (kMaskedMemory) return hn::BlendedStore(v, hn::FirstN(d, count), d, p);
   constexpr std::size_t kMax = HWY_MAX_BYTES / sizeof(T);
   HWY_ALIGN T buffer[kMax];
   hn::Store(v, d, buffer);
