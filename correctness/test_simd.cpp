@@ -139,6 +139,36 @@ template <typename T> void expect_gelu_as_scalar() {
 TEST(Simd, GeluFloat32AsTheScalarCode) { expect_gelu_as_scalar<float>(); }
 TEST(Simd, GeluFloat64AsTheScalarCode) { expect_gelu_as_scalar<double>(); }
 
+// Column sums take each column's rows in order: bit for bit the scalar loop, at widths that end
+// in a partial vector.
+TEST(Simd, ColumnSumsAreTheScalarLoops) {
+  for (std::size_t columns : {1, 7, 16, 37}) {
+    const std::size_t rows = 23;
+    std::vector<float> x(rows * columns);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(static_cast<float>(i) * 0.7f) * static_cast<float>(1 + i % 5);
+    std::vector<float> acc(columns, 0.5f), want(columns, 0.5f);
+    simd::accumulate_rows(x.data(), rows, columns, acc.data());
+    for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t j = 0; j < columns; ++j) want[j] += x[r * columns + j];
+    for (std::size_t j = 0; j < columns; ++j) EXPECT_EQ(std::bit_cast<std::uint32_t>(acc[j]), std::bit_cast<std::uint32_t>(want[j]));
+  }
+}
+
+// The blocked sum (simd.hpp) bit for bit against the order it states, written out here: element j
+// into partial j mod 16, the partials added pairwise; at lengths below, at and above 16.
+TEST(Simd, RowSumsTakeTheStatedBlockedOrder) {
+  for (std::size_t n : {1, 5, 16, 17, 40, 100}) {
+    std::vector<float> x(n);
+    for (std::size_t i = 0; i < n; ++i) x[i] = 1.0f / static_cast<float>(3 + i) + static_cast<float>(i % 7) * 1e3f;
+    float partial[16] = {};
+    for (std::size_t i = 0; i < n; ++i) partial[i % 16] += x[i];
+    for (std::size_t width = 16; width > 1; width /= 2)
+      for (std::size_t j = 0; j < width / 2; ++j) partial[j] = partial[2 * j] + partial[2 * j + 1];
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(simd::row_sum(x.data(), n)), std::bit_cast<std::uint32_t>(partial[0])) << n;
+    EXPECT_EQ(simd::row_max(x.data(), n), *std::max_element(x.begin(), x.end())) << n;
+  }
+}
+
 TEST(Simd, NamesTheInstructionSetItRuns) { EXPECT_FALSE(std::string(simd::target()).empty()); }
 
 }  // namespace

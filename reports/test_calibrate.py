@@ -19,7 +19,7 @@ from report_testing import HERE, RecordingCase, drop_column, keep_rows, read_row
 FIXTURE = os.path.join(HERE, "fixtures", "calibrate-np4.h5")
 CHECKED_FIGURES = {"calibrate_products_float32", "calibrate_ops_float32", "calibrate_ceilings_float32"}
 # A comparison draws each run's as one run's (side by side): the same series.
-CHECKED_COMPARISON_FIGURES = {"calibrate_products_float32", "calibrate_ops_float32"}
+CHECKED_COMPARISON_FIGURES = {"calibrate_products_float32", "calibrate_ops_float32", "calibrate_ceilings_float32"}
 
 
 class CalibrateReportTests(RecordingCase):

@@ -104,12 +104,9 @@ void elementwise_on_cpu(const char* op, Tensor& y, F f, const Tensor& first, con
 // (vectorised, its sum in reference/simd's blocked order). Returns log(sum_j exp(row_j)) over
 // the live entries (the cross-entropy needs it).
 template <typename C> C softmax_row(C* row, std::int64_t c, std::int64_t valid) {
-  const auto n = static_cast<std::size_t>(valid);
-  const C m = simd::row_max(row, n);
-  const C sum = simd::exp_sum(row, n, m, row);
-  simd::scale(row, n, C(1) / sum);
-  for (std::int64_t j = valid; j < c; ++j) row[j] = 0;
-  return m + std::log(sum);
+  const C log_sum_exp = simd::softmax_row(row, static_cast<std::size_t>(valid));
+  std::fill(row + valid, row + c, C(0));
+  return log_sum_exp;
 }
 
 // Widens 16-bit storage to float32 (or copies float32 and float64) into `to`; narrows back.

@@ -147,6 +147,24 @@ template <typename T> T ExpSum(const T* x, std::size_t n, T shift, T* out) {
   });
 }
 
+template <typename T> void Scale(T* x, std::size_t n, T s);
+
+template <typename T> T SoftmaxRow(T* row, std::size_t n) {
+  const T m = RowMax(row, n);
+  const T sum = ExpSum(row, n, m, row);
+  Scale(row, n, T(1) / sum);
+  return m + std::log(sum);
+}
+
+template <typename T> void AccumulateRows(const T* x, std::size_t rows, std::size_t columns, T* acc) {
+  const hn::ScalableTag<T> d;
+  over_vectors(d, columns, [&](std::size_t j, std::size_t count) {
+    auto sum = load(d, acc + j, count);
+    for (std::size_t r = 0; r < rows; ++r) sum = hn::Add(sum, load(d, x + r * columns + j, count));
+    store(d, sum, acc + j, count);
+  });
+}
+
 template <typename T> T RowSum(const T* x, std::size_t n) {
   return blocked_sum<T>(n, [&](auto d, std::size_t i, std::size_t count) { return load(d, x + i, count); });
 }
@@ -252,6 +270,9 @@ PARITY_SIMD_BOTH(RowDot, (const float* a, const float* b, std::size_t n), (const
 PARITY_SIMD_BOTH(SquaredDeviationSum, (const float* x, std::size_t n, float c), (const double* x, std::size_t n, double c),
                  SquaredDeviationSum(x, n, c))
 PARITY_SIMD_BOTH(Scale, (float* x, std::size_t n, float s), (double* x, std::size_t n, double s), Scale(x, n, s))
+PARITY_SIMD_BOTH(SoftmaxRow, (float* x, std::size_t n), (double* x, std::size_t n), SoftmaxRow(x, n))
+PARITY_SIMD_BOTH(AccumulateRows, (const float* x, std::size_t rows, std::size_t columns, float* acc),
+                 (const double* x, std::size_t rows, std::size_t columns, double* acc), AccumulateRows(x, rows, columns, acc))
 PARITY_SIMD_BOTH(LayerNormApply,
                  (const float* x, const float* g, const float* b, float* y, std::size_t n, float mean, float rstd),
                  (const double* x, const double* g, const double* b, double* y, std::size_t n, double mean, double rstd),
@@ -394,6 +415,10 @@ HWY_EXPORT(SquaredDeviationSumF32);
 HWY_EXPORT(SquaredDeviationSumF64);
 HWY_EXPORT(ScaleF32);
 HWY_EXPORT(ScaleF64);
+HWY_EXPORT(SoftmaxRowF32);
+HWY_EXPORT(SoftmaxRowF64);
+HWY_EXPORT(AccumulateRowsF32);
+HWY_EXPORT(AccumulateRowsF64);
 HWY_EXPORT(LayerNormApplyF32);
 HWY_EXPORT(LayerNormApplyF64);
 HWY_EXPORT(LayerNormBackwardSumsF32);
@@ -440,6 +465,14 @@ float squared_deviation_sum(const float* x, std::size_t n, float c) {
 }
 double squared_deviation_sum(const double* x, std::size_t n, double c) {
   return HWY_DYNAMIC_DISPATCH(SquaredDeviationSumF64)(x, n, c);
+}
+float softmax_row(float* row, std::size_t n) { return HWY_DYNAMIC_DISPATCH(SoftmaxRowF32)(row, n); }
+double softmax_row(double* row, std::size_t n) { return HWY_DYNAMIC_DISPATCH(SoftmaxRowF64)(row, n); }
+void accumulate_rows(const float* x, std::size_t rows, std::size_t columns, float* acc) {
+  HWY_DYNAMIC_DISPATCH(AccumulateRowsF32)(x, rows, columns, acc);
+}
+void accumulate_rows(const double* x, std::size_t rows, std::size_t columns, double* acc) {
+  HWY_DYNAMIC_DISPATCH(AccumulateRowsF64)(x, rows, columns, acc);
 }
 void scale(float* x, std::size_t n, float s) { HWY_DYNAMIC_DISPATCH(ScaleF32)(x, n, s); }
 void scale(double* x, std::size_t n, double s) { HWY_DYNAMIC_DISPATCH(ScaleF64)(x, n, s); }

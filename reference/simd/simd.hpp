@@ -38,6 +38,14 @@ float row_dot(const float* a, const float* b, std::size_t n);
 double row_dot(const double* a, const double* b, std::size_t n);
 float squared_deviation_sum(const float* x, std::size_t n, float c);
 double squared_deviation_sum(const double* x, std::size_t n, double c);
+// Softmax of row[0, n) in place: m = row_max, each row_j = exp(row_j - m) with their sum s
+// (exp_sum's order), then each times 1 / s; returns m + log(s), the row's log-sum-exp.
+float softmax_row(float* row, std::size_t n);
+double softmax_row(double* row, std::size_t n);
+// acc_j += x_{r, j} for r = 0, 1, ..., rows - 1 in order (column sums onto acc; a row-major x of
+// `columns` per row): each column summed in the scalar loop's order.
+void accumulate_rows(const float* x, std::size_t rows, std::size_t columns, float* acc);
+void accumulate_rows(const double* x, std::size_t rows, std::size_t columns, double* acc);
 // x_j *= s.
 void scale(float* x, std::size_t n, float s);
 void scale(double* x, std::size_t n, double s);
