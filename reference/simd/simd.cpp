@@ -165,6 +165,13 @@ template <typename T> void AccumulateRows(const T* x, std::size_t rows, std::siz
   });
 }
 
+template <typename T> void AddScaled(T* acc, const T* x, std::size_t n, T w) {
+  const hn::ScalableTag<T> d;
+  over_vectors(d, n, [&](std::size_t j, std::size_t count) {
+    store(d, hn::Add(load(d, acc + j, count), hn::Mul(hn::Set(d, w), load(d, x + j, count))), acc + j, count);
+  });
+}
+
 template <typename T> T RowSum(const T* x, std::size_t n) {
   return blocked_sum<T>(n, [&](auto d, std::size_t i, std::size_t count) { return load(d, x + i, count); });
 }
@@ -271,6 +278,8 @@ PARITY_SIMD_BOTH(SquaredDeviationSum, (const float* x, std::size_t n, float c), 
                  SquaredDeviationSum(x, n, c))
 PARITY_SIMD_BOTH(Scale, (float* x, std::size_t n, float s), (double* x, std::size_t n, double s), Scale(x, n, s))
 PARITY_SIMD_BOTH(SoftmaxRow, (float* x, std::size_t n), (double* x, std::size_t n), SoftmaxRow(x, n))
+PARITY_SIMD_BOTH(AddScaled, (float* acc, const float* x, std::size_t n, float w),
+                 (double* acc, const double* x, std::size_t n, double w), AddScaled(acc, x, n, w))
 PARITY_SIMD_BOTH(AccumulateRows, (const float* x, std::size_t rows, std::size_t columns, float* acc),
                  (const double* x, std::size_t rows, std::size_t columns, double* acc), AccumulateRows(x, rows, columns, acc))
 PARITY_SIMD_BOTH(LayerNormApply,
@@ -417,6 +426,8 @@ HWY_EXPORT(ScaleF32);
 HWY_EXPORT(ScaleF64);
 HWY_EXPORT(SoftmaxRowF32);
 HWY_EXPORT(SoftmaxRowF64);
+HWY_EXPORT(AddScaledF32);
+HWY_EXPORT(AddScaledF64);
 HWY_EXPORT(AccumulateRowsF32);
 HWY_EXPORT(AccumulateRowsF64);
 HWY_EXPORT(LayerNormApplyF32);
@@ -473,6 +484,10 @@ void accumulate_rows(const float* x, std::size_t rows, std::size_t columns, floa
 }
 void accumulate_rows(const double* x, std::size_t rows, std::size_t columns, double* acc) {
   HWY_DYNAMIC_DISPATCH(AccumulateRowsF64)(x, rows, columns, acc);
+}
+void add_scaled(float* acc, const float* x, std::size_t n, float w) { HWY_DYNAMIC_DISPATCH(AddScaledF32)(acc, x, n, w); }
+void add_scaled(double* acc, const double* x, std::size_t n, double w) {
+  HWY_DYNAMIC_DISPATCH(AddScaledF64)(acc, x, n, w);
 }
 void scale(float* x, std::size_t n, float s) { HWY_DYNAMIC_DISPATCH(ScaleF32)(x, n, s); }
 void scale(double* x, std::size_t n, double s) { HWY_DYNAMIC_DISPATCH(ScaleF64)(x, n, s); }

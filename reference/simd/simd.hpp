@@ -46,6 +46,9 @@ double softmax_row(double* row, std::size_t n);
 // `columns` per row): each column summed in the scalar loop's order.
 void accumulate_rows(const float* x, std::size_t rows, std::size_t columns, float* acc);
 void accumulate_rows(const double* x, std::size_t rows, std::size_t columns, double* acc);
+// acc_j += w x_j (a gate-weighted row added onto a sum).
+void add_scaled(float* acc, const float* x, std::size_t n, float w);
+void add_scaled(double* acc, const double* x, std::size_t n, double w);
 // x_j *= s.
 void scale(float* x, std::size_t n, float s);
 void scale(double* x, std::size_t n, double s);

@@ -56,6 +56,16 @@ void gather_rows_backward(const Tensor& dy, const RowMap& map, Tensor& dx) {
     using C = Acc<T>;
     const T* g = dy.data<T>();
     T* out = dx.data<T>();
+    // Each token's rows summed in order, element by element; float32 and float64 a row at a time
+    // (vectorised, the same order).
+    if constexpr (std::is_same_v<T, C>) {
+      const auto width = static_cast<std::size_t>(s.C);
+      for (std::int64_t n = 0; n < s.N; ++n) {
+        std::fill(out + n * s.C, out + (n + 1) * s.C, C(0));
+        for (std::int64_t i = offsets[n]; i < offsets[n + 1]; ++i) simd::accumulate_rows(g + rows[i] * s.C, 1, width, out + n * s.C);
+      }
+      return;
+    }
     for (std::int64_t n = 0; n < s.N; ++n)
       for (std::int64_t c = 0; c < s.C; ++c) {
         C sum = 0;
@@ -83,6 +93,17 @@ void combine_rows_forward(const Tensor& rows, const Tensor& gates, const RowMap&
     const T* in = rows.data<T>();
     const T* g = gates.data<T>();
     T* out = y.data<T>();
+    // Each token's rows weighted by their gates and summed in order; float32 and float64 a row at
+    // a time (vectorised).
+    if constexpr (std::is_same_v<T, C>) {
+      const auto width = static_cast<std::size_t>(s.C);
+      for (std::int64_t n = 0; n < s.N; ++n) {
+        std::fill(out + n * s.C, out + (n + 1) * s.C, C(0));
+        for (std::int64_t i = offsets[n]; i < offsets[n + 1]; ++i)
+          simd::add_scaled(out + n * s.C, in + assigned[i] * s.C, width, g[assigned[i]]);
+      }
+      return;
+    }
     for (std::int64_t n = 0; n < s.N; ++n)
       for (std::int64_t c = 0; c < s.C; ++c) {
         C sum = 0;
@@ -117,6 +138,16 @@ void combine_rows_backward(const Tensor& dy, const Tensor& rows, const Tensor& g
     const T* gate = gates.data<T>();
     T* dr = drows.data<T>();
     T* dg = dgates.data<T>();
+    if constexpr (std::is_same_v<T, C>) {  // float32 and float64: vectorised, the dot in the blocked order
+      const auto width = static_cast<std::size_t>(s.C);
+      for (std::int64_t a = 0; a < s.A; ++a) {
+        const T* gy = g + token[a] * s.C;
+        dg[a] = simd::row_dot(gy, in + a * s.C, width);
+        std::fill(dr + a * s.C, dr + (a + 1) * s.C, C(0));
+        simd::add_scaled(dr + a * s.C, gy, width, gate[a]);
+      }
+      return;
+    }
     for (std::int64_t a = 0; a < s.A; ++a) {
       const T* gy = g + token[a] * s.C;
       const C w = load(gate[a]);
