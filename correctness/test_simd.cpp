@@ -1,7 +1,8 @@
 // The vectorised CPU loops (reference/simd) against their scalar references: the 16-bit
 // conversions bit for bit over every 16-bit pattern and a sweep of float32 patterns with the
 // rounding ties, subnormals, overflows and NaNs spelled out; GeLU the same at every array length
-// (tails take the vectors' path) and equal to the scalar code within the two exps' error.
+// (tails take the vectors' path) and equal to the scalar code within the two exps' error; Philox,
+// dropout's mask and the initialisers equal to the scalar generator.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +16,8 @@
 
 #include "reference/core/half.hpp"
 #include "reference/simd/simd.hpp"
+#include "reference/tensor/random.hpp"
+#include "reference/tensor/tensor.hpp"
 
 using namespace parity;
 
@@ -167,6 +170,82 @@ TEST(Simd, RowSumsTakeTheStatedBlockedOrder) {
     EXPECT_EQ(std::bit_cast<std::uint32_t>(simd::row_sum(x.data(), n)), std::bit_cast<std::uint32_t>(partial[0])) << n;
     EXPECT_EQ(simd::row_max(x.data(), n), *std::max_element(x.begin(), x.end())) << n;
   }
+}
+
+// Philox word for word against reference/tensor/random.cpp's scalar rounds, counters crossing a
+// 32-bit boundary, lengths ending in a partial vector.
+TEST(Simd, PhiloxIsTheScalarGenerator) {
+  for (std::uint64_t seed : {0ull, 2024ull, 0xFEDCBA9876543210ull})
+    for (std::uint64_t stream : {0ull, 7ull, 0x123456789ABCDEFull})
+      for (std::uint64_t first : {0ull, 1000ull, 0xFFFFFFFFull - 5}) {
+        const std::size_t n = 21;
+        std::vector<std::uint64_t> b01(n), b23(n);
+        simd::philox_bits(seed, stream, first, n, b01.data(), b23.data());
+        for (std::size_t j = 0; j < n; ++j) {
+          const PhiloxCounter w = element_words(seed, stream, first + j);
+          ASSERT_EQ(b01[j], (std::uint64_t{w[0]} << 32) | w[1]) << seed << " " << stream << " " << first + j;
+          ASSERT_EQ(b23[j], (std::uint64_t{w[2]} << 32) | w[3]);
+        }
+      }
+}
+
+// uniform_open >= p exactly from the threshold on: the draw just below it is below p.
+TEST(Simd, UniformThresholdIsExact) {
+  for (double p : {1e-300, 1e-17, 0x1p-53, 0x1p-52, 0.1, 1.0 / 3, 0.5, 0.9, 1 - 0x1p-52, 1 - 0x1p-53}) {
+    const std::uint64_t k = uniform_open_threshold(p);
+    const auto draw = [](std::uint64_t m) { return (static_cast<double>(m) + 0.5) * 0x1p-52; };
+    if (k < (std::uint64_t{1} << 52)) {
+      EXPECT_GE(draw(k), p) << p;
+    }
+    if (k > 0) {
+      EXPECT_LT(draw(k - 1), p) << p;
+    }
+  }
+  EXPECT_EQ(uniform_open_threshold(0), 0u);
+  EXPECT_EQ(uniform_open_threshold(1.5), std::uint64_t{1} << 52);
+}
+
+// Dropout's vectorised mask and scale against the scalar definition: uniform_open(seed, stream,
+// first + i) >= p keeps x_i * scale (the product in the type), else 0.
+template <typename T> void expect_dropout_as_scalar() {
+  for (double p : {0.0, 0.1, 0.5, 0.9}) {
+    const std::size_t n = 37;
+    std::vector<T> x(n), y(n);
+    for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<T>(std::sin(0.3 * static_cast<double>(i)) * 3);
+    const T scale = static_cast<T>(1.0 / (1.0 - p));
+    simd::dropout(x.data(), y.data(), n, 99, 5, 123456789, uniform_open_threshold(p), scale);
+    for (std::size_t i = 0; i < n; ++i) {
+      const bool keep = p == 0 || uniform_open(99, 5, 123456789 + i) >= p;
+      EXPECT_EQ(y[i], keep ? static_cast<T>(x[i] * scale) : T(0)) << p << " " << i;
+    }
+  }
+}
+TEST(Simd, DropoutIsTheScalarMask) {
+  expect_dropout_as_scalar<float>();
+  expect_dropout_as_scalar<double>();
+}
+
+// initialize and initialize_shard (vectorised draws) give every element Init::value's value.
+TEST(Simd, InitialisationIsEveryElementsValue) {
+  for (const Init& init : {Init::normal(0.5, 2), Init::uniform(-1, 3), Init::tokens(50)})
+    for (DataType type : {DataType::float64, DataType::float32, DataType::bfloat16, DataType::int64}) {
+      if ((init.kind == Init::Kind::token_ids) != (type == DataType::int64)) continue;
+      Tensor t = Tensor::empty("init.check", {3, 700}, type, MemoryCategory::workspace);
+      initialize(t, init, 31);
+      const std::uint64_t id = tensor_id("init.check");
+      for (std::int64_t i = 0; i < t.numel(); ++i) {
+        Tensor one = Tensor::empty("one", {1}, type, MemoryCategory::workspace);
+        one.set(0, init.value(31, id, static_cast<std::uint64_t>(i)));
+        ASSERT_EQ(t.at(i), one.at(0)) << i;
+      }
+      // Columns 100 to 399 of rows 0 and 2: runs of consecutive global indices.
+      ShardSpec spec({3, 700});
+      spec.indices(0, {0, 2}).range(1, 100, 400);
+      Tensor shard = Tensor::empty("init.shard", spec.shape(), type, MemoryCategory::workspace);
+      initialize_shard(shard, init, 31, "init.check", spec);
+      const Tensor want = slice(t, spec, "init.slice", MemoryCategory::workspace);
+      for (std::int64_t i = 0; i < shard.numel(); ++i) ASSERT_EQ(shard.at(i), want.at(i)) << i;
+    }
 }
 
 TEST(Simd, NamesTheInstructionSetItRuns) { EXPECT_FALSE(std::string(simd::target()).empty()); }

@@ -82,6 +82,20 @@ template <typename T> struct AdamW {
 void adamw(float* p, const float* g, float* m, float* v, std::size_t n, const AdamW<float>& h);
 void adamw(double* p, const double* g, double* m, double* v, std::size_t n, const AdamW<double>& h);
 
+// ---- Counter-based random numbers: Philox 4x32-10 (Salmon et al. 2011; reference/tensor/
+// random.cpp's philox4x32_10 is the scalar reference, equal word for word) on the counters
+// (i, stream) for i = first, ..., first + n - 1 under the key `seed`: bits01[j] = (w0 << 32) | w1
+// and, where bits23 is not null, bits23[j] = (w2 << 32) | w3 of counter first + j.
+void philox_bits(std::uint64_t seed, std::uint64_t stream, std::uint64_t first, std::size_t n, std::uint64_t* bits01,
+                 std::uint64_t* bits23);
+// Dropout's map (ops::dropout_forward): out_j = in_j * scale where element first + j is kept,
+// else 0; kept when (bits01 >> 12) >= keep_from, the 52 bits uniform_open turns into
+// (m + 0.5) / 2^52 (the caller turns "uniform >= p" into that integer). out may be in.
+void dropout(const float* in, float* out, std::size_t n, std::uint64_t seed, std::uint64_t stream, std::uint64_t first,
+             std::uint64_t keep_from, float scale);
+void dropout(const double* in, double* out, std::size_t n, std::uint64_t seed, std::uint64_t stream,
+             std::uint64_t first, std::uint64_t keep_from, double scale);
+
 // 16-bit storage (IEEE binary16 and bfloat16 as their bit patterns) to and from float32.
 void half_to_float(const std::uint16_t* in, float* out, std::size_t n);
 void float_to_half(const float* in, std::uint16_t* out, std::size_t n);

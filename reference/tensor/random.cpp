@@ -5,6 +5,7 @@
 #include <numbers>
 
 #include "reference/core/error.hpp"
+#include "reference/simd/simd.hpp"
 
 namespace parity {
 
@@ -57,6 +58,57 @@ double standard_normal(std::uint64_t seed, std::uint64_t id, std::uint64_t i) {
   const double u1 = open_unit(w[0], w[1]), u2 = open_unit(w[2], w[3]);
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
 }
+
+std::uint64_t uniform_open_threshold(double p) {
+  constexpr std::uint64_t kDraws = std::uint64_t{1} << 52;
+  if (!(p > 0)) return 0;
+  const double t = p * 0x1p52;  // exact: a power-of-two scale
+  if (t > static_cast<double>(kDraws)) return kDraws;
+  // m + 0.5 >= t, both sides exact in double: the smallest such m, from floor(t) by a step or two.
+  auto m = static_cast<std::uint64_t>(t);
+  while (m > 0 && static_cast<double>(m - 1) + 0.5 >= t) --m;
+  while (m < kDraws && static_cast<double>(m) + 0.5 < t) ++m;
+  return m;
+}
+
+namespace {
+// A value of init from the words of its element (Init::value's formulas).
+double value_of(const Init& init, std::uint64_t bits01, std::uint64_t bits23) {
+  const auto open = [](std::uint64_t bits) { return (static_cast<double>(bits >> 12) + 0.5) * 0x1p-52; };
+  switch (init.kind) {
+    case Init::Kind::normal:
+      return init.a + init.b * (std::sqrt(-2.0 * std::log(open(bits01))) * std::cos(2.0 * std::numbers::pi * open(bits23)));
+    case Init::Kind::uniform: return init.a + (init.b - init.a) * open(bits01);
+    case Init::Kind::constant: return init.a;
+    case Init::Kind::token_ids: break;
+  }
+  return static_cast<double>((bits01 >> 32) % static_cast<std::uint64_t>(init.a));
+}
+
+// Fills elements [0, n) of a host tensor with init's values of the global elements index(j), a
+// chunk of consecutive global indices at a time through the vectorised Philox.
+template <typename Index> void fill_host(Tensor& t, const Init& init, std::uint64_t seed, std::uint64_t id, std::int64_t n,
+                                         const Index& index) {
+  constexpr std::int64_t kChunk = 1024;
+  std::uint64_t bits01[kChunk], bits23[kChunk];
+  double values[kChunk];
+  for (std::int64_t start = 0; start < n;) {
+    // The longest run of consecutive global indices from `start`, at most a chunk.
+    std::int64_t count = 1;
+    while (start + count < n && count < kChunk && index(start + count) == index(start) + static_cast<std::uint64_t>(count)) ++count;
+    simd::philox_bits(seed, id, index(start), static_cast<std::size_t>(count), bits01,
+                      init.kind == Init::Kind::normal ? bits23 : nullptr);
+    const bool normal = init.kind == Init::Kind::normal;
+    for (std::int64_t j = 0; j < count; ++j) values[j] = value_of(init, bits01[j], normal ? bits23[j] : 0);
+    visit_data_type(t.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      T* out = t.data<T>() + start;
+      for (std::int64_t j = 0; j < count; ++j) out[j] = from_double<T>(values[j]);
+    });
+    start += count;
+  }
+}
+}  // namespace
 
 Init Init::tokens(std::int64_t vocabulary) {
   require(vocabulary > 0, "token ids need a positive vocabulary size, not " + std::to_string(vocabulary));
@@ -133,6 +185,8 @@ std::vector<std::int64_t> ShardSpec::global_indices() const {
 
 void initialize(Tensor& t, const Init& init, std::uint64_t seed) {
   const std::uint64_t id = tensor_id(t.name());
+  if (t.space() == MemorySpace::host)
+    return fill_host(t, init, seed, id, t.numel(), [](std::int64_t j) { return static_cast<std::uint64_t>(j); });
   for (std::int64_t i = 0; i < t.numel(); ++i) t.set(i, init.value(seed, id, static_cast<std::uint64_t>(i)));
 }
 
@@ -143,6 +197,9 @@ void initialize_shard(Tensor& t, const Init& init, std::uint64_t seed, std::stri
                 std::string(whole_name) + " " + to_string(spec.whole()));
   const std::uint64_t id = tensor_id(whole_name);
   const auto global = spec.global_indices();
+  if (t.space() == MemorySpace::host)
+    return fill_host(t, init, seed, id, static_cast<std::int64_t>(global.size()),
+                     [&](std::int64_t j) { return static_cast<std::uint64_t>(global[static_cast<std::size_t>(j)]); });
   for (std::size_t i = 0; i < global.size(); ++i)
     t.set(static_cast<std::int64_t>(i), init.value(seed, id, static_cast<std::uint64_t>(global[i])));
 }

@@ -27,6 +27,9 @@ PhiloxCounter element_words(std::uint64_t seed, std::uint64_t id, std::uint64_t 
 double uniform_open(std::uint64_t seed, std::uint64_t id, std::uint64_t i);
 // Standard normal by Box-Muller from the four words of element i.
 double standard_normal(std::uint64_t seed, std::uint64_t id, std::uint64_t i);
+// The 52 bits m of uniform_open ((m + 0.5) / 2^52) from which it is at least p: uniform_open >= p
+// exactly when m >= uniform_open_threshold(p) (0 for p <= 0; 2^52 for p beyond every draw).
+std::uint64_t uniform_open_threshold(double p);
 
 // How a tensor is initialised: every element a pure function of (seed, name, global index).
 struct Init {

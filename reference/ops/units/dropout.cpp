@@ -34,6 +34,10 @@ void dropout_apply(const char* op, const Tensor& in, double p, DropoutKey key, T
     const C scale = static_cast<C>(1.0 / (1.0 - p));
     const T* src = in.data<T>();
     T* dst = out.data<T>();
+    if constexpr (std::is_same_v<T, C>) {  // float32 and float64: the mask drawn vectorised, the same bits
+      return simd::dropout(src, dst, static_cast<std::size_t>(in.numel()), key.seed, key.stream, key.first_element,
+                           uniform_open_threshold(p), scale);
+    }
     for (std::int64_t i = 0; i < in.numel(); ++i) {
       const bool keep =
           p == 0 || uniform_open(key.seed, key.stream, key.first_element + static_cast<std::uint64_t>(i)) >= p;
