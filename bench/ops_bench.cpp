@@ -360,45 +360,44 @@ void report_bytes(benchmark::State& state, std::int64_t elements, std::int64_t b
   const double bytes = static_cast<double>(bytes_per_iteration) * iterations;
   state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
   state.counters["copy_fraction"] = bytes / seconds / copy_bandwidth(elements);
-  if (exps > 0) state.counters["exp_fraction"] = exps * static_cast<double>(elements) * iterations / seconds / exp_rate(elements);
+  if (exps > 0)
+    state.counters["exp_fraction"] = exps * static_cast<double>(elements) * iterations / seconds / exp_rate(elements);
 }
 
 constexpr std::int64_t kF32Bytes = 4;
+
+// Runs `call` for every iteration the benchmark asks for; returns the thread seconds they took.
+template <typename F> double time_iterations(benchmark::State& state, F&& call) {
+  const double start = thread_seconds();
+  for (auto _ : state) {
+    call();
+    benchmark::ClobberMemory();
+  }
+  return seconds_since(start);
+}
 
 void BM_gelu_forward(benchmark::State& state) {
   const std::int64_t n = state.range(0);
   const Tensor x = input("x", {n}, kF32);
   Tensor y = output("y", {n}, kF32);
-  const double start = thread_seconds();
-  for (auto _ : state) {
-    ops::gelu_forward(x, y);
-    benchmark::ClobberMemory();
-  }
-  report_bytes(state, n, 2 * n * kF32Bytes, seconds_since(start), 1);  // x in, y out
+  // x in, y out
+  report_bytes(state, n, 2 * n * kF32Bytes, time_iterations(state, [&] { ops::gelu_forward(x, y); }), 1);
 }
 
 void BM_gelu_backward(benchmark::State& state) {
   const std::int64_t n = state.range(0);
   const Tensor x = input("x", {n}, kF32), dy = input("dy", {n}, kF32);
   Tensor dx = output("y", {n}, kF32);
-  const double start = thread_seconds();
-  for (auto _ : state) {
-    ops::gelu_backward(dy, x, dx);
-    benchmark::ClobberMemory();
-  }
-  report_bytes(state, n, 3 * n * kF32Bytes, seconds_since(start), 1);  // dy, x in, dx out
+  // dy, x in, dx out
+  report_bytes(state, n, 3 * n * kF32Bytes, time_iterations(state, [&] { ops::gelu_backward(dy, x, dx); }), 1);
 }
 
 void BM_add_forward(benchmark::State& state) {
   const std::int64_t n = state.range(0);
   const Tensor a = input("x", {n}, kF32), b = input("dy", {n}, kF32);
   Tensor y = output("y", {n}, kF32);
-  const double start = thread_seconds();
-  for (auto _ : state) {
-    ops::add_forward(a, b, y);
-    benchmark::ClobberMemory();
-  }
-  report_bytes(state, n, 3 * n * kF32Bytes, seconds_since(start));  // a, b in, y out
+  // a, b in, y out
+  report_bytes(state, n, 3 * n * kF32Bytes, time_iterations(state, [&] { ops::add_forward(a, b, y); }));
 }
 
 void BM_layernorm_forward(benchmark::State& state) {
@@ -407,25 +406,17 @@ void BM_layernorm_forward(benchmark::State& state) {
   const Tensor gamma = input("gamma", {kRow}, kF32), beta = input("beta", {kRow}, kF32);
   Tensor y = output("y", {n}, kF32).reshape({rows, kRow});
   Tensor mean = output("mean", {rows}, kF32), rstd = output("rstd", {rows}, kF32);
-  const double start = thread_seconds();
-  for (auto _ : state) {
-    ops::layernorm_forward(x, gamma, beta, y, mean, rstd);
-    benchmark::ClobberMemory();
-  }
   // x, gamma, beta in; y, mean, rstd out
-  report_bytes(state, n, (2 * n + 2 * kRow + 2 * rows) * kF32Bytes, seconds_since(start));
+  const double seconds = time_iterations(state, [&] { ops::layernorm_forward(x, gamma, beta, y, mean, rstd); });
+  report_bytes(state, n, (2 * n + 2 * kRow + 2 * rows) * kF32Bytes, seconds);
 }
 
 void BM_softmax_forward(benchmark::State& state) {
   const std::int64_t n = state.range(0), rows = n / kRow;
   const Tensor x = input("x", {n}, kF32).reshape({rows, kRow});
   Tensor y = output("y", {n}, kF32).reshape({rows, kRow});
-  const double start = thread_seconds();
-  for (auto _ : state) {
-    ops::softmax_forward(x, y);
-    benchmark::ClobberMemory();
-  }
-  report_bytes(state, n, 2 * n * kF32Bytes, seconds_since(start), 1);  // x in, y out
+  // x in, y out
+  report_bytes(state, n, 2 * n * kF32Bytes, time_iterations(state, [&] { ops::softmax_forward(x, y); }), 1);
 }
 
 void BM_softmax_backward(benchmark::State& state) {
@@ -433,12 +424,8 @@ void BM_softmax_backward(benchmark::State& state) {
   const Tensor x = input("x", {n}, kF32).reshape({rows, kRow}), dy = input("dy", {n}, kF32).reshape({rows, kRow});
   Tensor y = output("y", {n}, kF32).reshape({rows, kRow}), dx = output("dx", {n}, kF32).reshape({rows, kRow});
   ops::softmax_forward(x, y);
-  const double start = thread_seconds();
-  for (auto _ : state) {
-    ops::softmax_backward(dy, y, dx);
-    benchmark::ClobberMemory();
-  }
-  report_bytes(state, n, 3 * n * kF32Bytes, seconds_since(start));  // dy, y in, dx out
+  // dy, y in, dx out
+  report_bytes(state, n, 3 * n * kF32Bytes, time_iterations(state, [&] { ops::softmax_backward(dy, y, dx); }));
 }
 
 void BM_layernorm_backward(benchmark::State& state) {
@@ -449,13 +436,10 @@ void BM_layernorm_backward(benchmark::State& state) {
   Tensor mean = output("mean", {rows}, kF32), rstd = output("rstd", {rows}, kF32);
   Tensor dgamma = output("dgamma", {kRow}, kF32), dbeta = output("dbeta", {kRow}, kF32);
   ops::layernorm_forward(x, gamma, beta, y, mean, rstd);
-  const double start = thread_seconds();
-  for (auto _ : state) {
-    ops::layernorm_backward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta);
-    benchmark::ClobberMemory();
-  }
   // dy, x, gamma, mean, rstd in; dx out; dgamma and dbeta read and written
-  report_bytes(state, n, (3 * n + 5 * kRow + 2 * rows) * kF32Bytes, seconds_since(start));
+  const double seconds =
+      time_iterations(state, [&] { ops::layernorm_backward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta); });
+  report_bytes(state, n, (3 * n + 5 * kRow + 2 * rows) * kF32Bytes, seconds);
 }
 
 void BM_cross_entropy_forward(benchmark::State& state) {
@@ -475,13 +459,11 @@ void BM_cross_entropy_backward(benchmark::State& state) {
   Tensor dlogits = output("dx", {n}, kF32).reshape({rows, kVocab});
   Tensor targets = output("targets", {rows}, DataType::int32);
   initialize(targets, Init::tokens(kVocab), kSeed);
-  const double start = thread_seconds();
-  for (auto _ : state) {
-    benchmark::DoNotOptimize(ops::cross_entropy_backward(logits, targets, static_cast<double>(rows), dlogits));
-    benchmark::ClobberMemory();
-  }
   // logits and int32 targets in, dlogits out
-  report_bytes(state, n, (2 * n + rows) * kF32Bytes, seconds_since(start), 1);
+  const double seconds = time_iterations(state, [&] {
+    benchmark::DoNotOptimize(ops::cross_entropy_backward(logits, targets, static_cast<double>(rows), dlogits));
+  });
+  report_bytes(state, n, (2 * n + rows) * kF32Bytes, seconds, 1);
 }
 
 // AdamW on n float32 parameters with float32 moments: parameter, gradient and both moments
