@@ -74,6 +74,12 @@ TEST(Calibration, OpsInterpolateTheirTimePerElementAndRefuseWhatWasNotMeasured) 
   EXPECT_NEAR(c.op_seconds("gelu_forward", e), 2e-9 * e, 1e-12 * e);
   EXPECT_NEAR(c.op_seconds("gelu_forward", 1e9), 4.0, 1e-9);  // past the largest: its rate
   EXPECT_NEAR(c.op_seconds("add", 10), 10e-9, 1e-20);
+  // Below the shortest length: the line through the two shortest, here 2 us a call and 1 ns an
+  // element (a rate alone would give 1 ns an element).
+  for (OpSample& s : c.ops)
+    if (s.op == "add") s.seconds = 2e-6 + 1e-9 * static_cast<double>(s.elements);
+  EXPECT_NEAR(c.op_seconds("add", 1000), 2e-6 + 1000e-9, 1e-15);
+  EXPECT_NEAR(c.op_seconds("add", 0), 2e-6, 1e-15);
   EXPECT_THROW(c.op_seconds("rope", 100), UsageError);
   Calibration short_grid = c;
   short_grid.gemm.pop_back();

@@ -88,6 +88,15 @@ double Calibration::op_seconds(const std::string& op, double elements) const {
     if (s.op == op) points.emplace_back(static_cast<double>(s.elements), s.seconds / static_cast<double>(s.elements));
   if (points.empty()) throw UsageError("the calibration has no measurement of " + op);
   std::sort(points.begin(), points.end());
+  // Below the shortest length measured: a call's fixed cost plus a rate, the line through the two
+  // shortest (a per-element rate alone would price a call of a few elements at almost nothing).
+  if (points.size() >= 2 && elements < points[0].first) {
+    const auto [x0, r0] = points[0];
+    const auto [x1, r1] = points[1];
+    const double t0 = x0 * r0, t1 = x1 * r1;
+    const double rate = std::max(0.0, (t1 - t0) / (x1 - x0));
+    return std::max(0.0, t0 - rate * x0) + rate * std::max(elements, 0.0);
+  }
   return elements * log_log_interpolate(points, std::max(elements, 1.0));
 }
 

@@ -75,7 +75,8 @@ struct Calibration {
   // measured grid (trilinear in the log of the rate; sides clamped to the grid's range).
   double gemm_seconds(double m, double n, double k) const;
   // Seconds of one op over `elements`: the measured seconds per element interpolated in log
-  // elements (clamped to the measured range). UsageError when the op was not measured.
+  // elements; past the longest, its rate; below the shortest, the line through the two shortest
+  // (a fixed cost per call plus a rate, neither below 0). UsageError when the op was not measured.
   double op_seconds(const std::string& op, double elements) const;
   // Each collective's time against its alpha-beta model on the ping-pong's link, by message
   // size (bytes, fraction), keyed by collective (kCalibratedCollectives): the job's
