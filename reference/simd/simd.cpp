@@ -22,9 +22,8 @@ HWY_BEFORE_NAMESPACE();
 namespace parity::simd::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Runs body(d, offset) over whole vectors, then once over the tail through a vector-sized
-// buffer per array (loaded, computed and stored as a whole vector), so that every element takes
-// the same path whatever n is.
+// Runs body(offset, count) over whole vectors, then once over the tail as a part of a vector
+// (load and store below), so that every element takes the same arithmetic whatever n is.
 template <class D, class Body> HWY_INLINE void over_vectors(D d, std::size_t n, const Body& body) {
   const std::size_t lanes = hn::Lanes(d);
   std::size_t i = 0;

@@ -1,10 +1,10 @@
 // Vectorised CPU loops (Google Highway), compiled for every x86 and Arm instruction set Highway
 // targets and chosen at run time for the CPU at hand, so one build runs everywhere at its best.
-// Each function equals its scalar reference (reference/ops, reference/core/half.hpp) in what it
-// promises: the 16-bit conversions bit for bit (round to nearest even, NaNs kept quiet with
-// their sign); GeLU with Highway's exp (at most 1 ulp, as libm's), the rest of the formula in the
-// scalar code's order of operations. Sums are taken in one blocked order (below), so no result
-// depends on the vector width.
+// Each function equals its scalar reference (reference/ops, reference/core/half.hpp,
+// reference/tensor/random.cpp) in what it promises: the 16-bit conversions and Philox bit for
+// bit; GeLU and the exponentials with Highway's exp (at most 1 ulp, as libm's), the rest of each
+// formula in the scalar code's order of operations. Sums are taken in one blocked order (below),
+// so no result depends on the vector width. correctness/test_simd.cpp holds them to it.
 #pragma once
 
 #include <cstddef>
