@@ -37,7 +37,9 @@ class Plotter:
     """Writes PNG figures into the output directory, numbered in the order they are drawn.
     matplotlib is imported here only, so that reading the tables needs none of it."""
 
-    def __init__(self, outdir):
+    def __init__(self, outdir, render=True):
+        """render False: each figure's series recorded, nothing laid out or written (a test that
+        reads the series alone)."""
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
@@ -45,6 +47,7 @@ class Plotter:
         from matplotlib.patches import Patch
         self.plt, self.Line2D, self.Patch = plt, Line2D, Patch
         self.outdir = outdir
+        self.render = render
         self.count = 0
         self.drawn = []     # Series of every saved figure, in the order they were drawn
         self.pending = []   # (axes, label, x, y) of the figure being drawn
@@ -79,10 +82,11 @@ class Plotter:
         height = fig.get_size_inches()[1]
         bottom = min(0.35, (0.12 + 0.24 * legend_rows) / height) if legend_rows else 0
         top = 1 - 0.4 / height if suptitle else 1
-        fig.tight_layout(rect=[0, bottom, 1, top])
         fname = f"fig{self.count:03d}_{slug(name)}.png"
         self.count += 1
-        fig.savefig(os.path.join(self.outdir, fname), dpi=100)
+        if self.render:
+            fig.tight_layout(rect=[0, bottom, 1, top])
+            fig.savefig(os.path.join(self.outdir, fname), dpi=100)
         self.file_series(fname, name)
         self.plt.close(fig)
         return fname

@@ -84,8 +84,8 @@ def section_with_caveat(page, ctx, module, table, rf):
                                      f"{esc(rf.oversubscribed_words)}.</p>")
 
 
-def single_report(rf, label, outdir, title, args):
-    ctx = Context([rf], [label], Plotter(outdir), args)
+def single_report(rf, label, outdir, title, args, render=True):
+    ctx = Context([rf], [label], Plotter(outdir, render), args)
     tables = load_tables(rf)
     page = Page(title)
     page.add(f"<p class=\"mono\">{esc(label)}</p>")
@@ -115,8 +115,8 @@ def single_report(rf, label, outdir, title, args):
     return page, md, ctx.plotter.drawn
 
 
-def comparison_report(rfs, labels, outdir, title, args):
-    ctx = Context(rfs, labels, Plotter(outdir), args)
+def comparison_report(rfs, labels, outdir, title, args, render=True):
+    ctx = Context(rfs, labels, Plotter(outdir, render), args)
     runs = [load_tables(rf) for rf in rfs]
     modules = verdict_first(TABLES)
     tables = {m.NAME: [run[m.NAME] for run in runs] for m in modules}
