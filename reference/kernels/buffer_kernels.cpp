@@ -14,16 +14,6 @@
 namespace parity {
 namespace {
 
-// 16-bit data as its bits, widened to float32 and narrowed back (vectorised, reference/simd).
-template <typename T> void widen16(const T* from, float* to, std::size_t n) {
-  const auto* bits = reinterpret_cast<const std::uint16_t*>(from);
-  std::is_same_v<T, float16_t> ? simd::half_to_float(bits, to, n) : simd::bf16_to_float(bits, to, n);
-}
-template <typename T> void narrow16(const float* from, T* to, std::size_t n) {
-  auto* bits = reinterpret_cast<std::uint16_t*>(to);
-  std::is_same_v<T, float16_t> ? simd::float_to_half(from, bits, n) : simd::float_to_bf16(from, bits, n);
-}
-
 template <typename T, typename Op>
 void combine(T* out, const T* a, const T* b, std::size_t n, Op op) {
   if constexpr (std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>) {
@@ -32,10 +22,10 @@ void combine(T* out, const T* a, const T* b, std::size_t n, Op op) {
     float x[kChunk], y[kChunk];
     for (std::size_t i = 0; i < n; i += kChunk) {
       const std::size_t count = std::min(kChunk, n - i);
-      widen16(a + i, x, count);
-      widen16(b + i, y, count);
+      simd::widen(a + i, x, count);
+      simd::widen(b + i, y, count);
       for (std::size_t j = 0; j < count; ++j) x[j] = op(x[j], y[j]);
-      narrow16(x, out + i, count);
+      simd::narrow(x, out + i, count);
     }
   } else {
     for (std::size_t i = 0; i < n; ++i) out[i] = op(a[i], b[i]);
@@ -172,12 +162,15 @@ void convert_buffer(BufferView dst, BufferView src) {
   if (on_device("convert_buffer", {dst, src}))
     return cuda::convert(dst.data, static_cast<int>(dst.dtype), src.data, static_cast<int>(src.dtype), dst.count);
   // float32 to and from 16 bits: vectorised, bit for bit the scalar conversions below.
-  const auto bits = [](BufferView b) { return static_cast<std::uint16_t*>(b.data); };
-  const auto floats = [](BufferView b) { return static_cast<float*>(b.data); };
-  if (dst.dtype == DataType::float32 && src.dtype == DataType::float16) return simd::half_to_float(bits(src), floats(dst), dst.count);
-  if (dst.dtype == DataType::float32 && src.dtype == DataType::bfloat16) return simd::bf16_to_float(bits(src), floats(dst), dst.count);
-  if (dst.dtype == DataType::float16 && src.dtype == DataType::float32) return simd::float_to_half(floats(src), bits(dst), dst.count);
-  if (dst.dtype == DataType::bfloat16 && src.dtype == DataType::float32) return simd::float_to_bf16(floats(src), bits(dst), dst.count);
+  const std::size_t n = dst.count;
+  if (dst.dtype == DataType::float32 && src.dtype == DataType::float16)
+    return simd::widen(src.as<const float16_t>(), dst.as<float>(), n);
+  if (dst.dtype == DataType::float32 && src.dtype == DataType::bfloat16)
+    return simd::widen(src.as<const bfloat16_t>(), dst.as<float>(), n);
+  if (dst.dtype == DataType::float16 && src.dtype == DataType::float32)
+    return simd::narrow(src.as<const float>(), dst.as<float16_t>(), n);
+  if (dst.dtype == DataType::bfloat16 && src.dtype == DataType::float32)
+    return simd::narrow(src.as<const float>(), dst.as<bfloat16_t>(), n);
   visit_data_type(dst.dtype, [&](auto dst_tag) {
     using D = decltype(dst_tag);
     visit_data_type(src.dtype, [&](auto src_tag) {

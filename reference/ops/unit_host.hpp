@@ -111,20 +111,16 @@ template <typename C> C softmax_row(C* row, std::int64_t c, std::int64_t valid) 
 
 // Widens 16-bit storage to float32 (or copies float32 and float64) into `to`; narrows back.
 template <typename T> void widen(const T* from, Acc<T>* to, std::int64_t n) {
-  if constexpr (std::is_same_v<T, float16_t>)
-    simd::half_to_float(reinterpret_cast<const std::uint16_t*>(from), to, static_cast<std::size_t>(n));
-  else if constexpr (std::is_same_v<T, bfloat16_t>)
-    simd::bf16_to_float(reinterpret_cast<const std::uint16_t*>(from), to, static_cast<std::size_t>(n));
-  else
+  if constexpr (std::is_same_v<T, Acc<T>>)
     std::copy(from, from + n, to);
+  else
+    simd::widen(from, to, static_cast<std::size_t>(n));
 }
 template <typename T> void narrow(const Acc<T>* from, T* to, std::int64_t n) {
-  if constexpr (std::is_same_v<T, float16_t>)
-    simd::float_to_half(from, reinterpret_cast<std::uint16_t*>(to), static_cast<std::size_t>(n));
-  else if constexpr (std::is_same_v<T, bfloat16_t>)
-    simd::float_to_bf16(from, reinterpret_cast<std::uint16_t*>(to), static_cast<std::size_t>(n));
-  else
+  if constexpr (std::is_same_v<T, Acc<T>>)
     std::copy(from, from + n, to);
+  else
+    simd::narrow(from, to, static_cast<std::size_t>(n));
 }
 
 // Row-major GEMM C = alpha op(A) op(B) + beta C with leading dimensions, through BLAS; counts

@@ -10,6 +10,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "reference/core/half.hpp"
+
 namespace parity::simd {
 
 // GeLU in its tanh form written with exp: y = x / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715
@@ -101,6 +103,19 @@ void half_to_float(const std::uint16_t* in, float* out, std::size_t n);
 void float_to_half(const float* in, std::uint16_t* out, std::size_t n);
 void bf16_to_float(const std::uint16_t* in, float* out, std::size_t n);
 void float_to_bf16(const float* in, std::uint16_t* out, std::size_t n);
+// The same for parity's 16-bit storage types (reference/core/half.hpp).
+inline void widen(const float16_t* in, float* out, std::size_t n) {
+  half_to_float(reinterpret_cast<const std::uint16_t*>(in), out, n);
+}
+inline void widen(const bfloat16_t* in, float* out, std::size_t n) {
+  bf16_to_float(reinterpret_cast<const std::uint16_t*>(in), out, n);
+}
+inline void narrow(const float* in, float16_t* out, std::size_t n) {
+  float_to_half(in, reinterpret_cast<std::uint16_t*>(out), n);
+}
+inline void narrow(const float* in, bfloat16_t* out, std::size_t n) {
+  float_to_bf16(in, reinterpret_cast<std::uint16_t*>(out), n);
+}
 // out = a + b computed in float32 and rounded once to 16 bits, as the conversions above round
 // (a collective's "native" 16-bit sum); out may be a or b.
 void half_add(const std::uint16_t* a, const std::uint16_t* b, std::uint16_t* out, std::size_t n);

@@ -21,30 +21,26 @@ namespace {
 // The CPU body (vectorised: reference/simd): float32 and float64 in place; 16-bit storage
 // widened to float32 a chunk at a time, computed in float32 and each result rounded once.
 // `f` takes float or double arrays: (out, in...) pointers and a count.
-template <typename F> void gelu_on_cpu(const char* op, Tensor& out, F f, const Tensor& first, const Tensor* second = nullptr) {
+template <typename F>
+void gelu_on_cpu(const char* op, Tensor& out, F f, const Tensor& first, const Tensor* second = nullptr) {
   const std::int64_t n = first.numel();
-  const auto whole = [&](auto tag) {
+  visit_floating(op, first, [&](auto tag) {
     using T = decltype(tag);
-    f(out.data<T>(), first.data<T>(), second ? second->data<T>() : static_cast<const T*>(nullptr), n);
-  };
-  if (first.dtype() == DataType::float64) return whole(double{});
-  if (first.dtype() == DataType::float32) return whole(float{});
-  require_floating(op, first);
-  constexpr std::int64_t kChunk = 1024;
-  std::array<float, kChunk> a{}, b{}, y{};
-  const bool half = first.dtype() == DataType::float16;
-  const auto widen = [&](const Tensor& t, std::int64_t i, std::int64_t count, float* to) {
-    const auto* bits = static_cast<const std::uint16_t*>(t.raw()) + i;
-    half ? simd::half_to_float(bits, to, static_cast<std::size_t>(count)) : simd::bf16_to_float(bits, to, static_cast<std::size_t>(count));
-  };
-  for (std::int64_t i = 0; i < n; i += kChunk) {
-    const std::int64_t count = std::min(kChunk, n - i);
-    widen(first, i, count, a.data());
-    if (second) widen(*second, i, count, b.data());
-    f(y.data(), a.data(), second ? b.data() : nullptr, count);
-    auto* bits = static_cast<std::uint16_t*>(out.raw()) + i;
-    half ? simd::float_to_half(y.data(), bits, static_cast<std::size_t>(count)) : simd::float_to_bf16(y.data(), bits, static_cast<std::size_t>(count));
-  }
+    using C = Acc<T>;
+    if constexpr (std::is_same_v<T, C>) {
+      f(out.data<T>(), first.data<T>(), second ? second->data<T>() : static_cast<const T*>(nullptr), n);
+    } else {
+      constexpr std::int64_t kChunk = 1024;
+      std::array<C, kChunk> a{}, b{}, y{};
+      for (std::int64_t i = 0; i < n; i += kChunk) {
+        const std::int64_t count = std::min(kChunk, n - i);
+        widen(first.data<T>() + i, a.data(), count);
+        if (second) widen(second->data<T>() + i, b.data(), count);
+        f(y.data(), a.data(), second ? b.data() : nullptr, count);
+        narrow(y.data(), out.data<T>() + i, count);
+      }
+    }
+  });
 }
 }  // namespace
 
