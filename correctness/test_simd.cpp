@@ -50,6 +50,27 @@ TEST(Simd, SixteenBitPatternsWidenBitForBit) {
   }
 }
 
+// Past 8 MiB of output the widening copies store around the cache when the output is vector
+// aligned: both paths, every pattern, a partial vector at the end.
+TEST(Simd, LargeWideningCopiesAreBitForBit) {
+  constexpr std::size_t kRepeats = 40, kTail = 3;  // 40 x 65,536 floats: 10 MiB
+  std::vector<std::uint16_t> in(kRepeats * 65536 + kTail);
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<std::uint16_t>(i * 7);  // 7 is odd: all 2^16
+  std::vector<float> out(in.size() + 64);
+  float* aligned = out.data();
+  while (reinterpret_cast<std::uintptr_t>(aligned) % 64 != 0) ++aligned;
+  for (float* start : {aligned, aligned + 1}) {
+    simd::half_to_float(in.data(), start, in.size());
+    for (std::size_t i = 0; i < in.size(); ++i)
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(start[i]), std::bit_cast<std::uint32_t>(half_to_float(float16_t{in[i]})))
+          << i;
+    simd::bf16_to_float(in.data(), start, in.size());
+    for (std::size_t i = 0; i < in.size(); ++i)
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(start[i]), std::bit_cast<std::uint32_t>(bf16_to_float(bfloat16_t{in[i]})))
+          << i;
+  }
+}
+
 TEST(Simd, Float32NarrowsBitForBit) {
   const std::vector<float> in = float_patterns();
   std::vector<std::uint16_t> half(in.size()), bf16(in.size());

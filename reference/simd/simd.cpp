@@ -7,6 +7,7 @@
 
 #include "reference/simd/simd.hpp"
 
+#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 #include <hwy/contrib/math/math-inl.h>
 
@@ -360,9 +361,32 @@ template <class D> HWY_INLINE void narrow_bf16(D, hn::Vec<D> v, std::uint16_t* p
   store(du16, hn::DemoteTo(du16, hn::BitCast(di, result)), p, count);
 }
 
+// A widening copy at least this large goes to memory with non-temporal stores: its output is
+// twice its input and far larger than a core's L2, so fetching each line before overwriting it
+// (a normal store's read for ownership) would add half again to the traffic.
+constexpr std::size_t kStreamBytes = std::size_t{8} << 20;
+
+// out[i] = widen(offset, count) over n floats, streamed when large and vector-aligned.
+template <class D, class Widen> HWY_INLINE void widen_into(D d, float* out, std::size_t n, const Widen& widen) {
+  const bool stream = n * sizeof(float) >= kStreamBytes &&
+                      reinterpret_cast<std::uintptr_t>(out) % (hn::Lanes(d) * sizeof(float)) == 0;
+  if (!stream) {
+    over_vectors(d, n, [&](std::size_t i, std::size_t count) { store(d, widen(i, count), out + i, count); });
+    return;
+  }
+  over_vectors(d, n, [&](std::size_t i, std::size_t count) {
+    if (count == hn::Lanes(d)) {
+      hn::Stream(widen(i, count), d, out + i);
+    } else {
+      store(d, widen(i, count), out + i, count);
+    }
+  });
+  hwy::FlushStream();
+}
+
 void HalfToFloat(const std::uint16_t* in, float* out, std::size_t n) {
   const hn::ScalableTag<float> d;
-  over_vectors(d, n, [&](std::size_t i, std::size_t count) { store(d, widen_half(d, in + i, count), out + i, count); });
+  widen_into(d, out, n, [&](std::size_t i, std::size_t count) { return widen_half(d, in + i, count); });
 }
 void FloatToHalf(const float* in, std::uint16_t* out, std::size_t n) {
   const hn::ScalableTag<float> d;
@@ -370,7 +394,7 @@ void FloatToHalf(const float* in, std::uint16_t* out, std::size_t n) {
 }
 void Bf16ToFloat(const std::uint16_t* in, float* out, std::size_t n) {
   const hn::ScalableTag<float> d;
-  over_vectors(d, n, [&](std::size_t i, std::size_t count) { store(d, widen_bf16(d, in + i, count), out + i, count); });
+  widen_into(d, out, n, [&](std::size_t i, std::size_t count) { return widen_bf16(d, in + i, count); });
 }
 void FloatToBf16(const float* in, std::uint16_t* out, std::size_t n) {
   const hn::ScalableTag<float> d;
