@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake git
   openmpi-bin libopenmpi-dev
-  libhdf5-dev
+  libhdf5-dev zlib1g-dev
   libgtest-dev googletest libbenchmark-dev
   libcli11-dev libfmt-dev
   libopenblas-dev libhwy-dev

@@ -102,6 +102,41 @@ class ConformanceReportTests(ReportCase):
         self.assertIn(f"- A widgets: {words}", summary)
         self.assertIn("- B widgets: no /check/widgets table", summary)
 
+    def test_restore_cases_show_what_was_restored_exactly(self):
+        # /check/restore rows as correctness/cases/restore.cpp writes them: one case whose
+        # restored state differs from the saved one.
+        path = self.sample("restore.h5", omit=TENSOR_ONLY, tensor=True)
+        rows = [("restore/dp2-to-dp2/float32", "dp2", "dp2", 1, 1, 1),
+                ("restore/dp2.zero1-to-tp2.sp/bfloat16", "dp2.zero1", "tp2.sp", 1, -1, 1),
+                ("restore/tp2-to-one/float64", "tp2", "one", 0, -1, 0)]
+        message = "the restored state differs from the saved one (first at embedding.wte); "
+        with h5py.File(path, "a") as f:
+            g = f.create_group("/check/restore")
+            g.attrs["description"] = "conformance cases of the training state"
+            strings = {"case": 0, "before": 1, "after": 2}
+            for column, index in strings.items():
+                g[column] = np.array([r[index] for r in rows], dtype=h5py.string_dtype())
+            g["precision"] = np.array([r[0].rsplit("/", 1)[1] for r in rows], dtype=h5py.string_dtype())
+            g["message"] = np.array([message if r[5] == 0 else "" for r in rows], dtype=h5py.string_dtype())
+            g["restored_exactly"] = np.array([r[3] for r in rows], dtype=np.int64)
+            g["bit_identical"] = np.array([r[4] for r in rows], dtype=np.int64)
+            g["passed"] = np.array([r[5] for r in rows], dtype=np.int64)
+            g["error"] = np.array([1e-5, 2e-2, 3e-3])
+            g["bound"] = np.array([4e-4, 1.5, 7e-13])
+            g.attrs["kind"] = "table"
+            g.attrs["columns"] = np.array(list(g.keys()), dtype=h5py.string_dtype())
+            g.attrs["rows"] = len(rows)
+        _, html, summary = self.report_of("restore_out", path)
+        self.assertIn("<h3>Training-state restore cases</h3>", html)
+        self.assertIn("Training-state restore cases: 3 cases, 1 failed (2 passed).", summary)
+        table = after(after(html, "<h3>Failed training-state restore cases</h3>"), "Table: every case (3)")
+        row = re.search(r"<tr class=\"diff\"><td><span class=\"mono\">restore/tp2-to-one/float64</span></td>.*?</tr>", table)
+        self.assertIsNotNone(row)
+        self.assertIn("<td class=\"num\">tp2</td><td class=\"num\">one</td>", row.group(0))
+        self.assertEqual(row.group(0).count("<span class=\"bad\">no</span>"), 1)
+        self.assertIn("tp2-to-one/float64", after(html, "<h3>Failed training-state restore cases</h3>"))
+        self.assertIn(message.strip(), summary)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -170,6 +170,20 @@ inline double gradient_relative_bound(DataType storage, std::int64_t reduction_t
   return kTrainingConditioning * gamma(static_cast<int>(reduction_terms) + world, unit_roundoff(arithmetic));
 }
 
+// Restoring the training state (parallel/state) copies every saved element exactly, so a run
+// trained k steps under layout A, saved, restored under layout B and trained n more differs
+// from single-device training of k + n steps only by the sums the two layouts regroup: the
+// bound of the looser layout's own cases over all k + n steps, at the larger world. The
+// tensor-parallel reduction length covers the data-parallel sums too (it is at least the
+// global batch's tokens); in 16 bits the tensor-parallel half noise at the larger tp (the
+// regrouping alone when neither layout splits tensors), with AdamW's sign flips.
+inline double restore_relative_bound(DataType storage, std::int64_t reduction_terms, int world, int tp, int layers,
+                                     int steps, bool adamw) {
+  if (!is_half(storage)) return training_relative_bound(storage, reduction_terms, world, steps);
+  const double noise = tensor_parallel_half_noise(storage, reduction_terms, world, tp, layers);
+  return std::max(linear_training_bound(noise, steps), adamw ? sign_flip_bound(noise) : 0.0);
+}
+
 // Expert parallelism (and its composition with data parallelism) against the single device
 // running each rank's rows as its own pass (the routing groups are the same, so the decisions
 // are identical bit for bit): an expert's weight gradient sums over rows that arrived from

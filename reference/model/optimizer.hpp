@@ -18,6 +18,8 @@ class Optimizer {
   virtual const char* name() const = 0;
   // State tensors per parameter (SGD: 1 with momentum, else 0; AdamW: 2).
   virtual int state_count() const = 0;
+  // The state tensors' names, as PyTorch's optimizers name them in a state_dict.
+  virtual std::vector<std::string> state_names() const = 0;
   // Updates `value` from `grad` and `state` (each with value's element count; state in
   // state_dtype) at optimizer step `step` (1-based).
   virtual void update(Tensor& value, const Tensor& grad, std::vector<Tensor>& state, std::int64_t step) const = 0;
@@ -46,6 +48,9 @@ class Sgd : public Optimizer {
   Sgd(SgdConfig config, DataType state_dtype);
   const char* name() const override { return "sgd"; }
   int state_count() const override { return config_.momentum != 0 ? 1 : 0; }
+  std::vector<std::string> state_names() const override {
+    return state_count() == 1 ? std::vector<std::string>{"momentum_buffer"} : std::vector<std::string>{};
+  }
   void update(Tensor& value, const Tensor& grad, std::vector<Tensor>& state, std::int64_t step) const override;
 
  private:
@@ -67,6 +72,7 @@ class AdamW : public Optimizer {
   AdamW(AdamWConfig config, DataType state_dtype);
   const char* name() const override { return "adamw"; }
   int state_count() const override { return 2; }
+  std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
   void update(Tensor& value, const Tensor& grad, std::vector<Tensor>& state, std::int64_t step) const override;
 
  private:

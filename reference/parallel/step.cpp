@@ -15,9 +15,10 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 OptimizerStep::OptimizerStep(const model::Optimizer& optimizer, Precision precision)
     : optimizer_(optimizer), precision_(precision) {}
 
-void OptimizerStep::add_segment(std::string name, Tensor value, Tensor grad) {
+void OptimizerStep::add_segment(std::string name, Tensor value, Tensor grad, std::vector<SegmentPart> parts) {
   Segment s;
   s.name = std::move(name);
+  s.parts = std::move(parts);
   for (int i = 0; i < optimizer_.state_count(); ++i)
     s.state.push_back(Tensor::zeros(s.name + ".state" + std::to_string(i), {value.numel()}, optimizer_.state_dtype(),
                                     MemoryCategory::optimizer_state, value.space()));
@@ -39,6 +40,11 @@ void OptimizerStep::apply(double unscale) {
   finish_update();
 }
 
+void OptimizerStep::restore_steps(std::int64_t steps) {
+  if (steps < 0) throw UsageError("a saved optimizer step count cannot be negative (" + std::to_string(steps) + ")");
+  steps_ = steps;
+}
+
 std::vector<BufferView> OptimizerStep::gradients() const {
   std::vector<BufferView> grads;
   for (const Segment& s : segments_) grads.push_back(s.grad.view());
@@ -54,7 +60,7 @@ std::int64_t OptimizerStep::padded_parameters() const {
 ReplicatedOptimizer::ReplicatedOptimizer(model::Model& model, const model::Optimizer& optimizer, Precision precision)
     : OptimizerStep(optimizer, precision) {
   for (model::Parameter* p : model.parameters()) {
-    add_segment(p->name, p->value, p->gradient());
+    add_segment(p->name, p->value, p->gradient(), {{p, p->value.shape(), 0, 0, p->value.numel()}});
     parameters_ += p->value.numel();
   }
 }

@@ -69,14 +69,25 @@ class GradientSync : public StepPart {
   virtual void finish() = 0;
 };
 
+// Which parameter elements a stretch of a segment holds: `count` elements from `in_segment` on
+// are the parameter's (local) elements from `in_parameter` on, in its row-major order. `shape`
+// is the parameter's local shape (ZeRO-3 drops its value between passes).
+struct SegmentPart {
+  const model::Parameter* parameter = nullptr;
+  Shape shape;
+  std::int64_t in_segment = 0, in_parameter = 0, count = 0;
+};
+
 // A slice of parameters a rank updates: value (the model's storage), gradient, optimizer state
-// and, with mixed precision, the float32 master copy the update really applies to.
+// and, with mixed precision, the float32 master copy the update really applies to; `parts` say
+// whose elements it holds (the rest is padding).
 struct Segment {
   std::string name;
   Tensor value;
   Tensor grad;
   Tensor master;
   std::vector<Tensor> state;
+  std::vector<SegmentPart> parts;
 };
 
 // Applies the optimizer to the segments a rank updates, then shares what other ranks need.
@@ -96,10 +107,15 @@ class OptimizerStep : public StepPart {
   virtual std::vector<theory::ShardedUnit> units() const = 0;
   std::int64_t padded_parameters() const;
   std::int64_t steps_taken() const { return steps_; }
+  // The segments this rank updates, and the optimizer (the training state saves them).
+  const std::vector<Segment>& segments() const { return segments_; }
+  const model::Optimizer& optimizer() const { return optimizer_; }
+  // Takes up a saved step count (the next update is step `steps` + 1 of the bias correction).
+  void restore_steps(std::int64_t steps);
 
  protected:
   // Makes state (zeros) and, with mixed precision, the master copy for a segment.
-  void add_segment(std::string name, Tensor value, Tensor grad);
+  void add_segment(std::string name, Tensor value, Tensor grad, std::vector<SegmentPart> parts);
   // After every segment is updated: share parameters (sharded steps), or nothing.
   virtual void finish_update() {}
   const model::Optimizer& optimizer_;

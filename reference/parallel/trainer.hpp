@@ -58,6 +58,8 @@ class Trainer {
   // data-parallel group, which is the default).
   void set_loss_scaling(const LossScaling& scaling, Communicator* job = nullptr);
   double loss_scale() const { return scaler_.scale(); }
+  const LossScaler& scaler() const { return scaler_; }
+  LossScaler& scaler() { return scaler_; }
 
  private:
   std::vector<StepPart*> all_parts();

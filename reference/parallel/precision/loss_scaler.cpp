@@ -63,4 +63,22 @@ void LossScaler::update(bool applied) {
   }
 }
 
+void LossScaler::restore(double scale, int clean_steps) {
+  int exponent = 0;
+  const double mantissa = std::frexp(scale, &exponent);
+  if (!settings_.dynamic) {
+    if (scale != 1 || clean_steps != 0)
+      throw UsageError("a saved loss scale of " + number(scale) + " (" + std::to_string(clean_steps) +
+                       " clean steps) cannot be restored without dynamic loss scaling");
+    return;
+  }
+  if (!(scale >= kSmallestLossScale && scale <= kLargestLossScale) || mantissa != 0.5)
+    throw UsageError("a saved loss scale must be a power of two from 2^-24 to 2^100, not " + number(scale));
+  if (clean_steps < 0 || clean_steps >= settings_.growth_interval)
+    throw UsageError("a saved count of " + std::to_string(clean_steps) + " clean steps is outside [0, " +
+                     std::to_string(settings_.growth_interval) + ") for this growth interval");
+  scale_ = scale;
+  clean_steps_ = clean_steps;
+}
+
 }  // namespace parity::parallel

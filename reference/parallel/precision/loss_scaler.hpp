@@ -52,6 +52,11 @@ class LossScaler {
   // them, up to kLargestLossScale), a skipped one halves S; either way the count restarts when
   // S changes. Nothing changes without dynamic scaling.
   void update(bool applied);
+  // Takes up a saved state (the training state's restore): the scale of the next step and the
+  // clean steps counted towards its growth. Refuses (UsageError) a state these settings cannot
+  // reach: a scale other than 1 without dynamic scaling, one that is not a power of two in
+  // [kSmallestLossScale, kLargestLossScale], a count outside [0, growth_interval).
+  void restore(double scale, int clean_steps);
   std::string describe() const { return settings_.describe(); }
 
  private:

@@ -108,7 +108,18 @@ class ZeroOptimizer : public OptimizerStep {
  public:
   ZeroOptimizer(std::shared_ptr<ZeroShards> shards, const model::Optimizer& optimizer)
       : OptimizerStep(optimizer, shards->config().precision), shards_(std::move(shards)) {
-    for (const auto& u : shards_->unit_list()) add_segment(u.name, u.parameter_chunk, shards_->gradient_chunk_of(u));
+    const std::int64_t rank = shards_->group().rank();
+    for (const auto& u : shards_->unit_list()) {
+      // The parameters' elements within this rank's chunk [rank c, (rank + 1) c) of the unit.
+      std::vector<SegmentPart> parts;
+      const std::int64_t first = rank * u.chunk, last = first + u.chunk;
+      for (std::size_t i = 0; i < u.parameters.size(); ++i) {
+        const std::int64_t begin = std::max(first, u.offsets[i]);
+        const std::int64_t end = std::min(last, u.offsets[i] + element_count(u.shapes[i]));
+        if (begin < end) parts.push_back({u.parameters[i], u.shapes[i], begin - first, begin - u.offsets[i], end - begin});
+      }
+      add_segment(u.name, u.parameter_chunk, shards_->gradient_chunk_of(u), std::move(parts));
+    }
   }
   std::string describe() const override {
     return "optimizer state sharded over " + std::to_string(shards_->group().size()) + " ranks" +

@@ -1,8 +1,8 @@
-"""/check/collectives, /check/training, /check/tensor, /check/pipeline, /check/moe and
-/check/checkpoint: the conformance cases, passed and failed per collective and algorithm, per
-training technique, per tensor-parallel setting, per pipeline schedule, per router and
-expert-parallel size and per composition of activation checkpointing, and the failed cases with
-their messages."""
+"""/check/collectives, /check/training, /check/tensor, /check/pipeline, /check/moe,
+/check/checkpoint and /check/restore: the conformance cases, passed and failed per collective and
+algorithm, per training technique, per tensor-parallel setting, per pipeline schedule, per router
+and expert-parallel size, per composition of activation checkpointing and per precision of a
+training-state restore, and the failed cases with their messages."""
 
 import math
 from collections import OrderedDict, defaultdict
@@ -44,6 +44,10 @@ READS = {
         "i:world_size,steps,recomputed_blocks,differing,stored_bytes,formula_stored_bytes,"
         "peak_bytes,formula_peak_bytes,recompute_flops,formula_recompute_flops,passed",
         ["case", "passed"]),
+    "/check/restore": (
+        "s:case,before,after,precision,device,message "
+        "i:world_size,steps,saved_at,restored_exactly,bit_identical,passed "
+        "f:error,bound,loss_error,saved_bytes", ["case", "passed"]),
     # A family this module has no kind for: its cases and verdicts (other_kind).
     "/check/*": ("s:case,message i:passed", ["case", "passed"]),
 }
@@ -225,7 +229,27 @@ CHECKPOINT = CaseKind(
      ("formula", lambda r: count_cell(r["formula_peak_bytes"])),
      ("recompute FLOPs", lambda r: formula_cell(r, "recompute_flops")),
      ("formula", lambda r: count_cell(r["formula_recompute_flops"]))])
-CASE_KINDS = [TRAINING, TENSOR, PIPELINE, MOE, CHECKPOINT]
+RESTORE = CaseKind(
+    "/check/restore", "Training-state restore cases", "restore",
+    "Each case trains the case GPT for a few steps under one layout, saves its training state, "
+    "restores it into a fresh trainer under another layout (data parallelism, ZeRO, "
+    "accumulation, tensor and sequence parallelism, another world size) and trains on; what the "
+    "new layout holds right after the restore must equal what the old one saved bit for bit, "
+    "the run must end within the bound of single-device training, and restoring into the same "
+    "layout must equal uninterrupted training bit for bit.",
+    [("precision", ["float64", "float32", "bfloat16", "float16"])],
+    {"before": "", "after": "", "precision": "", "error": math.nan, "bound": math.nan,
+     "loss_error": math.nan, "restored_exactly": -1, "bit_identical": -1,
+     "saved_bytes": math.nan, "message": ""},
+    [("before", lambda r: esc(r["before"])),
+     ("after", lambda r: esc(r["after"])),
+     ("error", lambda r: error_cell(r["error"], r["bound"])),
+     ("bound", lambda r: fmt_num(r["bound"], 3)),
+     ("loss error", lambda r: error_cell(r["loss_error"], r["bound"])),
+     ("restored exactly", lambda r: {1: "yes", 0: "<span class=\"bad\">no</span>"}.get(r["restored_exactly"], "–")),
+     ("bit for bit", lambda r: {1: "yes", 0: "<span class=\"bad\">no</span>"}.get(r["bit_identical"], "–")),
+     ("saved bytes", lambda r: fmt_bytes(r["saved_bytes"]))])
+CASE_KINDS = [TRAINING, TENSOR, PIPELINE, MOE, CHECKPOINT, RESTORE]
 
 
 def other_kind(rf, path):

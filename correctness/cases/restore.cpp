@@ -1,0 +1,370 @@
+// Training-state conformance cases (see restore.hpp).
+#include "correctness/cases/restore.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <set>
+
+#include <unistd.h>
+
+#include "correctness/cases/compare.hpp"
+#include "correctness/cases/family.hpp"
+#include "correctness/cases/tensor.hpp"
+#include "correctness/cases/training.hpp"
+#include "reference/core/error.hpp"
+#include "reference/core/tolerance.hpp"
+#include "reference/parallel/state/store.hpp"
+#include "reference/parallel/techniques/techniques.hpp"
+#include "reference/parallel/tensor/tensor_parallel.hpp"
+
+namespace parity::cases {
+
+namespace fs = std::filesystem;
+
+std::string RestoreLayout::name() const {
+  std::string n;
+  auto add = [&](const std::string& part) { n += (n.empty() ? "" : ".") + part; };
+  if (dp > 1) add("dp" + std::to_string(dp));
+  if (tp > 1) add("tp" + std::to_string(tp));
+  if (sp) add("sp");
+  if (zero > 0) add("zero" + std::to_string(zero));
+  if (micro_batches > 1) add("acc" + std::to_string(micro_batches));
+  return n.empty() ? "one" : n;
+}
+
+std::string RestoreCase::name() const {
+  return "restore/" + before.name() + "-to-" + after.name() + "/" + precision + (fault.empty() ? "" : "/" + fault);
+}
+
+namespace {
+
+using parallel::Axis;
+
+// Rows of the global batch: uneven shards at every data-parallel size up to 8, and two rows per
+// micro-batch at least with accumulation over 2.
+constexpr std::int64_t kRows = 17;
+
+DataType model_type(const RestoreCase& c) {
+  if (c.precision == "bfloat16") return DataType::bfloat16;
+  if (c.precision == "float16") return DataType::float16;
+  return c.precision == "float64" ? DataType::float64 : DataType::float32;
+}
+bool is_mixed(const RestoreCase& c) { return is_half(model_type(c)); }
+
+// float16 scales its loss dynamically from 2^12 and doubles it after 3 clean steps: within a
+// case's 4 steps and after the save, so that a scaler left unrestored ends in another state.
+parallel::LossScaling loss_scaling(const RestoreCase& c) {
+  parallel::LossScaling s;
+  s.dynamic = model_type(c) == DataType::float16;
+  s.initial_scale = 0x1p12;
+  s.growth_interval = 3;
+  return s;
+}
+
+bool valid(const RestoreLayout& l) {
+  return l.dp >= 1 && l.tp >= 1 && 12 % l.tp == 0 && (!l.sp || l.tp > 1) && (l.zero == 0 || l.dp > 1) &&
+         kRows / l.dp >= l.micro_batches;
+}
+
+// A layout training on its ranks: the grid, the model, the optimizer and the trainer.
+struct Training {
+  std::unique_ptr<parallel::Grid> grid;
+  std::unique_ptr<parallel::TensorParallel> tp;
+  std::unique_ptr<model::Model> model;
+  std::unique_ptr<model::Optimizer> optimizer;
+  std::unique_ptr<parallel::Trainer> trainer;
+  bool mixed = false;
+
+  // Parameters (masters with mixed precision, else the model's own) and state, whole, on every
+  // rank of the layout.
+  parallel::ParameterValues values(std::vector<std::string>& disagreeing, bool master = true) {
+    parallel::ParameterValues v = trainer->gathered(master && mixed);
+    if (tp) v = parallel::gather_tensor_parallel(v, model->parameters(), tp->group(), &disagreeing);
+    return v;
+  }
+  // Everything the training state holds, whole: the model's values and state, and with mixed
+  // precision the masters too.
+  std::vector<parallel::ParameterValues> state(std::vector<std::string>& disagreeing) {
+    std::vector<parallel::ParameterValues> out{values(disagreeing, false)};
+    if (mixed) out.push_back(values(disagreeing, true));
+    return out;
+  }
+};
+
+std::unique_ptr<Training> start(Communicator& group, const RestoreLayout& l, const RestoreCase& c) {
+  auto t = std::make_unique<Training>();
+  const model::GptConfig config = tensor_case_model(model_type(c));
+  t->mixed = is_mixed(c);
+  parallel::GridSpec spec;
+  spec.set(Axis::tp, l.tp).set(Axis::dp, l.dp);
+  t->grid = std::make_unique<parallel::Grid>(group, spec);
+  t->optimizer = case_adamw(t->mixed ? DataType::float32 : model_type(c));
+  parallel::DataParallelConfig dc;
+  dc.zero_stage = l.zero;
+  dc.global_batch = kRows;
+  dc.micro_batches = l.micro_batches;
+  dc.bucket_bytes = 2048;  // several buckets even for this small model
+  if (t->mixed) {
+    dc.precision = parallel::Precision::mixed;
+    dc.loss_scaling = loss_scaling(c);
+  }
+  if (l.tp > 1) {
+    parallel::TensorParallelConfig tc;
+    tc.sequence_parallel = l.sp;
+    t->tp = std::make_unique<parallel::TensorParallel>(t->grid->group(Axis::tp), tc);
+    t->model = parallel::build_tensor_parallel_gpt(config, *t->tp);
+    t->model->to(group.memory_space());
+    t->trainer = parallel::make_tensor_parallel_trainer(*t->grid, *t->tp, *t->model, *t->optimizer, dc);
+  } else {
+    t->model = model::build_gpt(config);
+    t->model->to(group.memory_space());
+    t->trainer = parallel::make_trainer(t->grid->group(Axis::dp), *t->model, *t->optimizer, dc);
+  }
+  return t;
+}
+
+struct Reference {
+  std::vector<double> losses;
+  parallel::ParameterValues values, origin;
+};
+
+Reference single_device(const RestoreCase& c, int steps) {
+  const model::GptConfig config = tensor_case_model(model_type(c));
+  auto m = model::build_gpt(config);
+  auto optimizer = case_adamw(is_mixed(c) ? DataType::float32 : model_type(c));
+  Reference r;
+  r.origin = values_of(*m, optimizer.get());
+  const parallel::BatchSource source = parallel::batches_of(config);
+  if (is_mixed(c)) {
+    const parallel::LossScaling s = loss_scaling(c);
+    MixedRun run = train_mixed_single_device(*m, *optimizer, source, kRows, steps, s.dynamic ? s.initial_scale : 1);
+    r.losses = std::move(run.losses);
+    r.values = std::move(run.values);
+    return r;
+  }
+  for (int step = 0; step < steps; ++step)
+    r.losses.push_back(model::train_step(*m, *optimizer, source(step, 0, kRows, kRows), step));
+  r.values = values_of(*m, optimizer.get());
+  return r;
+}
+
+// "" when a and b hold the same names and every value and state element is equal, bit for bit;
+// else where they first differ.
+std::string first_difference(const parallel::ParameterValues& a, const parallel::ParameterValues& b) {
+  if (a.names != b.names) return "the parameter lists differ";
+  for (std::size_t i = 0; i < a.names.size(); ++i) {
+    if (a.values[i] != b.values[i]) return a.names[i];
+    if (a.state[i] != b.state[i]) return a.names[i] + " (optimizer state)";
+  }
+  return "";
+}
+
+// The training state's own scalars after the run, against what k + n clean steps give.
+std::string scalar_failures(const parallel::Trainer& trainer, const RestoreCase& c) {
+  std::string failures;
+  const int steps = c.steps_before + c.steps_after;
+  if (trainer.parts().optimizer->steps_taken() != steps)
+    failures += "the optimizer counts " + std::to_string(trainer.parts().optimizer->steps_taken()) + " steps, not " +
+                std::to_string(steps) + "; ";
+  parallel::LossScaler expected(loss_scaling(c));
+  for (int i = 0; i < steps; ++i) expected.update(true);
+  if (trainer.scaler().scale() != expected.scale() || trainer.scaler().clean_steps() != expected.clean_steps())
+    failures += "the loss scaler ends at " + format(trainer.scaler().scale()) + " after " +
+                std::to_string(trainer.scaler().clean_steps()) + " clean steps, uninterrupted training at " +
+                format(expected.scale()) + " after " + std::to_string(expected.clean_steps()) + "; ";
+  return failures;
+}
+
+}  // namespace
+
+std::vector<RestoreCase> restore_grid(int n) {
+  std::vector<RestoreCase> out;
+  std::set<std::string> seen;
+  auto layout = [](int dp, int zero = 0, int tp = 1, bool sp = false, int acc = 1) {
+    RestoreLayout l;
+    l.dp = dp;
+    l.zero = dp > 1 ? zero : 0;
+    l.tp = tp;
+    l.sp = sp;
+    l.micro_batches = acc;
+    return l;
+  };
+  auto add = [&](const RestoreLayout& a, const RestoreLayout& b, const char* precision) {
+    if (a.ranks() > n || b.ranks() > n || !valid(a) || !valid(b)) return;
+    RestoreCase c;
+    c.before = a;
+    c.after = b;
+    c.precision = precision;
+    if (seen.insert(c.name()).second) out.push_back(c);
+  };
+  const RestoreLayout one = layout(1), dp = layout(n);
+  // The same layout on both sides: bit for bit.
+  add(dp, dp, "float32");
+  add(layout(n, 1), layout(n, 1), "float64");
+  add(layout(n, 3), layout(n, 3), "bfloat16");
+  add(layout(n / 2, 0, 2), layout(n / 2, 0, 2), "float32");
+  add(one, one, "float16");
+  // Data parallelism, ZeRO and accumulation into one another; the world shrunk and grown.
+  add(dp, layout(n, 3), "float32");
+  add(layout(n, 3), dp, "float64");
+  add(layout(n, 1), layout(n, 2, 1, false, 2), "float32");
+  add(layout(n, 2, 1, false, 2), one, "float32");
+  add(one, layout(n, 1), "float32");
+  if (n >= 4) add(dp, layout(n / 2), "float32");
+  add(layout(n, 3), layout(n, 1), "bfloat16");
+  add(dp, layout(n, 2), "float16");
+  // Tensor parallelism re-cut (tp 2 -> 4 -> 1), with and without sequence parallelism, with ZeRO.
+  add(layout(1, 0, 2), one, "float64");
+  add(layout(1, 0, 2), layout(1, 0, 4), "float32");
+  add(layout(1, 0, 4, true), one, "float32");
+  add(layout(1, 0, 2, true), layout(2, 3), "float32");
+  add(layout(n / 2, 1, 2), dp, "float32");
+  add(layout(2, 3, 2), layout(1, 0, 4, true), "bfloat16");
+  add(layout(1, 0, 2, true, 2), layout(2, 2), "float32");
+  add(layout(1, 0, 3), layout(3), "float32");
+  add(layout(n, 1), layout(1, 0, 2, true), "bfloat16");
+  add(layout(1, 0, 2), dp, "float16");
+  return out;
+}
+
+RestoreResult run_restore_case(Communicator& world, const RestoreCase& c) {
+  const RestoreLayout& a = c.before;
+  const RestoreLayout& b = c.after;
+  if (a.ranks() > world.size() || b.ranks() > world.size())
+    throw UsageError(c.name() + " needs " + std::to_string(std::max(a.ranks(), b.ranks())) + " ranks; the world has " +
+                     std::to_string(world.size()));
+  if (!valid(a) || !valid(b)) throw UsageError(c.name() + ": a layout these cases cannot train");
+  const int k = c.steps_before, n = c.steps_after;
+  RestoreResult r;
+  const model::GptConfig config = tensor_case_model(model_type(c));
+  const parallel::BatchSource source = parallel::batches_of(config);
+  const Reference reference = single_device(c, k + n);
+  r.bound = tolerance::restore_relative_bound(
+      model_type(c), tolerance::tensor_parallel_reduction_terms(kRows * config.sequence, config.hidden, config.vocabulary),
+      std::max(a.ranks(), b.ranks()), std::max(a.tp, b.tp), config.layers, k + n, true);
+
+  // Where the saves go: a directory of rank 0's naming, removed at the end.
+  const std::string id =
+      world.all_gather_strings(world.rank() == 0 ? std::to_string(::getpid()) + "-" + std::to_string(std::random_device{}()) : "")
+          .front();
+  const fs::path root = fs::temp_directory_path() / ("parity-restore-" + id);
+  const fs::path earlier = root / "earlier";
+  std::string failures, compared;
+  std::vector<std::string> disagreeing;
+
+  // Layout A: k steps, saved (with the other_step fault, also one step earlier); when B is A,
+  // on uninterrupted for the bit-for-bit comparison.
+  parallel::ParameterValues uninterrupted;
+  std::vector<double> uninterrupted_losses;
+  std::vector<parallel::ParameterValues> saved_state;  // as A held it when saving (rank 0 compares)
+  {
+    auto group = world.split(world.rank() < a.ranks() ? 0 : 1, world.rank());
+    if (world.rank() < a.ranks()) {
+      auto t = start(*group, a, c);
+      for (int step = 0; step < k; ++step) {
+        if (c.fault == "other_step" && step + 1 == k)
+          parallel::save_training_state(*group, *t->trainer, earlier, static_cast<std::uint64_t>(step));
+        if (t->trainer->step(source, static_cast<std::uint64_t>(step)).skipped)
+          failures += "step " + std::to_string(step) + " skipped; ";
+      }
+      const parallel::SavedState saved =
+          parallel::save_training_state(*group, *t->trainer, root, static_cast<std::uint64_t>(k), {a.name(), ""});
+      r.saved_bytes = static_cast<double>(saved.total_bytes);
+      saved_state = t->state(disagreeing);
+      if (a == b) {
+        for (int step = k; step < k + n; ++step)
+          uninterrupted_losses.push_back(t->trainer->step(source, static_cast<std::uint64_t>(step)).loss);
+        uninterrupted = t->values(disagreeing);
+      }
+    }
+  }
+
+  // Layout B: a fresh trainer, restored, n more steps.
+  {
+    auto group = world.split(world.rank() < b.ranks() ? 0 : 1, world.rank());
+    if (world.rank() < b.ranks()) {
+      auto t = start(*group, b, c);
+      parallel::StateLoad load;
+      load.fault = c.fault;
+      if (c.fault == "other_step") load.other = earlier;
+      const parallel::LoadedState loaded = parallel::load_training_state(*group, *t->trainer, root, load);
+      if (loaded.next_step != static_cast<std::uint64_t>(k))
+        failures += "restored at step " + std::to_string(loaded.next_step) + ", saved at " + std::to_string(k) + "; ";
+      // What B holds right after the restore is what A saved, element for element (rank 0 is in
+      // both layouts).
+      const std::vector<parallel::ParameterValues> restored = t->state(disagreeing);
+      if (world.rank() == 0) {
+        std::string where;
+        for (std::size_t i = 0; i < restored.size() && where.empty(); ++i)
+          where = first_difference(restored[i], saved_state[i]);
+        r.restored_exactly = where.empty() ? 1 : 0;
+        if (!where.empty()) failures += "the restored state differs from the saved one (first at " + where + "); ";
+      }
+      std::vector<double> losses;
+      for (int step = k; step < k + n; ++step) {
+        const parallel::StepStats stats = t->trainer->step(source, static_cast<std::uint64_t>(step));
+        if (stats.skipped) failures += "step " + std::to_string(step) + " skipped; ";
+        losses.push_back(stats.loss);
+        const double want = reference.losses[static_cast<std::size_t>(step)];
+        r.loss_error = std::max(r.loss_error, std::abs(stats.loss - want) / std::abs(want));
+      }
+      const parallel::ParameterValues values = t->values(disagreeing);
+      const Difference d = compare(values, reference.values, reference.origin);
+      r.error = std::max(d.parameters, d.state);
+      compared = "loss " + format(r.loss_error) + ", parameters " + format(d.parameters) + ", state " + format(d.state);
+      if (!(d.parameters <= r.bound && d.state <= r.bound))
+        failures += "parameters or state differ from one device beyond " + format(r.bound) + " (largest at " + d.where +
+                    "); ";
+      // A loss after the restore depends on the parameters: held to the same bound.
+      if (!(r.loss_error <= r.bound)) failures += "a loss after the restore differs by " + format(r.loss_error) + "; ";
+      failures += scalar_failures(*t->trainer, c);
+      if (a == b) {
+        const std::string where = first_difference(values, uninterrupted);
+        r.bit_identical = where.empty() && losses == uninterrupted_losses ? 1 : 0;
+        if (r.bit_identical == 0)
+          failures += "not bit for bit uninterrupted training (" + (where.empty() ? "a loss" : where) + " differs); ";
+      }
+      if (!disagreeing.empty()) failures += "whole parameters differ between tp ranks (" + disagreeing.front() + "); ";
+    }
+  }
+
+  world.barrier();
+  if (world.rank() == 0) {
+    std::error_code ec;
+    fs::remove_all(root, ec);
+  }
+  r.passed = agreed_verdict(world, failures, compared, r.message);
+  r.error = max_over_ranks(world, r.error);
+  r.loss_error = max_over_ranks(world, r.loss_error);
+  r.saved_bytes = max_over_ranks(world, r.saved_bytes);
+  r.bit_identical = static_cast<int>(max_over_ranks(world, r.bit_identical));
+  r.restored_exactly = static_cast<int>(max_over_ranks(world, r.restored_exactly));
+  return r;
+}
+
+// The family `parity check` runs (family.hpp).
+const RegisteredFamily kRestoreFamily{FamilyDefinition<RestoreCase, RestoreResult>{
+    .name = "restore",
+    .table = &kRestoreCasesTable,
+    .label = "training-state restore",
+    .order = 75,
+    .grid = [](int world_size, const GridOptions&) { return restore_grid(world_size); },
+    .run = [](const CaseContext& context, const RestoreCase& c) { return run_restore_case(context.world, c); },
+    .columns =
+        [](record::Table& t, const CaseContext& context, const RestoreCase& c, const RestoreResult& r) {
+          t.str("before").push_back(c.before.name());
+          t.str("after").push_back(c.after.name());
+          add_run_columns(t, context.world, c.precision, c.steps_before + c.steps_after);
+          t.i64("saved_at").push_back(c.steps_before);
+          t.f64("error").push_back(r.error);
+          t.f64("bound").push_back(r.bound);
+          t.f64("loss_error").push_back(r.loss_error);
+          t.i64("restored_exactly").push_back(r.restored_exactly);
+          t.i64("bit_identical").push_back(r.bit_identical);
+          t.f64("saved_bytes", "B").push_back(r.saved_bytes);
+        }}};
+
+}  // namespace parity::cases

@@ -1,0 +1,147 @@
+// What a rank holds of the training state, and who writes what (see held.hpp).
+#include "reference/parallel/state/held.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "reference/core/error.hpp"
+
+namespace parity::parallel {
+
+std::int64_t run_elements(const std::vector<Run>& runs) {
+  std::int64_t n = 0;
+  for (const Run& r : runs) n += r.length;
+  return n;
+}
+
+std::vector<Run> parameter_runs(const model::Parameter& p, const Shape& shape, std::int64_t first, std::int64_t count) {
+  const std::int64_t local = element_count(shape);
+  require(first >= 0 && count >= 0 && first + count <= local,
+          "training state: elements [" + std::to_string(first) + ", " + std::to_string(first + count) + ") outside " +
+              p.name + " " + to_string(shape));
+  if (!p.shard) return count > 0 ? std::vector<Run>{{first, count}} : std::vector<Run>{};
+  require(p.shard->shape() == shape, "training state: " + p.name + " holds " + to_string(shape) + ", its shard is " +
+                                         to_string(p.shard->shape()));
+  const std::vector<std::int64_t> global = p.shard->global_indices();
+  std::vector<Run> runs;
+  for (std::int64_t i = first; i < first + count; ++i) {
+    const std::int64_t g = global[static_cast<std::size_t>(i)];
+    if (!runs.empty() && runs.back().first + runs.back().length == g)
+      ++runs.back().length;
+    else
+      runs.push_back({g, 1});
+  }
+  return runs;
+}
+
+std::vector<HeldTensor> held_tensors(Trainer& trainer) {
+  std::vector<HeldTensor> out;
+  const OptimizerStep& step = *trainer.parts().optimizer;
+  auto whole_of = [](const model::Parameter& p, const Shape& local) { return p.shard ? p.shard->whole() : local; };
+  std::set<const model::Parameter*> valued;
+  for (model::Parameter* p : trainer.model().parameters()) {
+    if (!p->value.defined()) continue;  // ZeRO-3 between passes: its segments hold the values
+    valued.insert(p);
+    out.push_back({p->name, whole_of(*p, p->value.shape()), p->value.dtype(), p->value,
+                   parameter_runs(*p, p->value.shape(), 0, p->value.numel())});
+  }
+  const std::vector<std::string> states = step.optimizer().state_names();
+  for (const Segment& s : step.segments()) {
+    require(s.state.size() == states.size(), "training state: segment " + s.name + " holds " +
+                                                 std::to_string(s.state.size()) + " state tensors, the optimizer names " +
+                                                 std::to_string(states.size()));
+    for (const SegmentPart& part : s.parts) {
+      const model::Parameter& p = *part.parameter;
+      const Shape whole = whole_of(p, part.shape);
+      const std::vector<Run> runs = parameter_runs(p, part.shape, part.in_parameter, part.count);
+      auto hold = [&](const Tensor& t, const std::string& suffix) {
+        const Tensor flat = t.reshape({t.numel()});
+        out.push_back({p.name + suffix, whole, t.dtype(), flat.segment(p.name + suffix, part.in_segment, {part.count}), runs});
+      };
+      if (!valued.contains(&p)) hold(s.value, "");
+      if (s.master.defined()) hold(s.master, "/master");
+      for (std::size_t k = 0; k < states.size(); ++k) hold(s.state[k], "/" + states[k]);
+    }
+  }
+  return out;
+}
+
+namespace {
+bool runs_less(const std::vector<Run>& a, const std::vector<Run>& b) {
+  return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end(), [](const Run& x, const Run& y) {
+    return x.first != y.first ? x.first < y.first : x.length < y.length;
+  });
+}
+}  // namespace
+
+std::vector<WriteRange> assign_writers(const std::string& name, std::int64_t whole_elements,
+                                       const std::vector<std::vector<Run>>& holders) {
+  // Replicas: holders with identical runs, in holder order.
+  std::map<std::vector<Run>, std::vector<std::size_t>, decltype(&runs_less)> replicas(&runs_less);
+  for (std::size_t k = 0; k < holders.size(); ++k) replicas[holders[k]].push_back(k);
+  std::vector<WriteRange> out(holders.size());
+  std::vector<Run> tiling;
+  for (const auto& [runs, group] : replicas) {
+    const std::int64_t n = run_elements(runs);
+    const auto k = static_cast<std::int64_t>(group.size());
+    for (std::int64_t j = 0; j < k; ++j) out[group[static_cast<std::size_t>(j)]] = {j * n / k, (j + 1) * n / k};
+    tiling.insert(tiling.end(), runs.begin(), runs.end());
+  }
+  std::sort(tiling.begin(), tiling.end(), [](const Run& a, const Run& b) { return a.first < b.first; });
+  std::int64_t next = 0;
+  for (const Run& r : tiling) {
+    if (r.first < next)
+      throw Error("training state: two different holdings of " + name + " overlap at element " + std::to_string(r.first));
+    if (r.first > next)
+      throw Error("training state: no rank holds elements [" + std::to_string(next) + ", " + std::to_string(r.first) +
+                  ") of " + name);
+    next = r.first + r.length;
+  }
+  if (next != whole_elements)
+    throw Error("training state: no rank holds elements [" + std::to_string(next) + ", " +
+                std::to_string(whole_elements) + ") of " + name);
+  return out;
+}
+
+std::vector<Run> sub_runs(const std::vector<Run>& runs, std::int64_t begin, std::int64_t end) {
+  std::vector<Run> out;
+  std::int64_t at = 0;  // position of the current run's first element in the tensor
+  for (const Run& r : runs) {
+    const std::int64_t lo = std::max(begin, at), hi = std::min(end, at + r.length);
+    if (lo < hi) out.push_back({r.first + (lo - at), hi - lo});
+    at += r.length;
+  }
+  return out;
+}
+
+std::vector<RunCopy> overlaps(const std::vector<Run>& from, const std::vector<Run>& to) {
+  struct Placed {
+    std::int64_t first, length, offset;
+  };
+  auto placed = [](const std::vector<Run>& runs) {
+    std::vector<Placed> out;
+    std::int64_t at = 0;
+    for (const Run& r : runs) {
+      out.push_back({r.first, r.length, at});
+      at += r.length;
+    }
+    std::sort(out.begin(), out.end(), [](const Placed& a, const Placed& b) { return a.first < b.first; });
+    return out;
+  };
+  const std::vector<Placed> a = placed(from), b = placed(to);
+  std::vector<RunCopy> out;
+  std::size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    const std::int64_t lo = std::max(a[i].first, b[j].first);
+    const std::int64_t hi = std::min(a[i].first + a[i].length, b[j].first + b[j].length);
+    if (lo < hi) out.push_back({a[i].offset + (lo - a[i].first), b[j].offset + (lo - b[j].first), hi - lo});
+    if (a[i].first + a[i].length < b[j].first + b[j].length)
+      ++i;
+    else
+      ++j;
+  }
+  return out;
+}
+
+}  // namespace parity::parallel

@@ -1,0 +1,69 @@
+// The training state a rank holds, under the canonical names of the single-device model: every
+// parameter's value, its float32 master copy (mixed precision) and the optimizer's state
+// tensors, each as all or part of the whole tensor, with the place of every element in the
+// whole. Whatever the layout (data parallelism, ZeRO 1-3, tensor parallelism with or without
+// sequence parallelism, pipeline stages, experts), a rank's part of a whole tensor is a list of
+// runs of the whole's row-major elements: a tensor-parallel shard (Parameter::shard) is one run
+// per kept row or column block, a ZeRO chunk cuts a flat range out of its parameters, and
+// replicated tensors are held whole by several ranks.
+//
+// Names: "<parameter>" for the value, "<parameter>/master", "<parameter>/<state>" with the
+// optimizer's state names (PyTorch's: exp_avg, exp_avg_sq, momentum_buffer).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "reference/parallel/trainer.hpp"
+
+namespace parity::parallel {
+
+// Elements [first, first + length) of a whole tensor, in row-major order.
+struct Run {
+  std::int64_t first = 0, length = 0;
+  bool operator==(const Run&) const = default;
+};
+
+// A tensor of the training state as one rank holds it.
+struct HeldTensor {
+  std::string name;       // canonical: "blocks.0.mlp.fc.weight/exp_avg"
+  Shape whole;            // the whole tensor's shape
+  DataType dtype = DataType::float32;
+  Tensor tensor;          // the rank's elements, in the trainer's own storage (loading writes it)
+  std::vector<Run> runs;  // where its elements sit in the whole, in the tensor's order
+};
+
+// The whole-tensor runs of a parameter's local elements [first, first + count): the parameter's
+// shard (or the whole parameter), its local shape `shape`.
+std::vector<Run> parameter_runs(const model::Parameter& p, const Shape& shape, std::int64_t first, std::int64_t count);
+
+// What this rank holds of the training state: the values of the parameters its model holds
+// (from the optimizer's segments where the model drops them between passes: ZeRO-3), and the
+// master copies and optimizer state of the segments it updates.
+std::vector<HeldTensor> held_tensors(Trainer& trainer);
+
+// Which ranks write which elements of a whole tensor when saving: every element exactly once.
+// `holders[k]` is holder k's runs (one entry per (rank, held tensor) holding the tensor; several
+// holders with identical runs are replicas and split their elements evenly, in order). Returns,
+// for every holder, the range [begin, end) of its own elements it writes. Throws Error when the
+// holders do not tile the whole tensor (a gap, or two different holdings overlapping).
+struct WriteRange {
+  std::int64_t begin = 0, end = 0;
+};
+std::vector<WriteRange> assign_writers(const std::string& name, std::int64_t whole_elements,
+                                       const std::vector<std::vector<Run>>& holders);
+
+// The runs of a tensor's elements [begin, end) (runs of its whole order), and their count.
+std::vector<Run> sub_runs(const std::vector<Run>& runs, std::int64_t begin, std::int64_t end);
+std::int64_t run_elements(const std::vector<Run>& runs);
+
+// One copy per overlap between what a rank needs (`to`: runs of its tensor) and what a saved
+// piece holds (`from`): `count` elements from position `from_offset` of the piece to position
+// `to_offset` of the tensor.
+struct RunCopy {
+  std::int64_t from_offset = 0, to_offset = 0, count = 0;
+};
+std::vector<RunCopy> overlaps(const std::vector<Run>& from, const std::vector<Run>& to);
+
+}  // namespace parity::parallel

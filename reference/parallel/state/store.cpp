@@ -1,0 +1,520 @@
+// Saving and restoring the training state (see store.hpp).
+#include "reference/parallel/state/store.hpp"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <sstream>
+
+#include "reference/core/error.hpp"
+#include "reference/parallel/state/held.hpp"
+#include "reference/record/arrays.hpp"
+
+namespace parity::parallel {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// ---- agreement: a failure on one rank is raised on every rank, so that none waits forever ----
+
+// Runs `body` on every rank; if it threw anywhere, every rank throws the first failing rank's
+// message (UsageError when that was one).
+template <typename Body>
+void on_every_rank(Communicator& comm, Body body) {
+  std::string mine;
+  try {
+    body();
+  } catch (const UsageError& e) {
+    mine = std::string("U") + e.what();
+  } catch (const std::exception& e) {
+    mine = std::string("E") + e.what();
+  }
+  const std::vector<std::string> all = comm.all_gather_strings(mine);
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    if (all[r].empty()) continue;
+    const std::string message = all[r].substr(1) + (all.size() > 1 && static_cast<int>(r) != comm.rank()
+                                                        ? " (on rank " + std::to_string(r) + ")"
+                                                        : "");
+    if (all[r][0] == 'U') throw UsageError(message);
+    throw Error(message);
+  }
+}
+
+// ---- names and text ----
+
+std::string step_name(std::uint64_t step) {
+  char text[32];
+  std::snprintf(text, sizeof text, "step-%08llu", static_cast<unsigned long long>(step));
+  return text;
+}
+
+std::string rank_file(int rank) {
+  char text[32];
+  std::snprintf(text, sizeof text, "rank-%05d.h5", rank);
+  return text;
+}
+
+std::string piece_group(std::int64_t piece) { return "/pieces/" + std::to_string(piece); }
+
+std::uint32_t crc_of(const void* data, std::size_t bytes) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  const auto* p = static_cast<const Bytef*>(data);
+  while (bytes > 0) {  // zlib takes at most a uInt per call
+    const auto n = static_cast<uInt>(std::min<std::size_t>(bytes, 1u << 30));
+    crc = crc32(crc, p, n);
+    p += n;
+    bytes -= n;
+  }
+  return static_cast<std::uint32_t>(crc);
+}
+
+// What other ranks need to know of a held tensor: name, type, whole shape and runs, one line.
+std::string describe_held(const HeldTensor& h) {
+  std::ostringstream out;
+  out << h.name << '\t' << name_of(h.dtype) << '\t';
+  for (std::size_t d = 0; d < h.whole.size(); ++d) out << (d ? "," : "") << h.whole[d];
+  out << '\t';
+  for (std::size_t i = 0; i < h.runs.size(); ++i) out << (i ? "," : "") << h.runs[i].first << ':' << h.runs[i].length;
+  out << '\n';
+  return out.str();
+}
+
+struct HeldInfo {
+  std::string name, dtype;
+  Shape whole;
+  std::vector<Run> runs;
+};
+
+std::vector<HeldInfo> parse_held(const std::string& text) {
+  std::vector<HeldInfo> out;
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream fields(line);
+    HeldInfo h;
+    std::string shape, runs;
+    std::getline(fields, h.name, '\t');
+    std::getline(fields, h.dtype, '\t');
+    std::getline(fields, shape, '\t');
+    std::getline(fields, runs, '\t');
+    std::istringstream dims(shape);
+    for (std::string d; std::getline(dims, d, ',');) h.whole.push_back(std::stoll(d));
+    std::istringstream items(runs);
+    for (std::string r; std::getline(items, r, ',');) {
+      const auto colon = r.find(':');
+      h.runs.push_back({std::stoll(r.substr(0, colon)), std::stoll(r.substr(colon + 1))});
+    }
+    out.push_back(std::move(h));
+  }
+  return out;
+}
+
+// A piece this rank writes: elements [begin, end) of held tensor `held`.
+struct Piece {
+  std::size_t held = 0;
+  std::int64_t begin = 0, end = 0;
+};
+
+// Host bytes of a held tensor (copied off a device when it lives there).
+Tensor on_host(const Tensor& t) {
+  return t.space() == MemorySpace::host ? t : t.to(MemorySpace::host, t.name(), MemoryCategory::workspace);
+}
+
+std::string random_id() {
+  std::random_device device;
+  const std::uint64_t id = (static_cast<std::uint64_t>(device()) << 32) ^ device();
+  char text[24];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(id));
+  return text;
+}
+
+double seconds_from(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+std::string layout_words(const Trainer& trainer, const std::string& layout) {
+  std::string parts;
+  const StepParts& p = trainer.parts();
+  parts += p.schedule->describe();
+  for (const auto& s : p.syncs) parts += "; " + s->describe();
+  parts += "; " + p.optimizer->describe();
+  return layout.empty() ? parts : layout + " (" + parts + ")";
+}
+
+}  // namespace
+
+// ---- saving ----
+
+SavedState save_training_state(Communicator& comm, Trainer& trainer, const fs::path& root, std::uint64_t next_step,
+                               const StateSave& options) {
+  const auto start = std::chrono::steady_clock::now();
+  SavedState saved;
+  const fs::path final_dir = root / step_name(next_step);
+  const fs::path partial = root / (step_name(next_step) + ".partial");
+  const std::vector<HeldTensor> held = held_tensors(trainer);
+
+  // Who writes what: every rank learns what every rank holds.
+  std::string mine;
+  for (const HeldTensor& h : held) mine += describe_held(h);
+  const std::vector<std::string> everyone = comm.all_gather_strings(mine);
+  std::vector<Piece> pieces;
+  std::map<std::string, std::pair<std::string, Shape>> catalog;  // name -> (dtype, whole shape)
+  on_every_rank(comm, [&] {
+    std::map<std::string, std::vector<std::pair<int, std::size_t>>> holders;  // name -> (rank, held index)
+    std::vector<std::vector<HeldInfo>> infos;
+    for (int r = 0; r < comm.size(); ++r) {
+      infos.push_back(parse_held(everyone[static_cast<std::size_t>(r)]));
+      for (std::size_t i = 0; i < infos.back().size(); ++i) {
+        const HeldInfo& h = infos.back()[i];
+        holders[h.name].push_back({r, i});
+        auto [it, fresh] = catalog.try_emplace(h.name, h.dtype, h.whole);
+        if (!fresh && (it->second.first != h.dtype || it->second.second != h.whole))
+          throw Error("training state: ranks hold " + h.name + " as " + it->second.first + " " +
+                      to_string(it->second.second) + " and as " + h.dtype + " " + to_string(h.whole));
+      }
+    }
+    for (const auto& [name, list] : holders) {
+      std::vector<std::vector<Run>> runs;
+      for (const auto& [r, i] : list) runs.push_back(infos[static_cast<std::size_t>(r)][i].runs);
+      const std::vector<WriteRange> ranges = assign_writers(name, element_count(catalog.at(name).second), runs);
+      for (std::size_t k = 0; k < list.size(); ++k)
+        if (list[k].first == comm.rank() && ranges[k].begin < ranges[k].end)
+          pieces.push_back({list[k].second, ranges[k].begin, ranges[k].end});
+    }
+  });
+
+  // The directory, made by rank 0; the save's id, shared.
+  on_every_rank(comm, [&] {
+    if (comm.rank() != 0) return;
+    if (fs::exists(final_dir)) throw UsageError("a training state for step " + std::to_string(next_step) +
+                                                " exists already at " + final_dir.string());
+    if (fs::exists(root) && !fs::is_directory(root)) throw UsageError(root.string() + " is not a directory");
+    fs::remove_all(partial);
+    fs::create_directories(partial);
+  });
+  const std::string save_id = comm.all_gather_strings(comm.rank() == 0 ? random_id() : "").front();
+
+  // Every rank its own file, complete and on disk before the index.
+  std::string written;  // "name\tpiece\telements\tfirst\tend\tcrc\n" per piece
+  on_every_rank(comm, [&] {
+    record::ArrayWriter file(partial / (rank_file(comm.rank()) + ".tmp"), kTrainingStateSchema, kTrainingStateVersion);
+    file.set_attribute("/", "save_id", save_id);
+    file.set_attribute("/", "rank", static_cast<std::int64_t>(comm.rank()));
+    file.set_attribute("/", "next_step", static_cast<std::int64_t>(next_step));
+    for (std::size_t j = 0; j < pieces.size(); ++j) {
+      const HeldTensor& h = held[pieces[j].held];
+      const Tensor host = on_host(h.tensor);
+      const std::size_t element = size_of(h.dtype);
+      const auto* data = static_cast<const char*>(host.raw()) + static_cast<std::size_t>(pieces[j].begin) * element;
+      const auto count = static_cast<std::size_t>(pieces[j].end - pieces[j].begin);
+      const std::vector<Run> runs = sub_runs(h.runs, pieces[j].begin, pieces[j].end);
+      std::vector<std::int64_t> flat;
+      std::int64_t lo = runs.front().first, hi = 0;
+      for (const Run& r : runs) {
+        flat.push_back(r.first);
+        flat.push_back(r.length);
+        lo = std::min(lo, r.first);
+        hi = std::max(hi, r.first + r.length);
+      }
+      const std::uint32_t crc = crc_of(data, count * element);
+      const std::string group = piece_group(static_cast<std::int64_t>(j));
+      file.write(group + "/data", h.dtype, data, count);
+      file.write(group + "/runs", DataType::int64, flat.data(), flat.size());
+      file.set_attribute(group, "name", h.name);
+      file.set_attribute(group, "crc32", static_cast<std::int64_t>(crc));
+      written += h.name + '\t' + std::to_string(j) + '\t' + std::to_string(count) + '\t' + std::to_string(lo) + '\t' +
+                 std::to_string(hi) + '\t' + std::to_string(crc) + '\n';
+      saved.bytes += count * element;
+    }
+    saved.pieces = static_cast<std::int64_t>(pieces.size());
+    file.commit_as(partial / rank_file(comm.rank()));
+  });
+
+  const std::vector<std::string> all_written = comm.all_gather_strings(written);
+  std::vector<std::string> totals = comm.all_gather_strings(std::to_string(saved.bytes));
+  for (const std::string& t : totals) saved.total_bytes += std::stoull(t);
+  if (options.fault == "stop_before_index") {
+    saved.directory = partial;
+    saved.seconds = seconds_from(start);
+    return saved;
+  }
+  require(options.fault.empty(), "unknown training-state save fault '" + options.fault + "'");
+
+  // The index, last; then the directory takes its final name.
+  on_every_rank(comm, [&] {
+    if (comm.rank() != 0) return;
+    record::Table tensors("every tensor of the training state: its name, type and whole shape");
+    for (const auto& [name, entry] : catalog) {
+      tensors.str("name").push_back(name);
+      tensors.str("dtype").push_back(entry.first);
+      tensors.str("shape").push_back(to_string(entry.second));
+    }
+    record::Table table("every piece: the rank file holding it, its elements, the range of the whole it lies in, CRC-32");
+    for (std::size_t r = 0; r < all_written.size(); ++r) {
+      std::istringstream lines(all_written[r]);
+      for (std::string line; std::getline(lines, line);) {
+        std::istringstream f(line);
+        std::string name, piece, elements, first, end, crc;
+        std::getline(f, name, '\t');
+        std::getline(f, piece, '\t');
+        std::getline(f, elements, '\t');
+        std::getline(f, first, '\t');
+        std::getline(f, end, '\t');
+        std::getline(f, crc, '\t');
+        table.str("name").push_back(name);
+        table.i64("rank").push_back(static_cast<std::int64_t>(r));
+        table.i64("piece").push_back(std::stoll(piece));
+        table.i64("elements").push_back(std::stoll(elements));
+        table.i64("first").push_back(std::stoll(first));
+        table.i64("end").push_back(std::stoll(end));
+        table.i64("crc32").push_back(std::stoll(crc));
+      }
+    }
+    record::ArrayWriter index(partial / "index.h5.tmp", kTrainingStateSchema, kTrainingStateVersion);
+    index.set_attribute("/", "save_id", save_id);
+    index.set_attribute("/", "next_step", static_cast<std::int64_t>(next_step));
+    index.set_attribute("/", "optimizer_steps", trainer.parts().optimizer->steps_taken());
+    index.set_attribute("/", "optimizer", std::string(trainer.parts().optimizer->optimizer().name()));
+    index.set_attribute("/", "loss_scale", trainer.scaler().scale());
+    index.set_attribute("/", "clean_steps", static_cast<std::int64_t>(trainer.scaler().clean_steps()));
+    index.set_attribute("/", "world_size", static_cast<std::int64_t>(comm.size()));
+    index.set_attribute("/", "layout", layout_words(trainer, options.layout));
+    index.write_table("/tensors", tensors);
+    index.write_table("/pieces", table);
+    index.commit_as(partial / "index.h5");
+    fs::rename(partial, final_dir);
+    record::sync_directory(root);
+  });
+  saved.directory = final_dir;
+  saved.seconds = seconds_from(start);
+  return saved;
+}
+
+// ---- finding a save ----
+
+std::optional<fs::path> latest_training_state(const fs::path& root) {
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return std::nullopt;
+  std::optional<fs::path> best;
+  std::string best_name;
+  for (const fs::directory_entry& entry : fs::directory_iterator(root, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() != 13 || name.rfind("step-", 0) != 0 ||
+        !std::all_of(name.begin() + 5, name.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
+    if (!fs::exists(entry.path() / "index.h5", ec)) continue;
+    if (!best || name > best_name) {
+      best = entry.path();
+      best_name = name;
+    }
+  }
+  return best;
+}
+
+namespace {
+
+fs::path resolve(const fs::path& path) {
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  if (!fs::exists(status)) throw UsageError(path.string() + " does not exist");
+  if (!fs::is_directory(status)) throw UsageError(path.string() + " is not a directory (a training state is one)");
+  if (fs::exists(path / "index.h5", ec)) return path;
+  const bool partial = path.filename().string().ends_with(".partial") || fs::exists(path / rank_file(0), ec);
+  if (partial) {
+    const auto previous = latest_training_state(path.parent_path());
+    throw UsageError(path.string() + " is a save that was cut short (it has no index.h5) and cannot be restored" +
+                     (previous ? "; the newest complete one is " + previous->string() : ""));
+  }
+  if (const auto newest = latest_training_state(path)) return *newest;
+  throw UsageError("no complete training state in " + path.string() + " (looked for step-NNNNNNNN/index.h5)");
+}
+
+// One save, opened for reading: its index and, as pieces are needed, its rank files.
+class SaveReader {
+ public:
+  explicit SaveReader(fs::path directory)
+      : directory_(std::move(directory)),
+        index_(directory_ / "index.h5", kTrainingStateSchema, kTrainingStateVersion) {
+    save_id_ = index_.string_attribute("/", "save_id").value_or("");
+    if (save_id_.empty()) throw UsageError(index_.path().string() + " has no save_id: not a complete index");
+    const record::Table tensors = index_.read_table("/tensors");
+    for (std::size_t i = 0; i < tensors.rows(); ++i)
+      tensors_[tensors.get_str("name")[i]] = {tensors.get_str("dtype")[i], tensors.get_str("shape")[i]};
+    pieces_ = index_.read_table("/pieces");
+  }
+  const fs::path& directory() const { return directory_; }
+  const record::ArrayReader& index() const { return index_; }
+  std::int64_t integer(const std::string& name) const {
+    const auto v = index_.int_attribute("/", name);
+    if (!v) throw UsageError(index_.path().string() + " has no integer attribute " + name);
+    return *v;
+  }
+  double number(const std::string& name) const {
+    const auto v = index_.float_attribute("/", name);
+    if (!v) throw UsageError(index_.path().string() + " has no number attribute " + name);
+    return *v;
+  }
+  const std::map<std::string, std::pair<std::string, std::string>>& tensors() const { return tensors_; }
+
+  // Copies into `staged` (the held tensor's bytes) every overlap of the saved pieces of h's
+  // name with what h holds; returns the elements copied and adds the bytes read to `bytes`.
+  std::int64_t stage(const HeldTensor& h, std::vector<char>& staged, std::uint64_t& bytes) {
+    const std::size_t element = size_of(h.dtype);
+    std::int64_t lo = h.runs.empty() ? 0 : h.runs.front().first, hi = 0;
+    for (const Run& r : h.runs) {
+      lo = std::min(lo, r.first);
+      hi = std::max(hi, r.first + r.length);
+    }
+    std::int64_t copied = 0;
+    const auto& names = pieces_.get_str("name");
+    for (std::size_t row = 0; row < names.size(); ++row) {
+      if (names[row] != h.name || pieces_.get_i64("end")[row] <= lo || pieces_.get_i64("first")[row] >= hi) continue;
+      const int rank = static_cast<int>(pieces_.get_i64("rank")[row]);
+      const std::int64_t piece = pieces_.get_i64("piece")[row];
+      const auto count = static_cast<std::size_t>(pieces_.get_i64("elements")[row]);
+      const record::ArrayReader& file = rank_reader(rank);
+      const std::string group = piece_group(piece);
+      if (file.string_attribute(group, "name").value_or("") != h.name)
+        throw UsageError(file.path().string() + ": piece " + std::to_string(piece) + " is not " + h.name +
+                         " as the index says");
+      std::vector<std::int64_t> flat(file.length(group + "/runs"));
+      file.read(group + "/runs", DataType::int64, 0, flat.size(), flat.data());
+      std::vector<Run> runs;
+      for (std::size_t i = 0; i + 1 < flat.size(); i += 2) runs.push_back({flat[i], flat[i + 1]});
+      if (file.length(group + "/data") != count || run_elements(runs) != static_cast<std::int64_t>(count))
+        throw UsageError(file.path().string() + ": piece " + std::to_string(piece) + " of " + h.name + " holds " +
+                         std::to_string(file.length(group + "/data")) + " elements, the index says " +
+                         std::to_string(count));
+      std::vector<char> data(count * element);
+      file.read(group + "/data", h.dtype, 0, count, data.data());
+      bytes += data.size();
+      if (crc_of(data.data(), data.size()) != static_cast<std::uint32_t>(pieces_.get_i64("crc32")[row]))
+        throw UsageError(file.path().string() + ": piece " + std::to_string(piece) + " of " + h.name +
+                         " fails its CRC-32 check: the file is corrupt");
+      for (const RunCopy& c : overlaps(runs, h.runs)) {
+        std::memcpy(staged.data() + static_cast<std::size_t>(c.to_offset) * element,
+                    data.data() + static_cast<std::size_t>(c.from_offset) * element,
+                    static_cast<std::size_t>(c.count) * element);
+        copied += c.count;
+      }
+    }
+    return copied;
+  }
+
+ private:
+  const record::ArrayReader& rank_reader(int rank) {
+    auto it = ranks_.find(rank);
+    if (it != ranks_.end()) return *it->second;
+    const fs::path path = directory_ / rank_file(rank);
+    if (!fs::exists(path)) throw UsageError(path.string() + " is missing: the save lacks rank " + std::to_string(rank) + "'s file");
+    auto reader = std::make_unique<record::ArrayReader>(path, kTrainingStateSchema, kTrainingStateVersion);
+    if (reader->string_attribute("/", "save_id").value_or("") != save_id_)
+      throw UsageError(path.string() + " belongs to another save (its save_id differs from " +
+                       index_.path().string() + "'s)");
+    return *ranks_.emplace(rank, std::move(reader)).first->second;
+  }
+
+  fs::path directory_;
+  record::ArrayReader index_;
+  std::string save_id_;
+  std::map<std::string, std::pair<std::string, std::string>> tensors_;  // name -> (dtype, shape)
+  record::Table pieces_;
+  std::map<int, std::unique_ptr<record::ArrayReader>> ranks_;
+};
+
+}  // namespace
+
+// ---- restoring ----
+
+LoadedState load_training_state(Communicator& comm, Trainer& trainer, const fs::path& path, const StateLoad& options) {
+  const auto start = std::chrono::steady_clock::now();
+  require(options.fault.empty() || options.fault == "other_step" || options.fault == "wrong_offset" ||
+              options.fault == "missing_moment" || options.fault == "loss_scale",
+          "unknown training-state load fault '" + options.fault + "'");
+  LoadedState loaded;
+  const std::vector<HeldTensor> held = held_tensors(trainer);
+  std::vector<std::vector<char>> staged(held.size());
+  std::unique_ptr<SaveReader> save;
+  std::string held_names;
+  on_every_rank(comm, [&] {
+    save = std::make_unique<SaveReader>(resolve(path));
+    std::unique_ptr<SaveReader> other;
+    if (options.fault == "other_step") other = std::make_unique<SaveReader>(resolve(options.other));
+    const std::string where = save->directory().string();
+    for (std::size_t i = 0; i < held.size(); ++i) {
+      const HeldTensor& h = held[i];
+      held_names += h.name + '\n';
+      const auto it = save->tensors().find(h.name);
+      if (it == save->tensors().end())
+        throw UsageError(where + " has no tensor " + h.name + " (saved from a different model or optimizer?)");
+      if (it->second.second != to_string(h.whole))
+        throw UsageError(h.name + " is " + it->second.second + " in " + where + " but " + to_string(h.whole) +
+                         " in this model: saved from a different model");
+      if (it->second.first != name_of(h.dtype))
+        throw UsageError(h.name + " was saved as " + it->second.first + "; this run holds it as " +
+                         std::string(name_of(h.dtype)) + " (a restore keeps the precision)");
+      staged[i].assign(static_cast<std::size_t>(h.tensor.numel()) * size_of(h.dtype), 0);
+      SaveReader& from = (other && i == 0 && comm.rank() == 0) ? *other : *save;
+      const std::int64_t copied = from.stage(h, staged[i], loaded.bytes);
+      if (copied != h.tensor.numel())
+        throw UsageError(where + ": the saved pieces of " + h.name + " cover " + std::to_string(copied) + " of the " +
+                         std::to_string(h.tensor.numel()) + " elements this rank holds (a missing or mismatched piece)");
+    }
+  });
+  // Every saved tensor has a place in this run: nothing saved is silently dropped.
+  on_every_rank(comm, [&] {
+    std::map<std::string, bool> placed;
+    for (const auto& [name, entry] : save->tensors()) placed[name] = false;
+    for (const std::string& names : comm.all_gather_strings(held_names)) {
+      std::istringstream lines(names);
+      for (std::string line; std::getline(lines, line);) placed[line] = true;
+    }
+    for (const auto& [name, found] : placed)
+      if (!found)
+        throw UsageError(save->directory().string() + " holds " + name +
+                         ", which nothing in this run holds (a different model or optimizer?)");
+  });
+  const std::int64_t optimizer_steps = save->integer("optimizer_steps");
+  const double loss_scale = save->number("loss_scale");
+  const auto clean_steps = static_cast<int>(save->integer("clean_steps"));
+  loaded.directory = save->directory();
+  loaded.next_step = static_cast<std::uint64_t>(save->integer("next_step"));
+  loaded.world_size = static_cast<int>(save->integer("world_size"));
+  loaded.layout = save->index().string_attribute("/", "layout").value_or("");
+  // The scaler's state is checked before anything is written.
+  on_every_rank(comm, [&] {
+    LossScaler check = trainer.scaler();
+    check.restore(loss_scale, clean_steps);
+  });
+
+  // Everything read and checked on every rank: now into the trainer.
+  const std::string last_state = [&] {
+    const auto names = trainer.parts().optimizer->optimizer().state_names();
+    return names.empty() ? std::string() : "/" + names.back();
+  }();
+  for (std::size_t i = 0; i < held.size(); ++i) {
+    const HeldTensor& h = held[i];
+    if (options.fault == "missing_moment" && !last_state.empty() && h.name.ends_with(last_state)) continue;
+    if (options.fault == "wrong_offset" && i == 0 && comm.rank() == 0 && h.tensor.numel() > 1) {
+      const std::size_t e = size_of(h.dtype);
+      std::rotate(staged[i].begin(), staged[i].begin() + static_cast<std::ptrdiff_t>(e), staged[i].end());
+    }
+    Tensor host = Tensor::empty(h.name, {h.tensor.numel()}, h.dtype, MemoryCategory::workspace, MemorySpace::host);
+    std::memcpy(host.raw(), staged[i].data(), staged[i].size());
+    Tensor target = h.tensor;
+    copy_into(target, host);
+  }
+  trainer.parts().optimizer->restore_steps(optimizer_steps);
+  if (options.fault != "loss_scale") trainer.scaler().restore(loss_scale, clean_steps);
+  loaded.seconds = seconds_from(start);
+  return loaded;
+}
+
+}  // namespace parity::parallel
