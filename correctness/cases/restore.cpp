@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <random>
@@ -12,6 +13,7 @@
 
 #include "correctness/cases/compare.hpp"
 #include "correctness/cases/family.hpp"
+#include "correctness/cases/pipeline.hpp"
 #include "correctness/cases/tensor.hpp"
 #include "correctness/cases/training.hpp"
 #include "reference/core/error.hpp"
@@ -30,8 +32,9 @@ std::string RestoreLayout::name() const {
   if (dp > 1) add("dp" + std::to_string(dp));
   if (tp > 1) add("tp" + std::to_string(tp));
   if (sp) add("sp");
+  if (pp > 1) add("pp" + std::to_string(pp) + "." + schedule + ".m" + std::to_string(micro_batches));
   if (zero > 0) add("zero" + std::to_string(zero));
-  if (micro_batches > 1) add("acc" + std::to_string(micro_batches));
+  if (micro_batches > 1 && pp == 1) add("acc" + std::to_string(micro_batches));
   return n.empty() ? "one" : n;
 }
 
@@ -43,9 +46,16 @@ namespace {
 
 using parallel::Axis;
 
-// Rows of the global batch: uneven shards at every data-parallel size up to 8, and two rows per
-// micro-batch at least with accumulation over 2.
-constexpr std::int64_t kRows = 17;
+// Rows of the global batch: the same under every layout, so a multiple of every pipeline's
+// micro-batches x replicas; three rows a rank at 8 data-parallel ranks.
+constexpr std::int64_t kRows = 24;
+
+// The tensor-parallel cases' GPT with 4 blocks, so that 4 pipeline stages have a block each.
+model::GptConfig restore_model(DataType dtype) {
+  model::GptConfig g = tensor_case_model(dtype);
+  g.layers = 4;
+  return g;
+}
 
 DataType model_type(const RestoreCase& c) {
   if (c.precision == "bfloat16") return DataType::bfloat16;
@@ -65,23 +75,98 @@ parallel::LossScaling loss_scaling(const RestoreCase& c) {
 }
 
 bool valid(const RestoreLayout& l) {
+  const bool pipeline = l.pp > 1 ? !l.sp && l.zero <= 1 && kRows % (l.micro_batches * l.dp) == 0 : l.pp == 1;
   return l.dp >= 1 && l.tp >= 1 && 12 % l.tp == 0 && (!l.sp || l.tp > 1) && (l.zero == 0 || l.dp > 1) &&
-         kRows / l.dp >= l.micro_batches;
+         kRows / l.dp >= l.micro_batches && pipeline;
 }
 
-// A layout training on its ranks: the grid, the model, the optimizer and the trainer.
+// Every rank's parameters (a pipeline stage's) gathered over `stages`, each name once, in the
+// order of `order` (the whole model's).
+parallel::ParameterValues gather_stages(Communicator& stages, const parallel::ParameterValues& mine,
+                                        const std::vector<std::string>& order) {
+  auto put = [](std::string& out, const void* data, std::size_t bytes) {
+    out.append(static_cast<const char*>(data), bytes);
+  };
+  auto put_doubles = [&](std::string& out, const std::vector<double>& v) {
+    const std::uint64_t n = v.size();
+    put(out, &n, sizeof n);
+    put(out, v.data(), n * sizeof(double));
+  };
+  std::string packed;
+  for (std::size_t i = 0; i < mine.names.size(); ++i) {
+    const std::uint64_t length = mine.names[i].size(), states = mine.state[i].size();
+    put(packed, &length, sizeof length);
+    put(packed, mine.names[i].data(), length);
+    put_doubles(packed, mine.values[i]);
+    put(packed, &states, sizeof states);
+    for (const auto& s : mine.state[i]) put_doubles(packed, s);
+  }
+  parallel::ParameterValues out;
+  for (const std::string& from : stages.all_gather_strings(packed)) {
+    std::size_t at = 0;
+    auto get = [&](void* data, std::size_t bytes) {
+      std::memcpy(data, from.data() + at, bytes);
+      at += bytes;
+    };
+    auto get_doubles = [&] {
+      std::uint64_t n = 0;
+      get(&n, sizeof n);
+      std::vector<double> v(n);
+      get(v.data(), n * sizeof(double));
+      return v;
+    };
+    while (at < from.size()) {
+      std::uint64_t length = 0, states = 0;
+      get(&length, sizeof length);
+      std::string name(length, '\0');
+      get(name.data(), length);
+      std::vector<double> values = get_doubles();
+      get(&states, sizeof states);
+      std::vector<std::vector<double>> state;
+      for (std::uint64_t k = 0; k < states; ++k) state.push_back(get_doubles());
+      if (std::find(out.names.begin(), out.names.end(), name) != out.names.end()) continue;  // the tied copy
+      out.names.push_back(std::move(name));
+      out.values.push_back(std::move(values));
+      out.state.push_back(std::move(state));
+    }
+  }
+  parallel::ParameterValues ordered;
+  for (const std::string& name : order) {
+    const auto it = std::find(out.names.begin(), out.names.end(), name);
+    if (it == out.names.end()) continue;  // compare() names what is missing
+    const auto i = static_cast<std::size_t>(it - out.names.begin());
+    ordered.names.push_back(name);
+    ordered.values.push_back(std::move(out.values[i]));
+    ordered.state.push_back(std::move(out.state[i]));
+  }
+  return ordered;
+}
+
+// A layout training on its ranks: the grid, the model, the optimizer and the trainer (or a
+// pipeline's setup, which holds them).
 struct Training {
   std::unique_ptr<parallel::Grid> grid;
   std::unique_ptr<parallel::TensorParallel> tp;
   std::unique_ptr<model::Model> model;
   std::unique_ptr<model::Optimizer> optimizer;
-  std::unique_ptr<parallel::Trainer> trainer;
+  std::unique_ptr<parallel::Trainer> owned;
+  std::unique_ptr<PipelineSetup> pipeline;
+  parallel::Trainer* trainer = nullptr;
   bool mixed = false;
 
   // Parameters (masters with mixed precision, else the model's own) and state, whole, on every
   // rank of the layout.
   parallel::ParameterValues values(std::vector<std::string>& disagreeing, bool master = true) {
     parallel::ParameterValues v = trainer->gathered(master && mixed);
+    if (pipeline) {
+      if (pipeline->tensor_parallel->size() > 1)
+        v = parallel::gather_tensor_parallel(v, pipeline->model->parameters(), pipeline->tensor_parallel->group(),
+                                             &disagreeing);
+      std::vector<std::string> order;
+      const auto whole = model::build_gpt(pipeline->config);
+      for (const model::Parameter* p : whole->parameters()) order.push_back(p->name);
+      return gather_stages(pipeline->grid->group(Axis::pp), v, order);
+    }
     if (tp) v = parallel::gather_tensor_parallel(v, model->parameters(), tp->group(), &disagreeing);
     return v;
   }
@@ -96,8 +181,23 @@ struct Training {
 
 std::unique_ptr<Training> start(Communicator& group, const RestoreLayout& l, const RestoreCase& c) {
   auto t = std::make_unique<Training>();
-  const model::GptConfig config = tensor_case_model(model_type(c));
+  const model::GptConfig config = restore_model(model_type(c));
   t->mixed = is_mixed(c);
+  if (l.pp > 1) {
+    PipelineCase pc;
+    pc.schedule = l.schedule;
+    pc.micro_batches = l.micro_batches;
+    pc.tensor_parallel = l.tp;
+    pc.data_parallel = l.dp;
+    pc.zero_stage = l.zero;
+    pc.precision = c.precision;
+    pc.model = config;
+    pc.rows_per_micro_batch = kRows / (l.micro_batches * l.dp);
+    t->pipeline = setup_pipeline_case(group, pc);
+    t->trainer = t->pipeline->trainer.get();
+    if (t->mixed) t->trainer->set_loss_scaling(loss_scaling(c), &group);
+    return t;
+  }
   parallel::GridSpec spec;
   spec.set(Axis::tp, l.tp).set(Axis::dp, l.dp);
   t->grid = std::make_unique<parallel::Grid>(group, spec);
@@ -117,12 +217,13 @@ std::unique_ptr<Training> start(Communicator& group, const RestoreLayout& l, con
     t->tp = std::make_unique<parallel::TensorParallel>(t->grid->group(Axis::tp), tc);
     t->model = parallel::build_tensor_parallel_gpt(config, *t->tp);
     t->model->to(group.memory_space());
-    t->trainer = parallel::make_tensor_parallel_trainer(*t->grid, *t->tp, *t->model, *t->optimizer, dc);
+    t->owned = parallel::make_tensor_parallel_trainer(*t->grid, *t->tp, *t->model, *t->optimizer, dc);
   } else {
     t->model = model::build_gpt(config);
     t->model->to(group.memory_space());
-    t->trainer = parallel::make_trainer(t->grid->group(Axis::dp), *t->model, *t->optimizer, dc);
+    t->owned = parallel::make_trainer(t->grid->group(Axis::dp), *t->model, *t->optimizer, dc);
   }
+  t->trainer = t->owned.get();
   return t;
 }
 
@@ -132,7 +233,7 @@ struct Reference {
 };
 
 Reference single_device(const RestoreCase& c, int steps) {
-  const model::GptConfig config = tensor_case_model(model_type(c));
+  const model::GptConfig config = restore_model(model_type(c));
   auto m = model::build_gpt(config);
   auto optimizer = case_adamw(is_mixed(c) ? DataType::float32 : model_type(c));
   Reference r;
@@ -227,6 +328,23 @@ std::vector<RestoreCase> restore_grid(int n) {
   add(layout(1, 0, 3), layout(3), "float32");
   add(layout(n, 1), layout(1, 0, 2, true), "bfloat16");
   add(layout(1, 0, 2), dp, "float16");
+  // Pipelines: the same pipeline on both sides, stages rebalanced (pp 4 -> 2), every schedule,
+  // into and out of data, tensor and ZeRO parallelism, composed with dp and tp.
+  auto pipeline = [&](int pp, const char* schedule, int m, int dp_ = 1, int zero = 0, int tp = 1) {
+    RestoreLayout l = layout(dp_, zero, tp, false, m);
+    l.pp = pp;
+    l.schedule = schedule;
+    return l;
+  };
+  add(pipeline(2, "1f1b", 4), pipeline(2, "1f1b", 4), "float32");
+  add(pipeline(4, "1f1b", 4), pipeline(2, "gpipe", 4), "float32");
+  add(pipeline(2, "gpipe", 2), one, "float64");
+  add(layout(2, 1), pipeline(2, "interleaved", 4), "float32");
+  add(pipeline(2, "zb-h1", 4), layout(1, 0, 2, true), "bfloat16");
+  add(pipeline(2, "1f1b", 2, 2, 1), layout(4, 3), "float32");
+  add(pipeline(2, "zb-v", 2, 1, 0, 2), pipeline(4, "1f1b", 4), "float32");
+  add(dp, pipeline(2, "zb-h2", 4), "float16");
+  add(pipeline(2, "1f1b", 4), pipeline(2, "1f1b", 2, 2, 1, 2), "bfloat16");
   return out;
 }
 
@@ -239,7 +357,7 @@ RestoreResult run_restore_case(Communicator& world, const RestoreCase& c) {
   if (!valid(a) || !valid(b)) throw UsageError(c.name() + ": a layout these cases cannot train");
   const int k = c.steps_before, n = c.steps_after;
   RestoreResult r;
-  const model::GptConfig config = tensor_case_model(model_type(c));
+  const model::GptConfig config = restore_model(model_type(c));
   const parallel::BatchSource source = parallel::batches_of(config);
   const Reference reference = single_device(c, k + n);
   r.bound = tolerance::restore_relative_bound(

@@ -35,15 +35,20 @@ inline const record::TableSpec kRestoreCasesTable{
     }};
 
 // A layout the cases train under: dp data-parallel ranks (with a ZeRO stage and gradient
-// accumulation) times tp tensor-parallel ranks (with or without sequence parallelism).
+// accumulation over micro_batches) times tp tensor-parallel ranks (with or without sequence
+// parallelism) times pp pipeline ranks (the schedule over micro_batches; ZeRO 0 or 1 over the
+// replicas, no sequence parallelism).
 struct RestoreLayout {
   int dp = 1;
   int zero = 0;
   int micro_batches = 1;
   int tp = 1;
   bool sp = false;
-  int ranks() const { return dp * tp; }
-  // "dp2.zero1", "tp2.sp", "dp2.tp2.zero3.acc2", "one" (a single rank)
+  int pp = 1;
+  std::string schedule = "1f1b";  // pp > 1
+  int ranks() const { return dp * tp * pp; }
+  // "dp2.zero1", "tp2.sp", "dp2.tp2.zero3.acc2", "pp4.1f1b.m4", "dp2.pp2.gpipe.m2.zero1", "one"
+  // (a single rank)
   std::string name() const;
   bool operator==(const RestoreLayout&) const = default;
 };
@@ -63,8 +68,10 @@ struct RestoreCase {
 
 // The cases at world size n: the same layout before and after (bit for bit), data parallelism
 // to ZeRO-3 and back, ZeRO stages into one another, accumulation, tensor parallelism re-cut
-// (tp 2 -> 4 -> 1), with and without sequence parallelism, composed with ZeRO, the world shrunk
-// and grown (8 -> 4 -> 1), in float64, float32, bfloat16 and float16, as far as n ranks allow.
+// (tp 2 -> 4 -> 1), with and without sequence parallelism, composed with ZeRO, pipelines
+// rebalanced (pp 4 -> 2) and into and out of every other technique under every schedule, the
+// world shrunk and grown (8 -> 4 -> 1), in float64, float32, bfloat16 and float16, as far as n
+// ranks allow.
 std::vector<RestoreCase> restore_grid(int world_size);
 
 struct RestoreResult {

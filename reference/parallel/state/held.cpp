@@ -75,32 +75,77 @@ bool runs_less(const std::vector<Run>& a, const std::vector<Run>& b) {
 }
 }  // namespace
 
-std::vector<WriteRange> assign_writers(const std::string& name, std::int64_t whole_elements,
-                                       const std::vector<std::vector<Run>>& holders) {
+std::vector<std::vector<WriteRange>> assign_writers(const std::string& name, std::int64_t whole_elements,
+                                                    const std::vector<std::vector<Run>>& holders) {
   // Replicas: holders with identical runs, in holder order.
   std::map<std::vector<Run>, std::vector<std::size_t>, decltype(&runs_less)> replicas(&runs_less);
   for (std::size_t k = 0; k < holders.size(); ++k) replicas[holders[k]].push_back(k);
-  std::vector<WriteRange> out(holders.size());
-  std::vector<Run> tiling;
+  std::vector<std::vector<WriteRange>> out(holders.size());
+  std::map<std::int64_t, std::int64_t> covered;  // disjoint [first, end) of the whole, written already
   for (const auto& [runs, group] : replicas) {
-    const std::int64_t n = run_elements(runs);
+    // This holding's elements nobody writes yet, as ranges of its own order.
+    std::vector<WriteRange> fresh;
+    std::int64_t at = 0;
+    for (const Run& r : runs) {
+      std::int64_t lo = r.first;
+      const std::int64_t hi = r.first + r.length;
+      auto it = covered.upper_bound(lo);
+      if (it != covered.begin() && std::prev(it)->second > lo) --it;
+      for (; lo < hi; ++it) {
+        const std::int64_t gap_end = it == covered.end() ? hi : std::min(hi, it->first);
+        if (lo < gap_end) {
+          const WriteRange w{at + (lo - r.first), at + (gap_end - r.first)};
+          if (!fresh.empty() && fresh.back().end == w.begin)
+            fresh.back().end = w.end;
+          else
+            fresh.push_back(w);
+        }
+        if (it == covered.end()) break;
+        lo = std::max(lo, it->second);
+      }
+      at += r.length;
+    }
+    for (const Run& r : runs) {  // merged into the written set
+      std::int64_t lo = r.first, hi = r.first + r.length;
+      auto it = covered.upper_bound(lo);
+      if (it != covered.begin() && std::prev(it)->second >= lo) --it;
+      while (it != covered.end() && it->first <= hi) {
+        lo = std::min(lo, it->first);
+        hi = std::max(hi, it->second);
+        it = covered.erase(it);
+      }
+      covered[lo] = hi;
+    }
+    // The fresh elements split evenly over the replicas, in order.
+    std::int64_t n = 0;
+    for (const WriteRange& w : fresh) n += w.end - w.begin;
     const auto k = static_cast<std::int64_t>(group.size());
-    for (std::int64_t j = 0; j < k; ++j) out[group[static_cast<std::size_t>(j)]] = {j * n / k, (j + 1) * n / k};
-    tiling.insert(tiling.end(), runs.begin(), runs.end());
+    for (std::int64_t j = 0; j < k; ++j) {
+      std::int64_t skip = j * n / k, take = (j + 1) * n / k - j * n / k;
+      for (const WriteRange& w : fresh) {
+        const std::int64_t size = w.end - w.begin;
+        if (skip >= size) {
+          skip -= size;
+          continue;
+        }
+        const std::int64_t count = std::min(take, size - skip);
+        if (count > 0) out[group[static_cast<std::size_t>(j)]].push_back({w.begin + skip, w.begin + skip + count});
+        take -= count;
+        skip = 0;
+        if (take == 0) break;
+      }
+    }
   }
-  std::sort(tiling.begin(), tiling.end(), [](const Run& a, const Run& b) { return a.first < b.first; });
   std::int64_t next = 0;
-  for (const Run& r : tiling) {
-    if (r.first < next)
-      throw Error("training state: two different holdings of " + name + " overlap at element " + std::to_string(r.first));
-    if (r.first > next)
-      throw Error("training state: no rank holds elements [" + std::to_string(next) + ", " + std::to_string(r.first) +
+  for (const auto& [first, end] : covered) {
+    if (first > next)
+      throw Error("training state: no rank holds elements [" + std::to_string(next) + ", " + std::to_string(first) +
                   ") of " + name);
-    next = r.first + r.length;
+    next = end;
   }
   if (next != whole_elements)
-    throw Error("training state: no rank holds elements [" + std::to_string(next) + ", " +
-                std::to_string(whole_elements) + ") of " + name);
+    throw Error("training state: " + name + " has " + std::to_string(whole_elements) + " elements; the ranks hold [0, " +
+                std::to_string(next) + ")");
   return out;
 }
 

@@ -44,15 +44,18 @@ std::vector<Run> parameter_runs(const model::Parameter& p, const Shape& shape, s
 std::vector<HeldTensor> held_tensors(Trainer& trainer);
 
 // Which ranks write which elements of a whole tensor when saving: every element exactly once.
-// `holders[k]` is holder k's runs (one entry per (rank, held tensor) holding the tensor; several
-// holders with identical runs are replicas and split their elements evenly, in order). Returns,
-// for every holder, the range [begin, end) of its own elements it writes. Throws Error when the
-// holders do not tile the whole tensor (a gap, or two different holdings overlapping).
+// `holders[k]` is holder k's runs (one entry per (rank, held tensor) holding the tensor). Holders
+// with identical runs are replicas and split their elements evenly, in order. Holdings that
+// overlap without being identical hold the same values (the tied table's copies on a
+// pipeline's first and last stage, each cut into its own ZeRO chunks, kept equal by summing
+// their gradients): the holding whose runs sort first writes the common elements. Returns, for
+// every holder, the ranges [begin, end) of its own elements it writes. Throws Error when
+// elements of the whole tensor are held by no one.
 struct WriteRange {
   std::int64_t begin = 0, end = 0;
 };
-std::vector<WriteRange> assign_writers(const std::string& name, std::int64_t whole_elements,
-                                       const std::vector<std::vector<Run>>& holders);
+std::vector<std::vector<WriteRange>> assign_writers(const std::string& name, std::int64_t whole_elements,
+                                                    const std::vector<std::vector<Run>>& holders);
 
 // The runs of a tensor's elements [begin, end) (runs of its whole order), and their count.
 std::vector<Run> sub_runs(const std::vector<Run>& runs, std::int64_t begin, std::int64_t end);

@@ -183,10 +183,10 @@ SavedState save_training_state(Communicator& comm, Trainer& trainer, const fs::p
     for (const auto& [name, list] : holders) {
       std::vector<std::vector<Run>> runs;
       for (const auto& [r, i] : list) runs.push_back(infos[static_cast<std::size_t>(r)][i].runs);
-      const std::vector<WriteRange> ranges = assign_writers(name, element_count(catalog.at(name).second), runs);
+      const auto ranges = assign_writers(name, element_count(catalog.at(name).second), runs);
       for (std::size_t k = 0; k < list.size(); ++k)
-        if (list[k].first == comm.rank() && ranges[k].begin < ranges[k].end)
-          pieces.push_back({list[k].second, ranges[k].begin, ranges[k].end});
+        if (list[k].first == comm.rank())
+          for (const WriteRange& w : ranges[k]) pieces.push_back({list[k].second, w.begin, w.end});
     }
   });
 
