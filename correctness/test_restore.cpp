@@ -121,6 +121,18 @@ TEST_F(RestoreTest, MistakesOfTheRestoreAreCaught) {
   }
 }
 
+TEST_F(RestoreTest, AnUnrestoredRoutingStateIsCaught) {
+  cases::RestoreCase c;
+  c.moe = true;
+  c.router = "aux_free";
+  c.before.ep = comm().size() % 2 == 0 ? 2 : 1;
+  c.after = c.before;
+  c.fault = "routing_state";
+  const cases::RestoreResult r = cases::run_restore_case(comm(), c);
+  EXPECT_FALSE(r.passed) << c.name() << " passed: " << r.message;
+  if (comm().rank() == 0 && std::getenv("PARITY_VERBOSE")) std::printf("%s: %s\n", c.name().c_str(), r.message.c_str());
+}
+
 TEST_F(RestoreTest, ABadPathIsRefusedInOneLine) {
   Training t = train(1);
   parallel::save_training_state(comm(), *t.trainer, root_, 1);

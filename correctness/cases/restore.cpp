@@ -18,6 +18,8 @@
 #include "correctness/cases/training.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/tolerance.hpp"
+#include "reference/model/moe.hpp"
+#include "reference/parallel/expert/expert_parallel.hpp"
 #include "reference/parallel/state/store.hpp"
 #include "reference/parallel/techniques/techniques.hpp"
 #include "reference/parallel/tensor/tensor_parallel.hpp"
@@ -29,6 +31,7 @@ namespace fs = std::filesystem;
 std::string RestoreLayout::name() const {
   std::string n;
   auto add = [&](const std::string& part) { n += (n.empty() ? "" : ".") + part; };
+  if (ep > 1) add("ep" + std::to_string(ep));
   if (dp > 1) add("dp" + std::to_string(dp));
   if (tp > 1) add("tp" + std::to_string(tp));
   if (sp) add("sp");
@@ -39,7 +42,8 @@ std::string RestoreLayout::name() const {
 }
 
 std::string RestoreCase::name() const {
-  return "restore/" + before.name() + "-to-" + after.name() + "/" + precision + (fault.empty() ? "" : "/" + fault);
+  return std::string("restore/") + (moe ? (router == "top_k" ? "moe/" : "moe." + router + "/") : "") + before.name() + "-to-" + after.name() + "/" + precision +
+         (fault.empty() ? "" : "/" + fault);
 }
 
 namespace {
@@ -74,10 +78,30 @@ parallel::LossScaling loss_scaling(const RestoreCase& c) {
   return s;
 }
 
+// The training cases' small GPT with block 1 an MoE layer of 4 experts, top-2, dropless.
+model::GptConfig restore_moe_model(DataType dtype) {
+  model::GptConfig g = case_gpt_config(dtype);
+  g.seed = 2718;
+  g.moe.layers = {1};
+  g.moe.experts = 4;
+  g.moe.top_k = 2;
+  g.moe.expert_hidden = 24;
+  g.moe.bias_update_rate = 5e-2;  // aux_free: large enough to change decisions within the steps
+  return g;
+}
+
+model::GptConfig model_of(const RestoreCase& c) {
+  if (!c.moe) return restore_model(model_type(c));
+  model::GptConfig g = restore_moe_model(model_type(c));
+  g.moe.router = c.router;
+  return g;
+}
+
 bool valid(const RestoreLayout& l) {
   const bool pipeline = l.pp > 1 ? !l.sp && l.zero <= 1 && kRows % (l.micro_batches * l.dp) == 0 : l.pp == 1;
+  const bool experts = l.ep == 1 || (l.pp == 1 && !l.sp && l.zero == 0 && l.micro_batches == 1 && 4 % l.ep == 0);
   return l.dp >= 1 && l.tp >= 1 && 12 % l.tp == 0 && (!l.sp || l.tp > 1) && (l.zero == 0 || l.dp > 1) &&
-         kRows / l.dp >= l.micro_batches && pipeline;
+         kRows / l.dp >= l.micro_batches && pipeline && experts;
 }
 
 // Every rank's parameters (a pipeline stage's) gathered over `stages`, each name once, in the
@@ -147,6 +171,8 @@ parallel::ParameterValues gather_stages(Communicator& stages, const parallel::Pa
 struct Training {
   std::unique_ptr<parallel::Grid> grid;
   std::unique_ptr<parallel::TensorParallel> tp;
+  std::unique_ptr<parallel::ExpertParallel> ep;
+  model::GptConfig config;
   std::unique_ptr<model::Model> model;
   std::unique_ptr<model::Optimizer> optimizer;
   std::unique_ptr<parallel::Trainer> owned;
@@ -168,20 +194,36 @@ struct Training {
       return gather_stages(pipeline->grid->group(Axis::pp), v, order);
     }
     if (tp) v = parallel::gather_tensor_parallel(v, model->parameters(), tp->group(), &disagreeing);
+    if (ep) v = parallel::gather_expert_parallel(v, config, ep->group(), &disagreeing);
     return v;
   }
-  // Everything the training state holds, whole: the model's values and state, and with mixed
-  // precision the masters too.
+  // Everything the training state holds, whole: the model's values and state, with mixed
+  // precision the masters too, and the aux-free routers' bias and pending load (summed over the
+  // data ranks; collective over them).
   std::vector<parallel::ParameterValues> state(std::vector<std::string>& disagreeing) {
     std::vector<parallel::ParameterValues> out{values(disagreeing, false)};
     if (mixed) out.push_back(values(disagreeing, true));
+    parallel::ParameterValues routing;
+    for (const model::MixtureOfExperts* moe : model::moe_layers(*trainer_model())) {
+      if (moe->rule().kind != ops::RouterKind::aux_free) continue;
+      const model::MixtureOfExperts::RoutingState s = moe->routing_state(true);
+      std::vector<double> v = s.bias;
+      v.insert(v.end(), s.load.begin(), s.load.end());
+      v.push_back(s.pending ? 1 : 0);
+      v.push_back(static_cast<double>(s.step));
+      routing.names.push_back(moe->name() + "/routing");
+      routing.values.push_back(std::move(v));
+      routing.state.emplace_back();
+    }
+    out.push_back(std::move(routing));
     return out;
   }
+  model::Model* trainer_model() { return &trainer->model(); }
 };
 
 std::unique_ptr<Training> start(Communicator& group, const RestoreLayout& l, const RestoreCase& c) {
   auto t = std::make_unique<Training>();
-  const model::GptConfig config = restore_model(model_type(c));
+  const model::GptConfig config = t->config = model_of(c);
   t->mixed = is_mixed(c);
   if (l.pp > 1) {
     PipelineCase pc;
@@ -199,7 +241,7 @@ std::unique_ptr<Training> start(Communicator& group, const RestoreLayout& l, con
     return t;
   }
   parallel::GridSpec spec;
-  spec.set(Axis::tp, l.tp).set(Axis::dp, l.dp);
+  spec.set(Axis::tp, l.tp).set(Axis::ep, l.ep).set(Axis::dp, l.dp);
   t->grid = std::make_unique<parallel::Grid>(group, spec);
   t->optimizer = case_adamw(t->mixed ? DataType::float32 : model_type(c));
   parallel::DataParallelConfig dc;
@@ -211,7 +253,19 @@ std::unique_ptr<Training> start(Communicator& group, const RestoreLayout& l, con
     dc.precision = parallel::Precision::mixed;
     dc.loss_scaling = loss_scaling(c);
   }
-  if (l.tp > 1) {
+  if (c.moe && l.ranks() > 1 && (l.ep > 1 || l.tp > 1)) {
+    // The experts over ep (split over tp inside each), the rest replicated, the batch over dp x ep.
+    parallel::validate_expert_parallel(config, l.ep);
+    t->ep = std::make_unique<parallel::ExpertParallel>(t->grid->group(Axis::ep), parallel::ExpertParallelConfig{});
+    t->tp = std::make_unique<parallel::TensorParallel>(t->grid->group(Axis::tp), parallel::TensorParallelConfig{});
+    const model::MoeBuild build = t->ep->build(config.moe.experts);
+    t->model = l.tp > 1 ? parallel::build_tensor_parallel_gpt(config, *t->tp, {{}}, build) : model::build_gpt(config, {{}}, build);
+    t->model->to(group.memory_space());
+    t->owned = parallel::make_expert_parallel_trainer(
+        *t->grid, *t->model, *t->optimizer, dc,
+        l.tp > 1 ? std::make_unique<parallel::TensorParallelSync>(*t->tp, *t->model, false) : nullptr);
+    if (l.tp == 1) t->tp.reset();
+  } else if (l.tp > 1) {
     parallel::TensorParallelConfig tc;
     tc.sequence_parallel = l.sp;
     t->tp = std::make_unique<parallel::TensorParallel>(t->grid->group(Axis::tp), tc);
@@ -233,12 +287,30 @@ struct Reference {
 };
 
 Reference single_device(const RestoreCase& c, int steps) {
-  const model::GptConfig config = restore_model(model_type(c));
+  const model::GptConfig config = model_of(c);
   auto m = model::build_gpt(config);
   auto optimizer = case_adamw(is_mixed(c) ? DataType::float32 : model_type(c));
   Reference r;
   r.origin = values_of(*m, optimizer.get());
   const parallel::BatchSource source = parallel::batches_of(config);
+  if (c.moe) {
+    // Each data rank's rows a pass of its own, as the layouts run them.
+    const int data = c.before.data_ranks();
+    for (int step = 0; step < steps; ++step) {
+      m->zero_grad();
+      double loss = 0;
+      for (int rank = 0; rank < data; ++rank) {
+        const parallel::RowRange shard = parallel::batch_shard(kRows, rank, data);
+        model::PassContext context{static_cast<std::uint64_t>(step), rank, true, shard.first};
+        context.global_rows = kRows;
+        loss += m->forward_backward(source(static_cast<std::uint64_t>(step), shard.first, shard.rows, kRows), context);
+      }
+      optimizer->step(m->parameters());
+      r.losses.push_back(loss);
+    }
+    r.values = values_of(*m, optimizer.get());
+    return r;
+  }
   if (is_mixed(c)) {
     const parallel::LossScaling s = loss_scaling(c);
     MixedRun run = train_mixed_single_device(*m, *optimizer, source, kRows, steps, s.dynamic ? s.initial_scale : 1);
@@ -345,6 +417,42 @@ std::vector<RestoreCase> restore_grid(int n) {
   add(pipeline(2, "zb-v", 2, 1, 0, 2), pipeline(4, "1f1b", 4), "float32");
   add(dp, pipeline(2, "zb-h2", 4), "float16");
   add(pipeline(2, "1f1b", 4), pipeline(2, "1f1b", 2, 2, 1, 2), "bfloat16");
+  // Expert parallelism on the MoE model, the batch over as many data ranks on both sides:
+  // ep 4 -> 2, experts into data parallelism and ZeRO and back, tp inside the experts.
+  auto moe = [&](const RestoreLayout& a, const RestoreLayout& b, const char* precision) {
+    if (a.ranks() > n || b.ranks() > n || !valid(a) || !valid(b) || a.data_ranks() != b.data_ranks()) return;
+    RestoreCase c;
+    c.before = a;
+    c.after = b;
+    c.precision = precision;
+    c.moe = true;
+    if (seen.insert(c.name()).second) out.push_back(c);
+  };
+  auto experts = [&](int ep, int dp_ = 1, int tp = 1) {
+    RestoreLayout l = layout(dp_, 0, tp);
+    l.ep = ep;
+    return l;
+  };
+  moe(experts(2), experts(2), "float32");
+  moe(experts(4), experts(2, 2), "float64");
+  moe(experts(2), layout(2, 1), "float32");
+  moe(layout(4), experts(4), "float32");
+  moe(experts(2, 1, 2), experts(2), "float32");
+  moe(one, one, "float64");
+  // The aux-free router's bias and pending load restored with it (expert-parallel layouts sum
+  // the loads over the data ranks).
+  auto aux_free = [&](const RestoreLayout& a, const RestoreLayout& b) {
+    if (a.ranks() > n || b.ranks() > n || !valid(a) || !valid(b) || a.data_ranks() != b.data_ranks()) return;
+    RestoreCase c;
+    c.before = a;
+    c.after = b;
+    c.moe = true;
+    c.router = "aux_free";
+    if (seen.insert(c.name()).second) out.push_back(c);
+  };
+  aux_free(experts(2), experts(2));
+  aux_free(experts(4), experts(2, 2));
+  aux_free(one, one);
   return out;
 }
 
@@ -355,14 +463,19 @@ RestoreResult run_restore_case(Communicator& world, const RestoreCase& c) {
     throw UsageError(c.name() + " needs " + std::to_string(std::max(a.ranks(), b.ranks())) + " ranks; the world has " +
                      std::to_string(world.size()));
   if (!valid(a) || !valid(b)) throw UsageError(c.name() + ": a layout these cases cannot train");
+  if (c.moe && a.data_ranks() != b.data_ranks())
+    throw UsageError(c.name() + ": the MoE cases split the batch over as many data ranks before as after");
+  if (!c.moe && (a.ep > 1 || b.ep > 1)) throw UsageError(c.name() + ": expert parallelism needs the MoE model");
   const int k = c.steps_before, n = c.steps_after;
   RestoreResult r;
-  const model::GptConfig config = restore_model(model_type(c));
+  const model::GptConfig config = model_of(c);
   const parallel::BatchSource source = parallel::batches_of(config);
   const Reference reference = single_device(c, k + n);
-  r.bound = tolerance::restore_relative_bound(
-      model_type(c), tolerance::tensor_parallel_reduction_terms(kRows * config.sequence, config.hidden, config.vocabulary),
-      std::max(a.ranks(), b.ranks()), std::max(a.tp, b.tp), config.layers, k + n, true);
+  const std::int64_t terms =
+      c.moe ? tolerance::expert_parallel_reduction_terms(kRows * config.sequence, config.moe.expert_hidden, config.vocabulary)
+            : tolerance::tensor_parallel_reduction_terms(kRows * config.sequence, config.hidden, config.vocabulary);
+  r.bound = tolerance::restore_relative_bound(model_type(c), terms, std::max(a.ranks(), b.ranks()), std::max(a.tp, b.tp),
+                                              config.layers, k + n, true);
 
   // Where the saves go: a directory of rank 0's naming, removed at the end.
   const std::string id =

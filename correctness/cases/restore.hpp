@@ -46,7 +46,9 @@ struct RestoreLayout {
   bool sp = false;
   int pp = 1;
   std::string schedule = "1f1b";  // pp > 1
-  int ranks() const { return dp * tp * pp; }
+  int ep = 1;                     // the MoE model's experts over ep ranks (tp inside them)
+  int ranks() const { return dp * tp * pp * ep; }
+  int data_ranks() const { return dp * ep; }  // the ranks the batch is split over
   // "dp2.zero1", "tp2.sp", "dp2.tp2.zero3.acc2", "pp4.1f1b.m4", "dp2.pp2.gpipe.m2.zero1", "one"
   // (a single rank)
   std::string name() const;
@@ -58,11 +60,16 @@ struct RestoreCase {
   // float64, float32, or mixed precision: bfloat16, float16 (with dynamic loss scaling that
   // doubles the scale during the run, so a scaler not restored shows).
   std::string precision = "float32";
+  // The MoE model (block 1 an MoE layer: 4 experts, top-2, dropless, balancing and z-losses on):
+  // expert parallelism, and the batch split over the same number of data ranks in both layouts
+  // (each data rank's rows are a pass of their own, whose balancing loss is its own).
+  bool moe = false;
+  std::string router = "top_k";  // or aux_free: its routing bias and pending load are state too
   int steps_before = 2, steps_after = 2;
   // A deliberate mistake of the restore (parallel::StateLoad::fault: other_step, wrong_offset,
-  // missing_moment, loss_scale), to show the checks catch it.
+  // missing_moment, loss_scale, routing_state), to show the checks catch it.
   std::string fault;
-  // "restore/dp2.zero1-to-tp2.sp/float32"
+  // "restore/dp2.zero1-to-tp2.sp/float32", "restore/moe/ep4-to-ep2.dp2/float64"
   std::string name() const;
 };
 

@@ -102,13 +102,35 @@ MixtureOfExperts::Routed MixtureOfExperts::route(const Tensor& probabilities, co
 void MixtureOfExperts::update_bias(const PassContext& context) {
   if (rule_.kind != ops::RouterKind::aux_free || !context.training) return;
   if (has_load_ && context.step != load_step_) {
-    if (sum_load_) sum_load_(step_load_);
+    if (sum_load_ && !load_summed_) sum_load_(step_load_);
+    load_summed_ = false;
     ops::update_routing_bias(bias_, step_load_, config_.bias_update_rate);
     has_load_ = false;
   }
   if (!has_load_) step_load_.assign(bias_.size(), 0.0);
   has_load_ = true;
   load_step_ = context.step;
+}
+
+MixtureOfExperts::RoutingState MixtureOfExperts::routing_state(bool sum) const {
+  RoutingState s;
+  s.bias = bias_;
+  s.pending = has_load_;
+  s.step = load_step_;
+  s.load = has_load_ ? step_load_ : std::vector<double>(bias_.size(), 0.0);
+  if (sum && has_load_ && sum_load_ && !load_summed_) sum_load_(s.load);
+  return s;
+}
+
+void MixtureOfExperts::restore_routing_state(const RoutingState& s) {
+  require(s.bias.size() == bias_.size() && s.load.size() == bias_.size(),
+          name() + ": a routing state of " + std::to_string(s.bias.size()) + " experts, the layer has " +
+              std::to_string(bias_.size()));
+  bias_ = s.bias;
+  step_load_ = s.load;
+  has_load_ = s.pending;
+  load_step_ = s.step;
+  load_summed_ = true;
 }
 
 // Runs the forward (or, reversed, the backward) of every local expert on its block of `local`

@@ -113,6 +113,19 @@ class MixtureOfExperts : public Layer {
   // parallel world; the layer applies the update at the first training forward of a new step.
   const std::vector<double>& routing_bias() const { return bias_; }
   void set_load_reduction(std::function<void(std::vector<double>&)> sum_over_ranks) { sum_load_ = std::move(sum_over_ranks); }
+  // The aux-free router's state between optimizer steps (what the training state saves): the
+  // bias, and the load of the last step, whose update the next step's first forward applies.
+  struct RoutingState {
+    std::vector<double> bias, load;
+    bool pending = false;    // a load waits for its update
+    std::uint64_t step = 0;  // the step it was counted in
+  };
+  // `sum`: the load summed over the data-parallel world (collective over it where a reduction
+  // is set); else as this rank counted it.
+  RoutingState routing_state(bool sum) const;
+  // Takes up a saved state; its load is taken as summed already. Throws Error for a state of
+  // another expert count.
+  void restore_routing_state(const RoutingState& state);
   // Statistics of the training passes since the last clear.
   const std::vector<MoePassStats>& statistics() const { return statistics_; }
   void clear_statistics() { statistics_.clear(); }
@@ -143,6 +156,7 @@ class MixtureOfExperts : public Layer {
   std::vector<double> step_load_;      // aux_free: this step's load, summed over its passes
   std::uint64_t load_step_ = 0;
   bool has_load_ = false;
+  bool load_summed_ = false;  // restored: the pending load is the world's sum already
   std::function<void(std::vector<double>&)> sum_load_;
   std::vector<MoePassStats> statistics_;
 };

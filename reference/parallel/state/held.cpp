@@ -6,6 +6,7 @@
 #include <set>
 
 #include "reference/core/error.hpp"
+#include "reference/model/moe.hpp"
 
 namespace parity::parallel {
 
@@ -35,7 +36,7 @@ std::vector<Run> parameter_runs(const model::Parameter& p, const Shape& shape, s
   return runs;
 }
 
-std::vector<HeldTensor> held_tensors(Trainer& trainer) {
+std::vector<HeldTensor> held_tensors(Trainer& trainer, bool saving) {
   std::vector<HeldTensor> out;
   const OptimizerStep& step = *trainer.parts().optimizer;
   auto whole_of = [](const model::Parameter& p, const Shape& local) { return p.shard ? p.shard->whole() : local; };
@@ -63,6 +64,30 @@ std::vector<HeldTensor> held_tensors(Trainer& trainer) {
       if (s.master.defined()) hold(s.master, "/master");
       for (std::size_t k = 0; k < states.size(); ++k) hold(s.state[k], "/" + states[k]);
     }
+  }
+  for (model::MixtureOfExperts* moe : model::moe_layers(trainer.model())) {
+    if (moe->rule().kind != ops::RouterKind::aux_free) continue;
+    const model::MixtureOfExperts::RoutingState s = moe->routing_state(saving);
+    const auto e = static_cast<std::int64_t>(s.bias.size());
+    Tensor t = Tensor::zeros(moe->name() + "/routing", {2 * e + 2}, DataType::float64, MemoryCategory::workspace);
+    for (std::int64_t i = 0; i < e; ++i) {
+      t.set(i, s.bias[static_cast<std::size_t>(i)]);
+      t.set(e + i, s.load[static_cast<std::size_t>(i)]);
+    }
+    t.set(2 * e, s.pending ? 1 : 0);
+    t.set(2 * e + 1, static_cast<double>(s.step));
+    HeldTensor h{t.name(), {2 * e + 2}, DataType::float64, t, {{0, 2 * e + 2}}, {}};
+    h.restore = [moe, e](const Tensor& loaded) {
+      model::MixtureOfExperts::RoutingState r;
+      for (std::int64_t i = 0; i < e; ++i) {
+        r.bias.push_back(loaded.at(i));
+        r.load.push_back(loaded.at(e + i));
+      }
+      r.pending = loaded.at(2 * e) != 0;
+      r.step = static_cast<std::uint64_t>(loaded.at(2 * e + 1));
+      moe->restore_routing_state(r);
+    };
+    out.push_back(std::move(h));
   }
   return out;
 }

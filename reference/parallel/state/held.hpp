@@ -8,10 +8,14 @@
 // replicated tensors are held whole by several ranks.
 //
 // Names: "<parameter>" for the value, "<parameter>/master", "<parameter>/<state>" with the
-// optimizer's state names (PyTorch's: exp_avg, exp_avg_sq, momentum_buffer).
+// optimizer's state names (PyTorch's: exp_avg, exp_avg_sq, momentum_buffer). Beside the
+// tensors, state the layers keep between steps: "<moe layer>/routing", the aux-free router's
+// bias and pending load (float64: E bias values, E loads summed over the data-parallel world, 1
+// when a load waits for its update, the step it was counted in).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,6 +36,8 @@ struct HeldTensor {
   DataType dtype = DataType::float32;
   Tensor tensor;          // the rank's elements, in the trainer's own storage (loading writes it)
   std::vector<Run> runs;  // where its elements sit in the whole, in the tensor's order
+  // For state a layer keeps outside tensors: hands the loaded tensor back to the layer.
+  std::function<void(const Tensor&)> restore;
 };
 
 // The whole-tensor runs of a parameter's local elements [first, first + count): the parameter's
@@ -39,9 +45,11 @@ struct HeldTensor {
 std::vector<Run> parameter_runs(const model::Parameter& p, const Shape& shape, std::int64_t first, std::int64_t count);
 
 // What this rank holds of the training state: the values of the parameters its model holds
-// (from the optimizer's segments where the model drops them between passes: ZeRO-3), and the
-// master copies and optimizer state of the segments it updates.
-std::vector<HeldTensor> held_tensors(Trainer& trainer);
+// (from the optimizer's segments where the model drops them between passes: ZeRO-3), the
+// master copies and optimizer state of the segments it updates, and its MoE layers' routing
+// state. `saving`: read the routing loads summed over the data-parallel world (collective over
+// it); else placeholders for a restore to fill.
+std::vector<HeldTensor> held_tensors(Trainer& trainer, bool saving);
 
 // Which ranks write which elements of a whole tensor when saving: every element exactly once.
 // `holders[k]` is holder k's runs (one entry per (rank, held tensor) holding the tensor). Holders

@@ -158,7 +158,7 @@ SavedState save_training_state(Communicator& comm, Trainer& trainer, const fs::p
   SavedState saved;
   const fs::path final_dir = root / step_name(next_step);
   const fs::path partial = root / (step_name(next_step) + ".partial");
-  const std::vector<HeldTensor> held = held_tensors(trainer);
+  const std::vector<HeldTensor> held = held_tensors(trainer, true);
 
   // Who writes what: every rank learns what every rank holds.
   std::string mine;
@@ -436,10 +436,10 @@ class SaveReader {
 LoadedState load_training_state(Communicator& comm, Trainer& trainer, const fs::path& path, const StateLoad& options) {
   const auto start = std::chrono::steady_clock::now();
   require(options.fault.empty() || options.fault == "other_step" || options.fault == "wrong_offset" ||
-              options.fault == "missing_moment" || options.fault == "loss_scale",
+              options.fault == "missing_moment" || options.fault == "loss_scale" || options.fault == "routing_state",
           "unknown training-state load fault '" + options.fault + "'");
   LoadedState loaded;
-  const std::vector<HeldTensor> held = held_tensors(trainer);
+  const std::vector<HeldTensor> held = held_tensors(trainer, false);
   std::vector<std::vector<char>> staged(held.size());
   std::unique_ptr<SaveReader> save;
   std::string held_names;
@@ -510,6 +510,7 @@ LoadedState load_training_state(Communicator& comm, Trainer& trainer, const fs::
     std::memcpy(host.raw(), staged[i].data(), staged[i].size());
     Tensor target = h.tensor;
     copy_into(target, host);
+    if (h.restore && options.fault != "routing_state") h.restore(target);
   }
   trainer.parts().optimizer->restore_steps(optimizer_steps);
   if (options.fault != "loss_scale") trainer.scaler().restore(loss_scale, clean_steps);

@@ -59,7 +59,8 @@ struct StateLoad {
   // Tests: deliberate mistakes a restore can make, for the checks to catch. "other_step": rank
   // 0's first tensor read from the save at `other` instead; "wrong_offset": rank 0's first
   // tensor one element off; "missing_moment": the optimizer's last state tensor (AdamW's
-  // exp_avg_sq) left as it was; "loss_scale": the loss scaler's state not restored.
+  // exp_avg_sq) left as it was; "loss_scale": the loss scaler's state not restored;
+  // "routing_state": the MoE layers' routing state (aux-free bias and load) not restored.
   std::string fault;
   std::filesystem::path other;
 };
