@@ -106,6 +106,27 @@ TEST_F(RestoreTest, EveryElementIsSavedOnceByOneRank) {
   }
 }
 
+TEST_F(RestoreTest, AnAsynchronousSaveHoldsTheStateOfItsStepWhileTrainingGoesOn) {
+  for (int zero : {0, 3}) {
+    Training t = train(2, zero);
+    const parallel::ParameterValues at_save = t.trainer->gathered(false);
+    const fs::path root = root_ / ("async" + std::to_string(zero));
+    parallel::AsyncStateSave save(comm(), *t.trainer, root, 2);
+    // Two more steps while the files are written.
+    const parallel::BatchSource source = parallel::batches_of(cases::tensor_case_model(DataType::float32));
+    for (int step = 2; step < 4; ++step) t.trainer->step(source, static_cast<std::uint64_t>(step));
+    EXPECT_EQ(parallel::latest_training_state(root), std::nullopt);  // no index yet: not a save
+    const parallel::SavedState saved = save.finish();
+    EXPECT_EQ(saved.directory, root / "step-00000002");
+    Training fresh = train(0, zero);
+    EXPECT_EQ(parallel::load_training_state(comm(), *fresh.trainer, root).next_step, 2u);
+    const parallel::ParameterValues restored = fresh.trainer->gathered(false);
+    EXPECT_EQ(restored.values, at_save.values) << "zero " << zero;
+    EXPECT_EQ(restored.state, at_save.state) << "zero " << zero;
+    EXPECT_EQ(fresh.trainer->parts().optimizer->steps_taken(), 2);
+  }
+}
+
 TEST_F(RestoreTest, MistakesOfTheRestoreAreCaught) {
   const int n = comm().size();
   for (const char* fault : {"wrong_offset", "other_step", "missing_moment", "loss_scale"}) {

@@ -20,6 +20,12 @@ ModelStateBytes zero_model_state_bytes(int stage, std::int64_t parameters, std::
   }
 }
 
+double training_state_bytes(std::int64_t parameters, StateBytes b) {
+  require(parameters >= 0, "training_state_bytes: a negative parameter count");
+  const ModelStateBytes whole = zero_model_state_bytes(0, parameters, parameters, 1, b);
+  return whole.parameters + whole.optimizer_state;
+}
+
 double zero_bytes_sent_per_rank(int stage, const std::vector<ShardedUnit>& units, int world, double element_bytes,
                                 int micro_batches) {
   require(world > 0 && micro_batches > 0, "zero_bytes_sent_per_rank: bad sizes");

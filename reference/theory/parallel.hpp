@@ -29,6 +29,12 @@ struct ModelStateBytes {
 ModelStateBytes zero_model_state_bytes(int stage, std::int64_t parameters, std::int64_t padded, int world,
                                        StateBytes bytes);
 
+// Bytes a training state saves (parallel/state): every parameter's value (p bytes) and its
+// optimizer state (K: a float32 master with mixed precision and the moments) once, whatever the
+// layout, and no gradients: (p + K) Psi, stage 0's model state without its gradients. Every rank
+// writes its share of it.
+double training_state_bytes(std::int64_t parameters, StateBytes bytes);
+
 // A unit of sharding (a top-level layer): its parameter count, padded count, and how many
 // top-level layers read it in forward (2 for a table shared with a tied LM head).
 struct ShardedUnit {

@@ -11,6 +11,7 @@
 #include <memory>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "reference/core/error.hpp"
 #include "reference/parallel/state/held.hpp"
@@ -152,20 +153,44 @@ std::string layout_words(const Trainer& trainer, const std::string& layout) {
 
 // ---- saving ----
 
-SavedState save_training_state(Communicator& comm, Trainer& trainer, const fs::path& root, std::uint64_t next_step,
-                               const StateSave& options) {
-  const auto start = std::chrono::steady_clock::now();
-  SavedState saved;
-  const fs::path final_dir = root / step_name(next_step);
-  const fs::path partial = root / (step_name(next_step) + ".partial");
-  const std::vector<HeldTensor> held = held_tensors(trainer, true);
+// A save planned on every rank: where it goes, who writes what, this rank's pieces copied off
+// the trainer (so training may go on while they are written), and the scalars as they were.
+struct SavePlan {
+  fs::path root, final_dir, partial;
+  std::uint64_t next_step = 0;
+  std::string save_id, layout, optimizer;
+  std::int64_t optimizer_steps = 0, clean_steps = 0;
+  double loss_scale = 1;
+  std::map<std::string, std::pair<std::string, Shape>> catalog;  // name -> (dtype, whole shape)
+  struct PieceData {
+    std::string name;
+    DataType dtype = DataType::float32;
+    std::vector<char> data;
+    std::vector<Run> runs;
+  };
+  std::vector<PieceData> pieces;
+  std::string fault;
+};
 
-  // Who writes what: every rank learns what every rank holds.
+namespace {
+
+// Collective: who writes what (every rank learns what every rank holds), the directory (made by
+// rank 0), the save's id, and this rank's pieces copied to host memory.
+SavePlan plan_save(Communicator& comm, Trainer& trainer, const fs::path& root, std::uint64_t next_step,
+                   const StateSave& options) {
+  SavePlan plan;
+  plan.root = root;
+  plan.next_step = next_step;
+  plan.final_dir = root / step_name(next_step);
+  plan.partial = root / (step_name(next_step) + ".partial");
+  plan.fault = options.fault;
+  require(plan.fault.empty() || plan.fault == "stop_before_index",
+          "unknown training-state save fault '" + plan.fault + "'");
+  const std::vector<HeldTensor> held = held_tensors(trainer, true);
   std::string mine;
   for (const HeldTensor& h : held) mine += describe_held(h);
   const std::vector<std::string> everyone = comm.all_gather_strings(mine);
   std::vector<Piece> pieces;
-  std::map<std::string, std::pair<std::string, Shape>> catalog;  // name -> (dtype, whole shape)
   on_every_rank(comm, [&] {
     std::map<std::string, std::vector<std::pair<int, std::size_t>>> holders;  // name -> (rank, held index)
     std::vector<std::vector<HeldInfo>> infos;
@@ -174,7 +199,7 @@ SavedState save_training_state(Communicator& comm, Trainer& trainer, const fs::p
       for (std::size_t i = 0; i < infos.back().size(); ++i) {
         const HeldInfo& h = infos.back()[i];
         holders[h.name].push_back({r, i});
-        auto [it, fresh] = catalog.try_emplace(h.name, h.dtype, h.whole);
+        auto [it, fresh] = plan.catalog.try_emplace(h.name, h.dtype, h.whole);
         if (!fresh && (it->second.first != h.dtype || it->second.second != h.whole))
           throw Error("training state: ranks hold " + h.name + " as " + it->second.first + " " +
                       to_string(it->second.second) + " and as " + h.dtype + " " + to_string(h.whole));
@@ -183,75 +208,92 @@ SavedState save_training_state(Communicator& comm, Trainer& trainer, const fs::p
     for (const auto& [name, list] : holders) {
       std::vector<std::vector<Run>> runs;
       for (const auto& [r, i] : list) runs.push_back(infos[static_cast<std::size_t>(r)][i].runs);
-      const auto ranges = assign_writers(name, element_count(catalog.at(name).second), runs);
+      const auto ranges = assign_writers(name, element_count(plan.catalog.at(name).second), runs);
       for (std::size_t k = 0; k < list.size(); ++k)
         if (list[k].first == comm.rank())
           for (const WriteRange& w : ranges[k]) pieces.push_back({list[k].second, w.begin, w.end});
     }
   });
-
-  // The directory, made by rank 0; the save's id, shared.
   on_every_rank(comm, [&] {
     if (comm.rank() != 0) return;
-    if (fs::exists(final_dir)) throw UsageError("a training state for step " + std::to_string(next_step) +
-                                                " exists already at " + final_dir.string());
+    if (fs::exists(plan.final_dir))
+      throw UsageError("a training state for step " + std::to_string(next_step) + " exists already at " +
+                       plan.final_dir.string());
     if (fs::exists(root) && !fs::is_directory(root)) throw UsageError(root.string() + " is not a directory");
-    fs::remove_all(partial);
-    fs::create_directories(partial);
+    fs::remove_all(plan.partial);
+    fs::create_directories(plan.partial);
   });
-  const std::string save_id = comm.all_gather_strings(comm.rank() == 0 ? random_id() : "").front();
+  plan.save_id = comm.all_gather_strings(comm.rank() == 0 ? random_id() : "").front();
+  plan.layout = layout_words(trainer, options.layout);
+  plan.optimizer = trainer.parts().optimizer->optimizer().name();
+  plan.optimizer_steps = trainer.parts().optimizer->steps_taken();
+  plan.loss_scale = trainer.scaler().scale();
+  plan.clean_steps = trainer.scaler().clean_steps();
+  for (const Piece& piece : pieces) {
+    const HeldTensor& h = held[piece.held];
+    const Tensor host = on_host(h.tensor);
+    const std::size_t element = size_of(h.dtype);
+    const auto* data = static_cast<const char*>(host.raw()) + static_cast<std::size_t>(piece.begin) * element;
+    plan.pieces.push_back({h.name, h.dtype,
+                           std::vector<char>(data, data + static_cast<std::size_t>(piece.end - piece.begin) * element),
+                           sub_runs(h.runs, piece.begin, piece.end)});
+  }
+  return plan;
+}
 
-  // Every rank its own file, complete and on disk before the index.
-  std::string written;  // "name\tpiece\telements\tfirst\tend\tcrc\n" per piece
-  on_every_rank(comm, [&] {
-    record::ArrayWriter file(partial / (rank_file(comm.rank()) + ".tmp"), kTrainingStateSchema, kTrainingStateVersion);
-    file.set_attribute("/", "save_id", save_id);
-    file.set_attribute("/", "rank", static_cast<std::int64_t>(comm.rank()));
-    file.set_attribute("/", "next_step", static_cast<std::int64_t>(next_step));
-    for (std::size_t j = 0; j < pieces.size(); ++j) {
-      const HeldTensor& h = held[pieces[j].held];
-      const Tensor host = on_host(h.tensor);
-      const std::size_t element = size_of(h.dtype);
-      const auto* data = static_cast<const char*>(host.raw()) + static_cast<std::size_t>(pieces[j].begin) * element;
-      const auto count = static_cast<std::size_t>(pieces[j].end - pieces[j].begin);
-      const std::vector<Run> runs = sub_runs(h.runs, pieces[j].begin, pieces[j].end);
-      std::vector<std::int64_t> flat;
-      std::int64_t lo = runs.front().first, hi = 0;
-      for (const Run& r : runs) {
-        flat.push_back(r.first);
-        flat.push_back(r.length);
-        lo = std::min(lo, r.first);
-        hi = std::max(hi, r.first + r.length);
-      }
-      const std::uint32_t crc = crc_of(data, count * element);
-      const std::string group = piece_group(static_cast<std::int64_t>(j));
-      file.write(group + "/data", h.dtype, data, count);
-      file.write(group + "/runs", DataType::int64, flat.data(), flat.size());
-      file.set_attribute(group, "name", h.name);
-      file.set_attribute(group, "crc32", static_cast<std::int64_t>(crc));
-      written += h.name + '\t' + std::to_string(j) + '\t' + std::to_string(count) + '\t' + std::to_string(lo) + '\t' +
-                 std::to_string(hi) + '\t' + std::to_string(crc) + '\n';
-      saved.bytes += count * element;
+// This rank's file, complete and on disk; returns its pieces for the index, a line each:
+// "name\tpiece\telements\tfirst\tend\tcrc".
+std::string write_rank_file(const SavePlan& plan, int rank, std::uint64_t& bytes) {
+  std::string written;
+  record::ArrayWriter file(plan.partial / (rank_file(rank) + ".tmp"), kTrainingStateSchema, kTrainingStateVersion);
+  file.set_attribute("/", "save_id", plan.save_id);
+  file.set_attribute("/", "rank", static_cast<std::int64_t>(rank));
+  file.set_attribute("/", "next_step", static_cast<std::int64_t>(plan.next_step));
+  for (std::size_t j = 0; j < plan.pieces.size(); ++j) {
+    const SavePlan::PieceData& piece = plan.pieces[j];
+    const std::size_t count = piece.data.size() / size_of(piece.dtype);
+    std::vector<std::int64_t> flat;
+    std::int64_t lo = piece.runs.front().first, hi = 0;
+    for (const Run& r : piece.runs) {
+      flat.push_back(r.first);
+      flat.push_back(r.length);
+      lo = std::min(lo, r.first);
+      hi = std::max(hi, r.first + r.length);
     }
-    saved.pieces = static_cast<std::int64_t>(pieces.size());
-    file.commit_as(partial / rank_file(comm.rank()));
-  });
+    const std::uint32_t crc = crc_of(piece.data.data(), piece.data.size());
+    const std::string group = piece_group(static_cast<std::int64_t>(j));
+    file.write(group + "/data", piece.dtype, piece.data.data(), count);
+    file.write(group + "/runs", DataType::int64, flat.data(), flat.size());
+    file.set_attribute(group, "name", piece.name);
+    file.set_attribute(group, "crc32", static_cast<std::int64_t>(crc));
+    written += piece.name + '\t' + std::to_string(j) + '\t' + std::to_string(count) + '\t' + std::to_string(lo) +
+               '\t' + std::to_string(hi) + '\t' + std::to_string(crc) + '\n';
+    bytes += piece.data.size();
+  }
+  file.commit_as(plan.partial / rank_file(rank));
+  return written;
+}
 
+// Collective, once every rank's file is written (`error`: this rank's failure, if any): the
+// index last, then the directory's final name.
+SavedState finish_save(Communicator& comm, const SavePlan& plan, const std::string& written, std::uint64_t bytes,
+                       const std::string& error) {
+  on_every_rank(comm, [&] {
+    if (!error.empty()) throw Error(error);
+  });
+  SavedState saved;
+  saved.pieces = static_cast<std::int64_t>(plan.pieces.size());
+  saved.bytes = bytes;
   const std::vector<std::string> all_written = comm.all_gather_strings(written);
-  std::vector<std::string> totals = comm.all_gather_strings(std::to_string(saved.bytes));
-  for (const std::string& t : totals) saved.total_bytes += std::stoull(t);
-  if (options.fault == "stop_before_index") {
-    saved.directory = partial;
-    saved.seconds = seconds_from(start);
+  for (const std::string& t : comm.all_gather_strings(std::to_string(bytes))) saved.total_bytes += std::stoull(t);
+  if (plan.fault == "stop_before_index") {
+    saved.directory = plan.partial;
     return saved;
   }
-  require(options.fault.empty(), "unknown training-state save fault '" + options.fault + "'");
-
-  // The index, last; then the directory takes its final name.
   on_every_rank(comm, [&] {
     if (comm.rank() != 0) return;
     record::Table tensors("every tensor of the training state: its name, type and whole shape");
-    for (const auto& [name, entry] : catalog) {
+    for (const auto& [name, entry] : plan.catalog) {
       tensors.str("name").push_back(name);
       tensors.str("dtype").push_back(entry.first);
       tensors.str("shape").push_back(to_string(entry.second));
@@ -277,23 +319,66 @@ SavedState save_training_state(Communicator& comm, Trainer& trainer, const fs::p
         table.i64("crc32").push_back(std::stoll(crc));
       }
     }
-    record::ArrayWriter index(partial / "index.h5.tmp", kTrainingStateSchema, kTrainingStateVersion);
-    index.set_attribute("/", "save_id", save_id);
-    index.set_attribute("/", "next_step", static_cast<std::int64_t>(next_step));
-    index.set_attribute("/", "optimizer_steps", trainer.parts().optimizer->steps_taken());
-    index.set_attribute("/", "optimizer", std::string(trainer.parts().optimizer->optimizer().name()));
-    index.set_attribute("/", "loss_scale", trainer.scaler().scale());
-    index.set_attribute("/", "clean_steps", static_cast<std::int64_t>(trainer.scaler().clean_steps()));
+    record::ArrayWriter index(plan.partial / "index.h5.tmp", kTrainingStateSchema, kTrainingStateVersion);
+    index.set_attribute("/", "save_id", plan.save_id);
+    index.set_attribute("/", "next_step", static_cast<std::int64_t>(plan.next_step));
+    index.set_attribute("/", "optimizer_steps", plan.optimizer_steps);
+    index.set_attribute("/", "optimizer", plan.optimizer);
+    index.set_attribute("/", "loss_scale", plan.loss_scale);
+    index.set_attribute("/", "clean_steps", plan.clean_steps);
     index.set_attribute("/", "world_size", static_cast<std::int64_t>(comm.size()));
-    index.set_attribute("/", "layout", layout_words(trainer, options.layout));
+    index.set_attribute("/", "layout", plan.layout);
     index.write_table("/tensors", tensors);
     index.write_table("/pieces", table);
-    index.commit_as(partial / "index.h5");
-    fs::rename(partial, final_dir);
-    record::sync_directory(root);
+    index.commit_as(plan.partial / "index.h5");
+    fs::rename(plan.partial, plan.final_dir);
+    record::sync_directory(plan.root);
   });
-  saved.directory = final_dir;
+  saved.directory = plan.final_dir;
+  return saved;
+}
+
+}  // namespace
+
+SavedState save_training_state(Communicator& comm, Trainer& trainer, const fs::path& root, std::uint64_t next_step,
+                               const StateSave& options) {
+  const auto start = std::chrono::steady_clock::now();
+  const SavePlan plan = plan_save(comm, trainer, root, next_step, options);
+  std::string written, error;
+  std::uint64_t bytes = 0;
+  try {
+    written = write_rank_file(plan, comm.rank(), bytes);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  SavedState saved = finish_save(comm, plan, written, bytes, error);
   saved.seconds = seconds_from(start);
+  return saved;
+}
+
+AsyncStateSave::AsyncStateSave(Communicator& comm, Trainer& trainer, const fs::path& root, std::uint64_t next_step,
+                               const StateSave& options)
+    : comm_(comm), start_(std::chrono::steady_clock::now()) {
+  plan_ = std::make_unique<SavePlan>(plan_save(comm, trainer, root, next_step, options));
+  staged_seconds_ = seconds_from(start_);
+  writer_ = std::thread([this] {
+    try {
+      written_ = write_rank_file(*plan_, comm_.rank(), bytes_);
+    } catch (const std::exception& e) {
+      error_ = e.what();
+    }
+  });
+}
+
+AsyncStateSave::~AsyncStateSave() {
+  if (writer_.joinable()) writer_.join();
+}
+
+SavedState AsyncStateSave::finish() {
+  require(writer_.joinable(), "AsyncStateSave: finished twice");
+  writer_.join();
+  SavedState saved = finish_save(comm_, *plan_, written_, bytes_, error_);
+  saved.seconds = seconds_from(start_);
   return saved;
 }
 

@@ -21,10 +21,13 @@
 // is raised on every rank with that rank's line, and the trainer is left as it was.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "reference/comm/communicator.hpp"
 #include "reference/parallel/trainer.hpp"
@@ -54,6 +57,36 @@ struct SavedState {
 // a step already saved under root.
 SavedState save_training_state(Communicator& comm, Trainer& trainer, const std::filesystem::path& root,
                                std::uint64_t next_step, const StateSave& options = {});
+
+struct SavePlan;
+
+// A save whose files are written while training goes on: the constructor (collective) decides
+// who writes what, makes the directory and copies this rank's pieces off the trainer, then a
+// thread of this rank writes its file; finish() (collective, called from the training thread
+// between steps) waits for every rank's file and writes the index. Destroyed unfinished, the
+// save stays `.partial` (refused when named, skipped when the newest is looked for). The
+// writer thread calls HDF5, which Debian builds without thread safety: the training thread must
+// not read or write an HDF5 file (a result file's journal) until finish() returns.
+class AsyncStateSave {
+ public:
+  AsyncStateSave(Communicator& comm, Trainer& trainer, const std::filesystem::path& root, std::uint64_t next_step,
+                 const StateSave& options = {});
+  ~AsyncStateSave();
+  AsyncStateSave(const AsyncStateSave&) = delete;
+  AsyncStateSave& operator=(const AsyncStateSave&) = delete;
+  // Seconds the constructor held training up: deciding the pieces and copying them.
+  double staged_seconds() const { return staged_seconds_; }
+  SavedState finish();
+
+ private:
+  Communicator& comm_;
+  std::chrono::steady_clock::time_point start_;
+  std::unique_ptr<SavePlan> plan_;
+  std::thread writer_;
+  std::string written_, error_;
+  std::uint64_t bytes_ = 0;
+  double staged_seconds_ = 0;
+};
 
 struct StateLoad {
   // Tests: deliberate mistakes a restore can make, for the checks to catch. "other_step": rank

@@ -1,0 +1,382 @@
+// parity bench state: for each layout (data parallelism, ZeRO 1-3, tensor parallelism over
+// every rank), a GPT trained a step, its training state saved (parallel::save_training_state),
+// restored into a fresh trainer of the same layout and checked equal element for element, and
+// saved again asynchronously while a step runs. Each rank's seconds and bytes are recorded beside
+// a sequential POSIX write and read of the same bytes on the same file system in the same run,
+// and the bytes of all ranks beside the formula (every value and its optimizer state once).
+#include "bench/commands/bench_state.hpp"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "bench/cli/progress.hpp"
+#include "bench/cli/shared.hpp"
+#include "bench/commands/command.hpp"
+#include "bench/commands/presets.hpp"
+#include "reference/core/error.hpp"
+#include "reference/model/optimizer.hpp"
+#include "reference/parallel/state/store.hpp"
+#include "reference/parallel/techniques/techniques.hpp"
+#include "reference/parallel/tensor/tensor_parallel.hpp"
+#include "reference/theory/parallel.hpp"
+
+namespace parity::cli {
+
+namespace fs = std::filesystem;
+
+StateBenchPlan plan_state_bench(const StateBenchOptions& options) {
+  if (options.repeats < 1) throw UsageError("--repeats must be at least 1");
+  if (options.layers < 0) throw UsageError("--layers must be at least 1 (0: the preset's)");
+  StateBenchPlan plan;
+  plan.model = options.model;
+  try {
+    plan.config = find_model_preset(options.model).config;
+  } catch (const UsageError& e) {
+    throw UsageError(std::string("--model: ") + e.what());
+  }
+  if (options.layers > 0) plan.config.layers = options.layers;
+  DataType type = DataType::float32;
+  try {
+    type = parse_data_type(options.precision);
+  } catch (const std::exception&) {
+    throw UsageError("--precision: '" + options.precision + "' is not float64, float32, bfloat16 or float16");
+  }
+  if (type != DataType::float64 && type != DataType::float32 && !is_half(type))
+    throw UsageError("--precision: " + options.precision + " is not float64, float32, bfloat16 or float16");
+  plan.config.dtype = type;
+  plan.config.validate();
+  for (const std::string& name : split_list(options.layouts)) {
+    StateLayout l;
+    l.name = name;
+    if (name == "dp") {
+    } else if (name.size() == 5 && name.rfind("zero", 0) == 0 && name[4] >= '1' && name[4] <= '3') {
+      l.zero = name[4] - '0';
+    } else if (name.size() > 2 && name.rfind("tp", 0) == 0 &&
+               name.find_first_not_of("0123456789", 2) == std::string::npos && name.size() < 6) {
+      l.tp = std::stoi(name.substr(2));
+      if (l.tp < 1) throw UsageError("--layouts: " + name + ": a tensor-parallel size of at least 1");
+    } else {
+      throw UsageError("--layouts: '" + name + "' is not dp, zero1, zero2, zero3 or tp<T>");
+    }
+    for (const StateLayout& seen : plan.layouts)
+      if (seen.name == name) throw UsageError("--layouts names " + name + " twice");
+    plan.layouts.push_back(l);
+  }
+  if (plan.layouts.empty()) throw UsageError("--layouts names no layout");
+  if (!options.dir.empty() && fs::exists(options.dir) && !fs::is_directory(options.dir))
+    throw UsageError("--dir " + options.dir + " is not a directory");
+  return plan;
+}
+
+namespace {
+
+// A layout's trainer on every rank, and what it is made of (members unmade in reverse).
+struct Built {
+  std::unique_ptr<parallel::Grid> grid;
+  std::unique_ptr<parallel::TensorParallel> tp;
+  std::unique_ptr<model::Model> model;
+  std::unique_ptr<model::AdamW> optimizer;
+  std::unique_ptr<parallel::Trainer> trainer;
+};
+
+Built build(Session& session, const model::GptConfig& config, const StateLayout& l, std::int64_t rows) {
+  Communicator& world = session.world();
+  if (world.size() % l.tp != 0)
+    throw UsageError("--layouts " + l.name + ": " + std::to_string(l.tp) + " does not divide the world of " +
+                     std::to_string(world.size()) + " ranks");
+  if (l.tp > 1) parallel::validate_tensor_parallel(config, l.tp, false);
+  Built b;
+  const bool mixed = is_half(config.dtype);
+  b.optimizer = std::make_unique<model::AdamW>(model::AdamWConfig{}, mixed ? DataType::float32 : config.dtype);
+  parallel::DataParallelConfig dc;
+  dc.global_batch = rows;
+  dc.zero_stage = world.size() / l.tp > 1 ? l.zero : 0;
+  if (mixed) dc.precision = parallel::Precision::mixed;
+  if (config.dtype == DataType::float16) dc.loss_scaling.dynamic = true;
+  parallel::GridSpec spec;
+  spec.set(parallel::Axis::tp, l.tp).set(parallel::Axis::dp, world.size() / l.tp);
+  b.grid = std::make_unique<parallel::Grid>(world, spec);
+  if (l.tp > 1) {
+    b.tp = std::make_unique<parallel::TensorParallel>(b.grid->group(parallel::Axis::tp), parallel::TensorParallelConfig{});
+    b.model = parallel::build_tensor_parallel_gpt(config, *b.tp);
+    b.model->to(session.space());
+    b.trainer = parallel::make_tensor_parallel_trainer(*b.grid, *b.tp, *b.model, *b.optimizer, dc);
+  } else {
+    b.model = model::build_gpt(config);
+    b.model->to(session.space());
+    b.trainer = parallel::make_trainer(world, *b.model, *b.optimizer, dc);
+  }
+  return b;
+}
+
+double seconds_of(const std::function<void()>& body) {
+  const auto start = std::chrono::steady_clock::now();
+  body();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Asks the kernel to drop a file's cached pages, so that reading it goes to the device where it
+// can (best effort: a dirty or shared page may stay).
+void drop_cached(const fs::path& file) {
+  const int fd = ::open(file.c_str(), O_RDONLY);
+  if (fd < 0) return;
+  ::fdatasync(fd);
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
+}
+
+// A sequential POSIX write of `bytes` to `file` (forced to disk) and its read back after its
+// cached pages are dropped: the file system's own rates for what a rank saves and loads.
+std::pair<double, double> file_system_baseline(const fs::path& file, std::size_t bytes) {
+  constexpr std::size_t kChunk = std::size_t{1} << 20;
+  std::vector<char> buffer(kChunk, 'p');
+  const double write_s = seconds_of([&] {
+    const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) throw UsageError("cannot write " + file.string() + ": " + std::strerror(errno));
+    for (std::size_t done = 0; done < bytes;) {
+      const std::size_t n = std::min(kChunk, bytes - done);
+      const ssize_t w = ::write(fd, buffer.data(), n);
+      if (w <= 0) {
+        ::close(fd);
+        throw Error("cannot write " + file.string() + ": " + std::strerror(errno));
+      }
+      done += static_cast<std::size_t>(w);
+    }
+    ::fsync(fd);
+    ::close(fd);
+  });
+  drop_cached(file);
+  const double read_s = seconds_of([&] {
+    const int fd = ::open(file.c_str(), O_RDONLY);
+    if (fd < 0) throw Error("cannot read " + file.string() + ": " + std::strerror(errno));
+    while (::read(fd, buffer.data(), kChunk) > 0) {
+    }
+    ::close(fd);
+  });
+  std::error_code ec;
+  fs::remove(file, ec);
+  return {write_s, read_s};
+}
+
+char rank_file_name(int rank, char (&text)[32]) {
+  std::snprintf(text, sizeof text, "rank-%05d.h5", rank);
+  return text[0];
+}
+
+// The states' directory, the same on every rank: --dir, or a fresh one under TMPDIR.
+fs::path states_root(Session& session, const StateBenchOptions& options) {
+  std::string made;
+  session.agree_on_root([&] {
+    if (!options.dir.empty()) {
+      std::error_code ec;
+      fs::create_directories(options.dir, ec);
+      if (ec || !fs::is_directory(options.dir))
+        throw UsageError("--dir " + options.dir + " cannot be made: " + (ec ? ec.message() : "not a directory"));
+      made = options.dir;
+      return;
+    }
+    std::string pattern = (fs::temp_directory_path() / "parity-state-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr)
+      throw UsageError("cannot make a temporary directory under " + fs::temp_directory_path().string() + ": " +
+                       std::strerror(errno));
+    made = pattern;
+  });
+  return session.world().all_gather_strings(made).front();
+}
+
+struct Measured {
+  double bytes = 0, file_bytes = 0, save_s = 0, load_s = 0, load_bytes = 0, fs_write_s = 0, fs_read_s = 0, step_s = 0,
+         async_staged_s = 0, async_step_s = 0, async_finish_s = 0, exact = 0;
+};
+
+}  // namespace
+
+struct StateBenchOutcome {
+  record::Table table{kStateBenchTable};
+  std::size_t failures = 0;
+};
+
+StateBenchOutcome run_state_bench(Session& session, const StateBenchPlan& plan, const StateBenchOptions& options) {
+  Communicator& world = session.world();
+  StateBenchOutcome out;
+  const std::int64_t rows = std::max<std::int64_t>(8, world.size());
+  const fs::path root = states_root(session, options);
+  const model::GptConfig& config = plan.config;
+  const bool mixed = is_half(config.dtype);
+  const auto parameters = model::build_gpt(config)->parameter_count();
+  theory::StateBytes per;
+  per.parameter = static_cast<double>(size_of(config.dtype));
+  per.optimizer = (mixed ? 4.0 : 0.0) + 2.0 * static_cast<double>(size_of(mixed ? DataType::float32 : config.dtype));
+  const double formula = theory::training_state_bytes(parameters, per);
+  const std::string precision(name_of(config.dtype));
+  const parallel::BatchSource source = parallel::batches_of(config);
+  Progress progress("bench state", plan.layouts.size() * static_cast<std::size_t>(options.repeats),
+                    session.is_root() && !session.options().quiet);
+  std::size_t done = 0;
+  const RowKey by_layout = [](const record::Table& t, std::size_t row) { return t.get_str("layout")[row]; };
+  for (const StateLayout& layout : plan.layouts) {
+    const std::size_t expected = static_cast<std::size_t>(options.repeats * world.size());
+    if (session.restore_rows("/bench/state", layout.name, by_layout, expected, out.table).found) {
+      done += static_cast<std::size_t>(options.repeats);
+      progress.update(done - 1, layout.name + " taken from the resumed file");
+      continue;
+    }
+    Built t = build(session, config, layout, rows);
+    std::uint64_t step = 0;
+    t.trainer->step(source, step++);  // the optimizer state exists from here on
+    const std::size_t first_row = out.table.rows();
+    for (int repeat = 0; repeat < options.repeats; ++repeat) {
+      Measured m;
+      m.step_s = seconds_of([&] { t.trainer->step(source, step++); });
+      const parallel::ParameterValues at_save = t.trainer->gathered(mixed);
+      const fs::path saves = root / (layout.name + "-" + std::to_string(repeat));
+      const parallel::SavedState saved = parallel::save_training_state(world, *t.trainer, saves, step, {layout.name, ""});
+      m.save_s = saved.seconds;
+      m.bytes = static_cast<double>(saved.bytes);
+      char name[32];
+      rank_file_name(world.rank(), name);
+      m.file_bytes = static_cast<double>(fs::file_size(saved.directory / name));
+      drop_cached(saved.directory / name);
+      world.barrier();
+      {
+        Built fresh = build(session, config, layout, rows);
+        const parallel::LoadedState loaded = parallel::load_training_state(world, *fresh.trainer, saved.directory);
+        m.load_s = loaded.seconds;
+        m.load_bytes = static_cast<double>(loaded.bytes);
+        const parallel::ParameterValues restored = fresh.trainer->gathered(mixed);
+        m.exact = restored.values == at_save.values && restored.state == at_save.state ? 1 : 0;
+      }
+      const auto [write_s, read_s] = file_system_baseline(
+          root / ("fs-" + std::to_string(world.rank()) + ".bin"), std::max<std::size_t>(saved.bytes, std::size_t{1} << 20));
+      m.fs_write_s = write_s;
+      m.fs_read_s = read_s;
+      // The asynchronous save: staged, then a step runs while the files are written.
+      world.barrier();
+      {
+        std::unique_ptr<parallel::AsyncStateSave> async;
+        m.async_staged_s = seconds_of([&] {
+          async = std::make_unique<parallel::AsyncStateSave>(world, *t.trainer, root / (layout.name + "-async-" + std::to_string(repeat)),
+                                                             step, parallel::StateSave{layout.name, ""});
+        });
+        m.async_step_s = seconds_of([&] { t.trainer->step(source, step++); });
+        m.async_finish_s = seconds_of([&] { async->finish(); });
+      }
+      // Every rank's figures, in rank order.
+      const std::vector<double> mine{m.bytes,      m.file_bytes,     m.save_s,       m.load_s,
+                                     m.load_bytes, m.fs_write_s,     m.fs_read_s,    m.step_s,
+                                     m.async_staged_s, m.async_step_s, m.async_finish_s, m.exact};
+      std::vector<double> all(mine.size() * static_cast<std::size_t>(world.size()));
+      world.all_gather({const_cast<double*>(mine.data()), mine.size(), DataType::float64, MemorySpace::host},
+                       {all.data(), all.size(), DataType::float64, MemorySpace::host});
+      record::Table& table = out.table;
+      for (int r = 0; r < world.size(); ++r) {
+        const double* v = all.data() + static_cast<std::size_t>(r) * mine.size();
+        table.str("layout").push_back(layout.name);
+        table.str("precision").push_back(precision);
+        table.i64("repeat").push_back(repeat);
+        table.i64("rank").push_back(r);
+        table.i64("world_size").push_back(world.size());
+        table.f64("bytes", "B").push_back(v[0]);
+        table.f64("file_bytes", "B").push_back(v[1]);
+        table.f64("total_bytes", "B").push_back(static_cast<double>(saved.total_bytes));
+        table.f64("formula_bytes", "B").push_back(formula);
+        table.f64("save_s", "s").push_back(v[2]);
+        table.f64("load_s", "s").push_back(v[3]);
+        table.f64("load_bytes", "B").push_back(v[4]);
+        table.f64("fs_write_s", "s").push_back(v[5]);
+        table.f64("fs_read_s", "s").push_back(v[6]);
+        table.f64("step_s", "s").push_back(v[7]);
+        table.f64("async_staged_s", "s").push_back(v[8]);
+        table.f64("async_step_s", "s").push_back(v[9]);
+        table.f64("async_finish_s", "s").push_back(v[10]);
+        table.i64("restored_exactly").push_back(static_cast<std::int64_t>(v[11]));
+        if (v[11] != 1) ++out.failures;
+      }
+      if (static_cast<double>(saved.total_bytes) != formula) ++out.failures;
+      if (session.is_root() && !options.keep) {
+        std::error_code ec;
+        fs::remove_all(saves, ec);
+        fs::remove_all(root / (layout.name + "-async-" + std::to_string(repeat)), ec);
+      }
+      progress.update(done++, layout.name + " repeat " + std::to_string(repeat + 1) + ": saved " +
+                                  std::to_string(saved.total_bytes) + " B in " + std::to_string(m.save_s) + " s");
+    }
+    session.record_rows("/bench/state", out.table, first_row);  // kept if the run is cut short
+  }
+  progress.finish();
+  world.barrier();
+  if (session.is_root() && !options.keep && options.dir.empty()) {
+    std::error_code ec;
+    fs::remove_all(root, ec);
+  }
+  return out;
+}
+
+namespace {
+
+class BenchState final : public Command {
+ public:
+  BenchState()
+      : Command({.name = "bench state",
+                 .help = "The training state (docs/training-state.md): a GPT saved from each layout (dp, ZeRO 1-3, "
+                         "tp over every rank) by every rank writing its own share, restored into a fresh trainer and "
+                         "checked equal, and saved again asynchronously while a step runs; seconds and bytes per "
+                         "rank beside a sequential write and read of the same bytes on the same file system, and "
+                         "the bytes beside the formula",
+                 .order = 105,
+                 .in_run = true,
+                 .tables = {&kStateBenchTable}}) {}
+
+  void declare(CommandOptions& o) override {
+    StateBenchOptions& p = options_;
+    o.add("--model", p.model, "GPT preset:" + model_presets_help(), {std::string("tiny"), std::string("tiny")});
+    o.add("--layers", p.layers, "Transformer blocks L (0: the preset's)");
+    o.add("--precision", p.precision,
+          "float64, float32, bfloat16 or float16 (16-bit: float32 master weights and optimizer state, saved too)");
+    o.add("--layouts", p.layouts, "Comma-separated: dp, zero1, zero2, zero3, tp<T> (T dividing the world; dp over the rest)");
+    o.add("--repeats", p.repeats, "Saves and restores of each layout", {2, 2});
+    o.add("--dir", p.dir,
+          "Directory for the saved states (made if missing; every rank must see it: a shared file system across hosts); "
+          "default: a temporary directory, removed at the end");
+    o.flag("--keep", p.keep, "Keep the saved states");
+  }
+
+  std::optional<int> prepare(std::optional<int>) override {
+    plan_state_bench(options_);  // refused before ranks start
+    return std::nullopt;
+  }
+
+  int execute(Job& job) override {
+    Session& s = job.session;
+    const StateBenchPlan plan = plan_state_bench(options_);
+    s.maybe_inject_stall();
+    const StateBenchOutcome outcome = run_state_bench(s, plan, options_);
+    if (s.is_root()) {
+      auto& file = s.results();
+      file.write_table("/bench/state", outcome.table);
+      file.set_attribute("/bench/state", "model", plan.model + ": " + plan.config.describe());
+    }
+    return outcome.failures ? kExitFailed : kExitOk;
+  }
+
+  std::optional<ResumeProbe> resume_probe() const override {
+    return ResumeProbe{{"-q", "--np", "2", "--model", "tiny", "--layouts", "dp,zero1,zero2,zero3,tp2", "--repeats", "15"},
+                       "bench/state",
+                       "layout,repeat,rank,bytes,total_bytes,formula_bytes,restored_exactly",
+                       {1, 2}};
+  }
+
+ private:
+  StateBenchOptions options_;
+};
+
+const RegisteredCommand<BenchState> kBenchState;
+
+}  // namespace
+}  // namespace parity::cli

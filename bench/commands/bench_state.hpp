@@ -1,0 +1,59 @@
+// parity bench state: the training state saved and restored, timed beside the file system.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bench/cli/session.hpp"
+#include "reference/model/model.hpp"
+#include "reference/record/table.hpp"
+
+namespace parity::cli {
+
+using record::ColumnType;
+
+// The result groups it writes (docs/results-schema.md).
+inline const record::TableSpec kStateBenchTable{
+    "/bench/state",
+    "the training state saved and restored per layout, a row per rank and repeat: seconds and bytes beside "
+    "the file system's sequential write and read of the same bytes in the same run, bytes against the formula, "
+    "and an asynchronous save's cost on the step",
+    {
+      {"layout", ColumnType::string}, {"precision", ColumnType::string}, {"repeat", ColumnType::int64},
+      {"rank", ColumnType::int64}, {"world_size", ColumnType::int64},
+      {"bytes", ColumnType::float64, "B"}, {"file_bytes", ColumnType::float64, "B"},
+      {"total_bytes", ColumnType::float64, "B"}, {"formula_bytes", ColumnType::float64, "B"},
+      {"save_s", ColumnType::float64, "s"}, {"load_s", ColumnType::float64, "s"},
+      {"load_bytes", ColumnType::float64, "B"}, {"fs_write_s", ColumnType::float64, "s"},
+      {"fs_read_s", ColumnType::float64, "s"}, {"step_s", ColumnType::float64, "s"},
+      {"async_staged_s", ColumnType::float64, "s"}, {"async_step_s", ColumnType::float64, "s"},
+      {"async_finish_s", ColumnType::float64, "s"}, {"restored_exactly", ColumnType::int64}
+    }};
+
+struct StateBenchOptions {
+  std::string model = "small";  // a GPT preset
+  int layers = 0;               // transformer blocks; 0: the preset's
+  std::string precision = "float32";
+  std::string layouts = "dp,zero3";  // dp, zero1, zero2, zero3, tp<T> (dp over the rest)
+  int repeats = 3;
+  std::string dir;               // where the states go; empty: a temporary directory
+  bool keep = false;             // keep the saved states
+};
+
+struct StateLayout {
+  std::string name;
+  int zero = 0;
+  int tp = 1;
+};
+
+struct StateBenchPlan {
+  std::string model;
+  model::GptConfig config;
+  std::vector<StateLayout> layouts;
+};
+// Checks every option (UsageError naming the bad one); a tp size against the world is checked
+// when the ranks run.
+StateBenchPlan plan_state_bench(const StateBenchOptions& options);
+
+}  // namespace parity::cli

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# `parity bench state` on 2 ranks: every layout's rows, a row per rank and repeat; the bytes all
+# ranks saved equal the formula (every value and AdamW moment once), each rank wrote half of
+# them (replicas split what they share), the restore equal to the saved state; every time
+# positive; the states removed with the temporary directory, and kept with --dir and --keep.
+set -euo pipefail
+parity=$1; work=$2
+rm -rf "$work"; mkdir -p "$work"; cd "$work"
+"$parity" bench state --np 2 -q --model tiny --layouts dp,zero1,zero3,tp2 --repeats 2 --out state.h5
+"$parity" bench state --np 2 -q --model tiny --layouts zero2 --precision bfloat16 --repeats 1 \
+  --dir "$work/kept" --keep --out kept.h5
+/usr/bin/python3 - <<'PY'
+import h5py
+
+def table(f, name):
+    g = f[name]
+    return {k: (g[k].asstr()[()] if g[k].dtype.kind == "O" else g[k][()]) for k in g.keys()}
+
+for path, layouts, value, state in (("state.h5", ["dp", "zero1", "zero3", "tp2"], 4, 8),
+                                    ("kept.h5", ["zero2"], 2, 12)):
+    with h5py.File(path) as f:
+        t = table(f, "/bench/state")
+        n = len(t["rank"])
+        repeats = 2 if path == "state.h5" else 1
+        assert n == len(layouts) * repeats * 2, n
+        assert sorted(set(t["layout"])) == sorted(layouts), t["layout"]
+        # The tiny GPT: 2 blocks, hidden 64, vocabulary 256, sequence 64, tied.
+        h, v, s, layers = 64, 256, 64, 2
+        parameters = v * h + s * h + layers * (12 * h * h + 13 * h) + 2 * h
+        for i in range(n):
+            assert t["formula_bytes"][i] == parameters * (value + state), (path, t["formula_bytes"][i])
+            assert t["total_bytes"][i] == t["formula_bytes"][i], (path, i)
+            assert abs(t["bytes"][i] - t["total_bytes"][i] / 2) <= t["total_bytes"][i] * 0.01, (path, i, t["bytes"][i])
+            assert t["file_bytes"][i] > t["bytes"][i], (path, i)
+            assert t["restored_exactly"][i] == 1, (path, i)
+            for c in ("save_s", "load_s", "fs_write_s", "fs_read_s", "step_s", "async_staged_s", "async_step_s",
+                      "async_finish_s"):
+                assert t[c][i] > 0, (path, c, i)
+            assert t["load_bytes"][i] >= t["bytes"][i] * (0.5 if t["layout"][i] != "dp" else 1.9), (path, i)
+print("bench state: rows, bytes and restores as expected")
+PY
+ls "$work/kept" | grep -q '^zero2-0$'
+ls "$work/kept/zero2-0" | grep -q '^step-'
+if ls -d "${TMPDIR:-/tmp}"/parity-state-* 2>/dev/null | grep -q .; then
+  for d in "${TMPDIR:-/tmp}"/parity-state-*; do
+    # A directory of this run would have been removed; an older one may belong to another job.
+    [ "$d" -ot state.h5 ] || { echo "left behind: $d" >&2; exit 1; }
+  done
+fi
