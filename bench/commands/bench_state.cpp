@@ -236,7 +236,8 @@ StateBenchOutcome run_state_bench(Session& session, const StateBenchPlan& plan, 
       m.step_s = seconds_of([&] { t.trainer->step(source, step++); });
       const parallel::ParameterValues at_save = t.trainer->gathered(mixed);
       const fs::path saves = root / (layout.name + "-" + std::to_string(repeat));
-      const parallel::SavedState saved = parallel::save_training_state(world, *t.trainer, saves, step, {layout.name, ""});
+      const parallel::SavedState saved = parallel::save_training_state(world, *t.trainer, saves, step,
+                                                                           {.layout = layout.name, .model = config});
       m.save_s = saved.seconds;
       m.bytes = static_cast<double>(saved.bytes);
       char name[32];
@@ -262,7 +263,7 @@ StateBenchOutcome run_state_bench(Session& session, const StateBenchPlan& plan, 
         std::unique_ptr<parallel::AsyncStateSave> async;
         m.async_staged_s = seconds_of([&] {
           async = std::make_unique<parallel::AsyncStateSave>(world, *t.trainer, root / (layout.name + "-async-" + std::to_string(repeat)),
-                                                             step, parallel::StateSave{layout.name, ""});
+                                                             step, parallel::StateSave{.layout = layout.name, .model = config});
         });
         m.async_step_s = seconds_of([&] { t.trainer->step(source, step++); });
         m.async_finish_s = seconds_of([&] { async->finish(); });

@@ -502,7 +502,8 @@ RestoreResult run_restore_case(Communicator& world, const RestoreCase& c) {
           failures += "step " + std::to_string(step) + " skipped; ";
       }
       const parallel::SavedState saved =
-          parallel::save_training_state(*group, *t->trainer, root, static_cast<std::uint64_t>(k), {a.name(), ""});
+          parallel::save_training_state(*group, *t->trainer, root, static_cast<std::uint64_t>(k),
+                                        {.layout = a.name(), .model = t->config});
       r.saved_bytes = static_cast<double>(saved.total_bytes);
       saved_state = t->state(disagreeing);
       if (a == b) {

@@ -14,12 +14,14 @@
 #include <thread>
 
 #include "reference/core/error.hpp"
+#include "reference/parallel/state/files.hpp"
 #include "reference/parallel/state/held.hpp"
 #include "reference/record/arrays.hpp"
 
 namespace parity::parallel {
 
 namespace fs = std::filesystem;
+using namespace state_files;
 
 namespace {
 
@@ -46,34 +48,6 @@ void on_every_rank(Communicator& comm, Body body) {
     if (all[r][0] == 'U') throw UsageError(message);
     throw Error(message);
   }
-}
-
-// ---- names and text ----
-
-std::string step_name(std::uint64_t step) {
-  char text[32];
-  std::snprintf(text, sizeof text, "step-%08llu", static_cast<unsigned long long>(step));
-  return text;
-}
-
-std::string rank_file(int rank) {
-  char text[32];
-  std::snprintf(text, sizeof text, "rank-%05d.h5", rank);
-  return text;
-}
-
-std::string piece_group(std::int64_t piece) { return "/pieces/" + std::to_string(piece); }
-
-std::uint32_t crc_of(const void* data, std::size_t bytes) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  const auto* p = static_cast<const Bytef*>(data);
-  while (bytes > 0) {  // zlib takes at most a uInt per call
-    const auto n = static_cast<uInt>(std::min<std::size_t>(bytes, 1u << 30));
-    crc = crc32(crc, p, n);
-    p += n;
-    bytes -= n;
-  }
-  return static_cast<std::uint32_t>(crc);
 }
 
 // What other ranks need to know of a held tensor: name, type, whole shape and runs, one line.
@@ -161,6 +135,7 @@ struct SavePlan {
   std::string save_id, layout, optimizer;
   std::int64_t optimizer_steps = 0, clean_steps = 0;
   double loss_scale = 1;
+  std::optional<model::GptConfig> model;
   std::map<std::string, std::pair<std::string, Shape>> catalog;  // name -> (dtype, whole shape)
   struct PieceData {
     std::string name;
@@ -225,6 +200,7 @@ SavePlan plan_save(Communicator& comm, Trainer& trainer, const fs::path& root, s
   });
   plan.save_id = comm.all_gather_strings(comm.rank() == 0 ? random_id() : "").front();
   plan.layout = layout_words(trainer, options.layout);
+  plan.model = options.model;
   plan.optimizer = trainer.parts().optimizer->optimizer().name();
   plan.optimizer_steps = trainer.parts().optimizer->steps_taken();
   plan.loss_scale = trainer.scaler().scale();
@@ -292,45 +268,19 @@ SavedState finish_save(Communicator& comm, const SavePlan& plan, const std::stri
   }
   on_every_rank(comm, [&] {
     if (comm.rank() != 0) return;
-    record::Table tensors("every tensor of the training state: its name, type and whole shape");
-    for (const auto& [name, entry] : plan.catalog) {
-      tensors.str("name").push_back(name);
-      tensors.str("dtype").push_back(entry.first);
-      tensors.str("shape").push_back(to_string(entry.second));
-    }
-    record::Table table("every piece: the rank file holding it, its elements, the range of the whole it lies in, CRC-32");
-    for (std::size_t r = 0; r < all_written.size(); ++r) {
-      std::istringstream lines(all_written[r]);
-      for (std::string line; std::getline(lines, line);) {
-        std::istringstream f(line);
-        std::string name, piece, elements, first, end, crc;
-        std::getline(f, name, '\t');
-        std::getline(f, piece, '\t');
-        std::getline(f, elements, '\t');
-        std::getline(f, first, '\t');
-        std::getline(f, end, '\t');
-        std::getline(f, crc, '\t');
-        table.str("name").push_back(name);
-        table.i64("rank").push_back(static_cast<std::int64_t>(r));
-        table.i64("piece").push_back(std::stoll(piece));
-        table.i64("elements").push_back(std::stoll(elements));
-        table.i64("first").push_back(std::stoll(first));
-        table.i64("end").push_back(std::stoll(end));
-        table.i64("crc32").push_back(std::stoll(crc));
-      }
-    }
-    record::ArrayWriter index(plan.partial / "index.h5.tmp", kTrainingStateSchema, kTrainingStateVersion);
-    index.set_attribute("/", "save_id", plan.save_id);
-    index.set_attribute("/", "next_step", static_cast<std::int64_t>(plan.next_step));
-    index.set_attribute("/", "optimizer_steps", plan.optimizer_steps);
-    index.set_attribute("/", "optimizer", plan.optimizer);
-    index.set_attribute("/", "loss_scale", plan.loss_scale);
-    index.set_attribute("/", "clean_steps", plan.clean_steps);
-    index.set_attribute("/", "world_size", static_cast<std::int64_t>(comm.size()));
-    index.set_attribute("/", "layout", plan.layout);
-    index.write_table("/tensors", tensors);
-    index.write_table("/pieces", table);
-    index.commit_as(plan.partial / "index.h5");
+    IndexContents index;
+    index.save_id = plan.save_id;
+    index.next_step = plan.next_step;
+    index.optimizer_steps = plan.optimizer_steps;
+    index.optimizer = plan.optimizer;
+    index.loss_scale = plan.loss_scale;
+    index.clean_steps = plan.clean_steps;
+    index.world_size = comm.size();
+    index.layout = plan.layout;
+    index.model = plan.model;
+    index.catalog = plan.catalog;
+    index.written = all_written;
+    write_index(plan.partial, index);
     fs::rename(plan.partial, plan.final_dir);
     record::sync_directory(plan.root);
   });
@@ -382,141 +332,11 @@ SavedState AsyncStateSave::finish() {
   return saved;
 }
 
-// ---- finding a save ----
-
-std::optional<fs::path> latest_training_state(const fs::path& root) {
-  std::error_code ec;
-  if (!fs::is_directory(root, ec)) return std::nullopt;
-  std::optional<fs::path> best;
-  std::string best_name;
-  for (const fs::directory_entry& entry : fs::directory_iterator(root, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.size() != 13 || name.rfind("step-", 0) != 0 ||
-        !std::all_of(name.begin() + 5, name.end(), [](char c) { return c >= '0' && c <= '9'; }))
-      continue;
-    if (!fs::exists(entry.path() / "index.h5", ec)) continue;
-    if (!best || name > best_name) {
-      best = entry.path();
-      best_name = name;
-    }
-  }
-  return best;
-}
-
-namespace {
-
-fs::path resolve(const fs::path& path) {
-  std::error_code ec;
-  const fs::file_status status = fs::status(path, ec);
-  if (!fs::exists(status)) throw UsageError(path.string() + " does not exist");
-  if (!fs::is_directory(status)) throw UsageError(path.string() + " is not a directory (a training state is one)");
-  if (fs::exists(path / "index.h5", ec)) return path;
-  const bool partial = path.filename().string().ends_with(".partial") || fs::exists(path / rank_file(0), ec);
-  if (partial) {
-    const auto previous = latest_training_state(path.parent_path());
-    throw UsageError(path.string() + " is a save that was cut short (it has no index.h5) and cannot be restored" +
-                     (previous ? "; the newest complete one is " + previous->string() : ""));
-  }
-  if (const auto newest = latest_training_state(path)) return *newest;
-  throw UsageError("no complete training state in " + path.string() + " (looked for step-NNNNNNNN/index.h5)");
-}
-
-// One save, opened for reading: its index and, as pieces are needed, its rank files.
-class SaveReader {
- public:
-  explicit SaveReader(fs::path directory)
-      : directory_(std::move(directory)),
-        index_(directory_ / "index.h5", kTrainingStateSchema, kTrainingStateVersion) {
-    save_id_ = index_.string_attribute("/", "save_id").value_or("");
-    if (save_id_.empty()) throw UsageError(index_.path().string() + " has no save_id: not a complete index");
-    const record::Table tensors = index_.read_table("/tensors");
-    for (std::size_t i = 0; i < tensors.rows(); ++i)
-      tensors_[tensors.get_str("name")[i]] = {tensors.get_str("dtype")[i], tensors.get_str("shape")[i]};
-    pieces_ = index_.read_table("/pieces");
-  }
-  const fs::path& directory() const { return directory_; }
-  const record::ArrayReader& index() const { return index_; }
-  std::int64_t integer(const std::string& name) const {
-    const auto v = index_.int_attribute("/", name);
-    if (!v) throw UsageError(index_.path().string() + " has no integer attribute " + name);
-    return *v;
-  }
-  double number(const std::string& name) const {
-    const auto v = index_.float_attribute("/", name);
-    if (!v) throw UsageError(index_.path().string() + " has no number attribute " + name);
-    return *v;
-  }
-  const std::map<std::string, std::pair<std::string, std::string>>& tensors() const { return tensors_; }
-
-  // Copies into `staged` (the held tensor's bytes) every overlap of the saved pieces of h's
-  // name with what h holds; returns the elements copied and adds the bytes read to `bytes`.
-  std::int64_t stage(const HeldTensor& h, std::vector<char>& staged, std::uint64_t& bytes) {
-    const std::size_t element = size_of(h.dtype);
-    std::int64_t lo = h.runs.empty() ? 0 : h.runs.front().first, hi = 0;
-    for (const Run& r : h.runs) {
-      lo = std::min(lo, r.first);
-      hi = std::max(hi, r.first + r.length);
-    }
-    std::int64_t copied = 0;
-    const auto& names = pieces_.get_str("name");
-    for (std::size_t row = 0; row < names.size(); ++row) {
-      if (names[row] != h.name || pieces_.get_i64("end")[row] <= lo || pieces_.get_i64("first")[row] >= hi) continue;
-      const int rank = static_cast<int>(pieces_.get_i64("rank")[row]);
-      const std::int64_t piece = pieces_.get_i64("piece")[row];
-      const auto count = static_cast<std::size_t>(pieces_.get_i64("elements")[row]);
-      const record::ArrayReader& file = rank_reader(rank);
-      const std::string group = piece_group(piece);
-      if (file.string_attribute(group, "name").value_or("") != h.name)
-        throw UsageError(file.path().string() + ": piece " + std::to_string(piece) + " is not " + h.name +
-                         " as the index says");
-      std::vector<std::int64_t> flat(file.length(group + "/runs"));
-      file.read(group + "/runs", DataType::int64, 0, flat.size(), flat.data());
-      std::vector<Run> runs;
-      for (std::size_t i = 0; i + 1 < flat.size(); i += 2) runs.push_back({flat[i], flat[i + 1]});
-      if (file.length(group + "/data") != count || run_elements(runs) != static_cast<std::int64_t>(count))
-        throw UsageError(file.path().string() + ": piece " + std::to_string(piece) + " of " + h.name + " holds " +
-                         std::to_string(file.length(group + "/data")) + " elements, the index says " +
-                         std::to_string(count));
-      std::vector<char> data(count * element);
-      file.read(group + "/data", h.dtype, 0, count, data.data());
-      bytes += data.size();
-      if (crc_of(data.data(), data.size()) != static_cast<std::uint32_t>(pieces_.get_i64("crc32")[row]))
-        throw UsageError(file.path().string() + ": piece " + std::to_string(piece) + " of " + h.name +
-                         " fails its CRC-32 check: the file is corrupt");
-      for (const RunCopy& c : overlaps(runs, h.runs)) {
-        std::memcpy(staged.data() + static_cast<std::size_t>(c.to_offset) * element,
-                    data.data() + static_cast<std::size_t>(c.from_offset) * element,
-                    static_cast<std::size_t>(c.count) * element);
-        copied += c.count;
-      }
-    }
-    return copied;
-  }
-
- private:
-  const record::ArrayReader& rank_reader(int rank) {
-    auto it = ranks_.find(rank);
-    if (it != ranks_.end()) return *it->second;
-    const fs::path path = directory_ / rank_file(rank);
-    if (!fs::exists(path)) throw UsageError(path.string() + " is missing: the save lacks rank " + std::to_string(rank) + "'s file");
-    auto reader = std::make_unique<record::ArrayReader>(path, kTrainingStateSchema, kTrainingStateVersion);
-    if (reader->string_attribute("/", "save_id").value_or("") != save_id_)
-      throw UsageError(path.string() + " belongs to another save (its save_id differs from " +
-                       index_.path().string() + "'s)");
-    return *ranks_.emplace(rank, std::move(reader)).first->second;
-  }
-
-  fs::path directory_;
-  record::ArrayReader index_;
-  std::string save_id_;
-  std::map<std::string, std::pair<std::string, std::string>> tensors_;  // name -> (dtype, shape)
-  record::Table pieces_;
-  std::map<int, std::unique_ptr<record::ArrayReader>> ranks_;
-};
-
-}  // namespace
 
 // ---- restoring ----
+
+using state_files::SaveReader;
+using state_files::resolve;
 
 LoadedState load_training_state(Communicator& comm, Trainer& trainer, const fs::path& path, const StateLoad& options) {
   const auto start = std::chrono::steady_clock::now();

@@ -31,6 +31,7 @@
 
 #include "reference/comm/communicator.hpp"
 #include "reference/parallel/trainer.hpp"
+#include "reference/theory/model_config.hpp"
 
 namespace parity::parallel {
 
@@ -39,6 +40,8 @@ inline constexpr std::int64_t kTrainingStateVersion = 1;
 
 struct StateSave {
   std::string layout;  // words naming the layout, kept in the index ("dp 2, zero 1, tp 2")
+  // The GPT the trainer trains, kept in the index for readers that build it (state export).
+  std::optional<model::GptConfig> model;
   // Tests: "stop_before_index" leaves what a job killed during the save leaves (every rank's
   // file, no index, the directory still `.partial`).
   std::string fault;
