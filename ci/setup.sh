@@ -10,7 +10,7 @@ packages=(
   libgtest-dev googletest libbenchmark-dev
   libcli11-dev libfmt-dev
   libopenblas-dev libhwy-dev
-  python3-matplotlib python3-h5py python3-numpy
+  python3-matplotlib python3-h5py python3-numpy python3-torch
   chromium
   iproute2
 )

@@ -15,6 +15,7 @@
 #include "correctness/mpi_test.hpp"
 #include "reference/core/error.hpp"
 #include "reference/parallel/state/store.hpp"
+#include "reference/parallel/state/whole.hpp"
 #include "reference/parallel/techniques/techniques.hpp"
 #include "reference/record/arrays.hpp"
 
@@ -125,6 +126,27 @@ TEST_F(RestoreTest, AnAsynchronousSaveHoldsTheStateOfItsStepWhileTrainingGoesOn)
     EXPECT_EQ(restored.state, at_save.state) << "zero " << zero;
     EXPECT_EQ(fresh.trainer->parts().optimizer->steps_taken(), 2);
   }
+}
+
+TEST_F(RestoreTest, AWholeStateWrittenByOneProcessRestoresIntoAnyLayout) {
+  // Saved from data parallelism, read whole, written again as a one-rank save (what state
+  // import writes), and restored under ZeRO-3 over every rank: the same values and state.
+  Training t = train(2);
+  parallel::save_training_state(comm(), *t.trainer, root_ / "spread", 2);
+  comm().barrier();
+  if (comm().rank() == 0) {
+    parallel::WholeState whole = parallel::read_whole_training_state(root_ / "spread");
+    EXPECT_EQ(whole.next_step, 2u);
+    EXPECT_EQ(whole.optimizer_steps, 2);
+    EXPECT_EQ(whole.tensors.size(), 3 * t.model->parameters().size());
+    parallel::write_whole_training_state(root_ / "whole", whole);
+  }
+  comm().barrier();
+  Training sharded = train(0, 3);
+  EXPECT_EQ(parallel::load_training_state(comm(), *sharded.trainer, root_ / "whole").next_step, 2u);
+  const parallel::ParameterValues a = t.trainer->gathered(false), b = sharded.trainer->gathered(false);
+  EXPECT_EQ(a.values, b.values);
+  EXPECT_EQ(a.state, b.state);
 }
 
 TEST_F(RestoreTest, MistakesOfTheRestoreAreCaught) {

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The training state to PyTorch and back: a float64 GPT trained and saved on 2 ranks under ZeRO-1
+# (parity bench state --keep), exported under GPT-2's names with parity's logits
+# (parity state export), made a PyTorch state_dict (bench/gpt2_torch.py to-torch), loaded into
+# a PyTorch GPT-2 whose logits must equal parity's within the float64 bound (check); back
+# through from-torch and parity state import, exported again, equal to the first export bit for
+# bit. A GPT-2 whose query and key blocks are swapped, or whose projection is transposed, fails
+# the check; a state_dict lacking a tensor is refused by import; bad paths are refused in one line.
+set -euo pipefail
+parity=$1; here=$2; work=$3
+tool="/usr/bin/python3 $here/bench/gpt2_torch.py"
+rm -rf "$work"; mkdir -p "$work"; cd "$work"
+"$parity" bench state --np 2 -q --model tiny --precision float64 --layouts zero1 --repeats 1 --dir "$work/states" \
+  --keep --out state.h5
+"$parity" state export --from "$work/states/zero1-0" --out gpt2.h5 --tokens 2 > export.txt
+$tool to-torch gpt2.h5 gpt2.pt > /dev/null
+$tool check gpt2.h5 gpt2.pt | tee check.txt
+grep -q "^PyTorch GPT-2 logits against parity's (float64, 2 rows): relative error" check.txt
+$tool from-torch gpt2.pt back.h5 > /dev/null
+"$parity" state import --from back.h5 --out imported > import.txt
+"$parity" state export --from imported --out again.h5 --tokens 2 > /dev/null
+/usr/bin/python3 - <<'PY'
+import h5py, numpy as np, torch
+with h5py.File("gpt2.h5") as a, h5py.File("again.h5") as b:
+    names = sorted(k for k in a.keys() if k != "parity")
+    assert names == sorted(k for k in b.keys() if k != "parity"), names
+    assert len(names) == 2 + 12 * 2 + 2 + 1, len(names)
+    assert "transformer.h.1.attn.c_attn.weight" in names and "lm_head.weight" in names
+    assert list(a["transformer.h.0.attn.c_attn.weight"].attrs["shape"]) == [64, 192]   # Conv1D: [in, out]
+    assert list(a["transformer.h.0.mlp.c_proj.weight"].attrs["shape"]) == [256, 64]
+    for k in names:
+        assert a[k].dtype == b[k].dtype and np.array_equal(a[k][()], b[k][()]), k
+    assert np.array_equal(a["parity/logits"][()], b["parity/logits"][()])
+    # The tied head is the table.
+    assert np.array_equal(a["lm_head.weight"][()], a["transformer.wte.weight"][()])
+# Deliberately broken copies of the state_dict the check must reject.
+state = torch.load("gpt2.pt")
+c = 64
+swapped = dict(state)
+w = swapped["transformer.h.0.attn.c_attn.weight"].clone()
+w[:, :c], w[:, c:2 * c] = state["transformer.h.0.attn.c_attn.weight"][:, c:2 * c], state["transformer.h.0.attn.c_attn.weight"][:, :c]
+swapped["transformer.h.0.attn.c_attn.weight"] = w
+torch.save(swapped, "swapped.pt")
+transposed = dict(state)
+transposed["transformer.h.1.attn.c_proj.weight"] = state["transformer.h.1.attn.c_proj.weight"].t().contiguous()
+torch.save(transposed, "transposed.pt")
+missing = {k: v for k, v in state.items() if k != "transformer.h.1.mlp.c_fc.bias"}
+torch.save(missing, "missing.pt")
+for name in ("swapped", "transposed", "missing"):
+    with open("gpt2.json") as f, open(f"{name}.json", "w") as g:
+        g.write(f.read())
+print("interchange: exact round trip, tied head, Conv1D layouts")
+PY
+for broken in swapped transposed; do
+  if $tool check gpt2.h5 $broken.pt 2> $broken.txt; then echo "the check passed a $broken GPT-2" >&2; exit 1; fi
+  grep -q "beyond the bound" $broken.txt || { echo "no verdict for $broken: $(cat $broken.txt)" >&2; exit 1; }
+done
+$tool from-torch missing.pt missing.h5 > /dev/null
+set +e
+"$parity" state import --from missing.h5 --out refused 2> import-missing.txt; status=$?
+"$parity" state export --from "$work/nowhere" --out x.h5 2> export-missing.txt; status2=$?
+"$parity" state export --from imported --out gpt2.h5 2> export-exists.txt; status3=$?
+"$parity" state import --from state.h5 --out refused 2> import-foreign.txt; status4=$?
+set -e
+[ $status = 2 ] && grep -q "has no transformer.h.1.mlp.c_fc.bias" import-missing.txt
+[ $status2 = 2 ] && grep -q "nowhere does not exist" export-missing.txt
+[ $status3 = 2 ] && grep -q "exists" export-exists.txt
+[ $status4 = 2 ] && grep -q "is not a parity-gpt2 file" import-foreign.txt
+[ ! -e refused ] || { echo "a refused import left refused/" >&2; exit 1; }
+echo "state interchange: ok"
