@@ -9,7 +9,6 @@
 #include <sstream>
 
 #include "reference/core/error.hpp"
-#include "reference/parallel/state/store.hpp"
 
 namespace parity::parallel {
 

@@ -17,6 +17,16 @@
 #include "reference/record/arrays.hpp"
 #include "reference/theory/model_config.hpp"
 
+namespace parity::parallel {
+
+inline constexpr const char* kTrainingStateSchema = "parity-training-state";
+inline constexpr std::int64_t kTrainingStateVersion = 1;
+
+// The newest complete save under `root`, if any.
+std::optional<std::filesystem::path> latest_training_state(const std::filesystem::path& root);
+
+}  // namespace parity::parallel
+
 namespace parity::parallel::state_files {
 
 std::string step_name(std::uint64_t step);  // "step-00000003"

@@ -30,13 +30,11 @@
 #include <thread>
 
 #include "reference/comm/communicator.hpp"
+#include "reference/parallel/state/files.hpp"
 #include "reference/parallel/trainer.hpp"
 #include "reference/theory/model_config.hpp"
 
 namespace parity::parallel {
-
-inline constexpr const char* kTrainingStateSchema = "parity-training-state";
-inline constexpr std::int64_t kTrainingStateVersion = 1;
 
 struct StateSave {
   std::string layout;  // words naming the layout, kept in the index ("dp 2, zero 1, tp 2")
@@ -115,7 +113,5 @@ struct LoadedState {
 LoadedState load_training_state(Communicator& comm, Trainer& trainer, const std::filesystem::path& path,
                                 const StateLoad& options = {});
 
-// The newest complete save under `root`, if any.
-std::optional<std::filesystem::path> latest_training_state(const std::filesystem::path& root);
 
 }  // namespace parity::parallel
