@@ -16,7 +16,7 @@ NETNS_TEST_TAG='netns-faults'
 
 PYTHON=/usr/bin/python3
 REPORTS=$(cd -- "$HERE/../reports" && pwd)
-SCENARIOS=(kill_host link_down slow_link loss)
+SCENARIOS=(kill_host link_down slow_link loss elastic_restart)
 
 # The host every fault hits, and the names a line may give it (its namespace, which is its
 # host name here, or its address, which is its name in the hostfile and so in mpirun's notices).
@@ -71,6 +71,13 @@ link $victim_veth) with one fault per scenario. Scenarios (default: all):
              on the way into a host makes that host's ranks leave the barrier late by about
              as much as their data arrives late, so they would not look slower; a rate limit
              delays the operation's large messages far more than the barrier's small ones.
+  elastic_restart
+             'state train' (ZeRO-1 over all $NP ranks, a save every 2 steps) with host $VICTIM's
+             ranks killed once a save is complete: exit status 6 as for kill_host; then 'state
+             train --restart' on the hosts left, fewer ranks and tensor parallelism, goes on from
+             the newest complete save (its directory named in the restart line), finishes all the
+             steps and its parameters and optimizer state equal training on one device within
+             the bound (exit status 0).
   loss       netem loss $LOSS on the link both ways, from the start of 'check' (collectives
              and a few training cases) and 'bench collectives': exit status 0, every case
              passed, no wrong elements. Skipped (77) where the kernel has no netem.
@@ -588,6 +595,37 @@ scenario_loss() {
     expect_end 60
     expect_status 0 "success"
     verify "the bench under loss has wrong elements" full-bench "$work/loss_bench.h5"
+    cluster_down
+}
+
+scenario_elastic_restart() {
+    local dir=$work/elastic-state survivors=$work/survivors.hostfile left saved
+    netns_test_cluster_up 15 --quiet
+    rm -rf "$dir"
+    start_parity elastic_train 90 state train --model small --layout zero1 --steps 100 --save-every 4 --dir "$dir" \
+        -T "$OP_TIMEOUT" --out "$work/elastic_train.h5"
+    wait_for_progress ' step ([2-9][0-9]) loss ' 60
+    kill_victim_host
+    saved=$(find "$dir" -maxdepth 1 -name 'step-*' ! -name '*.partial' -printf '%f\n' | sort | tail -n 1)
+    [[ -n $saved ]] || fail "elastic_restart: no complete save in $dir after the kill"
+    # The hosts left, fewer ranks, another layout: on from the newest complete save.
+    grep -Ev "^${victim_re}([[:space:]]|\$)" "$hostfile" >"$survivors"
+    left=$((NP - RANKS_PER_HOST))
+    run_name=elastic_restart
+    run_args=(state train --model small --layout tp2 --steps 100 --save-every 4 --dir "$dir" --restart -T "$OP_TIMEOUT"
+              --out "$work/elastic_restart.h5" --np "$left" --hostfile "$survivors")
+    say "$run_name: parity ${run_args[*]}"
+    BOUNDED_OUT=$work/$run_name.out BOUNDED_ERR=$work/$run_name.err \
+        bounded_start 120 "$parity" "${run_args[@]}" || fail "$run_name: no time left to start"
+    fault_at=$(ms_now)
+    expect_end 120
+    expect_status 0 "the restarted run finished within the bound"
+    grep -q "^\[state train\] restarted from $dir/$saved: step" "$work/$run_name.err" ||
+        fail_run "no line says it restarted from $dir/$saved"
+    grep -Eq '^\[state train\] 100 steps, restarted at step [0-9]+: parameters and state against one device .* \(bound [^)]*\)$' \
+        "$work/$run_name.err" || fail_run "no verdict line against one device"
+    say "$(grep '^\[state train\] 100 steps' "$work/$run_name.err")"
+    expect_no_leftovers all
     cluster_down
 }
 

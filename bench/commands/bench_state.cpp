@@ -30,68 +30,29 @@ namespace parity::cli {
 
 namespace fs = std::filesystem;
 
-StateBenchPlan plan_state_bench(const StateBenchOptions& options) {
-  if (options.repeats < 1) throw UsageError("--repeats must be at least 1");
-  if (options.layers < 0) throw UsageError("--layers must be at least 1 (0: the preset's)");
-  StateBenchPlan plan;
-  plan.model = options.model;
-  try {
-    plan.config = find_model_preset(options.model).config;
-  } catch (const UsageError& e) {
-    throw UsageError(std::string("--model: ") + e.what());
+StateLayout parse_state_layout(const std::string& name, const std::string& option) {
+  StateLayout l;
+  l.name = name;
+  if (name == "dp") {
+  } else if (name.size() == 5 && name.rfind("zero", 0) == 0 && name[4] >= '1' && name[4] <= '3') {
+    l.zero = name[4] - '0';
+  } else if (name.size() > 2 && name.size() < 6 && name.rfind("tp", 0) == 0 &&
+             name.find_first_not_of("0123456789", 2) == std::string::npos && name[2] != '0') {
+    l.tp = std::stoi(name.substr(2));
+  } else {
+    throw UsageError(option + ": '" + name + "' is not dp, zero1, zero2, zero3 or tp<T>");
   }
-  if (options.layers > 0) plan.config.layers = options.layers;
-  DataType type = DataType::float32;
-  try {
-    type = parse_data_type(options.precision);
-  } catch (const std::exception&) {
-    throw UsageError("--precision: '" + options.precision + "' is not float64, float32, bfloat16 or float16");
-  }
-  if (type != DataType::float64 && type != DataType::float32 && !is_half(type))
-    throw UsageError("--precision: " + options.precision + " is not float64, float32, bfloat16 or float16");
-  plan.config.dtype = type;
-  plan.config.validate();
-  for (const std::string& name : split_list(options.layouts)) {
-    StateLayout l;
-    l.name = name;
-    if (name == "dp") {
-    } else if (name.size() == 5 && name.rfind("zero", 0) == 0 && name[4] >= '1' && name[4] <= '3') {
-      l.zero = name[4] - '0';
-    } else if (name.size() > 2 && name.rfind("tp", 0) == 0 &&
-               name.find_first_not_of("0123456789", 2) == std::string::npos && name.size() < 6) {
-      l.tp = std::stoi(name.substr(2));
-      if (l.tp < 1) throw UsageError("--layouts: " + name + ": a tensor-parallel size of at least 1");
-    } else {
-      throw UsageError("--layouts: '" + name + "' is not dp, zero1, zero2, zero3 or tp<T>");
-    }
-    for (const StateLayout& seen : plan.layouts)
-      if (seen.name == name) throw UsageError("--layouts names " + name + " twice");
-    plan.layouts.push_back(l);
-  }
-  if (plan.layouts.empty()) throw UsageError("--layouts names no layout");
-  if (!options.dir.empty() && fs::exists(options.dir) && !fs::is_directory(options.dir))
-    throw UsageError("--dir " + options.dir + " is not a directory");
-  return plan;
+  return l;
 }
 
-namespace {
-
-// A layout's trainer on every rank, and what it is made of (members unmade in reverse).
-struct Built {
-  std::unique_ptr<parallel::Grid> grid;
-  std::unique_ptr<parallel::TensorParallel> tp;
-  std::unique_ptr<model::Model> model;
-  std::unique_ptr<model::AdamW> optimizer;
-  std::unique_ptr<parallel::Trainer> trainer;
-};
-
-Built build(Session& session, const model::GptConfig& config, const StateLayout& l, std::int64_t rows) {
+StateTrainer build_state_trainer(Session& session, const model::GptConfig& config, const StateLayout& l,
+                                 std::int64_t rows, const std::string& option) {
   Communicator& world = session.world();
   if (world.size() % l.tp != 0)
-    throw UsageError("--layouts " + l.name + ": " + std::to_string(l.tp) + " does not divide the world of " +
+    throw UsageError(option + " " + l.name + ": " + std::to_string(l.tp) + " does not divide the world of " +
                      std::to_string(world.size()) + " ranks");
   if (l.tp > 1) parallel::validate_tensor_parallel(config, l.tp, false);
-  Built b;
+  StateTrainer b;
   const bool mixed = is_half(config.dtype);
   b.optimizer = std::make_unique<model::AdamW>(model::AdamWConfig{}, mixed ? DataType::float32 : config.dtype);
   parallel::DataParallelConfig dc;
@@ -114,6 +75,47 @@ Built build(Session& session, const model::GptConfig& config, const StateLayout&
   }
   return b;
 }
+
+parallel::ParameterValues StateTrainer::whole_values(bool master) {
+  parallel::ParameterValues v = trainer->gathered(master);
+  if (tp) v = parallel::gather_tensor_parallel(v, model->parameters(), tp->group(), nullptr);
+  return v;
+}
+
+StateBenchPlan plan_state_bench(const StateBenchOptions& options) {
+  if (options.repeats < 1) throw UsageError("--repeats must be at least 1");
+  if (options.layers < 0) throw UsageError("--layers must be at least 1 (0: the preset's)");
+  StateBenchPlan plan;
+  plan.model = options.model;
+  try {
+    plan.config = find_model_preset(options.model).config;
+  } catch (const UsageError& e) {
+    throw UsageError(std::string("--model: ") + e.what());
+  }
+  if (options.layers > 0) plan.config.layers = options.layers;
+  DataType type = DataType::float32;
+  try {
+    type = parse_data_type(options.precision);
+  } catch (const std::exception&) {
+    throw UsageError("--precision: '" + options.precision + "' is not float64, float32, bfloat16 or float16");
+  }
+  if (type != DataType::float64 && type != DataType::float32 && !is_half(type))
+    throw UsageError("--precision: " + options.precision + " is not float64, float32, bfloat16 or float16");
+  plan.config.dtype = type;
+  plan.config.validate();
+  for (const std::string& name : split_list(options.layouts)) {
+    const StateLayout l = parse_state_layout(name, "--layouts");
+    for (const StateLayout& seen : plan.layouts)
+      if (seen.name == name) throw UsageError("--layouts names " + name + " twice");
+    plan.layouts.push_back(l);
+  }
+  if (plan.layouts.empty()) throw UsageError("--layouts names no layout");
+  if (!options.dir.empty() && fs::exists(options.dir) && !fs::is_directory(options.dir))
+    throw UsageError("--dir " + options.dir + " is not a directory");
+  return plan;
+}
+
+namespace {
 
 double seconds_of(const std::function<void()>& body) {
   const auto start = std::chrono::steady_clock::now();
@@ -227,7 +229,7 @@ StateBenchOutcome run_state_bench(Session& session, const StateBenchPlan& plan, 
       progress.update(done - 1, layout.name + " taken from the resumed file");
       continue;
     }
-    Built t = build(session, config, layout, rows);
+    StateTrainer t = build_state_trainer(session, config, layout, rows, "--layouts");
     std::uint64_t step = 0;
     t.trainer->step(source, step++);  // the optimizer state exists from here on
     const std::size_t first_row = out.table.rows();
@@ -246,7 +248,7 @@ StateBenchOutcome run_state_bench(Session& session, const StateBenchPlan& plan, 
       drop_cached(saved.directory / name);
       world.barrier();
       {
-        Built fresh = build(session, config, layout, rows);
+        StateTrainer fresh = build_state_trainer(session, config, layout, rows, "--layouts");
         const parallel::LoadedState loaded = parallel::load_training_state(world, *fresh.trainer, saved.directory);
         m.load_s = loaded.seconds;
         m.load_bytes = static_cast<double>(loaded.bytes);

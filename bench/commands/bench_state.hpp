@@ -7,6 +7,10 @@
 
 #include "bench/cli/session.hpp"
 #include "reference/model/model.hpp"
+#include "reference/model/optimizer.hpp"
+#include "reference/parallel/grid.hpp"
+#include "reference/parallel/tensor/regions.hpp"
+#include "reference/parallel/trainer.hpp"
 #include "reference/record/table.hpp"
 
 namespace parity::cli {
@@ -46,6 +50,24 @@ struct StateLayout {
   int zero = 0;
   int tp = 1;
 };
+
+// "dp", "zero1".."zero3" or "tp<T>" (UsageError naming `option` otherwise).
+StateLayout parse_state_layout(const std::string& name, const std::string& option);
+
+// A layout's trainer over every rank of the session (AdamW; mixed precision for 16-bit types,
+// float16 with dynamic loss scaling), and what it is made of (members unmade in reverse).
+struct StateTrainer {
+  std::unique_ptr<parallel::Grid> grid;
+  std::unique_ptr<parallel::TensorParallel> tp;
+  std::unique_ptr<model::Model> model;
+  std::unique_ptr<model::AdamW> optimizer;
+  std::unique_ptr<parallel::Trainer> trainer;
+  // Parameters (masters with `master`) and optimizer state, whole on every rank.
+  parallel::ParameterValues whole_values(bool master);
+};
+// UsageError (naming `option`) for a tp size that does not divide the world.
+StateTrainer build_state_trainer(Session& session, const model::GptConfig& config, const StateLayout& layout,
+                                 std::int64_t rows, const std::string& option);
 
 struct StateBenchPlan {
   std::string model;

@@ -7,7 +7,12 @@
 #include <cstring>
 #include <filesystem>
 
+#include "bench/cli/progress.hpp"
+#include "bench/commands/bench_state.hpp"
 #include "bench/commands/command.hpp"
+#include "bench/commands/presets.hpp"
+#include "reference/core/tolerance.hpp"
+#include "reference/parallel/state/store.hpp"
 #include "reference/core/error.hpp"
 #include "reference/model/model.hpp"
 #include "reference/ops/ops.hpp"
@@ -15,10 +20,19 @@
 #include "reference/parallel/state/whole.hpp"
 #include "reference/record/arrays.hpp"
 #include "reference/record/output.hpp"
+#include "correctness/cases/compare.hpp"
 
 namespace parity::cli {
 
 namespace fs = std::filesystem;
+
+// The result group `state train` writes (docs/results-schema.md).
+inline const record::TableSpec kStateTrainTable{
+    "/state/train",
+    "a GPT trained under a layout, saving its training state as it goes: every step's loss, and whether the state "
+    "was saved after it (a restarted run holds the steps it ran)",
+    {{"step", record::ColumnType::int64}, {"loss", record::ColumnType::float64}, {"seconds", record::ColumnType::float64, "s"},
+     {"saved", record::ColumnType::int64}, {"layout", record::ColumnType::string}, {"world_size", record::ColumnType::int64}}};
 
 namespace {
 
@@ -226,6 +240,164 @@ class StateImport final : public Command {
  private:
   ImportOptions options_;
 };
+
+
+// ---- parity state train: training that saves as it goes and goes on from its newest save ----
+
+struct TrainOptions {
+  std::string model = "tiny";
+  std::string layout = "dp";
+  std::string precision = "float32";
+  int steps = 12;
+  int save_every = 2;
+  std::string dir;
+  bool restart = false;
+};
+
+int state_train(Session& session, const TrainOptions& o) {
+  Communicator& world = session.world();
+  model::GptConfig config = find_model_preset(o.model).config;
+  config.dtype = parse_data_type(o.precision);
+  config.validate();
+  const StateLayout layout = parse_state_layout(o.layout, "--layout");
+  const std::int64_t rows = std::max<std::int64_t>(8, world.size());
+  StateTrainer t = build_state_trainer(session, config, layout, rows, "--layout");
+  const parallel::BatchSource source = parallel::batches_of(config);
+  const bool quiet = !session.is_root() || session.options().quiet;
+  // Where training starts: step 0 in an empty --dir, or the newest complete save with --restart.
+  std::uint64_t start = 0;
+  int earlier_world = world.size();
+  const auto newest = parallel::latest_training_state(o.dir);
+  if (o.restart) {
+    if (!newest) throw UsageError("--restart: no complete training state under " + o.dir + " to go on from");
+    const parallel::LoadedState loaded = parallel::load_training_state(world, *t.trainer, *newest);
+    start = loaded.next_step;
+    earlier_world = std::max(earlier_world, loaded.world_size);
+    if (!quiet)
+      std::fprintf(stderr, "[state train] restarted from %s: step %llu, saved by %s on %d ranks\n", newest->c_str(),
+                   static_cast<unsigned long long>(start), loaded.layout.c_str(), loaded.world_size);
+  } else if (newest) {
+    throw UsageError(o.dir + " holds a training state already (" + newest->string() +
+                     "); --restart goes on from it, or name another --dir");
+  }
+  if (start > static_cast<std::uint64_t>(o.steps))
+    throw UsageError("--steps " + std::to_string(o.steps) + ": the newest save is at step " + std::to_string(start));
+  record::Table table{kStateTrainTable};
+  Progress progress("state train", static_cast<std::size_t>(o.steps), !quiet);
+  for (std::uint64_t step = start; step < static_cast<std::uint64_t>(o.steps); ++step) {
+    const parallel::StepStats stats = t.trainer->step(source, step);
+    const bool save = (step + 1) % static_cast<std::uint64_t>(o.save_every) == 0 || step + 1 == static_cast<std::uint64_t>(o.steps);
+    if (save)
+      parallel::save_training_state(world, *t.trainer, o.dir, step + 1, {.layout = o.layout, .model = config});
+    table.i64("step").push_back(static_cast<std::int64_t>(step));
+    table.f64("loss").push_back(stats.loss);
+    table.f64("seconds", "s").push_back(stats.seconds);
+    table.i64("saved").push_back(save ? 1 : 0);
+    table.str("layout").push_back(o.layout);
+    table.i64("world_size").push_back(world.size());
+    char loss[32];
+    std::snprintf(loss, sizeof loss, "%.4f", stats.loss);
+    progress.update(static_cast<std::size_t>(step), "step " + std::to_string(step + 1) + " loss " + loss +
+                                                        (save ? ", saved step " + std::to_string(step + 1) : ""));
+  }
+  progress.finish();
+  // The run against single-device training of every step: the same data, one rank.
+  const bool mixed = is_half(config.dtype);
+  const parallel::ParameterValues trained = t.whole_values(mixed);
+  const DataType state_type = mixed ? DataType::float32 : config.dtype;
+  auto whole = model::build_gpt(config);
+  const model::AdamW fresh(model::AdamWConfig{}, state_type);
+  const parallel::ParameterValues origin = cases::values_of(*whole, &fresh);
+  model::AdamW optimizer(model::AdamWConfig{}, state_type);
+  parallel::ParameterValues reference;
+  if (mixed) {
+    const double scale = config.dtype == DataType::float16 ? parallel::LossScaling{}.initial_scale : 1;
+    reference = cases::train_mixed_single_device(*whole, optimizer, source, rows, o.steps, scale).values;
+  } else {
+    for (int step = 0; step < o.steps; ++step)
+      model::train_step(*whole, optimizer, source(static_cast<std::uint64_t>(step), 0, rows, rows),
+                        static_cast<std::uint64_t>(step));
+    reference = cases::values_of(*whole, &optimizer);
+  }
+  const cases::Difference d = cases::compare(trained, reference, origin);
+  const double bound = tolerance::restore_relative_bound(
+      config.dtype, tolerance::tensor_parallel_reduction_terms(rows * config.sequence, config.hidden, config.vocabulary),
+      earlier_world, layout.tp, config.layers, o.steps, true);
+  const double error = std::max(d.parameters, d.state);
+  const bool passed = error <= bound;
+  if (session.is_root()) {
+    auto& file = session.results();
+    file.write_table("/state/train", table);
+    file.set_attribute("/state/train", "model", o.model + ": " + config.describe());
+    file.set_attribute("/state/train", "restarted_from", static_cast<std::int64_t>(o.restart ? start : -1));
+    file.set_attribute("/state/train", "error", error);
+    file.set_attribute("/state/train", "bound", bound);
+    file.set_attribute("/state/train", "passed", static_cast<std::int64_t>(passed ? 1 : 0));
+    if (!session.options().quiet)
+      std::fprintf(stderr, "[state train] %d steps%s: parameters and state against one device %.3g (bound %.3g)%s\n",
+                   o.steps, o.restart ? (", restarted at step " + std::to_string(start)).c_str() : "", error, bound,
+                   passed ? "" : "  FAILED");
+  }
+  return passed ? kExitOk : kExitFailed;
+}
+
+class StateTrain final : public Command {
+ public:
+  StateTrain()
+      : Command({.name = "state train",
+                 .help = "Train a GPT under a layout over every rank, saving its training state every --save-every "
+                         "steps under --dir; --restart goes on from the newest complete save there, on any number of "
+                         "ranks and under any layout. At the end the parameters and optimizer state are compared with "
+                         "training on one device (exit 1 beyond the bound): an elastic restart must equal "
+                         "uninterrupted training",
+                 .order = 152,
+                 .tables = {&kStateTrainTable},
+                 .no_probe_reason = "its rows are the steps of one run, which goes on from its own saves "
+                                    "(--restart) rather than from the result file"}) {}
+  void declare(CommandOptions& o) override {
+    o.add("--model", options_.model, "GPT preset:" + model_presets_help())->capture_default_str();
+    o.add("--layout", options_.layout, "dp, zero1, zero2, zero3 or tp<T> (T dividing the ranks; dp over the rest)")
+        ->capture_default_str();
+    o.add("--precision", options_.precision, "float64, float32, bfloat16 or float16")->capture_default_str();
+    o.add("--steps", options_.steps, "Optimizer steps in all (a restarted run counts the earlier ones)")
+        ->capture_default_str();
+    o.add("--save-every", options_.save_every, "Save the training state after every k steps (and after the last)")
+        ->capture_default_str();
+    o.add("--dir", options_.dir, "Directory of the saves (shared by every rank's host)")->required();
+    o.flag("--restart", options_.restart, "Go on from the newest complete save under --dir");
+  }
+  std::optional<int> prepare(std::optional<int>) override {
+    if (options_.steps < 1) throw UsageError("--steps must be at least 1");
+    if (options_.save_every < 1) throw UsageError("--save-every must be at least 1");
+    parse_state_layout(options_.layout, "--layout");
+    const DataType type = [&] {
+      try {
+        return parse_data_type(options_.precision);
+      } catch (const std::exception&) {
+        throw UsageError("--precision: '" + options_.precision + "' is not float64, float32, bfloat16 or float16");
+      }
+    }();
+    if (type != DataType::float64 && type != DataType::float32 && !is_half(type))
+      throw UsageError("--precision: " + options_.precision + " is not float64, float32, bfloat16 or float16");
+    try {
+      find_model_preset(options_.model);
+    } catch (const UsageError& e) {
+      throw UsageError(std::string("--model: ") + e.what());
+    }
+    if (fs::exists(options_.dir) && !fs::is_directory(options_.dir))
+      throw UsageError("--dir " + options_.dir + " is not a directory");
+    return std::nullopt;
+  }
+  int execute(Job& job) override {
+    job.session.maybe_inject_stall();
+    return state_train(job.session, options_);
+  }
+
+ private:
+  TrainOptions options_;
+};
+
+const RegisteredCommand<StateTrain> kStateTrain;
 
 const RegisteredCommand<StateExport> kStateExport;
 const RegisteredCommand<StateImport> kStateImport;

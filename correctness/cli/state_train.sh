@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# `parity state train` saving as it goes and going on elsewhere, on one host: ZeRO-1 on 3 ranks
+# saves every 2 of 8 steps; its last two saves are taken away and the newest left made to look
+# cut short (no index), as a job killed while saving leaves it; `--restart` on 2 ranks under tp 2
+# goes on from the newest complete save, trains the rest and ends within the bound of one
+# device; its rows are the steps after that save. A second run into the same --dir is refused.
+set -euo pipefail
+parity=$1; work=$2
+rm -rf "$work"; mkdir -p "$work"; cd "$work"
+"$parity" state train --np 3 -q --layout zero1 --steps 8 --save-every 2 --dir run --out first.h5
+ls run | tr '\n' ' ' | grep -q '^step-00000002 step-00000004 step-00000006 step-00000008 $'
+rm -rf run/step-00000008
+rm -f run/step-00000006/index.h5
+mv run/step-00000006 run/step-00000006.partial
+"$parity" state train --np 2 --layout tp2 --steps 8 --save-every 2 --dir run --restart --out second.h5 2> second.txt
+grep -q "^\[state train\] restarted from run/step-00000004: step 4, saved by zero1" second.txt
+grep -Eq "^\[state train\] 8 steps, restarted at step 4: parameters and state against one device .* \(bound .*\)$" second.txt
+/usr/bin/python3 - <<'PY'
+import h5py
+with h5py.File("first.h5") as f:
+    g = f["/state/train"]
+    assert list(g["step"][()]) == list(range(8)) and list(g["saved"][()]) == [0, 1] * 4
+    assert g.attrs["restarted_from"] == -1 and g.attrs["passed"] == 1 and g.attrs["error"] <= g.attrs["bound"]
+with h5py.File("second.h5") as f:
+    g = f["/state/train"]
+    assert list(g["step"][()]) == [4, 5, 6, 7], g["step"][()]
+    assert set(g["layout"].asstr()[()]) == {"tp2"} and set(g["world_size"][()]) == {2}
+    assert g.attrs["restarted_from"] == 4 and g.attrs["passed"] == 1
+print("state train: saved, cut, restarted elsewhere, within the bound")
+PY
+set +e
+"$parity" state train --np 2 -q --steps 8 --dir run --out third.h5 2> third.txt; status=$?
+set -e
+[ $status = 2 ] && grep -q "holds a training state already" third.txt
