@@ -32,3 +32,30 @@ set +e
 "$parity" state train --np 2 -q --steps 8 --dir run --out third.h5 2> third.txt; status=$?
 set -e
 [ $status = 2 ] && grep -q "holds a training state already" third.txt
+# Bad saves and mismatched runs: one line on every rank's behalf, exit 2, nothing trained.
+expect_refusal() {  # REGEX ARGS...
+  local regex=$1; shift
+  set +e
+  "$parity" state train -q "$@" --out refused.h5 --force 2> refused.txt; local status=$?
+  set -e
+  [ $status = 2 ] || { echo "exit status $status for $*: $(cat refused.txt)" >&2; exit 1; }
+  grep -Eq "^parity: $regex" refused.txt || { echo "no line /$regex/ for $*: $(cat refused.txt)" >&2; exit 1; }
+  [ "$(grep -c '^parity: ' refused.txt)" = 1 ] || { echo "more than one line for $*: $(cat refused.txt)" >&2; exit 1; }
+}
+expect_refusal ".*(has no tensor|is \\[.*\\] in .* but \\[.*\\] in this model).*different model" --np 2 --model small --steps 8 --dir run --restart
+expect_refusal ".* was saved as float32; this run holds it as float64 \(a restore keeps the precision\)" \
+  --np 2 --precision float64 --steps 8 --dir run --restart
+/usr/bin/python3 - <<'PY'
+# Flip a byte of the first piece's data in rank 0's file of the newest save.
+import h5py, numpy as np
+path = "run/step-00000008/rank-00000.h5"
+with h5py.File(path) as f:
+    data = f["/pieces/0/data"][()].tobytes()
+raw = bytearray(open(path, "rb").read())
+at = raw.find(data)
+assert at >= 0
+raw[at + len(data) // 2] ^= 0x10
+open(path, "wb").write(bytes(raw))
+PY
+expect_refusal ".*rank-00000.h5: piece 0 of .* fails its CRC-32 check: the file is corrupt" --np 2 --steps 8 --dir run --restart
+echo "state train: bad saves refused"
