@@ -95,7 +95,7 @@ class PageReportTests(ReportCase):
         for anchor in ("conformance", "memory", "precision"):
             self.assertFalse(any(m.startswith(anchor) for m in marked), (anchor, sorted(marked)))
         self.assertTrue(all(getattr(m, "WALL_CLOCK", False) or m.NAME in ("conformance", "memory", "precision",
-                                                                          "pipeline", "plan")
+                                                                          "pipeline", "plan", "state_train")
                             for m in TABLES), [m.NAME for m in TABLES])
         glance = html.split("<ul class=\"glance\">", 1)[1].split("</ul>", 1)[0]
         for start in ("Harness overhead", "Overlap", "Strong scaling", "Model training step"):
