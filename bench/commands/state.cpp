@@ -64,7 +64,8 @@ void write_config(record::ArrayWriter& file, const model::GptConfig& c) {
 }
 
 int state_export(const ExportOptions& o) {
-  if (o.tokens < 0) throw UsageError("--tokens must be at least 0");
+  // Logits of a few rows are a check, not a workload: [rows, sequence, vocabulary] doubles.
+  if (o.tokens < 0 || o.tokens > 4096) throw UsageError("--tokens must be from 0 to 4096 rows");
   if (o.values != "master" && o.values != "model")
     throw UsageError("--values must be master (the float32 masters of a mixed-precision state) or model");
   record::check_output_path(o.out, o.force);

@@ -119,6 +119,8 @@ void sync_directory(const std::filesystem::path& directory) { sync_path(director
 ArrayReader::ArrayReader(std::filesystem::path path, const std::string& schema, std::int64_t version)
     : path_(std::move(path)) {
   silence_hdf5();
+  std::error_code ec;
+  if (std::filesystem::is_directory(path_, ec)) throw UsageError(path_.string() + " is a directory, not a " + schema + " file");
   Handle file = open_for_reading(path_);
   const std::string where = path_.string();
   try {
