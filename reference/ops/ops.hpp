@@ -73,6 +73,25 @@ void softmax_backward(const Tensor& dy, const Tensor& y, Tensor& dx);
 void attention_forward(const Tensor& qkv, int heads, bool causal, Tensor& out, Tensor& probs);
 void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& probs, int heads, Tensor& dqkv);
 
+// Attention over one block of keys, the piece context parallelism assembles attention from:
+// queries q [B, Tq, C] and keys and values k, v [B, Tk, C] of `heads` heads (C / heads columns
+// each), with every row's position in the whole sequence (q_positions [Tq], k_positions [Tk]); a
+// query attends to the keys at or before its position. Forward writes each query row's output
+// over this block, normalised within it, into out [B, Tq, C], and the block's log-sum-exp of the
+// scaled scores into lse [B, heads, Tq] (-inf for a row that sees no key of the block).
+// attention_merge folds a block's (out_b, lse_b) into (out, lse), the online softmax's rescale:
+// lse' = log(e^lse + e^lse_b), out' = e^(lse - lse') out + e^(lse_b - lse') out_b. The backward
+// of a block, given the whole attention's output and log-sum-exp and dout, adds the block's
+// part of the gradients into dq (of q) and dk, dv (of this block's k, v): P = exp(S - lse),
+// dV += P^T dO, dS = P (dO V^T - rowsum(dO * O)), dQ += dS K / sqrt(hs), dK += dS^T Q / sqrt(hs).
+// float32 and float64 on the CPU.
+void attention_block_forward(const Tensor& q, const Tensor& k, const Tensor& v, const std::vector<std::int64_t>& q_positions,
+                             const std::vector<std::int64_t>& k_positions, int heads, Tensor& out, Tensor& lse);
+void attention_merge(Tensor& out, Tensor& lse, const Tensor& out_b, const Tensor& lse_b);
+void attention_block_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                              const Tensor& lse, const std::vector<std::int64_t>& q_positions,
+                              const std::vector<std::int64_t>& k_positions, int heads, Tensor& dq, Tensor& dk, Tensor& dv);
+
 // y[B, T, C] = wte[tokens] + wpe[t] (wpe may be undefined); tokens [B, T] int32 or int64.
 void embedding_forward(const Tensor& tokens, const Tensor& wte, const Tensor& wpe, Tensor& y);
 void embedding_backward(const Tensor& dy, const Tensor& tokens, Tensor& dwte, Tensor& dwpe);
