@@ -58,14 +58,23 @@ std::vector<std::int64_t> concat(std::vector<std::int64_t> a, const std::vector<
   return a;
 }
 
+// The whole causal attention of a fused qkv: its output and probabilities.
+struct Whole {
+  Tensor out, probs;
+};
+Whole whole_attention(const Tensor& qkv) {
+  Whole w{Tensor::empty("out", {kB, kT, kC}, qkv.dtype(), MemoryCategory::activations),
+          Tensor::empty("probs", {kB, kHeads, kT, kT}, qkv.dtype(), MemoryCategory::activations)};
+  ops::attention_forward(qkv, kHeads, true, w.out, w.probs);
+  return w;
+}
+
 class AttentionBlocks : public ::testing::TestWithParam<DataType> {};
 
 TEST_P(AttentionBlocks, ForwardInBlocksIsTheWholeAttention) {
   const DataType type = GetParam();
   const Tensor qkv = random("qkv", {kB, kT, 3 * kC}, type, 11);
-  Tensor whole = Tensor::empty("out", {kB, kT, kC}, type, MemoryCategory::activations);
-  Tensor probs = Tensor::empty("probs", {kB, kHeads, kT, kT}, type, MemoryCategory::activations);
-  ops::attention_forward(qkv, kHeads, true, whole, probs);
+  const Tensor whole = whole_attention(qkv).out;
   // The queries of a load-balanced rank (the first and last of 4 chunks), the keys in three
   // blocks merged last-first: the latest block holds no key the first chunk's queries see.
   const std::vector<std::int64_t> queries = concat(range(0, 3), range(9, 12));
@@ -93,11 +102,9 @@ TEST_P(AttentionBlocks, ForwardInBlocksIsTheWholeAttention) {
 TEST_P(AttentionBlocks, BackwardInBlocksIsTheWholeAttentions) {
   const DataType type = GetParam();
   const Tensor qkv = random("qkv", {kB, kT, 3 * kC}, type, 12), dout = random("dout", {kB, kT, kC}, type, 13);
-  Tensor whole = Tensor::empty("out", {kB, kT, kC}, type, MemoryCategory::activations);
-  Tensor probs = Tensor::empty("probs", {kB, kHeads, kT, kT}, type, MemoryCategory::activations);
+  const Whole whole = whole_attention(qkv);
   Tensor dqkv = Tensor::zeros("dqkv", {kB, kT, 3 * kC}, type, MemoryCategory::activations);
-  ops::attention_forward(qkv, kHeads, true, whole, probs);
-  ops::attention_backward(dout, qkv, probs, kHeads, dqkv);
+  ops::attention_backward(dout, qkv, whole.probs, kHeads, dqkv);
   // Every query, in a scrambled order; the keys in two blocks.
   const std::vector<std::int64_t> queries{5, 0, 11, 3, 8, 1, 10, 2, 7, 4, 9, 6};
   const std::vector<std::vector<std::int64_t>> blocks{{7, 2, 11, 0, 5, 9}, {1, 10, 3, 8, 6, 4}};
@@ -130,9 +137,7 @@ TEST_P(AttentionBlocks, AMaskByPlaceInsteadOfPositionIsTold) {
   // queries differ far beyond the bound (the check the forward test relies on can fail).
   const DataType type = GetParam();
   const Tensor qkv = random("qkv", {kB, kT, 3 * kC}, type, 14);
-  Tensor whole = Tensor::empty("out", {kB, kT, kC}, type, MemoryCategory::activations);
-  Tensor probs = Tensor::empty("probs", {kB, kHeads, kT, kT}, type, MemoryCategory::activations);
-  ops::attention_forward(qkv, kHeads, true, whole, probs);
+  const Tensor whole = whole_attention(qkv).out;
   const std::vector<std::int64_t> queries{5, 0, 11, 3, 8, 1, 10, 2, 7, 4, 9, 6};
   Tensor out = Tensor::empty("out", {kB, kT, kC}, type, MemoryCategory::activations);
   Tensor lse = Tensor::empty("lse", {kB, kHeads, kT}, type, MemoryCategory::activations);
