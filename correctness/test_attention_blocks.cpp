@@ -9,6 +9,7 @@
 #include <cmath>
 #include <vector>
 
+#include "correctness/op_testing.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/tolerance.hpp"
 #include "reference/ops/ops.hpp"
@@ -38,14 +39,7 @@ Tensor rows_of(const Tensor& x, int part, const std::vector<std::int64_t>& rows)
   return out;
 }
 
-double relative(const Tensor& got, const Tensor& want) {
-  double d = 0, w = 0;
-  for (std::int64_t i = 0; i < want.numel(); ++i) {
-    d += (got.at(i) - want.at(i)) * (got.at(i) - want.at(i));
-    w += want.at(i) * want.at(i);
-  }
-  return std::sqrt(d / w);
-}
+double relative(const Tensor& got, const Tensor& want) { return op_testing::difference(got, want).relative; }
 
 std::vector<std::int64_t> range(std::int64_t a, std::int64_t b) {
   std::vector<std::int64_t> out;

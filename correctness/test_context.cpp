@@ -1,0 +1,142 @@
+// Context parallelism's attention (parallel/context) over every rank of the world as one cp
+// group, against the whole causal attention on one rank with the same inputs: both variants
+// (ring, allgather), forward and backward, in float64 and float32, within the regrouped bound;
+// the load-balanced split (every position once, chunks r and 2cp-1-r, every rank the same count
+// of visible pairs); the bytes each rank sends against the variants' closed forms; the faults the
+// check must catch (a split without its reordering, a ring merge without its rescale, a block
+// sent to the wrong neighbour); sizes that do not split refused.
+#include <cmath>
+#include <set>
+
+#include "correctness/mpi_test.hpp"
+#include "correctness/op_testing.hpp"
+#include "reference/core/error.hpp"
+#include "reference/core/tolerance.hpp"
+#include "reference/ops/ops.hpp"
+#include "reference/parallel/context/context_parallel.hpp"
+#include "reference/tensor/random.hpp"
+
+namespace parity::test {
+namespace {
+
+using parallel::ContextParallel;
+using parallel::ContextParallelConfig;
+
+constexpr std::int64_t kB = 2, kT = 48, kC = 8;  // 48 splits into 2 cp chunks for cp = 1, 2, 3, 4, 8
+constexpr int kHeads = 2;
+
+Tensor random(const std::string& name, Shape shape, DataType type, std::uint64_t seed) {
+  Tensor t = Tensor::empty(name, std::move(shape), DataType::float64, MemoryCategory::activations);
+  initialize(t, Init::normal(0, 1), seed);
+  return cast(t, type, name, MemoryCategory::activations);
+}
+
+// Columns [part C, (part + 1) C) of a fused [B, T, 3C] tensor, or the fusion of three.
+Tensor part_of(const Tensor& qkv, int part) {
+  Tensor out = Tensor::empty("part", {kB, kT, kC}, qkv.dtype(), MemoryCategory::activations);
+  for (std::int64_t r = 0; r < kB * kT; ++r)
+    for (std::int64_t c = 0; c < kC; ++c) out.set(r * kC + c, qkv.at(r * 3 * kC + part * kC + c));
+  return out;
+}
+
+double relative(const Tensor& got, const Tensor& want) { return op_testing::difference(got, want).relative; }
+
+struct Errors {
+  double out = 0, dq = 0, dk = 0, dv = 0;
+  double forward_bytes = 0, backward_bytes = 0;
+  double worst() const { return std::max({out, dq, dk, dv}); }
+};
+
+// The attention of random inputs whole on every rank and spread over the world by `config`; the
+// gathered results' relative errors against the whole.
+Errors run(Communicator& world, DataType type, ContextParallelConfig config) {
+  const Tensor qkv = random("qkv", {kB, kT, 3 * kC}, type, 91), dout = random("dout", {kB, kT, kC}, type, 92);
+  Tensor whole = Tensor::empty("out", {kB, kT, kC}, type, MemoryCategory::activations);
+  Tensor probs = Tensor::empty("probs", {kB, kHeads, kT, kT}, type, MemoryCategory::activations);
+  Tensor dqkv = Tensor::zeros("dqkv", {kB, kT, 3 * kC}, type, MemoryCategory::activations);
+  ops::attention_forward(qkv, kHeads, true, whole, probs);
+  ops::attention_backward(dout, qkv, probs, kHeads, dqkv);
+
+  ContextParallel cp(world, config);
+  const Tensor q = cp.split(part_of(qkv, 0)), k = cp.split(part_of(qkv, 1)), v = cp.split(part_of(qkv, 2));
+  const Tensor d = cp.split(dout);
+  const std::int64_t local = kT / world.size();
+  Tensor out = Tensor::empty("out", {kB, local, kC}, type, MemoryCategory::activations);
+  Tensor lse = Tensor::empty("lse", {kB, kHeads, local}, type, MemoryCategory::activations);
+  cp.attention_forward(q, k, v, kT, kHeads, out, lse);
+  Tensor dq = Tensor::empty("dq", q.shape(), type, MemoryCategory::activations);
+  Tensor dk = Tensor::empty("dk", k.shape(), type, MemoryCategory::activations);
+  Tensor dv = Tensor::empty("dv", v.shape(), type, MemoryCategory::activations);
+  cp.attention_backward(d, q, k, v, out, lse, kT, kHeads, dq, dk, dv);
+  Errors e;
+  e.forward_bytes = cp.forward_bytes();
+  e.backward_bytes = cp.backward_bytes();
+  // Gathered with the balanced positions (a fault that split otherwise shows here).
+  ContextParallel plain(world, {config.variant, ""});
+  e.out = relative(plain.gather(out, kT), whole);
+  e.dq = relative(plain.gather(dq, kT), part_of(dqkv, 0));
+  e.dk = relative(plain.gather(dk, kT), part_of(dqkv, 1));
+  e.dv = relative(plain.gather(dv, kT), part_of(dqkv, 2));
+  return e;
+}
+
+class ContextTest : public MpiTest {};
+
+TEST_F(ContextTest, TheSplitIsBalancedAndCoversTheSequence) {
+  ContextParallel cp(comm(), {});
+  const int n = comm().size();
+  std::set<std::int64_t> seen;
+  std::vector<std::int64_t> visible;
+  for (int r = 0; r < n; ++r) {
+    const auto p = cp.positions(kT, r);
+    ASSERT_EQ(p.size(), static_cast<std::size_t>(kT / n));
+    const std::int64_t c = kT / (2 * n);
+    EXPECT_EQ(p.front(), r * c);
+    EXPECT_EQ(p[static_cast<std::size_t>(c)], (2 * n - 1 - r) * c);
+    seen.insert(p.begin(), p.end());
+    std::int64_t pairs = 0;
+    for (auto i : p) pairs += i + 1;  // the keys a query at position i sees
+    visible.push_back(pairs);
+  }
+  EXPECT_EQ(seen.size(), static_cast<std::size_t>(kT));
+  for (auto pairs : visible) EXPECT_EQ(pairs, visible.front());
+}
+
+TEST_F(ContextTest, BothVariantsAreTheWholeAttention) {
+  for (const char* variant : {"ring", "allgather"})
+    for (DataType type : {DataType::float64, DataType::float32}) {
+      const Errors e = run(comm(), type, {variant, ""});
+      // Scores, softmax and weighted sum, the blocks' merge, and backward's three products.
+      EXPECT_LE(e.out, tolerance::regrouped_op_relative_bound(type, static_cast<int>(kT), 4)) << variant << " " << name_of(type);
+      EXPECT_LE(e.worst(), tolerance::regrouped_op_relative_bound(type, static_cast<int>(kT), 6)) << variant << " " << name_of(type);
+    }
+}
+
+TEST_F(ContextTest, BytesAreTheVariantsClosedForms) {
+  const double n = comm().size(), block = static_cast<double>(kB * (kT / comm().size()) * kC * 8);  // float64
+  const Errors ring = run(comm(), DataType::float64, {"ring", ""});
+  EXPECT_EQ(ring.forward_bytes, 2 * (n - 1) * block);            // K and V, cp - 1 passes
+  EXPECT_EQ(ring.backward_bytes, 2 * (n - 1) * block + 2 * n * block);  // again, and dK, dV home
+  const Errors gathered = run(comm(), DataType::float64, {"allgather", ""});
+  EXPECT_EQ(gathered.forward_bytes, 2 * (n - 1) * block);        // all-gather of K and V
+  EXPECT_EQ(gathered.backward_bytes, 4 * (n - 1) * block);       // again, and the reduce-scatter of dK, dV
+}
+
+TEST_F(ContextTest, FaultsAreCaught) {
+  if (comm().size() == 1) GTEST_SKIP() << "one rank: no split, no ring";
+  const double bound = tolerance::regrouped_op_relative_bound(DataType::float64, static_cast<int>(kT), 6);
+  EXPECT_GT(run(comm(), DataType::float64, {"ring", "no_reorder"}).worst(), 100 * bound);
+  EXPECT_GT(run(comm(), DataType::float64, {"allgather", "no_reorder"}).worst(), 100 * bound);
+  EXPECT_GT(run(comm(), DataType::float64, {"ring", "missing_rescale"}).worst(), 100 * bound);
+  EXPECT_GT(run(comm(), DataType::float64, {"ring", "wrong_neighbour"}).worst(), 100 * bound);
+}
+
+TEST_F(ContextTest, SizesThatDoNotSplitAreRefused) {
+  EXPECT_THROW(ContextParallel(comm(), {"zigzag", ""}), UsageError);
+  EXPECT_THROW(ContextParallel(comm(), {"ring", "typo"}), UsageError);
+  ContextParallel cp(comm(), {});
+  EXPECT_THROW(cp.positions(2 * comm().size() + 1, 0), UsageError);
+}
+
+}  // namespace
+}  // namespace parity::test

@@ -1,0 +1,229 @@
+// Context parallelism (see context_parallel.hpp).
+#include "reference/parallel/context/context_parallel.hpp"
+
+#include <cstring>
+#include <utility>
+
+#include "reference/core/error.hpp"
+#include "reference/ops/ops.hpp"
+
+namespace parity::parallel {
+
+namespace {
+
+double bytes_of(const Tensor& t) { return static_cast<double>(t.bytes()); }
+
+// Copies rows of [B, rows_from, inner] `from` into [B, rows_to, inner] `to`: row from_rows[i] of
+// every b to row to_rows[i].
+void copy_rows(const Tensor& from, Tensor& to, const std::vector<std::int64_t>& from_rows,
+               const std::vector<std::int64_t>& to_rows) {
+  const std::int64_t B = from.dim(0), rf = from.dim(1), rt = to.dim(1);
+  const std::size_t row = from.bytes() / static_cast<std::size_t>(B * rf);
+  const auto* src = static_cast<const char*>(from.raw());
+  auto* dst = static_cast<char*>(to.raw());
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::size_t i = 0; i < from_rows.size(); ++i)
+      std::memcpy(dst + static_cast<std::size_t>(b * rt + to_rows[i]) * row,
+                  src + static_cast<std::size_t>(b * rf + from_rows[i]) * row, row);
+}
+
+std::vector<std::int64_t> iota(std::int64_t first, std::int64_t count) {
+  std::vector<std::int64_t> out;
+  for (std::int64_t i = 0; i < count; ++i) out.push_back(first + i);
+  return out;
+}
+
+void require_host(const char* what, const Tensor& t) {
+  if (t.space() != MemorySpace::host)
+    throw UsageError(std::string("context parallelism: ") + what + " " + t.describe() + " is on a device; it runs on the CPU only");
+}
+
+}  // namespace
+
+ContextParallel::ContextParallel(Communicator& group, ContextParallelConfig config) : group_(group), config_(std::move(config)) {
+  if (config_.variant != "ring" && config_.variant != "allgather")
+    throw UsageError("context parallelism: unknown variant '" + config_.variant + "' (ring, allgather)");
+  if (!config_.fault.empty() && config_.fault != "no_reorder" && config_.fault != "missing_rescale" &&
+      config_.fault != "wrong_neighbour")
+    throw UsageError("context parallelism: unknown fault '" + config_.fault + "'");
+}
+
+std::vector<std::int64_t> ContextParallel::positions(std::int64_t sequence, int r) const {
+  const std::int64_t chunks = 2LL * size();
+  if (sequence <= 0 || sequence % chunks != 0)
+    throw UsageError("context parallelism: a sequence of " + std::to_string(sequence) + " tokens does not split into " +
+                     std::to_string(chunks) + " equal chunks (2 cp)");
+  const std::int64_t c = sequence / chunks;
+  std::vector<std::int64_t> out = iota(r * c, c);
+  const std::vector<std::int64_t> second = iota((chunks - 1 - r) * c, c);
+  out.insert(out.end(), second.begin(), second.end());
+  return out;
+}
+
+Tensor ContextParallel::split(const Tensor& whole) const {
+  require_host("split", whole);
+  const std::int64_t sequence = whole.dim(1), local = sequence / size();
+  std::vector<std::int64_t> rows = positions(sequence);
+  if (config_.fault == "no_reorder") rows = iota(rank() * local, local);  // contiguous rows, labelled balanced
+  Shape shape = whole.shape();
+  shape[1] = local;
+  Tensor out = Tensor::empty(whole.name() + ".cp", shape, whole.dtype(), MemoryCategory::activations);
+  copy_rows(whole, out, rows, iota(0, local));
+  return out;
+}
+
+Tensor ContextParallel::gather(const Tensor& local, std::int64_t sequence) {
+  require_host("gather", local);
+  const int cp = size();
+  Shape stacked = local.shape();
+  stacked.insert(stacked.begin(), cp);
+  Tensor all = Tensor::empty(local.name() + ".all", stacked, local.dtype(), MemoryCategory::workspace);
+  group_.all_gather(local.view(), all.view());
+  Shape shape = local.shape();
+  shape[1] = sequence;
+  Tensor whole = Tensor::empty(local.name() + ".whole", shape, local.dtype(), MemoryCategory::activations);
+  for (int r = 0; r < cp; ++r) {
+    const Tensor part = all.segment("part", r * local.numel(), local.shape());
+    copy_rows(part, whole, iota(0, local.dim(1)), positions(sequence, r));
+  }
+  return whole;
+}
+
+int ContextParallel::next() const { return (rank() + (config_.fault == "wrong_neighbour" ? 2 : 1)) % size(); }
+int ContextParallel::previous() const {
+  return (rank() - (config_.fault == "wrong_neighbour" ? 2 : 1) + 2 * size()) % size();
+}
+
+std::vector<RequestPtr> ContextParallel::pass_on(const Tensor& a, const Tensor& b, Tensor& into_a, Tensor& into_b, int tag,
+                                                 double& bytes) {
+  std::vector<RequestPtr> requests;
+  requests.push_back(group_.irecv(into_a.view(), previous(), tag));
+  requests.push_back(group_.irecv(into_b.view(), previous(), tag + 1));
+  requests.push_back(group_.isend(a.view(), next(), tag));
+  requests.push_back(group_.isend(b.view(), next(), tag + 1));
+  bytes += bytes_of(a) + bytes_of(b);
+  return requests;
+}
+
+void ContextParallel::gather_keys(const Tensor& k, const Tensor& v, std::int64_t sequence, Tensor& k_all, Tensor& v_all,
+                                  std::vector<std::int64_t>& positions_all, double& bytes) {
+  const int cp = size();
+  const std::int64_t B = k.dim(0), local = k.dim(1), C = k.dim(2);
+  positions_all.clear();
+  for (int r = 0; r < cp; ++r) {
+    const std::vector<std::int64_t> p = positions(sequence, r);
+    positions_all.insert(positions_all.end(), p.begin(), p.end());
+  }
+  for (auto [mine, all] : {std::pair{&k, &k_all}, std::pair{&v, &v_all}}) {
+    Tensor stacked = Tensor::empty("kv.all", {cp, B, local, C}, mine->dtype(), MemoryCategory::workspace);
+    group_.all_gather(mine->view(), stacked.view());
+    bytes += (cp - 1) * bytes_of(*mine);
+    *all = Tensor::empty("kv.gathered", {B, cp * local, C}, mine->dtype(), MemoryCategory::activations);
+    for (int r = 0; r < cp; ++r)
+      copy_rows(stacked.segment("part", r * mine->numel(), mine->shape()), *all, iota(0, local), iota(r * local, local));
+  }
+}
+
+void ContextParallel::attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, std::int64_t sequence,
+                                        int heads, Tensor& out, Tensor& lse) {
+  for (const Tensor* t : {&q, &k, &v}) require_host("attention", *t);
+  const std::vector<std::int64_t> mine = positions(sequence);
+  if (q.rank() != 3 || q.dim(1) != static_cast<std::int64_t>(mine.size()))
+    throw UsageError("context parallelism: queries " + q.describe() + " are not this rank's " + std::to_string(mine.size()) +
+                     " rows of a sequence of " + std::to_string(sequence));
+  if (config_.variant == "allgather") {
+    Tensor k_all, v_all;
+    std::vector<std::int64_t> positions_all;
+    gather_keys(k, v, sequence, k_all, v_all, positions_all, forward_bytes_);
+    ops::attention_block_forward(q, k_all, v_all, mine, positions_all, heads, out, lse);
+    return;
+  }
+  // The ring: block s came from rank r - s; the next one is on its way while this one is computed.
+  const int cp = size();
+  Tensor cur_k = k.clone("ring.k", MemoryCategory::communication), cur_v = v.clone("ring.v", MemoryCategory::communication);
+  Tensor nxt_k = Tensor::empty("ring.k", k.shape(), k.dtype(), MemoryCategory::communication);
+  Tensor nxt_v = Tensor::empty("ring.v", v.shape(), v.dtype(), MemoryCategory::communication);
+  Tensor part = Tensor::empty("ring.out", out.shape(), out.dtype(), MemoryCategory::workspace);
+  Tensor part_lse = Tensor::empty("ring.lse", lse.shape(), lse.dtype(), MemoryCategory::workspace);
+  for (int s = 0; s < cp; ++s) {
+    std::vector<RequestPtr> requests;
+    if (s + 1 < cp) requests = pass_on(cur_k, cur_v, nxt_k, nxt_v, 2 * s, forward_bytes_);
+    const int origin = ((rank() - s) % cp + cp) % cp;  // the ring as it should be (a wrong_neighbour fault sends elsewhere)
+    const std::vector<std::int64_t> theirs = positions(sequence, origin);
+    if (s == 0) {
+      ops::attention_block_forward(q, cur_k, cur_v, mine, theirs, heads, out, lse);
+    } else {
+      ops::attention_block_forward(q, cur_k, cur_v, mine, theirs, heads, part, part_lse);
+      if (config_.fault == "missing_rescale") {
+        for (std::int64_t i = 0; i < out.numel(); ++i) out.set(i, out.at(i) + part.at(i));
+      } else {
+        ops::attention_merge(out, lse, part, part_lse);
+      }
+    }
+    if (s + 1 < cp) {
+      group_.wait_all(requests);
+      std::swap(cur_k, nxt_k);
+      std::swap(cur_v, nxt_v);
+    }
+  }
+}
+
+void ContextParallel::attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
+                                         const Tensor& out, const Tensor& lse, std::int64_t sequence, int heads,
+                                         Tensor& dq, Tensor& dk, Tensor& dv) {
+  for (const Tensor* t : {&dout, &q, &k, &v}) require_host("attention", *t);
+  const std::vector<std::int64_t> mine = positions(sequence);
+  const int cp = size();
+  dq.zero();
+  if (config_.variant == "allgather") {
+    Tensor k_all, v_all;
+    std::vector<std::int64_t> positions_all;
+    gather_keys(k, v, sequence, k_all, v_all, positions_all, backward_bytes_);
+    Tensor dk_all = Tensor::zeros("dk.all", k_all.shape(), k.dtype(), MemoryCategory::activations);
+    Tensor dv_all = Tensor::zeros("dv.all", v_all.shape(), v.dtype(), MemoryCategory::activations);
+    ops::attention_block_backward(dout, q, k_all, v_all, out, lse, mine, positions_all, heads, dq, dk_all, dv_all);
+    // Back to their ranks: rank-major blocks, summed over every rank's queries.
+    const std::int64_t B = k.dim(0), local = k.dim(1), C = k.dim(2);
+    for (auto [all, mine_grad] : {std::pair{&dk_all, &dk}, std::pair{&dv_all, &dv}}) {
+      Tensor stacked = Tensor::empty("dkv.stacked", {cp, B, local, C}, k.dtype(), MemoryCategory::workspace);
+      for (int r = 0; r < cp; ++r) {
+        Tensor part = stacked.segment("part", r * k.numel(), k.shape());
+        copy_rows(*all, part, iota(r * local, local), iota(0, local));
+      }
+      group_.reduce_scatter(stacked.view(), mine_grad->view(), ReduceOp::sum);
+      backward_bytes_ += (cp - 1) * bytes_of(*mine_grad);
+    }
+    return;
+  }
+  // The ring again: block s (from rank r - s) with the gradients its keys and values gathered so
+  // far; this rank adds its queries' part and passes both on. After cp steps every block's
+  // gradients are back with the rank after the last holder: its owner.
+  Tensor cur_k = k.clone("ring.k", MemoryCategory::communication), cur_v = v.clone("ring.v", MemoryCategory::communication);
+  Tensor nxt_k = Tensor::empty("ring.k", k.shape(), k.dtype(), MemoryCategory::communication);
+  Tensor nxt_v = Tensor::empty("ring.v", v.shape(), v.dtype(), MemoryCategory::communication);
+  Tensor cur_dk = Tensor::zeros("ring.dk", k.shape(), k.dtype(), MemoryCategory::communication);
+  Tensor cur_dv = Tensor::zeros("ring.dv", v.shape(), v.dtype(), MemoryCategory::communication);
+  Tensor nxt_dk = Tensor::empty("ring.dk", k.shape(), k.dtype(), MemoryCategory::communication);
+  Tensor nxt_dv = Tensor::empty("ring.dv", v.shape(), v.dtype(), MemoryCategory::communication);
+  for (int s = 0; s < cp; ++s) {
+    std::vector<RequestPtr> keys;
+    if (s + 1 < cp) keys = pass_on(cur_k, cur_v, nxt_k, nxt_v, 4 * s, backward_bytes_);
+    const int origin = ((rank() - s) % cp + cp) % cp;  // the ring as it should be (a wrong_neighbour fault sends elsewhere)
+    ops::attention_block_backward(dout, q, cur_k, cur_v, out, lse, mine, positions(sequence, origin), heads, dq, cur_dk,
+                                  cur_dv);
+    // The block's gradients follow it around the ring (the last pass takes them home).
+    std::vector<RequestPtr> grads = pass_on(cur_dk, cur_dv, nxt_dk, nxt_dv, 4 * s + 2, backward_bytes_);
+    group_.wait_all(grads);
+    std::swap(cur_dk, nxt_dk);
+    std::swap(cur_dv, nxt_dv);
+    if (s + 1 < cp) {
+      group_.wait_all(keys);
+      std::swap(cur_k, nxt_k);
+      std::swap(cur_v, nxt_v);
+    }
+  }
+  copy_into(dk, cur_dk);
+  copy_into(dv, cur_dv);
+}
+
+}  // namespace parity::parallel
