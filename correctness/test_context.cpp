@@ -1,6 +1,6 @@
 // Context parallelism's attention (parallel/context) over every rank of the world as one cp
-// group, against the whole causal attention on one rank with the same inputs: both variants
-// (ring, allgather), forward and backward, in float64 and float32, within the regrouped bound;
+// group, against the whole causal attention on one rank with the same inputs: every variant
+// (ring, allgather, ulysses), forward and backward, in float64 and float32, within the regrouped bound;
 // the load-balanced split (every position once, chunks r and 2cp-1-r, every rank the same count
 // of visible pairs); the bytes each rank sends against the variants' closed forms; the faults the
 // check must catch (a split without its reordering, a ring merge without its rescale, a block
@@ -22,8 +22,9 @@ namespace {
 using parallel::ContextParallel;
 using parallel::ContextParallelConfig;
 
-constexpr std::int64_t kB = 2, kT = 48, kC = 8;  // 48 splits into 2 cp chunks for cp = 1, 2, 3, 4, 8
-constexpr int kHeads = 2;
+// 48 tokens split into 2 cp chunks and 24 heads over cp ranks for cp = 1, 2, 3, 4, 8.
+constexpr std::int64_t kB = 2, kT = 48, kC = 48;
+constexpr int kHeads = 24;
 
 Tensor random(const std::string& name, Shape shape, DataType type, std::uint64_t seed) {
   Tensor t = Tensor::empty(name, std::move(shape), DataType::float64, MemoryCategory::activations);
@@ -103,7 +104,7 @@ TEST_F(ContextTest, TheSplitIsBalancedAndCoversTheSequence) {
 }
 
 TEST_F(ContextTest, BothVariantsAreTheWholeAttention) {
-  for (const char* variant : {"ring", "allgather"})
+  for (const char* variant : {"ring", "allgather", "ulysses"})
     for (DataType type : {DataType::float64, DataType::float32}) {
       const Errors e = run(comm(), type, {variant, ""});
       // Scores, softmax and weighted sum, the blocks' merge, and backward's three products.
@@ -120,6 +121,12 @@ TEST_F(ContextTest, BytesAreTheVariantsClosedForms) {
   const Errors gathered = run(comm(), DataType::float64, {"allgather", ""});
   EXPECT_EQ(gathered.forward_bytes, 2 * (n - 1) * block);        // all-gather of K and V
   EXPECT_EQ(gathered.backward_bytes, 4 * (n - 1) * block);       // again, and the reduce-scatter of dK, dV
+  // Ulysses: each all-to-all keeps 1 / cp of a tensor; Q, K, V and O (forward), dO, Q, K, V, O and
+  // dQ, dK, dV (backward), and the log-sum-exp both ways.
+  const Errors ulysses = run(comm(), DataType::float64, {"ulysses", ""});
+  const double moved = (n - 1) / n * block, stats = (n - 1) / n * static_cast<double>(kB * kHeads * (kT / comm().size()) * 8);
+  EXPECT_EQ(ulysses.forward_bytes, 4 * moved + stats);
+  EXPECT_EQ(ulysses.backward_bytes, 8 * moved + stats);
 }
 
 TEST_F(ContextTest, FaultsAreCaught) {
@@ -129,6 +136,7 @@ TEST_F(ContextTest, FaultsAreCaught) {
   EXPECT_GT(run(comm(), DataType::float64, {"allgather", "no_reorder"}).worst(), 100 * bound);
   EXPECT_GT(run(comm(), DataType::float64, {"ring", "missing_rescale"}).worst(), 100 * bound);
   EXPECT_GT(run(comm(), DataType::float64, {"ring", "wrong_neighbour"}).worst(), 100 * bound);
+  EXPECT_GT(run(comm(), DataType::float64, {"ulysses", "no_reorder"}).worst(), 100 * bound);
 }
 
 TEST_F(ContextTest, SizesThatDoNotSplitAreRefused) {

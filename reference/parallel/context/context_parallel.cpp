@@ -41,8 +41,8 @@ void require_host(const char* what, const Tensor& t) {
 }  // namespace
 
 ContextParallel::ContextParallel(Communicator& group, ContextParallelConfig config) : group_(group), config_(std::move(config)) {
-  if (config_.variant != "ring" && config_.variant != "allgather")
-    throw UsageError("context parallelism: unknown variant '" + config_.variant + "' (ring, allgather)");
+  if (config_.variant != "ring" && config_.variant != "allgather" && config_.variant != "ulysses")
+    throw UsageError("context parallelism: unknown variant '" + config_.variant + "' (ring, allgather, ulysses)");
   if (!config_.fault.empty() && config_.fault != "no_reorder" && config_.fault != "missing_rescale" &&
       config_.fault != "wrong_neighbour")
     throw UsageError("context parallelism: unknown fault '" + config_.fault + "'");
@@ -124,6 +124,89 @@ void ContextParallel::gather_keys(const Tensor& k, const Tensor& v, std::int64_t
   }
 }
 
+// Block j of `send` ([cp][B][rows][width]) holds what goes to rank j; block i of the result what
+// came from rank i. x is [B, rows, cp * width] (or, with heads_dim, [B, cp * width, rows]) and
+// rank j gets columns [j width, (j + 1) width).
+namespace {
+template <typename Pack, typename Unpack>
+Tensor all_to_all_blocks(Communicator& group, const Tensor& x, std::int64_t block, const Shape& result_shape,
+                         const Pack& pack, const Unpack& unpack, double& bytes) {
+  const int cp = group.size();
+  Tensor send = Tensor::empty("a2a.send", {cp * block}, x.dtype(), MemoryCategory::communication);
+  Tensor recv = Tensor::empty("a2a.recv", {cp * block}, x.dtype(), MemoryCategory::communication);
+  for (int j = 0; j < cp; ++j) pack(j, send.segment("block", j * block, {block}));
+  group.all_to_all(send.view(), recv.view());
+  bytes += static_cast<double>((cp - 1) * block) * static_cast<double>(size_of(x.dtype()));
+  Tensor out = Tensor::empty(x.name() + ".a2a", result_shape, x.dtype(), MemoryCategory::activations);
+  for (int i = 0; i < cp; ++i) unpack(i, recv.segment("block", i * block, {block}), out);
+  return out;
+}
+
+// Copies, for each of B batches, `rows` rows of `w` elements: from `from` (B x from_rows rows,
+// starting at row from_row0 and column from_col) to `to` (B x to_rows rows, from to_row0 and
+// to_col). Either may be a packed [B][rows][w] block; widths are numel / (B rows).
+void columns(std::int64_t B, const Tensor& from, std::int64_t from_row0, std::int64_t from_rows, std::int64_t from_col,
+             Tensor& to, std::int64_t to_row0, std::int64_t to_rows, std::int64_t to_col, std::int64_t rows, std::int64_t w) {
+  const std::int64_t from_width = from.numel() / (B * from_rows), to_width = to.numel() / (B * to_rows);
+  const std::size_t e = size_of(from.dtype());
+  const auto* src = static_cast<const char*>(from.raw());
+  auto* dst = static_cast<char*>(to.raw());
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t r = 0; r < rows; ++r)
+      std::memcpy(dst + static_cast<std::size_t>((b * to_rows + to_row0 + r) * to_width + to_col) * e,
+                  src + static_cast<std::size_t>((b * from_rows + from_row0 + r) * from_width + from_col) * e,
+                  static_cast<std::size_t>(w) * e);
+}
+}  // namespace
+
+Tensor ContextParallel::to_heads(const Tensor& x, double& bytes) {
+  const int cp = size();
+  const std::int64_t B = x.dim(0), rows = x.dim(1), w = x.dim(2) / cp;
+  return all_to_all_blocks(
+      group_, x, B * rows * w, {B, cp * rows, w},
+      [&](int j, Tensor block) { columns(B, x, 0, rows, j * w, block, 0, rows, 0, rows, w); },
+      [&](int i, const Tensor& block, Tensor& out) { columns(B, block, 0, rows, 0, out, i * rows, cp * rows, 0, rows, w); },
+      bytes);
+}
+
+Tensor ContextParallel::to_sequence(const Tensor& y, double& bytes) {
+  const int cp = size();
+  const std::int64_t B = y.dim(0), rows = y.dim(1) / cp, w = y.dim(2);
+  return all_to_all_blocks(
+      group_, y, B * rows * w, {B, rows, cp * w},
+      [&](int j, Tensor block) { columns(B, y, j * rows, cp * rows, 0, block, 0, rows, 0, rows, w); },
+      [&](int i, const Tensor& block, Tensor& out) { columns(B, block, 0, rows, 0, out, 0, rows, i * w, rows, w); }, bytes);
+}
+
+Tensor ContextParallel::lse_to_heads(const Tensor& lse, double& bytes) {
+  // [B, H, Tl] -> [B, H / cp, cp Tl]: per b, rank j gets heads [j Hg, (j + 1) Hg) of every row.
+  const int cp = size();
+  const std::int64_t B = lse.dim(0), H = lse.dim(1), rows = lse.dim(2), g = H / cp;
+  return all_to_all_blocks(
+      group_, lse, B * g * rows, {B, g, cp * rows},
+      [&](int j, Tensor block) { columns(B, lse, j * g, H, 0, block, 0, g, 0, g, rows); },
+      [&](int i, const Tensor& block, Tensor& out) {
+        for (std::int64_t b = 0; b < B; ++b)
+          for (std::int64_t h = 0; h < g; ++h)
+            for (std::int64_t t = 0; t < rows; ++t) out.set((b * g + h) * cp * rows + i * rows + t, block.at((b * g + h) * rows + t));
+      },
+      bytes);
+}
+
+Tensor ContextParallel::lse_to_sequence(const Tensor& lse, double& bytes) {
+  // [B, H / cp, cp Tl] -> [B, H, Tl]
+  const int cp = size();
+  const std::int64_t B = lse.dim(0), g = lse.dim(1), rows = lse.dim(2) / cp;
+  return all_to_all_blocks(
+      group_, lse, B * g * rows, {B, g * cp, rows},
+      [&](int j, Tensor block) {
+        for (std::int64_t b = 0; b < B; ++b)
+          for (std::int64_t h = 0; h < g; ++h)
+            for (std::int64_t t = 0; t < rows; ++t) block.set((b * g + h) * rows + t, lse.at((b * g + h) * cp * rows + j * rows + t));
+      },
+      [&](int i, const Tensor& block, Tensor& out) { columns(B, block, 0, g, 0, out, i * g, g * cp, 0, g, rows); }, bytes);
+}
+
 void ContextParallel::attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, std::int64_t sequence,
                                         int heads, Tensor& out, Tensor& lse) {
   for (const Tensor* t : {&q, &k, &v}) require_host("attention", *t);
@@ -136,6 +219,23 @@ void ContextParallel::attention_forward(const Tensor& q, const Tensor& k, const 
     std::vector<std::int64_t> positions_all;
     gather_keys(k, v, sequence, k_all, v_all, positions_all, forward_bytes_);
     ops::attention_block_forward(q, k_all, v_all, mine, positions_all, heads, out, lse);
+    return;
+  }
+  if (config_.variant == "ulysses") {
+    if (heads % size() != 0)
+      throw UsageError("context parallelism ulysses: " + std::to_string(heads) + " heads do not split over cp = " +
+                       std::to_string(size()) + " ranks");
+    std::vector<std::int64_t> all;
+    for (int r = 0; r < size(); ++r) {
+      const auto p = positions(sequence, r);
+      all.insert(all.end(), p.begin(), p.end());
+    }
+    const Tensor qh = to_heads(q, forward_bytes_), kh = to_heads(k, forward_bytes_), vh = to_heads(v, forward_bytes_);
+    Tensor oh = Tensor::empty("ulysses.out", qh.shape(), q.dtype(), MemoryCategory::activations);
+    Tensor lh = Tensor::empty("ulysses.lse", {q.dim(0), heads / size(), sequence}, q.dtype(), MemoryCategory::activations);
+    ops::attention_block_forward(qh, kh, vh, all, all, heads / size(), oh, lh);
+    copy_into(out, to_sequence(oh, forward_bytes_));
+    copy_into(lse, lse_to_sequence(lh, forward_bytes_));
     return;
   }
   // The ring: block s came from rank r - s; the next one is on its way while this one is computed.
@@ -193,6 +293,23 @@ void ContextParallel::attention_backward(const Tensor& dout, const Tensor& q, co
       group_.reduce_scatter(stacked.view(), mine_grad->view(), ReduceOp::sum);
       backward_bytes_ += (cp - 1) * bytes_of(*mine_grad);
     }
+    return;
+  }
+  if (config_.variant == "ulysses") {
+    std::vector<std::int64_t> all;
+    for (int r = 0; r < cp; ++r) {
+      const auto p = positions(sequence, r);
+      all.insert(all.end(), p.begin(), p.end());
+    }
+    const Tensor dh = to_heads(dout, backward_bytes_), qh = to_heads(q, backward_bytes_), kh = to_heads(k, backward_bytes_),
+                 vh = to_heads(v, backward_bytes_), oh = to_heads(out, backward_bytes_), lh = lse_to_heads(lse, backward_bytes_);
+    Tensor dqh = Tensor::zeros("ulysses.dq", qh.shape(), q.dtype(), MemoryCategory::activations);
+    Tensor dkh = Tensor::zeros("ulysses.dk", kh.shape(), k.dtype(), MemoryCategory::activations);
+    Tensor dvh = Tensor::zeros("ulysses.dv", vh.shape(), v.dtype(), MemoryCategory::activations);
+    ops::attention_block_backward(dh, qh, kh, vh, oh, lh, all, all, heads / cp, dqh, dkh, dvh);
+    copy_into(dq, to_sequence(dqh, backward_bytes_));
+    copy_into(dk, to_sequence(dkh, backward_bytes_));
+    copy_into(dv, to_sequence(dvh, backward_bytes_));
     return;
   }
   // The ring again: block s (from rank r - s) with the gradients its keys and values gathered so

@@ -11,6 +11,11 @@
 //              next block's transfer posted before the current block is computed; the blocks'
 //              results merged by the online softmax (ops::attention_merge). Backward passes the
 //              blocks around again, each with its dK and dV, which arrive back at their owner.
+//   ulysses    all-to-alls from the sequence split to a head split (Jacobs et al. 2023,
+//              DeepSpeed-Ulysses): every rank attends the whole sequence for heads / cp heads,
+//              and its output goes back to the sequence split by another all-to-all (heads a
+//              multiple of cp). Backward moves dO, Q, K, V, O and the log-sum-exp to the head
+//              split and dQ, dK, dV back.
 //
 // The attention of a block is ops::attention_block_forward / _backward: queries and keys carry
 // their positions in the whole sequence, which is what the causal mask follows.
@@ -26,7 +31,7 @@
 namespace parity::parallel {
 
 struct ContextParallelConfig {
-  std::string variant = "ring";  // ring, allgather
+  std::string variant = "ring";  // ring, allgather, ulysses
   // A deliberate bug, for the checks to catch (empty: none):
   //   no_reorder       split() takes contiguous rows while the positions are the balanced ones
   //   missing_rescale  the ring adds the blocks' outputs without the online softmax's rescale
@@ -73,6 +78,12 @@ class ContextParallel {
                    std::vector<std::int64_t>& positions_all, double& bytes);
   int next() const;
   int previous() const;
+  // Ulysses' all-to-alls: a sequence shard [B, Tl, C] to a head shard [B, T, C / cp] (rows in
+  // rank order) and back; the log-sum-exp [B, H, Tl] to [B, H / cp, T] and back.
+  Tensor to_heads(const Tensor& x, double& bytes);
+  Tensor to_sequence(const Tensor& y, double& bytes);
+  Tensor lse_to_heads(const Tensor& lse, double& bytes);
+  Tensor lse_to_sequence(const Tensor& lse, double& bytes);
   // One step of the ring for a pair of tensors: a and b sent to the next rank and their
   // successors received into into_a and into_b from the previous one (tags `tag`, `tag` + 1);
   // adds the bytes sent to `bytes`. Complete the requests before touching the buffers.
