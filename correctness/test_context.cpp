@@ -15,6 +15,7 @@
 #include "reference/ops/ops.hpp"
 #include "reference/parallel/context/context_parallel.hpp"
 #include "reference/tensor/random.hpp"
+#include "reference/theory/context.hpp"
 
 namespace parity::test {
 namespace {
@@ -113,20 +114,20 @@ TEST_F(ContextTest, BothVariantsAreTheWholeAttention) {
     }
 }
 
-TEST_F(ContextTest, BytesAreTheVariantsClosedForms) {
-  const double n = comm().size(), block = static_cast<double>(kB * (kT / comm().size()) * kC * 8);  // float64
-  const Errors ring = run(comm(), DataType::float64, {"ring", ""});
-  EXPECT_EQ(ring.forward_bytes, 2 * (n - 1) * block);            // K and V, cp - 1 passes
-  EXPECT_EQ(ring.backward_bytes, 2 * (n - 1) * block + 2 * n * block);  // again, and dK, dV home
-  const Errors gathered = run(comm(), DataType::float64, {"allgather", ""});
-  EXPECT_EQ(gathered.forward_bytes, 2 * (n - 1) * block);        // all-gather of K and V
-  EXPECT_EQ(gathered.backward_bytes, 4 * (n - 1) * block);       // again, and the reduce-scatter of dK, dV
-  // Ulysses: each all-to-all keeps 1 / cp of a tensor; Q, K, V and O (forward), dO, Q, K, V, O and
-  // dQ, dK, dV (backward), and the log-sum-exp both ways.
-  const Errors ulysses = run(comm(), DataType::float64, {"ulysses", ""});
-  const double moved = (n - 1) / n * block, stats = (n - 1) / n * static_cast<double>(kB * kHeads * (kT / comm().size()) * 8);
-  EXPECT_EQ(ulysses.forward_bytes, 4 * moved + stats);
-  EXPECT_EQ(ulysses.backward_bytes, 8 * moved + stats);
+TEST_F(ContextTest, BytesAreTheFormulas) {
+  // Every rank's bytes sent, forward and backward, equal theory/context.hpp's exactly (float64).
+  const int n = comm().size();
+  for (const char* variant : {"ring", "allgather", "ulysses"}) {
+    const Errors e = run(comm(), DataType::float64, {variant, ""});
+    const theory::ContextBytes want =
+        theory::context_attention_bytes(variant, kB, static_cast<double>(kT / n), kC, kC, kHeads, n, 8, 8);
+    EXPECT_EQ(e.forward_bytes, want.forward) << variant;
+    EXPECT_EQ(e.backward_bytes, want.backward) << variant;
+  }
+  // And the formulas' closed forms at this size, by hand: a block of K is B Tl C 8 bytes.
+  const double block = static_cast<double>(kB * (kT / n) * kC * 8);
+  EXPECT_EQ(theory::context_attention_bytes("ring", kB, kT / n, kC, kC, kHeads, n, 8, 8).backward, (4.0 * n - 2) * block);
+  EXPECT_EQ(theory::context_attention_bytes("allgather", kB, kT / n, kC, kC, kHeads, n, 8, 8).forward, 2.0 * (n - 1) * block);
 }
 
 TEST_F(ContextTest, FaultsAreCaught) {

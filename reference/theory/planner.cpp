@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "reference/core/error.hpp"
+#include "reference/theory/context.hpp"
 #include "reference/theory/parallel.hpp"
 
 namespace parity::theory {
@@ -202,12 +203,15 @@ LayerTimes layer_times(const PlanModel& m, const PlanCluster& c, const PlanLayou
     const double elementwise = elementwise_seconds(c, (backward ? 2 : 1) * forward_bytes);
     (backward ? out.backward : out.forward) = products + core + elementwise;
     if (l.cp > 1) {
-      // cp - 1 passes of a chunk's keys and values (backward: and their gradients), each hidden
-      // behind the attention it feeds; what the core does not cover is exposed.
+      // Ring attention's passes of a chunk's keys and values (backward: again, with their
+      // gradients going home; theory/context.hpp, 16 bits), cp - 1 steps forward and cp back,
+      // hidden behind the attention they feed; what the core does not cover is exposed.
       const PlanLink& cp_link = static_cast<std::int64_t>(l.tp) * l.cp <= c.gpus_per_node ? c.node : c.network;
-      const double pass = (backward ? 2 : 1) * 2 * 2 * b * s_local * kv / t;  // K and V, 16 bits
-      const double ring = (l.cp - 1) * (pass / (cp_link.bandwidth_GBps * 1e9 * c.collective_efficiency) +
-                                        cp_link.latency_us * 1e-6);
+      const ContextBytes ring_bytes = context_attention_bytes("ring", b, s_local, h / t, kv / t, heads, l.cp, 2, 4);
+      const double steps = backward ? l.cp : l.cp - 1;
+      const double ring = (backward ? ring_bytes.backward : ring_bytes.forward) /
+                              (cp_link.bandwidth_GBps * 1e9 * c.collective_efficiency) +
+                          steps * cp_link.latency_us * 1e-6;
       (backward ? out.cp_backward : out.cp_forward) = std::max(0.0, ring - core);
     }
     // Selective recompute redoes the core (with FlashAttention it stores nothing to drop).
