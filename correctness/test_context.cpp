@@ -6,8 +6,11 @@
 // check must catch (a split without its reordering, a ring merge without its rescale, a block
 // sent to the wrong neighbour); sizes that do not split refused.
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <set>
 
+#include "correctness/cases/context.hpp"
 #include "correctness/mpi_test.hpp"
 #include "correctness/op_testing.hpp"
 #include "reference/core/error.hpp"
@@ -82,7 +85,41 @@ Errors run(Communicator& world, DataType type, ContextParallelConfig config) {
   return e;
 }
 
+class ContextCaseTest : public MpiTest {
+ public:
+  explicit ContextCaseTest(cases::ContextCase c) : case_(std::move(c)) {}
+  void TestBody() override {
+    const cases::ContextResult r = cases::run_context_case(comm(), case_);
+    if (comm().rank() == 0 && std::getenv("PARITY_VERBOSE"))
+      std::printf("%s: error %.3g bound %.3g loss %.3g | %s\n", case_.name().c_str(), r.error, r.bound, r.loss_error,
+                  r.message.c_str());
+    EXPECT_TRUE(r.passed) << case_.name() << ": " << r.message;
+  }
+
+ private:
+  cases::ContextCase case_;
+};
+
+void register_grid(Communicator& comm) {
+  for (const auto& c : cases::context_grid(comm.size()))
+    ::testing::RegisterTest("context", c.name().c_str(), nullptr, nullptr, __FILE__, __LINE__,
+                            [c]() -> MpiTest* { return new ContextCaseTest(c); });
+}
+const bool registered = add_registrar(register_grid);
+
 class ContextTest : public MpiTest {};
+
+TEST_F(ContextTest, TrainingCatchesTheFaults) {
+  if (comm().size() == 1) GTEST_SKIP() << "one rank: no split, no ring";
+  for (const char* fault : {"no_reorder", "missing_rescale", "wrong_neighbour"}) {
+    cases::ContextCase c;
+    c.cp = comm().size() % 2 == 0 ? 2 : comm().size();
+    c.dp = comm().size() / c.cp;
+    c.fault = fault;
+    const cases::ContextResult r = cases::run_context_case(comm(), c);
+    EXPECT_FALSE(r.passed) << c.name() << " passed: " << r.message;
+  }
+}
 
 TEST_F(ContextTest, TheSplitIsBalancedAndCoversTheSequence) {
   ContextParallel cp(comm(), {});

@@ -1,0 +1,142 @@
+// Context-parallel conformance cases (see context.hpp).
+#include "correctness/cases/context.hpp"
+
+#include <cmath>
+
+#include "correctness/cases/compare.hpp"
+#include "correctness/cases/family.hpp"
+#include "correctness/cases/tensor.hpp"
+#include "correctness/cases/training.hpp"
+#include "reference/core/error.hpp"
+#include "reference/core/tolerance.hpp"
+#include "reference/parallel/context/layers.hpp"
+#include "reference/parallel/data/config.hpp"
+#include "reference/parallel/grid.hpp"
+#include "reference/parallel/techniques/techniques.hpp"
+
+namespace parity::cases {
+
+using parallel::Axis;
+
+std::string ContextCase::name() const {
+  return "context/" + variant + "/cp" + std::to_string(cp) + (dp > 1 ? "/dp" + std::to_string(dp) : "") +
+         (zero > 0 ? "/zero" + std::to_string(zero) : "") + "/" + precision + (fault.empty() ? "" : "/" + fault);
+}
+
+namespace {
+model::GptConfig context_model(DataType dtype) {
+  model::GptConfig g = tensor_case_model(dtype);
+  g.sequence = 24;  // 2 cp chunks for cp = 2, 3, 4; 12 heads over cp for Ulysses
+  return g;
+}
+DataType type_of(const ContextCase& c) { return c.precision == "float64" ? DataType::float64 : DataType::float32; }
+}  // namespace
+
+std::vector<ContextCase> context_grid(int n) {
+  std::vector<ContextCase> out;
+  for (int cp : {1, 2, 3, 4}) {
+    if (n % cp != 0 || (cp == 1 && n > 1)) continue;
+    for (const char* variant : {"ring", "allgather", "ulysses"}) {
+      for (const char* precision : {"float64", "float32"}) {
+        ContextCase c;
+        c.variant = variant;
+        c.cp = cp;
+        c.dp = n / cp;
+        c.precision = precision;
+        out.push_back(c);
+      }
+      if (n / cp > 1) {
+        ContextCase c;
+        c.variant = variant;
+        c.cp = cp;
+        c.dp = n / cp;
+        c.zero = 1;
+        c.precision = "float32";
+        out.push_back(c);
+      }
+    }
+  }
+  return out;
+}
+
+ContextResult run_context_case(Communicator& world, const ContextCase& c) {
+  const int n = world.size();
+  if (c.cp < 1 || c.cp * c.dp != n)
+    throw UsageError(c.name() + ": cp " + std::to_string(c.cp) + " x dp " + std::to_string(c.dp) + " is not the " +
+                     std::to_string(n) + " ranks");
+  ContextResult r;
+  const model::GptConfig config = context_model(type_of(c));
+  const int dp = c.dp;
+  const std::int64_t rows = 2 * dp + 1;  // uneven shards over dp
+  parallel::GridSpec spec;
+  spec.set(Axis::cp, c.cp).set(Axis::dp, dp);
+  parallel::Grid grid(world, spec);
+  parallel::ContextParallel cp(grid.group(Axis::cp), {c.variant, c.fault});
+  auto m = parallel::build_context_parallel_gpt(config, cp);
+  auto optimizer = case_adamw(config.dtype);
+  Communicator& replicas = grid.group(parallel::AxisSet{Axis::dp, Axis::cp});
+  parallel::DataParallelConfig dc;
+  dc.zero_stage = c.zero;
+  dc.global_batch = rows;
+  dc.bucket_bytes = 2048;
+  dc = parallel::checked_config(dc, dp, *m, *optimizer);  // the batch splits over dp alone
+  // Gradients summed over dp x cp; the batch split over dp alone (the cp ranks of a sequence take
+  // the same rows).
+  parallel::Trainer trainer(*m, grid.group(Axis::dp), rows, 1, parallel::make_data_parallel_parts(replicas, *m, *optimizer, dc));
+  const parallel::BatchSource source = parallel::batches_of(config);
+  std::vector<double> losses;
+  for (int step = 0; step < c.steps; ++step) losses.push_back(trainer.step(source, static_cast<std::uint64_t>(step)).loss);
+  const parallel::ParameterValues values = trainer.gathered(false);
+
+  // One device, the whole batch.
+  auto whole = model::build_gpt(config);
+  auto whole_optimizer = case_adamw(config.dtype);
+  const parallel::ParameterValues origin = values_of(*whole, whole_optimizer.get());
+  std::vector<double> reference_losses;
+  for (int step = 0; step < c.steps; ++step)
+    reference_losses.push_back(
+        model::train_step(*whole, *whole_optimizer, source(static_cast<std::uint64_t>(step), 0, rows, rows), step));
+  const Difference d = compare(values, values_of(*whole, whole_optimizer.get()), origin);
+  // Attention's sums over the sequence's keys, the gradients' over tokens and ranks, regrouped.
+  const std::int64_t terms =
+      tolerance::tensor_parallel_reduction_terms(rows * config.sequence, config.hidden, config.vocabulary);
+  r.bound = tolerance::training_relative_bound(config.dtype, terms, n, c.steps);
+  r.error = std::max(d.parameters, d.state);
+  for (int step = 0; step < c.steps; ++step)
+    r.loss_error = std::max(r.loss_error, std::abs(losses[static_cast<std::size_t>(step)] - reference_losses[static_cast<std::size_t>(step)]) /
+                                              std::abs(reference_losses[static_cast<std::size_t>(step)]));
+  std::string failures;
+  if (!(d.parameters <= r.bound && d.state <= r.bound))
+    failures += "parameters or state differ from one device beyond " + format(r.bound) + " (largest at " + d.where + "); ";
+  if (!(r.loss_error <= r.bound)) failures += "a step's loss differs by " + format(r.loss_error) + "; ";
+  const std::string compared =
+      "loss " + format(r.loss_error) + ", parameters " + format(d.parameters) + ", state " + format(d.state);
+  r.passed = agreed_verdict(world, failures, compared, r.message);
+  r.error = max_over_ranks(world, r.error);
+  r.loss_error = max_over_ranks(world, r.loss_error);
+  return r;
+}
+
+const RegisteredFamily kContextFamily{FamilyDefinition<ContextCase, ContextResult>{
+    .name = "context",
+    .table = &kContextCasesTable,
+    .label = "context-parallel",
+    .order = 45,
+    .grid = [](int world_size, const GridOptions&) {
+      std::vector<ContextCase> cases = context_grid(world_size);
+      return cases;
+    },
+    .run = [](const CaseContext& context, const ContextCase& c) { return run_context_case(context.world, c); },
+    .columns =
+        [](record::Table& t, const CaseContext& context, const ContextCase& c, const ContextResult& r) {
+          t.str("variant").push_back(c.variant);
+          t.i64("cp").push_back(c.cp);
+          t.i64("dp").push_back(c.dp);
+          t.i64("zero").push_back(c.zero);
+          add_run_columns(t, context.world, c.precision, c.steps);
+          t.f64("error").push_back(r.error);
+          t.f64("bound").push_back(r.bound);
+          t.f64("loss_error").push_back(r.loss_error);
+        }}};
+
+}  // namespace parity::cases

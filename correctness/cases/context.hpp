@@ -1,0 +1,56 @@
+// Conformance cases of context parallelism (parallel/context), written once and run by
+// GoogleTest (correctness/test_context.cpp) and by `parity check --filter 'context/*'`. A case
+// splits the world into cp x dp ranks, trains the tensor-parallel cases' GPT (sequence 24,
+// dropout on, tied table) for 3 AdamW steps with each sequence over the cp group (the variant's
+// attention, dropout drawn for the whole sequence) and the batch over dp, the gradients summed
+// over dp x cp (DDP, or ZeRO-1 sharded over dp x cp); every step's loss and the parameters and
+// moments after the last step must equal single-device training within the training bound.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "reference/comm/communicator.hpp"
+#include "reference/record/table.hpp"
+
+namespace parity::cases {
+
+using record::ColumnType;
+
+inline const record::TableSpec kContextCasesTable{
+    "/check/context",
+    "conformance cases of context parallelism (ring, all-gather, Ulysses) composed with DP and ZeRO "
+    "(docs/results-schema.md)",
+    {
+      {"case", ColumnType::string}, {"variant", ColumnType::string}, {"cp", ColumnType::int64},
+      {"dp", ColumnType::int64}, {"zero", ColumnType::int64}, {"precision", ColumnType::string},
+      {"device", ColumnType::string}, {"world_size", ColumnType::int64}, {"steps", ColumnType::int64},
+      {"error", ColumnType::float64}, {"bound", ColumnType::float64}, {"loss_error", ColumnType::float64},
+      {"passed", ColumnType::int64}, {"message", ColumnType::string}
+    }};
+
+struct ContextCase {
+  std::string variant = "ring";  // ring, allgather, ulysses
+  int cp = 2;
+  int dp = 1;                    // the world is cp x dp
+  int zero = 0;                  // 0 (DDP) or 1, over dp x cp
+  std::string precision = "float64";
+  int steps = 3;
+  std::string fault;             // parallel::ContextParallelConfig::fault
+  // "context/ring/cp2/float64", "context/allgather/cp2/dp2/zero1/float32"
+  std::string name() const;
+};
+
+// The cases at world size n: every variant at every cp in {2, 3, 4} dividing n (dp the rest), in
+// float64 and float32, and with ZeRO-1 where dp > 1; at one rank cp 1 (the single device).
+std::vector<ContextCase> context_grid(int world_size);
+
+struct ContextResult {
+  double error = 0, bound = 0, loss_error = 0;
+  bool passed = false;
+  std::string message;
+};
+
+ContextResult run_context_case(Communicator& world, const ContextCase& c);
+
+}  // namespace parity::cases

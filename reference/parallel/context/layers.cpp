@@ -1,0 +1,223 @@
+// The context-parallel GPT's layers (see layers.hpp).
+#include "reference/parallel/context/layers.hpp"
+
+#include <cmath>
+#include <cstring>
+
+#include "reference/core/error.hpp"
+#include "reference/ops/ops.hpp"
+
+namespace parity::parallel {
+
+namespace {
+
+// Rows `rows` (dimension 1) of a [B, T, ...] tensor, into a [B, rows, ...] one.
+Tensor take_rows(const Tensor& x, const std::vector<std::int64_t>& rows, const std::string& name) {
+  Shape shape = x.shape();
+  shape[1] = static_cast<std::int64_t>(rows.size());
+  Tensor out = Tensor::empty(name, shape, x.dtype(), MemoryCategory::activations);
+  const std::int64_t B = x.dim(0), T = x.dim(1);
+  const std::size_t row = x.bytes() / static_cast<std::size_t>(B * T);
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      std::memcpy(static_cast<char*>(out.raw()) + (static_cast<std::size_t>(b) * rows.size() + i) * row,
+                  static_cast<const char*>(x.raw()) + static_cast<std::size_t>(b * T + rows[i]) * row, row);
+  return out;
+}
+
+class ContextEmbedding : public model::Layer {
+ public:
+  ContextEmbedding(std::string name, std::int64_t vocabulary, std::int64_t sequence, std::int64_t hidden, DataType dtype,
+                   double init_std, std::uint64_t seed, ContextParallel& cp)
+      : Layer(std::move(name)), cp_(cp) {
+    wte_ = &add_parameter("wte", {vocabulary, hidden}, dtype, Init::normal(0, init_std), seed);
+    wpe_ = &add_parameter("wpe", {sequence, hidden}, dtype, Init::normal(0, init_std / 2), seed);
+  }
+  const char* kind() const override { return "context_embedding"; }
+  model::Parameter& token_table() { return *wte_; }
+
+ protected:
+  Tensor do_forward(const Tensor& tokens, const model::PassContext& context) override {
+    const std::vector<std::int64_t> positions = cp_.positions(tokens.dim(1));
+    const Tensor mine = cp_.split(tokens);
+    const Tensor table = take_rows(wpe_->value.reshape({1, wpe_->value.dim(0), wpe_->value.dim(1)}), positions, "wpe.rows")
+                             .reshape({static_cast<std::int64_t>(positions.size()), wpe_->value.dim(1)});
+    Tensor y = activation("out", {mine.dim(0), mine.dim(1), wte_->value.dim(1)}, wte_->value.dtype());
+    ops::embedding_forward(mine, wte_->value, table, y);
+    save(context, {mine});
+    return y;
+  }
+  Tensor do_backward(const Tensor& dy, const model::PassContext& context) override {
+    const Tensor mine = take_saved(context).at(0);
+    const std::int64_t sequence = mine.dim(1) * cp_.size();
+    const std::vector<std::int64_t> positions = cp_.positions(sequence);
+    weight_gradient(context, [this, dy, mine, positions] {
+      const std::int64_t c = wpe_->value.dim(1);
+      Tensor rows = Tensor::zeros("dwpe.rows", {static_cast<std::int64_t>(positions.size()), c}, wpe_->value.dtype(),
+                                  MemoryCategory::workspace);
+      ops::embedding_backward(dy, mine, wte_->gradient(), rows);
+      Tensor& dwpe = wpe_->gradient();
+      for (std::size_t i = 0; i < positions.size(); ++i) {
+        Tensor into = dwpe.segment("dwpe.row", positions[i] * c, {c});
+        ops::accumulate(into, rows.segment("row", static_cast<std::int64_t>(i) * c, {c}));
+      }
+    });
+    return {};
+  }
+
+ private:
+  ContextParallel& cp_;
+  model::Parameter* wte_;
+  model::Parameter* wpe_;
+};
+
+class ContextDropout : public model::Layer {
+ public:
+  ContextDropout(std::string name, double p, std::uint64_t seed, ContextParallel& cp)
+      : Layer(std::move(name)), p_(p), seed_(seed), cp_(cp) {}
+  const char* kind() const override { return "dropout"; }
+
+ protected:
+  Tensor do_forward(const Tensor& x, const model::PassContext& context) override {
+    if (p_ == 0 || !context.training) return x;
+    Tensor y = activation("out", x.shape(), x.dtype());
+    each_chunk(x, y, context, [&](const Tensor& in, Tensor& out, ops::DropoutKey key) { ops::dropout_forward(in, p_, key, out); });
+    return y;
+  }
+  Tensor do_backward(const Tensor& dy, const model::PassContext& context) override {
+    if (p_ == 0 || !context.training) return dy;
+    Tensor dx = activation_gradient("dx", dy.shape(), dy.dtype());
+    each_chunk(dy, dx, context,
+               [&](const Tensor& in, Tensor& out, ops::DropoutKey key) { ops::dropout_backward(in, p_, key, out); });
+    return dx;
+  }
+
+ private:
+  // Runs body on each (row, chunk) of [B, Tl, C] x and y with the key of that chunk's first
+  // element in the whole [B_global, T, C] tensor (the single device's dropout key).
+  template <typename Body>
+  void each_chunk(const Tensor& x, Tensor& y, const model::PassContext& context, const Body& body) const {
+    const std::int64_t B = x.dim(0), local = x.dim(1), C = x.numel() / (B * local), T = local * cp_.size();
+    const std::int64_t chunk = local / 2;
+    const std::vector<std::int64_t> positions = cp_.positions(T);
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t k = 0; k < 2; ++k) {
+        const std::int64_t at = (b * local + k * chunk) * C;
+        const Tensor in = x.segment("in", at, {chunk, C});
+        Tensor out = y.segment("out", at, {chunk, C});
+        const auto first = static_cast<std::uint64_t>(((context.first_row + b) * T + positions[static_cast<std::size_t>(k * chunk)]) * C);
+        body(in, out, model::dropout_key(seed_ + context.dropout_seed_offset, name(), context.step, first));
+      }
+  }
+  double p_;
+  std::uint64_t seed_;
+  ContextParallel& cp_;
+};
+
+class ContextAttention : public model::Layer {
+ public:
+  ContextAttention(std::string name, std::int64_t hidden, int heads, double dropout, DataType dtype, double init_std,
+                   double proj_std, std::uint64_t seed, ContextParallel& cp)
+      : Layer(std::move(name)), heads_(heads), cp_(cp) {
+    qkv_ = &add_child(std::make_unique<model::Linear>(this->name() + ".qkv", hidden, 3 * hidden, true, dtype, init_std, seed));
+    proj_ = &add_child(std::make_unique<model::Linear>(this->name() + ".proj", hidden, hidden, true, dtype, proj_std, seed));
+    dropout_ = &add_child(std::make_unique<ContextDropout>(this->name() + ".dropout", dropout, seed, cp));
+  }
+  const char* kind() const override { return "context_attention"; }
+
+ protected:
+  Tensor do_forward(const Tensor& x, const model::PassContext& context) override {
+    const Tensor qkv = qkv_->forward(x, context);
+    const std::int64_t B = qkv.dim(0), local = qkv.dim(1), C = qkv.dim(2) / 3, T = local * cp_.size();
+    const Tensor q = part(qkv, 0), k = part(qkv, 1), v = part(qkv, 2);
+    Tensor out = activation("core", {B, local, C}, x.dtype());
+    Tensor lse = activation("lse", {B, heads_, local}, x.dtype());
+    cp_.attention_forward(q, k, v, T, heads_, out, lse);
+    save(context, {q, k, v, out, lse});
+    return dropout_->forward(proj_->forward(out, context), context);
+  }
+  Tensor do_backward(const Tensor& dy, const model::PassContext& context) override {
+    const Tensor dout = proj_->backward(dropout_->backward(dy, context), context);
+    const auto saved = take_saved(context);
+    const Tensor &q = saved[0], &k = saved[1], &v = saved[2], &out = saved[3], &lse = saved[4];
+    const std::int64_t B = q.dim(0), local = q.dim(1), C = q.dim(2);
+    Tensor dq = activation_gradient("dq", q.shape(), q.dtype()), dk = activation_gradient("dk", k.shape(), k.dtype()),
+           dv = activation_gradient("dv", v.shape(), v.dtype());
+    cp_.attention_backward(dout, q, k, v, out, lse, local * cp_.size(), heads_, dq, dk, dv);
+    Tensor dqkv = activation_gradient("dqkv", {B, local, 3 * C}, q.dtype());
+    for (std::int64_t r = 0; r < B * local; ++r)
+      for (int p = 0; p < 3; ++p) {
+        const Tensor& from = p == 0 ? dq : p == 1 ? dk : dv;
+        Tensor into = dqkv.segment("dqkv.part", r * 3 * C + p * C, {C});
+        copy_into(into, from.segment("part", r * C, {C}));
+      }
+    return qkv_->backward(dqkv, context);
+  }
+
+ private:
+  // Columns [p C, (p + 1) C) of a fused [B, Tl, 3C].
+  static Tensor part(const Tensor& qkv, int p) {
+    const std::int64_t rows = qkv.dim(0) * qkv.dim(1), C = qkv.dim(2) / 3;
+    Tensor out = Tensor::empty(p == 0 ? "q" : p == 1 ? "k" : "v", {qkv.dim(0), qkv.dim(1), C}, qkv.dtype(),
+                               MemoryCategory::activations);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      Tensor into = out.segment("row", r * C, {C});
+      copy_into(into, qkv.segment("row", r * 3 * C + p * C, {C}));
+    }
+    return out;
+  }
+  int heads_;
+  ContextParallel& cp_;
+  model::Layer* qkv_;
+  model::Layer* proj_;
+  model::Layer* dropout_;
+};
+
+class ContextLoss : public model::Loss {
+ public:
+  explicit ContextLoss(ContextParallel& cp) : cp_(cp) {}
+  const char* name() const override { return "context_cross_entropy"; }
+  double compute(const Tensor& output, const Tensor& targets, double normalizer, Tensor* doutput) const override {
+    double loss = model::CrossEntropyLoss().compute(output, cp_.split(targets), normalizer, doutput);
+    cp_.group().all_reduce({&loss, 1, DataType::float64, MemorySpace::host}, {&loss, 1, DataType::float64, MemorySpace::host},
+                           ReduceOp::sum);
+    return loss;
+  }
+
+ private:
+  ContextParallel& cp_;
+};
+
+}  // namespace
+
+std::unique_ptr<model::Model> build_context_parallel_gpt(const model::GptConfig& c, ContextParallel& cp) {
+  c.validate();
+  if (c.moe.enabled()) throw UsageError("context parallelism: the GPT has MoE layers, which these layers do not take");
+  cp.positions(c.sequence);  // refuses a sequence that does not split into 2 cp chunks
+  auto model = std::make_unique<model::Model>(c.describe() + " cp" + std::to_string(cp.size()),
+                                              std::make_unique<ContextLoss>(cp), c.dtype);
+  const double init_std = 0.02, proj_std = 0.02 / std::sqrt(2.0 * c.layers);
+  auto owned = std::make_unique<ContextEmbedding>("embedding", c.vocabulary, c.sequence, c.hidden, c.dtype, init_std, c.seed, cp);
+  ContextEmbedding& embedding = *owned;
+  model->add(std::move(owned));
+  for (int i = 0; i < c.layers; ++i) {
+    const std::string name = "blocks." + std::to_string(i);
+    auto mlp = std::make_unique<model::FeedForward>(
+        name + ".mlp", std::make_unique<model::Linear>(name + ".mlp.fc", c.hidden, 4 * c.hidden, true, c.dtype, init_std, c.seed),
+        std::make_unique<model::Linear>(name + ".mlp.proj", 4 * c.hidden, c.hidden, true, c.dtype, proj_std, c.seed),
+        std::make_unique<ContextDropout>(name + ".mlp.dropout", c.dropout, c.seed, cp));
+    model->add(std::make_unique<model::TransformerBlock>(
+        name, c.hidden, c.dtype, c.seed,
+        std::make_unique<ContextAttention>(name + ".attn", c.hidden, c.heads, c.dropout, c.dtype, init_std, proj_std, c.seed, cp),
+        std::move(mlp)));
+  }
+  model->add(std::make_unique<model::LayerNorm>("ln_f", c.hidden, c.dtype, c.seed));
+  if (c.tied_embeddings)
+    model->add(std::make_unique<model::LanguageModelHead>("lm_head", embedding.token_table()));
+  else
+    model->add(std::make_unique<model::LanguageModelHead>("lm_head", "lm_head.weight", c.vocabulary, c.hidden, c.dtype,
+                                                          init_std, c.seed));
+  return model;
+}
+
+}  // namespace parity::parallel

@@ -1,0 +1,27 @@
+// The GPT over a context-parallel group (context_parallel.hpp): every rank runs the whole model
+// on its rows of each sequence (chunks r and 2 cp - 1 - r), and the layers that see across
+// tokens or index them by position take the split into account:
+//   ContextEmbedding    takes the whole sequence's tokens, keeps the rank's rows and adds the
+//                       position table's rows at their positions (its gradient scattered back);
+//   ContextAttention    qkv and the output projection token-wise, attention through the group
+//                       (ring, all-gather or Ulysses);
+//   ContextDropout      draws exactly the whole sequence's mask at the rank's elements, chunk by
+//                       chunk, so that every layout draws the same masks;
+//   ContextLoss         cross-entropy of the rank's rows against their targets, the loss's value
+//                       summed over the group (its gradient stays the rank's own).
+// Parameters are whole and named as the single-device model's; their gradients are summed over
+// the group (and dp) by the data-parallel part of the step.
+#pragma once
+
+#include <memory>
+
+#include "reference/model/layers.hpp"
+#include "reference/model/model.hpp"
+#include "reference/parallel/context/context_parallel.hpp"
+
+namespace parity::parallel {
+
+// The GPT of `config` (dense; dropout drawn as the whole sequence's) over cp's group.
+std::unique_ptr<model::Model> build_context_parallel_gpt(const model::GptConfig& config, ContextParallel& cp);
+
+}  // namespace parity::parallel
