@@ -29,7 +29,10 @@ model::GptConfig context_model(DataType dtype) {
   g.sequence = 24;  // 2 cp chunks for cp = 2, 3, 4; 12 heads over cp for Ulysses
   return g;
 }
-DataType type_of(const ContextCase& c) { return c.precision == "float64" ? DataType::float64 : DataType::float32; }
+DataType type_of(const ContextCase& c) {
+  if (c.precision == "bfloat16") return DataType::bfloat16;
+  return c.precision == "float64" ? DataType::float64 : DataType::float32;
+}
 }  // namespace
 
 std::vector<ContextCase> context_grid(int n) {
@@ -43,6 +46,14 @@ std::vector<ContextCase> context_grid(int n) {
         c.cp = cp;
         c.dp = n / cp;
         c.precision = precision;
+        out.push_back(c);
+      }
+      {  // 16 bits: bfloat16 parameters, activations and gradients, float32 masters and attention
+        ContextCase c;
+        c.variant = variant;
+        c.cp = cp;
+        c.dp = n / cp;
+        c.precision = "bfloat16";
         out.push_back(c);
       }
       if (n / cp > 1) {
@@ -73,12 +84,14 @@ ContextResult run_context_case(Communicator& world, const ContextCase& c) {
   parallel::Grid grid(world, spec);
   parallel::ContextParallel cp(grid.group(Axis::cp), {c.variant, c.fault});
   auto m = parallel::build_context_parallel_gpt(config, cp);
-  auto optimizer = case_adamw(config.dtype);
+  const bool mixed = is_half(config.dtype);
+  auto optimizer = case_adamw(mixed ? DataType::float32 : config.dtype);
   Communicator& replicas = grid.group(parallel::AxisSet{Axis::dp, Axis::cp});
   parallel::DataParallelConfig dc;
   dc.zero_stage = c.zero;
   dc.global_batch = rows;
   dc.bucket_bytes = 2048;
+  if (mixed) dc.precision = parallel::Precision::mixed;
   dc = parallel::checked_config(dc, dp, *m, *optimizer);  // the batch splits over dp alone
   // Gradients summed over dp x cp; the batch split over dp alone (the cp ranks of a sequence take
   // the same rows).
@@ -86,21 +99,30 @@ ContextResult run_context_case(Communicator& world, const ContextCase& c) {
   const parallel::BatchSource source = parallel::batches_of(config);
   std::vector<double> losses;
   for (int step = 0; step < c.steps; ++step) losses.push_back(trainer.step(source, static_cast<std::uint64_t>(step)).loss);
-  const parallel::ParameterValues values = trainer.gathered(false);
+  const parallel::ParameterValues values = trainer.gathered(mixed);
 
-  // One device, the whole batch.
+  // One device, the whole batch (16 bits: the same model with float32 masters).
   auto whole = model::build_gpt(config);
-  auto whole_optimizer = case_adamw(config.dtype);
+  auto whole_optimizer = case_adamw(mixed ? DataType::float32 : config.dtype);
   const parallel::ParameterValues origin = values_of(*whole, whole_optimizer.get());
   std::vector<double> reference_losses;
-  for (int step = 0; step < c.steps; ++step)
-    reference_losses.push_back(
-        model::train_step(*whole, *whole_optimizer, source(static_cast<std::uint64_t>(step), 0, rows, rows), step));
-  const Difference d = compare(values, values_of(*whole, whole_optimizer.get()), origin);
-  // Attention's sums over the sequence's keys, the gradients' over tokens and ranks, regrouped.
+  parallel::ParameterValues reference;
+  if (mixed) {
+    MixedRun run = train_mixed_single_device(*whole, *whole_optimizer, source, rows, c.steps, 1);
+    reference_losses = run.losses;
+    reference = std::move(run.values);
+  } else {
+    for (int step = 0; step < c.steps; ++step)
+      reference_losses.push_back(
+          model::train_step(*whole, *whole_optimizer, source(static_cast<std::uint64_t>(step), 0, rows, rows), step));
+    reference = values_of(*whole, whole_optimizer.get());
+  }
+  const Difference d = compare(values, reference, origin);
+  // Attention's sums over the sequence's keys, the gradients' over tokens and ranks, regrouped;
+  // in 16 bits the partial sums' roundings too, and AdamW's sign flips (tolerance.hpp).
   const std::int64_t terms =
       tolerance::tensor_parallel_reduction_terms(rows * config.sequence, config.hidden, config.vocabulary);
-  r.bound = tolerance::training_relative_bound(config.dtype, terms, n, c.steps);
+  r.bound = tolerance::restore_relative_bound(config.dtype, terms, n, 1, config.layers, c.steps, true);
   r.error = std::max(d.parameters, d.state);
   for (int step = 0; step < c.steps; ++step)
     r.loss_error = std::max(r.loss_error, std::abs(losses[static_cast<std::size_t>(step)] - reference_losses[static_cast<std::size_t>(step)]) /

@@ -129,22 +129,28 @@ class ContextAttention : public model::Layer {
   Tensor do_forward(const Tensor& x, const model::PassContext& context) override {
     const Tensor qkv = qkv_->forward(x, context);
     const std::int64_t B = qkv.dim(0), local = qkv.dim(1), C = qkv.dim(2) / 3, T = local * cp_.size();
-    const Tensor q = part(qkv, 0), k = part(qkv, 1), v = part(qkv, 2);
-    Tensor out = activation("core", {B, local, C}, x.dtype());
-    Tensor lse = activation("lse", {B, heads_, local}, x.dtype());
+    // 16-bit storage: the attention in float32, its output rounded once (as ops::attention does).
+    const DataType work = is_half(x.dtype()) ? DataType::float32 : x.dtype();
+    const Tensor q = part(qkv, 0, work), k = part(qkv, 1, work), v = part(qkv, 2, work);
+    Tensor out = activation("core", {B, local, C}, work);
+    Tensor lse = activation("lse", {B, heads_, local}, work);
     cp_.attention_forward(q, k, v, T, heads_, out, lse);
     save(context, {q, k, v, out, lse});
-    return dropout_->forward(proj_->forward(out, context), context);
+    Tensor core = out;
+    if (work != x.dtype()) core = cast(out, x.dtype(), "core", MemoryCategory::activations);
+    return dropout_->forward(proj_->forward(core, context), context);
   }
   Tensor do_backward(const Tensor& dy, const model::PassContext& context) override {
-    const Tensor dout = proj_->backward(dropout_->backward(dy, context), context);
+    Tensor dout = proj_->backward(dropout_->backward(dy, context), context);
     const auto saved = take_saved(context);
+    const DataType stored = dout.dtype();
+    if (saved[0].dtype() != stored) dout = cast(dout, saved[0].dtype(), "dout", MemoryCategory::activations);
     const Tensor &q = saved[0], &k = saved[1], &v = saved[2], &out = saved[3], &lse = saved[4];
     const std::int64_t B = q.dim(0), local = q.dim(1), C = q.dim(2);
     Tensor dq = activation_gradient("dq", q.shape(), q.dtype()), dk = activation_gradient("dk", k.shape(), k.dtype()),
            dv = activation_gradient("dv", v.shape(), v.dtype());
     cp_.attention_backward(dout, q, k, v, out, lse, local * cp_.size(), heads_, dq, dk, dv);
-    Tensor dqkv = activation_gradient("dqkv", {B, local, 3 * C}, q.dtype());
+    Tensor dqkv = activation_gradient("dqkv", {B, local, 3 * C}, stored);
     for (std::int64_t r = 0; r < B * local; ++r)
       for (int p = 0; p < 3; ++p) {
         const Tensor& from = p == 0 ? dq : p == 1 ? dk : dv;
@@ -155,10 +161,10 @@ class ContextAttention : public model::Layer {
   }
 
  private:
-  // Columns [p C, (p + 1) C) of a fused [B, Tl, 3C].
-  static Tensor part(const Tensor& qkv, int p) {
+  // Columns [p C, (p + 1) C) of a fused [B, Tl, 3C], in `type`.
+  static Tensor part(const Tensor& qkv, int p, DataType type) {
     const std::int64_t rows = qkv.dim(0) * qkv.dim(1), C = qkv.dim(2) / 3;
-    Tensor out = Tensor::empty(p == 0 ? "q" : p == 1 ? "k" : "v", {qkv.dim(0), qkv.dim(1), C}, qkv.dtype(),
+    Tensor out = Tensor::empty(p == 0 ? "q" : p == 1 ? "k" : "v", {qkv.dim(0), qkv.dim(1), C}, type,
                                MemoryCategory::activations);
     for (std::int64_t r = 0; r < rows; ++r) {
       Tensor into = out.segment("row", r * C, {C});
