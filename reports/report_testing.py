@@ -184,6 +184,12 @@ def range_words(ratios):
     return ratio_range_words(ratios)
 
 
+def text_of(path):
+    """A written file's text (a report page, a summary)."""
+    with open(path) as f:
+        return f.read()
+
+
 def after(text, marker):
     """The text following the first occurrence of marker, up to the next heading."""
     rest = text[text.index(marker) + len(marker):]

@@ -14,15 +14,10 @@ import unittest
 
 import numpy as np
 
-from report_testing import HERE, RecordingCase, drop_column, run_report, set_rows
+from report_testing import HERE, RecordingCase, text_of, drop_column, run_report, set_rows
 
 FIXTURE = os.path.join(HERE, "fixtures", "state-np4.h5")
 CHECKED_FIGURES = {"state_bandwidth"}
-
-
-def text_of(path):
-    with open(path) as f:
-        return f.read()
 
 
 def aggregate(rows, bytes_column, seconds_column, floor=0):

@@ -13,15 +13,10 @@ import shutil
 import h5py
 import numpy as np
 
-from report_testing import HERE, RecordingCase, run_report
+from report_testing import HERE, RecordingCase, text_of, run_report
 
 FIXTURE = os.path.join(HERE, "fixtures", "state-train-np4.h5")
 CHECKED_FIGURES = {"state_train_loss"}
-
-
-def text_of(path):
-    with open(path) as f:
-        return f.read()
 
 
 class StateTrainReportTests(RecordingCase):

@@ -131,7 +131,8 @@ class ContextAttention : public model::Layer {
     const std::int64_t B = qkv.dim(0), local = qkv.dim(1), C = qkv.dim(2) / 3, T = local * cp_.size();
     // 16-bit storage: the attention in float32, its output rounded once (as ops::attention does).
     const DataType work = is_half(x.dtype()) ? DataType::float32 : x.dtype();
-    const Tensor q = part(qkv, 0, work), k = part(qkv, 1, work), v = part(qkv, 2, work);
+    const Tensor fused = work == qkv.dtype() ? qkv : cast(qkv, work, "qkv", MemoryCategory::workspace);
+    const Tensor q = part(fused, 0), k = part(fused, 1), v = part(fused, 2);
     Tensor out = activation("core", {B, local, C}, work);
     Tensor lse = activation("lse", {B, heads_, local}, work);
     cp_.attention_forward(q, k, v, T, heads_, out, lse);
@@ -150,26 +151,28 @@ class ContextAttention : public model::Layer {
     Tensor dq = activation_gradient("dq", q.shape(), q.dtype()), dk = activation_gradient("dk", k.shape(), k.dtype()),
            dv = activation_gradient("dv", v.shape(), v.dtype());
     cp_.attention_backward(dout, q, k, v, out, lse, local * cp_.size(), heads_, dq, dk, dv);
-    Tensor dqkv = activation_gradient("dqkv", {B, local, 3 * C}, stored);
+    // dQ, dK, dV fused row by row in the work type, then rounded to the stored type once.
+    Tensor dqkv = activation_gradient("dqkv", {B, local, 3 * C}, q.dtype());
+    const std::size_t row = static_cast<std::size_t>(C) * size_of(q.dtype());
     for (std::int64_t r = 0; r < B * local; ++r)
-      for (int p = 0; p < 3; ++p) {
-        const Tensor& from = p == 0 ? dq : p == 1 ? dk : dv;
-        Tensor into = dqkv.segment("dqkv.part", r * 3 * C + p * C, {C});
-        copy_into(into, from.segment("part", r * C, {C}));
-      }
+      for (int p = 0; p < 3; ++p)
+        std::memcpy(static_cast<char*>(dqkv.raw()) + static_cast<std::size_t>(3 * r + p) * row,
+                    static_cast<const char*>((p == 0 ? dq : p == 1 ? dk : dv).raw()) + static_cast<std::size_t>(r) * row, row);
+    if (stored != dqkv.dtype()) dqkv = cast(dqkv, stored, "dqkv", MemoryCategory::activations);
     return qkv_->backward(dqkv, context);
   }
 
  private:
   // Columns [p C, (p + 1) C) of a fused [B, Tl, 3C], in `type`.
-  static Tensor part(const Tensor& qkv, int p, DataType type) {
+  // (qkv already in the type the part is wanted in: converted once for all three parts.)
+  static Tensor part(const Tensor& qkv, int p) {
     const std::int64_t rows = qkv.dim(0) * qkv.dim(1), C = qkv.dim(2) / 3;
-    Tensor out = Tensor::empty(p == 0 ? "q" : p == 1 ? "k" : "v", {qkv.dim(0), qkv.dim(1), C}, type,
+    Tensor out = Tensor::empty(p == 0 ? "q" : p == 1 ? "k" : "v", {qkv.dim(0), qkv.dim(1), C}, qkv.dtype(),
                                MemoryCategory::activations);
-    for (std::int64_t r = 0; r < rows; ++r) {
-      Tensor into = out.segment("row", r * C, {C});
-      copy_into(into, qkv.segment("row", r * 3 * C + p * C, {C}));
-    }
+    const std::size_t row = static_cast<std::size_t>(C) * size_of(qkv.dtype());
+    for (std::int64_t r = 0; r < rows; ++r)
+      std::memcpy(static_cast<char*>(out.raw()) + static_cast<std::size_t>(r) * row,
+                  static_cast<const char*>(qkv.raw()) + static_cast<std::size_t>(3 * r + p) * row, row);
     return out;
   }
   int heads_;

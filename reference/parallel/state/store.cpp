@@ -131,12 +131,8 @@ std::string layout_words(const Trainer& trainer, const std::string& layout) {
 // the trainer (so training may go on while they are written), and the scalars as they were.
 struct SavePlan {
   fs::path root, final_dir, partial;
-  std::uint64_t next_step = 0;
-  std::string save_id, layout, optimizer;
-  std::int64_t optimizer_steps = 0, clean_steps = 0;
-  double loss_scale = 1;
-  std::optional<model::GptConfig> model;
-  std::map<std::string, std::pair<std::string, Shape>> catalog;  // name -> (dtype, whole shape)
+  // What the index will hold, less the rank files' pieces (finish_save adds them).
+  IndexContents index;
   struct PieceData {
     std::string name;
     DataType dtype = DataType::float32;
@@ -155,7 +151,7 @@ SavePlan plan_save(Communicator& comm, Trainer& trainer, const fs::path& root, s
                    const StateSave& options) {
   SavePlan plan;
   plan.root = root;
-  plan.next_step = next_step;
+  plan.index.next_step = next_step;
   plan.final_dir = root / step_name(next_step);
   plan.partial = root / (step_name(next_step) + ".partial");
   plan.fault = options.fault;
@@ -174,7 +170,7 @@ SavePlan plan_save(Communicator& comm, Trainer& trainer, const fs::path& root, s
       for (std::size_t i = 0; i < infos.back().size(); ++i) {
         const HeldInfo& h = infos.back()[i];
         holders[h.name].push_back({r, i});
-        auto [it, fresh] = plan.catalog.try_emplace(h.name, h.dtype, h.whole);
+        auto [it, fresh] = plan.index.catalog.try_emplace(h.name, h.dtype, h.whole);
         if (!fresh && (it->second.first != h.dtype || it->second.second != h.whole))
           throw Error("training state: ranks hold " + h.name + " as " + it->second.first + " " +
                       to_string(it->second.second) + " and as " + h.dtype + " " + to_string(h.whole));
@@ -183,7 +179,7 @@ SavePlan plan_save(Communicator& comm, Trainer& trainer, const fs::path& root, s
     for (const auto& [name, list] : holders) {
       std::vector<std::vector<Run>> runs;
       for (const auto& [r, i] : list) runs.push_back(infos[static_cast<std::size_t>(r)][i].runs);
-      const auto ranges = assign_writers(name, element_count(plan.catalog.at(name).second), runs);
+      const auto ranges = assign_writers(name, element_count(plan.index.catalog.at(name).second), runs);
       for (std::size_t k = 0; k < list.size(); ++k)
         if (list[k].first == comm.rank())
           for (const WriteRange& w : ranges[k]) pieces.push_back({list[k].second, w.begin, w.end});
@@ -198,13 +194,13 @@ SavePlan plan_save(Communicator& comm, Trainer& trainer, const fs::path& root, s
     fs::remove_all(plan.partial);
     fs::create_directories(plan.partial);
   });
-  plan.save_id = comm.all_gather_strings(comm.rank() == 0 ? random_id() : "").front();
-  plan.layout = layout_words(trainer, options.layout);
-  plan.model = options.model;
-  plan.optimizer = trainer.parts().optimizer->optimizer().name();
-  plan.optimizer_steps = trainer.parts().optimizer->steps_taken();
-  plan.loss_scale = trainer.scaler().scale();
-  plan.clean_steps = trainer.scaler().clean_steps();
+  plan.index.save_id = comm.all_gather_strings(comm.rank() == 0 ? random_id() : "").front();
+  plan.index.layout = layout_words(trainer, options.layout);
+  plan.index.model = options.model;
+  plan.index.optimizer = trainer.parts().optimizer->optimizer().name();
+  plan.index.optimizer_steps = trainer.parts().optimizer->steps_taken();
+  plan.index.loss_scale = trainer.scaler().scale();
+  plan.index.clean_steps = trainer.scaler().clean_steps();
   for (const Piece& piece : pieces) {
     const HeldTensor& h = held[piece.held];
     const Tensor host = on_host(h.tensor);
@@ -222,9 +218,9 @@ SavePlan plan_save(Communicator& comm, Trainer& trainer, const fs::path& root, s
 std::string write_rank_file(const SavePlan& plan, int rank, std::uint64_t& bytes) {
   std::string written;
   record::ArrayWriter file(plan.partial / (rank_file(rank) + ".tmp"), kTrainingStateSchema, kTrainingStateVersion);
-  file.set_attribute("/", "save_id", plan.save_id);
+  file.set_attribute("/", "save_id", plan.index.save_id);
   file.set_attribute("/", "rank", static_cast<std::int64_t>(rank));
-  file.set_attribute("/", "next_step", static_cast<std::int64_t>(plan.next_step));
+  file.set_attribute("/", "next_step", static_cast<std::int64_t>(plan.index.next_step));
   for (std::size_t j = 0; j < plan.pieces.size(); ++j) {
     const SavePlan::PieceData& piece = plan.pieces[j];
     const std::size_t count = piece.data.size() / size_of(piece.dtype);
@@ -268,17 +264,8 @@ SavedState finish_save(Communicator& comm, const SavePlan& plan, const std::stri
   }
   on_every_rank(comm, [&] {
     if (comm.rank() != 0) return;
-    IndexContents index;
-    index.save_id = plan.save_id;
-    index.next_step = plan.next_step;
-    index.optimizer_steps = plan.optimizer_steps;
-    index.optimizer = plan.optimizer;
-    index.loss_scale = plan.loss_scale;
-    index.clean_steps = plan.clean_steps;
+    IndexContents index = plan.index;
     index.world_size = comm.size();
-    index.layout = plan.layout;
-    index.model = plan.model;
-    index.catalog = plan.catalog;
     index.written = all_written;
     write_index(plan.partial, index);
     fs::rename(plan.partial, plan.final_dir);
