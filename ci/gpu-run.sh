@@ -17,7 +17,11 @@ usage: ci/gpu-run.sh --pack DIR --out DIR [--np N] [--steps LIST] [--help]
   --out DIR     where logs and result files go (created)
   --np N        ranks for the multi-rank steps [default: 4]
   --steps LIST  comma-separated subset of: info,fast,ops,kernels,grid1,model,torch,checkN
-                [default: all, in that order]
+                [default: all, in that order], and the optional steps (in no default):
+                  model_more  bench model --path fast on gpt-2.7b in bfloat16 and on
+                              gpt2-medium in float16 (40 s)
+                  profile     Nsight Compute (ncu) over the fast attention, LayerNorm and
+                              loss kernels at gpt-1.3b's shape, its sections per kernel (60 s)
 EOF
 }
 
@@ -60,6 +64,11 @@ step ops 20 "$bin/test_units" --gtest_filter='*Cuda*:Mirror.*:Placement.*:Tensor
 step kernels 15 "$bin/parity" bench collectives --device cuda --coll all_reduce --algo native -e 1M -n 5 --out "$out/kernels.h5" --force -q
 step grid1 20 "$bin/mpirun" -n 1 "$bin/test_collectives" --gtest_filter='DeviceTest.*'
 step model 40 "$bin/parity" bench model --device cuda --path fast --dtype bfloat16 --models gpt2-medium,gpt-1.3b --batch 4 --warmup 2 --steps 5 --out "$out/model-fast.h5" --force
+step model_more 40 bash -c '"$0/parity" bench model --device cuda --path fast --dtype bfloat16 --models gpt-2.7b --batch 4 --warmup 2 --steps 5 --out "$1/model-fast-2.7b.h5" --force && "$0/parity" bench model --device cuda --path fast --dtype float16 --models gpt2-medium --batch 4 --warmup 2 --steps 5 --out "$1/model-fast-f16.h5" --force' "$bin" "$out"
+step profile 60 bash -c 'ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -n 1); [ -n "$ncu" ] || { echo "no ncu"; exit 3; }
+for k in "^forward_kernel|backward_kv_kernel|backward_q_kernel|delta_kernel:4" "^layernorm_forward:1" "^layernorm_backward:1" "cross_entropy:1"; do
+  "$ncu" --clock-control none -k "regex:${k%:*}" --launch-count "${k##*:}" --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section ComputeWorkloadAnalysis "$0/parity" bench model --device cuda --path fast --dtype bfloat16 --models gpt-1.3b --batch 4 --warmup 0 --steps 1 --out "$1/profile.h5" --force -q || exit
+done' "$bin" "$out"
 step torch 200 bash -c 'for m in gpt2-medium gpt-1.3b; do python3 "$0/../bench/torch_gpt.py" --model $m --batch 4 --warmup 3 --steps 5 --json "$1/torch-$m.json" || exit; done' "$here" "$out"
 step checkN 150 "$bin/parity" check --device cuda --np "$np" --filter 'training/*:tensor/*:pipeline/*:moe/*:checkpoint/*' --out "$out/check-cuda-np$np.h5" --force
 

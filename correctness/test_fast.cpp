@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "reference/core/dtype.hpp"
@@ -171,6 +172,21 @@ TEST(FastGpt, FlopsMatchTheFormula) {
   }
 }
 
+// The attention kernels' executed products, counted by hand for one head of 128 rows and head
+// size 64: forward, 8 warps of 16 queries, the first four see key tile 0, the others tiles 0 and 1
+// (12 visits of two 16 x 64 x 64 products); dK/dV, the warps of keys 0, 16, 32, 48 visit the
+// query tiles of 32 from 0 that hold a query at or after their first key (4, 4, 3, 3), those of
+// 64.. the tiles from 64 (2, 2, 1, 1): 20 visits of four 16 x 32 x 64 products; dQ, the first
+// block's four warps one key tile, the second's two: 12 visits of three 16 x 64 x 64 products.
+TEST(FastGpt, AttentionCountsTheProductsItRuns) {
+  const std::int64_t tile64 = 2 * 16 * 64 * 64, tile32 = 2 * 16 * 32 * 64;
+  EXPECT_EQ(fast::attention_forward_flops_executed(1, 128, 64, 1), 12 * 2 * tile64);
+  EXPECT_EQ(fast::attention_backward_flops_executed(1, 128, 64, 1), 20 * 4 * tile32 + 12 * 3 * tile64);
+  // Batch and heads multiply; a sequence that ends inside a tile drops the warps past its end.
+  EXPECT_EQ(fast::attention_forward_flops_executed(3, 128, 128, 2), 6 * 12 * 2 * tile64);
+  EXPECT_EQ(fast::attention_forward_flops_executed(1, 40, 64, 1), 3 * 2 * tile64);
+}
+
 TEST(FastGpt, GroupsRowsByToken) {
   const std::vector<std::int32_t> tokens = {5, 2, 5, 7, 2, 5};
   const fast::TokenGroups g = fast::group_rows_by_token(tokens.data(), 6);
@@ -292,7 +308,7 @@ TEST_F(FastDevice, LinearWithBiasGeluAndItsGradients) {
 // kernels' blocks (kLayerNormBlocks), so blocks take several rows.
 TEST_F(FastDevice, ResidualLayerNormForwardAndBackwardMatchFloat64) {
   const std::int64_t M = fast::kLayerNormBlocks + 37;
-  for (const std::int64_t C : {64, 1024, 2048, 2560}) {
+  for (const std::int64_t C : {30, 64, 768, 1024, 2048, 2560}) {  // 30: the scalar kernels; the rest: the vector ones
     SCOPED_TRACE("C=" + std::to_string(C));
     const auto resid = draw(M * C, 1.0, 31), add = draw(M * C, 1.0, 32), gamma = draw(C, 1.0, 33),
                beta = draw(C, 0.5, 34), dy = draw(M * C, 1.0, 35), d0 = draw(M * C, 1.0, 36);
@@ -340,6 +356,43 @@ TEST_F(FastDevice, ResidualLayerNormForwardAndBackwardMatchFloat64) {
     EXPECT_LT(relative_error(from_device(d_dres16, n), dresid_want), kOneRounding);
     EXPECT_LT(relative_error(from_device(d_dgamma, static_cast<std::size_t>(C)), values(dgamma)), kOneRounding);
     EXPECT_LT(relative_error(from_device(d_dbeta, static_cast<std::size_t>(C)), values(dbeta)), kOneRounding);
+  }
+}
+
+// Cross-entropy over [M, V] logits with V - valid padding columns, against float64: the loss per
+// row (float32 arithmetic, no 16-bit rounding: bound u / 16) and the gradient (one rounding),
+// padding columns exactly 0. V = 64: the eight-column kernel; V = 30: the scalar one.
+TEST_F(FastDevice, CrossEntropyMatchesFloat64) {
+  for (const auto& [M, V, valid] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{37, 64, 50}, {37, 30, 27}}) {
+    SCOPED_TRACE("V=" + std::to_string(V) + " valid=" + std::to_string(valid));
+    const auto logits = draw(static_cast<std::size_t>(M * V), 3.0, 41);
+    std::vector<std::int32_t> targets(static_cast<std::size_t>(M));
+    for (std::int64_t r = 0; r < M; ++r) targets[static_cast<std::size_t>(r)] = static_cast<std::int32_t>((r * 7) % valid);
+    const double normalizer = 2.0 * M, grad_scale = 4.0;
+    std::vector<double> want_loss(static_cast<std::size_t>(M)), want_grad(static_cast<std::size_t>(M * V), 0.0);
+    for (std::int64_t r = 0; r < M; ++r) {
+      const double* x = logits.data() + r * V;
+      double top = -INFINITY, sum = 0;
+      for (std::int64_t c = 0; c < valid; ++c) top = std::max(top, x[c]);
+      for (std::int64_t c = 0; c < valid; ++c) sum += std::exp(x[c] - top);
+      const std::int64_t t = targets[static_cast<std::size_t>(r)];
+      want_loss[static_cast<std::size_t>(r)] = (top + std::log(sum) - x[t]) / normalizer;
+      for (std::int64_t c = 0; c < valid; ++c)
+        want_grad[static_cast<std::size_t>(r * V + c)] =
+            (std::exp(x[c] - top) / sum - (c == t ? 1.0 : 0.0)) * grad_scale / normalizer;
+    }
+    auto d_logits = to_device(logits);
+    DeviceBuffer d_targets(targets.size() * 4), d_loss(static_cast<std::size_t>(M) * 4);
+    cuda::copy(d_targets.p, targets.data(), targets.size() * 4);
+    fast::cross_entropy(fast::Storage::bfloat16, d_logits->p, d_targets.as<std::int32_t>(), d_loss.as<float>(), M, V,
+                        valid, static_cast<float>(normalizer), static_cast<float>(grad_scale));
+    std::vector<float> loss(static_cast<std::size_t>(M));
+    cuda::copy(loss.data(), d_loss.p, loss.size() * 4);
+    const auto grad = from_device(*d_logits, static_cast<std::size_t>(M * V));
+    EXPECT_LT(relative_error(std::vector<double>(loss.begin(), loss.end()), want_loss), kU / 16);
+    EXPECT_LT(relative_error(grad, want_grad), kOneRounding);
+    for (std::int64_t r = 0; r < M; ++r)
+      for (std::int64_t c = valid; c < V; ++c) EXPECT_EQ(grad[static_cast<std::size_t>(r * V + c)], 0.0) << r << "," << c;
   }
 }
 

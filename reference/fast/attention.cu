@@ -28,11 +28,13 @@ using detail::check_launch;
 using detail::Tensor16;
 using std::uint32_t;
 
-constexpr int kWarps = 4;             // a block: 4 warps of 16 rows
-constexpr int kRows = kAttentionRows;  // rows per block (queries in forward and dQ, keys in dK/dV)
+constexpr int kWarps = 4;             // a backward block: 4 warps of 16 rows
+constexpr int kRows = kAttentionRows;  // rows per backward block (queries in dQ, keys in dK/dV)
+constexpr int kForwardWarps = kAttentionForwardRows / 16;  // a forward block: 8 warps of 16 queries
 constexpr int kKeyTile = kAttentionKeyTile;      // keys per step in forward and dQ
 constexpr int kQueryTile = kAttentionQueryTile;  // queries per step in dK/dV
-static_assert(kRows == 16 * kWarps && kKeyTile == kRows, "a warp owns 16 rows; the causal tiles are square");
+static_assert(kRows == 16 * kWarps && kKeyTile == kRows, "a warp owns 16 rows; the dQ kernel's causal tiles are square");
+static_assert(kAttentionForwardRows % kKeyTile == 0, "a forward block's rows end at a key tile's end");
 constexpr int kPad = 8;               // elements of padding per shared-memory row
 constexpr float kLog2e = 1.4426950408889634f;
 
@@ -55,6 +57,16 @@ __device__ void start_tile(const T* src, int ld, int T_len, int row0, int rows, 
     const T* from = src + static_cast<std::int64_t>(inside ? row0 + r : 0) * ld + col0 + c;
     const auto to = static_cast<uint32_t>(__cvta_generic_to_shared(tile.row(r) + c));
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(from), "r"(inside ? 16 : 0));
+  }
+}
+// Starts copying the float32 statistics [row0, row0 + n) of one head into `to` (zeros past T_len),
+// in the same copy group as the tiles started beside it.
+__device__ void start_stats(const float* src, int T_len, int row0, int n, float* to) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const bool inside = row0 + i < T_len;
+    const auto dst = static_cast<uint32_t>(__cvta_generic_to_shared(to + i));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src + (inside ? row0 + i : 0)),
+                 "r"(inside ? 4 : 0));
   }
 }
 __device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\n" ::); }
@@ -171,29 +183,33 @@ __device__ void store_rows(const float (*acc)[4], float scale, T* dst, int ld, i
 
 template <int D> __host__ __device__ constexpr int row_pitch() { return D + kPad; }
 
-// Forward. Grid (query tiles, B H); the last query tiles (the most keys) start first.
+// Forward. Grid (query tiles of kForwardWarps x 16 rows, B H); the last query tiles (the most keys)
+// start first. Two blocks per multiprocessor (their registers and shared memory allow no more).
 template <typename T, int D>
-__global__ void __launch_bounds__(32 * kWarps) forward_kernel(const T* qkv, T* out, float* lse, int T_len, int C,
-                                                              int H, float scale_log2) {
+__global__ void __launch_bounds__(32 * kForwardWarps, 2) forward_kernel(const T* qkv, T* out, float* lse, int T_len,
+                                                                       int C, int H, float scale_log2) {
+  constexpr int kQueries = 16 * kForwardWarps;
   extern __shared__ __align__(16) unsigned char smem[];
   // The query tile, then two buffers of (K, V): the next key tile is copied while this one is used.
   Tile<T> qs{reinterpret_cast<T*>(smem), row_pitch<D>()};
-  T* const buffers = qs.base + kRows * row_pitch<D>();  // buffer i: K at 2 i, V at 2 i + 1 (key tiles)
+  T* const buffers = qs.base + kQueries * row_pitch<D>();  // buffer i: K at 2 i, V at 2 i + 1 (key tiles)
   const auto key_tile = [&](int i, int which) { return Tile<T>{buffers + (2 * i + which) * kKeyTile * row_pitch<D>(), row_pitch<D>()}; };
   const int tile = gridDim.x - 1 - blockIdx.x;
   const int b = blockIdx.y / H, h = blockIdx.y % H, warp = threadIdx.x / 32;
   const int ld = 3 * C;
   const T* base = qkv + static_cast<std::int64_t>(b) * T_len * ld;
-  const int q0 = tile * kRows, qw = q0 + 16 * warp;
+  const int q0 = tile * kQueries, qw = q0 + 16 * warp;
 
-  start_tile<T, D>(base, ld, T_len, q0, kRows, h * D, qs);
+  start_tile<T, D>(base, ld, T_len, q0, kQueries, h * D, qs);
   start_tile<T, D>(base, ld, T_len, 0, kKeyTile, C + h * D, key_tile(0, 0));
   start_tile<T, D>(base, ld, T_len, 0, kKeyTile, 2 * C + h * D, key_tile(0, 1));
   commit();
   float o[D / 8][4];
   clear<D / 8>(o);
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-  const int last_key_tile = min((q0 + kRows - 1) / kKeyTile, (T_len - 1) / kKeyTile);
+  const int last_key_tile = min((q0 + kQueries - 1) / kKeyTile, (T_len - 1) / kKeyTile);
+  // The last key tile this warp's rows see (-1: its rows are all past the sequence's end).
+  const int warp_last_tile = qw < T_len ? min(qw + 15, T_len - 1) / kKeyTile : -1;
   for (int kt = 0; kt <= last_key_tile; ++kt) {
     wait_for_copies();
     __syncthreads();  // this tile is in; every warp is done with the buffers the next copy overwrites
@@ -202,17 +218,27 @@ __global__ void __launch_bounds__(32 * kWarps) forward_kernel(const T* qkv, T* o
       start_tile<T, D>(base, ld, T_len, (kt + 1) * kKeyTile, kKeyTile, 2 * C + h * D, key_tile((kt + 1) % 2, 1));
     }
     commit();
+    if (kt > warp_last_tile) continue;  // the mask hides this whole tile from the warp's rows
     const Tile<T> ks = key_tile(kt % 2, 0), vs = key_tile(kt % 2, 1);
     float s[kKeyTile / 8][4];
     clear<kKeyTile / 8>(s);
     multiply_rows<T, kKeyTile / 8, D>(qs, 16 * warp, ks, s);
+    // Element by element only where the tile's last key is past the warp's first row or the sequence.
+    if ((kt + 1) * kKeyTile - 1 > qw || (kt + 1) * kKeyTile > T_len) {
+#pragma unroll
+      for (int n = 0; n < kKeyTile / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = kt * kKeyTile + acc_col(n, e), query = qw + acc_row(e);
+          if (key > query || key >= T_len) s[n][e] = -INFINITY;
+        }
+    }
     float row_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int n = 0; n < kKeyTile / 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int key = kt * kKeyTile + acc_col(n, e), query = qw + acc_row(e);
-        s[n][e] = (key > query || key >= T_len) ? -INFINITY : s[n][e] * scale_log2;
+        s[n][e] *= scale_log2;
         row_max[e / 2] = fmaxf(row_max[e / 2], s[n][e]);
       }
     float alpha[2], base_max[2];
@@ -282,6 +308,10 @@ __global__ void __launch_bounds__(32 * kWarps) backward_kv_kernel(const T* dout,
   Tile<T> vs{ks.base + kRows * row_pitch<D>(), row_pitch<D>()};
   T* const buffers = vs.base + kRows * row_pitch<D>();  // buffer i: Q at 2 i, dO at 2 i + 1 (query tiles)
   const auto query_tile = [&](int i, int which) { return Tile<T>{buffers + (2 * i + which) * kQueryTile * row_pitch<D>(), row_pitch<D>()}; };
+  // Then, per buffer, the query tile's log-sum-exps and deltas.
+  float* const stats = reinterpret_cast<float*>(buffers + 4 * kQueryTile * row_pitch<D>());
+  const auto lse_of = [&](int i) { return stats + 2 * i * kQueryTile; };
+  const auto delta_of = [&](int i) { return stats + (2 * i + 1) * kQueryTile; };
 
   const int tile = gridDim.x - 1 - blockIdx.x;
   const int b = blockIdx.y / H, h = blockIdx.y % H, warp = threadIdx.x / 32;
@@ -296,6 +326,8 @@ __global__ void __launch_bounds__(32 * kWarps) backward_kv_kernel(const T* dout,
   start_tile<T, D>(base, ld, T_len, k0, kRows, 2 * C + h * D, vs);
   start_tile<T, D>(base, ld, T_len, k0, kQueryTile, h * D, query_tile(0, 0));
   start_tile<T, D>(dbase, C, T_len, k0, kQueryTile, h * D, query_tile(0, 1));
+  start_stats(lse_h, T_len, k0, kQueryTile, lse_of(0));
+  start_stats(delta_h, T_len, k0, kQueryTile, delta_of(0));
   commit();
   float dk[D / 8][4], dv[D / 8][4];
   clear<D / 8>(dk);
@@ -307,10 +339,17 @@ __global__ void __launch_bounds__(32 * kWarps) backward_kv_kernel(const T* dout,
     if (q0 + kQueryTile < T_len) {
       start_tile<T, D>(base, ld, T_len, q0 + kQueryTile, kQueryTile, h * D, query_tile(buffer ^ 1, 0));
       start_tile<T, D>(dbase, C, T_len, q0 + kQueryTile, kQueryTile, h * D, query_tile(buffer ^ 1, 1));
+      start_stats(lse_h, T_len, q0 + kQueryTile, kQueryTile, lse_of(buffer ^ 1));
+      start_stats(delta_h, T_len, q0 + kQueryTile, kQueryTile, delta_of(buffer ^ 1));
     }
     commit();
+    // The mask hides the whole tile from the warp's keys when they all come after its last query.
+    if (kw >= T_len || kw > q0 + kQueryTile - 1) continue;
     const Tile<T> qs = query_tile(buffer, 0), dos = query_tile(buffer, 1);
-    // S^T (16 keys x 32 queries) = K Q^T, then P^T.
+    const float *lse_s = lse_of(buffer), *delta_s = delta_of(buffer);
+    // S^T (16 keys x 32 queries) = K Q^T, then P^T; element by element masking only where a key
+    // of the warp comes after a query of the tile, or the tile runs past the sequence.
+    const bool masked = kw + 15 > q0 || q0 + kQueryTile > T_len;
     float p[kQueryTile / 8][4];
     clear<kQueryTile / 8>(p);
     multiply_rows<T, kQueryTile / 8, D>(ks, 16 * warp, qs, p);
@@ -318,9 +357,18 @@ __global__ void __launch_bounds__(32 * kWarps) backward_kv_kernel(const T* dout,
     for (int n = 0; n < kQueryTile / 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int key = kw + acc_row(e), qi = acc_col(n, e), query = q0 + qi;
-        p[n][e] = (key > query || query >= T_len) ? 0.f : exp2f(p[n][e] * scale_log2 - lse_h[query]);
+        const int qi = acc_col(n, e);
+        p[n][e] = exp2f(p[n][e] * scale_log2 - lse_s[qi]);
       }
+    if (masked) {
+#pragma unroll
+      for (int n = 0; n < kQueryTile / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = kw + acc_row(e), query = q0 + acc_col(n, e);
+          if (key > query || query >= T_len) p[n][e] = 0.f;
+        }
+    }
     // dV += P^T dO.
     multiply_accumulators<T, D / 8, kQueryTile>(p, dos, dv);
     // dP^T = V dO^T; dS^T = P^T (dP^T - delta).
@@ -330,10 +378,7 @@ __global__ void __launch_bounds__(32 * kWarps) backward_kv_kernel(const T* dout,
 #pragma unroll
     for (int n = 0; n < kQueryTile / 8; ++n)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int query = q0 + acc_col(n, e);
-        ds[n][e] = query < T_len ? p[n][e] * (ds[n][e] - delta_h[query]) : 0.f;
-      }
+      for (int e = 0; e < 4; ++e) ds[n][e] = p[n][e] * (ds[n][e] - delta_s[acc_col(n, e)]);
     // dK += dS^T Q.
     multiply_accumulators<T, D / 8, kQueryTile>(ds, qs, dk);
   }
@@ -384,6 +429,7 @@ __global__ void __launch_bounds__(32 * kWarps) backward_q_kernel(const T* dout, 
       start_tile<T, D>(base, ld, T_len, (kt + 1) * kKeyTile, kKeyTile, 2 * C + h * D, key_tile((kt + 1) % 2, 1));
     }
     commit();
+    if (qw >= T_len) continue;  // the warp's rows are all past the sequence's end
     const Tile<T> ks = key_tile(kt % 2, 0), vs = key_tile(kt % 2, 1);
     float p[kKeyTile / 8][4], ds[kKeyTile / 8][4];
     clear<kKeyTile / 8>(p);
@@ -393,22 +439,32 @@ __global__ void __launch_bounds__(32 * kWarps) backward_q_kernel(const T* dout, 
 #pragma unroll
     for (int n = 0; n < kKeyTile / 8; ++n)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = kt * kKeyTile + acc_col(n, e), query = qw + acc_row(e);
-        const float pe =
-            (key > query || key >= T_len || query >= T_len) ? 0.f : exp2f(p[n][e] * scale_log2 - row_lse[e / 2]);
-        ds[n][e] = pe * (ds[n][e] - row_delta[e / 2]);
-      }
+      for (int e = 0; e < 4; ++e) p[n][e] = exp2f(p[n][e] * scale_log2 - row_lse[e / 2]);
+    // Element by element only where the tile's last key is past the warp's first row, or the
+    // tile or the warp's rows run past the sequence.
+    if ((kt + 1) * kKeyTile - 1 > qw || (kt + 1) * kKeyTile > T_len || qw + 15 >= T_len) {
+#pragma unroll
+      for (int n = 0; n < kKeyTile / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = kt * kKeyTile + acc_col(n, e), query = qw + acc_row(e);
+          if (key > query || key >= T_len || query >= T_len) p[n][e] = 0.f;
+        }
+    }
+#pragma unroll
+    for (int n = 0; n < kKeyTile / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) ds[n][e] = p[n][e] * (ds[n][e] - row_delta[e / 2]);
     multiply_accumulators<T, D / 8, kKeyTile>(ds, ks, dq);
   }
   store_rows<T, D>(dq, scale, dqkv + static_cast<std::int64_t>(b) * T_len * ld, ld, T_len, qw, h * D);
 }
 
 template <int D> constexpr std::size_t forward_smem(std::size_t e) {
-  return e * row_pitch<D>() * (kRows + 4 * kKeyTile);
+  return e * row_pitch<D>() * (kAttentionForwardRows + 4 * kKeyTile);
 }
 template <int D> constexpr std::size_t backward_kv_smem(std::size_t e) {
-  return e * row_pitch<D>() * (2 * kRows + 4 * kQueryTile);
+  return e * row_pitch<D>() * (2 * kRows + 4 * kQueryTile) + 4 * kQueryTile * sizeof(float);
 }
 template <int D> constexpr std::size_t backward_q_smem(std::size_t e) {
   return e * row_pitch<D>() * (2 * kRows + 4 * kKeyTile);
@@ -425,9 +481,9 @@ void forward_launch(const void* qkv, void* out, float* lse, int B, int T_len, in
   const std::size_t smem = forward_smem<D>(sizeof(T));
   static const bool once = (allow_smem(forward_kernel<T, D>, smem), true);
   (void)once;
-  const dim3 grid((T_len + kRows - 1) / kRows, B * H);
+  const dim3 grid((T_len + kAttentionForwardRows - 1) / kAttentionForwardRows, B * H);
   const float scale_log2 = kLog2e / sqrtf(static_cast<float>(D));
-  forward_kernel<T, D><<<grid, 32 * kWarps, smem, detail::stream()>>>(static_cast<const T*>(qkv), static_cast<T*>(out),
+  forward_kernel<T, D><<<grid, 32 * kForwardWarps, smem, detail::stream()>>>(static_cast<const T*>(qkv), static_cast<T*>(out),
                                                                      lse, T_len, C, H, scale_log2);
   check_launch("attention forward_kernel");
 }

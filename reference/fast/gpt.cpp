@@ -12,23 +12,36 @@ std::size_t bytes_of(Storage) { return 2; }
 
 bool attention_head_size_supported(int D) { return D == 16 || D == 32 || D == 64 || D == 80 || D == 96 || D == 128; }
 
+namespace {
+// The key tiles (of `tile` keys) a warp of 16 rows from row r0 visits: those up to its last row's.
+std::int64_t warp_key_tiles(std::int64_t r0, std::int64_t T, std::int64_t tile) {
+  return r0 >= T ? 0 : std::min(r0 + 15, T - 1) / tile + 1;
+}
+}  // namespace
+
 std::int64_t attention_forward_flops_executed(int B, int T, int C, int H) {
-  const std::int64_t D = C / H, tiles = (T + kAttentionRows - 1) / kAttentionRows;
-  std::int64_t pairs = 0;  // (query tile, key tile) pairs one head computes
-  for (std::int64_t i = 0; i < tiles; ++i) pairs += std::min<std::int64_t>(i, (T - 1) / kAttentionKeyTile) + 1;
-  return std::int64_t{B} * H * pairs * 2 * (2 * kAttentionRows * kAttentionKeyTile * D);
+  const std::int64_t D = C / H;
+  std::int64_t visits = 0;  // (warp, key tile) pairs one head computes
+  for (std::int64_t r0 = 0; r0 < T; r0 += 16) visits += warp_key_tiles(r0, T, kAttentionKeyTile);
+  return std::int64_t{B} * H * visits * 2 * (2 * 16 * kAttentionKeyTile * D);
 }
 
 std::int64_t attention_backward_flops_executed(int B, int T, int C, int H) {
-  const std::int64_t D = C / H, tiles = (T + kAttentionRows - 1) / kAttentionRows;
+  const std::int64_t D = C / H;
   std::int64_t kv = 0, q = 0;
-  for (std::int64_t j = 0; j < tiles; ++j) {
-    kv += (T - j * kAttentionRows + kAttentionQueryTile - 1) / kAttentionQueryTile;  // from the key tile's first row on
-    q += std::min<std::int64_t>(j, (T - 1) / kAttentionKeyTile) + 1;
+  for (std::int64_t r0 = 0; r0 < T; r0 += 16) {
+    // dK/dV: the warp of keys r0.. visits the query tiles from its block's first row on that hold
+    // a query at or after its first key.
+    const std::int64_t block0 = r0 / kAttentionRows * kAttentionRows;
+    for (std::int64_t q0 = block0; q0 < T; q0 += kAttentionQueryTile)
+      if (q0 + kAttentionQueryTile - 1 >= r0) ++kv;
+    // dQ: the warp of queries r0.. visits its block's key tiles, up to the block's last row's.
+    const std::int64_t last = std::min<std::int64_t>(block0 + kAttentionRows, T) - 1;
+    q += last / kAttentionKeyTile + 1;
   }
-  // dK/dV: S^T, dV, dP^T, dK per (key tile, query tile); dQ: S, dP, dQ per (query tile, key tile).
+  // dK/dV: S^T, dV, dP^T, dK per (warp, query tile); dQ: S, dP, dQ per (warp, key tile).
   return std::int64_t{B} * H *
-         (kv * 4 * (2 * kAttentionRows * kAttentionQueryTile * D) + q * 3 * (2 * kAttentionRows * kAttentionKeyTile * D));
+         (kv * 4 * (2 * 16 * kAttentionQueryTile * D) + q * 3 * (2 * 16 * kAttentionKeyTile * D));
 }
 
 std::int64_t layernorm_partial_rows(std::int64_t M) { return std::max<std::int64_t>(1, std::min(M, kLayerNormBlocks)); }

@@ -5,6 +5,8 @@
 // gradients, the embedding gradients, the loss) go through per-block partials summed in a fixed
 // order, never atomics: the fast step repeats bit for bit run to run.
 #include <cmath>
+#include <cstdint>
+#include <initializer_list>
 #include <type_traits>
 
 #include "reference/fast/device_common.cuh"
@@ -96,6 +98,82 @@ __global__ void __launch_bounds__(kRowThreads) layernorm_forward_kernel(const fl
   }
 }
 
+// Four consecutive columns as one access: 16 bytes of float32, 8 bytes of 16-bit storage. The
+// caller makes sure the address is aligned to it.
+__device__ __forceinline__ void load4(const float* p, float v[4]) {
+  const float4 x = *reinterpret_cast<const float4*>(p);
+  v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
+}
+__device__ __forceinline__ void store4(float* p, const float v[4]) {
+  *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+}
+template <typename T> __device__ __forceinline__ void load4(const T* p, float v[4]) {
+  const uint2 x = *reinterpret_cast<const uint2*>(p);
+  const T* e = reinterpret_cast<const T*>(&x);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) v[i] = Tensor16<T>::to_float(e[i]);
+}
+template <typename T> __device__ __forceinline__ void store4(T* p, const float v[4]) {
+  *reinterpret_cast<uint2*>(p) = make_uint2(Tensor16<T>::pack(v[0], v[1]), Tensor16<T>::pack(v[2], v[3]));
+}
+
+// The same forward for rows of C % 4 == 0 columns on aligned buffers: a warp per row (no block
+// barriers, kWarpsPerRow rows in flight per block), lane l holding the groups of four columns
+// l + 32 j (j < VPL), each read and written as one vector access.
+template <typename T, int VPL>
+__global__ void __launch_bounds__(kRowThreads) layernorm_forward_rows_kernel(const float* resid, const T* add,
+                                                                             float* resid_out, const T* gamma,
+                                                                             const T* beta, T* y, float* mean,
+                                                                             float* rstd, int64_t M, int64_t C) {
+  const int lane = threadIdx.x % 32;
+  const int64_t groups = C / 4, warps = static_cast<int64_t>(gridDim.x) * kWarpsPerRow;
+  for (int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerRow + threadIdx.x / 32; row < M; row += warps) {
+    float x[VPL][4], sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < VPL; ++j) {
+      const int64_t g = lane + 32 * j, at = row * C + 4 * g;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) x[j][e] = 0.f;
+      if (g < groups) {
+        load4(resid + at, x[j]);
+        if (add) {
+          float a[4];
+          load4(add + at, a);
+#pragma unroll
+          for (int e = 0; e < 4; ++e) x[j][e] += a[e];
+          store4(resid_out + at, x[j]);
+        }
+#pragma unroll
+        for (int e = 0; e < 4; ++e) sum += x[j][e];
+      }
+    }
+    const float mu = detail::warp_sum(sum) / static_cast<float>(C);
+    float squares = 0.f;
+#pragma unroll
+    for (int j = 0; j < VPL; ++j)
+      if (lane + 32 * j < groups)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) squares += (x[j][e] - mu) * (x[j][e] - mu);
+    const float rs = rsqrtf(detail::warp_sum(squares) / static_cast<float>(C) + kEps);
+#pragma unroll
+    for (int j = 0; j < VPL; ++j) {
+      const int64_t g = lane + 32 * j;
+      if (g < groups) {
+        float gm[4], bt[4], out[4];
+        load4(gamma + 4 * g, gm);
+        load4(beta + 4 * g, bt);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) out[e] = (x[j][e] - mu) * rs * gm[e] + bt[e];
+        store4(y + row * C + 4 * g, out);
+      }
+    }
+    if (lane == 0) {
+      mean[row] = mu;
+      rstd[row] = rs;
+    }
+  }
+}
+
 template <typename T, int PER>
 __global__ void __launch_bounds__(kRowThreads) layernorm_backward_kernel(const float* resid, const float* mean,
                                                                          const float* rstd, const T* gamma, const T* dy,
@@ -142,16 +220,106 @@ __global__ void __launch_bounds__(kRowThreads) layernorm_backward_kernel(const f
   }
 }
 
-template <typename T>
-__global__ void layernorm_param_grads_kernel(const float* partial, T* dgamma, T* dbeta, int64_t blocks, int64_t C) {
-  FAST_GRID_STRIDE(c, 2 * C) {
-    float sum = 0.f;
-    for (int64_t b = 0; b < blocks; ++b) sum += partial[b * 2 * C + c];
-    if (c < C)
-      dgamma[c] = Tensor16<T>::from_float(sum);
-    else
-      dbeta[c - C] = Tensor16<T>::from_float(sum);
+// The same backward for rows of C % 4 == 0 columns on aligned buffers: thread t holds the groups
+// of four columns t + kRowThreads j (j < VPT), read and written as vectors, and the row's two sums
+// are reduced together behind one barrier (two alternating buffers, so that a fast warp writing the
+// next row's sums cannot overwrite ones a slow warp still reads).
+template <typename T, int VPT>
+__global__ void __launch_bounds__(kRowThreads) layernorm_backward_rows_kernel(const float* resid, const float* mean,
+                                                                              const float* rstd, const T* gamma,
+                                                                              const T* dy, float* dresid, T* dresid16,
+                                                                              float* partial, int64_t M, int64_t C) {
+  __shared__ float2 buffer[2][kWarpsPerRow];
+  const int64_t groups = C / 4;
+  float dgamma[VPT][4] = {}, dbeta[VPT][4] = {}, gm[VPT][4];
+#pragma unroll
+  for (int j = 0; j < VPT; ++j) {
+    const int64_t g = threadIdx.x + int64_t{kRowThreads} * j;
+    if (g < groups) load4(gamma + 4 * g, gm[j]);
   }
+  int which = 0;
+  for (int64_t row = blockIdx.x; row < M; row += gridDim.x, which ^= 1) {
+    const float mu = mean[row], rs = rstd[row];
+    float xhat[VPT][4], dxhat[VPT][4], sum_dxhat = 0.f, sum_dxhat_xhat = 0.f;
+#pragma unroll
+    for (int j = 0; j < VPT; ++j) {
+      const int64_t g = threadIdx.x + int64_t{kRowThreads} * j, at = row * C + 4 * g;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) xhat[j][e] = dxhat[j][e] = 0.f;
+      if (g < groups) {
+        float d[4], r[4];
+        load4(dy + at, d);
+        load4(resid + at, r);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          xhat[j][e] = (r[e] - mu) * rs;
+          dxhat[j][e] = d[e] * gm[j][e];
+          dgamma[j][e] += d[e] * xhat[j][e];
+          dbeta[j][e] += d[e];
+          sum_dxhat += dxhat[j][e];
+          sum_dxhat_xhat += dxhat[j][e] * xhat[j][e];
+        }
+      }
+    }
+    sum_dxhat = detail::warp_sum(sum_dxhat);
+    sum_dxhat_xhat = detail::warp_sum(sum_dxhat_xhat);
+    if (threadIdx.x % 32 == 0) buffer[which][threadIdx.x / 32] = make_float2(sum_dxhat, sum_dxhat_xhat);
+    __syncthreads();
+    float a = 0.f, b = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarpsPerRow; ++w) {
+      a += buffer[which][w].x;
+      b += buffer[which][w].y;
+    }
+    a /= static_cast<float>(C);
+    b /= static_cast<float>(C);
+#pragma unroll
+    for (int j = 0; j < VPT; ++j) {
+      const int64_t g = threadIdx.x + int64_t{kRowThreads} * j, at = row * C + 4 * g;
+      if (g < groups) {
+        float d[4];
+        load4(dresid + at, d);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) d[e] += rs * (dxhat[j][e] - a - xhat[j][e] * b);
+        store4(dresid + at, d);
+        store4(dresid16 + at, d);
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < VPT; ++j) {
+    const int64_t g = threadIdx.x + int64_t{kRowThreads} * j;
+    if (g < groups) {
+      store4(partial + blockIdx.x * 2 * C + 4 * g, dgamma[j]);
+      store4(partial + blockIdx.x * 2 * C + C + 4 * g, dbeta[j]);
+    }
+  }
+}
+
+// dgamma, dbeta from the backward blocks' partials: a block takes 32 of the 2C columns, and its
+// thread (x, y) sums the partial rows y, y + kParamGroups, ... of column x in order; the
+// kParamGroups sums are then added in order of y. Fixed order, and 2C / 32 blocks in flight.
+constexpr int kParamGroups = 16;
+template <typename T>
+__global__ void __launch_bounds__(32 * kParamGroups) layernorm_param_grads_kernel(const float* partial, T* dgamma,
+                                                                                 T* dbeta, int64_t blocks, int64_t C) {
+  __shared__ float sums[kParamGroups][33];
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
+  float sum = 0.f;
+  if (c < 2 * C) {
+#pragma unroll 8
+    for (int64_t b = threadIdx.y; b < blocks; b += kParamGroups) sum += partial[b * 2 * C + c];
+  }
+  sums[threadIdx.y][threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= 2 * C) return;
+  float total = 0.f;
+#pragma unroll
+  for (int g = 0; g < kParamGroups; ++g) total += sums[g][threadIdx.x];
+  if (c < C)
+    dgamma[c] = Tensor16<T>::from_float(total);
+  else
+    dbeta[c - C] = Tensor16<T>::from_float(total);
 }
 
 template <typename T>
@@ -183,7 +351,21 @@ __device__ __forceinline__ void combine(float& m, float& s, float m2, float s2) 
   m = mm;
 }
 
-template <typename T>
+// Eight consecutive 16-bit values as one 16-byte access (the caller makes sure of the alignment).
+template <typename T> __device__ __forceinline__ void load8(const T* p, float v[8]) {
+  const uint4 x = *reinterpret_cast<const uint4*>(p);
+  const T* e = reinterpret_cast<const T*>(&x);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) v[i] = Tensor16<T>::to_float(e[i]);
+}
+template <typename T> __device__ __forceinline__ void store8(T* p, const float v[8]) {
+  *reinterpret_cast<uint4*>(p) = make_uint4(Tensor16<T>::pack(v[0], v[1]), Tensor16<T>::pack(v[2], v[3]),
+                                            Tensor16<T>::pack(v[4], v[5]), Tensor16<T>::pack(v[6], v[7]));
+}
+
+// VEC: rows of V % 8 == 0 columns on a 16-byte aligned buffer, read and written eight columns at a
+// time, each eight folded into the running maximum and sum at once.
+template <typename T, bool VEC>
 __global__ void __launch_bounds__(kRowThreads) cross_entropy_kernel(T* logits, const std::int32_t* targets,
                                                                     float* row_loss, int64_t M, int64_t V,
                                                                     int64_t valid, float normalizer, float grad_scale) {
@@ -191,7 +373,21 @@ __global__ void __launch_bounds__(kRowThreads) cross_entropy_kernel(T* logits, c
   for (int64_t row = blockIdx.x; row < M; row += gridDim.x) {
     T* x = logits + row * V;
     float m = -INFINITY, s = 0.f;
-    for (int64_t c = threadIdx.x; c < valid; c += kRowThreads) combine(m, s, Tensor16<T>::to_float(x[c]), 1.f);
+    if constexpr (VEC) {
+      for (int64_t c0 = 8 * int64_t{threadIdx.x}; c0 < valid; c0 += 8 * kRowThreads) {
+        float v[8], top = -INFINITY, part = 0.f;
+        load8(x + c0, v);
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+          if (c0 + i < valid) top = fmaxf(top, v[i]);
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+          if (c0 + i < valid) part += __expf(v[i] - top);
+        combine(m, s, top, part);
+      }
+    } else {
+      for (int64_t c = threadIdx.x; c < valid; c += kRowThreads) combine(m, s, Tensor16<T>::to_float(x[c]), 1.f);
+    }
     for (int o = 16; o > 0; o >>= 1) combine(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
     if (threadIdx.x % 32 == 0) {
       ms[threadIdx.x / 32] = m;
@@ -208,10 +404,23 @@ __global__ void __launch_bounds__(kRowThreads) cross_entropy_kernel(T* logits, c
     if (threadIdx.x == 0) row_loss[row] = (log_sum - Tensor16<T>::to_float(x[target])) / normalizer;
     __syncthreads();  // x[target] is read before it is overwritten
     const float scale = grad_scale / normalizer, inv_s = 1.f / s;
-    for (int64_t c = threadIdx.x; c < V; c += kRowThreads) {
-      float g = 0.f;
-      if (c < valid) g = (__expf(Tensor16<T>::to_float(x[c]) - m) * inv_s - (c == target ? 1.f : 0.f)) * scale;
-      x[c] = Tensor16<T>::from_float(g);
+    if constexpr (VEC) {
+      for (int64_t c0 = 8 * int64_t{threadIdx.x}; c0 < V; c0 += 8 * kRowThreads) {
+        float v[8];
+        load8(x + c0, v);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const int64_t c = c0 + i;
+          v[i] = c < valid ? (__expf(v[i] - m) * inv_s - (c == target ? 1.f : 0.f)) * scale : 0.f;
+        }
+        store8(x + c0, v);
+      }
+    } else {
+      for (int64_t c = threadIdx.x; c < V; c += kRowThreads) {
+        float g = 0.f;
+        if (c < valid) g = (__expf(Tensor16<T>::to_float(x[c]) - m) * inv_s - (c == target ? 1.f : 0.f)) * scale;
+        x[c] = Tensor16<T>::from_float(g);
+      }
     }
   }
 }
@@ -312,6 +521,38 @@ template <typename F> void with_columns_per_thread(int64_t C, F&& f) {
 
 unsigned row_grid(int64_t M) { return static_cast<unsigned>(layernorm_partial_rows(M)); }
 
+// Whether the rows can go through the vector kernels: C a multiple of 4 and every pointer aligned
+// to its type's four-column access.
+bool vector_rows(int64_t C, std::initializer_list<const void*> floats, std::initializer_list<const void*> halves) {
+  if (C % 4 != 0) return false;
+  for (const void* p : floats)
+    if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) return false;
+  for (const void* p : halves)
+    if (reinterpret_cast<std::uintptr_t>(p) % 8 != 0) return false;
+  return true;
+}
+// Calls f with std::integral_constant<int, N> for the fewest groups of four columns per lane (warp
+// per row: 32 lanes) or per thread (block per row) that hold C.
+template <typename F> void with_groups_per_lane(int64_t C, F&& f) {
+  const int64_t per = (C / 4 + 31) / 32;
+  if (per <= 1) f(std::integral_constant<int, 1>{});
+  else if (per <= 2) f(std::integral_constant<int, 2>{});
+  else if (per <= 4) f(std::integral_constant<int, 4>{});
+  else if (per <= 8) f(std::integral_constant<int, 8>{});
+  else if (per <= 12) f(std::integral_constant<int, 12>{});
+  else if (per <= 16) f(std::integral_constant<int, 16>{});
+  else if (per <= 20) f(std::integral_constant<int, 20>{});
+  else if (per <= 24) f(std::integral_constant<int, 24>{});
+  else f(std::integral_constant<int, 32>{});
+}
+template <typename F> void with_groups_per_thread(int64_t C, F&& f) {
+  const int64_t per = (C / 4 + kRowThreads - 1) / kRowThreads;
+  if (per <= 1) f(std::integral_constant<int, 1>{});
+  else if (per <= 2) f(std::integral_constant<int, 2>{});
+  else if (per <= 3) f(std::integral_constant<int, 3>{});
+  else f(std::integral_constant<int, 4>{});
+}
+
 }  // namespace
 
 bool compiled() { return true; }
@@ -329,8 +570,18 @@ void embedding_forward(Storage s, const std::int32_t* tokens, const void* wte, c
 void residual_layernorm_forward(Storage s, const float* resid, const void* add, float* resid_out, const void* gamma,
                                 const void* beta, void* y, float* mean, float* rstd, int64_t M, int64_t C) {
   require_columns(C, "residual_layernorm_forward");
+  const bool vector = vector_rows(C, {resid, resid_out}, {add, gamma, beta, y});
   detail::with_storage(s, [&](auto type) {
     using E = decltype(type);
+    if (vector) {
+      const auto blocks = static_cast<unsigned>(std::min<int64_t>((M + kWarpsPerRow - 1) / kWarpsPerRow, 65535));
+      with_groups_per_lane(C, [&](auto per) {
+        layernorm_forward_rows_kernel<E, decltype(per)::value><<<blocks, kRowThreads, 0, stream()>>>(
+            resid, static_cast<const E*>(add), resid_out, static_cast<const E*>(gamma), static_cast<const E*>(beta),
+            static_cast<E*>(y), mean, rstd, M, C);
+      });
+      return;
+    }
     with_columns_per_thread(C, [&](auto per) {
       layernorm_forward_kernel<E, decltype(per)::value><<<row_grid(M), kRowThreads, 0, stream()>>>(
           resid, static_cast<const E*>(add), resid_out, static_cast<const E*>(gamma), static_cast<const E*>(beta),
@@ -344,8 +595,17 @@ void residual_layernorm_forward(Storage s, const float* resid, const void* add, 
 void layernorm_backward(Storage s, const float* resid, const float* mean, const float* rstd, const void* gamma,
                         const void* dy, float* dresid, void* dresid16, float* partial, int64_t M, int64_t C) {
   require_columns(C, "layernorm_backward");
+  const bool vector = vector_rows(C, {resid, dresid, partial}, {gamma, dy, dresid16});
   detail::with_storage(s, [&](auto type) {
     using E = decltype(type);
+    if (vector) {
+      with_groups_per_thread(C, [&](auto per) {
+        layernorm_backward_rows_kernel<E, decltype(per)::value><<<row_grid(M), kRowThreads, 0, stream()>>>(
+            resid, mean, rstd, static_cast<const E*>(gamma), static_cast<const E*>(dy), dresid,
+            static_cast<E*>(dresid16), partial, M, C);
+      });
+      return;
+    }
     with_columns_per_thread(C, [&](auto per) {
       layernorm_backward_kernel<E, decltype(per)::value><<<row_grid(M), kRowThreads, 0, stream()>>>(
           resid, mean, rstd, static_cast<const E*>(gamma), static_cast<const E*>(dy), dresid,
@@ -358,7 +618,8 @@ void layernorm_backward(Storage s, const float* resid, const float* mean, const 
 void layernorm_param_grads(Storage s, const float* partial, void* dgamma, void* dbeta, int64_t M, int64_t C) {
   detail::with_storage(s, [&](auto type) {
     using E = decltype(type);
-    layernorm_param_grads_kernel<E><<<grid_for(2 * C), 256, 0, stream()>>>(
+    const auto blocks = static_cast<unsigned>((2 * C + 31) / 32);
+    layernorm_param_grads_kernel<E><<<blocks, dim3(32, kParamGroups), 0, stream()>>>(
         partial, static_cast<E*>(dgamma), static_cast<E*>(dbeta), layernorm_partial_rows(M), C);
   });
   check_launch("layernorm_param_grads_kernel");
@@ -385,8 +646,12 @@ void cross_entropy(Storage s, void* logits, const std::int32_t* targets, float* 
   detail::with_storage(s, [&](auto type) {
     using E = decltype(type);
     const unsigned grid = static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(M, 65535)));
-    cross_entropy_kernel<E><<<grid, kRowThreads, 0, stream()>>>(static_cast<E*>(logits), targets, row_loss, M, V, valid,
-                                                               normalizer, grad_scale);
+    if (V % 8 == 0 && reinterpret_cast<std::uintptr_t>(logits) % 16 == 0)
+      cross_entropy_kernel<E, true><<<grid, kRowThreads, 0, stream()>>>(static_cast<E*>(logits), targets, row_loss, M,
+                                                                        V, valid, normalizer, grad_scale);
+    else
+      cross_entropy_kernel<E, false><<<grid, kRowThreads, 0, stream()>>>(static_cast<E*>(logits), targets, row_loss,
+                                                                         M, V, valid, normalizer, grad_scale);
   });
   check_launch("cross_entropy_kernel");
 }

@@ -56,8 +56,12 @@ std::int64_t matmul_flops_issued();
 std::int64_t epilogue_fallbacks();
 
 // --- Attention (FlashAttention-2's tiling: the T x T scores never reach memory) ------------------
-// The kernels' tiles: a block takes kAttentionRows rows (queries, or keys in dK/dV), and steps over
-// the other side kAttentionKeyTile keys (forward, dQ) or kAttentionQueryTile queries (dK/dV) at a time.
+// The kernels' tiles: a block takes kAttentionForwardRows queries (forward) or kAttentionRows rows
+// (queries in dQ, keys in dK/dV), a warp 16 of them, and steps over the other side kAttentionKeyTile
+// keys (forward, dQ) or kAttentionQueryTile queries (dK/dV) at a time. A warp skips the tiles the
+// causal mask hides from all its rows, and masks element by element only the tiles that cross the
+// diagonal or the sequence's end.
+inline constexpr int kAttentionForwardRows = 128;
 inline constexpr int kAttentionRows = 64;
 inline constexpr int kAttentionKeyTile = 64;
 inline constexpr int kAttentionQueryTile = 32;
