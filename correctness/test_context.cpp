@@ -16,9 +16,13 @@
 #include "reference/core/error.hpp"
 #include "reference/core/tolerance.hpp"
 #include "reference/ops/ops.hpp"
+#include "reference/model/model.hpp"
 #include "reference/parallel/context/context_parallel.hpp"
+#include "reference/parallel/context/layers.hpp"
+#include "reference/tensor/memory.hpp"
 #include "reference/tensor/random.hpp"
 #include "reference/theory/context.hpp"
+#include "reference/theory/model.hpp"
 
 namespace parity::test {
 namespace {
@@ -165,6 +169,83 @@ TEST_F(ContextTest, BytesAreTheFormulas) {
   const double block = static_cast<double>(kB * (kT / n) * kC * 8);
   EXPECT_EQ(theory::context_attention_bytes("ring", kB, kT / n, kC, kC, kHeads, n, 8, 8).backward, (4.0 * n - 2) * block);
   EXPECT_EQ(theory::context_attention_bytes("allgather", kB, kT / n, kC, kC, kHeads, n, 8, 8).forward, 2.0 * (n - 1) * block);
+}
+
+TEST_F(ContextTest, TheRingWithoutOverlapIsTheSameBitForBit) {
+  // Waiting for each block before computing it changes when the bytes move, not what is computed:
+  // every error against the whole attention is the same double, and the same bytes are sent.
+  for (DataType type : {DataType::float64, DataType::float32}) {
+    ContextParallelConfig serial{"ring", ""};
+    serial.overlap = false;
+    const Errors a = run(comm(), type, {"ring", ""}), b = run(comm(), type, serial);
+    EXPECT_EQ(a.out, b.out) << name_of(type);
+    EXPECT_EQ(a.dq, b.dq) << name_of(type);
+    EXPECT_EQ(a.dk, b.dk) << name_of(type);
+    EXPECT_EQ(a.dv, b.dv) << name_of(type);
+    EXPECT_EQ(a.forward_bytes, b.forward_bytes);
+    EXPECT_EQ(a.backward_bytes, b.backward_bytes);
+  }
+}
+
+TEST_F(ContextTest, TimesTheAttentionAndItsWaits) {
+  for (const char* variant : {"ring", "allgather", "ulysses"}) {
+    ContextParallel cp(comm(), {variant, ""});
+    const Tensor q = random("q", {kB, kT / comm().size(), kC}, DataType::float64, 3);
+    Tensor out = Tensor::empty("out", q.shape(), DataType::float64, MemoryCategory::activations);
+    Tensor lse = Tensor::empty("lse", {kB, kHeads, q.dim(1)}, DataType::float64, MemoryCategory::activations);
+    cp.attention_forward(q, q, q, kT, kHeads, out, lse);
+    EXPECT_GT(cp.attention_seconds(), 0) << variant;
+    EXPECT_GE(cp.communication_seconds(), 0) << variant;
+    EXPECT_LE(cp.communication_seconds(), cp.attention_seconds()) << variant;
+    if (comm().size() == 1 && std::string(variant) == "ring") {
+      EXPECT_EQ(cp.communication_seconds(), 0) << "a ring of one passes nothing on";
+    }
+    cp.reset_counters();
+    EXPECT_EQ(cp.attention_seconds(), 0);
+    EXPECT_EQ(cp.forward_bytes(), 0);
+  }
+}
+
+// The activations one block of the context-parallel GPT keeps, measured between its hooks in one
+// forward of this rank's rows, equal theory::context_block_activation_bytes to the byte.
+TEST_F(ContextTest, ActivationBytesAreTheFormula) {
+  const int n = comm().size();
+  for (const char* variant : {"ring", "allgather", "ulysses"})
+    for (DataType type : {DataType::float64, DataType::float32, DataType::bfloat16}) {
+      model::GptConfig c;
+      c.vocabulary = 64;
+      c.layers = 2;
+      c.hidden = kC;
+      c.heads = kHeads;
+      c.sequence = kT;
+      c.dtype = type;
+      ContextParallel cp(comm(), {variant, ""});
+      auto m = parallel::build_context_parallel_gpt(c, cp);
+      auto& tracker = MemoryTracker::process();
+      std::vector<std::int64_t> kept;
+      std::int64_t before = 0;
+      for (model::Layer* layer : m->layers())
+        if (std::string(layer->kind()) == "block")
+          layer->add_hook([&](model::Layer&, model::HookPoint point, const model::PassContext&) {
+            const std::int64_t now = tracker.usage(MemoryCategory::activations, MemorySpace::host).current;
+            if (point == model::HookPoint::before_forward) before = now;
+            if (point == model::HookPoint::after_forward) kept.push_back(now - before);
+          });
+      const std::int64_t rows = 3;
+      const model::Batch batch = model::gpt_batch(c, 0, 0, rows, rows);
+      const model::PassContext context{0, 0, true, 0};
+      const Tensor logits = m->forward(batch.inputs, context);
+      m->backward(Tensor::zeros_like(logits, "dlogits", MemoryCategory::activations), context);
+      const std::int64_t e = static_cast<std::int64_t>(size_of(type));
+      const std::int64_t want = theory::context_block_activation_bytes(kT, rows, kC, kHeads, n, e, is_half(type) ? 4 : e,
+                                                                       theory::statistic_bytes(type));
+      ASSERT_EQ(kept.size(), 2u);
+      for (std::int64_t k : kept) EXPECT_EQ(k, want) << variant << " " << name_of(type);
+    }
+  // By hand at one size: 2 rows of a 48-token sequence over cp 4 in float32 (12 tokens each),
+  // hidden 48, 24 heads: 24 tokens x (4 x 16 x 48 + 4 x 24 + 4 x 4) bytes.
+  EXPECT_EQ(theory::context_block_activation_bytes(48, 2, 48, 24, 4, 4, 4, 4), 24 * (4 * 16 * 48 + 4 * 24 + 16));
+  EXPECT_THROW(theory::context_block_activation_bytes(48, 2, 48, 24, 5, 4, 4, 4), UsageError);
 }
 
 TEST_F(ContextTest, FaultsAreCaught) {

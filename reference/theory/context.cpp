@@ -1,9 +1,22 @@
 // Context parallelism's bytes (see context.hpp).
 #include "reference/theory/context.hpp"
 
+#include <string>
+
 #include "reference/core/error.hpp"
 
 namespace parity::theory {
+
+std::int64_t context_block_activation_bytes(std::int64_t sequence, std::int64_t rows, std::int64_t h, std::int64_t heads,
+                                            int cp, std::int64_t e, std::int64_t w, std::int64_t r) {
+  if (cp < 1 || sequence < 1 || rows < 1 || h < 1 || heads < 1 || e < 1 || w < 1 || r < 1)
+    throw UsageError("context_block_activation_bytes: every size must be at least 1");
+  if (sequence % cp != 0)
+    throw UsageError("context_block_activation_bytes: cp = " + std::to_string(cp) + " does not divide the sequence of " +
+                     std::to_string(sequence));
+  const std::int64_t local = sequence / cp;
+  return rows * local * (e * (12 * h + (w != e ? h : 0)) + w * (4 * h + heads) + 4 * r);
+}
 
 ContextBytes context_attention_bytes(const std::string& variant, double rows, double local, double width, double kv_width,
                                      double heads, int cp, double element_bytes, double statistic_bytes) {

@@ -1,6 +1,7 @@
 // Context parallelism (see context_parallel.hpp).
 #include "reference/parallel/context/context_parallel.hpp"
 
+#include <chrono>
 #include <cstring>
 #include <utility>
 
@@ -32,6 +33,22 @@ std::vector<std::int64_t> iota(std::int64_t first, std::int64_t count) {
   for (std::int64_t i = 0; i < count; ++i) out.push_back(first + i);
   return out;
 }
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// Adds the seconds of its scope to `into`.
+class ScopeTimer {
+ public:
+  explicit ScopeTimer(double& into) : into_(into), start_(Clock::now()) {}
+  ~ScopeTimer() { into_ += since(start_); }
+  ScopeTimer(const ScopeTimer&) = delete;
+  ScopeTimer& operator=(const ScopeTimer&) = delete;
+
+ private:
+  double& into_;
+  Clock::time_point start_;
+};
 
 void require_host(const char* what, const Tensor& t) {
   if (t.space() != MemorySpace::host)
@@ -89,6 +106,11 @@ Tensor ContextParallel::gather(const Tensor& local, std::int64_t sequence) {
   return whole;
 }
 
+template <typename F> void ContextParallel::waited(F&& f) {
+  const ScopeTimer timer(communication_seconds_);
+  f();
+}
+
 int ContextParallel::next() const { return (rank() + (config_.fault == "wrong_neighbour" ? 2 : 1)) % size(); }
 int ContextParallel::previous() const {
   return (rank() - (config_.fault == "wrong_neighbour" ? 2 : 1) + 2 * size()) % size();
@@ -116,7 +138,7 @@ void ContextParallel::gather_keys(const Tensor& k, const Tensor& v, std::int64_t
   }
   for (auto [mine, all] : {std::pair{&k, &k_all}, std::pair{&v, &v_all}}) {
     Tensor stacked = Tensor::empty("kv.all", {cp, B, local, C}, mine->dtype(), MemoryCategory::workspace);
-    group_.all_gather(mine->view(), stacked.view());
+    waited([&] { group_.all_gather(mine->view(), stacked.view()); });
     bytes += (cp - 1) * bytes_of(*mine);
     *all = Tensor::empty("kv.gathered", {B, cp * local, C}, mine->dtype(), MemoryCategory::activations);
     for (int r = 0; r < cp; ++r)
@@ -130,12 +152,15 @@ void ContextParallel::gather_keys(const Tensor& k, const Tensor& v, std::int64_t
 namespace {
 template <typename Pack, typename Unpack>
 Tensor all_to_all_blocks(Communicator& group, const Tensor& x, std::int64_t block, const Shape& result_shape,
-                         const Pack& pack, const Unpack& unpack, double& bytes) {
+                         const Pack& pack, const Unpack& unpack, double& bytes, double& seconds) {
   const int cp = group.size();
   Tensor send = Tensor::empty("a2a.send", {cp * block}, x.dtype(), MemoryCategory::communication);
   Tensor recv = Tensor::empty("a2a.recv", {cp * block}, x.dtype(), MemoryCategory::communication);
   for (int j = 0; j < cp; ++j) pack(j, send.segment("block", j * block, {block}));
-  group.all_to_all(send.view(), recv.view());
+  {
+    const ScopeTimer timer(seconds);
+    group.all_to_all(send.view(), recv.view());
+  }
   bytes += static_cast<double>((cp - 1) * block) * static_cast<double>(size_of(x.dtype()));
   Tensor out = Tensor::empty(x.name() + ".a2a", result_shape, x.dtype(), MemoryCategory::activations);
   for (int i = 0; i < cp; ++i) unpack(i, recv.segment("block", i * block, {block}), out);
@@ -166,7 +191,7 @@ Tensor ContextParallel::to_heads(const Tensor& x, double& bytes) {
       group_, x, B * rows * w, {B, cp * rows, w},
       [&](int j, Tensor block) { columns(B, x, 0, rows, j * w, block, 0, rows, 0, rows, w); },
       [&](int i, const Tensor& block, Tensor& out) { columns(B, block, 0, rows, 0, out, i * rows, cp * rows, 0, rows, w); },
-      bytes);
+      bytes, communication_seconds_);
 }
 
 Tensor ContextParallel::to_sequence(const Tensor& y, double& bytes) {
@@ -175,7 +200,8 @@ Tensor ContextParallel::to_sequence(const Tensor& y, double& bytes) {
   return all_to_all_blocks(
       group_, y, B * rows * w, {B, rows, cp * w},
       [&](int j, Tensor block) { columns(B, y, j * rows, cp * rows, 0, block, 0, rows, 0, rows, w); },
-      [&](int i, const Tensor& block, Tensor& out) { columns(B, block, 0, rows, 0, out, 0, rows, i * w, rows, w); }, bytes);
+      [&](int i, const Tensor& block, Tensor& out) { columns(B, block, 0, rows, 0, out, 0, rows, i * w, rows, w); }, bytes,
+      communication_seconds_);
 }
 
 Tensor ContextParallel::lse_to_heads(const Tensor& lse, double& bytes) {
@@ -190,7 +216,7 @@ Tensor ContextParallel::lse_to_heads(const Tensor& lse, double& bytes) {
           for (std::int64_t h = 0; h < g; ++h)
             for (std::int64_t t = 0; t < rows; ++t) out.set((b * g + h) * cp * rows + i * rows + t, block.at((b * g + h) * rows + t));
       },
-      bytes);
+      bytes, communication_seconds_);
 }
 
 Tensor ContextParallel::lse_to_sequence(const Tensor& lse, double& bytes) {
@@ -204,11 +230,13 @@ Tensor ContextParallel::lse_to_sequence(const Tensor& lse, double& bytes) {
           for (std::int64_t h = 0; h < g; ++h)
             for (std::int64_t t = 0; t < rows; ++t) block.set((b * g + h) * rows + t, lse.at((b * g + h) * cp * rows + j * rows + t));
       },
-      [&](int i, const Tensor& block, Tensor& out) { columns(B, block, 0, g, 0, out, i * g, g * cp, 0, g, rows); }, bytes);
+      [&](int i, const Tensor& block, Tensor& out) { columns(B, block, 0, g, 0, out, i * g, g * cp, 0, g, rows); }, bytes,
+      communication_seconds_);
 }
 
 void ContextParallel::attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, std::int64_t sequence,
                                         int heads, Tensor& out, Tensor& lse) {
+  const ScopeTimer timer(attention_seconds_);
   for (const Tensor* t : {&q, &k, &v}) require_host("attention", *t);
   const std::vector<std::int64_t> mine = positions(sequence);
   if (q.rank() != 3 || q.dim(1) != static_cast<std::int64_t>(mine.size()))
@@ -248,6 +276,7 @@ void ContextParallel::attention_forward(const Tensor& q, const Tensor& k, const 
   for (int s = 0; s < cp; ++s) {
     std::vector<RequestPtr> requests;
     if (s + 1 < cp) requests = pass_on(cur_k, cur_v, nxt_k, nxt_v, 2 * s, forward_bytes_);
+    if (!config_.overlap && !requests.empty()) waited([&] { group_.wait_all(requests); });
     const int origin = ((rank() - s) % cp + cp) % cp;  // the ring as it should be (a wrong_neighbour fault sends elsewhere)
     const std::vector<std::int64_t> theirs = positions(sequence, origin);
     if (s == 0) {
@@ -261,7 +290,7 @@ void ContextParallel::attention_forward(const Tensor& q, const Tensor& k, const 
       }
     }
     if (s + 1 < cp) {
-      group_.wait_all(requests);
+      if (config_.overlap) waited([&] { group_.wait_all(requests); });
       std::swap(cur_k, nxt_k);
       std::swap(cur_v, nxt_v);
     }
@@ -271,6 +300,7 @@ void ContextParallel::attention_forward(const Tensor& q, const Tensor& k, const 
 void ContextParallel::attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
                                          const Tensor& out, const Tensor& lse, std::int64_t sequence, int heads,
                                          Tensor& dq, Tensor& dk, Tensor& dv) {
+  const ScopeTimer timer(attention_seconds_);
   for (const Tensor* t : {&dout, &q, &k, &v}) require_host("attention", *t);
   const std::vector<std::int64_t> mine = positions(sequence);
   const int cp = size();
@@ -290,7 +320,7 @@ void ContextParallel::attention_backward(const Tensor& dout, const Tensor& q, co
         Tensor part = stacked.segment("part", r * k.numel(), k.shape());
         copy_rows(*all, part, iota(r * local, local), iota(0, local));
       }
-      group_.reduce_scatter(stacked.view(), mine_grad->view(), ReduceOp::sum);
+      waited([&] { group_.reduce_scatter(stacked.view(), mine_grad->view(), ReduceOp::sum); });
       backward_bytes_ += (cp - 1) * bytes_of(*mine_grad);
     }
     return;
@@ -325,16 +355,17 @@ void ContextParallel::attention_backward(const Tensor& dout, const Tensor& q, co
   for (int s = 0; s < cp; ++s) {
     std::vector<RequestPtr> keys;
     if (s + 1 < cp) keys = pass_on(cur_k, cur_v, nxt_k, nxt_v, 4 * s, backward_bytes_);
+    if (!config_.overlap && !keys.empty()) waited([&] { group_.wait_all(keys); });
     const int origin = ((rank() - s) % cp + cp) % cp;  // the ring as it should be (a wrong_neighbour fault sends elsewhere)
     ops::attention_block_backward(dout, q, cur_k, cur_v, out, lse, mine, positions(sequence, origin), heads, dq, cur_dk,
                                   cur_dv);
     // The block's gradients follow it around the ring (the last pass takes them home).
     std::vector<RequestPtr> grads = pass_on(cur_dk, cur_dv, nxt_dk, nxt_dv, 4 * s + 2, backward_bytes_);
-    group_.wait_all(grads);
+    waited([&] { group_.wait_all(grads); });
     std::swap(cur_dk, nxt_dk);
     std::swap(cur_dv, nxt_dv);
     if (s + 1 < cp) {
-      group_.wait_all(keys);
+      if (config_.overlap) waited([&] { group_.wait_all(keys); });
       std::swap(cur_k, nxt_k);
       std::swap(cur_v, nxt_v);
     }

@@ -37,6 +37,10 @@ struct ContextParallelConfig {
   //   missing_rescale  the ring adds the blocks' outputs without the online softmax's rescale
   //   wrong_neighbour  the ring sends to rank r + 2 and receives from r - 2
   std::string fault;
+  // The ring posts the next block's transfer before computing the current one (true), or waits
+  // for it first (false: the same transfers without overlap, the baseline bench context measures
+  // the hidden share against). The results are the same bit for bit.
+  bool overlap = true;
 };
 
 class ContextParallel {
@@ -69,7 +73,12 @@ class ContextParallel {
   // Bytes this rank sent in the group since the last reset, forward and backward.
   double forward_bytes() const { return forward_bytes_; }
   double backward_bytes() const { return backward_bytes_; }
-  void reset_counters() { forward_bytes_ = backward_bytes_ = 0; }
+  // Seconds since the last reset in attention_forward and _backward, and the part of them this
+  // rank waited on the group (collectives, and the ring's transfers not yet complete when their
+  // block was wanted).
+  double attention_seconds() const { return attention_seconds_; }
+  double communication_seconds() const { return communication_seconds_; }
+  void reset_counters() { forward_bytes_ = backward_bytes_ = attention_seconds_ = communication_seconds_ = 0; }
 
  private:
   // The keys and values of every rank, all-gathered, as [B, cp Tl, C] in rank order, with
@@ -89,9 +98,11 @@ class ContextParallel {
   // adds the bytes sent to `bytes`. Complete the requests before touching the buffers.
   std::vector<RequestPtr> pass_on(const Tensor& a, const Tensor& b, Tensor& into_a, Tensor& into_b, int tag,
                                   double& bytes);
+  // Runs f, adding its seconds to communication_seconds_.
+  template <typename F> void waited(F&& f);
   Communicator& group_;
   ContextParallelConfig config_;
-  double forward_bytes_ = 0, backward_bytes_ = 0;
+  double forward_bytes_ = 0, backward_bytes_ = 0, attention_seconds_ = 0, communication_seconds_ = 0;
 };
 
 }  // namespace parity::parallel
