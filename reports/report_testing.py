@@ -401,12 +401,12 @@ def series_sample():
         make_sample.write_sample(a, seed=1, model=True, parallel=True, tensor=True,
                                  tensor_mismatch=True, pipeline=True, moe=True,
                                  moe_mismatch=True, checkpoint=True, checkpoint_mismatch=True,
-                                 precision=True, recordings=["plan", "calibrate", "state", "state-train"])
+                                 precision=True, recordings=["plan", "calibrate", "state", "state-train", "context"])
         make_sample.write_sample(b, seed=7, bandwidth_scale=1.25, model=True,
                                  model_speed=1.1, parallel=True, parallel_speed=1.2,
                                  tensor=True, tensor_speed=0.9, pipeline=True,
                                  pipeline_speed=1.1, moe=True, moe_speed=0.9, checkpoint=True,
-                                 checkpoint_speed=0.9, precision=True, recordings=["plan", "calibrate", "state", "state-train"])
+                                 checkpoint_speed=0.9, precision=True, recordings=["plan", "calibrate", "state", "state-train", "context"])
         # The sample's measured counts equal their formulas; one of each differs here, so that
         # a figure showing the formula in place of the measurement is told apart.
         set_rows(a, "/bench/tensor", "activation_bytes_per_block",

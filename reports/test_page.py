@@ -252,7 +252,7 @@ class TableModulesTest(unittest.TestCase):
             full, bare = os.path.join(tmp, "full.h5"), os.path.join(tmp, "bare.h5")
             make_sample.write_sample(full, model=True, parallel=True, tensor=True,
                                      pipeline=True, moe=True, checkpoint=True, precision=True,
-                                     recordings=["plan", "calibrate", "state", "state-train"])
+                                     recordings=["plan", "calibrate", "state", "state-train", "context"])
             make_sample.write_sample(bare, omit=MODEL_ONLY)
             for path, expected in ((full, True), (bare, False)):
                 for name, table in load_tables(parity_results.load(path, schema())).items():

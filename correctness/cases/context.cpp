@@ -31,6 +31,7 @@ model::GptConfig context_model(DataType dtype) {
 }
 DataType type_of(const ContextCase& c) {
   if (c.precision == "bfloat16") return DataType::bfloat16;
+  if (c.precision == "float16") return DataType::float16;
   return c.precision == "float64" ? DataType::float64 : DataType::float32;
 }
 }  // namespace
@@ -48,12 +49,14 @@ std::vector<ContextCase> context_grid(int n) {
         c.precision = precision;
         out.push_back(c);
       }
-      {  // 16 bits: bfloat16 parameters, activations and gradients, float32 masters and attention
+      // 16 bits: 16-bit parameters, activations and gradients, float32 masters and attention;
+      // float16's loss scaled (dynamic, from the training cases' scale).
+      for (const char* precision : {"bfloat16", "float16"}) {
         ContextCase c;
         c.variant = variant;
         c.cp = cp;
         c.dp = n / cp;
-        c.precision = "bfloat16";
+        c.precision = precision;
         out.push_back(c);
       }
       if (n / cp > 1) {
@@ -91,14 +94,22 @@ ContextResult run_context_case(Communicator& world, const ContextCase& c) {
   dc.zero_stage = c.zero;
   dc.global_batch = rows;
   dc.bucket_bytes = 2048;
-  if (mixed) dc.precision = parallel::Precision::mixed;
+  if (mixed) {
+    dc.precision = parallel::Precision::mixed;
+    dc.loss_scaling = case_loss_scaling(config.dtype);
+  }
   dc = parallel::checked_config(dc, dp, *m, *optimizer);  // the batch splits over dp alone
   // Gradients summed over dp x cp; the batch split over dp alone (the cp ranks of a sequence take
   // the same rows).
   parallel::Trainer trainer(*m, grid.group(Axis::dp), rows, 1, parallel::make_data_parallel_parts(replicas, *m, *optimizer, dc));
   const parallel::BatchSource source = parallel::batches_of(config);
   std::vector<double> losses;
-  for (int step = 0; step < c.steps; ++step) losses.push_back(trainer.step(source, static_cast<std::uint64_t>(step)).loss);
+  std::string failures;
+  for (int step = 0; step < c.steps; ++step) {
+    const parallel::StepStats stats = trainer.step(source, static_cast<std::uint64_t>(step));
+    if (stats.skipped) failures += "step " + std::to_string(step) + " skipped: the gradients overflowed at the case's loss scale; ";
+    losses.push_back(stats.loss);
+  }
   const parallel::ParameterValues values = trainer.gathered(mixed);
 
   // One device, the whole batch (16 bits: the same model with float32 masters).
@@ -108,7 +119,7 @@ ContextResult run_context_case(Communicator& world, const ContextCase& c) {
   std::vector<double> reference_losses;
   parallel::ParameterValues reference;
   if (mixed) {
-    MixedRun run = train_mixed_single_device(*whole, *whole_optimizer, source, rows, c.steps, 1);
+    MixedRun run = train_mixed_single_device(*whole, *whole_optimizer, source, rows, c.steps, case_loss_scale(config.dtype));
     reference_losses = run.losses;
     reference = std::move(run.values);
   } else {
@@ -127,7 +138,6 @@ ContextResult run_context_case(Communicator& world, const ContextCase& c) {
   for (int step = 0; step < c.steps; ++step)
     r.loss_error = std::max(r.loss_error, std::abs(losses[static_cast<std::size_t>(step)] - reference_losses[static_cast<std::size_t>(step)]) /
                                               std::abs(reference_losses[static_cast<std::size_t>(step)]));
-  std::string failures;
   if (!(d.parameters <= r.bound && d.state <= r.bound))
     failures += "parameters or state differ from one device beyond " + format(r.bound) + " (largest at " + d.where + "); ";
   if (!(r.loss_error <= r.bound)) failures += "a step's loss differs by " + format(r.loss_error) + "; ";

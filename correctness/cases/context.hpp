@@ -34,7 +34,7 @@ struct ContextCase {
   int cp = 2;
   int dp = 1;                    // the world is cp x dp
   int zero = 0;                  // 0 (DDP) or 1, over dp x cp
-  std::string precision = "float64";  // float64, float32, bfloat16 (mixed: float32 masters)
+  std::string precision = "float64";  // float64, float32, bfloat16, float16 (mixed: float32 masters)
   int steps = 3;
   std::string fault;             // parallel::ContextParallelConfig::fault
   // "context/ring/cp2/float64", "context/allgather/cp2/dp2/zero1/float32"
@@ -42,7 +42,8 @@ struct ContextCase {
 };
 
 // The cases at world size n: every variant at every cp in {2, 3, 4} dividing n (dp the rest), in
-// float64, float32 and bfloat16 (float32 masters), and with ZeRO-1 where dp > 1; at one rank cp 1.
+// float64, float32, bfloat16 and float16 (float32 masters; float16 with dynamic loss scaling),
+// and with ZeRO-1 where dp > 1; at one rank cp 1.
 std::vector<ContextCase> context_grid(int world_size);
 
 struct ContextResult {

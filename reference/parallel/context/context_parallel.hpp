@@ -51,6 +51,7 @@ class ContextParallel {
   int rank() const { return group_.rank(); }
   int size() const { return group_.size(); }
   const ContextParallelConfig& config() const { return config_; }
+  void set_overlap(bool overlap) { config_.overlap = overlap; }
 
   // The positions in the whole sequence of the tokens rank `rank` holds, in its order: chunk r,
   // then chunk 2 cp - 1 - r. UsageError when 2 cp does not divide the sequence.
