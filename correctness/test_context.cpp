@@ -125,6 +125,18 @@ TEST_F(ContextTest, TrainingCatchesTheFaults) {
   }
 }
 
+TEST_F(ContextTest, TrainingWithTensorParallelismCatchesTheFaults) {
+  if (comm().size() % 4 != 0) GTEST_SKIP() << "cp 2 x tp 2 needs a multiple of 4 ranks";
+  for (const char* fault : {"no_reorder", "wrong_neighbour"}) {
+    cases::ContextCase c;
+    c.tp = 2;
+    c.dp = comm().size() / 4;
+    c.fault = fault;
+    const cases::ContextResult r = cases::run_context_case(comm(), c);
+    EXPECT_FALSE(r.passed) << c.name() << " passed: " << r.message;
+  }
+}
+
 TEST_F(ContextTest, TheSplitIsBalancedAndCoversTheSequence) {
   ContextParallel cp(comm(), {});
   const int n = comm().size();
@@ -263,6 +275,22 @@ TEST_F(ContextTest, SizesThatDoNotSplitAreRefused) {
   EXPECT_THROW(ContextParallel(comm(), {"ring", "typo"}), UsageError);
   ContextParallel cp(comm(), {});
   EXPECT_THROW(cp.positions(2 * comm().size() + 1, 0), UsageError);
+  // Layouts the context-parallel GPT does not take: sequence parallelism beside tp, MoE layers.
+  model::GptConfig c;
+  c.vocabulary = 64;
+  c.layers = 2;
+  c.hidden = kC;
+  c.heads = kHeads;
+  c.sequence = kT;
+  parallel::TensorParallelConfig sp;
+  sp.sequence_parallel = true;
+  const parallel::TensorParallel tp(comm(), sp);
+  const std::unique_ptr<Communicator> alone = comm().split(comm().rank(), 0);
+  ContextParallel one(*alone, {});
+  EXPECT_THROW(parallel::build_context_parallel_gpt(c, one, &tp), UsageError);
+  model::GptConfig moe = c;
+  moe.moe.layers = {1};
+  EXPECT_THROW(parallel::build_context_parallel_gpt(moe, cp), UsageError);
 }
 
 }  // namespace

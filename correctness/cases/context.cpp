@@ -13,13 +13,15 @@
 #include "reference/parallel/data/config.hpp"
 #include "reference/parallel/grid.hpp"
 #include "reference/parallel/techniques/techniques.hpp"
+#include "reference/parallel/tensor/tensor_parallel.hpp"
 
 namespace parity::cases {
 
 using parallel::Axis;
 
 std::string ContextCase::name() const {
-  return "context/" + variant + "/cp" + std::to_string(cp) + (dp > 1 ? "/dp" + std::to_string(dp) : "") +
+  return "context/" + variant + "/cp" + std::to_string(cp) + (tp > 1 ? "/tp" + std::to_string(tp) : "") +
+         (dp > 1 ? "/dp" + std::to_string(dp) : "") +
          (zero > 0 ? "/zero" + std::to_string(zero) : "") + "/" + precision + (fault.empty() ? "" : "/" + fault);
 }
 
@@ -70,23 +72,41 @@ std::vector<ContextCase> context_grid(int n) {
       }
     }
   }
+  // With tensor parallelism over 2 ranks.
+  for (int cp : {2, 4}) {
+    if (n % (2 * cp) != 0) continue;
+    for (const char* variant : {"ring", "allgather", "ulysses"})
+      for (const char* precision : {"float64", "float32", "bfloat16"}) {
+        // Ulysses splits each tp rank's heads over cp.
+        if (std::string(variant) == "ulysses" && (context_model(DataType::float64).heads / 2) % cp != 0) continue;
+        ContextCase c;
+        c.variant = variant;
+        c.cp = cp;
+        c.tp = 2;
+        c.dp = n / (2 * cp);
+        c.precision = precision;
+        out.push_back(c);
+      }
+  }
   return out;
 }
 
 ContextResult run_context_case(Communicator& world, const ContextCase& c) {
   const int n = world.size();
-  if (c.cp < 1 || c.cp * c.dp != n)
-    throw UsageError(c.name() + ": cp " + std::to_string(c.cp) + " x dp " + std::to_string(c.dp) + " is not the " +
-                     std::to_string(n) + " ranks");
+  if (c.cp < 1 || c.tp < 1 || c.cp * c.tp * c.dp != n)
+    throw UsageError(c.name() + ": cp " + std::to_string(c.cp) + " x tp " + std::to_string(c.tp) + " x dp " +
+                     std::to_string(c.dp) + " is not the " + std::to_string(n) + " ranks");
   ContextResult r;
   const model::GptConfig config = context_model(type_of(c));
   const int dp = c.dp;
   const std::int64_t rows = 2 * dp + 1;  // uneven shards over dp
   parallel::GridSpec spec;
-  spec.set(Axis::cp, c.cp).set(Axis::dp, dp);
+  spec.set(Axis::tp, c.tp).set(Axis::cp, c.cp).set(Axis::dp, dp);
   parallel::Grid grid(world, spec);
   parallel::ContextParallel cp(grid.group(Axis::cp), {c.variant, c.fault});
-  auto m = parallel::build_context_parallel_gpt(config, cp);
+  std::unique_ptr<parallel::TensorParallel> tp;
+  if (c.tp > 1) tp = std::make_unique<parallel::TensorParallel>(grid.group(Axis::tp), parallel::TensorParallelConfig{});
+  auto m = parallel::build_context_parallel_gpt(config, cp, tp.get());
   const bool mixed = is_half(config.dtype);
   auto optimizer = case_adamw(mixed ? DataType::float32 : config.dtype);
   Communicator& replicas = grid.group(parallel::AxisSet{Axis::dp, Axis::cp});
@@ -110,7 +130,10 @@ ContextResult run_context_case(Communicator& world, const ContextCase& c) {
     if (stats.skipped) failures += "step " + std::to_string(step) + " skipped: the gradients overflowed at the case's loss scale; ";
     losses.push_back(stats.loss);
   }
-  const parallel::ParameterValues values = trainer.gathered(mixed);
+  std::vector<std::string> disagreeing;
+  const parallel::ParameterValues values =
+      tp ? parallel::gather_tensor_parallel(trainer.gathered(mixed), m->parameters(), tp->group(), &disagreeing)
+         : trainer.gathered(mixed);
 
   // One device, the whole batch (16 bits: the same model with float32 masters).
   auto whole = model::build_gpt(config);
@@ -141,6 +164,7 @@ ContextResult run_context_case(Communicator& world, const ContextCase& c) {
   if (!(d.parameters <= r.bound && d.state <= r.bound))
     failures += "parameters or state differ from one device beyond " + format(r.bound) + " (largest at " + d.where + "); ";
   if (!(r.loss_error <= r.bound)) failures += "a step's loss differs by " + format(r.loss_error) + "; ";
+  if (!disagreeing.empty()) failures += "whole parameters differ between tp ranks (" + disagreeing.front() + "); ";
   const std::string compared =
       "loss " + format(r.loss_error) + ", parameters " + format(d.parameters) + ", state " + format(d.state);
   r.passed = agreed_verdict(world, failures, compared, r.message);
@@ -163,6 +187,7 @@ const RegisteredFamily kContextFamily{FamilyDefinition<ContextCase, ContextResul
         [](record::Table& t, const CaseContext& context, const ContextCase& c, const ContextResult& r) {
           t.str("variant").push_back(c.variant);
           t.i64("cp").push_back(c.cp);
+          t.i64("tp").push_back(c.tp);
           t.i64("dp").push_back(c.dp);
           t.i64("zero").push_back(c.zero);
           add_run_columns(t, context.world, c.precision, c.steps);

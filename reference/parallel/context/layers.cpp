@@ -6,6 +6,8 @@
 
 #include "reference/core/error.hpp"
 #include "reference/ops/ops.hpp"
+#include "reference/parallel/tensor/layers.hpp"
+#include "reference/parallel/tensor/tensor_parallel.hpp"
 
 namespace parity::parallel {
 
@@ -27,10 +29,17 @@ Tensor take_rows(const Tensor& x, const std::vector<std::int64_t>& rows, const s
 
 class ContextEmbedding : public model::Layer {
  public:
+  // With tp: the token table split by rows over the tp ranks (vocabulary-parallel), each rank
+  // looking up the tokens it holds and the lookups summed over tp.
   ContextEmbedding(std::string name, std::int64_t vocabulary, std::int64_t sequence, std::int64_t hidden, DataType dtype,
-                   double init_std, std::uint64_t seed, ContextParallel& cp)
-      : Layer(std::move(name)), cp_(cp) {
-    wte_ = &add_parameter("wte", {vocabulary, hidden}, dtype, Init::normal(0, init_std), seed);
+                   double init_std, std::uint64_t seed, ContextParallel& cp, const TensorParallel* tp)
+      : Layer(std::move(name)), cp_(cp), tp_(tp), vocabulary_(vocabulary) {
+    if (tp_)
+      wte_ = &add_sharded_parameter(this->name() + ".wte",
+                                    std::move(ShardSpec({vocabulary, hidden}).split(0, tp_->rank(), tp_->size())), dtype,
+                                    Init::normal(0, init_std), seed);
+    else
+      wte_ = &add_parameter("wte", {vocabulary, hidden}, dtype, Init::normal(0, init_std), seed);
     wpe_ = &add_parameter("wpe", {sequence, hidden}, dtype, Init::normal(0, init_std / 2), seed);
   }
   const char* kind() const override { return "context_embedding"; }
@@ -43,7 +52,18 @@ class ContextEmbedding : public model::Layer {
     const Tensor table = take_rows(wpe_->value.reshape({1, wpe_->value.dim(0), wpe_->value.dim(1)}), positions, "wpe.rows")
                              .reshape({static_cast<std::int64_t>(positions.size()), wpe_->value.dim(1)});
     Tensor y = activation("out", {mine.dim(0), mine.dim(1), wte_->value.dim(1)}, wte_->value.dtype());
-    ops::embedding_forward(mine, wte_->value, table, y);
+    if (tp_) {
+      // One tp rank holds each token's row, so the sum is the whole table's lookup.
+      ops::embedding_shard_forward(mine, wte_->value, first_token(), vocabulary_, y);
+      tp_->all_reduce(y, name());
+      const std::int64_t c = table.dim(1), local = y.dim(1);
+      for (std::int64_t b = 0; b < y.dim(0); ++b) {
+        Tensor row = y.segment(y.name(), b * local * c, {local * c});
+        ops::accumulate(row, table.reshape({local * c}));
+      }
+    } else {
+      ops::embedding_forward(mine, wte_->value, table, y);
+    }
     save(context, {mine});
     return y;
   }
@@ -55,7 +75,13 @@ class ContextEmbedding : public model::Layer {
       const std::int64_t c = wpe_->value.dim(1);
       Tensor rows = Tensor::zeros("dwpe.rows", {static_cast<std::int64_t>(positions.size()), c}, wpe_->value.dtype(),
                                   MemoryCategory::workspace);
-      ops::embedding_backward(dy, mine, wte_->gradient(), rows);
+      if (tp_) {
+        ops::embedding_shard_backward(dy, mine, first_token(), wte_->gradient());
+        for (std::int64_t b = 0; b < dy.dim(0); ++b)
+          ops::accumulate(rows, dy.segment("dy", b * rows.numel(), rows.shape()));
+      } else {
+        ops::embedding_backward(dy, mine, wte_->gradient(), rows);
+      }
       Tensor& dwpe = wpe_->gradient();
       for (std::size_t i = 0; i < positions.size(); ++i) {
         Tensor into = dwpe.segment("dwpe.row", positions[i] * c, {c});
@@ -66,7 +92,10 @@ class ContextEmbedding : public model::Layer {
   }
 
  private:
+  std::int64_t first_token() const { return tp_ ? tp_->rank() * wte_->value.dim(0) : 0; }
   ContextParallel& cp_;
+  const TensorParallel* tp_;
+  std::int64_t vocabulary_;
   model::Parameter* wte_;
   model::Parameter* wpe_;
 };
@@ -116,12 +145,14 @@ class ContextDropout : public model::Layer {
 
 class ContextAttention : public model::Layer {
  public:
-  ContextAttention(std::string name, std::int64_t hidden, int heads, double dropout, DataType dtype, double init_std,
-                   double proj_std, std::uint64_t seed, ContextParallel& cp)
+  // `heads`: the heads this rank attends (all, or heads / tp with tensor parallelism, whose
+  // column-parallel qkv holds their columns and row-parallel proj sums their outputs over tp).
+  ContextAttention(std::string name, int heads, std::unique_ptr<model::Layer> qkv, std::unique_ptr<model::Layer> proj,
+                   std::unique_ptr<model::Layer> dropout, ContextParallel& cp)
       : Layer(std::move(name)), heads_(heads), cp_(cp) {
-    qkv_ = &add_child(std::make_unique<model::Linear>(this->name() + ".qkv", hidden, 3 * hidden, true, dtype, init_std, seed));
-    proj_ = &add_child(std::make_unique<model::Linear>(this->name() + ".proj", hidden, hidden, true, dtype, proj_std, seed));
-    dropout_ = &add_child(std::make_unique<ContextDropout>(this->name() + ".dropout", dropout, seed, cp));
+    qkv_ = &add_child(std::move(qkv));
+    proj_ = &add_child(std::move(proj));
+    dropout_ = &add_child(std::move(dropout));
   }
   const char* kind() const override { return "context_attention"; }
 
@@ -184,10 +215,14 @@ class ContextAttention : public model::Layer {
 
 class ContextLoss : public model::Loss {
  public:
-  explicit ContextLoss(ContextParallel& cp) : cp_(cp) {}
+  // With tp: the logits are this tp rank's classes (vocabulary-parallel cross-entropy).
+  ContextLoss(ContextParallel& cp, const TensorParallel* tp, std::int64_t vocabulary)
+      : cp_(cp), tp_(tp), vocabulary_(vocabulary) {}
   const char* name() const override { return "context_cross_entropy"; }
   double compute(const Tensor& output, const Tensor& targets, double normalizer, Tensor* doutput) const override {
-    double loss = model::CrossEntropyLoss().compute(output, cp_.split(targets), normalizer, doutput);
+    const Tensor mine = cp_.split(targets);
+    double loss = tp_ ? VocabParallelCrossEntropy(vocabulary_, *tp_).compute(output, mine, normalizer, doutput)
+                      : model::CrossEntropyLoss().compute(output, mine, normalizer, doutput);
     cp_.group().all_reduce({&loss, 1, DataType::float64, MemorySpace::host}, {&loss, 1, DataType::float64, MemorySpace::host},
                            ReduceOp::sum);
     return loss;
@@ -195,37 +230,68 @@ class ContextLoss : public model::Loss {
 
  private:
   ContextParallel& cp_;
+  const TensorParallel* tp_;
+  std::int64_t vocabulary_;
 };
 
 }  // namespace
 
-std::unique_ptr<model::Model> build_context_parallel_gpt(const model::GptConfig& c, ContextParallel& cp) {
+std::unique_ptr<model::Model> build_context_parallel_gpt(const model::GptConfig& c, ContextParallel& cp,
+                                                         const TensorParallel* tp) {
   c.validate();
   if (c.moe.enabled()) throw UsageError("context parallelism: the GPT has MoE layers, which these layers do not take");
   cp.positions(c.sequence);  // refuses a sequence that does not split into 2 cp chunks
-  auto model = std::make_unique<model::Model>(c.describe() + " cp" + std::to_string(cp.size()),
-                                              std::make_unique<ContextLoss>(cp), c.dtype);
+  const int t = tp ? tp->size() : 1;
+  if (tp) {
+    if (tp->sequence_parallel())
+      throw UsageError("context parallelism with tensor parallelism: sequence parallelism is not composed with it yet "
+                       "(use tensor parallelism without it)");
+    validate_tensor_parallel(c, t, false);
+  }
+  if (cp.config().variant == "ulysses" && (c.heads / t) % cp.size() != 0)
+    throw UsageError("context parallelism ulysses: " + std::to_string(c.heads / t) + " heads per tp rank do not split over cp = " +
+                     std::to_string(cp.size()) + " ranks");
+  auto model = std::make_unique<model::Model>(c.describe() + " cp" + std::to_string(cp.size()) +
+                                                  (tp ? " tp" + std::to_string(t) : ""),
+                                              std::make_unique<ContextLoss>(cp, tp, c.vocabulary), c.dtype);
   const double init_std = 0.02, proj_std = 0.02 / std::sqrt(2.0 * c.layers);
-  auto owned = std::make_unique<ContextEmbedding>("embedding", c.vocabulary, c.sequence, c.hidden, c.dtype, init_std, c.seed, cp);
+  auto owned = std::make_unique<ContextEmbedding>("embedding", c.vocabulary, c.sequence, c.hidden, c.dtype, init_std, c.seed,
+                                                  cp, tp);
   ContextEmbedding& embedding = *owned;
   model->add(std::move(owned));
+  // A linear layer whole, or split over tp by columns (`parts` blocks split alike: qkv) or rows.
+  const auto column = [&](const std::string& name, std::int64_t in, std::int64_t out, double std, int parts) -> std::unique_ptr<model::Layer> {
+    if (!tp) return std::make_unique<model::Linear>(name, in, out, true, c.dtype, std, c.seed);
+    return std::make_unique<ColumnParallelLinear>(name, in, out, true, c.dtype, std, c.seed, *tp, ColumnSplit{parts}, tp->rank());
+  };
+  const auto row = [&](const std::string& name, std::int64_t in, std::int64_t out, double std) -> std::unique_ptr<model::Layer> {
+    if (!tp) return std::make_unique<model::Linear>(name, in, out, true, c.dtype, std, c.seed);
+    return std::make_unique<RowParallelLinear>(name, in, out, true, c.dtype, std, c.seed, *tp);
+  };
   for (int i = 0; i < c.layers; ++i) {
     const std::string name = "blocks." + std::to_string(i);
-    auto mlp = std::make_unique<model::FeedForward>(
-        name + ".mlp", std::make_unique<model::Linear>(name + ".mlp.fc", c.hidden, 4 * c.hidden, true, c.dtype, init_std, c.seed),
-        std::make_unique<model::Linear>(name + ".mlp.proj", 4 * c.hidden, c.hidden, true, c.dtype, proj_std, c.seed),
-        std::make_unique<ContextDropout>(name + ".mlp.dropout", c.dropout, c.seed, cp));
-    model->add(std::make_unique<model::TransformerBlock>(
-        name, c.hidden, c.dtype, c.seed,
-        std::make_unique<ContextAttention>(name + ".attn", c.hidden, c.heads, c.dropout, c.dtype, init_std, proj_std, c.seed, cp),
-        std::move(mlp)));
+    auto mlp = std::make_unique<model::FeedForward>(name + ".mlp", column(name + ".mlp.fc", c.hidden, 4 * c.hidden, init_std, 1),
+                                                    row(name + ".mlp.proj", 4 * c.hidden, c.hidden, proj_std),
+                                                    std::make_unique<ContextDropout>(name + ".mlp.dropout", c.dropout, c.seed, cp));
+    auto attention = std::make_unique<ContextAttention>(
+        name + ".attn", c.heads / t, column(name + ".attn.qkv", c.hidden, 3 * c.hidden, init_std, 3),
+        row(name + ".attn.proj", c.hidden, c.hidden, proj_std),
+        std::make_unique<ContextDropout>(name + ".attn.dropout", c.dropout, c.seed, cp), cp);
+    model->add(std::make_unique<model::TransformerBlock>(name, c.hidden, c.dtype, c.seed, std::move(attention), std::move(mlp)));
   }
   model->add(std::make_unique<model::LayerNorm>("ln_f", c.hidden, c.dtype, c.seed));
-  if (c.tied_embeddings)
+  if (tp) {
+    if (c.tied_embeddings)
+      model->add(std::make_unique<VocabParallelHead>("lm_head", embedding.token_table(), *tp));
+    else
+      model->add(std::make_unique<VocabParallelHead>("lm_head", "lm_head.weight", c.vocabulary, c.hidden, c.dtype, init_std,
+                                                     c.seed, *tp));
+  } else if (c.tied_embeddings) {
     model->add(std::make_unique<model::LanguageModelHead>("lm_head", embedding.token_table()));
-  else
+  } else {
     model->add(std::make_unique<model::LanguageModelHead>("lm_head", "lm_head.weight", c.vocabulary, c.hidden, c.dtype,
                                                           init_std, c.seed));
+  }
   return model;
 }
 

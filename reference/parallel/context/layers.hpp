@@ -9,8 +9,9 @@
 //                       chunk, so that every layout draws the same masks;
 //   ContextLoss         cross-entropy of the rank's rows against their targets, the loss's value
 //                       summed over the group (its gradient stays the rank's own).
-// Parameters are whole and named as the single-device model's; their gradients are summed over
-// the group (and dp) by the data-parallel part of the step.
+// Parameters are whole (or, with tensor parallelism, this tp rank's shards) and named as the
+// single-device model's; their gradients are summed over the group (and dp) by the data-parallel
+// part of the step.
 #pragma once
 
 #include <memory>
@@ -18,10 +19,15 @@
 #include "reference/model/layers.hpp"
 #include "reference/model/model.hpp"
 #include "reference/parallel/context/context_parallel.hpp"
+#include "reference/parallel/tensor/regions.hpp"
 
 namespace parity::parallel {
 
-// The GPT of `config` (dense; dropout drawn as the whole sequence's) over cp's group.
-std::unique_ptr<model::Model> build_context_parallel_gpt(const model::GptConfig& config, ContextParallel& cp);
+// The GPT of `config` (dense; dropout drawn as the whole sequence's) over cp's group; with `tp`,
+// also tensor-parallel over its group (Megatron's splits: the token table and head by vocabulary
+// rows, qkv and fc by columns, proj by rows, each rank attending heads / tp heads over cp), without
+// sequence parallelism. UsageError for a model or split they cannot take.
+std::unique_ptr<model::Model> build_context_parallel_gpt(const model::GptConfig& config, ContextParallel& cp,
+                                                         const TensorParallel* tp = nullptr);
 
 }  // namespace parity::parallel
