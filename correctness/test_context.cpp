@@ -48,6 +48,18 @@ Tensor part_of(const Tensor& qkv, int part) {
   return out;
 }
 
+// A GPT of the attention tests' sizes: 48 tokens, hidden 48, 24 heads, 2 blocks.
+model::GptConfig small_gpt(DataType type) {
+  model::GptConfig c;
+  c.vocabulary = 64;
+  c.layers = 2;
+  c.hidden = kC;
+  c.heads = kHeads;
+  c.sequence = kT;
+  c.dtype = type;
+  return c;
+}
+
 double relative(const Tensor& got, const Tensor& want) { return op_testing::difference(got, want).relative; }
 
 struct Errors {
@@ -224,13 +236,7 @@ TEST_F(ContextTest, ActivationBytesAreTheFormula) {
   const int n = comm().size();
   for (const char* variant : {"ring", "allgather", "ulysses"})
     for (DataType type : {DataType::float64, DataType::float32, DataType::bfloat16}) {
-      model::GptConfig c;
-      c.vocabulary = 64;
-      c.layers = 2;
-      c.hidden = kC;
-      c.heads = kHeads;
-      c.sequence = kT;
-      c.dtype = type;
+      const model::GptConfig c = small_gpt(type);
       ContextParallel cp(comm(), {variant, ""});
       auto m = parallel::build_context_parallel_gpt(c, cp);
       auto& tracker = MemoryTracker::process();
@@ -276,12 +282,7 @@ TEST_F(ContextTest, SizesThatDoNotSplitAreRefused) {
   ContextParallel cp(comm(), {});
   EXPECT_THROW(cp.positions(2 * comm().size() + 1, 0), UsageError);
   // Layouts the context-parallel GPT does not take: sequence parallelism beside tp, MoE layers.
-  model::GptConfig c;
-  c.vocabulary = 64;
-  c.layers = 2;
-  c.hidden = kC;
-  c.heads = kHeads;
-  c.sequence = kT;
+  const model::GptConfig c = small_gpt(DataType::float64);
   parallel::TensorParallelConfig sp;
   sp.sequence_parallel = true;
   const parallel::TensorParallel tp(comm(), sp);
