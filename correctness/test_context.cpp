@@ -149,6 +149,18 @@ TEST_F(ContextTest, TrainingWithTensorParallelismCatchesTheFaults) {
   }
 }
 
+TEST_F(ContextTest, TrainingWithPipelinesCatchesTheFaults) {
+  if (comm().size() % 4 != 0) GTEST_SKIP() << "cp 2 x pp 2 needs a multiple of 4 ranks";
+  for (const char* fault : {"no_reorder", "wrong_neighbour"}) {
+    cases::ContextCase c;
+    c.pp = 2;
+    c.dp = comm().size() / 4;
+    c.fault = fault;
+    const cases::ContextResult r = cases::run_context_case(comm(), c);
+    EXPECT_FALSE(r.passed) << c.name() << " passed: " << r.message;
+  }
+}
+
 TEST_F(ContextTest, TheSplitIsBalancedAndCoversTheSequence) {
   ContextParallel cp(comm(), {});
   const int n = comm().size();

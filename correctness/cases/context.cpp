@@ -5,6 +5,7 @@
 
 #include "correctness/cases/compare.hpp"
 #include "correctness/cases/family.hpp"
+#include "correctness/cases/pipeline.hpp"
 #include "correctness/cases/tensor.hpp"
 #include "correctness/cases/training.hpp"
 #include "reference/core/error.hpp"
@@ -21,6 +22,7 @@ using parallel::Axis;
 
 std::string ContextCase::name() const {
   return "context/" + variant + "/cp" + std::to_string(cp) + (tp > 1 ? "/tp" + std::to_string(tp) : "") +
+         (pp > 1 ? "/pp" + std::to_string(pp) + "/" + schedule + "/m" + std::to_string(micro_batches) : "") +
          (dp > 1 ? "/dp" + std::to_string(dp) : "") +
          (zero > 0 ? "/zero" + std::to_string(zero) : "") + "/" + precision + (fault.empty() ? "" : "/" + fault);
 }
@@ -88,11 +90,52 @@ std::vector<ContextCase> context_grid(int n) {
         out.push_back(c);
       }
   }
+  // With a 1F1B pipeline of two stages.
+  if (n % 4 == 0)
+    for (const char* variant : {"ring", "allgather", "ulysses"})
+      for (const char* precision : {"float64", "float32", "bfloat16"}) {
+        if (std::string(precision) == "bfloat16" && std::string(variant) != "ring") continue;
+        ContextCase c;
+        c.variant = variant;
+        c.cp = 2;
+        c.pp = 2;
+        c.dp = n / 4;
+        c.precision = precision;
+        out.push_back(c);
+      }
   return out;
 }
 
+namespace {
+// A case with pipeline stages: the pipeline family's run (correctness/cases/pipeline.cpp) with
+// each stage's sequence over cp, against the same single device.
+ContextResult run_pipelined(Communicator& world, const ContextCase& c) {
+  PipelineCase p;
+  p.context_fault = c.fault;
+  p.schedule = c.schedule;
+  p.micro_batches = c.micro_batches;
+  p.tensor_parallel = c.tp;
+  p.data_parallel = c.dp;
+  p.zero_stage = c.zero;
+  p.precision = c.precision;
+  p.steps = c.steps;
+  p.context_parallel = c.cp;
+  p.context_variant = c.variant;
+  p.model = context_model(type_of(c));
+  const TrainingResult t = run_pipeline_case(world, p);
+  ContextResult r;
+  r.error = t.error;
+  r.bound = t.bound;
+  r.loss_error = NAN;  // the pipeline's comparison folds the last loss into `error`
+  r.passed = t.passed;
+  r.message = t.message;
+  return r;
+}
+}  // namespace
+
 ContextResult run_context_case(Communicator& world, const ContextCase& c) {
   const int n = world.size();
+  if (c.pp > 1 && c.cp * c.tp * c.dp * c.pp == n) return run_pipelined(world, c);
   if (c.cp < 1 || c.tp < 1 || c.cp * c.tp * c.dp != n)
     throw UsageError(c.name() + ": cp " + std::to_string(c.cp) + " x tp " + std::to_string(c.tp) + " x dp " +
                      std::to_string(c.dp) + " is not the " + std::to_string(n) + " ranks");
@@ -188,6 +231,7 @@ const RegisteredFamily kContextFamily{FamilyDefinition<ContextCase, ContextResul
           t.str("variant").push_back(c.variant);
           t.i64("cp").push_back(c.cp);
           t.i64("tp").push_back(c.tp);
+          t.i64("pp").push_back(c.pp);
           t.i64("dp").push_back(c.dp);
           t.i64("zero").push_back(c.zero);
           add_run_columns(t, context.world, c.precision, c.steps);

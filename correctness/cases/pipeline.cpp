@@ -8,6 +8,7 @@
 #include "reference/core/error.hpp"
 #include "reference/core/tolerance.hpp"
 #include "reference/parallel/checkpoint/checkpoint.hpp"
+#include "reference/parallel/context/layers.hpp"
 #include "reference/parallel/grid.hpp"
 #include "reference/parallel/pipeline/executor.hpp"
 #include "reference/parallel/techniques/techniques.hpp"
@@ -55,6 +56,7 @@ std::string PipelineCase::name() const {
   std::string n = "pipeline/" + schedule;
   if (schedule == "interleaved") n += "/v" + std::to_string(chunks);
   if (tensor_parallel > 1) n += "/tp" + std::to_string(tensor_parallel);
+  if (context_parallel > 1) n += "/cp" + std::to_string(context_parallel) + "/" + context_variant;
   if (data_parallel > 1) n += "/dp" + std::to_string(data_parallel);
   if (zero_stage > 0) n += "/zero" + std::to_string(zero_stage);
   return n + "/m" + std::to_string(micro_batches) + "/" + precision;
@@ -112,12 +114,14 @@ std::unique_ptr<PipelineSetup> setup_pipeline_case(Communicator& world, const Pi
   auto setup = std::make_unique<PipelineSetup>();
   const model::GptConfig config = setup->config = c.model ? *c.model : pipeline_gpt(type_of(c));
   setup->global_batch = global_batch(c);
-  const int others = c.data_parallel * c.tensor_parallel;
+  const int others = c.data_parallel * c.tensor_parallel * c.context_parallel;
   if (world.size() % others != 0)
     throw UsageError(c.name() + ": " + std::to_string(world.size()) + " ranks are not " + std::to_string(c.data_parallel) +
-                     " replicas of a pipeline of " + std::to_string(c.tensor_parallel) + "-way tensor-parallel stages");
+                     " replicas of a pipeline of " + std::to_string(c.tensor_parallel) + "-way tensor-parallel and " +
+                     std::to_string(c.context_parallel) + "-way context-parallel stages");
   parallel::GridSpec spec;
   spec.set(parallel::Axis::tp, c.tensor_parallel)
+      .set(parallel::Axis::cp, c.context_parallel)
       .set(parallel::Axis::dp, c.data_parallel)
       .set(parallel::Axis::pp, world.size() / others);
   setup->grid = std::make_unique<parallel::Grid>(world, spec);
@@ -141,7 +145,13 @@ std::unique_ptr<PipelineSetup> setup_pipeline_case(Communicator& world, const Pi
     layers_per_stage.push_back(stages[s].end - stages[s].begin);
     if (owner[s] == comm.rank()) mine.push_back(stages[s]);
   }
-  setup->model = c.tensor_parallel > 1 ? parallel::build_tensor_parallel_gpt(config, tp, mine) : model::build_gpt(config, mine);
+  if (c.context_parallel > 1) {
+    setup->context = std::make_unique<parallel::ContextParallel>(grid.group(parallel::Axis::cp),
+                                                                 parallel::ContextParallelConfig{c.context_variant, c.context_fault});
+    setup->model = parallel::build_context_parallel_gpt(config, *setup->context, c.tensor_parallel > 1 ? &tp : nullptr, mine);
+  } else {
+    setup->model = c.tensor_parallel > 1 ? parallel::build_tensor_parallel_gpt(config, tp, mine) : model::build_gpt(config, mine);
+  }
   model::Model* m = setup->model.get();
   if (c.checkpoint != "none") {
     parallel::CheckpointPolicy policy = parallel::parse_checkpoint_policy(c.checkpoint);
@@ -176,10 +186,15 @@ std::unique_ptr<PipelineSetup> setup_pipeline_case(Communicator& world, const Pi
     dp.loss_scaling = case_loss_scaling(config.dtype);
   }
   dp = parallel::checked_config(dp, replicas.size(), *m, *optimizer);
-  parallel::StepParts parts = parallel::make_data_parallel_parts(replicas, *m, *optimizer, dp);
+  // The gradients are summed over the replicas, and with context parallelism over the cp ranks
+  // of a sequence too (the batch is split over dp alone).
+  Communicator& summed =
+      c.context_parallel > 1 ? grid.group(parallel::AxisSet{parallel::Axis::dp, parallel::Axis::cp}) : replicas;
+  parallel::StepParts parts = parallel::make_data_parallel_parts(summed, *m, *optimizer, dp);
+  const std::int64_t local = config.sequence / c.context_parallel;  // the tokens of a sequence a rank holds
   auto executor = std::make_unique<pp::Executor>(
-      comm, schedule, layers_per_stage,
-      [config](std::int64_t rows) { return Shape{rows, config.sequence, config.hidden}; }, config.dtype);
+      comm, schedule, layers_per_stage, [config, local](std::int64_t rows) { return Shape{rows, local, config.hidden}; },
+      config.dtype);
   if (!c.inject_failure.empty()) executor->inject_failure(pp::parse_action(c.inject_failure));
   setup->executor = executor.get();
   parts.schedule = std::move(executor);
@@ -245,7 +260,8 @@ TrainingResult run_pipeline_case(Communicator& world, const PipelineCase& c) {
   // loss's vocabulary shards, and the batch's tokens within each.
   const std::int64_t tokens = global_batch(c) * config.sequence;
   const std::int64_t terms = tolerance::tensor_parallel_reduction_terms(tokens, config.hidden, config.vocabulary);
-  const int partials = c.micro_batches * c.data_parallel + 1 + (c.tensor_parallel > 1 ? c.tensor_parallel : 0);
+  const int partials =
+      c.micro_batches * c.data_parallel * c.context_parallel + 1 + (c.tensor_parallel > 1 ? c.tensor_parallel : 0);
   r.bound = tolerance::training_relative_bound(config.dtype, terms, partials, c.steps);
   if (mixed) {
     // 16 bits: the micro-batches' partial gradients rounded, and the tp sums (AdamW).

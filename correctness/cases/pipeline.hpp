@@ -14,6 +14,7 @@
 #include "correctness/cases/family.hpp"
 #include "correctness/cases/training.hpp"
 #include "reference/comm/communicator.hpp"
+#include "reference/parallel/context/context_parallel.hpp"
 #include "reference/parallel/grid.hpp"
 #include "reference/parallel/pipeline/executor.hpp"
 #include "reference/parallel/tensor/tensor_parallel.hpp"
@@ -43,6 +44,11 @@ struct PipelineCase {
   int chunks = 2;                 // per rank, interleaved
   int tensor_parallel = 1;        // each stage split over tp ranks (grid tp x dp x pp, tp fastest)
   int data_parallel = 1;          // replicas of the pipeline
+  // Each sequence split over cp ranks (parallel/context; grid tp x cp x dp x pp), the stages'
+  // attention by `context_variant`, the gradients summed over dp x cp.
+  int context_parallel = 1;
+  std::string context_variant = "ring";
+  std::string context_fault;  // parallel::ContextParallelConfig::fault
   int zero_stage = 0;             // 0: DDP buckets over the replicas; 1: ZeRO-1 (optimizer state sharded)
   std::string precision = "float64";  // float64, float32, bfloat16, float16 (float32 masters)
   int steps = 3;
@@ -77,6 +83,7 @@ struct PipelineSetup {
   std::int64_t global_batch = 0;
   std::unique_ptr<parallel::Grid> grid;
   std::unique_ptr<parallel::TensorParallel> tensor_parallel;
+  std::unique_ptr<parallel::ContextParallel> context;  // with context_parallel > 1
   std::unique_ptr<model::Model> model;  // this rank's stages
   std::unique_ptr<model::Optimizer> optimizer;
   std::unique_ptr<Communicator> tied;   // the ranks holding the tied table's two copies

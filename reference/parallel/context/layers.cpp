@@ -1,6 +1,7 @@
 // The context-parallel GPT's layers (see layers.hpp).
 #include "reference/parallel/context/layers.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -237,7 +238,8 @@ class ContextLoss : public model::Loss {
 }  // namespace
 
 std::unique_ptr<model::Model> build_context_parallel_gpt(const model::GptConfig& c, ContextParallel& cp,
-                                                         const TensorParallel* tp) {
+                                                         const TensorParallel* tp,
+                                                         const std::vector<model::LayerRange>& ranges) {
   c.validate();
   if (c.moe.enabled()) throw UsageError("context parallelism: the GPT has MoE layers, which these layers do not take");
   cp.positions(c.sequence);  // refuses a sequence that does not split into 2 cp chunks
@@ -255,10 +257,21 @@ std::unique_ptr<model::Model> build_context_parallel_gpt(const model::GptConfig&
                                                   (tp ? " tp" + std::to_string(t) : ""),
                                               std::make_unique<ContextLoss>(cp, tp, c.vocabulary), c.dtype);
   const double init_std = 0.02, proj_std = 0.02 / std::sqrt(2.0 * c.layers);
-  auto owned = std::make_unique<ContextEmbedding>("embedding", c.vocabulary, c.sequence, c.hidden, c.dtype, init_std, c.seed,
-                                                  cp, tp);
-  ContextEmbedding& embedding = *owned;
-  model->add(std::move(owned));
+  // The top-level layers this rank holds (a pipeline stage's), or all of them.
+  const int total = c.layers + 3;
+  std::vector<int> indices;
+  if (ranges.empty())
+    for (int i = 0; i < total; ++i) indices.push_back(i);
+  else
+    indices = model::layer_indices(ranges, total, "GPT model");
+  const auto holds = [&](int i) { return std::find(indices.begin(), indices.end(), i) != indices.end(); };
+  ContextEmbedding* embedding = nullptr;
+  if (holds(0)) {
+    auto owned = std::make_unique<ContextEmbedding>("embedding", c.vocabulary, c.sequence, c.hidden, c.dtype, init_std,
+                                                    c.seed, cp, tp);
+    embedding = owned.get();
+    model->add(std::move(owned));
+  }
   // A linear layer whole, or split over tp by columns (`parts` blocks split alike: qkv) or rows.
   const auto column = [&](const std::string& name, std::int64_t in, std::int64_t out, double std, int parts) -> std::unique_ptr<model::Layer> {
     if (!tp) return std::make_unique<model::Linear>(name, in, out, true, c.dtype, std, c.seed);
@@ -269,6 +282,7 @@ std::unique_ptr<model::Model> build_context_parallel_gpt(const model::GptConfig&
     return std::make_unique<RowParallelLinear>(name, in, out, true, c.dtype, std, c.seed, *tp);
   };
   for (int i = 0; i < c.layers; ++i) {
+    if (!holds(i + 1)) continue;
     const std::string name = "blocks." + std::to_string(i);
     auto mlp = std::make_unique<model::FeedForward>(name + ".mlp", column(name + ".mlp.fc", c.hidden, 4 * c.hidden, init_std, 1),
                                                     row(name + ".mlp.proj", 4 * c.hidden, c.hidden, proj_std),
@@ -279,18 +293,23 @@ std::unique_ptr<model::Model> build_context_parallel_gpt(const model::GptConfig&
         std::make_unique<ContextDropout>(name + ".attn.dropout", c.dropout, c.seed, cp), cp);
     model->add(std::make_unique<model::TransformerBlock>(name, c.hidden, c.dtype, c.seed, std::move(attention), std::move(mlp)));
   }
-  model->add(std::make_unique<model::LayerNorm>("ln_f", c.hidden, c.dtype, c.seed));
-  if (tp) {
-    if (c.tied_embeddings)
-      model->add(std::make_unique<VocabParallelHead>("lm_head", embedding.token_table(), *tp));
-    else
-      model->add(std::make_unique<VocabParallelHead>("lm_head", "lm_head.weight", c.vocabulary, c.hidden, c.dtype, init_std,
-                                                     c.seed, *tp));
-  } else if (c.tied_embeddings) {
-    model->add(std::make_unique<model::LanguageModelHead>("lm_head", embedding.token_table()));
-  } else {
-    model->add(std::make_unique<model::LanguageModelHead>("lm_head", "lm_head.weight", c.vocabulary, c.hidden, c.dtype,
-                                                          init_std, c.seed));
+  if (holds(c.layers + 1)) model->add(std::make_unique<model::LayerNorm>("ln_f", c.hidden, c.dtype, c.seed));
+  if (holds(c.layers + 2)) {
+    // The tied table: the embedding's when this rank holds it, else a copy of the same name (a
+    // later pipeline stage's, its gradient summed with the first stage's by the caller).
+    const std::string weight = c.tied_embeddings ? "embedding.wte" : "lm_head.weight";
+    if (tp) {
+      if (c.tied_embeddings && embedding)
+        model->add(std::make_unique<VocabParallelHead>("lm_head", embedding->token_table(), *tp));
+      else
+        model->add(std::make_unique<VocabParallelHead>("lm_head", weight, c.vocabulary, c.hidden, c.dtype, init_std, c.seed,
+                                                       *tp));
+    } else if (c.tied_embeddings && embedding) {
+      model->add(std::make_unique<model::LanguageModelHead>("lm_head", embedding->token_table()));
+    } else {
+      model->add(std::make_unique<model::LanguageModelHead>("lm_head", weight, c.vocabulary, c.hidden, c.dtype, init_std,
+                                                            c.seed));
+    }
   }
   return model;
 }

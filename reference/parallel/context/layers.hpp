@@ -15,6 +15,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "reference/model/layers.hpp"
 #include "reference/model/model.hpp"
@@ -27,7 +28,10 @@ namespace parity::parallel {
 // also tensor-parallel over its group (Megatron's splits: the token table and head by vocabulary
 // rows, qkv and fc by columns, proj by rows, each rank attending heads / tp heads over cp), without
 // sequence parallelism. UsageError for a model or split they cannot take.
+// With `ranges`, only those top-level layers (a pipeline stage's: "embedding", "blocks.i", "ln_f",
+// "lm_head"; a tied head away from the embedding holds a copy of the table by its name).
 std::unique_ptr<model::Model> build_context_parallel_gpt(const model::GptConfig& config, ContextParallel& cp,
-                                                         const TensorParallel* tp = nullptr);
+                                                         const TensorParallel* tp = nullptr,
+                                                         const std::vector<model::LayerRange>& ranges = {});
 
 }  // namespace parity::parallel
