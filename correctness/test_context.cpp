@@ -293,14 +293,20 @@ TEST_F(ContextTest, SizesThatDoNotSplitAreRefused) {
   EXPECT_THROW(ContextParallel(comm(), {"ring", "typo"}), UsageError);
   ContextParallel cp(comm(), {});
   EXPECT_THROW(cp.positions(2 * comm().size() + 1, 0), UsageError);
-  // Layouts the context-parallel GPT does not take: sequence parallelism beside tp, MoE layers.
-  const model::GptConfig c = small_gpt(DataType::float64);
-  parallel::TensorParallelConfig sp;
-  sp.sequence_parallel = true;
-  const parallel::TensorParallel tp(comm(), sp);
-  const std::unique_ptr<Communicator> alone = comm().split(comm().rank(), 0);
-  ContextParallel one(*alone, {});
-  EXPECT_THROW(parallel::build_context_parallel_gpt(c, one, &tp), UsageError);
+  // Layouts the context-parallel GPT does not take: a cp rank's tokens that do not split over
+  // tp's sequence parallelism (30 over cp 1 and tp 4 or 8; at one rank, sequence parallelism of
+  // one), MoE layers.
+  model::GptConfig c = small_gpt(DataType::float64);
+  if (comm().size() == 1 || comm().size() >= 4) {
+    parallel::TensorParallelConfig sp;
+    sp.sequence_parallel = true;
+    const parallel::TensorParallel tp(comm(), sp);
+    const std::unique_ptr<Communicator> alone = comm().split(comm().rank(), 0);
+    ContextParallel one(*alone, {});
+    model::GptConfig uneven = c;
+    uneven.sequence = 30;
+    EXPECT_THROW(parallel::build_context_parallel_gpt(uneven, one, &tp), UsageError);
+  }
   model::GptConfig moe = c;
   moe.moe.layers = {1};
   EXPECT_THROW(parallel::build_context_parallel_gpt(moe, cp), UsageError);

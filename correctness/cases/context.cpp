@@ -21,7 +21,7 @@ namespace parity::cases {
 using parallel::Axis;
 
 std::string ContextCase::name() const {
-  return "context/" + variant + "/cp" + std::to_string(cp) + (tp > 1 ? "/tp" + std::to_string(tp) : "") +
+  return "context/" + variant + "/cp" + std::to_string(cp) + (tp > 1 ? "/tp" + std::to_string(tp) : "") + (sp ? "/sp" : "") +
          (pp > 1 ? "/pp" + std::to_string(pp) + "/" + schedule + "/m" + std::to_string(micro_batches) : "") +
          (dp > 1 ? "/dp" + std::to_string(dp) : "") +
          (zero > 0 ? "/zero" + std::to_string(zero) : "") + "/" + precision + (fault.empty() ? "" : "/" + fault);
@@ -78,17 +78,22 @@ std::vector<ContextCase> context_grid(int n) {
   for (int cp : {2, 4}) {
     if (n % (2 * cp) != 0) continue;
     for (const char* variant : {"ring", "allgather", "ulysses"})
-      for (const char* precision : {"float64", "float32", "bfloat16"}) {
-        // Ulysses splits each tp rank's heads over cp.
-        if (std::string(variant) == "ulysses" && (context_model(DataType::float64).heads / 2) % cp != 0) continue;
-        ContextCase c;
-        c.variant = variant;
-        c.cp = cp;
-        c.tp = 2;
-        c.dp = n / (2 * cp);
-        c.precision = precision;
-        out.push_back(c);
-      }
+      for (const char* precision : {"float64", "float32", "bfloat16"})
+        for (const bool sp : {false, true}) {
+          // Ulysses splits each tp rank's heads over cp.
+          if (std::string(variant) == "ulysses" && (context_model(DataType::float64).heads / 2) % cp != 0) continue;
+          // Sequence parallelism splits a cp rank's tokens over tp.
+          if (sp && (context_model(DataType::float64).sequence / cp) % 2 != 0) continue;
+          if (sp && std::string(precision) == "bfloat16" && std::string(variant) != "ring") continue;
+          ContextCase c;
+          c.variant = variant;
+          c.cp = cp;
+          c.tp = 2;
+          c.sp = sp;
+          c.dp = n / (2 * cp);
+          c.precision = precision;
+          out.push_back(c);
+        }
   }
   // With a 1F1B pipeline of two stages.
   if (n % 4 == 0)
@@ -148,7 +153,11 @@ ContextResult run_context_case(Communicator& world, const ContextCase& c) {
   parallel::Grid grid(world, spec);
   parallel::ContextParallel cp(grid.group(Axis::cp), {c.variant, c.fault});
   std::unique_ptr<parallel::TensorParallel> tp;
-  if (c.tp > 1) tp = std::make_unique<parallel::TensorParallel>(grid.group(Axis::tp), parallel::TensorParallelConfig{});
+  if (c.tp > 1) {
+    parallel::TensorParallelConfig tc;
+    tc.sequence_parallel = c.sp;
+    tp = std::make_unique<parallel::TensorParallel>(grid.group(Axis::tp), tc);
+  }
   auto m = parallel::build_context_parallel_gpt(config, cp, tp.get());
   const bool mixed = is_half(config.dtype);
   auto optimizer = case_adamw(mixed ? DataType::float32 : config.dtype);
@@ -164,7 +173,10 @@ ContextResult run_context_case(Communicator& world, const ContextCase& c) {
   dc = parallel::checked_config(dc, dp, *m, *optimizer);  // the batch splits over dp alone
   // Gradients summed over dp x cp; the batch split over dp alone (the cp ranks of a sequence take
   // the same rows).
-  parallel::Trainer trainer(*m, grid.group(Axis::dp), rows, 1, parallel::make_data_parallel_parts(replicas, *m, *optimizer, dc));
+  parallel::StepParts parts = parallel::make_data_parallel_parts(replicas, *m, *optimizer, dc);
+  // With sequence parallelism the LayerNorm gradients are partial sums over tp's shares of the rows.
+  if (tp && c.sp) parts.syncs.insert(parts.syncs.begin(), std::make_unique<parallel::TensorParallelSync>(*tp, *m, false));
+  parallel::Trainer trainer(*m, grid.group(Axis::dp), rows, 1, std::move(parts));
   const parallel::BatchSource source = parallel::batches_of(config);
   std::vector<double> losses;
   std::string failures;
@@ -231,6 +243,7 @@ const RegisteredFamily kContextFamily{FamilyDefinition<ContextCase, ContextResul
           t.str("variant").push_back(c.variant);
           t.i64("cp").push_back(c.cp);
           t.i64("tp").push_back(c.tp);
+          t.i64("sp").push_back(c.sp ? 1 : 0);
           t.i64("pp").push_back(c.pp);
           t.i64("dp").push_back(c.dp);
           t.i64("zero").push_back(c.zero);

@@ -22,7 +22,7 @@ inline const record::TableSpec kContextCasesTable{
     "conformance cases of context parallelism (ring, all-gather, Ulysses) composed with DP and ZeRO "
     "(docs/results-schema.md)",
     {
-      {"case", ColumnType::string}, {"variant", ColumnType::string}, {"cp", ColumnType::int64}, {"tp", ColumnType::int64}, {"pp", ColumnType::int64},
+      {"case", ColumnType::string}, {"variant", ColumnType::string}, {"cp", ColumnType::int64}, {"tp", ColumnType::int64}, {"sp", ColumnType::int64}, {"pp", ColumnType::int64},
       {"dp", ColumnType::int64}, {"zero", ColumnType::int64}, {"precision", ColumnType::string},
       {"device", ColumnType::string}, {"world_size", ColumnType::int64}, {"steps", ColumnType::int64},
       {"error", ColumnType::float64}, {"bound", ColumnType::float64}, {"loss_error", ColumnType::float64},
@@ -32,7 +32,8 @@ inline const record::TableSpec kContextCasesTable{
 struct ContextCase {
   std::string variant = "ring";  // ring, allgather, ulysses
   int cp = 2;
-  int tp = 1;                    // tensor parallelism (Megatron's splits, without sequence parallelism)
+  int tp = 1;                    // tensor parallelism (Megatron's splits)
+  bool sp = false;               // and its sequence parallelism
   int pp = 1;                    // pipeline stages (the cases' schedule below), each over cp x tp
   std::string schedule = "1f1b";
   int micro_batches = 4;          // with pp > 1
@@ -49,7 +50,8 @@ struct ContextCase {
 // The cases at world size n: every variant at every cp in {2, 3, 4} dividing n (dp the rest), in
 // float64, float32, bfloat16 and float16 (float32 masters; float16 with dynamic loss scaling),
 // and with ZeRO-1 where dp > 1; at one rank cp 1. With tp 2 where cp x 2 divides n (cp 2 and
-// 4): every variant in float64, float32 and bfloat16. With a 1F1B pipeline of 2 stages (4
+// 4): every variant in float64, float32 and bfloat16, and with sequence parallelism in float64 and
+// float32 (and the ring in bfloat16). With a 1F1B pipeline of 2 stages (4
 // micro-batches) where cp 2 x pp 2 divides n: every variant in float64 and float32, and the ring
 // in bfloat16.
 std::vector<ContextCase> context_grid(int world_size);

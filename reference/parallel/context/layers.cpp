@@ -54,13 +54,18 @@ class ContextEmbedding : public model::Layer {
                              .reshape({static_cast<std::int64_t>(positions.size()), wpe_->value.dim(1)});
     Tensor y = activation("out", {mine.dim(0), mine.dim(1), wte_->value.dim(1)}, wte_->value.dtype());
     if (tp_) {
-      // One tp rank holds each token's row, so the sum is the whole table's lookup.
+      // One tp rank holds each token's row, so the sum is the whole table's lookup (with sequence
+      // parallelism each tp rank keeps its contiguous share of the rows, and their positions).
       ops::embedding_shard_forward(mine, wte_->value, first_token(), vocabulary_, y);
-      tp_->all_reduce(y, name());
-      const std::int64_t c = table.dim(1), local = y.dim(1);
+      if (tp_->sequence_parallel())
+        y = tp_->reduce_scatter(y, 1, name());
+      else
+        tp_->all_reduce(y, name());
+      const std::int64_t c = table.dim(1), rows = y.dim(1), offset = tp_->sequence_parallel() ? tp_->rank() * rows : 0;
+      const Tensor share = table.reshape({table.numel()}).segment("wpe.share", offset * c, {rows * c});
       for (std::int64_t b = 0; b < y.dim(0); ++b) {
-        Tensor row = y.segment(y.name(), b * local * c, {local * c});
-        ops::accumulate(row, table.reshape({local * c}));
+        Tensor row = y.segment(y.name(), b * rows * c, {rows * c});
+        ops::accumulate(row, share);
       }
     } else {
       ops::embedding_forward(mine, wte_->value, table, y);
@@ -68,10 +73,13 @@ class ContextEmbedding : public model::Layer {
     save(context, {mine});
     return y;
   }
-  Tensor do_backward(const Tensor& dy, const model::PassContext& context) override {
+  Tensor do_backward(const Tensor& shard, const model::PassContext& context) override {
     const Tensor mine = take_saved(context).at(0);
     const std::int64_t sequence = mine.dim(1) * cp_.size();
     const std::vector<std::int64_t> positions = cp_.positions(sequence);
+    // With sequence parallelism the rank's rows gathered first (communication, so here even when
+    // the gradients wait): every tp rank then has the whole position-table gradient of its rows.
+    const Tensor dy = tp_ && tp_->sequence_parallel() ? tp_->all_gather(shard, 1, name()) : shard;
     weight_gradient(context, [this, dy, mine, positions] {
       const std::int64_t c = wpe_->value.dim(1);
       Tensor rows = Tensor::zeros("dwpe.rows", {static_cast<std::int64_t>(positions.size()), c}, wpe_->value.dtype(),
@@ -103,8 +111,9 @@ class ContextEmbedding : public model::Layer {
 
 class ContextDropout : public model::Layer {
  public:
-  ContextDropout(std::string name, double p, std::uint64_t seed, ContextParallel& cp)
-      : Layer(std::move(name)), p_(p), seed_(seed), cp_(cp) {}
+  // With sequence parallelism (tp), x is tp rank r's contiguous share of the cp rank's rows.
+  ContextDropout(std::string name, double p, std::uint64_t seed, ContextParallel& cp, const TensorParallel* tp)
+      : Layer(std::move(name)), p_(p), seed_(seed), cp_(cp), tp_(tp && tp->sequence_parallel() ? tp : nullptr) {}
   const char* kind() const override { return "dropout"; }
 
  protected:
@@ -123,25 +132,31 @@ class ContextDropout : public model::Layer {
   }
 
  private:
-  // Runs body on each (row, chunk) of [B, Tl, C] x and y with the key of that chunk's first
+  // Runs body on each run of consecutive positions of each row of [B, rows, C] x and y (the rank's
+  // rows hold two chunks; a sequence-parallel share may cut one) with the key of the run's first
   // element in the whole [B_global, T, C] tensor (the single device's dropout key).
   template <typename Body>
   void each_chunk(const Tensor& x, Tensor& y, const model::PassContext& context, const Body& body) const {
-    const std::int64_t B = x.dim(0), local = x.dim(1), C = x.numel() / (B * local), T = local * cp_.size();
-    const std::int64_t chunk = local / 2;
+    const std::int64_t B = x.dim(0), rows = x.dim(1), C = x.numel() / (B * rows);
+    const std::int64_t local = rows * (tp_ ? tp_->size() : 1), T = local * cp_.size();
+    const std::int64_t offset = tp_ ? tp_->rank() * rows : 0;  // of this share in the rank's rows
     const std::vector<std::int64_t> positions = cp_.positions(T);
     for (std::int64_t b = 0; b < B; ++b)
-      for (std::int64_t k = 0; k < 2; ++k) {
-        const std::int64_t at = (b * local + k * chunk) * C;
-        const Tensor in = x.segment("in", at, {chunk, C});
-        Tensor out = y.segment("out", at, {chunk, C});
-        const auto first = static_cast<std::uint64_t>(((context.first_row + b) * T + positions[static_cast<std::size_t>(k * chunk)]) * C);
+      for (std::int64_t i = 0; i < rows;) {
+        std::int64_t n = 1;
+        const auto at = [&](std::int64_t k) { return positions[static_cast<std::size_t>(offset + k)]; };
+        while (i + n < rows && at(i + n) == at(i) + n) ++n;
+        const Tensor in = x.segment("in", (b * rows + i) * C, {n, C});
+        Tensor out = y.segment("out", (b * rows + i) * C, {n, C});
+        const auto first = static_cast<std::uint64_t>(((context.first_row + b) * T + at(i)) * C);
         body(in, out, model::dropout_key(seed_ + context.dropout_seed_offset, name(), context.step, first));
+        i += n;
       }
   }
   double p_;
   std::uint64_t seed_;
   ContextParallel& cp_;
+  const TensorParallel* tp_;  // with sequence parallelism only
 };
 
 class ContextAttention : public model::Layer {
@@ -245,10 +260,10 @@ std::unique_ptr<model::Model> build_context_parallel_gpt(const model::GptConfig&
   cp.positions(c.sequence);  // refuses a sequence that does not split into 2 cp chunks
   const int t = tp ? tp->size() : 1;
   if (tp) {
-    if (tp->sequence_parallel())
-      throw UsageError("context parallelism with tensor parallelism: sequence parallelism is not composed with it yet "
-                       "(use tensor parallelism without it)");
-    validate_tensor_parallel(c, t, false);
+    validate_tensor_parallel(c, t, tp->sequence_parallel());
+    if (tp->sequence_parallel() && (c.sequence / cp.size()) % t != 0)
+      throw UsageError("context parallelism with sequence parallelism: the " + std::to_string(c.sequence / cp.size()) +
+                       " tokens of a sequence a cp rank holds do not split over tp = " + std::to_string(t) + " ranks");
   }
   if (cp.config().variant == "ulysses" && (c.heads / t) % cp.size() != 0)
     throw UsageError("context parallelism ulysses: " + std::to_string(c.heads / t) + " heads per tp rank do not split over cp = " +
@@ -286,11 +301,11 @@ std::unique_ptr<model::Model> build_context_parallel_gpt(const model::GptConfig&
     const std::string name = "blocks." + std::to_string(i);
     auto mlp = std::make_unique<model::FeedForward>(name + ".mlp", column(name + ".mlp.fc", c.hidden, 4 * c.hidden, init_std, 1),
                                                     row(name + ".mlp.proj", 4 * c.hidden, c.hidden, proj_std),
-                                                    std::make_unique<ContextDropout>(name + ".mlp.dropout", c.dropout, c.seed, cp));
+                                                    std::make_unique<ContextDropout>(name + ".mlp.dropout", c.dropout, c.seed, cp, tp));
     auto attention = std::make_unique<ContextAttention>(
         name + ".attn", c.heads / t, column(name + ".attn.qkv", c.hidden, 3 * c.hidden, init_std, 3),
         row(name + ".attn.proj", c.hidden, c.hidden, proj_std),
-        std::make_unique<ContextDropout>(name + ".attn.dropout", c.dropout, c.seed, cp), cp);
+        std::make_unique<ContextDropout>(name + ".attn.dropout", c.dropout, c.seed, cp, tp), cp);
     model->add(std::make_unique<model::TransformerBlock>(name, c.hidden, c.dtype, c.seed, std::move(attention), std::move(mlp)));
   }
   if (holds(c.layers + 1)) model->add(std::make_unique<model::LayerNorm>("ln_f", c.hidden, c.dtype, c.seed));

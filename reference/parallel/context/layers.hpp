@@ -26,8 +26,10 @@ namespace parity::parallel {
 
 // The GPT of `config` (dense; dropout drawn as the whole sequence's) over cp's group; with `tp`,
 // also tensor-parallel over its group (Megatron's splits: the token table and head by vocabulary
-// rows, qkv and fc by columns, proj by rows, each rank attending heads / tp heads over cp), without
-// sequence parallelism. UsageError for a model or split they cannot take.
+// rows, qkv and fc by columns, proj by rows, each rank attending heads / tp heads over cp), and with
+// its sequence parallelism the rank's T / cp tokens split over tp in the LayerNorm and dropout
+// regions (the LayerNorm gradients then summed over tp by TensorParallelSync). UsageError for a
+// model or split they cannot take.
 // With `ranges`, only those top-level layers (a pipeline stage's: "embedding", "blocks.i", "ln_f",
 // "lm_head"; a tied head away from the embedding holds a copy of the table by its name).
 std::unique_ptr<model::Model> build_context_parallel_gpt(const model::GptConfig& config, ContextParallel& cp,
