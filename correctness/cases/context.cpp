@@ -132,6 +132,7 @@ ContextResult run_pipelined(Communicator& world, const ContextCase& c) {
   r.error = t.error;
   r.bound = t.bound;
   r.loss_error = NAN;  // the pipeline's comparison folds the last loss into `error`
+  r.gradient_error = r.gradient_bound = NAN;  // nor are its first-step gradients compared
   r.passed = t.passed;
   r.message = t.message;
   return r;
@@ -180,6 +181,29 @@ ContextResult run_context_case(Communicator& world, const ContextCase& c) {
   const parallel::BatchSource source = parallel::batches_of(config);
   std::vector<double> losses;
   std::string failures;
+
+  // The first step's gradients, from a model of its own: each dp rank its rows (the cp ranks of a
+  // sequence the same ones), the gradients summed over dp x cp (and the sequence-sharded ones over
+  // tp), the tp shards gathered; against one device below.
+  const double scale = case_loss_scale(config.dtype);
+  parallel::ParameterValues first_gradients;
+  {
+    auto g = parallel::build_context_parallel_gpt(config, cp, tp.get());
+    const parallel::RowRange mine = parallel::batch_shard(rows, grid.coordinate(Axis::dp), dp);
+    model::Batch batch = source(0, mine.first, mine.rows, rows);
+    batch.normalizer /= scale;
+    model::PassContext context{0, 0, true, mine.first};
+    context.loss_scale = scale;
+    g->forward_backward(batch, context);
+    for (model::Parameter* p : g->parameters()) replicas.all_reduce(p->gradient().view(), p->gradient().view(), ReduceOp::sum);
+    if (tp)
+      for (model::Parameter* p : parallel::sequence_sharded_gradients(*g, *tp))
+        tp->group().all_reduce(p->gradient().view(), p->gradient().view(), ReduceOp::sum);
+    first_gradients = tp ? parallel::gather_tensor_parallel(gradients_of(*g), g->parameters(), tp->group(), nullptr)
+                         : gradients_of(*g);
+    for (auto& v : first_gradients.values)
+      for (double& x : v) x /= scale;
+  }
   for (int step = 0; step < c.steps; ++step) {
     const parallel::StepStats stats = trainer.step(source, static_cast<std::uint64_t>(step));
     if (stats.skipped) failures += "step " + std::to_string(step) + " skipped: the gradients overflowed at the case's loss scale; ";
@@ -195,15 +219,18 @@ ContextResult run_context_case(Communicator& world, const ContextCase& c) {
   auto whole_optimizer = case_adamw(mixed ? DataType::float32 : config.dtype);
   const parallel::ParameterValues origin = values_of(*whole, whole_optimizer.get());
   std::vector<double> reference_losses;
-  parallel::ParameterValues reference;
+  parallel::ParameterValues reference, reference_gradients;
   if (mixed) {
     MixedRun run = train_mixed_single_device(*whole, *whole_optimizer, source, rows, c.steps, case_loss_scale(config.dtype));
     reference_losses = run.losses;
     reference = std::move(run.values);
+    reference_gradients = std::move(run.first_gradients);
   } else {
-    for (int step = 0; step < c.steps; ++step)
+    for (int step = 0; step < c.steps; ++step) {
       reference_losses.push_back(
           model::train_step(*whole, *whole_optimizer, source(static_cast<std::uint64_t>(step), 0, rows, rows), step));
+      if (step == 0) reference_gradients = gradients_of(*whole);
+    }
     reference = values_of(*whole, whole_optimizer.get());
   }
   const Difference d = compare(values, reference, origin);
@@ -212,6 +239,13 @@ ContextResult run_context_case(Communicator& world, const ContextCase& c) {
   const std::int64_t terms =
       tolerance::tensor_parallel_reduction_terms(rows * config.sequence, config.hidden, config.vocabulary);
   r.bound = tolerance::restore_relative_bound(config.dtype, terms, n, 1, config.layers, c.steps, true);
+  r.gradient_bound = mixed ? tolerance::kTrainingConditioning *
+                                 tolerance::tensor_parallel_half_noise(config.dtype, terms, n, c.tp, config.layers)
+                           : tolerance::gradient_relative_bound(config.dtype, terms, n);
+  const Difference g = compare(first_gradients, reference_gradients, zeros_like(reference_gradients));
+  r.gradient_error = g.parameters;
+  if (!(g.parameters <= r.gradient_bound))
+    failures += "first-step gradients differ from one device beyond " + format(r.gradient_bound) + " (largest at " + g.where + "); ";
   r.error = std::max(d.parameters, d.state);
   for (int step = 0; step < c.steps; ++step)
     r.loss_error = std::max(r.loss_error, std::abs(losses[static_cast<std::size_t>(step)] - reference_losses[static_cast<std::size_t>(step)]) /
@@ -220,11 +254,12 @@ ContextResult run_context_case(Communicator& world, const ContextCase& c) {
     failures += "parameters or state differ from one device beyond " + format(r.bound) + " (largest at " + d.where + "); ";
   if (!(r.loss_error <= r.bound)) failures += "a step's loss differs by " + format(r.loss_error) + "; ";
   if (!disagreeing.empty()) failures += "whole parameters differ between tp ranks (" + disagreeing.front() + "); ";
-  const std::string compared =
-      "loss " + format(r.loss_error) + ", parameters " + format(d.parameters) + ", state " + format(d.state);
+  const std::string compared = "first-step gradients " + format(g.parameters) + ", loss " + format(r.loss_error) +
+                               ", parameters " + format(d.parameters) + ", state " + format(d.state);
   r.passed = agreed_verdict(world, failures, compared, r.message);
   r.error = max_over_ranks(world, r.error);
   r.loss_error = max_over_ranks(world, r.loss_error);
+  r.gradient_error = max_over_ranks(world, r.gradient_error);
   return r;
 }
 
@@ -251,6 +286,8 @@ const RegisteredFamily kContextFamily{FamilyDefinition<ContextCase, ContextResul
           t.f64("error").push_back(r.error);
           t.f64("bound").push_back(r.bound);
           t.f64("loss_error").push_back(r.loss_error);
+          t.f64("gradient_error").push_back(r.gradient_error);
+          t.f64("gradient_bound").push_back(r.gradient_bound);
         }}};
 
 }  // namespace parity::cases

@@ -26,6 +26,7 @@ inline const record::TableSpec kContextCasesTable{
       {"dp", ColumnType::int64}, {"zero", ColumnType::int64}, {"precision", ColumnType::string},
       {"device", ColumnType::string}, {"world_size", ColumnType::int64}, {"steps", ColumnType::int64},
       {"error", ColumnType::float64}, {"bound", ColumnType::float64}, {"loss_error", ColumnType::float64},
+      {"gradient_error", ColumnType::float64}, {"gradient_bound", ColumnType::float64},
       {"passed", ColumnType::int64}, {"message", ColumnType::string}
     }};
 
@@ -57,7 +58,7 @@ struct ContextCase {
 std::vector<ContextCase> context_grid(int world_size);
 
 struct ContextResult {
-  double error = 0, bound = 0, loss_error = 0;
+  double error = 0, bound = 0, loss_error = 0, gradient_error = 0, gradient_bound = 0;
   bool passed = false;
   std::string message;
 };
