@@ -334,8 +334,7 @@ class BenchContext final : public Command {
   }
 
   std::optional<ResumeProbe> resume_probe() const override {
-    return ResumeProbe{{"-q", "--np", "2", "--model", "tiny", "--cp", "1,2", "--sequences", "128,256,384,512,640,768",
-                        "--steps", "3"},
+    return ResumeProbe{{"-q", "--np", "2", "--model", "tiny", "--cp", "1,2", "--sequences", "256,512,768,1024", "--steps", "2"},
                        "bench/context",
                        "variant,cp,sequence,forward_bytes,backward_bytes,formula_forward_bytes,activation_bytes",
                        {2, 6}};

@@ -84,7 +84,6 @@ std::vector<ContextCase> context_grid(int n) {
           if (std::string(variant) == "ulysses" && (context_model(DataType::float64).heads / 2) % cp != 0) continue;
           // Sequence parallelism splits a cp rank's tokens over tp.
           if (sp && (context_model(DataType::float64).sequence / cp) % 2 != 0) continue;
-          if (sp && std::string(precision) == "bfloat16" && std::string(variant) != "ring") continue;
           ContextCase c;
           c.variant = variant;
           c.cp = cp;
@@ -96,18 +95,19 @@ std::vector<ContextCase> context_grid(int n) {
         }
   }
   // With a 1F1B pipeline of two stages.
-  if (n % 4 == 0)
+  for (int cp : {2, 4}) {
+    if (n % (2 * cp) != 0) continue;
     for (const char* variant : {"ring", "allgather", "ulysses"})
       for (const char* precision : {"float64", "float32", "bfloat16"}) {
-        if (std::string(precision) == "bfloat16" && std::string(variant) != "ring") continue;
         ContextCase c;
         c.variant = variant;
-        c.cp = 2;
+        c.cp = cp;
         c.pp = 2;
-        c.dp = n / 4;
+        c.dp = n / (2 * cp);
         c.precision = precision;
         out.push_back(c);
       }
+  }
   return out;
 }
 

@@ -51,10 +51,9 @@ struct ContextCase {
 // The cases at world size n: every variant at every cp in {2, 3, 4} dividing n (dp the rest), in
 // float64, float32, bfloat16 and float16 (float32 masters; float16 with dynamic loss scaling),
 // and with ZeRO-1 where dp > 1; at one rank cp 1. With tp 2 where cp x 2 divides n (cp 2 and
-// 4): every variant in float64, float32 and bfloat16, and with sequence parallelism in float64 and
-// float32 (and the ring in bfloat16). With a 1F1B pipeline of 2 stages (4
-// micro-batches) where cp 2 x pp 2 divides n: every variant in float64 and float32, and the ring
-// in bfloat16.
+// 4): every variant in float64, float32 and bfloat16, with and without sequence parallelism.
+// With a 1F1B pipeline of 2 stages (4 micro-batches) where cp x 2 divides n (cp 2 and 4): every
+// variant in float64, float32 and bfloat16.
 std::vector<ContextCase> context_grid(int world_size);
 
 struct ContextResult {
