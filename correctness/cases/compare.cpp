@@ -7,6 +7,7 @@
 
 #include "reference/core/error.hpp"
 #include "reference/kernels/buffer_kernels.hpp"
+#include "reference/parallel/tensor/tensor_parallel.hpp"
 
 namespace parity::cases {
 
@@ -105,6 +106,26 @@ MixedRun train_mixed_single_device(model::Model& m, model::Optimizer& optimizer,
     }
   }
   out.values = values_of(m, nullptr, &state, &master);
+  return out;
+}
+
+FirstStep first_step(model::Model& m, const parallel::BatchSource& source, parallel::RowRange mine, std::int64_t rows,
+                     Communicator& summed, Communicator& loss_ranks, const parallel::TensorParallel* tp,
+                     double loss_scale, std::vector<std::string>* disagreeing) {
+  model::Batch batch = source(0, mine.first, mine.rows, rows).to(m.space());
+  batch.normalizer /= loss_scale;
+  model::PassContext context{0, 0, true, mine.first};
+  context.loss_scale = loss_scale;
+  FirstStep out;
+  out.loss = sum_over_ranks(loss_ranks, m.forward_backward(batch, context)) / loss_scale;
+  for (model::Parameter* p : m.parameters()) summed.all_reduce(p->gradient().view(), p->gradient().view(), ReduceOp::sum);
+  if (tp)
+    for (model::Parameter* p : parallel::sequence_sharded_gradients(m, *tp))
+      tp->group().all_reduce(p->gradient().view(), p->gradient().view(), ReduceOp::sum);
+  out.gradients = tp ? parallel::gather_tensor_parallel(gradients_of(m), m.parameters(), tp->group(), disagreeing)
+                     : gradients_of(m);
+  for (auto& v : out.gradients.values)
+    for (double& x : v) x /= loss_scale;
   return out;
 }
 

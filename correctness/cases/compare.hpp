@@ -9,7 +9,9 @@
 
 #include "reference/comm/communicator.hpp"
 #include "reference/model/optimizer.hpp"
+#include "reference/parallel/batches.hpp"
 #include "reference/parallel/step.hpp"
+#include "reference/parallel/tensor/regions.hpp"
 
 namespace parity::cases {
 
@@ -44,6 +46,19 @@ struct MixedRun {
 };
 MixedRun train_mixed_single_device(model::Model& m, model::Optimizer& optimizer, const parallel::BatchSource& source,
                                    std::int64_t rows, int steps, double loss_scale);
+
+// The first step's loss and gradients of `m` alone (no optimizer step): this rank's `mine` rows
+// of the step-0 batch of `rows`, the loss multiplied by `loss_scale`; the gradients summed over
+// `summed` (and, with tp's sequence parallelism, the sequence-sharded ones over tp), the tp shards
+// gathered whole (`disagreeing`, when given, names whole parameters the tp ranks hold apart), and
+// both divided back by the scale. The loss is summed over `loss_ranks`. Collective.
+struct FirstStep {
+  double loss = 0;
+  parallel::ParameterValues gradients;
+};
+FirstStep first_step(model::Model& m, const parallel::BatchSource& source, parallel::RowRange mine, std::int64_t rows,
+                     Communicator& summed, Communicator& loss_ranks, const parallel::TensorParallel* tp,
+                     double loss_scale, std::vector<std::string>* disagreeing = nullptr);
 
 double sum_over_ranks(Communicator& comm, double x);
 double max_over_ranks(Communicator& comm, double x);

@@ -42,71 +42,48 @@ DataType type_of(const ContextCase& c) {
 
 std::vector<ContextCase> context_grid(int n) {
   std::vector<ContextCase> out;
+  const model::GptConfig m = context_model(DataType::float64);
+  // A case of `variant` at cp x tp x pp, dp the rest of the world.
+  const auto add = [&](const char* variant, int cp, const char* precision, int tp = 1, bool sp = false, int pp = 1,
+                       int zero = 0) {
+    ContextCase c;
+    c.variant = variant;
+    c.cp = cp;
+    c.tp = tp;
+    c.sp = sp;
+    c.pp = pp;
+    c.dp = n / (cp * tp * pp);
+    c.zero = zero;
+    c.precision = precision;
+    out.push_back(c);
+  };
+  const char* const variants[] = {"ring", "allgather", "ulysses"};
   for (int cp : {1, 2, 3, 4}) {
     if (n % cp != 0 || (cp == 1 && n > 1)) continue;
-    for (const char* variant : {"ring", "allgather", "ulysses"}) {
-      for (const char* precision : {"float64", "float32"}) {
-        ContextCase c;
-        c.variant = variant;
-        c.cp = cp;
-        c.dp = n / cp;
-        c.precision = precision;
-        out.push_back(c);
-      }
+    for (const char* variant : variants) {
       // 16 bits: 16-bit parameters, activations and gradients, float32 masters and attention;
       // float16's loss scaled (dynamic, from the training cases' scale).
-      for (const char* precision : {"bfloat16", "float16"}) {
-        ContextCase c;
-        c.variant = variant;
-        c.cp = cp;
-        c.dp = n / cp;
-        c.precision = precision;
-        out.push_back(c);
-      }
-      if (n / cp > 1) {
-        ContextCase c;
-        c.variant = variant;
-        c.cp = cp;
-        c.dp = n / cp;
-        c.zero = 1;
-        c.precision = "float32";
-        out.push_back(c);
-      }
+      for (const char* precision : {"float64", "float32", "bfloat16", "float16"}) add(variant, cp, precision);
+      if (n / cp > 1) add(variant, cp, "float32", 1, false, 1, 1);
     }
   }
-  // With tensor parallelism over 2 ranks.
+  // With tensor parallelism over 2 ranks, with and without its sequence parallelism.
   for (int cp : {2, 4}) {
     if (n % (2 * cp) != 0) continue;
-    for (const char* variant : {"ring", "allgather", "ulysses"})
+    for (const char* variant : variants)
       for (const char* precision : {"float64", "float32", "bfloat16"})
         for (const bool sp : {false, true}) {
-          // Ulysses splits each tp rank's heads over cp.
-          if (std::string(variant) == "ulysses" && (context_model(DataType::float64).heads / 2) % cp != 0) continue;
-          // Sequence parallelism splits a cp rank's tokens over tp.
-          if (sp && (context_model(DataType::float64).sequence / cp) % 2 != 0) continue;
-          ContextCase c;
-          c.variant = variant;
-          c.cp = cp;
-          c.tp = 2;
-          c.sp = sp;
-          c.dp = n / (2 * cp);
-          c.precision = precision;
-          out.push_back(c);
+          // Ulysses splits each tp rank's heads over cp; sequence parallelism a cp rank's tokens over tp.
+          if (std::string(variant) == "ulysses" && (m.heads / 2) % cp != 0) continue;
+          if (sp && (m.sequence / cp) % 2 != 0) continue;
+          add(variant, cp, precision, 2, sp);
         }
   }
   // With a 1F1B pipeline of two stages.
   for (int cp : {2, 4}) {
     if (n % (2 * cp) != 0) continue;
-    for (const char* variant : {"ring", "allgather", "ulysses"})
-      for (const char* precision : {"float64", "float32", "bfloat16"}) {
-        ContextCase c;
-        c.variant = variant;
-        c.cp = cp;
-        c.pp = 2;
-        c.dp = n / (2 * cp);
-        c.precision = precision;
-        out.push_back(c);
-      }
+    for (const char* variant : variants)
+      for (const char* precision : {"float64", "float32", "bfloat16"}) add(variant, cp, precision, 1, false, 2);
   }
   return out;
 }
@@ -183,26 +160,14 @@ ContextResult run_context_case(Communicator& world, const ContextCase& c) {
   std::string failures;
 
   // The first step's gradients, from a model of its own: each dp rank its rows (the cp ranks of a
-  // sequence the same ones), the gradients summed over dp x cp (and the sequence-sharded ones over
-  // tp), the tp shards gathered; against one device below.
-  const double scale = case_loss_scale(config.dtype);
+  // sequence the same ones), the gradients summed over dp x cp; against one device below.
   parallel::ParameterValues first_gradients;
   {
     auto g = parallel::build_context_parallel_gpt(config, cp, tp.get());
     const parallel::RowRange mine = parallel::batch_shard(rows, grid.coordinate(Axis::dp), dp);
-    model::Batch batch = source(0, mine.first, mine.rows, rows);
-    batch.normalizer /= scale;
-    model::PassContext context{0, 0, true, mine.first};
-    context.loss_scale = scale;
-    g->forward_backward(batch, context);
-    for (model::Parameter* p : g->parameters()) replicas.all_reduce(p->gradient().view(), p->gradient().view(), ReduceOp::sum);
-    if (tp)
-      for (model::Parameter* p : parallel::sequence_sharded_gradients(*g, *tp))
-        tp->group().all_reduce(p->gradient().view(), p->gradient().view(), ReduceOp::sum);
-    first_gradients = tp ? parallel::gather_tensor_parallel(gradients_of(*g), g->parameters(), tp->group(), nullptr)
-                         : gradients_of(*g);
-    for (auto& v : first_gradients.values)
-      for (double& x : v) x /= scale;
+    first_gradients = first_step(*g, source, mine, rows, replicas, grid.group(Axis::dp), tp.get(),
+                                 case_loss_scale(config.dtype))
+                          .gradients;
   }
   for (int step = 0; step < c.steps; ++step) {
     const parallel::StepStats stats = trainer.step(source, static_cast<std::uint64_t>(step));

@@ -145,20 +145,10 @@ TensorResult run_tensor_case(Communicator& comm, const TensorCase& c) {
     if (m->parameter_count() != expected)
       failures += "holds " + std::to_string(m->parameter_count()) + " parameters, formula " + std::to_string(expected) + "; ";
     m->to(comm.memory_space());
-    model::Batch batch = source(0, mine.first, mine.rows, rows).to(m->space());
-    batch.normalizer /= scale;
-    model::PassContext context{0, 0, true, mine.first};
-    context.loss_scale = scale;
-    const double loss = sum_over_ranks(dp, m->forward_backward(batch, context)) / scale;
-    for (model::Parameter* p : m->parameters()) dp.all_reduce(p->gradient().view(), p->gradient().view(), ReduceOp::sum);
-    for (model::Parameter* p : parallel::sequence_sharded_gradients(*m, tp))
-      tp.group().all_reduce(p->gradient().view(), p->gradient().view(), ReduceOp::sum);
-    parallel::ParameterValues gradients = parallel::gather_tensor_parallel(gradients_of(*m), m->parameters(), tp.group(), &disagreeing);
-    for (auto& v : gradients.values)
-      for (double& x : v) x /= scale;
-    const Difference d = compare(gradients, reference.gradients, zeros_like(reference.gradients));
+    const FirstStep first = first_step(*m, source, mine, rows, dp, dp, &tp, scale, &disagreeing);
+    const Difference d = compare(first.gradients, reference.gradients, zeros_like(reference.gradients));
     r.gradient_error = d.parameters;
-    r.loss_error = std::abs(loss - reference.losses[0]) / std::abs(reference.losses[0]);
+    r.loss_error = std::abs(first.loss - reference.losses[0]) / std::abs(reference.losses[0]);
     r.compared = "gradients " + format(d.parameters);
     if (!(d.parameters <= r.gradient_bound))
       failures += "gradients differ beyond " + format(r.gradient_bound) + " (largest at " + d.where + "); ";
