@@ -19,6 +19,8 @@
 #include "reference/model/model.hpp"
 #include "reference/parallel/context/context_parallel.hpp"
 #include "reference/parallel/context/layers.hpp"
+#include "reference/parallel/grid.hpp"
+#include "reference/parallel/tensor/tensor_parallel.hpp"
 #include "reference/tensor/memory.hpp"
 #include "reference/tensor/random.hpp"
 #include "reference/theory/context.hpp"
@@ -107,8 +109,8 @@ class ContextCaseTest : public MpiTest {
   void TestBody() override {
     const cases::ContextResult r = cases::run_context_case(comm(), case_);
     if (comm().rank() == 0 && std::getenv("PARITY_VERBOSE"))
-      std::printf("%s: error %.3g bound %.3g loss %.3g | %s\n", case_.name().c_str(), r.error, r.bound, r.loss_error,
-                  r.message.c_str());
+      std::printf("%s: error %.3g bound %.3g loss %.3g gradients %.3g bound %.3g | %s\n", case_.name().c_str(), r.error,
+                  r.bound, r.loss_error, r.gradient_error, r.gradient_bound, r.message.c_str());
     EXPECT_TRUE(r.passed) << case_.name() << ": " << r.message;
   }
 
@@ -158,6 +160,9 @@ TEST_F(ContextTest, TrainingWithPipelinesCatchesTheFaults) {
     c.fault = fault;
     const cases::ContextResult r = cases::run_context_case(comm(), c);
     EXPECT_FALSE(r.passed) << c.name() << " passed: " << r.message;
+    // Each check catches it on its own: the first step's gradients, every step's loss.
+    EXPECT_GT(r.gradient_error, r.gradient_bound) << c.name() << ": " << r.message;
+    EXPECT_GT(r.loss_error, r.bound) << c.name() << ": " << r.message;
   }
 }
 
@@ -242,8 +247,28 @@ TEST_F(ContextTest, TimesTheAttentionAndItsWaits) {
   }
 }
 
-// The activations one block of the context-parallel GPT keeps, measured between its hooks in one
-// forward of this rank's rows, equal theory::context_block_activation_bytes to the byte.
+// The activations each block of `m` keeps, measured between its hooks in one forward (and a
+// backward, which frees them) of `rows` rows of c's batch.
+std::vector<std::int64_t> kept_per_block(model::Model& m, const model::GptConfig& c, std::int64_t rows) {
+  auto& tracker = MemoryTracker::process();
+  std::vector<std::int64_t> kept;
+  std::int64_t before = 0;
+  for (model::Layer* layer : m.layers())
+    if (std::string(layer->kind()) == "block")
+      layer->add_hook([&](model::Layer&, model::HookPoint point, const model::PassContext&) {
+        const std::int64_t now = tracker.usage(MemoryCategory::activations, MemorySpace::host).current;
+        if (point == model::HookPoint::before_forward) before = now;
+        if (point == model::HookPoint::after_forward) kept.push_back(now - before);
+      });
+  const model::Batch batch = model::gpt_batch(c, 0, 0, rows, rows);
+  const model::PassContext context{0, 0, true, 0};
+  const Tensor logits = m.forward(batch.inputs, context);
+  m.backward(Tensor::zeros_like(logits, "dlogits", MemoryCategory::activations), context);
+  return kept;
+}
+
+// The activations one block of the context-parallel GPT keeps equal
+// theory::context_block_activation_bytes to the byte.
 TEST_F(ContextTest, ActivationBytesAreTheFormula) {
   const int n = comm().size();
   for (const char* variant : {"ring", "allgather", "ulysses"})
@@ -251,24 +276,10 @@ TEST_F(ContextTest, ActivationBytesAreTheFormula) {
       const model::GptConfig c = small_gpt(type);
       ContextParallel cp(comm(), {variant, ""});
       auto m = parallel::build_context_parallel_gpt(c, cp);
-      auto& tracker = MemoryTracker::process();
-      std::vector<std::int64_t> kept;
-      std::int64_t before = 0;
-      for (model::Layer* layer : m->layers())
-        if (std::string(layer->kind()) == "block")
-          layer->add_hook([&](model::Layer&, model::HookPoint point, const model::PassContext&) {
-            const std::int64_t now = tracker.usage(MemoryCategory::activations, MemorySpace::host).current;
-            if (point == model::HookPoint::before_forward) before = now;
-            if (point == model::HookPoint::after_forward) kept.push_back(now - before);
-          });
-      const std::int64_t rows = 3;
-      const model::Batch batch = model::gpt_batch(c, 0, 0, rows, rows);
-      const model::PassContext context{0, 0, true, 0};
-      const Tensor logits = m->forward(batch.inputs, context);
-      m->backward(Tensor::zeros_like(logits, "dlogits", MemoryCategory::activations), context);
-      const std::int64_t e = static_cast<std::int64_t>(size_of(type));
+      const std::int64_t rows = 3, e = static_cast<std::int64_t>(size_of(type));
       const std::int64_t want = theory::context_block_activation_bytes(kT, rows, kC, kHeads, n, e, is_half(type) ? 4 : e,
                                                                        theory::statistic_bytes(type));
+      const std::vector<std::int64_t> kept = kept_per_block(*m, c, rows);
       ASSERT_EQ(kept.size(), 2u);
       for (std::int64_t k : kept) EXPECT_EQ(k, want) << variant << " " << name_of(type);
     }
@@ -276,6 +287,49 @@ TEST_F(ContextTest, ActivationBytesAreTheFormula) {
   // hidden 48, 24 heads: 24 tokens x (4 x 16 x 48 + 4 x 24 + 4 x 4) bytes.
   EXPECT_EQ(theory::context_block_activation_bytes(48, 2, 48, 24, 4, 4, 4, 4), 24 * (4 * 16 * 48 + 4 * 24 + 16));
   EXPECT_THROW(theory::context_block_activation_bytes(48, 2, 48, 24, 5, 4, 4, 4), UsageError);
+}
+
+// With tensor parallelism over 2 ranks beside cp (the rest of the world), with and without its
+// sequence parallelism: the activation formula's tp and sp terms, and the attention's bytes at a
+// tp rank's share of the width, to the byte.
+TEST_F(ContextTest, ActivationBytesWithTensorParallelismAreTheFormula) {
+  const int n = comm().size();
+  if (n % 2 != 0) GTEST_SKIP() << "tp 2 needs an even world";
+  parallel::GridSpec spec;
+  spec.set(parallel::Axis::tp, 2).set(parallel::Axis::cp, n / 2);
+  parallel::Grid grid(comm(), spec);
+  for (const bool sp : {false, true})
+    for (const char* variant : {"ring", "allgather", "ulysses"})
+      for (DataType type : {DataType::float64, DataType::bfloat16}) {
+        if (std::string(variant) == "ulysses" && (kHeads / 2) % (n / 2) != 0) continue;
+        parallel::TensorParallelConfig tc;
+        tc.sequence_parallel = sp;
+        const parallel::TensorParallel tp(grid.group(parallel::Axis::tp), tc);
+        ContextParallel cp(grid.group(parallel::Axis::cp), {variant, ""});
+        const model::GptConfig c = small_gpt(type);
+        auto m = parallel::build_context_parallel_gpt(c, cp, &tp);
+        const std::int64_t rows = 3, e = static_cast<std::int64_t>(size_of(type));
+        const std::int64_t want = theory::context_block_activation_bytes(
+            kT, rows, kC, kHeads, n / 2, e, is_half(type) ? 4 : e, theory::statistic_bytes(type), 2, sp);
+        const std::vector<std::int64_t> kept = kept_per_block(*m, c, rows);
+        ASSERT_EQ(kept.size(), 2u);
+        for (std::int64_t k : kept) EXPECT_EQ(k, want) << variant << " " << name_of(type) << (sp ? " sp" : "");
+        // And the bytes the cp group moved for the two blocks' attention: the variant's formula at
+        // a tp rank's width h / 2 and heads / 2, in attention's working type.
+        const double w = is_half(type) ? 4 : static_cast<double>(e);
+        const theory::ContextBytes bytes =
+            theory::context_attention_bytes(variant, rows, static_cast<double>(kT / (n / 2)), kC / 2, kC / 2, kHeads / 2, n / 2, w, w);
+        EXPECT_EQ(cp.forward_bytes(), 2 * bytes.forward) << variant << " " << name_of(type) << (sp ? " sp" : "");
+        EXPECT_EQ(cp.backward_bytes(), 2 * bytes.backward) << variant << " " << name_of(type) << (sp ? " sp" : "");
+      }
+  // By hand: 2 rows over cp 2 (24 tokens each), hidden 48, 24 heads, float32, tp 2: without sp
+  // 48 tokens x (4 (4 x 48 + 8 x 48 / 2) + 4 (4 x 48 + 24) / 2 + 16); with sp half the cp formula.
+  EXPECT_EQ(theory::context_block_activation_bytes(48, 2, 48, 24, 2, 4, 4, 4, 2, false),
+            48 * (4 * (4 * 48 + 8 * 48 / 2) + 4 * (4 * 48 + 24) / 2 + 16));
+  EXPECT_EQ(theory::context_block_activation_bytes(48, 2, 48, 24, 2, 4, 4, 4, 2, true),
+            theory::context_block_activation_bytes(48, 2, 48, 24, 2, 4, 4, 4) / 2);
+  EXPECT_THROW(theory::context_block_activation_bytes(48, 2, 48, 24, 2, 4, 4, 4, 5), UsageError);
+  EXPECT_THROW(theory::context_block_activation_bytes(48, 2, 48, 24, 16, 4, 4, 4, 2, true), UsageError);
 }
 
 TEST_F(ContextTest, FaultsAreCaught) {

@@ -129,6 +129,71 @@ FirstStep first_step(model::Model& m, const parallel::BatchSource& source, paral
   return out;
 }
 
+namespace {
+// Copies the segments' gradients once, when the first step's synchronisations have finished.
+class CaptureGradients : public parallel::GradientSync {
+ public:
+  CaptureGradients(const parallel::OptimizerStep& optimizer, std::shared_ptr<std::vector<std::vector<double>>> into)
+      : optimizer_(optimizer), into_(std::move(into)) {}
+  std::string describe() const override { return "a copy of the first step's gradients (conformance)"; }
+  void finish() override {
+    if (!into_->empty()) return;
+    for (const parallel::Segment& s : optimizer_.segments()) into_->push_back(s.grad.to_vector());
+  }
+
+ private:
+  const parallel::OptimizerStep& optimizer_;
+  std::shared_ptr<std::vector<std::vector<double>>> into_;
+};
+}  // namespace
+
+UpdateGradients::UpdateGradients(parallel::Trainer& trainer)
+    : optimizer_(*trainer.parts().optimizer), segments_(std::make_shared<std::vector<std::vector<double>>>()) {
+  trainer.add_sync(std::make_unique<CaptureGradients>(optimizer_, segments_));
+}
+
+parallel::ParameterValues UpdateGradients::whole(model::Model& m, Communicator& sharing, double unscale) const {
+  require(taken(), "UpdateGradients: no step has run");
+  const std::vector<parallel::Segment>& segments = optimizer_.segments();
+  require(segments.size() == segments_->size(), "UpdateGradients: the optimizer's segments changed");
+  // Each parameter's elements and, beside them, how many ranks hold each (summed over `sharing`).
+  std::vector<model::Parameter*> parameters = m.parameters();
+  std::vector<double> flat, held;
+  std::map<const model::Parameter*, std::int64_t> offset;
+  for (model::Parameter* p : parameters) {
+    offset[p] = static_cast<std::int64_t>(flat.size());
+    flat.resize(flat.size() + static_cast<std::size_t>(p->value.numel()), 0.0);
+  }
+  held.assign(flat.size(), 0.0);
+  for (std::size_t s = 0; s < segments.size(); ++s)
+    for (const parallel::SegmentPart& part : segments[s].parts) {
+      const auto at = offset.find(part.parameter);
+      require(at != offset.end(), "UpdateGradients: a segment holds a parameter the model lacks");
+      for (std::int64_t k = 0; k < part.count; ++k) {
+        const auto i = static_cast<std::size_t>(at->second + part.in_parameter + k);
+        flat[i] += (*segments_)[s][static_cast<std::size_t>(part.in_segment + k)];
+        held[i] += 1;
+      }
+    }
+  const std::size_t n = flat.size();
+  sharing.all_reduce({flat.data(), n, DataType::float64, MemorySpace::host}, {flat.data(), n, DataType::float64, MemorySpace::host},
+                     ReduceOp::sum);
+  sharing.all_reduce({held.data(), n, DataType::float64, MemorySpace::host}, {held.data(), n, DataType::float64, MemorySpace::host},
+                     ReduceOp::sum);
+  parallel::ParameterValues out;
+  for (model::Parameter* p : parameters) {
+    out.names.push_back(p->name);
+    auto& v = out.values.emplace_back();
+    out.state.emplace_back();
+    for (std::int64_t k = 0; k < p->value.numel(); ++k) {
+      const auto i = static_cast<std::size_t>(offset[p] + k);
+      require(held[i] > 0, "UpdateGradients: no rank holds an element of " + p->name);
+      v.push_back(flat[i] / held[i] * unscale);
+    }
+  }
+  return out;
+}
+
 double sum_over_ranks(Communicator& comm, double x) {
   comm.all_reduce({&x, 1, DataType::float64, MemorySpace::host}, {&x, 1, DataType::float64, MemorySpace::host},
                   ReduceOp::sum);

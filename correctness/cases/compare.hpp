@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "reference/parallel/batches.hpp"
 #include "reference/parallel/step.hpp"
 #include "reference/parallel/tensor/regions.hpp"
+#include "reference/parallel/trainer.hpp"
 
 namespace parity::cases {
 
@@ -59,6 +61,23 @@ struct FirstStep {
 FirstStep first_step(model::Model& m, const parallel::BatchSource& source, parallel::RowRange mine, std::int64_t rows,
                      Communicator& summed, Communicator& loss_ranks, const parallel::TensorParallel* tp,
                      double loss_scale, std::vector<std::string>* disagreeing = nullptr);
+
+// The gradients a trainer's optimizer step reads in its next step, kept as they were when the
+// synchronisations finished (a sync appended to the trainer's). `whole` gives them per parameter
+// of the rank's model, in model order, times `unscale` (1 / the step's loss scale): every
+// segment's elements put back in their parameters and averaged over `sharing`, the ranks among
+// which the optimizer's segments are spread (ZeRO's shard holders; replicated parameters agree
+// on every rank). Collective over `sharing`.
+class UpdateGradients {
+ public:
+  explicit UpdateGradients(parallel::Trainer& trainer);
+  bool taken() const { return !segments_->empty(); }
+  parallel::ParameterValues whole(model::Model& m, Communicator& sharing, double unscale) const;
+
+ private:
+  const parallel::OptimizerStep& optimizer_;
+  std::shared_ptr<std::vector<std::vector<double>>> segments_;
+};
 
 double sum_over_ranks(Communicator& comm, double x);
 double max_over_ranks(Communicator& comm, double x);

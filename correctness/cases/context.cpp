@@ -64,7 +64,9 @@ std::vector<ContextCase> context_grid(int n) {
       // 16 bits: 16-bit parameters, activations and gradients, float32 masters and attention;
       // float16's loss scaled (dynamic, from the training cases' scale).
       for (const char* precision : {"float64", "float32", "bfloat16", "float16"}) add(variant, cp, precision);
-      if (n / cp > 1) add(variant, cp, "float32", 1, false, 1, 1);
+      // With ZeRO-1 over the replicas of each sequence's cp ranks.
+      if (n / cp > 1)
+        for (const char* precision : {"float64", "float32", "bfloat16"}) add(variant, cp, precision, 1, false, 1, 1);
     }
   }
   // With tensor parallelism over 2 ranks, with and without its sequence parallelism.
@@ -108,8 +110,9 @@ ContextResult run_pipelined(Communicator& world, const ContextCase& c) {
   ContextResult r;
   r.error = t.error;
   r.bound = t.bound;
-  r.loss_error = NAN;  // the pipeline's comparison folds the last loss into `error`
-  r.gradient_error = r.gradient_bound = NAN;  // nor are its first-step gradients compared
+  r.loss_error = t.loss_error;
+  r.gradient_error = t.gradient_error;
+  r.gradient_bound = t.gradient_bound;
   r.passed = t.passed;
   r.message = t.message;
   return r;

@@ -3,8 +3,9 @@
 // splits the world into cp x dp ranks, trains the tensor-parallel cases' GPT (sequence 24,
 // dropout on, tied table) for 3 AdamW steps with each sequence over the cp group (the variant's
 // attention, dropout drawn for the whole sequence) and the batch over dp, the gradients summed
-// over dp x cp (DDP, or ZeRO-1 sharded over dp x cp); every step's loss and the parameters and
-// moments after the last step must equal single-device training within the training bound.
+// over dp x cp (DDP, or ZeRO-1 sharded over dp x cp); every step's loss, the first step's
+// gradients and the parameters and moments after the last step must equal single-device
+// training within the bounds (with pipeline stages through the pipeline cases' comparison).
 #pragma once
 
 #include <string>
@@ -50,7 +51,7 @@ struct ContextCase {
 
 // The cases at world size n: every variant at every cp in {2, 3, 4} dividing n (dp the rest), in
 // float64, float32, bfloat16 and float16 (float32 masters; float16 with dynamic loss scaling),
-// and with ZeRO-1 where dp > 1; at one rank cp 1. With tp 2 where cp x 2 divides n (cp 2 and
+// and with ZeRO-1 where dp > 1 in float64, float32 and bfloat16; at one rank cp 1. With tp 2 where cp x 2 divides n (cp 2 and
 // 4): every variant in float64, float32 and bfloat16, with and without sequence parallelism.
 // With a 1F1B pipeline of 2 stages (4 micro-batches) where cp x 2 divides n (cp 2 and 4): every
 // variant in float64, float32 and bfloat16.

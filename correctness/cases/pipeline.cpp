@@ -224,34 +224,47 @@ TrainingResult run_pipeline_case(Communicator& world, const PipelineCase& c) {
   const parallel::BatchSource source = parallel::batches_of(config);
   TrainingResult r;
   const bool mixed = is_half(config.dtype);
+  const UpdateGradients first_gradients(trainer);
+  std::vector<double> losses;
+  double first_scale = 1;
   int skipped = 0;
   for (int step = 0; step < c.steps; ++step) {
     const parallel::StepStats stats = trainer.step(source, static_cast<std::uint64_t>(step));
-    if (step == 0) r.first_loss = stats.loss;
-    r.last_loss = stats.loss;
+    if (step == 0) first_scale = stats.loss_scale;
+    losses.push_back(stats.loss);
     skipped += stats.skipped ? 1 : 0;
   }
+  r.first_loss = losses.front();
+  r.last_loss = losses.back();
   // Whole parameters from the tensor-parallel shards (collective over tp; every stage has them);
-  // in mixed precision the float32 masters.
-  const parallel::ParameterValues trained =
-      c.tensor_parallel > 1 ? parallel::gather_tensor_parallel(trainer.gathered(mixed), setup->model->parameters(), tp.group(), nullptr)
-                            : trainer.gathered(mixed);
+  // in mixed precision the float32 masters. The first step's gradients as the update read them:
+  // summed over the replicas (and a sequence's cp ranks), among which ZeRO spreads them.
+  const auto whole_over_tp = [&](const parallel::ParameterValues& local) {
+    return c.tensor_parallel > 1 ? parallel::gather_tensor_parallel(local, setup->model->parameters(), tp.group(), nullptr) : local;
+  };
+  const parallel::ParameterValues trained = whole_over_tp(trainer.gathered(mixed));
+  Communicator& sharing = setup->grid->group(c.context_parallel > 1 ? parallel::AxisSet{parallel::Axis::dp, parallel::Axis::cp}
+                                                                    : parallel::AxisSet{parallel::Axis::dp});
+  const parallel::ParameterValues gradients = whole_over_tp(first_gradients.whole(*setup->model, sharing, 1 / first_scale));
 
   // The single device: the whole model on the whole batch, one pass per step.
   const DataType state = mixed ? DataType::float32 : config.dtype;
   const parallel::ParameterValues origin = select(values_of(*whole, case_adamw(state).get()), trained.names);
   auto whole_optimizer = case_adamw(state);
-  double reference_last_loss = 0;
-  parallel::ParameterValues reference;
+  std::vector<double> reference_losses;
+  parallel::ParameterValues reference, reference_gradients;
   if (mixed) {
-    const MixedRun run = train_mixed_single_device(*whole, *whole_optimizer, source, global_batch(c), c.steps, case_loss_scale(config.dtype));
-    reference_last_loss = run.losses.back();
+    MixedRun run = train_mixed_single_device(*whole, *whole_optimizer, source, global_batch(c), c.steps, case_loss_scale(config.dtype));
+    reference_losses = std::move(run.losses);
     reference = select(run.values, trained.names);
+    reference_gradients = select(run.first_gradients, gradients.names);
   } else {
-    for (int step = 0; step < c.steps; ++step)
-      reference_last_loss =
+    for (int step = 0; step < c.steps; ++step) {
+      reference_losses.push_back(
           model::train_step(*whole, *whole_optimizer, source(static_cast<std::uint64_t>(step), 0, global_batch(c), global_batch(c)),
-                            static_cast<std::uint64_t>(step));
+                            static_cast<std::uint64_t>(step)));
+      if (step == 0) reference_gradients = select(gradients_of(*whole), gradients.names);
+    }
     reference = select(values_of(*whole, whole_optimizer.get()), trained.names);
   }
 
@@ -263,20 +276,32 @@ TrainingResult run_pipeline_case(Communicator& world, const PipelineCase& c) {
   const int partials =
       c.micro_batches * c.data_parallel * c.context_parallel + 1 + (c.tensor_parallel > 1 ? c.tensor_parallel : 0);
   r.bound = tolerance::training_relative_bound(config.dtype, terms, partials, c.steps);
+  r.gradient_bound = tolerance::gradient_relative_bound(config.dtype, terms, partials);
   if (mixed) {
     // 16 bits: the micro-batches' partial gradients rounded, and the tp sums (AdamW).
     const double noise = tolerance::tensor_parallel_half_noise(config.dtype, terms, partials, c.tensor_parallel, config.layers);
     r.bound = std::max(tolerance::linear_training_bound(noise, c.steps), tolerance::sign_flip_bound(noise));
+    r.gradient_bound = tolerance::kTrainingConditioning * noise;
   }
   const Difference d = compare(trained, reference, origin);
+  const Difference g = compare(gradients, reference_gradients, zeros_like(reference_gradients));
+  double loss_error = 0;
+  for (std::size_t step = 0; step < losses.size(); ++step)
+    loss_error = std::max(loss_error, std::abs(losses[step] - reference_losses[step]) / std::abs(reference_losses[step]));
   const double error = max_over_ranks(world, std::max(d.parameters, d.state));
-  const double loss_error = std::abs(r.last_loss - reference_last_loss) / std::abs(reference_last_loss);
-  r.error = std::max(error, max_over_ranks(world, loss_error));
-  r.compared = "against single device: parameters and state " + format(error) + ", last loss " + format(loss_error) +
-               " (largest on rank " + std::to_string(world.rank()) + " at " + d.where + ")";
+  r.loss_error = max_over_ranks(world, loss_error);
+  r.gradient_error = max_over_ranks(world, g.parameters);
+  r.error = std::max(error, r.loss_error);
+  r.compared = "against single device: first-step gradients " + format(r.gradient_error) + ", parameters and state " +
+               format(error) + ", every step's loss " + format(r.loss_error) + " (largest on rank " +
+               std::to_string(world.rank()) + " at " + d.where + ", gradients at " + g.where + ")";
   if (skipped > 0) r.compared += "; " + std::to_string(skipped) + " steps skipped: the gradients overflowed at the case's loss scale";
-  r.passed = r.error <= r.bound && skipped == 0;
-  r.message = r.passed ? r.compared : (skipped > 0 ? "failed: " : "differs beyond " + format(r.bound) + ": ") + r.compared;
+  r.passed = r.error <= r.bound && r.gradient_error <= r.gradient_bound && skipped == 0;
+  r.message = r.passed ? r.compared
+                       : (skipped > 0                           ? "failed: "
+                          : r.gradient_error > r.gradient_bound ? "first-step gradients differ beyond " + format(r.gradient_bound) + ": "
+                                                                : "differs beyond " + format(r.bound) + ": ") +
+                             r.compared;
   return r;
 }
 
@@ -298,6 +323,8 @@ const RegisteredFamily kPipelineFamily{FamilyDefinition<PipelineCase, TrainingRe
           add_run_columns(t, context.world, c.precision, c.steps);
           t.f64("error").push_back(r.error);
           t.f64("bound").push_back(r.bound);
+          t.f64("gradient_error").push_back(r.gradient_error);
+          t.f64("gradient_bound").push_back(r.gradient_bound);
           t.f64("first_loss").push_back(r.first_loss);
           t.f64("last_loss").push_back(r.last_loss);
         }}};

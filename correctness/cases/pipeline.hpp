@@ -1,8 +1,9 @@
 // Conformance cases for pipeline parallelism, written once and run by GoogleTest
 // (correctness/test_pipeline.cpp): a GPT split into stages (balanced by parameter count) trains
 // for a few optimizer steps with a schedule on every rank of the communicator, and every rank
-// compares its stages' parameters and optimizer state with the same model trained whole on one
-// device on the whole batch (dropout on, the tied table's two copies kept equal).
+// compares every step's loss, its stages' first-step gradients (as the optimizer step read them)
+// and its parameters and optimizer state after the last step with the same model trained whole
+// on one device on the whole batch (dropout on, the tied table's two copies kept equal).
 #pragma once
 
 #include <cstdint>
@@ -34,6 +35,7 @@ inline const record::TableSpec kPipelineCasesTable{
       {"data_parallel", ColumnType::int64, "", false}, {"micro_batches", ColumnType::int64},
       {"precision", ColumnType::string}, {"device", ColumnType::string}, {"world_size", ColumnType::int64},
       {"steps", ColumnType::int64}, {"error", ColumnType::float64}, {"bound", ColumnType::float64},
+      {"gradient_error", ColumnType::float64}, {"gradient_bound", ColumnType::float64},
       {"first_loss", ColumnType::float64}, {"last_loss", ColumnType::float64}, {"passed", ColumnType::int64},
       {"message", ColumnType::string}
     }};

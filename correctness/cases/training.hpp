@@ -6,6 +6,7 @@
 // and the bytes each rank sent must equal the formula of theory/parallel.hpp exactly.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -80,6 +81,9 @@ struct TrainingResult {
   double bytes_sent = 0;   // by this rank in the last step (the mean over ranks for plain DP)
   double bytes_formula = 0;
   double first_loss = 0, last_loss = 0;
+  // Pipeline cases: every step's loss against one device's (folded into `error`), and the
+  // first step's gradients (tolerance::gradient_relative_bound); NaN where not compared.
+  double loss_error = NAN, gradient_error = NAN, gradient_bound = NAN;
   double max_staleness = 0;  // parameter server only
   // Mixed precision: the master weights against float64 training from the same start
   // (tolerance::mixed_precision_relative_bound); -1 otherwise.

@@ -8,14 +8,21 @@
 namespace parity::theory {
 
 std::int64_t context_block_activation_bytes(std::int64_t sequence, std::int64_t rows, std::int64_t h, std::int64_t heads,
-                                            int cp, std::int64_t e, std::int64_t w, std::int64_t r) {
-  if (cp < 1 || sequence < 1 || rows < 1 || h < 1 || heads < 1 || e < 1 || w < 1 || r < 1)
+                                            int cp, std::int64_t e, std::int64_t w, std::int64_t r, int t,
+                                            bool sequence_parallel) {
+  if (cp < 1 || t < 1 || sequence < 1 || rows < 1 || h < 1 || heads < 1 || e < 1 || w < 1 || r < 1)
     throw UsageError("context_block_activation_bytes: every size must be at least 1");
   if (sequence % cp != 0)
     throw UsageError("context_block_activation_bytes: cp = " + std::to_string(cp) + " does not divide the sequence of " +
                      std::to_string(sequence));
   const std::int64_t local = sequence / cp;
-  return rows * local * (e * (12 * h + (w != e ? h : 0)) + w * (4 * h + heads) + 4 * r);
+  if (h % t != 0 || heads % t != 0 || (sequence_parallel && local % t != 0))
+    throw UsageError("context_block_activation_bytes: tp = " + std::to_string(t) + " does not divide the hidden size " +
+                     std::to_string(h) + ", the " + std::to_string(heads) + " heads" +
+                     (sequence_parallel ? " or the " + std::to_string(local) + " tokens a cp rank holds" : ""));
+  const std::int64_t rounded = w != e ? h : 0;
+  if (sequence_parallel) return rows * (local / t) * (e * (12 * h + rounded) + w * (4 * h + heads) + 4 * r);
+  return rows * local * (e * (4 * h + (8 * h + rounded) / t) + w * (4 * h + heads) / t + 4 * r);
 }
 
 ContextBytes context_attention_bytes(const std::string& variant, double rows, double local, double width, double kv_width,

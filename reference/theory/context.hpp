@@ -25,17 +25,24 @@ struct ContextBytes {
 
 // Activation bytes one block of the context-parallel GPT keeps for backward on a rank holding
 // local = sequence / cp tokens of each of `rows` sequences: the single-device block's 16h values
-// per token at element size e (LayerNorm outputs 2h, attention's q, k, v 3h and output h, first
-// residual h, MLP 4h + GeLU 4h, block output h) and its 4 LayerNorm statistics of r bytes, with
-// attention's s x s probabilities replaced by one log-sum-exp per head and token (backward
-// recomputes the probabilities block by block). Attention works in w bytes (e, or float32 for
-// 16-bit storage), so q, k, v, its output and the log-sum-exps are w wide, and a 16-bit model
-// keeps its output rounded to e as well (the projection's input):
+// per token at element size e (the two LayerNorms' inputs and outputs 4h, attention's q, k, v 3h
+// and output h, MLP 4h + GeLU 4h) and its 4 LayerNorm statistics of r bytes, with attention's
+// s x s probabilities replaced by one log-sum-exp per head and token (backward recomputes the
+// probabilities block by block). Attention works in w bytes (e, or float32 for 16-bit storage),
+// so q, k, v, its output and the log-sum-exps are w wide, and a 16-bit model keeps its output
+// rounded to e as well (the projection's input):
 //   rows local (e (12h + [w != e] h) + w (4h + heads) + 4 r).
-// UsageError when cp does not divide the sequence or a size is below 1.
+// With t-way tensor parallelism beside cp (Megatron's splits, heads / t heads a rank) the
+// LayerNorms' 4h stay whole and the rest is split:
+//   rows local (e (4h + (8h + [w != e] h) / t) + w (4h + heads) / t + 4 r),
+// and with its sequence parallelism the LayerNorm regions' tokens split over t too: the whole
+// formula divided by t, rows (local / t) (e (12h + [w != e] h) + w (4h + heads) + 4 r).
+// UsageError when cp does not divide the sequence, t the hidden size or the heads (or, with
+// sequence parallelism, the local tokens), or a size is below 1.
 std::int64_t context_block_activation_bytes(std::int64_t sequence, std::int64_t rows, std::int64_t hidden,
                                             std::int64_t heads, int cp, std::int64_t element_bytes,
-                                            std::int64_t work_bytes, std::int64_t statistic_bytes);
+                                            std::int64_t work_bytes, std::int64_t statistic_bytes, int t = 1,
+                                            bool sequence_parallel = false);
 
 // UsageError for an unknown variant or sizes below 1.
 ContextBytes context_attention_bytes(const std::string& variant, double rows, double local, double width, double kv_width,
