@@ -59,6 +59,14 @@ bool add_registrar(Registrar registrar) {
   return true;
 }
 
+void verbose(Communicator& comm, const char* format, ...) {
+  if (comm.rank() != 0 || std::getenv("PARITY_VERBOSE") == nullptr) return;
+  va_list args;
+  va_start(args, format);
+  std::vprintf(format, args);
+  va_end(args);
+}
+
 void BoundRatios::note(const std::string& group, double error, double bound, int world_size) {
   if (bound <= 0 || world_size < 2) return;
   double& largest = largest_[group];

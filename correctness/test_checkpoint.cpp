@@ -17,25 +17,13 @@
 namespace parity::test {
 namespace {
 
-class CheckpointCaseTest : public MpiTest {
- public:
-  explicit CheckpointCaseTest(cases::CheckpointCase c) : case_(std::move(c)) {}
-  void TestBody() override {
-    const cases::CheckpointResult r = cases::run_checkpoint_case(comm(), case_);
-    if (comm().rank() == 0 && std::getenv("PARITY_VERBOSE"))
-      std::printf("%s: differing %lld, recomputed blocks %lld | %s\n", case_.name().c_str(),
-                  static_cast<long long>(r.differing), static_cast<long long>(r.recomputed_blocks), r.message.c_str());
-    EXPECT_TRUE(r.passed) << case_.name() << ": " << r.message;
-  }
-
- private:
-  cases::CheckpointCase case_;
-};
-
 void register_grid(Communicator& comm) {
-  for (const auto& c : cases::checkpoint_grid(comm.size()))
-    ::testing::RegisterTest("checkpoint", c.name().c_str(), nullptr, nullptr, __FILE__, __LINE__,
-                            [c]() -> MpiTest* { return new CheckpointCaseTest(c); });
+  register_cases<cases::CheckpointCase>("checkpoint", cases::checkpoint_grid(comm.size()), [](Communicator& world, const auto& c) {
+    const cases::CheckpointResult r = cases::run_checkpoint_case(world, c);
+    verbose(world, "%s: differing %lld, recomputed blocks %lld | %s\n", c.name().c_str(), static_cast<long long>(r.differing),
+            static_cast<long long>(r.recomputed_blocks), r.message.c_str());
+    EXPECT_TRUE(r.passed) << c.name() << ": " << r.message;
+  });
 }
 const bool registered = add_registrar(register_grid);
 

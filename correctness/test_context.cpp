@@ -103,25 +103,13 @@ Errors run(Communicator& world, DataType type, ContextParallelConfig config) {
   return e;
 }
 
-class ContextCaseTest : public MpiTest {
- public:
-  explicit ContextCaseTest(cases::ContextCase c) : case_(std::move(c)) {}
-  void TestBody() override {
-    const cases::ContextResult r = cases::run_context_case(comm(), case_);
-    if (comm().rank() == 0 && std::getenv("PARITY_VERBOSE"))
-      std::printf("%s: error %.3g bound %.3g loss %.3g gradients %.3g bound %.3g | %s\n", case_.name().c_str(), r.error,
-                  r.bound, r.loss_error, r.gradient_error, r.gradient_bound, r.message.c_str());
-    EXPECT_TRUE(r.passed) << case_.name() << ": " << r.message;
-  }
-
- private:
-  cases::ContextCase case_;
-};
-
 void register_grid(Communicator& comm) {
-  for (const auto& c : cases::context_grid(comm.size()))
-    ::testing::RegisterTest("context", c.name().c_str(), nullptr, nullptr, __FILE__, __LINE__,
-                            [c]() -> MpiTest* { return new ContextCaseTest(c); });
+  register_cases<cases::ContextCase>("context", cases::context_grid(comm.size()), [](Communicator& world, const auto& c) {
+    const cases::ContextResult r = cases::run_context_case(world, c);
+    verbose(world, "%s: error %.3g bound %.3g loss %.3g gradients %.3g bound %.3g | %s\n", c.name().c_str(), r.error, r.bound,
+            r.loss_error, r.gradient_error, r.gradient_bound, r.message.c_str());
+    EXPECT_TRUE(r.passed) << c.name() << ": " << r.message;
+  });
 }
 const bool registered = add_registrar(register_grid);
 

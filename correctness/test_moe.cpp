@@ -14,37 +14,21 @@
 namespace parity::test {
 namespace {
 
-// The largest error / bound of the parameters and state per precision (the bound is
-// training_relative_bound, whose slack tolerance.hpp states).
-BoundRatios& ratios() {
-  static BoundRatios r;
-  return r;
-}
-
-class MoeCaseTest : public MpiTest {
- public:
-  explicit MoeCaseTest(cases::MoeCase c) : case_(std::move(c)) {}
-  void TestBody() override {
-    const cases::MoeResult r = cases::run_moe_case(comm(), case_);
-    if (comm().rank() == 0 && std::getenv("PARITY_VERBOSE"))
-      std::printf("%s: error %.3g bound %.3g loss %.3g gradients %.3g (bound %.3g) decisions %lld dropped %lld "
-                  "dispatch %.0f/%.0f | %s\n",
-                  case_.name().c_str(), r.error, r.bound, r.loss_error, r.gradient_error, r.loss_bound,
-                  static_cast<long long>(r.decisions), static_cast<long long>(r.dropped), r.dispatch_bytes,
-                  r.dispatch_formula, r.message.c_str());
-    EXPECT_TRUE(r.passed) << case_.name() << ": " << r.message;
-    ratios().note("parameters/" + case_.precision, r.error, r.bound, comm().size());
-  }
-
- private:
-  cases::MoeCase case_;
-};
-
 void register_grid(Communicator& comm) {
-  for (const auto& c : cases::moe_grid(comm.size()))
-    ::testing::RegisterTest("moe", c.name().c_str(), nullptr, nullptr, __FILE__, __LINE__,
-                            [c]() -> MpiTest* { return new MoeCaseTest(c); });
-  register_bound_tightness("moe_bounds", ratios(), tolerance::kTrainingBoundSlack);
+  // The largest error / bound of the parameters and state per precision (the bound is
+  // training_relative_bound, whose slack tolerance.hpp states).
+  static BoundRatios ratios;
+  register_cases<cases::MoeCase>("moe", cases::moe_grid(comm.size()), [](Communicator& world, const auto& c) {
+    const cases::MoeResult r = cases::run_moe_case(world, c);
+    verbose(world,
+            "%s: error %.3g bound %.3g loss %.3g gradients %.3g (bound %.3g) decisions %lld dropped %lld dispatch %.0f/%.0f | %s\n",
+            c.name().c_str(), r.error, r.bound, r.loss_error, r.gradient_error, r.loss_bound,
+            static_cast<long long>(r.decisions), static_cast<long long>(r.dropped), r.dispatch_bytes, r.dispatch_formula,
+            r.message.c_str());
+    EXPECT_TRUE(r.passed) << c.name() << ": " << r.message;
+    ratios.note("parameters/" + c.precision, r.error, r.bound, world.size());
+  });
+  register_bound_tightness("moe_bounds", ratios, tolerance::kTrainingBoundSlack);
 }
 const bool registered = add_registrar(register_grid);
 

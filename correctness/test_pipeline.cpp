@@ -14,25 +14,13 @@
 namespace parity::test {
 namespace {
 
-class PipelineCaseTest : public MpiTest {
- public:
-  explicit PipelineCaseTest(cases::PipelineCase c) : case_(std::move(c)) {}
-  void TestBody() override {
-    const cases::TrainingResult r = cases::run_pipeline_case(comm(), case_);
-    if (comm().rank() == 0 && std::getenv("PARITY_VERBOSE"))
-      std::printf("%s: error %.3g bound %.3g loss %.4g -> %.4g | %s\n", case_.name().c_str(), r.error, r.bound, r.first_loss,
-                  r.last_loss, r.message.c_str());
-    EXPECT_TRUE(r.passed) << case_.name() << ": " << r.message;
-  }
-
- private:
-  cases::PipelineCase case_;
-};
-
 void register_grid(Communicator& comm) {
-  for (const auto& c : cases::pipeline_grid(comm.size()))
-    ::testing::RegisterTest("pipeline", c.name().c_str(), nullptr, nullptr, __FILE__, __LINE__,
-                            [c]() -> MpiTest* { return new PipelineCaseTest(c); });
+  register_cases<cases::PipelineCase>("pipeline", cases::pipeline_grid(comm.size()), [](Communicator& world, const auto& c) {
+    const cases::TrainingResult r = cases::run_pipeline_case(world, c);
+    verbose(world, "%s: error %.3g bound %.3g gradients %.3g bound %.3g loss %.4g -> %.4g | %s\n", c.name().c_str(), r.error,
+            r.bound, r.gradient_error, r.gradient_bound, r.first_loss, r.last_loss, r.message.c_str());
+    EXPECT_TRUE(r.passed) << c.name() << ": " << r.message;
+  });
 }
 const bool registered = add_registrar(register_grid);
 

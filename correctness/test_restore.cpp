@@ -24,29 +24,17 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class RestoreCaseTest : public MpiTest {
- public:
-  explicit RestoreCaseTest(cases::RestoreCase c) : case_(std::move(c)) {}
-  void TestBody() override {
-    const cases::RestoreResult r = cases::run_restore_case(comm(), case_);
-    if (comm().rank() == 0 && std::getenv("PARITY_VERBOSE"))
-      std::printf("%s: error %.3g bound %.3g loss %.3g identical %d bytes %.0f | %s\n", case_.name().c_str(), r.error,
-                  r.bound, r.loss_error, r.bit_identical, r.saved_bytes, r.message.c_str());
-    EXPECT_TRUE(r.passed) << case_.name() << ": " << r.message;
-    EXPECT_EQ(r.restored_exactly, 1) << case_.name();
-    if (case_.before == case_.after) {
-      EXPECT_EQ(r.bit_identical, 1) << case_.name();
-    }
-  }
-
- private:
-  cases::RestoreCase case_;
-};
-
 void register_grid(Communicator& comm) {
-  for (const auto& c : cases::restore_grid(comm.size()))
-    ::testing::RegisterTest("restore", c.name().c_str(), nullptr, nullptr, __FILE__, __LINE__,
-                            [c]() -> MpiTest* { return new RestoreCaseTest(c); });
+  register_cases<cases::RestoreCase>("restore", cases::restore_grid(comm.size()), [](Communicator& world, const auto& c) {
+    const cases::RestoreResult r = cases::run_restore_case(world, c);
+    verbose(world, "%s: error %.3g bound %.3g loss %.3g identical %d bytes %.0f | %s\n", c.name().c_str(), r.error, r.bound,
+            r.loss_error, r.bit_identical, r.saved_bytes, r.message.c_str());
+    EXPECT_TRUE(r.passed) << c.name() << ": " << r.message;
+    EXPECT_EQ(r.restored_exactly, 1) << c.name();
+    if (c.before == c.after) {
+      EXPECT_EQ(r.bit_identical, 1) << c.name();
+    }
+  });
 }
 const bool registered = add_registrar(register_grid);
 
@@ -160,7 +148,7 @@ TEST_F(RestoreTest, MistakesOfTheRestoreAreCaught) {
     c.fault = fault;
     const cases::RestoreResult r = cases::run_restore_case(comm(), c);
     EXPECT_FALSE(r.passed) << c.name() << " passed: " << r.message;
-    if (comm().rank() == 0 && std::getenv("PARITY_VERBOSE")) std::printf("%s: %s\n", c.name().c_str(), r.message.c_str());
+    verbose(comm(), "%s: %s\n", c.name().c_str(), r.message.c_str());
   }
 }
 
@@ -173,7 +161,7 @@ TEST_F(RestoreTest, AnUnrestoredRoutingStateIsCaught) {
   c.fault = "routing_state";
   const cases::RestoreResult r = cases::run_restore_case(comm(), c);
   EXPECT_FALSE(r.passed) << c.name() << " passed: " << r.message;
-  if (comm().rank() == 0 && std::getenv("PARITY_VERBOSE")) std::printf("%s: %s\n", c.name().c_str(), r.message.c_str());
+  verbose(comm(), "%s: %s\n", c.name().c_str(), r.message.c_str());
 }
 
 TEST_F(RestoreTest, ABadPathIsRefusedInOneLine) {

@@ -21,25 +21,13 @@ namespace {
 
 using parallel::TensorParallel;
 
-class TensorCaseTest : public MpiTest {
- public:
-  explicit TensorCaseTest(cases::TensorCase c) : case_(std::move(c)) {}
-  void TestBody() override {
-    const cases::TensorResult r = cases::run_tensor_case(comm(), case_);
-    if (comm().rank() == 0 && std::getenv("PARITY_VERBOSE"))
-      std::printf("%s: error %.3g bound %.3g gradients %.3g/%.3g bytes %.0f/%.0f | %s\n", case_.name().c_str(), r.error,
-                  r.bound, r.gradient_error, r.gradient_bound, r.bytes_sent, r.bytes_formula, r.message.c_str());
-    EXPECT_TRUE(r.passed) << case_.name() << ": " << r.message;
-  }
-
- private:
-  cases::TensorCase case_;
-};
-
 void register_grid(Communicator& comm) {
-  for (const auto& c : cases::tensor_grid(comm.size()))
-    ::testing::RegisterTest("tensor", c.name().c_str(), nullptr, nullptr, __FILE__, __LINE__,
-                            [c]() -> MpiTest* { return new TensorCaseTest(c); });
+  register_cases<cases::TensorCase>("tensor", cases::tensor_grid(comm.size()), [](Communicator& world, const auto& c) {
+    const cases::TensorResult r = cases::run_tensor_case(world, c);
+    verbose(world, "%s: error %.3g bound %.3g gradients %.3g/%.3g bytes %.0f/%.0f | %s\n", c.name().c_str(), r.error, r.bound,
+            r.gradient_error, r.gradient_bound, r.bytes_sent, r.bytes_formula, r.message.c_str());
+    EXPECT_TRUE(r.passed) << c.name() << ": " << r.message;
+  });
 }
 const bool registered = add_registrar(register_grid);
 

@@ -19,39 +19,23 @@
 namespace parity::test {
 namespace {
 
-// The largest error / bound per optimizer and precision ("adamw/float64"), for the tightness
-// test that runs after the grid.
-BoundRatios& ratios() {
-  static BoundRatios r;
-  return r;
-}
-
-class TrainingCaseTest : public MpiTest {
- public:
-  explicit TrainingCaseTest(cases::TrainingCase c) : case_(std::move(c)) {}
-  void TestBody() override {
-    const cases::TrainingResult r = cases::run_training_case(comm(), case_);
-    if (comm().rank() == 0 && std::getenv("PARITY_VERBOSE"))
-      std::printf("%s: error %.3g bound %.3g bytes %.0f/%.0f | %s\n", case_.name().c_str(), r.error, r.bound,
-                  r.bytes_sent, r.bytes_formula, r.message.c_str());
-    EXPECT_TRUE(r.passed) << case_.name() << ": " << r.message;
-    ratios().note(case_.optimizer + "/" + case_.precision, r.error, r.bound, comm().size());
+void register_grid(Communicator& comm) {
+  // The largest error / bound per optimizer and precision ("adamw/float64"), for the tightness
+  // test that runs after the grid.
+  static BoundRatios ratios;
+  register_cases<cases::TrainingCase>("training", cases::training_grid(comm.size()), [](Communicator& world, const auto& c) {
+    const cases::TrainingResult r = cases::run_training_case(world, c);
+    verbose(world, "%s: error %.3g bound %.3g bytes %.0f/%.0f | %s\n", c.name().c_str(), r.error, r.bound, r.bytes_sent,
+            r.bytes_formula, r.message.c_str());
+    EXPECT_TRUE(r.passed) << c.name() << ": " << r.message;
+    ratios.note(c.optimizer + "/" + c.precision, r.error, r.bound, world.size());
     // Against float64 the error is not zero at one rank either (note() skips one rank, where
     // the other comparisons are with the run itself): counted at every world size.
     if (r.float64_error >= 0)
-      ratios().note(case_.optimizer + "/" + case_.precision + " against float64", r.float64_error, r.float64_bound,
-                    std::max(comm().size(), 2));
-  }
-
- private:
-  cases::TrainingCase case_;
-};
-
-void register_grid(Communicator& comm) {
-  for (const auto& c : cases::training_grid(comm.size()))
-    ::testing::RegisterTest("training", c.name().c_str(), nullptr, nullptr, __FILE__, __LINE__,
-                            [c]() -> MpiTest* { return new TrainingCaseTest(c); });
-  register_bound_tightness("training_bounds", ratios(), tolerance::kTrainingBoundSlack);
+      ratios.note(c.optimizer + "/" + c.precision + " against float64", r.float64_error, r.float64_bound,
+                    std::max(world.size(), 2));
+  });
+  register_bound_tightness("training_bounds", ratios, tolerance::kTrainingBoundSlack);
 }
 const bool registered = add_registrar(register_grid);
 

@@ -194,6 +194,15 @@ parallel::ParameterValues UpdateGradients::whole(model::Model& m, Communicator& 
   return out;
 }
 
+std::string training_failures(const Difference& d, double bound, const std::vector<std::string>& disagreeing,
+                              const std::string& between) {
+  std::string out;
+  if (!(d.parameters <= bound && d.state <= bound))
+    out += "parameters or state differ from one device beyond " + format(bound) + " (largest at " + d.where + "); ";
+  if (!disagreeing.empty()) out += "whole parameters differ between " + between + " (" + disagreeing.front() + "); ";
+  return out;
+}
+
 double sum_over_ranks(Communicator& comm, double x) {
   comm.all_reduce({&x, 1, DataType::float64, MemorySpace::host}, {&x, 1, DataType::float64, MemorySpace::host},
                   ReduceOp::sum);

@@ -79,6 +79,12 @@ class UpdateGradients {
   std::shared_ptr<std::vector<std::vector<double>>> segments_;
 };
 
+// What differs of parameters and state after training (`d` against `bound`) and of whole
+// parameters the ranks of a group hold apart (`disagreeing`, `between`: "tp ranks"), as failure
+// text ("" when nothing).
+std::string training_failures(const Difference& d, double bound, const std::vector<std::string>& disagreeing,
+                              const std::string& between = "tp ranks");
+
 double sum_over_ranks(Communicator& comm, double x);
 double max_over_ranks(Communicator& comm, double x);
 // "%.3g".
@@ -91,5 +97,15 @@ std::string failed_on_any_rank(Communicator& comm, const std::string& what, cons
 // The verdict every rank agrees on: passed when no rank has `failures`; `message` is `compared`,
 // after this rank's failures (or "failed on another rank; ") when not. Collective.
 bool agreed_verdict(Communicator& comm, const std::string& failures, const std::string& compared, std::string& message);
+
+// The verdict every rank agrees on (agreed_verdict) with the result's errors, the largest over
+// ranks. Collective.
+template <typename Result>
+void agree_on(Communicator& comm, const std::string& failures, const std::string& compared, Result& r) {
+  r.passed = agreed_verdict(comm, failures, compared, r.message);
+  r.error = max_over_ranks(comm, r.error);
+  r.loss_error = max_over_ranks(comm, r.loss_error);
+  r.gradient_error = max_over_ranks(comm, r.gradient_error);
+}
 
 }  // namespace parity::cases

@@ -94,28 +94,17 @@ namespace {
 // A case with pipeline stages: the pipeline family's run (correctness/cases/pipeline.cpp) with
 // each stage's sequence over cp, against the same single device.
 ContextResult run_pipelined(Communicator& world, const ContextCase& c) {
-  PipelineCase p;
-  p.context_fault = c.fault;
-  p.schedule = c.schedule;
-  p.micro_batches = c.micro_batches;
-  p.tensor_parallel = c.tp;
-  p.data_parallel = c.dp;
-  p.zero_stage = c.zero;
-  p.precision = c.precision;
-  p.steps = c.steps;
-  p.context_parallel = c.cp;
-  p.context_variant = c.variant;
-  p.model = context_model(type_of(c));
-  const TrainingResult t = run_pipeline_case(world, p);
-  ContextResult r;
-  r.error = t.error;
-  r.bound = t.bound;
-  r.loss_error = t.loss_error;
-  r.gradient_error = t.gradient_error;
-  r.gradient_bound = t.gradient_bound;
-  r.passed = t.passed;
-  r.message = t.message;
-  return r;
+  return run_pipeline_case(world, PipelineCase{.schedule = c.schedule,
+                                               .micro_batches = c.micro_batches,
+                                               .tensor_parallel = c.tp,
+                                               .data_parallel = c.dp,
+                                               .context_parallel = c.cp,
+                                               .context_variant = c.variant,
+                                               .context_fault = c.fault,
+                                               .zero_stage = c.zero,
+                                               .precision = c.precision,
+                                               .steps = c.steps,
+                                               .model = context_model(type_of(c))});
 }
 }  // namespace
 
@@ -126,6 +115,7 @@ ContextResult run_context_case(Communicator& world, const ContextCase& c) {
     throw UsageError(c.name() + ": cp " + std::to_string(c.cp) + " x tp " + std::to_string(c.tp) + " x dp " +
                      std::to_string(c.dp) + " is not the " + std::to_string(n) + " ranks");
   ContextResult r;
+  r.loss_error = 0;  // the largest over steps, below
   const model::GptConfig config = context_model(type_of(c));
   const int dp = c.dp;
   const std::int64_t rows = 2 * dp + 1;  // uneven shards over dp
@@ -218,16 +208,12 @@ ContextResult run_context_case(Communicator& world, const ContextCase& c) {
   for (int step = 0; step < c.steps; ++step)
     r.loss_error = std::max(r.loss_error, std::abs(losses[static_cast<std::size_t>(step)] - reference_losses[static_cast<std::size_t>(step)]) /
                                               std::abs(reference_losses[static_cast<std::size_t>(step)]));
-  if (!(d.parameters <= r.bound && d.state <= r.bound))
-    failures += "parameters or state differ from one device beyond " + format(r.bound) + " (largest at " + d.where + "); ";
+  failures += training_failures(d, r.bound, disagreeing);
   if (!(r.loss_error <= r.bound)) failures += "a step's loss differs by " + format(r.loss_error) + "; ";
-  if (!disagreeing.empty()) failures += "whole parameters differ between tp ranks (" + disagreeing.front() + "); ";
-  const std::string compared = "first-step gradients " + format(g.parameters) + ", loss " + format(r.loss_error) +
-                               ", parameters " + format(d.parameters) + ", state " + format(d.state);
-  r.passed = agreed_verdict(world, failures, compared, r.message);
-  r.error = max_over_ranks(world, r.error);
-  r.loss_error = max_over_ranks(world, r.loss_error);
-  r.gradient_error = max_over_ranks(world, r.gradient_error);
+  agree_on(world, failures,
+           "first-step gradients " + format(g.parameters) + ", loss " + format(r.loss_error) + ", parameters " +
+               format(d.parameters) + ", state " + format(d.state),
+           r);
   return r;
 }
 

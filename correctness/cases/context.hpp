@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "correctness/cases/training.hpp"
 #include "reference/comm/communicator.hpp"
 #include "reference/record/table.hpp"
 
@@ -57,11 +58,9 @@ struct ContextCase {
 // variant in float64, float32 and bfloat16.
 std::vector<ContextCase> context_grid(int world_size);
 
-struct ContextResult {
-  double error = 0, bound = 0, loss_error = 0, gradient_error = 0, gradient_bound = 0;
-  bool passed = false;
-  std::string message;
-};
+// error and bound: parameters and state (with pipeline stages, every step's loss too);
+// loss_error every step's loss; gradient_error and gradient_bound the first step's gradients.
+using ContextResult = TrainingResult;
 
 ContextResult run_context_case(Communicator& world, const ContextCase& c);
 

@@ -221,10 +221,7 @@ MoeResult run_moe_case(Communicator& comm, const MoeCase& c) {
   const Difference d = compare(values, reference.values, reference.origin);
   r.error = std::max(d.parameters, d.state);
   r.compared = "gradients " + format(r.gradient_error) + ", loss " + format(r.loss_error) + ", parameters " + format(d.parameters) + ", state " + format(d.state);
-  if (!(d.parameters <= r.bound && d.state <= r.bound))
-    failures += "parameters or state differ beyond " + format(r.bound) + " (largest at " + d.where + "); ";
-  if (!disagreeing.empty())
-    failures += "parameters held whole differ between tp or ep ranks (" + disagreeing.front() + "); ";
+  failures += training_failures(d, r.bound, disagreeing, "tp or ep ranks");
 
   // The last step's all-to-all bytes against the formula from the routing counts.
   const parallel::ExpertTraffic measured = ep.traffic()["blocks." + std::to_string(config.moe.layers.at(0))];
@@ -243,10 +240,7 @@ MoeResult run_moe_case(Communicator& comm, const MoeCase& c) {
   r.dispatch_bytes = max_over_ranks(comm, r.dispatch_bytes);
   r.dispatch_formula = max_over_ranks(comm, r.dispatch_formula);
 
-  r.passed = agreed_verdict(comm, failures, r.compared, r.message);
-  r.error = max_over_ranks(comm, r.error);
-  r.loss_error = max_over_ranks(comm, r.loss_error);
-  r.gradient_error = max_over_ranks(comm, r.gradient_error);
+  agree_on(comm, failures, r.compared, r);
   r.decisions = static_cast<std::int64_t>(sum_over_ranks(comm, static_cast<double>(r.decisions)));
   return r;
 }

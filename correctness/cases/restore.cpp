@@ -547,9 +547,7 @@ RestoreResult run_restore_case(Communicator& world, const RestoreCase& c) {
       const Difference d = compare(values, reference.values, reference.origin);
       r.error = std::max(d.parameters, d.state);
       compared = "loss " + format(r.loss_error) + ", parameters " + format(d.parameters) + ", state " + format(d.state);
-      if (!(d.parameters <= r.bound && d.state <= r.bound))
-        failures += "parameters or state differ from one device beyond " + format(r.bound) + " (largest at " + d.where +
-                    "); ";
+      failures += training_failures(d, r.bound, disagreeing);
       // A loss after the restore depends on the parameters: held to the same bound.
       if (!(r.loss_error <= r.bound)) failures += "a loss after the restore differs by " + format(r.loss_error) + "; ";
       failures += scalar_failures(*t->trainer, c);
@@ -559,7 +557,6 @@ RestoreResult run_restore_case(Communicator& world, const RestoreCase& c) {
         if (r.bit_identical == 0)
           failures += "not bit for bit uninterrupted training (" + (where.empty() ? "a loss" : where) + " differs); ";
       }
-      if (!disagreeing.empty()) failures += "whole parameters differ between tp ranks (" + disagreeing.front() + "); ";
     }
   }
 

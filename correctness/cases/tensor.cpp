@@ -182,9 +182,7 @@ TensorResult run_tensor_case(Communicator& comm, const TensorCase& c) {
   const Difference d = compare(values, reference.values, reference.origin);
   r.error = std::max({r.gradient_error, d.parameters, d.state});
   r.compared += ", loss " + format(r.loss_error) + ", parameters " + format(d.parameters) + ", state " + format(d.state);
-  if (!(d.parameters <= r.bound && d.state <= r.bound))
-    failures += "parameters or state differ beyond " + format(r.bound) + " (largest at " + d.where + "); ";
-  if (!disagreeing.empty()) failures += "whole parameters differ between tp ranks (" + disagreeing.front() + "); ";
+  failures += training_failures(d, r.bound, disagreeing);
 
   // Bytes of the last step in the tp group, per layer, against the formula.
   std::map<std::string, double> measured = tp.bytes_by_layer();
@@ -206,10 +204,7 @@ TensorResult run_tensor_case(Communicator& comm, const TensorCase& c) {
   r.bytes_formula = max_over_ranks(comm, r.bytes_formula);
 
   // Every rank must agree on the verdict (a check may fail on one rank only).
-  r.passed = agreed_verdict(comm, failures, r.compared, r.message);
-  r.error = max_over_ranks(comm, r.error);
-  r.gradient_error = max_over_ranks(comm, r.gradient_error);
-  r.loss_error = max_over_ranks(comm, r.loss_error);
+  agree_on(comm, failures, r.compared, r);
   return r;
 }
 

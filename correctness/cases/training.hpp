@@ -81,8 +81,9 @@ struct TrainingResult {
   double bytes_sent = 0;   // by this rank in the last step (the mean over ranks for plain DP)
   double bytes_formula = 0;
   double first_loss = 0, last_loss = 0;
-  // Pipeline cases: every step's loss against one device's (folded into `error`), and the
-  // first step's gradients (tolerance::gradient_relative_bound); NaN where not compared.
+  // Pipeline and context cases: every step's loss against one device's (pipelines fold it into
+  // `error`), and the first step's gradients (tolerance::gradient_relative_bound); NaN where not
+  // compared.
   double loss_error = NAN, gradient_error = NAN, gradient_bound = NAN;
   double max_staleness = 0;  // parameter server only
   // Mixed precision: the master weights against float64 training from the same start

@@ -324,6 +324,16 @@ def verdict_span(ok, words):
     return f"<span class=\"{'good' if ok else 'bad'}\">{esc(capitalized(words))}.</span>"
 
 
+def on_ranks(world):
+    """' on 4 ranks' (' on 1 rank') for a world size read from the rows, '' when unknown (< 1)."""
+    return f" on {world} {plural(world, 'rank')}" if world > 0 else ""
+
+
+def plain_cells(rows):
+    """Table cells without their red spans (for markdown)."""
+    return [[str(c).replace("<span class=\"bad\">", "").replace("</span>", "") for c in row] for row in rows]
+
+
 def md_table(header, align, rows):
     """A markdown table: the header's cells, each column's alignment ("l" or "r", one letter a
     column) and the rows' cells."""

@@ -9,7 +9,7 @@ from collections import OrderedDict
 
 from ..common import (RowTable, comparison_md, comparison_pairs, esc, finite, fmt_bytes, fmt_ms,
                       fmt_num, fmt_ratio, md_table, nav_entry, ratio_glance, ratio_of, section_md,
-                      section_start, usable_matched_pairs)
+                      on_ranks, plain_cells, section_start, usable_matched_pairs)
 
 NAME = "context"
 ORDER = 128
@@ -159,7 +159,7 @@ def section(page, ctx, bench):
         return
     world = max((int(r["world_size"]) for r in bench.rows), default=-1)
     page.p(f"{esc(str(bench.attrs.get('model', 'A GPT')))}"
-           + (f" on {world} rank{'s' if world != 1 else ''}" if world > 0 else "")
+           + on_ranks(world)
            + ", each sequence split over cp ranks (chunks r and 2cp-1-r) and the batch over dp. "
            "Times are the slowest rank's median step; 'waited' is the time attention spent on the "
            "cp group, and for the ring the same steps were run again with each block's transfer "
@@ -180,8 +180,7 @@ def markdown(ctx, bench):
     return section_md(bench, "Context parallelism", "/bench/context",
                       lambda: [f"- {summary_words(bench)}.", ""] + md_table(
                           HEADER, "lrrrrrrrrrrr",
-                          [[c.replace("<span class=\"bad\">", "").replace("</span>", "") for c in row]
-                           for row in rows_of(bench)]))
+                          plain_cells(rows_of(bench))))
 
 
 def compare(ctx, benches):

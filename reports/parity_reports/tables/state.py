@@ -8,8 +8,8 @@ import math
 from collections import OrderedDict
 
 from ..common import (RowTable, comparison_md, comparison_pairs, esc, finite, fmt_bytes, fmt_ms,
-                      fmt_num, fmt_ratio, md_table, median, nav_entry, ratio_glance, ratio_of,
-                      section_md, section_start, usable_matched_pairs, yes_no)
+                      fmt_ratio, md_table, median, nav_entry, ratio_glance, ratio_of,
+                      on_ranks, plain_cells, section_md, section_start, usable_matched_pairs, yes_no)
 
 NAME = "state"
 ORDER = 135
@@ -169,7 +169,7 @@ def section(page, ctx, bench):
         return
     world = bench.world()
     page.p(f"{esc(str(bench.attrs.get('model', 'A GPT')))}"
-           + (f" on {world} rank{'s' if world != 1 else ''}" if world > 0 else "")
+           + on_ranks(world)
            + ": its training state saved per layout (every rank writes its own share, the index "
            "last), restored into a fresh trainer of the layout, and saved again asynchronously "
            "while a step runs. Bandwidths are all ranks' bytes over the slowest rank's seconds, "
@@ -190,8 +190,7 @@ def markdown(ctx, bench):
     return section_md(bench, "Training state", "/bench/state",
                       lambda: [f"- {summary_words(bench)}.", ""] + md_table(
                           HEADER, "lrrrrrrrrrrrl",
-                          [[c.replace("<span class=\"bad\">", "").replace("</span>", "") for c in row]
-                           for row in rows_of(bench)]))
+                          plain_cells(rows_of(bench))))
 
 
 def compare(ctx, benches):

@@ -4,7 +4,7 @@ marked, and the run's parameters and optimizer state against training on one dev
 
 import math
 
-from ..common import (RowTable, esc, finite, fmt_num, md_table, nav_entry, section_md,
+from ..common import (RowTable, esc, fmt_num, md_table, nav_entry, section_md,
                       section_start, verdict_span)
 
 NAME = "state_train"
