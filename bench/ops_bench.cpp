@@ -486,35 +486,41 @@ void BM_adamw(benchmark::State& state) {
 // Forward: q k^T and p v, 2 B T^2 C flops each, so 4 B T^2 C; backward: four such products
 // (dP, dV, dQ, dK), 8 B T^2 C. The kernels compute the masked half too, so causal changes nothing.
 
-constexpr std::int64_t kB = 1, kT = 1024, kC = 768;
-constexpr int kHeads = 12;
-constexpr double kAttentionForwardFlops = 4.0 * kB * kT * kT * kC;
-constexpr double kAttentionBackwardFlops = 8.0 * kB * kT * kT * kC;
+// Causal attention at GPT-2 small's shape (one sequence of 1,024, hidden 768, 12 heads) and at
+// the tiny preset's step (8 sequences of 64, hidden 64, 4 heads), whose per-head products are
+// 64 x 64 x 16. FLOPs as the model counts them: 4 B T^2 C forward, twice that backward.
+void attention_shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"B", "T", "C", "H"})->Args({1, 1024, 768, 12})->Args({8, 64, 64, 4});
+}
 
 void BM_attention_forward(benchmark::State& state, DataType type) {
-  const Tensor qkv = input("qkv", {kB, kT, 3 * kC}, type);
-  Tensor out = output("attention.out", {kB, kT, kC}, type);
-  Tensor probs = output("attention.probs", {kB, kHeads, kT, kT}, type);
+  const std::int64_t B = state.range(0), T = state.range(1), C = state.range(2);
+  const int heads = static_cast<int>(state.range(3));
+  const Tensor qkv = input("qkv", {B, T, 3 * C}, type);
+  Tensor out = output("attention.out", {B, T, C}, type);
+  Tensor probs = output("attention.probs", {B, heads, T, T}, type);
   const double start = thread_seconds();
   for (auto _ : state) {
-    ops::attention_forward(qkv, kHeads, true, out, probs);
+    ops::attention_forward(qkv, heads, true, out, probs);
     benchmark::ClobberMemory();
   }
-  report_flops(state, kAttentionForwardFlops, seconds_since(start), type);
+  report_flops(state, 4.0 * B * T * T * C, seconds_since(start), type);
 }
 
 void BM_attention_backward(benchmark::State& state, DataType type) {
-  const Tensor qkv = input("qkv", {kB, kT, 3 * kC}, type), dout = input("attention.dout", {kB, kT, kC}, type);
-  Tensor out = output("attention.out", {kB, kT, kC}, type);
-  Tensor probs = output("attention.probs", {kB, kHeads, kT, kT}, type);
-  Tensor dqkv = output("attention.dqkv", {kB, kT, 3 * kC}, type);
-  ops::attention_forward(qkv, kHeads, true, out, probs);  // backward reads the forward's probabilities
+  const std::int64_t B = state.range(0), T = state.range(1), C = state.range(2);
+  const int heads = static_cast<int>(state.range(3));
+  const Tensor qkv = input("qkv", {B, T, 3 * C}, type), dout = input("attention.dout", {B, T, C}, type);
+  Tensor out = output("attention.out", {B, T, C}, type);
+  Tensor probs = output("attention.probs", {B, heads, T, T}, type);
+  Tensor dqkv = output("attention.dqkv", {B, T, 3 * C}, type);
+  ops::attention_forward(qkv, heads, true, out, probs);  // backward reads the forward's probabilities
   const double start = thread_seconds();
   for (auto _ : state) {
-    ops::attention_backward(dout, qkv, probs, kHeads, dqkv);
+    ops::attention_backward(dout, qkv, probs, heads, dqkv);
     benchmark::ClobberMemory();
   }
-  report_flops(state, kAttentionBackwardFlops, seconds_since(start), type);
+  report_flops(state, 8.0 * B * T * T * C, seconds_since(start), type);
 }
 
 // A quarter second a case (the default is half) keeps the whole binary under a minute on two
@@ -534,8 +540,8 @@ BENCHMARK_CAPTURE(BM_fma_peak, float32, DataType::float32);
 BENCHMARK_CAPTURE(BM_fma_peak, float64, DataType::float64);
 BENCHMARK_CAPTURE(BM_matmul, float32, DataType::float32)->Apply(matmul_shapes)->MinTime(kMinTime)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_matmul, float64, DataType::float64)->Apply(matmul_shapes)->MinTime(kMinTime)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_attention_forward, float32, DataType::float32)->MinTime(kMinTime)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_attention_backward, float32, DataType::float32)->MinTime(kMinTime)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_attention_forward, float32, DataType::float32)->Apply(attention_shapes)->MinTime(kMinTime)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_attention_backward, float32, DataType::float32)->Apply(attention_shapes)->MinTime(kMinTime)->Unit(benchmark::kMillisecond);
 
 BENCHMARK(BM_host_copy)->Apply(elementwise_sizes);
 BENCHMARK(BM_exp)->Apply(elementwise_sizes);

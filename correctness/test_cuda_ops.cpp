@@ -664,8 +664,8 @@ TEST_P(CudaOps, OptimizerUpdates) {
       }
       for (std::int64_t step = 1; step <= 3; ++step) {
         const Tensor grad = values("opt.grad" + std::to_string(step), shape, value_type);
-        reference->update(ref, cast(grad, ref_value, "opt.grad.reference", kCategory), ref_state_tensors, step);
-        device->update(dev, device_copy(grad, value_type), dev_state_tensors, step);
+        reference->update(ref, cast(grad, ref_value, "opt.grad.reference", kCategory), ref_state_tensors, step, true);
+        device->update(dev, device_copy(grad, value_type), dev_state_tensors, step, true);
       }
       expect_close(dev, ref, bound, what + ": parameters after 3 steps");
       for (std::size_t i = 0; i < dev_state_tensors.size(); ++i)

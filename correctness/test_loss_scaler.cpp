@@ -95,7 +95,7 @@ TEST(LossScaler, TinyUnscaledGradientsMoveTheFloat32MasterExactly) {
   Tensor master = parallel::master_copy(value, "w.master");
   std::vector<Tensor> state;
   const model::Sgd sgd({.learning_rate = 0.125}, DataType::float32);
-  parallel::update_through_master(sgd, value, master, grad, state, 1, 1 / scale, "w");
+  parallel::update_through_master(sgd, value, master, grad, state, 1, 1 / scale, "w", true);
   const std::vector<double> moved = master.to_vector();
   for (std::size_t i = 0; i < 3; ++i) {
     const double expected = std::ldexp(1.0, -10) - 0.125 * tiny[i];  // exact in float32

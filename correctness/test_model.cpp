@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <optional>
 
 #include "reference/core/error.hpp"
@@ -251,6 +252,42 @@ TEST(Optimizers, AdamWFollowsItsUpdateRule) {
     EXPECT_EQ(adam.state_of("p").size(), 2u);
     EXPECT_EQ(adam.state_of("p")[0].category(), MemoryCategory::optimizer_state);
   }
+}
+
+TEST(Optimizers, WeightDecayGroupsSpareBiasesNormsAndTables) {
+  // GPT-2's and Megatron's groups: the weight matrices decay; biases, LayerNorm parameters and the
+  // embedding tables do not. With zero gradients AdamW's step is the decay alone: p (1 - lr wd)
+  // exactly for a decayed parameter, p unchanged otherwise.
+  const auto m = build_gpt(tiny_gpt(DataType::float64));
+  AdamWConfig config;
+  config.learning_rate = 0.5;
+  config.weight_decay = 0.25;  // 1 - lr wd = 7/8, exact
+  config.decay_groups = DecayGroups::matrices;
+  AdamW adam(config, DataType::float64);
+  std::map<std::string, std::vector<double>> before;
+  for (Parameter* p : m->parameters()) {
+    before[p->name] = p->value.to_vector();
+    p->gradient();  // zeros
+  }
+  adam.step(m->parameters());
+  int decayed = 0, spared = 0;
+  for (Parameter* p : m->parameters()) {
+    const std::vector<double> after = p->value.to_vector();
+    const bool matrix = p->name.ends_with(".weight");
+    (matrix ? decayed : spared) += 1;
+    EXPECT_EQ(adam.decays(p->name), matrix) << p->name;
+    for (std::size_t i = 0; i < after.size(); ++i) {
+      ASSERT_EQ(after[i], matrix ? before[p->name][i] * 0.875 : before[p->name][i]) << p->name << "[" << i << "]";
+    }
+  }
+  // Per block qkv, proj, fc and fc2; biases, gains and shifts, and the tied table spared.
+  EXPECT_EQ(decayed, 4 * tiny_gpt(DataType::float64).layers);
+  EXPECT_GT(spared, decayed);
+  EXPECT_FALSE(decays(DecayGroups::matrices, "embedding.wpe"));
+  EXPECT_TRUE(decays(DecayGroups::matrices, "lm_head.weight"));
+  EXPECT_TRUE(decays(DecayGroups::all, "blocks.0.ln1.gamma"));
+  EXPECT_EQ(parse_decay_groups("matrices"), DecayGroups::matrices);
+  EXPECT_THROW(parse_decay_groups("biases"), UsageError);
 }
 
 TEST(Optimizers, SgdWithMomentumAndWeightDecay) {

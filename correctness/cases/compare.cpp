@@ -101,7 +101,7 @@ MixedRun train_mixed_single_device(model::Model& m, model::Optimizer& optimizer,
     for (model::Parameter* p : m.parameters()) {
       Tensor grad = cast(p->gradient(), DataType::float32, p->name + ".grad32", MemoryCategory::workspace);
       scale_buffer(grad.view(), 1 / loss_scale);
-      optimizer.update(master[p->name], grad, state[p->name], step + 1);
+      optimizer.update(master[p->name], grad, state[p->name], step + 1, optimizer.decays(p->name));
       copy_into(p->value, master[p->name]);
     }
   }

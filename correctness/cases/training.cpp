@@ -20,7 +20,8 @@ model::GptConfig case_gpt_config(DataType dtype) {
 }
 
 std::unique_ptr<model::Optimizer> case_adamw(DataType state) {
-  return std::make_unique<model::AdamW>(model::AdamWConfig{1e-2, 0.9, 0.999, 1e-8, 0.01}, state);
+  return std::make_unique<model::AdamW>(model::AdamWConfig{1e-2, 0.9, 0.999, 1e-8, 0.01, model::DecayGroups::matrices},
+                                        state);
 }
 
 parallel::LossScaling case_loss_scaling(DataType model_type) {

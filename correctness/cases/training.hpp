@@ -40,7 +40,8 @@ inline const record::TableSpec kTrainingCasesTable{
 // The cases' GPT: vocabulary 32, 2 layers, hidden 16, 2 heads, sequence 8, a tied table and
 // dropout 0.1 (so the checks see shared parameters and replayed masks), in `dtype`.
 model::GptConfig case_gpt_config(DataType dtype);
-// The cases' AdamW (lr 1e-2, betas 0.9/0.999, eps 1e-8, weight decay 0.01), its state in `state`.
+// The cases' AdamW (lr 1e-2, betas 0.9/0.999, eps 1e-8, weight decay 0.01 on the weight matrices
+// alone: model::DecayGroups::matrices, as GPT-2 trains), its state in `state`.
 std::unique_ptr<model::Optimizer> case_adamw(DataType state);
 // The 16-bit cases' loss scaling for a model of `model_type`: float16 trains with its loss
 // multiplied by 2^12 (dynamic scaling that, for a case's few steps, neither grows nor meets an

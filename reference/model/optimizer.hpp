@@ -11,6 +11,21 @@
 
 namespace parity::model {
 
+// Which parameters weight decay applies to: torch.optim's parameter groups as GPT training sets
+// them up.
+enum class DecayGroups {
+  all,       // every parameter
+  matrices,  // the weight matrices only: none on biases, LayerNorm gains and shifts, and the
+             // token and position tables (GPT-2's and Megatron's groups)
+};
+// Whether weight decay applies to the parameter (named as parity's models name them: a Linear's
+// "<layer>.weight" and ".bias", a LayerNorm's ".gamma" and ".beta", the embedding's ".wte" and
+// ".wpe") under `groups`.
+bool decays(DecayGroups groups, const std::string& parameter);
+// "all" or "matrices"; parse_decay_groups refuses anything else (UsageError).
+const char* name_of(DecayGroups groups);
+DecayGroups parse_decay_groups(const std::string& text);
+
 class Optimizer {
  public:
   explicit Optimizer(DataType state_dtype);
@@ -21,8 +36,13 @@ class Optimizer {
   // The state tensors' names, as PyTorch's optimizers name them in a state_dict.
   virtual std::vector<std::string> state_names() const = 0;
   // Updates `value` from `grad` and `state` (each with value's element count; state in
-  // state_dtype) at optimizer step `step` (1-based).
-  virtual void update(Tensor& value, const Tensor& grad, std::vector<Tensor>& state, std::int64_t step) const = 0;
+  // state_dtype) at optimizer step `step` (1-based), with weight decay when `decay` (the
+  // elements' group: decays(groups(), name)).
+  virtual void update(Tensor& value, const Tensor& grad, std::vector<Tensor>& state, std::int64_t step,
+                      bool decay) const = 0;
+  // Which parameters weight decay applies to, and whether it applies to this one.
+  virtual DecayGroups groups() const { return DecayGroups::all; }
+  bool decays(const std::string& parameter) const { return model::decays(groups(), parameter); }
 
   // One step on whole parameters; state is made (zeros, charged to optimizer_state) on first use.
   void step(const std::vector<Parameter*>& parameters);
@@ -41,6 +61,7 @@ struct SgdConfig {
   double learning_rate = 0.01;
   double momentum = 0;
   double weight_decay = 0;  // added to the gradient (L2), as torch.optim.SGD
+  DecayGroups decay_groups = DecayGroups::all;
 };
 // buf = momentum * buf + (g + wd p); p -= lr * buf (plain SGD when momentum = 0).
 class Sgd : public Optimizer {
@@ -51,7 +72,9 @@ class Sgd : public Optimizer {
   std::vector<std::string> state_names() const override {
     return state_count() == 1 ? std::vector<std::string>{"momentum_buffer"} : std::vector<std::string>{};
   }
-  void update(Tensor& value, const Tensor& grad, std::vector<Tensor>& state, std::int64_t step) const override;
+  void update(Tensor& value, const Tensor& grad, std::vector<Tensor>& state, std::int64_t step,
+              bool decay) const override;
+  DecayGroups groups() const override { return config_.decay_groups; }
 
  private:
   SgdConfig config_;
@@ -63,6 +86,7 @@ struct AdamWConfig {
   double beta2 = 0.999;
   double epsilon = 1e-8;
   double weight_decay = 0.01;
+  DecayGroups decay_groups = DecayGroups::all;
 };
 // Loshchilov and Hutter (2019), decoupled weight decay with bias correction:
 // p -= lr wd p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
@@ -73,7 +97,10 @@ class AdamW : public Optimizer {
   const char* name() const override { return "adamw"; }
   int state_count() const override { return 2; }
   std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
-  void update(Tensor& value, const Tensor& grad, std::vector<Tensor>& state, std::int64_t step) const override;
+  void update(Tensor& value, const Tensor& grad, std::vector<Tensor>& state, std::int64_t step,
+              bool decay) const override;
+  DecayGroups groups() const override { return config_.decay_groups; }
+  const AdamWConfig& config() const { return config_; }
 
  private:
   AdamWConfig config_;

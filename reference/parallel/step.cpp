@@ -2,6 +2,8 @@
 // (see step.hpp).
 #include "reference/parallel/step.hpp"
 
+#include <algorithm>
+
 #include "reference/core/error.hpp"
 
 namespace parity::parallel {
@@ -28,14 +30,54 @@ void OptimizerStep::add_segment(std::string name, Tensor value, Tensor grad, std
   segments_.push_back(std::move(s));
 }
 
+namespace {
+// A stretch of a segment's elements in one weight-decay group.
+struct DecayRun {
+  std::int64_t first = 0, count = 0;
+  bool decay = true;
+};
+// The segment's elements in runs of one group, in order and covering all of them (a ZeRO chunk
+// may hold parameters of both groups; its padding, zeros that stay zero, joins a neighbour).
+std::vector<DecayRun> decay_runs(const model::Optimizer& optimizer, const Segment& s) {
+  const std::int64_t n = s.grad.numel();
+  std::vector<const SegmentPart*> parts;
+  for (const SegmentPart& part : s.parts) parts.push_back(&part);
+  std::sort(parts.begin(), parts.end(), [](const SegmentPart* a, const SegmentPart* b) { return a->in_segment < b->in_segment; });
+  std::vector<DecayRun> runs;
+  for (const SegmentPart* part : parts) {
+    const bool decay = optimizer.decays(part->parameter->name);
+    const std::int64_t end = part->in_segment + part->count;
+    if (runs.empty())
+      runs.push_back({0, end, decay});
+    else if (runs.back().decay == decay)
+      runs.back().count = end - runs.back().first;
+    else
+      runs.push_back({runs.back().first + runs.back().count, end - (runs.back().first + runs.back().count), decay});
+  }
+  if (runs.empty()) runs.push_back({0, n, true});
+  runs.back().count = n - runs.back().first;
+  return runs;
+}
+}  // namespace
+
 void OptimizerStep::apply(double unscale) {
   require(unscale == 1 || precision_ == Precision::mixed, "OptimizerStep: loss scaling without mixed precision");
   ++steps_;
   for (Segment& s : segments_) {
-    if (s.master.defined())
-      update_through_master(optimizer_, s.value, s.master, s.grad, s.state, steps_, unscale, s.name);
-    else
-      optimizer_.update(s.value, s.grad, s.state, steps_);
+    for (const DecayRun& r : decay_runs(optimizer_, s)) {
+      const bool whole = r.first == 0 && r.count == s.grad.numel();
+      const auto part = [&](const Tensor& t) { return whole ? t : t.segment(t.name(), r.first, {r.count}); };
+      Tensor value = part(s.value);
+      const Tensor grad = part(s.grad);
+      std::vector<Tensor> state;
+      for (const Tensor& t : s.state) state.push_back(part(t));
+      if (s.master.defined()) {
+        Tensor master = part(s.master);
+        update_through_master(optimizer_, value, master, grad, state, steps_, unscale, s.name, r.decay);
+      } else {
+        optimizer_.update(value, grad, state, steps_, r.decay);
+      }
+    }
   }
   finish_update();
 }

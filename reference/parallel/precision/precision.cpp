@@ -19,10 +19,11 @@ Tensor master_copy(const Tensor& value, const std::string& name) {
 }
 
 void update_through_master(const model::Optimizer& optimizer, Tensor& value, Tensor& master, const Tensor& grad,
-                           std::vector<Tensor>& state, std::int64_t step, double unscale, const std::string& name) {
+                           std::vector<Tensor>& state, std::int64_t step, double unscale, const std::string& name,
+                           bool decay) {
   Tensor grad32 = cast(grad, DataType::float32, name + ".grad32", MemoryCategory::workspace);
   if (unscale != 1) scale_buffer(grad32.view(), unscale);
-  optimizer.update(master, grad32, state, step);
+  optimizer.update(master, grad32, state, step, decay);
   copy_into(value, master);
 }
 

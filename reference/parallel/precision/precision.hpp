@@ -41,9 +41,10 @@ Tensor master_copy(const Tensor& value, const std::string& name);
 
 // One optimizer update of a segment through its master copy at optimizer step `step`: the
 // gradient widened to float32 and multiplied by `unscale` (1 / the loss scale), the master and
-// `state` updated, and `value` rounded from the master.
+// `state` updated (with weight decay when `decay`), and `value` rounded from the master.
 void update_through_master(const model::Optimizer& optimizer, Tensor& value, Tensor& master, const Tensor& grad,
-                           std::vector<Tensor>& state, std::int64_t step, double unscale, const std::string& name);
+                           std::vector<Tensor>& state, std::int64_t step, double unscale, const std::string& name,
+                           bool decay);
 
 // Gradient elements that are inf or NaN: this rank's count summed over a job, and how many of
 // its ranks hold some.
