@@ -10,6 +10,7 @@
 #include "bench/cli/progress.hpp"
 #include "bench/commands/bench_state.hpp"
 #include "bench/commands/command.hpp"
+#include "bench/commands/gpt2_file.hpp"
 #include "bench/commands/presets.hpp"
 #include "reference/core/tolerance.hpp"
 #include "reference/parallel/state/store.hpp"
@@ -50,19 +51,6 @@ struct ExportOptions {
   bool force = false;
 };
 
-// The file's model attributes, as GPT2Config names them.
-void write_config(record::ArrayWriter& file, const model::GptConfig& c) {
-  file.set_attribute("/", "vocab_size", c.vocabulary);
-  file.set_attribute("/", "n_positions", c.sequence);
-  file.set_attribute("/", "n_embd", c.hidden);
-  file.set_attribute("/", "n_layer", static_cast<std::int64_t>(c.layers));
-  file.set_attribute("/", "n_head", static_cast<std::int64_t>(c.heads));
-  file.set_attribute("/", "n_inner", 4 * c.hidden);
-  file.set_attribute("/", "layer_norm_epsilon", ops::kLayerNormEps);
-  file.set_attribute("/", "activation_function", std::string("gelu_new"));
-  file.set_attribute("/", "tie_word_embeddings", static_cast<std::int64_t>(c.tied_embeddings ? 1 : 0));
-}
-
 int state_export(const ExportOptions& o) {
   // Logits of a few rows are a check, not a workload: [rows, sequence, vocabulary] doubles.
   if (o.tokens < 0 || o.tokens > 4096) throw UsageError("--tokens must be from 0 to 4096 rows");
@@ -85,7 +73,7 @@ int state_export(const ExportOptions& o) {
   config.dropout = 0;
   const fs::path out(o.out);
   record::ArrayWriter file(out.string() + ".tmp", kGpt2Schema, kGpt2Version);
-  write_config(file, config);
+  write_gpt2_config(file, config);
   file.set_attribute("/", "source", fs::absolute(o.from).string());
   file.set_attribute("/", "next_step", static_cast<std::int64_t>(state.next_step));
   for (const auto& [theirs, t] : values) {
@@ -130,24 +118,7 @@ struct ImportOptions {
 
 int state_import(const ImportOptions& o) {
   record::ArrayReader file(o.from, kGpt2Schema, kGpt2Version);
-  auto integer = [&](const char* name) {
-    const auto v = file.int_attribute("/", name);
-    if (!v) throw UsageError(o.from + " has no integer attribute " + name);
-    return *v;
-  };
-  model::GptConfig config;
-  config.vocabulary = integer("vocab_size");
-  config.sequence = integer("n_positions");
-  config.hidden = integer("n_embd");
-  config.layers = static_cast<int>(integer("n_layer"));
-  config.heads = static_cast<int>(integer("n_head"));
-  config.tied_embeddings = integer("tie_word_embeddings") != 0;
-  config.dropout = 0;
-  if (integer("n_inner") != 4 * config.hidden)
-    throw UsageError(o.from + ": an MLP of " + std::to_string(integer("n_inner")) + " (parity's GPT has 4 x n_embd)");
-  if (file.string_attribute("/", "activation_function").value_or("") != "gelu_new")
-    throw UsageError(o.from + ": activation " + file.string_attribute("/", "activation_function").value_or("(none)") +
-                     " (parity's GPT uses gelu_new, GeLU's tanh form)");
+  model::GptConfig config = read_gpt2_config(file, o.from);
   parallel::WholeState state;
   bool first = true;
   for (const auto& [ours, theirs] : parallel::gpt2_names(config)) {

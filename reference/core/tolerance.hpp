@@ -139,6 +139,27 @@ inline double linear_training_bound(double noise, int steps) { return 2.0 * step
 // This grows like sqrt(u_s), not u_s: measured, bfloat16's errors are sqrt(8) times float16's.
 // AdamW in 16 bits is held to the larger of this and the linear bound.
 inline double sign_flip_bound(double noise) { return 4.0 * std::sqrt(noise); }
+// An element whose exact gradient is zero (the key third of attention's qkv bias: softmax
+// ignores the constant q . b_k added to a row of scores) has a computed gradient that is all
+// rounding noise, and AdamW's step m / (sqrt(v) + eps) on it is not small relative to the noise:
+// it is the noise over itself plus eps. The reasoning above (noise far below eps in float32 and
+// float64) holds for elements with a real gradient, not for these; between two runs whose noise
+// differs (float32 against float64) such an element can move by a full step either way. By
+// Cauchy-Schwarz on m_t = (1 - b1) sum_i b1^(t-i) g_i and v_t = (1 - b2) sum_i b2^(t-i) g_i^2,
+// |m_t| / sqrt(v_t) <= (1 - b1) / sqrt(1 - b2) sqrt(sum_{j<t} (b1^2 / b2)^j), and with the bias
+// corrections a step moves it by at most lr (1 - b1) / (1 - b1^t) sqrt((1 - b2^t) / (1 - b2))
+// sqrt(sum_{j<t} (b1^2 / b2)^j) (lr exactly at t = 1), weight decay aside (none on biases in
+// GPT-2's groups). Two runs differ by at most twice the sum over the steps: an absolute bound.
+inline double adamw_zero_gradient_bound(double lr, double beta1, double beta2, int steps) {
+  double total = 0;
+  for (int t = 1; t <= steps; ++t) {
+    double geometric = 0;
+    for (int j = 0; j < t; ++j) geometric += std::pow(beta1 * beta1 / beta2, j);
+    total += lr * (1 - beta1) / (1 - std::pow(beta1, t)) * std::sqrt((1 - std::pow(beta2, t)) / (1 - beta2)) *
+             std::sqrt(geometric);
+  }
+  return 2 * total;
+}
 // Tensor parallelism in 16 bits against one device in the same precision: besides the
 // gradient sums' regrouping (half_regrouping_noise over the tp x dp ranks), every sum over the
 // t ranks of a tensor-parallel group adds t 16-bit partial results and rounds the sum: (t + 1)

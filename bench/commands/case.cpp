@@ -1,0 +1,547 @@
+// parity case export / parity case compare: conformance for other frameworks (docs/framework-
+// conformance.md). Export writes a self-contained case: a GPT (GPT-2's names and layouts), its
+// initial parameters, every step's global batch, the optimizer with its parameter groups, the
+// steps, the precision and the layout under test. A framework trains it and writes a results
+// file; compare trains the same case on one device in float64, sizes the bounds from
+// tolerance.hpp for the layout and precision, checks every recorded tensor and names the first
+// divergence, with a diagnosis where the pattern fits.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <sstream>
+
+#include "bench/commands/command.hpp"
+#include "bench/commands/gpt2_file.hpp"
+#include "bench/commands/presets.hpp"
+#include "reference/core/error.hpp"
+#include "reference/core/tolerance.hpp"
+#include "reference/model/model.hpp"
+#include "reference/model/optimizer.hpp"
+#include "reference/parallel/batches.hpp"
+#include "reference/parallel/state/whole.hpp"
+#include "reference/record/arrays.hpp"
+#include "reference/record/output.hpp"
+
+namespace parity::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kCaseSchema = "parity-case";
+constexpr const char* kResultsSchema = "parity-case-results";
+constexpr std::int64_t kVersion = 1;
+
+const char* const kCaseHelp =
+    "Conformance for other frameworks (docs/framework-conformance.md): export a case, train it elsewhere, compare the "
+    "results with parity's single-device float64 training of it";
+
+// What a case holds besides its tensors.
+struct CaseSpec {
+  model::GptConfig config;  // float64, dropout 0
+  int steps = 3;
+  std::int64_t global_batch = 8;
+  std::string precision = "float32";  // the framework's
+  int dp = 2, accumulation = 1, zero = 0, tp = 1, pp = 1;
+  model::AdamWConfig adamw{1e-3, 0.9, 0.999, 1e-8, 0.1, model::DecayGroups::matrices};
+  std::string id;
+  std::int64_t tokens() const { return global_batch * config.sequence; }
+};
+
+// FNV-1a over the text: the case's id, which a results file repeats.
+std::string case_id(const std::string& text) {
+  std::uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ULL;
+  char out[24];
+  std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(h));
+  return out;
+}
+
+void write_shaped(record::ArrayWriter& file, const std::string& path, const Tensor& t) {
+  file.write(path, t.dtype(), t.raw(), static_cast<std::size_t>(t.numel()));
+  file.set_attribute(path, "shape", std::vector<std::int64_t>(t.shape().begin(), t.shape().end()));
+}
+
+// (parity name, GPT-2 name) of every parameter once (the tied head is the table itself).
+std::vector<std::pair<std::string, std::string>> case_names(const model::GptConfig& config) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& pair : parallel::gpt2_names(config))
+    if (std::none_of(out.begin(), out.end(), [&](const auto& o) { return o.first == pair.first; })) out.push_back(pair);
+  return out;
+}
+
+// ---- export ----
+
+struct ExportOptions {
+  std::string model = "tiny", out;
+  CaseSpec spec;  // its steps, batch, precision and layout from the options; the rest made here
+  bool force = false;
+};
+
+CaseSpec spec_of(const ExportOptions& o) {
+  CaseSpec s = o.spec;
+  s.config = find_model_preset(o.model).config;
+  s.config.dtype = DataType::float64;
+  s.config.dropout = 0;
+  if (s.steps < 1 || s.steps > 1000) throw UsageError("--steps must be from 1 to 1000");
+  if (s.dp < 1 || s.accumulation < 1 || s.tp < 1) throw UsageError("--dp, --accumulation and --tp must be at least 1");
+  if (s.zero < 0 || s.zero > 3) throw UsageError("--zero must be 0, 1, 2 or 3");
+  if (s.precision != "float32" && s.precision != "float64")
+    throw UsageError("--precision must be float32 or float64 (16-bit cases are not exported yet)");
+  // Frameworks average each rank's mean loss: equal shards make that the global batch's mean.
+  if (s.global_batch < 1 || s.global_batch % (static_cast<std::int64_t>(s.dp) * s.accumulation) != 0)
+    throw UsageError("--global-batch " + std::to_string(s.global_batch) + " must be a positive multiple of dp x accumulation = " +
+                     std::to_string(s.dp * s.accumulation) + " (equal micro-batches on every rank)");
+  const model::GptConfig& c = s.config;
+  if (c.heads % s.tp != 0 || c.hidden % s.tp != 0 || c.vocabulary % s.tp != 0)
+    throw UsageError("--tp " + std::to_string(s.tp) + " must divide the heads (" + std::to_string(c.heads) + "), the hidden size (" +
+                     std::to_string(c.hidden) + ") and the vocabulary (" + std::to_string(c.vocabulary) + ")");
+  std::ostringstream text;
+  text << o.model << ' ' << c.describe() << " steps " << s.steps << " batch " << s.global_batch << ' ' << s.precision << " dp "
+       << s.dp << " accumulation " << s.accumulation << " zero " << s.zero << " tp " << s.tp;
+  s.id = case_id(text.str());
+  return s;
+}
+
+int case_export(const ExportOptions& o) {
+  const CaseSpec s = spec_of(o);
+  record::check_output_path(o.out, o.force);
+  const fs::path out(o.out);
+  record::ArrayWriter file(out.string() + ".tmp", kCaseSchema, kVersion);
+  write_gpt2_config(file, s.config);
+  file.set_attribute("/", "case_id", s.id);
+  file.set_attribute("/", "model", o.model);
+  file.set_attribute("/", "steps", static_cast<std::int64_t>(s.steps));
+  file.set_attribute("/", "global_batch", s.global_batch);
+  file.set_attribute("/", "precision", s.precision);
+  file.set_attribute("/", "loss", std::string("mean cross-entropy over every token of the global batch"));
+  file.set_attribute("/", "dropout", 0.0);
+  for (const auto& [name, value] : std::vector<std::pair<const char*, int>>{
+           {"dp", s.dp}, {"accumulation", s.accumulation}, {"zero", s.zero}, {"tp", s.tp}, {"pp", s.pp}})
+    file.set_attribute("/layout", name, static_cast<std::int64_t>(value));
+  file.set_attribute("/optimizer", "name", std::string("adamw"));
+  file.set_attribute("/optimizer", "lr", s.adamw.learning_rate);
+  file.set_attribute("/optimizer", "beta1", s.adamw.beta1);
+  file.set_attribute("/optimizer", "beta2", s.adamw.beta2);
+  file.set_attribute("/optimizer", "eps", s.adamw.epsilon);
+  file.set_attribute("/optimizer", "weight_decay", s.adamw.weight_decay);
+  file.set_attribute("/optimizer", "decay_groups", std::string(model::name_of(s.adamw.decay_groups)));
+  std::vector<std::string> no_decay;
+  for (const auto& [ours, theirs] : case_names(s.config))
+    if (!model::decays(s.adamw.decay_groups, ours)) no_decay.push_back(theirs);
+  file.set_attribute("/optimizer", "no_decay", no_decay);
+  // The initial parameters, float64, under GPT-2's names ([in, out] weights, as Conv1D).
+  const auto m = model::build_gpt(s.config);
+  std::map<std::string, const model::Parameter*> ours;
+  for (const model::Parameter* p : m->parameters()) ours[p->name] = p;
+  for (const auto& [name, theirs] : case_names(s.config)) write_shaped(file, "/init/" + theirs, ours.at(name)->value);
+  // Every step's global batch; rank r of dp takes rows [r B/dp, (r+1) B/dp), in `accumulation`
+  // consecutive micro-batches.
+  const parallel::BatchSource source = parallel::batches_of(s.config);
+  for (int step = 0; step < s.steps; ++step) {
+    const model::Batch b = source(static_cast<std::uint64_t>(step), 0, s.global_batch, s.global_batch);
+    const std::string at = "/batches/" + std::to_string(step);
+    write_shaped(file, at + "/tokens", cast(b.inputs, DataType::int64, "tokens", MemoryCategory::workspace));
+    write_shaped(file, at + "/targets", cast(b.targets, DataType::int64, "targets", MemoryCategory::workspace));
+  }
+  if (o.force && fs::exists(out)) fs::remove(out);
+  file.commit_as(out);
+  std::printf("case %s: %s %s, %d steps of %lld sequences, %s, dp %d x accumulation %d, ZeRO %d, tp %d -> %s\n",
+              s.id.c_str(), o.model.c_str(), s.config.describe().c_str(), s.steps, static_cast<long long>(s.global_batch),
+              s.precision.c_str(), s.dp, s.accumulation, s.zero, s.tp, o.out.c_str());
+  return kExitOk;
+}
+
+// ---- reading a case and a results file ----
+
+struct Case {
+  CaseSpec spec;
+  std::map<std::string, std::vector<double>> init;           // by GPT-2 name
+  std::vector<std::pair<Tensor, Tensor>> batches;            // (tokens, targets) per step, int32
+};
+
+std::vector<double> read_doubles(const record::ArrayReader& file, const std::string& path, const std::string& what) {
+  if (!file.has(path)) throw UsageError(what + " has no " + path);
+  const DataType type = file.dtype(path);
+  const std::size_t n = file.length(path);
+  Tensor t = Tensor::empty(path, {static_cast<std::int64_t>(n)}, type, MemoryCategory::workspace);
+  file.read(path, type, 0, n, t.raw());
+  return t.to_vector();
+}
+
+Case read_case(const std::string& path) {
+  record::ArrayReader file(path, kCaseSchema, kVersion);
+  Case c;
+  CaseSpec& s = c.spec;
+  s.config = read_gpt2_config(file, path);
+  const auto integer = [&](const std::string& at, const char* name) {
+    const auto v = file.int_attribute(at, name);
+    if (!v) throw UsageError(path + " has no integer attribute " + name + " on " + at);
+    return *v;
+  };
+  const auto real = [&](const char* name) {
+    const auto v = file.float_attribute("/optimizer", name);
+    if (!v) throw UsageError(path + " has no optimizer attribute " + name);
+    return *v;
+  };
+  s.id = file.string_attribute("/", "case_id").value_or("");
+  s.steps = static_cast<int>(integer("/", "steps"));
+  s.global_batch = integer("/", "global_batch");
+  s.precision = file.string_attribute("/", "precision").value_or("float32");
+  s.dp = static_cast<int>(integer("/layout", "dp"));
+  s.accumulation = static_cast<int>(integer("/layout", "accumulation"));
+  s.zero = static_cast<int>(integer("/layout", "zero"));
+  s.tp = static_cast<int>(integer("/layout", "tp"));
+  s.adamw = {real("lr"), real("beta1"), real("beta2"), real("eps"), real("weight_decay"),
+             model::parse_decay_groups(file.string_attribute("/optimizer", "decay_groups").value_or("all"))};
+  for (const auto& [ours, theirs] : case_names(s.config)) c.init[theirs] = read_doubles(file, "/init/" + theirs, path);
+  for (int step = 0; step < s.steps; ++step) {
+    const std::string at = "/batches/" + std::to_string(step);
+    const auto tensor = [&](const char* what) {
+      const std::vector<double> v = read_doubles(file, at + "/" + what, path);
+      if (static_cast<std::int64_t>(v.size()) != s.tokens())
+        throw UsageError(path + ": " + at + "/" + what + " has " + std::to_string(v.size()) + " tokens, not " +
+                         std::to_string(s.tokens()));
+      Tensor t = Tensor::empty(what, {s.global_batch, s.config.sequence}, DataType::int32, MemoryCategory::workspace);
+      for (std::size_t i = 0; i < v.size(); ++i) t.set(static_cast<std::int64_t>(i), v[i]);
+      return t;
+    };
+    c.batches.emplace_back(tensor("tokens"), tensor("targets"));
+  }
+  return c;
+}
+
+// What a framework recorded (docs/framework-conformance.md), by GPT-2 name.
+struct Results {
+  std::vector<double> losses;
+  std::map<std::string, std::vector<double>> gradients, parameters, exp_avg, exp_avg_sq;
+};
+
+Results read_results(const std::string& path, const Case& c) {
+  record::ArrayReader file(path, kResultsSchema, kVersion);
+  const std::string id = file.string_attribute("/", "case_id").value_or("(none)");
+  if (id != c.spec.id)
+    throw UsageError(path + " holds results of case " + id + ", not of case " + c.spec.id + " (another case file)");
+  Results r;
+  r.losses = read_doubles(file, "/loss", path);
+  if (static_cast<int>(r.losses.size()) != c.spec.steps)
+    throw UsageError(path + ": /loss has " + std::to_string(r.losses.size()) + " steps, the case " + std::to_string(c.spec.steps));
+  for (std::size_t i = 0; i < r.losses.size(); ++i)
+    if (!std::isfinite(r.losses[i]))
+      throw UsageError(path + ": the loss of step " + std::to_string(i) + " is " + std::to_string(r.losses[i]));
+  for (const auto& [name, init] : c.init) {
+    const auto take = [&](const std::string& at) {
+      std::vector<double> v = read_doubles(file, at, path);
+      if (v.size() != init.size())
+        throw UsageError(path + ": " + at + " has " + std::to_string(v.size()) + " elements, the case's " + name + " " +
+                         std::to_string(init.size()));
+      return v;
+    };
+    r.gradients[name] = take("/gradients/" + name);
+    r.parameters[name] = take("/parameters/" + name);
+    r.exp_avg[name] = take("/optimizer/" + name + "/exp_avg");
+    r.exp_avg_sq[name] = take("/optimizer/" + name + "/exp_avg_sq");
+  }
+  return r;
+}
+
+// ---- the single-device reference ----
+
+struct Reference {
+  std::vector<double> losses;
+  std::map<std::string, std::vector<double>> gradients, parameters, exp_avg, exp_avg_sq;
+};
+
+Reference train_reference(const Case& c) {
+  const CaseSpec& s = c.spec;
+  const auto m = model::build_gpt(s.config);
+  std::map<std::string, std::string> theirs;
+  for (const auto& [ours, name] : case_names(s.config)) theirs[ours] = name;
+  for (model::Parameter* p : m->parameters()) {
+    const std::vector<double>& v = c.init.at(theirs.at(p->name));
+    for (std::size_t i = 0; i < v.size(); ++i) p->value.set(static_cast<std::int64_t>(i), v[i]);
+  }
+  model::AdamW adamw(s.adamw, DataType::float64);
+  Reference r;
+  for (int step = 0; step < s.steps; ++step) {
+    model::Batch batch;
+    batch.inputs = c.batches[static_cast<std::size_t>(step)].first;
+    batch.targets = c.batches[static_cast<std::size_t>(step)].second;
+    batch.normalizer = static_cast<double>(s.tokens());
+    r.losses.push_back(model::train_step(*m, adamw, batch, static_cast<std::uint64_t>(step)));
+    if (step == 0)
+      for (model::Parameter* p : m->parameters()) r.gradients[theirs.at(p->name)] = p->gradient().to_vector();
+  }
+  for (model::Parameter* p : m->parameters()) {
+    const std::string& name = theirs.at(p->name);
+    r.parameters[name] = p->value.to_vector();
+    r.exp_avg[name] = adamw.state_of(p->name).at(0).to_vector();
+    r.exp_avg_sq[name] = adamw.state_of(p->name).at(1).to_vector();
+  }
+  return r;
+}
+
+// ---- the comparison ----
+
+std::string format_number(double x) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g", x);
+  return text;
+}
+
+// Elements whose exact gradient is zero: the key third of every c_attn.bias (softmax ignores a
+// constant added to a row of scores, and q . b_k is one).
+bool exact_zero_gradient(const std::string& name, std::size_t i, std::int64_t hidden) {
+  return name.ends_with("attn.c_attn.bias") && static_cast<std::int64_t>(i) >= hidden &&
+         static_cast<std::int64_t>(i) < 2 * hidden;
+}
+
+// The layer a GPT-2 name belongs to ("transformer.h.3.mlp.c_fc.weight" -> "block 3").
+std::string layer_of(const std::string& name) {
+  const std::string prefix = "transformer.h.";
+  if (name.rfind(prefix, 0) == 0) return "block " + name.substr(prefix.size(), name.find('.', prefix.size()) - prefix.size());
+  if (name.find("wte") != std::string::npos || name.find("wpe") != std::string::npos) return "embedding";
+  return name.find("ln_f") != std::string::npos ? "final LayerNorm" : "head";
+}
+
+struct Measure {
+  double error = 0, bound = 0;
+  std::string worst;         // the tensor whose own relative error is largest
+  double worst_error = 0;
+  bool ok() const { return error <= bound; }
+};
+
+// ||a - b|| / ||b - origin|| over the named tensors (origin empty: relative to ||b||), skipping
+// the elements `skip` names; the worst tensor by its own relative difference.
+Measure relative(const std::map<std::string, std::vector<double>>& a, const std::map<std::string, std::vector<double>>& b,
+                 const std::map<std::string, std::vector<double>>* origin, double bound,
+                 const std::function<bool(const std::string&, std::size_t)>& skip) {
+  Measure m;
+  m.bound = bound;
+  double d2 = 0, r2 = 0;
+  for (const auto& [name, want] : b) {
+    const std::vector<double>& got = a.at(name);
+    double t_d2 = 0, t_r2 = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      if (skip && skip(name, i)) continue;
+      const double d = got[i] - want[i], r = want[i] - (origin ? origin->at(name)[i] : 0.0);
+      t_d2 += d * d;
+      t_r2 += r * r;
+    }
+    d2 += t_d2;
+    r2 += t_r2;
+    const double own = t_r2 > 0 ? std::sqrt(t_d2 / t_r2) : std::sqrt(t_d2);
+    if (own > m.worst_error || m.worst.empty()) {
+      m.worst_error = own;
+      m.worst = name;
+    }
+  }
+  m.error = r2 > 0 ? std::sqrt(d2 / r2) : std::sqrt(d2);
+  return m;
+}
+
+// <a, b> / <b, b> over every element, and how far a is from that multiple of b (relative).
+std::pair<double, double> scale_of(const std::map<std::string, std::vector<double>>& a,
+                                   const std::map<std::string, std::vector<double>>& b,
+                                   const std::function<bool(const std::string&)>& only = nullptr) {
+  double ab = 0, bb = 0, aa = 0;
+  for (const auto& [name, want] : b) {
+    if (only && !only(name)) continue;
+    const std::vector<double>& got = a.at(name);
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      ab += got[i] * want[i];
+      bb += want[i] * want[i];
+      aa += got[i] * got[i];
+    }
+  }
+  const double k = bb > 0 ? ab / bb : 0;
+  const double residual = aa > 0 ? std::sqrt(std::max(0.0, aa - 2 * k * ab + k * k * bb) / aa) : 0;
+  return {k, residual};
+}
+
+// A diagnosis of gradients that are a multiple k of the single device's.
+std::string scale_diagnosis(double k, const CaseSpec& s) {
+  const auto near = [&](double want) { return std::abs(k - want) <= 0.02 * want; };
+  char text[64];
+  std::snprintf(text, sizeof text, "the gradients are %.4g x the single device's: ", k);
+  if (s.dp > 1 && s.accumulation > 1 && near(static_cast<double>(s.dp) * s.accumulation))
+    return text + std::string("summed over the dp ranks and over the accumulation steps instead of averaged");
+  if (s.dp > 1 && s.dp == s.accumulation && near(s.dp))
+    return text + std::string("summed over the ") + std::to_string(s.dp) + " data-parallel ranks or over the " +
+           std::to_string(s.accumulation) + " accumulation steps instead of averaged (a case whose dp and accumulation differ tells which)";
+  if (s.dp > 1 && near(s.dp))
+    return text + std::string("summed over the ") + std::to_string(s.dp) +
+           " data-parallel ranks instead of averaged (the reduction lacks its 1/dp)";
+  if (s.dp > 1 && near(1.0 / s.dp)) return text + std::string("averaged over the data-parallel ranks twice (1/dp once too often)");
+  if (s.accumulation > 1 && near(s.accumulation))
+    return text + std::string("the loss summed over the ") + std::to_string(s.accumulation) +
+           " accumulation steps instead of averaged (each micro-batch's loss not divided by the accumulation steps)";
+  if (s.accumulation > 1 && near(1.0 / s.accumulation))
+    return text + std::string("each micro-batch's loss divided by the accumulation steps twice");
+  return text + std::string("a uniform scale (a loss normalisation) that matches no layout factor");
+}
+
+struct CompareOptions {
+  std::string case_file, results;
+};
+
+int case_compare(const CompareOptions& o) {
+  const Case c = read_case(o.case_file);
+  const Results got = read_results(o.results, c);
+  const CaseSpec& s = c.spec;
+  const Reference want = train_reference(c);
+  const DataType type = s.precision == "float64" ? DataType::float64 : DataType::float32;
+  // The sums a framework regroups: the batch's tokens over dp x accumulation partial sums (and
+  // tp's shards), against the longest of the step's reductions (tolerance.hpp).
+  const std::int64_t terms = tolerance::tensor_parallel_reduction_terms(s.tokens(), s.config.hidden, s.config.vocabulary);
+  const int partials = s.dp * s.accumulation + 1 + (s.tp > 1 ? s.tp : 0);
+  const double gradient_bound = tolerance::gradient_relative_bound(type, terms, partials);
+  const double training_bound = tolerance::training_relative_bound(type, terms, partials, s.steps);
+  const double zero_bound = tolerance::adamw_zero_gradient_bound(s.adamw.learning_rate, s.adamw.beta1, s.adamw.beta2, s.steps);
+  const std::int64_t h = s.config.hidden;
+  const auto zero_gradient = [h](const std::string& name, std::size_t i) { return exact_zero_gradient(name, i, h); };
+
+  std::printf("case %s: %s, %d steps, %s, dp %d x accumulation %d, ZeRO %d, tp %d; results %s\n", s.id.c_str(),
+              s.config.describe().c_str(), s.steps, s.precision.c_str(), s.dp, s.accumulation, s.zero, s.tp, o.results.c_str());
+  std::string first;  // the first divergence
+  std::string diagnosis;
+  // Losses, step by step: the first step's within the gradient bound (one forward), later ones
+  // within the training bound of the steps before them.
+  std::vector<double> loss_errors;
+  for (int step = 0; step < s.steps; ++step) {
+    const double w = want.losses[static_cast<std::size_t>(step)], g = got.losses[static_cast<std::size_t>(step)];
+    const double e = std::abs(g - w) / std::abs(w);
+    const double bound = step == 0 ? gradient_bound : tolerance::training_relative_bound(type, terms, partials, step);
+    std::printf("  loss, step %d: %.10g against %.10g, error %.3g (bound %.3g)%s\n", step, g, w, e, bound, e <= bound ? "" : "  DIFFERS");
+    if (e > bound && first.empty())
+      first = "step " + std::to_string(step) + ": the loss " + std::to_string(g) + " against " + std::to_string(w);
+    loss_errors.push_back(e);
+  }
+  const Measure gradients = relative(got.gradients, want.gradients, nullptr, gradient_bound, nullptr);
+  std::printf("  first step's gradients: error %.3g (bound %.3g)%s; largest in %s (%.3g)\n", gradients.error, gradients.bound,
+              gradients.ok() ? "" : "  DIFFER", gradients.worst.c_str(), gradients.worst_error);
+  const Measure parameters = relative(got.parameters, want.parameters, &c.init, training_bound, zero_gradient);
+  std::printf("  parameters after step %d: error %.3g (bound %.3g)%s; largest in %s (%.3g)\n", s.steps - 1, parameters.error,
+              parameters.bound, parameters.ok() ? "" : "  DIFFER", parameters.worst.c_str(), parameters.worst_error);
+  double zero_error = 0;
+  std::string zero_where;
+  for (const auto& [name, v] : want.parameters)
+    for (std::size_t i = 0; i < v.size(); ++i)
+      if (zero_gradient(name, i) && std::abs(got.parameters.at(name)[i] - v[i]) > zero_error) {
+        zero_error = std::abs(got.parameters.at(name)[i] - v[i]);
+        zero_where = name + "[" + std::to_string(i) + "]";
+      }
+  std::printf("  key biases (exact gradient zero): largest difference %.3g (bound %.3g, AdamW's step on noise)%s\n", zero_error,
+              zero_bound, zero_error <= zero_bound ? "" : "  DIFFERS");
+  const Measure exp_avg = relative(got.exp_avg, want.exp_avg, nullptr, training_bound, nullptr);
+  const Measure exp_avg_sq = relative(got.exp_avg_sq, want.exp_avg_sq, nullptr, training_bound, nullptr);
+  std::printf("  AdamW's moments: exp_avg %.3g, exp_avg_sq %.3g (bound %.3g)%s\n", exp_avg.error, exp_avg_sq.error,
+              training_bound, exp_avg.ok() && exp_avg_sq.ok() ? "" : "  DIFFER");
+
+  if (!gradients.ok()) {
+    if (first.empty() || first.rfind("step 0", 0) != 0)
+      first = "step 0: the first step's gradients, largest in " + gradients.worst + " (" + layer_of(gradients.worst) +
+              "), error " + format_number(gradients.worst_error) + " against the bound " + format_number(gradient_bound);
+    const auto [k, residual] = scale_of(got.gradients, want.gradients);
+    if (residual <= 1e-3) diagnosis = scale_diagnosis(k, s);
+    // Only the row-parallel biases off (by tp): added on every tensor-parallel rank.
+    const auto row_bias = [](const std::string& n) { return n.ends_with("c_proj.bias"); };
+    const Measure others = relative(got.gradients, want.gradients, nullptr, gradient_bound,
+                                    [&](const std::string& n, std::size_t) { return row_bias(n); });
+    if (diagnosis.empty() && others.ok()) {
+      const auto [kb, rb] = scale_of(got.gradients, want.gradients, row_bias);
+      char text[160];
+      std::snprintf(text, sizeof text, "only the row-parallel biases (c_proj.bias) differ, %.4g x the single device's: ", kb);
+      diagnosis = text + std::string(s.tp > 1 && std::abs(kb - s.tp) <= 0.02 * s.tp
+                                         ? "the bias added (or its gradient reduced) on every tensor-parallel rank"
+                                         : "the row-parallel bias handled apart from its layer");
+    }
+  } else if (!parameters.ok()) {
+    if (first.empty())
+      first = "after step " + std::to_string(s.steps - 1) + ": the parameters, largest in " + parameters.worst + " (" +
+              layer_of(parameters.worst) + ")";
+    // Gradients right, parameters wrong only where the case exempts weight decay.
+    const auto exempt = [&](const std::string& n) {
+      for (const auto& [ours, theirs] : case_names(s.config))
+        if (theirs == n) return !model::decays(s.adamw.decay_groups, ours);
+      return false;
+    };
+    const Measure decayed = relative(got.parameters, want.parameters, &c.init, training_bound,
+                                     [&](const std::string& n, std::size_t i) { return exempt(n) || zero_gradient(n, i); });
+    if (decayed.ok())
+      diagnosis = "the gradients agree and only parameters the case exempts from weight decay differ (biases, "
+                  "LayerNorm parameters, embedding tables): weight decay applied to them";
+    else
+      diagnosis = "the gradients agree and the update does not: the optimizer or its hyper-parameters differ from the case's";
+  }
+  if (first.empty() && zero_error > zero_bound) first = "the key bias " + zero_where;
+  if (first.empty() && !(exp_avg.ok() && exp_avg_sq.ok()))
+    first = "AdamW's moments after step " + std::to_string(s.steps - 1) + ", largest in " +
+            (exp_avg.ok() ? exp_avg_sq.worst + " (exp_avg_sq)" : exp_avg.worst + " (exp_avg)");
+  if (first.empty()) {
+    std::printf("conforms: every loss, the first step's gradients, the parameters and AdamW's moments within their bounds\n");
+    return kExitOk;
+  }
+  std::printf("first divergence: %s\n", first.c_str());
+  if (!diagnosis.empty()) std::printf("diagnosis: %s\n", diagnosis.c_str());
+  return kExitFailed;
+}
+
+class CaseExport final : public Command {
+ public:
+  CaseExport()
+      : Command({.name = "case export",
+                 .help = "Write a self-contained case for another framework to train: a GPT under GPT-2's names, its "
+                         "initial parameters, every step's batch, AdamW with its parameter groups, the precision and the "
+                         "layout under test (docs/framework-conformance.md)",
+                 .order = 160,
+                 .ranks = false,
+                 .parent_help = kCaseHelp}) {}
+  void declare(CommandOptions& o) override {
+    o.add("--out", options_.out, "The case file to write (HDF5)")->required();
+    o.add("--model", options_.model, "GPT preset:" + model_presets_help())->capture_default_str();
+    CaseSpec& s = options_.spec;
+    o.add("--steps", s.steps, "Optimizer steps")->capture_default_str();
+    o.add("--global-batch", s.global_batch, "Sequences per step (a multiple of dp x accumulation)")->capture_default_str();
+    o.add("--precision", s.precision, "The framework's precision: float32 or float64")->capture_default_str();
+    o.add("--dp", s.dp, "Data-parallel ranks of the layout under test")->capture_default_str();
+    o.add("--accumulation", s.accumulation, "Micro-batches a rank accumulates per step")->capture_default_str();
+    o.add("--zero", s.zero, "ZeRO stage of the layout under test (0: plain DDP)")->capture_default_str();
+    o.add("--tp", s.tp, "Tensor-parallel ranks of the layout under test")->capture_default_str();
+    o.flag("--force", options_.force, "Overwrite --out");
+  }
+  int run_here() override { return case_export(options_); }
+
+ private:
+  ExportOptions options_;
+};
+
+class CaseCompare final : public Command {
+ public:
+  CaseCompare()
+      : Command({.name = "case compare",
+                 .help = "Train the case on one device in float64 and compare a framework's results with it: every "
+                         "step's loss, the first step's gradients, the parameters and AdamW's moments after the last "
+                         "step, within bounds from the case's precision and layout; exit 0 when they conform, 1 naming "
+                         "the first divergence with a diagnosis",
+                 .order = 161,
+                 .ranks = false}) {}
+  void declare(CommandOptions& o) override {
+    o.add("case", options_.case_file, "The case file (case export's)")->required();
+    o.add("results", options_.results, "The framework's results file (docs/framework-conformance.md)")->required();
+  }
+  int run_here() override { return case_compare(options_); }
+
+ private:
+  CompareOptions options_;
+};
+
+const RegisteredCommand<CaseExport> kCaseExport;
+const RegisteredCommand<CaseCompare> kCaseCompare;
+
+}  // namespace
+}  // namespace parity::cli

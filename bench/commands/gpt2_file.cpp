@@ -1,0 +1,44 @@
+// GPT2Config's attributes in parity's files (see gpt2_file.hpp).
+#include "bench/commands/gpt2_file.hpp"
+
+#include "reference/core/error.hpp"
+#include "reference/ops/ops.hpp"
+
+namespace parity::cli {
+
+void write_gpt2_config(record::ArrayWriter& file, const model::GptConfig& c) {
+  file.set_attribute("/", "vocab_size", c.vocabulary);
+  file.set_attribute("/", "n_positions", c.sequence);
+  file.set_attribute("/", "n_embd", c.hidden);
+  file.set_attribute("/", "n_layer", static_cast<std::int64_t>(c.layers));
+  file.set_attribute("/", "n_head", static_cast<std::int64_t>(c.heads));
+  file.set_attribute("/", "n_inner", 4 * c.hidden);
+  file.set_attribute("/", "layer_norm_epsilon", ops::kLayerNormEps);
+  file.set_attribute("/", "activation_function", std::string("gelu_new"));
+  file.set_attribute("/", "tie_word_embeddings", static_cast<std::int64_t>(c.tied_embeddings ? 1 : 0));
+}
+
+model::GptConfig read_gpt2_config(const record::ArrayReader& file, const std::string& what) {
+  auto integer = [&](const char* name) {
+    const auto v = file.int_attribute("/", name);
+    if (!v) throw UsageError(what + " has no integer attribute " + name);
+    return *v;
+  };
+  model::GptConfig config;
+  config.vocabulary = integer("vocab_size");
+  config.sequence = integer("n_positions");
+  config.hidden = integer("n_embd");
+  config.layers = static_cast<int>(integer("n_layer"));
+  config.heads = static_cast<int>(integer("n_head"));
+  config.tied_embeddings = integer("tie_word_embeddings") != 0;
+  config.dropout = 0;
+  config.dtype = DataType::float64;
+  if (integer("n_inner") != 4 * config.hidden)
+    throw UsageError(what + ": an MLP of " + std::to_string(integer("n_inner")) + " (parity's GPT has 4 x n_embd)");
+  if (file.string_attribute("/", "activation_function").value_or("") != "gelu_new")
+    throw UsageError(what + ": activation " + file.string_attribute("/", "activation_function").value_or("(none)") +
+                     " (parity's GPT uses gelu_new, GeLU's tanh form)");
+  return config;
+}
+
+}  // namespace parity::cli

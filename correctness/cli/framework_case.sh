@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Conformance for other frameworks (docs/framework-conformance.md): parity case export writes a
+# case, correctness/frameworks/torch_case.py trains it with PyTorch on 2 processes (gloo), and
+# parity case compare must pass DDP with accumulation (float32) and ZeRO-1 (float64); must fail,
+# naming the first divergence with the right diagnosis, the known bugs (gradients summed over the
+# ranks, losses summed over the accumulation steps, weight decay on biases and norms); and must
+# refuse in one line (exit 2) results of another case, a missing tensor, a tensor of the wrong
+# size and a NaN loss.
+set -uo pipefail
+parity=$1; here=$2; work=$3
+torch_case="/usr/bin/python3 $here/correctness/frameworks/torch_case.py"
+rm -rf "$work"; mkdir -p "$work"; cd "$work" || exit 1
+fail() { echo "framework_case.sh: $*" >&2; exit 1; }
+# compare CASE RESULTS WANT_STATUS [TEXT]: the status, and TEXT in the output when given.
+compare() {
+  "$parity" case compare "$1" "$2" > out.txt 2> err.txt
+  local status=$?
+  [ "$status" -eq "$3" ] || { cat out.txt err.txt >&2; fail "compare $1 $2: status $status, expected $3"; }
+  if [ -n "${4:-}" ]; then grep -qF -- "$4" out.txt err.txt || { cat out.txt err.txt >&2; fail "compare $1 $2: no '$4'"; }; fi
+  return 0
+}
+/usr/bin/python3 -c "import torch, h5py" 2>/dev/null || { echo "PyTorch or h5py missing (ci/setup.sh installs them)"; exit 77; }
+
+# dp 2 x 3 accumulation steps in float32 (dp and accumulation differ, so their factors do).
+"$parity" case export --out acc.h5 --dp 2 --accumulation 3 --global-batch 12 --precision float32 > /dev/null || fail "export"
+$torch_case acc.h5 ddp.h5 > /dev/null || fail "torch_case ddp"
+compare acc.h5 ddp.h5 0 "conforms"
+# ZeRO-1 in float64: the bounds are float64's.
+"$parity" case export --out zero.h5 --dp 2 --zero 1 --precision float64 > /dev/null || fail "export zero"
+$torch_case zero.h5 zero1.h5 --mode zero1 > /dev/null || fail "torch_case zero1"
+compare zero.h5 zero1.h5 0 "conforms"
+
+# Known bugs: caught, with the first divergence and the diagnosis.
+$torch_case acc.h5 bug.h5 --bug ddp_sum > /dev/null || fail "torch_case ddp_sum"
+compare acc.h5 bug.h5 1 "summed over the 2 data-parallel ranks instead of averaged"
+grep -q "^first divergence: step 0: the first step's gradients" out.txt || fail "ddp_sum: first divergence not at step 0's gradients"
+$torch_case acc.h5 bug.h5 --bug accumulation_sum > /dev/null || fail "torch_case accumulation_sum"
+compare acc.h5 bug.h5 1 "the loss summed over the 3 accumulation steps instead of averaged"
+$torch_case acc.h5 bug.h5 --bug decay_all > /dev/null || fail "torch_case decay_all"
+compare acc.h5 bug.h5 1 "weight decay applied to them"
+
+# Bad input: one line on stderr, exit 2.
+one_line() { [ "$(wc -l < err.txt)" -eq 1 ] || { cat err.txt >&2; fail "not one line"; }; }
+compare zero.h5 ddp.h5 2 "holds results of case"; one_line
+/usr/bin/python3 - <<'PY'
+import shutil, h5py, numpy as np
+for name, change in (("missing.h5", lambda f: f.__delitem__("gradients/transformer.h.1.mlp.c_fc.bias")),
+                     ("short.h5", lambda f: (f.__delitem__("parameters/transformer.ln_f.weight"),
+                                             f.create_dataset("parameters/transformer.ln_f.weight", data=np.zeros(3))[()])),
+                     ("nan.h5", lambda f: f["loss"].__setitem__(1, np.nan))):
+    shutil.copy("ddp.h5", name)
+    with h5py.File(name, "r+") as f:
+        change(f)
+        if name == "short.h5":
+            f["parameters/transformer.ln_f.weight"].attrs["dtype"] = "float64"
+PY
+compare acc.h5 missing.h5 2 "has no /gradients/transformer.h.1.mlp.c_fc.bias"; one_line
+compare acc.h5 short.h5 2 "/parameters/transformer.ln_f.weight has 3 elements"; one_line
+compare acc.h5 nan.h5 2 "the loss of step 1 is nan"; one_line
+"$parity" case export --out bad.h5 --dp 2 --accumulation 3 --global-batch 8 > out.txt 2> err.txt
+[ $? -eq 2 ] && grep -q "must be a positive multiple of dp x accumulation" err.txt || fail "export: an uneven batch not refused"
+[ ! -e bad.h5 ] || fail "a refused export left a file"
+"$parity" case compare acc.h5 /nonexistent.h5 > out.txt 2> err.txt
+[ $? -eq 2 ] || fail "a missing results file not refused"
+echo "framework_case.sh: PyTorch DDP (accumulation) and ZeRO-1 conform; ddp_sum, accumulation_sum and decay_all caught and diagnosed; bad input refused"

@@ -1,0 +1,214 @@
+#!/usr/bin/python3
+"""Trains a parity case (`parity case export`) with PyTorch on several processes and writes the
+results file `parity case compare` reads (docs/framework-conformance.md).
+
+  torch_case.py CASE RESULTS [--mode ddp|zero1] [--bug NAME]
+
+The case's layout says how many data-parallel ranks (dp) and accumulation steps to use; this
+script starts dp processes on this machine (torch.distributed with gloo) and trains the case's
+GPT-2 (bench/gpt2_torch.py's module: GPT2LMHeadModel's names, tied head) in the case's precision:
+  ddp    DistributedDataParallel, the accumulation steps under no_sync() but the last;
+  zero1  the same with torch.distributed.optim.ZeroRedundancyOptimizer (ZeRO-1: AdamW's state
+         sharded over the ranks, gathered to rank 0 at the end with consolidate_state_dict).
+AdamW has the case's two parameter groups (no weight decay on the names the case lists in
+/optimizer no_decay). Each rank's rows are [r B/dp, (r+1) B/dp), its micro-batches consecutive
+B/(dp k) rows; a micro-batch's loss is its tokens' mean cross-entropy divided by k, and DDP
+averages over the ranks, so the gradient is the global batch's mean.
+
+--bug makes one deliberate mistake of the kind framework trackers report, for the tests that
+`parity case compare` must catch and diagnose:
+  ddp_sum           the ranks' gradients summed, not averaged (the loss multiplied by dp)
+  accumulation_sum  the micro-batches' losses summed, not averaged (not divided by k)
+  decay_all         weight decay on every parameter, biases, norms and tables included
+
+Exit status: 0 written; 2 bad arguments or files (one line).
+"""
+import argparse
+import os
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
+import gpt2_torch  # noqa: E402  (the GPT-2 module shared with `parity state`'s interchange)
+
+PROG = "torch_case.py"
+BUGS = ("ddp_sum", "accumulation_sum", "decay_all")
+
+
+def fail(message, status=2):
+    print(f"{PROG}: {message}", file=sys.stderr)
+    sys.exit(status)
+
+
+def text(value):
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def read_case(path):
+    """The case's attributes, initial tensors (by GPT-2 name) and batches, as numpy arrays."""
+    import h5py
+    try:
+        f = h5py.File(path, "r")
+    except OSError as e:
+        fail(f"{path}: not a readable case file ({e})")
+    with f:
+        if text(f.attrs.get("schema", "")) != "parity-case":
+            fail(f"{path}: not a parity case file (schema {text(f.attrs.get('schema', 'none'))})")
+        attrs = {k: (text(v) if isinstance(v, (bytes, str)) else v) for k, v in f.attrs.items()}
+        layout = {k: int(v) for k, v in f["layout"].attrs.items()}
+        optimizer = {k: v for k, v in f["optimizer"].attrs.items()}
+        optimizer["no_decay"] = [text(n) for n in optimizer["no_decay"]]
+        init = {}
+
+        def visit(name, obj):
+            if isinstance(obj, h5py.Dataset):
+                init[name] = obj[()].reshape(tuple(obj.attrs["shape"]))
+        f["init"].visititems(visit)
+        batches = []
+        for step in range(int(attrs["steps"])):
+            g = f[f"batches/{step}"]
+            batches.append((g["tokens"][()].reshape(tuple(g["tokens"].attrs["shape"])),
+                            g["targets"][()].reshape(tuple(g["targets"].attrs["shape"]))))
+    return attrs, layout, optimizer, init, batches
+
+
+def worker(rank, world, rendezvous, case_path, results, mode, bug):
+    import numpy as np
+    import torch
+    import torch.distributed as dist
+    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=world)
+    torch.manual_seed(0)
+    attrs, layout, opt, init, batches = read_case(case_path)
+    dtype = torch.float64 if attrs["precision"] == "float64" else torch.float32
+    config = {k: (int(attrs[k]) if k != "layer_norm_epsilon" else float(attrs[k]))
+              for k in ("vocab_size", "n_positions", "n_embd", "n_layer", "n_head", "n_inner", "layer_norm_epsilon",
+                        "tie_word_embeddings")}
+    model = gpt2_torch.model_class(torch)(config).to(dtype)
+    names = dict(model.named_parameters())  # the tied head is the table: listed once
+    with torch.no_grad():
+        for name, p in names.items():
+            p.copy_(torch.from_numpy(init[name]).to(dtype))
+    decayed = [n for n in names if n not in opt["no_decay"]]
+    spared = [n for n in names if n in opt["no_decay"]]
+    wd = float(opt["weight_decay"])
+    groups = ([{"params": [names[n] for n in decayed + spared], "weight_decay": wd}] if bug == "decay_all" else
+              [{"params": [names[n] for n in decayed], "weight_decay": wd},
+               {"params": [names[n] for n in spared], "weight_decay": 0.0}])
+    order = decayed + spared  # the optimizer's parameter indices
+    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    hyper = dict(lr=float(opt["lr"]), betas=(float(opt["beta1"]), float(opt["beta2"])), eps=float(opt["eps"]))
+    if mode == "zero1":
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+        optimizer = ZeroRedundancyOptimizer(groups[0]["params"], optimizer_class=torch.optim.AdamW,
+                                            weight_decay=groups[0]["weight_decay"], **hyper)
+        for group in groups[1:]:
+            optimizer.add_param_group(group)
+    else:
+        optimizer = torch.optim.AdamW(groups, **hyper)
+    dp, k = layout["dp"], layout["accumulation"]
+    rows = batches[0][0].shape[0] // dp
+    micro = rows // k
+    losses, first_gradients = [], None
+    for step, (tokens, targets) in enumerate(batches):
+        optimizer.zero_grad(set_to_none=False)
+        mine = slice(rank * rows, (rank + 1) * rows)
+        local = 0.0
+        for j in range(k):
+            part = slice(mine.start + j * micro, mine.start + (j + 1) * micro)
+            x = torch.from_numpy(tokens[part].astype(np.int64))
+            y = torch.from_numpy(targets[part].astype(np.int64))
+            context = ddp.no_sync() if j < k - 1 else _nothing()
+            with context:
+                logits = ddp(x)
+                loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+                local += loss.item() / k
+                scaled = loss if bug == "accumulation_sum" else loss / k
+                if bug == "ddp_sum":
+                    scaled = scaled * dp
+                scaled.backward()
+        total = torch.tensor([local], dtype=torch.float64)
+        dist.all_reduce(total)
+        losses.append(total.item() / dp)
+        if step == 0:
+            first_gradients = {n: p.grad.detach().to(torch.float64).numpy().copy() for n, p in names.items()}
+        optimizer.step()
+    if mode == "zero1":
+        optimizer.consolidate_state_dict(to=0)
+    if rank == 0:
+        state = optimizer.state_dict()
+        by_index = state["state"]
+        moments = {}
+        for index, name in enumerate(order):
+            s = by_index[index]
+            moments[name] = (s["exp_avg"].to(torch.float64).numpy(), s["exp_avg_sq"].to(torch.float64).numpy())
+        write_results(results, attrs["case_id"], losses, first_gradients,
+                      {n: p.detach().to(torch.float64).numpy() for n, p in names.items()}, moments)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def write_results(path, case_id, losses, gradients, parameters, moments):
+    import h5py
+    import numpy as np
+    tmp = path + ".tmp"
+    with h5py.File(tmp, "w") as f:
+        f.attrs["schema"] = "parity-case-results"
+        f.attrs["schema_version"] = np.int64(1)
+        f.attrs["case_id"] = case_id
+        f.attrs["framework"] = "PyTorch"
+
+        def put(at, array):
+            ds = f.create_dataset(at, data=np.ascontiguousarray(array, dtype=np.float64).reshape(-1))
+            ds.attrs["dtype"] = "float64"
+            ds.attrs["shape"] = np.array(np.shape(array), dtype=np.int64)
+        put("loss", np.array(losses))
+        for name in parameters:
+            put(f"gradients/{name}", gradients[name])
+            put(f"parameters/{name}", parameters[name])
+            put(f"optimizer/{name}/exp_avg", moments[name][0])
+            put(f"optimizer/{name}/exp_avg_sq", moments[name][1])
+    os.replace(tmp, path)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
+    p.add_argument("case", help="the case file (parity case export)")
+    p.add_argument("results", help="the results file to write")
+    p.add_argument("--mode", choices=("ddp", "zero1"), default="ddp", help="how the ranks share the work (default ddp)")
+    p.add_argument("--bug", choices=BUGS, help="make one deliberate mistake (for the tests)")
+    args = p.parse_args(argv)
+    try:
+        import h5py  # noqa: F401
+        import numpy  # noqa: F401
+        import torch
+        import torch.multiprocessing as mp
+    except ImportError as e:
+        fail(f"needs h5py, numpy and PyTorch ({e.name} is missing: apt-get install python3-torch python3-h5py)")
+    attrs, layout, _, _, _ = read_case(args.case)
+    if layout.get("tp", 1) != 1 or layout.get("pp", 1) != 1:
+        fail(f"{args.case}: a layout with tp {layout.get('tp')} and pp {layout.get('pp')}; this adapter runs dp, "
+             "accumulation and ZeRO-1")
+    if (args.mode == "zero1") != (layout.get("zero", 0) == 1):
+        fail(f"{args.case}: the case's layout has ZeRO stage {layout.get('zero', 0)}; --mode {args.mode} runs "
+             f"{'1' if args.mode == 'zero1' else '0'}")
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        mp.spawn(worker, args=(layout["dp"], os.path.join(tmp, "rendezvous"), args.case, args.results, args.mode,
+                               args.bug), nprocs=layout["dp"], join=True)
+    print(f"{PROG}: case {attrs['case_id']} trained with PyTorch {torch.__version__} ({args.mode}"
+          f"{', bug ' + args.bug if args.bug else ''}) -> {args.results}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
