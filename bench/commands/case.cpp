@@ -457,7 +457,8 @@ int case_compare(const CompareOptions& o) {
       char text[160];
       std::snprintf(text, sizeof text, "only the row-parallel biases (c_proj.bias) differ, %.4g x the single device's: ", kb);
       diagnosis = text + std::string(s.tp > 1 && std::abs(kb - s.tp) <= 0.02 * s.tp
-                                         ? "the bias added (or its gradient reduced) on every tensor-parallel rank"
+                                         ? "the whole bias's gradient summed over the tensor-parallel ranks as if it were split (or the bias "
+                                           "added on every rank)"
                                          : "the row-parallel bias handled apart from its layer");
     }
   } else if (!parameters.ok()) {

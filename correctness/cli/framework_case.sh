@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Conformance for other frameworks (docs/framework-conformance.md): parity case export writes a
 # case, correctness/frameworks/torch_case.py trains it with PyTorch on 2 processes (gloo), and
-# parity case compare must pass DDP with accumulation (float32) and ZeRO-1 (float64); must fail,
-# naming the first divergence with the right diagnosis, the known bugs (gradients summed over the
-# ranks, losses summed over the accumulation steps, weight decay on biases and norms); and must
+# parity case compare must pass DDP with accumulation (float32), ZeRO-1 (float64) and Megatron-style
+# tensor parallelism (dp 2 x tp 2, float32); must fail, naming the first divergence with the right
+# diagnosis, the known bugs (gradients summed over the ranks, losses summed over the accumulation
+# steps, weight decay on biases and norms, the row-parallel bias reduced over tp); and must
 # refuse in one line (exit 2) results of another case, a missing tensor, a tensor of the wrong
 # size and a NaN loss.
 set -uo pipefail
@@ -29,8 +30,14 @@ compare acc.h5 ddp.h5 0 "conforms"
 "$parity" case export --out zero.h5 --dp 2 --zero 1 --precision float64 > /dev/null || fail "export zero"
 $torch_case zero.h5 zero1.h5 --mode zero1 > /dev/null || fail "torch_case zero1"
 compare zero.h5 zero1.h5 0 "conforms"
+# Megatron-style tensor parallelism, dp 2 x tp 2 in float32.
+"$parity" case export --out tp.h5 --dp 2 --tp 2 --precision float32 > /dev/null || fail "export tp"
+$torch_case tp.h5 tp2.h5 --mode tp > /dev/null || fail "torch_case tp"
+compare tp.h5 tp2.h5 0 "conforms"
 
 # Known bugs: caught, with the first divergence and the diagnosis.
+$torch_case tp.h5 bug.h5 --mode tp --bug row_bias_reduced > /dev/null || fail "torch_case row_bias_reduced"
+compare tp.h5 bug.h5 1 "only the row-parallel biases (c_proj.bias) differ, 2 x the single device's"
 $torch_case acc.h5 bug.h5 --bug ddp_sum > /dev/null || fail "torch_case ddp_sum"
 compare acc.h5 bug.h5 1 "summed over the 2 data-parallel ranks instead of averaged"
 grep -q "^first divergence: step 0: the first step's gradients" out.txt || fail "ddp_sum: first divergence not at step 0's gradients"
@@ -62,4 +69,4 @@ compare acc.h5 nan.h5 2 "the loss of step 1 is nan"; one_line
 [ ! -e bad.h5 ] || fail "a refused export left a file"
 "$parity" case compare acc.h5 /nonexistent.h5 > out.txt 2> err.txt
 [ $? -eq 2 ] || fail "a missing results file not refused"
-echo "framework_case.sh: PyTorch DDP (accumulation) and ZeRO-1 conform; ddp_sum, accumulation_sum and decay_all caught and diagnosed; bad input refused"
+echo "framework_case.sh: PyTorch DDP (accumulation), ZeRO-1 and tp conform; ddp_sum, accumulation_sum, decay_all and row_bias_reduced caught and diagnosed; bad input refused"

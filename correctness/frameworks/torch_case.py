@@ -9,7 +9,9 @@ script starts dp processes on this machine (torch.distributed with gloo) and tra
 GPT-2 (bench/gpt2_torch.py's module: GPT2LMHeadModel's names, tied head) in the case's precision:
   ddp    DistributedDataParallel, the accumulation steps under no_sync() but the last;
   zero1  the same with torch.distributed.optim.ZeroRedundancyOptimizer (ZeRO-1: AdamW's state
-         sharded over the ranks, gathered to rank 0 at the end with consolidate_state_dict).
+         sharded over the ranks, gathered to rank 0 at the end with consolidate_state_dict);
+  tp     Megatron-style tensor parallelism over the case's tp ranks (dp x tp processes, tp_worker),
+         written with torch.distributed; the shards gathered whole for the results file.
 AdamW has the case's two parameter groups (no weight decay on the names the case lists in
 /optimizer no_decay). Each rank's rows are [r B/dp, (r+1) B/dp), its micro-batches consecutive
 B/(dp k) rows; a micro-batch's loss is its tokens' mean cross-entropy divided by k, and DDP
@@ -20,6 +22,8 @@ averages over the ranks, so the gradient is the global batch's mean.
   ddp_sum           the ranks' gradients summed, not averaged (the loss multiplied by dp)
   accumulation_sum  the micro-batches' losses summed, not averaged (not divided by k)
   decay_all         weight decay on every parameter, biases, norms and tables included
+  row_bias_reduced  (tp) the row-parallel c_proj biases' gradients summed over the tp ranks as
+                    if they were split (every rank holds the whole bias): tp times too large
 
 Exit status: 0 written; 2 bad arguments or files (one line).
 """
@@ -33,7 +37,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
 import gpt2_torch  # noqa: E402  (the GPT-2 module shared with `parity state`'s interchange)
 
 PROG = "torch_case.py"
-BUGS = ("ddp_sum", "accumulation_sum", "decay_all")
+BUGS = ("ddp_sum", "accumulation_sum", "decay_all", "row_bias_reduced")
 
 
 def fail(message, status=2):
@@ -148,6 +152,153 @@ def worker(rank, world, rendezvous, case_path, results, mode, bug):
     dist.destroy_process_group()
 
 
+def tp_indices(name, c, r, t):
+    """(axis, indices) of tensor-parallel rank r's shard of parameter `name` (Megatron's splits:
+    c_attn and c_fc by columns, a head's q, k and v together; the projections c_proj by rows),
+    or None for a parameter every rank holds whole."""
+    import numpy as np
+    if name.endswith("attn.c_attn.weight") or name.endswith("attn.c_attn.bias"):
+        w = c // t
+        return (name.endswith("weight") and 1 or 0,
+                np.concatenate([np.arange(part * c + r * w, part * c + (r + 1) * w) for part in range(3)]))
+    if name.endswith("mlp.c_fc.weight") or name.endswith("mlp.c_fc.bias"):
+        w = 4 * c // t
+        return (name.endswith("weight") and 1 or 0, np.arange(r * w, (r + 1) * w))
+    if name.endswith("attn.c_proj.weight"):
+        return 0, np.arange(r * (c // t), (r + 1) * (c // t))
+    if name.endswith("mlp.c_proj.weight"):
+        return 0, np.arange(r * (4 * c // t), (r + 1) * (4 * c // t))
+    return None
+
+
+def tp_worker(rank, world, rendezvous, case_path, results, mode, bug):
+    """Megatron-style tensor parallelism written with torch.distributed: tp ranks of each dp
+    replica (consecutive ranks) hold the column- and row-parallel shards, the activations pass
+    through f (identity forward, all-reduce backward) into and g (all-reduce forward, identity
+    backward) out of each parallel region, the row-parallel bias is added once after g; the
+    replicas average their gradients with an all-reduce."""
+    import numpy as np
+    import torch
+    import torch.distributed as dist
+    import torch.nn.functional as F
+    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=world)
+    attrs, layout, opt, init, batches = read_case(case_path)
+    dtype = torch.float64 if attrs["precision"] == "float64" else torch.float32
+    t, dp, k = layout["tp"], layout["dp"], layout["accumulation"]
+    tp_rank, replica = rank % t, rank // t
+    tp_groups = [dist.new_group(list(range(d * t, (d + 1) * t))) for d in range(dp)]
+    dp_groups = [dist.new_group(list(range(j, world, t))) for j in range(t)]
+    tp_group, dp_group = tp_groups[replica], dp_groups[tp_rank]
+    c, heads, eps = int(attrs["n_embd"]), int(attrs["n_head"]), float(attrs["layer_norm_epsilon"])
+    layers = int(attrs["n_layer"])
+
+    class CopyToRegion(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x
+
+        @staticmethod
+        def backward(ctx, dy):
+            dy = dy.clone()
+            dist.all_reduce(dy, group=tp_group)
+            return dy
+
+    class ReduceFromRegion(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            x = x.clone()
+            dist.all_reduce(x, group=tp_group)
+            return x
+
+        @staticmethod
+        def backward(ctx, dy):
+            return dy
+
+    params = {}
+    for name, value in init.items():
+        shard = tp_indices(name, c, tp_rank, t)
+        local = value if shard is None else np.take(value, shard[1], axis=shard[0])
+        params[name] = torch.nn.Parameter(torch.from_numpy(np.ascontiguousarray(local)).to(dtype))
+    P = params
+
+    def forward(tokens):
+        x = P["transformer.wte.weight"][tokens] + P["transformer.wpe.weight"][: tokens.shape[1]][None]
+        b, s = tokens.shape
+        local_heads, hs = heads // t, c // heads
+        mask = torch.ones(s, s, dtype=torch.bool).tril()
+        for i in range(layers):
+            h = f"transformer.h.{i}."
+            y = F.layer_norm(x, (c,), P[h + "ln_1.weight"], P[h + "ln_1.bias"], eps)
+            qkv = CopyToRegion.apply(y) @ P[h + "attn.c_attn.weight"] + P[h + "attn.c_attn.bias"]
+            q, kk, v = (z.reshape(b, s, local_heads, hs).transpose(1, 2) for z in qkv.split(c // t, dim=2))
+            scores = (q @ kk.transpose(-2, -1)) / np.sqrt(hs)
+            o = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1) @ v
+            o = o.transpose(1, 2).reshape(b, s, c // t)
+            x = x + ReduceFromRegion.apply(o @ P[h + "attn.c_proj.weight"]) + P[h + "attn.c_proj.bias"]
+            y = F.layer_norm(x, (c,), P[h + "ln_2.weight"], P[h + "ln_2.bias"], eps)
+            m = CopyToRegion.apply(y) @ P[h + "mlp.c_fc.weight"] + P[h + "mlp.c_fc.bias"]
+            m = 0.5 * m * (1.0 + torch.tanh(np.sqrt(2.0 / np.pi) * (m + 0.044715 * m ** 3)))
+            x = x + ReduceFromRegion.apply(m @ P[h + "mlp.c_proj.weight"]) + P[h + "mlp.c_proj.bias"]
+        x = F.layer_norm(x, (c,), P["transformer.ln_f.weight"], P["transformer.ln_f.bias"], eps)
+        return x @ P["transformer.wte.weight"].t()
+
+    decayed = [n for n in params if n not in opt["no_decay"]]
+    spared = [n for n in params if n in opt["no_decay"]]
+    optimizer = torch.optim.AdamW([{"params": [P[n] for n in decayed], "weight_decay": float(opt["weight_decay"])},
+                                   {"params": [P[n] for n in spared], "weight_decay": 0.0}],
+                                  lr=float(opt["lr"]), betas=(float(opt["beta1"]), float(opt["beta2"])), eps=float(opt["eps"]))
+    rows = batches[0][0].shape[0] // dp
+    micro = rows // k
+    losses, first_gradients = [], None
+    for step, (tokens, targets) in enumerate(batches):
+        optimizer.zero_grad(set_to_none=False)
+        local = 0.0
+        for j in range(k):
+            part = slice(replica * rows + j * micro, replica * rows + (j + 1) * micro)
+            logits = forward(torch.from_numpy(tokens[part].astype(np.int64)))
+            y = torch.from_numpy(targets[part].astype(np.int64))
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+            local += loss.item() / k
+            (loss / k).backward()
+        for name, p in params.items():
+            dist.all_reduce(p.grad, group=dp_group)
+            p.grad /= dp
+            if bug == "row_bias_reduced" and name.endswith("c_proj.bias"):
+                dist.all_reduce(p.grad, group=tp_group)  # as if it were split over tp: t copies summed
+        total = torch.tensor([local], dtype=torch.float64)
+        dist.all_reduce(total)
+        losses.append(total.item() / world)
+        if step == 0:
+            first_gradients = {n: p.grad.detach().clone() for n, p in params.items()}
+        optimizer.step()
+
+    def whole(name, local):
+        """The whole tensor from the tp ranks' shards (every rank calls it)."""
+        local = local.detach().to(torch.float64).contiguous()
+        shard = tp_indices(name, c, tp_rank, t)
+        if shard is None:
+            return local.numpy()
+        parts = [torch.empty_like(local) for _ in range(t)]
+        dist.all_gather(parts, local, group=tp_group)
+        axis = shard[0]
+        full = np.zeros(init[name].shape)
+        for r, part in enumerate(parts):
+            index = [slice(None)] * full.ndim
+            index[axis] = tp_indices(name, c, r, t)[1]
+            full[tuple(index)] = part.numpy()
+        return full
+
+    state = optimizer.state_dict()["state"]
+    order = decayed + spared
+    out = {n: (whole(n, first_gradients[n]), whole(n, P[n]), whole(n, state[order.index(n)]["exp_avg"]),
+               whole(n, state[order.index(n)]["exp_avg_sq"])) for n in params}
+    if rank == 0:
+        write_results(results, attrs["case_id"], losses, {n: v[0] for n, v in out.items()},
+                      {n: v[1] for n, v in out.items()}, {n: (v[2], v[3]) for n, v in out.items()})
+    dist.barrier()
+    dist.destroy_process_group()
+
+
 class _nothing:
     def __enter__(self):
         return self
@@ -184,7 +335,8 @@ def main(argv=None):
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("case", help="the case file (parity case export)")
     p.add_argument("results", help="the results file to write")
-    p.add_argument("--mode", choices=("ddp", "zero1"), default="ddp", help="how the ranks share the work (default ddp)")
+    p.add_argument("--mode", choices=("ddp", "zero1", "tp"), default="ddp",
+                   help="how the ranks share the work, as the case's layout says (default ddp)")
     p.add_argument("--bug", choices=BUGS, help="make one deliberate mistake (for the tests)")
     args = p.parse_args(argv)
     try:
@@ -195,16 +347,23 @@ def main(argv=None):
     except ImportError as e:
         fail(f"needs h5py, numpy and PyTorch ({e.name} is missing: apt-get install python3-torch python3-h5py)")
     attrs, layout, _, _, _ = read_case(args.case)
-    if layout.get("tp", 1) != 1 or layout.get("pp", 1) != 1:
-        fail(f"{args.case}: a layout with tp {layout.get('tp')} and pp {layout.get('pp')}; this adapter runs dp, "
-             "accumulation and ZeRO-1")
-    if (args.mode == "zero1") != (layout.get("zero", 0) == 1):
-        fail(f"{args.case}: the case's layout has ZeRO stage {layout.get('zero', 0)}; --mode {args.mode} runs "
-             f"{'1' if args.mode == 'zero1' else '0'}")
+    if layout.get("pp", 1) != 1:
+        fail(f"{args.case}: a layout with pp {layout.get('pp')}; this adapter runs dp, accumulation, ZeRO-1 and tp")
+    want = "tp" if layout.get("tp", 1) > 1 else "zero1" if layout.get("zero", 0) == 1 else "ddp"
+    if layout.get("zero", 0) > 1 or (layout.get("tp", 1) > 1 and layout.get("zero", 0) > 0):
+        fail(f"{args.case}: ZeRO stage {layout.get('zero')} with tp {layout.get('tp')}; this adapter runs ZeRO-1 "
+             "without tp")
+    if args.mode != want:
+        fail(f"{args.case}: the case's layout (dp {layout['dp']}, ZeRO {layout.get('zero', 0)}, tp "
+             f"{layout.get('tp', 1)}) is --mode {want}, not {args.mode}")
+    if args.bug == "row_bias_reduced" and args.mode != "tp":
+        fail("--bug row_bias_reduced needs a tensor-parallel case (--mode tp)")
     torch.set_num_threads(1)
+    world = layout["dp"] * layout.get("tp", 1)
     with tempfile.TemporaryDirectory() as tmp:
-        mp.spawn(worker, args=(layout["dp"], os.path.join(tmp, "rendezvous"), args.case, args.results, args.mode,
-                               args.bug), nprocs=layout["dp"], join=True)
+        mp.spawn(tp_worker if args.mode == "tp" else worker,
+                 args=(world, os.path.join(tmp, "rendezvous"), args.case, args.results, args.mode, args.bug),
+                 nprocs=world, join=True)
     print(f"{PROG}: case {attrs['case_id']} trained with PyTorch {torch.__version__} ({args.mode}"
           f"{', bug ' + args.bug if args.bug else ''}) -> {args.results}")
     return 0
