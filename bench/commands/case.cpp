@@ -20,6 +20,7 @@
 #include "bench/commands/presets.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/tolerance.hpp"
+#include "reference/kernels/buffer_kernels.hpp"
 #include "reference/model/model.hpp"
 #include "reference/model/optimizer.hpp"
 #include "reference/parallel/batches.hpp"
@@ -48,6 +49,8 @@ struct CaseSpec {
   std::string precision = "float32";  // the framework's
   int dp = 2, accumulation = 1, zero = 0, tp = 1, pp = 1;
   model::AdamWConfig adamw{1e-3, 0.9, 0.999, 1e-8, 0.1, model::DecayGroups::matrices};
+  double clip = 0;  // the gradients' largest global L2 norm before the update (0: not clipped)
+  double dropout = 0;  // residual dropout after attention and after the MLP, its masks in the case
   std::string id;
   std::int64_t tokens() const { return global_batch * config.sequence; }
 };
@@ -86,8 +89,10 @@ CaseSpec spec_of(const ExportOptions& o) {
   CaseSpec s = o.spec;
   s.config = find_model_preset(o.model).config;
   s.config.dtype = DataType::float64;
-  s.config.dropout = 0;
+  s.config.dropout = s.dropout;
+  if (!(s.dropout >= 0 && s.dropout < 1)) throw UsageError("--dropout must be in [0, 1)");
   if (s.steps < 1 || s.steps > 1000) throw UsageError("--steps must be from 1 to 1000");
+  if (!(s.clip >= 0) || !std::isfinite(s.clip)) throw UsageError("--clip-grad-norm must be a finite norm >= 0 (0: none)");
   if (s.dp < 1 || s.accumulation < 1 || s.tp < 1) throw UsageError("--dp, --accumulation and --tp must be at least 1");
   if (s.zero < 0 || s.zero > 3) throw UsageError("--zero must be 0, 1, 2 or 3");
   if (s.precision != "float32" && s.precision != "float64")
@@ -102,9 +107,37 @@ CaseSpec spec_of(const ExportOptions& o) {
                      std::to_string(c.hidden) + ") and the vocabulary (" + std::to_string(c.vocabulary) + ")");
   std::ostringstream text;
   text << o.model << ' ' << c.describe() << " steps " << s.steps << " batch " << s.global_batch << ' ' << s.precision << " dp "
-       << s.dp << " accumulation " << s.accumulation << " zero " << s.zero << " tp " << s.tp;
+       << s.dp << " accumulation " << s.accumulation << " zero " << s.zero << " tp " << s.tp << " clip " << s.clip << " dropout " << s.dropout;
   s.id = case_id(text.str());
   return s;
+}
+
+// The model's dropout layers by name ("blocks.0.attn.dropout", ...).
+void find_dropouts(model::Layer& layer, std::map<std::string, model::Layer*>& out) {
+  if (std::string(layer.kind()) == "dropout") out[layer.name()] = &layer;
+  for (model::Layer* child : layer.children()) find_dropouts(*child, out);
+}
+
+// Step `step`'s keep masks (int32 1 kept, 0 dropped) of the whole global batch at each block's
+// two residual dropouts, by GPT-2 module ("transformer.h.0.attn", "transformer.h.0.mlp"): what
+// the model draws (a dropout layer applied to ones in the step's pass context).
+std::vector<std::pair<std::string, Tensor>> dropout_masks(model::Model& m, const CaseSpec& s, int step) {
+  std::map<std::string, model::Layer*> dropouts;
+  for (model::Layer* layer : m.layers()) find_dropouts(*layer, dropouts);
+  Tensor ones = Tensor::empty("ones", {s.global_batch, s.config.sequence, s.config.hidden}, DataType::float64,
+                              MemoryCategory::workspace);
+  ones.fill(1.0);
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (int i = 0; i < s.config.layers; ++i)
+    for (const char* site : {"attn", "mlp"}) {
+      const std::string ours = "blocks." + std::to_string(i) + "." + site + ".dropout";
+      require(dropouts.count(ours) == 1, "case: the GPT has no dropout layer " + ours);
+      const Tensor kept = dropouts.at(ours)->forward(ones, {static_cast<std::uint64_t>(step), 0, true, 0});
+      Tensor mask = Tensor::empty(ours, kept.shape(), DataType::int32, MemoryCategory::workspace);
+      for (std::int64_t e = 0; e < kept.numel(); ++e) mask.set(e, kept.at(e) != 0 ? 1.0 : 0.0);
+      out.emplace_back("transformer.h." + std::to_string(i) + "." + site, std::move(mask));
+    }
+  return out;
 }
 
 int case_export(const ExportOptions& o) {
@@ -119,7 +152,8 @@ int case_export(const ExportOptions& o) {
   file.set_attribute("/", "global_batch", s.global_batch);
   file.set_attribute("/", "precision", s.precision);
   file.set_attribute("/", "loss", std::string("mean cross-entropy over every token of the global batch"));
-  file.set_attribute("/", "dropout", 0.0);
+  file.set_attribute("/", "dropout", s.dropout);
+  file.set_attribute("/", "seed", static_cast<std::int64_t>(s.config.seed));
   for (const auto& [name, value] : std::vector<std::pair<const char*, int>>{
            {"dp", s.dp}, {"accumulation", s.accumulation}, {"zero", s.zero}, {"tp", s.tp}, {"pp", s.pp}})
     file.set_attribute("/layout", name, static_cast<std::int64_t>(value));
@@ -130,6 +164,7 @@ int case_export(const ExportOptions& o) {
   file.set_attribute("/optimizer", "eps", s.adamw.epsilon);
   file.set_attribute("/optimizer", "weight_decay", s.adamw.weight_decay);
   file.set_attribute("/optimizer", "decay_groups", std::string(model::name_of(s.adamw.decay_groups)));
+  file.set_attribute("/optimizer", "clip_grad_norm", s.clip);
   std::vector<std::string> no_decay;
   for (const auto& [ours, theirs] : case_names(s.config))
     if (!model::decays(s.adamw.decay_groups, ours)) no_decay.push_back(theirs);
@@ -147,6 +182,9 @@ int case_export(const ExportOptions& o) {
     const std::string at = "/batches/" + std::to_string(step);
     write_shaped(file, at + "/tokens", cast(b.inputs, DataType::int64, "tokens", MemoryCategory::workspace));
     write_shaped(file, at + "/targets", cast(b.targets, DataType::int64, "targets", MemoryCategory::workspace));
+    if (s.dropout > 0)
+      for (const auto& [name, mask] : dropout_masks(*m, s, step))
+        write_shaped(file, at + "/dropout/" + name, mask);
   }
   if (o.force && fs::exists(out)) fs::remove(out);
   file.commit_as(out);
@@ -198,6 +236,10 @@ Case read_case(const std::string& path) {
   s.tp = static_cast<int>(integer("/layout", "tp"));
   s.adamw = {real("lr"), real("beta1"), real("beta2"), real("eps"), real("weight_decay"),
              model::parse_decay_groups(file.string_attribute("/optimizer", "decay_groups").value_or("all"))};
+  s.clip = real("clip_grad_norm");
+  s.dropout = file.float_attribute("/", "dropout").value_or(0.0);
+  s.config.dropout = s.dropout;
+  s.config.seed = static_cast<std::uint64_t>(integer("/", "seed"));
   for (const auto& [ours, theirs] : case_names(s.config)) c.init[theirs] = read_doubles(file, "/init/" + theirs, path);
   for (int step = 0; step < s.steps; ++step) {
     const std::string at = "/batches/" + std::to_string(step);
@@ -211,6 +253,17 @@ Case read_case(const std::string& path) {
       return t;
     };
     c.batches.emplace_back(tensor("tokens"), tensor("targets"));
+  }
+  // The reference draws its masks itself: they must be the case's.
+  if (s.dropout > 0) {
+    const auto m = model::build_gpt(s.config);
+    for (int step = 0; step < s.steps; ++step)
+      for (const auto& [name, mask] : dropout_masks(*m, s, step)) {
+        const std::string at = "/batches/" + std::to_string(step) + "/dropout/" + name;
+        if (read_doubles(file, at, path) != mask.to_vector())
+          throw UsageError(path + ": " + at + " is not the mask parity draws for this case (seed " +
+                           std::to_string(s.config.seed) + ")");
+      }
   }
   return c;
 }
@@ -256,25 +309,51 @@ struct Reference {
   std::map<std::string, std::vector<double>> gradients, parameters, exp_avg, exp_avg_sq;
 };
 
-Reference train_reference(const Case& c) {
-  const CaseSpec& s = c.spec;
-  const auto m = model::build_gpt(s.config);
-  std::map<std::string, std::string> theirs;
-  for (const auto& [ours, name] : case_names(s.config)) theirs[ours] = name;
+// The case's GPT in float64 with its initial parameters, and parity's name -> GPT-2 name.
+std::unique_ptr<model::Model> initial_model(const Case& c, std::map<std::string, std::string>& theirs) {
+  auto m = model::build_gpt(c.spec.config);
+  for (const auto& [ours, name] : case_names(c.spec.config)) theirs[ours] = name;
   for (model::Parameter* p : m->parameters()) {
     const std::vector<double>& v = c.init.at(theirs.at(p->name));
     for (std::size_t i = 0; i < v.size(); ++i) p->value.set(static_cast<std::int64_t>(i), v[i]);
   }
+  return m;
+}
+
+// Rows [first, first + rows) of a step's batch, its loss their tokens' mean.
+model::Batch rows_of(const Case& c, int step, std::int64_t first, std::int64_t rows) {
+  const auto& [tokens, targets] = c.batches[static_cast<std::size_t>(step)];
+  const std::int64_t t = c.spec.config.sequence;
+  model::Batch b;
+  b.inputs = tokens.segment("tokens", first * t, {rows, t});
+  b.targets = targets.segment("targets", first * t, {rows, t});
+  b.normalizer = static_cast<double>(rows * t);
+  return b;
+}
+
+// torch.nn.utils.clip_grad_norm_: every gradient times min(1, max / (||g|| + 1e-6)), the norm
+// over all of them.
+void clip_gradients(model::Model& m, double max_norm) {
+  double squares = 0;
+  for (model::Parameter* p : m.parameters())
+    for (double g : p->gradient().to_vector()) squares += g * g;
+  const double coefficient = std::min(1.0, max_norm / (std::sqrt(squares) + 1e-6));
+  for (model::Parameter* p : m.parameters()) scale_buffer(p->gradient().view(), coefficient);
+}
+
+Reference train_reference(const Case& c) {
+  const CaseSpec& s = c.spec;
+  std::map<std::string, std::string> theirs;
+  const auto m = initial_model(c, theirs);
   model::AdamW adamw(s.adamw, DataType::float64);
   Reference r;
   for (int step = 0; step < s.steps; ++step) {
-    model::Batch batch;
-    batch.inputs = c.batches[static_cast<std::size_t>(step)].first;
-    batch.targets = c.batches[static_cast<std::size_t>(step)].second;
-    batch.normalizer = static_cast<double>(s.tokens());
-    r.losses.push_back(model::train_step(*m, adamw, batch, static_cast<std::uint64_t>(step)));
+    m->zero_grad();
+    r.losses.push_back(m->forward_backward(rows_of(c, step, 0, s.global_batch), {static_cast<std::uint64_t>(step), 0, true}));
+    if (s.clip > 0) clip_gradients(*m, s.clip);
     if (step == 0)
       for (model::Parameter* p : m->parameters()) r.gradients[theirs.at(p->name)] = p->gradient().to_vector();
+    adamw.step(m->parameters());
   }
   for (model::Parameter* p : m->parameters()) {
     const std::string& name = theirs.at(p->name);
@@ -283,6 +362,28 @@ Reference train_reference(const Case& c) {
     r.exp_avg_sq[name] = adamw.state_of(p->name).at(1).to_vector();
   }
   return r;
+}
+
+// A known bug simulated: the first step's gradients with each data-parallel rank's own clipped
+// before the ranks average them.
+std::map<std::string, std::vector<double>> clipped_per_rank(const Case& c) {
+  const CaseSpec& s = c.spec;
+  std::map<std::string, std::string> theirs;
+  const auto m = initial_model(c, theirs);
+  std::map<std::string, std::vector<double>> out;
+  const std::int64_t rows = s.global_batch / s.dp;
+  for (int r = 0; r < s.dp; ++r) {
+    m->zero_grad();
+    m->forward_backward(rows_of(c, 0, r * rows, rows), {0, 0, true});
+    clip_gradients(*m, s.clip);
+    for (model::Parameter* p : m->parameters()) {
+      const std::vector<double> g = p->gradient().to_vector();
+      std::vector<double>& sum = out[theirs.at(p->name)];
+      sum.resize(g.size(), 0.0);
+      for (std::size_t i = 0; i < g.size(); ++i) sum[i] += g[i] / s.dp;
+    }
+  }
+  return out;
 }
 
 // ---- the comparison ----
@@ -442,12 +543,31 @@ int case_compare(const CompareOptions& o) {
   std::printf("  AdamW's moments: exp_avg %.3g, exp_avg_sq %.3g (bound %.3g)%s\n", exp_avg.error, exp_avg_sq.error,
               training_bound, exp_avg.ok() && exp_avg_sq.ok() ? "" : "  DIFFER");
 
+  if (s.dropout > 0 && s.dp > 1 && loss_errors[0] > gradient_bound) {
+    // Every rank drawing rank 0's masks: each rank's rows with the masks of the batch's first rows.
+    std::map<std::string, std::string> theirs;
+    const auto m = initial_model(c, theirs);
+    const std::int64_t rows = s.global_batch / s.dp;
+    double loss = 0;
+    for (int r = 0; r < s.dp; ++r) {
+      model::Batch b = rows_of(c, 0, r * rows, rows);
+      b.normalizer = static_cast<double>(s.tokens());
+      loss += m->forward_backward(b, {0, 0, true, 0});
+    }
+    if (std::abs(got.losses[0] - loss) / std::abs(loss) <= gradient_bound)
+      diagnosis = "the first loss is what every data-parallel rank drawing the first rank's dropout masks gives: "
+                  "the ranks share one mask instead of each drawing its own rows'";
+  }
   if (!gradients.ok()) {
     if (first.empty() || first.rfind("step 0", 0) != 0)
       first = "step 0: the first step's gradients, largest in " + gradients.worst + " (" + layer_of(gradients.worst) +
               "), error " + format_number(gradients.worst_error) + " against the bound " + format_number(gradient_bound);
     const auto [k, residual] = scale_of(got.gradients, want.gradients);
     if (residual <= 1e-3) diagnosis = scale_diagnosis(k, s);
+    if (diagnosis.empty() && s.clip > 0 && s.dp > 1 &&
+        relative(got.gradients, clipped_per_rank(c), nullptr, gradient_bound, nullptr).ok())
+      diagnosis = "the gradients are each data-parallel rank's own clipped to the norm " + format_number(s.clip) +
+                  " and then averaged: clipped per rank before the reduction instead of after it";
     // Only the row-parallel biases off (by tp): added on every tensor-parallel rank.
     const auto row_bias = [](const std::string& n) { return n.ends_with("c_proj.bias"); };
     const Measure others = relative(got.gradients, want.gradients, nullptr, gradient_bound,
@@ -513,6 +633,10 @@ class CaseExport final : public Command {
     o.add("--accumulation", s.accumulation, "Micro-batches a rank accumulates per step")->capture_default_str();
     o.add("--zero", s.zero, "ZeRO stage of the layout under test (0: plain DDP)")->capture_default_str();
     o.add("--tp", s.tp, "Tensor-parallel ranks of the layout under test")->capture_default_str();
+    o.add("--dropout", s.dropout, "Residual dropout after attention and after the MLP; its masks go in the case")
+        ->capture_default_str();
+    o.add("--clip-grad-norm", s.clip, "Clip the gradients to this global L2 norm before each update, as "
+                                      "torch.nn.utils.clip_grad_norm_ (0: no clipping)")->capture_default_str();
     o.flag("--force", options_.force, "Overwrite --out");
   }
   int run_here() override { return case_export(options_); }

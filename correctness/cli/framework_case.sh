@@ -4,7 +4,8 @@
 # parity case compare must pass DDP with accumulation (float32), ZeRO-1 (float64) and Megatron-style
 # tensor parallelism (dp 2 x tp 2, float32); must fail, naming the first divergence with the right
 # diagnosis, the known bugs (gradients summed over the ranks, losses summed over the accumulation
-# steps, weight decay on biases and norms, the row-parallel bias reduced over tp); and must
+# steps, weight decay on biases and norms, the row-parallel bias reduced over tp, gradients clipped
+# per rank before the reduction, every rank applying the same dropout mask); and must
 # refuse in one line (exit 2) results of another case, a missing tensor, a tensor of the wrong
 # size and a NaN loss.
 set -uo pipefail
@@ -34,8 +35,21 @@ compare zero.h5 zero1.h5 0 "conforms"
 "$parity" case export --out tp.h5 --dp 2 --tp 2 --precision float32 > /dev/null || fail "export tp"
 $torch_case tp.h5 tp2.h5 --mode tp > /dev/null || fail "torch_case tp"
 compare tp.h5 tp2.h5 0 "conforms"
+# Gradients clipped to a global norm (0.5: every step clips), as torch.nn.utils.clip_grad_norm_.
+"$parity" case export --out clip.h5 --dp 2 --accumulation 3 --global-batch 12 --clip-grad-norm 0.5 > /dev/null || fail "export clip"
+$torch_case clip.h5 clipped.h5 > /dev/null || fail "torch_case clip"
+compare clip.h5 clipped.h5 0 "conforms"
+# Dropout 0.1 after attention and after the MLP: the case's masks, each rank its own rows'.
+"$parity" case export --out drop.h5 --dp 2 --accumulation 3 --global-batch 12 --dropout 0.1 > /dev/null || fail "export dropout"
+$torch_case drop.h5 dropped.h5 > /dev/null || fail "torch_case dropout"
+compare drop.h5 dropped.h5 0 "conforms"
 
 # Known bugs: caught, with the first divergence and the diagnosis.
+$torch_case drop.h5 bug.h5 --bug same_dropout > /dev/null || fail "torch_case same_dropout"
+compare drop.h5 bug.h5 1 "the ranks share one mask instead of each drawing its own rows'"
+grep -q "^first divergence: step 0: the loss" out.txt || fail "same_dropout: first divergence not at step 0's loss"
+$torch_case clip.h5 bug.h5 --bug clip_per_rank > /dev/null || fail "torch_case clip_per_rank"
+compare clip.h5 bug.h5 1 "clipped per rank before the reduction instead of after it"
 $torch_case tp.h5 bug.h5 --mode tp --bug row_bias_reduced > /dev/null || fail "torch_case row_bias_reduced"
 compare tp.h5 bug.h5 1 "only the row-parallel biases (c_proj.bias) differ, 2 x the single device's"
 $torch_case acc.h5 bug.h5 --bug ddp_sum > /dev/null || fail "torch_case ddp_sum"
@@ -64,9 +78,16 @@ PY
 compare acc.h5 missing.h5 2 "has no /gradients/transformer.h.1.mlp.c_fc.bias"; one_line
 compare acc.h5 short.h5 2 "/parameters/transformer.ln_f.weight has 3 elements"; one_line
 compare acc.h5 nan.h5 2 "the loss of step 1 is nan"; one_line
+# A case whose masks are not the ones parity draws for it (edited, or from another version).
+cp drop.h5 edited.h5
+/usr/bin/python3 -c "
+import h5py
+with h5py.File('edited.h5', 'r+') as f:
+    d = f['batches/1/dropout/transformer.h.0.mlp']; v = d[()]; v[5] = 1 - v[5]; d[...] = v"
+compare edited.h5 dropped.h5 2 "/batches/1/dropout/transformer.h.0.mlp is not the mask parity draws"; one_line
 "$parity" case export --out bad.h5 --dp 2 --accumulation 3 --global-batch 8 > out.txt 2> err.txt
 [ $? -eq 2 ] && grep -q "must be a positive multiple of dp x accumulation" err.txt || fail "export: an uneven batch not refused"
 [ ! -e bad.h5 ] || fail "a refused export left a file"
 "$parity" case compare acc.h5 /nonexistent.h5 > out.txt 2> err.txt
 [ $? -eq 2 ] || fail "a missing results file not refused"
-echo "framework_case.sh: PyTorch DDP (accumulation), ZeRO-1 and tp conform; ddp_sum, accumulation_sum, decay_all and row_bias_reduced caught and diagnosed; bad input refused"
+echo "framework_case.sh: PyTorch DDP (accumulation), ZeRO-1 and tp conform; ddp_sum, accumulation_sum, decay_all, row_bias_reduced, clip_per_rank and same_dropout caught and diagnosed; bad input refused"

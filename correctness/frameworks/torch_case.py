@@ -24,6 +24,10 @@ averages over the ranks, so the gradient is the global batch's mean.
   decay_all         weight decay on every parameter, biases, norms and tables included
   row_bias_reduced  (tp) the row-parallel c_proj biases' gradients summed over the tp ranks as
                     if they were split (every rank holds the whole bias): tp times too large
+  clip_per_rank     (ddp, a case with --clip-grad-norm) each rank's gradients clipped before the
+                    ranks average them, instead of the averaged gradients after
+  same_dropout      (ddp, a case with --dropout) every rank applying the first rank's rows of the
+                    dropout masks, as a generator seeded alike on every rank draws them
 
 Exit status: 0 written; 2 bad arguments or files (one line).
 """
@@ -37,7 +41,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
 import gpt2_torch  # noqa: E402  (the GPT-2 module shared with `parity state`'s interchange)
 
 PROG = "torch_case.py"
-BUGS = ("ddp_sum", "accumulation_sum", "decay_all", "row_bias_reduced")
+BUGS = ("ddp_sum", "accumulation_sum", "decay_all", "row_bias_reduced", "clip_per_rank", "same_dropout")
 
 
 def fail(message, status=2):
@@ -72,8 +76,12 @@ def read_case(path):
         batches = []
         for step in range(int(attrs["steps"])):
             g = f[f"batches/{step}"]
+            masks = {}
+            if "dropout" in g:  # keep masks [B, T, C] of each block's two residual dropouts
+                for name, ds in g["dropout"].items():
+                    masks[name] = ds[()].reshape(tuple(ds.attrs["shape"]))
             batches.append((g["tokens"][()].reshape(tuple(g["tokens"].attrs["shape"])),
-                            g["targets"][()].reshape(tuple(g["targets"].attrs["shape"]))))
+                            g["targets"][()].reshape(tuple(g["targets"].attrs["shape"])), masks))
     return attrs, layout, optimizer, init, batches
 
 
@@ -100,6 +108,15 @@ def worker(rank, world, rendezvous, case_path, results, mode, bug):
               [{"params": [names[n] for n in decayed], "weight_decay": wd},
                {"params": [names[n] for n in spared], "weight_decay": 0.0}])
     order = decayed + spared  # the optimizer's parameter indices
+    # The case's dropout masks, applied to each block's attention and MLP outputs (the residual
+    # branches) for the rows of the micro-batch running.
+    p_drop = float(attrs["dropout"])
+    current = {}
+    for i, block in enumerate(model.transformer.h):
+        for site in ("attn", "mlp"):
+            getattr(block, site).register_forward_hook(
+                lambda module, inputs, output, key=f"transformer.h.{i}.{site}": output * current[key]
+                if key in current else output)
     ddp = torch.nn.parallel.DistributedDataParallel(model)
     hyper = dict(lr=float(opt["lr"]), betas=(float(opt["beta1"]), float(opt["beta2"])), eps=float(opt["eps"]))
     if mode == "zero1":
@@ -111,18 +128,23 @@ def worker(rank, world, rendezvous, case_path, results, mode, bug):
     else:
         optimizer = torch.optim.AdamW(groups, **hyper)
     dp, k = layout["dp"], layout["accumulation"]
+    clip = float(opt["clip_grad_norm"])
     rows = batches[0][0].shape[0] // dp
     micro = rows // k
     losses, first_gradients = [], None
-    for step, (tokens, targets) in enumerate(batches):
+    for step, (tokens, targets, masks) in enumerate(batches):
         optimizer.zero_grad(set_to_none=False)
         mine = slice(rank * rows, (rank + 1) * rows)
         local = 0.0
         for j in range(k):
             part = slice(mine.start + j * micro, mine.start + (j + 1) * micro)
+            drawn = slice(j * micro, (j + 1) * micro) if bug == "same_dropout" else part
+            current.clear()
+            current.update({name: torch.from_numpy(mask[drawn]).to(dtype) / (1 - p_drop) for name, mask in masks.items()})
             x = torch.from_numpy(tokens[part].astype(np.int64))
             y = torch.from_numpy(targets[part].astype(np.int64))
-            context = ddp.no_sync() if j < k - 1 else _nothing()
+            # clip_per_rank clips before any reduction, so it reduces by hand after the last one.
+            context = ddp.no_sync() if j < k - 1 or bug == "clip_per_rank" else _nothing()
             with context:
                 logits = ddp(x)
                 loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
@@ -131,6 +153,13 @@ def worker(rank, world, rendezvous, case_path, results, mode, bug):
                 if bug == "ddp_sum":
                     scaled = scaled * dp
                 scaled.backward()
+        if clip > 0 and bug == "clip_per_rank":
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+            for p in model.parameters():
+                dist.all_reduce(p.grad)
+                p.grad /= dp
+        elif clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
         total = torch.tensor([local], dtype=torch.float64)
         dist.all_reduce(total)
         losses.append(total.item() / dp)
@@ -221,7 +250,12 @@ def tp_worker(rank, world, rendezvous, case_path, results, mode, bug):
         params[name] = torch.nn.Parameter(torch.from_numpy(np.ascontiguousarray(local)).to(dtype))
     P = params
 
-    def forward(tokens):
+    p_drop = float(attrs["dropout"])
+
+    def forward(tokens, masks):
+        """masks: the micro-batch's rows of the case's keep masks, by module (none: no dropout)."""
+        def drop(y, key):
+            return y * (torch.from_numpy(masks[key]).to(dtype) / (1 - p_drop)) if key in masks else y
         x = P["transformer.wte.weight"][tokens] + P["transformer.wpe.weight"][: tokens.shape[1]][None]
         b, s = tokens.shape
         local_heads, hs = heads // t, c // heads
@@ -234,11 +268,11 @@ def tp_worker(rank, world, rendezvous, case_path, results, mode, bug):
             scores = (q @ kk.transpose(-2, -1)) / np.sqrt(hs)
             o = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1) @ v
             o = o.transpose(1, 2).reshape(b, s, c // t)
-            x = x + ReduceFromRegion.apply(o @ P[h + "attn.c_proj.weight"]) + P[h + "attn.c_proj.bias"]
+            x = x + drop(ReduceFromRegion.apply(o @ P[h + "attn.c_proj.weight"]) + P[h + "attn.c_proj.bias"], h + "attn")
             y = F.layer_norm(x, (c,), P[h + "ln_2.weight"], P[h + "ln_2.bias"], eps)
             m = CopyToRegion.apply(y) @ P[h + "mlp.c_fc.weight"] + P[h + "mlp.c_fc.bias"]
             m = 0.5 * m * (1.0 + torch.tanh(np.sqrt(2.0 / np.pi) * (m + 0.044715 * m ** 3)))
-            x = x + ReduceFromRegion.apply(m @ P[h + "mlp.c_proj.weight"]) + P[h + "mlp.c_proj.bias"]
+            x = x + drop(ReduceFromRegion.apply(m @ P[h + "mlp.c_proj.weight"]) + P[h + "mlp.c_proj.bias"], h + "mlp")
         x = F.layer_norm(x, (c,), P["transformer.ln_f.weight"], P["transformer.ln_f.bias"], eps)
         return x @ P["transformer.wte.weight"].t()
 
@@ -250,12 +284,12 @@ def tp_worker(rank, world, rendezvous, case_path, results, mode, bug):
     rows = batches[0][0].shape[0] // dp
     micro = rows // k
     losses, first_gradients = [], None
-    for step, (tokens, targets) in enumerate(batches):
+    for step, (tokens, targets, masks) in enumerate(batches):
         optimizer.zero_grad(set_to_none=False)
         local = 0.0
         for j in range(k):
             part = slice(replica * rows + j * micro, replica * rows + (j + 1) * micro)
-            logits = forward(torch.from_numpy(tokens[part].astype(np.int64)))
+            logits = forward(torch.from_numpy(tokens[part].astype(np.int64)), {n: m[part] for n, m in masks.items()})
             y = torch.from_numpy(targets[part].astype(np.int64))
             loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
             local += loss.item() / k
@@ -265,6 +299,16 @@ def tp_worker(rank, world, rendezvous, case_path, results, mode, bug):
             p.grad /= dp
             if bug == "row_bias_reduced" and name.endswith("c_proj.bias"):
                 dist.all_reduce(p.grad, group=tp_group)  # as if it were split over tp: t copies summed
+        clip = float(opt["clip_grad_norm"])
+        if clip > 0:  # the norm of the whole gradients: the shards' squares summed over tp, the rest once
+            sharded = torch.zeros(1, dtype=torch.float64)
+            whole = torch.zeros(1, dtype=torch.float64)
+            for name, p in params.items():
+                (whole if tp_indices(name, c, tp_rank, t) is None else sharded).add_((p.grad.double() ** 2).sum())
+            dist.all_reduce(sharded, group=tp_group)
+            coefficient = min(1.0, clip / (float((sharded + whole).sqrt()) + 1e-6))
+            for p in params.values():
+                p.grad *= coefficient
         total = torch.tensor([local], dtype=torch.float64)
         dist.all_reduce(total)
         losses.append(total.item() / world)
@@ -297,6 +341,11 @@ def tp_worker(rank, world, rendezvous, case_path, results, mode, bug):
                       {n: v[1] for n, v in out.items()}, {n: (v[2], v[3]) for n, v in out.items()})
     dist.barrier()
     dist.destroy_process_group()
+
+
+def clip_of(path):
+    _, _, opt, _, _ = read_case(path)
+    return float(opt["clip_grad_norm"])
 
 
 class _nothing:
@@ -358,6 +407,10 @@ def main(argv=None):
              f"{layout.get('tp', 1)}) is --mode {want}, not {args.mode}")
     if args.bug == "row_bias_reduced" and args.mode != "tp":
         fail("--bug row_bias_reduced needs a tensor-parallel case (--mode tp)")
+    if args.bug == "same_dropout" and (args.mode != "ddp" or not float(attrs["dropout"]) > 0):
+        fail("--bug same_dropout needs --mode ddp and a case with dropout (parity case export --dropout)")
+    if args.bug == "clip_per_rank" and (args.mode != "ddp" or not clip_of(args.case) > 0):
+        fail("--bug clip_per_rank needs --mode ddp and a case that clips (parity case export --clip-grad-norm)")
     torch.set_num_threads(1)
     world = layout["dp"] * layout.get("tp", 1)
     with tempfile.TemporaryDirectory() as tmp:
