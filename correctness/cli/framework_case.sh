@@ -23,42 +23,38 @@ compare() {
 }
 /usr/bin/python3 -c "import torch, h5py" 2>/dev/null || { echo "PyTorch or h5py missing (ci/setup.sh installs them)"; exit 77; }
 
-# dp 2 x 3 accumulation steps in float32 (dp and accumulation differ, so their factors do).
-"$parity" case export --out acc.h5 --dp 2 --accumulation 3 --global-batch 12 --precision float32 > /dev/null || fail "export"
-$torch_case acc.h5 ddp.h5 > /dev/null || fail "torch_case ddp"
-compare acc.h5 ddp.h5 0 "conforms"
-# ZeRO-1 in float64: the bounds are float64's.
-"$parity" case export --out zero.h5 --dp 2 --zero 1 --precision float64 > /dev/null || fail "export zero"
-$torch_case zero.h5 zero1.h5 --mode zero1 > /dev/null || fail "torch_case zero1"
-compare zero.h5 zero1.h5 0 "conforms"
-# Megatron-style tensor parallelism, dp 2 x tp 2 in float32.
-"$parity" case export --out tp.h5 --dp 2 --tp 2 --precision float32 > /dev/null || fail "export tp"
-$torch_case tp.h5 tp2.h5 --mode tp > /dev/null || fail "torch_case tp"
-compare tp.h5 tp2.h5 0 "conforms"
-# Gradients clipped to a global norm (0.5: every step clips), as torch.nn.utils.clip_grad_norm_.
-"$parity" case export --out clip.h5 --dp 2 --accumulation 3 --global-batch 12 --clip-grad-norm 0.5 > /dev/null || fail "export clip"
-$torch_case clip.h5 clipped.h5 > /dev/null || fail "torch_case clip"
-compare clip.h5 clipped.h5 0 "conforms"
-# Dropout 0.1 after attention and after the MLP: the case's masks, each rank its own rows'.
-"$parity" case export --out drop.h5 --dp 2 --accumulation 3 --global-batch 12 --dropout 0.1 > /dev/null || fail "export dropout"
-$torch_case drop.h5 dropped.h5 > /dev/null || fail "torch_case dropout"
-compare drop.h5 dropped.h5 0 "conforms"
+# case NAME EXPORT-ARGS...: NAME.h5 exported. trained NAME RESULTS STATUS TEXT [TORCH-ARGS...]:
+# NAME.h5 trained by PyTorch into RESULTS.h5 and compared: STATUS, and TEXT in what compare says.
+case_file() { local name=$1; shift; "$parity" case export --out "$name.h5" "$@" > /dev/null || fail "export $name $*"; }
+trained() {
+  local name=$1 results=$2 status=$3 text=$4; shift 4
+  $torch_case "$name.h5" "$results.h5" "$@" > /dev/null || fail "torch_case $name $*"
+  compare "$name.h5" "$results.h5" "$status" "$text"
+}
+# dp 2 x 3 accumulation steps in float32 (dp and accumulation differ, so their factors do); ZeRO-1
+# in float64 (float64's bounds); Megatron-style dp 2 x tp 2; gradients clipped to the global norm
+# 0.5 (every step clips), as torch.nn.utils.clip_grad_norm_; dropout 0.1 after attention and after
+# the MLP with the case's masks, each rank its own rows'.
+case_file acc --dp 2 --accumulation 3 --global-batch 12 --precision float32
+case_file zero --dp 2 --zero 1 --precision float64
+case_file tp --dp 2 --tp 2 --precision float32
+case_file clip --dp 2 --accumulation 3 --global-batch 12 --clip-grad-norm 0.5
+case_file drop --dp 2 --accumulation 3 --global-batch 12 --dropout 0.1
+trained acc ddp 0 "conforms"
+trained zero zero1 0 "conforms" --mode zero1
+trained tp tp2 0 "conforms" --mode tp
+trained clip clipped 0 "conforms"
+trained drop dropped 0 "conforms"
 
 # Known bugs: caught, with the first divergence and the diagnosis.
-$torch_case drop.h5 bug.h5 --bug same_dropout > /dev/null || fail "torch_case same_dropout"
-compare drop.h5 bug.h5 1 "the ranks share one mask instead of each drawing its own rows'"
+trained drop bug 1 "the ranks share one mask instead of each drawing its own rows'" --bug same_dropout
 grep -q "^first divergence: step 0: the loss" out.txt || fail "same_dropout: first divergence not at step 0's loss"
-$torch_case clip.h5 bug.h5 --bug clip_per_rank > /dev/null || fail "torch_case clip_per_rank"
-compare clip.h5 bug.h5 1 "clipped per rank before the reduction instead of after it"
-$torch_case tp.h5 bug.h5 --mode tp --bug row_bias_reduced > /dev/null || fail "torch_case row_bias_reduced"
-compare tp.h5 bug.h5 1 "only the row-parallel biases (c_proj.bias) differ, 2 x the single device's"
-$torch_case acc.h5 bug.h5 --bug ddp_sum > /dev/null || fail "torch_case ddp_sum"
-compare acc.h5 bug.h5 1 "summed over the 2 data-parallel ranks instead of averaged"
+trained clip bug 1 "clipped per rank before the reduction instead of after it" --bug clip_per_rank
+trained tp bug 1 "only the row-parallel biases (c_proj.bias) differ, 2 x the single device's" --mode tp --bug row_bias_reduced
+trained acc bug 1 "summed over the 2 data-parallel ranks instead of averaged" --bug ddp_sum
 grep -q "^first divergence: step 0: the first step's gradients" out.txt || fail "ddp_sum: first divergence not at step 0's gradients"
-$torch_case acc.h5 bug.h5 --bug accumulation_sum > /dev/null || fail "torch_case accumulation_sum"
-compare acc.h5 bug.h5 1 "the loss summed over the 3 accumulation steps instead of averaged"
-$torch_case acc.h5 bug.h5 --bug decay_all > /dev/null || fail "torch_case decay_all"
-compare acc.h5 bug.h5 1 "weight decay applied to them"
+trained acc bug 1 "the loss summed over the 3 accumulation steps instead of averaged" --bug accumulation_sum
+trained acc bug 1 "weight decay applied to them" --bug decay_all
 
 # Bad input: one line on stderr, exit 2.
 one_line() { [ "$(wc -l < err.txt)" -eq 1 ] || { cat err.txt >&2; fail "not one line"; }; }
