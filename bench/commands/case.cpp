@@ -274,6 +274,36 @@ struct Results {
   std::map<std::string, std::vector<double>> gradients, parameters, exp_avg, exp_avg_sq;
 };
 
+// A tensor of `size` elements given as shards: every dataset of the group `at` holds the
+// elements from its `offset` attribute on (row-major order of the whole tensor); together they
+// must cover each element once.
+std::vector<double> read_shards(const record::ArrayReader& file, const std::string& at, std::size_t size) {
+  const std::string where = file.path().string() + ": " + at;
+  std::vector<double> whole(size, 0.0);
+  std::vector<char> held(size, 0);
+  const std::vector<std::string> shards = file.members(at);
+  if (shards.empty()) throw UsageError(where + " is a group without shards");
+  for (const std::string& shard : shards) {
+    const std::string p = at + "/" + shard;
+    const auto offset = file.int_attribute(p, "offset");
+    if (!offset) throw UsageError(where + "/" + shard + " has no integer attribute offset (the shard's first element)");
+    const std::vector<double> v = read_doubles(file, p, file.path().string());
+    if (*offset < 0 || static_cast<std::size_t>(*offset) + v.size() > size)
+      throw UsageError(where + "/" + shard + ": elements " + std::to_string(*offset) + " to " +
+                       std::to_string(*offset + static_cast<std::int64_t>(v.size())) + " of a tensor of " + std::to_string(size));
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const std::size_t e = static_cast<std::size_t>(*offset) + i;
+      if (held[e]) throw UsageError(where + ": element " + std::to_string(e) + " is in two shards (" + shard + " and another)");
+      held[e] = 1;
+      whole[e] = v[i];
+    }
+  }
+  const auto gap = std::find(held.begin(), held.end(), 0);
+  if (gap != held.end())
+    throw UsageError(where + ": no shard holds element " + std::to_string(gap - held.begin()) + " of " + std::to_string(size));
+  return whole;
+}
+
 Results read_results(const std::string& path, const Case& c) {
   record::ArrayReader file(path, kResultsSchema, kVersion);
   const std::string id = file.string_attribute("/", "case_id").value_or("(none)");
@@ -288,6 +318,7 @@ Results read_results(const std::string& path, const Case& c) {
       throw UsageError(path + ": the loss of step " + std::to_string(i) + " is " + std::to_string(r.losses[i]));
   for (const auto& [name, init] : c.init) {
     const auto take = [&](const std::string& at) {
+      if (file.is_group(at)) return read_shards(file, at, init.size());
       std::vector<double> v = read_doubles(file, at, path);
       if (v.size() != init.size())
         throw UsageError(path + ": " + at + " has " + std::to_string(v.size()) + " elements, the case's " + name + " " +

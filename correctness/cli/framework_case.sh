@@ -7,7 +7,8 @@
 # steps, weight decay on biases and norms, the row-parallel bias reduced over tp, gradients clipped
 # per rank before the reduction, every rank applying the same dropout mask); and must
 # refuse in one line (exit 2) results of another case, a missing tensor, a tensor of the wrong
-# size and a NaN loss.
+# size, a NaN loss, shards that miss an element or overlap, and a case whose masks were edited;
+# results given as shards with their offsets must compare as whole tensors do.
 set -uo pipefail
 parity=$1; here=$2; work=$3
 torch_case="/usr/bin/python3 $here/correctness/frameworks/torch_case.py"
@@ -21,6 +22,7 @@ compare() {
   if [ -n "${4:-}" ]; then grep -qF -- "$4" out.txt err.txt || { cat out.txt err.txt >&2; fail "compare $1 $2: no '$4'"; }; fi
   return 0
 }
+one_line() { [ "$(wc -l < err.txt)" -eq 1 ] || { cat err.txt >&2; fail "not one line"; }; }
 /usr/bin/python3 -c "import torch, h5py" 2>/dev/null || { echo "PyTorch or h5py missing (ci/setup.sh installs them)"; exit 77; }
 
 # case NAME EXPORT-ARGS...: NAME.h5 exported. trained NAME RESULTS STATUS TEXT [TORCH-ARGS...]:
@@ -56,8 +58,40 @@ grep -q "^first divergence: step 0: the first step's gradients" out.txt || fail 
 trained acc bug 1 "the loss summed over the 3 accumulation steps instead of averaged" --bug accumulation_sum
 trained acc bug 1 "weight decay applied to them" --bug decay_all
 
+# Results as shards with their offsets (each rank's flat range, as ZeRO holds them): the DDP
+# results split in three uneven pieces per tensor conform; a shard missing or two overlapping are
+# refused.
+/usr/bin/python3 - <<'PY'
+import shutil, h5py, numpy as np
+def split(source, target, damage=None):
+    with h5py.File(source) as a, h5py.File(target, "w") as b:
+        for k, v in a.attrs.items():
+            b.attrs[k] = v
+        b.create_dataset("loss", data=a["loss"][()]).attrs["dtype"] = "float64"
+        def visit(name, obj):
+            if not isinstance(obj, h5py.Dataset) or name == "loss":
+                return
+            data = obj[()]
+            cuts = [0, len(data) // 3, len(data) // 3 + len(data) // 2, len(data)]
+            for i in range(3):
+                first, last = cuts[i], cuts[i + 1]
+                if damage == "gap" and name.endswith("c_fc.bias") and i == 1:
+                    continue
+                if damage == "overlap" and name.endswith("c_fc.bias") and i == 1:
+                    first -= 1
+                ds = b.create_dataset(f"{name}/shard{i}", data=data[first:last])
+                ds.attrs["dtype"] = "float64"
+                ds.attrs["offset"] = np.int64(first)
+        a.visititems(visit)
+split("ddp.h5", "shards.h5")
+split("ddp.h5", "gap.h5", "gap")
+split("ddp.h5", "overlap.h5", "overlap")
+PY
+compare acc.h5 shards.h5 0 "conforms"
+compare acc.h5 gap.h5 2 "no shard holds element"; one_line
+compare acc.h5 overlap.h5 2 "is in two shards"; one_line
+
 # Bad input: one line on stderr, exit 2.
-one_line() { [ "$(wc -l < err.txt)" -eq 1 ] || { cat err.txt >&2; fail "not one line"; }; }
 compare zero.h5 ddp.h5 2 "holds results of case"; one_line
 /usr/bin/python3 - <<'PY'
 import shutil, h5py, numpy as np

@@ -162,6 +162,31 @@ bool ArrayReader::has(const std::string& path) const {
   return damaged_as_usage(path_, path, [&] { return open_object(file_, split_group(path), path_.string()).get() >= 0; });
 }
 
+bool ArrayReader::is_group(const std::string& path) const {
+  return damaged_as_usage(path_, path, [&] {
+    Handle object = open_object(file_, split_group(path), path_.string());
+    return object.get() >= 0 && H5Iget_type(object.get()) == H5I_GROUP;
+  });
+}
+
+std::vector<std::string> ArrayReader::members(const std::string& group) const {
+  return damaged_as_usage(path_, group, [&] {
+    std::vector<std::string> names;
+    Handle object = open_object(file_, split_group(group), path_.string());
+    if (object.get() < 0 || H5Iget_type(object.get()) != H5I_GROUP) return names;
+    H5G_info_t info;
+    check(H5Gget_info(object.get(), &info), "cannot list " + group + " in " + path_.string(), "H5Gget_info");
+    for (hsize_t i = 0; i < info.nlinks; ++i) {
+      const ssize_t length = H5Lget_name_by_idx(object.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
+      if (length < 0) throw UsageError("cannot list " + group + " in " + path_.string() + ": the file is damaged");
+      std::string name(static_cast<std::size_t>(length), '\0');
+      H5Lget_name_by_idx(object.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(), name.size() + 1, H5P_DEFAULT);
+      names.push_back(name);
+    }
+    return names;
+  });
+}
+
 std::optional<std::string> ArrayReader::string_attribute(const std::string& path, const std::string& name) const {
   return damaged_as_usage(path_, path, [&]() -> std::optional<std::string> {
     Handle object = open_object(file_, split_group(path), path_.string());

@@ -57,6 +57,10 @@ class ArrayReader {
   const std::filesystem::path& path() const { return path_; }
   std::int64_t version() const { return version_; }
   bool has(const std::string& path) const;
+  // Whether `path` is a group (false for a dataset or nothing), and the names of a group's
+  // members in name order (empty for anything else).
+  bool is_group(const std::string& path) const;
+  std::vector<std::string> members(const std::string& group) const;
   // Attributes of the group or dataset at `path`; nullopt when absent or of another kind.
   std::optional<std::string> string_attribute(const std::string& path, const std::string& name) const;
   std::optional<std::int64_t> int_attribute(const std::string& path, const std::string& name) const;
