@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Conformance for other frameworks (docs/framework-conformance.md): parity case export writes a
 # case, correctness/frameworks/torch_case.py trains it with PyTorch on 2 processes (gloo), and
-# parity case compare must pass DDP with accumulation (float32), ZeRO-1 (float64) and Megatron-style
-# tensor parallelism (dp 2 x tp 2, float32); must fail, naming the first divergence with the right
+# parity case compare must pass DDP with accumulation (float32), ZeRO-1 (float64), Megatron-style
+# tensor parallelism (dp 2 x tp 2, float32) and a pipeline (dp 2 x pp 2); must fail, naming the first divergence with the right
 # diagnosis, the known bugs (gradients summed over the ranks, losses summed over the accumulation
 # steps, weight decay on biases and norms, the row-parallel bias reduced over tp, gradients clipped
-# per rank before the reduction, every rank applying the same dropout mask); and must
+# per rank before the reduction, every rank applying the same dropout mask, the tied table's copies
+# on a pipeline's ends not summed); and must
 # refuse in one line (exit 2) results of another case, a missing tensor, a tensor of the wrong
 # size, a NaN loss, shards that miss an element or overlap, and a case whose masks were edited;
 # results given as shards with their offsets must compare as whole tensors do.
@@ -36,17 +37,20 @@ trained() {
 # dp 2 x 3 accumulation steps in float32 (dp and accumulation differ, so their factors do); ZeRO-1
 # in float64 (float64's bounds); Megatron-style dp 2 x tp 2; gradients clipped to the global norm
 # 0.5 (every step clips), as torch.nn.utils.clip_grad_norm_; dropout 0.1 after attention and after
-# the MLP with the case's masks, each rank its own rows'.
+# the MLP with the case's masks, each rank its own rows'; a GPipe pipeline of 2 stages (3
+# micro-batches) beside dp 2, with dropout and clipping.
 case_file acc --dp 2 --accumulation 3 --global-batch 12 --precision float32
 case_file zero --dp 2 --zero 1 --precision float64
 case_file tp --dp 2 --tp 2 --precision float32
 case_file clip --dp 2 --accumulation 3 --global-batch 12 --clip-grad-norm 0.5
 case_file drop --dp 2 --accumulation 3 --global-batch 12 --dropout 0.1
+case_file pipe --dp 2 --pp 2 --accumulation 3 --global-batch 12 --dropout 0.1 --clip-grad-norm 0.5
 trained acc ddp 0 "conforms"
 trained zero zero1 0 "conforms" --mode zero1
 trained tp tp2 0 "conforms" --mode tp
 trained clip clipped 0 "conforms"
 trained drop dropped 0 "conforms"
+trained pipe piped 0 "conforms" --mode pp
 
 # Known bugs: caught, with the first divergence and the diagnosis.
 trained drop bug 1 "the ranks share one mask instead of each drawing its own rows'" --bug same_dropout
@@ -57,6 +61,7 @@ trained acc bug 1 "summed over the 2 data-parallel ranks instead of averaged" --
 grep -q "^first divergence: step 0: the first step's gradients" out.txt || fail "ddp_sum: first divergence not at step 0's gradients"
 trained acc bug 1 "the loss summed over the 3 accumulation steps instead of averaged" --bug accumulation_sum
 trained acc bug 1 "weight decay applied to them" --bug decay_all
+trained pipe bug 1 "only the tied token table's gradient differs" --mode pp --bug tied_unsummed
 
 # Results as shards with their offsets (each rank's flat range, as ZeRO holds them): the DDP
 # results split in three uneven pieces per tensor conform; a shard missing or two overlapping are
@@ -120,4 +125,4 @@ compare edited.h5 dropped.h5 2 "/batches/1/dropout/transformer.h.0.mlp is not th
 [ ! -e bad.h5 ] || fail "a refused export left a file"
 "$parity" case compare acc.h5 /nonexistent.h5 > out.txt 2> err.txt
 [ $? -eq 2 ] || fail "a missing results file not refused"
-echo "framework_case.sh: PyTorch DDP (accumulation), ZeRO-1 and tp conform; ddp_sum, accumulation_sum, decay_all, row_bias_reduced, clip_per_rank and same_dropout caught and diagnosed; bad input refused"
+echo "framework_case.sh: PyTorch DDP (accumulation), ZeRO-1, tp and pp conform; ddp_sum, accumulation_sum, decay_all, row_bias_reduced, clip_per_rank, same_dropout and tied_unsummed caught and diagnosed; bad input refused"

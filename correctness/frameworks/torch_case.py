@@ -11,7 +11,9 @@ GPT-2 (bench/gpt2_torch.py's module: GPT2LMHeadModel's names, tied head) in the 
   zero1  the same with torch.distributed.optim.ZeroRedundancyOptimizer (ZeRO-1: AdamW's state
          sharded over the ranks, gathered to rank 0 at the end with consolidate_state_dict);
   tp     Megatron-style tensor parallelism over the case's tp ranks (dp x tp processes, tp_worker),
-         written with torch.distributed; the shards gathered whole for the results file.
+         written with torch.distributed; the shards gathered whole for the results file;
+  pp     a GPipe pipeline over the case's pp stages, the accumulation steps its micro-batches
+         (dp x pp processes, pp_worker), written with torch.distributed.
 AdamW has the case's two parameter groups (no weight decay on the names the case lists in
 /optimizer no_decay). Each rank's rows are [r B/dp, (r+1) B/dp), its micro-batches consecutive
 B/(dp k) rows; a micro-batch's loss is its tokens' mean cross-entropy divided by k, and DDP
@@ -28,6 +30,8 @@ averages over the ranks, so the gradient is the global batch's mean.
                     ranks average them, instead of the averaged gradients after
   same_dropout      (ddp, a case with --dropout) every rank applying the first rank's rows of the
                     dropout masks, as a generator seeded alike on every rank draws them
+  tied_unsummed     (pp) the tied table's copies on the first and last stage each updated with
+                    its own stage's gradient, not their sum
 
 Exit status: 0 written; 2 bad arguments or files (one line).
 """
@@ -41,7 +45,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
 import gpt2_torch  # noqa: E402  (the GPT-2 module shared with `parity state`'s interchange)
 
 PROG = "torch_case.py"
-BUGS = ("ddp_sum", "accumulation_sum", "decay_all", "row_bias_reduced", "clip_per_rank", "same_dropout")
+BUGS = ("ddp_sum", "accumulation_sum", "decay_all", "row_bias_reduced", "clip_per_rank", "same_dropout", "tied_unsummed")
 
 
 def fail(message, status=2):
@@ -181,6 +185,21 @@ def worker(rank, world, rendezvous, case_path, results, mode, bug):
     dist.destroy_process_group()
 
 
+def grid_start(rank, world, rendezvous, case_path, axis):
+    """torch.distributed up (gloo), the case read, and the grid: `axis` (tp or pp) over consecutive
+    ranks, dp over the rest. Returns the case, its torch dtype and (this rank's place on the axis,
+    its replica, every replica's group along the axis, its dp group)."""
+    import torch
+    import torch.distributed as dist
+    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=world)
+    attrs, layout, opt, init, batches = read_case(case_path)
+    dtype = torch.float64 if attrs["precision"] == "float64" else torch.float32
+    n, dp = layout[axis], layout["dp"]
+    groups = [dist.new_group(list(range(d * n, (d + 1) * n))) for d in range(dp)]
+    dp_groups = [dist.new_group(list(range(j, world, n))) for j in range(n)]
+    return attrs, layout, opt, init, batches, dtype, (rank % n, rank // n, groups, dp_groups[rank % n])
+
+
 def tp_indices(name, c, r, t):
     """(axis, indices) of tensor-parallel rank r's shard of parameter `name` (Megatron's splits:
     c_attn and c_fc by columns, a head's q, k and v together; the projections c_proj by rows),
@@ -210,14 +229,10 @@ def tp_worker(rank, world, rendezvous, case_path, results, mode, bug):
     import torch
     import torch.distributed as dist
     import torch.nn.functional as F
-    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=world)
-    attrs, layout, opt, init, batches = read_case(case_path)
-    dtype = torch.float64 if attrs["precision"] == "float64" else torch.float32
+    attrs, layout, opt, init, batches, dtype, (tp_rank, replica, tp_groups, dp_group) = grid_start(
+        rank, world, rendezvous, case_path, "tp")
     t, dp, k = layout["tp"], layout["dp"], layout["accumulation"]
-    tp_rank, replica = rank % t, rank // t
-    tp_groups = [dist.new_group(list(range(d * t, (d + 1) * t))) for d in range(dp)]
-    dp_groups = [dist.new_group(list(range(j, world, t))) for j in range(t)]
-    tp_group, dp_group = tp_groups[replica], dp_groups[tp_rank]
+    tp_group = tp_groups[replica]
     c, heads, eps = int(attrs["n_embd"]), int(attrs["n_head"]), float(attrs["layer_norm_epsilon"])
     layers = int(attrs["n_layer"])
 
@@ -343,6 +358,136 @@ def tp_worker(rank, world, rendezvous, case_path, results, mode, bug):
     dist.destroy_process_group()
 
 
+def pp_worker(rank, world, rendezvous, case_path, results, mode, bug):
+    """A pipeline written with torch.distributed: pp stages of consecutive blocks (the first with
+    the embeddings, the last with the final LayerNorm and a copy of the tied table as the head),
+    GPipe's order (every micro-batch's forward, then their backwards in reverse), activations and
+    their gradients sent between stages; the two table copies' gradients summed, the dp replicas
+    averaging with an all-reduce."""
+    import numpy as np
+    import torch
+    import torch.distributed as dist
+    import torch.nn.functional as F
+    attrs, layout, opt, init, batches, dtype, (stage, replica, pp_groups, dp_group) = grid_start(
+        rank, world, rendezvous, case_path, "pp")
+    pp, dp, k = layout["pp"], layout["dp"], layout["accumulation"]
+    tied_groups = [dist.new_group([d * pp, d * pp + pp - 1]) for d in range(dp)] if pp > 1 else []
+    pp_group = pp_groups[replica]
+    c, heads, eps, layers = int(attrs["n_embd"]), int(attrs["n_head"]), float(attrs["layer_norm_epsilon"]), int(attrs["n_layer"])
+    mine = range(stage * layers // pp, (stage + 1) * layers // pp)
+    first, last = stage == 0, stage == pp - 1
+
+    def held(name):
+        if name.startswith("transformer.h."):
+            return int(name.split(".")[2]) in mine
+        if name in ("transformer.wte.weight",):
+            return first or last
+        return first if name == "transformer.wpe.weight" else last  # ln_f
+    P = {n: torch.nn.Parameter(torch.from_numpy(np.ascontiguousarray(v)).to(dtype)) for n, v in init.items() if held(n)}
+    p_drop = float(attrs["dropout"])
+
+    def block(x, i, masks):
+        h = f"transformer.h.{i}."
+
+        def drop(y, key):
+            return y * (torch.from_numpy(masks[key]).to(dtype) / (1 - p_drop)) if key in masks else y
+        b, s, _ = x.shape
+        hs = c // heads
+        y = F.layer_norm(x, (c,), P[h + "ln_1.weight"], P[h + "ln_1.bias"], eps)
+        q, kk, v = (z.reshape(b, s, heads, hs).transpose(1, 2)
+                    for z in (y @ P[h + "attn.c_attn.weight"] + P[h + "attn.c_attn.bias"]).split(c, dim=2))
+        mask = torch.ones(s, s, dtype=torch.bool).tril()
+        o = torch.softmax(((q @ kk.transpose(-2, -1)) / np.sqrt(hs)).masked_fill(~mask, float("-inf")), dim=-1) @ v
+        x = x + drop(o.transpose(1, 2).reshape(b, s, c) @ P[h + "attn.c_proj.weight"] + P[h + "attn.c_proj.bias"], h + "attn")
+        y = F.layer_norm(x, (c,), P[h + "ln_2.weight"], P[h + "ln_2.bias"], eps)
+        m = y @ P[h + "mlp.c_fc.weight"] + P[h + "mlp.c_fc.bias"]
+        m = 0.5 * m * (1.0 + torch.tanh(np.sqrt(2.0 / np.pi) * (m + 0.044715 * m ** 3)))
+        return x + drop(m @ P[h + "mlp.c_proj.weight"] + P[h + "mlp.c_proj.bias"], h + "mlp")
+
+    names = list(P)
+    decayed = [n for n in names if n not in opt["no_decay"]]
+    spared = [n for n in names if n in opt["no_decay"]]
+    optimizer = torch.optim.AdamW([{"params": [P[n] for n in decayed], "weight_decay": float(opt["weight_decay"])},
+                                   {"params": [P[n] for n in spared], "weight_decay": 0.0}],
+                                  lr=float(opt["lr"]), betas=(float(opt["beta1"]), float(opt["beta2"])), eps=float(opt["eps"]))
+    rows = batches[0][0].shape[0] // dp
+    micro = rows // k
+    s_len = batches[0][0].shape[1]
+    losses, first_gradients = [], None
+    previous, following = rank - 1, rank + 1
+    for step, (tokens, targets, masks) in enumerate(batches):
+        optimizer.zero_grad(set_to_none=False)
+        kept, local = [], 0.0
+        for j in range(k):  # forwards
+            part = slice(replica * rows + j * micro, replica * rows + (j + 1) * micro)
+            mm = {n: m[part] for n, m in masks.items()}
+            if first:
+                t = torch.from_numpy(tokens[part].astype(np.int64))
+                x_in = None
+                x = P["transformer.wte.weight"][t] + P["transformer.wpe.weight"][:s_len][None]
+            else:
+                x_in = torch.empty(micro, s_len, c, dtype=dtype)
+                dist.recv(x_in, previous)
+                x_in.requires_grad_(True)
+                x = x_in
+            for i in mine:
+                x = block(x, i, mm)
+            if last:
+                x = F.layer_norm(x, (c,), P["transformer.ln_f.weight"], P["transformer.ln_f.bias"], eps)
+                logits = x @ P["transformer.wte.weight"].t()
+                y = torch.from_numpy(targets[part].astype(np.int64))
+                loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1)) / k
+                local += loss.item()
+                kept.append((x_in, loss))
+            else:
+                dist.send(x.detach().contiguous(), following)
+                kept.append((x_in, x))
+        for x_in, out in reversed(kept):  # backwards, in reverse
+            if last:
+                out.backward()
+            else:
+                grad = torch.empty_like(out)
+                dist.recv(grad, following)
+                out.backward(grad)
+            if x_in is not None:
+                dist.send(x_in.grad.contiguous(), previous)
+        if pp > 1 and bug != "tied_unsummed" and (first or last):
+            dist.all_reduce(P["transformer.wte.weight"].grad, group=tied_groups[replica])
+        for p in P.values():
+            dist.all_reduce(p.grad, group=dp_group)
+            p.grad /= dp
+        clip = float(opt["clip_grad_norm"])
+        if clip > 0:  # the whole gradients' norm: every stage's squares, the table's copy once
+            squares = torch.zeros(1, dtype=torch.float64)
+            for n, p in P.items():
+                if not (n == "transformer.wte.weight" and last and not first):
+                    squares += (p.grad.double() ** 2).sum()
+            dist.all_reduce(squares, group=pp_group)
+            coefficient = min(1.0, clip / (float(squares.sqrt()) + 1e-6))
+            for p in P.values():
+                p.grad *= coefficient
+        total = torch.tensor([local if last else 0.0], dtype=torch.float64)
+        dist.all_reduce(total)
+        losses.append(total.item() / dp)
+        if step == 0:
+            first_gradients = {n: p.grad.detach().to(torch.float64).numpy().copy() for n, p in P.items()}
+        optimizer.step()
+    state = optimizer.state_dict()["state"]
+    order = decayed + spared
+    mine_out = {n: (first_gradients[n], P[n].detach().to(torch.float64).numpy(),
+                    state[order.index(n)]["exp_avg"].to(torch.float64).numpy(),
+                    state[order.index(n)]["exp_avg_sq"].to(torch.float64).numpy())
+                for n in names if not (n == "transformer.wte.weight" and not first)}
+    gathered = [None] * pp if rank == 0 else None
+    dist.gather_object(mine_out, gathered, dst=0, group=pp_groups[0]) if replica == 0 else None
+    if rank == 0:
+        out = {n: v for part in gathered for n, v in part.items()}
+        write_results(results, attrs["case_id"], losses, {n: v[0] for n, v in out.items()},
+                      {n: v[1] for n, v in out.items()}, {n: (v[2], v[3]) for n, v in out.items()})
+    dist.barrier()
+    dist.destroy_process_group()
+
+
 def clip_of(path):
     _, _, opt, _, _ = read_case(path)
     return float(opt["clip_grad_norm"])
@@ -384,7 +529,7 @@ def main(argv=None):
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("case", help="the case file (parity case export)")
     p.add_argument("results", help="the results file to write")
-    p.add_argument("--mode", choices=("ddp", "zero1", "tp"), default="ddp",
+    p.add_argument("--mode", choices=("ddp", "zero1", "tp", "pp"), default="ddp",
                    help="how the ranks share the work, as the case's layout says (default ddp)")
     p.add_argument("--bug", choices=BUGS, help="make one deliberate mistake (for the tests)")
     args = p.parse_args(argv)
@@ -396,12 +541,11 @@ def main(argv=None):
     except ImportError as e:
         fail(f"needs h5py, numpy and PyTorch ({e.name} is missing: apt-get install python3-torch python3-h5py)")
     attrs, layout, _, _, _ = read_case(args.case)
-    if layout.get("pp", 1) != 1:
-        fail(f"{args.case}: a layout with pp {layout.get('pp')}; this adapter runs dp, accumulation, ZeRO-1 and tp")
-    want = "tp" if layout.get("tp", 1) > 1 else "zero1" if layout.get("zero", 0) == 1 else "ddp"
-    if layout.get("zero", 0) > 1 or (layout.get("tp", 1) > 1 and layout.get("zero", 0) > 0):
-        fail(f"{args.case}: ZeRO stage {layout.get('zero')} with tp {layout.get('tp')}; this adapter runs ZeRO-1 "
-             "without tp")
+    tp, pp, zero = layout.get("tp", 1), layout.get("pp", 1), layout.get("zero", 0)
+    if zero > 1 or sum(x > 1 for x in (tp, pp, zero + 1 if zero else 1)) > 1:
+        fail(f"{args.case}: ZeRO stage {zero}, tp {tp} and pp {pp}; this adapter runs one of ZeRO-1, tp and pp "
+             "beside dp")
+    want = "tp" if tp > 1 else "pp" if pp > 1 else "zero1" if zero == 1 else "ddp"
     if args.mode != want:
         fail(f"{args.case}: the case's layout (dp {layout['dp']}, ZeRO {layout.get('zero', 0)}, tp "
              f"{layout.get('tp', 1)}) is --mode {want}, not {args.mode}")
@@ -412,9 +556,11 @@ def main(argv=None):
     if args.bug == "clip_per_rank" and (args.mode != "ddp" or not clip_of(args.case) > 0):
         fail("--bug clip_per_rank needs --mode ddp and a case that clips (parity case export --clip-grad-norm)")
     torch.set_num_threads(1)
-    world = layout["dp"] * layout.get("tp", 1)
+    if args.bug == "tied_unsummed" and args.mode != "pp":
+        fail("--bug tied_unsummed needs a pipeline case (--mode pp)")
+    world = layout["dp"] * tp * pp
     with tempfile.TemporaryDirectory() as tmp:
-        mp.spawn(tp_worker if args.mode == "tp" else worker,
+        mp.spawn({"tp": tp_worker, "pp": pp_worker}.get(args.mode, worker),
                  args=(world, os.path.join(tmp, "rendezvous"), args.case, args.results, args.mode, args.bug),
                  nprocs=world, join=True)
     print(f"{PROG}: case {attrs['case_id']} trained with PyTorch {torch.__version__} ({args.mode}"
