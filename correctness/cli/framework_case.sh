@@ -4,7 +4,8 @@
 # parity case compare must pass DDP with accumulation (float32), ZeRO-1 (float64), Megatron-style
 # tensor parallelism (dp 2 x tp 2, float32) and a pipeline (dp 2 x pp 2); must fail, naming the first divergence with the right
 # diagnosis, the known bugs (gradients summed over the ranks, losses summed over the accumulation
-# steps, weight decay on biases and norms, the row-parallel bias reduced over tp, gradients clipped
+# steps, weight decay on biases and norms, the row-parallel bias reduced over tp or added on every
+# tp rank, gradients clipped
 # per rank before the reduction, every rank applying the same dropout mask, the tied table's copies
 # on a pipeline's ends not summed); and must
 # refuse in one line (exit 2) results of another case, a missing tensor, a tensor of the wrong
@@ -38,12 +39,14 @@ trained() {
 # in float64 (float64's bounds); Megatron-style dp 2 x tp 2; gradients clipped to the global norm
 # 0.5 (every step clips), as torch.nn.utils.clip_grad_norm_; dropout 0.1 after attention and after
 # the MLP with the case's masks, each rank its own rows'; a GPipe pipeline of 2 stages (3
-# micro-batches) beside dp 2, with dropout and clipping.
+# micro-batches) beside dp 2, with dropout and clipping; DDP and ZeRO-1 over 4 ranks.
 case_file acc --dp 2 --accumulation 3 --global-batch 12 --precision float32
 case_file zero --dp 2 --zero 1 --precision float64
 case_file tp --dp 2 --tp 2 --precision float32
 case_file clip --dp 2 --accumulation 3 --global-batch 12 --clip-grad-norm 0.5
 case_file drop --dp 2 --accumulation 3 --global-batch 12 --dropout 0.1
+case_file acc4 --dp 4 --global-batch 8 --precision float32
+case_file zero4 --dp 4 --zero 1 --global-batch 8 --precision float32
 case_file pipe --dp 2 --pp 2 --accumulation 3 --global-batch 12 --dropout 0.1 --clip-grad-norm 0.5
 trained acc ddp 0 "conforms"
 trained zero zero1 0 "conforms" --mode zero1
@@ -51,12 +54,16 @@ trained tp tp2 0 "conforms" --mode tp
 trained clip clipped 0 "conforms"
 trained drop dropped 0 "conforms"
 trained pipe piped 0 "conforms" --mode pp
+trained acc4 ddp4 0 "conforms"
+trained zero4 zero14 0 "conforms" --mode zero1
 
 # Known bugs: caught, with the first divergence and the diagnosis.
 trained drop bug 1 "the ranks share one mask instead of each drawing its own rows'" --bug same_dropout
 grep -q "^first divergence: step 0: the loss" out.txt || fail "same_dropout: first divergence not at step 0's loss"
 trained clip bug 1 "clipped per rank before the reduction instead of after it" --bug clip_per_rank
 trained tp bug 1 "only the row-parallel biases (c_proj.bias) differ, 2 x the single device's" --mode tp --bug row_bias_reduced
+trained tp bug 1 "the bias added on every tensor-parallel rank before the all-reduce" --mode tp --bug row_bias_every_rank
+grep -q "^first divergence: step 1: the loss" out.txt || fail "row_bias_every_rank: first divergence not at step 1's loss"
 trained acc bug 1 "summed over the 2 data-parallel ranks instead of averaged" --bug ddp_sum
 grep -q "^first divergence: step 0: the first step's gradients" out.txt || fail "ddp_sum: first divergence not at step 0's gradients"
 trained acc bug 1 "the loss summed over the 3 accumulation steps instead of averaged" --bug accumulation_sum
@@ -125,4 +132,4 @@ compare edited.h5 dropped.h5 2 "/batches/1/dropout/transformer.h.0.mlp is not th
 [ ! -e bad.h5 ] || fail "a refused export left a file"
 "$parity" case compare acc.h5 /nonexistent.h5 > out.txt 2> err.txt
 [ $? -eq 2 ] || fail "a missing results file not refused"
-echo "framework_case.sh: PyTorch DDP (accumulation), ZeRO-1, tp and pp conform; ddp_sum, accumulation_sum, decay_all, row_bias_reduced, clip_per_rank, same_dropout and tied_unsummed caught and diagnosed; bad input refused"
+echo "framework_case.sh: PyTorch DDP (accumulation), ZeRO-1, tp and pp conform; ddp_sum, accumulation_sum, decay_all, row_bias_reduced, row_bias_every_rank, clip_per_rank, same_dropout and tied_unsummed caught and diagnosed; bad input refused"

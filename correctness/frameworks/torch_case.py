@@ -26,6 +26,8 @@ averages over the ranks, so the gradient is the global batch's mean.
   decay_all         weight decay on every parameter, biases, norms and tables included
   row_bias_reduced  (tp) the row-parallel c_proj biases' gradients summed over the tp ranks as
                     if they were split (every rank holds the whole bias): tp times too large
+  row_bias_every_rank  (tp) the row-parallel c_proj biases added by every tp rank before the
+                    all-reduce instead of once after it: tp copies in the output
   clip_per_rank     (ddp, a case with --clip-grad-norm) each rank's gradients clipped before the
                     ranks average them, instead of the averaged gradients after
   same_dropout      (ddp, a case with --dropout) every rank applying the first rank's rows of the
@@ -45,7 +47,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
 import gpt2_torch  # noqa: E402  (the GPT-2 module shared with `parity state`'s interchange)
 
 PROG = "torch_case.py"
-BUGS = ("ddp_sum", "accumulation_sum", "decay_all", "row_bias_reduced", "clip_per_rank", "same_dropout", "tied_unsummed")
+BUGS = ("ddp_sum", "accumulation_sum", "decay_all", "row_bias_reduced", "row_bias_every_rank", "clip_per_rank",
+        "same_dropout", "tied_unsummed")
 
 
 def fail(message, status=2):
@@ -132,7 +135,7 @@ def worker(rank, world, rendezvous, case_path, results, mode, bug):
     else:
         optimizer = torch.optim.AdamW(groups, **hyper)
     dp, k = layout["dp"], layout["accumulation"]
-    clip = float(opt["clip_grad_norm"])
+    clip = float(opt.get("clip_grad_norm", 0.0))
     rows = batches[0][0].shape[0] // dp
     micro = rows // k
     losses, first_gradients = [], None
@@ -267,6 +270,12 @@ def tp_worker(rank, world, rendezvous, case_path, results, mode, bug):
 
     p_drop = float(attrs["dropout"])
 
+    def row_parallel(x, weight, bias):
+        """x W summed over tp, then the whole bias once (the bug: on every rank, before the sum)."""
+        if bug == "row_bias_every_rank":
+            return ReduceFromRegion.apply(x @ weight + bias)
+        return ReduceFromRegion.apply(x @ weight) + bias
+
     def forward(tokens, masks):
         """masks: the micro-batch's rows of the case's keep masks, by module (none: no dropout)."""
         def drop(y, key):
@@ -283,11 +292,11 @@ def tp_worker(rank, world, rendezvous, case_path, results, mode, bug):
             scores = (q @ kk.transpose(-2, -1)) / np.sqrt(hs)
             o = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1) @ v
             o = o.transpose(1, 2).reshape(b, s, c // t)
-            x = x + drop(ReduceFromRegion.apply(o @ P[h + "attn.c_proj.weight"]) + P[h + "attn.c_proj.bias"], h + "attn")
+            x = x + drop(row_parallel(o, P[h + "attn.c_proj.weight"], P[h + "attn.c_proj.bias"]), h + "attn")
             y = F.layer_norm(x, (c,), P[h + "ln_2.weight"], P[h + "ln_2.bias"], eps)
             m = CopyToRegion.apply(y) @ P[h + "mlp.c_fc.weight"] + P[h + "mlp.c_fc.bias"]
             m = 0.5 * m * (1.0 + torch.tanh(np.sqrt(2.0 / np.pi) * (m + 0.044715 * m ** 3)))
-            x = x + drop(ReduceFromRegion.apply(m @ P[h + "mlp.c_proj.weight"]) + P[h + "mlp.c_proj.bias"], h + "mlp")
+            x = x + drop(row_parallel(m, P[h + "mlp.c_proj.weight"], P[h + "mlp.c_proj.bias"]), h + "mlp")
         x = F.layer_norm(x, (c,), P["transformer.ln_f.weight"], P["transformer.ln_f.bias"], eps)
         return x @ P["transformer.wte.weight"].t()
 
@@ -314,7 +323,7 @@ def tp_worker(rank, world, rendezvous, case_path, results, mode, bug):
             p.grad /= dp
             if bug == "row_bias_reduced" and name.endswith("c_proj.bias"):
                 dist.all_reduce(p.grad, group=tp_group)  # as if it were split over tp: t copies summed
-        clip = float(opt["clip_grad_norm"])
+        clip = float(opt.get("clip_grad_norm", 0.0))
         if clip > 0:  # the norm of the whole gradients: the shards' squares summed over tp, the rest once
             sharded = torch.zeros(1, dtype=torch.float64)
             whole = torch.zeros(1, dtype=torch.float64)
@@ -456,7 +465,7 @@ def pp_worker(rank, world, rendezvous, case_path, results, mode, bug):
         for p in P.values():
             dist.all_reduce(p.grad, group=dp_group)
             p.grad /= dp
-        clip = float(opt["clip_grad_norm"])
+        clip = float(opt.get("clip_grad_norm", 0.0))
         if clip > 0:  # the whole gradients' norm: every stage's squares, the table's copy once
             squares = torch.zeros(1, dtype=torch.float64)
             for n, p in P.items():
@@ -490,7 +499,7 @@ def pp_worker(rank, world, rendezvous, case_path, results, mode, bug):
 
 def clip_of(path):
     _, _, opt, _, _ = read_case(path)
-    return float(opt["clip_grad_norm"])
+    return float(opt.get("clip_grad_norm", 0.0))
 
 
 class _nothing:
@@ -549,8 +558,8 @@ def main(argv=None):
     if args.mode != want:
         fail(f"{args.case}: the case's layout (dp {layout['dp']}, ZeRO {layout.get('zero', 0)}, tp "
              f"{layout.get('tp', 1)}) is --mode {want}, not {args.mode}")
-    if args.bug == "row_bias_reduced" and args.mode != "tp":
-        fail("--bug row_bias_reduced needs a tensor-parallel case (--mode tp)")
+    if args.bug in ("row_bias_reduced", "row_bias_every_rank") and args.mode != "tp":
+        fail(f"--bug {args.bug} needs a tensor-parallel case (--mode tp)")
     if args.bug == "same_dropout" and (args.mode != "ddp" or not float(attrs["dropout"]) > 0):
         fail("--bug same_dropout needs --mode ddp and a case with dropout (parity case export --dropout)")
     if args.bug == "clip_per_rank" and (args.mode != "ddp" or not clip_of(args.case) > 0):
