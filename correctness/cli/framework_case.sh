@@ -7,7 +7,7 @@
 # steps, weight decay on biases and norms, the row-parallel bias reduced over tp or added on every
 # tp rank, gradients clipped
 # per rank before the reduction, every rank applying the same dropout mask, the tied table's copies
-# on a pipeline's ends not summed); and must
+# on a pipeline's ends not summed, a float64 case's loss computed in float32); and must
 # refuse in one line (exit 2) results of another case, a missing tensor, a tensor of the wrong
 # size, a NaN loss, shards that miss an element or overlap, and a case whose masks were edited;
 # results given as shards with their offsets must compare as whole tensors do.
@@ -39,13 +39,15 @@ trained() {
 # in float64 (float64's bounds); Megatron-style dp 2 x tp 2; gradients clipped to the global norm
 # 0.5 (every step clips), as torch.nn.utils.clip_grad_norm_; dropout 0.1 after attention and after
 # the MLP with the case's masks, each rank its own rows'; a GPipe pipeline of 2 stages (3
-# micro-batches) beside dp 2, with dropout and clipping; DDP and ZeRO-1 over 4 ranks.
+# micro-batches) beside dp 2, with dropout and clipping; DDP and ZeRO-1 over 4 ranks; DDP computing
+# in bfloat16 (autocast) against float64, within the 16-bit bounds.
 case_file acc --dp 2 --accumulation 3 --global-batch 12 --precision float32
 case_file zero --dp 2 --zero 1 --precision float64
 case_file tp --dp 2 --tp 2 --precision float32
 case_file clip --dp 2 --accumulation 3 --global-batch 12 --clip-grad-norm 0.5
 case_file drop --dp 2 --accumulation 3 --global-batch 12 --dropout 0.1
 case_file acc4 --dp 4 --global-batch 8 --precision float32
+case_file half --dp 2 --accumulation 3 --global-batch 12 --precision bfloat16
 case_file zero4 --dp 4 --zero 1 --global-batch 8 --precision float32
 case_file pipe --dp 2 --pp 2 --accumulation 3 --global-batch 12 --dropout 0.1 --clip-grad-norm 0.5
 trained acc ddp 0 "conforms"
@@ -55,6 +57,7 @@ trained clip clipped 0 "conforms"
 trained drop dropped 0 "conforms"
 trained pipe piped 0 "conforms" --mode pp
 trained acc4 ddp4 0 "conforms"
+trained half bf16 0 "conforms"
 trained zero4 zero14 0 "conforms" --mode zero1
 
 # Known bugs: caught, with the first divergence and the diagnosis.
@@ -65,10 +68,12 @@ trained tp bug 1 "only the row-parallel biases (c_proj.bias) differ, 2 x the sin
 trained tp bug 1 "the bias added on every tensor-parallel rank before the all-reduce" --mode tp --bug row_bias_every_rank
 grep -q "^first divergence: step 1: the loss" out.txt || fail "row_bias_every_rank: first divergence not at step 1's loss"
 trained acc bug 1 "summed over the 2 data-parallel ranks instead of averaged" --bug ddp_sum
+trained half bug 1 "summed over the 2 data-parallel ranks instead of averaged" --bug ddp_sum
 grep -q "^first divergence: step 0: the first step's gradients" out.txt || fail "ddp_sum: first divergence not at step 0's gradients"
 trained acc bug 1 "the loss summed over the 3 accumulation steps instead of averaged" --bug accumulation_sum
 trained acc bug 1 "weight decay applied to them" --bug decay_all
 trained pipe bug 1 "only the tied token table's gradient differs" --mode pp --bug tied_unsummed
+trained zero bug 1 "the framework computes in float32" --mode zero1 --bug float32_loss
 
 # Results as shards with their offsets (each rank's flat range, as ZeRO holds them): the DDP
 # results split in three uneven pieces per tensor conform; a shard missing or two overlapping are
@@ -132,4 +137,4 @@ compare edited.h5 dropped.h5 2 "/batches/1/dropout/transformer.h.0.mlp is not th
 [ ! -e bad.h5 ] || fail "a refused export left a file"
 "$parity" case compare acc.h5 /nonexistent.h5 > out.txt 2> err.txt
 [ $? -eq 2 ] || fail "a missing results file not refused"
-echo "framework_case.sh: PyTorch DDP (accumulation), ZeRO-1, tp and pp conform; ddp_sum, accumulation_sum, decay_all, row_bias_reduced, row_bias_every_rank, clip_per_rank, same_dropout and tied_unsummed caught and diagnosed; bad input refused"
+echo "framework_case.sh: PyTorch DDP (accumulation), ZeRO-1, tp and pp conform; ddp_sum, accumulation_sum, decay_all, row_bias_reduced, row_bias_every_rank, clip_per_rank, same_dropout, tied_unsummed and float32_loss caught and diagnosed; bad input refused"

@@ -34,6 +34,7 @@ averages over the ranks, so the gradient is the global batch's mean.
                     dropout masks, as a generator seeded alike on every rank draws them
   tied_unsummed     (pp) the tied table's copies on the first and last stage each updated with
                     its own stage's gradient, not their sum
+  float32_loss      (ddp, zero1) the logits cast to float32 for the loss in a float64 case
 
 Exit status: 0 written; 2 bad arguments or files (one line).
 """
@@ -48,7 +49,7 @@ import gpt2_torch  # noqa: E402  (the GPT-2 module shared with `parity state`'s 
 
 PROG = "torch_case.py"
 BUGS = ("ddp_sum", "accumulation_sum", "decay_all", "row_bias_reduced", "row_bias_every_rank", "clip_per_rank",
-        "same_dropout", "tied_unsummed")
+        "same_dropout", "tied_unsummed", "float32_loss")
 
 
 def fail(message, status=2):
@@ -153,7 +154,8 @@ def worker(rank, world, rendezvous, case_path, results, mode, bug):
             # clip_per_rank clips before any reduction, so it reduces by hand after the last one.
             context = ddp.no_sync() if j < k - 1 or bug == "clip_per_rank" else _nothing()
             with context:
-                logits = ddp(x)
+                with compute(attrs):
+                    logits = ddp(x).to(torch.float32 if bug == "float32_loss" else dtype)
                 loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
                 local += loss.item() / k
                 scaled = loss if bug == "accumulation_sum" else loss / k
@@ -313,7 +315,9 @@ def tp_worker(rank, world, rendezvous, case_path, results, mode, bug):
         local = 0.0
         for j in range(k):
             part = slice(replica * rows + j * micro, replica * rows + (j + 1) * micro)
-            logits = forward(torch.from_numpy(tokens[part].astype(np.int64)), {n: m[part] for n, m in masks.items()})
+            with compute(attrs):
+                logits = forward(torch.from_numpy(tokens[part].astype(np.int64)), {n: m[part] for n, m in masks.items()})
+            logits = logits.to(dtype)
             y = torch.from_numpy(targets[part].astype(np.int64))
             loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
             local += loss.item() / k
@@ -439,11 +443,14 @@ def pp_worker(rank, world, rendezvous, case_path, results, mode, bug):
                 dist.recv(x_in, previous)
                 x_in.requires_grad_(True)
                 x = x_in
-            for i in mine:
-                x = block(x, i, mm)
+            with compute(attrs):
+                for i in mine:
+                    x = block(x, i, mm)
+                if last:
+                    x = F.layer_norm(x, (c,), P["transformer.ln_f.weight"], P["transformer.ln_f.bias"], eps)
+                    logits = (x @ P["transformer.wte.weight"].t()).to(dtype)
+            x = x.to(dtype)  # what passes between stages: the parameters' type
             if last:
-                x = F.layer_norm(x, (c,), P["transformer.ln_f.weight"], P["transformer.ln_f.bias"], eps)
-                logits = x @ P["transformer.wte.weight"].t()
                 y = torch.from_numpy(targets[part].astype(np.int64))
                 loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1)) / k
                 local += loss.item()
@@ -495,6 +502,13 @@ def pp_worker(rank, world, rendezvous, case_path, results, mode, bug):
                       {n: v[1] for n, v in out.items()}, {n: (v[2], v[3]) for n, v in out.items()})
     dist.barrier()
     dist.destroy_process_group()
+
+
+def compute(attrs):
+    """bfloat16 cases: the forward under CPU autocast (float32 parameters and optimizer, bfloat16
+    products); otherwise in the parameters' type."""
+    import torch
+    return torch.autocast("cpu", dtype=torch.bfloat16) if attrs["precision"] == "bfloat16" else _nothing()
 
 
 def clip_of(path):
@@ -565,6 +579,8 @@ def main(argv=None):
     if args.bug == "clip_per_rank" and (args.mode != "ddp" or not clip_of(args.case) > 0):
         fail("--bug clip_per_rank needs --mode ddp and a case that clips (parity case export --clip-grad-norm)")
     torch.set_num_threads(1)
+    if args.bug == "float32_loss" and (args.mode not in ("ddp", "zero1") or attrs["precision"] != "float64"):
+        fail("--bug float32_loss needs a float64 case in --mode ddp or zero1")
     if args.bug == "tied_unsummed" and args.mode != "pp":
         fail("--bug tied_unsummed needs a pipeline case (--mode pp)")
     world = layout["dp"] * tp * pp
