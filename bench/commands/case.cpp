@@ -12,6 +12,7 @@
 #include "bench/commands/case_file.hpp"
 #include "bench/commands/command.hpp"
 #include "bench/commands/presets.hpp"
+#include "correctness/cases/compare.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/tolerance.hpp"
 #include "reference/kernels/buffer_kernels.hpp"
@@ -130,11 +131,6 @@ std::map<std::string, std::vector<double>> clipped_per_rank(const Case& c) {
 
 // ---- the comparison ----
 
-std::string format_number(double x) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.3g", x);
-  return text;
-}
 
 // Elements whose exact gradient is zero: the key third of every c_attn.bias (softmax ignores a
 // constant added to a row of scores, and q . b_k is one).
@@ -326,13 +322,13 @@ int case_compare(const CompareOptions& o) {
   if (!gradients.ok()) {
     if (first.empty() || first.rfind("step 0", 0) != 0)
       first = "step 0: the first step's gradients, largest in " + gradients.worst + " (" + layer_of(gradients.worst) +
-              "), error " + format_number(gradients.worst_error) + " against the bound " + format_number(gradient_bound);
+              "), error " + cases::format(gradients.worst_error) + " against the bound " + cases::format(gradient_bound);
     const auto [k, residual] = scale_of(got.gradients, want.gradients);
     if (residual <= std::max(1e-3, gradient_bound) && std::abs(k - 1) > 0.02)
       diagnosis = scale_diagnosis(k, s);  // uniform within the noise
     if (diagnosis.empty() && s.clip > 0 && s.dp > 1 &&
         relative(got.gradients, clipped_per_rank(c), nullptr, gradient_bound, nullptr).ok())
-      diagnosis = "the gradients are each data-parallel rank's own clipped to the norm " + format_number(s.clip) +
+      diagnosis = "the gradients are each data-parallel rank's own clipped to the norm " + cases::format(s.clip) +
                   " and then averaged: clipped per rank before the reduction instead of after it";
     // Only the tied table off, with pipeline stages: its two copies' gradients not summed.
     const auto table = [](const std::string& n) { return n == "transformer.wte.weight"; };

@@ -93,6 +93,46 @@ def read_case(path):
     return attrs, layout, optimizer, init, batches
 
 
+def gpt2(attrs, init, dtype):
+    """bench/gpt2_torch.py's GPT-2 with the case's initial parameters, and `current`: the dropout
+    masks (by module, "transformer.h.0.attn") its blocks' attention and MLP outputs are multiplied
+    by, set for the micro-batch running (none: no dropout)."""
+    import torch
+    config = {k: (int(attrs[k]) if k != "layer_norm_epsilon" else float(attrs[k]))
+              for k in ("vocab_size", "n_positions", "n_embd", "n_layer", "n_head", "n_inner", "layer_norm_epsilon",
+                        "tie_word_embeddings")}
+    model = gpt2_torch.model_class(torch)(config).to(dtype)
+    with torch.no_grad():
+        for name, p in model.named_parameters():  # the tied head is the table: listed once
+            p.copy_(torch.from_numpy(init[name]).to(dtype))
+    current = {}
+    for i, block in enumerate(model.transformer.h):
+        for site in ("attn", "mlp"):
+            getattr(block, site).register_forward_hook(
+                lambda module, inputs, output, key=f"transformer.h.{i}.{site}": output * current[key]
+                if key in current else output)
+    return model, current
+
+
+def scaled_masks(torch, masks, rows, p_drop, dtype):
+    """The masks' rows as the multipliers dropout applies (1 / (1 - p) kept, 0 dropped)."""
+    return {name: torch.from_numpy(mask[rows]).to(dtype) / (1 - p_drop) for name, mask in masks.items()}
+
+
+def adamw_groups(params, opt, bug=None):
+    """The case's two parameter groups over `params` ({name: parameter}), AdamW's other settings,
+    and the names in the optimizer's index order (its state_dict's keys); the bug decay_all puts
+    every parameter in the decayed group."""
+    decayed = [n for n in params if n not in opt["no_decay"]]
+    spared = [n for n in params if n in opt["no_decay"]]
+    wd = float(opt["weight_decay"])
+    groups = ([{"params": [params[n] for n in decayed + spared], "weight_decay": wd}] if bug == "decay_all" else
+              [{"params": [params[n] for n in decayed], "weight_decay": wd},
+               {"params": [params[n] for n in spared], "weight_decay": 0.0}])
+    hyper = dict(lr=float(opt["lr"]), betas=(float(opt["beta1"]), float(opt["beta2"])), eps=float(opt["eps"]))
+    return groups, hyper, decayed + spared
+
+
 def worker(rank, world, rendezvous, case_path, results, mode, bug):
     import numpy as np
     import torch
@@ -101,32 +141,11 @@ def worker(rank, world, rendezvous, case_path, results, mode, bug):
     torch.manual_seed(0)
     attrs, layout, opt, init, batches = read_case(case_path)
     dtype = torch.float64 if attrs["precision"] == "float64" else torch.float32
-    config = {k: (int(attrs[k]) if k != "layer_norm_epsilon" else float(attrs[k]))
-              for k in ("vocab_size", "n_positions", "n_embd", "n_layer", "n_head", "n_inner", "layer_norm_epsilon",
-                        "tie_word_embeddings")}
-    model = gpt2_torch.model_class(torch)(config).to(dtype)
-    names = dict(model.named_parameters())  # the tied head is the table: listed once
-    with torch.no_grad():
-        for name, p in names.items():
-            p.copy_(torch.from_numpy(init[name]).to(dtype))
-    decayed = [n for n in names if n not in opt["no_decay"]]
-    spared = [n for n in names if n in opt["no_decay"]]
-    wd = float(opt["weight_decay"])
-    groups = ([{"params": [names[n] for n in decayed + spared], "weight_decay": wd}] if bug == "decay_all" else
-              [{"params": [names[n] for n in decayed], "weight_decay": wd},
-               {"params": [names[n] for n in spared], "weight_decay": 0.0}])
-    order = decayed + spared  # the optimizer's parameter indices
-    # The case's dropout masks, applied to each block's attention and MLP outputs (the residual
-    # branches) for the rows of the micro-batch running.
+    model, current = gpt2(attrs, init, dtype)
+    names = dict(model.named_parameters())
+    groups, hyper, order = adamw_groups(names, opt, bug)
     p_drop = float(attrs["dropout"])
-    current = {}
-    for i, block in enumerate(model.transformer.h):
-        for site in ("attn", "mlp"):
-            getattr(block, site).register_forward_hook(
-                lambda module, inputs, output, key=f"transformer.h.{i}.{site}": output * current[key]
-                if key in current else output)
     ddp = torch.nn.parallel.DistributedDataParallel(model)
-    hyper = dict(lr=float(opt["lr"]), betas=(float(opt["beta1"]), float(opt["beta2"])), eps=float(opt["eps"]))
     if mode == "zero1":
         from torch.distributed.optim import ZeroRedundancyOptimizer
         optimizer = ZeroRedundancyOptimizer(groups[0]["params"], optimizer_class=torch.optim.AdamW,
@@ -148,7 +167,7 @@ def worker(rank, world, rendezvous, case_path, results, mode, bug):
             part = slice(mine.start + j * micro, mine.start + (j + 1) * micro)
             drawn = slice(j * micro, (j + 1) * micro) if bug == "same_dropout" else part
             current.clear()
-            current.update({name: torch.from_numpy(mask[drawn]).to(dtype) / (1 - p_drop) for name, mask in masks.items()})
+            current.update(scaled_masks(torch, masks, drawn, p_drop, dtype))
             x = torch.from_numpy(tokens[part].astype(np.int64))
             y = torch.from_numpy(targets[part].astype(np.int64))
             # clip_per_rank clips before any reduction, so it reduces by hand after the last one.
@@ -302,11 +321,8 @@ def tp_worker(rank, world, rendezvous, case_path, results, mode, bug):
         x = F.layer_norm(x, (c,), P["transformer.ln_f.weight"], P["transformer.ln_f.bias"], eps)
         return x @ P["transformer.wte.weight"].t()
 
-    decayed = [n for n in params if n not in opt["no_decay"]]
-    spared = [n for n in params if n in opt["no_decay"]]
-    optimizer = torch.optim.AdamW([{"params": [P[n] for n in decayed], "weight_decay": float(opt["weight_decay"])},
-                                   {"params": [P[n] for n in spared], "weight_decay": 0.0}],
-                                  lr=float(opt["lr"]), betas=(float(opt["beta1"]), float(opt["beta2"])), eps=float(opt["eps"]))
+    groups, hyper, order = adamw_groups(params, opt)
+    optimizer = torch.optim.AdamW(groups, **hyper)
     rows = batches[0][0].shape[0] // dp
     micro = rows // k
     losses, first_gradients = [], None
@@ -361,7 +377,6 @@ def tp_worker(rank, world, rendezvous, case_path, results, mode, bug):
         return full
 
     state = optimizer.state_dict()["state"]
-    order = decayed + spared
     out = {n: (whole(n, first_gradients[n]), whole(n, P[n]), whole(n, state[order.index(n)]["exp_avg"]),
                whole(n, state[order.index(n)]["exp_avg_sq"])) for n in params}
     if rank == 0:
@@ -386,7 +401,7 @@ def pp_worker(rank, world, rendezvous, case_path, results, mode, bug):
     pp, dp, k = layout["pp"], layout["dp"], layout["accumulation"]
     tied_groups = [dist.new_group([d * pp, d * pp + pp - 1]) for d in range(dp)] if pp > 1 else []
     pp_group = pp_groups[replica]
-    c, heads, eps, layers = int(attrs["n_embd"]), int(attrs["n_head"]), float(attrs["layer_norm_epsilon"]), int(attrs["n_layer"])
+    c, eps, layers = int(attrs["n_embd"]), float(attrs["layer_norm_epsilon"]), int(attrs["n_layer"])
     mine = range(stage * layers // pp, (stage + 1) * layers // pp)
     first, last = stage == 0, stage == pp - 1
 
@@ -396,33 +411,13 @@ def pp_worker(rank, world, rendezvous, case_path, results, mode, bug):
         if name in ("transformer.wte.weight",):
             return first or last
         return first if name == "transformer.wpe.weight" else last  # ln_f
-    P = {n: torch.nn.Parameter(torch.from_numpy(np.ascontiguousarray(v)).to(dtype)) for n, v in init.items() if held(n)}
+    # The whole GPT-2 on every stage, of which it uses (and updates) the blocks and ends it holds.
+    model, current = gpt2(attrs, init, dtype)
+    P = {n: p for n, p in model.named_parameters() if held(n)}
     p_drop = float(attrs["dropout"])
-
-    def block(x, i, masks):
-        h = f"transformer.h.{i}."
-
-        def drop(y, key):
-            return y * (torch.from_numpy(masks[key]).to(dtype) / (1 - p_drop)) if key in masks else y
-        b, s, _ = x.shape
-        hs = c // heads
-        y = F.layer_norm(x, (c,), P[h + "ln_1.weight"], P[h + "ln_1.bias"], eps)
-        q, kk, v = (z.reshape(b, s, heads, hs).transpose(1, 2)
-                    for z in (y @ P[h + "attn.c_attn.weight"] + P[h + "attn.c_attn.bias"]).split(c, dim=2))
-        mask = torch.ones(s, s, dtype=torch.bool).tril()
-        o = torch.softmax(((q @ kk.transpose(-2, -1)) / np.sqrt(hs)).masked_fill(~mask, float("-inf")), dim=-1) @ v
-        x = x + drop(o.transpose(1, 2).reshape(b, s, c) @ P[h + "attn.c_proj.weight"] + P[h + "attn.c_proj.bias"], h + "attn")
-        y = F.layer_norm(x, (c,), P[h + "ln_2.weight"], P[h + "ln_2.bias"], eps)
-        m = y @ P[h + "mlp.c_fc.weight"] + P[h + "mlp.c_fc.bias"]
-        m = 0.5 * m * (1.0 + torch.tanh(np.sqrt(2.0 / np.pi) * (m + 0.044715 * m ** 3)))
-        return x + drop(m @ P[h + "mlp.c_proj.weight"] + P[h + "mlp.c_proj.bias"], h + "mlp")
-
     names = list(P)
-    decayed = [n for n in names if n not in opt["no_decay"]]
-    spared = [n for n in names if n in opt["no_decay"]]
-    optimizer = torch.optim.AdamW([{"params": [P[n] for n in decayed], "weight_decay": float(opt["weight_decay"])},
-                                   {"params": [P[n] for n in spared], "weight_decay": 0.0}],
-                                  lr=float(opt["lr"]), betas=(float(opt["beta1"]), float(opt["beta2"])), eps=float(opt["eps"]))
+    groups, hyper, order = adamw_groups(P, opt)
+    optimizer = torch.optim.AdamW(groups, **hyper)
     rows = batches[0][0].shape[0] // dp
     micro = rows // k
     s_len = batches[0][0].shape[1]
@@ -433,7 +428,8 @@ def pp_worker(rank, world, rendezvous, case_path, results, mode, bug):
         kept, local = [], 0.0
         for j in range(k):  # forwards
             part = slice(replica * rows + j * micro, replica * rows + (j + 1) * micro)
-            mm = {n: m[part] for n, m in masks.items()}
+            current.clear()
+            current.update(scaled_masks(torch, masks, part, p_drop, dtype))
             if first:
                 t = torch.from_numpy(tokens[part].astype(np.int64))
                 x_in = None
@@ -445,7 +441,7 @@ def pp_worker(rank, world, rendezvous, case_path, results, mode, bug):
                 x = x_in
             with compute(attrs):
                 for i in mine:
-                    x = block(x, i, mm)
+                    x = model.transformer.h[i](x)
                 if last:
                     x = F.layer_norm(x, (c,), P["transformer.ln_f.weight"], P["transformer.ln_f.bias"], eps)
                     logits = (x @ P["transformer.wte.weight"].t()).to(dtype)
@@ -489,7 +485,6 @@ def pp_worker(rank, world, rendezvous, case_path, results, mode, bug):
             first_gradients = {n: p.grad.detach().to(torch.float64).numpy().copy() for n, p in P.items()}
         optimizer.step()
     state = optimizer.state_dict()["state"]
-    order = decayed + spared
     mine_out = {n: (first_gradients[n], P[n].detach().to(torch.float64).numpy(),
                     state[order.index(n)]["exp_avg"].to(torch.float64).numpy(),
                     state[order.index(n)]["exp_avg_sq"].to(torch.float64).numpy())
@@ -509,11 +504,6 @@ def compute(attrs):
     products); otherwise in the parameters' type."""
     import torch
     return torch.autocast("cpu", dtype=torch.bfloat16) if attrs["precision"] == "bfloat16" else _nothing()
-
-
-def clip_of(path):
-    _, _, opt, _, _ = read_case(path)
-    return float(opt.get("clip_grad_norm", 0.0))
 
 
 class _nothing:
@@ -563,7 +553,7 @@ def main(argv=None):
         import torch.multiprocessing as mp
     except ImportError as e:
         fail(f"needs h5py, numpy and PyTorch ({e.name} is missing: apt-get install python3-torch python3-h5py)")
-    attrs, layout, _, _, _ = read_case(args.case)
+    attrs, layout, opt, _, _ = read_case(args.case)
     tp, pp, zero = layout.get("tp", 1), layout.get("pp", 1), layout.get("zero", 0)
     if zero > 1 or sum(x > 1 for x in (tp, pp, zero + 1 if zero else 1)) > 1:
         fail(f"{args.case}: ZeRO stage {zero}, tp {tp} and pp {pp}; this adapter runs one of ZeRO-1, tp and pp "
@@ -576,7 +566,7 @@ def main(argv=None):
         fail(f"--bug {args.bug} needs a tensor-parallel case (--mode tp)")
     if args.bug == "same_dropout" and (args.mode != "ddp" or not float(attrs["dropout"]) > 0):
         fail("--bug same_dropout needs --mode ddp and a case with dropout (parity case export --dropout)")
-    if args.bug == "clip_per_rank" and (args.mode != "ddp" or not clip_of(args.case) > 0):
+    if args.bug == "clip_per_rank" and (args.mode != "ddp" or not float(opt.get("clip_grad_norm", 0.0)) > 0):
         fail("--bug clip_per_rank needs --mode ddp and a case that clips (parity case export --clip-grad-norm)")
     torch.set_num_threads(1)
     if args.bug == "float32_loss" and (args.mode not in ("ddp", "zero1") or attrs["precision"] != "float64"):
