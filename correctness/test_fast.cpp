@@ -50,6 +50,10 @@ constexpr double kAttentionBackward = 2 * 3 * kU;
 // rounded at most 4 times per block it crosses (two LayerNorm outputs, attention, GeLU) plus the
 // logits' gradient: 4 L + 2 roundings, doubled as above.
 double step_gradient_bound(int layers) { return 2 * (4.0 * layers + 2) * kU; }
+// AdamW on one element is about ten float32 operations (decay, two moments, two corrections, a
+// square root, a division, the update), each rounding by at most 2^-24 relative; measured against
+// float64 relative to the largest master, over k steps: k x 10 x 2^-24.
+double adamw_bound(int steps) { return steps * 10.0 * std::ldexp(1.0, -24); }
 // 50 steps of training: the loss of the fast step against the float32 reference, relative to the
 // loss, within the same count of roundings (the forward's path: 4 L + 2) times u, doubled; AdamW
 // normalises each update (m / sqrt(v)), so the parameters' 16-bit rounding moves an update by a
@@ -156,6 +160,51 @@ TEST(FastGpt, LayoutHoldsTheReferenceModelsParameters) {
     EXPECT_GE(layout[i + 1].offset, layout[i].offset + layout[i].count) << layout[i].name << " overlaps the next";
   }
   EXPECT_EQ(layout.front().name, "embedding.wte");  // the float32-gradient slot comes first (ops.hpp: adamw)
+}
+
+// The data-parallel buckets: every 16-bit gradient slot but the token table's (float32, summed
+// last) in exactly one bucket, each bucket one part of the model whole, in the order backward
+// finishes them.
+TEST(FastGpt, GradientBucketsCoverEverySixteenBitGradientOnceInBackwardsOrder) {
+  for (int layers : {1, 2, 5}) {
+    model::GptConfig c = tiny_config();
+    c.layers = layers;
+    const fast::GptShape shape = shape_of(c, 2);
+    const auto layout = fast::parameter_layout(shape);
+    const auto buckets = fast::gradient_buckets(shape);
+    ASSERT_EQ(buckets.size(), static_cast<std::size_t>(layers) + 2);
+    std::vector<std::string> names;
+    for (const fast::GradientBucket& b : buckets) names.push_back(b.what);
+    std::vector<std::string> expected{"ln_f"};
+    for (int l = layers - 1; l >= 0; --l) expected.push_back("blocks." + std::to_string(l));
+    expected.push_back("embedding.wpe");
+    EXPECT_EQ(names, expected);
+    for (const fast::ParameterSlot& slot : layout) {
+      int holders = 0;
+      std::string holder;
+      for (const fast::GradientBucket& b : buckets)
+        if (slot.offset >= b.offset && slot.offset + slot.count <= b.offset + b.count) ++holders, holder = b.what;
+      if (slot.name == "embedding.wte") {
+        EXPECT_EQ(holders, 0) << "the token table's gradient is float32, summed on its own";
+        continue;
+      }
+      EXPECT_EQ(holders, 1) << slot.name;
+      const std::string part = slot.name.rfind("blocks.", 0) == 0 ? slot.name.substr(0, slot.name.find('.', 7))
+                               : slot.name.rfind("ln_f", 0) == 0 ? "ln_f"
+                                                                  : slot.name;
+      EXPECT_EQ(holder, part) << slot.name;
+    }
+    // Disjoint, and together [the position table, the end of the flat buffers).
+    std::int64_t covered = 0;
+    for (std::size_t i = 0; i < buckets.size(); ++i) {
+      covered += buckets[i].count;
+      for (std::size_t j = i + 1; j < buckets.size(); ++j)
+        EXPECT_TRUE(buckets[i].offset + buckets[i].count <= buckets[j].offset ||
+                    buckets[j].offset + buckets[j].count <= buckets[i].offset)
+            << buckets[i].what << " overlaps " << buckets[j].what;
+    }
+    EXPECT_EQ(covered, fast::parameter_elements(shape) - layout[1].offset);
+  }
 }
 
 TEST(FastGpt, FlopsMatchTheFormula) {
@@ -442,6 +491,50 @@ TEST_P(FastStorage, StepGradientsMatchTheReferenceGpt) {
   }
 }
 
+// The optimizer reads four elements a thread: an element count that is not a multiple of four
+// (the tail) and a float32 gradient region ending inside a group of four check every path.
+TEST_F(FastDevice, AdamWMatchesFloat64OnEveryElement) {
+  const std::int64_t n = 1031, n32 = 6;
+  const int steps = 3;
+  const float loss_scale = 4;
+  const fast::AdamWHyper hyper{.learning_rate = 1e-2f, .beta1 = 0.9f, .beta2 = 0.99f, .epsilon = 1e-8f, .weight_decay = 0.1f};
+  const std::vector<double> start = draw(static_cast<std::size_t>(n), 0.02, 31);
+  const std::vector<double> g16 = draw(static_cast<std::size_t>(n), 0.05, 32);
+  std::vector<float> g32(static_cast<std::size_t>(n32));
+  for (std::size_t i = 0; i < g32.size(); ++i) g32[i] = static_cast<float>(0.3 * (static_cast<double>(i) - 2.5));
+  std::vector<float> masters(start.begin(), start.end());
+  DeviceBuffer d_masters(4 * n), d_m(4 * n), d_v(4 * n), d_g32(4 * n32);
+  auto d_params = to_device(std::vector<double>(static_cast<std::size_t>(n), 0.0));
+  auto d_g16 = to_device(g16);
+  cuda::copy(d_masters.p, masters.data(), 4 * masters.size());
+  cuda::copy(d_g32.p, g32.data(), 4 * g32.size());
+  cuda::zero(d_m.p, 4 * n);
+  cuda::zero(d_v.p, 4 * n);
+  for (int k = 1; k <= steps; ++k)
+    fast::adamw(fast::Storage::bfloat16, d_params->p, d_masters.as<float>(), d_m.as<float>(), d_v.as<float>(), d_g16->p,
+                d_g32.as<float>(), n, n32, hyper, k, loss_scale, nullptr);
+  std::vector<float> got(static_cast<std::size_t>(n));
+  cuda::copy(got.data(), d_masters.p, 4 * got.size());
+  const std::vector<double> params = from_device(*d_params, static_cast<std::size_t>(n));
+  // float64, the same rule (reference/model/optimizer.hpp), every gradient divided by the scale.
+  std::vector<double> want(start), m(want.size(), 0.0), v(want.size(), 0.0);
+  const double lr = hyper.learning_rate, b1 = hyper.beta1, b2 = hyper.beta2, eps = hyper.epsilon, wd = hyper.weight_decay;
+  for (int k = 1; k <= steps; ++k)
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      const double g = (static_cast<std::int64_t>(i) < n32 ? static_cast<double>(g32[i]) : g16[i]) / loss_scale;
+      want[i] -= lr * wd * want[i];
+      m[i] = b1 * m[i] + (1 - b1) * g;
+      v[i] = b2 * v[i] + (1 - b2) * g * g;
+      want[i] -= lr * (m[i] / (1 - std::pow(b1, k))) / (std::sqrt(v[i] / (1 - std::pow(b2, k))) + eps);
+    }
+  EXPECT_LT(relative_error(std::vector<double>(got.begin(), got.end()), want), adamw_bound(steps));
+  for (std::size_t i = 0; i < got.size(); ++i)
+    ASSERT_EQ(params[i], round_bf16(got[i])) << "element " << i << ": the 16-bit copy is not the rounded master";
+  // Moved by about lr per step (m / sqrt(v) is about 1), in the direction against the gradient.
+  for (std::int64_t i : {std::int64_t{0}, n32 - 1, n32, n - 1})
+    EXPECT_GT(std::abs(got[static_cast<std::size_t>(i)] - start[static_cast<std::size_t>(i)]), 0.5 * lr * steps) << i;
+}
+
 TEST_F(FastDevice, FiftyBfloat16StepsFollowTheFloat32Reference) {
   const model::GptConfig c = tiny_config();
   const std::int64_t B = 4;
@@ -481,6 +574,55 @@ TEST_F(FastDevice, StepsRepeatBitForBit) {
   EXPECT_EQ(losses[0], losses[1]);
   EXPECT_TRUE(runs[0] == runs[1]) << "the fast step is not deterministic";
 }
+
+// A stand-in for two replicas that saw the same tokens: their sum is each bucket doubled (exact in
+// bfloat16 and float32), so after the optimizer divides by the two replicas every parameter must
+// equal, to the bit, that of a model without a sync. A bucket not handed over, handed over twice,
+// or summed after the optimizer has read it would change the update.
+class DoublingSync final : public fast::GradientSync {
+ public:
+  explicit DoublingSync(bool overlap) : overlap_(overlap) {}
+  int replicas() const override { return 2; }
+  bool overlaps() const override { return overlap_; }
+  void sum(void* data, std::int64_t count, bool float32, void* stream) override {
+    EXPECT_EQ(stream == cuda::stream(), !overlap_) << "an overlapping sum is queued on a stream of its own";
+    fast::multiply(fast::Storage::bfloat16, data, count, float32, 2.f, stream);
+    ++calls;
+    elements += count;
+  }
+  int calls = 0;
+  std::int64_t elements = 0;
+
+ private:
+  bool overlap_;
+};
+
+class FastSync : public FastDevice, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(FastSync, DataParallelReplicasOfOneBatchTrainAsOneModel) {
+  const model::GptConfig c = tiny_config();
+  const fast::GptShape shape = shape_of(c, 4);
+  fast::Gpt alone(shape, fast::Storage::bfloat16, {}, 21), replica(shape, fast::Storage::bfloat16, {}, 21);
+  DoublingSync sync(GetParam());
+  replica.set_gradient_sync(&sync);
+  replica.set_profiling(true);
+  const int steps = 3;
+  for (int step = 0; step < steps; ++step) {
+    const model::Batch batch = model::gpt_batch(c, static_cast<std::uint64_t>(step), 0, 4, 4);
+    const auto tokens = ints(batch.inputs), targets = ints(batch.targets);
+    EXPECT_EQ(replica.step(tokens.data(), targets.data()).loss, alone.step(tokens.data(), targets.data()).loss) << step;
+  }
+  EXPECT_GT(replica.last_parts().sync_ms, 0);
+  EXPECT_EQ(sync.calls, steps * (c.layers + 3));  // ln_f, each block, the two tables
+  EXPECT_EQ(sync.elements, steps * (fast::parameter_elements(shape) - fast::parameter_layout(shape)[1].offset +
+                                    shape.padded_vocabulary() * shape.hidden));
+  for (const fast::ParameterSlot& slot : fast::parameter_layout(shape)) {
+    EXPECT_TRUE(replica.parameter(slot.name) == alone.parameter(slot.name)) << slot.name;
+    EXPECT_TRUE(replica.gradient(slot.name) == alone.gradient(slot.name)) << slot.name << ": the mean over replicas";
+  }
+}
+INSTANTIATE_TEST_SUITE_P(Fast, FastSync, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "overlapping" : "in_order"; });
 
 TEST_F(FastDevice, StepAllocatesNothing) {
   const model::GptConfig c = tiny_config();

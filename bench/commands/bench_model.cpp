@@ -63,6 +63,10 @@ ModelBenchPlan plan_model_bench(const ModelBenchOptions& options) {
   if (plan.fast && dtype != DataType::bfloat16 && dtype != DataType::float16)
     throw UsageError("--dtype " + options.dtype + ": --path fast trains in bfloat16 or float16");
   if (plan.fast && options.optimizer != "adamw") throw UsageError("--path fast has AdamW only (--optimizer adamw)");
+  if (options.overlap != "on" && options.overlap != "off")
+    throw UsageError("--overlap '" + options.overlap + "' is not known (on, off)");
+  if (!plan.fast && options.overlap != "on") throw UsageError("--overlap is for --path fast (data parallelism of the fast step)");
+  plan.overlap = options.overlap == "on";
   if (!plan.fast && dtype != DataType::float32 && dtype != DataType::float64)
     throw UsageError("--dtype " + options.dtype + ": models train in float32 or float64 (16-bit types: --path fast)");
   for (const std::string& name : split_list(options.models)) {
@@ -128,6 +132,8 @@ void add_model_row(record::Table& table, const ModelRow& row) {
   table.f64("attention_GFLOPs", "GFLOP/s").push_back(row.attention_GFLOPs);
   table.f64("predicted_step_time_s", "s").push_back(row.predicted_step_time_s);
   table.f64("predicted_over_measured").push_back(row.predicted_over_measured);
+  table.i64("replicas").push_back(row.replicas);
+  table.f64("sync_fraction").push_back(row.sync_fraction);
 }
 
 std::size_t model_bench_bytes_per_rank(const ModelBenchPlan& plan) {
@@ -274,7 +280,9 @@ class BenchModel final : public Command {
   void declare(CommandOptions& o) override {
     ModelBenchOptions& m = options_;
     o.add("--models", m.models, "GPT models, comma-separated:" + model_presets_help(), {"tiny", "tiny,small"});
-    o.add("--batch", m.batch, "Sequences per step (per rank: every rank trains its own replica)");
+    o.add("--batch", m.batch,
+          "Sequences per step and rank (reference path: every rank trains its own replica; fast path: the ranks are "
+          "one data-parallel job, each on its own sequences, gradients summed every step)");
     o.add("--steps", m.steps, "Timed training steps per model (the median is reported)", {3, 3});
     o.add("--warmup", m.warmup, "Untimed steps first");
     o.add("--dtype", m.dtype, "float32 or float64; with --path fast, bfloat16 or float16");
@@ -282,6 +290,9 @@ class BenchModel final : public Command {
     o.add("--path", m.path,
           "reference (the conformance ops, any device and type) or fast (16-bit tensor-core kernels, cuBLASLt, fused "
           "attention; --device cuda only)");
+    o.add("--overlap", m.overlap,
+          "on or off: with --path fast, sum each layer's gradients over the ranks while backward goes on (on a stream "
+          "of their own; NCCL only, MPI sums after backward) or after backward on the step's stream");
   }
 
   std::optional<int> prepare(std::optional<int>) override {

@@ -38,7 +38,9 @@ inline const record::TableSpec kModelBenchTable{
       {"attention_fraction", ColumnType::float64, "", false}, {"other_fraction", ColumnType::float64, "", false},
       {"attention_GFLOPs", ColumnType::float64, "GFLOP/s", false},
       // Added with the calibrated step model (theory/calibration.hpp; older files lack them).
-      {"predicted_step_time_s", ColumnType::float64, "s", false}, {"predicted_over_measured", ColumnType::float64, "", false}
+      {"predicted_step_time_s", ColumnType::float64, "s", false}, {"predicted_over_measured", ColumnType::float64, "", false},
+      // Added with the fast path's data parallelism (older files lack them).
+      {"replicas", ColumnType::int64, "", false}, {"sync_fraction", ColumnType::float64, "", false}
     }};
 
 struct ModelBenchOptions {
@@ -49,12 +51,14 @@ struct ModelBenchOptions {
   std::string dtype = "float32";
   std::string optimizer = "adamw";
   std::string path = "reference";  // reference (the conformance ops) or fast (reference/fast/, GPUs)
+  std::string overlap = "on";      // --path fast on several ranks: gradient sums beside backward (NCCL) or after it
 };
 struct ModelBenchPlan {
   std::vector<ModelPreset> models;
   std::int64_t batch = 8;
   DataType dtype = DataType::float32;
   bool fast = false;
+  bool overlap = true;
 };
 // Checks every option; throws UsageError naming the bad one.
 ModelBenchPlan plan_model_bench(const ModelBenchOptions& options);
@@ -79,6 +83,10 @@ struct ModelRow {
   // The calibrated prediction, and predicted / measured (NaN where not predicted, or where ranks
   // outnumber cores and the measured time includes waiting for one).
   double predicted_step_time_s = std::nan(""), predicted_over_measured = std::nan("");
+  // Data parallelism (fast rows): the replicas whose gradients each step sums, and the share of the
+  // profiled step spent waiting for that sum (NaN without one).
+  std::int64_t replicas = 1;
+  double sync_fraction = std::nan("");
 };
 void add_model_row(record::Table& table, const ModelRow& row);
 // The fields of a row that only the model, the batch and the rank decide (model, config, host,

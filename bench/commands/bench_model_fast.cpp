@@ -1,7 +1,9 @@
 // parity bench model --path fast: the fast GPT step (reference/fast/gpt.hpp) on every rank's GPU,
 // in the rows of /bench/model. Beside each step time: the rate of a large cuBLASLt product in the
 // same type on the same GPU in the same run (mfu), and the GPU's dense datasheet peak
-// (mfu_of_peak, hfu_of_peak; NaN for a GPU the table lacks).
+// (mfu_of_peak, hfu_of_peak; NaN for a GPU the table lacks). On several ranks the ranks are one
+// data-parallel job: each steps on its own sequences and the gradients are summed every step,
+// layer by layer as backward finishes them (CommunicatorSync).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -84,6 +86,31 @@ double measure_attention_GFLOPs(fast::Storage s, const fast::GptShape& shape) {
   return 3.5 * forward / (percentile(ms, 0.5) / 1e3) / 1e9;
 }
 
+// The fast GPT's gradient sums over the job's ranks. NCCL queues each sum on the step's side
+// stream (Communicator::all_reduce_on_stream), so it overlaps the rest of backward; MPI sums
+// each bucket through host memory as it comes, the step waiting for it.
+class CommunicatorSync final : public fast::GradientSync {
+ public:
+  CommunicatorSync(Communicator& group, DataType storage, bool overlap)
+      : group_(group), storage_(storage), overlap_(overlap && group.backend() == "nccl") {}
+  int replicas() const override { return group_.size(); }
+  bool overlaps() const override { return overlap_; }
+  void sum(void* data, std::int64_t count, bool float32, void* stream) override {
+    const BufferView buffer{data, static_cast<std::size_t>(count), float32 ? DataType::float32 : storage_, MemorySpace::cuda};
+    if (overlap_) {
+      if (!group_.all_reduce_on_stream(buffer, stream))
+        throw Error("the " + std::string(group_.backend()) + " backend cannot queue a sum on a stream");
+      return;
+    }
+    group_.all_reduce(buffer, buffer, ReduceOp::sum);
+  }
+
+ private:
+  Communicator& group_;
+  DataType storage_;
+  bool overlap_;
+};
+
 std::vector<std::int32_t> ints(const Tensor& t) {
   std::vector<std::int32_t> v(static_cast<std::size_t>(t.numel()));
   std::copy(t.data<std::int32_t>(), t.data<std::int32_t>() + t.numel(), v.begin());
@@ -114,6 +141,8 @@ ModelBenchOutcome run_fast_model_bench(Session& session, const ModelBenchPlan& p
   const std::string gpu_name = cuda::devices().at(static_cast<std::size_t>(device)).name;
   const theory::GpuPeaks* peaks = theory::find_gpu_peaks(gpu_name);
   const double peak_GFLOPs = peaks ? theory::peak_flops(*peaks, plan.dtype) / 1e9 : std::nan("");
+  // On one rank the sums run only where they cost nothing (NCCL), so that the same code runs.
+  const bool data_parallel = world.size() > 1 || world.backend() == "nccl";
   for (const ModelPreset& preset : plan.models) {
     const model::GptConfig& c = preset.config;
     const fast::GptShape shape = shape_of(c, plan.batch);
@@ -126,9 +155,12 @@ ModelBenchOutcome run_fast_model_bench(Session& session, const ModelBenchPlan& p
     fast::StepParts parts;
     {
       fast::Gpt gpt(shape, storage, fast::AdamWHyper{}, c.seed);
+      CommunicatorSync sync(world, plan.dtype, plan.overlap);
+      if (data_parallel) gpt.set_gradient_sync(&sync);
+      const std::int64_t global = plan.batch * world.size(), first = plan.batch * world.rank();
       world.barrier();  // replicas start together
       for (int step = 0; step < options.warmup + options.steps; ++step) {
-        const model::Batch batch = model::gpt_batch(c, static_cast<std::uint64_t>(step), 0, plan.batch, plan.batch);
+        const model::Batch batch = model::gpt_batch(c, static_cast<std::uint64_t>(step), first, plan.batch, global);
         const auto tokens = ints(batch.inputs), targets = ints(batch.targets);
         const auto t0 = Clock::now();
         last_loss = gpt.step(tokens.data(), targets.data()).loss;  // waits for the device once, at its end
@@ -138,8 +170,8 @@ ModelBenchOutcome run_fast_model_bench(Session& session, const ModelBenchPlan& p
       }
       // One more step, profiled (its events cost a little, so it is not among the timed ones).
       gpt.set_profiling(true);
-      const model::Batch batch = model::gpt_batch(c, static_cast<std::uint64_t>(options.warmup + options.steps), 0,
-                                                  plan.batch, plan.batch);
+      const model::Batch batch = model::gpt_batch(c, static_cast<std::uint64_t>(options.warmup + options.steps), first,
+                                                  plan.batch, global);
       const auto tokens = ints(batch.inputs), targets = ints(batch.targets);
       gpt.step(tokens.data(), targets.data());
       parts = gpt.last_parts();
@@ -158,6 +190,8 @@ ModelBenchOutcome run_fast_model_bench(Session& session, const ModelBenchPlan& p
     const auto all_part_products = gather_from_ranks(world, parts.products_ms / parts.total_ms());
     const auto all_part_attention = gather_from_ranks(world, parts.attention_ms / parts.total_ms());
     const auto all_part_other = gather_from_ranks(world, parts.other_ms() / parts.total_ms());
+    const auto all_part_sync = gather_from_ranks(world, parts.sync_ms / parts.total_ms());
+
     const std::size_t bytes = fast::device_bytes(shape, storage);
     // The fast path allocates everything up front, outside the memory tracker: its plan's bytes,
     // all counted as workspace.
@@ -179,16 +213,18 @@ ModelBenchOutcome run_fast_model_bench(Session& session, const ModelBenchPlan& p
       row.attention_fraction = all_part_attention[i];
       row.other_fraction = all_part_other[i];
       row.attention_GFLOPs = all_attention[i];
+      row.replicas = data_parallel ? world.size() : 1;
+      row.sync_fraction = data_parallel ? all_part_sync[i] : std::nan("");
       add_model_row(out.table, row);
     }
     session.record_rows("/bench/model", out.table, first_row);
     if (session.is_root() && !session.options().quiet) {
       std::fprintf(stderr,
                    "[bench model] %s: step time in products %.2f, attention %.2f, other %.2f (LayerNorm %.1f ms, loss "
-                   "%.1f, embeddings %.1f, optimizer %.1f of %.1f); attention forward+backward %.0f TFLOP/s (%.2f of "
-                   "peak)\n",
+                   "%.1f, embeddings %.1f, optimizer %.1f, waiting for the gradients' sum %.1f of %.1f); attention "
+                   "forward+backward %.0f TFLOP/s (%.2f of peak)\n",
                    preset.name.c_str(), all_part_products[0], all_part_attention[0], all_part_other[0],
-                   parts.layernorm_ms, parts.loss_ms, parts.embedding_ms, parts.optimizer_ms, parts.total_ms(),
+                   parts.layernorm_ms, parts.loss_ms, parts.embedding_ms, parts.optimizer_ms, parts.sync_ms, parts.total_ms(),
                    all_attention[0] / 1e3, all_attention[0] / peak_GFLOPs);
       std::fprintf(stderr,
                    "[bench model] %s fast %s B=%lld on %s: %.0f tokens/s, %.1f TFLOP/s, MFU %.3f of the %.0f TFLOP/s "

@@ -102,6 +102,16 @@ class Communicator {
     native({Collective::all_to_all_v, send, recv, ReduceOp::sum, 0, send_counts, recv_counts});
   }
 
+  // Sums `buffer` (device memory) over the ranks in place, queued on the CUDA stream `cuda_stream`
+  // behind the work already there, and returns without waiting: how a sum overlaps computation
+  // on another stream (the fast path's data parallelism). Only a backend that queues its
+  // collectives on streams does it (NCCL); the others return false and do nothing.
+  virtual bool all_reduce_on_stream(const BufferView& buffer, void* cuda_stream) {
+    (void)buffer;
+    (void)cuda_stream;
+    return false;
+  }
+
   // Ranks on the same host as this one (split by host name), e.g. to share host memory.
   std::unique_ptr<Communicator> split_by_host();
   // This communicator's ranks in two levels, for hierarchical algorithms: the ranks on this

@@ -102,6 +102,15 @@ class NcclCommunicator final : public Communicator {
     wait_for_stream();
   }
 
+  bool all_reduce_on_stream(const BufferView& buffer, void* cuda_stream) override {
+    if (buffer.space != MemorySpace::cuda) throw Error("all_reduce_on_stream: the buffer is not device memory");
+    if (pending_) launch_pending();  // point-to-point posted earlier keeps its place
+    check_nccl(ncclAllReduce(buffer.data, buffer.data, buffer.count, nccl_type(buffer.dtype), ncclSum, comm_,
+                             static_cast<cudaStream_t>(cuda_stream)),
+               "ncclAllReduce", comm_);
+    return true;
+  }
+
   // Launches the pending group (once) and reports whether `group` has completed.
   bool progress(Group& group) {
     if (!group.launched) launch_pending();

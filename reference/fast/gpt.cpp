@@ -93,6 +93,18 @@ std::vector<ParameterSlot> parameter_layout(const GptShape& s) {
   return slots;
 }
 
+std::vector<GradientBucket> gradient_buckets(const GptShape& s) {
+  const std::vector<ParameterSlot> slots = parameter_layout(s);
+  // Slot 0 is the token table, 1 the position table, then 12 per block, then ln_f's two.
+  const auto start = [&](int block) { return slots[static_cast<std::size_t>(2 + 12 * block)].offset; };
+  std::vector<GradientBucket> buckets;
+  buckets.push_back({"ln_f", start(s.layers), parameter_elements(s) - start(s.layers)});
+  for (int l = s.layers - 1; l >= 0; --l)
+    buckets.push_back({"blocks." + std::to_string(l), start(l), start(l + 1) - start(l)});
+  buckets.push_back({"embedding.wpe", slots[1].offset, start(0) - slots[1].offset});
+  return buckets;
+}
+
 std::int64_t parameter_elements(const GptShape& s) {
   const auto slots = parameter_layout(s);
   return slots.back().offset + (slots.back().count + 63) / 64 * 64;

@@ -86,11 +86,22 @@ struct Gpt::State {
 
   int updates = 0;
   float scale = 1.f;
-  float step_scale = 1.f;  // the scale the last step's gradients carry
+  float step_scale = 1.f;  // what the last step's gradients are divided by: the loss scale times the replicas
+
+  // Data parallelism (set_gradient_sync): each bucket handed to the sync as backward finishes it;
+  // with an overlapping sync, on a stream of its own (highest priority) that waits for the
+  // bucket's event, and the step's stream waits for `synced` before the optimizer.
+  GradientSync* sync = nullptr;
+  std::vector<GradientBucket> buckets;
+  cudaStream_t side = nullptr;
+  std::vector<cudaEvent_t> ready;  // one per bucket and one for the token table
+  cudaEvent_t synced = nullptr;
+  std::size_t next_ready = 0;
+  int replicas() const { return sync ? sync->replicas() : 1; }
   int good_steps = 0;
 
   // Profiling: an event where the kind of work changes; interval i belongs to part_of[i].
-  enum Part { kProducts, kAttention, kLayerNorm, kLoss, kEmbedding, kOptimizer };
+  enum Part { kProducts, kAttention, kLayerNorm, kLoss, kEmbedding, kOptimizer, kSync };
   bool profiling = false;
   std::vector<cudaEvent_t> events;
   std::vector<Part> part_of;
@@ -110,8 +121,8 @@ struct Gpt::State {
     for (std::size_t i = 0; i < marks; ++i) {
       float ms = 0;
       check(cudaEventElapsedTime(&ms, events[i], events[i + 1]), "cudaEventElapsedTime");
-      double* const to[] = {&parts.products_ms, &parts.attention_ms, &parts.layernorm_ms,
-                            &parts.loss_ms, &parts.embedding_ms, &parts.optimizer_ms};
+      double* const to[] = {&parts.products_ms, &parts.attention_ms, &parts.layernorm_ms, &parts.loss_ms,
+                            &parts.embedding_ms, &parts.optimizer_ms, &parts.sync_ms};
       *to[part_of[i]] += ms;
     }
     marks = 0;
@@ -190,6 +201,9 @@ struct Gpt::State {
   }
   ~State() {
     for (cudaEvent_t e : events) cudaEventDestroy(e);
+    for (cudaEvent_t e : ready) cudaEventDestroy(e);
+    if (synced) cudaEventDestroy(synced);
+    if (side) cudaStreamDestroy(side);
     cuda::release_pinned(host_inputs);
     cuda::release_pinned(host_result);
   }
@@ -260,6 +274,33 @@ struct Gpt::State {
   }
   int64_t distinct = 0;
 
+  // Bucket `index` of `buckets` (or, with index == buckets.size(), the token table's float32
+  // gradient) is finished by the work queued so far: hand it to the sync.
+  void gradients_ready(std::size_t index) {
+    if (!sync) return;
+    const bool table = index == buckets.size();
+    void* data = table ? static_cast<void*>(dwte32) : grads.at(buckets[index].offset);
+    const int64_t count = table ? Vp * h : buckets[index].count;
+    if (!sync->overlaps()) {
+      mark(kSync);
+      sync->sum(data, count, table, detail::stream());
+      return;
+    }
+    cudaEvent_t e = ready[next_ready++];
+    check(cudaEventRecord(e, detail::stream()), "cudaEventRecord");
+    check(cudaStreamWaitEvent(side, e, 0), "cudaStreamWaitEvent");
+    sync->sum(data, count, table, side);
+  }
+  // The step's stream waits for every sum queued on the side stream (the time it waits is the
+  // exposed part of the gradients' sum, kSync when profiling).
+  void wait_for_sums() {
+    if (!sync || !sync->overlaps()) return;
+    mark(kSync);
+    check(cudaEventRecord(synced, side), "cudaEventRecord");
+    check(cudaStreamWaitEvent(detail::stream(), synced, 0), "cudaStreamWaitEvent");
+    next_ready = 0;
+  }
+
   void forward() {
     const Storage s = storage;
     const int B = static_cast<int>(shape.batch), T = static_cast<int>(shape.sequence), C = static_cast<int>(h);
@@ -312,6 +353,7 @@ struct Gpt::State {
     check(cudaMemsetAsync(dresid, 0, static_cast<std::size_t>(M * h) * 4, detail::stream()), "cudaMemsetAsync");
     layernorm_backward(s, resid_final, mean_f, rstd_f, lnf_gamma.value, dln.p, dresid, dres16.p, partial, M, h);
     layernorm_param_grads(s, partial, lnf_gamma.grad, lnf_beta.grad, M, h);
+    gradients_ready(0);  // ln_f
     for (int l = shape.layers - 1; l >= 0; --l) {
       Layer& y = layers[static_cast<std::size_t>(l)];
       // Feed-forward: dres16 is the gradient of the block's output.
@@ -340,9 +382,13 @@ struct Gpt::State {
       mark(kLayerNorm);
       layernorm_backward(s, y.resid, y.mean1, y.rstd1, y.ln1_gamma.value, dln.p, dresid, dres16.p, partial, M, h);
       layernorm_param_grads(s, partial, y.ln1_gamma.grad, y.ln1_beta.grad, M, h);
+      gradients_ready(static_cast<std::size_t>(shape.layers - l));  // blocks.l
     }
     mark(kEmbedding);
     embedding_backward(s, dresid, order, starts, unique, distinct, wpe.grad, dwte32, B, T, h);
+    gradients_ready(buckets.size() - 1);  // the position table
+    gradients_ready(buckets.size());      // the token table
+    wait_for_sums();
   }
 };
 
@@ -372,6 +418,22 @@ void Gpt::set_profiling(bool on) {
     for (cudaEvent_t& e : st.events) check(cudaEventCreate(&e), "cudaEventCreate");
   }
   st.profiling = on;
+}
+
+void Gpt::set_gradient_sync(GradientSync* sync) {
+  State& st = *state_;
+  st.sync = sync;
+  if (!sync) return;
+  if (sync->replicas() < 1) raise_error("fast GPT: a gradient sync over " + std::to_string(sync->replicas()) + " replicas");
+  st.buckets = gradient_buckets(st.shape);
+  if (sync->overlaps() && !st.side) {
+    int least = 0, greatest = 0;
+    check(cudaDeviceGetStreamPriorityRange(&least, &greatest), "cudaDeviceGetStreamPriorityRange");
+    check(cudaStreamCreateWithPriority(&st.side, cudaStreamNonBlocking, greatest), "cudaStreamCreateWithPriority");
+    st.ready.resize(st.buckets.size() + 1);
+    for (cudaEvent_t& e : st.ready) check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    check(cudaEventCreateWithFlags(&st.synced, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  }
 }
 
 void Gpt::set_parameter(const std::string& name, const std::vector<float>& values) {
@@ -426,7 +488,7 @@ StepResult Gpt::step(const std::int32_t* tokens, const std::int32_t* targets, bo
   State& st = *state_;
   st.upload(tokens, targets);
   st.marks = 0;
-  st.step_scale = st.scale;
+  st.step_scale = st.scale * static_cast<float>(st.replicas());
   st.forward();
   st.backward();
   const bool half = st.storage == Storage::float16;
@@ -437,7 +499,7 @@ StepResult Gpt::step(const std::int32_t* tokens, const std::int32_t* targets, bo
   }
   if (update)
     adamw(st.storage, st.params.p, st.masters, st.m, st.v, st.grads.p, st.dwte32, st.P, st.Vp * st.h, st.hyper,
-          st.updates + 1, st.scale, half ? st.nonfinite : nullptr);
+          st.updates + 1, st.step_scale, half ? st.nonfinite : nullptr);
   // The step's one wait: the loss, and whether a gradient overflowed.
   check(cudaMemcpyAsync(st.host_result, st.loss, 2 * sizeof(float), cudaMemcpyDeviceToHost, detail::stream()),
         "cudaMemcpyAsync(loss)");

@@ -83,11 +83,41 @@ struct StepResult {
 // Where a profiled step's device time went (milliseconds, from events around each run of ops):
 // matrix products (cuBLASLt), attention (forward, backward and its delta), and the rest: residual
 // adds with LayerNorm, the loss, the embeddings, the optimizer (with the copies around it).
+// With a gradient sync, sync_ms is the time the step waited for the gradients' sum: all of it
+// when the sync does not overlap, only the part backward did not hide when it does.
 struct StepParts {
   double products_ms = 0, attention_ms = 0;
   double layernorm_ms = 0, loss_ms = 0, embedding_ms = 0, optimizer_ms = 0;
+  double sync_ms = 0;
   double other_ms() const { return layernorm_ms + loss_ms + embedding_ms + optimizer_ms; }
-  double total_ms() const { return products_ms + attention_ms + other_ms(); }
+  double total_ms() const { return products_ms + attention_ms + other_ms() + sync_ms; }
+};
+
+// Data parallelism: the ranges of the flat gradient buffer that backward finishes together, in
+// the order it finishes them (ln_f's, the last block's, ..., the first block's, then the position
+// table's), each ready for summing over the replicas while backward goes on. The token table's
+// gradient is not among them: it is float32 (dwte32) and finishes last of all.
+struct GradientBucket {
+  std::string what;  // "ln_f", "blocks.7", "embedding.wpe"
+  std::int64_t offset = 0, count = 0;
+};
+std::vector<GradientBucket> gradient_buckets(const GptShape& shape);
+
+// What sums a step's gradients over the replicas (bench/commands/fast_data_parallel.hpp has the
+// communicator's). The step calls sum() for each bucket as backward finishes it and for the token
+// table's float32 gradient last, then divides by replicas() in the optimizer (and in gradient()).
+class GradientSync {
+ public:
+  virtual ~GradientSync() = default;
+  virtual int replicas() const = 0;
+  // True: sum() queues its work on `stream`, a stream of the step's own that waits for the
+  // bucket's backward first, and the step's stream waits for it before the optimizer, so the
+  // sums overlap the rest of backward (NCCL). False: sum() is called with the process's stream
+  // and may wait for it (MPI through host memory).
+  virtual bool overlaps() const = 0;
+  // Sums `count` elements at `data` (the storage type, or float32 when `float32`) over the
+  // replicas, in place.
+  virtual void sum(void* data, std::int64_t count, bool float32, void* stream) = 0;
 };
 
 class Gpt {
@@ -118,6 +148,11 @@ class Gpt {
   StepResult step(const std::int32_t* tokens, const std::int32_t* targets, bool update = true);
   int updates() const;  // AdamW steps taken
   float loss_scale() const;
+  // Sums every step's gradients over replicas through `sync` (not owned; null: one replica, the
+  // default), and divides them by its replicas() in the optimizer: data parallelism, each replica
+  // stepping on its own tokens. Set between steps. With a sync that does not overlap, the step
+  // waits for the device wherever sum() does.
+  void set_gradient_sync(GradientSync* sync);
   // With profiling on, each step records events between its parts (a few dozen per layer; they
   // cost the step a little), and last_parts() reads them after the step.
   void set_profiling(bool on);

@@ -122,7 +122,8 @@ void sum(const float* x, float* out, std::int64_t n);
 // float32; params16 receives the rounded masters. Gradients are grad16 (storage type), except
 // the first n32 elements, which come from grad32 (float32). Every gradient is divided by
 // loss_scale first. When `nonfinite` is not null and *nonfinite != 0 the step is skipped (a
-// float16 overflow); `step` counts updates done (1 on the first).
+// float16 overflow); `step` counts updates done (1 on the first). Every buffer starts on 16 bytes
+// (as cuda::allocate's and the fast GPT's arena's do).
 struct AdamWHyper {
   float learning_rate = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f, weight_decay = 0.01f;
 };
@@ -138,6 +139,9 @@ void from_storage(Storage s, const void* x, float* y, std::int64_t n);
 // x[i] = N(0, std) drawn from (seed, i) by a counter-based generator; in the storage type and
 // float32 (either may be null).
 void normal_init(Storage s, void* x16, float* x32, std::int64_t n, float std, std::uint64_t seed);
+// x[0..n) *= factor (the storage type, or float32 when `float32`), rounded once, on the CUDA stream
+// `stream` (null: the process's).
+void multiply(Storage s, void* x, std::int64_t n, bool float32, float factor, void* stream);
 void fill(Storage s, void* x16, float* x32, std::int64_t n, float value);
 
 }  // namespace parity::fast

@@ -31,6 +31,7 @@ void to_storage(Storage, const float*, void*, std::int64_t) { refuse(); }
 void from_storage(Storage, const void*, float*, std::int64_t) { refuse(); }
 void normal_init(Storage, void*, float*, std::int64_t, float, std::uint64_t) { refuse(); }
 void fill(Storage, void*, float*, std::int64_t, float) { refuse(); }
+void multiply(Storage, void*, std::int64_t, bool, float, void*) { refuse(); }
 
 struct Gpt::State {};
 Gpt::Gpt(const GptShape&, Storage, const AdamWHyper&, std::uint64_t) { refuse(); }
@@ -44,6 +45,7 @@ StepResult Gpt::step(const std::int32_t*, const std::int32_t*, bool) { refuse();
 int Gpt::updates() const { refuse(); }
 float Gpt::loss_scale() const { refuse(); }
 void Gpt::set_profiling(bool) { refuse(); }
+void Gpt::set_gradient_sync(GradientSync*) { refuse(); }
 StepParts Gpt::last_parts() const { refuse(); }
 
 }  // namespace parity::fast
