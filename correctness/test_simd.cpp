@@ -50,6 +50,43 @@ TEST(Simd, SixteenBitPatternsWidenBitForBit) {
   }
 }
 
+// The 16-bit sums (a collective's native sum of 16-bit buffers) equal the scalar rule, widen both,
+// add in float32, round once, bit for bit: every pattern a against partners b that hold each
+// kind of value (zeros, subnormals, normals, the largest, infinities, quiet and signalling NaNs
+// with payloads), in both orders, in place too. Which operand's payload a NaN sum carries is the
+// hardware's and the compiler's choice (C++ may commute the addition), so a NaN sum is held to
+// being a quiet NaN.
+bool same_sum(std::uint16_t got, std::uint16_t want, bool bfloat) {
+  const std::uint16_t exponent = bfloat ? 0x7f80 : 0x7c00, quiet = bfloat ? 0x0040 : 0x0200;
+  const auto nan = [&](std::uint16_t v) { return (v & exponent) == exponent && (v & (exponent ^ 0x7fff)) != 0; };
+  if (nan(want)) return nan(got) && (got & quiet) != 0;
+  return got == want;
+}
+
+TEST(Simd, SixteenBitSumsAreTheScalarSumBitForBit) {
+  const std::vector<std::uint16_t> partners = {0x0000, 0x8000, 0x0001, 0x03ff, 0x0400, 0x3c00, 0xbc00, 0x3c01, 0x7bff,
+                                               0xfbff, 0x7c00, 0xfc00, 0x7e00, 0x7c01, 0xfd55, 0x7f80, 0x7f81, 0xffc1,
+                                               0x4000, 0x1234, 0xc321};
+  std::vector<std::uint16_t> all(65536);
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<std::uint16_t>(i);
+  for (std::uint16_t partner : partners) {
+    const std::vector<std::uint16_t> b(all.size(), partner);
+    std::vector<std::uint16_t> half_ab(all.size()), half_ba(all.size()), bf16_ab(all.size()), in_place(all);
+    simd::half_add(all.data(), b.data(), half_ab.data(), all.size());
+    simd::half_add(b.data(), all.data(), half_ba.data(), all.size());
+    simd::bf16_add(all.data(), b.data(), bf16_ab.data(), all.size());
+    simd::half_add(in_place.data(), b.data(), in_place.data(), all.size());
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      const float x = half_to_float(float16_t{all[i]}), y = half_to_float(float16_t{partner});
+      ASSERT_TRUE(same_sum(half_ab[i], float_to_half(x + y).bits, false)) << std::hex << all[i] << " + " << partner;
+      ASSERT_TRUE(same_sum(half_ba[i], float_to_half(y + x).bits, false)) << std::hex << partner << " + " << all[i];
+      ASSERT_EQ(in_place[i], half_ab[i]) << std::hex << all[i];
+      const float u = bf16_to_float(bfloat16_t{all[i]}), w = bf16_to_float(bfloat16_t{partner});
+      ASSERT_TRUE(same_sum(bf16_ab[i], float_to_bf16(u + w).bits, true)) << std::hex << all[i] << " + " << partner << " (bfloat16)";
+    }
+  }
+}
+
 // Past 8 MiB of output the widening copies store around the cache when the output is vector
 // aligned: both paths, every pattern, a partial vector at the end.
 TEST(Simd, LargeWideningCopiesAreBitForBit) {

@@ -351,14 +351,13 @@ template <class D> HWY_INLINE hn::Vec<D> widen_bf16(D d, const std::uint16_t* p,
 // their sign and top bits with the quiet bit set (half.hpp's float_to_bf16).
 template <class D> HWY_INLINE void narrow_bf16(D, hn::Vec<D> v, std::uint16_t* p, std::size_t count) {
   const hn::RebindToUnsigned<D> du;
-  const hn::RebindToSigned<D> di;
   const hn::Rebind<std::uint16_t, D> du16;
   const auto bits = hn::BitCast(du, v);
   const auto lowest_kept = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u));
   const auto rounded = hn::ShiftRight<16>(hn::Add(bits, hn::Add(hn::Set(du, 0x7fffu), lowest_kept)));
   const auto nan = hn::Or(hn::ShiftRight<16>(bits), hn::Set(du, 0x40u));
   const auto result = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), nan, rounded);
-  store(du16, hn::DemoteTo(du16, hn::BitCast(di, result)), p, count);
+  store(du16, hn::TruncateTo(du16, result), p, count);  // every lane below 2^16: the low halves
 }
 
 // A widening copy at least this large goes to memory with non-temporal stores: its output is
@@ -401,11 +400,18 @@ void FloatToBf16(const float* in, std::uint16_t* out, std::size_t n) {
   over_vectors(d, n, [&](std::size_t i, std::size_t count) { narrow_bf16(d, load(d, in + i, count), out + i, count); });
 }
 
-// out = a + b in float32, rounded once to 16 bits (out may be a or b).
+// out = a + b in float32, rounded once to 16 bits (out may be a or b). The operands widen by the
+// plain conversion, without widen_half's care for signalling NaNs: the addition quiets a NaN
+// either way, keeping the same payload, so the sum's bits are the same and each vector skips two
+// tests for infinities and NaNs.
 void HalfAdd(const std::uint16_t* a, const std::uint16_t* b, std::uint16_t* out, std::size_t n) {
   const hn::ScalableTag<float> d;
+  const hn::Rebind<hwy::float16_t, decltype(d)> dh;
+  const auto widen = [&](const std::uint16_t* p, std::size_t count) {
+    return hn::PromoteTo(d, load(dh, reinterpret_cast<const hwy::float16_t*>(p), count));
+  };
   over_vectors(d, n, [&](std::size_t i, std::size_t count) {
-    narrow_half(d, hn::Add(widen_half(d, a + i, count), widen_half(d, b + i, count)), out + i, count);
+    narrow_half(d, hn::Add(widen(a + i, count), widen(b + i, count)), out + i, count);
   });
 }
 void Bf16Add(const std::uint16_t* a, const std::uint16_t* b, std::uint16_t* out, std::size_t n) {
