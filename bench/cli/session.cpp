@@ -20,6 +20,7 @@
 #include "bench/cli/supervisor.hpp"
 #include "reference/cuda/device.hpp"
 #include "reference/core/text.hpp"
+#include "reference/ops/ops.hpp"
 
 namespace parity::cli {
 
@@ -407,6 +408,7 @@ std::vector<std::pair<std::string, record::Attribute>> Session::provenance() con
       {"hdf5_version", std::to_string(H5_VERS_MAJOR) + "." + std::to_string(H5_VERS_MINOR) + "." + std::to_string(H5_VERS_RELEASE)},
       {"compiler", compiler_description()},
       {"cpu_model", cpu_model()},
+      {"blas", ops::blas_description()},
       {"half_accumulate", std::string(name_of(half_))},
       {"timeout_seconds", options_.timeout_seconds},
       {"options", joined_lines(result_options_)},

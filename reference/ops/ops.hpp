@@ -26,6 +26,11 @@ namespace parity::ops {
 void configure_blas_once();
 // Name of the BLAS library in use (for provenance).
 const char* blas_name();
+// The BLAS library, its build and the kernels it runs, for provenance: "OpenBLAS 0.3.21
+// DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64; kernels Haswell (OPENBLAS_CORETYPE)", the
+// last where the environment named the kernels rather than the library choosing them from the
+// CPU (on an AVX-512 CPU the two can differ by half the products' speed).
+std::string blas_description();
 
 // Lets float32 matrix multiplies on the device use TF32 tensor cores (inputs rounded to 10-bit
 // mantissas). Off by default, so float32 results are float32 accurate; the setting is per

@@ -17,8 +17,13 @@ void matmul(int dtype, bool transpose_a, bool transpose_b, int m, int n, int k, 
 #include <atomic>
 #include <mutex>
 
+#include <cstdlib>
+#include <string>
+
 #ifdef PARITY_OPENBLAS
 extern "C" void openblas_set_num_threads(int);
+extern "C" char* openblas_get_corename();
+extern "C" char* openblas_get_config();
 #endif
 
 namespace parity::ops {
@@ -37,6 +42,16 @@ const char* blas_name() {
   return "OpenBLAS";
 #else
   return "BLAS";
+#endif
+}
+
+std::string blas_description() {
+#ifdef PARITY_OPENBLAS
+  std::string text = std::string(openblas_get_config()) + "; kernels " + openblas_get_corename();
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) text += " (OPENBLAS_CORETYPE)";
+  return text;
+#else
+  return blas_name();
 #endif
 }
 
