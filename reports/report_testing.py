@@ -424,8 +424,10 @@ def series_sample():
         set_rows(a, "/bench/precision", "loss_scale", PRECISION_CHANGED_SCALE,
                  lambda r: r["loss_scale"] * 8)
         outdirs = [os.path.join(tmp, name) for name in ("single", "compare")]
-        _series.update(tmp=tmp, a=a, b=b, outdirs=outdirs, single=draw_series([a], outdirs[0]),
-                       compared=draw_series([a, b], outdirs[1]))
+        # Series only: rendering the PNGs is left to the one test that needs them
+        # (test_page.PageSeriesTests), so that every test process does not pay for it.
+        _series.update(tmp=tmp, a=a, b=b, outdirs=outdirs, single=draw_series([a], outdirs[0], render=False),
+                       compared=draw_series([a, b], outdirs[1], render=False))
     return _series
 
 
@@ -459,7 +461,8 @@ def group_attrs(path, group, *names):
 
 class SeriesCase(unittest.TestCase):
     """A test class reading the series of the full sample (series_sample): a, b, the series
-    drawn of A alone (single) and of B against A (compared), the figures' folders (outdirs)."""
+    drawn of A alone (single) and of B against A (compared), the figures' folders (outdirs, left
+    empty: the series are drawn without their PNGs)."""
 
     @classmethod
     def setUpClass(cls):

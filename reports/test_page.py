@@ -15,8 +15,8 @@ import h5py
 import numpy as np
 
 import make_sample
-from report_testing import (HERE, MODEL_ONLY, ReportCase, SeriesCase, img_sources, read_rows,
-                            run_report)
+from report_testing import (HERE, MODEL_ONLY, ReportCase, SeriesCase, draw_series, img_sources,
+                            read_rows, run_report)
 
 
 def checked_figures():
@@ -265,10 +265,18 @@ class TableModulesTest(unittest.TestCase):
 
 class PageSeriesTests(SeriesCase):
     def test_every_figure_is_checked(self):
-        # Every PNG written has its series recorded: no figure draws past the Plotter.
-        for outdir, drawn in zip(self.outdirs, (self.single, self.compared)):
-            self.assertEqual({s.file for s in drawn},
+        # Every PNG written has its series recorded, and the same series as without PNGs: no
+        # figure draws past the Plotter. Rendered here only, in folders of this test's own.
+        for i, (paths, drawn) in enumerate((([self.a], self.single), ([self.a, self.b], self.compared))):
+            outdir = os.path.join(self.tmp, f"rendered-{i}")
+            rendered = draw_series(paths, outdir)
+            self.assertEqual({s.file for s in rendered},
                              {f for f in os.listdir(outdir) if f.endswith(".png")})
+            self.assertEqual([(s.file, s.figure, s.axes, s.label) for s in rendered],
+                             [(s.file, s.figure, s.axes, s.label) for s in drawn])
+            for r, d in zip(rendered, drawn):
+                self.assertTrue(np.array_equal(r.x, d.x, equal_nan=True) and
+                                np.array_equal(r.y, d.y, equal_nan=True), (r.figure, r.label))
         # And a test module checks each figure's series (the collective groups' all of them).
         checked, compared = checked_figures()
         drawn = {s.figure for s in self.single if not s.figure.startswith("coll_")}
