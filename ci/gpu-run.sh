@@ -25,6 +25,9 @@ usage: ci/gpu-run.sh --pack DIR --out DIR [--np N] [--steps LIST] [--help]
                   dp          the fast path's data parallelism: bench model --path fast on 2
                               ranks (MPI through host memory where they share a GPU), and on
                               one rank with the gradients' sums not overlapped (40 s)
+                  calibrate   bench calibrate --device cuda (products, ops, streams and
+                              collectives on the GPU, issue 33's GPU calibration), then
+                              parity plan reading the cluster file it wrote (60 s)
 EOF
 }
 
@@ -73,6 +76,7 @@ for k in "^forward_kernel|backward_kv_kernel|backward_q_kernel|delta_kernel:4" "
   "$ncu" --clock-control none -k "regex:${k%:*}" --launch-count "${k##*:}" --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section ComputeWorkloadAnalysis "$0/parity" bench model --device cuda --path fast --dtype bfloat16 --models gpt-1.3b --batch 4 --warmup 0 --steps 1 --out "$1/profile.h5" --force -q || exit
 done' "$bin" "$out"
 step dp 40 bash -c '"$0/parity" bench model --np 2 --device cuda --path fast --dtype bfloat16 --models gpt2-medium --batch 2 --warmup 1 --steps 3 --out "$1/model-fast-dp2.h5" --force && "$0/parity" bench model --device cuda --path fast --dtype bfloat16 --models gpt2-medium --batch 4 --warmup 2 --steps 5 --overlap off --out "$1/model-fast-serial.h5" --force' "$bin" "$out"
+step calibrate 60 bash -c '"$0/parity" bench calibrate --device cuda --out "$1/calibrate-cuda.h5" --cluster-out "$1/calibrate-cuda.cluster.json" --force && "$0/parity" plan --model gpt3-1.7b --cluster "$1/calibrate-cuda.cluster.json" --gpus 8 --global-batch 512 --top 3' "$bin" "$out"
 step torch 200 bash -c 'for m in gpt2-medium gpt-1.3b; do python3 "$0/../bench/torch_gpt.py" --model $m --batch 4 --warmup 3 --steps 5 --json "$1/torch-$m.json" || exit; done' "$here" "$out"
 step checkN 150 "$bin/parity" check --device cuda --np "$np" --filter 'training/*:tensor/*:pipeline/*:moe/*:checkpoint/*' --out "$out/check-cuda-np$np.h5" --force
 
