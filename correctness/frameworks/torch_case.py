@@ -575,9 +575,10 @@ def main(argv=None):
         fail("--bug tied_unsummed needs a pipeline case (--mode pp)")
     world = layout["dp"] * tp * pp
     with tempfile.TemporaryDirectory() as tmp:
-        mp.spawn({"tp": tp_worker, "pp": pp_worker}.get(args.mode, worker),
-                 args=(world, os.path.join(tmp, "rendezvous"), args.case, args.results, args.mode, args.bug),
-                 nprocs=world, join=True)
+        # Forked, not spawned: the workers start with torch already imported.
+        mp.start_processes({"tp": tp_worker, "pp": pp_worker}.get(args.mode, worker),
+                           args=(world, os.path.join(tmp, "rendezvous"), args.case, args.results, args.mode, args.bug),
+                           nprocs=world, join=True, start_method="fork")
     print(f"{PROG}: case {attrs['case_id']} trained with PyTorch {torch.__version__} ({args.mode}"
           f"{', bug ' + args.bug if args.bug else ''}) -> {args.results}")
     return 0
