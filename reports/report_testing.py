@@ -1,6 +1,6 @@
 """What the report tests share (test_<table>.py, one per table module, and test_page.py): sample
-files from make_sample.py, reports drawn from them (parity_report.py in a subprocess, or the
-figures' series drawn in this process), the file's columns read with plain h5py, and the
+files from make_sample.py, reports drawn from them (parity_report.py's main in a forked copy of
+this process, as the command line runs it, or the figures' series drawn in this process), the file's columns read with plain h5py, and the
 assertions on drawn pages and series.
 
 Expected numbers are computed from the HDF5 files with h5py, not through the report's reader.
@@ -11,7 +11,6 @@ Run with: /usr/bin/python3 reports/run_tests.py
 
 import atexit
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
 import glob
 import os
 import re
@@ -19,6 +18,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
+import traceback
 import unittest
 
 import h5py
@@ -50,12 +51,66 @@ CATEGORIES = ["parameters", "gradients", "optimizer_state", "activations", "comm
 # --------------------------------------------------------------------------------------------
 # Files: drawing a report, reading and changing a table with plain h5py
 
+def start_report(*args):
+    """Starts `python3 parity_report.py ARGS` as a forked copy of this process, which has the
+    report's modules and matplotlib imported already (a fresh interpreter spends about 0.4 s on
+    them, 55 times a test process): its main runs with ARGS, its output and errors go to files,
+    and its exit status is main's, or 1 with the traceback after an exception, as the command
+    line's would be. Returns a handle for finish_report. Only from the main thread."""
+    import parity_report
+    out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.dup2(out.fileno(), 1)
+            os.dup2(err.fileno(), 2)
+            sys.stdout = open(1, "w", closefd=False)
+            sys.stderr = open(2, "w", closefd=False)
+            os.environ.pop("PARITY_REPORT_DEBUG", None)
+            sys.argv = [REPORT, *args]
+            code = parity_report.main(list(args)) or 0
+        except SystemExit as e:  # argparse's refusals: the message is on stderr already
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            if isinstance(e.code, str):
+                print(e.code, file=sys.stderr)
+        except BaseException:  # noqa: B036 (the child reports every failure as the CLI would)
+            traceback.print_exc()
+            code = 1
+        finally:
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            finally:
+                os._exit(code if isinstance(code, int) else 1)  # no atexit of the parent's
+    return pid, out, err, list(args)
+
+
+def finish_report(handle, timeout=300):
+    """Waits for a report started by start_report: a subprocess.CompletedProcess (text)."""
+    pid, out, err, args = handle
+    deadline = time.monotonic() + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            raise subprocess.TimeoutExpired([REPORT, *args], timeout)
+        time.sleep(0.01)
+    texts = []
+    for f in (out, err):
+        f.seek(0)
+        texts.append(f.read().decode("utf-8", "replace"))
+        f.close()
+    return subprocess.CompletedProcess([REPORT, *args], os.waitstatus_to_exitcode(status), *texts)
+
+
 def run_report(*args):
-    env = dict(os.environ)
-    env.pop("PARITY_REPORT_DEBUG", None)
-    env.setdefault("MPLCONFIGDIR", tempfile.gettempdir())
-    return subprocess.run([PYTHON, REPORT, *args], capture_output=True, text=True, env=env,
-                          timeout=300)
+    return finish_report(start_report(*args))
 
 
 def text_col(ds):
@@ -284,11 +339,10 @@ def base_reports():
         make_sample.write_sample(a, seed=1, failures=2)
         make_sample.write_sample(b, seed=7, bandwidth_scale=1.25, failures=5)
         single, compare = os.path.join(tmp, "single"), os.path.join(tmp, "compare")
-        with ThreadPoolExecutor(2) as pool:
-            runs = [pool.submit(run_report, a, "--out", single, "--title", "Sample run A"),
-                    pool.submit(run_report, a, b, "--out", compare)]
-        _base.update(a=a, b=b, single=single, compare=compare, single_run=runs[0].result(),
-                     compare_run=runs[1].result())
+        runs = [start_report(a, "--out", single, "--title", "Sample run A"),
+                start_report(a, b, "--out", compare)]
+        _base.update(a=a, b=b, single=single, compare=compare, single_run=finish_report(runs[0]),
+                     compare_run=finish_report(runs[1]))
     return _base
 
 
@@ -345,10 +399,9 @@ class DrawnOnce(ReportAsserts):
 
     @classmethod
     def draw(cls, reports):
-        with ThreadPoolExecutor(len(reports)) as pool:
-            runs = {name: pool.submit(run_report, *paths, "--out", os.path.join(cls.tmp, name))
-                    for name, paths in reports.items()}
-            cls.runs = {name: run.result() for name, run in runs.items()}
+        runs = {name: start_report(*paths, "--out", os.path.join(cls.tmp, name))
+                for name, paths in reports.items()}
+        cls.runs = {name: finish_report(run) for name, run in runs.items()}
 
     @classmethod
     def tearDownClass(cls):
