@@ -19,6 +19,7 @@
 #include "reference/core/error.hpp"
 #include "reference/core/json.hpp"
 #include "reference/core/text.hpp"
+#include "reference/cuda/device.hpp"
 
 namespace parity::cli {
 namespace {
@@ -205,6 +206,14 @@ class BenchCalibrate final : public Command {
         add_GBps = 3.0 * static_cast<double>(o.elements) * static_cast<double>(size_of(dtype)) / o.seconds / 1e9;
     const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     const double host_GB = static_cast<double>(pages) * static_cast<double>(page) / 1e9;
+    // A GPU's own memory and multiprocessors (the planner's tile waves); a CPU core counts as one.
+    double memory_GB = host_GB / static_cast<double>(std::max<std::int64_t>(1, s.ranks_per_host()));
+    int multiprocessors = 1;
+    if (s.on_gpu()) {
+      const cuda::DeviceInfo& gpu = cuda::devices().at(static_cast<std::size_t>(cuda::selected_device()));
+      memory_GB = static_cast<double>(gpu.total_bytes) / 1e9;
+      multiprocessors = gpu.multiprocessors;
+    }
     const bool linked = s.world().size() >= 2;
     const auto GBps = [&](const theory::AlphaBeta& m) { return linked ? 1e-9 / m.beta_seconds_per_byte : add_GBps; };
     const auto us = [&](const theory::AlphaBeta& m) { return linked ? m.alpha_seconds * 1e6 : 0.0; };
@@ -223,8 +232,8 @@ class BenchCalibrate final : public Command {
                                                                    s.hosts()[static_cast<std::size_t>(levels.network_peer)]
                                                              : std::string("no rank on another host: the node's figures"))))
       << ",\n  \"dtype\": " << json_quoted(std::string(name_of(dtype))) << ",\n  \"peak_TFLOPs\": " << number(c.best_gemm_GFLOPs() / 1e3)
-      << ",\n  \"gemm_efficiency\": 1,\n  \"multiprocessors\": 1"
-      << ",\n  \"memory_GB\": " << number(host_GB / static_cast<double>(std::max<std::int64_t>(1, s.ranks_per_host())))
+      << ",\n  \"gemm_efficiency\": 1,\n  \"multiprocessors\": " << multiprocessors
+      << ",\n  \"memory_GB\": " << number(memory_GB)
       << ",\n  \"memory_GBps\": " << number(add_GBps) << ",\n  \"elementwise_efficiency\": " << number(elementwise)
       << ",\n  \"gpus_per_node\": " << s.ranks_per_host() << ",\n  \"node_GBps\": " << number(GBps(levels.node))
       << ",\n  \"node_latency_us\": " << number(us(levels.node)) << ",\n  \"network_GBps\": " << number(GBps(levels.network))
