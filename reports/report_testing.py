@@ -32,7 +32,6 @@ os.environ.setdefault("MPLCONFIGDIR", tempfile.gettempdir())
 import make_sample  # noqa: E402
 from parity_reports.common import fmt_num, fmt_size, ratio_range_words  # noqa: E402,F401
 
-PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 REPORT = os.path.join(HERE, "parity_report.py")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 # A file like `parity bench model` writes (its table alone), and like `parity bench tensor` with
