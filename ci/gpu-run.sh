@@ -28,6 +28,13 @@ usage: ci/gpu-run.sh --pack DIR --out DIR [--np N] [--steps LIST] [--help]
                   calibrate   bench calibrate --device cuda (products, ops, streams and
                               collectives on the GPU, issue 33's GPU calibration), then
                               parity plan reading the cluster file it wrote (60 s)
+                  gridN       the device conformance grid and device training at N ranks
+                              (MPI staging where they share a GPU; NCCL where it allows) (60 s)
+                  benches     the benchmarks on device buffers at N ranks: collectives
+                              all_to_all_v and all_reduce (native, pairwise, hierarchical),
+                              all_to_all_v over NCCL at one rank, moe, pipeline, precision
+                              and checkpoint in bfloat16, each to its own file (150 s)
+                  runN        parity run --device cuda --np N --quick (150 s)
 EOF
 }
 
@@ -78,6 +85,17 @@ done' "$bin" "$out"
 step dp 40 bash -c '"$0/parity" bench model --np 2 --device cuda --path fast --dtype bfloat16 --models gpt2-medium --batch 2 --warmup 1 --steps 3 --out "$1/model-fast-dp2.h5" --force && "$0/parity" bench model --device cuda --path fast --dtype bfloat16 --models gpt2-medium --batch 4 --warmup 2 --steps 5 --overlap off --out "$1/model-fast-serial.h5" --force' "$bin" "$out"
 step calibrate 60 bash -c '"$0/parity" bench calibrate --device cuda --out "$1/calibrate-cuda.h5" --cluster-out "$1/calibrate-cuda.cluster.json" --force && "$0/parity" plan --model gpt3-1.7b --cluster "$1/calibrate-cuda.cluster.json" --gpus 8 --global-batch 512 --top 3' "$bin" "$out"
 step torch 200 bash -c 'for m in gpt2-medium gpt-1.3b; do python3 "$0/../bench/torch_gpt.py" --model $m --batch 4 --warmup 3 --steps 5 --json "$1/torch-$m.json" || exit; done' "$here" "$out"
+step gridN 60 env NCCL_MULTI_RANK_GPU_ENABLE=1 "$bin/mpirun" -n "$np" "$bin/test_collectives" --gtest_filter='DeviceTest.*'
+step benches 150 bash -c 'p=$0/parity o=$1 n=$2 failed=0
+one() { local name=$1; shift; echo "--- $name: $*"; "$p" "$@" --out "$o/bench-$name.h5" --force -q || { echo "--- $name failed: exit $?"; failed=1; }; }
+one coll-np$n bench collectives --device cuda --np "$n" --coll all_to_all_v,all_reduce --algo native,pairwise,hierarchical -e 4M -n 5
+one coll-nccl-np1 bench collectives --device cuda --backend nccl --coll all_to_all_v --algo native,pairwise -e 4M -n 5
+one moe-np$n bench moe --device cuda --np "$n" --steps 2
+one pipeline-np$n bench pipeline --device cuda --np "$n" --steps 1
+one precision-np2 bench precision --device cuda --np 2 --steps 10
+one checkpoint-bf16 bench checkpoint --device cuda --dtype bfloat16 --layers 4 --steps 2
+exit $failed' "$bin" "$out" "$np"
+step runN 150 "$bin/parity" run --device cuda --np "$np" --quick --out "$out/run-cuda-np$np.h5" --force
 step checkN 150 "$bin/parity" check --device cuda --np "$np" --filter 'training/*:tensor/*:pipeline/*:moe/*:checkpoint/*' --out "$out/check-cuda-np$np.h5" --force
 
 echo "=== summary"
