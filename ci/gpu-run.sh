@@ -34,7 +34,7 @@ usage: ci/gpu-run.sh --pack DIR --out DIR [--np N] [--steps LIST] [--help]
                               all_to_all_v and all_reduce (native, pairwise, hierarchical),
                               all_to_all_v over NCCL at one rank, moe, pipeline, precision
                               and checkpoint in bfloat16, each to its own file (150 s)
-                  runN        parity run --device cuda --np N --quick (150 s)
+                  runN        parity run --device cuda --np N --quick (200 s)
 EOF
 }
 
@@ -95,8 +95,8 @@ one pipeline-np$n bench pipeline --device cuda --np "$n" --steps 1
 one precision-np2 bench precision --device cuda --np 2 --steps 10
 one checkpoint-bf16 bench checkpoint --device cuda --dtype bfloat16 --layers 4 --steps 2
 exit $failed' "$bin" "$out" "$np"
-step runN 150 "$bin/parity" run --device cuda --np "$np" --quick --out "$out/run-cuda-np$np.h5" --force
-step checkN 150 "$bin/parity" check --device cuda --np "$np" --filter 'training/*:tensor/*:pipeline/*:moe/*:checkpoint/*' --out "$out/check-cuda-np$np.h5" --force
+step runN 200 "$bin/parity" run --device cuda --np "$np" --quick --out "$out/run-cuda-np$np.h5" --force
+step checkN 150 "$bin/parity" check --device cuda --np "$np" --filter 'training/*:tensor/*:pipeline/*:context/*:moe/*:checkpoint/*:restore/*' --out "$out/check-cuda-np$np.h5" --force
 
 echo "=== summary"
 printf '%s\n' "${summary[@]}"

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "correctness/cases/context.hpp"
+#include "correctness/cases/family.hpp"
 #include "correctness/mpi_test.hpp"
 #include "correctness/op_testing.hpp"
 #include "reference/core/error.hpp"
@@ -21,6 +22,7 @@
 #include "reference/parallel/context/layers.hpp"
 #include "reference/parallel/grid.hpp"
 #include "reference/parallel/tensor/tensor_parallel.hpp"
+#include "reference/record/table.hpp"
 #include "reference/tensor/memory.hpp"
 #include "reference/tensor/random.hpp"
 #include "reference/theory/context.hpp"
@@ -125,6 +127,24 @@ TEST_F(ContextTest, TrainingCatchesTheFaults) {
     const cases::ContextResult r = cases::run_context_case(comm(), c);
     EXPECT_FALSE(r.passed) << c.name() << " passed: " << r.message;
   }
+}
+
+// Context parallelism runs on the CPU only, so on a device run (`--device cuda`) its cases take
+// the host world and their rows say device cpu. The world here is labelled as in GPU memory: it
+// refuses the host buffers the cases use, as a GPU run's world did before they took the host's.
+TEST_F(ContextTest, OnADeviceRunTheCasesTakeTheHostWorldAndSaySo) {
+  const auto device = mpi_world(MemorySpace::cuda);
+  const cases::CaseFamily& family = cases::find_case_family("context");
+  const auto list = family.grid(comm().size(), {false});
+  ASSERT_GT(list->size(), 0u);
+  const std::string first = list->name(0);
+  list->keep_only([&](const std::string& name) { return name == first; });
+  record::Table table{*family.info().table};
+  const cases::Verdict verdict = list->run(cases::CaseContext{*device, comm()}, 0, table);
+  EXPECT_TRUE(verdict.passed) << first << ": " << verdict.message;
+  // The row without its verdict (the caller adds `passed` and `message`).
+  ASSERT_EQ(table.get_str("device").size(), 1u);
+  EXPECT_EQ(table.get_str("device")[0], "cpu");
 }
 
 TEST_F(ContextTest, TrainingWithTensorParallelismCatchesTheFaults) {

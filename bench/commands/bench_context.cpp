@@ -133,7 +133,12 @@ struct ContextBenchOutcome {
 };
 
 ContextBenchOutcome run_context_bench(Session& session, const ContextBenchPlan& plan, const ContextBenchOptions& options) {
-  Communicator& world = session.world();
+  // Context parallelism's attention blocks have no device kernels: on a device run it runs on
+  // the host world, and says so.
+  Communicator& world = session.host_world();
+  if (session.world().memory_space() == MemorySpace::cuda && session.is_root())
+    std::fprintf(stderr, "[bench context] runs on the CPU: context parallelism's attention blocks have no device kernels "
+                         "(--device cuda applies to the other benchmarks)\n");
   ContextBenchOutcome out;
   // Each cp > 1 runs every variant; cp 1 (no split: one device's attention per sequence) runs once.
   std::size_t runs = 0;

@@ -226,7 +226,9 @@ const RegisteredFamily kContextFamily{FamilyDefinition<ContextCase, ContextResul
       std::vector<ContextCase> cases = context_grid(world_size);
       return cases;
     },
-    .run = [](const CaseContext& context, const ContextCase& c) { return run_context_case(context.world, c); },
+    // Context parallelism's attention blocks run on the CPU only: on a device run the cases take the
+    // host world, and their rows say so (device cpu).
+    .run = [](const CaseContext& context, const ContextCase& c) { return run_context_case(context.host_world, c); },
     .columns =
         [](record::Table& t, const CaseContext& context, const ContextCase& c, const ContextResult& r) {
           t.str("variant").push_back(c.variant);
@@ -236,7 +238,7 @@ const RegisteredFamily kContextFamily{FamilyDefinition<ContextCase, ContextResul
           t.i64("pp").push_back(c.pp);
           t.i64("dp").push_back(c.dp);
           t.i64("zero").push_back(c.zero);
-          add_run_columns(t, context.world, c.precision, c.steps);
+          add_run_columns(t, context.host_world, c.precision, c.steps);
           t.f64("error").push_back(r.error);
           t.f64("bound").push_back(r.bound);
           t.f64("loss_error").push_back(r.loss_error);
