@@ -34,7 +34,7 @@ usage: ci/gpu-run.sh --pack DIR --out DIR [--np N] [--steps LIST] [--help]
                               all_to_all_v and all_reduce (native, pairwise, hierarchical),
                               all_to_all_v over NCCL at one rank, moe, pipeline, precision
                               and checkpoint in bfloat16, each to its own file (150 s)
-                  runN        parity run --device cuda --np N --quick (200 s)
+                  runN        parity run --device cuda --np N --quick, its report too (240 s)
 EOF
 }
 
@@ -84,7 +84,7 @@ for k in "^forward_kernel|backward_kv_kernel|backward_q_kernel|delta_kernel:4" "
 done' "$bin" "$out"
 step dp 40 bash -c '"$0/parity" bench model --np 2 --device cuda --path fast --dtype bfloat16 --models gpt2-medium --batch 2 --warmup 1 --steps 3 --out "$1/model-fast-dp2.h5" --force && "$0/parity" bench model --device cuda --path fast --dtype bfloat16 --models gpt2-medium --batch 4 --warmup 2 --steps 5 --overlap off --out "$1/model-fast-serial.h5" --force' "$bin" "$out"
 step calibrate 60 bash -c '"$0/parity" bench calibrate --device cuda --out "$1/calibrate-cuda.h5" --cluster-out "$1/calibrate-cuda.cluster.json" --force && "$0/parity" plan --model gpt3-1.7b --cluster "$1/calibrate-cuda.cluster.json" --gpus 8 --global-batch 512 --top 3' "$bin" "$out"
-step torch 200 bash -c 'for m in gpt2-medium gpt-1.3b; do python3 "$0/../bench/torch_gpt.py" --model $m --batch 4 --warmup 3 --steps 5 --json "$1/torch-$m.json" || exit; done' "$here" "$out"
+step torch 170 bash -c 'for m in gpt2-medium gpt-1.3b; do python3 "$0/../bench/torch_gpt.py" --model $m --batch 4 --warmup 3 --steps 5 --json "$1/torch-$m.json" || exit; done' "$here" "$out"
 step gridN 60 env NCCL_MULTI_RANK_GPU_ENABLE=1 "$bin/mpirun" -n "$np" "$bin/test_collectives" --gtest_filter='DeviceTest.*'
 step benches 150 bash -c 'p=$0/parity o=$1 n=$2 failed=0
 one() { local name=$1; shift; echo "--- $name: $*"; "$p" "$@" --out "$o/bench-$name.h5" --force -q || { echo "--- $name failed: exit $?"; failed=1; }; }
@@ -95,8 +95,8 @@ one pipeline-np$n bench pipeline --device cuda --np "$n" --steps 1
 one precision-np2 bench precision --device cuda --np 2 --steps 10
 one checkpoint-bf16 bench checkpoint --device cuda --dtype bfloat16 --layers 4 --steps 2
 exit $failed' "$bin" "$out" "$np"
-step runN 200 "$bin/parity" run --device cuda --np "$np" --quick --out "$out/run-cuda-np$np.h5" --force
-step checkN 150 "$bin/parity" check --device cuda --np "$np" --filter 'training/*:tensor/*:pipeline/*:context/*:moe/*:checkpoint/*:restore/*' --out "$out/check-cuda-np$np.h5" --force
+step runN 240 "$bin/parity" run --device cuda --np "$np" --quick --out "$out/run-cuda-np$np.h5" --force
+step checkN 180 "$bin/parity" check --device cuda --np "$np" --filter 'training/*:tensor/*:pipeline/*:context/*:moe/*:checkpoint/*:restore/*' --out "$out/check-cuda-np$np.h5" --force
 
 echo "=== summary"
 printf '%s\n' "${summary[@]}"
