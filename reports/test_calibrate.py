@@ -8,13 +8,14 @@ Run with: /usr/bin/python3 reports/run_tests.py
 import os
 import shutil
 import unittest
+import warnings
 
 import h5py
 
 import numpy as np
 
 from parity_reports.common import fmt_num
-from report_testing import HERE, RecordingCase, drop_column, keep_rows, read_rows, run_report
+from report_testing import HERE, RecordingCase, draw_series, drop_column, keep_rows, read_rows, run_report
 
 FIXTURE = os.path.join(HERE, "fixtures", "calibrate-np4.h5")
 CHECKED_FIGURES = {"calibrate_products_float32", "calibrate_ops_float32", "calibrate_ceilings_float32"}
@@ -126,6 +127,20 @@ class CalibrateReportTests(RecordingCase):
         table = table[:table.index("</table>")]
         largest = rate(("gelu_forward", copies[-1])) / rate(("copy", copies[-1]))
         self.assertIn(f"{largest:.3f}", table)
+
+    def test_ceilings_without_the_exp_draw_memcpys_panel_alone(self):
+        """A calibration without the exp's rows (a GPU's: the exp is timed on CPUs only) draws the
+        ops against memcpy and no empty exp panel, with no warning from the drawing."""
+        path = os.path.join(self.tmp, "no-exp.h5")
+        shutil.copy(FIXTURE, path)
+        keep_rows(path, "/bench/calibrate", lambda r: r["kind"] != "exp")
+        with warnings.catch_warnings(record=True) as caught, self.assertNoLogs("matplotlib", "WARNING"):
+            warnings.simplefilter("always")
+            drawn = draw_series([path], os.path.join(self.tmp, "no-exp"))
+        self.assertEqual([str(w.message) for w in caught], [])
+        ceilings = {s.label for s in drawn if s.figure == "calibrate_ceilings_float32"}
+        ops = {r["op"] for r in self.rows if r["kind"] == "op"}
+        self.assertEqual(ceilings, ops)
 
     def test_fits_are_each_collectives_sweep(self):
         """Each collective's alpha and beta: its smallest size's time and the slope from there

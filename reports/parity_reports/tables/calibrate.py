@@ -163,23 +163,30 @@ def draw_ops(plotter, label, calibration, dtype):
 
 
 def draw_ceilings(plotter, label, calibration, dtype):
-    """Each op against memcpy (left) and the exp-heavy ops against the vectorised exp (right)."""
+    """Each op against memcpy (left) and the exp-heavy ops against the vectorised exp (right; a
+    calibration without the exp, a GPU's, draws the left panel alone)."""
     plt = plotter.plt
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.2))
+    exp = calibration.exp_fractions(dtype)
+    fig, axes = plt.subplots(1, 2 if exp else 1, figsize=(10, 4.2) if exp else (6, 4.2), squeeze=False)
+    left = axes[0][0]
     for i, (op, points) in enumerate(calibration.copy_fractions(dtype).items()):
         plotter.plot(left, op, [e for e, _ in points], [f for _, f in points], marker="o", markersize=3, label=op,
                      color=plotter.palette[i % len(plotter.palette)],
                      linestyle="-" if i < len(plotter.palette) else "--")
-    for i, (op, points) in enumerate(calibration.exp_fractions(dtype).items()):
-        plotter.plot(right, "exp: " + op, [e for e, _ in points], [f for _, f in points], marker="o", markersize=3,
-                     label=op, color=plotter.palette[i % len(plotter.palette)])
-    for ax, what in ((left, "fraction of memcpy's bytes/s"), (right, "fraction of the vectorised exp's elements/s")):
+    panels = [(left, "fraction of memcpy's bytes/s")]
+    if exp:
+        right = axes[0][1]
+        for i, (op, points) in enumerate(exp.items()):
+            plotter.plot(right, "exp: " + op, [e for e, _ in points], [f for _, f in points], marker="o",
+                         markersize=3, label=op, color=plotter.palette[i % len(plotter.palette)])
+        panels.append((right, "fraction of the vectorised exp's elements/s"))
+    for ax, what in panels:
         ax.set_xscale("log")
         ax.set_xlabel("elements")
         ax.set_ylabel(what)
         ax.axhline(1.0, color="grey", linewidth=0.6)
-    left.legend(frameon=False, fontsize=6, ncol=2)
-    right.legend(frameon=False, fontsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(frameon=False, fontsize=6 if ax is left else 7, ncol=2 if ax is left else 1)
     fig.suptitle(f"{label}: the ops in {dtype} against their ceilings, measured in the same run")
     return plotter.save(fig, f"calibrate_ceilings_{dtype}", 0, suptitle=False)
 
