@@ -5,7 +5,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include <charconv>
 #include <functional>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <type_traits>
@@ -33,14 +35,14 @@ class CommandOptions {
 
   template <typename T>
   CLI::Option* add(const std::string& flags, T& value, const std::string& help) {
-    return app_.add_option(flags, value, help);
+    return in_range<T>(app_.add_option(flags, value, help));
   }
   // An option `parity run` sets too; its help says to what.
   template <typename T>
   CLI::Option* add(const std::string& flags, T& value, const std::string& help, std::type_identity_t<RunValues<T>> run) {
     run_values_.push_back([&value, run](bool quick) { value = quick ? run.quick : run.full; });
-    return app_.add_option(flags, value, help + " [parity run: " + text(run.quick) + " with --quick, else " +
-                                                 text(run.full) + "]");
+    return in_range<T>(app_.add_option(flags, value, help + " [parity run: " + text(run.quick) + " with --quick, else " +
+                                                            text(run.full) + "]"));
   }
   template <typename T>
   CLI::Option* flag(const std::string& flags, T& value, const std::string& help) {
@@ -57,6 +59,25 @@ class CommandOptions {
   }
 
  private:
+  // An integer option refuses a decimal value past its type's range (the parser would otherwise
+  // clamp 99999999999999999999 to the largest value and run with it).
+  template <typename T>
+  static CLI::Option* in_range(CLI::Option* option) {
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      option->check(CLI::Validator(
+          [](std::string& input) -> std::string {
+            T parsed{};
+            const char* end = input.data() + input.size();
+            if (std::from_chars(input.data() + (input.size() > 1 && input[0] == '+'), end, parsed).ec ==
+                std::errc::result_out_of_range)
+              return input + " is out of range (" + std::to_string(std::numeric_limits<T>::min()) + " to " +
+                     std::to_string(std::numeric_limits<T>::max()) + ")";
+            return {};
+          },
+          "", "integer in range"));
+    }
+    return option;
+  }
   template <typename T>
   static std::string text(const T& value) {
     std::ostringstream out;

@@ -53,8 +53,13 @@ std::string joined_lines(const std::vector<std::string>& items) {
 void apply_resume(CommonOptions& o) {
   if (o.resume.empty()) return;
   const fs::path file = resumed_file(o.resume);
-  if (!fs::exists(file) && !fs::exists(record::journal_path(file)))
-    throw UsageError("--resume " + o.resume + ": no such file (nor " + record::journal_path(file).string() + ")");
+  std::error_code file_error, journal_error;
+  const bool file_exists = fs::exists(file, file_error), journal_exists = fs::exists(record::journal_path(file), journal_error);
+  if (file_error && journal_error)  // a name the file system refuses (too long, a file as a directory, ...)
+    throw UsageError("--resume " + quoted_input(o.resume) + ": " + file_error.message());
+  if (!file_exists && !journal_exists)
+    throw UsageError("--resume " + quoted_input(o.resume) + ": no such file (nor " +
+                     quoted_input(record::journal_path(file).string()) + ")");
   if (o.out.empty()) o.out = file.string();
   std::error_code error;
   if (fs::weakly_canonical(o.out, error) == fs::weakly_canonical(file, error)) o.force = true;
@@ -350,8 +355,8 @@ void Session::check_memory(std::size_t bytes_per_rank, const std::string& what) 
     const unsigned long long available = available_memory_bytes();
     const unsigned long long needed = static_cast<unsigned long long>(bytes_per_rank) * static_cast<unsigned long long>(local->size());
     if (available != 0 && needed > available) {
-      char text[256];
-      std::snprintf(text, sizeof(text), "%s needs %.2f GiB on %s (%d ranks x %.2f GiB) but only %.2f GiB is available; lower -e or the rank count",
+      char text[512];
+      std::snprintf(text, sizeof(text), "%s needs %.2f GiB on %s (%d ranks x %.2f GiB) but only %.2f GiB is available; lower the sizes (-e, --batch, --rows, --model) or the rank count",
                     what.c_str(), needed / 1073741824.0, process_host().c_str(), local->size(),
                     bytes_per_rank / 1073741824.0, available / 1073741824.0);
       message = text;

@@ -20,6 +20,7 @@
 #include "bench/commands/command.hpp"
 #include "bench/commands/presets.hpp"
 #include "reference/core/error.hpp"
+#include "reference/core/text.hpp"
 #include "reference/model/optimizer.hpp"
 #include "reference/parallel/state/store.hpp"
 #include "reference/parallel/techniques/techniques.hpp"
@@ -110,8 +111,14 @@ StateBenchPlan plan_state_bench(const StateBenchOptions& options) {
     plan.layouts.push_back(l);
   }
   if (plan.layouts.empty()) throw UsageError("--layouts names no layout");
-  if (!options.dir.empty() && fs::exists(options.dir) && !fs::is_directory(options.dir))
-    throw UsageError("--dir " + options.dir + " is not a directory");
+  if (!options.dir.empty()) {
+    std::error_code ec;
+    const fs::file_status status = fs::status(options.dir, ec);
+    if (ec && ec != std::errc::no_such_file_or_directory)
+      throw UsageError("--dir " + quoted_input(options.dir) + ": " + ec.message());
+    if (fs::exists(status) && !fs::is_directory(status))
+      throw UsageError("--dir " + options.dir + " is not a directory");
+  }
   return plan;
 }
 
@@ -178,8 +185,8 @@ fs::path states_root(Session& session, const StateBenchOptions& options) {
     if (!options.dir.empty()) {
       std::error_code ec;
       fs::create_directories(options.dir, ec);
-      if (ec || !fs::is_directory(options.dir))
-        throw UsageError("--dir " + options.dir + " cannot be made: " + (ec ? ec.message() : "not a directory"));
+      if (ec || !fs::is_directory(options.dir, ec))
+        throw UsageError("--dir " + quoted_input(options.dir) + " cannot be made: " + (ec ? ec.message() : "not a directory"));
       made = options.dir;
       return;
     }
