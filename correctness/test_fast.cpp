@@ -612,12 +612,11 @@ TEST_P(FastSync, DataParallelReplicasOfOneBatchTrainAsOneModel) {
     const auto tokens = ints(batch.inputs), targets = ints(batch.targets);
     EXPECT_EQ(replica.step(tokens.data(), targets.data()).loss, alone.step(tokens.data(), targets.data()).loss) << step;
   }
-  // In order, the sums are time the step spends; overlapped, only what backward did not hide
-  // (which may round to nothing).
-  if (GetParam())
-    EXPECT_GE(replica.last_parts().sync_ms, 0);
-  else
+  // In order, the sums are time the step spends; overlapped, only what backward did not hide,
+  // which may round to nothing, so only the in-order step's time is asserted.
+  if (!GetParam()) {
     EXPECT_GT(replica.last_parts().sync_ms, 0);
+  }
   EXPECT_EQ(sync.calls, steps * (c.layers + 3));  // ln_f, each block, the two tables
   EXPECT_EQ(sync.elements, steps * (fast::parameter_elements(shape) - fast::parameter_layout(shape)[1].offset +
                                     shape.padded_vocabulary() * shape.hidden));

@@ -17,6 +17,7 @@
 #include "reference/core/provenance.hpp"
 #include "reference/record/journal.hpp"
 #include "reference/record/output.hpp"
+#include "bench/cli/shared.hpp"
 #include "bench/cli/supervisor.hpp"
 #include "reference/cuda/device.hpp"
 #include "reference/core/text.hpp"
@@ -53,16 +54,12 @@ std::string joined_lines(const std::vector<std::string>& items) {
 void apply_resume(CommonOptions& o) {
   if (o.resume.empty()) return;
   const fs::path file = resumed_file(o.resume);
-  std::error_code file_error, journal_error;
-  const bool file_exists = fs::exists(file, file_error), journal_exists = fs::exists(record::journal_path(file), journal_error);
-  if (file_error && journal_error)  // a name the file system refuses (too long, a file as a directory, ...)
-    throw UsageError("--resume " + quoted_input(o.resume) + ": " + file_error.message());
-  if (!file_exists && !journal_exists)
+  if (!fs::exists(user_path_status("--resume", file.string())) &&
+      !fs::exists(user_path_status("--resume", record::journal_path(file).string())))
     throw UsageError("--resume " + quoted_input(o.resume) + ": no such file (nor " +
                      quoted_input(record::journal_path(file).string()) + ")");
   if (o.out.empty()) o.out = file.string();
-  std::error_code error;
-  if (fs::weakly_canonical(o.out, error) == fs::weakly_canonical(file, error)) o.force = true;
+  if (same_path(o.out, file)) o.force = true;
 }
 
 void validate_device_options(const CommonOptions& o) {

@@ -22,6 +22,20 @@ std::vector<std::string> split_list(const std::string& text) {
   return out;
 }
 
+std::filesystem::file_status user_path_status(const std::string& option, const std::string& path) {
+  std::error_code error;
+  const std::filesystem::file_status status = std::filesystem::status(path, error);
+  if (error && error != std::errc::no_such_file_or_directory)
+    throw UsageError(option + " " + quoted_input(path) + ": " + error.message());
+  return status;
+}
+
+bool same_path(const std::filesystem::path& a, const std::filesystem::path& b) {
+  std::error_code a_error, b_error;
+  const std::filesystem::path resolved = std::filesystem::weakly_canonical(a, a_error);
+  return !a_error && resolved == std::filesystem::weakly_canonical(b, b_error) && !b_error;
+}
+
 std::vector<int> parse_whole_numbers(const std::string& text, const std::string& option, int least) {
   std::vector<int> out;
   for (const std::string& s : split_list(text)) {

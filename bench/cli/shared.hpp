@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +31,12 @@ std::vector<double> gather_from_ranks(Communicator& world, double value);
 // Waits for the GPU's queued work when `space` is CUDA memory (a no-op on the host), so that a
 // host clock read after it times the work itself.
 void wait_for_device(MemorySpace space);
+// The status of a path given to `option` (not_found where nothing is there); UsageError naming
+// the option and the path, cut, where the file system refuses the name itself (too long, a file
+// where a directory should be, no permission to look).
+std::filesystem::file_status user_path_status(const std::string& option, const std::string& path);
+// Whether two names resolve to one path (a name that does not resolve matches nothing).
+bool same_path(const std::filesystem::path& a, const std::filesystem::path& b);
 // Ranks [0, n) of the world as a communicator; null on the others (who still take part in
 // the split, a collective over the world).
 std::unique_ptr<Communicator> first_ranks(Communicator& world, int n);

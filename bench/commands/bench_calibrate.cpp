@@ -93,16 +93,13 @@ class BenchCalibrate final : public Command {
     const std::string path = cluster_path(common().out.empty() ? "parity-bench-calibrate.h5" : common().out);
     namespace fs = std::filesystem;
     const fs::path where = fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
-    std::error_code error;
-    const fs::file_status status = fs::status(path, error);
-    if (error && error != std::errc::no_such_file_or_directory)
-      throw UsageError("--cluster-out " + quoted_input(path) + ": " + error.message());
+    const fs::file_status status = user_path_status("--cluster-out", path);
     if (fs::is_directory(status)) throw UsageError("--cluster-out " + quoted_input(path) + " is a directory");
     if (fs::exists(status) && !fs::is_regular_file(status))
       throw UsageError("--cluster-out " + quoted_input(path) + " is not a regular file");
-    if (!fs::is_directory(where, error) || access(where.c_str(), W_OK) != 0)
+    if (!fs::is_directory(user_path_status("--cluster-out", where.string())) || access(where.c_str(), W_OK) != 0)
       throw UsageError("--cluster-out " + quoted_input(path) + ": cannot write in " + quoted_input(where.string()));
-    if (!common().out.empty() && fs::weakly_canonical(path, error) == fs::weakly_canonical(common().out, error))
+    if (!common().out.empty() && same_path(path, common().out))
       throw UsageError("--cluster-out " + quoted_input(path) + " is the result file itself");
     return std::nullopt;
   }

@@ -112,10 +112,7 @@ StateBenchPlan plan_state_bench(const StateBenchOptions& options) {
   }
   if (plan.layouts.empty()) throw UsageError("--layouts names no layout");
   if (!options.dir.empty()) {
-    std::error_code ec;
-    const fs::file_status status = fs::status(options.dir, ec);
-    if (ec && ec != std::errc::no_such_file_or_directory)
-      throw UsageError("--dir " + quoted_input(options.dir) + ": " + ec.message());
+    const fs::file_status status = user_path_status("--dir", options.dir);
     if (fs::exists(status) && !fs::is_directory(status))
       throw UsageError("--dir " + options.dir + " is not a directory");
   }
