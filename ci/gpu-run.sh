@@ -35,6 +35,9 @@ usage: ci/gpu-run.sh --pack DIR --out DIR [--np N] [--steps LIST] [--help]
                               all_to_all_v over NCCL at one rank, moe, pipeline, precision
                               and checkpoint in bfloat16, each to its own file (150 s)
                   runN        parity run --device cuda --np N --quick, its report too (240 s)
+                  scaling     bench scaling --path fast on gpt2-medium at 2 ranks (strong,
+                              weak, the gradients' sums overlapped and not) and at one rank
+                              over NCCL, each file's report drawn (90 s)
 EOF
 }
 
@@ -95,6 +98,10 @@ one pipeline-np$n bench pipeline --device cuda --np "$n" --steps 1
 one precision-np2 bench precision --device cuda --np 2 --steps 10
 one checkpoint-bf16 bench checkpoint --device cuda --dtype bfloat16 --layers 4 --steps 2
 exit $failed' "$bin" "$out" "$np"
+step scaling 90 bash -c 'p=$0/parity o=$1
+"$p" bench scaling --device cuda --path fast --model gpt2-medium --np 2 --batch 8 --weak-batch 4 --warmup 1 --steps 3 --out "$o/scaling-fast-np2.h5" --force &&
+"$p" bench scaling --device cuda --backend nccl --path fast --model gpt2-medium --batch 4 --weak-batch 4 --warmup 1 --steps 3 --out "$o/scaling-fast-nccl.h5" --force &&
+"$p" report "$o/scaling-fast-np2.h5" --out "$o/scaling-report" && ls "$o/scaling-report"' "$bin" "$out"
 step runN 240 "$bin/parity" run --device cuda --np "$np" --quick --out "$out/run-cuda-np$np.h5" --force
 step checkN 180 "$bin/parity" check --device cuda --np "$np" --filter 'training/*:tensor/*:pipeline/*:context/*:moe/*:checkpoint/*:restore/*' --out "$out/check-cuda-np$np.h5" --force
 

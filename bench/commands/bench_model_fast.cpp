@@ -12,6 +12,7 @@
 #include "bench/cli/progress.hpp"
 #include "bench/cli/shared.hpp"
 #include "bench/commands/bench_model.hpp"
+#include "bench/commands/fast_data_parallel.hpp"
 #include "reference/core/error.hpp"
 #include "reference/cuda/device.hpp"
 #include "reference/fast/gpt.hpp"
@@ -22,15 +23,6 @@
 namespace parity::cli {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-fast::Storage storage_of(DataType dtype) {
-  return dtype == DataType::float16 ? fast::Storage::float16 : fast::Storage::bfloat16;
-}
-
-fast::GptShape shape_of(const model::GptConfig& c, std::int64_t batch) {
-  return {c.vocabulary, c.layers, c.hidden, c.heads, c.sequence, batch};
-}
 
 // The product rate (GFLOP/s) of n x n x n cuBLASLt products in the storage type, on random
 // values, median of 10 after 3 untimed.
@@ -86,46 +78,15 @@ double measure_attention_GFLOPs(fast::Storage s, const fast::GptShape& shape) {
   return 3.5 * forward / (percentile(ms, 0.5) / 1e3) / 1e9;
 }
 
-// The fast GPT's gradient sums over the job's ranks. NCCL queues each sum on the step's side
-// stream (Communicator::all_reduce_on_stream), so it overlaps the rest of backward; MPI sums
-// each bucket through host memory as it comes, the step waiting for it.
-class CommunicatorSync final : public fast::GradientSync {
- public:
-  CommunicatorSync(Communicator& group, DataType storage, bool overlap)
-      : group_(group), storage_(storage), overlap_(overlap && group.backend() == "nccl") {}
-  int replicas() const override { return group_.size(); }
-  bool overlaps() const override { return overlap_; }
-  void sum(void* data, std::int64_t count, bool float32, void* stream) override {
-    const BufferView buffer{data, static_cast<std::size_t>(count), float32 ? DataType::float32 : storage_, MemorySpace::cuda};
-    if (overlap_) {
-      if (!group_.all_reduce_on_stream(buffer, stream))
-        throw Error("the " + std::string(group_.backend()) + " backend cannot queue a sum on a stream");
-      return;
-    }
-    group_.all_reduce(buffer, buffer, ReduceOp::sum);
-  }
-
- private:
-  Communicator& group_;
-  DataType storage_;
-  bool overlap_;
-};
-
-std::vector<std::int32_t> ints(const Tensor& t) {
-  std::vector<std::int32_t> v(static_cast<std::size_t>(t.numel()));
-  std::copy(t.data<std::int32_t>(), t.data<std::int32_t>() + t.numel(), v.begin());
-  return v;
-}
-
 }  // namespace
 
 std::size_t fast_model_bench_bytes(const ModelBenchPlan& plan) {
   std::size_t most = 0;
   for (const auto& m : plan.models) {
-    const fast::GptShape shape = shape_of(m.config, plan.batch);
+    const fast::GptShape shape = fast_shape_of(m.config, plan.batch);
     const std::string why = fast::unsupported_reason(shape);
     if (!why.empty()) throw UsageError("--path fast cannot train " + m.name + ": " + why);
-    most = std::max(most, fast::device_bytes(shape, storage_of(plan.dtype)));
+    most = std::max(most, fast::device_bytes(shape, fast_storage_of(plan.dtype)));
   }
   return most;
 }
@@ -133,7 +94,7 @@ std::size_t fast_model_bench_bytes(const ModelBenchPlan& plan) {
 ModelBenchOutcome run_fast_model_bench(Session& session, const ModelBenchPlan& plan, const ModelBenchOptions& options) {
   Communicator& world = session.world();
   ModelBenchOutcome out;
-  const fast::Storage storage = storage_of(plan.dtype);
+  const fast::Storage storage = fast_storage_of(plan.dtype);
   const std::size_t steps_per_model = static_cast<std::size_t>(options.warmup + options.steps);
   Progress progress("bench model", plan.models.size() * steps_per_model, session.is_root() && !session.options().quiet);
   std::size_t done = 0;
@@ -141,43 +102,21 @@ ModelBenchOutcome run_fast_model_bench(Session& session, const ModelBenchPlan& p
   const std::string gpu_name = cuda::devices().at(static_cast<std::size_t>(device)).name;
   const theory::GpuPeaks* peaks = theory::find_gpu_peaks(gpu_name);
   const double peak_GFLOPs = peaks ? theory::peak_flops(*peaks, plan.dtype) / 1e9 : std::nan("");
-  // On one rank the sums run only where they cost nothing (NCCL), so that the same code runs.
-  const bool data_parallel = world.size() > 1 || world.backend() == "nccl";
   for (const ModelPreset& preset : plan.models) {
     const model::GptConfig& c = preset.config;
-    const fast::GptShape shape = shape_of(c, plan.batch);
+    const fast::GptShape shape = fast_shape_of(c, plan.batch);
     const std::size_t first_row = out.table.rows();
     world.barrier();
     const double product_GFLOPs = measure_product_GFLOPs(storage, 8192);
     const double attention_GFLOPs = measure_attention_GFLOPs(storage, shape);
-    std::vector<double> times;
-    double last_loss = 0;
-    fast::StepParts parts;
-    {
-      fast::Gpt gpt(shape, storage, fast::AdamWHyper{}, c.seed);
-      CommunicatorSync sync(world, plan.dtype, plan.overlap);
-      if (data_parallel) gpt.set_gradient_sync(&sync);
-      const std::int64_t global = plan.batch * world.size(), first = plan.batch * world.rank();
-      world.barrier();  // replicas start together
-      for (int step = 0; step < options.warmup + options.steps; ++step) {
-        const model::Batch batch = model::gpt_batch(c, static_cast<std::uint64_t>(step), first, plan.batch, global);
-        const auto tokens = ints(batch.inputs), targets = ints(batch.targets);
-        const auto t0 = Clock::now();
-        last_loss = gpt.step(tokens.data(), targets.data()).loss;  // waits for the device once, at its end
-        const double t = std::chrono::duration<double>(Clock::now() - t0).count();
-        if (step >= options.warmup) times.push_back(t);
-        progress.update(done++, preset.name + " step " + std::to_string(step + 1));
-      }
-      // One more step, profiled (its events cost a little, so it is not among the timed ones).
-      gpt.set_profiling(true);
-      const model::Batch batch = model::gpt_batch(c, static_cast<std::uint64_t>(options.warmup + options.steps), first,
-                                                  plan.batch, global);
-      const auto tokens = ints(batch.inputs), targets = ints(batch.targets);
-      gpt.step(tokens.data(), targets.data());
-      parts = gpt.last_parts();
-    }
+    const FastSteps run = run_fast_steps(world, c, plan.batch, plan.dtype, plan.overlap, options.warmup, options.steps, [&](int step) {
+      progress.update(done++, preset.name + " step " + std::to_string(step + 1));
+    });
+    const double last_loss = run.last_loss;
+    const fast::StepParts& parts = run.parts;
+    const bool data_parallel = run.data_parallel;
     if (!std::isfinite(last_loss)) throw Error("bench model " + preset.name + ": the fast step's loss is not finite");
-    const double step_seconds = percentile(times, 0.5);
+    const double step_seconds = percentile(run.seconds, 0.5);
     const std::int64_t model_flops = fast::model_flops_per_step(shape);
     const std::int64_t formula = theory::gpt_step_flops(c, plan.batch);
     if (shape.padded_vocabulary() == c.vocabulary && model_flops != formula)

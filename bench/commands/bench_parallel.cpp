@@ -20,6 +20,7 @@
 #include "bench/commands/command.hpp"
 #include "bench/commands/presets.hpp"
 #include "reference/core/error.hpp"
+#include "reference/core/text.hpp"
 #include "reference/parallel/data/data_parallel.hpp"
 #include "reference/parallel/techniques/techniques.hpp"
 #include "reference/theory/model.hpp"
@@ -110,6 +111,17 @@ ParallelBenchPlan plan_parallel_bench(const ParallelBenchOptions& options) {
     const std::size_t bytes = parse_size(b, "--bucket-sizes");
     if (bytes == 0) throw UsageError("--bucket-sizes: a gradient bucket of 0 bytes (sizes must be positive)");
     plan.bucket_sizes.push_back(bytes);
+  }
+  if (options.path != "reference" && options.path != "fast")
+    throw UsageError("--path " + quoted_input(options.path) + " is not known (reference, fast)");
+  plan.fast = options.path == "fast";
+  if (!plan.fast && !options.dtype.empty())
+    throw UsageError("--dtype is for --path fast (the reference path trains in float32)");
+  if (plan.fast) {
+    if (options.model == "mlp") throw UsageError("--path fast trains a GPT preset (--model gpt2-medium, ...), not the mlp");
+    plan.dtype = options.dtype.empty() ? DataType::bfloat16 : parse_data_type(options.dtype);
+    if (plan.dtype != DataType::bfloat16 && plan.dtype != DataType::float16)
+      throw UsageError("--dtype " + quoted_input(options.dtype) + ": --path fast trains in bfloat16 or float16");
   }
   return plan;
 }
@@ -289,11 +301,53 @@ Timed time_steps(Communicator& group, const ParallelBenchOptions& options, std::
   return out;
 }
 
+}  // namespace
+
 double max_over(Communicator& world, double x) {
   const auto all = gather_from_ranks(world, x);
   return *std::max_element(all.begin(), all.end());
 }
-}  // namespace
+
+void add_scaling_rows(record::Table& t, const std::string& mode, const std::string& model, const std::string& config,
+                      const std::vector<ScalingPoint>& points, bool oversubscribed) {
+  const bool strong = mode == "strong";
+  std::vector<int> ranks;
+  std::vector<double> times;
+  for (const ScalingPoint& p : points) {
+    ranks.push_back(p.world_size);
+    times.push_back(p.step_seconds);
+  }
+  const double t1 = times.front();
+  // Amdahl's law describes a fixed problem: fitted to strong scaling only.
+  const theory::AmdahlFit fit = strong ? theory::fit_amdahl(ranks, times, t1) : theory::AmdahlFit{std::nan(""), 0, 0};
+  for (const ScalingPoint& p : points) {
+    const int n = p.world_size;
+    t.str("mode").push_back(mode);
+    t.str("model").push_back(model);
+    t.str("config").push_back(config);
+    t.i64("world_size").push_back(n);
+    t.i64("global_batch").push_back(p.global_batch);
+    t.i64("rank_batch").push_back(p.rank_batch);
+    t.f64("step_seconds", "s").push_back(p.step_seconds);
+    t.f64("speedup").push_back(strong ? t1 / p.step_seconds : n * t1 / p.step_seconds);
+    t.f64("efficiency").push_back(strong ? theory::parallel_efficiency(t1, p.step_seconds, n) : t1 / p.step_seconds);
+    t.f64("amdahl_serial_fraction").push_back(fit.serial_fraction);
+    t.f64("amdahl_speedup").push_back(strong ? theory::amdahl_speedup(fit.serial_fraction, n) : std::nan(""));
+    t.f64("exposed_comm_seconds", "s").push_back(p.exposed_comm_seconds);
+    t.f64("predicted_comm_seconds", "s").push_back(p.predicted_comm_seconds);
+    t.i64("bytes_sent", "B").push_back(p.bytes_sent);
+    t.f64("predicted_step_seconds", "s").push_back(p.predicted_step_seconds);
+    t.f64("predicted_over_measured").push_back(oversubscribed ? std::nan("") : p.predicted_step_seconds / p.step_seconds);
+  }
+}
+
+void print_scaling_summary(const record::Table& t, std::size_t first_row) {
+  const std::size_t last = t.rows() - 1;
+  const std::string& mode = t.get_str("mode")[last];
+  std::fprintf(stderr, "[bench scaling] %s: speedup %.2f at %lld ranks (efficiency %.2f), Amdahl serial fraction %.3f\n",
+               mode.c_str(), t.get_f64("speedup")[last], static_cast<long long>(t.get_i64("world_size")[last]),
+               t.get_f64("efficiency")[last], t.get_f64("amdahl_serial_fraction")[first_row]);
+}
 
 ScalingBenchOutcome run_scaling_bench(Session& session, const ParallelBenchPlan& plan, const ParallelBenchOptions& options,
                                       const PointToPoint& p2p, const theory::Calibration& calibration) {
@@ -318,9 +372,7 @@ ScalingBenchOutcome run_scaling_bench(Session& session, const ParallelBenchPlan&
       continue;
     }
     const std::size_t first_row = out.scaling.rows();
-    std::vector<int> ranks;
-    std::vector<double> times;
-    std::vector<Timed> rows;
+    std::vector<Timed> rows;  // at 1, 2, ..., n_max ranks
     for (int n = 1; n <= n_max; ++n) {
       progress.update(done++, std::string(mode) + " scaling at " + std::to_string(n) + " ranks");
       const std::int64_t global = strong ? options.batch : options.weak_batch * n;
@@ -330,17 +382,11 @@ ScalingBenchOutcome run_scaling_bench(Session& session, const ParallelBenchPlan&
       timed.step = max_over(world, timed.step);
       timed.exposed = max_over(world, timed.exposed);
       timed.buckets = static_cast<std::size_t>(max_over(world, static_cast<double>(timed.buckets)));
-      ranks.push_back(n);
-      times.push_back(timed.step);
       rows.push_back(timed);
     }
-    const double t1 = times.front();
-    // Amdahl's law describes a fixed problem: fitted to strong scaling only.
-    const theory::AmdahlFit fit = strong ? theory::fit_amdahl(ranks, times, t1) : theory::AmdahlFit{std::nan(""), 0, 0};
-    for (std::size_t i = 0; i < ranks.size(); ++i) {
-      const int n = ranks[i];
-      const double speedup = strong ? t1 / times[i] : n * t1 / times[i];
-      const double efficiency = strong ? theory::parallel_efficiency(t1, times[i], n) : t1 / times[i];
+    std::vector<ScalingPoint> points;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const int n = static_cast<int>(i) + 1;
       // Ring all-reduce of every bucket: 2(n-1) alpha + 2(n-1)/n bytes beta each.
       const double per_bucket = gradient_bytes / static_cast<double>(std::max<std::size_t>(rows[i].buckets, 1));
       // At the efficiency the job's all-reduce reached at the bucket's size.
@@ -348,22 +394,7 @@ ScalingBenchOutcome run_scaling_bench(Session& session, const ParallelBenchPlan&
                                                   ring.predicted_seconds(n, per_bucket, p2p.model) /
                                                   calibration.collective_efficiency_at(per_bucket, 1.0)
                                             : std::nan("");
-      record::Table& t = out.scaling;
-      t.str("mode").emplace_back(mode);
-      t.str("model").push_back(options.model);
-      t.str("config").push_back(shape.config);
-      t.i64("world_size").push_back(n);
       const std::int64_t global = strong ? options.batch : options.weak_batch * n;
-      t.i64("global_batch").push_back(global);
-      t.i64("rank_batch").push_back(parallel::batch_shard(global, 0, n).rows);
-      t.f64("step_seconds", "s").push_back(times[i]);
-      t.f64("speedup").push_back(speedup);
-      t.f64("efficiency").push_back(efficiency);
-      t.f64("amdahl_serial_fraction").push_back(fit.serial_fraction);
-      t.f64("amdahl_speedup").push_back(strong ? theory::amdahl_speedup(fit.serial_fraction, n) : std::nan(""));
-      t.f64("exposed_comm_seconds", "s").push_back(rows[i].exposed);
-      t.f64("predicted_comm_seconds", "s").push_back(n == 1 ? 0.0 : predicted);
-      t.i64("bytes_sent", "B").push_back(static_cast<std::int64_t>(rows[i].bytes));
       // The slowest rank's (the largest shard's) step from the calibration, the buckets'
       // all-reduces overlapped with its backward.
       const std::int64_t rows_on_rank = parallel::batch_shard(global, 0, n).rows;
@@ -374,15 +405,13 @@ ScalingBenchOutcome run_scaling_bench(Session& session, const ParallelBenchPlan&
       const double step = compute.total() + (n == 1 ? 0.0
                                                     : theory::overlapped_exposed_seconds(compute.backward_s, buckets,
                                                                                          predicted / buckets));
-      const double worst = max_over(world, step);
-      t.f64("predicted_step_seconds", "s").push_back(worst);
-      t.f64("predicted_over_measured").push_back(session.oversubscribed() ? std::nan("") : worst / times[i]);
+      points.push_back({n, global, rows_on_rank, rows[i].step, rows[i].exposed, n == 1 ? 0.0 : predicted,
+                        static_cast<std::int64_t>(rows[i].bytes), max_over(world, step)});
     }
+    add_scaling_rows(out.scaling, mode, options.model, shape.config, points, session.oversubscribed());
     session.record_rows("/bench/scaling", out.scaling, first_row);  // kept if the run is cut short
     if (session.is_root() && !session.options().quiet)
-      std::fprintf(stderr, "[bench scaling] %s: speedup %.2f at %d ranks (efficiency %.2f), Amdahl serial fraction %.3f\n",
-                   mode, strong ? t1 / times.back() : n_max * t1 / times.back(),
-                   n_max, strong ? t1 / (n_max * times.back()) : t1 / times.back(), fit.serial_fraction);
+      print_scaling_summary(out.scaling, first_row);
   }
   // Overlap at the full world: each bucket size with and without starting all-reduces in backward.
   for (std::size_t bytes : plan.bucket_sizes) {
@@ -513,12 +542,18 @@ class BenchScaling final : public Command {
 
   void declare(CommandOptions& o) override {
     ParallelBenchOptions& p = options_;
-    o.add("--model", p.model, "mlp, or a GPT preset, trained in float32:" + model_presets_help());
+    o.add("--model", p.model, "mlp, or a GPT preset, trained in float32 (--path fast: in 16 bits; a GPT preset):" + model_presets_help());
     o.add("--batch", p.batch, "Global batch (rows) of strong scaling; at least the number of ranks");
     o.add("--weak-batch", p.weak_batch, "Rows per rank of weak scaling");
     o.add("--bucket-sizes", p.bucket_sizes,
-          "Gradient bucket sizes for the overlap measurement at the full world, comma-separated (K, M suffixes)",
+          "Gradient bucket sizes for the overlap measurement at the full world, comma-separated (K, M suffixes; "
+          "the reference path: the fast path sums a layer's gradients at a time)",
           {"64K", "64K,1M"});
+    o.add("--path", p.path,
+          "reference (the conformance ops in float32, any device) or fast (a GPT preset in 16 bits on tensor cores, "
+          "--device cuda only: the ranks are one data-parallel job, strong scaling at the world sizes that divide "
+          "--batch, and the overlap measured with the gradients' sums beside backward and after it)");
+    o.add("--dtype", p.dtype, "With --path fast: bfloat16 (the default) or float16");
     declare_steps(o, p);
   }
 
@@ -531,6 +566,16 @@ class BenchScaling final : public Command {
     Session& s = job.session;
     const ParallelBenchPlan plan = plan_parallel_bench(options_);
     check_scaling_batch(s, options_);
+    if (plan.fast) {
+      if (!s.on_gpu()) throw UsageError("--path fast runs on GPUs only: add --device cuda");
+      s.check_memory(fast_scaling_bench_bytes(plan, options_), "the fast scaling benchmark");
+      s.maybe_inject_stall();
+      const PointToPoint& p2p = job.point_to_point(1 << 20);
+      theory::Calibration links;  // the collectives' efficiencies alone: the compute runs no reference op
+      links.collective_efficiency = job.collective_efficiency();
+      record_scaling_bench(s, run_fast_scaling_bench(s, plan, options_, p2p, links));
+      return kExitOk;
+    }
     s.check_memory(parallel_bench_bytes_per_rank(options_), "the scaling benchmark");
     s.maybe_inject_stall();
     const PointToPoint& p2p = job.point_to_point(1 << 20);  // the source of the alpha-beta predictions

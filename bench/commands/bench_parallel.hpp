@@ -70,11 +70,15 @@ struct ParallelBenchOptions {
   int steps = 3;
   int warmup = 1;
   std::string bucket_sizes = "64K,1M,25M";  // scaling: the overlap measurement's bucket sizes
+  std::string path = "reference";  // scaling: reference (float32, the conformance ops) or fast (a GPT on GPUs)
+  std::string dtype;               // scaling --path fast: bfloat16 (the default) or float16
 };
 struct ParallelBenchPlan {
   std::vector<const parallel::Technique*> strategies;  // dp and ZeRO stages, from the registry
   std::vector<std::string> precisions;
   std::vector<std::size_t> bucket_sizes;
+  bool fast = false;                 // bench scaling --path fast
+  DataType dtype = DataType::bfloat16;  // its storage type
 };
 ParallelBenchPlan plan_parallel_bench(const ParallelBenchOptions& options);
 std::size_t parallel_bench_bytes_per_rank(const ParallelBenchOptions& options);
@@ -95,6 +99,32 @@ struct ScalingBenchOutcome {
 // backward (theory/calibration.hpp).
 ScalingBenchOutcome run_scaling_bench(Session& session, const ParallelBenchPlan& plan, const ParallelBenchOptions& options,
                                       const PointToPoint& p2p, const theory::Calibration& calibration);
+// --path fast: the same modes with the fast GPT step (fast_data_parallel.hpp) on the ranks'
+// GPUs, each rank stepping on its own sequences (strong scaling: --batch / N each, at the world
+// sizes N that divide --batch; weak: --weak-batch each), and /bench/overlap at the full world
+// with the gradients' sums overlapped with backward and not. No calibrated step prediction
+// (predicted_step_seconds NaN: the calibration costs the reference ops).
+ScalingBenchOutcome run_fast_scaling_bench(Session& session, const ParallelBenchPlan& plan,
+                                           const ParallelBenchOptions& options, const PointToPoint& p2p,
+                                           const theory::Calibration& calibration);
+std::size_t fast_scaling_bench_bytes(const ParallelBenchPlan& plan, const ParallelBenchOptions& options);
+
+// One measured world size of a scaling mode, and the rows of a mode from them (speedup,
+// efficiency and, for strong scaling, the Amdahl fit over them; the first point is the one-rank
+// baseline).
+struct ScalingPoint {
+  int world_size = 1;
+  std::int64_t global_batch = 0, rank_batch = 0;
+  double step_seconds = 0, exposed_comm_seconds = 0, predicted_comm_seconds = 0;
+  std::int64_t bytes_sent = 0;
+  double predicted_step_seconds = 0;
+};
+void add_scaling_rows(record::Table& table, const std::string& mode, const std::string& model, const std::string& config,
+                      const std::vector<ScalingPoint>& points, bool oversubscribed);
+// "[bench scaling] MODE: speedup ... at N ranks" for the rows of a mode from first_row on.
+void print_scaling_summary(const record::Table& table, std::size_t first_row);
+double max_over(Communicator& world, double x);
+
 void record_memory_bench(Session& session, const MemoryBenchOutcome& outcome);
 void record_scaling_bench(Session& session, const ScalingBenchOutcome& outcome);
 
