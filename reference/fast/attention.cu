@@ -16,8 +16,6 @@
 // dQ over the key tiles (recomputing the scores and dP = dO V^T: two more products than a
 // single kernel with atomic dQ, in exchange for a fixed summation order).
 #include <algorithm>
-#include <cstdlib>
-#include <string>
 #include <type_traits>
 
 #include "reference/fast/device_common.cuh"
@@ -300,8 +298,8 @@ __global__ void delta_kernel(const T* dout, const T* out, float* delta, int B, i
 }
 
 // dK, dV of a tile of keys, over the query tiles the causal mask lets see them.
-template <typename T, int D, int MinBlocks>
-__global__ void __launch_bounds__(32 * kWarps, MinBlocks) backward_kv_kernel(const T* dout, const T* qkv, const float* lse,
+template <typename T, int D>
+__global__ void __launch_bounds__(32 * kWarps) backward_kv_kernel(const T* dout, const T* qkv, const float* lse,
                                                                   const float* delta, T* dqkv, int T_len, int C, int H,
                                                                   float scale_log2, float scale) {
   extern __shared__ __align__(16) unsigned char smem[];
@@ -498,16 +496,12 @@ void backward_launch(const void* dout, const void* qkv, const void* out, const f
       static_cast<const T*>(dout), static_cast<const T*>(out), delta, B, T_len, C, H);
   check_launch("attention delta_kernel");
   const std::size_t kv_smem = backward_kv_smem<D>(sizeof(T)), q_smem = backward_q_smem<D>(sizeof(T));
-  static const bool once = (allow_smem(backward_kv_kernel<T, D, 1>, kv_smem), allow_smem(backward_kv_kernel<T, D, 3>, kv_smem),
-                            allow_smem(backward_q_kernel<T, D>, q_smem), true);
+  static const bool once =
+      (allow_smem(backward_kv_kernel<T, D>, kv_smem), allow_smem(backward_q_kernel<T, D>, q_smem), true);
   (void)once;
-  static const bool three = [] {
-    const char* v = std::getenv("PARITY_ATTENTION_KV_BLOCKS");
-    return v && std::string(v) == "3";
-  }();
   const dim3 grid((T_len + kRows - 1) / kRows, B * H);
   const float scale = 1.f / sqrtf(static_cast<float>(D)), scale_log2 = kLog2e * scale;
-  (three ? backward_kv_kernel<T, D, 3> : backward_kv_kernel<T, D, 1>)<<<grid, 32 * kWarps, kv_smem, detail::stream()>>>(
+  backward_kv_kernel<T, D><<<grid, 32 * kWarps, kv_smem, detail::stream()>>>(
       static_cast<const T*>(dout), static_cast<const T*>(qkv), lse, delta, static_cast<T*>(dqkv), T_len, C, H,
       scale_log2, scale);
   check_launch("attention backward_kv_kernel");
