@@ -222,18 +222,29 @@ TEST(FastGpt, FlopsMatchTheFormula) {
 }
 
 // The attention kernels' executed products, counted by hand for one head of 128 rows and head
-// size 64: forward, 8 warps of 16 queries, the first four see key tile 0, the others tiles 0 and 1
-// (12 visits of two 16 x 64 x 64 products); dK/dV, the warps of keys 0, 16, 32, 48 visit the
-// query tiles of 32 from 0 that hold a query at or after their first key (4, 4, 3, 3), those of
-// 64.. the tiles from 64 (2, 2, 1, 1): 20 visits of four 16 x 32 x 64 products; dQ, the first
-// block's four warps one key tile, the second's two: 12 visits of three 16 x 64 x 64 products.
+// size 64. The m16n8k16 kernels: forward, 8 warps of 16 queries, the first four see key tile 0,
+// the others tiles 0 and 1 (12 visits of two 16 x 64 x 64 products); dK/dV, the warps of keys 0,
+// 16, 32, 48 visit the query tiles of 32 from 0 that hold a query at or after their first key (4,
+// 4, 3, 3), those of 64.. the tiles from 64 (2, 2, 1, 1): 20 visits of four 16 x 32 x 64
+// products; dQ, the first block's four warps one key tile, the second's two: 12 visits of three
+// 16 x 64 x 64 products. The warpgroup kernels, 64 rows at a time: forward, the warpgroup of
+// queries 0.. sees key tile 0, that of 64.. tiles 0 and 1 (3 visits of two 64 x 64 x 64
+// products); dK/dV, the keys 0.. visit query tiles 0 and 64, the keys 64.. tile 64 (3 visits of
+// four); dQ, the queries 0.. key tile 0, the queries 64.. tiles 0 and 1 (3 visits of three).
 TEST(FastGpt, AttentionCountsTheProductsItRuns) {
-  const std::int64_t tile64 = 2 * 16 * 64 * 64, tile32 = 2 * 16 * 32 * 64;
-  EXPECT_EQ(fast::attention_forward_flops_executed(1, 128, 64, 1), 12 * 2 * tile64);
-  EXPECT_EQ(fast::attention_backward_flops_executed(1, 128, 64, 1), 20 * 4 * tile32 + 12 * 3 * tile64);
-  // Batch and heads multiply; a sequence that ends inside a tile drops the warps past its end.
-  EXPECT_EQ(fast::attention_forward_flops_executed(3, 128, 128, 2), 6 * 12 * 2 * tile64);
-  EXPECT_EQ(fast::attention_forward_flops_executed(1, 40, 64, 1), 3 * 2 * tile64);
+  using fast::AttentionKernels;
+  const std::int64_t tile64 = 2 * 16 * 64 * 64, tile32 = 2 * 16 * 32 * 64, group = 2 * 64 * 64 * 64;
+  EXPECT_EQ(fast::attention_forward_flops_executed(1, 128, 64, 1, AttentionKernels::mma), 12 * 2 * tile64);
+  EXPECT_EQ(fast::attention_backward_flops_executed(1, 128, 64, 1, AttentionKernels::mma), 20 * 4 * tile32 + 12 * 3 * tile64);
+  EXPECT_EQ(fast::attention_forward_flops_executed(1, 128, 64, 1, AttentionKernels::wgmma), 3 * 2 * group);
+  EXPECT_EQ(fast::attention_backward_flops_executed(1, 128, 64, 1, AttentionKernels::wgmma), 3 * 4 * group + 3 * 3 * group);
+  // Batch and heads multiply; a sequence that ends inside a tile drops the warps past its end (a
+  // warpgroup computes its whole tile).
+  EXPECT_EQ(fast::attention_forward_flops_executed(3, 128, 128, 2, AttentionKernels::mma), 6 * 12 * 2 * tile64);
+  EXPECT_EQ(fast::attention_forward_flops_executed(3, 128, 128, 2, AttentionKernels::wgmma), 6 * 3 * 2 * group);
+  EXPECT_EQ(fast::attention_forward_flops_executed(1, 40, 64, 1, AttentionKernels::mma), 3 * 2 * tile64);
+  EXPECT_EQ(fast::attention_forward_flops_executed(1, 40, 64, 1, AttentionKernels::wgmma), 1 * 2 * group);
+  EXPECT_EQ(fast::attention_backward_flops_executed(1, 40, 64, 1, AttentionKernels::wgmma), 1 * 4 * group + 1 * 3 * group);
 }
 
 TEST(FastGpt, GroupsRowsByToken) {
@@ -303,6 +314,45 @@ TEST_F(FastDevice, AttentionMatchesFloat64ForwardAndBackward) {
       std::printf("[fast attention] %s B=%d T=%d C=%d H=%d: forward %.2e (bound %.2e), backward %.2e (bound %.2e)\n",
                   fast::name_of(s), k.B, k.T, k.C, k.H, e_out, kAttentionForward, e_dqkv, kAttentionBackward);
     }
+  }
+}
+
+// On a GPU where Hopper's warpgroup kernels run, both families against float64 on the head sizes
+// they share (64 and 128), at lengths that end inside a tile and span several; within the same
+// bounds (the warpgroup kernels round the same values: P, dS and the outputs).
+TEST_F(FastDevice, BothAttentionKernelFamiliesMatchFloat64) {
+  if (fast::attention_kernels(128) != fast::AttentionKernels::wgmma)
+    GTEST_SKIP() << "the warpgroup attention kernels do not run on this GPU (compute capability 9.0 needed)";
+  struct Case {
+    int B, T, C, H;
+  };
+  for (const Case k : {Case{1, 300, 256, 2}, Case{2, 192, 128, 2}, Case{1, 64, 128, 1}, Case{2, 33, 128, 2}}) {
+    SCOPED_TRACE("B=" + std::to_string(k.B) + " T=" + std::to_string(k.T) + " C=" + std::to_string(k.C) +
+                 " H=" + std::to_string(k.H));
+    const std::size_t rows = static_cast<std::size_t>(k.B) * k.T;
+    const auto qkv = draw(rows * 3 * k.C, 1.0, 21), dout = draw(rows * k.C, 1.0, 22);
+    Tensor q = host_tensor(qkv, {k.B, k.T, 3 * k.C});
+    Tensor out = Tensor::empty("out", {k.B, k.T, k.C}, DataType::float64, MemoryCategory::workspace);
+    Tensor probs = Tensor::empty("p", {k.B, k.H, k.T, k.T}, DataType::float64, MemoryCategory::workspace);
+    ops::attention_forward(q, k.H, true, out, probs);
+    Tensor dq = Tensor::empty("dq", {k.B, k.T, 3 * k.C}, DataType::float64, MemoryCategory::workspace);
+    ops::attention_backward(host_tensor(dout, {k.B, k.T, k.C}), q, probs, k.H, dq);
+    for (const fast::AttentionKernels kernels : {fast::AttentionKernels::mma, fast::AttentionKernels::wgmma})
+      for (const fast::Storage s : {fast::Storage::bfloat16, fast::Storage::float16}) {
+        auto d_qkv = to_device(qkv, s), d_dout = to_device(dout, s);
+        DeviceBuffer d_out(rows * k.C * 2), d_lse(static_cast<std::size_t>(k.B) * k.H * k.T * 4),
+            d_delta(static_cast<std::size_t>(k.B) * k.H * k.T * 4), d_dqkv(rows * 3 * k.C * 2);
+        fast::attention_forward(s, d_qkv->p, d_out.p, d_lse.as<float>(), k.B, k.T, k.C, k.H, kernels);
+        fast::attention_backward(s, d_dout->p, d_qkv->p, d_out.p, d_lse.as<float>(), d_delta.as<float>(), d_dqkv.p, k.B,
+                                 k.T, k.C, k.H, kernels);
+        const double e_out = relative_error(from_device(d_out, rows * k.C, s), values(out));
+        const double e_dqkv = relative_error(from_device(d_dqkv, rows * 3 * k.C, s), values(dq));
+        EXPECT_LT(e_out, kAttentionForward) << fast::name_of(kernels) << " " << fast::name_of(s);
+        EXPECT_LT(e_dqkv, kAttentionBackward) << fast::name_of(kernels) << " " << fast::name_of(s);
+        std::printf("[fast attention %s] %s B=%d T=%d C=%d H=%d: forward %.2e (bound %.2e), backward %.2e (bound %.2e)\n",
+                    fast::name_of(kernels), fast::name_of(s), k.B, k.T, k.C, k.H, e_out, kAttentionForward, e_dqkv,
+                    kAttentionBackward);
+      }
   }
 }
 

@@ -161,10 +161,11 @@ ModelBenchOutcome run_fast_model_bench(Session& session, const ModelBenchPlan& p
       std::fprintf(stderr,
                    "[bench model] %s: step time in products %.2f, attention %.2f, other %.2f (LayerNorm %.1f ms, loss "
                    "%.1f, embeddings %.1f, optimizer %.1f, waiting for the gradients' sum %.1f of %.1f); attention "
-                   "forward+backward %.0f TFLOP/s (%.2f of peak)\n",
+                   "forward+backward %.0f TFLOP/s (%.2f of peak, %s kernels)\n",
                    preset.name.c_str(), all_part_products[0], all_part_attention[0], all_part_other[0],
                    parts.layernorm_ms, parts.loss_ms, parts.embedding_ms, parts.optimizer_ms, parts.sync_ms, parts.total_ms(),
-                   all_attention[0] / 1e3, all_attention[0] / peak_GFLOPs);
+                   all_attention[0] / 1e3, all_attention[0] / peak_GFLOPs,
+                   fast::name_of(fast::attention_kernels(static_cast<int>(c.hidden / c.heads))));
       std::fprintf(stderr,
                    "[bench model] %s fast %s B=%lld on %s: %.0f tokens/s, %.1f TFLOP/s, MFU %.3f of the %.0f TFLOP/s "
                    "peak, %.3f of the measured %.0f TFLOP/s product (rank 0)\n",

@@ -16,9 +16,12 @@
 // dQ over the key tiles (recomputing the scores and dP = dO V^T: two more products than a
 // single kernel with atomic dQ, in exchange for a fixed summation order).
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 #include <type_traits>
 
-#include "reference/fast/device_common.cuh"
+#include "reference/fast/attention_tiles.cuh"
+#include "reference/fast/attention_wgmma.hpp"
 
 namespace parity::fast {
 namespace {
@@ -27,6 +30,7 @@ using detail::check;
 using detail::check_launch;
 using detail::Tensor16;
 using std::uint32_t;
+using namespace attention;
 
 constexpr int kWarps = 4;             // a backward block: 4 warps of 16 rows
 constexpr int kRows = kAttentionRows;  // rows per backward block (queries in dQ, keys in dK/dV)
@@ -36,7 +40,6 @@ constexpr int kQueryTile = kAttentionQueryTile;  // queries per step in dK/dV
 static_assert(kRows == 16 * kWarps && kKeyTile == kRows, "a warp owns 16 rows; the dQ kernel's causal tiles are square");
 static_assert(kAttentionForwardRows % kKeyTile == 0, "a forward block's rows end at a key tile's end");
 constexpr int kPad = 8;               // elements of padding per shared-memory row
-constexpr float kLog2e = 1.4426950408889634f;
 
 // A tile in shared memory: `rows` rows of `cols` 16-bit elements, row pitch cols + kPad.
 template <typename T> struct Tile {
@@ -59,18 +62,6 @@ __device__ void start_tile(const T* src, int ld, int T_len, int row0, int rows, 
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(from), "r"(inside ? 16 : 0));
   }
 }
-// Starts copying the float32 statistics [row0, row0 + n) of one head into `to` (zeros past T_len),
-// in the same copy group as the tiles started beside it.
-__device__ void start_stats(const float* src, int T_len, int row0, int n, float* to) {
-  for (int i = threadIdx.x; i < n; i += blockDim.x) {
-    const bool inside = row0 + i < T_len;
-    const auto dst = static_cast<uint32_t>(__cvta_generic_to_shared(to + i));
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src + (inside ? row0 + i : 0)),
-                 "r"(inside ? 4 : 0));
-  }
-}
-__device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void wait_for_copies() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
 
 // Four 8 x 8 matrices of 16-bit elements from shared memory in one instruction (ldmatrix):
 // lane l gives the address of row l % 8 of matrix l / 8, and receives in x[i] the elements
@@ -104,18 +95,6 @@ template <typename T> __device__ void b_fragments_down(const Tile<T>& t, int k0,
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3])
                : "r"(address));
-}
-// The A operand for k columns [16 j, 16 j + 16) from accumulator tiles acc[2j], acc[2j + 1].
-template <typename T> __device__ void a_from_accumulators(const float (*acc)[4], int j, uint32_t a[4]) {
-  a[0] = Tensor16<T>::pack(acc[2 * j][0], acc[2 * j][1]);
-  a[1] = Tensor16<T>::pack(acc[2 * j][2], acc[2 * j][3]);
-  a[2] = Tensor16<T>::pack(acc[2 * j + 1][0], acc[2 * j + 1][1]);
-  a[3] = Tensor16<T>::pack(acc[2 * j + 1][2], acc[2 * j + 1][3]);
-}
-
-template <int N> __device__ void clear(float (*acc)[4]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
 }
 
 // acc[n tiles of 8 columns] += rows r0.. of `a` (columns 0..K) times B from tile `b` (rows n0 + 8i).
@@ -151,34 +130,6 @@ __device__ void multiply_accumulators(const float (*p)[4], const Tile<T>& b, flo
       Tensor16<T>::mma(acc[n + 1], af, bf + 2);
     }
   }
-}
-
-// Element e (0..3) of accumulator tile n of a warp: its row (0..15) and column within the tile set.
-__device__ __forceinline__ int acc_row(int e) { return (threadIdx.x % 32) / 4 + (e >= 2 ? 8 : 0); }
-__device__ __forceinline__ int acc_col(int n, int e) { return 8 * n + 2 * (threadIdx.x % 4) + (e & 1); }
-
-// Reduces a per-thread value over the 4 threads sharing an accumulator row.
-__device__ __forceinline__ float quad_max(float v) {
-  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
-  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
-}
-__device__ __forceinline__ float quad_sum(float v) {
-  v += __shfl_xor_sync(0xffffffffu, v, 1);
-  return v + __shfl_xor_sync(0xffffffffu, v, 2);
-}
-
-// Writes a warp's 16 x D accumulator rows (times `scale`) to dst rows row0.. (rows < T_len).
-template <typename T, int D>
-__device__ void store_rows(const float (*acc)[4], float scale, T* dst, int ld, int T_len, int row0, int col0) {
-#pragma unroll
-  for (int n = 0; n < D / 8; ++n)
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int r = row0 + acc_row(2 * half);
-      if (r >= T_len) continue;
-      const uint32_t v = Tensor16<T>::pack(acc[n][2 * half] * scale, acc[n][2 * half + 1] * scale);
-      *reinterpret_cast<uint32_t*>(dst + static_cast<std::int64_t>(r) * ld + col0 + acc_col(n, 0)) = v;
-    }
 }
 
 template <int D> __host__ __device__ constexpr int row_pitch() { return D + kPad; }
@@ -477,7 +428,11 @@ template <typename K> void allow_smem(K kernel, std::size_t bytes) {
 }
 
 template <typename T, int D>
-void forward_launch(const void* qkv, void* out, float* lse, int B, int T_len, int C, int H) {
+void forward_launch(const void* qkv, void* out, float* lse, int B, int T_len, int C, int H, AttentionKernels kernels) {
+  if (kernels == AttentionKernels::wgmma) {
+    detail::wgmma_attention_forward(Tensor16<T>::storage, qkv, out, lse, B, T_len, C, H);
+    return;
+  }
   const std::size_t smem = forward_smem<D>(sizeof(T));
   static const bool once = (allow_smem(forward_kernel<T, D>, smem), true);
   (void)once;
@@ -490,11 +445,15 @@ void forward_launch(const void* qkv, void* out, float* lse, int B, int T_len, in
 
 template <typename T, int D>
 void backward_launch(const void* dout, const void* qkv, const void* out, const float* lse, float* delta, void* dqkv,
-                     int B, int T_len, int C, int H) {
+                     int B, int T_len, int C, int H, AttentionKernels kernels) {
   const std::int64_t rows = static_cast<std::int64_t>(B) * H * T_len;
   delta_kernel<T, D><<<static_cast<unsigned>((rows * 32 + 255) / 256), 256, 0, detail::stream()>>>(
       static_cast<const T*>(dout), static_cast<const T*>(out), delta, B, T_len, C, H);
   check_launch("attention delta_kernel");
+  if (kernels == AttentionKernels::wgmma) {
+    detail::wgmma_attention_backward(Tensor16<T>::storage, dout, qkv, lse, delta, dqkv, B, T_len, C, H);
+    return;
+  }
   const std::size_t kv_smem = backward_kv_smem<D>(sizeof(T)), q_smem = backward_q_smem<D>(sizeof(T));
   static const bool once =
       (allow_smem(backward_kv_kernel<T, D>, kv_smem), allow_smem(backward_q_kernel<T, D>, q_smem), true);
@@ -532,23 +491,69 @@ void check_sizes(int B, int T_len, int C, int H) {
 
 }  // namespace
 
-void attention_forward(Storage s, const void* qkv, void* out, float* lse, int B, int T, int C, int H) {
+AttentionKernels attention_kernels(int head_size) {
+  // The device and the environment are the process's for its whole life: read once.
+  // No usable GPU (the host logic asks too, for the FLOP counts): the m16n8k16 kernels' answer.
+  static const int compute_capability = [] {
+    int device = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0;
+    }
+    return 10 * major + minor;
+  }();
+  static const std::string asked = [] {
+    const char* v = std::getenv("PARITY_FAST_ATTENTION");
+    const std::string value = v ? v : "";
+    if (!value.empty() && value != "auto" && value != "mma" && value != "wgmma")
+      raise_error("PARITY_FAST_ATTENTION=" + value + " is not known (auto, mma, wgmma)");
+    return value;
+  }();
+  const bool runs = compute_capability == 90 && (head_size == 64 || head_size == 128);
+  if (asked == "wgmma" && !runs)
+    raise_error("PARITY_FAST_ATTENTION=wgmma: the warpgroup kernels need compute capability 9.0 and head size 64 or 128 "
+                "(this GPU: " + std::to_string(compute_capability / 10) + "." + std::to_string(compute_capability % 10) +
+                ", head size " + std::to_string(head_size) + ")");
+  return runs && asked != "mma" ? AttentionKernels::wgmma : AttentionKernels::mma;
+}
+
+void attention_forward(Storage s, const void* qkv, void* out, float* lse, int B, int T, int C, int H,
+                       AttentionKernels kernels) {
   check_sizes(B, T, C, H);
+  if (kernels == AttentionKernels::wgmma && attention_kernels(C / H) != AttentionKernels::wgmma)
+    raise_error("fast attention: the warpgroup kernels do not run here (compute capability 9.0 and head size 64 or 128 "
+                "needed, or PARITY_FAST_ATTENTION=mma is set)");
   detail::with_storage(s, [&](auto type) {
     using Type = decltype(type);
-    with_head_size(C / H, [&](auto d) { forward_launch<Type, decltype(d)::value>(qkv, out, lse, B, T, C, H); });
+    with_head_size(C / H, [&](auto d) { forward_launch<Type, decltype(d)::value>(qkv, out, lse, B, T, C, H, kernels); });
   });
+}
+
+void attention_backward(Storage s, const void* dout, const void* qkv, const void* out, const float* lse, float* delta,
+                        void* dqkv, int B, int T, int C, int H, AttentionKernels kernels) {
+  check_sizes(B, T, C, H);
+  if (kernels == AttentionKernels::wgmma && attention_kernels(C / H) != AttentionKernels::wgmma)
+    raise_error("fast attention: the warpgroup kernels do not run here (compute capability 9.0 and head size 64 or 128 "
+                "needed, or PARITY_FAST_ATTENTION=mma is set)");
+  detail::with_storage(s, [&](auto type) {
+    using Type = decltype(type);
+    with_head_size(C / H, [&](auto d) {
+      backward_launch<Type, decltype(d)::value>(dout, qkv, out, lse, delta, dqkv, B, T, C, H, kernels);
+    });
+  });
+}
+
+void attention_forward(Storage s, const void* qkv, void* out, float* lse, int B, int T, int C, int H) {
+  check_sizes(B, T, C, H);
+  attention_forward(s, qkv, out, lse, B, T, C, H, attention_kernels(C / H));
 }
 
 void attention_backward(Storage s, const void* dout, const void* qkv, const void* out, const float* lse, float* delta,
                         void* dqkv, int B, int T, int C, int H) {
   check_sizes(B, T, C, H);
-  detail::with_storage(s, [&](auto type) {
-    using Type = decltype(type);
-    with_head_size(C / H, [&](auto d) {
-      backward_launch<Type, decltype(d)::value>(dout, qkv, out, lse, delta, dqkv, B, T, C, H);
-    });
-  });
+  attention_backward(s, dout, qkv, out, lse, delta, dqkv, B, T, C, H, attention_kernels(C / H));
 }
 
 }  // namespace parity::fast

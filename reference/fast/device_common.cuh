@@ -32,6 +32,7 @@ inline unsigned grid_for(std::int64_t n) {
 // accumulators) and the packing of two floats into one A or B register (lower column first).
 template <typename T> struct Tensor16;
 template <> struct Tensor16<__nv_bfloat16> {
+  static constexpr Storage storage = Storage::bfloat16;
   static __device__ __forceinline__ void mma(float c[4], const std::uint32_t a[4], const std::uint32_t b[2]) {
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
@@ -46,6 +47,7 @@ template <> struct Tensor16<__nv_bfloat16> {
   static __device__ __forceinline__ __nv_bfloat16 from_float(float v) { return __float2bfloat16_rn(v); }
 };
 template <> struct Tensor16<__half> {
+  static constexpr Storage storage = Storage::float16;
   static __device__ __forceinline__ void mma(float c[4], const std::uint32_t a[4], const std::uint32_t b[2]) {
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"

@@ -19,15 +19,34 @@ std::int64_t warp_key_tiles(std::int64_t r0, std::int64_t T, std::int64_t tile) 
 }
 }  // namespace
 
-std::int64_t attention_forward_flops_executed(int B, int T, int C, int H) {
+const char* name_of(AttentionKernels kernels) { return kernels == AttentionKernels::wgmma ? "wgmma" : "mma"; }
+
+// The warpgroup kernels' tiles (attention_wgmma.cu): 64 rows a warpgroup, steps of 64.
+constexpr std::int64_t kGroupRows = 64, kGroupStep = 64;
+
+std::int64_t attention_forward_flops_executed(int B, int T, int C, int H, AttentionKernels kernels) {
   const std::int64_t D = C / H;
-  std::int64_t visits = 0;  // (warp, key tile) pairs one head computes
+  std::int64_t visits = 0;  // (warp or warpgroup, key tile) pairs one head computes
+  if (kernels == AttentionKernels::wgmma) {
+    // A warpgroup of 64 queries visits the key tiles up to its last row's.
+    for (std::int64_t r0 = 0; r0 < T; r0 += kGroupRows) visits += (std::min<std::int64_t>(r0 + kGroupRows, T) - 1) / kGroupStep + 1;
+    return std::int64_t{B} * H * visits * 2 * (2 * kGroupRows * kGroupStep * D);
+  }
   for (std::int64_t r0 = 0; r0 < T; r0 += 16) visits += warp_key_tiles(r0, T, kAttentionKeyTile);
   return std::int64_t{B} * H * visits * 2 * (2 * 16 * kAttentionKeyTile * D);
 }
 
-std::int64_t attention_backward_flops_executed(int B, int T, int C, int H) {
+std::int64_t attention_backward_flops_executed(int B, int T, int C, int H, AttentionKernels kernels) {
   const std::int64_t D = C / H;
+  if (kernels == AttentionKernels::wgmma) {
+    std::int64_t kv = 0, q = 0;
+    for (std::int64_t r0 = 0; r0 < T; r0 += kGroupRows) {
+      kv += (T - r0 + kGroupStep - 1) / kGroupStep;              // dK/dV: the query tiles from its first key on
+      q += (std::min<std::int64_t>(r0 + kGroupRows, T) - 1) / kGroupStep + 1;  // dQ: the key tiles up to its last query's
+    }
+    // dK/dV: S^T, dP^T, dV, dK per (block, query tile); dQ: S, dP, dQ per (block, key tile).
+    return std::int64_t{B} * H * (kv * 4 + q * 3) * (2 * kGroupRows * kGroupStep * D);
+  }
   std::int64_t kv = 0, q = 0;
   for (std::int64_t r0 = 0; r0 < T; r0 += 16) {
     // dK/dV: the warp of keys r0.. visits the query tiles from its block's first row on that hold
@@ -42,6 +61,13 @@ std::int64_t attention_backward_flops_executed(int B, int T, int C, int H) {
   // dK/dV: S^T, dV, dP^T, dK per (warp, query tile); dQ: S, dP, dQ per (warp, key tile).
   return std::int64_t{B} * H *
          (kv * 4 * (2 * 16 * kAttentionQueryTile * D) + q * 3 * (2 * 16 * kAttentionKeyTile * D));
+}
+
+std::int64_t attention_forward_flops_executed(int B, int T, int C, int H) {
+  return attention_forward_flops_executed(B, T, C, H, attention_kernels(C / H));
+}
+std::int64_t attention_backward_flops_executed(int B, int T, int C, int H) {
+  return attention_backward_flops_executed(B, T, C, H, attention_kernels(C / H));
 }
 
 std::int64_t layernorm_partial_rows(std::int64_t M) { return std::max<std::int64_t>(1, std::min(M, kLayerNormBlocks)); }

@@ -73,10 +73,27 @@ void attention_forward(Storage s, const void* qkv, void* out, float* lse, int B,
 // Deterministic: no atomics, every gradient element summed in a fixed order.
 void attention_backward(Storage s, const void* dout, const void* qkv, const void* out, const float* lse, float* delta,
                         void* dqkv, int B, int T, int C, int H);
+// The kernels that run attention on this process's GPU for a head size: wgmma, Hopper's
+// warpgroup products (attention_wgmma.cu: head sizes 64 and 128 at compute capability 9.0,
+// tiles of 64 rows a warpgroup and steps of 64), or mma, the m16n8k16 kernels above (any head
+// size the fast path takes, any GPU). PARITY_FAST_ATTENTION=mma keeps mma everywhere, =wgmma
+// refuses a GPU or head size it cannot run on; mma in a build without CUDA.
+enum class AttentionKernels { mma, wgmma };
+AttentionKernels attention_kernels(int head_size);
+const char* name_of(AttentionKernels kernels);
 // The multiply-adds the kernels execute for one forward and one backward (recomputation and the
-// masked halves of diagonal tiles included), in FLOPs: the hardware FLOPs of HFU.
+// masked halves of diagonal tiles included), in FLOPs: the hardware FLOPs of HFU. Without the
+// kernels named, those attention_kernels() chooses.
+std::int64_t attention_forward_flops_executed(int B, int T, int C, int H, AttentionKernels kernels);
+std::int64_t attention_backward_flops_executed(int B, int T, int C, int H, AttentionKernels kernels);
 std::int64_t attention_forward_flops_executed(int B, int T, int C, int H);
 std::int64_t attention_backward_flops_executed(int B, int T, int C, int H);
+// attention_forward and attention_backward on the kernels named (a test runs both families on
+// one GPU); wgmma where it cannot run is refused.
+void attention_forward(Storage s, const void* qkv, void* out, float* lse, int B, int T, int C, int H,
+                       AttentionKernels kernels);
+void attention_backward(Storage s, const void* dout, const void* qkv, const void* out, const float* lse, float* delta,
+                        void* dqkv, int B, int T, int C, int H, AttentionKernels kernels);
 bool attention_head_size_supported(int D);
 
 // --- Row ops (float32 residual stream, 16-bit outputs) -----------------------------------------

@@ -8,6 +8,7 @@ namespace {
 }  // namespace
 
 bool compiled() { return false; }
+AttentionKernels attention_kernels(int) { return AttentionKernels::mma; }
 std::int64_t matmul_flops_issued() { return 0; }
 std::int64_t epilogue_fallbacks() { return 0; }
 void linear_forward(Storage, const void*, const void*, const void*, void*, void*, std::int64_t, std::int64_t, std::int64_t, Epilogue) { refuse(); }
@@ -18,6 +19,8 @@ void head_backward_input(Storage, const void*, const void*, void*, std::int64_t,
 void head_backward_table(Storage, const void*, const void*, float*, std::int64_t, std::int64_t, std::int64_t) { refuse(); }
 void attention_forward(Storage, const void*, void*, float*, int, int, int, int) { refuse(); }
 void attention_backward(Storage, const void*, const void*, const void*, const float*, float*, void*, int, int, int, int) { refuse(); }
+void attention_forward(Storage, const void*, void*, float*, int, int, int, int, AttentionKernels) { refuse(); }
+void attention_backward(Storage, const void*, const void*, const void*, const float*, float*, void*, int, int, int, int, AttentionKernels) { refuse(); }
 void embedding_forward(Storage, const std::int32_t*, const void*, const void*, float*, std::int64_t, std::int64_t, std::int64_t) { refuse(); }
 void residual_layernorm_forward(Storage, const float*, const void*, float*, const void*, const void*, void*, float*, float*, std::int64_t, std::int64_t) { refuse(); }
 void layernorm_backward(Storage, const float*, const float*, const float*, const void*, const void*, float*, void*, float*, std::int64_t, std::int64_t) { refuse(); }
