@@ -19,6 +19,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 #include <type_traits>
 
 #include "reference/fast/attention_tiles.cuh"
@@ -62,7 +64,10 @@ __device__ __forceinline__ uint32_t shared_address(const void* p) {
 __device__ __forceinline__ void copies_visible_to_products() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 __device__ __forceinline__ void products_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void products_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void products_wait() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// Waits until at most `pending` of the committed groups are still running (groups finish in order).
+template <int pending = 0> __device__ __forceinline__ void products_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(pending) : "memory");
+}
 // After products_wait(): the accumulators (and the A operands given from registers) are the
 // products' until then; these keep the compiler from reading or reusing them earlier.
 template <int N> __device__ __forceinline__ void settle(float (*d)[4]) {
@@ -254,8 +259,8 @@ template <int D> constexpr std::size_t backward_q_smem() { return 1024 + 2 * til
 
 // Forward. Grid (query tiles of 128, B H), the last query tiles (the most keys) first; two
 // warpgroups of 64 queries a block share each key tile.
-template <typename T, int D>
-__global__ void __launch_bounds__(256, 1) forward_kernel(const T* qkv, T* out, float* lse, int T_len, int C, int H,
+template <typename T, int D, int MinBlocks>
+__global__ void __launch_bounds__(256, MinBlocks) forward_kernel(const T* qkv, T* out, float* lse, int T_len, int C, int H,
                                                          float scale_log2) {
 #ifdef PARITY_WGMMA
   extern __shared__ unsigned char smem_raw[];
@@ -416,7 +421,9 @@ __global__ void __launch_bounds__(128) backward_kv_kernel(const T* dout, const T
     commit();
     const uint32_t qs = query_tile(buffer, 0), dos = query_tile(buffer, 1);
     const float *lse_s = lse_of(buffer), *delta_s = delta_of(buffer);
-    // S^T (64 keys x 64 queries) = K Q^T and dP^T = V dO^T, issued together.
+    // S^T (64 keys x 64 queries) = K Q^T and dP^T = V dO^T, issued together; P^T is made from the
+    // first while the second runs, dV += P^T dO issued, and dS^T = P^T (dP^T - delta) made while
+    // that runs; then dK += dS^T Q.
     float p[kStep / 8][4], ds[kStep / 8][4];
     clear<kStep / 8>(p);
     clear<kStep / 8>(ds);
@@ -424,11 +431,11 @@ __global__ void __launch_bounds__(128) backward_kv_kernel(const T* dout, const T
     settle<kStep / 8>(ds);
     products_fence();
     issue_rows<T, D>(ks, kGroupRows, 0, qs, kStep, p);
+    products_commit();
     issue_rows<T, D>(vs, kGroupRows, 0, dos, kStep, ds);
     products_commit();
-    products_wait();
+    products_wait<1>();
     settle<kStep / 8>(p);
-    settle<kStep / 8>(ds);
 #pragma unroll
     for (int n = 0; n < kStep / 8; ++n)
 #pragma unroll
@@ -444,21 +451,24 @@ __global__ void __launch_bounds__(128) backward_kv_kernel(const T* dout, const T
           if (key > query || query >= T_len) p[n][e] = 0.f;
         }
     }
-    // dV += P^T dO; dS^T = P^T (dP^T - delta); dK += dS^T Q.
     uint32_t pa[kStep / 16][4], dsa[kStep / 16][4];
     to_operands<T, kStep>(p, pa);
+    settle<kStep / 16>(pa);
+    products_fence();
+    issue_transposed<T, D, kStep>(pa, dos, kStep, dv);
+    products_commit();
+    products_wait<1>();  // dP^T is in (dV may still run)
+    settle<kStep / 8>(ds);
 #pragma unroll
     for (int n = 0; n < kStep / 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) ds[n][e] = p[n][e] * (ds[n][e] - delta_s[acc_col(n, e)]);
     to_operands<T, kStep>(ds, dsa);
-    settle<kStep / 16>(pa);
     settle<kStep / 16>(dsa);
     products_fence();
-    issue_transposed<T, D, kStep>(pa, dos, kStep, dv);
     issue_transposed<T, D, kStep>(dsa, qs, kStep, dk);
     products_commit();
-    products_wait();
+    products_wait();  // before the barrier that lets the next copies overwrite these tiles
     settle<D / 8>(dv);
     settle<D / 8>(dk);
     settle<kStep / 16>(pa);
@@ -514,6 +524,7 @@ __global__ void __launch_bounds__(128) backward_q_kernel(const T* dout, const T*
     }
     commit();
     const uint32_t ks = key_tile(kt % 2, 0), vs = key_tile(kt % 2, 1);
+    // S = Q K^T and dP = dO V^T issued together; P made from the first while the second runs.
     float p[kStep / 8][4], ds[kStep / 8][4];
     clear<kStep / 8>(p);
     clear<kStep / 8>(ds);
@@ -521,11 +532,11 @@ __global__ void __launch_bounds__(128) backward_q_kernel(const T* dout, const T*
     settle<kStep / 8>(ds);
     products_fence();
     issue_rows<T, D>(qs, kGroupRows, 0, ks, kStep, p);
+    products_commit();
     issue_rows<T, D>(dos, kGroupRows, 0, vs, kStep, ds);
     products_commit();
-    products_wait();
+    products_wait<1>();
     settle<kStep / 8>(p);
-    settle<kStep / 8>(ds);
 #pragma unroll
     for (int n = 0; n < kStep / 8; ++n)
 #pragma unroll
@@ -541,6 +552,8 @@ __global__ void __launch_bounds__(128) backward_q_kernel(const T* dout, const T*
           if (key > query || key >= T_len || query >= T_len) p[n][e] = 0.f;
         }
     }
+    products_wait();
+    settle<kStep / 8>(ds);
 #pragma unroll
     for (int n = 0; n < kStep / 8; ++n)
 #pragma unroll
@@ -584,11 +597,15 @@ void wgmma_attention_forward(Storage s, const void* qkv, void* out, float* lse, 
     with_wgmma_head_size(C / H, [&](auto d) {
       constexpr int D = decltype(d)::value;
       constexpr std::size_t smem = forward_smem<D>();
-      static const bool once = (allow_smem(forward_kernel<Type, D>, smem), true);
+      static const bool once = (allow_smem(forward_kernel<Type, D, 1>, smem), allow_smem(forward_kernel<Type, D, 2>, smem), true);
       (void)once;
+      static const bool two = [] {
+        const char* v = std::getenv("PARITY_ATTENTION_FORWARD_BLOCKS");
+        return v && std::string(v) == "2";
+      }();
       const dim3 grid((T_len + kForwardRows - 1) / kForwardRows, B * H);
       const float scale_log2 = kLog2e / sqrtf(static_cast<float>(D));
-      forward_kernel<Type, D><<<grid, 256, smem, stream()>>>(static_cast<const Type*>(qkv), static_cast<Type*>(out), lse,
+      (two ? forward_kernel<Type, D, 2> : forward_kernel<Type, D, 1>)<<<grid, 256, smem, stream()>>>(static_cast<const Type*>(qkv), static_cast<Type*>(out), lse,
                                                             T_len, C, H, scale_log2);
       check_launch("attention forward_kernel (wgmma)");
     });
