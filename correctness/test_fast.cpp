@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <string>
 #include <tuple>
@@ -282,39 +283,49 @@ TEST(FastGpt, RefusedWithoutCudaInOneLine) {
 
 // ---- The ops on a GPU -----------------------------------------------------------------------------
 
-TEST_F(FastDevice, AttentionMatchesFloat64ForwardAndBackward) {
-  struct Case {
-    int B, T, C, H;
-  };
-  // Head sizes 16, 64, 80, 128; lengths that are and are not multiples of the 64-row tiles.
-  for (const Case k : {Case{2, 64, 64, 4}, Case{2, 100, 128, 2}, Case{1, 130, 160, 2}, Case{1, 77, 128, 1}}) {
-    SCOPED_TRACE("B=" + std::to_string(k.B) + " T=" + std::to_string(k.T) + " C=" + std::to_string(k.C) +
-                 " H=" + std::to_string(k.H));
-    const std::size_t rows = static_cast<std::size_t>(k.B) * k.T;
-    const auto qkv = draw(rows * 3 * k.C, 1.0, 11), dout = draw(rows * k.C, 1.0, 12);
-    // Reference: the CPU op in float64.
-    Tensor q = host_tensor(qkv, {k.B, k.T, 3 * k.C});
-    Tensor out = Tensor::empty("out", {k.B, k.T, k.C}, DataType::float64, MemoryCategory::workspace);
-    Tensor probs = Tensor::empty("p", {k.B, k.H, k.T, k.T}, DataType::float64, MemoryCategory::workspace);
-    ops::attention_forward(q, k.H, true, out, probs);
-    Tensor dq = Tensor::empty("dq", {k.B, k.T, 3 * k.C}, DataType::float64, MemoryCategory::workspace);
-    ops::attention_backward(host_tensor(dout, {k.B, k.T, k.C}), q, probs, k.H, dq);
-    // Fast, in both storage types (float16 keeps more bits than bfloat16: the bounds hold a fortiori).
-    for (const fast::Storage s : {fast::Storage::bfloat16, fast::Storage::float16}) {
-      auto d_qkv = to_device(qkv, s), d_dout = to_device(dout, s);
-      DeviceBuffer d_out(rows * k.C * 2), d_lse(static_cast<std::size_t>(k.B) * k.H * k.T * 4),
-          d_delta(static_cast<std::size_t>(k.B) * k.H * k.T * 4), d_dqkv(rows * 3 * k.C * 2);
-      fast::attention_forward(s, d_qkv->p, d_out.p, d_lse.as<float>(), k.B, k.T, k.C, k.H);
-      fast::attention_backward(s, d_dout->p, d_qkv->p, d_out.p, d_lse.as<float>(), d_delta.as<float>(), d_dqkv.p, k.B,
-                               k.T, k.C, k.H);
-      const double e_out = relative_error(from_device(d_out, rows * k.C, s), values(out));
-      const double e_dqkv = relative_error(from_device(d_dqkv, rows * 3 * k.C, s), values(dq));
-      EXPECT_LT(e_out, kAttentionForward) << fast::name_of(s);
-      EXPECT_LT(e_dqkv, kAttentionBackward) << fast::name_of(s);
-      std::printf("[fast attention] %s B=%d T=%d C=%d H=%d: forward %.2e (bound %.2e), backward %.2e (bound %.2e)\n",
-                  fast::name_of(s), k.B, k.T, k.C, k.H, e_out, kAttentionForward, e_dqkv, kAttentionBackward);
-    }
+struct AttentionCase {
+  int B, T, C, H;
+};
+
+// Attention forward and backward on the GPU in both storage types against the CPU op in float64
+// (the kernels attention_kernels() chooses, or those named), within the bounds above.
+void expect_attention_matches_float64(const AttentionCase& k, unsigned seed,
+                                      std::optional<fast::AttentionKernels> kernels = std::nullopt) {
+  SCOPED_TRACE("B=" + std::to_string(k.B) + " T=" + std::to_string(k.T) + " C=" + std::to_string(k.C) +
+               " H=" + std::to_string(k.H));
+  const std::size_t rows = static_cast<std::size_t>(k.B) * k.T;
+  const auto qkv = draw(rows * 3 * k.C, 1.0, seed), dout = draw(rows * k.C, 1.0, seed + 1);
+  // Reference: the CPU op in float64.
+  Tensor q = host_tensor(qkv, {k.B, k.T, 3 * k.C});
+  Tensor out = Tensor::empty("out", {k.B, k.T, k.C}, DataType::float64, MemoryCategory::workspace);
+  Tensor probs = Tensor::empty("p", {k.B, k.H, k.T, k.T}, DataType::float64, MemoryCategory::workspace);
+  ops::attention_forward(q, k.H, true, out, probs);
+  Tensor dq = Tensor::empty("dq", {k.B, k.T, 3 * k.C}, DataType::float64, MemoryCategory::workspace);
+  ops::attention_backward(host_tensor(dout, {k.B, k.T, k.C}), q, probs, k.H, dq);
+  // Fast, in both storage types (float16 keeps more bits than bfloat16: the bounds hold a fortiori).
+  const fast::AttentionKernels family = kernels.value_or(fast::attention_kernels(k.C / k.H));
+  for (const fast::Storage s : {fast::Storage::bfloat16, fast::Storage::float16}) {
+    auto d_qkv = to_device(qkv, s), d_dout = to_device(dout, s);
+    DeviceBuffer d_out(rows * k.C * 2), d_lse(static_cast<std::size_t>(k.B) * k.H * k.T * 4),
+        d_delta(static_cast<std::size_t>(k.B) * k.H * k.T * 4), d_dqkv(rows * 3 * k.C * 2);
+    fast::attention_forward(s, d_qkv->p, d_out.p, d_lse.as<float>(), k.B, k.T, k.C, k.H, family);
+    fast::attention_backward(s, d_dout->p, d_qkv->p, d_out.p, d_lse.as<float>(), d_delta.as<float>(), d_dqkv.p, k.B, k.T,
+                             k.C, k.H, family);
+    const double e_out = relative_error(from_device(d_out, rows * k.C, s), values(out));
+    const double e_dqkv = relative_error(from_device(d_dqkv, rows * 3 * k.C, s), values(dq));
+    EXPECT_LT(e_out, kAttentionForward) << fast::name_of(family) << " " << fast::name_of(s);
+    EXPECT_LT(e_dqkv, kAttentionBackward) << fast::name_of(family) << " " << fast::name_of(s);
+    std::printf("[fast attention %s] %s B=%d T=%d C=%d H=%d: forward %.2e (bound %.2e), backward %.2e (bound %.2e)\n",
+                fast::name_of(family), fast::name_of(s), k.B, k.T, k.C, k.H, e_out, kAttentionForward, e_dqkv,
+                kAttentionBackward);
   }
+}
+
+TEST_F(FastDevice, AttentionMatchesFloat64ForwardAndBackward) {
+  // Head sizes 16, 64, 80, 128; lengths that are and are not multiples of the 64-row tiles.
+  for (const AttentionCase k : {AttentionCase{2, 64, 64, 4}, AttentionCase{2, 100, 128, 2}, AttentionCase{1, 130, 160, 2},
+                                AttentionCase{1, 77, 128, 1}})
+    expect_attention_matches_float64(k, 11);
 }
 
 // On a GPU where Hopper's warpgroup kernels run, both families against float64 on the head sizes
@@ -323,37 +334,10 @@ TEST_F(FastDevice, AttentionMatchesFloat64ForwardAndBackward) {
 TEST_F(FastDevice, BothAttentionKernelFamiliesMatchFloat64) {
   if (fast::attention_kernels(128) != fast::AttentionKernels::wgmma)
     GTEST_SKIP() << "the warpgroup attention kernels do not run on this GPU (compute capability 9.0 needed)";
-  struct Case {
-    int B, T, C, H;
-  };
-  for (const Case k : {Case{1, 300, 256, 2}, Case{2, 192, 128, 2}, Case{1, 64, 128, 1}, Case{2, 33, 128, 2}}) {
-    SCOPED_TRACE("B=" + std::to_string(k.B) + " T=" + std::to_string(k.T) + " C=" + std::to_string(k.C) +
-                 " H=" + std::to_string(k.H));
-    const std::size_t rows = static_cast<std::size_t>(k.B) * k.T;
-    const auto qkv = draw(rows * 3 * k.C, 1.0, 21), dout = draw(rows * k.C, 1.0, 22);
-    Tensor q = host_tensor(qkv, {k.B, k.T, 3 * k.C});
-    Tensor out = Tensor::empty("out", {k.B, k.T, k.C}, DataType::float64, MemoryCategory::workspace);
-    Tensor probs = Tensor::empty("p", {k.B, k.H, k.T, k.T}, DataType::float64, MemoryCategory::workspace);
-    ops::attention_forward(q, k.H, true, out, probs);
-    Tensor dq = Tensor::empty("dq", {k.B, k.T, 3 * k.C}, DataType::float64, MemoryCategory::workspace);
-    ops::attention_backward(host_tensor(dout, {k.B, k.T, k.C}), q, probs, k.H, dq);
+  for (const AttentionCase k : {AttentionCase{1, 300, 256, 2}, AttentionCase{2, 192, 128, 2}, AttentionCase{1, 64, 128, 1},
+                                AttentionCase{2, 33, 128, 2}})
     for (const fast::AttentionKernels kernels : {fast::AttentionKernels::mma, fast::AttentionKernels::wgmma})
-      for (const fast::Storage s : {fast::Storage::bfloat16, fast::Storage::float16}) {
-        auto d_qkv = to_device(qkv, s), d_dout = to_device(dout, s);
-        DeviceBuffer d_out(rows * k.C * 2), d_lse(static_cast<std::size_t>(k.B) * k.H * k.T * 4),
-            d_delta(static_cast<std::size_t>(k.B) * k.H * k.T * 4), d_dqkv(rows * 3 * k.C * 2);
-        fast::attention_forward(s, d_qkv->p, d_out.p, d_lse.as<float>(), k.B, k.T, k.C, k.H, kernels);
-        fast::attention_backward(s, d_dout->p, d_qkv->p, d_out.p, d_lse.as<float>(), d_delta.as<float>(), d_dqkv.p, k.B,
-                                 k.T, k.C, k.H, kernels);
-        const double e_out = relative_error(from_device(d_out, rows * k.C, s), values(out));
-        const double e_dqkv = relative_error(from_device(d_dqkv, rows * 3 * k.C, s), values(dq));
-        EXPECT_LT(e_out, kAttentionForward) << fast::name_of(kernels) << " " << fast::name_of(s);
-        EXPECT_LT(e_dqkv, kAttentionBackward) << fast::name_of(kernels) << " " << fast::name_of(s);
-        std::printf("[fast attention %s] %s B=%d T=%d C=%d H=%d: forward %.2e (bound %.2e), backward %.2e (bound %.2e)\n",
-                    fast::name_of(kernels), fast::name_of(s), k.B, k.T, k.C, k.H, e_out, kAttentionForward, e_dqkv,
-                    kAttentionBackward);
-      }
-  }
+      expect_attention_matches_float64(k, 21, kernels);
 }
 
 TEST_F(FastDevice, LinearWithBiasGeluAndItsGradients) {

@@ -350,18 +350,20 @@ void Session::check_memory(std::size_t bytes_per_rank, const std::string& what) 
   std::string message;
   if (local->rank() == 0) {
     const unsigned long long available = available_memory_bytes();
-    const unsigned long long needed = static_cast<unsigned long long>(bytes_per_rank) * static_cast<unsigned long long>(local->size());
-    if (available != 0 && needed > available) {
+    // In double: an estimate at the top of std::size_t (estimated_bytes) times the ranks must not wrap.
+    const double needed = static_cast<double>(bytes_per_rank) * static_cast<double>(local->size());
+    if (available != 0 && needed > static_cast<double>(available)) {
       char text[512];
       std::snprintf(text, sizeof(text), "%s needs %.2f GiB on %s (%d ranks x %.2f GiB) but only %.2f GiB is available; lower the sizes (-e, --batch, --rows, --model) or the rank count",
                     what.c_str(), needed / 1073741824.0, process_host().c_str(), local->size(),
-                    bytes_per_rank / 1073741824.0, available / 1073741824.0);
+                    static_cast<double>(bytes_per_rank) / 1073741824.0, available / 1073741824.0);
       message = text;
     }
   }
   if (on_gpu() && message.empty()) {
     // Every rank on a GPU allocates the same, so the GPU must hold all of them at once.
-    const std::size_t needed = bytes_per_rank * static_cast<std::size_t>(placement_.ranks_on_device);
+    const std::size_t ranks = static_cast<std::size_t>(placement_.ranks_on_device);
+    const std::size_t needed = bytes_per_rank > static_cast<std::size_t>(-1) / ranks ? static_cast<std::size_t>(-1) : bytes_per_rank * ranks;
     message = cuda::fit_problem(needed, cuda::memory_info().free_bytes,
                                 what + " on " + process_host() + " GPU " + std::to_string(placement_.device) + " (" +
                                     std::to_string(placement_.ranks_on_device) + " ranks x " +

@@ -30,6 +30,12 @@ std::filesystem::file_status user_path_status(const std::string& option, const s
   return status;
 }
 
+std::size_t estimated_bytes(double bytes) {
+  constexpr double kPast = 18446744073709551616.0;  // 2^64: past every std::size_t
+  if (!(bytes < kPast)) return static_cast<std::size_t>(-1);
+  return bytes > 0 ? static_cast<std::size_t>(bytes) : 0;
+}
+
 bool same_path(const std::filesystem::path& a, const std::filesystem::path& b) {
   std::error_code a_error, b_error;
   const std::filesystem::path resolved = std::filesystem::weakly_canonical(a, a_error);

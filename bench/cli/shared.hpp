@@ -37,6 +37,10 @@ void wait_for_device(MemorySpace space);
 std::filesystem::file_status user_path_status(const std::string& option, const std::string& path);
 // Whether two names resolve to one path (a name that does not resolve matches nothing).
 bool same_path(const std::filesystem::path& a, const std::filesystem::path& b);
+// A benchmark's memory estimate, computed in double so that no size given on the command line
+// can wrap it: the bytes, or the largest std::size_t where they are past it (or not a number),
+// which the memory check then refuses.
+std::size_t estimated_bytes(double bytes);
 // Ranks [0, n) of the world as a communicator; null on the others (who still take part in
 // the split, a collective over the world).
 std::unique_ptr<Communicator> first_ranks(Communicator& world, int n);

@@ -172,15 +172,16 @@ std::size_t checkpoint_bench_bytes_per_rank(const CheckpointBenchPlan& plan) {
   const auto& c = plan.config;
   const double e = static_cast<double>(size_of(c.dtype));
   const double b = static_cast<double>(plan.batch), s = static_cast<double>(c.sequence), h = static_cast<double>(c.hidden);
-  const theory::BlockActivationBytes bytes = theory::gpt_block_activation_bytes(c, plan.batch);
+  // One row's activations (linear in the rows), scaled in double below.
+  const theory::BlockActivationBytes bytes = theory::gpt_block_activation_bytes(c, 1);
   // Two models alive at once (the policy's and the baseline), each with parameters, gradients
   // and two AdamW moments (16-bit: with float32 moments, master weights and a float32 copy of
   // the gradients); one pass's activations (the baseline's peak), logits and their gradient, a
   // few transient [b, s, h] tensors.
   const double per_parameter = is_half(c.dtype) ? 2 * e + 4.0 * 4 : 4.0 * e;
-  const double peak = static_cast<double>(theory::checkpoint_activation_bytes(theory::none_layout(c.layers), bytes).peak);
-  return static_cast<std::size_t>(2 * per_parameter * static_cast<double>(theory::gpt_parameters(c)) + peak +
-                                  e * (3.0 * b * s * static_cast<double>(c.vocabulary) + 8.0 * b * s * h));
+  const double peak = static_cast<double>(theory::checkpoint_activation_bytes(theory::none_layout(c.layers), bytes).peak) * b;
+  return estimated_bytes(2 * per_parameter * static_cast<double>(theory::gpt_parameters(c)) + peak +
+                         e * (3.0 * b * s * static_cast<double>(c.vocabulary) + 8.0 * b * s * h));
 }
 
 CheckpointBenchOutcome run_checkpoint_bench(Job& job, const CheckpointBenchPlan& plan, const CheckpointBenchOptions& options) {

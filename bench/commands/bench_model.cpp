@@ -144,10 +144,11 @@ std::size_t model_bench_bytes_per_rank(const ModelBenchPlan& plan) {
     const double b = static_cast<double>(plan.batch), s = static_cast<double>(c.sequence), h = static_cast<double>(c.hidden);
     // Parameters, gradients and two AdamW moments; activations kept by the blocks; logits and
     // their gradient; a few transient [B, s, h] tensors.
-    const double bytes = static_cast<double>(theory::parity_block_activation_bytes(c, plan.batch)) * c.layers +
+    // (A block's activations are linear in the rows: one row's, times the rows, in double.)
+    const double bytes = static_cast<double>(theory::parity_block_activation_bytes(c, 1)) * b * c.layers +
                          e * (4.0 * static_cast<double>(theory::gpt_parameters(c)) +
                               3.0 * b * s * static_cast<double>(c.vocabulary) + 8.0 * b * s * h);
-    most = std::max(most, static_cast<std::size_t>(bytes));
+    most = std::max(most, estimated_bytes(bytes));
   }
   return most;
 }

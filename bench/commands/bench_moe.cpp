@@ -210,9 +210,9 @@ std::size_t moe_bench_bytes_per_rank(const MoeBenchPlan& plan, const MoeBenchOpt
   const double experts = static_cast<double>(c.moe.layers.size()) *
                          static_cast<double>(theory::moe_expert_parameters_per_rank(c.hidden, ffn, c.moe.experts, 1, 1) +
                                              c.hidden * c.moe.experts);
-  const double tokens = static_cast<double>((options.batch + world - 1) / world * c.sequence);
+  const double tokens = std::ceil(static_cast<double>(options.batch) / world) * static_cast<double>(c.sequence);
   const double k = static_cast<double>(std::max(1, c.moe.top_k));
-  return static_cast<std::size_t>(e * (4.0 * (static_cast<double>(theory::gpt_parameters(c)) + experts) +
+  return estimated_bytes(e * (4.0 * (static_cast<double>(theory::gpt_parameters(c)) + experts) +
                                        tokens * 64.0 * k * static_cast<double>(c.hidden) * c.layers +
                                        3.0 * tokens * static_cast<double>(c.vocabulary)));
 }

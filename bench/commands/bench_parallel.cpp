@@ -133,7 +133,8 @@ std::size_t parallel_bench_bytes_per_rank(const ParallelBenchOptions& options) {
   ModelBenchOptions m;
   m.models = options.model == "mlp" ? "tiny" : options.model;
   m.batch = std::max(options.batch, options.weak_batch);
-  return static_cast<std::size_t>(parameters) * 40 + model_bench_bytes_per_rank(plan_model_bench(m));
+  return estimated_bytes(static_cast<double>(parameters) * 40 +
+                         static_cast<double>(model_bench_bytes_per_rank(plan_model_bench(m))));
 }
 
 void check_scaling_batch(Session& session, const ParallelBenchOptions& options) {

@@ -278,10 +278,10 @@ std::size_t pipeline_bench_bytes_per_rank(const PipelineBenchPlan& plan, const P
   for (const auto& r : plan.runs) most_m = std::max(most_m, r.micro_batches);
   const double e = static_cast<double>(size_of(c.dtype));
   const double rows = static_cast<double>(options.rows) * most_m;
-  return static_cast<std::size_t>(
+  return estimated_bytes(
       e * 4.0 * static_cast<double>(theory::gpt_parameters(c)) +
       static_cast<double>(most_m) * static_cast<double>(c.layers) *
-          static_cast<double>(theory::parity_block_activation_bytes(c, options.rows)) +
+          static_cast<double>(theory::parity_block_activation_bytes(c, 1)) * static_cast<double>(options.rows) +
       3.0 * e * rows * static_cast<double>(c.sequence) * static_cast<double>(c.vocabulary));
 }
 

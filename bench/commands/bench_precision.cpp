@@ -57,7 +57,7 @@ std::size_t precision_bench_bytes_per_rank(const PrecisionBenchPlan& plan, std::
   // (a generous 32 [b, s, h] tensors per block) and the logits with their gradient.
   const auto& c = plan.config;
   const double b = static_cast<double>(batch), s = static_cast<double>(c.sequence), h = static_cast<double>(c.hidden);
-  return static_cast<std::size_t>(8.0 * (4.0 * static_cast<double>(c.vocabulary * c.hidden) * (1 + c.layers) +
+  return estimated_bytes(8.0 * (4.0 * static_cast<double>(c.vocabulary * c.hidden) * (1 + c.layers) +
                                          32.0 * b * s * h * c.layers + 3.0 * b * s * static_cast<double>(c.vocabulary)));
 }
 

@@ -131,8 +131,8 @@ std::size_t tensor_bench_bytes_per_rank(const TensorBenchPlan& plan, std::int64_
   const auto& c = plan.config;
   const double e = static_cast<double>(size_of(c.dtype));
   const double b = static_cast<double>(batch), s = static_cast<double>(c.sequence), h = static_cast<double>(c.hidden);
-  return static_cast<std::size_t>(
-      static_cast<double>(theory::parity_block_activation_bytes(c, batch)) * c.layers +
+  return estimated_bytes(
+      static_cast<double>(theory::parity_block_activation_bytes(c, 1)) * b * c.layers +
       e * (4.0 * static_cast<double>(theory::gpt_parameters(c)) + 3.0 * b * s * static_cast<double>(c.vocabulary) +
            12.0 * b * s * h));
 }

@@ -175,62 +175,14 @@ __global__ void __launch_bounds__(32 * kForwardWarps, 2) forward_kernel(const T*
     clear<kKeyTile / 8>(s);
     multiply_rows<T, kKeyTile / 8, D>(qs, 16 * warp, ks, s);
     // Element by element only where the tile's last key is past the warp's first row or the sequence.
-    if ((kt + 1) * kKeyTile - 1 > qw || (kt + 1) * kKeyTile > T_len) {
-#pragma unroll
-      for (int n = 0; n < kKeyTile / 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = kt * kKeyTile + acc_col(n, e), query = qw + acc_row(e);
-          if (key > query || key >= T_len) s[n][e] = -INFINITY;
-        }
-    }
-    float row_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int n = 0; n < kKeyTile / 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        s[n][e] *= scale_log2;
-        row_max[e / 2] = fmaxf(row_max[e / 2], s[n][e]);
-      }
-    float alpha[2], base_max[2];
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const float m_new = fmaxf(m[i], quad_max(row_max[i]));
-      base_max[i] = m_new == -INFINITY ? 0.f : m_new;
-      alpha[i] = exp2f(m[i] - base_max[i]);
-      m[i] = m_new;
-      l[i] *= alpha[i];
-    }
-#pragma unroll
-    for (int n = 0; n < kKeyTile / 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        s[n][e] = exp2f(s[n][e] - base_max[e / 2]);
-        l[e / 2] += s[n][e];
-      }
-#pragma unroll
-    for (int n = 0; n < D / 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) o[n][e] *= alpha[e / 2];
+    if ((kt + 1) * kKeyTile - 1 > qw || (kt + 1) * kKeyTile > T_len) mask_later_keys<kKeyTile / 8>(s, kt * kKeyTile, qw, T_len);
+    float alpha[2];
+    online_softmax_step<kKeyTile / 8>(s, scale_log2, m, l, alpha);
+    scale_rows<D / 8>(o, alpha);
     multiply_accumulators<T, D / 8, kKeyTile>(s, vs, o);
   }
-  float inv[2];
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    l[i] = quad_sum(l[i]);
-    inv[i] = l[i] > 0.f ? 1.f / l[i] : 0.f;
-  }
-#pragma unroll
-  for (int n = 0; n < D / 8; ++n)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) o[n][e] *= inv[e / 2];
-  store_rows<T, D>(o, 1.f, out + static_cast<std::int64_t>(b) * T_len * C, C, T_len, qw, h * D);
-  if (threadIdx.x % 4 == 0)
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const int r = qw + acc_row(2 * i);
-      if (r < T_len) lse[(static_cast<std::int64_t>(b) * H + h) * T_len + r] = m[i] + log2f(l[i]);
-    }
+  finish_forward<T, D>(o, m, l, out + static_cast<std::int64_t>(b) * T_len * C, C,
+                       lse + (static_cast<std::int64_t>(b) * H + h) * T_len, T_len, qw, h * D);
 }
 
 // delta[b, h, t] = sum over the head's columns of dout * out (float32), one warp per row and head.

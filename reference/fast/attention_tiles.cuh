@@ -69,4 +69,73 @@ __device__ void store_rows(const float (*acc)[4], float scale, T* dst, int ld, i
     }
 }
 
+// The forward's online softmax (FlashAttention-2), on a warp's 16 rows from row0 against a tile of
+// NT x 8 keys from key0, its scores in s. Masks, element by element, the keys after a row or past
+// the sequence (-inf).
+template <int NT> __device__ __forceinline__ void mask_later_keys(float (*s)[4], int key0, int row0, int T_len) {
+#pragma unroll
+  for (int n = 0; n < NT; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int key = key0 + acc_col(n, e), query = row0 + acc_row(e);
+      if (key > query || key >= T_len) s[n][e] = -INFINITY;
+    }
+}
+// Scales the scores by scale_log2, moves each row's running maximum m and sum l on to this
+// tile, turns s into exp2(s - max) and returns in alpha the factor the rows' earlier output is
+// to be multiplied by.
+template <int NT>
+__device__ __forceinline__ void online_softmax_step(float (*s)[4], float scale_log2, float m[2], float l[2], float alpha[2]) {
+  float row_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int n = 0; n < NT; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      s[n][e] *= scale_log2;
+      row_max[e / 2] = fmaxf(row_max[e / 2], s[n][e]);
+    }
+  float base_max[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const float m_new = fmaxf(m[i], quad_max(row_max[i]));
+    base_max[i] = m_new == -INFINITY ? 0.f : m_new;
+    alpha[i] = exp2f(m[i] - base_max[i]);
+    m[i] = m_new;
+    l[i] *= alpha[i];
+  }
+#pragma unroll
+  for (int n = 0; n < NT; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      s[n][e] = exp2f(s[n][e] - base_max[e / 2]);
+      l[e / 2] += s[n][e];
+    }
+}
+template <int NT> __device__ __forceinline__ void scale_rows(float (*o)[4], const float f[2]) {
+#pragma unroll
+  for (int n = 0; n < NT; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[n][e] *= f[e / 2];
+}
+// The forward's end for a warp's 16 rows from row0: the output divided by each row's sum and
+// stored at column col0 of out [T_len, C], and each row's log-sum-exp (base 2) at lse[row].
+template <typename T, int D>
+__device__ __forceinline__ void finish_forward(float (*o)[4], const float m[2], float l[2], T* out, int C, float* lse,
+                                               int T_len, int row0, int col0) {
+  float inv[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    l[i] = quad_sum(l[i]);
+    inv[i] = l[i] > 0.f ? 1.f / l[i] : 0.f;
+  }
+  scale_rows<D / 8>(o, inv);
+  store_rows<T, D>(o, 1.f, out, C, T_len, row0, col0);
+  if (threadIdx.x % 4 == 0)
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int r = row0 + acc_row(2 * i);
+      if (r < T_len) lse[r] = m[i] + log2f(l[i]);
+    }
+}
+
 }  // namespace parity::fast::attention

@@ -97,127 +97,61 @@ __device__ __forceinline__ std::uint64_t mn_major(uint32_t tile, int rows, int j
   return descriptor(tile + j * 16 * 128, rows * 128, 1024);
 }
 
-// D[64 x 64] += A[64 x 16] B[16 x 64], A and B from shared memory by descriptor.
-__device__ __forceinline__ void ss_n64(__nv_bfloat16, float (*d)[4], std::uint64_t a, std::uint64_t b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
-          "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
-          "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
-          "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
-          "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
-          "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
-          "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
-          "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
-      : "l"(a), "l"(b), "r"(1));
-}
-
-// D[64 x 64] += A[64 x 16] B[16 x 64], A from registers (the m16n8k16 A layout per warp), B
-// from shared memory by descriptor, stored with N contiguous (transposed).
-__device__ __forceinline__ void rs_n64_transposed_b(__nv_bfloat16, float (*d)[4], const std::uint32_t a[4], std::uint64_t b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
-      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
-          "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
-          "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
-          "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
-          "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
-          "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
-          "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
-          "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
-}
-
-// D[64 x 128] += A[64 x 16] B[16 x 128], A from registers (the m16n8k16 A layout per warp), B
-// from shared memory by descriptor, stored with N contiguous (transposed).
-__device__ __forceinline__ void rs_n128_transposed_b(__nv_bfloat16, float (*d)[4], const std::uint32_t a[4], std::uint64_t b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
-      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
-          "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
-          "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
-          "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
-          "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
-          "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
-          "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
-          "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]),
-          "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),
-          "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
-          "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]),
-          "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]),
-          "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]),
-          "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
-          "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
-          "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
-}
-
-// D[64 x 64] += A[64 x 16] B[16 x 64], A and B from shared memory by descriptor.
-__device__ __forceinline__ void ss_n64(__half, float (*d)[4], std::uint64_t a, std::uint64_t b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
-          "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
-          "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
-          "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
-          "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
-          "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
-          "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
-          "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
-      : "l"(a), "l"(b), "r"(1));
-}
-
-// D[64 x 64] += A[64 x 16] B[16 x 64], A from registers (the m16n8k16 A layout per warp), B
-// from shared memory by descriptor, stored with N contiguous (transposed).
-__device__ __forceinline__ void rs_n64_transposed_b(__half, float (*d)[4], const std::uint32_t a[4], std::uint64_t b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
-      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
-          "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
-          "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
-          "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
-          "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
-          "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
-          "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
-          "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
-}
-
-// D[64 x 128] += A[64 x 16] B[16 x 128], A from registers (the m16n8k16 A layout per warp), B
-// from shared memory by descriptor, stored with N contiguous (transposed).
-__device__ __forceinline__ void rs_n128_transposed_b(__half, float (*d)[4], const std::uint32_t a[4], std::uint64_t b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
-      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
-          "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
-          "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
-          "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
-          "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
-          "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
-          "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
-          "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]),
-          "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),
-          "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
-          "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]),
-          "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]),
-          "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]),
-          "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
-          "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
-          "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
-}
+// The products' operands: a warpgroup's accumulators d[N / 8][4] as asm outputs, and the asm's
+// names for the first 32 and 64 of them.
+#define PARITY_ACC(i) "+f"(d[i][0]), "+f"(d[i][1]), "+f"(d[i][2]), "+f"(d[i][3])
+#define PARITY_ACC_N64 \
+  PARITY_ACC(0), PARITY_ACC(1), PARITY_ACC(2), PARITY_ACC(3), PARITY_ACC(4), PARITY_ACC(5), PARITY_ACC(6), PARITY_ACC(7)
+#define PARITY_ACC_N128                                                                                      \
+  PARITY_ACC_N64, PARITY_ACC(8), PARITY_ACC(9), PARITY_ACC(10), PARITY_ACC(11), PARITY_ACC(12), PARITY_ACC(13), \
+      PARITY_ACC(14), PARITY_ACC(15)
+#define PARITY_D32                                                                                               \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
+  "%24, %25, %26, %27, %28, %29, %30, %31"
+#define PARITY_D64                                                                                                  \
+  PARITY_D32 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, " \
+             "%52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+// D[64 x 64] += A[64 x 16] B[16 x 64], A and B from shared memory by descriptor (TYPE, PTX: the
+// storage type and its name in the instruction).
+#define PARITY_WGMMA_SS_N64(TYPE, PTX)                                                                         \
+  __device__ __forceinline__ void ss_n64(TYPE, float (*d)[4], std::uint64_t a, std::uint64_t b) {            \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                               \
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." PTX "." PTX " {" PARITY_D32                  \
+                 "}, %32, %33, p, 1, 1, 0, 0;\n}\n"                                                         \
+                 : PARITY_ACC_N64                                                                            \
+                 : "l"(a), "l"(b), "r"(1));                                                                  \
+  }
+// D[64 x N] += A[64 x 16] B[16 x N], A from registers (the m16n8k16 A layout per warp), B from shared
+// memory by descriptor, stored with N contiguous (read transposed). DLIST and ACCS name the
+// accumulators, A the A registers and the descriptor, P the predicate's operand.
+#define PARITY_WGMMA_RS(N, DLIST, ACCS, A, P, TYPE, PTX)                                                     \
+  __device__ __forceinline__ void rs_n##N##_transposed_b(TYPE, float (*d)[4], const std::uint32_t a[4],     \
+                                                          std::uint64_t b) {                                \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" P ", 0;\n"                                           \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PTX "." PTX " {" DLIST "}, " A           \
+                 ", p, 1, 1, 1;\n}\n"                                                                       \
+                 : ACCS                                                                                      \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));                              \
+  }
+#define PARITY_WGMMA_RS_N64(TYPE, PTX) \
+  PARITY_WGMMA_RS(64, PARITY_D32, PARITY_ACC_N64, "{%32, %33, %34, %35}, %36", "37", TYPE, PTX)
+#define PARITY_WGMMA_RS_N128(TYPE, PTX) \
+  PARITY_WGMMA_RS(128, PARITY_D64, PARITY_ACC_N128, "{%64, %65, %66, %67}, %68", "69", TYPE, PTX)
+PARITY_WGMMA_SS_N64(__nv_bfloat16, "bf16")
+PARITY_WGMMA_SS_N64(__half, "f16")
+PARITY_WGMMA_RS_N64(__nv_bfloat16, "bf16")
+PARITY_WGMMA_RS_N64(__half, "f16")
+PARITY_WGMMA_RS_N128(__nv_bfloat16, "bf16")
+PARITY_WGMMA_RS_N128(__half, "f16")
+#undef PARITY_WGMMA_SS_N64
+#undef PARITY_WGMMA_RS_N64
+#undef PARITY_WGMMA_RS_N128
+#undef PARITY_WGMMA_RS
+#undef PARITY_ACC
+#undef PARITY_ACC_N64
+#undef PARITY_ACC_N128
+#undef PARITY_D32
+#undef PARITY_D64
 
 // acc[64 x N] += A[64 x K] B[K x N], A rows r0.. of K-major tile `a` and B = rows of K-major tile
 // `b` (its column n is b's row n), K = D: issued, not waited for.
@@ -237,6 +171,22 @@ __device__ __forceinline__ void issue_transposed(uint32_t (*a)[4], uint32_t b, i
     else
       rs_n128_transposed_b(T{}, acc, a[j], mn_major(b, b_rows, j));
   }
+}
+// The backward's two score products on 64-row tiles, each its own commit group: p = A1 B1^T and
+// dp = A2 B2^T (A: rows of a tile of 64 rows, B: the rows of a step's tile), issued and not
+// waited for: products_wait<1>() has p, products_wait() both.
+template <typename T, int D>
+__device__ __forceinline__ void issue_score_pair(uint32_t a1, uint32_t b1, uint32_t a2, uint32_t b2, float (*p)[4],
+                                                 float (*dp)[4]) {
+  clear<kStep / 8>(p);
+  clear<kStep / 8>(dp);
+  settle<kStep / 8>(p);
+  settle<kStep / 8>(dp);
+  products_fence();
+  issue_rows<T, D>(a1, kGroupRows, 0, b1, kStep, p);
+  products_commit();
+  issue_rows<T, D>(a2, kGroupRows, 0, b2, kStep, dp);
+  products_commit();
 }
 template <typename T, int K> __device__ __forceinline__ void to_operands(const float (*acc)[4], uint32_t (*a)[4]) {
 #pragma unroll
@@ -302,43 +252,10 @@ __global__ void __launch_bounds__(256, 2) forward_kernel(const T* qkv, T* out, f
     products_wait();
     settle<kStep / 8>(s);
     // Element by element only where the tile's last key is past the warp's first row or the sequence.
-    if ((kt + 1) * kStep - 1 > qw || (kt + 1) * kStep > T_len) {
-#pragma unroll
-      for (int n = 0; n < kStep / 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = kt * kStep + acc_col(n, e), query = qw + acc_row(e);
-          if (key > query || key >= T_len) s[n][e] = -INFINITY;
-        }
-    }
-    float row_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int n = 0; n < kStep / 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        s[n][e] *= scale_log2;
-        row_max[e / 2] = fmaxf(row_max[e / 2], s[n][e]);
-      }
-    float alpha[2], base_max[2];
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const float m_new = fmaxf(m[i], quad_max(row_max[i]));
-      base_max[i] = m_new == -INFINITY ? 0.f : m_new;
-      alpha[i] = exp2f(m[i] - base_max[i]);
-      m[i] = m_new;
-      l[i] *= alpha[i];
-    }
-#pragma unroll
-    for (int n = 0; n < kStep / 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        s[n][e] = exp2f(s[n][e] - base_max[e / 2]);
-        l[e / 2] += s[n][e];
-      }
-#pragma unroll
-    for (int n = 0; n < D / 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) o[n][e] *= alpha[e / 2];
+    if ((kt + 1) * kStep - 1 > qw || (kt + 1) * kStep > T_len) mask_later_keys<kStep / 8>(s, kt * kStep, qw, T_len);
+    float alpha[2];
+    online_softmax_step<kStep / 8>(s, scale_log2, m, l, alpha);
+    scale_rows<D / 8>(o, alpha);
     uint32_t p[kStep / 16][4];
     to_operands<T, kStep>(s, p);
     settle<D / 8>(o);
@@ -350,23 +267,8 @@ __global__ void __launch_bounds__(256, 2) forward_kernel(const T* qkv, T* out, f
     settle<D / 8>(o);
     settle<kStep / 16>(p);
   }
-  float inv[2];
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    l[i] = quad_sum(l[i]);
-    inv[i] = l[i] > 0.f ? 1.f / l[i] : 0.f;
-  }
-#pragma unroll
-  for (int n = 0; n < D / 8; ++n)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) o[n][e] *= inv[e / 2];
-  store_rows<T, D>(o, 1.f, out + static_cast<std::int64_t>(b) * T_len * C, C, T_len, qw, h * D);
-  if (threadIdx.x % 4 == 0)
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const int r = qw + acc_row(2 * i);
-      if (r < T_len) lse[(static_cast<std::int64_t>(b) * H + h) * T_len + r] = m[i] + log2f(l[i]);
-    }
+  finish_forward<T, D>(o, m, l, out + static_cast<std::int64_t>(b) * T_len * C, C,
+                       lse + (static_cast<std::int64_t>(b) * H + h) * T_len, T_len, qw, h * D);
 #else
   (void)qkv, (void)out, (void)lse, (void)T_len, (void)C, (void)H, (void)scale_log2;
   __trap();
@@ -424,15 +326,7 @@ __global__ void __launch_bounds__(128) backward_kv_kernel(const T* dout, const T
     // first while the second runs, dV += P^T dO issued, and dS^T = P^T (dP^T - delta) made while
     // that runs; then dK += dS^T Q.
     float p[kStep / 8][4], ds[kStep / 8][4];
-    clear<kStep / 8>(p);
-    clear<kStep / 8>(ds);
-    settle<kStep / 8>(p);
-    settle<kStep / 8>(ds);
-    products_fence();
-    issue_rows<T, D>(ks, kGroupRows, 0, qs, kStep, p);
-    products_commit();
-    issue_rows<T, D>(vs, kGroupRows, 0, dos, kStep, ds);
-    products_commit();
+    issue_score_pair<T, D>(ks, qs, vs, dos, p, ds);
     products_wait<1>();
     settle<kStep / 8>(p);
 #pragma unroll
@@ -525,15 +419,7 @@ __global__ void __launch_bounds__(128) backward_q_kernel(const T* dout, const T*
     const uint32_t ks = key_tile(kt % 2, 0), vs = key_tile(kt % 2, 1);
     // S = Q K^T and dP = dO V^T issued together; P made from the first while the second runs.
     float p[kStep / 8][4], ds[kStep / 8][4];
-    clear<kStep / 8>(p);
-    clear<kStep / 8>(ds);
-    settle<kStep / 8>(p);
-    settle<kStep / 8>(ds);
-    products_fence();
-    issue_rows<T, D>(qs, kGroupRows, 0, ks, kStep, p);
-    products_commit();
-    issue_rows<T, D>(dos, kGroupRows, 0, vs, kStep, ds);
-    products_commit();
+    issue_score_pair<T, D>(qs, ks, dos, vs, p, ds);
     products_wait<1>();
     settle<kStep / 8>(p);
 #pragma unroll
