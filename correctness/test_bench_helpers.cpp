@@ -1,0 +1,88 @@
+// The benchmarks' host arithmetic that no run checks against a formula: the scaling rows'
+// speedup, efficiency and Amdahl columns from measured step times, and the memory estimates'
+// conversion to bytes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "bench/cli/shared.hpp"
+#include "bench/commands/bench_parallel.hpp"
+#include "reference/theory/parallel.hpp"
+
+namespace parity::cli {
+namespace {
+
+std::vector<ScalingPoint> points(const std::vector<double>& seconds) {
+  std::vector<ScalingPoint> out;
+  for (std::size_t i = 0; i < seconds.size(); ++i) {
+    ScalingPoint p;
+    p.world_size = static_cast<int>(i) + 1;
+    p.step_seconds = seconds[i];
+    p.predicted_step_seconds = 2 * seconds[i];
+    out.push_back(p);
+  }
+  return out;
+}
+
+// Strong scaling keeps the problem: speedup T1 / TN, efficiency T1 / (N TN), and the Amdahl fit
+// of those times (a serial fraction s gives T_N = T1 (s + (1 - s) / N): fitted back exactly).
+TEST(BenchHelpers, StrongScalingRowsFromStepTimes) {
+  const double s = 0.2, t1 = 3.0;
+  std::vector<double> seconds;
+  for (int n = 1; n <= 4; ++n) seconds.push_back(t1 * (s + (1 - s) / n));
+  record::Table t{kScalingBenchTable};
+  add_scaling_rows(t, "strong", "tiny", "cfg", points(seconds), false);
+  ASSERT_EQ(t.rows(), 4u);
+  for (std::size_t i = 0; i < 4; ++i) {
+    const int n = static_cast<int>(i) + 1;
+    EXPECT_EQ(t.get_i64("world_size")[i], n);
+    EXPECT_DOUBLE_EQ(t.get_f64("speedup")[i], t1 / seconds[i]);
+    EXPECT_DOUBLE_EQ(t.get_f64("efficiency")[i], t1 / (n * seconds[i]));
+    EXPECT_NEAR(t.get_f64("amdahl_serial_fraction")[i], s, 1e-12);
+    EXPECT_NEAR(t.get_f64("amdahl_speedup")[i], 1 / (s + (1 - s) / n), 1e-12);
+    EXPECT_DOUBLE_EQ(t.get_f64("predicted_over_measured")[i], 2.0);
+  }
+}
+
+// Weak scaling grows the problem with N: the scaled speedup N T1 / TN, efficiency T1 / TN, and no
+// Amdahl fit (NaN); an oversubscribed run compares no prediction (NaN).
+TEST(BenchHelpers, WeakScalingRowsFromStepTimes) {
+  const std::vector<double> seconds = {1.0, 1.25, 2.0};
+  record::Table t{kScalingBenchTable};
+  add_scaling_rows(t, "weak", "tiny", "cfg", points(seconds), true);
+  ASSERT_EQ(t.rows(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    const int n = static_cast<int>(i) + 1;
+    EXPECT_DOUBLE_EQ(t.get_f64("speedup")[i], n * 1.0 / seconds[i]);
+    EXPECT_DOUBLE_EQ(t.get_f64("efficiency")[i], 1.0 / seconds[i]);
+    EXPECT_TRUE(std::isnan(t.get_f64("amdahl_serial_fraction")[i]));
+    EXPECT_TRUE(std::isnan(t.get_f64("amdahl_speedup")[i]));
+    EXPECT_TRUE(std::isnan(t.get_f64("predicted_over_measured")[i]));
+    EXPECT_EQ(t.get_str("mode")[i], "weak");
+  }
+}
+
+// Estimates past what std::size_t holds, or not numbers, come out as its largest value (which the
+// memory check refuses); the others as the bytes.
+TEST(BenchHelpers, EstimatedBytesSaturate) {
+  constexpr std::size_t kMost = std::numeric_limits<std::size_t>::max();
+  EXPECT_EQ(estimated_bytes(0), 0u);
+  EXPECT_EQ(estimated_bytes(-5), 0u);
+  EXPECT_EQ(estimated_bytes(12345.0), 12345u);
+  EXPECT_EQ(estimated_bytes(std::ldexp(1.0, 63)), std::size_t{1} << 63);
+  EXPECT_EQ(estimated_bytes(std::ldexp(1.0, 64)), kMost);
+  EXPECT_EQ(estimated_bytes(1e30), kMost);
+  EXPECT_EQ(estimated_bytes(std::numeric_limits<double>::infinity()), kMost);
+  EXPECT_EQ(estimated_bytes(std::nan("")), kMost);
+  // A batch at the top of int64 makes every benchmark's estimate saturate instead of wrapping.
+  ParallelBenchOptions o;
+  o.model = "tiny";
+  o.batch = std::numeric_limits<std::int64_t>::max();
+  EXPECT_EQ(parallel_bench_bytes_per_rank(o), kMost);
+}
+
+}  // namespace
+}  // namespace parity::cli
