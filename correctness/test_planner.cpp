@@ -87,7 +87,7 @@ TEST(Planner, ClusterFileEqualsThePreset) {
     out << "{\"gpu\": \"A100\", \"peak_TFLOPs\": 312, \"gemm_efficiency\": 0.8, \"multiprocessors\": 108,\n"
            " \"memory_GB\": 80, \"memory_GBps\": 2039, \"elementwise_efficiency\": 0.8, \"gpus_per_node\": 8,\n"
            " \"node_GBps\": 300, \"node_latency_us\": 3, \"network_GBps\": 25, \"network_latency_us\": 5,\n"
-           " \"collective_efficiency\": 0.8}\n";
+           " \"collective_efficiency\": 0.8, \"attention_efficiency\": 0.6}\n";
   }
   const PlanCluster file = parse_plan_cluster(path);
   const PlanCluster& named = plan_cluster_presets()[0];
@@ -95,6 +95,17 @@ TEST(Planner, ClusterFileEqualsThePreset) {
   const PlanPrediction a = plan_predict(preset("gpt3-18b"), file, l, 64), b = plan_predict(preset("gpt3-18b"), named, l, 64);
   EXPECT_EQ(a.step_s, b.step_s);
   EXPECT_EQ(a.memory_bytes(), b.memory_bytes());
+  // attention_efficiency is optional (0: the products' efficiency), and an efficiency past 1 is refused.
+  std::ofstream(path) << "{\"gpu\": \"A100\", \"peak_TFLOPs\": 312, \"gemm_efficiency\": 0.8, \"multiprocessors\": 108, "
+                         "\"memory_GB\": 80, \"memory_GBps\": 2039, \"elementwise_efficiency\": 0.8, \"gpus_per_node\": 8, "
+                         "\"node_GBps\": 300, \"node_latency_us\": 3, \"network_GBps\": 25, \"network_latency_us\": 5, "
+                         "\"collective_efficiency\": 0.8}";
+  EXPECT_EQ(parse_plan_cluster(path).attention_efficiency, 0);
+  std::ofstream(path) << "{\"gpu\": \"A100\", \"peak_TFLOPs\": 312, \"gemm_efficiency\": 0.8, \"multiprocessors\": 108, "
+                         "\"memory_GB\": 80, \"memory_GBps\": 2039, \"elementwise_efficiency\": 0.8, \"gpus_per_node\": 8, "
+                         "\"node_GBps\": 300, \"node_latency_us\": 3, \"network_GBps\": 25, \"network_latency_us\": 5, "
+                         "\"collective_efficiency\": 0.8, \"attention_efficiency\": 1.5}";
+  EXPECT_THROW(parse_plan_cluster(path), UsageError);
   std::ofstream(path) << "{\"gpu\": \"A100\"}";
   EXPECT_THROW(parse_plan_cluster(path), UsageError);
 }
@@ -380,6 +391,27 @@ TEST(Planner, DirectionsOfEachChoice) {
   EXPECT_NEAR(none.compute_s + none.tp_comm_s + none.pp_comm_s + none.bubble_s + none.dp_comm_s + none.optimizer_s,
               none.step_s, 1e-12 * none.step_s);
   EXPECT_NEAR(none.tokens_per_s * none.step_s, 256.0 * m.sequence, 1e-9 * 256.0 * m.sequence);
+}
+
+// FlashAttention's time: the causal share of the square, (s + 128) / 2s, of the scores' and
+// weighted sum's FLOPs (4 b s^2 h whole), 3.5 times (forward, and backward's 2.5 with the scores
+// again), at the cluster's attention efficiency, with no memory time for the scores (they stay on
+// chip). Two runs of one narrow layer with the same tokens (sequence 65,536 x 1 and 32,768 x 2)
+// differ only in attention: their compute differs by exactly that (to the tiles' last wave).
+TEST(Planner, FlashAttentionRunsTheCausalHalfOnChip) {
+  const PlanCluster& c = plan_cluster_presets()[1];
+  ASSERT_GT(c.attention_efficiency, 0);
+  const PlanLayout flash{1, 1, 1, false, 1, 1, 0, Recompute::none, true};
+  const double h = 512;
+  const auto compute = [&](double s, std::int64_t batch) {
+    const PlanModel m = parse_plan_model("layers=1,hidden=512,heads=4,vocab=256,sequence=" + std::to_string(static_cast<int>(s)));
+    return plan_predict(m, c, flash, batch).compute_s;
+  };
+  const auto attention = [&](double s, double b) {
+    return 3.5 * (s + 128) / (2 * s) * 4 * b * s * s * h / (c.peak_TFLOPs * 1e12 * c.attention_efficiency);
+  };
+  const double expected = attention(65536, 1) - attention(32768, 2);
+  EXPECT_NEAR(compute(65536, 1) - compute(32768, 2), expected, 0.03 * expected);
 }
 
 // The schedule simulator fed with the step model's per-action costs gives the closed form's

@@ -106,15 +106,30 @@ namespace {
 // A matrix product M x N x K (batch of `count`) in 16 bits: the larger of its tensor-core time
 // (tiles of 128 x 256 spread in waves over the multiprocessors, the last wave partly idle) and
 // its memory time (inputs and output once).
-double product_seconds(const PlanCluster& c, double M, double N, double K, double count = 1) {
-  if (!c.rates.gemm.empty()) return count * c.rates.gemm_seconds(M, N, K);  // measured on the machine
+// The tensor cores' time for `count` products M x N x K: tiles of 128 x 256 spread over the
+// multiprocessors in waves (a partly empty last wave costs a whole one) at the large products'
+// fraction of the peak.
+double tensor_core_seconds(const PlanCluster& c, double M, double N, double K, double count, double efficiency) {
   const double tiles = std::ceil(M / 128) * std::ceil(N / 256) * count;
   const double waves = std::ceil(tiles / c.multiprocessors);
   const double filled = tiles / (waves * c.multiprocessors);
   const double flops = 2 * M * N * K * count;
-  const double compute = flops / (c.peak_TFLOPs * 1e12 * c.gemm_efficiency * filled);
+  return flops / (c.peak_TFLOPs * 1e12 * efficiency * filled);
+}
+
+double product_seconds(const PlanCluster& c, double M, double N, double K, double count = 1) {
+  if (!c.rates.gemm.empty()) return count * c.rates.gemm_seconds(M, N, K);  // measured on the machine
   const double memory = 2 * (M * K + K * N + M * N) * count / (c.memory_GBps * 1e9 * c.elementwise_efficiency);
-  return std::max(compute, memory);
+  return std::max(tensor_core_seconds(c, M, N, K, count, c.gemm_efficiency), memory);
+}
+
+// A fused attention kernel's products (FlashAttention): the scores and probabilities stay in
+// on-chip tiles, so the products take their tensor-core time alone (its memory traffic, the
+// queries, keys, values and output, is a few s x head-size tiles) at the cluster's attention
+// efficiency; measured products where the cluster was calibrated.
+double fused_product_seconds(const PlanCluster& c, double M, double N, double K, double count = 1) {
+  if (!c.rates.gemm.empty()) return count * c.rates.gemm_seconds(M, N, K);
+  return tensor_core_seconds(c, M, N, K, count, c.attention_efficiency > 0 ? c.attention_efficiency : c.gemm_efficiency);
 }
 
 // Forward and backward (input and weight gradients) of y[M, N] = x[M, K] w[K, N].
@@ -147,6 +162,10 @@ double chunked_seconds(const PlanCluster& c, const PlanLink& link, double bytes,
   if (n <= 1) return 0;
   return ring_seconds(c, link, bytes, (n - 1.0) / n, n - 1, collective);
 }
+
+// The key tiles FlashAttention's causal kernels step over (FlashAttention-2 and -3 take 128 keys
+// at head sizes 64-128): the diagonal's tiles are computed whole.
+constexpr double kFlashTile = 128;
 
 struct LayerTimes {
   double forward = 0, backward = 0, tp_forward = 0, tp_backward = 0, attention_forward = 0;
@@ -188,8 +207,16 @@ LayerTimes layer_times(const PlanModel& m, const PlanCluster& c, const PlanLayou
       linear(tokens, h, f / t);
     }
     // Scores and weighted sum per head: [s, hd] x [hd, s] and [s, s] x [s, hd]. Backward: twice
-    // the products, and FlashAttention's recomputation of the scores half as much again.
-    const double core_forward = product_seconds(c, s_local, s, hd, b * heads) + product_seconds(c, s_local, hd, s, b * heads);
+    // the products, and FlashAttention's recomputation of the scores half as much again. The
+    // mask is causal: unfused attention multiplies the whole square, writing the scores to
+    // memory, and masks it; FlashAttention keeps them on chip and skips the tiles above the
+    // diagonal, so it runs the lower half and the diagonal's tiles (kFlashTile keys wide):
+    // (s + kFlashTile) / 2s of the square, for each GPU's queries (with cp the chunks are
+    // causally balanced, so each GPU holds the same share).
+    const double core_forward =
+        l.flash ? std::min(1.0, (s + kFlashTile) / (2 * s)) *
+                      (fused_product_seconds(c, s_local, s, hd, b * heads) + fused_product_seconds(c, s_local, hd, s, b * heads))
+                : product_seconds(c, s_local, s, hd, b * heads) + product_seconds(c, s_local, hd, s, b * heads);
     const double core = backward ? (l.flash ? 2.5 : 2) * core_forward : core_forward;
     // Element-wise traffic in 16 bits: the softmax over the scores with its scale, mask and
     // dropout (read and written about 4.5 times in forward, twice that in backward); two norms

@@ -103,6 +103,10 @@ struct PlanCluster {
   // has the type it measured alone); peak_TFLOPs is peak_by_type[peak_type].
   std::string peak_type = "bf16";
   std::map<std::string, double> peak_by_type;
+  // A fused attention kernel's (FlashAttention's) executed products, forward and backward, over
+  // the dense peak: such kernels reach less than large products do (softmax between the
+  // products, the causal diagonal, a backward of five products). 0: gemm_efficiency.
+  double attention_efficiency = 0;
 };
 // a100-80gb-dgx, h100-sxm-dgx; a JSON file of the same fields. UsageError for an unknown name,
 // a missing or unknown field.

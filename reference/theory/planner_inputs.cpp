@@ -258,6 +258,12 @@ bool known_peak_type(const std::string& type) {
   return std::find_if(std::begin(kPeakTypes), std::end(kPeakTypes), [&](const char* t) { return type == t; }) !=
          std::end(kPeakTypes);
 }
+// A preset with its fused attention's efficiency.
+PlanCluster with_attention(PlanCluster c, double efficiency) {
+  c.attention_efficiency = efficiency;
+  return c;
+}
+
 // A preset with its other types' dense peaks beside its bf16 one.
 PlanCluster with_peaks(PlanCluster c, std::map<std::string, double> others) {
   c.peak_by_type = std::move(others);
@@ -293,16 +299,23 @@ const std::vector<PlanCluster>& plan_cluster_presets() {
       // ring's bus bandwidth about 0.8 of the link (nccl-tests on DGX A100).
       // Dense peaks by type (the same datasheet, without sparsity): FP16 312, TF32 156, FP64
       // Tensor Core 19.5 TFLOP/s; no FP8.
-      with_peaks({"a100-80gb-dgx", "A100 SXM4 80GB", 312, 0.8, 108, 80, 2039, 0.8, 8, {300, 3}, {25, 5}, 0.8},
-                 {{"fp16", 312}, {"tf32", 156}, {"fp64", 19.5}}),
+      // Fused attention: FlashAttention-2's forward and backward at head size 128 on long causal
+      // sequences reach about 0.6 of the peak (Dao 2023, its benchmarks on A100 80GB).
+      with_attention(with_peaks({"a100-80gb-dgx", "A100 SXM4 80GB", 312, 0.8, 108, 80, 2039, 0.8, 8, {300, 3}, {25, 5}, 0.8},
+                                {{"fp16", 312}, {"tf32", 156}, {"fp64", 19.5}}),
+                     0.6),
       // NVIDIA DGX H100 (H100 SXM5 datasheet: 989 TFLOP/s dense BF16, 3,350 GB/s HBM3, 132 SMs;
       // NVLink 4 900 GB/s per GPU both ways; 8 ConnectX-7 NDR 400 Gb/s, one per GPU). Large
       // BF16 GEMMs reach about 0.7 of the peak (cuBLASLt; 0.68-0.72 measured here on one H100,
       // docs/results/h100).
       // Dense peaks by type (the datasheet's figures with sparsity halved): FP16 989, FP8 1,979,
       // TF32 495, FP64 Tensor Core 67 TFLOP/s.
-      with_peaks({"h100-sxm-dgx", "H100 SXM5 80GB", 989, 0.7, 132, 80, 3350, 0.8, 8, {450, 3}, {50, 5}, 0.8},
-                 {{"fp16", 989}, {"fp8", 1979}, {"tf32", 495}, {"fp64", 67}}),
+      // Fused attention: FlashAttention-3's forward reaches about 0.6 of the BF16 peak at head
+      // size 128 and its backward about 0.45 (Shah et al. 2024, their H100 SXM5 benchmarks),
+      // about 0.5 for the pair weighted by their work (backward 2.5 x forward).
+      with_attention(with_peaks({"h100-sxm-dgx", "H100 SXM5 80GB", 989, 0.7, 132, 80, 3350, 0.8, 8, {450, 3}, {50, 5}, 0.8},
+                                {{"fp16", 989}, {"fp8", 1979}, {"tf32", 495}, {"fp64", 67}}),
+                     0.5),
   };
   return presets;
 }
@@ -439,6 +452,7 @@ PlanCluster parse_plan_cluster(const std::string& given) {
     else if (key == "network_GBps") c.network.bandwidth_GBps = number(key, value);
     else if (key == "network_latency_us") c.network.latency_us = number(key, value);
     else if (key == "collective_efficiency") c.collective_efficiency = number(key, value);
+    else if (key == "attention_efficiency") c.attention_efficiency = number(key, value);
     else throw UsageError("cluster " + quoted_input(given, 200) + ": unknown field " + quoted_input(key));
   }
   for (const char* key : {"gpu", "peak_TFLOPs", "gemm_efficiency", "multiprocessors", "memory_GB", "memory_GBps",
@@ -447,7 +461,8 @@ PlanCluster parse_plan_cluster(const std::string& given) {
     if (!seen.count(key)) throw UsageError("cluster " + quoted_input(given, 200) + ": missing field " + key);
   if (c.peak_TFLOPs <= 0 || c.gemm_efficiency <= 0 || c.gemm_efficiency > 1 || c.multiprocessors <= 0 ||
       c.memory_GB <= 0 || c.memory_GBps <= 0 || c.elementwise_efficiency <= 0 || c.gpus_per_node <= 0 ||
-      c.node.bandwidth_GBps <= 0 || c.network.bandwidth_GBps <= 0 || c.collective_efficiency <= 0)
+      c.node.bandwidth_GBps <= 0 || c.network.bandwidth_GBps <= 0 || c.collective_efficiency <= 0 ||
+      (seen.count("attention_efficiency") && (c.attention_efficiency <= 0 || c.attention_efficiency > 1)))
     throw UsageError("cluster " + quoted_input(given, 200) + ": rates, sizes and efficiencies must be above 0 (efficiencies at most 1)");
   // peak_TFLOPs is bf16's, or a calibrated cluster's measured type's.
   if (c.rates.dtype == "float32") c.peak_type = "fp32";
