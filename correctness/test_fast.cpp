@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <random>
 #include <string>
@@ -269,6 +270,12 @@ TEST(FastGpt, RefusesShapesItCannotTrain) {
   EXPECT_NE(fast::unsupported_reason(s).find("head size 48"), std::string::npos);
   s = shape_of(tiny_config(), 0);
   EXPECT_NE(fast::unsupported_reason(s), "");
+  // A batch at the top of int64 is refused before batch x sequence could wrap past the check.
+  s = shape_of(tiny_config(), std::numeric_limits<std::int64_t>::max());
+  EXPECT_NE(fast::unsupported_reason(s).find("too large"), std::string::npos);
+  // More sequences x heads than the attention kernels' grid takes.
+  s = shape_of(tiny_config(), 65536 / s.heads + 1);
+  EXPECT_NE(fast::unsupported_reason(s).find("grid"), std::string::npos);
 }
 
 TEST(FastGpt, RefusedWithoutCudaInOneLine) {

@@ -408,10 +408,15 @@ TEST(Planner, FlashAttentionRunsTheCausalHalfOnChip) {
     return plan_predict(m, c, flash, batch).compute_s;
   };
   const auto attention = [&](double s, double b) {
-    return 3.5 * (s + 128) / (2 * s) * 4 * b * s * s * h / (c.peak_TFLOPs * 1e12 * c.attention_efficiency);
+    return 3.5 * plan_flash_causal_share(s) * 4 * b * s * s * h / (c.peak_TFLOPs * 1e12 * c.attention_efficiency);
   };
   const double expected = attention(65536, 1) - attention(32768, 2);
   EXPECT_NEAR(compute(65536, 1) - compute(32768, 2), expected, 0.03 * expected);
+  // The share itself: the whole square up to one tile, three quarters at two, about half beyond.
+  EXPECT_DOUBLE_EQ(plan_flash_causal_share(128), 1.0);
+  EXPECT_DOUBLE_EQ(plan_flash_causal_share(64), 1.0);
+  EXPECT_DOUBLE_EQ(plan_flash_causal_share(256), 0.75);
+  EXPECT_DOUBLE_EQ(plan_flash_causal_share(8192), (8192.0 + 128) / 16384);
 }
 
 // The schedule simulator fed with the step model's per-action costs gives the closed form's

@@ -86,6 +86,7 @@ WorkloadShape shape_of(const std::string& model_name, DataType dtype) {
 ParallelBenchPlan plan_parallel_bench(const ParallelBenchOptions& options) {
   ParallelBenchPlan plan;
   if (options.batch < 1) throw UsageError("--batch must be at least 1");
+  if (options.weak_batch < 1) throw UsageError("--weak-batch must be at least 1");
   if (options.steps < 1) throw UsageError("--steps must be at least 1");
   if (options.warmup < 0) throw UsageError("--warmup must not be negative");
   if (options.model != "mlp") find_model_preset(options.model);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <vector>
 
 #include "bench/cli/progress.hpp"
 #include "bench/cli/shared.hpp"
@@ -111,18 +112,29 @@ ScalingBenchOutcome run_fast_scaling_bench(Session& session, const ParallelBench
     session.record_rows("/bench/scaling", out.scaling, first_row);  // kept if the run is cut short
     if (session.is_root() && !session.options().quiet) print_scaling_summary(out.scaling, first_row);
   }
-  // Overlap at the full world: the sums beside backward (NCCL's stream) and after it.
+  // Overlap at the full world: the sums after backward and beside it (NCCL's stream). Another
+  // backend sums each bucket as it comes, the step waiting: the in-order row alone, said so.
+  const bool can_overlap = world.backend() == "nccl";
+  if (!can_overlap && session.is_root() && !session.options().quiet)
+    std::fprintf(stderr, "[bench scaling] the %s backend cannot sum beside backward (NCCL only): the overlap is "
+                         "measured in order only\n", std::string(world.backend()).c_str());
   const RowKey by_bucket = [](const record::Table& t, std::size_t row) { return std::to_string(t.get_i64("bucket_bytes")[row]); };
   double total_bytes = 0;
   for (const double b : bucket_bytes) total_bytes += b;
   const auto mean_bucket = static_cast<std::int64_t>(total_bytes / static_cast<double>(bucket_bytes.size()));
-  if (!session.restore_rows("/bench/overlap", std::to_string(mean_bucket), by_bucket, 2, out.overlap).found) {
+  const std::size_t overlap_rows = can_overlap ? 2 : 1;
+  if (!session.restore_rows("/bench/overlap", std::to_string(mean_bucket), by_bucket, overlap_rows, out.overlap).found) {
     const std::size_t first_row = out.overlap.rows();
     progress.update(done++, "gradient sums after backward");
     const FastTimed off = time_fast_steps(world, &world, config, options.weak_batch, plan.dtype, false, options, options.model);
-    progress.update(done++, "gradient sums beside backward");
-    const FastTimed on = time_fast_steps(world, &world, config, options.weak_batch, plan.dtype, true, options, options.model);
-    for (const FastTimed* t : {&off, &on}) {
+    std::vector<const FastTimed*> measured = {&off};
+    FastTimed on;
+    if (can_overlap) {
+      progress.update(done++, "gradient sums beside backward");
+      on = time_fast_steps(world, &world, config, options.weak_batch, plan.dtype, true, options, options.model);
+      measured.push_back(&on);
+    }
+    for (const FastTimed* t : measured) {
       const bool overlapped = t == &on;
       record::Table& o = out.overlap;
       o.i64("world_size").push_back(n_max);

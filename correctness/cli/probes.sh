@@ -19,21 +19,28 @@ fail() {
   exit 1
 }
 # Processes started in the directory or naming it (the ranks start in parity's directory),
-# this script and its children aside.
+# this script and its children aside. An argument names it when it is the directory or a path
+# below it (as itself or after an `=`): another probe's directory whose name merely starts with
+# this one's (integer_past_its_type_negative beside integer_past_its_type) is not this one's.
 ours() {
   python3 - "$work" "$$" <<'PY'
 import os, sys
 work, me = sys.argv[1], sys.argv[2]
+def names_work(arg):
+    for path in (arg, arg.split("=", 1)[-1]):
+        if path == work or path.startswith(work + "/"):
+            return True
+    return False
 for pid in filter(str.isdigit, os.listdir("/proc")):
     try:
-        cmdline = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
+        args = [a.decode(errors="replace") for a in open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")]
         cwd = os.readlink(f"/proc/{pid}/cwd")
         parent = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1]
     except OSError:
         continue
-    if pid == me or parent == me or pid == str(os.getpid()) or "probes.sh" in cmdline:
+    if pid == me or parent == me or pid == str(os.getpid()) or any("probes.sh" in a for a in args):
         continue
-    if cwd == work or work in cmdline:
+    if cwd == work or cwd.startswith(work + "/") or any(names_work(a) for a in args):
         print(pid)
 PY
 }

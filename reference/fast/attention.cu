@@ -16,6 +16,8 @@
 // dQ over the key tiles (recomputing the scores and dP = dO V^T: two more products than a
 // single kernel with atomic dQ, in exchange for a fixed summation order).
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cstdlib>
 #include <string>
 #include <type_traits>
@@ -445,17 +447,23 @@ void check_sizes(int B, int T_len, int C, int H) {
 
 AttentionKernels attention_kernels(int head_size) {
   // The device and the environment are the process's for its whole life: read once.
-  // No usable GPU (the host logic asks too, for the FLOP counts): the m16n8k16 kernels' answer.
-  static const int compute_capability = [] {
-    int device = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+  // The current device's compute capability, read once per device (a process may select another
+  // after its first question). No usable GPU (the host logic asks too, for the FLOP counts): 0,
+  // the m16n8k16 kernels' answer.
+  static std::array<std::atomic<int>, 64> known{};  // 0: not read yet, else capability + 1
+  int device = 0, major = 0, minor = 0, compute_capability = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0) {
+    (void)cudaGetLastError();
+  } else if (device < static_cast<int>(known.size()) && known[static_cast<std::size_t>(device)].load() > 0) {
+    compute_capability = known[static_cast<std::size_t>(device)].load() - 1;
+  } else {
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess)
+      compute_capability = 10 * major + minor;
+    else
       (void)cudaGetLastError();
-      return 0;
-    }
-    return 10 * major + minor;
-  }();
+    if (device < static_cast<int>(known.size())) known[static_cast<std::size_t>(device)].store(compute_capability + 1);
+  }
   static const std::string asked = [] {
     const char* v = std::getenv("PARITY_FAST_ATTENTION");
     const std::string value = v ? v : "";

@@ -29,9 +29,10 @@ namespace {
 
 using namespace attention;
 
-constexpr int kGroupRows = 64;  // rows of a warpgroup's products (the m of every wgmma here)
-constexpr int kForwardRows = 128;  // forward: two warpgroups, 128 queries a block
-constexpr int kStep = 64;       // keys a step (forward, dQ), queries a step (dK/dV)
+constexpr int kGroupRows = kAttentionGroupRows;  // rows of a warpgroup's products (the m of every wgmma here)
+constexpr int kForwardRows = 2 * kGroupRows;       // forward: two warpgroups a block
+constexpr int kStep = kAttentionGroupStep;         // keys a step (forward, dQ), queries a step (dK/dV)
+static_assert(kGroupRows == 64 && kStep == 64, "the products' shapes (m64, n64) and the A operands' k steps assume 64");
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define PARITY_WGMMA 1

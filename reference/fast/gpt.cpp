@@ -21,8 +21,7 @@ std::int64_t warp_key_tiles(std::int64_t r0, std::int64_t T, std::int64_t tile) 
 
 const char* name_of(AttentionKernels kernels) { return kernels == AttentionKernels::wgmma ? "wgmma" : "mma"; }
 
-// The warpgroup kernels' tiles (attention_wgmma.cu): 64 rows a warpgroup, steps of 64.
-constexpr std::int64_t kGroupRows = 64, kGroupStep = 64;
+constexpr std::int64_t kGroupRows = kAttentionGroupRows, kGroupStep = kAttentionGroupStep;
 
 std::int64_t attention_forward_flops_executed(int B, int T, int C, int H, AttentionKernels kernels) {
   const std::int64_t D = C / H;
@@ -84,8 +83,13 @@ std::string unsupported_reason(const GptShape& s) {
     return "head size " + std::to_string(d) + " (hidden / heads) is not one the attention kernels have (16, 32, 64, 80, 96, 128)";
   if (s.hidden % 8 != 0 || s.hidden > 4096)
     return "hidden " + std::to_string(s.hidden) + " must be a multiple of 8, at most 4096";
-  if (s.rows() > (std::int64_t{1} << 30) || s.padded_vocabulary() * s.hidden > (std::int64_t{1} << 40))
+  // (Compared by division first: batch x sequence must not overflow before it is compared.)
+  if (s.batch > (std::int64_t{1} << 30) / s.sequence || s.rows() > (std::int64_t{1} << 30) ||
+      s.vocabulary > (std::int64_t{1} << 40) / s.hidden || s.padded_vocabulary() * s.hidden > (std::int64_t{1} << 40))
     return "batch x sequence or the token table is too large for the kernels' indices";
+  // The attention kernels' grid: B x H blocks in its second dimension (at most 65,535).
+  if (s.batch * s.heads > 65535)
+    return "batch x heads " + std::to_string(s.batch * s.heads) + " is more than the attention kernels' grid takes (65,535)";
   return "";
 }
 
@@ -149,7 +153,8 @@ std::size_t device_bytes(const GptShape& s, Storage storage) {
   const double rest = M * h * (4 + e) + M * 8 + M * V * e + M * h * (4 + e * (1 + 1 + 1 + 3 + 4 + 1)) +
                       heads_rows * 4 + M * 4 * 6 +
                       static_cast<double>(layernorm_partial_rows(s.rows())) * 2 * h * 4 + (32 << 20);
-  return static_cast<std::size_t>(parameters + L * layer + rest);
+  const double bytes = parameters + L * layer + rest;
+  return bytes < 1.8e19 ? static_cast<std::size_t>(bytes) : static_cast<std::size_t>(-1);  // past size_t: the largest
 }
 
 TokenGroups group_rows_by_token(const std::int32_t* tokens, std::int64_t rows) {

@@ -65,6 +65,10 @@ inline constexpr int kAttentionForwardRows = 128;
 inline constexpr int kAttentionRows = 64;
 inline constexpr int kAttentionKeyTile = 64;
 inline constexpr int kAttentionQueryTile = 32;
+// The warpgroup kernels (attention_wgmma.cu): a warpgroup's products take kAttentionGroupRows rows
+// (queries in forward and dQ, keys in dK/dV) and step over kAttentionGroupStep of the other side.
+inline constexpr int kAttentionGroupRows = 64;
+inline constexpr int kAttentionGroupStep = 64;
 // out[B, T, C] = softmax(q k^T / sqrt(D) + causal mask) v per head; lse[B, H, T] (float32) keeps
 // each row's log-sum-exp (base 2, of the scores times log2(e) / sqrt(D)) for backward. Head
 // sizes D: 16, 32, 64, 80, 96, 128. Causal only.

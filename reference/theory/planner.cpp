@@ -163,10 +163,6 @@ double chunked_seconds(const PlanCluster& c, const PlanLink& link, double bytes,
   return ring_seconds(c, link, bytes, (n - 1.0) / n, n - 1, collective);
 }
 
-// The key tiles FlashAttention's causal kernels step over (FlashAttention-2 and -3 take 128 keys
-// at head sizes 64-128): the diagonal's tiles are computed whole.
-constexpr double kFlashTile = 128;
-
 struct LayerTimes {
   double forward = 0, backward = 0, tp_forward = 0, tp_backward = 0, attention_forward = 0;
   double weight_grad = 0;  // of backward, the weight gradients' products
@@ -210,11 +206,11 @@ LayerTimes layer_times(const PlanModel& m, const PlanCluster& c, const PlanLayou
     // the products, and FlashAttention's recomputation of the scores half as much again. The
     // mask is causal: unfused attention multiplies the whole square, writing the scores to
     // memory, and masks it; FlashAttention keeps them on chip and skips the tiles above the
-    // diagonal, so it runs the lower half and the diagonal's tiles (kFlashTile keys wide):
-    // (s + kFlashTile) / 2s of the square, for each GPU's queries (with cp the chunks are
-    // causally balanced, so each GPU holds the same share).
+    // diagonal, so it runs the lower half and the diagonal's tiles (plan_flash_causal_share), for
+    // each GPU's queries (with cp the chunks are causally balanced, so each GPU holds the same
+    // share).
     const double core_forward =
-        l.flash ? std::min(1.0, (s + kFlashTile) / (2 * s)) *
+        l.flash ? plan_flash_causal_share(s) *
                       (fused_product_seconds(c, s_local, s, hd, b * heads) + fused_product_seconds(c, s_local, hd, s, b * heads))
                 : product_seconds(c, s_local, s, hd, b * heads) + product_seconds(c, s_local, hd, s, b * heads);
     const double core = backward ? (l.flash ? 2.5 : 2) * core_forward : core_forward;
@@ -265,6 +261,13 @@ LayerTimes layer_times(const PlanModel& m, const PlanCluster& c, const PlanLayou
 }
 
 }  // namespace
+
+double plan_flash_causal_share(double sequence) {
+  // The key tiles FlashAttention's causal kernels step over (FlashAttention-2 and -3 take 128 keys
+  // at head sizes 64-128): the diagonal's tiles are computed whole.
+  constexpr double kFlashTile = 128;
+  return std::min(1.0, (sequence + kFlashTile) / (2 * sequence));
+}
 
 PlanPrediction plan_predict(const PlanModel& m, const PlanCluster& c, const PlanLayout& l, std::int64_t global_batch) {
   PlanPrediction p;

@@ -108,6 +108,10 @@ struct PlanCluster {
   // products, the causal diagonal, a backward of five products). 0: gemm_efficiency.
   double attention_efficiency = 0;
 };
+// The share of the scores' s x s square FlashAttention's causal kernels compute: the lower half
+// and the diagonal's 128-key tiles whole, (s + 128) / 2s (1 at s <= 128).
+double plan_flash_causal_share(double sequence);
+
 // a100-80gb-dgx, h100-sxm-dgx; a JSON file of the same fields. UsageError for an unknown name,
 // a missing or unknown field.
 PlanCluster parse_plan_cluster(const std::string& text);
