@@ -47,6 +47,28 @@ TEST(BenchHelpers, StrongScalingRowsFromStepTimes) {
   }
 }
 
+// The fast path measures strong scaling only at the world sizes that divide the batch: the rows
+// are the sizes given (1, 2, 4 of 4, without 3), and the fit is of those.
+TEST(BenchHelpers, StrongScalingRowsAtTheWorldSizesMeasured) {
+  const double s = 0.1, t1 = 2.0;
+  std::vector<ScalingPoint> given;
+  for (const int n : {1, 2, 4}) {
+    ScalingPoint p;
+    p.world_size = n;
+    p.step_seconds = t1 * (s + (1 - s) / n);
+    p.predicted_step_seconds = std::nan("");
+    given.push_back(p);
+  }
+  record::Table t{kScalingBenchTable};
+  add_scaling_rows(t, "strong", "gpt2-medium", "cfg", given, false);
+  ASSERT_EQ(t.rows(), 3u);
+  EXPECT_EQ(t.get_i64("world_size")[2], 4);
+  EXPECT_DOUBLE_EQ(t.get_f64("speedup")[2], t1 / given[2].step_seconds);
+  EXPECT_DOUBLE_EQ(t.get_f64("efficiency")[2], t1 / (4 * given[2].step_seconds));
+  EXPECT_NEAR(t.get_f64("amdahl_serial_fraction")[0], s, 1e-12);
+  EXPECT_TRUE(std::isnan(t.get_f64("predicted_over_measured")[1]));  // no calibrated prediction
+}
+
 // Weak scaling grows the problem with N: the scaled speedup N T1 / TN, efficiency T1 / TN, and no
 // Amdahl fit (NaN); an oversubscribed run compares no prediction (NaN).
 TEST(BenchHelpers, WeakScalingRowsFromStepTimes) {
