@@ -87,6 +87,23 @@ TEST(BenchHelpers, WeakScalingRowsFromStepTimes) {
   }
 }
 
+// An overlap row derives the hidden share from what the overlapped step still waited and what
+// the in-order one waited: 1 - 0.25 / 1 = 0.75; an in-order row hides nothing, nor a row where
+// nothing was waited for in order.
+TEST(BenchHelpers, OverlapRowsHiddenFraction) {
+  record::Table t{kOverlapBenchTable};
+  add_overlap_row(t, "tiny", {2, 1024, 3, false, 2.0, 1.0, 1.0, 0.5, 1.0});
+  add_overlap_row(t, "tiny", {2, 1024, 3, true, 1.25, 1.0, 0.25, 0.5, 1.0});
+  add_overlap_row(t, "tiny", {2, 1024, 3, true, 1.0, 1.0, 0.0, 0.0, 0.0});
+  ASSERT_EQ(t.rows(), 3u);
+  EXPECT_EQ(t.get_i64("overlap")[0], 0);
+  EXPECT_EQ(t.get_i64("overlap")[1], 1);
+  EXPECT_DOUBLE_EQ(t.get_f64("hidden_fraction")[0], 0.0);
+  EXPECT_DOUBLE_EQ(t.get_f64("hidden_fraction")[1], 0.75);
+  EXPECT_DOUBLE_EQ(t.get_f64("hidden_fraction")[2], 0.0);
+  EXPECT_DOUBLE_EQ(t.get_f64("comm_seconds_alone")[1], 1.0);
+}
+
 // Estimates past what std::size_t holds, or not numbers, come out as its largest value (which the
 // memory check refuses); the others as the bytes.
 TEST(BenchHelpers, EstimatedBytesSaturate) {

@@ -362,8 +362,7 @@ void Session::check_memory(std::size_t bytes_per_rank, const std::string& what) 
   }
   if (on_gpu() && message.empty()) {
     // Every rank on a GPU allocates the same, so the GPU must hold all of them at once.
-    const std::size_t ranks = static_cast<std::size_t>(placement_.ranks_on_device);
-    const std::size_t needed = bytes_per_rank > static_cast<std::size_t>(-1) / ranks ? static_cast<std::size_t>(-1) : bytes_per_rank * ranks;
+    const std::size_t needed = estimated_bytes(static_cast<double>(bytes_per_rank) * placement_.ranks_on_device);
     message = cuda::fit_problem(needed, cuda::memory_info().free_bytes,
                                 what + " on " + process_host() + " GPU " + std::to_string(placement_.device) + " (" +
                                     std::to_string(placement_.ranks_on_device) + " ranks x " +

@@ -343,6 +343,22 @@ void add_scaling_rows(record::Table& t, const std::string& mode, const std::stri
   }
 }
 
+void add_overlap_row(record::Table& o, const std::string& model, const OverlapPoint& p) {
+  o.i64("world_size").push_back(p.world_size);
+  o.str("model").push_back(model);
+  o.i64("bucket_bytes", "B").push_back(p.bucket_bytes);
+  o.i64("buckets").push_back(p.buckets);
+  o.i64("overlap").push_back(p.overlapped ? 1 : 0);
+  o.f64("step_seconds", "s").push_back(p.step_seconds);
+  o.f64("compute_seconds", "s").push_back(p.compute_seconds);
+  o.f64("exposed_comm_seconds", "s").push_back(p.exposed_comm_seconds);
+  o.f64("stream_seconds", "s").push_back(p.stream_seconds);
+  o.f64("comm_seconds_alone", "s").push_back(p.comm_seconds_alone);
+  o.f64("hidden_fraction").push_back(p.overlapped && p.comm_seconds_alone > 0
+                                         ? 1 - p.exposed_comm_seconds / p.comm_seconds_alone
+                                         : 0.0);
+}
+
 void print_scaling_summary(const record::Table& t, std::size_t first_row) {
   const std::size_t last = t.rows() - 1;
   const std::string& mode = t.get_str("mode")[last];
@@ -431,18 +447,10 @@ ScalingBenchOutcome run_scaling_bench(Session& session, const ParallelBenchPlan&
     for (const Timed* t : {&off, &on}) {
       const bool overlapped = t == &on;
       const double exposed = max_over(world, t->exposed);
-      record::Table& o = out.overlap;
-      o.i64("world_size").push_back(n_max);
-      o.str("model").push_back(options.model);
-      o.i64("bucket_bytes", "B").push_back(static_cast<std::int64_t>(bytes));
-      o.i64("buckets").push_back(static_cast<std::int64_t>(t->buckets));
-      o.i64("overlap").push_back(overlapped ? 1 : 0);
-      o.f64("step_seconds", "s").push_back(max_over(world, t->step));
-      o.f64("compute_seconds", "s").push_back(max_over(world, t->compute));
-      o.f64("exposed_comm_seconds", "s").push_back(exposed);
-      o.f64("stream_seconds", "s").push_back(max_over(world, t->stream));
-      o.f64("comm_seconds_alone", "s").push_back(alone);
-      o.f64("hidden_fraction").push_back(overlapped && alone > 0 ? 1 - exposed / alone : 0.0);
+      const double step = max_over(world, t->step), compute = max_over(world, t->compute);
+      add_overlap_row(out.overlap, options.model,
+                      {n_max, static_cast<std::int64_t>(bytes), static_cast<std::int64_t>(t->buckets), overlapped, step,
+                       compute, exposed, max_over(world, t->stream), alone});
     }
     session.record_rows("/bench/overlap", out.overlap, first_row);  // kept if the run is cut short
   }

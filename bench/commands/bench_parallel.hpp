@@ -121,6 +121,15 @@ struct ScalingPoint {
 };
 void add_scaling_rows(record::Table& table, const std::string& mode, const std::string& model, const std::string& config,
                       const std::vector<ScalingPoint>& points, bool oversubscribed);
+// One row of /bench/overlap: a bucket size with the sums overlapped with backward or not, times
+// the slowest rank's; hidden_fraction is derived (1 - exposed / alone on overlapped rows).
+struct OverlapPoint {
+  int world_size = 1;
+  std::int64_t bucket_bytes = 0, buckets = 0;
+  bool overlapped = false;
+  double step_seconds = 0, compute_seconds = 0, exposed_comm_seconds = 0, stream_seconds = 0, comm_seconds_alone = 0;
+};
+void add_overlap_row(record::Table& table, const std::string& model, const OverlapPoint& p);
 // "[bench scaling] MODE: speedup ... at N ranks" for the rows of a mode from first_row on.
 void print_scaling_summary(const record::Table& table, std::size_t first_row);
 double max_over(Communicator& world, double x);

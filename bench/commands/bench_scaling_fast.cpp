@@ -134,21 +134,10 @@ ScalingBenchOutcome run_fast_scaling_bench(Session& session, const ParallelBench
       on = time_fast_steps(world, &world, config, options.weak_batch, plan.dtype, true, options, options.model);
       measured.push_back(&on);
     }
-    for (const FastTimed* t : measured) {
-      const bool overlapped = t == &on;
-      record::Table& o = out.overlap;
-      o.i64("world_size").push_back(n_max);
-      o.str("model").push_back(options.model);
-      o.i64("bucket_bytes", "B").push_back(mean_bucket);
-      o.i64("buckets").push_back(static_cast<std::int64_t>(bucket_bytes.size()));
-      o.i64("overlap").push_back(overlapped ? 1 : 0);
-      o.f64("step_seconds", "s").push_back(t->step);
-      o.f64("compute_seconds", "s").push_back(t->step - t->exposed);
-      o.f64("exposed_comm_seconds", "s").push_back(t->exposed);
-      o.f64("stream_seconds", "s").push_back(std::nan(""));  // the library's stream is not timed here
-      o.f64("comm_seconds_alone", "s").push_back(off.exposed);
-      o.f64("hidden_fraction").push_back(overlapped && off.exposed > 0 ? 1 - t->exposed / off.exposed : 0.0);
-    }
+    for (const FastTimed* t : measured)  // (the library's stream is not timed here: stream_seconds NaN)
+      add_overlap_row(out.overlap, options.model,
+                      {n_max, mean_bucket, static_cast<std::int64_t>(bucket_bytes.size()), t == &on, t->step,
+                       t->step - t->exposed, t->exposed, std::nan(""), off.exposed});
     session.record_rows("/bench/overlap", out.overlap, first_row);
   }
   progress.finish();
