@@ -5,6 +5,10 @@ directly or round a longer loop, within a folder or across folders (a unit is a 
 source: x.hpp, x.cpp, x.cu). Prints one line per offending include (file:line: folder -> folder)
 and per cycle (unit -> unit -> ... -> unit), and exits 1; exits 0 when there is none.
 
+It also holds files to a size a reader can take in one sitting: a library or command source (C++
+or CUDA under reference/ or bench/) under SOURCE_LINES lines, a test or script (C++ under
+correctness/, Python anywhere) under SCRIPT_LINES; one line per file past it, and exit 1.
+
 Usage: check_includes.py [ROOT]   (ROOT: the repository, default: this script's parent)
 """
 
@@ -13,7 +17,7 @@ import re
 import sys
 
 SOURCES = ("reference", "bench", "correctness")
-EXTENSIONS = (".cpp", ".hpp", ".cu", ".h")
+EXTENSIONS = (".cpp", ".hpp", ".cu", ".cuh", ".h")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 
@@ -72,6 +76,30 @@ def includes(root):
                         m = INCLUDE.match(line)
                         if m:
                             yield path, number, m.group(1)
+
+
+SOURCE_LINES = 700
+SCRIPT_LINES = 1000
+
+
+def oversized(root):
+    """'path: N lines (files here stay under L)' for each file at or past its limit."""
+    found = []
+    for top in ("reference", "bench", "correctness", "reports", "ci", "hosts"):
+        for directory, _, files in os.walk(os.path.join(root, top)):
+            for name in sorted(files):
+                path = os.path.relpath(os.path.join(directory, name), root).replace(os.sep, "/")
+                if name.endswith(".py") or (top == "correctness" and name.endswith(EXTENSIONS)):
+                    limit = SCRIPT_LINES
+                elif top in ("reference", "bench") and name.endswith(EXTENSIONS):
+                    limit = SOURCE_LINES
+                else:
+                    continue
+                with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
+                    lines = sum(1 for _ in f)
+                if lines >= limit:
+                    found.append(f"{path}: {lines} lines (files here stay under {limit})")
+    return sorted(found)
 
 
 def ours(included):
@@ -202,12 +230,18 @@ def main(argv):
     loops = cycles(include_graph(root))
     for line in loops:
         print(f"include cycle: {line}")
+    large = oversized(root)
+    for line in large:
+        print(line)
+    if large:
+        print(f"check_includes: {len(large)} file(s) too long to read at one sitting: split them",
+              file=sys.stderr)
     if found:
         print(f"check_includes: {len(found)} include(s) break the layering of reference/layers.txt",
               file=sys.stderr)
     if loops:
         print(f"check_includes: {len(loops)} include cycle(s) between units", file=sys.stderr)
-    return 1 if found or loops else 0
+    return 1 if found or loops or large else 0
 
 
 if __name__ == "__main__":

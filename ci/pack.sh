@@ -165,6 +165,14 @@ resolve() { # ELF...: adds their libraries to lib_src
     )
 }
 
+# Whether a file starts with ELF's magic number (read by bash itself: the pack holds hundreds
+# of files, and three processes a file cost seconds).
+is_elf() { # FILE
+    local magic=
+    IFS= read -r -n 4 magic <"$1" 2>/dev/null
+    [ "$magic" = $'\x7fELF' ]
+}
+
 # Files copied into the pack, for MANIFEST.txt: destination (relative) -> source.
 declare -A copied=()
 put() { # SRC DEST(relative to the pack) [MODE]
@@ -184,7 +192,7 @@ put_plugins() { # DEST_DIR(relative) FILE...
             note "leaving out $f (needs${missing[$f]}, not found here)"
             continue
         fi
-        put "$f" "$dest/$(basename -- "$f")"
+        put "$f" "$dest/${f##*/}"
     done
     # The left-out plugins' other libraries are harmless extras; bundling them keeps this simple.
 }
@@ -319,7 +327,7 @@ done
 # The oldest glibc the pack runs on: the newest GLIBC_x.y symbol version any file needs.
 elf_files=()
 while IFS= read -r -d '' f; do
-    [ "$(head -c 4 -- "$f" | tr -d '\0' | tail -c 3)" = ELF ] && elf_files+=("$f")
+    is_elf "$f" && elf_files+=("$f")
 done < <(find "$stage" -type f -print0)
 glibc_min=$(readelf -V -W "${elf_files[@]}" 2>/dev/null | grep -o 'GLIBC_2\.[0-9]*' | sort -t. -k2,2n -u | tail -n 1)
 glibc_min=${glibc_min#GLIBC_}
@@ -537,6 +545,17 @@ host_shim ssh 'exec ssh "$@"'
 # ---------------------------------------------------------------------------------------
 # MANIFEST.txt: each file, where it came from and the Debian package that owns it.
 declare -A owner=()
+# Where each copied file really is (symlinks followed), from one readlink for all of them.
+declare -A real_of=()
+sources=()
+for dest in "${!copied[@]}"; do
+    [[ ${copied[$dest]} == /* ]] && sources+=("${copied[$dest]}")
+done
+if ((${#sources[@]})); then
+    mapfile -t reals < <(readlink -f -- "${sources[@]}")
+    for i in "${!sources[@]}"; do real_of[${sources[i]}]=${reals[i]:-${sources[i]}}; done
+fi
+
 if command -v dpkg >/dev/null; then
     # dpkg knows a file under the path its package installed it at; under merged /usr that
     # may be /lib or /usr/lib, and the loader may have found it through a symlink.
@@ -544,7 +563,7 @@ if command -v dpkg >/dev/null; then
     for dest in "${!copied[@]}"; do
         src=${copied[$dest]}
         [[ $src == /* ]] || continue
-        real=$(readlink -f -- "$src")
+        real=${real_of[$src]}
         for p in "$src" "$real"; do
             candidates+=("$p")
             case $p in
@@ -562,17 +581,17 @@ if command -v dpkg >/dev/null; then
         owner[${line#*: }]=${line%%: /*}
     done < <(dpkg -S "${candidates[@]}" 2>/dev/null || true)
 fi
-package_of() { # SRC
+package_of() { # SRC: sets package (in this shell: one subshell a file would cost seconds)
     local real p
-    [[ $1 == /* ]] || { echo "-"; return; }
-    real=$(readlink -f -- "$1")
+    package=-
+    [[ $1 == /* ]] || return 0
+    real=${real_of[$1]:-$1}
     for p in "$1" "$real" "${1#/usr}" "/usr$1" "${real#/usr}" "/usr$real"; do
-        [ -n "$p" ] && [ -n "${owner[$p]:-}" ] && { echo "${owner[$p]}"; return; }
+        [ -n "$p" ] && [ -n "${owner[$p]:-}" ] && { package=${owner[$p]}; return 0; }
     done
     case $1 in
-        "$build"/* | "$SRC"/*) echo "(parity)" ;;
-        /*) echo "(no package)" ;;
-        *) echo "-" ;;
+        "$build"/* | "$SRC"/*) package="(parity)" ;;
+        *) package="(no package)" ;;
     esac
 }
 {
@@ -580,7 +599,8 @@ package_of() { # SRC
     echo "# needs on the host: Linux x86_64, glibc >= $glibc_min, a CUDA driver for GPU runs${cuda_list:+, and the CUDA toolkit libraries $cuda_list}"
     echo "# file<TAB>source<TAB>package"
     for dest in $(printf '%s\n' "${!copied[@]}" | sort); do
-        printf '%s\t%s\t%s\n' "$dest" "${copied[$dest]}" "$(package_of "${copied[$dest]}")"
+        package_of "${copied[$dest]}"
+        printf '%s\t%s\t%s\n' "$dest" "${copied[$dest]}" "$package"
     done
 } >"$stage/MANIFEST.txt"
 

@@ -94,7 +94,9 @@ is_allowed_outside() { # SONAME
 }
 elves=()
 while IFS= read -r -d '' f; do
-    [ "$(head -c 4 -- "$f" | tr -d '\0' | tail -c 3)" = ELF ] && elves+=("$f")
+    magic=
+    IFS= read -r -n 4 magic <"$f" 2>/dev/null || true
+    [ "$magic" = $'\x7fELF' ] && elves+=("$f")
 done < <(find "$pack" -type f -print0)
 ((${#elves[@]} > 100)) || fail "only ${#elves[@]} ELF files in the pack"
 # ldd is slow per file; one batch per core, each with its own output so blocks stay whole.

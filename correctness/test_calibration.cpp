@@ -34,13 +34,7 @@ Calibration uniform(double gflops, double ns) {
 }
 
 model::GptConfig gpt(int layers, std::int64_t hidden, int heads, std::int64_t sequence, std::int64_t vocabulary) {
-  model::GptConfig g;
-  g.layers = layers;
-  g.hidden = hidden;
-  g.heads = heads;
-  g.sequence = sequence;
-  g.vocabulary = vocabulary;
-  return g;
+  return {.vocabulary = vocabulary, .layers = layers, .hidden = hidden, .heads = heads, .sequence = sequence};
 }
 // The tiny preset's shape: 2 layers, hidden 64, 4 heads, sequence 64, vocabulary 256.
 model::GptConfig tiny_gpt() { return gpt(2, 64, 4, 64, 256); }

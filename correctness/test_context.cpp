@@ -54,14 +54,7 @@ Tensor part_of(const Tensor& qkv, int part) {
 
 // A GPT of the attention tests' sizes: 48 tokens, hidden 48, 24 heads, 2 blocks.
 model::GptConfig small_gpt(DataType type) {
-  model::GptConfig c;
-  c.vocabulary = 64;
-  c.layers = 2;
-  c.hidden = kC;
-  c.heads = kHeads;
-  c.sequence = kT;
-  c.dtype = type;
-  return c;
+  return {.vocabulary = 64, .layers = 2, .hidden = kC, .heads = kHeads, .sequence = kT, .dtype = type};
 }
 
 double relative(const Tensor& got, const Tensor& want) { return op_testing::difference(got, want).relative; }

@@ -105,12 +105,7 @@ TEST(ModelGradient, GptAgainstFiniteDifferences) {
 }
 
 TEST(ModelGradient, MlpAgainstFiniteDifferences) {
-  MlpConfig c;
-  c.inputs = 5;
-  c.width = 7;
-  c.outputs = 3;
-  c.layers = 3;
-  c.dtype = DataType::float64;
+  const MlpConfig c{.inputs = 5, .width = 7, .outputs = 3, .layers = 3, .dtype = DataType::float64};
   const auto m = build_mlp(c);
   expect_model_gradient(*m, mlp_batch(c, 0, 0, 4, 4), {}, c.describe());
 }
@@ -200,12 +195,7 @@ TEST(ModelAccounting, ActivationBytesKeptPerBlockEqualTheImplementationFormula) 
 TEST(ModelAccounting, ExactCountsRefuseToOverflow) {
   // Megatron's 1T configuration (Narayanan et al. 2021, table 1): a step of batch 2048 is about
   // 2.6e19 FLOPs, beyond int64's 9.2e18; the exact count refuses, the closed form still answers.
-  GptConfig c;
-  c.vocabulary = 51200;
-  c.layers = 128;
-  c.hidden = 25600;
-  c.heads = 160;
-  c.sequence = 2048;
+  const GptConfig c{.vocabulary = 51200, .layers = 128, .hidden = 25600, .heads = 160, .sequence = 2048};
   EXPECT_THROW(theory::gpt_step_flops(c, 2048), UsageError);
   EXPECT_GT(theory::megatron_step_flops(c, 2048), 9.3e18);
 }

@@ -306,17 +306,8 @@ TEST(MoeBadInput, RowOpsRefuseMapsThatDoNotFit) {
 namespace {
 
 model::MoeConfig moe_config(const std::string& router, int experts, int k, double cf, bool shared = false) {
-  model::MoeConfig c;
-  c.layers = {0};
-  c.experts = experts;
-  c.top_k = k;
-  c.capacity_factor = cf;
-  c.router = router;
-  c.shared_expert = shared;
-  c.expert_hidden = 6;
-  c.balance_coefficient = 0.05;
-  c.z_loss_coefficient = 0.01;
-  return c;
+  return {.layers = {0}, .experts = experts, .top_k = k, .capacity_factor = cf, .router = router,
+          .balance_coefficient = 0.05, .z_loss_coefficient = 0.01, .shared_expert = shared, .expert_hidden = 6};
 }
 
 // L = sum(y R) + the layer's own losses, for the MoE layer on x [B, T, C].

@@ -10,13 +10,7 @@ namespace parity::cli {
 const std::vector<ModelPreset>& model_presets() {
   static const std::vector<ModelPreset> presets = [] {
     auto gpt = [](std::int64_t v, int l, std::int64_t h, int a, std::int64_t s) {
-      model::GptConfig c;
-      c.vocabulary = v;
-      c.layers = l;
-      c.hidden = h;
-      c.heads = a;
-      c.sequence = s;
-      return c;
+      return model::GptConfig{.vocabulary = v, .layers = l, .hidden = h, .heads = a, .sequence = s};
     };
     return std::vector<ModelPreset>{
         {"tiny", gpt(256, 2, 64, 4, 64)},

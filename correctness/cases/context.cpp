@@ -46,16 +46,8 @@ std::vector<ContextCase> context_grid(int n) {
   // A case of `variant` at cp x tp x pp, dp the rest of the world.
   const auto add = [&](const char* variant, int cp, const char* precision, int tp = 1, bool sp = false, int pp = 1,
                        int zero = 0) {
-    ContextCase c;
-    c.variant = variant;
-    c.cp = cp;
-    c.tp = tp;
-    c.sp = sp;
-    c.pp = pp;
-    c.dp = n / (cp * tp * pp);
-    c.zero = zero;
-    c.precision = precision;
-    out.push_back(c);
+    out.push_back({.variant = variant, .cp = cp, .tp = tp, .sp = sp, .pp = pp, .dp = n / (cp * tp * pp),
+                   .zero = zero, .precision = precision});
   };
   const char* const variants[] = {"ring", "allgather", "ulysses"};
   for (int cp : {1, 2, 3, 4}) {

@@ -66,14 +66,8 @@ std::vector<PipelineCase> pipeline_grid(int world_size) {
   const int p = world_size;
   std::vector<PipelineCase> out;
   const auto add = [&](const char* schedule, int m, const char* precision, int tp = 1, int dp = 1, int zero = 0) {
-    PipelineCase c;
-    c.schedule = schedule;
-    c.micro_batches = m;
-    c.precision = precision;
-    c.tensor_parallel = tp;
-    c.data_parallel = dp;
-    c.zero_stage = zero;
-    out.push_back(c);
+    out.push_back({.schedule = schedule, .micro_batches = m, .tensor_parallel = tp, .data_parallel = dp,
+                   .zero_stage = zero, .precision = precision});
   };
   for (const char* precision : {"float64", "float32"}) {
     if (p <= 4) {

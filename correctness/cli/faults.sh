@@ -7,6 +7,8 @@
 set -u
 parity=$1 work=$2 scenario=$3
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
+# shellcheck source=wait_rows.sh
+. "$(dirname "$0")/wait_rows.sh"
 err=$work/stderr out=$work/stdout
 
 fail() {
@@ -39,13 +41,21 @@ no_leftovers() {
   pgrep -f -- "--out $work/" >/dev/null && fail "processes left behind: $(pgrep -af -- "--out $work/")"
   return 0
 }
-# Runs parity in the background, waits `delay` seconds, then runs `action` (with $pid set).
+# Runs parity in the background, waits `delay` seconds (rows: until a row of its --out has
+# finished; /TABLE: a row of that table; so that the action lands in the run's work however
+# loaded the machine is), then runs `action` (with $pid set).
 run_then() { # DELAY ACTION ARGS...
   local delay=$1 action=$2
   shift 2
   "$parity" "$@" >"$out" 2>"$err" &
   pid=$!
-  sleep "$delay"
+  if [ "$delay" = rows ]; then
+    wait_for_rows "$pid" "$(out_of "$@").journal"
+  elif [[ $delay == /* ]]; then
+    wait_for_rows "$pid" "$(out_of "$@").journal" "$delay"
+  else
+    sleep "$delay"
+  fi
   eval "$action"
   wait "$pid"
   status=$?
@@ -97,7 +107,7 @@ case $scenario in
     signal=${scenario%_parent}
     signal=${signal#sig}
     signal=${signal^^}
-    run_then 3 "kill -$signal \$pid" "${long_bench[@]}" --np 2 --out "$work/i.h5"
+    run_then rows "kill -$signal \$pid" "${long_bench[@]}" --np 2 --out "$work/i.h5"
     expect_status 5
     expect_lines 1
     expect_line "^parity: interrupted by SIG$signal( while ranks? [0-9, ]+ on [^ ]+ (was|were) in [^;]+)?; the ranks were stopped$"
@@ -105,7 +115,7 @@ case $scenario in
     expect_partial_if_any "$work/i.h5" "^interrupted by SIG$signal"
     no_leftovers ;;
   sigint_alone)
-    run_then 3 "kill -INT \$pid" bench collectives -q -e 64M -n 400 --force --out "$work/i.h5"
+    run_then /bench/collectives "kill -INT \$pid" bench collectives -q -e 64M -n 400 --force --out "$work/i.h5"
     expect_status 5
     # The operation, and the benchmark point it belongs to (the progress item).
     expect_line "^parity: interrupted by SIGINT during ([a-z_]+ [0-9]+ x [a-z0-9]+ \([a-z_]+\) of )?bench: [a-z_]+ [a-z_]+ [0-9.]+[KMG]?( in-place)?(, between operations)?$"
@@ -130,7 +140,7 @@ case $scenario in
     expect_line "^parity: rank 2 on [^ ]+ was stopped by SIGTERM from outside parity during an injected stall; the job was stopped$"
     no_leftovers ;;
   sigterm_rank)
-    run_then 0 "victim=\$(newest_rank 3); kill -TERM \$victim" "${long_bench[@]}" --np 3 --out "$work/i.h5"
+    run_then rows "victim=\$(newest_rank 3); kill -TERM \$victim" "${long_bench[@]}" --np 3 --out "$work/i.h5"
     expect_status 6
     expect_lines 1
     expect_line "^parity: rank 2 on [^ ]+ was stopped by SIGTERM from outside parity( during [^;]+)?; the job was stopped$"
@@ -187,7 +197,7 @@ case $scenario in
     expect_line "only 1.0 MiB free on .*disk but the result file .* needs about"
     umount disk && mount -t tmpfs -o size=12m tmpfs disk || fail "cannot remount"
     # Enough at the start, full by the end: the fault names ENOSPC and leaves nothing behind.
-    run_then 1 "dd if=/dev/zero of=$work/disk/filler bs=1M count=64 2>/dev/null" \
+    run_then rows "dd if=/dev/zero of=$work/disk/filler bs=1M count=64 2>/dev/null" \
       bench collectives --np 2 -q -e 16M -n 100 --out "$work/disk/r.h5" --force
     expect_status 4
     expect_line "No space left on device|ENOSPC"

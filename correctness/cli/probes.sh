@@ -6,6 +6,8 @@
 set -u
 parity=$1 work=$2 table=$3 name=$4
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=wait_rows.sh
+. "$here/wait_rows.sh"
 row=$(awk -F'\t' -v n="$name" '$1 == n' "$table")
 [ -n "$row" ] || { echo "probes.sh: no probe named $name in $table"; exit 1; }
 IFS=$'\t' read -r _ command input fault status lines line files processes <<<"$row"
@@ -64,7 +66,11 @@ pid=$!
 if [ "$fault" != "none" ]; then
   signal=${fault%%@*} when=${fault#*@} again=""
   [[ $when == *+* ]] && again=${when#*+} && when=${when%%+*}
-  sleep "$when"
+  if [ "$when" = rows ] || [[ $when == /* ]]; then
+    wait_for_rows "$pid" "$(out_of "${args[@]}").journal" "${when#rows}"
+  else
+    sleep "$when"
+  fi
   # The signal goes to parity, not to the timeout wrapping it.
   target=$(pgrep -P "$pid" | head -1)
   kill -"$signal" "${target:-$pid}" 2>/dev/null

@@ -9,6 +9,8 @@
 set -u
 parity=$1 work=$2 scenario=$3
 here=$(cd -- "$(dirname -- "$0")" && pwd)
+# shellcheck source=wait_rows.sh
+. "$here/wait_rows.sh"
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 err=$work/stderr
 
@@ -29,21 +31,11 @@ run() { # ARGS...: parity with a time limit; sets status
 # Starts parity writing OUT and sends SIGNAL once its journal holds BYTES (0: once it grew
 # past what the run's start writes, i.e. some row finished); sets status.
 interrupt_at_bytes() { # SIGNAL OUT BYTES ARGS...
-  local signal=$1 journal=$2.journal bytes=$3 start=0 size
+  local signal=$1 journal=$2.journal bytes=$3
   shift 3
   "$parity" "$@" >/dev/null 2>"$err" &
   local pid=$!
-  for _ in $(seq 3000); do
-    kill -0 "$pid" 2>/dev/null || break
-    size=$(stat -c %s "$journal" 2>/dev/null || echo 0)
-    if [ "$bytes" -gt 0 ]; then
-      [ "$size" -ge "$bytes" ] && break
-    else
-      if [ "$start" -eq 0 ] && [ "$size" -gt 0 ]; then sleep 0.3; start=$(stat -c %s "$journal" 2>/dev/null || echo 0); fi
-      [ "$start" -gt 0 ] && [ "$size" -gt "$start" ] && break
-    fi
-    sleep 0.05
-  done
+  wait_for_rows "$pid" "$journal" "$bytes"
   kill "-$signal" "$pid" 2>/dev/null
   wait "$pid"
   status=$?

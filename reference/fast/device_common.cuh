@@ -28,6 +28,15 @@ inline unsigned grid_for(std::int64_t n) {
   return static_cast<unsigned>(std::max<std::int64_t>(1, std::min<std::int64_t>((n + 255) / 256, 65535 * 8)));
 }
 
+// Row ops (layernorm.cu, kernels.cu's cross-entropy): a block of kRowThreads threads to a row.
+constexpr int kRowThreads = 256;
+constexpr int kWarpsPerRow = kRowThreads / 32;
+
+// A grid-stride loop over n elements: i runs over the elements of this thread.
+#define FAST_GRID_STRIDE(i, n)                                                                          \
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);                \
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
 // The storage type's tensor-core multiply m16n8k16 (row-major A, column-major B, float32
 // accumulators) and the packing of two floats into one A or B register (lower column first).
 template <typename T> struct Tensor16;

@@ -122,33 +122,13 @@ bool yes_no(const std::string& key, const std::string& value) {
 }
 
 PlanModel gpt(const char* name, int layers, std::int64_t hidden, int heads) {
-  PlanModel m;
-  m.name = name;
-  m.layers = layers;
-  m.hidden = hidden;
-  m.heads = heads;
-  m.vocabulary = 51200;
-  m.sequence = 2048;
-  return m;
+  return {.name = name, .layers = layers, .hidden = hidden, .heads = heads, .vocabulary = 51200, .sequence = 2048};
 }
 
 PlanModel llama(const char* name, int layers, std::int64_t hidden, int heads, int kv, std::int64_t ffn) {
-  PlanModel m;
-  m.name = name;
-  m.layers = layers;
-  m.hidden = hidden;
-  m.heads = heads;
-  m.kv_heads = kv;
-  m.ffn_hidden = ffn;
-  m.gated_mlp = true;
-  m.vocabulary = 128256;
-  m.sequence = 8192;
-  m.tied = false;
-  m.bias = false;
-  m.rms_norm = true;
-  m.learned_positions = false;
-  m.dropout = false;
-  return m;
+  return {.name = name, .layers = layers, .hidden = hidden, .heads = heads, .kv_heads = kv, .ffn_hidden = ffn,
+          .gated_mlp = true, .vocabulary = 128256, .sequence = 8192, .tied = false, .bias = false, .rms_norm = true,
+          .learned_positions = false, .dropout = false};
 }
 
 }  // namespace
