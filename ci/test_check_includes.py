@@ -99,24 +99,19 @@ class LayeringCheck(unittest.TestCase):
         self.assertEqual(r.returncode, 1)
         self.assertIn("relative to itself", r.stdout)
 
-    def test_a_source_of_700_lines_fails_and_one_of_699_passes(self):
+    def test_a_file_at_its_length_limit_fails_and_one_line_less_passes(self):
         self.write("reference/comm/communicator.hpp", '#include "reference/core/error.hpp"\n')
-        self.write("reference/core/short.cpp", "// x\n" * 699)
-        self.assertEqual(run(self.root).returncode, 0)
-        self.write("reference/core/long.cu", "// x\n" * 700)
-        r = run(self.root)
-        self.assertEqual(r.returncode, 1)
-        self.assertIn("reference/core/long.cu: 700 lines (files here stay under 700)", r.stdout)
-
-    def test_tests_and_scripts_may_reach_999_lines_not_1000(self):
-        self.write("reference/comm/communicator.hpp", '#include "reference/core/error.hpp"\n')
-        self.write("correctness/test_short.cpp", "// x\n" * 999)
-        self.write("reports/short.py", "# x\n" * 999)
-        self.assertEqual(run(self.root).returncode, 0)
-        self.write("reports/tables/long.py", "# x\n" * 1000)
-        r = run(self.root)
-        self.assertEqual(r.returncode, 1)
-        self.assertIn("reports/tables/long.py: 1000 lines (files here stay under 1000)", r.stdout)
+        for path, limit in (("reference/core/long.cu", 700), ("bench/commands/long.cpp", 700),
+                            ("correctness/test_long.cpp", 1000), ("reports/tables/long.py", 1000)):
+            comment = "# x\n" if path.endswith(".py") else "// x\n"
+            self.write(path, comment * (limit - 1))
+            r = run(self.root)
+            self.assertEqual(r.returncode, 0, path + ": " + r.stdout + r.stderr)
+            self.write(path, comment * limit)
+            r = run(self.root)
+            self.assertEqual(r.returncode, 1, path)
+            self.assertIn(f"{path}: {limit} lines (files here stay under {limit})", r.stdout)
+            os.remove(os.path.join(self.root, path))
 
     def test_a_malformed_table_is_refused(self):
         with open(os.path.join(self.root, "reference", "layers.txt"), "a") as f:

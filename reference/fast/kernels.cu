@@ -11,13 +11,8 @@
 namespace parity::fast {
 namespace {
 
-using detail::check_launch;
-using detail::grid_for;
-using detail::kRowThreads;
-using detail::kWarpsPerRow;
-using detail::stream;
-using detail::Tensor16;
-using std::int64_t;
+using detail::check_launch, detail::grid_for, detail::kRowThreads, detail::kWarpsPerRow, detail::stream,
+    detail::Tensor16, std::int64_t;
 
 // (max, sum of exp(x - max)) of two parts of a row, combined.
 __device__ __forceinline__ void combine(float& m, float& s, float m2, float s2) {

@@ -14,13 +14,8 @@
 namespace parity::fast {
 namespace {
 
-using detail::check_launch;
-using detail::grid_for;
-using detail::kRowThreads;
-using detail::kWarpsPerRow;
-using detail::stream;
-using detail::Tensor16;
-using std::int64_t;
+using detail::check_launch, detail::grid_for, detail::kRowThreads, detail::kWarpsPerRow, detail::stream,
+    detail::Tensor16, std::int64_t;
 
 constexpr int kMaxPerThread = 16;  // columns per thread: rows of up to 4096
 constexpr int64_t kMaxColumns = int64_t{kRowThreads} * kMaxPerThread;
