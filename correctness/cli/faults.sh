@@ -76,6 +76,17 @@ newest_rank() { # N
   sleep 1
   pgrep -n -f -- "--out $work/"
 }
+# Waits until process PID's main thread is asleep in clock_nanosleep (x86_64's syscall 230) at
+# three looks 0.2 s apart: a rank in its injected stall, which sleeps a second at a time, and
+# not one still starting (whose waits are short), however loaded the machine.
+in_stall() { # PID
+  local seen=0
+  for _ in $(seq 300); do
+    if [ "$(cut -d' ' -f1 "/proc/$1/syscall" 2>/dev/null)" = 230 ]; then seen=$((seen + 1)); else seen=0; fi
+    [ "$seen" -ge 3 ] && return 0
+    sleep 0.2
+  done
+}
 long_bench=(bench collectives -q -e 16M -n 400 --force)
 
 case $scenario in
@@ -131,11 +142,11 @@ case $scenario in
   death_names_operation)
     # Rank 2 stalls before its first operation and is killed there: the line names the
     # operation the other ranks were in when mpirun stopped them.
-    run_then 0 "victim=\$(newest_rank 3); kill -KILL \$victim" bench collectives -q -e 8 -T 60 --np 3 --inject-stall 2 --out "$work/d.h5" --force
+    run_then 0 "victim=\$(newest_rank 3); in_stall \$victim; kill -KILL \$victim" bench collectives -q -e 8 -T 60 --np 3 --inject-stall 2 --out "$work/d.h5" --force
     expect_status 6
     expect_lines 1
     expect_line "^parity: rank 2 on [^ ]+ died \(signal 9, Killed\) while ranks 0, 1 on [^ ]+ were in [a-z_]+ [0-9]+ x [a-z0-9]+ \(native\)( of [^;]+)?; the job was stopped$"
-    run_then 0 "victim=\$(newest_rank 3); kill -TERM \$victim" bench collectives -q -e 8 -T 60 --np 3 --inject-stall 2 --out "$work/d.h5" --force
+    run_then 0 "victim=\$(newest_rank 3); in_stall \$victim; kill -TERM \$victim" bench collectives -q -e 8 -T 60 --np 3 --inject-stall 2 --out "$work/d.h5" --force
     expect_status 6
     expect_line "^parity: rank 2 on [^ ]+ was stopped by SIGTERM from outside parity during an injected stall; the job was stopped$"
     no_leftovers ;;
