@@ -6,9 +6,9 @@
 #   faults.sh PARITY WORKDIR SCENARIO
 set -u
 parity=$1 work=$2 scenario=$3
-rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 # shellcheck source=wait_rows.sh
 . "$(dirname "$0")/wait_rows.sh"
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 err=$work/stderr out=$work/stdout
 
 fail() {
@@ -49,10 +49,8 @@ run_then() { # DELAY ACTION ARGS...
   shift 2
   "$parity" "$@" >"$out" 2>"$err" &
   pid=$!
-  if [ "$delay" = rows ]; then
-    wait_for_rows "$pid" "$(out_of "$@").journal"
-  elif [[ $delay == /* ]]; then
-    wait_for_rows "$pid" "$(out_of "$@").journal" "$delay"
+  if [ "$delay" = rows ] || [[ $delay == /* ]]; then
+    wait_for_rows "$pid" "$(out_of "$@").journal" "${delay#rows}"
   else
     sleep "$delay"
   fi
