@@ -482,22 +482,35 @@ void record_scaling_bench(Session& session, const ScalingBenchOutcome& scaling) 
 
 namespace {
 
-// The options both commands take.
-void declare_steps(CommandOptions& o, ParallelBenchOptions& p) {
-  o.add("--steps", p.steps, "Timed steps (scaling: the median is reported; memory: the last is measured)", {2, 3});
-  o.add("--warmup", p.warmup, "Untimed steps first");
-}
+// What both commands share: their options, the ones both take, and the plan checked before any
+// rank starts.
+class ParallelBenchCommand : public Command {
+ public:
+  using Command::Command;
+  std::optional<int> prepare(std::optional<int>) override {
+    plan_parallel_bench(options_);
+    return std::nullopt;
+  }
 
-class BenchMemory final : public Command {
+ protected:
+  void declare_steps(CommandOptions& o) {
+    o.add("--steps", options_.steps, "Timed steps (scaling: the median is reported; memory: the last is measured)",
+          {2, 3});
+    o.add("--warmup", options_.warmup, "Untimed steps first");
+  }
+  ParallelBenchOptions options_;
+};
+
+class BenchMemory final : public ParallelBenchCommand {
  public:
   BenchMemory()
-      : Command({.name = "bench memory",
-                 .help = "Peak bytes per category on every rank for data parallelism and ZeRO stages 1-3 at world sizes "
-                         "1 to --np, beside the ZeRO paper's model-state formulas (which must match), and the bytes each "
-                         "rank sent",
-                 .order = 40,
-                 .in_run = true,
-                 .tables = {&kMemoryBenchTable}}) {}
+      : ParallelBenchCommand({.name = "bench memory",
+                              .help = "Peak bytes per category on every rank for data parallelism and ZeRO stages 1-3 "
+                                      "at world sizes 1 to --np, beside the ZeRO paper's model-state formulas (which "
+                                      "must match), and the bytes each rank sent",
+                              .order = 40,
+                              .in_run = true,
+                              .tables = {&kMemoryBenchTable}}) {}
 
   void declare(CommandOptions& o) override {
     ParallelBenchOptions& p = options_;
@@ -507,12 +520,7 @@ class BenchMemory final : public Command {
     o.add("--precision", p.precisions, "mixed (bfloat16 parameters and gradients, float32 master weights and Adam "
                                        "moments: K = 12), float32, float64; comma-separated");
     o.add("--batch", p.batch, "Rows per rank");
-    declare_steps(o, p);
-  }
-
-  std::optional<int> prepare(std::optional<int>) override {
-    plan_parallel_bench(options_);
-    return std::nullopt;
+    declare_steps(o);
   }
 
   int execute(Job& job) override {
@@ -531,21 +539,20 @@ class BenchMemory final : public Command {
                        "strategy,zero_stage,precision,world_size,rank,model_state_bytes,matches_formula",
                        {3, 10}};
   }
-
- private:
-  ParallelBenchOptions options_;
 };
 
-class BenchScaling final : public Command {
+class BenchScaling final : public ParallelBenchCommand {
  public:
   BenchScaling()
-      : Command({.name = "bench scaling",
-                 .help = "Strong and weak scaling of a data-parallel training step at 1 to --np ranks (speedup, "
-                         "efficiency, Amdahl fit, alpha-beta prediction of the gradient all-reduce) and the "
-                         "communication hidden by overlapping bucketed all-reduces with backward",
-                 .order = 50,
-                 .in_run = true,
-                 .tables = {&kScalingBenchTable, &kOverlapBenchTable, &kPointToPointTable, &kCalibrateTable, &kCalibrateLinksTable, &kCalibrateCollectivesTable}}) {
+      : ParallelBenchCommand({.name = "bench scaling",
+                              .help = "Strong and weak scaling of a data-parallel training step at 1 to --np ranks "
+                                      "(speedup, efficiency, Amdahl fit, alpha-beta prediction of the gradient "
+                                      "all-reduce) and the communication hidden by overlapping bucketed all-reduces "
+                                      "with backward",
+                              .order = 50,
+                              .in_run = true,
+                              .tables = {&kScalingBenchTable, &kOverlapBenchTable, &kPointToPointTable,
+                                         &kCalibrateTable, &kCalibrateLinksTable, &kCalibrateCollectivesTable}}) {
     options_.model = "tiny";
     options_.precisions = "float32";  // scaling trains in float32
   }
@@ -564,12 +571,7 @@ class BenchScaling final : public Command {
           "--device cuda only: the ranks are one data-parallel job, strong scaling at the world sizes that divide "
           "--batch, and the overlap measured with the gradients' sums beside backward and after it)");
     o.add("--dtype", p.dtype, "With --path fast: bfloat16 (the default) or float16");
-    declare_steps(o, p);
-  }
-
-  std::optional<int> prepare(std::optional<int>) override {
-    plan_parallel_bench(options_);
-    return std::nullopt;
+    declare_steps(o);
   }
 
   int execute(Job& job) override {
@@ -605,9 +607,6 @@ class BenchScaling final : public Command {
                        "TERM",
                        {"bench/point_to_point", "bench/scaling"}};
   }
-
- private:
-  ParallelBenchOptions options_;
 };
 
 const RegisteredCommand<BenchMemory> kBenchMemory;

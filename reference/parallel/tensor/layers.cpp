@@ -36,7 +36,7 @@ Tensor input_gradient(const TensorParallel& tp, Tensor& dx_whole, const std::str
 ColumnParallelLinear::ColumnParallelLinear(std::string name, std::int64_t in, std::int64_t out, bool bias,
                                            DataType dtype, double init_std, std::uint64_t seed,
                                            const TensorParallel& tp, ColumnSplit split, int shard)
-    : Layer(std::move(name)), tp_(tp) {
+    : ParallelLinear(std::move(name), tp) {
   weight_ = &add_sharded_parameter(this->name() + ".weight", split.spec(in, out, shard, tp.size()), dtype,
                                    Init::normal(0, init_std), seed);
   if (bias)
@@ -70,7 +70,7 @@ Tensor ColumnParallelLinear::do_backward(const Tensor& dy, const model::PassCont
 
 RowParallelLinear::RowParallelLinear(std::string name, std::int64_t in, std::int64_t out, bool bias, DataType dtype,
                                      double init_std, std::uint64_t seed, const TensorParallel& tp)
-    : Layer(std::move(name)), tp_(tp) {
+    : ParallelLinear(std::move(name), tp) {
   weight_ = &add_sharded_parameter(this->name() + ".weight", std::move(ShardSpec({in, out}).split(0, tp.rank(), tp.size())),
                                    dtype, Init::normal(0, init_std), seed);
   if (bias) bias_ = &add_parameter("bias", {out}, dtype, Init::constant(0), seed);

@@ -39,7 +39,17 @@ struct ColumnSplit {
   ShardSpec spec(std::int64_t in, std::int64_t out, int shard, int shards) const;
 };
 
-class ColumnParallelLinear : public model::Layer {
+// What a column- or row-parallel linear holds: the group, and this rank's shards of the weight
+// and (when it has one) the bias.
+class ParallelLinear : public model::Layer {
+ protected:
+  ParallelLinear(std::string name, const TensorParallel& tp) : Layer(std::move(name)), tp_(tp) {}
+  const TensorParallel& tp_;
+  model::Parameter* weight_ = nullptr;
+  model::Parameter* bias_ = nullptr;
+};
+
+class ColumnParallelLinear : public ParallelLinear {
  public:
   // `shard`: which part this rank holds (its rank in the group, unless a fault says otherwise).
   ColumnParallelLinear(std::string name, std::int64_t in, std::int64_t out, bool bias, DataType dtype,
@@ -49,14 +59,9 @@ class ColumnParallelLinear : public model::Layer {
  protected:
   Tensor do_forward(const Tensor& x, const model::PassContext& context) override;
   Tensor do_backward(const Tensor& dy, const model::PassContext& context) override;
-
- private:
-  const TensorParallel& tp_;
-  model::Parameter* weight_;
-  model::Parameter* bias_ = nullptr;
 };
 
-class RowParallelLinear : public model::Layer {
+class RowParallelLinear : public ParallelLinear {
  public:
   RowParallelLinear(std::string name, std::int64_t in, std::int64_t out, bool bias, DataType dtype, double init_std,
                     std::uint64_t seed, const TensorParallel& tp);
@@ -65,11 +70,6 @@ class RowParallelLinear : public model::Layer {
  protected:
   Tensor do_forward(const Tensor& x, const model::PassContext& context) override;
   Tensor do_backward(const Tensor& dy, const model::PassContext& context) override;
-
- private:
-  const TensorParallel& tp_;
-  model::Parameter* weight_;
-  model::Parameter* bias_ = nullptr;
 };
 
 // Dropout on whole activations, or (sequence parallelism) on a sequence shard, drawing exactly

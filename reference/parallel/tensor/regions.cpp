@@ -1,5 +1,4 @@
-#include <cstdlib>
-// Tensor-parallel collectives on activations and the conjugate operators (see regions.hpp).
+// Tensor-parallel collectives on activations (see regions.hpp).
 #include "reference/parallel/tensor/regions.hpp"
 
 #include <chrono>
@@ -45,7 +44,6 @@ std::map<std::string, double> TensorParallel::bytes_by_layer() const {
 }
 
 template <typename F> void TensorParallel::timed(const std::string& site, F&& f) const {
-  if (std::getenv("PARITY_PREBARRIER")) group_.barrier();
   const auto start = std::chrono::steady_clock::now();
   const std::uint64_t before = group_.traffic().bytes_sent;
   f();
@@ -65,6 +63,16 @@ Around around(const Tensor& t, int dim) {
   a.n = t.dim(dim);
   for (int d = dim + 1; d < t.rank(); ++d) a.inner *= t.dim(d);
   return a;
+}
+
+// An empty activation for one of t parts of `whole` along `dim` (refused unless t divides it).
+Tensor empty_part(const Tensor& whole, int dim, int t, const Around& a, const std::string& suffix) {
+  if (a.n % t != 0)
+    throw Error("tensor parallelism: " + whole.describe() + " dimension " + std::to_string(dim) + " of " +
+                std::to_string(a.n) + " does not split over " + std::to_string(t) + " ranks");
+  Shape shape = whole.shape();
+  shape[static_cast<std::size_t>(dim)] /= t;
+  return Tensor::empty(whole.name() + suffix, shape, whole.dtype(), MemoryCategory::activations, whole.space());
 }
 
 Tensor scratch_like(const Tensor& t, const std::string& name, std::int64_t count, MemoryCategory category) {
@@ -130,12 +138,7 @@ Tensor TensorParallel::all_gather(const Tensor& shard, int dim, const std::strin
 Tensor TensorParallel::reduce_scatter(const Tensor& whole, int dim, const std::string& site) const {
   const int t = size();
   const Around a = around(whole, dim);
-  if (a.n % t != 0)
-    throw Error("tensor parallelism: " + whole.describe() + " dimension " + std::to_string(dim) + " of " +
-                std::to_string(a.n) + " does not split over " + std::to_string(t) + " ranks");
-  Shape shape = whole.shape();
-  shape[static_cast<std::size_t>(dim)] /= t;
-  Tensor part = Tensor::empty(whole.name() + ".scattered", shape, whole.dtype(), MemoryCategory::activations, whole.space());
+  Tensor part = empty_part(whole, dim, t, a, ".scattered");
   if (t == 1) {
     copy_into(part, whole);
     return part;
@@ -158,53 +161,13 @@ Tensor TensorParallel::reduce_scatter(const Tensor& whole, int dim, const std::s
 Tensor TensorParallel::split(const Tensor& whole, int dim, const std::string&) const {
   const int t = size();
   const Around a = around(whole, dim);
-  if (a.n % t != 0)
-    throw Error("tensor parallelism: " + whole.describe() + " dimension " + std::to_string(dim) + " of " +
-                std::to_string(a.n) + " does not split over " + std::to_string(t) + " ranks");
-  Shape shape = whole.shape();
-  shape[static_cast<std::size_t>(dim)] /= t;
-  Tensor part = Tensor::empty(whole.name() + ".split", shape, whole.dtype(), MemoryCategory::activations, whole.space());
+  Tensor part = empty_part(whole, dim, t, a, ".split");
   const std::int64_t block = a.n / t * a.inner;
   const BufferView src = whole.view(), dst = part.view();
   for (std::int64_t o = 0; o < a.outer; ++o)
     copy_buffer(dst.slice(static_cast<std::size_t>(o * block), static_cast<std::size_t>(block)),
                 src.slice(static_cast<std::size_t>((o * t + rank()) * block), static_cast<std::size_t>(block)));
   return part;
-}
-
-// ---- the conjugate operators ----
-
-Tensor CopyToTensorParallelRegion::do_backward(const Tensor& dy, const model::PassContext&) {
-  Tensor dx = dy.clone(name() + ".dx", MemoryCategory::activations);
-  tp_.all_reduce(dx, name());
-  return dx;
-}
-
-Tensor ReduceFromTensorParallelRegion::do_forward(const Tensor& x, const model::PassContext&) {
-  Tensor y = x.clone(name() + ".out", MemoryCategory::activations);
-  tp_.all_reduce(y, name());
-  return y;
-}
-
-Tensor GatherFromSequenceParallelRegion::do_forward(const Tensor& x, const model::PassContext&) {
-  return tp_.all_gather(x, 1, name());
-}
-Tensor GatherFromSequenceParallelRegion::do_backward(const Tensor& dy, const model::PassContext&) {
-  return tp_.reduce_scatter(dy, 1, name());
-}
-
-Tensor ReduceScatterToSequenceParallelRegion::do_forward(const Tensor& x, const model::PassContext&) {
-  return tp_.reduce_scatter(x, 1, name());
-}
-Tensor ReduceScatterToSequenceParallelRegion::do_backward(const Tensor& dy, const model::PassContext&) {
-  return tp_.all_gather(dy, 1, name());
-}
-
-Tensor ScatterToSequenceParallelRegion::do_forward(const Tensor& x, const model::PassContext&) {
-  return tp_.split(x, 1, name());
-}
-Tensor ScatterToSequenceParallelRegion::do_backward(const Tensor& dy, const model::PassContext&) {
-  return tp_.all_gather(dy, 1, name());
 }
 
 }  // namespace parity::parallel

@@ -1,12 +1,8 @@
 // Tensor parallelism's communication (Shoeybi et al. 2019; sequence parallelism, Korthikanti
-// et al. 2022): the tensor-parallel group, its collectives on activations, and the conjugate
-// operators as layers, named for what they do forward (the backward is the other):
-//
-//   CopyToTensorParallelRegion           forward identity           backward all-reduce
-//   ReduceFromTensorParallelRegion       forward all-reduce         backward identity
-//   GatherFromSequenceParallelRegion     forward all-gather (seq)   backward reduce-scatter (seq)
-//   ReduceScatterToSequenceParallelRegion forward reduce-scatter    backward all-gather
-//   ScatterToSequenceParallelRegion      forward split (seq)        backward all-gather
+// et al. 2022): the tensor-parallel group and its collectives on activations. The layers
+// (layers.hpp) call them as the conjugate operators, each the other's backward: identity and
+// all-reduce (f, at a column-parallel input), all-reduce and identity (g, at a row-parallel
+// output), all-gather and reduce-scatter along the sequence (with sequence parallelism).
 //
 // Activations are [B, T, C]; the sequence dimension is 1, so rank r of t holds tokens
 // [r T/t, (r+1) T/t) of every sequence. Every collective runs a reference algorithm on the
@@ -74,72 +70,6 @@ class TensorParallel {
   const AlgorithmDescriptor* reduce_scatter_;
   mutable double seconds_ = 0;
   mutable std::map<std::string, std::uint64_t> bytes_;
-};
-
-// The conjugate operators (see the top of this file).
-class CopyToTensorParallelRegion : public model::Layer {
- public:
-  CopyToTensorParallelRegion(std::string name, const TensorParallel& tp) : Layer(std::move(name)), tp_(tp) {}
-  const char* kind() const override { return "copy_to_tp_region"; }
-
- protected:
-  Tensor do_forward(const Tensor& x, const model::PassContext&) override { return x; }
-  Tensor do_backward(const Tensor& dy, const model::PassContext& context) override;
-
- private:
-  const TensorParallel& tp_;
-};
-
-class ReduceFromTensorParallelRegion : public model::Layer {
- public:
-  ReduceFromTensorParallelRegion(std::string name, const TensorParallel& tp) : Layer(std::move(name)), tp_(tp) {}
-  const char* kind() const override { return "reduce_from_tp_region"; }
-
- protected:
-  Tensor do_forward(const Tensor& x, const model::PassContext& context) override;
-  Tensor do_backward(const Tensor& dy, const model::PassContext&) override { return dy; }
-
- private:
-  const TensorParallel& tp_;
-};
-
-class GatherFromSequenceParallelRegion : public model::Layer {
- public:
-  GatherFromSequenceParallelRegion(std::string name, const TensorParallel& tp) : Layer(std::move(name)), tp_(tp) {}
-  const char* kind() const override { return "gather_from_sp_region"; }
-
- protected:
-  Tensor do_forward(const Tensor& x, const model::PassContext& context) override;
-  Tensor do_backward(const Tensor& dy, const model::PassContext& context) override;
-
- private:
-  const TensorParallel& tp_;
-};
-
-class ReduceScatterToSequenceParallelRegion : public model::Layer {
- public:
-  ReduceScatterToSequenceParallelRegion(std::string name, const TensorParallel& tp) : Layer(std::move(name)), tp_(tp) {}
-  const char* kind() const override { return "reduce_scatter_to_sp_region"; }
-
- protected:
-  Tensor do_forward(const Tensor& x, const model::PassContext& context) override;
-  Tensor do_backward(const Tensor& dy, const model::PassContext& context) override;
-
- private:
-  const TensorParallel& tp_;
-};
-
-class ScatterToSequenceParallelRegion : public model::Layer {
- public:
-  ScatterToSequenceParallelRegion(std::string name, const TensorParallel& tp) : Layer(std::move(name)), tp_(tp) {}
-  const char* kind() const override { return "scatter_to_sp_region"; }
-
- protected:
-  Tensor do_forward(const Tensor& x, const model::PassContext& context) override;
-  Tensor do_backward(const Tensor& dy, const model::PassContext& context) override;
-
- private:
-  const TensorParallel& tp_;
 };
 
 }  // namespace parity::parallel
