@@ -211,7 +211,8 @@ class BenchCalibrate final : public Command {
     double memory_GB = host_GB / static_cast<double>(std::max<std::int64_t>(1, s.ranks_per_host()));
     int multiprocessors = 1;
     if (s.on_gpu()) {
-      const cuda::DeviceInfo& gpu = cuda::devices().at(static_cast<std::size_t>(cuda::selected_device()));
+      // A copy: devices() returns its list by value, which is gone at the end of this statement.
+      const cuda::DeviceInfo gpu = cuda::devices().at(static_cast<std::size_t>(cuda::selected_device()));
       memory_GB = static_cast<double>(gpu.total_bytes) / 1e9;
       multiprocessors = gpu.multiprocessors;
     }
