@@ -197,8 +197,13 @@ TensorResult run_tensor_case(Communicator& comm, const TensorCase& c) {
   for (int i = 0; i < config.layers; ++i) check("blocks." + std::to_string(i), formula.block);
   check("lm_head", formula.head);
   check("loss", formula.loss);
+  // The sequence-sharded gradients' sums: once per step, or every micro-batch under ZeRO-2/3.
+  const double gradient_sums =
+      c.technique->sequence_parallel ? (c.data_parallel->zero_stage >= 2 ? c.micro_batches : 1) : 0;
+  const double gradient_bytes = gradient_sums * theory::sequence_parallel_gradient_bytes_per_rank(config, c.tp, e);
+  check(parallel::kSequenceShardedGradientsSite, gradient_bytes);
   for (const auto& [layer, bytes] : measured) r.bytes_sent += bytes;
-  r.bytes_formula = formula.total(config.layers);
+  r.bytes_formula = formula.total(config.layers) + gradient_bytes;
   failures += failed_on_any_rank(comm, "tensor-parallel bytes differ from the formula", wrong);
   r.bytes_sent = max_over_ranks(comm, r.bytes_sent);
   r.bytes_formula = max_over_ranks(comm, r.bytes_formula);

@@ -3,7 +3,6 @@
 #include "reference/parallel/tensor/tensor_parallel.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 
 #include "reference/core/error.hpp"
@@ -115,8 +114,7 @@ std::vector<model::Parameter*> sequence_sharded_gradients(model::Model& model, c
 
 TensorParallelSync::TensorParallelSync(const TensorParallel& tp, model::Model& model, bool every_micro_batch)
     : tp_(tp),
-      every_micro_batch_(every_micro_batch),
-      algorithm_(&find_algorithm(Collective::all_reduce, tp.config().all_reduce)) {
+      every_micro_batch_(every_micro_batch) {
   const std::vector<model::Parameter*> summed = sequence_sharded_gradients(model, tp);
   for (model::Layer* layer : model::all_layers(model.layers()))
     for (model::Parameter* p : layer->own_parameters())
@@ -147,13 +145,8 @@ void TensorParallelSync::on_layer(model::Layer& layer, model::HookPoint point, c
   if (point != model::HookPoint::after_backward || tp_.size() == 1 || !(every_micro_batch_ || last_)) return;
   auto it = owned_.find(&layer);
   if (it == owned_.end()) return;
-  const auto start = std::chrono::steady_clock::now();
-  for (model::Parameter* p : it->second) {
-    CollectiveCall call;
-    call.send = call.recv = p->gradient().view();
-    run_collective(tp_.group(), *algorithm_, call, kHalfReduction);
-  }
-  exposed_seconds += seconds_since(start);
+  for (model::Parameter* p : it->second) tp_.all_reduce(p->gradient(), kSequenceShardedGradientsSite);
+  take_collective_time();
 }
 
 // ---- gathering the shards ----

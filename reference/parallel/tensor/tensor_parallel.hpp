@@ -41,6 +41,10 @@ std::unique_ptr<model::Model> build_tensor_parallel_gpt(const model::GptConfig& 
 // position table. Empty without sequence parallelism.
 std::vector<model::Parameter*> sequence_sharded_gradients(model::Model& model, const TensorParallel& tp);
 
+// The site (TensorParallel::bytes_by_site) of those gradients' sums: a layer of its own in
+// bytes_by_layer, beside the activations' collectives.
+inline constexpr const char* kSequenceShardedGradientsSite = "sp_gradients";
+
 // The tensor-parallel part of the step: with sequence parallelism, sums those gradients over
 // the group right after the backward of the layer that owns them (when they are final, before
 // a data-parallel synchronisation placed after this part may start reducing them: DDP's
@@ -66,7 +70,6 @@ class TensorParallelSync : public GradientSync {
   double seen_ = 0;
   bool last_ = false;
   std::map<const model::Layer*, std::vector<model::Parameter*>> owned_;  // layer -> the summed parameters it owns
-  const AlgorithmDescriptor* algorithm_;
 };
 
 // The whole parameters (and optimizer state) from every rank's shards: each sharded parameter
