@@ -118,12 +118,6 @@ void register_command(Command& command) {
 
 const std::vector<Command*>& commands() { return registry(); }
 
-Command* find_command(const std::string& name) {
-  for (Command* c : registry())
-    if (c->info().name == name) return c;
-  return nullptr;
-}
-
 namespace {
 
 // parity's own arguments without --np and --hostfile, for the relaunched ranks.

@@ -148,8 +148,6 @@ class Command {
 
 // Every registered command, by order.
 const std::vector<Command*>& commands();
-// The command named `name`, or null.
-Command* find_command(const std::string& name);
 
 // Adds a command to the registry for the life of the program (a namespace-scope constant in the
 // command's file). A name registered twice stops the program at start-up.
