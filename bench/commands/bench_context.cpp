@@ -132,6 +132,27 @@ struct ContextBenchOutcome {
   std::size_t failures = 0;
 };
 
+std::size_t context_bench_bytes_per_rank(const ContextBenchPlan& plan, int rows) {
+  const double e = static_cast<double>(size_of(plan.config.dtype));
+  const double w = plan.config.dtype == DataType::bfloat16 ? 4 : e;  // attention works in float32 then
+  const auto r = static_cast<double>(rows), h = static_cast<double>(plan.config.hidden);
+  std::size_t most = 0;
+  for (const int cp : plan.cp)
+    for (const std::int64_t s : plan.sequences) {
+      model::GptConfig c = plan.config;
+      c.sequence = s;  // the position table grows with it
+      const double local = static_cast<double>(s / cp);
+      const double blocks = static_cast<double>(theory::context_block_activation_bytes(
+                                s, rows, c.hidden, c.heads, cp, static_cast<std::int64_t>(e), static_cast<std::int64_t>(w),
+                                theory::statistic_bytes(c.dtype))) *
+                            c.layers;
+      const double gathered = 2 * r * static_cast<double>(s) * h * w;
+      const double scores = 2 * r * static_cast<double>(c.heads) * local * local * w;
+      most = std::max(most, estimated_bytes(blocks + gathered + scores + gpt_training_bytes_beside_blocks(c, r, local)));
+    }
+  return most;
+}
+
 ContextBenchOutcome run_context_bench(Session& session, const ContextBenchPlan& plan, const ContextBenchOptions& options) {
   // Context parallelism's attention blocks have no device kernels: on a device run it runs on
   // the host world, and says so.
@@ -328,6 +349,7 @@ class BenchContext final : public Command {
   int execute(Job& job) override {
     Session& s = job.session;
     const ContextBenchPlan plan = plan_context_bench(options_, s.world().size());
+    s.check_memory(context_bench_bytes_per_rank(plan, options_.rows), "the context benchmark");
     s.maybe_inject_stall();
     const ContextBenchOutcome outcome = run_context_bench(s, plan, options_);
     if (s.is_root()) {

@@ -56,5 +56,10 @@ struct ContextBenchPlan {
 // the precision, the variants, cp sizes of at least 1, sequences divisible by 2 cp for every cp,
 // heads divisible by cp for Ulysses. world_size (when known) must be a multiple of every cp.
 ContextBenchPlan plan_context_bench(const ContextBenchOptions& options, int world_size = 0);
+// The most a rank holds over the plan's runs, for the memory check: the blocks' activations at
+// its local tokens (theory::context_block_activation_bytes), the whole K and V the all-gather
+// variant gathers, one block of attention scores and probabilities, and the rest of training
+// (gpt_training_bytes_beside_blocks).
+std::size_t context_bench_bytes_per_rank(const ContextBenchPlan& plan, int rows);
 
 }  // namespace parity::cli

@@ -140,14 +140,10 @@ std::size_t model_bench_bytes_per_rank(const ModelBenchPlan& plan) {
   std::size_t most = 0;
   for (const auto& m : plan.models) {
     const auto& c = m.config;
-    const auto e = static_cast<double>(size_of(c.dtype));
-    const double b = static_cast<double>(plan.batch), s = static_cast<double>(c.sequence), h = static_cast<double>(c.hidden);
-    // Parameters, gradients and two AdamW moments; activations kept by the blocks; logits and
-    // their gradient; a few transient [B, s, h] tensors.
-    // (A block's activations are linear in the rows: one row's, times the rows, in double.)
+    const auto b = static_cast<double>(plan.batch);
+    // The blocks' activations (linear in the rows: one row's, times the rows, in double) and the rest.
     const double bytes = static_cast<double>(theory::parity_block_activation_bytes(c, 1)) * b * c.layers +
-                         e * (4.0 * static_cast<double>(theory::gpt_parameters(c)) +
-                              3.0 * b * s * static_cast<double>(c.vocabulary) + 8.0 * b * s * h);
+                         gpt_training_bytes_beside_blocks(c, b, static_cast<double>(c.sequence));
     most = std::max(most, estimated_bytes(bytes));
   }
   return most;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -25,6 +26,7 @@
 #include "reference/parallel/state/store.hpp"
 #include "reference/parallel/techniques/techniques.hpp"
 #include "reference/parallel/tensor/tensor_parallel.hpp"
+#include "reference/theory/model.hpp"
 #include "reference/theory/parallel.hpp"
 
 namespace parity::cli {
@@ -208,6 +210,15 @@ struct StateBenchOutcome {
   std::size_t failures = 0;
 };
 
+std::size_t state_bytes_per_rank(const model::GptConfig& config, int world_size, int trainers, int gathered) {
+  const auto world = static_cast<double>(std::max(world_size, 1));
+  const double rows = std::ceil(std::max(8.0, world) / world);
+  const double trainer = static_cast<double>(theory::parity_block_activation_bytes(config, 1)) * rows * config.layers +
+                         gpt_training_bytes_beside_blocks(config, rows, static_cast<double>(config.sequence));
+  const double copy = 8.0 * 4.0 * static_cast<double>(theory::gpt_parameters(config));
+  return estimated_bytes(trainers * trainer + gathered * copy);
+}
+
 StateBenchOutcome run_state_bench(Session& session, const StateBenchPlan& plan, const StateBenchOptions& options) {
   Communicator& world = session.world();
   StateBenchOutcome out;
@@ -362,6 +373,8 @@ class BenchState final : public Command {
   int execute(Job& job) override {
     Session& s = job.session;
     const StateBenchPlan plan = plan_state_bench(options_);
+    // The trainer saved and the one restoring it, and their gathered states compared.
+    s.check_memory(state_bytes_per_rank(plan.config, s.world().size(), 2, 2), "the state benchmark");
     s.maybe_inject_stall();
     const StateBenchOutcome outcome = run_state_bench(s, plan, options_);
     if (s.is_root()) {

@@ -77,5 +77,10 @@ struct StateBenchPlan {
 // Checks every option (UsageError naming the bad one); a tp size against the world is checked
 // when the ranks run.
 StateBenchPlan plan_state_bench(const StateBenchOptions& options);
+// What a rank holds with `trainers` trainers of `config` alive at once and `gathered` copies of
+// the whole state in double (values, float32 masters and AdamW's moments), in the data-parallel
+// layout (the largest share) over a world of world_size with the global batch of
+// max(8, world_size) rows these commands train on: for the memory check.
+std::size_t state_bytes_per_rank(const model::GptConfig& config, int world_size, int trainers, int gathered);
 
 }  // namespace parity::cli

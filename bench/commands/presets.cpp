@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "reference/core/error.hpp"
+#include "reference/theory/model.hpp"
 
 namespace parity::cli {
 
@@ -39,6 +40,13 @@ std::string model_presets_help() {
   std::string names;
   for (const auto& p : model_presets()) names += " " + p.name + " (" + p.config.describe() + ");";
   return names;
+}
+
+double gpt_training_bytes_beside_blocks(const model::GptConfig& config, double rows, double tokens) {
+  const auto e = static_cast<double>(size_of(config.dtype));
+  const double per_parameter = is_half(config.dtype) ? 2 * e + 12 : 4 * e;
+  return per_parameter * static_cast<double>(theory::gpt_parameters(config)) +
+         e * (3.0 * rows * tokens * static_cast<double>(config.vocabulary) + 8.0 * rows * tokens * static_cast<double>(config.hidden));
 }
 
 }  // namespace parity::cli

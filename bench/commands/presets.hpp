@@ -19,4 +19,11 @@ const ModelPreset& find_model_preset(const std::string& name);
 // " tiny (V=256 ...); small (...); ...": the presets for an option's help.
 std::string model_presets_help();
 
+// What a rank holds training `config` on `rows` sequences of `tokens` tokens each, beside its
+// blocks' activations: parameters, gradients and AdamW's two moments (in 16 bits the moments and
+// the float32 master weights at 4 bytes), the logits and their gradient, and a few transient
+// [rows, tokens, h] tensors. An estimate for the memory check before a run, not a formula the
+// runs are held to.
+double gpt_training_bytes_beside_blocks(const model::GptConfig& config, double rows, double tokens);
+
 }  // namespace parity::cli
