@@ -354,8 +354,8 @@ void Session::check_memory(std::size_t bytes_per_rank, const std::string& what) 
     const double needed = static_cast<double>(bytes_per_rank) * static_cast<double>(local->size());
     if (available != 0 && needed > static_cast<double>(available)) {
       char text[512];
-      std::snprintf(text, sizeof(text), "%s needs %.2f GiB on %s (%d ranks x %.2f GiB) but only %.2f GiB is available; lower the sizes (-e, --batch, --rows, --model) or the rank count",
-                    what.c_str(), needed / 1073741824.0, process_host().c_str(), local->size(),
+      std::snprintf(text, sizeof(text), "%s needs %.2f GiB on %s (%d rank%s x %.2f GiB) but only %.2f GiB is available; lower the sizes (-e, --batch, --rows, --model) or the rank count",
+                    what.c_str(), needed / 1073741824.0, process_host().c_str(), local->size(), local->size() == 1 ? "" : "s",
                     static_cast<double>(bytes_per_rank) / 1073741824.0, available / 1073741824.0);
       message = text;
     }

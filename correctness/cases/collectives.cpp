@@ -455,6 +455,11 @@ CaseResult run_case(Communicator& comm, const CollectiveCase& c, const Algorithm
 
 std::size_t case_bytes_per_rank(const CollectiveCase& c, int world_size) {
   const std::size_t element = size_of(c.dtype);
+  // A count whose buffers would not fit in a size (bench collectives -e 8E): more than any host
+  // holds, which the memory check refuses, instead of a sum that wraps to a few bytes.
+  const std::size_t most = std::numeric_limits<std::size_t>::max() / 16 / std::max<std::size_t>(element, 4) /
+                           static_cast<std::size_t>(std::max(world_size, 1));
+  if (c.count > most) return std::numeric_limits<std::size_t>::max();
   std::size_t largest = 0;  // over ranks: all_to_all_v's buffers differ by rank
   for (int r = 0; r < (has_block_counts(c.collective) ? world_size : 1); ++r)
     largest = std::max({largest, send_count(c, world_size, r), recv_count(c, world_size, r)});
