@@ -158,6 +158,16 @@ TEST(Theory, TensorParallelPredictedTimeIsItsAlphaAndBetaTerms) {
         EXPECT_NEAR(tensor_parallel_predicted_seconds(c, 3, t, sp, e, 4, {1e-6, 0}), messages * 1e-6, 1e-15);
       }
   EXPECT_EQ(tensor_parallel_predicted_seconds(c, 3, 1, true, 4, 4, {1e-6, 1e-9}), 0.0);
+  // The sums of the sequence-sharded gradients: beta times their bytes, and 2 (t-1) messages for
+  // each of the 2 (2L + 1) LayerNorm parameters and the position table, over the efficiency.
+  for (int t : {2, 3, 4}) {
+    SCOPED_TRACE("t " + std::to_string(t));
+    EXPECT_NEAR(sequence_parallel_gradient_seconds(c, t, 2, {0, 1e-9}),
+                sequence_parallel_gradient_bytes_per_rank(c, t, 2) * 1e-9, 1e-21);
+    EXPECT_NEAR(sequence_parallel_gradient_seconds(c, t, 2, {1e-6, 0}, 0.5),
+                2.0 * (t - 1) * (2 * (2.0 * c.layers + 1) + 1) * 1e-6 / 0.5, 1e-15);
+  }
+  EXPECT_EQ(sequence_parallel_gradient_seconds(c, 1, 2, {1e-6, 1e-9}), 0.0);
   // Each kind at its own efficiency: with alpha only, the messages of each kind over its own.
   // SP: 6 all-gathers and 4 reduce-scatters a block, the embedding one of each, the head 2 and 1.
   const TensorParallelEfficiency slow{.all_reduce = 0.8, .all_gather = 0.5, .reduce_scatter = 0.25};

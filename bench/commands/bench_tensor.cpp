@@ -253,9 +253,15 @@ TensorBenchOutcome run_tensor_bench(Session& session, const TensorBenchPlan& pla
     const theory::TensorParallelMemory memory{
         [&](double bytes) { return 2 * bytes * calibration.stream_seconds_per_byte(std::max(working_set, 2 * bytes)); },
         [&](double bytes) { return calibration.fetch_seconds(bytes, working_set); }};
+    // With SP the measured time also holds the sums of the sequence-sharded gradients.
+    const double gradient_sums =
+        run.sequence_parallel
+            ? theory::sequence_parallel_gradient_seconds(c, run.tp, static_cast<double>(e), p2p.model, efficiency.all_reduce)
+            : 0.0;
     const double predicted = p2p.measured ? theory::tensor_parallel_predicted_seconds(c, rank_rows, run.tp, run.sequence_parallel,
                                                                                      static_cast<double>(e), static_cast<double>(theory::statistic_bytes(c.dtype)),
-                                                                                     p2p.model, efficiency, memory)
+                                                                                     p2p.model, efficiency, memory) +
+                                                gradient_sums
                                           : std::nan("");
     const double measured_total = r.embedding + c.layers * r.block + r.head + r.loss;
     const bool bytes_match = std::llround(r.embedding) == std::llround(formula.embedding) &&

@@ -44,6 +44,16 @@ double sequence_parallel_gradient_bytes_per_rank(const model::GptConfig& c, int 
   return 2.0 * (t - 1) / t * elements * e;
 }
 
+double sequence_parallel_gradient_seconds(const model::GptConfig& c, int t, double e, AlphaBeta m,
+                                          double all_reduce_efficiency) {
+  if (t <= 1) return 0;
+  const double layer_norms = 2.0 * c.layers + 1;  // two a block and the final one, gamma and beta each
+  const double h = static_cast<double>(c.hidden);
+  return (2 * layer_norms * ring_all_reduce_seconds(t, h * e, m) +
+          ring_all_reduce_seconds(t, static_cast<double>(c.sequence) * h * e, m)) /
+         all_reduce_efficiency;
+}
+
 std::int64_t tensor_parallel_block_activation_bytes(std::int64_t s, std::int64_t b, std::int64_t h, std::int64_t a,
                                                     int t, bool sequence_parallel, std::int64_t e, std::int64_t r) {
   const std::int64_t probabilities = b * (a / t) * s * s;

@@ -64,6 +64,10 @@ double tensor_parallel_predicted_seconds(const model::GptConfig& config, std::in
 // Bytes one rank sends to sum the sequence-sharded gradients once (SP): an all-reduce of every
 // LayerNorm's 2h elements and the position table's s h: 2 (t-1)/t (4 h L + 2 h + s h) e.
 double sequence_parallel_gradient_bytes_per_rank(const model::GptConfig& config, int t, double element_bytes);
+// The alpha-beta time of those sums, one ring all-reduce per parameter (every LayerNorm's gamma
+// and beta of h elements, the position table's s h) at the all-reduce's efficiency; 0 at t = 1.
+double sequence_parallel_gradient_seconds(const model::GptConfig& config, int t, double element_bytes, AlphaBeta model,
+                                          double all_reduce_efficiency = 1);
 
 // Activation bytes one rank keeps for backward per transformer layer, in parity's accounting
 // (theory/model.hpp: every saved tensor at element_bytes e, the 4 LayerNorm statistics per
