@@ -134,7 +134,8 @@ struct ContextBenchOutcome {
 
 std::size_t context_bench_bytes_per_rank(const ContextBenchPlan& plan, int rows) {
   const double e = static_cast<double>(size_of(plan.config.dtype));
-  const double w = plan.config.dtype == DataType::bfloat16 ? 4 : e;  // attention works in float32 then
+  // Attention works in float32 for a 16-bit model, as the runs below.
+  const double w = static_cast<double>(size_of(is_half(plan.config.dtype) ? DataType::float32 : plan.config.dtype));
   const auto r = static_cast<double>(rows), h = static_cast<double>(plan.config.hidden);
   std::size_t most = 0;
   for (const int cp : plan.cp)

@@ -139,12 +139,7 @@ void add_model_row(record::Table& table, const ModelRow& row) {
 std::size_t model_bench_bytes_per_rank(const ModelBenchPlan& plan) {
   std::size_t most = 0;
   for (const auto& m : plan.models) {
-    const auto& c = m.config;
-    const auto b = static_cast<double>(plan.batch);
-    // The blocks' activations (linear in the rows: one row's, times the rows, in double) and the rest.
-    const double bytes = static_cast<double>(theory::parity_block_activation_bytes(c, 1)) * b * c.layers +
-                         gpt_training_bytes_beside_blocks(c, b, static_cast<double>(c.sequence));
-    most = std::max(most, estimated_bytes(bytes));
+    most = std::max(most, estimated_bytes(gpt_training_bytes(m.config, static_cast<double>(plan.batch))));
   }
   return most;
 }

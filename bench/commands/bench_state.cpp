@@ -213,8 +213,7 @@ struct StateBenchOutcome {
 std::size_t state_bytes_per_rank(const model::GptConfig& config, int world_size, int trainers, int gathered) {
   const auto world = static_cast<double>(std::max(world_size, 1));
   const double rows = std::ceil(std::max(8.0, world) / world);
-  const double trainer = static_cast<double>(theory::parity_block_activation_bytes(config, 1)) * rows * config.layers +
-                         gpt_training_bytes_beside_blocks(config, rows, static_cast<double>(config.sequence));
+  const double trainer = gpt_training_bytes(config, rows);
   const double copy = 8.0 * 4.0 * static_cast<double>(theory::gpt_parameters(config));
   return estimated_bytes(trainers * trainer + gathered * copy);
 }

@@ -49,4 +49,10 @@ double gpt_training_bytes_beside_blocks(const model::GptConfig& config, double r
          e * (3.0 * rows * tokens * static_cast<double>(config.vocabulary) + 8.0 * rows * tokens * static_cast<double>(config.hidden));
 }
 
+double gpt_training_bytes(const model::GptConfig& config, double rows) {
+  // A block's activations are linear in the rows: one row's, times the rows, in double.
+  return static_cast<double>(theory::parity_block_activation_bytes(config, 1)) * rows * config.layers +
+         gpt_training_bytes_beside_blocks(config, rows, static_cast<double>(config.sequence));
+}
+
 }  // namespace parity::cli

@@ -25,5 +25,8 @@ std::string model_presets_help();
 // [rows, tokens, h] tensors. An estimate for the memory check before a run, not a formula the
 // runs are held to.
 double gpt_training_bytes_beside_blocks(const model::GptConfig& config, double rows, double tokens);
+// The same with the blocks' activations (theory::parity_block_activation_bytes) of `rows` whole
+// sequences: what a rank holds training `config` unsplit.
+double gpt_training_bytes(const model::GptConfig& config, double rows);
 
 }  // namespace parity::cli
