@@ -8,6 +8,7 @@
 #include <initializer_list>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "reference/fast/device_common.cuh"
 
@@ -97,11 +98,13 @@ __device__ __forceinline__ void load4(const float* p, float v[4]) {
 __device__ __forceinline__ void store4(float* p, const float v[4]) {
   *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
 }
-template <typename T> __device__ __forceinline__ void load4(const T* p, float v[4]) {
-  const uint2 x = *reinterpret_cast<const uint2*>(p);
+template <typename T> __device__ __forceinline__ void unpack4(uint2 x, float v[4]) {
   const T* e = reinterpret_cast<const T*>(&x);
 #pragma unroll
   for (int i = 0; i < 4; ++i) v[i] = Tensor16<T>::to_float(e[i]);
+}
+template <typename T> __device__ __forceinline__ void load4(const T* p, float v[4]) {
+  unpack4<T>(*reinterpret_cast<const uint2*>(p), v);
 }
 template <typename T> __device__ __forceinline__ void store4(T* p, const float v[4]) {
   *reinterpret_cast<uint2*>(p) = make_uint2(Tensor16<T>::pack(v[0], v[1]), Tensor16<T>::pack(v[2], v[3]));
@@ -109,9 +112,78 @@ template <typename T> __device__ __forceinline__ void store4(T* p, const float v
 
 // The same forward for rows of C % 4 == 0 columns on aligned buffers: a warp per row (no block
 // barriers, kWarpsPerRow rows in flight per block), lane l holding the groups of four columns
+// l + 32 j (j < VPL), each read and written as one vector access. Every read of a row is issued
+// before the first value is used or anything is written (the buffers do not overlap: restrict),
+// so a lane has all of its row's loads in flight at once.
+template <typename T, int VPL>
+__global__ void __launch_bounds__(kRowThreads, VPL > 4 && VPL <= 20 ? 2 : 1)
+    layernorm_forward_rows_kernel(const float* __restrict__ resid, const T* __restrict__ add,
+                                  float* __restrict__ resid_out, const T* __restrict__ gamma,
+                                  const T* __restrict__ beta, T* __restrict__ y, float* __restrict__ mean,
+                                  float* __restrict__ rstd, int64_t M, int64_t C) {
+  const int lane = threadIdx.x % 32;
+  const int64_t groups = C / 4, warps = static_cast<int64_t>(gridDim.x) * kWarpsPerRow;
+  for (int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerRow + threadIdx.x / 32; row < M; row += warps) {
+    float x[VPL][4];
+    uint2 a[VPL];  // the addend's four 16-bit values, unpacked where they are added
+#pragma unroll
+    for (int j = 0; j < VPL; ++j) {
+      const int64_t g = lane + 32 * j, at = row * C + 4 * g;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) x[j][e] = 0.f;
+      a[j] = make_uint2(0u, 0u);  // +0 in both 16-bit types
+      if (g < groups) {
+        load4(resid + at, x[j]);
+        if (add) a[j] = *reinterpret_cast<const uint2*>(add + at);
+      }
+    }
+    float sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < VPL; ++j) {
+      float v[4];
+      unpack4<T>(a[j], v);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        x[j][e] += v[e];
+        sum += x[j][e];
+      }
+    }
+    if (add)
+#pragma unroll
+      for (int j = 0; j < VPL; ++j)
+        if (lane + 32 * j < groups) store4(resid_out + row * C + 4 * (lane + 32 * j), x[j]);
+    const float mu = detail::warp_sum(sum) / static_cast<float>(C);
+    float squares = 0.f;
+#pragma unroll
+    for (int j = 0; j < VPL; ++j)
+      if (lane + 32 * j < groups)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) squares += (x[j][e] - mu) * (x[j][e] - mu);
+    const float rs = rsqrtf(detail::warp_sum(squares) / static_cast<float>(C) + kEps);
+#pragma unroll
+    for (int j = 0; j < VPL; ++j) {
+      const int64_t g = lane + 32 * j;
+      if (g < groups) {
+        float gm[4], bt[4], out[4];
+        load4(gamma + 4 * g, gm);
+        load4(beta + 4 * g, bt);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) out[e] = (x[j][e] - mu) * rs * gm[e] + bt[e];
+        store4(y + row * C + 4 * g, out);
+      }
+    }
+    if (lane == 0) {
+      mean[row] = mu;
+      rstd[row] = rs;
+    }
+  }
+}
+
+// The same forward for rows of C % 4 == 0 columns on aligned buffers: a warp per row (no block
+// barriers, kWarpsPerRow rows in flight per block), lane l holding the groups of four columns
 // l + 32 j (j < VPL), each read and written as one vector access.
 template <typename T, int VPL>
-__global__ void __launch_bounds__(kRowThreads) layernorm_forward_rows_kernel(const float* resid, const T* add,
+__global__ void __launch_bounds__(kRowThreads) layernorm_forward_rows_kernel_before(const float* resid, const T* add,
                                                                              float* resid_out, const T* gamma,
                                                                              const T* beta, T* y, float* mean,
                                                                              float* rstd, int64_t M, int64_t C) {
@@ -211,11 +283,95 @@ __global__ void __launch_bounds__(kRowThreads) layernorm_backward_kernel(const f
 }
 
 // The same backward for rows of C % 4 == 0 columns on aligned buffers: thread t holds the groups
+// of four columns t + kRowThreads j (j < VPT), read and written as vectors; all three of a row's
+// reads (dy, the saved input, the gradient it adds to) are issued before the first is used, and
+// the row's two sums are reduced together behind one barrier (two alternating buffers, so that a
+// fast warp writing the next row's sums cannot overwrite ones a slow warp still reads).
+template <typename T, int VPT>
+__global__ void __launch_bounds__(kRowThreads, VPT == 1 ? 5 : VPT == 2 ? 4 : 2)
+    layernorm_backward_rows_kernel(const float* __restrict__ resid, const float* __restrict__ mean,
+                                   const float* __restrict__ rstd, const T* __restrict__ gamma,
+                                   const T* __restrict__ dy, float* __restrict__ dresid, T* __restrict__ dresid16,
+                                   float* __restrict__ partial, int64_t M, int64_t C) {
+  __shared__ float2 buffer[2][kWarpsPerRow];
+  const int64_t groups = C / 4;
+  float dgamma[VPT][4] = {}, dbeta[VPT][4] = {}, gm[VPT][4] = {};  // zeros past C: they add nothing
+#pragma unroll
+  for (int j = 0; j < VPT; ++j) {
+    const int64_t g = threadIdx.x + int64_t{kRowThreads} * j;
+    if (g < groups) load4(gamma + 4 * g, gm[j]);
+  }
+  int which = 0;
+  for (int64_t row = blockIdx.x; row < M; row += gridDim.x, which ^= 1) {
+    const float mu = mean[row], rs = rstd[row];
+    float r[VPT][4], acc[VPT][4];
+    uint2 dy16[VPT];  // dy's four 16-bit values, unpacked where they are used
+#pragma unroll
+    for (int j = 0; j < VPT; ++j) {
+      const int64_t g = threadIdx.x + int64_t{kRowThreads} * j, at = row * C + 4 * g;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) r[j][e] = acc[j][e] = 0.f;
+      dy16[j] = make_uint2(0u, 0u);
+      if (g < groups) {
+        dy16[j] = *reinterpret_cast<const uint2*>(dy + at);
+        load4(resid + at, r[j]);
+        load4(dresid + at, acc[j]);
+      }
+    }
+    float xhat[VPT][4], dxhat[VPT][4], sum_dxhat = 0.f, sum_dxhat_xhat = 0.f;
+#pragma unroll
+    for (int j = 0; j < VPT; ++j) {
+      float d[4];
+      unpack4<T>(dy16[j], d);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {  // columns past C hold zeros and add nothing
+        xhat[j][e] = (r[j][e] - mu) * rs;
+        dxhat[j][e] = d[e] * gm[j][e];
+        dgamma[j][e] += d[e] * xhat[j][e];
+        dbeta[j][e] += d[e];
+        sum_dxhat += dxhat[j][e];
+        sum_dxhat_xhat += dxhat[j][e] * xhat[j][e];
+      }
+    }
+    sum_dxhat = detail::warp_sum(sum_dxhat);
+    sum_dxhat_xhat = detail::warp_sum(sum_dxhat_xhat);
+    if (threadIdx.x % 32 == 0) buffer[which][threadIdx.x / 32] = make_float2(sum_dxhat, sum_dxhat_xhat);
+    __syncthreads();
+    float a = 0.f, b = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarpsPerRow; ++w) {
+      a += buffer[which][w].x;
+      b += buffer[which][w].y;
+    }
+    a /= static_cast<float>(C);
+    b /= static_cast<float>(C);
+#pragma unroll
+    for (int j = 0; j < VPT; ++j) {
+      const int64_t g = threadIdx.x + int64_t{kRowThreads} * j, at = row * C + 4 * g;
+      if (g < groups) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[j][e] += rs * (dxhat[j][e] - a - xhat[j][e] * b);
+        store4(dresid + at, acc[j]);
+        store4(dresid16 + at, acc[j]);
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < VPT; ++j) {
+    const int64_t g = threadIdx.x + int64_t{kRowThreads} * j;
+    if (g < groups) {
+      store4(partial + blockIdx.x * 2 * C + 4 * g, dgamma[j]);
+      store4(partial + blockIdx.x * 2 * C + C + 4 * g, dbeta[j]);
+    }
+  }
+}
+
+// The same backward for rows of C % 4 == 0 columns on aligned buffers: thread t holds the groups
 // of four columns t + kRowThreads j (j < VPT), read and written as vectors, and the row's two sums
 // are reduced together behind one barrier (two alternating buffers, so that a fast warp writing the
 // next row's sums cannot overwrite ones a slow warp still reads).
 template <typename T, int VPT>
-__global__ void __launch_bounds__(kRowThreads) layernorm_backward_rows_kernel(const float* resid, const float* mean,
+__global__ void __launch_bounds__(kRowThreads) layernorm_backward_rows_kernel_before(const float* resid, const float* mean,
                                                                               const float* rstd, const T* gamma,
                                                                               const T* dy, float* dresid, T* dresid16,
                                                                               float* partial, int64_t M, int64_t C) {
@@ -350,6 +506,18 @@ template <typename F> void with_columns_per_thread(int64_t C, F&& f) {
   else f(std::integral_constant<int, kMaxPerThread>{});
 }
 
+// The vector kernels read and write through restrict pointers: each written buffer of `bytes`
+// must not overlap any other buffer the op touches.
+void require_disjoint(const char* op, std::initializer_list<std::pair<const void*, int64_t>> buffers) {
+  for (auto a = buffers.begin(); a != buffers.end(); ++a)
+    for (auto b = a + 1; b != buffers.end(); ++b) {
+      if (a->first == nullptr || b->first == nullptr) continue;
+      const auto x = reinterpret_cast<std::uintptr_t>(a->first), y = reinterpret_cast<std::uintptr_t>(b->first);
+      if (x < y + static_cast<std::uintptr_t>(b->second) && y < x + static_cast<std::uintptr_t>(a->second))
+        raise_error(std::string("fast ") + op + ": its buffers overlap (the op does not work in place)");
+    }
+}
+
 unsigned row_grid(int64_t M) { return static_cast<unsigned>(layernorm_partial_rows(M)); }
 
 // Whether the rows can go through the vector kernels: C a multiple of 4 and every pointer aligned
@@ -399,15 +567,23 @@ void embedding_forward(Storage s, const std::int32_t* tokens, const void* wte, c
 void residual_layernorm_forward(Storage s, const float* resid, const void* add, float* resid_out, const void* gamma,
                                 const void* beta, void* y, float* mean, float* rstd, int64_t M, int64_t C) {
   require_columns(C, "residual_layernorm_forward");
+  require_disjoint("residual_layernorm_forward",
+                   {{resid, M * C * 4}, {add, M * C * 2}, {resid_out, M * C * 4}, {y, M * C * 2}, {mean, M * 4},
+                    {rstd, M * 4}});
   const bool vector = vector_rows(C, {resid, resid_out}, {add, gamma, beta, y});
   detail::with_storage(s, [&](auto type) {
     using E = decltype(type);
     if (vector) {
       const auto blocks = static_cast<unsigned>(std::min<int64_t>((M + kWarpsPerRow - 1) / kWarpsPerRow, 65535));
       with_groups_per_lane(C, [&](auto per) {
-        layernorm_forward_rows_kernel<E, decltype(per)::value><<<blocks, kRowThreads, 0, stream()>>>(
-            resid, static_cast<const E*>(add), resid_out, static_cast<const E*>(gamma), static_cast<const E*>(beta),
-            static_cast<E*>(y), mean, rstd, M, C);
+        if (detail::rows_before())
+          layernorm_forward_rows_kernel_before<E, decltype(per)::value><<<blocks, kRowThreads, 0, stream()>>>(
+              resid, static_cast<const E*>(add), resid_out, static_cast<const E*>(gamma), static_cast<const E*>(beta),
+              static_cast<E*>(y), mean, rstd, M, C);
+        else
+          layernorm_forward_rows_kernel<E, decltype(per)::value><<<blocks, kRowThreads, 0, stream()>>>(
+              resid, static_cast<const E*>(add), resid_out, static_cast<const E*>(gamma), static_cast<const E*>(beta),
+              static_cast<E*>(y), mean, rstd, M, C);
       });
       return;
     }
@@ -424,14 +600,21 @@ void residual_layernorm_forward(Storage s, const float* resid, const void* add, 
 void layernorm_backward(Storage s, const float* resid, const float* mean, const float* rstd, const void* gamma,
                         const void* dy, float* dresid, void* dresid16, float* partial, int64_t M, int64_t C) {
   require_columns(C, "layernorm_backward");
+  require_disjoint("layernorm_backward", {{resid, M * C * 4}, {dy, M * C * 2}, {dresid, M * C * 4},
+                                          {dresid16, M * C * 2}, {mean, M * 4}, {rstd, M * 4}});
   const bool vector = vector_rows(C, {resid, dresid, partial}, {gamma, dy, dresid16});
   detail::with_storage(s, [&](auto type) {
     using E = decltype(type);
     if (vector) {
       with_groups_per_thread(C, [&](auto per) {
-        layernorm_backward_rows_kernel<E, decltype(per)::value><<<row_grid(M), kRowThreads, 0, stream()>>>(
-            resid, mean, rstd, static_cast<const E*>(gamma), static_cast<const E*>(dy), dresid,
-            static_cast<E*>(dresid16), partial, M, C);
+        if (detail::rows_before())
+          layernorm_backward_rows_kernel_before<E, decltype(per)::value><<<row_grid(M), kRowThreads, 0, stream()>>>(
+              resid, mean, rstd, static_cast<const E*>(gamma), static_cast<const E*>(dy), dresid,
+              static_cast<E*>(dresid16), partial, M, C);
+        else
+          layernorm_backward_rows_kernel<E, decltype(per)::value><<<row_grid(M), kRowThreads, 0, stream()>>>(
+              resid, mean, rstd, static_cast<const E*>(gamma), static_cast<const E*>(dy), dresid,
+              static_cast<E*>(dresid16), partial, M, C);
       });
       return;
     }

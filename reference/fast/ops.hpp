@@ -106,13 +106,13 @@ void embedding_forward(Storage s, const std::int32_t* tokens, const void* wte, c
                        std::int64_t B, std::int64_t T, std::int64_t C);
 // x = resid + add (the residual connection, float32 + 16-bit; add may be null), written to
 // resid_out when add is given; then y = LayerNorm(x) gamma + beta in the storage type, with mean
-// and rstd [M] kept (eps 1e-5, as the reference LayerNorm).
+// and rstd [M] kept (eps 1e-5, as the reference LayerNorm). No two buffers may overlap.
 void residual_layernorm_forward(Storage s, const float* resid, const void* add, float* resid_out, const void* gamma,
                                 const void* beta, void* y, float* mean, float* rstd, std::int64_t M, std::int64_t C);
 // dresid[M, C] (float32) += LayerNorm's input gradient from dy; dresid16 = the sum in the
 // storage type (the next product's input). Per-block partial sums of dgamma, dbeta go to
 // partial[blocks, 2C] (float32, at least layernorm_partial_rows(M) rows); layernorm_param_grads
-// then sums them in a fixed order into dgamma, dbeta (storage type).
+// then sums them in a fixed order into dgamma, dbeta (storage type). No two buffers may overlap.
 void layernorm_backward(Storage s, const float* resid, const float* mean, const float* rstd, const void* gamma,
                         const void* dy, float* dresid, void* dresid16, float* partial, std::int64_t M, std::int64_t C);
 std::int64_t layernorm_partial_rows(std::int64_t M);  // min(M, kLayerNormBlocks)
