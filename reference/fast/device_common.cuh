@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 
 #include "reference/core/raise.hpp"
@@ -75,15 +74,6 @@ template <> struct Tensor16<__half> {
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
-}
-
-// AB-KNOB: PARITY_FAST_ROWS=before picks the row kernels as they were, for a timing beside them.
-inline bool rows_before() {
-  static const bool before = [] {
-    const char* v = std::getenv("PARITY_FAST_ROWS");
-    return v != nullptr && std::string(v) == "before";
-  }();
-  return before;
 }
 
 // Calls f with the storage type of `storage`.

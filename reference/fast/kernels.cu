@@ -117,68 +117,6 @@ __global__ void __launch_bounds__(kRowThreads, 4) cross_entropy_kernel(T* logits
   }
 }
 
-// VEC: rows of V % 8 == 0 columns on a 16-byte aligned buffer, read and written eight columns at a
-// time, each eight folded into the running maximum and sum at once.
-template <typename T, bool VEC>
-__global__ void __launch_bounds__(kRowThreads) cross_entropy_kernel_before(T* logits, const std::int32_t* targets,
-                                                                    float* row_loss, int64_t M, int64_t V,
-                                                                    int64_t valid, float normalizer, float grad_scale) {
-  __shared__ float ms[kWarpsPerRow], ss[kWarpsPerRow];
-  for (int64_t row = blockIdx.x; row < M; row += gridDim.x) {
-    T* x = logits + row * V;
-    float m = -INFINITY, s = 0.f;
-    if constexpr (VEC) {
-      for (int64_t c0 = 8 * int64_t{threadIdx.x}; c0 < valid; c0 += 8 * kRowThreads) {
-        float v[8], top = -INFINITY, part = 0.f;
-        load8(x + c0, v);
-#pragma unroll
-        for (int i = 0; i < 8; ++i)
-          if (c0 + i < valid) top = fmaxf(top, v[i]);
-#pragma unroll
-        for (int i = 0; i < 8; ++i)
-          if (c0 + i < valid) part += __expf(v[i] - top);
-        combine(m, s, top, part);
-      }
-    } else {
-      for (int64_t c = threadIdx.x; c < valid; c += kRowThreads) combine(m, s, Tensor16<T>::to_float(x[c]), 1.f);
-    }
-    for (int o = 16; o > 0; o >>= 1) combine(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
-    if (threadIdx.x % 32 == 0) {
-      ms[threadIdx.x / 32] = m;
-      ss[threadIdx.x / 32] = s;
-    }
-    __syncthreads();
-    m = ms[0];
-    s = ss[0];
-#pragma unroll
-    for (int w = 1; w < kWarpsPerRow; ++w) combine(m, s, ms[w], ss[w]);
-    __syncthreads();
-    const int64_t target = targets[row];
-    const float log_sum = m + logf(s);
-    if (threadIdx.x == 0) row_loss[row] = (log_sum - Tensor16<T>::to_float(x[target])) / normalizer;
-    __syncthreads();  // x[target] is read before it is overwritten
-    const float scale = grad_scale / normalizer, inv_s = 1.f / s;
-    if constexpr (VEC) {
-      for (int64_t c0 = 8 * int64_t{threadIdx.x}; c0 < V; c0 += 8 * kRowThreads) {
-        float v[8];
-        load8(x + c0, v);
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          const int64_t c = c0 + i;
-          v[i] = c < valid ? (__expf(v[i] - m) * inv_s - (c == target ? 1.f : 0.f)) * scale : 0.f;
-        }
-        store8(x + c0, v);
-      }
-    } else {
-      for (int64_t c = threadIdx.x; c < V; c += kRowThreads) {
-        float g = 0.f;
-        if (c < valid) g = (__expf(Tensor16<T>::to_float(x[c]) - m) * inv_s - (c == target ? 1.f : 0.f)) * scale;
-        x[c] = Tensor16<T>::from_float(g);
-      }
-    }
-  }
-}
-
 __global__ void sum_kernel(const float* x, float* out, int64_t n) {
   __shared__ float buffer[32];
   float s = 0.f;
@@ -305,11 +243,7 @@ void cross_entropy(Storage s, void* logits, const std::int32_t* targets, float* 
   detail::with_storage(s, [&](auto type) {
     using E = decltype(type);
     const unsigned grid = static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(M, 65535)));
-    if (V % 8 == 0 && reinterpret_cast<std::uintptr_t>(logits) % 16 == 0 && detail::rows_before())
-      cross_entropy_kernel_before<E, true><<<grid, kRowThreads, 0, stream()>>>(static_cast<E*>(logits), targets,
-                                                                               row_loss, M, V, valid, normalizer,
-                                                                               grad_scale);
-    else if (V % 8 == 0 && reinterpret_cast<std::uintptr_t>(logits) % 16 == 0)
+    if (V % 8 == 0 && reinterpret_cast<std::uintptr_t>(logits) % 16 == 0)
       cross_entropy_kernel<E, true><<<grid, kRowThreads, 0, stream()>>>(static_cast<E*>(logits), targets, row_loss, M,
                                                                         V, valid, normalizer, grad_scale);
     else

@@ -140,75 +140,19 @@ __global__ void __launch_bounds__(kRowThreads, VPL > 4 && VPL <= 20 ? 2 : 1)
     float sum = 0.f;
 #pragma unroll
     for (int j = 0; j < VPL; ++j) {
-      float v[4];
-      unpack4<T>(a[j], v);
+      if (add) {
+        float v[4];
+        unpack4<T>(a[j], v);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        x[j][e] += v[e];
-        sum += x[j][e];
+        for (int e = 0; e < 4; ++e) x[j][e] += v[e];
       }
+#pragma unroll
+      for (int e = 0; e < 4; ++e) sum += x[j][e];
     }
     if (add)
 #pragma unroll
       for (int j = 0; j < VPL; ++j)
         if (lane + 32 * j < groups) store4(resid_out + row * C + 4 * (lane + 32 * j), x[j]);
-    const float mu = detail::warp_sum(sum) / static_cast<float>(C);
-    float squares = 0.f;
-#pragma unroll
-    for (int j = 0; j < VPL; ++j)
-      if (lane + 32 * j < groups)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) squares += (x[j][e] - mu) * (x[j][e] - mu);
-    const float rs = rsqrtf(detail::warp_sum(squares) / static_cast<float>(C) + kEps);
-#pragma unroll
-    for (int j = 0; j < VPL; ++j) {
-      const int64_t g = lane + 32 * j;
-      if (g < groups) {
-        float gm[4], bt[4], out[4];
-        load4(gamma + 4 * g, gm);
-        load4(beta + 4 * g, bt);
-#pragma unroll
-        for (int e = 0; e < 4; ++e) out[e] = (x[j][e] - mu) * rs * gm[e] + bt[e];
-        store4(y + row * C + 4 * g, out);
-      }
-    }
-    if (lane == 0) {
-      mean[row] = mu;
-      rstd[row] = rs;
-    }
-  }
-}
-
-// The same forward for rows of C % 4 == 0 columns on aligned buffers: a warp per row (no block
-// barriers, kWarpsPerRow rows in flight per block), lane l holding the groups of four columns
-// l + 32 j (j < VPL), each read and written as one vector access.
-template <typename T, int VPL>
-__global__ void __launch_bounds__(kRowThreads) layernorm_forward_rows_kernel_before(const float* resid, const T* add,
-                                                                             float* resid_out, const T* gamma,
-                                                                             const T* beta, T* y, float* mean,
-                                                                             float* rstd, int64_t M, int64_t C) {
-  const int lane = threadIdx.x % 32;
-  const int64_t groups = C / 4, warps = static_cast<int64_t>(gridDim.x) * kWarpsPerRow;
-  for (int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerRow + threadIdx.x / 32; row < M; row += warps) {
-    float x[VPL][4], sum = 0.f;
-#pragma unroll
-    for (int j = 0; j < VPL; ++j) {
-      const int64_t g = lane + 32 * j, at = row * C + 4 * g;
-#pragma unroll
-      for (int e = 0; e < 4; ++e) x[j][e] = 0.f;
-      if (g < groups) {
-        load4(resid + at, x[j]);
-        if (add) {
-          float a[4];
-          load4(add + at, a);
-#pragma unroll
-          for (int e = 0; e < 4; ++e) x[j][e] += a[e];
-          store4(resid_out + at, x[j]);
-        }
-#pragma unroll
-        for (int e = 0; e < 4; ++e) sum += x[j][e];
-      }
-    }
     const float mu = detail::warp_sum(sum) / static_cast<float>(C);
     float squares = 0.f;
 #pragma unroll
@@ -366,82 +310,6 @@ __global__ void __launch_bounds__(kRowThreads, VPT == 1 ? 5 : VPT == 2 ? 4 : 2)
   }
 }
 
-// The same backward for rows of C % 4 == 0 columns on aligned buffers: thread t holds the groups
-// of four columns t + kRowThreads j (j < VPT), read and written as vectors, and the row's two sums
-// are reduced together behind one barrier (two alternating buffers, so that a fast warp writing the
-// next row's sums cannot overwrite ones a slow warp still reads).
-template <typename T, int VPT>
-__global__ void __launch_bounds__(kRowThreads) layernorm_backward_rows_kernel_before(const float* resid, const float* mean,
-                                                                              const float* rstd, const T* gamma,
-                                                                              const T* dy, float* dresid, T* dresid16,
-                                                                              float* partial, int64_t M, int64_t C) {
-  __shared__ float2 buffer[2][kWarpsPerRow];
-  const int64_t groups = C / 4;
-  float dgamma[VPT][4] = {}, dbeta[VPT][4] = {}, gm[VPT][4];
-#pragma unroll
-  for (int j = 0; j < VPT; ++j) {
-    const int64_t g = threadIdx.x + int64_t{kRowThreads} * j;
-    if (g < groups) load4(gamma + 4 * g, gm[j]);
-  }
-  int which = 0;
-  for (int64_t row = blockIdx.x; row < M; row += gridDim.x, which ^= 1) {
-    const float mu = mean[row], rs = rstd[row];
-    float xhat[VPT][4], dxhat[VPT][4], sum_dxhat = 0.f, sum_dxhat_xhat = 0.f;
-#pragma unroll
-    for (int j = 0; j < VPT; ++j) {
-      const int64_t g = threadIdx.x + int64_t{kRowThreads} * j, at = row * C + 4 * g;
-#pragma unroll
-      for (int e = 0; e < 4; ++e) xhat[j][e] = dxhat[j][e] = 0.f;
-      if (g < groups) {
-        float d[4], r[4];
-        load4(dy + at, d);
-        load4(resid + at, r);
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          xhat[j][e] = (r[e] - mu) * rs;
-          dxhat[j][e] = d[e] * gm[j][e];
-          dgamma[j][e] += d[e] * xhat[j][e];
-          dbeta[j][e] += d[e];
-          sum_dxhat += dxhat[j][e];
-          sum_dxhat_xhat += dxhat[j][e] * xhat[j][e];
-        }
-      }
-    }
-    sum_dxhat = detail::warp_sum(sum_dxhat);
-    sum_dxhat_xhat = detail::warp_sum(sum_dxhat_xhat);
-    if (threadIdx.x % 32 == 0) buffer[which][threadIdx.x / 32] = make_float2(sum_dxhat, sum_dxhat_xhat);
-    __syncthreads();
-    float a = 0.f, b = 0.f;
-#pragma unroll
-    for (int w = 0; w < kWarpsPerRow; ++w) {
-      a += buffer[which][w].x;
-      b += buffer[which][w].y;
-    }
-    a /= static_cast<float>(C);
-    b /= static_cast<float>(C);
-#pragma unroll
-    for (int j = 0; j < VPT; ++j) {
-      const int64_t g = threadIdx.x + int64_t{kRowThreads} * j, at = row * C + 4 * g;
-      if (g < groups) {
-        float d[4];
-        load4(dresid + at, d);
-#pragma unroll
-        for (int e = 0; e < 4; ++e) d[e] += rs * (dxhat[j][e] - a - xhat[j][e] * b);
-        store4(dresid + at, d);
-        store4(dresid16 + at, d);
-      }
-    }
-  }
-#pragma unroll
-  for (int j = 0; j < VPT; ++j) {
-    const int64_t g = threadIdx.x + int64_t{kRowThreads} * j;
-    if (g < groups) {
-      store4(partial + blockIdx.x * 2 * C + 4 * g, dgamma[j]);
-      store4(partial + blockIdx.x * 2 * C + C + 4 * g, dbeta[j]);
-    }
-  }
-}
-
 // dgamma, dbeta from the backward blocks' partials: a block takes 32 of the 2C columns, and its
 // thread (x, y) sums the partial rows y, y + kParamGroups, ... of column x in order; the
 // kParamGroups sums are then added in order of y. Fixed order, and 2C / 32 blocks in flight.
@@ -576,14 +444,9 @@ void residual_layernorm_forward(Storage s, const float* resid, const void* add, 
     if (vector) {
       const auto blocks = static_cast<unsigned>(std::min<int64_t>((M + kWarpsPerRow - 1) / kWarpsPerRow, 65535));
       with_groups_per_lane(C, [&](auto per) {
-        if (detail::rows_before())
-          layernorm_forward_rows_kernel_before<E, decltype(per)::value><<<blocks, kRowThreads, 0, stream()>>>(
-              resid, static_cast<const E*>(add), resid_out, static_cast<const E*>(gamma), static_cast<const E*>(beta),
-              static_cast<E*>(y), mean, rstd, M, C);
-        else
-          layernorm_forward_rows_kernel<E, decltype(per)::value><<<blocks, kRowThreads, 0, stream()>>>(
-              resid, static_cast<const E*>(add), resid_out, static_cast<const E*>(gamma), static_cast<const E*>(beta),
-              static_cast<E*>(y), mean, rstd, M, C);
+        layernorm_forward_rows_kernel<E, decltype(per)::value><<<blocks, kRowThreads, 0, stream()>>>(
+            resid, static_cast<const E*>(add), resid_out, static_cast<const E*>(gamma), static_cast<const E*>(beta),
+            static_cast<E*>(y), mean, rstd, M, C);
       });
       return;
     }
@@ -607,14 +470,9 @@ void layernorm_backward(Storage s, const float* resid, const float* mean, const 
     using E = decltype(type);
     if (vector) {
       with_groups_per_thread(C, [&](auto per) {
-        if (detail::rows_before())
-          layernorm_backward_rows_kernel_before<E, decltype(per)::value><<<row_grid(M), kRowThreads, 0, stream()>>>(
-              resid, mean, rstd, static_cast<const E*>(gamma), static_cast<const E*>(dy), dresid,
-              static_cast<E*>(dresid16), partial, M, C);
-        else
-          layernorm_backward_rows_kernel<E, decltype(per)::value><<<row_grid(M), kRowThreads, 0, stream()>>>(
-              resid, mean, rstd, static_cast<const E*>(gamma), static_cast<const E*>(dy), dresid,
-              static_cast<E*>(dresid16), partial, M, C);
+        layernorm_backward_rows_kernel<E, decltype(per)::value><<<row_grid(M), kRowThreads, 0, stream()>>>(
+            resid, mean, rstd, static_cast<const E*>(gamma), static_cast<const E*>(dy), dresid,
+            static_cast<E*>(dresid16), partial, M, C);
       });
       return;
     }
