@@ -548,7 +548,9 @@ TEST(OpsExtremes, ConstantRowsLargeArgumentsAndFarTargets) {
   Tensor y = nans("edge.y", {2, C}), mean = nans("edge.mean", {2}), rstd = nans("edge.rstd", {2});
   ops::layernorm_forward(x, gamma, beta, y, mean, rstd);
   for (std::int64_t i = 0; i < 2 * C; ++i) EXPECT_EQ(y.at(i), beta.at(i % C)) << "layernorm of a constant row at " << i;
-  EXPECT_EQ(rstd.at(0), 1 / std::sqrt(ops::kLayerNormEps));
+  // GPT-2's epsilon (PyTorch's LayerNorm default too), written out rather than read from the constant
+  // the op uses, so that a changed constant fails here.
+  EXPECT_EQ(rstd.at(0), 1 / std::sqrt(1e-5));
   const Tensor dy = random_tensor("edge.dy", {2, C});
   Tensor dx = nans("edge.dx", {2, C}), dgamma = zeros("edge.dgamma", {C}), dbeta = zeros("edge.dbeta", {C});
   ops::layernorm_backward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta);

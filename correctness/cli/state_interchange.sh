@@ -25,6 +25,9 @@ with h5py.File("gpt2.h5") as a, h5py.File("again.h5") as b:
     names = sorted(k for k in a.keys() if k != "parity")
     assert names == sorted(k for k in b.keys() if k != "parity"), names
     assert len(names) == 2 + 12 * 2 + 2 + 1, len(names)
+    # GPT-2's LayerNorm epsilon (the PyTorch model built from this file takes it from the file,
+    # so a different one in parity would pass the logits' check unseen).
+    assert a.attrs["layer_norm_epsilon"] == 1e-5, a.attrs["layer_norm_epsilon"]
     assert "transformer.h.1.attn.c_attn.weight" in names and "lm_head.weight" in names
     assert list(a["transformer.h.0.attn.c_attn.weight"].attrs["shape"]) == [64, 192]   # Conv1D: [in, out]
     assert list(a["transformer.h.0.mlp.c_proj.weight"].attrs["shape"]) == [256, 64]

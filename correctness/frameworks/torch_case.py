@@ -101,6 +101,9 @@ def gpt2(attrs, init, dtype):
     config = {k: (int(attrs[k]) if k != "layer_norm_epsilon" else float(attrs[k]))
               for k in ("vocab_size", "n_positions", "n_embd", "n_layer", "n_head", "n_inner", "layer_norm_epsilon",
                         "tie_word_embeddings")}
+    # GPT-2's epsilon (nn.LayerNorm's default), not the file's: an epsilon of parity's that differs
+    # must show as a difference in the comparison, not be copied into this side.
+    config["layer_norm_epsilon"] = 1e-5
     model = gpt2_torch.model_class(torch)(config).to(dtype)
     with torch.no_grad():
         for name, p in model.named_parameters():  # the tied head is the table: listed once
