@@ -393,6 +393,27 @@ TEST(Planner, DirectionsOfEachChoice) {
   EXPECT_NEAR(none.tokens_per_s * none.step_s, 256.0 * m.sequence, 1e-9 * 256.0 * m.sequence);
 }
 
+// A product's tensor-core time is its FLOPs at the large products' rate over the share of the
+// last wave its 128 x 256 tiles fill. On an A100 (108 multiprocessors) a 768 x 768 product is 18
+// tiles: six of them one full wave, seven two waves (126 of 216 filled), three half a wave, one a
+// sixth; a side that is not a multiple of its tile takes a whole tile more (700: as 768). Long K
+// and these sides keep every case above the memory time.
+TEST(Planner, ProductsFillWavesOfWholeTiles) {
+  const PlanCluster& c = plan_cluster_presets()[0];
+  ASSERT_EQ(c.multiprocessors, 108);
+  ASSERT_TRUE(c.rates.gemm.empty());
+  const double K = 16384, rate = c.peak_TFLOPs * 1e12 * c.gemm_efficiency;
+  const auto seconds = [&](double M, double N, double count, double filled) {
+    return 2 * M * N * K * count / (rate * filled);
+  };
+  EXPECT_DOUBLE_EQ(plan_product_seconds(c, 768, 768, K, 6), seconds(768, 768, 6, 1));
+  EXPECT_DOUBLE_EQ(plan_product_seconds(c, 768, 768, K, 7), seconds(768, 768, 7, 126.0 / 216));
+  EXPECT_DOUBLE_EQ(plan_product_seconds(c, 768, 768, K, 3), seconds(768, 768, 3, 0.5));
+  EXPECT_DOUBLE_EQ(plan_product_seconds(c, 768, 768, K), seconds(768, 768, 1, 18.0 / 108));
+  EXPECT_DOUBLE_EQ(plan_product_seconds(c, 768, 700, K, 6), seconds(768, 700, 6, 1));
+  EXPECT_DOUBLE_EQ(plan_product_seconds(c, 700, 768, K, 6), seconds(700, 768, 6, 1));
+}
+
 // FlashAttention's time: the causal share of the square, (s + 128) / 2s, of the scores' and
 // weighted sum's FLOPs (4 b s^2 h whole), 3.5 times (forward, and backward's 2.5 with the scores
 // again), at the cluster's attention efficiency, with no memory time for the scores (they stay on

@@ -103,9 +103,6 @@ std::string plan_layout_problem(const PlanModel& m, const PlanCluster& c, const 
 
 namespace {
 
-// A matrix product M x N x K (batch of `count`) in 16 bits: the larger of its tensor-core time
-// (tiles of 128 x 256 spread in waves over the multiprocessors, the last wave partly idle) and
-// its memory time (inputs and output once).
 // The tensor cores' time for `count` products M x N x K: tiles of 128 x 256 spread over the
 // multiprocessors in waves (a partly empty last wave costs a whole one) at the large products'
 // fraction of the peak.
@@ -117,11 +114,15 @@ double tensor_core_seconds(const PlanCluster& c, double M, double N, double K, d
   return flops / (c.peak_TFLOPs * 1e12 * efficiency * filled);
 }
 
-double product_seconds(const PlanCluster& c, double M, double N, double K, double count = 1) {
+}  // namespace
+
+double plan_product_seconds(const PlanCluster& c, double M, double N, double K, double count) {
   if (!c.rates.gemm.empty()) return count * c.rates.gemm_seconds(M, N, K);  // measured on the machine
   const double memory = 2 * (M * K + K * N + M * N) * count / (c.memory_GBps * 1e9 * c.elementwise_efficiency);
   return std::max(tensor_core_seconds(c, M, N, K, count, c.gemm_efficiency), memory);
 }
+
+namespace {
 
 // A fused attention kernel's products (FlashAttention): the scores and probabilities stay in
 // on-chip tiles, so the products take their tensor-core time alone (its memory traffic, the
@@ -134,8 +135,8 @@ double fused_product_seconds(const PlanCluster& c, double M, double N, double K,
 
 // Forward and backward (input and weight gradients) of y[M, N] = x[M, K] w[K, N].
 double product_pass_seconds(const PlanCluster& c, double M, double N, double K, bool backward) {
-  if (!backward) return product_seconds(c, M, N, K);
-  return product_seconds(c, M, K, N) + product_seconds(c, K, N, M);
+  if (!backward) return plan_product_seconds(c, M, N, K);
+  return plan_product_seconds(c, M, K, N) + plan_product_seconds(c, K, N, M);
 }
 
 double elementwise_seconds(const PlanCluster& c, double bytes) {
@@ -189,7 +190,7 @@ LayerTimes layer_times(const PlanModel& m, const PlanCluster& c, const PlanLayou
     // A linear layer's products (count of them), and of its backward the weight gradient's.
     const auto linear = [&](double M, double N, double K, double count = 1) {
       products += count * product_pass_seconds(c, M, N, K, backward);
-      if (backward) out.weight_grad += count * product_seconds(c, K, N, M);
+      if (backward) out.weight_grad += count * plan_product_seconds(c, K, N, M);
     };
     linear(tokens, (h + 2 * kv) / t, h);
     linear(tokens, h, h / t);
@@ -212,7 +213,7 @@ LayerTimes layer_times(const PlanModel& m, const PlanCluster& c, const PlanLayou
     const double core_forward =
         l.flash ? plan_flash_causal_share(s) *
                       (fused_product_seconds(c, s_local, s, hd, b * heads) + fused_product_seconds(c, s_local, hd, s, b * heads))
-                : product_seconds(c, s_local, s, hd, b * heads) + product_seconds(c, s_local, hd, s, b * heads);
+                : plan_product_seconds(c, s_local, s, hd, b * heads) + plan_product_seconds(c, s_local, hd, s, b * heads);
     const double core = backward ? (l.flash ? 2.5 : 2) * core_forward : core_forward;
     // Element-wise traffic in 16 bits: the softmax over the scores with its scale, mask and
     // dropout (read and written about 4.5 times in forward, twice that in backward); two norms
@@ -367,7 +368,7 @@ PlanPrediction plan_predict(const PlanModel& m, const PlanCluster& c, const Plan
   const double per_micro_batch = stage_compute + stage_tp + stage_ep + stage_cp + p2p;
   p.stage_forward_s = layers_per_stage * (layer.forward + layer.tp_forward + layer.ep_forward + layer.cp_forward) + head_forward;
   p.stage_backward_s = per_micro_batch - p2p - p.stage_forward_s;
-  p.stage_weight_grad_s = layers_per_stage * layer.weight_grad + product_seconds(c, h, static_cast<double>(m.vocabulary) / t, b * s);
+  p.stage_weight_grad_s = layers_per_stage * layer.weight_grad + plan_product_seconds(c, h, static_cast<double>(m.vocabulary) / t, b * s);
   p.message_s = l.pp > 1 ? message : 0;
   // The fill and drain: 1F1B's (pp - 1) / v micro-batches; a zero-bubble schedule's weight
   // gradients fill part of it (Qi et al. 2023: ZB-H1 (p - 1)(F + I - W), ZB-H2 (p - 1)(F + I -

@@ -108,6 +108,12 @@ struct PlanCluster {
   // products, the causal diagonal, a backward of five products). 0: gemm_efficiency.
   double attention_efficiency = 0;
 };
+// A matrix product M x N x K (`count` of them) in 16 bits on the cluster: at the measured rate of
+// its shape where the cluster was calibrated, else the larger of its tensor-core time (tiles of
+// 128 x 256 spread over the multiprocessors in waves, a partly empty last wave costing a whole
+// one, at the large products' fraction of the peak) and its memory time (operands and result
+// once, at the element-wise fraction of HBM).
+double plan_product_seconds(const PlanCluster& c, double M, double N, double K, double count = 1);
 // The share of the scores' s x s square FlashAttention's causal kernels compute: the lower half
 // and the diagonal's 128-key tiles whole, (s + 128) / 2s (1 at s <= 128).
 double plan_flash_causal_share(double sequence);
