@@ -414,6 +414,43 @@ TEST(Planner, ProductsFillWavesOfWholeTiles) {
   EXPECT_DOUBLE_EQ(plan_product_seconds(c, 700, 768, K, 6), seconds(700, 768, 6, 1));
 }
 
+// Activations per GPU: with full recompute each layer keeps its 16-bit input, 2 s b h bytes
+// (split over tp only with sp), so two more layers add exactly twice that; the interleaved
+// schedule's first stage holds pp (1 + (pp - 1) / (pp v)) micro-batches' activations against 1F1B's
+// pp (Korthikanti et al. 2022), the same layers a stage either way; the float32 logits are a floor.
+// A layout fits when its bytes are within the GPU's memory less 4 GB.
+TEST(Planner, ActivationsAndTheMemoryThatFits) {
+  const PlanCluster& c = plan_cluster_presets()[0];
+  const double s = 1024, h = 1024, t = 2;
+  const auto model = [](int layers) {
+    return parse_plan_model("layers=" + std::to_string(layers) + ",hidden=1024,heads=8,vocab=256,sequence=1024");
+  };
+  for (const bool sp : {false, true}) {
+    const PlanLayout full{2, 1, 1, sp, 1, 1, 0, Recompute::full, true};
+    const double added = plan_predict(model(4), c, full, 8).activation_bytes - plan_predict(model(2), c, full, 8).activation_bytes;
+    EXPECT_DOUBLE_EQ(added, 2 * (2 * s * h) / (sp ? t : 1)) << (sp ? "sp" : "no sp");
+  }
+  for (const int pp : {2, 4}) {
+    const PlanLayout one{1, pp, 1, false, 1, 1, 0, Recompute::none, true};
+    PlanLayout interleaved = one;
+    interleaved.v = 2;
+    const double ratio = plan_predict(model(16), c, interleaved, 64).activation_bytes /
+                         plan_predict(model(16), c, one, 64).activation_bytes;
+    EXPECT_DOUBLE_EQ(ratio, 1 + (pp - 1.0) / (pp * 2)) << "pp " << pp;
+  }
+  const PlanLayout l{2, 1, 1, false, 1, 1, 0, Recompute::full, true};
+  // The last stage's float32 logits, s V / t of them a micro-batch, bound the activations from
+  // below: with a vocabulary of 262,144 they are all of it.
+  const PlanModel wide = parse_plan_model("layers=2,hidden=1024,heads=8,vocab=262144,sequence=1024");
+  EXPECT_DOUBLE_EQ(plan_predict(wide, c, l, 8).activation_bytes, 4 * s * 262144 / t);
+  const double bytes = plan_predict(model(2), c, l, 8).memory_bytes();
+  PlanCluster tight = c, roomy = c;
+  tight.memory_GB = bytes / 1e9 + 3.9;
+  roomy.memory_GB = bytes / 1e9 + 4.1;
+  EXPECT_FALSE(plan_predict(model(2), tight, l, 8).fits);
+  EXPECT_TRUE(plan_predict(model(2), roomy, l, 8).fits);
+}
+
 // FlashAttention's time: the causal share of the square, (s + 128) / 2s, of the scores' and
 // weighted sum's FLOPs (4 b s^2 h whole), 3.5 times (forward, and backward's 2.5 with the scores
 // again), at the cluster's attention efficiency, with no memory time for the scores (they stay on
