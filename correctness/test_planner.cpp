@@ -451,6 +451,67 @@ TEST(Planner, ActivationsAndTheMemoryThatFits) {
   EXPECT_TRUE(plan_predict(model(2), roomy, l, 8).fits);
 }
 
+// The step's terms outside the layers, each against what docs/planner.md says of it:
+// - stages hold ceil(L / pp) layers, so 10 layers over 4 stages step as 12 do;
+// - the message between stages crosses nodes once tp x dp fills a node (8 GPUs), and differs from
+//   one within a node by its bytes (2 s b h / t) at the two links' rates and by their latencies;
+// - the optimizer reads and writes 62 bytes a parameter held, at the element-wise rate, ZeRO-1
+//   and up dividing the parameters whose step a GPU takes by dp;
+// - ZeRO-3 gathers the parameters twice a micro-batch: two all-gathers of the 16-bit parameters
+//   cost what the after-flush all-reduce of the 16-bit gradients costs, so the step's
+//   data-parallel time is (1 + micro-batches) times ZeRO-2's (one efficiency for every
+//   collective, as the presets have);
+// - buckets of 40M parameters: 25M a GPU is one bucket, nothing overlapped, 50M two, the first
+//   hidden behind the last backward; a longer last backward (its recompute forward) hides more.
+//   A dense model reduces no experts' gradients (it once paid an empty all-reduce's latencies).
+TEST(Planner, TheStepsTermsBesideTheLayers) {
+  const PlanCluster& c = plan_cluster_presets()[0];
+  ASSERT_EQ(c.gpus_per_node, 8);
+  const auto model = [](int layers) {
+    return parse_plan_model("layers=" + std::to_string(layers) + ",hidden=1024,heads=8,vocab=256,sequence=1024");
+  };
+  const PlanLayout four{1, 4, 1, false, 1, 1, 0, Recompute::full, true};
+  EXPECT_DOUBLE_EQ(plan_predict(model(10), c, four, 16).compute_s, plan_predict(model(12), c, four, 16).compute_s);
+  EXPECT_LT(plan_predict(model(8), c, four, 16).compute_s, plan_predict(model(12), c, four, 16).compute_s);
+
+  const PlanLayout within{2, 2, 2, false, 1, 1, 0, Recompute::full, true}, across{2, 2, 4, false, 1, 1, 0, Recompute::full, true};
+  const double bytes = 2.0 * 1024 * 1 * 1024 / 2, rate = 1e9 * c.collective_efficiency;
+  EXPECT_NEAR(plan_predict(model(4), c, across, 16).message_s - plan_predict(model(4), c, within, 16).message_s,
+              bytes / (c.network.bandwidth_GBps * rate) - bytes / (c.node.bandwidth_GBps * rate) +
+                  (c.network.latency_us - c.node.latency_us) * 1e-6,
+              1e-12);
+
+  const PlanModel m = model(4);
+  const double held = 4.0 * static_cast<double>(plan_layer_parameters(m)) + 256.0 * 1024;  // tp 1, one stage
+  const PlanLayout zero0{1, 1, 4, false, 1, 1, 0, Recompute::full, true};
+  PlanLayout zero1 = zero0;
+  zero1.zero = 1;
+  const double element_rate = c.memory_GBps * 1e9 * c.elementwise_efficiency;
+  EXPECT_NEAR(plan_predict(m, c, zero0, 16).optimizer_s, 62 * held / element_rate, 1e-12);
+  EXPECT_NEAR(plan_predict(m, c, zero1, 16).optimizer_s, 62 * held / 4 / element_rate, 1e-12);
+
+  PlanLayout zero2 = zero0, zero3 = zero0;
+  zero2.zero = 2, zero3.zero = 3;
+  zero2.overlap = zero3.overlap = false;
+  const PlanPrediction two = plan_predict(m, c, zero2, 16), three = plan_predict(m, c, zero3, 16);
+  ASSERT_EQ(two.micro_batches, 4);
+  EXPECT_NEAR(three.dp_comm_s, (1 + 4) * two.dp_comm_s, 1e-9 * three.dp_comm_s);
+
+  PlanLayout pair{1, 1, 2, false, 1, 1, 0, Recompute::full, true};
+  const auto exposed = [&](int layers, Recompute recompute, bool overlap) {
+    PlanLayout l = pair;
+    l.recompute = recompute;
+    l.overlap = overlap;
+    return plan_predict(model(layers), c, l, 16).dp_comm_s;
+  };
+  ASSERT_LT(4.0 * static_cast<double>(plan_layer_parameters(model(2))), 40e6 * 2);
+  EXPECT_NEAR(exposed(2, Recompute::full, true), exposed(2, Recompute::full, false),
+              1e-12 * exposed(2, Recompute::full, false));  // one bucket
+  EXPECT_LT(exposed(4, Recompute::full, true), exposed(4, Recompute::full, false));         // two
+  pair.dp = 16;  // over the network: the reduction outlasts the last backward, which hides the more the longer it is
+  EXPECT_LT(exposed(4, Recompute::full, true), exposed(4, Recompute::none, true));
+}
+
 // FlashAttention's time: the causal share of the square, (s + 128) / 2s, of the scores' and
 // weighted sum's FLOPs (4 b s^2 h whole), 3.5 times (forward, and backward's 2.5 with the scores
 // again), at the cluster's attention efficiency, with no memory time for the scores (they stay on
