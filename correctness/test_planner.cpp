@@ -512,6 +512,47 @@ TEST(Planner, TheStepsTermsBesideTheLayers) {
   EXPECT_LT(exposed(4, Recompute::full, true), exposed(4, Recompute::none, true));
 }
 
+// A layer's element-wise and expert terms, each isolated by two models or layouts that differ in
+// it alone (tp 1, one stage, FlashAttention unless said, figures at the element-wise rate of HBM):
+// - dropout adds its two dropouts' 2.5 bytes a 16-bit element each (5 x 2 bytes of hidden states)
+//   to the forward;
+// - a gated MLP's up projection is twice as wide (its product) and its activation reads two and
+//   writes one (3 x 2 bytes a element against GeLU's 2 x 2);
+// - selective recompute redoes unfused attention's two products and its softmax's traffic (4.5
+//   passes over the 16-bit scores);
+// - each MoE layer's dispatch and combine, twice in forward and twice in backward, send the
+//   (ep - 1)/ep of their rows' hidden states that leave the GPU, with ep - 1 latencies each.
+TEST(Planner, ALayersElementwiseAndExpertTerms) {
+  const PlanCluster& c = plan_cluster_presets()[0];
+  const double L = 4, b = 1, s = 1024, h = 1024, f = 4096, heads = 8, hd = 128;
+  const double element_rate = c.memory_GBps * 1e9 * c.elementwise_efficiency;
+  const std::string shape = "layers=4,hidden=1024,heads=8,vocab=256,sequence=1024";
+  const PlanLayout flash{1, 1, 1, false, 1, 1, 0, Recompute::none, true};
+  const auto forward = [&](const std::string& extra, const PlanLayout& l) {
+    return plan_predict(parse_plan_model(shape + extra), c, l, 8).stage_forward_s;
+  };
+  EXPECT_NEAR(forward(",dropout=yes", flash) - forward(",dropout=no", flash), L * 2 * 5 * b * s * h / element_rate, 1e-12);
+  const double gated_products = plan_product_seconds(c, b * s, 2 * f, h) - plan_product_seconds(c, b * s, f, h);
+  EXPECT_NEAR(forward(",gated_mlp=yes,ffn_hidden=4096", flash) - forward(",gated_mlp=no,ffn_hidden=4096", flash),
+              L * (gated_products + 2 * b * s * f / element_rate), 1e-12);
+
+  PlanLayout selective = flash;
+  selective.flash = false, selective.recompute = Recompute::selective;
+  const double core = plan_product_seconds(c, s, s, hd, b * heads) + plan_product_seconds(c, s, hd, s, b * heads);
+  const PlanPrediction p = plan_predict(parse_plan_model(shape), c, selective, 8);
+  EXPECT_NEAR(p.recompute_s, p.micro_batches * L * (core + 4.5 * 2 * b * heads * s * s / element_rate),
+              1e-9 * p.recompute_s);
+
+  for (const int ep : {2, 4}) {
+    const PlanLayout experts{1, 1, 4, false, 1, 1, 0, Recompute::none, true, ep};
+    const PlanPrediction q = plan_predict(
+        parse_plan_model(shape + ",experts=8,top_k=2,capacity_factor=1.25,moe_every=1"), c, experts, 32);
+    const double rows = b * s * 2 * 1.25, link = c.node.bandwidth_GBps * 1e9 * c.collective_efficiency;
+    const double one_way = (ep - 1.0) / ep * 2 * rows * h / link + (ep - 1) * c.node.latency_us * 1e-6;
+    EXPECT_NEAR(q.ep_comm_s, q.micro_batches * L * 4 * one_way, 1e-9 * q.ep_comm_s) << "ep " << ep;
+  }
+}
+
 // FlashAttention's time: the causal share of the square, (s + 128) / 2s, of the scores' and
 // weighted sum's FLOPs (4 b s^2 h whole), 3.5 times (forward, and backward's 2.5 with the scores
 // again), at the cluster's attention efficiency, with no memory time for the scores (they stay on
