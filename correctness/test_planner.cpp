@@ -427,7 +427,8 @@ TEST(Planner, ActivationsAndTheMemoryThatFits) {
   };
   for (const bool sp : {false, true}) {
     const PlanLayout full{2, 1, 1, sp, 1, 1, 0, Recompute::full, true};
-    const double added = plan_predict(model(4), c, full, 8).activation_bytes - plan_predict(model(2), c, full, 8).activation_bytes;
+    const double added =
+        plan_predict(model(4), c, full, 8).activation_bytes - plan_predict(model(2), c, full, 8).activation_bytes;
     EXPECT_DOUBLE_EQ(added, 2 * (2 * s * h) / (sp ? t : 1)) << (sp ? "sp" : "no sp");
   }
   for (const int pp : {2, 4}) {
@@ -474,7 +475,8 @@ TEST(Planner, TheStepsTermsBesideTheLayers) {
   EXPECT_DOUBLE_EQ(plan_predict(model(10), c, four, 16).compute_s, plan_predict(model(12), c, four, 16).compute_s);
   EXPECT_LT(plan_predict(model(8), c, four, 16).compute_s, plan_predict(model(12), c, four, 16).compute_s);
 
-  const PlanLayout within{2, 2, 2, false, 1, 1, 0, Recompute::full, true}, across{2, 2, 4, false, 1, 1, 0, Recompute::full, true};
+  const PlanLayout within{2, 2, 2, false, 1, 1, 0, Recompute::full, true};  // tp x dp 4: the next stage in the node
+  const PlanLayout across{2, 2, 4, false, 1, 1, 0, Recompute::full, true};  // tp x dp 8: in the next node
   const double bytes = 2.0 * 1024 * 1 * 1024 / 2, rate = 1e9 * c.collective_efficiency;
   EXPECT_NEAR(plan_predict(model(4), c, across, 16).message_s - plan_predict(model(4), c, within, 16).message_s,
               bytes / (c.network.bandwidth_GBps * rate) - bytes / (c.node.bandwidth_GBps * rate) +
@@ -531,7 +533,8 @@ TEST(Planner, ALayersElementwiseAndExpertTerms) {
   const auto forward = [&](const std::string& extra, const PlanLayout& l) {
     return plan_predict(parse_plan_model(shape + extra), c, l, 8).stage_forward_s;
   };
-  EXPECT_NEAR(forward(",dropout=yes", flash) - forward(",dropout=no", flash), L * 2 * 5 * b * s * h / element_rate, 1e-12);
+  EXPECT_NEAR(forward(",dropout=yes", flash) - forward(",dropout=no", flash), L * 2 * 5 * b * s * h / element_rate,
+              1e-12);
   const double gated_products = plan_product_seconds(c, b * s, 2 * f, h) - plan_product_seconds(c, b * s, f, h);
   EXPECT_NEAR(forward(",gated_mlp=yes,ffn_hidden=4096", flash) - forward(",gated_mlp=no,ffn_hidden=4096", flash),
               L * (gated_products + 2 * b * s * f / element_rate), 1e-12);

@@ -40,21 +40,27 @@ template <typename T> __device__ __forceinline__ void store8(T* p, const float v
 // time; each pass over the row takes kChunks such eights a thread at once (their reads all issued
 // before the first is used), each eight folded into the running maximum and sum as it is unpacked.
 constexpr int kChunks = 4;
+constexpr int64_t kStride = 8 * int64_t{kRowThreads};  // columns between a thread's eights
+// A thread's eights at c0, c0 + kStride, ... (kChunks of them) that start below `end`, loaded
+// together, raw.
+template <typename T>
+__device__ __forceinline__ void load_chunks(const T* x, int64_t c0, int64_t end, uint4 raw[kChunks]) {
+#pragma unroll
+  for (int k = 0; k < kChunks; ++k)
+    if (c0 + k * kStride < end) raw[k] = *reinterpret_cast<const uint4*>(x + c0 + k * kStride);
+}
 template <typename T, bool VEC>
 __global__ void __launch_bounds__(kRowThreads, 4) cross_entropy_kernel(T* logits, const std::int32_t* targets,
                                                                     float* row_loss, int64_t M, int64_t V,
                                                                     int64_t valid, float normalizer, float grad_scale) {
   __shared__ float ms[kWarpsPerRow], ss[kWarpsPerRow];
-  constexpr int64_t kStride = 8 * int64_t{kRowThreads};  // columns between a thread's eights
   for (int64_t row = blockIdx.x; row < M; row += gridDim.x) {
     T* x = logits + row * V;
     float m = -INFINITY, s = 0.f;
     if constexpr (VEC) {
       for (int64_t c0 = 8 * int64_t{threadIdx.x}; c0 < valid; c0 += kChunks * kStride) {
         uint4 raw[kChunks];  // eight 16-bit values each, unpacked where they are used
-#pragma unroll
-        for (int k = 0; k < kChunks; ++k)
-          if (c0 + k * kStride < valid) raw[k] = *reinterpret_cast<const uint4*>(x + c0 + k * kStride);
+        load_chunks(x, c0, valid, raw);
 #pragma unroll
         for (int k = 0; k < kChunks; ++k) {
           if (c0 + k * kStride >= valid) continue;
@@ -91,9 +97,7 @@ __global__ void __launch_bounds__(kRowThreads, 4) cross_entropy_kernel(T* logits
     if constexpr (VEC) {
       for (int64_t c0 = 8 * int64_t{threadIdx.x}; c0 < V; c0 += kChunks * kStride) {
         uint4 raw[kChunks];
-#pragma unroll
-        for (int k = 0; k < kChunks; ++k)
-          if (c0 + k * kStride < V) raw[k] = *reinterpret_cast<const uint4*>(x + c0 + k * kStride);
+        load_chunks(x, c0, V, raw);
 #pragma unroll
         for (int k = 0; k < kChunks; ++k) {
           if (c0 + k * kStride >= V) continue;

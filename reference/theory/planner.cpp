@@ -391,7 +391,8 @@ PlanPrediction plan_predict(const PlanModel& m, const PlanCluster& c, const Plan
   const PlanLink& dp_link = static_cast<std::int64_t>(l.tp) * replicas <= c.gpus_per_node ? c.node : c.network;
   if (!l.overlap) {
     p.dp_comm_s = all_reduce_seconds(c, dp_link, 2 * on_gpu, replicas);
-    if (experts_on_gpu > 0) p.dp_comm_s += all_reduce_seconds(c, c.network, 2 * experts_on_gpu, replicas / l.ep);  // over dp / ep
+    if (experts_on_gpu > 0)  // the experts' gradients over the dp / ep ranks holding the same experts
+      p.dp_comm_s += all_reduce_seconds(c, c.network, 2 * experts_on_gpu, replicas / l.ep);
   } else {
     // Overlapped (Megatron-core's and PyTorch DDP's default): gradients in buckets of 40M
     // parameters (Megatron-core's bucket size) reduced as the last micro-batch's backward
