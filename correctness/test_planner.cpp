@@ -522,6 +522,7 @@ TEST(Planner, TheStepsTermsBesideTheLayers) {
 //   writes one (3 x 2 bytes a element against GeLU's 2 x 2);
 // - selective recompute redoes unfused attention's two products and its softmax's traffic (4.5
 //   passes over the 16-bit scores);
+// - the head's three products and the loss's three passes over the float32 logits;
 // - each MoE layer's dispatch and combine, twice in forward and twice in backward, send the
 //   (ep - 1)/ep of their rows' hidden states that leave the GPU, with ep - 1 latencies each.
 TEST(Planner, ALayersElementwiseAndExpertTerms) {
@@ -545,6 +546,19 @@ TEST(Planner, ALayersElementwiseAndExpertTerms) {
   const PlanPrediction p = plan_predict(parse_plan_model(shape), c, selective, 8);
   EXPECT_NEAR(p.recompute_s, p.micro_batches * L * (core + 4.5 * 2 * b * heads * s * s / element_rate),
               1e-9 * p.recompute_s);
+
+  // The head's products and the loss, which reads the float32 logits twice and writes their
+  // gradient once: the only compute two vocabularies' models differ in.
+  const auto compute = [&](int vocab) {
+    return plan_predict(parse_plan_model("layers=4,hidden=1024,heads=8,sequence=1024,vocab=" + std::to_string(vocab)),
+                        c, flash, 8);
+  };
+  const auto head = [&](double V) {
+    return plan_product_seconds(c, b * s, V, h) + plan_product_seconds(c, b * s, h, V) + plan_product_seconds(c, h, V, b * s) +
+           3 * 4 * b * s * V / element_rate;
+  };
+  const PlanPrediction narrow = compute(32768), wide = compute(65536);
+  EXPECT_NEAR(wide.compute_s - narrow.compute_s, narrow.micro_batches * (head(65536) - head(32768)), 1e-9 * wide.compute_s);
 
   for (const int ep : {2, 4}) {
     const PlanLayout experts{1, 1, 4, false, 1, 1, 0, Recompute::none, true, ep};
