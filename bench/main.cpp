@@ -68,6 +68,12 @@ void add_common(CLI::App* app, CommonOptions& o, bool with_half = true) {
                   "of the world; -1 none)")
       ->check(CLI::Range(-1, 1 << 20))
       ->group(kRunningGroup);
+  app->add_option("--inject-interrupt", o.inject_interrupt,
+                  "Fault injection, to see the partial file and --resume at work: GROUP:N:SIGNAL (e.g. "
+                  "bench/tensor:2:TERM). Once rank 0 has journaled N blocks of rows of the table GROUP, it sends "
+                  "SIGNAL (TERM, INT or HUP) where a user would (parity's parent, or its own process) and journals "
+                  "nothing more until the signal ends the job")
+      ->group(kRunningGroup);
 }
 
 void add_resume(CLI::App* app, CommonOptions& o) {

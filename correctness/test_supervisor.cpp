@@ -7,8 +7,11 @@
 #include <csignal>
 #include <sstream>
 #include <string>
+#include <vector>
 
+#include "bench/cli/session.hpp"
 #include "bench/cli/supervisor.hpp"
+#include "reference/core/error.hpp"
 
 namespace parity::cli {
 namespace {
@@ -163,6 +166,41 @@ TEST(LauncherDigest, ACleanRunSaysNothing) {
   const Outcome o = d.outcome(exited(0), 0);
   EXPECT_EQ(o.status, kExitOk);
   EXPECT_EQ(o.line, "");
+}
+
+// --inject-interrupt GROUP:N:SIGNAL, read against the tables the command writes.
+TEST(InjectedInterrupt, ReadsGroupCountAndSignal) {
+  const std::vector<std::string> groups = {"/bench/point_to_point", "/bench/tensor"};
+  const InjectedInterrupt a = parse_injected_interrupt("bench/tensor:2:TERM", groups);
+  EXPECT_EQ(a.group, "/bench/tensor");
+  EXPECT_EQ(a.blocks, 2);
+  EXPECT_EQ(a.signal, SIGTERM);
+  const InjectedInterrupt b = parse_injected_interrupt("/bench/point_to_point:1:INT", groups);
+  EXPECT_EQ(b.group, "/bench/point_to_point");
+  EXPECT_EQ(b.blocks, 1);
+  EXPECT_EQ(b.signal, SIGINT);
+  EXPECT_EQ(parse_injected_interrupt("bench/tensor:7:HUP", groups).signal, SIGHUP);
+}
+
+TEST(InjectedInterrupt, RefusesWhatIsNotGroupCountAndSignal) {
+  const std::vector<std::string> groups = {"/bench/tensor"};
+  const auto refusal = [&](const std::string& text) {
+    try {
+      parse_injected_interrupt(text, groups);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(refusal("bench/model:1:TERM").find("bench/model is not a table this command writes: bench/tensor"),
+            std::string::npos);
+  for (const char* count : {"0", "-1", "x", "", "2x", "99999999999999999999"})
+    EXPECT_NE(refusal(std::string("bench/tensor:") + count + ":TERM").find("N: a whole number of blocks >= 1"),
+              std::string::npos)
+        << count;
+  EXPECT_NE(refusal("bench/tensor:1:KILL").find("SIGNAL: TERM, INT or HUP, not 'KILL'"), std::string::npos);
+  for (const char* text : {"bench/tensor", "bench/tensor:1", ""})
+    EXPECT_NE(refusal(text).find("expected GROUP:N:SIGNAL"), std::string::npos) << text;
 }
 
 }  // namespace

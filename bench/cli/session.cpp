@@ -2,8 +2,12 @@
 #include "bench/cli/session.hpp"
 
 #include <H5public.h>
+#include <unistd.h>
+
+#include <csignal>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <limits>
 #include <map>
@@ -113,6 +117,8 @@ Session::Session(int* argc, char*** argv, const CommonOptions& options, std::str
                                 " is not a rank of the world (ranks 0-" + std::to_string(world_->size() - 1) + ")";
     agree_on_root([&] { throw UsageError(message); });
   }
+  if (!options_.inject_interrupt.empty())
+    agree_on_root([&] { interrupt_ = parse_injected_interrupt(options_.inject_interrupt, resumable_); });
   if (options_.out.empty()) options_.out = default_output_path(file_stem_);
   agree_on_root([&] {
     record::check_output_path(options_.out, options_.force);
@@ -199,11 +205,15 @@ void Session::open_results() {
 }
 
 void Session::record_rows(const std::string& group, const record::Table& table, std::size_t first) {
-  if (is_root()) results().append_rows(group, table, first);
+  if (!is_root()) return;
+  results().append_rows(group, table, first);
+  count_injected_block(group);
 }
 
 void Session::record_rows(const std::vector<record::RowsOf>& parts) {
-  if (is_root()) results().append_rows(parts);
+  if (!is_root()) return;
+  results().append_rows(parts);
+  for (const record::RowsOf& part : parts) count_injected_block(part.group);
 }
 
 Session::Restored Session::restore_row(const std::string& group, const std::string& key, const RowKey& key_of,
@@ -373,6 +383,58 @@ void Session::check_memory(std::size_t bytes_per_rank, const std::string& what) 
   for (const auto& m : world_->all_gather_strings(message))
     if (!m.empty()) { first = m; break; }
   if (!first.empty()) agree_on_root([&] { throw UsageError(first); });
+}
+
+InjectedInterrupt parse_injected_interrupt(const std::string& text, const std::vector<std::string>& groups) {
+  const std::string usage = "--inject-interrupt '" + text + "': expected GROUP:N:SIGNAL, e.g. bench/tensor:2:TERM";
+  const std::size_t first = text.find(':'), last = text.rfind(':');
+  if (first == std::string::npos || first == last) throw UsageError(usage);
+  InjectedInterrupt out;
+  out.group = text.substr(0, first);
+  if (out.group.empty() || out.group[0] != '/') out.group = "/" + out.group;
+  if (std::find(groups.begin(), groups.end(), out.group) == groups.end()) {
+    std::string known;
+    for (const std::string& g : groups) known += (known.empty() ? "" : ", ") + g.substr(1);
+    throw UsageError(usage + " (" + out.group.substr(1) + " is not a table this command writes: " +
+                     (known.empty() ? "none" : known) + ")");
+  }
+  const std::string count = text.substr(first + 1, last - first - 1), name = text.substr(last + 1);
+  char* end = nullptr;
+  errno = 0;
+  out.blocks = count.empty() ? 0 : std::strtol(count.c_str(), &end, 10);
+  if (count.empty() || *end != '\0' || errno != 0 || out.blocks < 1)
+    throw UsageError(usage + " (N: a whole number of blocks >= 1, not '" + count + "')");
+  out.signal = name == "TERM" ? SIGTERM : name == "INT" ? SIGINT : name == "HUP" ? SIGHUP : 0;
+  if (out.signal == 0) throw UsageError(usage + " (SIGNAL: TERM, INT or HUP, not '" + name + "')");
+  return out;
+}
+
+std::string Session::parent_identity() {
+  char host[256] = "";
+  gethostname(host, sizeof host - 1);
+  return std::to_string(getpid()) + "@" + host;
+}
+
+void Session::count_injected_block(const std::string& group) {
+  if (!interrupt_ || group != interrupt_->group || ++injected_blocks_seen_ != interrupt_->blocks) return;
+  // Where a user's signal goes: parity's parent when it supervises the ranks from this host
+  // (it passes the signal on to mpirun), otherwise this process.
+  pid_t target = getpid();
+  if (const char* parent = std::getenv(kParentVariable); parent != nullptr && supervised_) {
+    const std::string text = parent, mine = parent_identity();
+    if (text.substr(text.find('@') + 1) == mine.substr(mine.find('@') + 1)) target = static_cast<pid_t>(std::atol(text.c_str()));
+  }
+  // Nothing more is journaled before the signal lands, so the partial file holds exactly
+  // these blocks, however loaded the machine. The wait is an operation: the line that reports
+  // the signal names it.
+  Operation waiting;
+  waiting.name = "an injected interrupt";
+  waiting.text = "waiting for the injected interrupt (--inject-interrupt)";
+  Watchdog::Scope scope(world_->watchdog(), std::move(waiting));
+  kill(target, interrupt_->signal);
+  for (int i = 0; i < 6000; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::fprintf(stderr, "parity: --inject-interrupt: the signal sent to process %d did not end the job in 60 s; going on\n",
+               static_cast<int>(target));
 }
 
 void Session::maybe_inject_stall() {

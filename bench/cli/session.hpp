@@ -7,6 +7,7 @@
 #include <map>
 #include <unordered_map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,9 @@ struct CommonOptions {
   std::string device = "cpu";    // cpu or cuda
   std::string backend = "auto";  // auto, mpi or nccl
   int inject_stall_rank = -1;  // fault injection: this rank skips its first operation
+  // Fault injection: GROUP:N:SIGNAL, a signal sent once rank 0 has journaled N blocks of rows
+  // of GROUP (parse_injected_interrupt); empty: none.
+  std::string inject_interrupt;
   // --resume: a partial result file (or its journal) whose finished rows this run takes
   // instead of running them again.
   std::string resume;
@@ -42,6 +46,15 @@ struct CommonOptions {
 
 // Checks --device and --backend before any rank starts (UsageError naming the bad value).
 void validate_device_options(const CommonOptions& options);
+
+// --inject-interrupt GROUP:N:SIGNAL, read against the groups the command writes (UsageError
+// naming what is wrong). GROUP may be written with or without its leading '/'.
+struct InjectedInterrupt {
+  std::string group;  // "/bench/tensor"
+  long blocks = 0;    // journaled blocks of rows of the group before the signal
+  int signal = 0;     // SIGTERM, SIGINT or SIGHUP
+};
+InjectedInterrupt parse_injected_interrupt(const std::string& text, const std::vector<std::string>& groups);
 
 // Default result file name when --out is not given: parity-<what>-<UTC time>.h5.
 std::string default_output_path(const std::string& what);
@@ -93,6 +106,10 @@ class Session {
   void check_memory(std::size_t bytes_per_rank, const std::string& what);
   // Blocks the rank named by --inject-stall forever (until the watchdog of others fires).
   void maybe_inject_stall();
+  // Environment variable through which parity's parent tells the ranks on its host who it is
+  // ("PID@HOST"): --inject-interrupt signals it there, as a user would.
+  static constexpr const char* kParentVariable = "PARITY_PARENT";
+  static std::string parent_identity();  // this process's "PID@HOST"
 
   // Rank 0 only: the result file, opened with the session.
   record::ResultsFile& results();
@@ -155,6 +172,11 @@ class Session {
   std::int64_t take_rows(const std::string& group, const record::Table& from, const std::vector<std::size_t>& rows,
                          record::Table& into, const std::function<std::int64_t(const record::Table&, std::size_t)>& also);
   void open_results();
+  // --inject-interrupt: counts a journaled block of `group`'s rows; at the N-th, signals
+  // parity's parent (or this process) and waits for the signal to end the job.
+  void count_injected_block(const std::string& group);
+  std::optional<InjectedInterrupt> interrupt_;
+  long injected_blocks_seen_ = 0;
   std::vector<std::pair<std::string, record::Attribute>> provenance() const;
   std::unique_ptr<record::OutputLock> lock_;  // rank 0, unless the parent holds it
   std::unique_ptr<record::ResultsFile> results_;

@@ -383,7 +383,7 @@ class BenchCheckpoint final : public Command {
   }
 
   std::optional<ResumeProbe> resume_probe() const override {
-    return ResumeProbe{{"-q", "--np", "2", "--layers", "4", "--policies", "full,every2,selective", "--steps", "30"},
+    return ResumeProbe{{"-q", "--np", "2", "--layers", "4", "--policies", "full,every2,selective", "--steps", "3"},
                        "bench/checkpoint",
                        "policy,layout,stored_bytes,peak_bytes,recompute_flops,losses_equal",
                        {1, 3}};

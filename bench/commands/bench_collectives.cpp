@@ -610,13 +610,10 @@ class BenchCollectives final : public Command {
   }
 
   std::optional<ResumeProbe> resume_probe() const override {
-    // The rows of small messages come in a burst (about 180 in half a second on 2 cores), too
-    // fast for a signal sent on seeing a count of them: the cuts are among the large messages,
-    // up to 16 MiB, which come a tenth of a second or more apart.
-    return ResumeProbe{{"-q", "--np", "2", "-e", "16M", "-n", "5", "--coll", "all_reduce,all_gather"},
+    return ResumeProbe{{"-q", "--np", "2", "-e", "64K", "-n", "2", "--coll", "all_reduce,all_gather"},
                        "bench/collectives",
                        "collective,algorithm,dtype,redop,in_place,count,size_bytes",
-                       {215, 250},
+                       {5, 60},
                        "TERM",
                        {"bench/point_to_point", "host/copy_bandwidth", "bench/harness_overhead"}};
   }

@@ -362,10 +362,10 @@ class BenchContext final : public Command {
   }
 
   std::optional<ResumeProbe> resume_probe() const override {
-    return ResumeProbe{{"-q", "--np", "2", "--model", "tiny", "--cp", "1,2", "--sequences", "256,512,768,1024", "--steps", "2"},
+    return ResumeProbe{{"-q", "--np", "2", "--model", "tiny", "--cp", "1,2", "--sequences", "64,128,192", "--steps", "1"},
                        "bench/context",
                        "variant,cp,sequence,forward_bytes,backward_bytes,formula_forward_bytes,activation_bytes",
-                       {2, 6}};
+                       {2, 5}};
   }
 
  private:

@@ -309,7 +309,7 @@ class BenchModel final : public Command {
   }
 
   std::optional<ResumeProbe> resume_probe() const override {
-    return ResumeProbe{{"-q", "--np", "2", "--models", "tiny,small", "--steps", "30"},
+    return ResumeProbe{{"-q", "--np", "2", "--models", "tiny,small", "--steps", "2", "--warmup", "0"},
                        "bench/model",
                        "model,rank,parameters,step_flops",
                        {1},

@@ -536,7 +536,7 @@ class BenchMoe final : public Command {
   }
 
   std::optional<ResumeProbe> resume_probe() const override {
-    return ResumeProbe{{"-q", "--np", "2", "--experts", "4", "--steps", "60"},
+    return ResumeProbe{{"-q", "--np", "2", "--experts", "4", "--steps", "4", "--warmup", "0"},
                        "bench/moe",
                        "run,ep,router,capacity_factor,bytes_match",
                        {1, 3},

@@ -534,7 +534,7 @@ class BenchMemory final : public ParallelBenchCommand {
   }
 
   std::optional<ResumeProbe> resume_probe() const override {
-    return ResumeProbe{{"-q", "--np", "2", "--steps", "4"},
+    return ResumeProbe{{"-q", "--np", "2", "--model", "tiny", "--batch", "2", "--steps", "1", "--warmup", "0"},
                        "bench/memory",
                        "strategy,zero_stage,precision,world_size,rank,model_state_bytes,matches_formula",
                        {3, 10}};
@@ -597,13 +597,11 @@ class BenchScaling final : public ParallelBenchCommand {
   }
 
   std::optional<ResumeProbe> resume_probe() const override {
-    // Cut in the overlap sweep: the scaling modes before it are taken whole. Seven bucket sizes,
-    // so that after the first block six more (about 0.45 s each on 2 cores) leave the signal time
-    // to land on a loaded machine.
-    return ResumeProbe{{"-q", "--np", "2", "--steps", "30", "--bucket-sizes", "64K,128K,256K,512K,1M,2M,4M"},
+    // Cut in the overlap sweep: the scaling modes before it are taken whole.
+    return ResumeProbe{{"-q", "--np", "2", "--steps", "3", "--warmup", "0", "--bucket-sizes", "64K,512K,4M"},
                        "bench/overlap",
                        "world_size,bucket_bytes,overlap,buckets",
-                       {1},
+                       {1, 2},
                        "TERM",
                        {"bench/point_to_point", "bench/scaling"}};
   }

@@ -574,7 +574,7 @@ class BenchPipeline final : public Command {
   }
 
   std::optional<ResumeProbe> resume_probe() const override {
-    return ResumeProbe{{"-q", "--np", "2", "--schedules", "gpipe,1f1b,zb-h1", "--steps", "40"},
+    return ResumeProbe{{"-q", "--np", "2", "--schedules", "gpipe,1f1b,zb-h1", "--steps", "3", "--warmup", "0"},
                        "bench/pipeline",
                        "schedule,stages,chunks,micro_batches,activation_message_bytes",
                        {1, 4},

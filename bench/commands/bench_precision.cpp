@@ -180,7 +180,7 @@ class BenchPrecision final : public Command {
   }
 
   std::optional<ResumeProbe> resume_probe() const override {
-    return ResumeProbe{{"-q", "--np", "2", "--steps", "100"},
+    return ResumeProbe{{"-q", "--np", "2", "--steps", "6"},
                        "bench/precision",
                        "precision,step,loss,loss_scale,skipped",
                        {1, 3}};

@@ -385,7 +385,7 @@ class BenchState final : public Command {
   }
 
   std::optional<ResumeProbe> resume_probe() const override {
-    return ResumeProbe{{"-q", "--np", "2", "--model", "tiny", "--layouts", "dp,zero1,zero2,zero3,tp2", "--repeats", "8"},
+    return ResumeProbe{{"-q", "--np", "2", "--model", "tiny", "--layouts", "dp,zero1,zero2,zero3,tp2", "--repeats", "1"},
                        "bench/state",
                        "layout,repeat,rank,bytes,total_bytes,formula_bytes,restored_exactly",
                        {1, 2}};

@@ -390,9 +390,8 @@ class BenchTensor final : public Command {
   }
 
   std::optional<ResumeProbe> resume_probe() const override {
-    // Three blocks (tp1, tp2, tp2 with SP) at 2 ranks, each long enough (about 0.8 s on a fast
-    // core) for the signal sent on seeing one or two of them to land before the next two end.
-    return ResumeProbe{{"-q", "--np", "2", "--steps", "300"},
+    // Three blocks (tp1, tp2, tp2 with SP) at 2 ranks, cut after one and after two.
+    return ResumeProbe{{"-q", "--np", "2", "--steps", "5"},
                        "bench/tensor",
                        "tp,dp,sequence_parallel,bytes_total,formula_bytes_total",
                        {1, 2},

@@ -120,10 +120,10 @@ class Check final : public Command {
   }
 
   std::optional<ResumeProbe> resume_probe() const override {
-    return ResumeProbe{{"-q", "--np", "2", "--filter", "all_reduce/*/float32/sum/*:all_gather/*/float32/*/1021/*"},
+    return ResumeProbe{{"-q", "--np", "2", "--filter", "all_reduce/*/float32/sum/1021/*:all_gather/*/float32/*/1021/*"},
                        "check/collectives",
                        "*",
-                       {20, 60},
+                       {5, 15},
                        "INT"};
   }
 

@@ -163,6 +163,7 @@ std::optional<int> maybe_relaunch(int argc, char** argv, CommonOptions& common, 
   // Held here for the whole job, so a second run refuses at once; the ranks are told.
   const record::OutputLock lock(common.out);
   setenv(record::OutputLock::kHeldVariable, fs::absolute(common.out).c_str(), 1);
+  setenv(Session::kParentVariable, Session::parent_identity().c_str(), 1);
   const Outcome outcome = relaunch({common.np, common.hostfile}, arguments_for_ranks(argc, argv, common.out));
   // A job cut short (a signal, a dead rank, a stall) leaves its journal: this process outlives
   // the ranks, so it keeps what they finished.

@@ -65,9 +65,10 @@ class Job {
 };
 
 // How the registry's resume test runs a command (correctness/cli/resume.sh probe): a short run on
-// a few ranks that journals several blocks of `group`, cut by `signal` once the journal holds
-// each count of `blocks`, resumed, and compared with a clean run on the `keys` columns; the
-// rows kept of `group` and of `also_taken` must come back unchanged.
+// a few ranks that journals several blocks of `group`, cut by `signal` after each count of
+// `blocks` (--inject-interrupt, so the blocks may be as short as the command allows), resumed,
+// and compared with a clean run on the `keys` columns; the rows kept of `group` and of
+// `also_taken` must come back unchanged. Each count must leave some rows of `group` unrun.
 struct ResumeProbe {
   std::vector<std::string> arguments;  // after the command's name (with -q and --np)
   std::string group;                   // without the leading '/'
