@@ -211,6 +211,22 @@ resolve "${parity_bins[@]/#/$build/bin/}"
 for f in "${!missing[@]}"; do
     die "$f needs${missing[$f]}, which cannot be found on this machine (set LD_LIBRARY_PATH?)"
 done
+# Libraries parity opens itself at first use (cuBLAS, cuBLASLt: reference/cuda/blas.cpp), which
+# ldd does not list: named in the binary, found where the build's CUDA toolkit keeps them.
+cuda_dir=$(sed -n 's|^CUDA_cublas_LIBRARY:FILEPATH=\(.*\)/[^/]*$|\1|p' "$build/CMakeCache.txt" 2>/dev/null || true)
+for name in $(grep -aoE 'libcublas(Lt)?\.so\.[0-9]+' "$build/bin/parity" | sort -u); do
+    if [ "$cuda_libs" = no ]; then
+        cuda_needed[$name]=1
+        continue
+    fi
+    path=
+    for dir in "$cuda_dir" /usr/local/cuda/lib64 /usr/local/cuda/lib; do
+        if [ -n "$dir" ] && [ -e "$dir/$name" ]; then path=$dir/$name; break; fi
+    done
+    [ -n "$path" ] || die "parity opens $name, which cannot be found here (looked in ${cuda_dir:-the CUDA toolkit of the build} and /usr/local/cuda)"
+    lib_src[$name]=$path
+    resolve "$path"
+done
 
 shopt -s nullglob
 mapfile -t reports < <(cd "$SRC/reports" && find . -name '*.py' | sort)

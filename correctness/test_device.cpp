@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
+#include <iterator>
+#include <string>
 #include <limits>
 #include <numeric>
 #include <vector>
@@ -245,3 +248,24 @@ TEST(LossScalingKernels, DeviceMatchesHost) {
 }
 
 }  // namespace
+
+// cuBLAS and cuBLASLt are opened at their first use, not at the start of every process (a
+// linked cuBLASLt spends about half a second of each process's start on its initialisers).
+TEST(CudaLibraries, CublasIsOpenedOnFirstUseWithoutAGpu) {
+  if (!cuda::compiled_with_cuda()) {
+    EXPECT_THROW(cuda::blas_status_words(0), Error);
+    GTEST_SKIP() << "built without CUDA";
+  }
+  const auto mapped = [] {
+    std::ifstream maps("/proc/self/maps");
+    const std::string text((std::istreambuf_iterator<char>(maps)), std::istreambuf_iterator<char>());
+    return text.find("libcublasLt.so") != std::string::npos;
+  };
+  const bool before = mapped();
+  EXPECT_EQ(cuda::blas_status_words(0), "success");
+  EXPECT_TRUE(mapped());
+  // Earlier tests may have used it on a GPU; without one nothing has.
+  if (cuda::devices().empty()) {
+    EXPECT_FALSE(before) << "cuBLASLt was loaded before any use";
+  }
+}

@@ -31,6 +31,9 @@ std::vector<DeviceInfo> devices();
 std::vector<std::string> device_names();
 // "CUDA runtime 13.0, driver 13.0" (empty without CUDA).
 std::string version_description();
+// cuBLAS's words for a status (cublasGetStatusString) through the libraries opened on first use
+// (blas.hpp): opens them, GPU or not. Throws Error without CUDA or when they cannot be opened.
+std::string blas_status_words(int status);
 
 // Makes `index` this process's device (cudaSetDevice) and creates its stream.
 void select_device(int index);

@@ -14,6 +14,7 @@ bool compiled_with_cuda() { return false; }
 std::vector<DeviceInfo> devices() { return {}; }
 std::vector<std::string> device_names() { return {}; }
 std::string version_description() { return ""; }
+std::string blas_status_words(int) { no_cuda(); }
 void select_device(int) { no_cuda(); }
 int selected_device() { return -1; }
 MemoryInfo memory_info() { no_cuda(); }

@@ -6,7 +6,6 @@
 // parity's matrices are row-major; cuBLASLt's are column-major. A row-major [r, c] buffer read
 // as column-major is its transpose [c, r], so each row-major product Y = X W is issued as the
 // column-major Y^T = W^T X^T, with the operands swapped and nothing copied.
-#include <cublasLt.h>
 
 #include <atomic>
 #include <cmath>
@@ -14,6 +13,7 @@
 #include <mutex>
 #include <tuple>
 
+#include "reference/cuda/blas.hpp"
 #include "reference/fast/device_common.cuh"
 
 namespace parity::fast {
@@ -64,7 +64,7 @@ class Lt {
   bool run(const Product& p) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (handle_ == nullptr) {
-      check_lt(cublasLtCreate(&handle_), "cublasLtCreate");
+      check_lt(cuda::blas().lt_create(&handle_), "cublasLtCreate");
       check(cudaMalloc(&workspace_, kWorkspaceBytes), "cudaMalloc(cuBLASLt workspace)");
     }
     const auto key = std::make_tuple(static_cast<int>(p.s), p.ta, p.tb, p.m, p.n, p.k, p.c_float32, p.accumulate,
@@ -74,13 +74,13 @@ class Lt {
     Plan& plan = it->second;
     if (!plan.found) return false;
     if (p.bias)
-      check_lt(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof(p.bias)),
+      check_lt(cuda::blas().lt_matmul_desc_set_attribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof(p.bias)),
                "bias pointer");
     if (p.aux)
-      check_lt(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &p.aux, sizeof(p.aux)),
+      check_lt(cuda::blas().lt_matmul_desc_set_attribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &p.aux, sizeof(p.aux)),
                "aux pointer");
     const float alpha = 1.f, beta = p.accumulate ? 1.f : 0.f;
-    check_lt(cublasLtMatmul(handle_, plan.op, &alpha, p.a, plan.a, p.b, plan.b, &beta, p.c, plan.c, p.c, plan.c,
+    check_lt(cuda::blas().lt_matmul(handle_, plan.op, &alpha, p.a, plan.a, p.b, plan.b, &beta, p.c, plan.c, p.c, plan.c,
                             &plan.algo, workspace_, kWorkspaceBytes, detail::stream()),
              "cublasLtMatmul");
     return true;
@@ -95,35 +95,35 @@ class Lt {
   };
   Plan make_plan(const Product& p) {
     Plan plan;
-    check_lt(cublasLtMatmulDescCreate(&plan.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
+    check_lt(cuda::blas().lt_matmul_desc_create(&plan.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
     const cublasOperation_t ta = p.ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb = p.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-    check_lt(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)), "transa");
-    check_lt(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)), "transb");
-    check_lt(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &p.epilogue, sizeof(p.epilogue)),
+    check_lt(cuda::blas().lt_matmul_desc_set_attribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)), "transa");
+    check_lt(cuda::blas().lt_matmul_desc_set_attribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)), "transb");
+    check_lt(cuda::blas().lt_matmul_desc_set_attribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &p.epilogue, sizeof(p.epilogue)),
              "epilogue");
     // Pointers for the heuristic's alignment checks; set again at each call.
     if (p.bias)
-      check_lt(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof(p.bias)), "bias");
+      check_lt(cuda::blas().lt_matmul_desc_set_attribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof(p.bias)), "bias");
     if (p.aux) {
-      check_lt(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &p.aux, sizeof(p.aux)),
+      check_lt(cuda::blas().lt_matmul_desc_set_attribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &p.aux, sizeof(p.aux)),
                "aux");
       const std::int64_t ld = p.m;
-      check_lt(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof(ld)), "aux ld");
+      check_lt(cuda::blas().lt_matmul_desc_set_attribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof(ld)), "aux ld");
     }
     const cudaDataType_t t = cuda_type(p.s);
-    check_lt(cublasLtMatrixLayoutCreate(&plan.a, t, p.ta ? p.k : p.m, p.ta ? p.m : p.k, p.lda), "layout a");
-    check_lt(cublasLtMatrixLayoutCreate(&plan.b, t, p.tb ? p.n : p.k, p.tb ? p.k : p.n, p.ldb), "layout b");
-    check_lt(cublasLtMatrixLayoutCreate(&plan.c, p.c_float32 ? CUDA_R_32F : t, p.m, p.n, p.ldc), "layout c");
+    check_lt(cuda::blas().lt_matrix_layout_create(&plan.a, t, p.ta ? p.k : p.m, p.ta ? p.m : p.k, p.lda), "layout a");
+    check_lt(cuda::blas().lt_matrix_layout_create(&plan.b, t, p.tb ? p.n : p.k, p.tb ? p.k : p.n, p.ldb), "layout b");
+    check_lt(cuda::blas().lt_matrix_layout_create(&plan.c, p.c_float32 ? CUDA_R_32F : t, p.m, p.n, p.ldc), "layout c");
     cublasLtMatmulPreference_t pref = nullptr;
-    check_lt(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
-    check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kWorkspaceBytes,
+    check_lt(cuda::blas().lt_preference_create(&pref), "cublasLtMatmulPreferenceCreate");
+    check_lt(cuda::blas().lt_preference_set_attribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kWorkspaceBytes,
                                                   sizeof(kWorkspaceBytes)),
              "workspace preference");
     cublasLtMatmulHeuristicResult_t result{};
     int count = 0;
     const cublasStatus_t rc =
-        cublasLtMatmulAlgoGetHeuristic(handle_, plan.op, plan.a, plan.b, plan.c, plan.c, pref, 1, &result, &count);
-    cublasLtMatmulPreferenceDestroy(pref);
+        cuda::blas().lt_algo_get_heuristic(handle_, plan.op, plan.a, plan.b, plan.c, plan.c, pref, 1, &result, &count);
+    cuda::blas().lt_preference_destroy(pref);
     if (rc == CUBLAS_STATUS_SUCCESS && count > 0) {
       plan.found = true;
       plan.algo = result.algo;

@@ -144,13 +144,13 @@ void matmul(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b
 
 #else  // the device part
 
-#include <cublas_v2.h>
+#include "reference/cuda/blas.hpp"
 
 namespace parity::ops::device {
 namespace {
 
 void check_blas(cublasStatus_t rc, const char* what, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
-  if (rc != CUBLAS_STATUS_SUCCESS) raise_error(std::string("cuBLAS: ") + cublasGetStatusString(rc), what, file, line);
+  if (rc != CUBLAS_STATUS_SUCCESS) raise_error(std::string("cuBLAS: ") + cuda::blas().status_string(rc), what, file, line);
 }
 
 // One handle per process, made on first use (after the device is selected) and bound to the
@@ -159,8 +159,8 @@ void check_blas(cublasStatus_t rc, const char* what, const char* file = __builti
 cublasHandle_t blas_handle() {
   static cublasHandle_t handle = [] {
     cublasHandle_t h = nullptr;
-    check_blas(cublasCreate(&h), "cublasCreate");
-    check_blas(cublasSetStream(h, stream()), "cublasSetStream");
+    check_blas(cuda::blas().create(&h), "cublasCreate");
+    check_blas(cuda::blas().set_stream(h, stream()), "cublasSetStream");
     return h;
   }();
   return handle;
@@ -175,7 +175,7 @@ void matmul(int dtype, bool transpose_a, bool transpose_b, int m, int n, int k, 
   // result is rounded once, as on the CPU. TF32 only when asked for.
   const int math = (allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH) |
                    CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION;
-  check_blas(cublasSetMathMode(handle, static_cast<cublasMath_t>(math)), "cublasSetMathMode");
+  check_blas(cuda::blas().set_math_mode(handle, static_cast<cublasMath_t>(math)), "cublasSetMathMode");
   // cuBLAS is column-major: a row-major matrix is its transpose there, so row-major
   // c = op(a) op(b) is column-major c^T = op(b)^T op(a)^T: swap the operands and m with n.
   const cublasOperation_t op_a = transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -193,7 +193,7 @@ void matmul(int dtype, bool transpose_a, bool transpose_b, int m, int n, int k, 
   const float alpha32 = 1.0f, beta32 = accumulate ? 1.0f : 0.0f;
   const void* alpha = dtype == kFloat64 ? static_cast<const void*>(&alpha64) : static_cast<const void*>(&alpha32);
   const void* beta = dtype == kFloat64 ? static_cast<const void*>(&beta64) : static_cast<const void*>(&beta32);
-  check_blas(cublasGemmEx(handle, op_b, op_a, n, m, k, alpha, b, type, ldb, a, type, lda, beta, c, type, ldc, compute,
+  check_blas(cuda::blas().gemm_ex(handle, op_b, op_a, n, m, k, alpha, b, type, ldb, a, type, lda, beta, c, type, ldc, compute,
                           CUBLAS_GEMM_DEFAULT),
              "cublasGemmEx");
 }
