@@ -2,7 +2,9 @@
 """Trains a parity case (`parity case export`) with PyTorch on several processes and writes the
 results file `parity case compare` reads (docs/framework-conformance.md).
 
-  torch_case.py CASE RESULTS [--mode ddp|zero1] [--bug NAME]
+  torch_case.py CASE RESULTS [--mode ddp|zero1|tp|pp] [--bug NAME]
+  torch_case.py --jobs FILE   one such line of arguments a line (blank lines and # comments
+                              skipped), all trained by one process: PyTorch is imported once
 
 The case's layout says how many data-parallel ranks (dp) and accumulation steps to use; this
 script starts dp processes on this machine (torch.distributed with gloo) and trains the case's
@@ -540,7 +542,28 @@ def write_results(path, case_id, losses, gradients, parameters, moments):
     os.replace(tmp, path)
 
 
+def run_jobs(path):
+    """--jobs FILE: each line's arguments trained as main would, in this process."""
+    import shlex
+    try:
+        with open(path) as f:
+            lines = [line.strip() for line in f]
+    except OSError as e:
+        fail(f"--jobs {path}: {e.strerror}")
+    jobs = [shlex.split(line) for line in lines if line and not line.startswith("#")]
+    if not jobs:
+        fail(f"--jobs {path}: no job in the file")
+    for job in jobs:
+        if "--jobs" in job:
+            fail(f"--jobs {path}: a job line may not name --jobs ({' '.join(job)})")
+        main(job)
+    return 0
+
+
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) == 2 and argv[0] == "--jobs":
+        return run_jobs(argv[1])
     p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("case", help="the case file (parity case export)")
