@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
+#include <span>
 
 #include "correctness/cases/family.hpp"
 #include "reference/comm/mirror.hpp"
@@ -245,16 +247,25 @@ void fill_inputs(BufferView target, const Inputs& in, int rank, std::size_t firs
 // Exact expected values of this rank's output, computed once per case and shared by the
 // algorithm's check and the native one (n input evaluations per element; the large cases
 // would otherwise spend most of their time here). Stored as float: crafted results are
-// integers of magnitude at most 2^20 (kValueCap), exact in float's 24-bit significand.
-std::vector<float> exact_expectations(const Inputs& in, int rank, std::size_t count) {
-  std::vector<float> values(count);
-  for (std::size_t j = 0; j < count; ++j) values[j] = static_cast<float>(expected(in, rank, j).value);
-  return values;
-}
+// integers of magnitude at most 2^20 (kValueCap), exact in float's 24-bit significand. In
+// pooled memory, as the buffers are: a fresh 128 MiB vector zeroed for every large case cost
+// more than its values.
+class ExactExpectations {
+ public:
+  ExactExpectations(const Inputs& in, int rank, std::size_t count) : memory_(count * sizeof(float)), count_(count) {
+    float* values = static_cast<float*>(memory_.data());
+    for (std::size_t j = 0; j < count; ++j) values[j] = static_cast<float>(expected(in, rank, j).value);
+  }
+  std::span<const float> values() const { return {static_cast<const float*>(memory_.data()), count_}; }
+
+ private:
+  PooledMemory memory_;
+  std::size_t count_;
+};
 
 template <typename T>
 void check_output(LocalCheck& check, BufferView out, const Inputs& in, int rank, HalfAccumulate half,
-                  const std::string& label, const std::vector<float>& exact) {
+                  const std::string& label, std::span<const float> exact) {
   const T* p = out.as<const T>();
   const bool random = in.c.input == InputKind::random;
   // Accumulation precision: widened 16-bit data is combined in float32 and rounded once.
@@ -312,7 +323,7 @@ void run_in_space(Communicator& comm, const AlgorithmDescriptor& algorithm, Coll
 
 // Runs `algorithm` once on freshly filled, guarded buffers and checks what it wrote.
 void run_and_check(Communicator& comm, const AlgorithmDescriptor& algorithm, const Inputs& in, HalfAccumulate half,
-                   const std::vector<float>& exact, LocalCheck& check) {
+                   std::span<const float> exact, LocalCheck& check) {
   const CollectiveCase& c = in.c;
   const int n = comm.size(), r = comm.rank();
   const std::size_t sc = send_count(c, n, r), rc = recv_count(c, n, r);
@@ -420,9 +431,10 @@ CaseResult run_case(Communicator& comm, const CollectiveCase& c, const Algorithm
                     HalfAccumulate half, bool with_native) {
   const Inputs in(c, comm.size());
   const bool writes_output = !describe(c.collective).root_writes_only || comm.rank() == c.root;
-  const std::vector<float> exact = c.input == InputKind::exact && writes_output
-                                        ? exact_expectations(in, comm.rank(), recv_count(c, comm.size(), comm.rank()))
-                                        : std::vector<float>{};
+  std::optional<ExactExpectations> expectations;
+  if (c.input == InputKind::exact && writes_output)
+    expectations.emplace(in, comm.rank(), recv_count(c, comm.size(), comm.rank()));
+  const std::span<const float> exact = expectations ? expectations->values() : std::span<const float>{};
   LocalCheck check;
   run_and_check(comm, algorithm, in, half, exact, check);
   // With exact inputs both results are compared bit for bit with the same expected values (and
