@@ -212,21 +212,23 @@ for f in "${!missing[@]}"; do
     die "$f needs${missing[$f]}, which cannot be found on this machine (set LD_LIBRARY_PATH?)"
 done
 # Libraries parity opens itself at first use (cuBLAS, cuBLASLt: reference/cuda/blas.cpp), which
-# ldd does not list: named in the binary, found where the build's CUDA toolkit keeps them.
-cuda_dir=$(sed -n 's|^CUDA_cublas_LIBRARY:FILEPATH=\(.*\)/[^/]*$|\1|p' "$build/CMakeCache.txt" 2>/dev/null || true)
-for name in $(grep -aoE 'libcublas(Lt)?\.so\.[0-9]+' "$build/bin/parity" | sort -u); do
-    if [ "$cuda_libs" = no ]; then
-        cuda_needed[$name]=1
-        continue
-    fi
-    path=
-    for dir in "$cuda_dir" /usr/local/cuda/lib64 /usr/local/cuda/lib; do
-        if [ -n "$dir" ] && [ -e "$dir/$name" ]; then path=$dir/$name; break; fi
-    done
-    [ -n "$path" ] || die "parity opens $name, which cannot be found here (looked in ${cuda_dir:-the CUDA toolkit of the build} and /usr/local/cuda)"
-    lib_src[$name]=$path
-    resolve "$path"
-done
+# ldd does not list: the build names them in opened-libraries.txt; each goes in by its soname.
+if [ -f "$build/opened-libraries.txt" ]; then
+    while IFS= read -r lib; do
+        [ -n "$lib" ] || continue
+        [ -e "$lib" ] || die "parity opens $lib at run time (opened-libraries.txt), which is not on this machine"
+        name=$(readelf -d "$lib" 2>/dev/null | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+        [ -n "$name" ] || name=${lib##*/}
+        if [ "$cuda_libs" = no ]; then
+            cuda_needed[$name]=1
+            continue
+        fi
+        path=$(dirname -- "$lib")/$name
+        [ -e "$path" ] || path=$lib
+        lib_src[$name]=$path
+        resolve "$path"
+    done <"$build/opened-libraries.txt"
+fi
 
 shopt -s nullglob
 mapfile -t reports < <(cd "$SRC/reports" && find . -name '*.py' | sort)

@@ -51,6 +51,15 @@ if ! bash "$HERE/pack.sh" --build "$build" --out "$tmp/made/pack" --no-cuda-libs
     exit 1
 fi
 echo "$(tail -n 1 "$tmp/pack.log") [$((SECONDS - started)) s]"
+# The libraries parity opens at run time (not seen by ldd) are left to the host like the others.
+if [ -f "$build/opened-libraries.txt" ]; then
+    while IFS= read -r lib; do
+        [ -n "$lib" ] || continue
+        name=$(readelf -d "$lib" 2>/dev/null | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+        grep -q "left to the host:.* ${name:-${lib##*/}}" "$tmp/pack.log" ||
+            fail "the pack does not name ${name:-$lib}, which parity opens at run time, among the host's CUDA libraries"
+    done <"$build/opened-libraries.txt"
+fi
 # Re-packing replaces the folder (and must not leave a staging folder behind).
 bash "$HERE/pack.sh" --build "$build" --out "$tmp/made/pack" --no-cuda-libs >"$tmp/pack2.log" 2>&1 ||
     fail "packing again into the same folder failed: $(tail -n 3 "$tmp/pack2.log")"

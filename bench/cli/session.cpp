@@ -422,7 +422,8 @@ void Session::count_injected_block(const std::string& group) {
   pid_t target = getpid();
   if (const char* parent = std::getenv(kParentVariable); parent != nullptr && supervised_) {
     const std::string text = parent, mine = parent_identity();
-    if (text.substr(text.find('@') + 1) == mine.substr(mine.find('@') + 1)) target = static_cast<pid_t>(std::atol(text.c_str()));
+    if (text.substr(text.find('@') + 1) == mine.substr(mine.find('@') + 1))
+      target = static_cast<pid_t>(std::atol(text.c_str()));
   }
   // Nothing more is journaled before the signal lands, so the partial file holds exactly
   // these blocks, however loaded the machine. The wait is an operation: the line that reports

@@ -8,7 +8,7 @@
 #include "reference/core/error.hpp"
 #include "reference/cuda/device.hpp"
 
-// A function's name as the headers spell it after their macros (cublasCreate_v2).
+// A name as the headers spell it after their macros (cublasCreate_v2, 13).
 #define PARITY_SYMBOL_NAME(f) PARITY_SYMBOL_TEXT(f)
 #define PARITY_SYMBOL_TEXT(f) #f
 
@@ -36,9 +36,9 @@ void bind(Function& function, const Library& library, const char* symbol) {
 }
 
 Blas open_blas() {
-  const std::string major = std::to_string(CUBLAS_VER_MAJOR);
-  const Library lt = open_library("libcublasLt.so." + major);
-  const Library blas = open_library("libcublas.so." + major);
+  // Whole literals, so that ci/pack.sh finds the names in the binary.
+  const Library lt = open_library("libcublasLt.so." PARITY_SYMBOL_NAME(CUBLAS_VER_MAJOR));
+  const Library blas = open_library("libcublas.so." PARITY_SYMBOL_NAME(CUBLAS_VER_MAJOR));
   Blas b{};
 #define PARITY_BIND(library, member, function) bind(b.member, library, PARITY_SYMBOL_NAME(function))
   PARITY_BIND(blas, create, cublasCreate);
