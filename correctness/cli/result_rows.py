@@ -12,8 +12,6 @@
   result_rows.py resumed FILE ROWS           --resume took at least ROWS rows (root attribute
                                              resumed_rows): rows a table holds unchanged may also
                                              have been measured again, where nothing varies
-  result_rows.py blocks JOURNAL GROUP        prints how many blocks of rows of GROUP the journal
-                                             holds (its 'R' records; 0 without a journal)
   result_rows.py complete FILE               complete = 1
   result_rows.py rows FILE GROUP             prints the rows of GROUP (0 when absent)
 Exit status 0 when the check holds, 1 with a line saying why not.
@@ -46,41 +44,10 @@ def column(group, name):
     return [text(v) for v in values] if values.dtype.kind in "OS" else values
 
 
-def journal_blocks(path, group):
-    """'R' and 'M' records holding rows of `group` in a journal (reference/record/journal.cpp:
-    magic, then records of a u32 length, a u32 checksum and a payload that starts with its kind
-    and a u64-prefixed group; an 'M' record's group is empty and a u64-counted list of u64-prefixed
-    groups follows it)."""
-    try:
-        data = open(path, "rb").read()
-    except OSError:
-        return 0
-    count, at = 0, 8
-    while at + 8 <= len(data):
-        length = int.from_bytes(data[at:at + 4], sys.byteorder)
-        payload = data[at + 8:at + 8 + length]
-        if len(payload) < length:
-            break  # a record still being written
-        if payload[:1] == b"R":
-            size = int.from_bytes(payload[1:9], sys.byteorder)
-            count += payload[9:9 + size].decode(errors="replace") == group
-        elif payload[:1] == b"M":
-            parts, i = int.from_bytes(payload[9:17], sys.byteorder), 17
-            for _ in range(parts):
-                size = int.from_bytes(payload[i:i + 8], sys.byteorder)
-                count += payload[i + 8:i + 8 + size].decode(errors="replace") == group
-                i += 8 + size
-        at += 8 + length
-    return count
-
-
 def main(argv):
     if len(argv) < 2:
         fail(__doc__)
     what, path = argv[0], argv[1]
-    if what == "blocks":  # polled while a run works: without h5py's start-up time
-        print(journal_blocks(path, argv[2]))
-        return
     global h5py, np
     import h5py
     import numpy as np

@@ -36,7 +36,6 @@ void bind(Function& function, const Library& library, const char* symbol) {
 }
 
 Blas open_blas() {
-  // Whole literals, so that ci/pack.sh finds the names in the binary.
   const Library lt = open_library("libcublasLt.so." PARITY_SYMBOL_NAME(CUBLAS_VER_MAJOR));
   const Library blas = open_library("libcublas.so." PARITY_SYMBOL_NAME(CUBLAS_VER_MAJOR));
   Blas b{};
