@@ -406,25 +406,25 @@ class CaseExport final : public Command {
                  .ranks = false,
                  .parent_help = kCaseHelp}) {}
   void declare(CommandOptions& o) override {
-    o.add("--out", options_.out, "The case file to write (HDF5)")->required();
-    o.add("--model", options_.model, "GPT preset:" + model_presets_help())->capture_default_str();
+    o.add("--out", options_.out, "The case file to write (HDF5)").required();
+    o.add("--model", options_.model, "GPT preset:" + model_presets_help()).show_default();
     CaseSpec& s = options_.spec;
-    o.add("--steps", s.steps, "Optimizer steps")->capture_default_str();
-    o.add("--global-batch", s.global_batch, "Sequences per step (a multiple of dp x accumulation)")->capture_default_str();
+    o.add("--steps", s.steps, "Optimizer steps").show_default();
+    o.add("--global-batch", s.global_batch, "Sequences per step (a multiple of dp x accumulation)").show_default();
     o.add("--precision", s.precision,
           "The framework's precision: float32, float64, or bfloat16 (float32 parameters and optimizer, bfloat16 "
           "compute: autocast)")
-        ->capture_default_str();
-    o.add("--dp", s.dp, "Data-parallel ranks of the layout under test")->capture_default_str();
-    o.add("--accumulation", s.accumulation, "Micro-batches a rank accumulates per step")->capture_default_str();
-    o.add("--zero", s.zero, "ZeRO stage of the layout under test (0: plain DDP)")->capture_default_str();
-    o.add("--tp", s.tp, "Tensor-parallel ranks of the layout under test")->capture_default_str();
+        .show_default();
+    o.add("--dp", s.dp, "Data-parallel ranks of the layout under test").show_default();
+    o.add("--accumulation", s.accumulation, "Micro-batches a rank accumulates per step").show_default();
+    o.add("--zero", s.zero, "ZeRO stage of the layout under test (0: plain DDP)").show_default();
+    o.add("--tp", s.tp, "Tensor-parallel ranks of the layout under test").show_default();
     o.add("--pp", s.pp, "Pipeline stages of the layout under test (the micro-batches: --accumulation)")
-        ->capture_default_str();
+        .show_default();
     o.add("--dropout", s.dropout, "Residual dropout after attention and after the MLP; its masks go in the case")
-        ->capture_default_str();
+        .show_default();
     o.add("--clip-grad-norm", s.clip, "Clip the gradients to this global L2 norm before each update, as "
-                                      "torch.nn.utils.clip_grad_norm_ (0: no clipping)")->capture_default_str();
+                                      "torch.nn.utils.clip_grad_norm_ (0: no clipping)").show_default();
     o.flag("--force", options_.force, "Overwrite --out");
   }
   int run_here() override { return case_export(options_); }
@@ -444,8 +444,8 @@ class CaseCompare final : public Command {
                  .order = 161,
                  .ranks = false}) {}
   void declare(CommandOptions& o) override {
-    o.add("case", options_.case_file, "The case file (case export's)")->required();
-    o.add("results", options_.results, "The framework's results file (docs/framework-conformance.md)")->required();
+    o.add("case", options_.case_file, "The case file (case export's)").required();
+    o.add("results", options_.results, "The framework's results file (docs/framework-conformance.md)").required();
   }
   int run_here() override { return case_compare(options_); }
 

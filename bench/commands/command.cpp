@@ -76,20 +76,7 @@ void Command::attach(CLI::App& app) {
 }
 
 std::vector<std::string> Command::result_options() const {
-  std::vector<std::string> out;
-  if (options_ == nullptr) return out;
-  for (const CLI::Option* option : options_->app().get_options()) {
-    if (option->get_group() == kRunningGroup || option->get_name().empty() || option->get_name() == "--help" ||
-        option->get_name() == "--help-all" || option->get_name() == "--version")
-      continue;
-    std::string value;
-    if (option->count() > 0)
-      for (const std::string& given : option->results()) value += (value.empty() ? "" : ",") + given;
-    else
-      value = option->get_default_str();
-    out.push_back(option->get_name() + "=" + value);
-  }
-  return out;
+  return options_ == nullptr ? std::vector<std::string>{} : options_->result_options();
 }
 
 const CommandOptions& Command::options() const {

@@ -146,12 +146,12 @@ class List final : public Command {
                  .ranks = false}) {}
 
   void declare(CommandOptions& o) override {
-    auto* schema = o.flag("--schema", schema_,
+    const Option schema = o.flag("--schema", schema_,
                           "The result groups every command writes, with their columns (name, type, unit, required), as "
                           "JSON: the schema docs/results-schema.md describes");
     o.flag("--resume-probes", resume_probes_,
            "For the tests: each command's resume probe (how the registry's resume test runs it), one per line")
-        ->excludes(schema);
+        .excludes(schema);
   }
 
   int run_here() override {

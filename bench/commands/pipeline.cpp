@@ -219,20 +219,20 @@ namespace {
 
 // The options the three share: the schedule, generated or read.
 void declare_schedule(CommandOptions& o, PipelineOptions& options, bool stages) {
-  auto* file = o.add("--schedule", options.schedule_file, "CSV schedule, one row per rank")->check(CLI::ExistingFile);
+  const Option file = o.add("--schedule", options.schedule_file, "CSV schedule, one row per rank").existing_file();
   std::string names;
   for (const auto& n : parallel::pipeline::schedule_names()) names += (names.empty() ? "" : ", ") + n;
-  o.add("--name", options.name, "Generated schedule: " + names)->excludes(file)->capture_default_str();
+  o.add("--name", options.name, "Generated schedule: " + names).excludes(file).show_default();
   if (stages)
     o.add("-p,--stages", options.stages, "Ranks of the generated schedule")
-        ->check(CLI::Range(1, 1024))
-        ->excludes(file)
-        ->capture_default_str();
+        .range(1, 1024)
+        .excludes(file)
+        .show_default();
   o.add("-m,--micro-batches", options.micro_batches, "Micro-batches per step")
-      ->check(CLI::Range(1, 100000))
-      ->excludes(file)
-      ->capture_default_str();
-  o.add("-v,--chunks", options.chunks, "Chunks per rank of interleaved")->check(CLI::Range(1, 64))->excludes(file)->capture_default_str();
+      .range(1, 100000)
+      .excludes(file)
+      .show_default();
+  o.add("-v,--chunks", options.chunks, "Chunks per rank of interleaved").range(1, 64).excludes(file).show_default();
   o.add("--write-csv", options.write_csv, "Also write the schedule as CSV");
 }
 
@@ -268,16 +268,16 @@ class PipelineSimulate final : public Command {
   void declare(CommandOptions& o) override {
     PipelineOptions& p = options_;
     declare_schedule(o, p, true);
-    o.add("--forward", p.forward, "Seconds of a forward (F)")->capture_default_str();
-    o.add("--backward", p.backward, "Seconds of a whole backward (B)")->capture_default_str();
-    o.add("--input-grad", p.input_grad, "Seconds of a backward for the input (I)")->capture_default_str();
-    o.add("--weight-grad", p.weight_grad, "Seconds of a backward for the weights (W)")->capture_default_str();
-    o.add("--alpha-us", p.alpha_us, "Latency of a message between stages (us)")->capture_default_str();
-    o.add("--bandwidth-GBps", p.bandwidth_GBps, "Link bandwidth (GB/s)")->capture_default_str();
+    o.add("--forward", p.forward, "Seconds of a forward (F)").show_default();
+    o.add("--backward", p.backward, "Seconds of a whole backward (B)").show_default();
+    o.add("--input-grad", p.input_grad, "Seconds of a backward for the input (I)").show_default();
+    o.add("--weight-grad", p.weight_grad, "Seconds of a backward for the weights (W)").show_default();
+    o.add("--alpha-us", p.alpha_us, "Latency of a message between stages (us)").show_default();
+    o.add("--bandwidth-GBps", p.bandwidth_GBps, "Link bandwidth (GB/s)").show_default();
     o.add("--message-bytes", p.message_bytes, "Bytes of one activation (or its gradient) sent between stages")
-        ->capture_default_str();
+        .show_default();
     o.flag("--timeline", p.timeline, "Draw each rank's timeline");
-    o.add("--columns", p.columns, "Width of the timeline")->capture_default_str();
+    o.add("--columns", p.columns, "Width of the timeline").show_default();
   }
   int run_here() override { return pipeline_simulate(options_); }
 
@@ -297,8 +297,8 @@ class PipelineRun final : public Command {
                  .no_probe_reason = "one row: there is no block to cut after (its row is taken back whole)"}) {}
   void declare(CommandOptions& o) override {
     PipelineOptions& p = options_;
-    o.add("--steps", p.steps, "Optimizer steps")->capture_default_str();
-    o.add("--dtype", p.dtype, "float64 or float32")->capture_default_str();
+    o.add("--steps", p.steps, "Optimizer steps").show_default();
+    o.add("--dtype", p.dtype, "float64 or float32").show_default();
     o.add("--inject-failure", p.inject_failure,
           "Fault injection: this action (e.g. 1B2) throws on its rank; the job ends naming the rank and the action");
     declare_schedule(o, p, false);

@@ -295,14 +295,14 @@ class Plan final : public Command {
                                      "fp64, as the cluster has them) is the products' rate and MFU's denominator; "
                                      "parameters, gradients, optimizer state and activations stay as mixed precision "
                                      "keeps them [default: bf16, or a calibrated cluster's measured type]");
-    o.add("--gpus", gpus_, "GPUs of the job")->check(CLI::Range(1, 1 << 20));
-    o.add("--global-batch", global_batch_, "Sequences per optimizer step")->check(CLI::Range(1, 1 << 24));
+    o.add("--gpus", gpus_, "GPUs of the job").range(1, 1 << 20);
+    o.add("--global-batch", global_batch_, "Sequences per optimizer step").range(1, 1 << 24);
     o.add("--fix", fixed_, "Keys held fixed: tp, pp, dp, ep, cp, v, schedule (1f1b, interleaved; or, never searched, the "
                            "zero-bubble zb-h1, zb-h2 (v 1) and zb-v (v 2), timed by the schedule simulator), micro_batch, zero (0-3), "
                            "recompute (none, selective, full), sp (on, off), attention (flash, the default, or unfused: products around a "
                            "softmax that stores the scores), overlap (on, the default: the data-parallel reduction in buckets during "
                            "backward; off: after the flush); e.g. tp=8,pp=2,recompute=full");
-    o.add("--top", top_, "Layouts printed (and written with --out), fastest first")->check(CLI::Range(1, 1 << 20));
+    o.add("--top", top_, "Layouts printed (and written with --out), fastest first").range(1, 1 << 20);
     o.flag("--explain", explain_, "Explain the fastest layout that fits: memory by category and time by part");
     o.add("--out", out_, "Also write the layouts to this result file (HDF5, /plan/layouts; with --scaling /plan/scaling)");
     o.flag("--force", force_, "Overwrite an existing --out");

@@ -15,7 +15,7 @@ class Report final : public Command {
                  .ranks = false}) {}
 
   void declare(CommandOptions& o) override {
-    o.app().add_option("files", files_, "One result file, or two to compare")->required()->expected(1, 2)->check(CLI::ExistingFile);
+    o.add("files", files_, "One result file, or two to compare").required().at_most(2).existing_file();
     o.add("--out", out_, "Report directory [default: <first file without .h5>.report]");
     o.flag("--force", force_, "Overwrite an existing report");
     o.flag("-q,--quiet", quiet_, "Say nothing on success");

@@ -24,8 +24,8 @@ class Run final : public Command {
 
   void declare(CommandOptions& o) override {
     o.flag("--quick", quick_, "Smaller job: no 1 MiB/64 MiB conformance sizes, benchmark sizes up to 1 MiB");
-    o.flag("--no-report", no_report_, "Do not draw the report")->group(kRunningGroup);
-    o.add("--report-dir", report_dir_, "Report directory [default: <result file without .h5>.report]")->group(kRunningGroup);
+    o.flag("--no-report", no_report_, "Do not draw the report").group(kRunningGroup);
+    o.add("--report-dir", report_dir_, "Report directory [default: <result file without .h5>.report]").group(kRunningGroup);
   }
 
   std::vector<const record::TableSpec*> tables() const override {

@@ -180,13 +180,13 @@ class StateExport final : public Command {
                  .ranks = false,
                  .parent_help = kStateHelp}) {}
   void declare(CommandOptions& o) override {
-    o.add("--from", options_.from, "A save's directory, or a root whose newest complete save is taken")->required();
+    o.add("--from", options_.from, "A save's directory, or a root whose newest complete save is taken").required();
     o.add("--out", options_.out, "The file to write (HDF5: one dataset per GPT-2 parameter, GPT2Config's attributes)")
-        ->required();
+        .required();
     o.add("--tokens", options_.tokens, "Rows of step 0's batch whose logits parity writes beside (0: none)")
-        ->capture_default_str();
+        .show_default();
     o.add("--values", options_.values, "master: a mixed-precision state's float32 masters; model: its 16-bit values")
-        ->capture_default_str();
+        .show_default();
     o.flag("--force", options_.force, "Overwrite --out");
   }
   int run_here() override { return state_export(options_); }
@@ -204,8 +204,8 @@ class StateImport final : public Command {
                  .order = 151,
                  .ranks = false}) {}
   void declare(CommandOptions& o) override {
-    o.add("--from", options_.from, "The GPT-2 file")->required();
-    o.add("--out", options_.out, "The root to save under (step-00000000 is made there)")->required();
+    o.add("--from", options_.from, "The GPT-2 file").required();
+    o.add("--out", options_.out, "The root to save under (step-00000000 is made there)").required();
   }
   int run_here() override { return state_import(options_); }
 
@@ -329,15 +329,15 @@ class StateTrain final : public Command {
                  .no_probe_reason = "its rows are the steps of one run, which goes on from its own saves "
                                     "(--restart) rather than from the result file"}) {}
   void declare(CommandOptions& o) override {
-    o.add("--model", options_.model, "GPT preset:" + model_presets_help())->capture_default_str();
+    o.add("--model", options_.model, "GPT preset:" + model_presets_help()).show_default();
     o.add("--layout", options_.layout, "dp, zero1, zero2, zero3 or tp<T> (T dividing the ranks; dp over the rest)")
-        ->capture_default_str();
-    o.add("--precision", options_.precision, "float64, float32, bfloat16 or float16")->capture_default_str();
+        .show_default();
+    o.add("--precision", options_.precision, "float64, float32, bfloat16 or float16").show_default();
     o.add("--steps", options_.steps, "Optimizer steps in all (a restarted run counts the earlier ones)")
-        ->capture_default_str();
+        .show_default();
     o.add("--save-every", options_.save_every, "Save the training state after every k steps (and after the last)")
-        ->capture_default_str();
-    o.add("--dir", options_.dir, "Directory of the saves (shared by every rank's host)")->required();
+        .show_default();
+    o.add("--dir", options_.dir, "Directory of the saves (shared by every rank's host)").required();
     o.flag("--restart", options_.restart, "Go on from the newest complete save under --dir");
   }
   std::optional<int> prepare(std::optional<int>) override {

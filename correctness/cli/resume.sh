@@ -64,19 +64,13 @@ clean_run() { # OUT ARGS...
 # run's on KEYS, and every row the partial file kept (of GROUP and of $also_taken) comes back
 # unchanged, taken rather than measured again.
 resume_like_clean() { # GROUP KEYS WHEN ARGS...
-  local group=$1 keys=$2 when=$3 taken
+  local group=$1 keys=$2 when=$3
   shift 3
   cp "$work/p.h5" "$work/kept.h5"
   run "$@" --resume "$work/p.h5"
   [ "$status" -eq 0 ] || fail "--resume after $when ended with status $status"
-  rows complete "$work/p.h5"
-  rows same "$work/p.h5" "$work/clean.h5" "$group" "$keys"
-  local kept=0
-  for taken in "$group" $also_taken; do
-    rows taken "$work/kept.h5" "$work/p.h5" "$taken"
-    kept=$((kept + $(rows rows "$work/kept.h5" "$taken")))
-  done
-  rows resumed "$work/p.h5" "$kept"
+  # shellcheck disable=SC2086 # also_taken: a list of groups
+  rows resumed_like "$work/p.h5" "$work/clean.h5" "$work/kept.h5" "$group" "$keys" $also_taken
   [ ! -e "$work/p.h5.journal" ] || fail "the journal is left after a complete run"
 }
 
@@ -91,7 +85,7 @@ points() { # SIGNAL GROUP KEYS FRACTIONS -- ARGS...
   clean_run "$work/clean.h5" "$@"
   [ "$status" -eq 0 ] || fail "the clean run ended with status $status"
   local total midway=0 first=1 bytes notes=""
-  total=$(rows rows "$work/clean.h5" "$group")
+  total=$(rows rows "$work/clean.h5" "$group") || exit 1
   for fraction in $fractions; do
     bytes=$(awk -v n="$journal_bytes" -v f="$fraction" 'BEGIN { printf "%d", n * f }')
     rm -f "$work/p.h5"
@@ -103,9 +97,8 @@ points() { # SIGNAL GROUP KEYS FRACTIONS -- ARGS...
     # The signal may come as the file is committed: then it is complete.
     /usr/bin/python3 "$here/result_rows.py" complete "$work/p.h5" 2>/dev/null && { notes+=complete; continue; }
     grep -q "partial results kept in .*p.h5" "$err" || fail "no line names the partial file"
-    rows partial "$work/p.h5" "interrupted by SIG$signal" >/dev/null
     local kept
-    kept=$(rows rows "$work/p.h5" "$group")
+    kept=$(rows partial "$work/p.h5" "interrupted by SIG$signal" "$group") || exit 1
     notes+="$kept/$total"
     [ "$kept" -lt "$total" ] && midway=$((midway + 1))
     if [ "$first" -eq 1 ]; then
@@ -113,8 +106,9 @@ points() { # SIGNAL GROUP KEYS FRACTIONS -- ARGS...
       first=0
       interrupt_after_rows "$signal" "$work/p.h5" "$@" --resume "$work/p.h5"
       if [ "$status" -ne 0 ] && ! /usr/bin/python3 "$here/result_rows.py" complete "$work/p.h5" 2>/dev/null; then
-        rows partial "$work/p.h5" "interrupted by SIG$signal" >/dev/null
-        [ "$(rows rows "$work/p.h5" "$group")" -ge "$kept" ] || fail "a resumed run cut short lost rows"
+        local again
+        again=$(rows partial "$work/p.h5" "interrupted by SIG$signal" "$group") || exit 1
+        [ "$again" -ge "$kept" ] || fail "a resumed run cut short lost rows"
       fi
     fi
     resume_like_clean "$group" "$keys" "$fraction of the journal" "$@"
@@ -133,14 +127,13 @@ blocks() { # SIGNAL GROUP KEYS COUNTS -- ARGS...
   shift 5
   run "$@" --out "$work/clean.h5"
   [ "$status" -eq 0 ] || fail "the clean run ended with status $status"
-  total=$(rows rows "$work/clean.h5" "$group")
+  total=$(rows rows "$work/clean.h5" "$group") || exit 1
   for count in $counts; do
     rm -f "$work/p.h5"
     run "$@" --out "$work/p.h5" --inject-interrupt "$group:$count:$signal"
     [ "$status" -eq 5 ] || fail "interrupted after $count block(s): status $status, expected 5"
     grep -q "partial results kept in .*p.h5" "$err" || fail "no line names the partial file"
-    rows partial "$work/p.h5" "interrupted by SIG$signal" >/dev/null
-    kept=$(rows rows "$work/p.h5" "$group")
+    kept=$(rows partial "$work/p.h5" "interrupted by SIG$signal" "$group") || exit 1
     [ "$kept" -gt "$before" ] && [ "$kept" -lt "$total" ] ||
       fail "after $count block(s) of $group: $kept of $total rows kept (more than $before and fewer than $total expected)"
     before=$kept
