@@ -59,6 +59,9 @@ def build_parser():
                         "(default 40)")
     p.add_argument("--max-failures", metavar="N", type=int, default=200,
                    help="list at most N failed conformance cases (default 200)")
+    p.add_argument("--no-figures", action="store_true",
+                   help="write index.html and summary.md without drawing a figure (the text, "
+                        "tables and verdicts alone, in a fraction of the time)")
     return p
 
 
@@ -88,10 +91,12 @@ def run(argv):
     try:
         if len(rfs) == 1:
             title = args.title or f"parity report: {labels[0]}"
-            page, md, _ = single_report(rfs[0], paths[0], args.out, title, args)
+            page, md, _ = single_report(rfs[0], paths[0], args.out, title, args,
+                                        render=not args.no_figures)
         else:
             title = args.title or f"parity comparison: {labels[0]} (A) vs {labels[1]} (B)"
-            page, md, _ = comparison_report(rfs, labels, args.out, title, args)
+            page, md, _ = comparison_report(rfs, labels, args.out, title, args,
+                                            render=not args.no_figures)
         with open(os.path.join(args.out, "index.html"), "w", encoding="utf-8") as fh:
             fh.write(page.render())
         with open(os.path.join(args.out, "summary.md"), "w", encoding="utf-8") as fh:

@@ -120,7 +120,7 @@ class CalibrateReportTests(RecordingCase):
         self.assertEqual(next(iter(moved[("copy", copies[0])])), 2 * copies[0] * 4)
         self.assertEqual(next(iter(moved[("add", copies[0])])), 3 * copies[0] * 4)
         out = os.path.join(self.tmp, "ceilings_report")
-        self.assertEqual(run_report(FIXTURE, "--out", out, "--max-plots", "0").returncode, 0)
+        self.assertEqual(run_report(FIXTURE, "--out", out, "--max-plots", "0", "--no-figures").returncode, 0)
         with open(os.path.join(out, "index.html")) as f:
             page = f.read()
         table = page[page.index("memcpy, 4096</th>"):]
@@ -159,7 +159,7 @@ class CalibrateReportTests(RecordingCase):
             self.assertAlmostEqual(f["beta_us_per_byte"], beta * 1e6, delta=1e-9 * beta * 1e6)
             self.assertAlmostEqual(f["bandwidth_GBps"], 1e-9 / beta, delta=1e-9 / beta * 1e-9)
         out = os.path.join(self.tmp, "fits_report")
-        self.assertEqual(run_report(FIXTURE, "--out", out, "--max-plots", "0").returncode, 0)
+        self.assertEqual(run_report(FIXTURE, "--out", out, "--max-plots", "0", "--no-figures").returncode, 0)
         with open(os.path.join(out, "index.html")) as f:
             page = f.read()
         table = page[page.index("own alpha and beta at each level"):]
@@ -169,7 +169,7 @@ class CalibrateReportTests(RecordingCase):
 
     def test_page_has_the_section_and_the_links(self):
         out = os.path.join(self.tmp, "report")
-        result = run_report(FIXTURE, "--out", out)
+        result = run_report(FIXTURE, "--out", out, "--no-figures")
         self.assertEqual(result.returncode, 0, result.stderr)
         with open(os.path.join(out, "index.html")) as f:
             page = f.read()
@@ -189,7 +189,7 @@ class CalibrateReportTests(RecordingCase):
         """The levels' rows (one host: the node's alone) appear with their peer, latency and
         bandwidth."""
         out = os.path.join(self.tmp, "levels")
-        result = run_report(FIXTURE, "--out", out)
+        result = run_report(FIXTURE, "--out", out, "--no-figures")
         self.assertEqual(result.returncode, 0, result.stderr)
         with open(os.path.join(out, "index.html")) as f:
             page = f.read()
@@ -213,7 +213,7 @@ class CalibrateReportTests(RecordingCase):
             del f["/bench/calibrate_collectives"]
         reduces = len(read_rows(path, "/bench/calibrate_links"))
         out = os.path.join(self.tmp, "old-links")
-        result = run_report(path, "--out", out)
+        result = run_report(path, "--out", out, "--no-figures")
         self.assertEqual(result.returncode, 0, result.stderr)
         with open(os.path.join(out, "index.html")) as f:
             page = f.read()

@@ -144,7 +144,7 @@ class CollectivesReportTests(ReportCase):
             del g["algorithm"]
             g.create_dataset("algorithm", data=values).attrs["unit"] = ""
         out = os.path.join(self.tmp, "fixed_out")
-        res = run_report(path, "--out", out)
+        res = run_report(path, "--out", out, "--no-figures")
         self.assertEqual(res.returncode, 0, res.stderr)
         self.assertIn("<td>recursive_doubling</td>", self.read(out, "index.html"))
 

@@ -36,7 +36,7 @@ class ConformanceReportTests(ReportCase):
             values = [message if c == target else m
                       for c, m in zip(text_col(f["/check/training/case"]), text_col(ds))]
             ds[...] = np.array(values, dtype=object)
-        _, html, summary = self.report_of("tensor_checks_out", path)
+        _, html, summary = self.report_of("tensor_checks_out", path, figures=False)
         counts = {}
         for table in ("/check/collectives", "/check/training", "/check/tensor"):
             passed = [r["passed"] for r in read_rows(path, table)]
@@ -84,7 +84,7 @@ class ConformanceReportTests(ReportCase):
                                dtype=object)
         n = len(cases)
         words = f"{n} cases, 1 failed ({n - 1} passed)"
-        out, html, summary = self.report_of("widgets_out", path)
+        out, html, summary = self.report_of("widgets_out", path, figures=False)
         self.assertIn("<h3>Widgets cases</h3>", html)
         self.assertIn(f"{words}.</span> Widgets trained on every rank against one device.", html)
         self.assertIn(f"; widgets {words}.</li>", html)
@@ -95,7 +95,7 @@ class ConformanceReportTests(ReportCase):
         self.assertNotIn("Other tables in the file", html)
         # Beside a run without the table: B's side says so.
         plain = self.sample("plain.h5", omit=TENSOR_ONLY, tensor=True)
-        _, html, summary = self.report_of("widgets_compare", path, plain)
+        _, html, summary = self.report_of("widgets_compare", path, plain, figures=False)
         section = after(html, "<h3>Widgets cases</h3>")
         self.assertIn(words, section)
         self.assertIn("no /check/widgets table", section)
@@ -126,7 +126,7 @@ class ConformanceReportTests(ReportCase):
             g.attrs["kind"] = "table"
             g.attrs["columns"] = np.array(list(g.keys()), dtype=h5py.string_dtype())
             g.attrs["rows"] = len(rows)
-        _, html, summary = self.report_of("restore_out", path)
+        _, html, summary = self.report_of("restore_out", path, figures=False)
         self.assertIn("<h3>Training-state restore cases</h3>", html)
         self.assertIn("Training-state restore cases: 3 cases, 1 failed (2 passed).", summary)
         table = after(after(html, "<h3>Failed training-state restore cases</h3>"), "Table: every case (3)")

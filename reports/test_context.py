@@ -55,7 +55,7 @@ class ContextReportTests(RecordingCase):
                  lambda r: r["variant"] == "allgather" and r["cp"] == 4 and r["sequence"] == 128,
                  lambda r: r["activation_bytes"] + 64)
         out = os.path.join(self.tmp, "broken-report")
-        result = run_report(path, "--out", out)
+        result = run_report(path, "--out", out, "--no-figures")
         self.assertEqual(result.returncode, 0, result.stderr)
         html = text_of(os.path.join(out, "index.html"))
         self.assertIn("<h2 id=\"context\">Context parallelism</h2>", html)

@@ -62,7 +62,7 @@ class MemoryReportTests(ReportCase):
 
     def test_memory_table_and_summary(self):
         path = self.parallel_file("memory.h5")
-        _, html, summary = self.report_of("memory_out", path)
+        _, html, summary = self.report_of("memory_out", path, figures=False)
         rows = read_rows(path, "/bench/memory")
         # Table row of ZeRO-3, mixed precision, 4 ranks: Psi, P, bytes and the verdict.
         point = memory_point(rows, "zero3", "mixed", 4)
@@ -105,7 +105,7 @@ class MemoryReportTests(ReportCase):
                  lambda r: r["model_state_bytes"] + 64)
         set_rows(path, "/bench/memory", "matches_formula", wrong, lambda r: 0)
         total = len(read_rows(path, "/bench/memory"))
-        _, html, summary = self.report_of("memory_mismatch_out", path)
+        _, html, summary = self.report_of("memory_mismatch_out", path, figures=False)
         words = (f"1 of {total} rows differ from the model-state formula: zero2 float32 at 3 "
                  "ranks (rank 1)")
         self.assertIn(words, summary)
@@ -113,7 +113,7 @@ class MemoryReportTests(ReportCase):
         self.assertIn("<span class=\"bad\">no</span> (rank 1)", html)
         # Without matches_formula the report compares the bytes with the formula itself.
         drop_column(path, "/bench/memory", "matches_formula")
-        _, html, summary = self.report_of("memory_mismatch_out2", path)
+        _, html, summary = self.report_of("memory_mismatch_out2", path, figures=False)
         self.assertIn(words, summary)
 
     def test_parallel_comparison_ratios(self):

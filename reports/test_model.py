@@ -109,7 +109,7 @@ class ModelReportTests(ReportCase):
             put("attention_GFLOPs", np.full(n, 114118.6))
             g.attrs["columns"] = np.array(columns, dtype=h5py.string_dtype())
         out = os.path.join(self.tmp, "model_fast_out")
-        res = run_report(path, "--out", out)
+        res = run_report(path, "--out", out, "--no-figures")
         self.assertEqual(res.returncode, 0, res.stderr)
         html = self.read(out, "index.html")
         self.assertIn("On the GPU's datasheet peak", html)

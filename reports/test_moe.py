@@ -132,12 +132,12 @@ class MoeReportTests(ReportCase):
         per run with its predicted and measured steps and their ratio; the sample (written before
         the columns) gets none."""
         path = self.moe_file("moe_predicted.h5")
-        _, html, _ = self.report_of("moe_unpredicted", path)
+        _, html, _ = self.report_of("moe_unpredicted", path, figures=False)
         self.assertNotIn("predicted step (ms)", after(html, 'id="moe"'))
         add_column(path, "/bench/moe", "predicted_all_to_all_seconds", lambda r: 0.5 * r["all_to_all_seconds"], "s")
         add_column(path, "/bench/moe", "predicted_step_seconds", lambda r: 0.8 * r["step_seconds"], "s")
         add_column(path, "/bench/moe", "predicted_over_measured", lambda r: 0.8)
-        _, html, _ = self.report_of("moe_predicted", path)
+        _, html, _ = self.report_of("moe_predicted", path, figures=False)
         section = after(html, 'id="moe"')
         self.assertIn("predicted step (ms)", section)
         table = after(section, "predicted step (ms)")
@@ -150,7 +150,7 @@ class MoeReportTests(ReportCase):
 
     def test_moe_mismatch_flagged(self):
         path = self.moe_file("moe_mismatch.h5", moe_mismatch=True)
-        _, html, summary = self.report_of("moe_mismatch_out", path)
+        _, html, summary = self.report_of("moe_mismatch_out", path, figures=False)
         rows = read_rows(path, "/bench/moe")
         self.assertEqual([(r["ep"], r["router"], r["capacity_factor"]) for r in rows
                           if r["bytes_match"] == 0], [(2, "top_k", 1.25)])
@@ -168,7 +168,7 @@ class MoeReportTests(ReportCase):
                       after(html, "<h3>Failed mixture-of-experts cases</h3>"))
         # Without bytes_match the report compares the bytes with the formula itself.
         drop_column(path, "/bench/moe", "bytes_match")
-        _, html, _ = self.report_of("moe_mismatch_out2", path)
+        _, html, _ = self.report_of("moe_mismatch_out2", path, figures=False)
         self.assertIn(f"<span class=\"bad\">{words}</span>", html)
 
     def test_moe_comparison(self):

@@ -7,6 +7,7 @@ Run with: /usr/bin/python3 reports/run_tests.py
 
 import importlib
 import os
+import re
 import shutil
 import tempfile
 import unittest
@@ -15,8 +16,8 @@ import h5py
 import numpy as np
 
 import make_sample
-from report_testing import (HERE, MODEL_ONLY, ReportCase, SeriesCase, draw_series, img_sources,
-                            read_rows, run_report)
+from report_testing import (HERE, MODEL_ONLY, NO_FIGURES, ReportCase, SeriesCase, draw_series,
+                            img_sources, read_rows, run_report)
 
 
 def checked_figures():
@@ -32,6 +33,24 @@ def checked_figures():
 
 
 class PageReportTests(ReportCase):
+    def test_no_figures_leaves_out_the_images_alone(self):
+        """--no-figures: no PNG written, and the page and summary those of the report with its
+        figures, but for their images and the line that says they were left out."""
+        for name, args, drawn in (("no_figures_single", [self.a, "--title", "Sample run A"], self.single),
+                                  ("no_figures_compare", [self.a, self.b], self.compare)):
+            out = os.path.join(self.tmp, name)
+            res = run_report(*args, "--out", out, "--no-figures")
+            self.assertEqual(res.returncode, 0, res.stderr)
+            self.assertEqual([f for f in os.listdir(out) if f.endswith(".png")], [])
+            html, full = self.read(out, "index.html"), self.read(drawn, "index.html")
+            self.assertTrue(img_sources(full))
+            self.assertEqual(html.count(NO_FIGURES), 1)
+            self.assertEqual(html.replace(f"<p class=\"note\">{NO_FIGURES}</p>\n", ""),
+                             re.sub(r"<p><img [^>]*></p>\n", "", full))
+            self.assertEqual(self.read(out, "summary.md"), self.read(drawn, "summary.md"))
+            with self.assertRaises(AssertionError):
+                img_sources(html)
+
     def test_one_rank_every_table(self):
         """The sample writes every table at one rank (no ping-pong) and the report draws
         them."""
@@ -79,9 +98,9 @@ class PageReportTests(ReportCase):
             f.attrs["oversubscribed"] = np.int64(1)
             f.attrs["ranks_per_host"] = np.int64(4)
             f.attrs["cores_per_host"] = np.int64(2)
-        # The notes are text: the collectives' figures (most of the drawing) are left out.
+        # The notes are text: drawn without figures, the collectives' groups left out.
         out = os.path.join(self.tmp, "oversubscribed_out")
-        res = run_report(path, "--out", out, "--max-plots", "0")
+        res = run_report(path, "--out", out, "--max-plots", "0", "--no-figures")
         self.assertEqual(res.returncode, 0, res.stderr)
         html, summary = self.read(out, "index.html"), self.read(out, "summary.md")
         words = "ranks outnumber cores (4 ranks on a host with 2 cores)"
@@ -105,7 +124,7 @@ class PageReportTests(ReportCase):
         with h5py.File(path, "a") as f:
             f.attrs["oversubscribed"] = np.int64(0)
         out = os.path.join(self.tmp, "not_oversubscribed_out")
-        self.assertEqual(run_report(path, "--out", out, "--max-plots", "0").returncode, 0)
+        self.assertEqual(run_report(path, "--out", out, "--max-plots", "0", "--no-figures").returncode, 0)
         plain = self.read(out, "index.html")
         for mark in ("Oversubscribed:", "Measured oversubscribed", "(measured oversubscribed)"):
             self.assertNotIn(mark, plain)

@@ -91,7 +91,7 @@ class PipelineReportTests(ReportCase):
     def test_pipeline_oversubscribed(self):
         """The section says that wall-clock idle means little, in the file's words."""
         path = self.pipeline_file("pipeline_over.h5", pipeline_oversubscribed=True)
-        _, html, summary = self.report_of("pipeline_over_out", path)
+        _, html, summary = self.report_of("pipeline_over_out", path, figures=False)
         with h5py.File(path, "r") as f:
             note = f["/bench/pipeline"].attrs["note"]
         self.assertTrue(note)
@@ -102,7 +102,7 @@ class PipelineReportTests(ReportCase):
         # A file without the note: the report's own words, with the group's counts.
         with h5py.File(path, "a") as f:
             f["/bench/pipeline"].attrs["note"] = ""
-        _, html, _ = self.report_of("pipeline_over_out2", path)
+        _, html, _ = self.report_of("pipeline_over_out2", path, figures=False)
         self.assertIn("Oversubscribed:</span> ranks outnumber cores (2 ranks on a host with 1 "
                       "core), so a rank also waits for a core: wall-clock idle means little, and "
                       "the simulated bubble", html)
@@ -110,7 +110,7 @@ class PipelineReportTests(ReportCase):
         with h5py.File(path, "a") as f:
             f["/bench/pipeline"].attrs["oversubscribed"] = np.int64(0)
             f["/bench/pipeline"].attrs["note"] = "one core or more per rank"
-        _, html, summary = self.report_of("pipeline_over_out3", path)
+        _, html, summary = self.report_of("pipeline_over_out3", path, figures=False)
         self.assertIn("<p class=\"note\">one core or more per rank.</p>", html)
         self.assertNotIn("Oversubscribed", html)
         self.assertNotIn("Oversubscribed", summary)
@@ -121,7 +121,7 @@ class PipelineReportTests(ReportCase):
         set_rows(path, "/bench/pipeline", "closed_form_bubble",
                  lambda r: (r["schedule"], r["stages"], r["micro_batches"]) == ("gpipe", 4, 8),
                  lambda r: 0.5)
-        _, html, _ = self.report_of("pipeline_closed_out", path)
+        _, html, _ = self.report_of("pipeline_closed_out", path, figures=False)
         self.assertIn("gpipe p = 4, m = 8: closed_form_bubble 0.500 in the file, 0.273 by the "
                       "closed form computed here.", html)
         self.assertEqual(html.count("by the closed form computed here"), 1)

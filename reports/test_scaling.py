@@ -19,7 +19,7 @@ CHECKED_COMPARISON_FIGURES = {"scaling_compare"}
 class ScalingReportTests(ReportCase):
     def test_scaling_and_overlap_summary(self):
         path = self.sample("scaling.h5", omit=MODEL_ONLY, parallel=True)
-        _, html, summary = self.report_of("scaling_out", path)
+        _, html, summary = self.report_of("scaling_out", path, figures=False)
         rows = read_rows(path, "/bench/scaling")
         t1 = scaling_row(rows, "strong", 1)["step_seconds"]
         last = scaling_row(rows, "strong", 4)

@@ -72,7 +72,7 @@ class StateReportTests(RecordingCase):
         set_rows(path, "/bench/state", "formula_bytes", lambda r: r["layout"] == "tp2",
                  lambda r: r["formula_bytes"] + 8)
         out = os.path.join(self.tmp, "broken-report")
-        result = run_report(path, "--out", out)
+        result = run_report(path, "--out", out, "--no-figures")
         self.assertEqual(result.returncode, 0, result.stderr)
         html = text_of(os.path.join(out, "index.html"))
         zero3 = re.search(r"<tr><td>zero3</td>.*?</tr>", html)

@@ -49,7 +49,7 @@ class StateTrainReportTests(RecordingCase):
             attrs["error"] = attrs["bound"] * 2
             attrs["passed"] = np.int64(0)
         out = os.path.join(self.tmp, "beyond-report")
-        result = run_report(path, "--out", out)
+        result = run_report(path, "--out", out, "--no-figures")
         self.assertEqual(result.returncode, 0, result.stderr)
         html = text_of(os.path.join(out, "index.html"))
         self.assertIn("<span class=\"bad\">4 steps (4 to 7) under dp on 4 ranks, restarted from the save at step 4;",

@@ -66,7 +66,7 @@ class TensorReportTests(ReportCase):
 
     def test_tensor_mismatch_named(self):
         path = self.tensor_file("tensor_mismatch.h5", tensor_mismatch=True)
-        _, html, summary = self.report_of("tensor_mismatch_out", path)
+        _, html, summary = self.report_of("tensor_mismatch_out", path, figures=False)
         rows = read_rows(path, "/bench/tensor")
         self.assertEqual([(r["tp"], r["sequence_parallel"]) for r in rows
                           if r["bytes_match"] == 0], [(2, 1)])
@@ -84,7 +84,7 @@ class TensorReportTests(ReportCase):
                  lambda r: r["activation_bytes_per_block"] + 8)
         set_rows(path, "/bench/tensor", "memory_match",
                  lambda r: (r["tp"], r["sequence_parallel"]) == (4, 0), lambda r: 0)
-        _, html, summary = self.report_of("tensor_mismatch_out2", path)
+        _, html, summary = self.report_of("tensor_mismatch_out2", path, figures=False)
         self.assertIn(f"2 of {len(rows)} rows differ from the formulas: t = 2 with SP (block "
                       "bytes); t = 4 (activations)", summary)
 

@@ -43,7 +43,7 @@ fs::path default_report_dir(const std::string& file) {
 
 }  // namespace
 
-int draw_report(const std::vector<std::string>& files, std::string out_dir, bool force, bool quiet) {
+int draw_report(const std::vector<std::string>& files, std::string out_dir, bool force, bool quiet, bool figures) {
   for (const auto& f : files) record::inspect(f);
   if (out_dir.empty()) out_dir = default_report_dir(files.front()).string();
   if (fs::exists(fs::path(out_dir) / "index.html") && !force)
@@ -52,6 +52,7 @@ int draw_report(const std::vector<std::string>& files, std::string out_dir, bool
   command.insert(command.end(), files.begin(), files.end());
   command.push_back("--out");
   command.push_back(out_dir);
+  if (!figures) command.push_back("--no-figures");
   std::vector<char*> argv;
   for (auto& a : command) argv.push_back(a.data());
   argv.push_back(nullptr);

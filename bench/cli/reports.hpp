@@ -9,7 +9,8 @@ namespace parity::cli {
 
 // Checks the result files (record::inspect) and draws the report of one, or the comparison of
 // two, into out_dir (default: <first file without .h5>.report); refuses to overwrite a report
-// unless force. Returns the scripts' exit status.
-int draw_report(const std::vector<std::string>& files, std::string out_dir, bool force, bool quiet);
+// unless force; figures false leaves the figures out (--no-figures). Returns the scripts' exit
+// status.
+int draw_report(const std::vector<std::string>& files, std::string out_dir, bool force, bool quiet, bool figures = true);
 
 }  // namespace parity::cli

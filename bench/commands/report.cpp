@@ -19,14 +19,15 @@ class Report final : public Command {
     o.add("--out", out_, "Report directory [default: <first file without .h5>.report]");
     o.flag("--force", force_, "Overwrite an existing report");
     o.flag("-q,--quiet", quiet_, "Say nothing on success");
+    o.flag("--no-figures", no_figures_, "Write the page and summary without drawing a figure (text, tables, verdicts)");
   }
 
-  int run_here() override { return draw_report(files_, out_, force_, quiet_); }
+  int run_here() override { return draw_report(files_, out_, force_, quiet_, !no_figures_); }
 
  private:
   std::vector<std::string> files_;
   std::string out_;
-  bool force_ = false, quiet_ = false;
+  bool force_ = false, quiet_ = false, no_figures_ = false;
 };
 
 const RegisteredCommand<Report> kReport;

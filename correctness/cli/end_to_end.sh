@@ -44,6 +44,10 @@ test -s check-report/index.html || fail "no report for check.h5"
 "$parity" report a.h5 b.h5 -q --out compare
 test -s compare/index.html || fail "no comparison report"
 ls compare/*.png >/dev/null || fail "comparison has no plots"
+"$parity" report a.h5 b.h5 -q --no-figures --out compare-text
+grep -q "Drawn without figures" compare-text/index.html || fail "--no-figures: the page does not say so"
+if ls compare-text/*.png >/dev/null 2>&1; then fail "--no-figures drew figures"; fi
+cmp -s compare/summary.md compare-text/summary.md || fail "--no-figures changed summary.md"
 
 # Existing report directory is refused without --force.
 if "$parity" report a.h5 --out compare 2>err.txt; then fail "overwrote a report without --force"; fi

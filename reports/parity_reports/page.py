@@ -31,9 +31,12 @@ td.msg { font-family: Menlo, Consolas, monospace; font-size: 0.9em; white-space:
 
 
 class Page:
-    def __init__(self, title):
+    def __init__(self, title, figures=True):
+        """figures False: the page of a report drawn without its figures (--no-figures), which
+        leaves their images out."""
         self.parts = []
         self.title = title
+        self.figures = figures
 
     def add(self, text):
         self.parts.append(text)
@@ -45,6 +48,8 @@ class Page:
         self.p(esc(text), "note")
 
     def img(self, fname, alt):
+        if not self.figures:
+            return
         self.add(f"<p><img src=\"{esc(fname)}\" alt=\"{esc(alt)}\"></p>")
 
     def table(self, header, rows, numeric=(), row_classes=None):

@@ -84,11 +84,17 @@ def section_with_caveat(page, ctx, module, table, rf):
                                      f"{esc(rf.oversubscribed_words)}.</p>")
 
 
+def add_no_figures_note(page):
+    if not page.figures:
+        page.add("<p class=\"note\">Drawn without figures (--no-figures).</p>")
+
+
 def single_report(rf, label, outdir, title, args, render=True):
     ctx = Context([rf], [label], Plotter(outdir, render), args)
     tables = load_tables(rf)
-    page = Page(title)
+    page = Page(title, figures=render)
     page.add(f"<p class=\"mono\">{esc(label)}</p>")
+    add_no_figures_note(page)
     page.add(incomplete_html(rf))
     page.add(oversubscribed_html(rf))
     page.add(nav_html(link for m in TABLES for link in m.nav([tables[m.NAME]])))
@@ -122,7 +128,8 @@ def comparison_report(rfs, labels, outdir, title, args, render=True):
     tables = {m.NAME: [run[m.NAME] for run in runs] for m in modules}
     # Matched before anything is drawn: the glance at the top of the page needs the matches.
     matches = {m.NAME: m.compare(ctx, tables[m.NAME]) for m in modules}
-    page = Page(title)
+    page = Page(title, figures=render)
+    add_no_figures_note(page)
     page.add(f"<p>Run A: <span class=\"mono\">{esc(labels[0])}</span><br>Run B: "
              f"<span class=\"mono\">{esc(labels[1])}</span></p>")
     for name, rf in zip("AB", rfs):
