@@ -77,8 +77,9 @@ class TinyModel(unittest.TestCase):
 
 
 class BadArguments(unittest.TestCase):
-    def assert_refused(self, args, words):
-        proc = run_script(*args)
+    def assert_refused(self, args, words, proc=None):
+        """The script run with args (or proc, that run) refuses them in one line with words."""
+        proc = proc or run_script(*args)
         self.assertEqual(proc.returncode, 2, proc.stderr)
         lines = proc.stderr.strip().splitlines()
         self.assertEqual(len(lines), 1, proc.stderr)
@@ -96,10 +97,11 @@ class BadArguments(unittest.TestCase):
 
     @unittest.skipUnless(HAVE_TORCH, "PyTorch is not installed")
     def test_cuda_unavailable(self):
-        proc = run_script("--model", "tiny", "--device", "cuda", "--steps", "1", "--warmup", "0")
+        args = ["--model", "tiny", "--device", "cuda", "--steps", "1", "--warmup", "0"]
+        proc = run_script(*args)
         if proc.returncode == 0:
             self.skipTest("this machine has a CUDA device")
-        self.assert_refused(["--model", "tiny", "--device", "cuda"], "no CUDA device")
+        self.assert_refused(args, "no CUDA device", proc)
 
     def test_unknown_option(self):
         self.assert_refused(["--frobnicate"], "unrecognized arguments")

@@ -239,17 +239,29 @@ DataType ArrayReader::dtype(const std::string& path) const {
 }
 
 void ArrayReader::read(const std::string& path, DataType type, std::size_t first, std::size_t count, void* out) const {
-  const DataType stored = dtype(path);
-  if (stored != type)
-    throw UsageError(path_.string() + ": " + path + " holds " + std::string(name_of(stored)) + ", not " +
-                     std::string(name_of(type)));
-  const std::size_t n = length(path);
-  if (first > n || count > n - first)
-    throw UsageError(path_.string() + ": " + path + " has " + std::to_string(n) + " elements, not [" +
-                     std::to_string(first) + ", " + std::to_string(first + count) + ")");
-  if (count == 0) return;
+  // One open of the dataset for its type, its length and the read (a save's reader reads many).
   damaged_as_usage(path_, path, [&] {
-    Handle dataset = own(H5Dopen2(file_, path.c_str(), H5P_DEFAULT), H5Dclose, "cannot open " + path, "H5Dopen2");
+    Handle dataset = open_object(file_, split_group(path), path_.string());
+    if (dataset.get() < 0 || H5Iget_type(dataset.get()) != H5I_DATASET)
+      throw UsageError(path_.string() + " has no dataset " + path);
+    const auto name = read_string_attribute(dataset.get(), "dtype", path + " in " + path_.string());
+    if (!name) throw UsageError(path_.string() + ": " + path + " has no dtype attribute");
+    DataType stored{};
+    try {
+      stored = parse_data_type(*name);
+    } catch (const Error&) {
+      throw UsageError(path_.string() + ": " + path + " has an unknown dtype '" + *name + "'");
+    }
+    if (stored != type)
+      throw UsageError(path_.string() + ": " + path + " holds " + std::string(name_of(stored)) + ", not " +
+                       std::string(name_of(type)));
+    const auto length = Source{dataset.get(), false, path}.length();
+    if (!length) throw UsageError(path_.string() + ": " + path + " is not a 1-D dataset");
+    const std::size_t n = *length;
+    if (first > n || count > n - first)
+      throw UsageError(path_.string() + ": " + path + " has " + std::to_string(n) + " elements, not [" +
+                       std::to_string(first) + ", " + std::to_string(first + count) + ")");
+    if (count == 0) return 0;
     Handle space = own(H5Dget_space(dataset.get()), H5Sclose, "cannot read shape of " + path, "H5Dget_space");
     const hsize_t offset[1] = {first}, size[1] = {count};
     check(H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, offset, nullptr, size, nullptr), "cannot select " + path,
