@@ -211,6 +211,33 @@ void corrupt_first_piece(const fs::path& file) {
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
+// A piece read whole: the bytes a ranged read gives, and a dataset longer than the reader expects
+// refused before it is read (a damaged index or rank file cannot make it allocate at will).
+TEST_F(RestoreTest, APieceIsReadWholeOnlyWithinItsBound) {
+  Training t = train(1);
+  parallel::save_training_state(comm(), *t.trainer, root_, 1);
+  record::ArrayReader reader(root_ / "step-00000001" / "rank-00000.h5", parallel::kTrainingStateSchema,
+                             parallel::kTrainingStateVersion);
+  const DataType type = reader.dtype("/pieces/0/data");
+  const std::size_t n = reader.length("/pieces/0/data");
+  ASSERT_GT(n, 1u);
+  std::vector<std::byte> ranged(n * size_of(type));
+  reader.read("/pieces/0/data", type, 0, n, ranged.data());
+  EXPECT_EQ(reader.read_whole("/pieces/0/data", type, n), ranged);
+  try {
+    reader.read_whole("/pieces/0/data", type, n - 1);
+    ADD_FAILURE() << "a dataset of " << n << " elements read with a bound of " << n - 1;
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("holds " + std::to_string(n) + " elements, more than the " +
+                                         std::to_string(n - 1) + " expected"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(reader.read_whole("/pieces/0/data", type == DataType::float64 ? DataType::float32 : DataType::float64, n),
+               UsageError);
+  EXPECT_THROW(reader.read_whole("/pieces/0/none", type, n), UsageError);
+}
+
 TEST_F(RestoreTest, ACorruptOrMissingShardIsRefusedAndNothingIsHalfLoaded) {
   Training t = train(1);
   parallel::save_training_state(comm(), *t.trainer, root_, 1);

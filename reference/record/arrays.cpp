@@ -238,38 +238,65 @@ DataType ArrayReader::dtype(const std::string& path) const {
   }
 }
 
+namespace {
+
+// The 1-D dataset at `path` of `file` (named `where` in messages), opened once, and its length;
+// refused unless its dtype attribute is `type`.
+std::pair<Handle, std::size_t> open_typed(hid_t file, const std::filesystem::path& where, const std::string& path,
+                                          DataType type) {
+  Handle dataset = open_object(file, split_group(path), where.string());
+  if (dataset.get() < 0 || H5Iget_type(dataset.get()) != H5I_DATASET)
+    throw UsageError(where.string() + " has no dataset " + path);
+  const auto name = read_string_attribute(dataset.get(), "dtype", path + " in " + where.string());
+  if (!name) throw UsageError(where.string() + ": " + path + " has no dtype attribute");
+  DataType stored{};
+  try {
+    stored = parse_data_type(*name);
+  } catch (const Error&) {
+    throw UsageError(where.string() + ": " + path + " has an unknown dtype '" + *name + "'");
+  }
+  if (stored != type)
+    throw UsageError(where.string() + ": " + path + " holds " + std::string(name_of(stored)) + ", not " +
+                     std::string(name_of(type)));
+  const auto length = Source{dataset.get(), false, path}.length();
+  if (!length) throw UsageError(where.string() + ": " + path + " is not a 1-D dataset");
+  return {std::move(dataset), *length};
+}
+
+void read_range(hid_t dataset, const std::string& path, DataType type, std::size_t first, std::size_t count, void* out) {
+  if (count == 0) return;
+  Handle space = own(H5Dget_space(dataset), H5Sclose, "cannot read shape of " + path, "H5Dget_space");
+  const hsize_t offset[1] = {first}, size[1] = {count};
+  check(H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, offset, nullptr, size, nullptr), "cannot select " + path,
+        "H5Sselect_hyperslab");
+  Handle memory = own(H5Screate_simple(1, size, nullptr), H5Sclose, "cannot create dataspace", "H5Screate_simple");
+  check(H5Dread(dataset, stored_type(type).memory, memory.get(), space.get(), H5P_DEFAULT, out), "cannot read " + path,
+        "H5Dread");
+}
+
+}  // namespace
+
+// One open of the dataset for its type, its length and the read (a save's reader reads many).
 void ArrayReader::read(const std::string& path, DataType type, std::size_t first, std::size_t count, void* out) const {
-  // One open of the dataset for its type, its length and the read (a save's reader reads many).
   damaged_as_usage(path_, path, [&] {
-    Handle dataset = open_object(file_, split_group(path), path_.string());
-    if (dataset.get() < 0 || H5Iget_type(dataset.get()) != H5I_DATASET)
-      throw UsageError(path_.string() + " has no dataset " + path);
-    const auto name = read_string_attribute(dataset.get(), "dtype", path + " in " + path_.string());
-    if (!name) throw UsageError(path_.string() + ": " + path + " has no dtype attribute");
-    DataType stored{};
-    try {
-      stored = parse_data_type(*name);
-    } catch (const Error&) {
-      throw UsageError(path_.string() + ": " + path + " has an unknown dtype '" + *name + "'");
-    }
-    if (stored != type)
-      throw UsageError(path_.string() + ": " + path + " holds " + std::string(name_of(stored)) + ", not " +
-                       std::string(name_of(type)));
-    const auto length = Source{dataset.get(), false, path}.length();
-    if (!length) throw UsageError(path_.string() + ": " + path + " is not a 1-D dataset");
-    const std::size_t n = *length;
+    const auto [dataset, n] = open_typed(file_, path_, path, type);
     if (first > n || count > n - first)
       throw UsageError(path_.string() + ": " + path + " has " + std::to_string(n) + " elements, not [" +
                        std::to_string(first) + ", " + std::to_string(first + count) + ")");
-    if (count == 0) return 0;
-    Handle space = own(H5Dget_space(dataset.get()), H5Sclose, "cannot read shape of " + path, "H5Dget_space");
-    const hsize_t offset[1] = {first}, size[1] = {count};
-    check(H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, offset, nullptr, size, nullptr), "cannot select " + path,
-          "H5Sselect_hyperslab");
-    Handle memory = own(H5Screate_simple(1, size, nullptr), H5Sclose, "cannot create dataspace", "H5Screate_simple");
-    check(H5Dread(dataset.get(), stored_type(type).memory, memory.get(), space.get(), H5P_DEFAULT, out),
-          "cannot read " + path, "H5Dread");
+    read_range(dataset.get(), path, type, first, count, out);
     return 0;
+  });
+}
+
+std::vector<std::byte> ArrayReader::read_whole(const std::string& path, DataType type, std::size_t at_most) const {
+  return damaged_as_usage(path_, path, [&] {
+    const auto [dataset, n] = open_typed(file_, path_, path, type);
+    if (n > at_most)
+      throw UsageError(path_.string() + ": " + path + " holds " + std::to_string(n) + " elements, more than the " +
+                       std::to_string(at_most) + " expected");
+    std::vector<std::byte> out(n * size_of(type));
+    read_range(dataset.get(), path, type, 0, n, out.data());
+    return out;
   });
 }
 

@@ -71,6 +71,9 @@ class ArrayReader {
   // Elements [first, first + count) of the dataset at `path` into `out` (count elements of the
   // dataset's own type, which must be `type`).
   void read(const std::string& path, DataType type, std::size_t first, std::size_t count, void* out) const;
+  // Every element of the dataset at `path` (of type `type`), as bytes; refused (UsageError) when
+  // it holds more than at_most, before anything is read.
+  std::vector<std::byte> read_whole(const std::string& path, DataType type, std::size_t at_most) const;
   Table read_table(const std::string& group) const;
 
  private:

@@ -200,16 +200,15 @@ std::int64_t SaveReader::stage(const HeldTensor& h, std::vector<char>& staged, s
     if (file.string_attribute(group, "name").value_or("") != h.name)
       throw UsageError(file.path().string() + ": piece " + std::to_string(piece) + " is not " + h.name +
                        " as the index says");
-    std::vector<std::int64_t> flat(file.length(group + "/runs"));
-    file.read(group + "/runs", DataType::int64, 0, flat.size(), flat.data());
+    const std::vector<std::byte> stored_runs = file.read_whole(group + "/runs", DataType::int64, 2 * count);
+    std::vector<std::int64_t> flat(stored_runs.size() / sizeof(std::int64_t));
+    std::memcpy(flat.data(), stored_runs.data(), flat.size() * sizeof(std::int64_t));
     std::vector<Run> runs;
     for (std::size_t i = 0; i + 1 < flat.size(); i += 2) runs.push_back({flat[i], flat[i + 1]});
-    if (file.length(group + "/data") != count || run_elements(runs) != static_cast<std::int64_t>(count))
+    const std::vector<std::byte> data = file.read_whole(group + "/data", h.dtype, count);
+    if (data.size() != count * element || run_elements(runs) != static_cast<std::int64_t>(count))
       throw UsageError(file.path().string() + ": piece " + std::to_string(piece) + " of " + h.name + " holds " +
-                       std::to_string(file.length(group + "/data")) + " elements, the index says " +
-                       std::to_string(count));
-    std::vector<char> data(count * element);
-    file.read(group + "/data", h.dtype, 0, count, data.data());
+                       std::to_string(data.size() / element) + " elements, the index says " + std::to_string(count));
     bytes += data.size();
     if (crc_of(data.data(), data.size()) != static_cast<std::uint32_t>(pieces_.get_i64("crc32")[row]))
       throw UsageError(file.path().string() + ": piece " + std::to_string(piece) + " of " + h.name +
