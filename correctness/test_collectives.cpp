@@ -179,6 +179,25 @@ TEST_F(Grid, CatchesAModifiedInput) {
   EXPECT_FALSE(r.guard_ok);
   EXPECT_FALSE(r.passed);
   EXPECT_FALSE(r.message.empty());
+  // The next case with the same inputs takes them from a copy made before any algorithm ran:
+  // the scribble above does not reach it.
+  EXPECT_TRUE(cases::run_case(comm(), small_case(DataType::float32, ReduceOp::sum), HalfAccumulate::float32, false).passed);
+}
+
+// Cases that differ only in their root share inputs but not expected values (a broadcast gives
+// every rank the root's): each root's case passes after the other's (run_case keeps the last
+// case's inputs and expected values).
+TEST_F(Grid, KeptExpectationsFollowTheRoot) {
+  for (const char* algorithm : {"native", "binomial_tree"})
+    for (int root = 0; root < comm().size(); ++root)
+      for (int again = 0; again < 2; ++again) {
+        cases::CollectiveCase c = small_case(DataType::int32, ReduceOp::sum);
+        c.collective = Collective::broadcast;
+        c.algorithm = algorithm;
+        c.root = root;
+        const auto r = cases::run_case(comm(), c, HalfAccumulate::float32, false);
+        EXPECT_TRUE(r.passed) << algorithm << " root " << root << ": " << r.message;
+      }
 }
 
 // all_to_all_v's checks can fail too. The broken versions run the native collective into

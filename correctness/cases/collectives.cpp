@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <span>
 
@@ -14,6 +15,7 @@
 #include "reference/kernels/buffer_kernels.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/tolerance.hpp"
+#include "reference/simd/simd.hpp"
 
 namespace parity::cases {
 namespace {
@@ -22,6 +24,8 @@ constexpr std::size_t kGuardBytes = 256;
 constexpr std::uint8_t kGuardByte = 0xA5;
 constexpr std::int64_t kValueCap = std::int64_t{1} << 20;  // keeps every crafted value exact in float64
 constexpr int kMessagesShown = 4;
+// Elements the exact check compares at once before looking at them one by one.
+constexpr std::size_t kCheckChunk = 1024;
 
 // A cheap, well-mixed hash (splitmix64's finaliser) of an element's coordinates.
 std::uint64_t hash(std::uint64_t salt, std::uint64_t rank, std::uint64_t index) {
@@ -180,9 +184,11 @@ class PooledMemory {
 
  private:
   static constexpr std::size_t kKept = 6;
+  // Never destroyed: buffers held by other statics (the kept inputs and expected values) come
+  // back to it as the process ends, whatever the order of static destruction.
   static std::vector<HostBuffer>& free_list() {
-    static std::vector<HostBuffer> list;
-    return list;
+    static auto* list = new std::vector<HostBuffer>;
+    return *list;
   }
   HostBuffer buffer_;
 };
@@ -263,6 +269,68 @@ class ExactExpectations {
   std::size_t count_;
 };
 
+// Whether got[j] equals want[j] for every j < n (a NaN equals nothing).
+template <typename T>
+bool all_equal(const T* got, const float* want, std::size_t n) {
+  bool same = true;
+  if constexpr (std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>) {
+    float widened[kCheckChunk];
+    simd::widen(got, widened, n);
+    for (std::size_t j = 0; j < n; ++j) same &= widened[j] == want[j];
+  } else {
+    for (std::size_t j = 0; j < n; ++j) same &= to_double(got[j]) == static_cast<double>(want[j]);
+  }
+  return same;
+}
+
+// What the cases of one set of inputs share, kept from the last case for the next when it has
+// the same inputs (every algorithm of a case sees the same: the large cases of a collective run
+// their algorithms one after another, conformance_grid): this rank's exact expected values and
+// its filled send buffer. Keyed by everything of the case but its algorithm (its name without
+// the algorithm, as Inputs seeds, and its root, which the name leaves out), the world, the rank
+// and the element count.
+struct KeptKey {
+  std::string inputs;
+  int root = 0, n = 0, rank = -1;
+  std::size_t count = 0;
+  bool operator==(const KeptKey&) const = default;
+};
+
+KeptKey kept_key(const Inputs& in, int rank, std::size_t count) {
+  CollectiveCase same_inputs = in.c;
+  same_inputs.algorithm.clear();
+  return {same_inputs.name(), in.c.root, in.n, rank, count};
+}
+
+std::shared_ptr<const ExactExpectations> exact_expectations(const Inputs& in, int rank, std::size_t count) {
+  static KeptKey key;
+  static std::shared_ptr<const ExactExpectations> kept;
+  KeptKey now = kept_key(in, rank, count);
+  if (kept && key == now) return kept;
+  kept.reset();  // its memory back to the pool before the new values take some
+  kept = std::make_shared<const ExactExpectations>(in, rank, count);
+  key = std::move(now);
+  return kept;
+}
+
+// Fills target with this rank's inputs (by fill), copied from the last case's when it had the
+// same; the copy is taken before any collective runs on them.
+void fill_kept_inputs(BufferView target, const Inputs& in, int rank,
+                      void (*fill)(BufferView, const Inputs&, int, std::size_t)) {
+  static KeptKey key;
+  static std::unique_ptr<PooledMemory> kept;
+  KeptKey now = kept_key(in, rank, target.count);
+  if (kept && key == now) {
+    if (target.count) std::memcpy(target.data, kept->data(), target.bytes());
+    return;
+  }
+  kept.reset();  // its memory back to the pool before the new copy takes some
+  fill(target, in, rank, 0);
+  kept = std::make_unique<PooledMemory>(target.bytes());
+  if (target.count) std::memcpy(kept->data(), target.data, target.bytes());
+  key = std::move(now);
+}
+
 template <typename T>
 void check_output(LocalCheck& check, BufferView out, const Inputs& in, int rank, HalfAccumulate half,
                   const std::string& label, std::span<const float> exact) {
@@ -272,24 +340,30 @@ void check_output(LocalCheck& check, BufferView out, const Inputs& in, int rank,
   const bool widened = is_half(in.c.dtype) && half == HalfAccumulate::float32;
   const double accumulate_u = widened ? unit_roundoff(DataType::float32) : unit_roundoff(in.c.dtype);
   const double storage_u = widened ? unit_roundoff(in.c.dtype) : 0.0;
-  for (std::size_t j = 0; j < out.count; ++j) {
-    const Expected e = random ? expected(in, rank, j) : Expected{exact[j], 0};
-    const double got = to_double(p[j]);
-    const double error = std::fabs(got - e.value);
-    double bound = 0;
-    if (random)
-      bound = tolerance::reduction_bound(in.n, accumulate_u, storage_u, e.sum_abs, in.c.op == ReduceOp::avg);
-    check.tolerance = std::max(check.tolerance, bound);
-    if (!(error <= bound)) {  // NaN (an unwritten element) fails here
-      ++check.wrong;
-      note(check, label + " rank " + std::to_string(rank) + " [" + std::to_string(j) + "] got " +
-                      format_number(got) + " expected " + format_number(e.value));
-    }
-    if (std::isfinite(error)) {
-      check.max_abs = std::max(check.max_abs, error);
-      if (e.value != 0) check.max_rel = std::max(check.max_rel, error / std::fabs(e.value));
-    } else {
-      check.max_abs = std::numeric_limits<double>::infinity();
+  // Exact inputs pass a chunk at once where every element equals its expectation (the loop
+  // below would find no error there and note nothing); it looks at the others element by element.
+  for (std::size_t first = 0; first < out.count; first += kCheckChunk) {
+    const std::size_t end = std::min(out.count, first + kCheckChunk);
+    if (!random && all_equal(p + first, exact.data() + first, end - first)) continue;
+    for (std::size_t j = first; j < end; ++j) {
+      const Expected e = random ? expected(in, rank, j) : Expected{exact[j], 0};
+      const double got = to_double(p[j]);
+      const double error = std::fabs(got - e.value);
+      double bound = 0;
+      if (random)
+        bound = tolerance::reduction_bound(in.n, accumulate_u, storage_u, e.sum_abs, in.c.op == ReduceOp::avg);
+      check.tolerance = std::max(check.tolerance, bound);
+      if (!(error <= bound)) {  // NaN (an unwritten element) fails here
+        ++check.wrong;
+        note(check, label + " rank " + std::to_string(rank) + " [" + std::to_string(j) + "] got " +
+                        format_number(got) + " expected " + format_number(e.value));
+      }
+      if (std::isfinite(error)) {
+        check.max_abs = std::max(check.max_abs, error);
+        if (e.value != 0) check.max_rel = std::max(check.max_rel, error / std::fabs(e.value));
+      } else {
+        check.max_abs = std::numeric_limits<double>::infinity();
+      }
     }
   }
 }
@@ -336,7 +410,7 @@ void run_and_check(Communicator& comm, const AlgorithmDescriptor& algorithm, con
     if (c.in_place) {
       GuardedBuffer region(std::max(sc, rc), c.dtype);
       place_in(call, region.view(), c.count, r);
-      fill_inputs<T>(call.send, in, r, 0);
+      fill_kept_inputs(call.send, in, r, &fill_inputs<T>);
       const Snapshot input(writes_output ? call.send.slice(0, 0) : call.send);
       run_in_space(comm, algorithm, call, half);
       if (writes_output) check_output<T>(check, call.recv, in, r, half, label, exact);
@@ -352,7 +426,7 @@ void run_and_check(Communicator& comm, const AlgorithmDescriptor& algorithm, con
       GuardedBuffer send(sc, c.dtype), recv(rc, c.dtype);
       call.send = send.view();
       call.recv = recv.view();
-      fill_inputs<T>(call.send, in, r, 0);
+      fill_kept_inputs(call.send, in, r, &fill_inputs<T>);
       const Snapshot input(call.send);
       GuardedBuffer untouched(writes_output ? 0 : rc, c.dtype);  // poisoned like recv
       run_in_space(comm, algorithm, call, half);
@@ -407,18 +481,25 @@ std::vector<CollectiveCase> conformance_grid(int world_size, const GridOptions& 
             if (is_reducing(collective) && is_floating(dtype) && (op == ReduceOp::sum || op == ReduceOp::avg))
               add({collective, algorithm->name, dtype, op, count, false, InputKind::random, 0});
           }
-      // all_to_all_v's uneven blocks are exercised by the small counts (zero-count blocks at
-      // every world size >= 2); large sizes would only repeat all_to_all's.
-      if (!options.include_large || has_block_counts(collective)) continue;
-      for (DataType dtype : {DataType::float32, DataType::bfloat16})
-        for (std::size_t bytes : {std::size_t{1} << 20, std::size_t{64} << 20}) {
-          // Whole-buffer sizes; chunked collectives split them across the ranks. The 1 MiB size
-          // is 3 elements over, so blocks do not divide evenly.
-          std::size_t count = bytes / size_of(dtype) / (describe(collective).count_is_chunk ? n : 1);
-          if (bytes == (std::size_t{1} << 20)) count += 3;
-          add({collective, algorithm->name, dtype, ReduceOp::sum, count, false, InputKind::exact, 0});
-        }
     }
+    // all_to_all_v's uneven blocks are exercised by the small counts (zero-count blocks at
+    // every world size >= 2); large sizes would only repeat all_to_all's.
+    if (!options.include_large || has_block_counts(collective)) continue;
+    // The algorithms innermost: their cases share inputs, so each large case's expected values
+    // are computed once for all of them (run_case keeps the last).
+    for (DataType dtype : {DataType::float32, DataType::bfloat16})
+      for (std::size_t bytes : {std::size_t{1} << 20, std::size_t{64} << 20}) {
+        // Whole-buffer sizes; chunked collectives split them across the ranks. The 1 MiB size
+        // is 3 elements over, so blocks do not divide evenly.
+        std::size_t count = bytes / size_of(dtype) / (describe(collective).count_is_chunk ? n : 1);
+        if (bytes == (std::size_t{1} << 20)) count += 3;
+        for (bool in_place : {false, true}) {
+          if (in_place && describe(collective).in_place == InPlace::none) continue;
+          for (const AlgorithmDescriptor* algorithm : algorithms_for(collective))
+            grid.push_back({collective, algorithm->name, dtype, ReduceOp::sum, count, in_place, InputKind::exact,
+                            world_size / 2});
+        }
+      }
   }
   return grid;
 }
@@ -431,9 +512,9 @@ CaseResult run_case(Communicator& comm, const CollectiveCase& c, const Algorithm
                     HalfAccumulate half, bool with_native) {
   const Inputs in(c, comm.size());
   const bool writes_output = !describe(c.collective).root_writes_only || comm.rank() == c.root;
-  std::optional<ExactExpectations> expectations;
+  std::shared_ptr<const ExactExpectations> expectations;
   if (c.input == InputKind::exact && writes_output)
-    expectations.emplace(in, comm.rank(), recv_count(c, comm.size(), comm.rank()));
+    expectations = exact_expectations(in, comm.rank(), recv_count(c, comm.size(), comm.rank()));
   const std::span<const float> exact = expectations ? expectations->values() : std::span<const float>{};
   LocalCheck check;
   run_and_check(comm, algorithm, in, half, exact, check);
