@@ -546,6 +546,16 @@ CaseResult run_case(Communicator& comm, const CollectiveCase& c, const Algorithm
   return result;
 }
 
+namespace {
+// The most elements a rank's send or receive buffer holds (all_to_all_v's differ by rank).
+std::size_t largest_count(const CollectiveCase& c, int world_size) {
+  std::size_t largest = 0;
+  for (int r = 0; r < (has_block_counts(c.collective) ? world_size : 1); ++r)
+    largest = std::max({largest, send_count(c, world_size, r), recv_count(c, world_size, r)});
+  return largest;
+}
+}  // namespace
+
 std::size_t case_bytes_per_rank(const CollectiveCase& c, int world_size) {
   const std::size_t element = size_of(c.dtype);
   // A count whose buffers would not fit in a size (bench collectives -e 8E): more than any host
@@ -553,9 +563,7 @@ std::size_t case_bytes_per_rank(const CollectiveCase& c, int world_size) {
   const std::size_t most = std::numeric_limits<std::size_t>::max() / 16 / std::max<std::size_t>(element, 4) /
                            static_cast<std::size_t>(std::max(world_size, 1));
   if (c.count > most) return std::numeric_limits<std::size_t>::max();
-  std::size_t largest = 0;  // over ranks: all_to_all_v's buffers differ by rank
-  for (int r = 0; r < (has_block_counts(c.collective) ? world_size : 1); ++r)
-    largest = std::max({largest, send_count(c, world_size, r), recv_count(c, world_size, r)});
+  const std::size_t largest = largest_count(c, world_size);
   std::size_t bytes = 2 * largest * element + 4 * kGuardBytes;  // send and receive
   bytes += 2 * largest * element;                               // algorithm scratch (two slots)
   if (is_half(c.dtype)) bytes += 2 * largest * size_of(DataType::float32);  // widened copies
@@ -587,6 +595,13 @@ const RegisteredFamily kCollectiveFamily{FamilyDefinition<CollectiveCase, CaseRe
           t.i64("wrong").push_back(r.wrong);
           t.i64("guard_ok").push_back(r.guard_ok ? 1 : 0);
         },
-    .bytes_per_rank = [](const CollectiveCase& c, int world_size) { return case_bytes_per_rank(c, world_size); }}};
+    // The case's buffers, and what run_case keeps for the next case with the same inputs: the
+    // exact expected values (a float each) and a copy of the filled send buffer.
+    .bytes_per_rank =
+        [](const CollectiveCase& c, int world_size) {
+          const std::size_t buffers = case_bytes_per_rank(c, world_size);
+          const std::size_t kept = largest_count(c, world_size) * (sizeof(float) + size_of(c.dtype));
+          return buffers > std::numeric_limits<std::size_t>::max() / 2 ? buffers : buffers + kept;
+        }}};
 
 }  // namespace parity::cases
