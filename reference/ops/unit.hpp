@@ -2,8 +2,8 @@
 // forward/backward pair: the argument check both devices run, the CPU body, the one dispatch
 // point, and the CUDA kernels with their launchers. Where CUDA is built, CMake compiles each
 // unit twice (reference/CMakeLists.txt): with the C++ compiler, which sees the host part, and
-// with nvcc through a generated one-line .cu file that includes the unit, which sees the device
-// part. A unit reads
+// with nvcc through a generated .cu file that includes every unit, which sees the device parts
+// (so a unit's kernels and helpers stay in its own anonymous namespace). A unit reads
 //
 //   #include "reference/ops/unit.hpp"
 //   namespace parity::ops::device { the launchers' declarations }   (both parts see them)
