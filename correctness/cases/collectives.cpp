@@ -302,33 +302,38 @@ KeptKey kept_key(const Inputs& in, int rank, std::size_t count) {
   return {same_inputs.name(), in.c.root, in.n, rank, count};
 }
 
-std::shared_ptr<const ExactExpectations> exact_expectations(const Inputs& in, int rank, std::size_t count) {
-  static KeptKey key;
-  static std::shared_ptr<const ExactExpectations> kept;
-  KeptKey now = kept_key(in, rank, count);
-  if (kept && key == now) return kept;
-  kept.reset();  // its memory back to the pool before the new values take some
-  kept = std::make_shared<const ExactExpectations>(in, rank, count);
-  key = std::move(now);
+// The value kept for `key`: the last one make() gave at this call site when the key is the same,
+// else a new one from make(), kept in its place (the old one's memory back to the pool first).
+template <typename Make>
+auto kept_for(KeptKey key, Make make) {
+  static KeptKey last_key;
+  static decltype(make()) kept;
+  if (!kept || !(last_key == key)) {
+    kept.reset();
+    kept = make();
+    last_key = std::move(key);
+  }
   return kept;
+}
+
+std::shared_ptr<const ExactExpectations> exact_expectations(const Inputs& in, int rank, std::size_t count) {
+  return kept_for(kept_key(in, rank, count),
+                  [&] { return std::make_shared<const ExactExpectations>(in, rank, count); });
 }
 
 // Fills target with this rank's inputs (by fill), copied from the last case's when it had the
 // same; the copy is taken before any collective runs on them.
 void fill_kept_inputs(BufferView target, const Inputs& in, int rank,
                       void (*fill)(BufferView, const Inputs&, int, std::size_t)) {
-  static KeptKey key;
-  static std::unique_ptr<PooledMemory> kept;
-  KeptKey now = kept_key(in, rank, target.count);
-  if (kept && key == now) {
-    if (target.count) std::memcpy(target.data, kept->data(), target.bytes());
-    return;
-  }
-  kept.reset();  // its memory back to the pool before the new copy takes some
-  fill(target, in, rank, 0);
-  kept = std::make_unique<PooledMemory>(target.bytes());
-  if (target.count) std::memcpy(kept->data(), target.data, target.bytes());
-  key = std::move(now);
+  bool filled = false;
+  const auto copy = kept_for(kept_key(in, rank, target.count), [&] {
+    fill(target, in, rank, 0);
+    filled = true;
+    auto made = std::make_shared<const PooledMemory>(target.bytes());
+    if (target.count) std::memcpy(made->data(), target.data, target.bytes());
+    return made;
+  });
+  if (!filled && target.count) std::memcpy(target.data, copy->data(), target.bytes());
 }
 
 template <typename T>

@@ -217,50 +217,44 @@ std::optional<double> ArrayReader::float_attribute(const std::string& path, cons
   });
 }
 
-std::size_t ArrayReader::length(const std::string& path) const {
-  return damaged_as_usage(path_, path, [&] {
-    Handle dataset = open_object(file_, split_group(path), path_.string());
-    if (dataset.get() < 0 || H5Iget_type(dataset.get()) != H5I_DATASET)
-      throw UsageError(path_.string() + " has no dataset " + path);
-    const auto n = Source{dataset.get(), false, path}.length();
-    if (!n) throw UsageError(path_.string() + ": " + path + " is not a 1-D dataset");
-    return *n;
-  });
-}
-
-DataType ArrayReader::dtype(const std::string& path) const {
-  const auto name = string_attribute(path, "dtype");
-  if (!name) throw UsageError(path_.string() + ": " + path + " has no dtype attribute");
-  try {
-    return parse_data_type(*name);
-  } catch (const Error&) {
-    throw UsageError(path_.string() + ": " + path + " has an unknown dtype '" + *name + "'");
-  }
-}
-
 namespace {
 
-// The 1-D dataset at `path` of `file` (named `where` in messages), opened once, and its length;
-// refused unless its dtype attribute is `type`.
-std::pair<Handle, std::size_t> open_typed(hid_t file, const std::filesystem::path& where, const std::string& path,
-                                          DataType type) {
+// The 1-D dataset at `path` (named with the file `where` in messages), refused when absent.
+Handle open_dataset(hid_t file, const std::filesystem::path& where, const std::string& path) {
   Handle dataset = open_object(file, split_group(path), where.string());
   if (dataset.get() < 0 || H5Iget_type(dataset.get()) != H5I_DATASET)
     throw UsageError(where.string() + " has no dataset " + path);
-  const auto name = read_string_attribute(dataset.get(), "dtype", path + " in " + where.string());
+  return dataset;
+}
+
+std::size_t dataset_length(hid_t dataset, const std::filesystem::path& where, const std::string& path) {
+  const auto n = Source{dataset, false, path}.length();
+  if (!n) throw UsageError(where.string() + ": " + path + " is not a 1-D dataset");
+  return *n;
+}
+
+// The type a dataset's dtype attribute (`name`, nullopt when absent) names.
+DataType stored_dtype(const std::optional<std::string>& name, const std::filesystem::path& where,
+                      const std::string& path) {
   if (!name) throw UsageError(where.string() + ": " + path + " has no dtype attribute");
-  DataType stored{};
   try {
-    stored = parse_data_type(*name);
+    return parse_data_type(*name);
   } catch (const Error&) {
     throw UsageError(where.string() + ": " + path + " has an unknown dtype '" + *name + "'");
   }
+}
+
+// The dataset at `path`, opened once, and its length; refused unless its type is `type`.
+std::pair<Handle, std::size_t> open_typed(hid_t file, const std::filesystem::path& where, const std::string& path,
+                                          DataType type) {
+  Handle dataset = open_dataset(file, where, path);
+  const DataType stored =
+      stored_dtype(read_string_attribute(dataset.get(), "dtype", path + " in " + where.string()), where, path);
   if (stored != type)
     throw UsageError(where.string() + ": " + path + " holds " + std::string(name_of(stored)) + ", not " +
                      std::string(name_of(type)));
-  const auto length = Source{dataset.get(), false, path}.length();
-  if (!length) throw UsageError(where.string() + ": " + path + " is not a 1-D dataset");
-  return {std::move(dataset), *length};
+  const std::size_t n = dataset_length(dataset.get(), where, path);
+  return {std::move(dataset), n};
 }
 
 void read_range(hid_t dataset, const std::string& path, DataType type, std::size_t first, std::size_t count, void* out) {
@@ -275,6 +269,17 @@ void read_range(hid_t dataset, const std::string& path, DataType type, std::size
 }
 
 }  // namespace
+
+std::size_t ArrayReader::length(const std::string& path) const {
+  return damaged_as_usage(path_, path, [&] {
+    const Handle dataset = open_dataset(file_, path_, path);
+    return dataset_length(dataset.get(), path_, path);
+  });
+}
+
+DataType ArrayReader::dtype(const std::string& path) const {
+  return stored_dtype(string_attribute(path, "dtype"), path_, path);
+}
 
 // One open of the dataset for its type, its length and the read (a save's reader reads many).
 void ArrayReader::read(const std::string& path, DataType type, std::size_t first, std::size_t count, void* out) const {

@@ -30,10 +30,13 @@ td.msg { font-family: Menlo, Consolas, monospace; font-size: 0.9em; white-space:
 """
 
 
+NO_FIGURES = "<p class=\"note\">Drawn without figures (--no-figures).</p>"
+
+
 class Page:
     def __init__(self, title, figures=True):
         """figures False: the page of a report drawn without its figures (--no-figures), which
-        leaves their images out."""
+        leaves their images out and says so under the title."""
         self.parts = []
         self.title = title
         self.figures = figures
@@ -75,4 +78,5 @@ class Page:
     def render(self):
         return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
                 f"<title>{esc(self.title)}</title><style>{CSS}</style></head><body>\n"
-                f"<h1>{esc(self.title)}</h1>\n" + "\n".join(self.parts) + "\n</body></html>\n")
+                f"<h1>{esc(self.title)}</h1>\n" + ("" if self.figures else NO_FIGURES + "\n") +
+                "\n".join(self.parts) + "\n</body></html>\n")

@@ -84,17 +84,11 @@ def section_with_caveat(page, ctx, module, table, rf):
                                      f"{esc(rf.oversubscribed_words)}.</p>")
 
 
-def add_no_figures_note(page):
-    if not page.figures:
-        page.add("<p class=\"note\">Drawn without figures (--no-figures).</p>")
-
-
 def single_report(rf, label, outdir, title, args, render=True):
     ctx = Context([rf], [label], Plotter(outdir, render), args)
     tables = load_tables(rf)
     page = Page(title, figures=render)
     page.add(f"<p class=\"mono\">{esc(label)}</p>")
-    add_no_figures_note(page)
     page.add(incomplete_html(rf))
     page.add(oversubscribed_html(rf))
     page.add(nav_html(link for m in TABLES for link in m.nav([tables[m.NAME]])))
@@ -129,7 +123,6 @@ def comparison_report(rfs, labels, outdir, title, args, render=True):
     # Matched before anything is drawn: the glance at the top of the page needs the matches.
     matches = {m.NAME: m.compare(ctx, tables[m.NAME]) for m in modules}
     page = Page(title, figures=render)
-    add_no_figures_note(page)
     page.add(f"<p>Run A: <span class=\"mono\">{esc(labels[0])}</span><br>Run B: "
              f"<span class=\"mono\">{esc(labels[1])}</span></p>")
     for name, rf in zip("AB", rfs):
