@@ -25,7 +25,7 @@ fail() {
 # below it (as itself or after an `=`): another probe's directory whose name merely starts with
 # this one's (integer_past_its_type_negative beside integer_past_its_type) is not this one's.
 ours() {
-  python3 - "$work" "$$" <<'PY'
+  /usr/bin/python3 - "$work" "$$" <<'PY'
 import os, sys
 work, me = sys.argv[1], sys.argv[2]
 def names_work(arg):
@@ -54,7 +54,7 @@ if [ "$input" != "-" ]; then
   if [[ $text == \** ]]; then  # *N:TEXT
     count=${text%%:*}
     count=${count#\*}
-    python3 -c 'import sys; sys.stdout.write(sys.argv[2] * int(sys.argv[1]))' "$count" "${text#*:}" >"$input_file"
+    /usr/bin/python3 -c 'import sys; sys.stdout.write(sys.argv[2] * int(sys.argv[1]))' "$count" "${text#*:}" >"$input_file"
   else
     printf '%b' "$text" >"$input_file"
   fi
@@ -90,7 +90,7 @@ if [ "$lines" != "-" ]; then
   [ "$n" -eq "$lines" ] || fail "$n stderr lines, expected $lines"
 fi
 grep -Eq -- "$line" "$err" || [ "$lines" = "0" ] || fail "no stderr line matches /$line/"
-python3 - "$err" <<'PY' || fail "stderr holds control bytes or an overlong line"
+/usr/bin/python3 - "$err" <<'PY' || fail "stderr holds control bytes or an overlong line"
 import sys
 data = open(sys.argv[1], "rb").read()
 bad = [b for b in data if (b < 0x20 and b != 0x0A) or b == 0x7F]
