@@ -7,9 +7,11 @@
 #include "bench/commands/bench_state.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -177,6 +179,32 @@ char rank_file_name(int rank, char (&text)[32]) {
   return text[0];
 }
 
+// A temporary directory of states is named parity-state-<host>-<pid>-XXXXXX after the rank that
+// made it, so that a later run on the same host can tell the directories of runs that are gone
+// (ended by a signal or killed, they could not remove their own) and remove them; a directory of
+// another host (TMPDIR shared) or of a live process is left alone.
+std::string states_prefix() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) std::strcpy(host, "host");
+  return std::string("parity-state-") + host + "-";
+}
+
+void remove_orphaned_states(const fs::path& tmp, const std::string& prefix) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(tmp, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string rest = name.substr(prefix.size());  // <pid>-XXXXXX
+    const std::size_t dash = rest.find('-');
+    if (dash == 0 || dash == std::string::npos || rest.size() != dash + 7 ||
+        rest.find_first_not_of("0123456789") != dash)
+      continue;
+    const long pid = std::strtol(rest.substr(0, dash).c_str(), nullptr, 10);
+    if (pid <= 0 || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    fs::remove_all(entry.path(), ec);
+  }
+}
+
 // The states' directory, the same on every rank: --dir, or a fresh one under TMPDIR.
 fs::path states_root(Session& session, const StateBenchOptions& options) {
   std::string made;
@@ -189,7 +217,9 @@ fs::path states_root(Session& session, const StateBenchOptions& options) {
       made = options.dir;
       return;
     }
-    std::string pattern = (fs::temp_directory_path() / "parity-state-XXXXXX").string();
+    const std::string prefix = states_prefix();
+    remove_orphaned_states(fs::temp_directory_path(), prefix);
+    std::string pattern = (fs::temp_directory_path() / (prefix + std::to_string(::getpid()) + "-XXXXXX")).string();
     if (::mkdtemp(pattern.data()) == nullptr)
       throw UsageError("cannot make a temporary directory under " + fs::temp_directory_path().string() + ": " +
                        std::strerror(errno));
@@ -198,7 +228,7 @@ fs::path states_root(Session& session, const StateBenchOptions& options) {
   return session.world().all_gather_strings(made).front();
 }
 
-struct Measured {
+struct StateMeasured {
   double bytes = 0, file_bytes = 0, save_s = 0, load_s = 0, load_bytes = 0, fs_write_s = 0, fs_read_s = 0, step_s = 0,
          async_staged_s = 0, async_step_s = 0, async_finish_s = 0, exact = 0;
 };
@@ -248,7 +278,7 @@ StateBenchOutcome run_state_bench(Session& session, const StateBenchPlan& plan, 
     t.trainer->step(source, step++);  // the optimizer state exists from here on
     const std::size_t first_row = out.table.rows();
     for (int repeat = 0; repeat < options.repeats; ++repeat) {
-      Measured m;
+      StateMeasured m;
       m.step_s = seconds_of([&] { t.trainer->step(source, step++); });
       const parallel::ParameterValues at_save = t.trainer->gathered(mixed);
       const fs::path saves = root / (layout.name + "-" + std::to_string(repeat));
@@ -360,7 +390,8 @@ class BenchState final : public Command {
     o.add("--repeats", p.repeats, "Saves and restores of each layout", {2, 2});
     o.add("--dir", p.dir,
           "Directory for the saved states (made if missing; every rank must see it: a shared file system across hosts); "
-          "default: a temporary directory, removed at the end");
+          "default: a temporary directory, removed at the end (or by the next run on the host, where a signal or a "
+          "kill ended this one first)");
     o.flag("--keep", p.keep, "Keep the saved states");
   }
 

@@ -2,11 +2,25 @@
 # `parity bench state` on 2 ranks: every layout's rows, a row per rank and repeat; the bytes all
 # ranks saved equal the formula (every value and AdamW moment once), each rank wrote half of
 # them (replicas split what they share), the restore equal to the saved state; every time
-# positive; the states removed with the temporary directory, and kept with --dir and --keep.
+# positive; the states removed with the temporary directory (and the states a gone run left
+# there), and kept with --dir and --keep.
 set -euo pipefail
 parity=$1; work=$2
-rm -rf "$work"; mkdir -p "$work"; cd "$work"
+rm -rf "$work"; mkdir -p "$work/tmp"; cd "$work"
+# A temporary directory of its own, with directories of states that earlier runs left: one of a
+# process that is gone on this host (removed by the run), one of a live process (this script)
+# and one of another host sharing TMPDIR (both kept).
+export TMPDIR=$work/tmp
+host=$(hostname)
+sleep 0 & gone=$!; wait "$gone"
+mkdir "$TMPDIR/parity-state-$host-$gone-aB3dE9" "$TMPDIR/parity-state-$host-$$-fG5hJ7" \
+  "$TMPDIR/parity-state-elsewhere-$gone-kL2mN4"
+touch "$TMPDIR/parity-state-$host-$gone-aB3dE9/zero1-0"
 "$parity" bench state --np 2 -q --model tiny --layouts dp,zero1,zero3,tp2 --repeats 2 --out state.h5
+[ ! -e "$TMPDIR/parity-state-$host-$gone-aB3dE9" ] || { echo "a gone run's states were not removed" >&2; exit 1; }
+[ -d "$TMPDIR/parity-state-$host-$$-fG5hJ7" ] || { echo "a live process's states were removed" >&2; exit 1; }
+[ -d "$TMPDIR/parity-state-elsewhere-$gone-kL2mN4" ] || { echo "another host's states were removed" >&2; exit 1; }
+rm -r "$TMPDIR/parity-state-$host-$$-fG5hJ7" "$TMPDIR/parity-state-elsewhere-$gone-kL2mN4"
 "$parity" bench state --np 2 -q --model tiny --layouts zero2 --precision bfloat16 --repeats 1 \
   --dir "$work/kept" --keep --out kept.h5
 /usr/bin/python3 - <<'PY'
@@ -41,9 +55,5 @@ print("bench state: rows, bytes and restores as expected")
 PY
 ls "$work/kept" | grep -q '^zero2-0$'
 ls "$work/kept/zero2-0" | grep -q '^step-'
-if ls -d "${TMPDIR:-/tmp}"/parity-state-* 2>/dev/null | grep -q .; then
-  for d in "${TMPDIR:-/tmp}"/parity-state-*; do
-    # A directory of this run would have been removed; an older one may belong to another job.
-    [ "$d" -ot state.h5 ] || { echo "left behind: $d" >&2; exit 1; }
-  done
-fi
+left=$(ls -A "$TMPDIR")
+[ -z "$left" ] || { echo "left behind in TMPDIR: $left" >&2; exit 1; }
