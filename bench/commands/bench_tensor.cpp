@@ -1,6 +1,6 @@
 // parity bench tensor: tensor parallelism (with and without sequence parallelism) of a fixed
 // GPT against the tensor-parallel size t. Each size runs on the first t ranks (the others wait),
-// or one grid (--grid tp=..,dp=..) runs on every rank. Measured beside theory/tensor.hpp:
+// or one grid (--grid tp=..,dp=..) runs on every rank. TensorMeasured beside theory/tensor.hpp:
 //   - the step: time, tokens/s, the time in the tp group's collectives (its share of the step),
 //     and their alpha-beta prediction from a ping-pong in the same run;
 //   - bytes a rank sent per step in the tp group, per layer (embedding, block, head, loss),
@@ -54,7 +54,7 @@ model::GptConfig config_of(const TensorBenchOptions& options) {
 
 
 // What one run measured on the group's first rank.
-struct Measured {
+struct TensorMeasured {
   double step = 0, comm = 0, embedding = 0, block = 0, head = 0, loss = 0;
   double activation = 0, parameters = 0, optimizer_bytes = 0;
 };
@@ -162,7 +162,7 @@ TensorBenchOutcome run_tensor_bench(Session& session, const TensorBenchPlan& pla
       continue;
     }
     auto group = first_ranks(world, ranks);
-    Measured m;
+    TensorMeasured m;
     if (group) {
       parallel::GridSpec spec;
       spec.set(Axis::tp, run.tp).set(Axis::dp, run.dp);
@@ -228,7 +228,7 @@ TensorBenchOutcome run_tensor_bench(Session& session, const TensorBenchPlan& pla
       return *std::max_element(all.begin(), all.begin() + ranks);
     };
     const double step = slowest(m.step), comm = slowest(m.comm);
-    Measured r;
+    TensorMeasured r;
     for (auto [field, value] : {std::pair{&r.embedding, m.embedding}, {&r.block, m.block}, {&r.head, m.head},
                                 {&r.loss, m.loss}, {&r.activation, m.activation}, {&r.parameters, m.parameters},
                                 {&r.optimizer_bytes, m.optimizer_bytes}})

@@ -33,18 +33,18 @@ std::vector<std::int64_t> decisions_of(const model::MoePassStats& s) {
 // One device running each data-parallel rank's rows as its own pass, as the routing groups of
 // the parallel run are: every step's loss, each pass's decisions [step][rank], the parameters
 // and state after the last step, and where they started.
-struct Reference {
+struct MoeReference {
   std::vector<double> losses;
   parallel::ParameterValues gradients;  // of the first step
   std::vector<std::vector<std::vector<std::int64_t>>> decisions;
   std::int64_t dropped = 0;
   parallel::ParameterValues values, origin;
 };
-Reference single_device(const MoeCase& c, const model::GptConfig& config, std::int64_t rows, int data_ranks) {
+MoeReference single_device(const MoeCase& c, const model::GptConfig& config, std::int64_t rows, int data_ranks) {
   auto m = model::build_gpt(config);
   auto optimizer = case_adamw(model_type(c));
   model::MixtureOfExperts& moe = *model::moe_layers(*m).at(0);
-  Reference r;
+  MoeReference r;
   r.origin = values_of(*m, optimizer.get());
   const parallel::BatchSource source = parallel::batches_of(config);
   for (int step = 0; step < c.steps; ++step) {
@@ -155,7 +155,7 @@ MoeResult run_moe_case(Communicator& comm, const MoeCase& c) {
   Communicator& data = grid.group(parallel::AxisSet{Axis::ep, Axis::dp});
   Communicator& ep_group = grid.group(Axis::ep);
   const std::int64_t rows = 2 * data.size() + 1;  // uneven shards
-  const Reference reference = single_device(c, config, rows, data.size());
+  const MoeReference reference = single_device(c, config, rows, data.size());
   const std::int64_t terms =
       tolerance::expert_parallel_reduction_terms(rows * config.sequence, config.moe.expert_hidden, config.vocabulary);
   r.bound = tolerance::training_relative_bound(config.dtype, terms, n, c.steps);

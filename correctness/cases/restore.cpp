@@ -281,16 +281,16 @@ std::unique_ptr<Training> start(Communicator& group, const RestoreLayout& l, con
   return t;
 }
 
-struct Reference {
+struct RestoreReference {
   std::vector<double> losses;
   parallel::ParameterValues values, origin;
 };
 
-Reference single_device(const RestoreCase& c, int steps) {
+RestoreReference single_device(const RestoreCase& c, int steps) {
   const model::GptConfig config = model_of(c);
   auto m = model::build_gpt(config);
   auto optimizer = case_adamw(is_mixed(c) ? DataType::float32 : model_type(c));
-  Reference r;
+  RestoreReference r;
   r.origin = values_of(*m, optimizer.get());
   const parallel::BatchSource source = parallel::batches_of(config);
   if (c.moe) {
@@ -470,7 +470,7 @@ RestoreResult run_restore_case(Communicator& world, const RestoreCase& c) {
   RestoreResult r;
   const model::GptConfig config = model_of(c);
   const parallel::BatchSource source = parallel::batches_of(config);
-  const Reference reference = single_device(c, k + n);
+  const RestoreReference reference = single_device(c, k + n);
   const std::int64_t terms =
       c.moe ? tolerance::expert_parallel_reduction_terms(kRows * config.sequence, config.moe.expert_hidden, config.vocabulary)
             : tolerance::tensor_parallel_reduction_terms(kRows * config.sequence, config.hidden, config.vocabulary);

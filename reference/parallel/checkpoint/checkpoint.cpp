@@ -20,7 +20,7 @@ class Checkpointed;
 
 // Blocks recomputed together: the first keeps the segment's input; the last, whose backward
 // comes first, recomputes them all.
-struct Segment {
+struct RecomputeSegment {
   std::vector<Checkpointed*> members;
   bool fresh_seed = false;  // the fault
 };
@@ -29,7 +29,7 @@ struct Segment {
 // and recomputes its forward in backward. Named as the block it wraps (it has no parameters).
 class Checkpointed final : public model::Layer {
  public:
-  Checkpointed(std::unique_ptr<model::Layer> inner, std::shared_ptr<Segment> segment)
+  Checkpointed(std::unique_ptr<model::Layer> inner, std::shared_ptr<RecomputeSegment> segment)
       : Layer(inner->name()), segment_(std::move(segment)) {
     inner_ = &add_child(std::move(inner));
   }
@@ -69,7 +69,7 @@ class Checkpointed final : public model::Layer {
   }
 
   model::Layer* inner_;
-  std::shared_ptr<Segment> segment_;
+  std::shared_ptr<RecomputeSegment> segment_;
 };
 
 // "every2" / "every:2" -> "2"; empty when `text` does not start with `prefix`.
@@ -210,7 +210,7 @@ void apply_checkpointing(model::Model& model, const theory::CheckpointLayout& la
       for (int i = 0; i < pieces[p] && at < piece_of.size(); ++i) piece_of[at++] = static_cast<int>(p);
     require(pieces.empty() || at == layers.size(), "checkpointing: pieces do not add up to the model's top-level layers");
   }
-  std::shared_ptr<Segment> segment;
+  std::shared_ptr<RecomputeSegment> segment;
   for (std::size_t b = 0; b < blocks.size(); ++b) {
     const std::size_t index = blocks[b];
     require(std::string_view(layers[index]->kind()) == "block", "checkpointing applied twice to " + layers[index]->name());
@@ -225,7 +225,7 @@ void apply_checkpointing(model::Model& model, const theory::CheckpointLayout& la
     const bool continues = segment && b > 0 && layout.segment[b - 1] == id && blocks[b - 1] + 1 == index &&
                            piece_of[blocks[b - 1]] == piece_of[index];
     if (!continues) {
-      segment = std::make_shared<Segment>();
+      segment = std::make_shared<RecomputeSegment>();
       segment->fresh_seed = policy.fault == "fresh_dropout_seed";
     }
     model.wrap(index, [&](std::unique_ptr<model::Layer> inner) {
