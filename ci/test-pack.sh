@@ -108,17 +108,22 @@ while IFS= read -r -d '' f; do
     [ "$magic" = $'\x7fELF' ] && elves+=("$f")
 done < <(find "$pack" -type f -print0)
 ((${#elves[@]} > 100)) || fail "only ${#elves[@]} ELF files in the pack"
-# ldd is slow per file; one batch per core, each with its own output so blocks stay whole.
+# The loader's own list (ldd's, without ldd's script: several times faster), one batch per core,
+# each with its own output so blocks stay whole.
 jobs=$(nproc 2>/dev/null || echo 2)
 for ((j = 0; j < jobs; j++)); do
     batch=()
     for ((i = j; i < ${#elves[@]}; i += jobs)); do batch+=("${elves[i]}"); done
     ((${#batch[@]})) || continue
     # shellcheck disable=SC2016
-    "${bare[@]}" bash -c '. "$1/env.sh" && ldd "${@:2}"' _ "$pack" "${batch[@]}" >"$tmp/ldd.$j.txt" 2>&1 &
+    "${bare[@]}" bash -c '. "$1/env.sh" && for f in "${@:2}"; do echo "$f:"; /lib64/ld-linux-x86-64.so.2 --list "$f"; done' \
+        _ "$pack" "${batch[@]}" >"$tmp/ldd.$j.txt" 2>&1 &
 done
 wait
 cat "$tmp"/ldd.*.txt >"$tmp/ldd.txt"
+# Every file lists at least one library (libc at the least): a listing that failed is no pass.
+listed=$(grep -c ' => ' "$tmp/ldd.txt" || true)
+((listed >= ${#elves[@]})) || fail "the loader listed $listed libraries for ${#elves[@]} ELF files: $(head -n 3 "$tmp/ldd.txt")"
 offenders=$(
     file=
     while IFS= read -r line; do
