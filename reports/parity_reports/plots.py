@@ -1,6 +1,6 @@
 """Figure basics shared by the table modules: the Plotter holds matplotlib, the colours every
 figure agrees on, file naming and the common axes. Each table's own figures live in its module
-and draw through a Plotter, whose plot, bar, band, whiskers, hline, vline and heatmap draw a
+and draw through a Plotter, whose plot, bar, band, boxes, whiskers, hline, vline and heatmap draw a
 series of data and note it in Plotter.drawn (a Series each) when its figure is saved."""
 
 import math
@@ -125,6 +125,12 @@ class Plotter:
         self.record(ax, whats[0], x, low)
         self.record(ax, whats[1], x, high)
         return ax.fill_between(x, low, high, **kw)
+
+    def boxes(self, ax):
+        """Rectangles drawn as bands are, recorded as they are added and drawn together at
+        Boxes.draw (one collection per z-order, not one per rectangle: a pipeline timeline has
+        hundreds)."""
+        return Boxes(self, ax)
 
     def whiskers(self, ax, whats, x, mid, low, high, **kw):
         """Error bars from low to high through mid; whats: (low's label, high's)."""
@@ -253,3 +259,29 @@ class Plotter:
         step = max(1, math.ceil(len(sizes) / 12))
         ax.set_xticks(sizes[::step])
         ax.set_xlabel("world size (ranks)")
+
+
+class Boxes:
+    """Plotter.boxes: add(whats, x0, x1, low, high, facecolor, edgecolor, linewidth, zorder)
+    records the two edges as Plotter.band would (whats: low's label, high's) and keeps the
+    rectangle; draw() adds them to the axes, one PolyCollection per z-order in the order they
+    were added."""
+
+    def __init__(self, plotter, ax):
+        self.plotter, self.ax = plotter, ax
+        self.by_z = OrderedDict()
+
+    def add(self, whats, x0, x1, low, high, facecolor, edgecolor, linewidth, zorder):
+        self.plotter.record(self.ax, whats[0], [x0, x1], [low, low])
+        self.plotter.record(self.ax, whats[1], [x0, x1], [high, high])
+        self.by_z.setdefault(zorder, []).append(((x0, x1, low, high), facecolor, edgecolor, linewidth))
+
+    def draw(self):
+        from matplotlib.collections import PolyCollection
+        for zorder, boxes in self.by_z.items():
+            polygons = [[(x0, low), (x1, low), (x1, high), (x0, high)]
+                        for (x0, x1, low, high), _, _, _ in boxes]
+            self.ax.add_collection(PolyCollection(
+                polygons, facecolors=[b[1] for b in boxes], edgecolors=[b[2] for b in boxes],
+                linewidths=[b[3] for b in boxes], zorder=zorder), autolim=False)
+        self.by_z.clear()

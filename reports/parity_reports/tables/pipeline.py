@@ -250,6 +250,7 @@ def draw_timeline(plotter, bench, variant, r):
     for ax, source in zip(axes[:, 0], sources):
         intervals = bench.timeline[(run, source)]
         held = {}
+        boxes = plotter.boxes(ax)
         for i in intervals:
             rank, work, stage = int(i["rank"]), i["work"], int(i["stage"])
             start, stop = i["start_seconds"] * 1e3, i["end_seconds"] * 1e3
@@ -260,15 +261,15 @@ def draw_timeline(plotter, bench, variant, r):
             if work != "wait" and stage >= 0:
                 held.setdefault(rank, set()).add(stage)
             seen.add(work)
-            plotter.band(ax, (f"{source} {work} bottom", f"{source} {work} top"), [start, stop],
-                         [rank - BOX, rank - BOX], [rank + BOX, rank + BOX], facecolor=color,
-                         edgecolor="white" if work != "wait" else "none",
-                         linewidth=0.6, zorder=3 if work != "wait" else 2)
+            boxes.add((f"{source} {work} bottom", f"{source} {work} top"), start, stop, rank - BOX, rank + BOX,
+                      facecolor=color, edgecolor="white" if work != "wait" else "none", linewidth=0.6,
+                      zorder=3 if work != "wait" else 2)
             mb = int(i["micro_batch"])
             text = str(mb)
             if work != "wait" and mb >= 0 and (stop - start) * px_per_ms >= 6 * len(text) + 3:
                 ax.text((start + stop) / 2, rank, text, ha="center", va="center", fontsize=7,
                         color="0.1", zorder=4, clip_on=True)
+        boxes.draw()
         ranks = sorted({int(i["rank"]) for i in intervals})
         ax.set_yticks(ranks)
         ax.set_yticklabels([f"rank {k}" + (f"\nstages {', '.join(map(str, sorted(held[k])))}"
