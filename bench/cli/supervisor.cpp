@@ -265,6 +265,9 @@ char g_self[4096], g_journal[4096], g_result[4096];
 // Taken by exchange: a signal handler and the watchdog's thread may both try, and one writes.
 std::atomic<int> g_armed{0};
 std::atomic<int> g_writing{0};  // the partial file's writer is running
+// Rank 0 outside supervision, once the result file is committed: what a signal's line adds.
+char g_committed_text[4200];
+std::atomic<int> g_committed{0};
 static_assert(std::atomic<int>::is_always_lock_free, "read in signal handlers");
 
 // Joins texts into `out` (always terminated); returns the length. Async-signal-safe.
@@ -285,10 +288,11 @@ void interrupted(int signal) {
   const int which = signal == SIGINT ? 0 : signal == SIGTERM ? 1 : 2;
   record::discard_temporary_file();
   // "... stopped by SIGTERM during all_reduce 256 x float32 (ring)": the operation it was in.
-  char operation[400], text[640], reason[512];
+  char operation[400], text[4800], reason[512];
   Watchdog::describe_current(operation, sizeof operation);
   const char* during = operation[0] ? " during " : "";
-  const std::size_t length = join_text(text, sizeof text, {g_interrupt_text[which], during, operation, "\n"});
+  const char* committed = g_committed.load() ? g_committed_text : "";
+  const std::size_t length = join_text(text, sizeof text, {g_interrupt_text[which], during, operation, committed, "\n"});
   const ssize_t ignored = write(STDERR_FILENO, text, length);
   (void)ignored;
   join_text(reason, sizeof reason, {g_interrupt_reason[which], during, operation});
@@ -430,6 +434,11 @@ void arm_partial_results(const std::string& journal, const std::string& result) 
 }
 
 void disarm_partial_results() { g_armed.store(0); }
+
+void note_results_committed(const std::string& result) {
+  copy_text(g_committed_text, sizeof g_committed_text, "; " + result + " had been written whole before it (complete = 1)");
+  g_committed.store(1);
+}
 
 void keep_partial_results_now(const char* reason) {
   if (g_armed.exchange(0) == 0) {

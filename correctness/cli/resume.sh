@@ -182,16 +182,44 @@ PY
     [ "$(wc -l <"$work/probes")" -gt 0 ] || fail "no command listed"
     if grep -F "(no probe and no reason given)" "$work/probes" >&2; then fail "a command with ranks has no resume probe"; fi ;;
   stall_while_resuming)
-    # A resumed run that stalls before taking its rows back keeps them all.
-    interrupt_after_rows INT "$work/p.h5" check -q --np 2 --filter "$check_filter" --out "$work/p.h5"
+    # A resumed run that stalls before taking its rows back keeps them all. The first run is
+    # cut at a block boundary from inside (a signal sent from here may land after the file was
+    # committed whole, on a loaded machine).
+    run check -q --np 2 --filter "$check_filter" --out "$work/p.h5" --inject-interrupt check/collectives:3:INT
     [ "$status" -eq 5 ] || fail "status $status, expected 5"
-    kept=$(rows rows "$work/p.h5" check/collectives)
+    kept=$(rows partial "$work/p.h5" "interrupted by SIGINT" check/collectives) || exit 1
     [ "$kept" -gt 0 ] || fail "no row kept"
     run check -q --np 2 --filter "$check_filter" --resume "$work/p.h5" -T 2 --inject-stall 1
     [ "$status" -eq 3 ] || fail "status $status, expected 3"
     rows partial "$work/p.h5" "stalled past --timeout 2: rank 1 .*injected stall" >/dev/null
     [ "$(rows rows "$work/p.h5" check/collectives)" -eq "$kept" ] || fail "rows lost by a stalled resumed run"
     [ -z "$(find "$work" -name '*.partial-*')" ] || fail "temporary files left: $(ls "$work")" ;;
+  signal_after_commit)
+    # A signal that lands after rank 0 committed the file whole (its journal removed) still ends
+    # the job with status 5, and its line says the file is complete; the file stays as written.
+    # The signal is sent once the journal is gone, racing the job's end: a try that misses
+    # (status 0) is tried again, and each of one rank and two must be hit at least once.
+    for np in 1 2; do
+      hit=0
+      for _ in $(seq 20); do
+        rm -f "$work/c.h5"
+        "$parity" check -q --np "$np" --filter 'all_reduce/native/float32/sum/*' --out "$work/c.h5" >/dev/null 2>"$err" &
+        pid=$!
+        while kill -0 "$pid" 2>/dev/null && [ ! -e "$work/c.h5.journal" ]; do sleep 0.005; done
+        while kill -0 "$pid" 2>/dev/null && [ -e "$work/c.h5.journal" ]; do sleep 0.002; done
+        kill -INT "$pid" 2>/dev/null
+        wait "$pid"
+        status=$?
+        [ "$status" -eq 0 ] && continue
+        [ "$status" -eq 5 ] || fail "--np $np: status $status, expected 5 (or 0 when the signal came too late)"
+        rows complete "$work/c.h5"
+        grep -q "c.h5 had been written whole before" "$err" || fail "--np $np: no line says the file is whole"
+        if grep -q "partial results kept" "$err"; then fail "--np $np: a whole file called partial"; fi
+        hit=1
+        break
+      done
+      [ "$hit" -eq 1 ] || fail "--np $np: no signal landed between the commit and the end in 20 tries"
+    done ;;
   dead_rank)
     # Rank 2 killed once rows are journaled: the parent keeps them and names the rank.
     "$parity" "${bench_args[@]}" -n 400 --np 3 --out "$work/p.h5" >/dev/null 2>"$err" &
@@ -227,8 +255,8 @@ PY
       [ "$ranks" -eq "$points" ] || fail "cut $cut: $ranks per-rank rows for $points points at one rank"
     done ;;
   refused)
-    interrupt_after_rows INT "$work/p.h5" check -q --filter "$check_filter" --out "$work/p.h5"
-    [ -e "$work/p.h5" ] || fail "no partial file"
+    run check -q --filter "$check_filter" --out "$work/p.h5" --inject-interrupt check/collectives:3:INT
+    [ "$status" -eq 5 ] && [ -e "$work/p.h5" ] || fail "no partial file (status $status)"
     run bench collectives -q -e 8 --resume "$work/p.h5"
     [ "$status" -eq 2 ] || fail "another subcommand: status $status, expected 2"
     grep -q "was a run with the subcommand check, this one has bench collectives" "$err" || fail "no reason given"
