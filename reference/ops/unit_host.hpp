@@ -100,12 +100,12 @@ void elementwise_on_cpu(const char* op, Tensor& y, F f, const Tensor& first, con
   });
 }
 
-// Softmax of one row of length c, with the first `valid` entries live and the rest zero
-// (vectorised, its sum in reference/simd's blocked order). Returns log(sum_j exp(row_j)) over
-// the live entries (the cross-entropy needs it).
-template <typename C> C softmax_row(C* row, std::int64_t c, std::int64_t valid) {
-  const C log_sum_exp = simd::softmax_row(row, static_cast<std::size_t>(valid));
-  std::fill(row + valid, row + c, C(0));
+// Softmax of one row of length c into `out` (which may be `in`), with the first `valid` entries
+// live and the rest zero (vectorised, its sum in reference/simd's blocked order). Returns
+// log(sum_j exp(in_j)) over the live entries (the cross-entropy needs it).
+template <typename C> C softmax_row(const C* in, C* out, std::int64_t c, std::int64_t valid) {
+  const C log_sum_exp = simd::softmax_row(in, out, static_cast<std::size_t>(valid));
+  std::fill(out + valid, out + c, C(0));
   return log_sum_exp;
 }
 

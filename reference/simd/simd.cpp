@@ -149,10 +149,10 @@ template <typename T> T ExpSum(const T* x, std::size_t n, T shift, T* out) {
 
 template <typename T> void Scale(T* x, std::size_t n, T s);
 
-template <typename T> T SoftmaxRow(T* row, std::size_t n) {
-  const T m = RowMax(row, n);
-  const T sum = ExpSum(row, n, m, row);
-  Scale(row, n, T(1) / sum);
+template <typename T> T SoftmaxRow(const T* x, T* y, std::size_t n) {
+  const T m = RowMax(x, n);
+  const T sum = ExpSum(x, n, m, y);
+  Scale(y, n, T(1) / sum);
   return m + std::log(sum);
 }
 
@@ -193,6 +193,13 @@ template <typename T> void Scale(T* x, std::size_t n, T s) {
   const hn::ScalableTag<T> d;
   over_vectors(d, n, [&](std::size_t i, std::size_t count) {
     store(d, hn::Mul(load(d, x + i, count), hn::Set(d, s)), x + i, count);
+  });
+}
+
+template <typename T> void ScaleTwice(T* x, std::size_t n, T a, T b) {
+  const hn::ScalableTag<T> d;
+  over_vectors(d, n, [&](std::size_t i, std::size_t count) {
+    store(d, hn::Mul(hn::Mul(load(d, x + i, count), hn::Set(d, a)), hn::Set(d, b)), x + i, count);
   });
 }
 
@@ -277,7 +284,10 @@ PARITY_SIMD_BOTH(RowDot, (const float* a, const float* b, std::size_t n), (const
 PARITY_SIMD_BOTH(SquaredDeviationSum, (const float* x, std::size_t n, float c), (const double* x, std::size_t n, double c),
                  SquaredDeviationSum(x, n, c))
 PARITY_SIMD_BOTH(Scale, (float* x, std::size_t n, float s), (double* x, std::size_t n, double s), Scale(x, n, s))
-PARITY_SIMD_BOTH(SoftmaxRow, (float* x, std::size_t n), (double* x, std::size_t n), SoftmaxRow(x, n))
+PARITY_SIMD_BOTH(ScaleTwice, (float* x, std::size_t n, float a, float b), (double* x, std::size_t n, double a, double b),
+                 ScaleTwice(x, n, a, b))
+PARITY_SIMD_BOTH(SoftmaxRow, (const float* x, float* y, std::size_t n), (const double* x, double* y, std::size_t n),
+                 SoftmaxRow(x, y, n))
 PARITY_SIMD_BOTH(AddScaled, (float* acc, const float* x, std::size_t n, float w),
                  (double* acc, const double* x, std::size_t n, double w), AddScaled(acc, x, n, w))
 PARITY_SIMD_BOTH(AccumulateRows, (const float* x, std::size_t rows, std::size_t columns, float* acc),
@@ -559,6 +569,8 @@ HWY_EXPORT(SquaredDeviationSumF32);
 HWY_EXPORT(SquaredDeviationSumF64);
 HWY_EXPORT(ScaleF32);
 HWY_EXPORT(ScaleF64);
+HWY_EXPORT(ScaleTwiceF32);
+HWY_EXPORT(ScaleTwiceF64);
 HWY_EXPORT(SoftmaxRowF32);
 HWY_EXPORT(SoftmaxRowF64);
 HWY_EXPORT(AddScaledF32);
@@ -624,8 +636,8 @@ float squared_deviation_sum(const float* x, std::size_t n, float c) {
 double squared_deviation_sum(const double* x, std::size_t n, double c) {
   return HWY_DYNAMIC_DISPATCH(SquaredDeviationSumF64)(x, n, c);
 }
-float softmax_row(float* row, std::size_t n) { return HWY_DYNAMIC_DISPATCH(SoftmaxRowF32)(row, n); }
-double softmax_row(double* row, std::size_t n) { return HWY_DYNAMIC_DISPATCH(SoftmaxRowF64)(row, n); }
+float softmax_row(const float* x, float* y, std::size_t n) { return HWY_DYNAMIC_DISPATCH(SoftmaxRowF32)(x, y, n); }
+double softmax_row(const double* x, double* y, std::size_t n) { return HWY_DYNAMIC_DISPATCH(SoftmaxRowF64)(x, y, n); }
 void accumulate_rows(const float* x, std::size_t rows, std::size_t columns, float* acc) {
   HWY_DYNAMIC_DISPATCH(AccumulateRowsF32)(x, rows, columns, acc);
 }
@@ -638,6 +650,8 @@ void add_scaled(double* acc, const double* x, std::size_t n, double w) {
 }
 void scale(float* x, std::size_t n, float s) { HWY_DYNAMIC_DISPATCH(ScaleF32)(x, n, s); }
 void scale(double* x, std::size_t n, double s) { HWY_DYNAMIC_DISPATCH(ScaleF64)(x, n, s); }
+void scale_twice(float* x, std::size_t n, float a, float b) { HWY_DYNAMIC_DISPATCH(ScaleTwiceF32)(x, n, a, b); }
+void scale_twice(double* x, std::size_t n, double a, double b) { HWY_DYNAMIC_DISPATCH(ScaleTwiceF64)(x, n, a, b); }
 void layernorm_apply(const float* x, const float* gamma, const float* beta, float* y, std::size_t n, float mean, float rstd) {
   HWY_DYNAMIC_DISPATCH(LayerNormApplyF32)(x, gamma, beta, y, n, mean, rstd);
 }

@@ -40,10 +40,10 @@ float row_dot(const float* a, const float* b, std::size_t n);
 double row_dot(const double* a, const double* b, std::size_t n);
 float squared_deviation_sum(const float* x, std::size_t n, float c);
 double squared_deviation_sum(const double* x, std::size_t n, double c);
-// Softmax of row[0, n) in place: m = row_max, each row_j = exp(row_j - m) with their sum s
+// Softmax of x[0, n) into y (y may be x): m = row_max, each y_j = exp(x_j - m) with their sum s
 // (exp_sum's order), then each times 1 / s; returns m + log(s), the row's log-sum-exp.
-float softmax_row(float* row, std::size_t n);
-double softmax_row(double* row, std::size_t n);
+float softmax_row(const float* x, float* y, std::size_t n);
+double softmax_row(const double* x, double* y, std::size_t n);
 // acc_j += x_{r, j} for r = 0, 1, ..., rows - 1 in order (column sums onto acc; a row-major x of
 // `columns` per row): each column summed in the scalar loop's order.
 void accumulate_rows(const float* x, std::size_t rows, std::size_t columns, float* acc);
@@ -54,6 +54,9 @@ void add_scaled(double* acc, const double* x, std::size_t n, double w);
 // x_j *= s.
 void scale(float* x, std::size_t n, float s);
 void scale(double* x, std::size_t n, double s);
+// x_j = (x_j a) b, rounded after each product: two scale passes in one.
+void scale_twice(float* x, std::size_t n, float a, float b);
+void scale_twice(double* x, std::size_t n, double a, double b);
 // y_j = (x_j - mean) * rstd * gamma_j + beta_j (LayerNorm's output).
 void layernorm_apply(const float* x, const float* gamma, const float* beta, float* y, std::size_t n, float mean, float rstd);
 void layernorm_apply(const double* x, const double* gamma, const double* beta, double* y, std::size_t n, double mean,

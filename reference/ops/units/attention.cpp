@@ -56,7 +56,10 @@ void attention_forward_on_cpu(const AttentionSizes& s, bool causal, const T* qkv
       T* p = probs + (static_cast<std::int64_t>(b) * s.H + h) * s.T * s.T;
       // Scores for all T x T pairs (the masked half too): the FLOP formulas count 2 T^2 hs.
       gemm(false, true, s.T, s.T, s.hs, scale, q, ld, k, ld, T(0), p, s.T);
-      for (int i = 0; i < s.T; ++i) softmax_row(p + static_cast<std::int64_t>(i) * s.T, s.T, causal ? i + 1 : s.T);
+      for (int i = 0; i < s.T; ++i) {
+        T* row = p + static_cast<std::int64_t>(i) * s.T;
+        softmax_row(row, row, s.T, causal ? i + 1 : s.T);
+      }
       gemm(false, false, s.T, s.hs, s.T, T(1), p, s.T, v, ld, T(0), out + static_cast<std::int64_t>(b) * s.T * s.C + h * s.hs,
            s.C);
     }

@@ -66,6 +66,15 @@ ShardSizes check_shard_logits(const char* op, const Tensor& logits, const Tensor
   if (targets) require_index_type(op, *targets);
   return {logits.dim(0), logits.dim(1)};
 }
+// Turns g = exp(x - max) over a row of v into the cross-entropy's gradient: times 1 / sum, less 1
+// at the target (when it is in the row), times 1 / normalizer, each rounded in that order.
+template <typename C> void softmax_gradient(C* g, std::int64_t v, C sum, std::int64_t target, C inv) {
+  const C reciprocal = C(1) / sum;
+  const bool here = target >= 0 && target < v;
+  const C at_target = here ? g[target] : C(0);
+  simd::scale_twice(g, static_cast<std::size_t>(v), reciprocal, inv);
+  if (here) g[target] = (at_target * reciprocal - C(1)) * inv;
+}
 // Row r of [N, V] logits as the arithmetic type: the row itself for float32 and float64, else
 // widened into `buffer` (V elements).
 template <typename T> const Acc<T>* logits_row(const T* logits, std::int64_t r, std::int64_t v, std::vector<Acc<T>>& buffer) {
@@ -117,20 +126,24 @@ double cross_entropy_backward(const Tensor& logits, const Tensor& targets, doubl
     using C = Acc<T>;
     const std::int64_t n = logits.dim(0), v = logits.dim(1);
     const C inv = static_cast<C>(1.0 / normalizer);
+    const auto width = static_cast<std::size_t>(v);
     const T* in = logits.data<T>();
     T* out = dlogits.data<T>();
     std::vector<C> buffer(std::is_same_v<T, C> ? 0 : static_cast<std::size_t>(v));
     double total = 0;
     for (std::int64_t r = 0; r < n; ++r) {
-      const auto target = static_cast<std::size_t>(index_at(targets, r));
-      // The row in place in the output for float32 and float64, else widened.
+      const std::int64_t target = index_at(targets, r);
+      // From the input into the output for float32 and float64, else through a widened row.
       C* row = std::is_same_v<T, C> ? reinterpret_cast<C*>(out + r * v) : buffer.data();
-      widen(in + r * v, row, v);
-      const C target_logit = row[target];
+      const C* from = row;
+      if constexpr (std::is_same_v<T, C>) from = in + r * v;
+      else widen(in + r * v, row, v);
       // The same sums in the same order as cross_entropy_forward: the same loss, bit for bit.
-      total += static_cast<double>(softmax_row(row, v, v) - target_logit);
-      row[target] -= C(1);
-      simd::scale(row, static_cast<std::size_t>(v), inv);
+      const C target_logit = from[target];
+      const C m = simd::row_max(from, width);
+      const C sum = simd::exp_sum(from, width, m, row);
+      total += static_cast<double>(m + std::log(sum) - target_logit);
+      softmax_gradient(row, v, sum, target, inv);
       if constexpr (!std::is_same_v<T, C>) narrow(row, out + r * v, v);
     }
     return total / normalizer;
@@ -218,10 +231,7 @@ void cross_entropy_shard_backward(const Tensor& logits_shard, const Tensor& targ
       const C* row = logits_row(in, r, v, buffer);
       C* g = std::is_same_v<T, C> ? reinterpret_cast<C*>(out + r * v) : gradient.data();
       simd::exp_sum(row, width, m[r], g);
-      simd::scale(g, width, C(1) / s[r]);
-      const std::int64_t target = index_at(targets, r) - first_class;
-      if (target >= 0 && target < v) g[target] -= C(1);
-      simd::scale(g, width, inv);
+      softmax_gradient(g, v, s[r], index_at(targets, r) - first_class, inv);
       if constexpr (!std::is_same_v<T, C>) narrow(g, out + r * v, v);
     }
   });

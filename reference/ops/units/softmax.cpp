@@ -30,11 +30,14 @@ void softmax_forward(const Tensor& x, Tensor& y) {
     T* out = y.data<T>();
     std::vector<C> buffer(std::is_same_v<T, C> ? 0 : static_cast<std::size_t>(c));
     for (std::int64_t r = 0; r < n; ++r) {
-      // float32 and float64 in place in the output; 16-bit storage through a float32 row.
-      C* row = std::is_same_v<T, C> ? reinterpret_cast<C*>(out + r * c) : buffer.data();
-      widen(in + r * c, row, c);
-      softmax_row(row, c, c);
-      if constexpr (!std::is_same_v<T, C>) narrow(row, out + r * c, c);
+      // float32 and float64 from the input into the output; 16-bit storage through a float32 row.
+      if constexpr (std::is_same_v<T, C>) {
+        softmax_row(in + r * c, out + r * c, c, c);
+      } else {
+        widen(in + r * c, buffer.data(), c);
+        softmax_row(buffer.data(), buffer.data(), c, c);
+        narrow(buffer.data(), out + r * c, c);
+      }
     }
   });
 }
