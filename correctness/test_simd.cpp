@@ -230,6 +230,31 @@ TEST(Simd, RowSumsTakeTheStatedBlockedOrder) {
   }
 }
 
+// scale_twice is two scale passes in one, bit for bit (each product rounded, never fused); the
+// softmax of a row into another array is the in-place one, its log-sum-exp too. Lengths ending in
+// a partial vector; nothing past the end written.
+TEST(Simd, ScaleTwiceAndSoftmaxIntoAnotherRowAreTheTwoPassVersions) {
+  for (std::size_t n : {1, 7, 16, 37, 100}) {
+    std::vector<float> x(n + 1, 7.0f);
+    for (std::size_t i = 0; i < n; ++i) x[i] = std::sin(static_cast<float>(i) * 1.3f) * 3.0f + 0.1f * static_cast<float>(i % 4);
+    std::vector<float> once = x, twice = x;
+    const float a = 1.0f / 3.0f, b = 1.0f / 7.0f;
+    simd::scale_twice(once.data(), n, a, b);
+    simd::scale(twice.data(), n, a);
+    simd::scale(twice.data(), n, b);
+    for (std::size_t i = 0; i <= n; ++i)
+      EXPECT_EQ(std::bit_cast<std::uint32_t>(once[i]), std::bit_cast<std::uint32_t>(twice[i])) << n << " " << i;
+    std::vector<float> in_place = x, into(n + 1, 7.0f);
+    const float lse_in_place = simd::softmax_row(in_place.data(), in_place.data(), n);
+    const float lse_into = simd::softmax_row(x.data(), into.data(), n);
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(lse_in_place), std::bit_cast<std::uint32_t>(lse_into)) << n;
+    for (std::size_t i = 0; i <= n; ++i)
+      EXPECT_EQ(std::bit_cast<std::uint32_t>(in_place[i]), std::bit_cast<std::uint32_t>(into[i])) << n << " " << i;
+    EXPECT_EQ(x[1 % n], std::sin(static_cast<float>(1 % n) * 1.3f) * 3.0f + 0.1f * static_cast<float>((1 % n) % 4))
+        << "the input is left as it was";
+  }
+}
+
 // Philox word for word against reference/tensor/random.cpp's scalar rounds, counters crossing a
 // 32-bit boundary, lengths ending in a partial vector.
 TEST(Simd, PhiloxIsTheScalarGenerator) {
