@@ -332,6 +332,7 @@ class Plan final : public Command {
       l.pp = fixed.pp.value_or(1);
       l.cp = fixed.cp.value_or(1);
       l.v = fixed.v.value_or(1);
+      l.ep = fixed.ep.value_or(1);
       l.micro_batch = fixed.micro_batch.value_or(1);
       l.sp = fixed.sp.value_or(false);
       l.schedule = fixed.schedule.value_or(th::PlanSchedule::one_f_one_b);

@@ -85,7 +85,8 @@ std::string plan_layout_problem(const PlanModel& m, const PlanCluster& c, const 
   if (static_cast<std::int64_t>(l.pp) * l.v > m.layers)
     return "pp x v = " + n(static_cast<std::int64_t>(l.pp) * l.v) + " is more than the " + n(m.layers) + " layers";
   if (l.v > 1 && l.pp == 1) return "v=" + n(l.v) + " needs pp > 1";
-  if (l.ep < 1 || (l.ep > 1 && (m.experts == 0 || m.experts % l.ep != 0 || l.dp % l.ep != 0)))
+  if (l.ep > 1 && m.experts == 0) return "ep=" + n(l.ep) + " needs a model with experts (this one has none)";
+  if (l.ep < 1 || (l.ep > 1 && (m.experts % l.ep != 0 || l.dp % l.ep != 0)))
     return "ep=" + n(l.ep) + " must divide the experts (" + n(m.experts) + ") and dp (" + n(l.dp) + ")";
   if (l.sp && l.tp == 1) return "sequence parallelism needs tp > 1";
   if (l.sp && m.sequence % l.tp != 0) return "tp=" + n(l.tp) + " does not divide the sequence for sp";

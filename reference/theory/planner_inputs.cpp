@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <sstream>
 
@@ -115,6 +116,20 @@ std::int64_t whole(const std::string& key, const std::string& value) {
   return static_cast<std::int64_t>(x);
 }
 
+// A count held in an int (layers, heads, experts, ...): never narrowed silently.
+int whole_int(const std::string& key, const std::string& value) {
+  const std::int64_t x = whole(key, value);
+  if (x > std::numeric_limits<int>::max())
+    throw UsageError(key + "=" + quoted_input(value) + " is more than " + std::to_string(std::numeric_limits<int>::max()));
+  return static_cast<int>(x);
+}
+
+// A size whose 0 stands for its default inside PlanModel: given, it must be a size.
+template <typename T> T given_size(const std::string& key, const std::string& value, T x, const char* default_text) {
+  if (x < 1) throw UsageError(key + "=" + quoted_input(value) + ": expected at least 1 (left out: " + default_text + ")");
+  return x;
+}
+
 bool yes_no(const std::string& key, const std::string& value) {
   if (value == "true" || value == "on" || value == "1" || value == "yes") return true;
   if (value == "false" || value == "off" || value == "0" || value == "no") return false;
@@ -198,11 +213,11 @@ PlanModel parse_plan_model(const std::string& given) {
     }
   }
   for (const auto& [key, value] : pairs) {
-    if (key == "layers") m.layers = static_cast<int>(whole(key, value));
+    if (key == "layers") m.layers = whole_int(key, value);
     else if (key == "hidden") m.hidden = whole(key, value);
-    else if (key == "heads") m.heads = static_cast<int>(whole(key, value));
-    else if (key == "kv_heads") m.kv_heads = static_cast<int>(whole(key, value));
-    else if (key == "ffn_hidden") m.ffn_hidden = whole(key, value);
+    else if (key == "heads") m.heads = whole_int(key, value);
+    else if (key == "kv_heads") m.kv_heads = given_size(key, value, whole_int(key, value), "the heads");
+    else if (key == "ffn_hidden") m.ffn_hidden = given_size(key, value, whole(key, value), "4 x hidden");
     else if (key == "gated_mlp") m.gated_mlp = yes_no(key, value);
     else if (key == "vocab") m.vocabulary = whole(key, value);
     else if (key == "sequence") m.sequence = whole(key, value);
@@ -212,10 +227,10 @@ PlanModel parse_plan_model(const std::string& given) {
     else if (key == "norm") {
       if (value != "layernorm" && value != "rmsnorm") throw UsageError("norm=" + quoted_input(value) + ": expected layernorm or rmsnorm");
       m.rms_norm = value == "rmsnorm";
-    } else if (key == "experts") m.experts = static_cast<int>(whole(key, value));
-    else if (key == "top_k") m.top_k = static_cast<int>(whole(key, value));
+    } else if (key == "experts") m.experts = whole_int(key, value);
+    else if (key == "top_k") m.top_k = whole_int(key, value);
     else if (key == "capacity_factor") m.capacity_factor = number(key, value);
-    else if (key == "moe_every") m.moe_every = static_cast<int>(whole(key, value));
+    else if (key == "moe_every") m.moe_every = whole_int(key, value);
     else if (key == "positions") {
       if (value != "learned" && value != "rotary") throw UsageError("positions=" + quoted_input(value) + ": expected learned or rotary");
       m.learned_positions = value == "learned";
@@ -422,11 +437,11 @@ PlanCluster parse_plan_cluster(const std::string& given) {
     else if (key == "dtype") c.rates.dtype = value;
     else if (key == "peak_TFLOPs") c.peak_TFLOPs = number(key, value);
     else if (key == "gemm_efficiency") c.gemm_efficiency = number(key, value);
-    else if (key == "multiprocessors") c.multiprocessors = static_cast<int>(whole(key, value));
+    else if (key == "multiprocessors") c.multiprocessors = whole_int(key, value);
     else if (key == "memory_GB") c.memory_GB = number(key, value);
     else if (key == "memory_GBps") c.memory_GBps = number(key, value);
     else if (key == "elementwise_efficiency") c.elementwise_efficiency = number(key, value);
-    else if (key == "gpus_per_node") c.gpus_per_node = static_cast<int>(whole(key, value));
+    else if (key == "gpus_per_node") c.gpus_per_node = whole_int(key, value);
     else if (key == "node_GBps") c.node.bandwidth_GBps = number(key, value);
     else if (key == "node_latency_us") c.node.latency_us = number(key, value);
     else if (key == "network_GBps") c.network.bandwidth_GBps = number(key, value);
