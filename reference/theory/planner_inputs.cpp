@@ -186,7 +186,32 @@ const std::vector<PlanModel>& plan_model_presets() {
   return presets;
 }
 
+namespace {
+// Runs `parse`, naming what was given in the first words of any refusal that does not yet
+// ("cluster 'c.json': memory_GB='x' is not a number >= 0").
+template <typename F> auto naming_input(const char* what, const std::string& given, F&& parse) {
+  try {
+    return parse();
+  } catch (const UsageError& e) {
+    const std::string message = e.what();
+    if (message.rfind(what, 0) == 0 || message.rfind(std::string("unknown ") + what, 0) == 0) throw;
+    throw UsageError(std::string(what) + " " + quoted_input(given, 200) + ": " + message);
+  }
+}
+PlanModel parse_model(const std::string& given);
+PlanCluster parse_cluster(const std::string& given);
+}  // namespace
+
 PlanModel parse_plan_model(const std::string& given) {
+  return naming_input("model", given, [&] { return parse_model(given); });
+}
+
+PlanCluster parse_plan_cluster(const std::string& given) {
+  return naming_input("cluster", given, [&] { return parse_cluster(given); });
+}
+
+namespace {
+PlanModel parse_model(const std::string& given) {
   const std::string file = read_if_file(given, "model");
   const std::string text = file.empty() ? given : file;
   PlanModel m;
@@ -243,6 +268,7 @@ PlanModel parse_plan_model(const std::string& given) {
   m.validate();
   return m;
 }
+}  // namespace
 
 
 // ---- clusters ------------------------------------------------------------------------------------
@@ -315,7 +341,8 @@ const std::vector<PlanCluster>& plan_cluster_presets() {
   return presets;
 }
 
-PlanCluster parse_plan_cluster(const std::string& given) {
+namespace {
+PlanCluster parse_cluster(const std::string& given) {
   const auto& presets = plan_cluster_presets();
   const auto it = std::find_if(presets.begin(), presets.end(), [&](const PlanCluster& c) { return c.name == given; });
   if (it != presets.end()) return *it;
@@ -469,6 +496,7 @@ PlanCluster parse_plan_cluster(const std::string& given) {
   c.peak_by_type[c.peak_type] = c.peak_TFLOPs;
   return c;
 }
+}  // namespace
 
 
 Recompute parse_recompute(const std::string& text) {
