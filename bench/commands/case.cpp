@@ -18,6 +18,7 @@
 #include "reference/kernels/buffer_kernels.hpp"
 #include "reference/model/model.hpp"
 #include "reference/model/optimizer.hpp"
+#include "reference/theory/calibration.hpp"
 
 namespace parity::cli {
 namespace {
@@ -230,6 +231,9 @@ struct CompareOptions {
 
 int case_compare(const CompareOptions& o) {
   const Case c = read_case(o.case_file);
+  // The float64 training on one device: parameters, gradients, AdamW's moments, activations.
+  require_memory_for_case("case compare of " + o.case_file,
+                          theory::reference_gpt_working_set(c.spec.config, c.spec.global_batch, true));
   const Results got = read_results(o.results, c);
   const CaseSpec& s = c.spec;
   const Reference want = train_reference(c);

@@ -10,10 +10,12 @@
 #include "bench/commands/gpt2_file.hpp"
 #include "bench/commands/presets.hpp"
 #include "reference/core/error.hpp"
+#include "reference/core/provenance.hpp"
 #include "reference/parallel/batches.hpp"
 #include "reference/parallel/state/whole.hpp"
 #include "reference/record/arrays.hpp"
 #include "reference/record/output.hpp"
+#include "reference/theory/model.hpp"
 
 namespace parity::cli {
 namespace {
@@ -144,9 +146,37 @@ CaseSpec make_case_spec(CaseSpec s, const std::string& model) {
   return s;
 }
 
+namespace {
+std::string gib_text(double bytes) {
+  if (bytes < 1073741824.0) return record::mib_text(bytes);
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f GiB", bytes / 1073741824.0);
+  return text;
+}
+}  // namespace
+
+void require_memory_for_case(const std::string& what, double bytes) {
+  const unsigned long long available = available_memory_bytes();
+  if (available != 0 && bytes > static_cast<double>(available))
+    throw UsageError(what + " needs " + gib_text(bytes) + " of memory but only " + gib_text(static_cast<double>(available)) +
+                     " is available; choose a smaller --model");
+}
+
 void write_case(const CaseSpec& s, const std::string& model, const std::string& out_path, bool force) {
   record::check_output_path(out_path, force);
   const fs::path out(out_path);
+  // Refused before any work: the float64 parameters are held whole (and a step's dropout masks
+  // with the float64 passes that draw them), and the file holds them, the tokens and targets in
+  // int64 and the masks in int32.
+  const double parameter_bytes = 8.0 * static_cast<double>(theory::gpt_parameters(s.config));
+  const double activation = static_cast<double>(s.tokens()) * static_cast<double>(s.config.hidden);
+  const double mask_bytes = s.dropout > 0 ? 2.0 * s.config.layers * activation * 4 : 0;
+  require_memory_for_case("case export of " + model, parameter_bytes + mask_bytes + (s.dropout > 0 ? 16 * activation : 0));
+  const double file_bytes = parameter_bytes + s.steps * (16.0 * static_cast<double>(s.tokens()) + mask_bytes);
+  const double free = record::free_bytes_on(record::directory_of(out));
+  if (free >= 0 && free < file_bytes)
+    throw UsageError("case export of " + model + " writes about " + gib_text(file_bytes) + " but only " + gib_text(free) +
+                     " is free on " + record::directory_of(out).string() + "; choose a smaller --model or fewer --steps");
   record::ArrayWriter file(out.string() + ".tmp", kCaseSchema, kVersion);
   write_gpt2_config(file, s.config);
   file.set_attribute("/", "case_id", s.id);
@@ -172,8 +202,15 @@ void write_case(const CaseSpec& s, const std::string& model, const std::string& 
   for (const auto& [ours, theirs] : case_names(s.config))
     if (!model::decays(s.adamw.decay_groups, ours)) no_decay.push_back(theirs);
   file.set_attribute("/optimizer", "no_decay", no_decay);
-  // The initial parameters, float64, under GPT-2's names ([in, out] weights, as Conv1D).
+  // The initial parameters, float64, under GPT-2's names ([in, out] weights, as Conv1D). A large
+  // model takes minutes: say what is being made.
+  const bool large = parameter_bytes > 1073741824.0;
+  if (large)
+    std::fprintf(stderr, "[case export] making %s's %.2fB float64 parameters (%s), then writing about %s to %s\n",
+                 model.c_str(), parameter_bytes / 8e9, gib_text(parameter_bytes).c_str(), gib_text(file_bytes).c_str(),
+                 out_path.c_str());
   const auto m = model::build_gpt(s.config);
+  if (large) std::fprintf(stderr, "[case export] parameters made; writing them and %d steps of batches\n", s.steps);
   std::map<std::string, const model::Parameter*> ours;
   for (const model::Parameter* p : m->parameters()) ours[p->name] = p;
   for (const auto& [name, theirs] : case_names(s.config)) write_shaped(file, "/init/" + theirs, ours.at(name)->value);

@@ -204,6 +204,12 @@ case $scenario in
     expect_status 2
     expect_lines 1
     expect_line "only 1.0 MiB free on .*disk but the result file .* needs about"
+    # A case for other frameworks too, from the model's size, before its parameters are made.
+    run case export --model gpt2-medium --out "$work/disk/c.h5"
+    expect_status 2
+    expect_lines 1
+    expect_line "^parity: case export of gpt2-medium writes about 2\.64 GiB but only 1\.0 MiB is free on .*disk; choose a smaller --model or fewer --steps$"
+    [ -z "$(ls disk)" ] || fail "case export left files on the full disk: $(ls disk)"
     umount disk && mount -t tmpfs -o size=12m tmpfs disk || fail "cannot remount"
     # Enough at the start, full by the end: the fault names ENOSPC and leaves nothing behind.
     run_then rows "dd if=/dev/zero of=$work/disk/filler bs=1M count=64 2>/dev/null" \
