@@ -5,8 +5,10 @@
 #include "bench/commands/pipeline.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -18,6 +20,7 @@
 #include "correctness/cases/pipeline.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/provenance.hpp"
+#include "reference/core/text.hpp"
 #include "reference/parallel/pipeline/simulator.hpp"
 #include "reference/theory/pipeline.hpp"
 
@@ -63,11 +66,24 @@ pp::Schedule load_schedule(const PipelineOptions& o) {
   return pp::from_csv(read_schedule_file(o.schedule_file), o.schedule_file);
 }
 
+// Refused before the schedule is made: a --write-csv that names a directory or lies in none.
+void check_csv_target(const std::string& path) {
+  if (path.empty()) return;
+  std::error_code ec;
+  const std::string given = "--write-csv " + quoted_input(path, 200);
+  if (std::filesystem::is_directory(path, ec)) throw UsageError(given + " is a directory");
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty() && !std::filesystem::is_directory(parent, ec))
+    throw UsageError(given + ": no directory " + quoted_input(parent.string(), 200));
+}
+
 void write_csv_if_asked(const PipelineOptions& o, const pp::Schedule& s) {
   if (o.write_csv.empty()) return;
   std::ofstream out(o.write_csv);
+  if (!out) throw UsageError("--write-csv " + quoted_input(o.write_csv, 200) + ": cannot create it: " + std::strerror(errno));
   out << pp::to_csv(s);
-  if (!out) throw Error("cannot write " + o.write_csv);
+  out.flush();
+  if (!out) throw UsageError("--write-csv " + quoted_input(o.write_csv, 200) + ": could not write it whole (" + std::strerror(errno) + ")");
 }
 
 // One row per rank: F, B, I, W in their time slots, '.' where the rank waits.
@@ -121,6 +137,7 @@ void check_pipeline_options(const PipelineOptions& o) {
   if (o.steps < 1) throw UsageError("--steps " + std::to_string(o.steps) + ": at least one step");
   if (o.dtype != "float64" && o.dtype != "float32") throw UsageError("--dtype " + o.dtype + ": float64 or float32");
   if (!o.inject_failure.empty()) pp::parse_action(o.inject_failure);
+  check_csv_target(o.write_csv);
 }
 
 PipelineClosedForm pipeline_closed_form(const pp::Schedule& s, int chunks, double f, double i, double w) {
