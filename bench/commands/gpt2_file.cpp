@@ -1,6 +1,9 @@
 // GPT2Config's attributes in parity's files (see gpt2_file.hpp).
 #include "bench/commands/gpt2_file.hpp"
 
+#include <cstdio>
+#include <limits>
+
 #include "reference/core/error.hpp"
 #include "reference/ops/ops.hpp"
 
@@ -24,17 +27,31 @@ model::GptConfig read_gpt2_config(const record::ArrayReader& file, const std::st
     if (!v) throw UsageError(what + " has no integer attribute " + name);
     return *v;
   };
+  // A count parity holds in an int is refused past it, not narrowed to another count.
+  auto count = [&](const char* name) {
+    const std::int64_t v = integer(name);
+    if (v > std::numeric_limits<int>::max())
+      throw UsageError(what + ": " + name + " " + std::to_string(v) + " is more than " + std::to_string(std::numeric_limits<int>::max()));
+    return static_cast<int>(v);
+  };
   model::GptConfig config;
   config.vocabulary = integer("vocab_size");
   config.sequence = integer("n_positions");
   config.hidden = integer("n_embd");
-  config.layers = static_cast<int>(integer("n_layer"));
-  config.heads = static_cast<int>(integer("n_head"));
+  config.layers = count("n_layer");
+  config.heads = count("n_head");
   config.tied_embeddings = integer("tie_word_embeddings") != 0;
   config.dropout = 0;
   config.dtype = DataType::float64;
   if (integer("n_inner") != 4 * config.hidden)
     throw UsageError(what + ": an MLP of " + std::to_string(integer("n_inner")) + " (parity's GPT has 4 x n_embd)");
+  // GPT2Config's default when absent; another (or a NaN) would be another model.
+  const double epsilon = file.float_attribute("/", "layer_norm_epsilon").value_or(ops::kLayerNormEps);
+  if (epsilon != ops::kLayerNormEps) {
+    char text[96];
+    std::snprintf(text, sizeof text, "layer_norm_epsilon %.10g (parity's GPT uses %g)", epsilon, ops::kLayerNormEps);
+    throw UsageError(what + ": " + text);
+  }
   if (file.string_attribute("/", "activation_function").value_or("") != "gelu_new")
     throw UsageError(what + ": activation " + file.string_attribute("/", "activation_function").value_or("(none)") +
                      " (parity's GPT uses gelu_new, GeLU's tanh form)");

@@ -3,9 +3,12 @@
 // attn.c_attn.weight, its Conv1D weights [in, out]), the file bench/gpt2_torch.py turns into a
 // PyTorch state_dict and back. Export also writes parity's logits of a few rows, so that a
 // PyTorch GPT-2 built from the export can be checked against them.
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include "bench/cli/progress.hpp"
 #include "bench/commands/bench_state.hpp"
@@ -15,6 +18,7 @@
 #include "reference/core/tolerance.hpp"
 #include "reference/parallel/state/store.hpp"
 #include "reference/core/error.hpp"
+#include "reference/core/text.hpp"
 #include "reference/model/model.hpp"
 #include "reference/ops/ops.hpp"
 #include "reference/parallel/batches.hpp"
@@ -116,14 +120,39 @@ struct ImportOptions {
   std::string from, out;
 };
 
+// The first element of t that is a NaN or an infinity, if any (16-bit types by their bits).
+std::optional<std::size_t> first_non_finite(const parallel::WholeTensor& t) {
+  const std::size_t n = t.bytes.size() / size_of(t.dtype);
+  std::optional<std::size_t> found;
+  visit_data_type(t.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    for (std::size_t i = 0; i < n && !found; ++i) {
+      T value;
+      std::memcpy(&value, t.bytes.data() + i * sizeof(T), sizeof(T));
+      if (!std::isfinite(to_double(value))) found = i;
+    }
+  });
+  return found;
+}
+
 int state_import(const ImportOptions& o) {
   record::ArrayReader file(o.from, kGpt2Schema, kGpt2Version);
   model::GptConfig config = read_gpt2_config(file, o.from);
+  const std::vector<std::pair<std::string, std::string>> names = parallel::gpt2_names(config);
   parallel::WholeState state;
   bool first = true;
-  for (const auto& [ours, theirs] : parallel::gpt2_names(config)) {
-    if (state.tensors.count(ours)) continue;  // the tied table, taken from transformer.wte
+  for (const auto& [ours, theirs] : names) {
     const std::string path = "/" + theirs;
+    const auto tied = state.tensors.find(ours);
+    if (tied != state.tensors.end()) {
+      // The tied table, taken from transformer.wte; a head the file holds beside it must be it.
+      if (!file.has(path)) continue;
+      std::vector<char> head(file.length(path) * size_of(tied->second.dtype));
+      if (file.dtype(path) == tied->second.dtype) file.read(path, tied->second.dtype, 0, file.length(path), head.data());
+      if (file.dtype(path) != tied->second.dtype || head != tied->second.bytes)
+        throw UsageError(o.from + ": " + theirs + " differs from transformer.wte.weight, which the GPT ties it to (tie_word_embeddings 1)");
+      continue;
+    }
     if (!file.has(path)) throw UsageError(o.from + " has no " + theirs);
     parallel::WholeTensor t;
     t.dtype = file.dtype(path);
@@ -135,8 +164,17 @@ int state_import(const ImportOptions& o) {
     const std::size_t n = file.length(path);
     t.bytes.resize(n * size_of(t.dtype));
     file.read(path, t.dtype, 0, n, t.bytes.data());
+    if (const std::optional<std::size_t> bad = first_non_finite(t))
+      throw UsageError(o.from + ": " + theirs + " holds a NaN or an infinity at element " + std::to_string(*bad) +
+                       " (a training state starts from finite values)");
     state.tensors[ours] = std::move(t);
   }
+  // Every tensor the file holds is one of the GPT's (parity's own check data under /parity): a
+  // tensor of a layer the attributes do not have means the attributes or the file are wrong.
+  for (const std::string& member : file.members("/"))
+    if (member != "parity" && std::none_of(names.begin(), names.end(), [&](const auto& n) { return n.second == member; }))
+      throw UsageError(o.from + " holds " + quoted_input(member, 200) + ", which the GPT of its attributes (" + config.describe() +
+                       ") does not have");
   config.validate();
   // Shapes from the model parity builds; AdamW's moments start at zero (and float32 masters of
   // 16-bit values), as a run from a pretrained model starts.

@@ -5,7 +5,8 @@
 # a PyTorch GPT-2 whose logits must equal parity's within the float64 bound (check); back
 # through from-torch and parity state import, exported again, equal to the first export bit for
 # bit. A GPT-2 whose query and key blocks are swapped, or whose projection is transposed, fails
-# the check; a state_dict lacking a tensor is refused by import; bad paths are refused in one line.
+# the check; a state_dict lacking a tensor is refused by import, and so are files with a NaN, a
+# layer past n_layer, an untied head or another LayerNorm epsilon; bad paths are refused in one line.
 set -euo pipefail
 parity=$1; here=$2; work=$3
 tool="/usr/bin/python3 $here/bench/gpt2_torch.py"
@@ -52,6 +53,23 @@ torch.save(missing, "missing.pt")
 for name in ("swapped", "transposed", "missing"):
     with open("gpt2.json") as f, open(f"{name}.json", "w") as g:
         g.write(f.read())
+# Broken GPT-2 files import must refuse: a NaN in a weight, a layer the attributes do not have,
+# a head that is not the table it is tied to, another LayerNorm epsilon.
+import shutil
+def broken(name, change):
+    shutil.copy("back.h5", f"{name}.h5")
+    with h5py.File(f"{name}.h5", "r+") as f:
+        change(f)
+def nan(f):
+    w = f["transformer.h.1.mlp.c_fc.weight"]; v = w[()]; v[5] = np.nan; w[...] = v
+def extra(f):
+    f.copy("transformer.h.1.mlp.c_fc.weight", "transformer.h.2.mlp.c_fc.weight")
+def head(f):
+    w = f["lm_head.weight"]; v = w[()]; v[3] += 1; w[...] = v
+def epsilon(f):
+    f.attrs["layer_norm_epsilon"] = 1e-6
+for name, change in (("nan", nan), ("extra", extra), ("head", head), ("epsilon", epsilon)):
+    broken(name, change)
 print("interchange: exact round trip, tied head, Conv1D layouts")
 PY
 for broken in swapped transposed; do
@@ -69,5 +87,13 @@ set -e
 [ $status2 = 2 ] && grep -q "nowhere does not exist" export-missing.txt
 [ $status3 = 2 ] && grep -q "exists" export-exists.txt
 [ $status4 = 2 ] && grep -q "is not a parity-gpt2 file" import-foreign.txt
+for broken in nan extra head epsilon; do
+  set +e; "$parity" state import --from $broken.h5 --out refused 2> import-$broken.txt; status=$?; set -e
+  [ $status = 2 ] || { echo "import of the $broken file: status $status, expected 2" >&2; exit 1; }
+done
+grep -q "transformer.h.1.mlp.c_fc.weight holds a NaN or an infinity at element 5" import-nan.txt
+grep -q "holds 'transformer.h.2.mlp.c_fc.weight', which the GPT of its attributes (.* L=2 .*) does not have" import-extra.txt
+grep -q "lm_head.weight differs from transformer.wte.weight, which the GPT ties it to" import-head.txt
+grep -q "layer_norm_epsilon 1e-06 (parity's GPT uses 1e-05)" import-epsilon.txt
 [ ! -e refused ] || { echo "a refused import left refused/" >&2; exit 1; }
 echo "state interchange: ok"
