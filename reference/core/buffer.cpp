@@ -5,10 +5,18 @@
 
 #include <cstdlib>
 #include <new>
+#include <string>
+
+#include "reference/core/error.hpp"
 
 namespace parity {
 
 std::string_view name_of(MemorySpace space) { return space == MemorySpace::host ? "host" : "cuda"; }
+
+void BufferView::slice_out_of_range(std::size_t offset, std::size_t n) const {
+  throw Error("a slice of elements [" + std::to_string(offset) + ", " + std::to_string(offset) + " + " + std::to_string(n) +
+              ") of a view of " + std::to_string(count) + " " + std::string(name_of(dtype)) + " elements");
+}
 
 HostBuffer::HostBuffer(std::size_t count, DataType dtype) : count_(count), dtype_(dtype) {
   // A cache line, and enough for any vector load; a large buffer (a benchmark's message, the copy

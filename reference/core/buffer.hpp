@@ -21,11 +21,14 @@ struct BufferView {
   MemorySpace space = MemorySpace::host;
 
   std::size_t bytes() const { return count * size_of(dtype); }
-  // Elements [offset, offset + n) of this view.
+  // Elements [offset, offset + n) of this view; a slice past its end is a bug in the caller (an
+  // algorithm's block arithmetic) and throws, instead of reading or writing past the buffer.
   BufferView slice(std::size_t offset, std::size_t n) const {
+    if (offset > count || n > count - offset) slice_out_of_range(offset, n);
     return {static_cast<std::byte*>(data) + offset * size_of(dtype), n, dtype, space};
   }
   template <typename T> T* as() const { return static_cast<T*>(data); }
+  [[noreturn]] void slice_out_of_range(std::size_t offset, std::size_t n) const;
 };
 
 // Owning, 64-byte aligned host memory for count elements of dtype.
