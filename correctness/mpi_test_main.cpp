@@ -80,8 +80,10 @@ void register_bound_tightness(const char* suite, const BoundRatios& ratios, doub
     void TestBody() override {
       if (comm().size() < 2) GTEST_SKIP() << "one rank is the single-device run itself: no error to measure";
       if (ratios_.largest().empty()) GTEST_SKIP() << "no case of the grid ran (filtered out)";
-      for (const auto& [group, ratio] : ratios_.largest())
+      for (const auto& [group, ratio] : ratios_.largest()) {
+        verbose(comm(), "%s: the largest error is %.3g of the bound\n", group.c_str(), ratio);
         EXPECT_GE(ratio, 1 / slack_) << group << ": the largest error is " << ratio << " of the bound, under 1/" << slack_;
+      }
     }
 
    private:

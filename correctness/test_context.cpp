@@ -99,12 +99,18 @@ Errors run(Communicator& world, DataType type, ContextParallelConfig config) {
 }
 
 void register_grid(Communicator& comm) {
+  // The largest error / bound of the first step's gradients and of the parameters after the
+  // steps, per precision, for the tightness test that runs after the grid.
+  static BoundRatios ratios;
   register_cases<cases::ContextCase>("context", cases::context_grid(comm.size()), [](Communicator& world, const auto& c) {
     const cases::ContextResult r = cases::run_context_case(world, c);
     verbose(world, "%s: error %.3g bound %.3g loss %.3g gradients %.3g bound %.3g | %s\n", c.name().c_str(), r.error, r.bound,
             r.loss_error, r.gradient_error, r.gradient_bound, r.message.c_str());
     EXPECT_TRUE(r.passed) << c.name() << ": " << r.message;
+    ratios.note("gradients/" + c.precision, r.gradient_error, r.gradient_bound, world.size());
+    ratios.note("parameters/" + c.precision, r.error, r.bound, world.size());
   });
+  register_bound_tightness("context_bounds", ratios, tolerance::kTrainingBoundSlack);
 }
 const bool registered = add_registrar(register_grid);
 

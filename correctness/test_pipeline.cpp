@@ -8,6 +8,7 @@
 #include "correctness/cases/pipeline.hpp"
 #include "correctness/mpi_test.hpp"
 #include "reference/core/error.hpp"
+#include "reference/core/tolerance.hpp"
 #include "reference/parallel/pipeline/executor.hpp"
 #include "reference/parallel/techniques/techniques.hpp"
 
@@ -15,12 +16,18 @@ namespace parity::test {
 namespace {
 
 void register_grid(Communicator& comm) {
+  // The largest error / bound of the first step's gradients and of the parameters after the
+  // steps, per precision, for the tightness test that runs after the grid.
+  static BoundRatios ratios;
   register_cases<cases::PipelineCase>("pipeline", cases::pipeline_grid(comm.size()), [](Communicator& world, const auto& c) {
     const cases::TrainingResult r = cases::run_pipeline_case(world, c);
     verbose(world, "%s: error %.3g bound %.3g gradients %.3g bound %.3g loss %.4g -> %.4g | %s\n", c.name().c_str(), r.error,
             r.bound, r.gradient_error, r.gradient_bound, r.first_loss, r.last_loss, r.message.c_str());
     EXPECT_TRUE(r.passed) << c.name() << ": " << r.message;
+    ratios.note("gradients/" + c.precision, r.gradient_error, r.gradient_bound, world.size());
+    ratios.note("parameters/" + c.precision, r.error, r.bound, world.size());
   });
+  register_bound_tightness("pipeline_bounds", ratios, tolerance::kTrainingBoundSlack);
 }
 const bool registered = add_registrar(register_grid);
 

@@ -22,12 +22,20 @@ namespace {
 using parallel::TensorParallel;
 
 void register_grid(Communicator& comm) {
+  // The largest error / bound of the first step's gradients and of the parameters after the
+  // steps, per precision, for the tightness test that runs after the grid.
+  static BoundRatios ratios;
   register_cases<cases::TensorCase>("tensor", cases::tensor_grid(comm.size()), [](Communicator& world, const auto& c) {
     const cases::TensorResult r = cases::run_tensor_case(world, c);
     verbose(world, "%s: error %.3g bound %.3g gradients %.3g/%.3g bytes %.0f/%.0f | %s\n", c.name().c_str(), r.error, r.bound,
             r.gradient_error, r.gradient_bound, r.bytes_sent, r.bytes_formula, r.message.c_str());
     EXPECT_TRUE(r.passed) << c.name() << ": " << r.message;
+    if (c.fault.empty()) {
+      ratios.note("gradients/" + c.precision, r.gradient_error, r.gradient_bound, world.size());
+      ratios.note("parameters/" + c.precision, r.error, r.bound, world.size());
+    }
   });
+  register_bound_tightness("tensor_bounds", ratios, tolerance::kTrainingBoundSlack);
 }
 const bool registered = add_registrar(register_grid);
 
