@@ -217,6 +217,13 @@ TEST(Planner, MixtureOfExperts) {
   EXPECT_GT(b.ep_comm_s, 0);
   EXPECT_LT(b.parameter_bytes, a.parameter_bytes / 4);  // the experts are most of the parameters
   EXPECT_EQ(a.model_flops, b.model_flops);
+  // tp x ep filling exactly a node of 8 sends over NVLink, as in a node of 16; in nodes of 4 the
+  // all-to-alls cross the network and cost more.
+  PlanCluster sixteen = c, four = c;
+  sixteen.gpus_per_node = 16;
+  four.gpus_per_node = 4;
+  EXPECT_EQ(b.ep_comm_s, plan_predict(m, sixteen, eight, 256).ep_comm_s);
+  EXPECT_GT(plan_predict(m, four, eight, 256).ep_comm_s, b.ep_comm_s);
   const PlanCluster& a100 = plan_cluster_presets()[0];
   EXPECT_NE(plan_layout_problem(m, a100, {1, 1, 12, false, 1, 1, 0, Recompute::full, true, 3}, 12, 12), "");  // 3 divides no 8 experts
   EXPECT_NE(plan_layout_problem(m, a100, {1, 1, 4, false, 1, 1, 0, Recompute::full, true, 8}, 4, 4), "");     // 8 > dp 4
@@ -246,6 +253,19 @@ TEST(Planner, ContextParallelism) {
   odd.dp = 1;
   EXPECT_NE(plan_layout_problem(parse_plan_model("llama3-8b,sequence=8190"), c, odd, 192, 8), "");
   EXPECT_NE(plan_layout_problem(m, c, two, 512, 64), "");  // tp x pp x dp x cp is 1024
+  // tp x cp filling exactly a node passes keys and values over NVLink, as in a node of 16; in
+  // nodes of 2 the ring crosses the network and shorter sequences no longer hide its passes.
+  const PlanModel shorter = parse_plan_model("llama3-70b,sequence=8192");
+  PlanLayout node = one;
+  node.tp = 2;
+  node.cp = 4;
+  node.dp = 8;
+  PlanCluster sixteen = c, four = c;
+  sixteen.gpus_per_node = 16;
+  four.gpus_per_node = 2;
+  const PlanPrediction filled = plan_predict(shorter, c, node, 64);
+  EXPECT_EQ(filled.cp_comm_s, plan_predict(shorter, sixteen, node, 64).cp_comm_s);
+  EXPECT_GT(plan_predict(shorter, four, node, 64).cp_comm_s, filled.cp_comm_s);
 }
 
 // Activations of a pipeline-free layout hold every layer of one micro-batch: GPT-3's layers on
