@@ -467,6 +467,33 @@ TEST(OpsGradient, Dropout) {
   }
 }
 
+// The mask is a function of (seed, stream, element) alone, whatever the type: float32 and the
+// 16-bit types (their own vectorised path) drop exactly the elements float64 drops, and a shard
+// that starts at first_element drops what the whole tensor drops there.
+TEST(OpsGradient, DropoutDropsTheSameElementsInEveryType) {
+  const std::int64_t n = 1001;  // not a multiple of any vector width
+  const double p = 0.3;
+  const ops::DropoutKey key{77, 3, 12345};
+  const auto mask_of = [&](DataType type, std::int64_t first, std::int64_t count) {
+    Tensor ones = Tensor::zeros("dropout_types.ones", {count}, type, kCategory);
+    ones.fill(1.0);
+    Tensor y = Tensor::zeros("dropout_types.y", {count}, type, kCategory);
+    ops::dropout_forward(ones, p, {key.seed, key.stream, key.first_element + static_cast<std::uint64_t>(first)}, y);
+    std::vector<bool> kept(static_cast<std::size_t>(count));
+    for (std::int64_t i = 0; i < count; ++i) kept[static_cast<std::size_t>(i)] = y.at(i) != 0;
+    return kept;
+  };
+  const std::vector<bool> whole = mask_of(DataType::float64, 0, n);
+  const auto dropped = std::count(whole.begin(), whole.end(), false);
+  EXPECT_GT(dropped, 0);
+  EXPECT_LT(dropped, n);
+  for (DataType type : {DataType::float32, DataType::bfloat16, DataType::float16}) {
+    EXPECT_EQ(mask_of(type, 0, n), whole) << name_of(type);
+    const std::vector<bool> shard = mask_of(type, 400, n - 400);
+    EXPECT_TRUE(std::equal(shard.begin(), shard.end(), whole.begin() + 400)) << name_of(type) << ": a shard from element 400";
+  }
+}
+
 TEST(OpsGradient, DropoutKeepsAboutOneMinusP) {
   // Each element is kept independently with probability 1 - p, so the kept count K of n
   // elements is Binomial(n, 1 - p): mean n(1 - p), standard deviation sqrt(n p (1 - p)). A
