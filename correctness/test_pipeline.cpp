@@ -44,6 +44,9 @@ TEST(PipelineStages, BalancedByParameters) {
   EXPECT_EQ(ranges(pp::balance_stages({5, 1, 1, 1, 1, 1}, 2)), (std::vector<std::pair<int, int>>{{0, 1}, {1, 6}}));
   EXPECT_EQ(ranges(pp::balance_stages({1, 1, 1, 1}, 4)), (std::vector<std::pair<int, int>>{{0, 1}, {1, 2}, {2, 3}, {3, 4}}));
   EXPECT_EQ(ranges(pp::balance_stages({2, 2, 2, 2, 2, 2}, 3)), (std::vector<std::pair<int, int>>{{0, 2}, {2, 4}, {4, 6}}));
+  // Ties: earlier stages smaller.
+  EXPECT_EQ(ranges(pp::balance_stages({1, 1, 1}, 2)), (std::vector<std::pair<int, int>>{{0, 1}, {1, 3}}));
+  EXPECT_EQ(ranges(pp::balance_stages({1, 1, 1, 1, 1}, 3)), (std::vector<std::pair<int, int>>{{0, 1}, {1, 3}, {3, 5}}));
   EXPECT_THROW(pp::balance_stages({1, 1}, 3), UsageError);  // more stages than layers
 }
 

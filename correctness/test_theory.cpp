@@ -88,6 +88,12 @@ TEST(Theory, AlphaBetaFit) {
   const AlphaBeta line = fit_alpha_beta({8, 1024, 1 << 20}, {2e-6 + 8e-9, 2e-6 + 1024e-9, 2e-6 + (1 << 20) * 1e-9});
   EXPECT_DOUBLE_EQ(line.alpha_seconds, 2e-6 + 8e-9);
   EXPECT_NEAR(line.beta_seconds_per_byte, 1e-9, 1e-18);
+  // Times off a line: alpha is the smallest message's time and beta the slope from the
+  // smallest to the largest message, whatever the sizes between (a middle point's noise does
+  // not tilt the bandwidth).
+  const AlphaBeta bent = fit_alpha_beta({8, 1024, 1 << 20}, {1e-6, 9e-6, 5e-4});
+  EXPECT_DOUBLE_EQ(bent.alpha_seconds, 1e-6);
+  EXPECT_DOUBLE_EQ(bent.beta_seconds_per_byte, (5e-4 - 1e-6) / ((1 << 20) - 8));
   // The smallest message slower than the largest (noise on a loaded host): beta is the largest
   // message's time over its bytes, never zero or negative (an infinite bandwidth).
   const AlphaBeta noisy = fit_alpha_beta({8, 1 << 20}, {5e-4, 4e-4});

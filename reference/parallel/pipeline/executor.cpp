@@ -42,8 +42,9 @@ std::vector<model::LayerRange> balance_stages(const std::vector<std::int64_t>& l
         const std::int64_t before = best[static_cast<std::size_t>(k) - 1][static_cast<std::size_t>(j)];
         if (before == kNone) continue;
         const std::int64_t largest = std::max(before, sum(j, i));
-        // <=: the latest cut that ties, so earlier stages take fewer layers.
-        if (largest <= best[static_cast<std::size_t>(k)][static_cast<std::size_t>(i)]) {
+        // <: the earliest cut that ties, so the last of the k stages takes the most layers a tie
+        // allows and earlier stages fewer (they hold more micro-batches' activations in 1F1B).
+        if (largest < best[static_cast<std::size_t>(k)][static_cast<std::size_t>(i)]) {
           best[static_cast<std::size_t>(k)][static_cast<std::size_t>(i)] = largest;
           cut[static_cast<std::size_t>(k)][static_cast<std::size_t>(i)] = j;
         }
