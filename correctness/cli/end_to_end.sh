@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end use of the command line on 2 local ranks: check and bench write result files
-# that h5py reads as the schema says; report draws one and compares two; damaged or foreign
+# that h5py reads as the schema says (a row's time its ranks' taken as -a says, its bandwidths from
+# it); report draws one and compares two; damaged or foreign
 # files are refused with one line.
 set -euo pipefail
 parity=$1; work=$2
@@ -9,7 +10,7 @@ fail() { echo "end_to_end: $*" >&2; exit 1; }
 
 "$parity" check --np 2 -q --filter 'all_reduce/*/float32/sum/*:all_gather/*/int32/*' --no-large --out check.h5
 "$parity" bench collectives --np 2 -q --coll all_reduce,all_gather --algo all -b 1K -e 64K -f 8 -n 3 -w 1 --out a.h5 > a.txt
-"$parity" bench collectives --np 2 -q --coll all_reduce -b 1K -e 64K -f 8 -n 3 -w 1 --out b.h5 > b.txt
+"$parity" bench collectives --np 2 -q --coll all_reduce -b 1K -e 64K -f 8 -n 3 -w 1 -a 3 --out b.h5 > b.txt
 grep -q "Avg bus bandwidth" a.txt || fail "no nccl-tests footer in the table"
 grep -q "ring" a.txt || fail "ring rows missing"
 
@@ -36,6 +37,20 @@ with h5py.File("a.h5") as f:
     assert f["/bench/point_to_point"].attrs["alpha_us"] > 0
     rt = f["/bench/collectives_rank_times"]
     assert rt.attrs["rows"] == 2 * t.attrs["rows"]
+# A row's time is its ranks' times taken as -a says (a.h5 the mean, the default; b.h5 -a 3, the
+# largest), and its bandwidths follow from it: algbw = bytes / time, busbw = algbw x the factor.
+import numpy as np
+for name, across in (("a.h5", np.mean), ("b.h5", np.max)):
+    with h5py.File(name) as f:
+        t, rt = f["/bench/collectives"], f["/bench/collectives_rank_times"]
+        rows, times = rt["row"][()], rt["time_us"][()]
+        want = np.array([across(times[rows == i]) for i in range(int(t.attrs["rows"]))])
+        assert np.allclose(t["time_us"][()], want, rtol=1e-9), (name, t["time_us"][()][:4], want[:4])
+        algbw = t["size_bytes"][()] / (t["time_us"][()] * 1e3)
+        assert np.allclose(t["algbw_GBps"][()], algbw, rtol=1e-6), name
+        n = int(f.attrs["world_size"])
+        factor = np.where(t["collective"].asstr()[()] == "all_reduce", 2 * (n - 1) / n, (n - 1) / n)
+        assert np.allclose(t["busbw_GBps"][()], algbw * factor, rtol=1e-6), name
 print("h5py reads the files as documented")
 PY
 
