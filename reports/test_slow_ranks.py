@@ -55,5 +55,20 @@ class SlowRanksSeriesTests(SeriesCase):
             self.assert_series(s, None, [times[r] / med - 1 for r in sorted(times)])
 
 
+class SlowestCountTests(unittest.TestCase):
+    def test_counts_the_rank_slowest_in_each_row(self):
+        """relative(): each rank's mean time over its row's median, and how many rows each rank
+        was the slowest in (the page's "slowest rank in K of N rows")."""
+        from parity_reports.tables.slow_ranks import SlowRanks
+        sr = SlowRanks.__new__(SlowRanks)
+        rows = [{0: 1.0, 1: 2.0, 2: 3.0}, {0: 1.0, 1: 1.0, 2: 9.0}, {0: 7.0, 1: 1.0, 2: 1.0}]
+        sr.entries = [(("all_reduce",), {}, times, {}) for times in rows]
+        rel, slowest = sr.relative()
+        self.assertEqual(dict(slowest), {2: 2, 0: 1})
+        medians = [statistics.median(t.values()) for t in rows]
+        for rank in range(3):
+            self.assertAlmostEqual(rel[rank], mean(t[rank] / m for t, m in zip(rows, medians)))
+
+
 if __name__ == "__main__":
     unittest.main()
