@@ -362,7 +362,9 @@ TEST(OpsGradient, VocabularyShardsEqualTheWholeOps) {
   for (std::int64_t i = 0; i < whole.numel(); ++i) EXPECT_EQ(sum.at(i), whole.at(i)) << "element " << i;
 
   Tensor logits = random_tensor("shards.logits", {N, V}, 0, 2);
-  const Tensor targets = token_tensor("shards.targets", {N}, V, DataType::int64);
+  Tensor targets = token_tensor("shards.targets", {N}, V, DataType::int64);
+  // Targets on the shards' edges: each shard's first and last class, the last row's too.
+  for (const auto& [row, target] : {std::pair{0, 3}, {1, 4}, {2, 6}, {3, 7}, {4, 0}, {5, 9}}) targets.set(row, target);
   const double normalizer = 9.0;
   // The sharded loss: maxima over shards, then the shards' sums and target logits added.
   const auto sharded = [&](Tensor* dlogits) {

@@ -23,7 +23,10 @@ void cross_entropy_shard_backward(int dtype, const void* logits, const void* tar
 
 #ifndef __CUDACC__
 
+#include <string>
 #include <vector>
+
+#include "reference/core/error.hpp"
 
 namespace parity::ops {
 
@@ -69,11 +72,18 @@ ShardSizes check_shard_logits(const char* op, const Tensor& logits, const Tensor
 // Turns g = exp(x - max) over a row of v into the cross-entropy's gradient: times 1 / sum, less 1
 // at the target (when it is in the row), times 1 / normalizer, each rounded in that order.
 template <typename C> void softmax_gradient(C* g, std::int64_t v, C sum, std::int64_t target, C inv) {
+  // The target's entry, checked: one outside the row is not this row's to touch (a shard's
+  // neighbour owns it), and reaching for it would write past the row.
+  const auto entry = [&]() -> C& {
+    if (target < 0 || target >= v)
+      throw Error("cross-entropy: target " + std::to_string(target) + " is outside a row of " + std::to_string(v));
+    return g[target];
+  };
   const C reciprocal = C(1) / sum;
   const bool here = target >= 0 && target < v;
-  const C at_target = here ? g[target] : C(0);
+  const C at_target = here ? entry() : C(0);
   simd::scale_twice(g, static_cast<std::size_t>(v), reciprocal, inv);
-  if (here) g[target] = (at_target * reciprocal - C(1)) * inv;
+  if (here) entry() = (at_target * reciprocal - C(1)) * inv;
 }
 // Row r of [N, V] logits as the arithmetic type: the row itself for float32 and float64, else
 // widened into `buffer` (V elements).
