@@ -502,7 +502,6 @@ void Session::commit_results() {
   disarm_partial_results();
   file.commit();
   results_.reset();
-  if (!supervised_) note_results_committed(options_.out);
   if (!options_.quiet) {
     if (!options_.resume.empty())
       std::fprintf(stderr, "[%s] %zu finished rows taken from %s (--resume), the rest run now\n", subcommand_.c_str(), restored_rows_,

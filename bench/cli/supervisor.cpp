@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -265,9 +266,10 @@ char g_self[4096], g_journal[4096], g_result[4096];
 // Taken by exchange: a signal handler and the watchdog's thread may both try, and one writes.
 std::atomic<int> g_armed{0};
 std::atomic<int> g_writing{0};  // the partial file's writer is running
-// Rank 0 outside supervision, once the result file is committed: what a signal's line adds.
+// Rank 0 outside supervision: what a signal's line adds once the result file is committed
+// (prepared when armed), and when it was armed (the file system's coarse clock).
 char g_committed_text[4200];
-std::atomic<int> g_committed{0};
+timespec g_armed_at{};
 static_assert(std::atomic<int>::is_always_lock_free, "read in signal handlers");
 
 // Joins texts into `out` (always terminated); returns the length. Async-signal-safe.
@@ -277,6 +279,17 @@ std::size_t join_text(char* out, std::size_t size, std::initializer_list<const c
     for (; *part != '\0' && used + 1 < size; ++part) out[used++] = *part;
   out[used] = '\0';
   return used;
+}
+
+// Whether the result file was committed whole since the run was armed: its journal is gone (the
+// commit removes it only after the file took its name) and the file is no older than the run
+// (an old file kept by a run that failed before committing is not it). Async-signal-safe.
+bool committed_since_armed() {
+  if (g_committed_text[0] == '\0' || access(g_journal, F_OK) == 0) return false;
+  struct stat file {};
+  if (stat(g_result, &file) != 0) return false;
+  return file.st_mtim.tv_sec > g_armed_at.tv_sec ||
+         (file.st_mtim.tv_sec == g_armed_at.tv_sec && file.st_mtim.tv_nsec >= g_armed_at.tv_nsec);
 }
 
 void interrupted(int signal) {
@@ -291,7 +304,7 @@ void interrupted(int signal) {
   char operation[400], text[4800], reason[512];
   Watchdog::describe_current(operation, sizeof operation);
   const char* during = operation[0] ? " during " : "";
-  const char* committed = g_committed.load() ? g_committed_text : "";
+  const char* committed = committed_since_armed() ? g_committed_text : "";
   const std::size_t length = join_text(text, sizeof text, {g_interrupt_text[which], during, operation, committed, "\n"});
   const ssize_t ignored = write(STDERR_FILENO, text, length);
   (void)ignored;
@@ -430,15 +443,12 @@ void arm_partial_results(const std::string& journal, const std::string& result) 
   copy_text(g_self, sizeof g_self, self.string());
   copy_text(g_journal, sizeof g_journal, std::filesystem::absolute(journal).string());
   copy_text(g_result, sizeof g_result, std::filesystem::absolute(result).string());
+  copy_text(g_committed_text, sizeof g_committed_text, "; " + result + " had been written whole before it (complete = 1)");
+  clock_gettime(CLOCK_REALTIME_COARSE, &g_armed_at);
   g_armed.store(1);
 }
 
 void disarm_partial_results() { g_armed.store(0); }
-
-void note_results_committed(const std::string& result) {
-  copy_text(g_committed_text, sizeof g_committed_text, "; " + result + " had been written whole before it (complete = 1)");
-  g_committed.store(1);
-}
 
 void keep_partial_results_now(const char* reason) {
   if (g_armed.exchange(0) == 0) {

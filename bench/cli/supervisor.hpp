@@ -94,12 +94,11 @@ Outcome supervise(const std::vector<std::string>& command, int world_size);
 // or a stall, by starting `parity --write-partial JOURNAL RESULT REASON` (a handler may not
 // call HDF5; a fresh process may).
 inline constexpr const char* kWritePartialFlag = "--write-partial";
-// Rank 0 outside supervision: where the journal and the result file are.
+// Rank 0 outside supervision: where the journal and the result file are. A signal that comes
+// once the journal is gone (the commit removes it after the file took its name) says the file
+// is whole.
 void arm_partial_results(const std::string& journal, const std::string& result);
 void disarm_partial_results();
-// Rank 0 outside supervision, once `result` is committed: a signal that still comes says the
-// file is whole.
-void note_results_committed(const std::string& result);
 // Async-signal-safe; does nothing unless armed (then disarms).
 void keep_partial_results_now(const char* reason);
 // Makes the partial file and prints one line saying where it is and how to resume (or why it
