@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 
+#include "correctness/cases/compare.hpp"
 #include "correctness/cases/training.hpp"
 #include "correctness/mpi_test.hpp"
 #include "reference/comm/stream.hpp"
@@ -67,6 +68,37 @@ TEST_F(DataParallelTest, CatchesWronglyWeightedShardsAndWrongRows) {
 
 // Small, realistic faults are rejected too, not only ones a thousand times over the bound: one
 // rank's gradient of one step off by 1e-3, one micro-batch of one step skipped.
+// The single-device reference is trained on rank 0 and sent: every rank ends with rank 0's
+// names, values and state, whatever it held; a list without state stays without.
+TEST_F(DataParallelTest, TheReferenceReachesEveryRankWhole) {
+  const int rank = comm().rank();
+  parallel::ParameterValues v, bare;
+  std::vector<double> losses(static_cast<std::size_t>(rank + 1), -rank);
+  if (rank == 0) {
+    v.names = {"wte", "h.0.ln_1.bias", "empty"};
+    v.values = {{1.5, -2, 3}, {0.25}, {}};
+    v.state = {{{7, 8, 9}, {-1, -2, -3}}, {{4}, {5}}, {{}, {}}};
+    bare.names = {"w"};
+    bare.values = {{6, 7}};
+    losses = {2.5, 2.25, 2.0};
+  } else {
+    v.names = {"garbage"};
+    v.values = {{static_cast<double>(rank)}};
+    v.state = {{{1}}};
+    bare = v;
+  }
+  cases::broadcast_from_first(comm(), v);
+  cases::broadcast_from_first(comm(), bare);
+  cases::broadcast_from_first(comm(), losses);
+  EXPECT_EQ(v.names, (std::vector<std::string>{"wte", "h.0.ln_1.bias", "empty"}));
+  EXPECT_EQ(v.values, (std::vector<std::vector<double>>{{1.5, -2, 3}, {0.25}, {}}));
+  EXPECT_EQ(v.state, (std::vector<std::vector<std::vector<double>>>{{{7, 8, 9}, {-1, -2, -3}}, {{4}, {5}}, {{}, {}}}));
+  EXPECT_EQ(bare.names, std::vector<std::string>{"w"});
+  EXPECT_EQ(bare.values, (std::vector<std::vector<double>>{{6, 7}}));
+  EXPECT_TRUE(bare.state.empty());
+  EXPECT_EQ(losses, (std::vector<double>{2.5, 2.25, 2.0}));
+}
+
 TEST_F(DataParallelTest, CatchesSmallFaults) {
   if (comm().size() < 2) GTEST_SKIP() << "needs two ranks (the faults are on one rank of several)";
   for (const char* technique : {"dp", "zero1", "zero3"})

@@ -281,16 +281,7 @@ std::size_t join_text(char* out, std::size_t size, std::initializer_list<const c
   return used;
 }
 
-// Whether the result file was committed whole since the run was armed: its journal is gone (the
-// commit removes it only after the file took its name) and the file is no older than the run
-// (an old file kept by a run that failed before committing is not it). Async-signal-safe.
-bool committed_since_armed() {
-  if (g_committed_text[0] == '\0' || access(g_journal, F_OK) == 0) return false;
-  struct stat file {};
-  if (stat(g_result, &file) != 0) return false;
-  return file.st_mtim.tv_sec > g_armed_at.tv_sec ||
-         (file.st_mtim.tv_sec == g_armed_at.tv_sec && file.st_mtim.tv_nsec >= g_armed_at.tv_nsec);
-}
+bool committed_since_armed() { return g_committed_text[0] != '\0' && committed_since(g_journal, g_result, g_armed_at); }
 
 void interrupted(int signal) {
   // A second signal may reach another thread (MPI's, the watchdog's) while the first is handled:
@@ -312,6 +303,23 @@ void interrupted(int signal) {
   keep_partial_results_now(reason);
   _exit(kExitInterrupted);
 }
+
+}  // namespace
+
+bool committed_since(const char* journal, const char* result, const timespec& since) {
+  if (access(journal, F_OK) == 0) return false;
+  struct stat file {};
+  if (stat(result, &file) != 0) return false;
+  return file.st_mtim.tv_sec > since.tv_sec || (file.st_mtim.tv_sec == since.tv_sec && file.st_mtim.tv_nsec >= since.tv_nsec);
+}
+
+timespec file_clock_now() {
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME_COARSE, &now);
+  return now;
+}
+
+namespace {
 
 void copy_text(char* to, std::size_t size, const std::string& from) {
   std::snprintf(to, size, "%s", from.c_str());
@@ -444,7 +452,7 @@ void arm_partial_results(const std::string& journal, const std::string& result) 
   copy_text(g_journal, sizeof g_journal, std::filesystem::absolute(journal).string());
   copy_text(g_result, sizeof g_result, std::filesystem::absolute(result).string());
   copy_text(g_committed_text, sizeof g_committed_text, "; " + result + " had been written whole before it (complete = 1)");
-  clock_gettime(CLOCK_REALTIME_COARSE, &g_armed_at);
+  g_armed_at = file_clock_now();
   g_armed.store(1);
 }
 

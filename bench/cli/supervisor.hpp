@@ -6,6 +6,7 @@
 // Open MPI's own multi-line notices are read, not shown (PARITY_MPIRUN_VERBOSE=1 shows them).
 #pragma once
 
+#include <ctime>
 #include <map>
 #include <optional>
 #include <string>
@@ -101,6 +102,12 @@ void arm_partial_results(const std::string& journal, const std::string& result);
 void disarm_partial_results();
 // Async-signal-safe; does nothing unless armed (then disarms).
 void keep_partial_results_now(const char* reason);
+// Whether `result` was committed whole since `since` (CLOCK_REALTIME_COARSE, the file system's
+// clock): its journal is gone (the commit removes it only after the file took its name) and the
+// file is no older than `since` (an old file kept by a run that failed before committing is not
+// it). Async-signal-safe.
+bool committed_since(const char* journal, const char* result, const timespec& since);
+timespec file_clock_now();
 // Makes the partial file and prints one line saying where it is and how to resume (or why it
 // could not); returns 0, or kExitFault when it could not. Nothing happens without a journal.
 int write_partial_results(const std::string& journal, const std::string& result, const std::string& reason);

@@ -146,19 +146,10 @@ CaseSpec make_case_spec(CaseSpec s, const std::string& model) {
   return s;
 }
 
-namespace {
-std::string gib_text(double bytes) {
-  if (bytes < 1073741824.0) return record::mib_text(bytes);
-  char text[32];
-  std::snprintf(text, sizeof text, "%.2f GiB", bytes / 1073741824.0);
-  return text;
-}
-}  // namespace
-
 void require_memory_for_case(const std::string& what, double bytes) {
   const unsigned long long available = available_memory_bytes();
   if (available != 0 && bytes > static_cast<double>(available))
-    throw UsageError(what + " needs " + gib_text(bytes) + " of memory but only " + gib_text(static_cast<double>(available)) +
+    throw UsageError(what + " needs " + record::size_text(bytes) + " of memory but only " + record::size_text(static_cast<double>(available)) +
                      " is available; choose a smaller --model");
 }
 
@@ -175,7 +166,7 @@ void write_case(const CaseSpec& s, const std::string& model, const std::string& 
   const double file_bytes = parameter_bytes + s.steps * (16.0 * static_cast<double>(s.tokens()) + mask_bytes);
   const double free = record::free_bytes_on(record::directory_of(out));
   if (free >= 0 && free < file_bytes)
-    throw UsageError("case export of " + model + " writes about " + gib_text(file_bytes) + " but only " + gib_text(free) +
+    throw UsageError("case export of " + model + " writes about " + record::size_text(file_bytes) + " but only " + record::size_text(free) +
                      " is free on " + record::directory_of(out).string() + "; choose a smaller --model or fewer --steps");
   record::ArrayWriter file(out.string() + ".tmp", kCaseSchema, kVersion);
   write_gpt2_config(file, s.config);
@@ -207,7 +198,7 @@ void write_case(const CaseSpec& s, const std::string& model, const std::string& 
   const bool large = parameter_bytes > 1073741824.0;
   if (large)
     std::fprintf(stderr, "[case export] making %s's %.2fB float64 parameters (%s), then writing about %s to %s\n",
-                 model.c_str(), parameter_bytes / 8e9, gib_text(parameter_bytes).c_str(), gib_text(file_bytes).c_str(),
+                 model.c_str(), parameter_bytes / 8e9, record::size_text(parameter_bytes).c_str(), record::size_text(file_bytes).c_str(),
                  out_path.c_str());
   const auto m = model::build_gpt(s.config);
   if (large) std::fprintf(stderr, "[case export] parameters made; writing them and %d steps of batches\n", s.steps);

@@ -151,13 +151,11 @@ std::optional<int> maybe_relaunch(int argc, char** argv, CommonOptions& common, 
   const record::OutputLock lock(common.out);
   setenv(record::OutputLock::kHeldVariable, fs::absolute(common.out).c_str(), 1);
   setenv(Session::kParentVariable, Session::parent_identity().c_str(), 1);
-  const auto started = fs::file_time_type::clock::now();
+  const timespec started = file_clock_now();
   const Outcome outcome = relaunch({common.np, common.hostfile}, arguments_for_ranks(argc, argv, common.out));
   const fs::path journal = record::journal_path(common.out);
-  std::error_code ec;
   // Cut short after rank 0 committed the file (its journal then removed): nothing was lost.
-  if (outcome.status >= kExitStalled && !fs::exists(journal, ec) && fs::exists(common.out, ec) &&
-      fs::last_write_time(common.out, ec) >= started && !ec)
+  if (outcome.status >= kExitStalled && committed_since(journal.c_str(), common.out.c_str(), started))
     std::fprintf(stderr, "parity: %s had been written whole before that (complete = 1)\n", common.out.c_str());
   // A job cut short (a signal, a dead rank, a stall) leaves its journal: this process outlives
   // the ranks, so it keeps what they finished.

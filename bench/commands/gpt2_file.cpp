@@ -2,7 +2,6 @@
 #include "bench/commands/gpt2_file.hpp"
 
 #include <cstdio>
-#include <limits>
 
 #include "reference/core/error.hpp"
 #include "reference/ops/ops.hpp"
@@ -30,9 +29,7 @@ model::GptConfig read_gpt2_config(const record::ArrayReader& file, const std::st
   // A count parity holds in an int is refused past it, not narrowed to another count.
   auto count = [&](const char* name) {
     const std::int64_t v = integer(name);
-    if (v > std::numeric_limits<int>::max())
-      throw UsageError(what + ": " + name + " " + std::to_string(v) + " is more than " + std::to_string(std::numeric_limits<int>::max()));
-    return static_cast<int>(v);
+    return int_count(v, what + ": " + name + " " + std::to_string(v));
   };
   model::GptConfig config;
   config.vocabulary = integer("vocab_size");

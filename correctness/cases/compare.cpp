@@ -208,6 +208,64 @@ double sum_over_ranks(Communicator& comm, double x) {
                   ReduceOp::sum);
   return x;
 }
+namespace {
+template <typename T> void broadcast_vector(Communicator& comm, std::vector<T>& v, DataType type) {
+  std::int64_t n = static_cast<std::int64_t>(v.size());
+  comm.broadcast({&n, 1, DataType::int64, MemorySpace::host}, {&n, 1, DataType::int64, MemorySpace::host}, 0);
+  v.resize(static_cast<std::size_t>(n));
+  if (n > 0)
+    comm.broadcast({v.data(), static_cast<std::size_t>(n), type, MemorySpace::host},
+                   {v.data(), static_cast<std::size_t>(n), type, MemorySpace::host}, 0);
+}
+}  // namespace
+
+void broadcast_from_first(Communicator& comm, std::vector<double>& values) {
+  broadcast_vector(comm, values, DataType::float64);
+}
+
+void broadcast_from_first(Communicator& comm, parallel::ParameterValues& values) {
+  // The names one to a line; then each parameter's length and state lengths; then the numbers.
+  std::string names;
+  for (const std::string& name : values.names) names += name + "\n";
+  names = comm.all_gather_strings(comm.rank() == 0 ? names : "").front();
+  std::vector<std::int64_t> shape;
+  std::vector<double> flat;
+  if (comm.rank() == 0) {
+    for (std::size_t i = 0; i < values.names.size(); ++i) {
+      shape.push_back(static_cast<std::int64_t>(values.values[i].size()));
+      flat.insert(flat.end(), values.values[i].begin(), values.values[i].end());
+      const auto* state = i < values.state.size() ? &values.state[i] : nullptr;
+      shape.push_back(state ? static_cast<std::int64_t>(state->size()) : -1);
+      for (std::size_t k = 0; state && k < state->size(); ++k) {
+        shape.push_back(static_cast<std::int64_t>((*state)[k].size()));
+        flat.insert(flat.end(), (*state)[k].begin(), (*state)[k].end());
+      }
+    }
+    shape.push_back(static_cast<std::int64_t>(values.state.size()));
+  }
+  broadcast_vector(comm, shape, DataType::int64);
+  broadcast_vector(comm, flat, DataType::float64);
+  if (comm.rank() == 0) return;
+  values = {};
+  for (std::size_t start = 0, end; (end = names.find('\n', start)) != std::string::npos; start = end + 1)
+    values.names.push_back(names.substr(start, end - start));
+  std::size_t at = 0, next = 0;
+  auto take = [&](std::int64_t n) {
+    std::vector<double> part(flat.begin() + static_cast<std::ptrdiff_t>(next), flat.begin() + static_cast<std::ptrdiff_t>(next + n));
+    next += static_cast<std::size_t>(n);
+    return part;
+  };
+  std::vector<std::vector<std::vector<double>>> state;
+  for (std::size_t i = 0; i < values.names.size(); ++i) {
+    values.values.push_back(take(shape[at++]));
+    const std::int64_t tensors = shape[at++];
+    state.emplace_back();
+    for (std::int64_t k = 0; k < tensors; ++k) state.back().push_back(take(shape[at++]));
+  }
+  state.resize(static_cast<std::size_t>(shape[at]));  // rank 0's count: none, or one a parameter
+  values.state = std::move(state);
+}
+
 double max_over_ranks(Communicator& comm, double x) {
   comm.all_reduce({&x, 1, DataType::float64, MemorySpace::host}, {&x, 1, DataType::float64, MemorySpace::host},
                   ReduceOp::max);

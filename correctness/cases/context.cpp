@@ -165,24 +165,9 @@ ContextResult run_context_case(Communicator& world, const ContextCase& c) {
          : trainer.gathered(mixed);
 
   // One device, the whole batch (16 bits: the same model with float32 masters).
-  auto whole = model::build_gpt(config);
-  auto whole_optimizer = case_adamw(mixed ? DataType::float32 : config.dtype);
-  const parallel::ParameterValues origin = values_of(*whole, whole_optimizer.get());
-  std::vector<double> reference_losses;
-  parallel::ParameterValues reference, reference_gradients;
-  if (mixed) {
-    MixedRun run = train_mixed_single_device(*whole, *whole_optimizer, source, rows, c.steps, case_loss_scale(config.dtype));
-    reference_losses = run.losses;
-    reference = std::move(run.values);
-    reference_gradients = std::move(run.first_gradients);
-  } else {
-    for (int step = 0; step < c.steps; ++step) {
-      reference_losses.push_back(
-          model::train_step(*whole, *whole_optimizer, source(static_cast<std::uint64_t>(step), 0, rows, rows), step));
-      if (step == 0) reference_gradients = gradients_of(*whole);
-    }
-    reference = values_of(*whole, whole_optimizer.get());
-  }
+  const SingleDeviceRun single = single_device_gpt(world, config, rows, c.steps);
+  const std::vector<double>& reference_losses = single.losses;
+  const parallel::ParameterValues &reference = single.values, &reference_gradients = single.gradients, &origin = single.origin;
   const Difference d = compare(values, reference, origin);
   // Attention's sums over the sequence's keys, the gradients' over tokens and ranks, regrouped;
   // in 16 bits the partial sums' roundings too, and AdamW's sign flips (tolerance.hpp).

@@ -214,7 +214,6 @@ TrainingResult run_pipeline_case(Communicator& world, const PipelineCase& c) {
   const model::GptConfig& config = setup->config;
   parallel::Trainer& trainer = *setup->trainer;
   const parallel::TensorParallel& tp = *setup->tensor_parallel;
-  const auto whole = model::build_gpt(config);
   const parallel::BatchSource source = parallel::batches_of(config);
   TrainingResult r;
   const bool mixed = is_half(config.dtype);
@@ -241,26 +240,13 @@ TrainingResult run_pipeline_case(Communicator& world, const PipelineCase& c) {
                                                                     : parallel::AxisSet{parallel::Axis::dp});
   const parallel::ParameterValues gradients = whole_over_tp(first_gradients.whole(*setup->model, sharing, 1 / first_scale));
 
-  // The single device: the whole model on the whole batch, one pass per step.
-  const DataType state = mixed ? DataType::float32 : config.dtype;
-  const parallel::ParameterValues origin = select(values_of(*whole, case_adamw(state).get()), trained.names);
-  auto whole_optimizer = case_adamw(state);
-  std::vector<double> reference_losses;
-  parallel::ParameterValues reference, reference_gradients;
-  if (mixed) {
-    MixedRun run = train_mixed_single_device(*whole, *whole_optimizer, source, global_batch(c), c.steps, case_loss_scale(config.dtype));
-    reference_losses = std::move(run.losses);
-    reference = select(run.values, trained.names);
-    reference_gradients = select(run.first_gradients, gradients.names);
-  } else {
-    for (int step = 0; step < c.steps; ++step) {
-      reference_losses.push_back(
-          model::train_step(*whole, *whole_optimizer, source(static_cast<std::uint64_t>(step), 0, global_batch(c), global_batch(c)),
-                            static_cast<std::uint64_t>(step)));
-      if (step == 0) reference_gradients = select(gradients_of(*whole), gradients.names);
-    }
-    reference = select(values_of(*whole, whole_optimizer.get()), trained.names);
-  }
+  // The single device: the whole model on the whole batch, one pass per step (this rank's
+  // stage of it).
+  const SingleDeviceRun single = single_device_gpt(world, config, global_batch(c), c.steps);
+  const std::vector<double>& reference_losses = single.losses;
+  const parallel::ParameterValues origin = select(single.origin, trained.names);
+  const parallel::ParameterValues reference = select(single.values, trained.names);
+  const parallel::ParameterValues reference_gradients = select(single.gradients, gradients.names);
 
   // Every sum of the single-device step, regrouped: over micro-batches and replicas (m dp
   // partial sums), the table's two copies, the t partials of the row-parallel layers and the

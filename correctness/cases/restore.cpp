@@ -470,7 +470,11 @@ RestoreResult run_restore_case(Communicator& world, const RestoreCase& c) {
   RestoreResult r;
   const model::GptConfig config = model_of(c);
   const parallel::BatchSource source = parallel::batches_of(config);
-  const RestoreReference reference = single_device(c, k + n);
+  RestoreReference reference;
+  if (world.rank() == 0) reference = single_device(c, k + n);
+  broadcast_from_first(world, reference.origin);
+  broadcast_from_first(world, reference.values);
+  broadcast_from_first(world, reference.losses);
   const std::int64_t terms =
       c.moe ? tolerance::expert_parallel_reduction_terms(kRows * config.sequence, config.moe.expert_hidden, config.vocabulary)
             : tolerance::tensor_parallel_reduction_terms(kRows * config.sequence, config.hidden, config.vocabulary);

@@ -32,32 +32,6 @@ std::unique_ptr<model::Optimizer> make_optimizer(const TensorCase& c) {
 
 std::int64_t global_batch(const TensorCase& c, int dp) { return c.global_batch > 0 ? c.global_batch : 2 * dp + 1; }
 
-// One device, the whole batch: every step's loss, the first step's gradients, the parameters
-// and state after the last step, and where they started.
-struct Reference {
-  std::vector<double> losses;
-  parallel::ParameterValues gradients, values, origin;
-};
-Reference single_device(const TensorCase& c, const model::GptConfig& config, std::int64_t rows) {
-  auto m = model::build_gpt(config);
-  auto optimizer = make_optimizer(c);
-  Reference r;
-  r.origin = values_of(*m, optimizer.get());
-  const parallel::BatchSource source = parallel::batches_of(config);
-  if (is_mixed(c)) {
-    MixedRun run = train_mixed_single_device(*m, *optimizer, source, rows, c.steps, case_loss_scale(model_type(c)));
-    r.losses = std::move(run.losses);
-    r.gradients = std::move(run.first_gradients);
-    r.values = std::move(run.values);
-    return r;
-  }
-  for (int step = 0; step < c.steps; ++step) {
-    r.losses.push_back(model::train_step(*m, *optimizer, source(step, 0, rows, rows), step));
-    if (step == 0) r.gradients = gradients_of(*m);
-  }
-  r.values = values_of(*m, optimizer.get());
-  return r;
-}
 
 
 }  // namespace
@@ -122,7 +96,7 @@ TensorResult run_tensor_case(Communicator& comm, const TensorCase& c) {
 
   const model::GptConfig config = tensor_case_model(model_type(c));
   const std::int64_t rows = global_batch(c, dp.size());
-  const Reference reference = single_device(c, config, rows);
+  const SingleDeviceRun reference = single_device_gpt(comm, config, rows, c.steps);
   const std::int64_t terms = tolerance::tensor_parallel_reduction_terms(rows * config.sequence, config.hidden, config.vocabulary);
   r.bound = tolerance::training_relative_bound(config.dtype, terms, n, c.steps);
   r.gradient_bound = tolerance::gradient_relative_bound(config.dtype, terms, n);

@@ -24,6 +24,33 @@ std::unique_ptr<model::Optimizer> case_adamw(DataType state) {
                                         state);
 }
 
+SingleDeviceRun single_device_gpt(Communicator& comm, const model::GptConfig& config, std::int64_t rows, int steps) {
+  SingleDeviceRun r;
+  if (comm.rank() == 0) {
+    const bool mixed = is_half(config.dtype);
+    auto m = model::build_gpt(config);
+    auto optimizer = case_adamw(mixed ? DataType::float32 : config.dtype);
+    r.origin = values_of(*m, optimizer.get());
+    const parallel::BatchSource source = parallel::batches_of(config);
+    if (mixed) {
+      MixedRun run = train_mixed_single_device(*m, *optimizer, source, rows, steps, case_loss_scale(config.dtype));
+      r.losses = std::move(run.losses);
+      r.gradients = std::move(run.first_gradients);
+      r.values = std::move(run.values);
+    } else {
+      for (int step = 0; step < steps; ++step) {
+        r.losses.push_back(model::train_step(*m, *optimizer, source(static_cast<std::uint64_t>(step), 0, rows, rows),
+                                             static_cast<std::uint64_t>(step)));
+        if (step == 0) r.gradients = gradients_of(*m);
+      }
+      r.values = values_of(*m, optimizer.get());
+    }
+  }
+  for (parallel::ParameterValues* v : {&r.gradients, &r.values, &r.origin}) broadcast_from_first(comm, *v);
+  broadcast_from_first(comm, r.losses);
+  return r;
+}
+
 parallel::LossScaling case_loss_scaling(DataType model_type) {
   parallel::LossScaling s;
   s.dynamic = model_type == DataType::float16;
@@ -175,7 +202,10 @@ TrainingResult run_data_parallel_case(Communicator& comm, const TrainingCase& c)
   // Mixed precision is held to plain data parallelism in the same precision; everything
   // else to the single-device run, and ZeRO also to plain data parallelism.
   std::vector<std::pair<std::string, parallel::ParameterValues>> references;
-  references.emplace_back("single device", single_device(c));
+  parallel::ParameterValues single;  // trained on rank 0 alone (broadcast_from_first)
+  if (comm.rank() == 0) single = single_device(c);
+  broadcast_from_first(comm, single);
+  references.emplace_back("single device", std::move(single));
   if (stage > 0) references.emplace_back("data parallel", train_data_parallel(comm, c, 0).values);
   std::string failures;
   for (const auto& [what, reference] : references) {

@@ -15,6 +15,7 @@
 #include "reference/comm/communicator.hpp"
 #include "reference/model/optimizer.hpp"
 #include "reference/parallel/data/parameter_server.hpp"
+#include "reference/parallel/step.hpp"
 #include "reference/parallel/techniques/techniques.hpp"
 #include "reference/record/table.hpp"
 
@@ -49,6 +50,17 @@ std::unique_ptr<model::Optimizer> case_adamw(DataType state);
 parallel::LossScaling case_loss_scaling(DataType model_type);
 // The scale a case's steps run with: case_loss_scaling's initial scale, or 1 without scaling.
 double case_loss_scale(DataType model_type);
+
+// The reference of the GPT cases: `config`'s model on one device, the whole batch of `rows`,
+// `steps` steps of case_adamw (16 bits: float32 masters and state, the loss multiplied by
+// case_loss_scale). Each step's loss, the first step's gradients, the parameters and state after
+// the last step, and where they started. Trained on comm's rank 0 alone and sent to the others
+// (broadcast_from_first). Collective.
+struct SingleDeviceRun {
+  std::vector<double> losses;
+  parallel::ParameterValues gradients, values, origin;
+};
+SingleDeviceRun single_device_gpt(Communicator& comm, const model::GptConfig& config, std::int64_t rows, int steps);
 
 struct TrainingCase {
   // From the registry (parallel/techniques): dp, dp_accumulation, zero1-3, ps_one_worker, ps_async.

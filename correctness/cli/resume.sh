@@ -152,7 +152,7 @@ case $scenario in
     points INT check/collectives '*' "0.15 0.3 0.45" -- check -q --filter "$check_filter" ;;
   bench_points)
     also_taken="bench/point_to_point host/copy_bandwidth bench/harness_overhead"
-    points TERM bench/collectives collective,algorithm,dtype,redop,in_place,count,size_bytes "0.15 0.3 0.45" -- "${bench_args[@]}" -n 20 --np 2
+    points TERM bench/collectives collective,algorithm,dtype,redop,in_place,count,size_bytes "0.15 0.3 0.45" -- "${bench_args[@]}" -n 10 --np 2
     # Each row's per-rank times came with it.
     /usr/bin/python3 - "$work/p.h5" <<'PY' || fail "per-rank times do not match their rows"
 import sys, h5py, numpy as np

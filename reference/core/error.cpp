@@ -2,6 +2,7 @@
 // failing rank in a large job says where to look.
 #include "reference/core/error.hpp"
 
+#include <limits>
 #include <string>
 
 namespace parity {
@@ -31,6 +32,12 @@ Error::Error(const std::string& message, const std::string& call, const char* fi
       rank_(g_rank),
       host_(g_host),
       message_(message) {}
+
+int int_count(std::int64_t value, const std::string& shown) {
+  if (value > std::numeric_limits<int>::max())
+    throw UsageError(shown + " is more than " + std::to_string(std::numeric_limits<int>::max()));
+  return static_cast<int>(value);
+}
 
 void raise_error(const std::string& message, const std::string& call, const char* file, int line) {
   throw Error(message, call, file, line);

@@ -2,6 +2,7 @@
 // failing call) and one for bad input from the user (a single line, no location).
 #pragma once
 
+#include <cstdint>
 #include <source_location>
 #include <stdexcept>
 #include <string>
@@ -16,6 +17,11 @@ class UsageError : public std::runtime_error {
  public:
   explicit UsageError(const std::string& message) : std::runtime_error(message) {}
 };
+
+// A count from the user that parity holds in an int (layers, heads, experts): returned as an
+// int, or refused with UsageError("<shown> is more than 2147483647"), never narrowed to
+// another count. `shown` is how the message names the value ("layers=99999999999").
+int int_count(std::int64_t value, const std::string& shown);
 
 // A fault while running: a failed library call, a violated invariant.
 // what() reads "rank R on HOST: MESSAGE [call] (file:line)".

@@ -36,6 +36,13 @@ std::string mib_text(double bytes) {
   return text;
 }
 
+std::string size_text(double bytes) {
+  if (bytes < 1073741824.0) return mib_text(bytes);
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f GiB", bytes / 1073741824.0);
+  return text;
+}
+
 std::filesystem::path directory_of(const std::filesystem::path& path) {
   return path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
 }

@@ -60,6 +60,8 @@ std::filesystem::path directory_of(const std::filesystem::path& path);
 double free_bytes_on(const std::filesystem::path& directory);
 // "12.3 MiB".
 std::string mib_text(double bytes);
+// "12.3 MiB" below 1 GiB, "2.64 GiB" from there.
+std::string size_text(double bytes);
 // " (the disk is full: ENOSPC, ...)" when the file system of `path` (default: the temporary
 // file being written) is full, else "". HDF5 reports a failed write without errno; a full disk
 // is its usual cause and worth naming.

@@ -6,7 +6,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <limits>
 #include <map>
 #include <sstream>
 
@@ -118,10 +117,7 @@ std::int64_t whole(const std::string& key, const std::string& value) {
 
 // A count held in an int (layers, heads, experts, ...): never narrowed silently.
 int whole_int(const std::string& key, const std::string& value) {
-  const std::int64_t x = whole(key, value);
-  if (x > std::numeric_limits<int>::max())
-    throw UsageError(key + "=" + quoted_input(value) + " is more than " + std::to_string(std::numeric_limits<int>::max()));
-  return static_cast<int>(x);
+  return int_count(whole(key, value), key + "=" + quoted_input(value));
 }
 
 // A size whose 0 stands for its default inside PlanModel: given, it must be a size.
