@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "bench/cli/shared.hpp"
 #include "bench/cli/supervisor.hpp"
@@ -30,12 +31,22 @@ namespace pp = parallel::pipeline;
 
 namespace {
 
+// Read through a cap rather than by the file's size: a pipe (--schedule <(...)) has none, and a
+// device such as /dev/zero never ends. 64 MiB holds about ten million actions.
+constexpr std::size_t kMostScheduleBytes = std::size_t{64} << 20;
+
 std::string read_schedule_file(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw UsageError("--schedule " + path + ": cannot be read");
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+  std::string text;
+  std::vector<char> chunk(std::size_t{1} << 16);
+  while (in.read(chunk.data(), static_cast<std::streamsize>(chunk.size())) || in.gcount() > 0) {
+    text.append(chunk.data(), static_cast<std::size_t>(in.gcount()));
+    if (text.size() > kMostScheduleBytes)
+      throw UsageError("--schedule " + quoted_input(path, 200) + ": longer than 64 MiB (about ten million actions); not a schedule");
+  }
+  if (in.bad()) throw UsageError("--schedule " + quoted_input(path, 200) + ": cannot be read: " + std::strerror(errno));
+  return text;
 }
 
 // Bytes per action to generate, check and simulate a schedule (the actions, the simulator's
