@@ -6,6 +6,7 @@ is raised as InputError carrying one line of text meant for the user.
 """
 
 import os
+import stat
 import pickle
 import signal
 
@@ -286,6 +287,10 @@ def load(path, tables):
         raise InputError(f"{label}: no such file")
     if os.path.isdir(path):
         raise InputError(f"{label} is a directory, not a result file")
+    mode = os.stat(path).st_mode
+    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+        # Opening a pipe would wait for a writer; HDF5 needs a file it can seek in.
+        raise InputError(f"{label} is a pipe or socket, not an HDF5 file")
     try:
         hdf5 = looks_like_hdf5(path)
     except OSError as exc:

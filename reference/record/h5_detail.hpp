@@ -341,6 +341,9 @@ inline Handle open_for_reading(const std::filesystem::path& path) {
   const auto status = std::filesystem::status(path, ec);
   if (!std::filesystem::exists(status)) throw UsageError(path.string() + " does not exist");
   if (std::filesystem::is_directory(status)) throw UsageError(path.string() + " is a directory, not a result file");
+  // A pipe would hold the open until something writes to it; HDF5 needs a file it can seek in.
+  if (std::filesystem::is_fifo(status) || std::filesystem::is_socket(status))
+    throw UsageError(path.string() + " is a pipe or socket, not an HDF5 file");
   if (H5Fis_hdf5(path.c_str()) <= 0) throw UsageError(path.string() + " is not an HDF5 file");
   const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   // Truncation is the likely cause: HDF5 checks the stored end of file against the real one.
