@@ -13,6 +13,7 @@
 #include <system_error>
 
 #include "reference/core/error.hpp"
+#include "reference/core/text.hpp"
 
 namespace parity::record {
 
@@ -68,6 +69,10 @@ void check_output_path(const std::filesystem::path& path, bool force) {
   if (path.empty()) throw UsageError("output path is empty");
   std::error_code ec;
   const auto status = fs::status(path, ec);
+  // A name the file system refuses (too long, a loop of links, no permission to look): said here,
+  // not by the writer that would fail on it later.
+  if (ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory)
+    throw UsageError("output path " + quoted_input(path.string(), 200) + " cannot be used: " + ec.message());
   if (path.is_relative()) {
     char cwd[4096];
     if (getcwd(cwd, sizeof cwd) == nullptr && errno == ENOENT)
