@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "bench/cli/progress.hpp"
+#include "bench/cli/shared.hpp"
 #include "bench/commands/bench_state.hpp"
 #include "bench/commands/command.hpp"
 #include "bench/commands/gpt2_file.hpp"
@@ -401,16 +402,16 @@ class StateTrain final : public Command {
     }
     // The saves' directory, made now if it is not there (--restart needs it there): a name that
     // cannot be one is refused before any step, not at the first save.
-    const std::string dir = "--dir " + quoted_input(options_.dir, 200);
     if (options_.dir.empty()) throw UsageError("--dir is empty: name the directory of the saves");
-    std::error_code ec;
-    if (fs::exists(options_.dir, ec) && !fs::is_directory(options_.dir, ec)) throw UsageError(dir + " is not a directory");
-    if (ec && ec != std::errc::no_such_file_or_directory) throw UsageError(dir + " cannot be used: " + ec.message());
-    if (!options_.restart && !fs::is_directory(options_.dir, ec)) {
+    const std::string dir = "--dir " + quoted_input(options_.dir, 200);
+    const fs::file_status status = user_path_status("--dir", options_.dir);
+    if (fs::exists(status) && !fs::is_directory(status)) throw UsageError(dir + " is not a directory");
+    if (!fs::exists(status) && !options_.restart) {
+      std::error_code ec;
       fs::create_directories(options_.dir, ec);  // false for "a/" although it made a
       if (!fs::is_directory(options_.dir)) throw UsageError(dir + " cannot be made: " + ec.message());
     }
-    if (fs::is_directory(options_.dir, ec) && access(options_.dir.c_str(), W_OK | X_OK) != 0)
+    if (fs::is_directory(options_.dir) && access(options_.dir.c_str(), W_OK | X_OK) != 0)
       throw UsageError(dir + " is not writable");
     return std::nullopt;
   }
