@@ -293,6 +293,19 @@ TEST(Calibration, OverlappedBucketsExposeWhatBackwardDoesNotHide) {
   EXPECT_DOUBLE_EQ(overlapped_exposed_seconds(0, 3, 1), 3);      // nothing to hide behind
   EXPECT_DOUBLE_EQ(overlapped_exposed_seconds(10, 1, 1), 1);     // one bucket: all of it after backward
   EXPECT_DOUBLE_EQ(overlapped_exposed_seconds(10, 0, 1), 0);
+  // The closed form against the buckets played one by one: each starts when it is ready and the
+  // one before it is done.
+  for (int buckets : {1, 2, 3, 7, 40})
+    for (double backward : {0.0, 1.0, 13.0})
+      for (double each : {0.0, 0.01, 0.3, 1.0, 5.0}) {
+        double end = 0;
+        for (int i = 1; i <= buckets; ++i) end = std::max(end, backward * i / buckets) + each;
+        EXPECT_NEAR(overlapped_exposed_seconds(backward, buckets, each), end - backward, 1e-12 * (1 + end))
+            << buckets << " buckets of " << each << " s behind " << backward << " s";
+      }
+  // A planned stage of a trillion parameters holds millions of buckets: answered at once, not
+  // one by one (a loop over them held `parity plan` for minutes).
+  EXPECT_DOUBLE_EQ(overlapped_exposed_seconds(1, 1e12, 1e-9), 1e-12 + 1e3 - 1);
 }
 
 // A collective's efficiency by size: the measured figures at their sizes, interpolated in log

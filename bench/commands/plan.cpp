@@ -56,6 +56,12 @@ inline const record::TableSpec kPlanScalingTable{
 
 theory::PlanPrediction with_simulated_pipeline(const theory::PlanLayout& l, theory::PlanPrediction p) {
   if (l.pp == 1 || p.micro_batches < 1) return p;
+  // A schedule holds every action of every rank: past about a million (a second and 130 MB
+  // here) the closed form stands, which for these uniform costs the simulator matches within
+  // its messages' placement.
+  const bool zero_bubble = l.schedule != theory::PlanSchedule::one_f_one_b;
+  const double actions = static_cast<double>(l.pp) * p.micro_batches * l.v * (zero_bubble ? 3 : 2);
+  if (actions > kMostSimulatedActions) return p;
   namespace pl = parallel::pipeline;
   const int m = p.micro_batches;
   const pl::Schedule schedule = l.schedule == theory::PlanSchedule::zb_h1 ? pl::zb_h1(l.pp, m)
@@ -196,12 +202,26 @@ void print_header(int width) {
               "compute", "recomp", "tp", "pp", "ep", "cp", "bubble", "dp", "optim", "MFU", "HFU", "TFLOP/s");
 }
 
+// A figure in `width` columns with `decimals` decimals, or in three significant digits where that
+// would not fit (a cluster description of implausible rates gives steps of 1e200 s).
+std::string cell(double value, int width, int decimals) {
+  char text[64];
+  if (std::isfinite(value) && std::fabs(value) < std::pow(10.0, width - decimals - 2))
+    std::snprintf(text, sizeof text, " %*.*f", width, decimals, value);
+  else
+    std::snprintf(text, sizeof text, " %*.3g", width, value);
+  return text;
+}
+
 void print_row(const th::PlanCandidate& x, int width) {
   const th::PlanPrediction& p = x.prediction;
-  std::printf("  %-*s %9.1f %9.3f %8.3f %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f %6.3f %6.3f %8.1f%s\n",
-              width, x.layout.describe().c_str(), p.memory_bytes() / 1e9, p.step_s, p.compute_s, p.recompute_s, p.tp_comm_s,
-              p.pp_comm_s, p.ep_comm_s, p.cp_comm_s, p.bubble_s, p.dp_comm_s, p.optimizer_s, p.mfu, p.hfu, p.tflops_per_gpu,
-              p.fits ? "" : "  (does not fit)");
+  std::string row = "  " + x.layout.describe();
+  row.resize(std::max(row.size(), static_cast<std::size_t>(width) + 2), ' ');
+  row += cell(p.memory_bytes() / 1e9, 9, 1) + cell(p.step_s, 9, 3) + cell(p.compute_s, 8, 3);
+  for (double part : {p.recompute_s, p.tp_comm_s, p.pp_comm_s, p.ep_comm_s, p.cp_comm_s, p.bubble_s, p.dp_comm_s, p.optimizer_s})
+    row += cell(part, 7, 3);
+  row += cell(p.mfu, 6, 3) + cell(p.hfu, 6, 3) + cell(p.tflops_per_gpu, 8, 1);
+  std::printf("%s%s\n", row.c_str(), p.fits ? "" : "  (does not fit)");
 }
 
 void explain(const th::PlanModel& m, const th::PlanCluster& c, const th::PlanCandidate& x) {
@@ -219,6 +239,9 @@ void explain(const th::PlanModel& m, const th::PlanCluster& c, const th::PlanCan
   if (p.simulated)
     std::printf("#   the pipeline (%d micro-batches, fill, drain and messages) timed by the schedule simulator\n",
                 p.micro_batches);
+  else if (x.layout.pp > 1)
+    std::printf("#   the pipeline (%d micro-batches, fill, drain and messages) from the closed form: its schedule is "
+                "past the simulator's %.0f actions\n", p.micro_batches, kMostSimulatedActions);
   std::printf("#   %.0f tokens/s; MFU %.3f (model FLOPs, no recompute), HFU %.3f (with the recompute forward); "
               "%.1f TFLOP/s per GPU in Megatron's convention (Narayanan et al. 2021, Eq. 3)\n",
               p.tokens_per_s, p.mfu, p.hfu, p.tflops_per_gpu);
@@ -295,7 +318,7 @@ class Plan final : public Command {
                                      "fp64, as the cluster has them) is the products' rate and MFU's denominator; "
                                      "parameters, gradients, optimizer state and activations stay as mixed precision "
                                      "keeps them [default: bf16, or a calibrated cluster's measured type]");
-    o.add("--gpus", gpus_, "GPUs of the job").range(1, 1 << 20);
+    o.add("--gpus", gpus_, "GPUs of the job").range(1, th::kPlanMostGpus);
     o.add("--global-batch", global_batch_, "Sequences per optimizer step").range(1, 1 << 24);
     o.add("--fix", fixed_, "Keys held fixed: tp, pp, dp, ep, cp, v, schedule (1f1b, interleaved; or, never searched, the "
                            "zero-bubble zb-h1, zb-h2 (v 1) and zb-v (v 2), timed by the schedule simulator), micro_batch, zero (0-3), "

@@ -11,7 +11,10 @@ namespace parity::cli {
 // chunk (its collectives included) and the send of its output (the step model's point-to-point
 // time: blocking sends, as Megatron-LM's schedules of 2021). The makespan replaces the closed
 // form's micro-batches with their messages, fill and drain; the bubble is what is left of it.
-// The rest of the step is the step model's. Unchanged without pipelining.
+// The rest of the step is the step model's. Unchanged without pipelining, and where the schedule
+// would hold more than kMostSimulatedActions actions (pp x m x v forwards and backwards, the
+// zero-bubble schedules' weight gradients too): those keep the closed form (simulated = false).
+inline constexpr double kMostSimulatedActions = 1 << 20;
 theory::PlanPrediction with_simulated_pipeline(const theory::PlanLayout& layout, theory::PlanPrediction prediction);
 
 }  // namespace parity::cli

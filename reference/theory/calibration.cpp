@@ -378,10 +378,9 @@ StepEstimate reference_mlp_step(const model::MlpConfig& config, std::int64_t bat
   return e;
 }
 
-double overlapped_exposed_seconds(double backward_seconds, int buckets, double bucket_seconds) {
-  if (buckets < 1) return 0;
-  double end = 0;
-  for (int i = 1; i <= buckets; ++i) end = std::max(end, backward_seconds * i / buckets) + bucket_seconds;
+double overlapped_exposed_seconds(double backward_seconds, double buckets, double bucket_seconds) {
+  if (!(buckets >= 1)) return 0;
+  const double end = std::max(backward_seconds / buckets + buckets * bucket_seconds, backward_seconds + bucket_seconds);
   return end - backward_seconds;
 }
 

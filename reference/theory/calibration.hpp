@@ -172,7 +172,10 @@ StepEstimate reference_mlp_step(const model::MlpConfig& config, std::int64_t bat
 // Gradient all-reduces overlapped with backward: `buckets` buckets of equal bytes, bucket i
 // ready at i / buckets of the backward pass (the last at its end), reduced one at a time,
 // `bucket_seconds` each. The communication left after backward ends: at least the last
-// bucket's, at most all of it.
-double overlapped_exposed_seconds(double backward_seconds, int buckets, double bucket_seconds);
+// bucket's, at most all of it. Bucket i (of B, each taking c) ends at
+// max over k <= i of (k + (i - k + 1) c / d) d with d = backward / B, linear in k, so the last
+// ends at max(d + B c, backward + c): a closed form, whatever the count (a planned 1T-parameter
+// stage has millions of buckets).
+double overlapped_exposed_seconds(double backward_seconds, double buckets, double bucket_seconds);
 
 }  // namespace parity::theory

@@ -406,7 +406,7 @@ PlanPrediction plan_predict(const PlanModel& m, const PlanCluster& c, const Plan
                                                                                     replicas / l.ep)
                                               : 0);
     const double last_backward = layers_per_stage * (layer.backward + layer.tp_backward + recompute) + head_backward;
-    const int buckets = static_cast<int>(dense_buckets + expert_buckets);
+    const double buckets = dense_buckets + expert_buckets;
     p.dp_comm_s = overlapped_exposed_seconds(last_backward, buckets, reduce / buckets);
   }
   // ZeRO-3 gathers the parameters again for every forward and backward.

@@ -77,6 +77,9 @@ double plan_layer_forward_flops(const PlanModel& m, bool moe = false);
 double plan_layers_forward_flops(const PlanModel& m);
 double plan_head_forward_flops(const PlanModel& m);
 
+// The most GPUs a plan takes (parity plan --gpus), and so the most a node may hold.
+inline constexpr int kPlanMostGpus = 1 << 20;
+
 // One level of the network a GPU reaches others over.
 struct PlanLink {
   double bandwidth_GBps = 0;  // per GPU, one direction

@@ -477,11 +477,16 @@ PlanCluster parse_cluster(const std::string& given) {
                           "elementwise_efficiency", "gpus_per_node", "node_GBps", "node_latency_us", "network_GBps",
                           "network_latency_us", "collective_efficiency"})
     if (!seen.count(key)) throw UsageError("cluster " + quoted_input(given, 200) + ": missing field " + key);
-  if (c.peak_TFLOPs <= 0 || c.gemm_efficiency <= 0 || c.gemm_efficiency > 1 || c.multiprocessors <= 0 ||
-      c.memory_GB <= 0 || c.memory_GBps <= 0 || c.elementwise_efficiency <= 0 || c.gpus_per_node <= 0 ||
-      c.node.bandwidth_GBps <= 0 || c.network.bandwidth_GBps <= 0 || c.collective_efficiency <= 0 ||
-      (seen.count("attention_efficiency") && (c.attention_efficiency <= 0 || c.attention_efficiency > 1)))
+  const auto fraction = [](double x) { return x > 0 && x <= 1; };
+  if (c.peak_TFLOPs <= 0 || !fraction(c.gemm_efficiency) || c.multiprocessors <= 0 || c.memory_GB <= 0 ||
+      c.memory_GBps <= 0 || !fraction(c.elementwise_efficiency) || c.gpus_per_node <= 0 ||
+      c.node.bandwidth_GBps <= 0 || c.network.bandwidth_GBps <= 0 || !fraction(c.collective_efficiency) ||
+      (seen.count("attention_efficiency") && !fraction(c.attention_efficiency)))
     throw UsageError("cluster " + quoted_input(given, 200) + ": rates, sizes and efficiencies must be above 0 (efficiencies at most 1)");
+  // A node holds no more GPUs than a job may have (--gpus).
+  if (c.gpus_per_node > kPlanMostGpus)
+    throw UsageError("cluster " + quoted_input(given, 200) + ": gpus_per_node=" + std::to_string(c.gpus_per_node) +
+                     " is more than " + std::to_string(kPlanMostGpus));
   // peak_TFLOPs is bf16's, or a calibrated cluster's measured type's.
   if (c.rates.dtype == "float32") c.peak_type = "fp32";
   if (c.rates.dtype == "float64") c.peak_type = "fp64";
