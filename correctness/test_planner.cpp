@@ -41,6 +41,18 @@ TEST(Planner, ParametersOfPublishedModels) {
   // Llama 3 70B and 405B as published: 70.6B and 405.9B.
   EXPECT_NEAR(plan_parameters(preset("llama3-70b")) / 1e9, 70.55, 0.01);
   EXPECT_NEAR(plan_parameters(preset("llama3-405b")) / 1e9, 405.85, 0.01);
+  // The floating-point count the model's validation bounds is the same count (every preset's
+  // is below 2^53, so exactly).
+  for (const PlanModel& m : plan_model_presets())
+    EXPECT_EQ(plan_parameters_estimate(m), static_cast<double>(plan_parameters(m))) << m.name;
+}
+
+// A model whose count would overflow 64 bits is refused in one line, not counted wrong.
+TEST(Planner, ModelsPastWhat64BitsCountAreRefused) {
+  EXPECT_NO_THROW(parse_plan_model("llama3-8b,hidden=1048576"));  // 3.5e14 parameters: counted
+  for (const char* text : {"llama3-8b,hidden=2147483648", "mixtral-8x7b,experts=2147483647",
+                           "gpt3-175b,layers=2147483647,hidden=1000000,heads=1000"})
+    EXPECT_THROW(parse_plan_model(text), UsageError) << text;
 }
 
 // Model FLOPs of a GPT (4h MLP, multi-head) are Megatron's 72 B s L h^2 (1 + s/6h + V/12hL) a

@@ -54,14 +54,15 @@ inline const record::TableSpec kPlanScalingTable{
       {"speedup", ColumnType::float64}, {"efficiency", ColumnType::float64}
     }};
 
-theory::PlanPrediction with_simulated_pipeline(const theory::PlanLayout& l, theory::PlanPrediction p) {
-  if (l.pp == 1 || p.micro_batches < 1) return p;
-  // A schedule holds every action of every rank: past about a million (a second and 130 MB
-  // here) the closed form stands, which for these uniform costs the simulator matches within
-  // its messages' placement.
+double pipeline_actions(const theory::PlanLayout& l, int micro_batches) {
   const bool zero_bubble = l.schedule != theory::PlanSchedule::one_f_one_b;
-  const double actions = static_cast<double>(l.pp) * p.micro_batches * l.v * (zero_bubble ? 3 : 2);
-  if (actions > kMostSimulatedActions) return p;
+  return static_cast<double>(l.pp) * micro_batches * l.v * (zero_bubble ? 3 : 2);
+}
+
+theory::PlanPrediction with_simulated_pipeline(const theory::PlanLayout& l, theory::PlanPrediction p) {
+  // A schedule holds every action of every rank: past about a million the closed form stands,
+  // which for these uniform costs the simulator matches but for its messages' placement.
+  if (l.pp == 1 || p.micro_batches < 1 || pipeline_actions(l, p.micro_batches) > kMostSimulatedActions) return p;
   namespace pl = parallel::pipeline;
   const int m = p.micro_batches;
   const pl::Schedule schedule = l.schedule == theory::PlanSchedule::zb_h1 ? pl::zb_h1(l.pp, m)
@@ -107,7 +108,13 @@ void rank_layouts(std::vector<th::PlanCandidate>& all, std::size_t keep) {
   };
   std::stable_sort(all.begin(), all.end(), faster);
   const std::size_t n = std::min(all.size(), std::max(kSimulated, keep));
-  for (std::size_t i = 0; i < n; ++i) all[i].prediction = with_simulated_pipeline(all[i].layout, all[i].prediction);
+  double budget = kMostSimulatedActionsInAll;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double actions = pipeline_actions(all[i].layout, all[i].prediction.micro_batches);
+    if (all[i].layout.pp == 1 || actions > budget) continue;
+    budget -= actions;
+    all[i].prediction = with_simulated_pipeline(all[i].layout, all[i].prediction);
+  }
   std::stable_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n), faster);
 }
 
@@ -240,8 +247,10 @@ void explain(const th::PlanModel& m, const th::PlanCluster& c, const th::PlanCan
     std::printf("#   the pipeline (%d micro-batches, fill, drain and messages) timed by the schedule simulator\n",
                 p.micro_batches);
   else if (x.layout.pp > 1)
-    std::printf("#   the pipeline (%d micro-batches, fill, drain and messages) from the closed form: its schedule is "
-                "past the simulator's %.0f actions\n", p.micro_batches, kMostSimulatedActions);
+    std::printf("#   the pipeline (%d micro-batches, fill, drain and messages) from the closed form: its schedule of "
+                "%.0f actions is past what is simulated (%.0f a layout, %.0f in a search)\n",
+                p.micro_batches, pipeline_actions(x.layout, p.micro_batches), kMostSimulatedActions,
+                kMostSimulatedActionsInAll);
   std::printf("#   %.0f tokens/s; MFU %.3f (model FLOPs, no recompute), HFU %.3f (with the recompute forward); "
               "%.1f TFLOP/s per GPU in Megatron's convention (Narayanan et al. 2021, Eq. 3)\n",
               p.tokens_per_s, p.mfu, p.hfu, p.tflops_per_gpu);

@@ -12,9 +12,13 @@ namespace parity::cli {
 // time: blocking sends, as Megatron-LM's schedules of 2021). The makespan replaces the closed
 // form's micro-batches with their messages, fill and drain; the bubble is what is left of it.
 // The rest of the step is the step model's. Unchanged without pipelining, and where the schedule
-// would hold more than kMostSimulatedActions actions (pp x m x v forwards and backwards, the
-// zero-bubble schedules' weight gradients too): those keep the closed form (simulated = false).
-inline constexpr double kMostSimulatedActions = 1 << 20;
+// would hold more than kMostSimulatedActions actions (pipeline_actions): those keep the closed
+// form (simulated = false). A search simulates kMostSimulatedActionsInAll at most, fastest first.
+inline constexpr double kMostSimulatedActions = 1 << 20;       // about 0.4 s and 100 MB here
+inline constexpr double kMostSimulatedActionsInAll = 1 << 23;
+// The actions of the layout's schedule: pp x m x v forwards and backwards, and the zero-bubble
+// schedules' weight gradients too.
+double pipeline_actions(const theory::PlanLayout& layout, int micro_batches);
 theory::PlanPrediction with_simulated_pipeline(const theory::PlanLayout& layout, theory::PlanPrediction prediction);
 
 }  // namespace parity::cli

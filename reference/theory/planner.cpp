@@ -11,31 +11,37 @@
 
 namespace parity::theory {
 
-std::int64_t plan_layer_parameters(const PlanModel& m) {
-  const std::int64_t h = m.hidden, kv = m.kv() * m.head_size(), f = m.ffn();
-  const std::int64_t matrices = h * (h + 2 * kv) + h * h + (m.gated_mlp ? 3 : 2) * h * f;
-  const std::int64_t biases = m.bias ? (h + 2 * kv) + h + (m.gated_mlp ? 2 : 1) * f + h : 0;
-  const std::int64_t norms = 2 * (m.rms_norm ? 1 : 2) * h;
+namespace {
+// The counts in N: std::int64_t for the exact figure, double to see whether it fits in one.
+template <typename N> N layer_parameters(const PlanModel& m) {
+  const N h = static_cast<N>(m.hidden), kv = static_cast<N>(m.kv()) * static_cast<N>(m.head_size()), f = static_cast<N>(m.ffn());
+  const N matrices = h * (h + 2 * kv) + h * h + (m.gated_mlp ? 3 : 2) * h * f;
+  const N biases = m.bias ? (h + 2 * kv) + h + (m.gated_mlp ? 2 : 1) * f + h : 0;
+  const N norms = 2 * (m.rms_norm ? 1 : 2) * h;
   return matrices + biases + norms;
 }
-
-namespace {
 // One MLP of the model's width (matrices and biases).
-std::int64_t mlp_parameters(const PlanModel& m) {
-  const std::int64_t h = m.hidden, f = m.ffn();
+template <typename N> N mlp_parameters(const PlanModel& m) {
+  const N h = static_cast<N>(m.hidden), f = static_cast<N>(m.ffn());
   return (m.gated_mlp ? 3 : 2) * h * f + (m.bias ? (m.gated_mlp ? 2 : 1) * f + h : 0);
 }
+template <typename N> N moe_layer_parameters(const PlanModel& m) {
+  const N experts = static_cast<N>(m.experts);
+  return layer_parameters<N>(m) - mlp_parameters<N>(m) + experts * mlp_parameters<N>(m) + static_cast<N>(m.hidden) * experts;
+}
+template <typename N> N parameters(const PlanModel& m) {
+  const N h = static_cast<N>(m.hidden), moe = static_cast<N>(m.moe_layers());
+  return static_cast<N>(m.vocabulary) * h * (m.tied ? 1 : 2) + (m.learned_positions ? static_cast<N>(m.sequence) * h : 0) +
+         (static_cast<N>(m.layers) - moe) * layer_parameters<N>(m) + moe * moe_layer_parameters<N>(m) +
+         (m.rms_norm ? 1 : 2) * h;
+}
+std::int64_t mlp_parameters(const PlanModel& m) { return mlp_parameters<std::int64_t>(m); }
 }  // namespace
 
-std::int64_t plan_moe_layer_parameters(const PlanModel& m) {
-  return plan_layer_parameters(m) - mlp_parameters(m) + m.experts * mlp_parameters(m) + m.hidden * m.experts;
-}
-
-std::int64_t plan_parameters(const PlanModel& m) {
-  const std::int64_t h = m.hidden, moe = m.moe_layers();
-  return m.vocabulary * h * (m.tied ? 1 : 2) + (m.learned_positions ? m.sequence * h : 0) +
-         (m.layers - moe) * plan_layer_parameters(m) + moe * plan_moe_layer_parameters(m) + (m.rms_norm ? 1 : 2) * h;
-}
+std::int64_t plan_layer_parameters(const PlanModel& m) { return layer_parameters<std::int64_t>(m); }
+std::int64_t plan_moe_layer_parameters(const PlanModel& m) { return moe_layer_parameters<std::int64_t>(m); }
+std::int64_t plan_parameters(const PlanModel& m) { return parameters<std::int64_t>(m); }
+double plan_parameters_estimate(const PlanModel& m) { return parameters<double>(m); }
 
 double plan_layer_forward_flops(const PlanModel& m, bool moe) {
   const double s = static_cast<double>(m.sequence), h = static_cast<double>(m.hidden);

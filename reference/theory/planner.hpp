@@ -68,6 +68,9 @@ PlanModel parse_plan_model(const std::string& text);
 const std::vector<PlanModel>& plan_model_presets();
 
 std::int64_t plan_parameters(const PlanModel& m);
+// The same count in floating point, which does not overflow: PlanModel::validate refuses a model
+// whose count (or a GPU's bytes of it) would not fit in 64 bits.
+double plan_parameters_estimate(const PlanModel& m);
 // Parameters of one dense transformer layer, and of one MoE layer (its experts and router).
 std::int64_t plan_layer_parameters(const PlanModel& m);
 std::int64_t plan_moe_layer_parameters(const PlanModel& m);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -154,6 +155,13 @@ void PlanModel::validate() const {
   if (kv_heads < 0 || heads % kv() != 0)
     throw UsageError("model " + name + ": kv_heads " + std::to_string(kv_heads) + " does not divide the " +
                      std::to_string(heads) + " heads");
+  // Counted exactly in 64 bits (a GPU's share of them too): 2^62 leaves room for every sum.
+  constexpr double kMostParameters = 4611686018427387904.0;  // 2^62
+  if (const double count = plan_parameters_estimate(*this); !(count <= kMostParameters)) {
+    char text[160];
+    std::snprintf(text, sizeof text, ": %.3g parameters, more than the %.3g (2^62) parity counts", count, kMostParameters);
+    throw UsageError("model " + name + text);
+  }
 }
 
 const std::vector<PlanModel>& plan_model_presets() {
@@ -217,6 +225,9 @@ PlanModel parse_model(const std::string& given) {
     const auto& presets = plan_model_presets();
     const auto it = std::find_if(presets.begin(), presets.end(), [&](const PlanModel& p) { return p.name == first; });
     if (it == presets.end()) {
+      if (!file.empty())
+        throw UsageError("model " + quoted_input(given, 200) + ": not a JSON object, a preset or key=value pairs (it begins " +
+                         quoted_input(first, 40) + ")");
       std::string known;
       for (const auto& p : presets) known += (known.empty() ? "" : ", ") + p.name;
       throw UsageError("unknown model " + quoted_input(first) + " (presets: " + known + "; or key=value pairs)");

@@ -5,6 +5,7 @@
 #include <deque>
 #include <limits>
 #include <optional>
+#include <unordered_map>
 
 #include "reference/core/error.hpp"
 #include "reference/core/text.hpp"
@@ -50,18 +51,26 @@ int Schedule::stage_count() const {
 }
 
 std::vector<int> Schedule::stage_ranks() const {
-  std::vector<int> owner(static_cast<std::size_t>(stage_count()), -1);
+  // By the stages named, not by the largest number (a CSV naming stage 2000000000 among a few
+  // actions costs what its actions cost).
+  std::unordered_map<int, int> owner_of;
   for (int r = 0; r < rank_count(); ++r)
     for (const Action& a : ranks[static_cast<std::size_t>(r)]) {
-      int& o = owner[static_cast<std::size_t>(a.stage)];
-      if (o >= 0 && o != r)
+      const auto [it, first] = owner_of.emplace(a.stage, r);
+      if (!first && it->second != r)
         throw UsageError("schedule " + name + ": stage " + std::to_string(a.stage) + " has actions on rank " +
-                         std::to_string(o) + " and on rank " + std::to_string(r) + " (" + a.text() +
+                         std::to_string(it->second) + " and on rank " + std::to_string(r) + " (" + a.text() +
                          "); a stage lives on one rank");
-      o = r;
     }
-  for (std::size_t s = 0; s < owner.size(); ++s)
-    if (owner[s] < 0) throw UsageError("schedule " + name + ": stage " + std::to_string(s) + " has no action on any rank");
+  std::vector<int> stages;
+  stages.reserve(owner_of.size());
+  for (const auto& [stage, rank] : owner_of) stages.push_back(stage);
+  std::sort(stages.begin(), stages.end());
+  for (std::size_t s = 0; s < stages.size(); ++s)
+    if (stages[s] != static_cast<int>(s))
+      throw UsageError("schedule " + name + ": stage " + std::to_string(s) + " has no action on any rank");
+  std::vector<int> owner(stages.size());
+  for (const auto& [stage, rank] : owner_of) owner[static_cast<std::size_t>(stage)] = rank;
   return owner;
 }
 

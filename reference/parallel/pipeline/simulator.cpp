@@ -1,9 +1,8 @@
 #include "reference/parallel/pipeline/simulator.hpp"
 
 #include <algorithm>
-#include <map>
-#include <set>
-#include <tuple>
+#include <optional>
+#include <unordered_map>
 
 #include "reference/core/error.hpp"
 
@@ -30,8 +29,57 @@ double Timeline::bubble_over_ideal(int rank) const {
 
 namespace {
 
-using Key = std::tuple<int, int, char>;  // stage, micro-batch, work
-Key key(int stage, int micro_batch, Work work) { return {stage, micro_batch, static_cast<char>(work)}; }
+// A value per action (stage, micro-batch, kind of work) of a schedule: a flat array where the
+// schedule has an action for every (stage, micro-batch), as every valid one does, and a hash
+// table otherwise (a CSV naming micro-batch 2000000000 among a few actions), so that what the
+// schedule holds, not the largest number it names, sets the memory.
+template <typename T>
+class ActionTable {
+ public:
+  ActionTable(int stages, int micro_batches, std::size_t actions)
+      : micro_batches_(micro_batches),
+        dense_(static_cast<double>(stages) * micro_batches <= static_cast<double>(actions)) {
+    if (dense_) flat_.assign(static_cast<std::size_t>(stages) * static_cast<std::size_t>(micro_batches) * 4, std::nullopt);
+    else sparse_.reserve(actions);
+  }
+  // The value of an action, or none.
+  const T* find(int stage, int micro_batch, Work work) const {
+    if (dense_) {
+      const std::optional<T>& v = flat_[index(stage, micro_batch, work)];
+      return v ? &*v : nullptr;
+    }
+    const auto it = sparse_.find(index(stage, micro_batch, work));
+    return it == sparse_.end() ? nullptr : &it->second;
+  }
+  bool has(int stage, int micro_batch, Work work) const { return find(stage, micro_batch, work) != nullptr; }
+  // Sets the action's value; false (and nothing set) where it had one.
+  bool insert(int stage, int micro_batch, Work work, T value) {
+    if (dense_) {
+      std::optional<T>& v = flat_[index(stage, micro_batch, work)];
+      if (v) return false;
+      v = value;
+      return true;
+    }
+    return sparse_.emplace(index(stage, micro_batch, work), value).second;
+  }
+
+ private:
+  std::size_t index(int stage, int micro_batch, Work work) const {
+    const std::size_t kind = work == Work::forward ? 0 : work == Work::backward ? 1 : work == Work::input_grad ? 2 : 3;
+    return (static_cast<std::size_t>(stage) * static_cast<std::size_t>(micro_batches_) +
+            static_cast<std::size_t>(micro_batch)) * 4 + kind;
+  }
+  int micro_batches_;
+  bool dense_;
+  std::vector<std::optional<T>> flat_;
+  std::unordered_map<std::size_t, T> sparse_;
+};
+
+std::size_t action_total(const Schedule& s) {
+  std::size_t n = 0;
+  for (const auto& actions : s.ranks) n += actions.size();
+  return n;
+}
 
 std::string where(const Schedule& s, int rank, const Action& a) {
   return "schedule " + s.name + ": rank " + std::to_string(rank) + ", " + a.text() + ": ";
@@ -42,7 +90,7 @@ std::string where(const Schedule& s, int rank, const Action& a) {
 void check_structure(const Schedule& s, const std::vector<int>& owner) {
   const int stages = static_cast<int>(owner.size()), m = s.micro_batches;
   if (m < 1) throw UsageError("schedule " + s.name + ": no micro-batch");
-  std::map<Key, int> position;  // index of the action in its rank's list
+  ActionTable<int> position(stages, m, action_total(s));  // index of the action in its rank's list
   for (int r = 0; r < s.rank_count(); ++r) {
     const auto& actions = s.ranks[static_cast<std::size_t>(r)];
     for (std::size_t i = 0; i < actions.size(); ++i) {
@@ -50,13 +98,13 @@ void check_structure(const Schedule& s, const std::vector<int>& owner) {
       if (a.micro_batch >= m)
         throw UsageError(where(s, r, a) + "micro-batch " + std::to_string(a.micro_batch) + " outside 0.." +
                          std::to_string(m - 1));
-      if (!position.emplace(key(a.stage, a.micro_batch, a.work), static_cast<int>(i)).second)
+      if (!position.insert(a.stage, a.micro_batch, a.work, static_cast<int>(i)))
         throw UsageError(where(s, r, a) + "appears twice (each action runs once)");
     }
   }
   for (int stage = 0; stage < stages; ++stage)
     for (int b = 0; b < m; ++b) {
-      const auto has = [&](Work w) { return position.count(key(stage, b, w)) > 0; };
+      const auto has = [&](Work w) { return position.has(stage, b, w); };
       const int rank = owner[static_cast<std::size_t>(stage)];
       if (!has(Work::forward))
         throw UsageError(where(s, rank, {stage, Work::forward, b}) + "missing: every micro-batch needs one forward per stage");
@@ -70,8 +118,8 @@ void check_structure(const Schedule& s, const std::vector<int>& owner) {
     }
   for (int r = 0; r < s.rank_count(); ++r)
     for (const Action& a : s.ranks[static_cast<std::size_t>(r)]) {
-      const int at = position.at(key(a.stage, a.micro_batch, a.work));
-      const auto after = [&](Work w) { return position.at(key(a.stage, a.micro_batch, w)) < at; };
+      const int at = *position.find(a.stage, a.micro_batch, a.work);
+      const auto after = [&](Work w) { return *position.find(a.stage, a.micro_batch, w) < at; };
       if ((a.work == Work::backward || a.work == Work::input_grad) && !after(Work::forward))
         throw UsageError(where(s, r, a) + "runs before " + Action{a.stage, Work::forward, a.micro_batch}.text() +
                          " on its rank (a backward needs its forward)");
@@ -90,11 +138,13 @@ Timeline simulate(const Schedule& s, const Costs& costs) {
   for (const auto* v : {&costs.forward, &costs.backward, &costs.input_grad, &costs.weight_grad})
     if (static_cast<int>(v->size()) != p)
       throw Error("pipeline simulation: costs for " + std::to_string(v->size()) + " ranks, the schedule has " + std::to_string(p));
-  std::map<Key, double> end;  // when each action finished
-  std::set<std::pair<int, int>> split;  // (stage, micro-batch) whose backward is I + W: its gradient comes from I
+  const std::size_t total = action_total(s);
+  ActionTable<double> end(stages, s.micro_batches, total);  // when each action finished
+  // (stage, micro-batch) whose backward is I + W: its gradient comes from I.
+  ActionTable<bool> split(stages, s.micro_batches, total);
   for (const auto& actions : s.ranks)
     for (const Action& a : actions)
-      if (a.work == Work::input_grad) split.emplace(a.stage, a.micro_batch);
+      if (a.work == Work::input_grad) split.insert(a.stage, a.micro_batch, Work::input_grad, true);
   Timeline t;
   t.ranks.resize(static_cast<std::size_t>(p));
   t.busy.assign(static_cast<std::size_t>(p), 0.0);
@@ -107,31 +157,29 @@ Timeline simulate(const Schedule& s, const Costs& costs) {
   const double message = costs.message_seconds();
   // What `a` on `rank` waits for: the action that produces its input, and the arrival delay.
   struct Need {
-    Key what;
+    Action what;
     int rank;
   };
-  const auto needs = [&](const Action& a) {
-    std::vector<Need> out;
+  const auto needs = [&](const Action& a) -> std::optional<Need> {
     switch (a.work) {
       case Work::forward:
-        if (a.stage > 0) out.push_back({key(a.stage - 1, a.micro_batch, Work::forward), owner[static_cast<std::size_t>(a.stage - 1)]});
+        if (a.stage > 0) return Need{{a.stage - 1, Work::forward, a.micro_batch}, owner[static_cast<std::size_t>(a.stage - 1)]};
         break;
       case Work::backward:
       case Work::input_grad:
         if (a.stage + 1 < stages) {
           const int next_stage = a.stage + 1;
-          const bool next_split = split.count({next_stage, a.micro_batch}) > 0;
-          out.push_back({key(next_stage, a.micro_batch, next_split ? Work::input_grad : Work::backward),
-                         owner[static_cast<std::size_t>(next_stage)]});
+          const bool next_split = split.has(next_stage, a.micro_batch, Work::input_grad);
+          return Need{{next_stage, next_split ? Work::input_grad : Work::backward, a.micro_batch},
+                      owner[static_cast<std::size_t>(next_stage)]};
         }
         break;
       case Work::weight_grad:
         break;  // its I ran before it on this rank (checked)
     }
-    return out;
+    return std::nullopt;
   };
-  std::size_t left = 0;
-  for (const auto& actions : s.ranks) left += actions.size();
+  std::size_t left = total;
   while (left > 0) {
     bool progressed = false;
     for (int r = 0; r < p; ++r) {
@@ -140,22 +188,17 @@ Timeline simulate(const Schedule& s, const Costs& costs) {
       while (next[ri] < actions.size()) {
         const Action& a = actions[next[ri]];
         double start = free[ri];
-        bool ready = true;
-        for (const Need& n : needs(a)) {
-          const auto it = end.find(n.what);
-          if (it == end.end()) {
-            ready = false;
-            break;
-          }
-          start = std::max(start, it->second + (n.rank == r ? 0.0 : message));
+        if (const std::optional<Need> n = needs(a)) {
+          const double* ready = end.find(n->what.stage, n->what.micro_batch, n->what.work);
+          if (!ready) break;
+          start = std::max(start, *ready + (n->rank == r ? 0.0 : message));
         }
-        if (!ready) break;
         const double cost = a.work == Work::forward      ? costs.forward[ri]
                             : a.work == Work::backward   ? costs.backward[ri]
                             : a.work == Work::input_grad ? costs.input_grad[ri]
                                                          : costs.weight_grad[ri];
         t.ranks[ri].push_back({a, start, start + cost});
-        end[key(a.stage, a.micro_batch, a.work)] = start + cost;
+        end.insert(a.stage, a.micro_batch, a.work, start + cost);
         free[ri] = start + cost;
         t.busy[ri] += cost;
         if (a.work == Work::forward) t.peak_in_flight[ri] = std::max(t.peak_in_flight[ri], ++holding[ri]);
@@ -173,13 +216,9 @@ Timeline simulate(const Schedule& s, const Costs& costs) {
         const auto ri = static_cast<std::size_t>(r);
         if (next[ri] >= s.ranks[ri].size()) continue;
         const Action& a = s.ranks[ri][next[ri]];
-        for (const Need& n : needs(a))
-          if (!end.count(n.what)) {
-            const Action want{std::get<0>(n.what), static_cast<Work>(std::get<2>(n.what)), std::get<1>(n.what)};
-            cycle += (cycle.empty() ? "" : "; ") + ("rank " + std::to_string(r) + " waits at " + a.text() + " for " +
-                                                    want.text() + " on rank " + std::to_string(n.rank));
-            break;
-          }
+        if (const std::optional<Need> n = needs(a); n && !end.has(n->what.stage, n->what.micro_batch, n->what.work))
+          cycle += (cycle.empty() ? "" : "; ") + ("rank " + std::to_string(r) + " waits at " + a.text() + " for " +
+                                                  n->what.text() + " on rank " + std::to_string(n->rank));
       }
       throw UsageError("schedule " + s.name + " deadlocks: " + cycle);
     }
