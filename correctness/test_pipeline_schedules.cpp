@@ -161,6 +161,11 @@ TEST(PipelineSchedules, TheValidatorNamesRankActionAndRule) {
   EXPECT_EQ(refusal("0F0,0B0,1F0\n1B0\n"),
             "schedule t: stage 1 has actions on rank 0 and on rank 1 (1B0); a stage lives on one rank");
   EXPECT_EQ(refusal("0F0,0B0\n2F0,2B0\n"), "schedule t: stage 1 has no action on any rank");
+  // Named by far larger numbers than it holds: the same rules, read from what it holds.
+  EXPECT_EQ(refusal("0F0,0B0\n2000000000F0,2000000000B0\n"), "schedule t: stage 1 has no action on any rank");
+  EXPECT_EQ(refusal("0F0,0B0,0F1999999999,0B1999999999\n"),
+            "schedule t: rank 0, 0F1: missing: every micro-batch needs one forward per stage");
+  EXPECT_EQ(refusal("0F0,0F1999999999,0B0,0F1999999999\n"), "schedule t: rank 0, 0F1999999999: appears twice (each action runs once)");
   // Each rank waits for the other: rank 0's backward needs rank 1's, which comes after a forward
   // that needs rank 0's next forward.
   EXPECT_EQ(refusal("0F0,0B0,0F1,0B1\n1F1,1B1,1F0,1B0\n"),
@@ -171,6 +176,25 @@ TEST(PipelineSchedules, TheValidatorNamesRankActionAndRule) {
   } catch (const UsageError& e) {
     EXPECT_EQ(std::string(e.what()), "schedule t line 1 (rank 0): pipeline action '0X0': unknown kind 'X' (expected STAGE, "
                                      "one of F B I W, MICRO_BATCH, e.g. 2F0)");
+  }
+}
+
+// A chain of one stage a rank, every backward waiting for the rank after it: the simulator
+// visits a rank again when the rank it waits for has run (sweeping every rank for each step
+// took 31 s at 100,000 ranks).
+TEST(PipelineSchedules, ADeepChainRunsForwardThenBackBack) {
+  constexpr int p = 100000;
+  Schedule chain;
+  chain.name = "chain";
+  chain.micro_batches = 1;
+  for (int r = 0; r < p; ++r) chain.ranks.push_back({{r, Work::forward, 0}, {r, Work::backward, 0}});
+  const Timeline t = simulate(chain, Costs::uniform(p, 1, 1, 1));  // F = 1, B = 2
+  EXPECT_NEAR(t.makespan, 3.0 * p, kExact);
+  for (const int r : {0, p / 2, p - 1}) {
+    const auto& done = t.ranks[static_cast<std::size_t>(r)];
+    ASSERT_EQ(done.size(), 2u);
+    EXPECT_NEAR(done[0].start, r, kExact);                        // after the r forwards before it
+    EXPECT_NEAR(done[1].start, p + 2.0 * (p - 1 - r), kExact);    // after the backwards after it
   }
 }
 
