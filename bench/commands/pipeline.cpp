@@ -225,6 +225,10 @@ int pipeline_simulate(const PipelineOptions& o) {
   c.seconds_per_byte = 1e-9 / o.bandwidth_GBps;
   c.message_bytes = o.message_bytes;
   const pp::Timeline t = pp::simulate(s, c);
+  // Each cost is finite, but their sums along the schedule can pass the largest double.
+  if (!std::isfinite(t.makespan))
+    throw UsageError("the step of these costs passes the largest number of seconds a double holds (1.8e308): give "
+                     "smaller --forward, --backward, --input-grad, --weight-grad or message costs");
   write_csv_if_asked(o, s);
   describe(s);
   std::printf("# costs per action (s): F %g, B %g, I %g, W %g; a message %g s\n", o.forward, o.backward, o.input_grad,

@@ -12,6 +12,7 @@
 #include "bench/commands/command.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/provenance.hpp"
+#include "reference/core/text.hpp"
 #include "reference/parallel/pipeline/simulator.hpp"
 #include "reference/record/results_file.hpp"
 #include "reference/theory/planner.hpp"
@@ -389,6 +390,9 @@ class Plan final : public Command {
       throw UsageError("no layout of " + m.name + " on " + std::to_string(gpus_) + " GPUs can run: " + why);
     }
     rank_layouts(all, static_cast<std::size_t>(top_));
+    if (!std::isfinite(all.front().prediction.step_s))
+      throw UsageError("cluster " + quoted_input(cluster_, 200) + ": its figures give steps past the largest number of seconds a double "
+                       "holds (1.8e308)");
     const std::size_t fitting = static_cast<std::size_t>(
         std::count_if(all.begin(), all.end(), [](const th::PlanCandidate& x) { return x.prediction.fits; }));
     std::printf("# %s (%.2fB parameters) on %d GPUs of %s (%s, %.4g TFLOP/s dense), global batch %lld: %zu layouts "
