@@ -53,6 +53,16 @@ TEST(Sizes, Sweeps) {
   s.min_bytes = 8;
   s.step_bytes = 0;
   EXPECT_THROW(s.sizes(), UsageError);  // would never end
+  // As many sizes as a sweep may hold, and one more.
+  s.min_bytes = 1;
+  s.step_bytes = 1;
+  s.max_bytes = SizeSweep::kMostSizes;
+  EXPECT_EQ(s.sizes().size(), SizeSweep::kMostSizes);
+  EXPECT_EQ(s.sizes().back(), SizeSweep::kMostSizes);
+  s.max_bytes = SizeSweep::kMostSizes + 1;
+  EXPECT_THROW(s.sizes(), UsageError);
+  s.max_bytes = std::size_t{1} << 30;  // a billion sizes: refused before they are listed
+  EXPECT_THROW(s.sizes(), UsageError);
 }
 
 TEST(Launcher, MpirunLine) {

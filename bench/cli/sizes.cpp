@@ -55,6 +55,11 @@ std::vector<std::size_t> SizeSweep::sizes() const {
     throw UsageError("-f " + printable_line(std::to_string(step_factor)) + ": must be a finite number of at least 1");
   std::vector<std::size_t> out;
   for (std::size_t size = min_bytes; size <= max_bytes;) {
+    if (out.size() == kMostSizes)
+      throw UsageError("-b " + format_size(min_bytes) + " to -e " + format_size(max_bytes) + " by " +
+                       (step_factor > 1 ? "-f " + printable_line(std::to_string(step_factor))
+                                        : "-i " + format_size(step_bytes)) +
+                       " is more than " + std::to_string(kMostSizes) + " sizes: raise -i or -f, or narrow -b to -e");
     out.push_back(size);
     // Past -e (or past what a size can hold): the sweep ends.
     const double grown = step_factor > 1 ? std::ceil(static_cast<double>(size) * step_factor)

@@ -16,8 +16,10 @@ struct SizeSweep {
   std::size_t max_bytes = std::size_t{64} << 20;
   std::size_t step_bytes = std::size_t{1} << 20;
   double step_factor = 2;
-  // The sizes, each rounded down to a whole number of elements; refuses inverted ranges.
+  // The sizes, each rounded down to a whole number of elements; refuses inverted ranges and
+  // sweeps of more than kMostSizes sizes (-b 1 -e 1G -i 1 would be a billion, 8 GB of list).
   std::vector<std::size_t> sizes() const;
+  static constexpr std::size_t kMostSizes = 10000;
 };
 
 }  // namespace parity::cli
