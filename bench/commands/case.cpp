@@ -233,7 +233,8 @@ int case_compare(const CompareOptions& o) {
   const Case c = read_case(o.case_file);
   // The float64 training on one device: parameters, gradients, AdamW's moments, activations.
   require_memory_for_case("case compare of " + o.case_file,
-                          theory::reference_gpt_working_set(c.spec.config, c.spec.global_batch, true));
+                          theory::reference_gpt_working_set(c.spec.config, c.spec.global_batch, true),
+                          "compare it on a host with more, or export a smaller case");
   const Results got = read_results(o.results, c);
   const CaseSpec& s = c.spec;
   const Reference want = train_reference(c);

@@ -146,23 +146,27 @@ CaseSpec make_case_spec(CaseSpec s, const std::string& model) {
   return s;
 }
 
-void require_memory_for_case(const std::string& what, double bytes) {
+void require_memory_for_case(const std::string& what, double bytes, const std::string& advice) {
   const unsigned long long available = available_memory_bytes();
   if (available != 0 && bytes > static_cast<double>(available))
     throw UsageError(what + " needs " + record::size_text(bytes) + " of memory but only " + record::size_text(static_cast<double>(available)) +
-                     " is available; choose a smaller --model");
+                     " is available; " + advice);
 }
 
 void write_case(const CaseSpec& s, const std::string& model, const std::string& out_path, bool force) {
   record::check_output_path(out_path, force);
   const fs::path out(out_path);
-  // Refused before any work: the float64 parameters are held whole (and a step's dropout masks
-  // with the float64 passes that draw them), and the file holds them, the tokens and targets in
-  // int64 and the masks in int32.
+  // Refused before any work: the float64 parameters are held whole (and a step's batch, its
+  // tokens and targets as made and as int64, and its dropout masks with the float64 passes
+  // that draw them), and the file holds them, the tokens and targets in int64 and the masks in
+  // int32.
   const double parameter_bytes = 8.0 * static_cast<double>(theory::gpt_parameters(s.config));
   const double activation = static_cast<double>(s.tokens()) * static_cast<double>(s.config.hidden);
   const double mask_bytes = s.dropout > 0 ? 2.0 * s.config.layers * activation * 4 : 0;
-  require_memory_for_case("case export of " + model, parameter_bytes + mask_bytes + (s.dropout > 0 ? 16 * activation : 0));
+  const double batch_bytes = 32.0 * static_cast<double>(s.tokens());
+  require_memory_for_case("case export of " + model,
+                          parameter_bytes + batch_bytes + mask_bytes + (s.dropout > 0 ? 16 * activation : 0),
+                          "choose a smaller --model or --global-batch");
   const double file_bytes = parameter_bytes + s.steps * (16.0 * static_cast<double>(s.tokens()) + mask_bytes);
   const double free = record::free_bytes_on(record::directory_of(out));
   if (free >= 0 && free < file_bytes)
@@ -194,8 +198,8 @@ void write_case(const CaseSpec& s, const std::string& model, const std::string& 
     if (!model::decays(s.adamw.decay_groups, ours)) no_decay.push_back(theirs);
   file.set_attribute("/optimizer", "no_decay", no_decay);
   // The initial parameters, float64, under GPT-2's names ([in, out] weights, as Conv1D). A large
-  // model takes minutes: say what is being made.
-  const bool large = parameter_bytes > 1073741824.0;
+  // model or batch takes minutes: say what is being made, and each step as it is written.
+  const bool large = file_bytes > 1073741824.0;
   if (large)
     std::fprintf(stderr, "[case export] making %s's %.2fB float64 parameters (%s), then writing about %s to %s\n",
                  model.c_str(), parameter_bytes / 8e9, record::size_text(parameter_bytes).c_str(), record::size_text(file_bytes).c_str(),
@@ -216,6 +220,7 @@ void write_case(const CaseSpec& s, const std::string& model, const std::string& 
     if (s.dropout > 0)
       for (const auto& [name, mask] : dropout_masks(*m, s, step))
         write_shaped(file, at + "/dropout/" + name, mask);
+    if (large) std::fprintf(stderr, "[case export] step %d of %d written\n", step + 1, s.steps);
   }
   if (force && fs::exists(out)) fs::remove(out);
   file.commit_as(out);

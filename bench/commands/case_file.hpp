@@ -37,8 +37,9 @@ struct CaseSpec {
 CaseSpec make_case_spec(CaseSpec options, const std::string& model);
 // Writes the case file (refusing an existing `out` unless `force`).
 void write_case(const CaseSpec& spec, const std::string& model, const std::string& out, bool force);
-// UsageError when `bytes` exceed the memory available here ("WHAT needs ... of memory but ...").
-void require_memory_for_case(const std::string& what, double bytes);
+// UsageError when `bytes` exceed the memory available here ("WHAT needs ... of memory but ...;
+// ADVICE").
+void require_memory_for_case(const std::string& what, double bytes, const std::string& advice);
 
 // (parity name, GPT-2 name) of every parameter once (the tied head is the table itself).
 std::vector<std::pair<std::string, std::string>> case_names(const model::GptConfig& config);
