@@ -246,6 +246,9 @@ PipelineBenchPlan plan_pipeline_bench(const PipelineBenchOptions& options, int w
   for (int p : stages)
     if (p > world) throw UsageError("--stages " + std::to_string(p) + " exceeds the world of " + std::to_string(world) + " ranks");
   const std::vector<int> given_m = parse_whole_numbers(options.micro_batches, "--micro-batches");
+  for (int m : given_m)
+    if (m < 1 || m > kMostMicroBatches)
+      throw UsageError("--micro-batches " + std::to_string(m) + ": expected 1 to " + std::to_string(kMostMicroBatches));
   const int most = *std::max_element(stages.begin(), stages.end());
   // Every stage needs a layer: blocks enough for the most stages any schedule makes.
   plan.config.layers = options.layers > 0 ? options.layers : std::max(plan.config.layers, std::max(options.chunks, 2) * most);

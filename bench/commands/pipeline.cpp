@@ -261,7 +261,7 @@ void declare_schedule(CommandOptions& o, PipelineOptions& options, bool stages) 
         .excludes(file)
         .show_default();
   o.add("-m,--micro-batches", options.micro_batches, "Micro-batches per step")
-      .range(1, 100000)
+      .range(1, kMostMicroBatches)
       .excludes(file)
       .show_default();
   o.add("-v,--chunks", options.chunks, "Chunks per rank of interleaved").range(1, 64).excludes(file).show_default();

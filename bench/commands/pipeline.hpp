@@ -9,6 +9,10 @@
 
 namespace parity::cli {
 
+// The most micro-batches a step of a generated schedule takes (pipeline validate, simulate, run
+// and bench pipeline): each is run or simulated, and a schedule is made whole before it runs.
+inline constexpr int kMostMicroBatches = 100000;
+
 struct PipelineOptions {
   std::string schedule_file;  // a CSV, one row per rank; else a generated schedule:
   std::string name = "1f1b";
