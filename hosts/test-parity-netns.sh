@@ -221,8 +221,10 @@ with h5py.File(bench_path, "r") as f:
                                 % (r, h, hosts[r] if 0 <= r < np_ else "no such rank"))
 
 # The calibration's levels: rank 0's ping-pong with rank 1 (its host) is the node link, with the
-# first rank of the other host the network's; TCP between namespaces is slower to start than
-# shared memory within one, so the network's latency is the larger.
+# first rank of the other host the network's, as the peers and hosts recorded show. Their
+# latencies are printed, not compared: TCP between namespaces usually starts slower than shared
+# memory within one, but under load the two measured within a microsecond either way (a test
+# asserts no timing).
 import json
 with h5py.File(calibrate_path, "r") as f:
     hosts = check_hosts(f, "calibrate")
@@ -246,9 +248,10 @@ with h5py.File(calibrate_path, "r") as f:
             print("  calibrate: node %.2f us, %.3g GB/s (rank %d); network %.2f us, %.3g GB/s (rank %d)"
                   % (t["alpha_us"][node], t["bandwidth_GBps"][node], node_peer, t["alpha_us"][net],
                      t["bandwidth_GBps"][net], net_peer))
-            if not t["alpha_us"][net] > t["alpha_us"][node]:
-                problems.append("calibrate: the network's latency %.3g us is not above the node's %.3g us"
-                                % (t["alpha_us"][net], t["alpha_us"][node]))
+            for level, i in (("node", node), ("network", net)):
+                if not (t["alpha_us"][i] > 0 and t["bandwidth_GBps"][i] > 0):
+                    problems.append("calibrate: the %s link's latency %r us and bandwidth %r GB/s are not both above 0"
+                                    % (level, t["alpha_us"][i], t["bandwidth_GBps"][i]))
     # The collectives at every level: the world, each host's ranks (node) and one rank a host
     # (network), each swept at the same sizes, and in the description by level.
     links = table(f, "bench/calibrate_links", "calibrate")
