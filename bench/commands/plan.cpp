@@ -56,8 +56,10 @@ inline const record::TableSpec kPlanScalingTable{
     }};
 
 double pipeline_actions(const theory::PlanLayout& l, int micro_batches) {
-  const bool zero_bubble = l.schedule != theory::PlanSchedule::one_f_one_b;
-  return static_cast<double>(l.pp) * micro_batches * l.v * (zero_bubble ? 3 : 2);
+  const std::string name = l.schedule != theory::PlanSchedule::one_f_one_b ? theory::name_of(l.schedule)
+                           : l.v > 1                                        ? "interleaved"
+                                                                            : "1f1b";
+  return static_cast<double>(parallel::pipeline::action_count(name, l.pp, micro_batches, l.v));
 }
 
 theory::PlanPrediction with_simulated_pipeline(const theory::PlanLayout& l, theory::PlanPrediction p) {
