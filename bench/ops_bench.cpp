@@ -296,7 +296,7 @@ double copy_bandwidth(std::int64_t elements) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The vectorised exp's rate (reference/simd: Highway's exp on the widest instruction set the CPU
+// The vectorised exp's rate (reference/simd's float32 exp on the widest instruction set the CPU
 // has), elements per second over `elements` float32 in place: the ceiling of the ops that take
 // an exp per element (GeLU, softmax, cross-entropy), read as exp_fraction = the op's elements
 // per second over it at the same size.

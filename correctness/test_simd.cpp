@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <limits>
 #include <numbers>
@@ -18,6 +20,8 @@
 #include "reference/simd/simd.hpp"
 #include "reference/tensor/random.hpp"
 #include "reference/tensor/tensor.hpp"
+
+#include <hwy/targets.h>
 
 using namespace parity;
 
@@ -155,12 +159,107 @@ TEST(Simd, EveryLengthGivesEachElementTheSameResult) {
   }
 }
 
+// The instruction sets this CPU runs, each made the one dispatch chooses while f runs.
+template <class F> void on_every_instruction_set(const F& f) {
+  for (const std::int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    const std::string name = simd::target();
+    EXPECT_EQ(name, hwy::TargetName(target));
+    f(name, target);
+    hwy::SetSupportedTargetsForTest(0);
+  }
+}
+
+// Whether an instruction set has fused multiply-add (Highway's numbers order x86 sets best first).
+bool has_fma(std::int64_t target) {
+#if HWY_ARCH_X86
+  return target <= HWY_AVX2;
+#else
+  return target != HWY_SCALAR && target != HWY_EMU128;
+#endif
+}
+
+// simd::exp against exp taken in float64 (exact to far below a float32 ulp) over a stride of
+// 2^24 float32 patterns and the edges, on every instruction set: within simd.hpp's bound of the
+// exact value (1 ulp with FMA, 1.01 without), an ulp being the spacing of float32 at the
+// correctly rounded result (2^-149 among subnormals); inf where the correctly rounded result is,
+// 0 for -inf, NaN for NaN.
+TEST(Simd, Float32ExpIsWithinOneUlpOfExact) {
+  std::vector<float> x;
+  for (std::uint64_t u = 0; u < (1ull << 32); u += 256) x.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(u + 17)));
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 1.0f, -1.0f, 88.72283f, 88.72284f, 88.7228394f, 89.0f, 100.0f, -87.33654f,
+                  -87.3365479f, -103.972076f, -103.972084f, -104.0f, -150.0f, -1e30f, 1e30f, inf,
+                  std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::max(),
+                  std::numeric_limits<float>::lowest(), std::numeric_limits<float>::denorm_min(), -inf})
+    x.push_back(v);
+  std::vector<double> exact(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) exact[i] = std::exp(static_cast<double>(x[i]));
+  on_every_instruction_set([&](const std::string& name, std::int64_t target) {
+    const double bound = has_fma(target) ? 1.0 : 1.01;
+    std::vector<float> y(x.size());
+    simd::exp(x.data(), y.data(), x.size());
+    double worst = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      if (std::isnan(x[i])) {
+        EXPECT_TRUE(std::isnan(y[i])) << name << " " << x[i];
+        continue;
+      }
+      const float rounded = static_cast<float>(exact[i]);
+      if (std::isinf(rounded)) {
+        EXPECT_EQ(y[i], inf) << name << " " << x[i];
+        continue;
+      }
+      int exponent = 0;
+      std::frexp(rounded, &exponent);
+      const double ulp = std::ldexp(1.0, std::max(exponent, std::numeric_limits<float>::min_exponent) - 24);
+      const double error = std::abs(static_cast<double>(y[i]) - exact[i]) / ulp;
+      worst = std::max(worst, error);
+      ASSERT_LE(error, bound) << name << ": exp(" << x[i] << ") = " << y[i] << ", exact " << exact[i];
+    }
+    EXPECT_EQ(y.back(), 0.0f) << name << ": exp(-inf)";
+    EXPECT_GT(worst, 0.5) << "the sample reaches the rounding the bound is about";
+    std::printf("simd::exp on %s: worst %.3f ulp over %zu float32 values\n", name.c_str(), worst, x.size());
+  });
+}
+
+// simd::exp, GeLU and a softmax row give the same bits on every instruction set with fused
+// multiply-add this CPU runs (AVX-512 scales by 2^n in one instruction, the others by two powers
+// built from bits). Without FMA (x86 before AVX2) the polynomial rounds twice a step: within the
+// bound above, not the same bits.
+TEST(Simd, Float32ExpIsTheSameOnEveryInstructionSetWithFma) {
+  std::vector<float> x;
+  for (std::uint64_t u = 0; u < (1ull << 32); u += 65537) x.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(u)));
+  std::vector<float> row(1000);
+  for (std::size_t i = 0; i < row.size(); ++i) row[i] = std::sin(0.37f * static_cast<float>(i)) * 30.0f;
+  const auto run = [&] {
+    std::vector<float> out(x.size() * 2 + row.size() + 1);
+    simd::exp(x.data(), out.data(), x.size());
+    simd::gelu_forward(x.data(), out.data() + x.size(), x.size());
+    out.back() = simd::softmax_row(row.data(), out.data() + 2 * x.size(), row.size());
+    return out;
+  };
+  const std::vector<float> best = run();
+  std::size_t compared = 0;
+  on_every_instruction_set([&](const std::string& name, std::int64_t target) {
+    if (!has_fma(target)) return;
+    ++compared;
+    const std::vector<float> out = run();
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      if (std::isnan(out[i]) && std::isnan(best[i])) continue;
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(out[i]), std::bit_cast<std::uint32_t>(best[i])) << name << " element " << i;
+    }
+  });
+  EXPECT_GE(compared, 1u);
+  std::printf("simd::exp: the same bits on %zu instruction sets with FMA\n", compared);
+}
+
 // GeLU against the scalar code it replaced (the same operations in the same order in T, libm's
 // exp). The two may round exp's argument a = -2u differently (the vector code's multiplies and
 // adds may be fused), each within 5 ulp of a (the constant's rounding, the cubic's two products,
 // the sum and the two scales), and exp turns an error of r |a| in a into r |a| of its result:
-// so within (4 + 10 |a|) ulp of T, 4 for the two exps (at most 1 ulp each, Highway's and
-// glibc's) and the division and products after them, or 4 ulp of T's smallest normal below that;
+// so within (4 + 10 |a|) ulp of T, 4 for the two exps (at most 1 ulp each, simd::exp or
+// Highway's, and glibc's) and the division and products after them, or 4 ulp of T's smallest normal below that;
 // the far left exactly 0, NaN kept, +inf kept.
 template <typename T> T scalar_one_plus_exp(T x) {
   const T k = static_cast<T>(std::sqrt(2.0 / std::numbers::pi));
@@ -168,11 +267,12 @@ template <typename T> T scalar_one_plus_exp(T x) {
 }
 
 template <typename T> void expect_gelu_as_scalar() {
-  const std::vector<T> far{T(-9), T(-12), T(-60), T(-1e4), T(12), T(60)};
-  std::vector<T> x(8001 + far.size());
+  const std::array far{T(-9), T(-12), T(-60), T(-1e4), T(12), T(60)};
+  constexpr std::size_t kCount = 8001 + far.size();
+  std::vector<T> x(kCount);
   for (std::size_t i = 0; i < 8001; ++i) x[i] = static_cast<T>(static_cast<int>(i) - 4000) * T(0.0025) + T(0.00031);
   std::copy(far.begin(), far.end(), x.begin() + 8001);
-  std::vector<T> y(x.size()), dx(x.size()), dy(x.size(), T(0.75));
+  std::vector<T> y(kCount), dx(kCount), dy(kCount, T(0.75));
   simd::gelu_forward(x.data(), y.data(), x.size());
   simd::gelu_backward(dy.data(), x.data(), dx.data(), x.size());
   const T k = static_cast<T>(std::sqrt(2.0 / std::numbers::pi)), ulp = std::numeric_limits<T>::epsilon();

@@ -11,6 +11,8 @@
 #include <hwy/highway.h>
 #include <hwy/contrib/math/math-inl.h>
 
+#include "reference/simd/vectors-inl.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -18,58 +20,87 @@
 #include <cstring>
 #include <limits>
 #include <numbers>
+#include <type_traits>
 
 HWY_BEFORE_NAMESPACE();
 namespace parity::simd::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Runs body(offset, count) over whole vectors, then once over the tail as a part of a vector
-// (load and store below), so that every element takes the same arithmetic whatever n is.
-template <class D, class Body> HWY_INLINE void over_vectors(D d, std::size_t n, const Body& body) {
-  const std::size_t lanes = hn::Lanes(d);
-  std::size_t i = 0;
-  for (; i + lanes <= n; i += lanes) body(i, lanes);
-  if (i < n) body(i, n - i);
+// exp for float32 (parity's own; Highway's serves float64): x = n ln2 + r with n an integer and
+// |r| <= ln2 / 2 (ln2 in two parts, so n ln2 is exact), exp(r) by a degree-6 polynomial fitted
+// for relative error (7.4e-9 on that range) and evaluated by Horner's rule with fused
+// multiply-adds, then times 2^n. Within 1 ulp of the exact value for every float32 with FMA,
+// 1.01 without (correctness/test_simd.cpp samples 2^24 of them); x above 88.72 gives inf, below -103.97 0
+// (subnormals between, rounded once), NaN stays NaN. The argument is clamped to [-104, 89]
+// first, where n fits in a float's exponent twice over. AVX-512 scales by 2^n in one
+// instruction (vscalefps); elsewhere 2^n is applied as two powers of two built from bits,
+// 2^(n >> 1) exactly and then the rest, so that the one rounding is the same and every
+// instruction set gives the same bits.
+template <class D> HWY_INLINE hn::Vec<D> exp_f32(D d, hn::Vec<D> x) {
+  static_assert(std::is_same_v<hn::TFromD<D>, float>);
+  const auto lowest = hn::Set(d, -104.0f), highest = hn::Set(d, 89.0f);
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  constexpr bool kScalef = std::is_same_v<hn::Vec<D>, hn::Vec512<float>>;
+#else
+  constexpr bool kScalef = false;
+#endif
+  hn::Vec<D> clamped;
+  if constexpr (kScalef)  // maxps and minps return their second operand where either is NaN: NaN stays
+    clamped = hn::Vec<D>{_mm512_min_ps(highest.raw, _mm512_max_ps(lowest.raw, x.raw))};
+  else
+    clamped = hn::Min(hn::Max(x, lowest), highest);
+  const auto n = hn::Round(hn::Mul(clamped, hn::Set(d, 1.44269504088896341f)));
+  auto r = hn::MulAdd(n, hn::Set(d, -0.693145751953125f), clamped);  // ln2's top 16 bits: n ln2 exact
+  r = hn::MulAdd(n, hn::Set(d, -1.428606765330187045e-6f), r);        // the rest of ln2
+  auto p = hn::Set(d, 0.001390352612361312f);
+  for (const float c : {0.008366251364350319f, 0.04166676849126816f, 0.1666654348373413f, 0.5f})
+    p = hn::MulAdd(p, r, hn::Set(d, c));
+#if HWY_NATIVE_FMA
+  p = hn::MulAdd(hn::MulAdd(p, r, hn::Set(d, 1.0f)), r, hn::Set(d, 1.0f));
+#else  // unfused: 1 + (r + r^2 p) rounds less than 1 + r (1 + r p)
+  p = hn::Add(hn::Set(d, 1.0f), hn::Add(r, hn::Mul(hn::Mul(r, r), p)));
+#endif
+  if constexpr (kScalef) {
+    return hn::Vec<D>{_mm512_scalef_ps(p.raw, n.raw)};
+  } else {
+    const hn::RebindToSigned<D> di;
+    const auto whole = hn::ConvertTo(di, n), half = hn::ShiftRight<1>(whole), bias = hn::Set(di, 127);
+    const auto first = hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(half, bias)));
+    const auto second = hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(hn::Sub(whole, half), bias)));
+    return hn::IfThenElse(hn::IsNaN(x), x, hn::Mul(hn::Mul(p, first), second));
+  }
 }
 
-// A vector of lanes from p (count < Lanes: the rest zero) and its store back. AVX-512 loads and
-// stores a part of a vector under a mask, touching only its lanes; elsewhere the part goes
-// through a buffer.
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-constexpr bool kMaskedMemory = true;
-#else
-constexpr bool kMaskedMemory = false;
-#endif
-template <class D, typename T> HWY_INLINE hn::Vec<D> load(D d, const T* p, std::size_t count) {
-  if (count == hn::Lanes(d)) return hn::LoadU(d, p);
-  if constexpr (kMaskedMemory) return hn::MaskedLoad(hn::FirstN(d, count), d, p);
-  constexpr std::size_t kMax = HWY_MAX_BYTES / sizeof(T);
-  HWY_ALIGN T buffer[kMax] = {};
-  std::memcpy(buffer, p, std::min(count, kMax) * sizeof(T));
-  return hn::Load(d, buffer);
+// exp of either type: float32 by exp_f32, float64 by Highway's.
+template <class D> HWY_INLINE hn::Vec<D> exp_any(D d, hn::Vec<D> x) {
+  if constexpr (std::is_same_v<hn::TFromD<D>, float>)
+    return exp_f32(d, x);
+  else
+    return hn::Exp(d, x);
 }
-template <class D, typename T> HWY_INLINE void store(D d, hn::Vec<D> v, T* p, std::size_t count) {
-  if (count == hn::Lanes(d)) return hn::StoreU(v, d, p);
-  if constexpr (kMaskedMemory) return hn::BlendedStore(v, hn::FirstN(d, count), d, p);
-  constexpr std::size_t kMax = HWY_MAX_BYTES / sizeof(T);
-  HWY_ALIGN T buffer[kMax];
-  hn::Store(v, d, buffer);
-  std::memcpy(p, buffer, std::min(count, kMax) * sizeof(T));
+
+void ExpF32(const float* x, float* y, std::size_t n) {
+  const hn::ScalableTag<float> d;
+  over_vectors(d, n, [&](std::size_t i, std::size_t count) { store(d, exp_f32(d, load(d, x + i, count)), y + i, count); });
 }
 
 // 1 + exp(-2u) for GeLU, the scalar code's operations in its order: u = k (x + ((c x) x) x).
-// Above an argument of 88 (float32) or 706 (float64: the top of Highway's valid range) exp is
-// taken as inf, as libm's is from 88.72 and 709.78: GeLU's value there is x e^-2u, below
-// 1e-37 and 1e-305 of x, and it becomes 0 a little sooner.
+// float64: above an argument of 706 (the top of Highway's valid range) exp is taken as inf, as
+// libm's is from 709.78: GeLU's value there is x e^-2u, below 1e-305 of x, and it becomes 0 a
+// little sooner. float32's exp_f32 overflows where libm's does.
 template <class D> HWY_INLINE hn::Vec<D> one_plus_exp(D d, hn::Vec<D> x) {
   using T = hn::TFromD<D>;
   const auto k = hn::Set(d, static_cast<T>(std::sqrt(2.0 / std::numbers::pi)));
   const auto cube = hn::Mul(hn::Mul(hn::Mul(hn::Set(d, T(0.044715)), x), x), x);
   const auto u = hn::Mul(k, hn::Add(x, cube));
   const auto argument = hn::Mul(hn::Set(d, T(-2)), u);
-  const auto limit = hn::Set(d, sizeof(T) == 4 ? T(88) : T(706));
-  const auto e = hn::IfThenElse(hn::Gt(argument, limit), hn::Inf(d), hn::Exp(d, hn::Min(argument, limit)));
-  return hn::Add(hn::Set(d, T(1)), e);
+  if constexpr (std::is_same_v<T, float>) {
+    return hn::Add(hn::Set(d, T(1)), exp_f32(d, argument));
+  } else {
+    const auto limit = hn::Set(d, T(706));
+    const auto e = hn::IfThenElse(hn::Gt(argument, limit), hn::Inf(d), hn::Exp(d, hn::Min(argument, limit)));
+    return hn::Add(hn::Set(d, T(1)), e);
+  }
 }
 
 template <typename T> void GeluForward(const T* x, T* y, std::size_t n) {
@@ -125,23 +156,36 @@ template <typename T, class Term> HWY_INLINE T blocked_sum(std::size_t n, const 
   return partial[0];
 }
 
+// Four running maxima over whole vectors (independent chains, so the loop runs at the loads'
+// rate), the tail's lanes past n taken as -inf.
 template <typename T> T RowMax(const T* x, std::size_t n) {
   const hn::ScalableTag<T> d;
+  const std::size_t lanes = hn::Lanes(d);
   const auto lowest = hn::Set(d, -std::numeric_limits<T>::infinity());
-  auto acc = lowest;
-  over_vectors(d, n, [&](std::size_t i, std::size_t count) {
-    acc = hn::Max(acc, hn::IfThenElse(hn::FirstN(d, count), load(d, x + i, count), lowest));
-  });
-  HWY_ALIGN T lanes[HWY_MAX_BYTES / sizeof(T)];
-  hn::Store(acc, d, lanes);
+  auto a0 = lowest, a1 = lowest, a2 = lowest, a3 = lowest;
+  std::size_t i = 0;
+  for (; i + 4 * lanes <= n; i += 4 * lanes) {
+    a0 = hn::Max(a0, hn::LoadU(d, x + i));
+    a1 = hn::Max(a1, hn::LoadU(d, x + i + lanes));
+    a2 = hn::Max(a2, hn::LoadU(d, x + i + 2 * lanes));
+    a3 = hn::Max(a3, hn::LoadU(d, x + i + 3 * lanes));
+  }
+  for (; i < n; i += lanes) {
+    const std::size_t count = std::min(lanes, n - i);
+    a0 = hn::Max(a0, hn::IfThenElse(hn::FirstN(d, count), load(d, x + i, count), lowest));
+  }
+  const auto acc = hn::Max(hn::Max(a0, a1), hn::Max(a2, a3));
+  HWY_ALIGN T lanes_of[HWY_MAX_BYTES / sizeof(T)];
+  hn::Store(acc, d, lanes_of);
   T m = -std::numeric_limits<T>::infinity();
-  for (std::size_t j = 0; j < hn::Lanes(d); ++j) m = std::max(m, lanes[j]);
+  for (std::size_t j = 0; j < lanes; ++j) m = std::max(m, lanes_of[j]);
   return m;
 }
 
-template <typename T> T ExpSum(const T* x, std::size_t n, T shift, T* out) {
+template <typename T> T ExpSum(const T* x, std::size_t n, T shift, T* out, const T* next = nullptr) {
   return blocked_sum<T>(n, [&](auto d, std::size_t i, std::size_t count) {
-    const auto e = hn::Exp(d, hn::Sub(load(d, x + i, count), hn::Set(d, shift)));
+    if (next) hwy::Prefetch(next + i);  // a vector's worth: at most a cache line
+    const auto e = exp_any(d, hn::Sub(load(d, x + i, count), hn::Set(d, shift)));
     if (out) store(d, e, out + i, count);
     return e;
   });
@@ -276,8 +320,8 @@ template <typename T> void AdamWUpdate(T* p, const T* g, T* m, T* v, std::size_t
   auto name##F32 float_args { return call; }                  \
   auto name##F64 double_args { return call; }
 PARITY_SIMD_BOTH(RowMax, (const float* x, std::size_t n), (const double* x, std::size_t n), RowMax(x, n))
-PARITY_SIMD_BOTH(ExpSum, (const float* x, std::size_t n, float s, float* o), (const double* x, std::size_t n, double s, double* o),
-                 ExpSum(x, n, s, o))
+PARITY_SIMD_BOTH(ExpSum, (const float* x, std::size_t n, float s, float* o, const float* next),
+                 (const double* x, std::size_t n, double s, double* o, const double* next), ExpSum(x, n, s, o, next))
 PARITY_SIMD_BOTH(RowSum, (const float* x, std::size_t n), (const double* x, std::size_t n), RowSum(x, n))
 PARITY_SIMD_BOTH(RowDot, (const float* a, const float* b, std::size_t n), (const double* a, const double* b, std::size_t n),
                  RowDot(a, b, n))
@@ -431,109 +475,6 @@ void Bf16Add(const std::uint16_t* a, const std::uint16_t* b, std::uint16_t* out,
   });
 }
 
-// ---- Philox 4x32-10, a counter per 64-bit lane, each 32-bit word in the low half of a lane.
-struct PhiloxKeys {
-  std::uint32_t k0[10], k1[10];  // the key at each round (the Weyl sequence)
-};
-inline PhiloxKeys philox_keys(std::uint64_t seed) {
-  PhiloxKeys k{};
-  k.k0[0] = static_cast<std::uint32_t>(seed);
-  k.k1[0] = static_cast<std::uint32_t>(seed >> 32);
-  for (int r = 1; r < 10; ++r) {
-    k.k0[r] = k.k0[r - 1] + 0x9E3779B9u;
-    k.k1[r] = k.k1[r - 1] + 0xBB67AE85u;
-  }
-  return k;
-}
-
-// The four words of counters first + i + lane (lanes of d), as (w0 << 32 | w1, w2 << 32 | w3).
-#if HWY_TARGET == HWY_SCALAR
-// One lane: the scalar rounds (64-bit lanes do not split into 32-bit ones here).
-template <class D>
-HWY_INLINE void philox_lanes(D d, const PhiloxKeys& k, std::uint64_t stream, std::uint64_t counter, hn::Vec<D>& bits01,
-                             hn::Vec<D>& bits23) {
-  std::uint32_t c[4] = {static_cast<std::uint32_t>(counter), static_cast<std::uint32_t>(counter >> 32),
-                        static_cast<std::uint32_t>(stream), static_cast<std::uint32_t>(stream >> 32)};
-  for (int r = 0; r < 10; ++r) {
-    const std::uint64_t p0 = std::uint64_t{0xD2511F53u} * c[0], p1 = std::uint64_t{0xCD9E8D57u} * c[2];
-    const std::uint32_t next[4] = {static_cast<std::uint32_t>(p1 >> 32) ^ c[1] ^ k.k0[r], static_cast<std::uint32_t>(p1),
-                                   static_cast<std::uint32_t>(p0 >> 32) ^ c[3] ^ k.k1[r], static_cast<std::uint32_t>(p0)};
-    std::copy(next, next + 4, c);
-  }
-  bits01 = hn::Set(d, (std::uint64_t{c[0]} << 32) | c[1]);
-  bits23 = hn::Set(d, (std::uint64_t{c[2]} << 32) | c[3]);
-}
-#else
-template <class D>
-HWY_INLINE void philox_lanes(D d, const PhiloxKeys& k, std::uint64_t stream, std::uint64_t counter, hn::Vec<D>& bits01,
-                             hn::Vec<D>& bits23) {
-  const hn::Repartition<std::uint32_t, D> d32;
-  const auto low = hn::Set(d, 0xFFFFFFFFull);
-  const auto m0 = hn::BitCast(d32, hn::Set(d, 0xD2511F53ull)), m1 = hn::BitCast(d32, hn::Set(d, 0xCD9E8D57ull));
-  const auto index = hn::Add(hn::Set(d, counter), hn::Iota(d, 0));
-  auto c0 = hn::And(index, low), c1 = hn::ShiftRight<32>(index);
-  auto c2 = hn::Set(d, stream & 0xFFFFFFFFull), c3 = hn::Set(d, stream >> 32);
-  for (int r = 0; r < 10; ++r) {
-    const auto p0 = hn::MulEven(hn::BitCast(d32, c0), m0), p1 = hn::MulEven(hn::BitCast(d32, c2), m1);
-    const auto n0 = hn::Xor(hn::Xor(hn::ShiftRight<32>(p1), c1), hn::Set(d, std::uint64_t{k.k0[r]}));
-    const auto n2 = hn::Xor(hn::Xor(hn::ShiftRight<32>(p0), c3), hn::Set(d, std::uint64_t{k.k1[r]}));
-    c1 = hn::And(p1, low);
-    c3 = hn::And(p0, low);
-    c0 = n0;
-    c2 = n2;
-  }
-  bits01 = hn::Or(hn::ShiftLeft<32>(c0), c1);
-  bits23 = hn::Or(hn::ShiftLeft<32>(c2), c3);
-}
-#endif
-
-void PhiloxBits(std::uint64_t seed, std::uint64_t stream, std::uint64_t first, std::size_t n, std::uint64_t* bits01,
-                std::uint64_t* bits23) {
-  const hn::ScalableTag<std::uint64_t> d;
-  const PhiloxKeys k = philox_keys(seed);
-  over_vectors(d, n, [&](std::size_t i, std::size_t count) {
-    hn::Vec<decltype(d)> b01, b23;
-    philox_lanes(d, k, stream, first + i, b01, b23);
-    store(d, b01, bits01 + i, count);
-    if (bits23) store(d, b23, bits23 + i, count);
-  });
-}
-
-// Dropout a vector of 64-bit lanes at a time; float32 data through float64 lanes (the product of
-// two float32 values is exact in float64, so rounding it to float32 gives the float32 product).
-template <typename T>
-void Dropout(const T* in, T* out, std::size_t n, std::uint64_t seed, std::uint64_t stream, std::uint64_t first,
-             std::uint64_t keep_from, T scale) {
-  const hn::ScalableTag<std::uint64_t> du;
-  const hn::Rebind<double, decltype(du)> dd;
-  const hn::Rebind<std::int64_t, decltype(du)> di;
-  const hn::Rebind<T, decltype(du)> dt;
-  const PhiloxKeys k = philox_keys(seed);
-  const auto threshold = hn::Set(di, static_cast<std::int64_t>(keep_from));
-  const auto factor = hn::Set(dd, static_cast<double>(scale));
-  over_vectors(du, n, [&](std::size_t i, std::size_t count) {
-    hn::Vec<decltype(du)> b01, b23;
-    philox_lanes(du, k, stream, first + i, b01, b23);
-    // Both sides below 2^53: a signed comparison is the unsigned one.
-    const auto keep = hn::RebindMask(dd, hn::Not(hn::Lt(hn::BitCast(di, hn::ShiftRight<12>(b01)), threshold)));
-    const auto x = load(dt, in + i, count);
-    if constexpr (sizeof(T) == 8) {
-      store(dt, hn::IfThenElseZero(keep, hn::Mul(x, factor)), out + i, count);
-    } else {
-      const auto product = hn::Mul(hn::PromoteTo(dd, x), factor);
-      store(dt, hn::DemoteTo(dt, hn::IfThenElseZero(keep, product)), out + i, count);
-    }
-  });
-}
-void DropoutF32(const float* in, float* out, std::size_t n, std::uint64_t seed, std::uint64_t stream, std::uint64_t first,
-                std::uint64_t keep_from, float scale) {
-  Dropout(in, out, n, seed, stream, first, keep_from, scale);
-}
-void DropoutF64(const double* in, double* out, std::size_t n, std::uint64_t seed, std::uint64_t stream,
-                std::uint64_t first, std::uint64_t keep_from, double scale) {
-  Dropout(in, out, n, seed, stream, first, keep_from, scale);
-}
-
 const char* Target() { return hwy::TargetName(HWY_TARGET); }
 
 }  // namespace parity::simd::HWY_NAMESPACE
@@ -543,6 +484,7 @@ HWY_AFTER_NAMESPACE();
 
 namespace parity::simd {
 
+HWY_EXPORT(ExpF32);
 HWY_EXPORT(GeluForwardF32);
 HWY_EXPORT(GeluForwardF64);
 HWY_EXPORT(GeluBackwardF32);
@@ -554,9 +496,6 @@ HWY_EXPORT(FloatToBf16);
 HWY_EXPORT(HalfAdd);
 HWY_EXPORT(Bf16Add);
 HWY_EXPORT(Target);
-HWY_EXPORT(PhiloxBits);
-HWY_EXPORT(DropoutF32);
-HWY_EXPORT(DropoutF64);
 HWY_EXPORT(RowMaxF32);
 HWY_EXPORT(RowMaxF64);
 HWY_EXPORT(ExpSumF32);
@@ -588,6 +527,7 @@ HWY_EXPORT(SoftmaxBackwardApplyF64);
 HWY_EXPORT(AdamWF32);
 HWY_EXPORT(AdamWF64);
 
+void exp(const float* x, float* y, std::size_t n) { HWY_DYNAMIC_DISPATCH(ExpF32)(x, y, n); }
 void gelu_forward(const float* x, float* y, std::size_t n) { HWY_DYNAMIC_DISPATCH(GeluForwardF32)(x, y, n); }
 void gelu_forward(const double* x, double* y, std::size_t n) { HWY_DYNAMIC_DISPATCH(GeluForwardF64)(x, y, n); }
 void gelu_backward(const float* dy, const float* x, float* dx, std::size_t n) {
@@ -606,25 +546,15 @@ void half_add(const std::uint16_t* a, const std::uint16_t* b, std::uint16_t* out
 void bf16_add(const std::uint16_t* a, const std::uint16_t* b, std::uint16_t* out, std::size_t n) {
   HWY_DYNAMIC_DISPATCH(Bf16Add)(a, b, out, n);
 }
-void philox_bits(std::uint64_t seed, std::uint64_t stream, std::uint64_t first, std::size_t n, std::uint64_t* bits01,
-                 std::uint64_t* bits23) {
-  HWY_DYNAMIC_DISPATCH(PhiloxBits)(seed, stream, first, n, bits01, bits23);
-}
-void dropout(const float* in, float* out, std::size_t n, std::uint64_t seed, std::uint64_t stream, std::uint64_t first,
-             std::uint64_t keep_from, float scale) {
-  HWY_DYNAMIC_DISPATCH(DropoutF32)(in, out, n, seed, stream, first, keep_from, scale);
-}
-void dropout(const double* in, double* out, std::size_t n, std::uint64_t seed, std::uint64_t stream,
-             std::uint64_t first, std::uint64_t keep_from, double scale) {
-  HWY_DYNAMIC_DISPATCH(DropoutF64)(in, out, n, seed, stream, first, keep_from, scale);
-}
 const char* target() { return HWY_DYNAMIC_DISPATCH(Target)(); }
 
 float row_max(const float* x, std::size_t n) { return HWY_DYNAMIC_DISPATCH(RowMaxF32)(x, n); }
 double row_max(const double* x, std::size_t n) { return HWY_DYNAMIC_DISPATCH(RowMaxF64)(x, n); }
-float exp_sum(const float* x, std::size_t n, float shift, float* out) { return HWY_DYNAMIC_DISPATCH(ExpSumF32)(x, n, shift, out); }
-double exp_sum(const double* x, std::size_t n, double shift, double* out) {
-  return HWY_DYNAMIC_DISPATCH(ExpSumF64)(x, n, shift, out);
+float exp_sum(const float* x, std::size_t n, float shift, float* out, const float* next) {
+  return HWY_DYNAMIC_DISPATCH(ExpSumF32)(x, n, shift, out, next);
+}
+double exp_sum(const double* x, std::size_t n, double shift, double* out, const double* next) {
+  return HWY_DYNAMIC_DISPATCH(ExpSumF64)(x, n, shift, out, next);
 }
 float row_sum(const float* x, std::size_t n) { return HWY_DYNAMIC_DISPATCH(RowSumF32)(x, n); }
 double row_sum(const double* x, std::size_t n) { return HWY_DYNAMIC_DISPATCH(RowSumF64)(x, n); }
