@@ -121,9 +121,7 @@ CheckpointBenchPlan plan_checkpoint_bench(const CheckpointBenchOptions& options)
   if (options.batch < 1) throw UsageError("--batch must be at least 1");
   if (options.steps < 1) throw UsageError("--steps must be at least 1");
   if (options.warmup < 0) throw UsageError("--warmup must not be negative");
-  if (options.layers < 0) throw UsageError("--layers must be at least 1 (0: the preset's)");
-  // As bench pipeline's: each layer count from 2 to L is a policy of the default sweep.
-  if (options.layers > 1024) throw UsageError("--layers " + std::to_string(options.layers) + ": expected 0 to 1024");
+  check_swept_layers(options.layers);
   if (!(options.dropout >= 0 && options.dropout < 1))
     throw UsageError("--dropout " + std::to_string(options.dropout) + " must be in [0, 1)");
   const DataType dtype = parse_data_type(options.dtype);

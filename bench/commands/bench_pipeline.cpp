@@ -228,7 +228,7 @@ PipelineBenchPlan plan_pipeline_bench(const PipelineBenchOptions& options, int w
   if (options.steps < 1) throw UsageError("--steps must be at least 1");
   if (options.warmup < 0) throw UsageError("--warmup must not be negative");
   if (options.chunks < 1 || options.chunks > 64) throw UsageError("--chunks " + std::to_string(options.chunks) + ": expected 1 to 64");
-  if (options.layers < 0 || options.layers > 1024) throw UsageError("--layers " + std::to_string(options.layers) + ": expected 0 to 1024");
+  check_swept_layers(options.layers);
   PipelineBenchPlan plan;
   plan.model = options.model;
   plan.config = find_model_preset(options.model).config;

@@ -50,9 +50,10 @@ std::string read_schedule_file(const std::string& path) {
 }
 
 // Bytes per action to generate, check and simulate a schedule (the actions, the simulator's
-// events and intervals): 87 to 106 measured for 1f1b, interleaved and zb-v at 2.5M to 4M actions
-// (peak resident memory over a run of 4 actions), rounded up.
-constexpr double kBytesPerAction = 128;
+// events and intervals): 78 to 81 measured for gpipe, 1f1b, interleaved, zb-h1 and zb-v at 2M to
+// 4M actions (peak resident memory over a run of 64 actions, `/usr/bin/time -f %M`), with a
+// fifth for what the allocator keeps.
+constexpr double kBytesPerAction = 96;
 
 // A generated schedule too large for this machine is refused before it is made.
 void check_schedule_fits(const PipelineOptions& o) {

@@ -36,6 +36,11 @@ const ModelPreset& find_model_preset(const std::string& name) {
   throw UsageError("'" + name + "' is not a known model (" + known + ")");
 }
 
+void check_swept_layers(int layers) {
+  if (layers < 0 || layers > kMostSweptLayers)
+    throw UsageError("--layers " + std::to_string(layers) + ": expected 0 to " + std::to_string(kMostSweptLayers));
+}
+
 std::string model_presets_help() {
   std::string names;
   for (const auto& p : model_presets()) names += " " + p.name + " (" + p.config.describe() + ");";

@@ -19,6 +19,12 @@ const ModelPreset& find_model_preset(const std::string& name);
 // " tiny (V=256 ...); small (...); ...": the presets for an option's help.
 std::string model_presets_help();
 
+// The most blocks `--layers` takes where each layer count up to it is a run of the default sweep
+// (bench pipeline's layer balance, bench checkpoint's policies): 0 (the preset's) to this, or
+// a one-line UsageError.
+inline constexpr int kMostSweptLayers = 1024;
+void check_swept_layers(int layers);
+
 // What a rank holds training `config` on `rows` sequences of `tokens` tokens each, beside its
 // blocks' activations: parameters, gradients and AdamW's two moments (in 16 bits the moments and
 // the float32 master weights at 4 bytes), the logits and their gradient, and a few transient
