@@ -330,6 +330,26 @@ TEST(Simd, RowSumsTakeTheStatedBlockedOrder) {
   }
 }
 
+// row_max finds the maximum wherever it stands: at every position of rows whose lengths end in
+// each part of the vector loop (four vectors at a time, one at a time, a part of one), among
+// negative values and -inf; a row of -inf (or none) gives -inf.
+TEST(Simd, RowMaxFindsTheMaximumAtEveryPosition) {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (std::size_t n : {1, 7, 16, 17, 63, 64, 65, 100, 130, 200}) {
+    std::vector<float> x(n);
+    for (std::size_t p = 0; p < n; ++p) {
+      for (std::size_t i = 0; i < n; ++i) x[i] = i % 5 == 3 ? -inf : -1.0f - static_cast<float>(i % 11);
+      x[p] = 0.5f;
+      ASSERT_EQ(simd::row_max(x.data(), n), 0.5f) << "length " << n << ", maximum at " << p;
+      std::vector<double> wide(x.begin(), x.end());
+      ASSERT_EQ(simd::row_max(wide.data(), n), 0.5) << "length " << n << ", maximum at " << p;
+    }
+    std::fill(x.begin(), x.end(), -inf);
+    EXPECT_EQ(simd::row_max(x.data(), n), -inf);
+  }
+  EXPECT_EQ(simd::row_max(static_cast<const float*>(nullptr), 0), -inf);
+}
+
 // scale_twice is two scale passes in one, bit for bit (each product rounded, never fused); the
 // softmax of a row into another array is the in-place one, its log-sum-exp too. Lengths ending in
 // a partial vector; nothing past the end written.
