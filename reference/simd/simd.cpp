@@ -30,12 +30,12 @@ namespace hn = hwy::HWY_NAMESPACE;
 // |r| <= ln2 / 2 (ln2 in two parts, so n ln2 is exact), exp(r) by a degree-6 polynomial fitted
 // for relative error (7.4e-9 on that range) and evaluated by Horner's rule with fused
 // multiply-adds, then times 2^n. Within 1 ulp of the exact value for every float32 with FMA,
-// 1.01 without (correctness/test_simd.cpp samples 2^24 of them); x above 88.72 gives inf, below -103.97 0
-// (subnormals between, rounded once), NaN stays NaN. The argument is clamped to [-104, 89]
-// first, where n fits in a float's exponent twice over. AVX-512 scales by 2^n in one
-// instruction (vscalefps); elsewhere 2^n is applied as two powers of two built from bits,
-// 2^(n >> 1) exactly and then the rest, so that the one rounding is the same and every
-// instruction set gives the same bits.
+// 1.01 without (correctness/test_simd.cpp samples 2^24 of them on every instruction set); x
+// above 88.72 gives inf, below -103.97 0 (subnormals between, rounded once), NaN stays NaN. The
+// argument is clamped to [-104, 89] first, where n fits in a float's exponent twice over.
+// AVX-512 scales by 2^n in one instruction (vscalefps); elsewhere 2^n is applied as two powers
+// of two built from bits, 2^(n >> 1) exactly and then the rest, so that the one rounding is the
+// same and every instruction set with FMA gives the same bits.
 template <class D> HWY_INLINE hn::Vec<D> exp_f32(D d, hn::Vec<D> x) {
   static_assert(std::is_same_v<hn::TFromD<D>, float>);
   const auto lowest = hn::Set(d, -104.0f), highest = hn::Set(d, 89.0f);
