@@ -253,6 +253,19 @@ struct PublishedSpotCheck {
   bool mfu;  // figure is MFU, else TFLOP/s per GPU
 };
 const std::vector<PublishedSpotCheck>& published_spot_checks();
+// Published seconds per step of runs whose whole layout is stated, held to 10% beside Table 1:
+// Korthikanti et al. 2022, Table 4 (A100 80GB, data-parallel size 1), each model with full
+// recompute and with sequence parallelism and selective recompute.
+struct PublishedStepTime {
+  const char* source;
+  std::string name;   // the run, as the source names it
+  std::string model;  // parse_plan_model's text
+  int gpus;
+  std::int64_t global_batch;
+  std::string fixed;  // parse_plan_fixed's text: every key of the layout
+  double seconds;
+};
+const std::vector<PublishedStepTime>& published_step_times();
 // What plan_published holds fixed.
 PlanFixed published_fixed(const PublishedRun& run);
 
