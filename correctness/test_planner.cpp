@@ -665,7 +665,7 @@ TEST(Planner, PublishedMegatronRunsWithinTenPercent) {
   }
 }
 
-// Korthikanti et al. 2022, Table 4: every key of each run's layout fixed (one layout, nothing
+// Korthikanti et al. 2022, Table 5: every key of each run's layout fixed (one layout, nothing
 // searched), the predicted time per step within 10% of the published one, full recompute and
 // sp with selective recompute alike; and the selective runs faster than the full ones, as
 // published.

@@ -374,7 +374,7 @@ class Plan final : public Command {
                                   "strong (--global-batch fixed) and weak (--global-batch at one node, grown with the "
                                   "GPUs); written to /plan/scaling with --out");
     o.flag("--validate", validate_, "Check the model against published runs (Narayanan et al. 2021, Table 1; "
-                                    "Korthikanti et al. 2022, Table 4): exit 1 when a row's predicted step time is more "
+                                    "Korthikanti et al. 2022, Table 5): exit 1 when a row's predicted step time is more "
                                     "than 10% from the published one");
   }
 

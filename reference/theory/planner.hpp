@@ -254,7 +254,7 @@ struct PublishedSpotCheck {
 };
 const std::vector<PublishedSpotCheck>& published_spot_checks();
 // Published seconds per step of runs whose whole layout is stated, held to 10% beside Table 1:
-// Korthikanti et al. 2022, Table 4 (A100 80GB, data-parallel size 1), each model with full
+// Korthikanti et al. 2022, Table 5 (A100 80GB, data-parallel size 1), each model with full
 // recompute and with sequence parallelism and selective recompute.
 struct PublishedStepTime {
   const char* source;
