@@ -304,12 +304,12 @@ double copy_bandwidth(std::int64_t elements) {
 std::map<std::int64_t, double> g_exp_rate;  // elements/s by element count
 
 void exp_once(Tensor& x) {
-  benchmark::DoNotOptimize(simd::exp_sum(x.data<float>(), static_cast<std::size_t>(x.numel()), 0.0f, x.data<float>()));
+  benchmark::DoNotOptimize(simd::exp_sum(x.data<float>(), static_cast<std::size_t>(x.numel()), 1.0f, x.data<float>()));
   benchmark::ClobberMemory();
 }
 
-// Values whose exp stays near 1 however often it is taken in place (exp maps [-0.5, 0] into
-// [0.6, 1], which the next pass maps back below 0 after the shift of 1).
+// Values that stay in (0, 1] however often exp is taken in place: each pass maps x to
+// exp(x - 1), which takes (0, 1] into (0.37, 1] (its fixed point is 1).
 Tensor exp_input(std::int64_t elements) {
   Tensor x = output("exp.x", {elements}, DataType::float32);
   float* p = x.data<float>();

@@ -174,16 +174,19 @@ template <class F> void on_every_instruction_set(const F& f) {
 bool has_fma(std::int64_t target) {
 #if HWY_ARCH_X86
   return target <= HWY_AVX2;
-#else
+#elif HWY_ARCH_ARM_A64
   return target != HWY_SCALAR && target != HWY_EMU128;
+#else
+  (void)target;
+  return false;  // Armv7 NEON may lack it, WebAssembly does: held to the unfused bound
 #endif
 }
 
 // simd::exp against exp taken in float64 (exact to far below a float32 ulp) over a stride of
 // 2^24 float32 patterns and the edges, on every instruction set: within simd.hpp's bound of the
 // exact value (1 ulp with FMA, 1.01 without), an ulp being the spacing of float32 at the
-// correctly rounded result (2^-149 among subnormals); inf where the correctly rounded result is,
-// 0 for -inf, NaN for NaN.
+// correctly rounded result (2^-149 among subnormals and where it is 0); inf where the correctly
+// rounded result is, 0 for -inf, a quiet NaN for a NaN.
 TEST(Simd, Float32ExpIsWithinOneUlpOfExact) {
   std::vector<float> x;
   for (std::uint64_t u = 0; u < (1ull << 32); u += 256) x.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(u + 17)));
@@ -201,8 +204,8 @@ TEST(Simd, Float32ExpIsWithinOneUlpOfExact) {
     simd::exp(x.data(), y.data(), x.size());
     double worst = 0;
     for (std::size_t i = 0; i < x.size(); ++i) {
-      if (std::isnan(x[i])) {
-        EXPECT_TRUE(std::isnan(y[i])) << name << " " << x[i];
+      if (std::isnan(x[i])) {  // quiet, signalling ones too
+        EXPECT_TRUE(std::isnan(y[i]) && (std::bit_cast<std::uint32_t>(y[i]) & 0x00400000u)) << name << " " << x[i];
         continue;
       }
       const float rounded = static_cast<float>(exact[i]);
@@ -210,8 +213,9 @@ TEST(Simd, Float32ExpIsWithinOneUlpOfExact) {
         EXPECT_EQ(y[i], inf) << name << " " << x[i];
         continue;
       }
-      int exponent = 0;
-      std::frexp(rounded, &exponent);
+      // frexp gives 0 an exponent of 0: a result that rounds to 0 takes the subnormals' spacing.
+      int exponent = std::numeric_limits<float>::min_exponent;
+      if (rounded != 0) std::frexp(rounded, &exponent);
       const double ulp = std::ldexp(1.0, std::max(exponent, std::numeric_limits<float>::min_exponent) - 24);
       const double error = std::abs(static_cast<double>(y[i]) - exact[i]) / ulp;
       worst = std::max(worst, error);
@@ -245,12 +249,10 @@ TEST(Simd, Float32ExpIsTheSameOnEveryInstructionSetWithFma) {
     if (!has_fma(target)) return;
     ++compared;
     const std::vector<float> out = run();
-    for (std::size_t i = 0; i < out.size(); ++i) {
-      if (std::isnan(out[i]) && std::isnan(best[i])) continue;
+    for (std::size_t i = 0; i < out.size(); ++i)  // NaNs too: signalling ones come out quiet on each
       ASSERT_EQ(std::bit_cast<std::uint32_t>(out[i]), std::bit_cast<std::uint32_t>(best[i])) << name << " element " << i;
-    }
   });
-  EXPECT_GE(compared, 1u);
+  if (compared < 2) GTEST_SKIP() << "one instruction set with FMA here: nothing to compare it with";
   std::printf("simd::exp: the same bits on %zu instruction sets with FMA\n", compared);
 }
 

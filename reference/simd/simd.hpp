@@ -16,7 +16,8 @@ namespace parity::simd {
 
 // y_j = exp(x_j) in float32, within 1 ulp of the exact value for every x where the CPU has
 // fused multiply-add (x86 from AVX2, 64-bit Arm), the same bits on each of those; without FMA
-// within 1.01 ulp (x86 before AVX2). inf above 88.72, 0 below -103.97, NaN for NaN. y may be x.
+// within 1.01 ulp (x86 before AVX2). inf above 88.72, 0 below -103.97, a quiet NaN for a NaN.
+// y may be x.
 void exp(const float* x, float* y, std::size_t n);
 
 // GeLU in its tanh form written with exp: y = x / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715
