@@ -374,12 +374,33 @@ class Plan final : public Command {
                                   "strong (--global-batch fixed) and weak (--global-batch at one node, grown with the "
                                   "GPUs); written to /plan/scaling with --out");
     o.flag("--validate", validate_, "Check the model against published runs (Narayanan et al. 2021, Table 1; "
-                                    "Korthikanti et al. 2022, Table 5): exit 1 when a row's predicted step time is more "
-                                    "than 10% from the published one");
+                                    "Korthikanti et al. 2022, Table 5), on their own models, clusters and layouts (so "
+                                    "taken without the options of a search): exit 1 when a row's predicted step time is "
+                                    "more than 10% from the published one");
   }
 
   int run_here() override {
-    if (validate_) return validate();
+    if (validate_) {
+      // The published runs bring their own models, clusters and layouts: an option meant for a
+      // search of one's own would be ignored (an --out with no file after it), so it is refused.
+      std::string given;
+      const auto note = [&](bool set, const char* name) {
+        if (set) given += std::string(given.empty() ? "" : ", ") + name;
+      };
+      note(!model_.empty(), "--model");
+      note(cluster_ != kDefaultCluster, "--cluster");
+      note(!precision_.empty(), "--precision");
+      note(gpus_ != 0, "--gpus");
+      note(global_batch_ != 0, "--global-batch");
+      note(!fixed_.empty(), "--fix");
+      note(explain_, "--explain");
+      note(!out_.empty(), "--out");
+      note(scaling_, "--scaling");
+      if (!given.empty())
+        throw UsageError("--validate checks the published runs with their own models, clusters and layouts and writes no "
+                         "file: it takes none of " + given);
+      return validate();
+    }
     if (model_.empty() || gpus_ == 0 || global_batch_ == 0)
       throw UsageError("plan needs --model, --gpus and --global-batch (or --validate)");
     const th::PlanModel m = th::parse_plan_model(model_);
@@ -482,7 +503,8 @@ class Plan final : public Command {
   }
 
  private:
-  std::string model_, cluster_ = "a100-80gb-dgx", fixed_, out_, precision_;
+  static constexpr const char* kDefaultCluster = "a100-80gb-dgx";
+  std::string model_, cluster_ = kDefaultCluster, fixed_, out_, precision_;
   int gpus_ = 0, top_ = 10;
   std::int64_t global_batch_ = 0;
   bool explain_ = false, force_ = false, validate_ = false, scaling_ = false;
