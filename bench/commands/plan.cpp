@@ -259,6 +259,16 @@ void explain(const th::PlanModel& m, const th::PlanCluster& c, const th::PlanCan
               p.tokens_per_s, p.mfu, p.hfu, p.tflops_per_gpu);
 }
 
+// The fastest layout that fits, ranked as the search ranks (the simulated pipeline included);
+// none when nothing fits.
+std::optional<th::PlanCandidate> best_that_fits(const th::PlanModel& m, const th::PlanCluster& c, int gpus,
+                                                std::int64_t global_batch, const th::PlanFixed& fixed) {
+  std::vector<th::PlanCandidate> all = th::plan_search(m, c, gpus, global_batch, fixed);
+  rank_layouts(all, 1);
+  if (all.empty() || !all.front().prediction.fits) return std::nullopt;
+  return all.front();
+}
+
 int validate() {
   const th::PlanCluster& c = th::plan_cluster_presets()[0];
   std::printf("# %s: predicted against published TFLOP/s per GPU (tp and pp as published, full recompute; "
@@ -268,10 +278,7 @@ int validate() {
   int outside = 0;
   double sum = 0;
   for (const th::PublishedRun& run : th::published_runs()) {
-    std::vector<th::PlanCandidate> all = th::plan_search(run.model, c, run.gpus, run.global_batch, th::published_fixed(run));
-    rank_layouts(all, 1);
-    const std::optional<th::PlanCandidate> best =
-        !all.empty() && all.front().prediction.fits ? std::optional<th::PlanCandidate>(all.front()) : std::nullopt;
+    const auto best = best_that_fits(run.model, c, run.gpus, run.global_batch, th::published_fixed(run));
     if (!best) {
       std::printf("  %-10s no layout fits\n", run.model.name.c_str());
       ++outside;
@@ -294,20 +301,19 @@ int validate() {
   int timed_outside = 0;
   double timed_sum = 0;
   for (const th::PublishedStepTime& run : timed) {
-    std::vector<th::PlanCandidate> all = th::plan_search(th::parse_plan_model(run.model), c, run.gpus, run.global_batch,
-                                                         th::parse_plan_fixed(run.fixed));
-    rank_layouts(all, 1);
-    if (all.empty() || !all.front().prediction.fits) {
+    const auto best =
+        best_that_fits(th::parse_plan_model(run.model), c, run.gpus, run.global_batch, th::parse_plan_fixed(run.fixed));
+    if (!best) {
       std::printf("  %-18s %6d %6lld no layout fits\n", run.name.c_str(), run.gpus, static_cast<long long>(run.global_batch));
       ++timed_outside;
       continue;
     }
-    const double ratio = all.front().prediction.step_s / run.seconds;
+    const double ratio = best->prediction.step_s / run.seconds;
     timed_sum += std::abs(ratio - 1);
     timed_outside += std::abs(ratio - 1) > 0.10;
     std::printf("  %-18s %6d %6lld %10.2f %10.2f %8.3f  %s\n", run.name.c_str(), run.gpus,
-                static_cast<long long>(run.global_batch), run.seconds, all.front().prediction.step_s, ratio,
-                all.front().layout.describe().c_str());
+                static_cast<long long>(run.global_batch), run.seconds, best->prediction.step_s, ratio,
+                best->layout.describe().c_str());
   }
   const std::size_t rows = th::published_runs().size() + timed.size();
   std::printf("# mean |predicted / published step time - 1| = %.3f, %d of %zu rows outside 10%%; over both tables "
@@ -319,18 +325,16 @@ int validate() {
   std::printf("# beside (not held to 10%%): other published runs, the keys they state fixed, the rest searched\n");
   std::printf("# %-40s %6s %6s %10s %10s %8s  %s\n", "run", "gpus", "batch", "published", "predicted", "ratio", "best layout");
   for (const th::PublishedSpotCheck& run : th::published_spot_checks()) {
-    const th::PlanModel m = th::parse_plan_model(run.model);
-    std::vector<th::PlanCandidate> all =
-        th::plan_search(m, th::parse_plan_cluster(run.cluster), run.gpus, run.global_batch, th::parse_plan_fixed(run.fixed));
-    rank_layouts(all, 1);
-    if (all.empty() || !all.front().prediction.fits) {
+    const auto best = best_that_fits(th::parse_plan_model(run.model), th::parse_plan_cluster(run.cluster), run.gpus,
+                                     run.global_batch, th::parse_plan_fixed(run.fixed));
+    if (!best) {
       std::printf("  %-40s %6d %6lld no layout fits\n", run.source, run.gpus, static_cast<long long>(run.global_batch));
       continue;
     }
-    const th::PlanPrediction& p = all.front().prediction;
+    const th::PlanPrediction& p = best->prediction;
     const double predicted = run.mfu ? p.mfu : p.tflops_per_gpu;
     std::printf("  %-40s %6d %6lld %10.3g %10.3g %8.3f  %s (%s)\n", run.source, run.gpus, static_cast<long long>(run.global_batch),
-                run.figure, predicted, predicted / run.figure, all.front().layout.describe().c_str(),
+                run.figure, predicted, predicted / run.figure, best->layout.describe().c_str(),
                 run.mfu ? "MFU" : "TFLOP/s per GPU");
   }
   return outside == 0 ? kExitOk : kExitFailed;
@@ -351,56 +355,41 @@ class Plan final : public Command {
     std::string models, clusters;
     for (const auto& m : th::plan_model_presets()) models += " " + m.name;
     for (const auto& c : th::plan_cluster_presets()) clusters += " " + c.name;
-    o.add("--model", model_, "A preset (" + models.substr(1) + "), optionally followed by ,key=value; key=value pairs "
+    const Option model = o.add("--model", model_, "A preset (" + models.substr(1) + "), optionally followed by ,key=value; key=value pairs "
                              "(layers, hidden, heads, kv_heads, ffn_hidden, gated_mlp, vocab, sequence, tied, bias, norm, "
                              "positions, dropout, experts, top_k, capacity_factor, moe_every); or a JSON file of them");
-    o.add("--cluster", cluster_, "A preset (" + clusters.substr(1) + ") or a JSON file of its fields");
-    o.add("--precision", precision_, "The type the matrix products run in: its dense peak (bf16, fp16, fp8, tf32, fp32, "
+    const Option cluster = o.add("--cluster", cluster_, "A preset (" + clusters.substr(1) + ") or a JSON file of its fields");
+    const Option precision = o.add("--precision", precision_, "The type the matrix products run in: its dense peak (bf16, fp16, fp8, tf32, fp32, "
                                      "fp64, as the cluster has them) is the products' rate and MFU's denominator; "
                                      "parameters, gradients, optimizer state and activations stay as mixed precision "
                                      "keeps them [default: bf16, or a calibrated cluster's measured type]");
-    o.add("--gpus", gpus_, "GPUs of the job").range(1, th::kPlanMostGpus);
-    o.add("--global-batch", global_batch_, "Sequences per optimizer step").range(1, 1 << 24);
-    o.add("--fix", fixed_, "Keys held fixed: tp, pp, dp, ep, cp, v, schedule (1f1b, interleaved; or, never searched, the "
+    const Option gpus = o.add("--gpus", gpus_, "GPUs of the job").range(1, th::kPlanMostGpus);
+    const Option batch = o.add("--global-batch", global_batch_, "Sequences per optimizer step").range(1, 1 << 24);
+    const Option fix = o.add("--fix", fixed_, "Keys held fixed: tp, pp, dp, ep, cp, v, schedule (1f1b, interleaved; or, never searched, the "
                            "zero-bubble zb-h1, zb-h2 (v 1) and zb-v (v 2), timed by the schedule simulator), micro_batch, zero (0-3), "
                            "recompute (none, selective, full), sp (on, off), attention (flash, the default, or unfused: products around a "
                            "softmax that stores the scores), overlap (on, the default: the data-parallel reduction in buckets during "
                            "backward; off: after the flush); e.g. tp=8,pp=2,recompute=full");
     o.add("--top", top_, "Layouts printed (and written with --out), fastest first").range(1, 1 << 20);
-    o.flag("--explain", explain_, "Explain the fastest layout that fits: memory by category and time by part");
-    o.add("--out", out_, "Also write the layouts to this result file (HDF5, /plan/layouts; with --scaling /plan/scaling)");
+    const Option explain = o.flag("--explain", explain_, "Explain the fastest layout that fits: memory by category and time by part");
+    const Option out = o.add("--out", out_, "Also write the layouts to this result file (HDF5, /plan/layouts; with --scaling /plan/scaling)");
     o.flag("--force", force_, "Overwrite an existing --out");
-    o.flag("--scaling", scaling_, "Also the fastest layout at every power-of-two GPU count from one node to --gpus: "
+    const Option scaling = o.flag("--scaling", scaling_, "Also the fastest layout at every power-of-two GPU count from one node to --gpus: "
                                   "strong (--global-batch fixed) and weak (--global-batch at one node, grown with the "
                                   "GPUs); written to /plan/scaling with --out");
-    o.flag("--validate", validate_, "Check the model against published runs (Narayanan et al. 2021, Table 1; "
-                                    "Korthikanti et al. 2022, Table 5), on their own models, clusters and layouts (so "
-                                    "taken without the options of a search): exit 1 when a row's predicted step time is "
-                                    "more than 10% from the published one");
+    // The published runs bring their own models, clusters and layouts, and --validate writes no
+    // file: the options of a search would be ignored beside it, so they are refused.
+    Option validate = o.flag("--validate", validate_,
+                             "Check the model against published runs (Narayanan et al. 2021, Table 1; Korthikanti et "
+                             "al. 2022, Table 5), on their own models, clusters and layouts (so taken without the "
+                             "options of a search): exit 1 when a row's predicted step time is more than 10% from the "
+                             "published one");
+    for (const Option* other : {&model, &cluster, &precision, &gpus, &batch, &fix, &explain, &out, &scaling})
+      validate.excludes(*other);
   }
 
   int run_here() override {
-    if (validate_) {
-      // The published runs bring their own models, clusters and layouts: an option meant for a
-      // search of one's own would be ignored (an --out with no file after it), so it is refused.
-      std::string given;
-      const auto note = [&](bool set, const char* name) {
-        if (set) given += std::string(given.empty() ? "" : ", ") + name;
-      };
-      note(!model_.empty(), "--model");
-      note(cluster_ != kDefaultCluster, "--cluster");
-      note(!precision_.empty(), "--precision");
-      note(gpus_ != 0, "--gpus");
-      note(global_batch_ != 0, "--global-batch");
-      note(!fixed_.empty(), "--fix");
-      note(explain_, "--explain");
-      note(!out_.empty(), "--out");
-      note(scaling_, "--scaling");
-      if (!given.empty())
-        throw UsageError("--validate checks the published runs with their own models, clusters and layouts and writes no "
-                         "file: it takes none of " + given);
-      return validate();
-    }
+    if (validate_) return validate();
     if (model_.empty() || gpus_ == 0 || global_batch_ == 0)
       throw UsageError("plan needs --model, --gpus and --global-batch (or --validate)");
     const th::PlanModel m = th::parse_plan_model(model_);
@@ -503,8 +492,7 @@ class Plan final : public Command {
   }
 
  private:
-  static constexpr const char* kDefaultCluster = "a100-80gb-dgx";
-  std::string model_, cluster_ = kDefaultCluster, fixed_, out_, precision_;
+  std::string model_, cluster_ = "a100-80gb-dgx", fixed_, out_, precision_;
   int gpus_ = 0, top_ = 10;
   std::int64_t global_batch_ = 0;
   bool explain_ = false, force_ = false, validate_ = false, scaling_ = false;

@@ -72,12 +72,16 @@ template <class D> HWY_INLINE hn::Vec<D> exp_f32(D d, hn::Vec<D> x) {
   }
 }
 
-// exp of either type: float32 by exp_f32, float64 by Highway's.
+// exp of either type: float32 by exp_f32; float64 by Highway's, whose valid range ends at 706,
+// above which it is taken as inf (libm's is from 709.78: what it gives between is below 1e-305
+// of a sum or quotient it enters).
 template <class D> HWY_INLINE hn::Vec<D> exp_any(D d, hn::Vec<D> x) {
-  if constexpr (std::is_same_v<hn::TFromD<D>, float>)
+  if constexpr (std::is_same_v<hn::TFromD<D>, float>) {
     return exp_f32(d, x);
-  else
-    return hn::Exp(d, x);
+  } else {
+    const auto limit = hn::Set(d, 706.0);
+    return hn::IfThenElse(hn::Gt(x, limit), hn::Inf(d), hn::Exp(d, hn::Min(x, limit)));
+  }
 }
 
 void ExpF32(const float* x, float* y, std::size_t n) {
@@ -86,22 +90,12 @@ void ExpF32(const float* x, float* y, std::size_t n) {
 }
 
 // 1 + exp(-2u) for GeLU, the scalar code's operations in its order: u = k (x + ((c x) x) x).
-// float64: above an argument of 706 (the top of Highway's valid range) exp is taken as inf, as
-// libm's is from 709.78: GeLU's value there is x e^-2u, below 1e-305 of x, and it becomes 0 a
-// little sooner. float32's exp_f32 overflows where libm's does.
 template <class D> HWY_INLINE hn::Vec<D> one_plus_exp(D d, hn::Vec<D> x) {
   using T = hn::TFromD<D>;
   const auto k = hn::Set(d, static_cast<T>(std::sqrt(2.0 / std::numbers::pi)));
   const auto cube = hn::Mul(hn::Mul(hn::Mul(hn::Set(d, T(0.044715)), x), x), x);
   const auto u = hn::Mul(k, hn::Add(x, cube));
-  const auto argument = hn::Mul(hn::Set(d, T(-2)), u);
-  if constexpr (std::is_same_v<T, float>) {
-    return hn::Add(hn::Set(d, T(1)), exp_f32(d, argument));
-  } else {
-    const auto limit = hn::Set(d, T(706));
-    const auto e = hn::IfThenElse(hn::Gt(argument, limit), hn::Inf(d), hn::Exp(d, hn::Min(argument, limit)));
-    return hn::Add(hn::Set(d, T(1)), e);
-  }
+  return hn::Add(hn::Set(d, T(1)), exp_any(d, hn::Mul(hn::Set(d, T(-2)), u)));
 }
 
 template <typename T> void GeluForward(const T* x, T* y, std::size_t n) {
