@@ -22,11 +22,12 @@ import time
 import traceback
 import unittest
 
-import h5py
-import numpy as np
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import parity_reports  # noqa: E402,F401  (first: it sets numpy's BLAS threads before numpy loads)
+import h5py  # noqa: E402
+import numpy as np  # noqa: E402
+
 os.environ.setdefault("MPLCONFIGDIR", tempfile.gettempdir())
 
 import make_sample  # noqa: E402

@@ -9,6 +9,8 @@ import sys
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import parity_reports  # noqa: E402,F401  (before any test module loads numpy: one BLAS thread)
 
 
 def flatten(suite):
