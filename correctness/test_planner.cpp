@@ -525,6 +525,29 @@ TEST(Planner, TheStepsTermsBesideTheLayers) {
   EXPECT_NEAR(plan_predict(m, c, zero0, 16).optimizer_s, 62 * held / element_rate, 1e-12);
   EXPECT_NEAR(plan_predict(m, c, zero1, 16).optimizer_s, 62 * held / 4 / element_rate, 1e-12);
 
+  // An MoE model's experts are held by the dp / ep ranks of their ep group, so ZeRO shards their
+  // optimizer over dp / ep (2 here), the rest over dp (4). The MLP by hand: 2 h f weights and f + h biases.
+  const PlanModel moe = parse_plan_model("layers=4,hidden=1024,heads=8,vocab=256,sequence=1024,experts=8,moe_every=1");
+  const double mlp = 2.0 * 1024 * 4096 + 4096 + 1024;
+  const double dense_held = 4 * (static_cast<double>(plan_layer_parameters(moe)) - mlp) + 256.0 * 1024;
+  const double experts_held =
+      4 * (static_cast<double>(plan_moe_layer_parameters(moe) - plan_layer_parameters(moe)) + mlp) / 2;  // ep 2
+  PlanLayout moe_zero1 = zero1;
+  moe_zero1.ep = 2;
+  EXPECT_NEAR(plan_predict(moe, c, moe_zero1, 16).optimizer_s, 62 * (dense_held / 4 + experts_held / 2) / element_rate,
+              1e-12);
+
+  // The gradients' all-reduce stays on NVLink while tp x dp fills one node at most: a slower
+  // network changes nothing at tp 1 x dp 8, and slows tp 1 x dp 16.
+  PlanCluster slow_network = c;
+  slow_network.network.bandwidth_GBps /= 10;
+  for (const int dp : {8, 16}) {
+    const PlanLayout flushed{1, 1, dp, false, 1, 1, 0, Recompute::full, true, 1, 1, false};
+    const double fast = plan_predict(m, c, flushed, 16).dp_comm_s, slow = plan_predict(m, slow_network, flushed, 16).dp_comm_s;
+    if (dp == 8) EXPECT_DOUBLE_EQ(slow, fast);
+    else EXPECT_GT(slow, 2 * fast);
+  }
+
   PlanLayout zero2 = zero0, zero3 = zero0;
   zero2.zero = 2, zero3.zero = 3;
   zero2.overlap = zero3.overlap = false;
@@ -579,6 +602,13 @@ TEST(Planner, ALayersElementwiseAndExpertTerms) {
   const PlanPrediction p = plan_predict(parse_plan_model(shape), c, selective, 8);
   EXPECT_NEAR(p.recompute_s, p.micro_batches * L * (core + 4.5 * 2 * b * heads * s * s / element_rate),
               1e-9 * p.recompute_s);
+  // Its FLOPs count in HFU, not MFU: the two products' 4 s^2 h a layer and sequence (none with
+  // FlashAttention, whose backward recomputes the scores whatever the policy).
+  EXPECT_NEAR(p.hardware_flops - p.model_flops, 8 * L * 4 * s * s * h, 1e-9 * p.model_flops);
+  PlanLayout selective_flash = selective;
+  selective_flash.flash = true;
+  const PlanPrediction on_chip = plan_predict(parse_plan_model(shape), c, selective_flash, 8);
+  EXPECT_EQ(on_chip.hardware_flops, on_chip.model_flops);
 
   // The head's products and the loss, which reads the float32 logits twice and writes their
   // gradient once: the only compute two vocabularies' models differ in.
