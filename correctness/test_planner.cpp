@@ -279,6 +279,45 @@ TEST(Planner, ContextParallelism) {
   const PlanPrediction filled = plan_predict(shorter, c, node, 64);
   EXPECT_EQ(filled.cp_comm_s, plan_predict(shorter, sixteen, node, 64).cp_comm_s);
   EXPECT_GT(plan_predict(shorter, four, node, 64).cp_comm_s, filled.cp_comm_s);
+
+  // The ring's passes, cp - 1 a forward and cp a backward (full recompute: the forward's twice),
+  // each a latency: on a link of 1,000 s latencies and no bandwidth limit to speak of they are
+  // all exposed; on one with neither, attention hides them all.
+  PlanCluster lagging = c, instant = c;
+  lagging.node.bandwidth_GBps = instant.node.bandwidth_GBps = 1e15;
+  lagging.node.latency_us = 1e9, instant.node.latency_us = 0;
+  const PlanPrediction lag = plan_predict(shorter, lagging, node, 64);
+  EXPECT_NEAR(lag.cp_comm_s / (lag.micro_batches * 80 / 8), (2 * 3 + 4) * 1000.0, 1e-6 * lag.cp_comm_s);
+  EXPECT_EQ(plan_predict(shorter, instant, node, 64).cp_comm_s, 0);
+  // A GPU of cp 2 holds half of each sequence: with twice the sequences a micro-batch, its
+  // forward is cp 1's (the same tokens, and the same score tiles of 256 x 256).
+  PlanLayout halves = node, whole = node;
+  halves.cp = 2, halves.dp = 16, halves.micro_batch = 2;
+  whole.cp = 1, whole.dp = 32, whole.micro_batch = 1;
+  const double split_forward = plan_predict(shorter, instant, halves, 64).stage_forward_s;
+  EXPECT_NEAR(split_forward, plan_predict(shorter, instant, whole, 64).stage_forward_s, 1e-9 * split_forward);
+}
+
+// An MoE layer's products against their hand counts (tp 2 without sp, ep 1, one stage): all eight
+// experts on the GPU, each multiplying its share of the tp group's tokens split over tp (top_k 1,
+// capacity 1: each token once), and the router those tokens. The forward differs from the dense
+// model's of the same shape there alone; every product's weight gradient is one product more.
+TEST(Planner, AnExpertLayersProducts) {
+  const PlanCluster& c = plan_cluster_presets()[0];
+  const double L = 4, b = 1, s = 1024, h = 1024, f = 4096, t = 2, rows = b * s / t, per_expert = rows / 8;
+  const std::string shape = "layers=4,hidden=1024,heads=8,vocab=256,sequence=1024";
+  const PlanModel dense = parse_plan_model(shape);
+  const PlanModel moe = parse_plan_model(shape + ",experts=8,top_k=1,capacity_factor=1,moe_every=1");
+  const PlanLayout l{2, 1, 1, false, 1, 1, 0, Recompute::none, true};
+  const auto product = [&](double M, double N, double K) { return plan_product_seconds(c, M, N, K); };
+  const double experts = 8 * (product(per_expert, f, h) + product(per_expert, h, f)) + product(rows, 8, h);
+  const double mlp = product(b * s, f / t, h) + product(b * s, h, f / t);
+  const PlanPrediction p = plan_predict(moe, c, l, 8);
+  EXPECT_NEAR(p.stage_forward_s - plan_predict(dense, c, l, 8).stage_forward_s, L * (experts - mlp),
+              1e-9 * p.stage_forward_s);
+  const double weights = product(h, 3 * h / t, b * s) + product(h / t, h, b * s) +
+                         8 * (product(h, f, per_expert) + product(f, h, per_expert)) + product(h, 8, rows);
+  EXPECT_NEAR(p.stage_weight_grad_s, L * weights + product(h, 256 / t, b * s), 1e-9 * p.stage_weight_grad_s);
 }
 
 // Activations of a pipeline-free layout hold every layer of one micro-batch: GPT-3's layers on
@@ -591,6 +630,10 @@ TEST(Planner, ALayersElementwiseAndExpertTerms) {
     return plan_predict(parse_plan_model(shape + extra), c, l, 8).stage_forward_s;
   };
   EXPECT_NEAR(forward(",dropout=yes", flash) - forward(",dropout=no", flash), L * 2 * 5 * b * s * h / element_rate,
+              1e-12);
+  PlanLayout split = flash;  // tp 2 with sp: each GPU's dropouts see half the hidden states
+  split.tp = 2, split.sp = true;
+  EXPECT_NEAR(forward(",dropout=yes", split) - forward(",dropout=no", split), L * 2 * 5 * b * s * h / 2 / element_rate,
               1e-12);
   const double gated_products = plan_product_seconds(c, b * s, 2 * f, h) - plan_product_seconds(c, b * s, f, h);
   EXPECT_NEAR(forward(",gated_mlp=yes,ffn_hidden=4096", flash) - forward(",gated_mlp=no,ffn_hidden=4096", flash),
