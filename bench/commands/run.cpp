@@ -36,11 +36,12 @@ class Run final : public Command {
     return all;
   }
 
-  // Each part's options take their run values and are checked before any rank starts (and on
-  // every rank again).
+  // Each part's options take their run values, fitted to the world where it is known already
+  // (--np outside a launcher), and are checked before any rank starts (and on every rank again).
   std::optional<int> prepare(std::optional<int> world_size) override {
     for (Command* c : parts()) {
       c->options().use_run_values(quick_);
+      if (world_size) c->prepare_for_run(*world_size);
       c->prepare(world_size);
     }
     return std::nullopt;
