@@ -340,6 +340,7 @@ void handle_interrupts(int launcher_rank) {
   }
   // A stall ends the process as a signal does: the watchdog's report is the reason.
   Watchdog::set_fire_hook([](const char* report) {
+    record::stop_commits();  // the stalled operation may end after all: its thread must not commit now
     record::discard_temporary_file();
     keep_partial_results_now(report);
   });

@@ -109,6 +109,18 @@ void discard_temporary_file() noexcept {
   if (g_lock[0] != '\0') unlink(g_lock);
 }
 
+std::mutex& commit_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+void stop_commits() noexcept {
+  try {
+    commit_mutex().lock();  // never unlocked: the process is ending
+  } catch (...) {
+  }
+}
+
 OutputLock::OutputLock(const std::filesystem::path& result) : path_(result.string() + ".lock") {
   for (int attempt = 0; attempt < 10; ++attempt) {
     fd_ = open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <mutex>
 #include <string>
 
 namespace parity::record {
@@ -21,6 +22,13 @@ void check_free_space(const std::filesystem::path& path, std::uint64_t bytes);
 // if any. Async-signal-safe: for signal handlers and the paths that end the process without
 // unwinding (MPI_Abort).
 void discard_temporary_file() noexcept;
+
+// Held while a result file is closed and renamed into place (record::commit).
+std::mutex& commit_mutex();
+// Stops this process from committing a result file, for good, once a commit under way has
+// ended: for a thread that ends the process while others run on (the watchdog's stall), so
+// that the file left is the one that thread writes, not one the main thread renames over it.
+void stop_commits() noexcept;
 
 // An exclusive lock on `<result>.lock` beside a result file, for the life of the object: a
 // second run writing the same --out refuses at start instead of after its whole run. flock(2)
