@@ -139,7 +139,7 @@ bool known_words(int argc, char** argv) {
     if (!prefix) {
       std::string known;
       for (const Command* c : commands()) known += (known.empty() ? "" : ", ") + c->info().name;
-      std::fprintf(stderr, "parity: unknown subcommand '%s' (known: %s)\n", said.c_str(), known.c_str());
+      std::fprintf(stderr, "parity: unknown subcommand %s (known: %s)\n", quoted_input(said).c_str(), known.c_str());
       return false;
     }
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <cstdio>
@@ -396,6 +397,14 @@ class Plan final : public Command {
     const th::PlanCluster parsed = th::parse_plan_cluster(cluster_);
     const th::PlanCluster c = precision_.empty() ? parsed : th::with_precision(parsed, precision_);
     const th::PlanFixed fixed = th::parse_plan_fixed(fixed_);
+    if (!out_.empty()) {  // refused before the search, and never one of its own inputs
+      record::check_output_path(out_, force_);
+      std::error_code ec;
+      for (const std::string* input : {&model_, &cluster_})
+        if (std::filesystem::equivalent(*input, out_, ec))
+          throw UsageError("--out " + quoted_input(out_, 200) + " is the file " + (input == &model_ ? "--model" : "--cluster") +
+                           " reads; choose another --out");
+    }
     const auto start = std::chrono::steady_clock::now();
     std::size_t evaluated = 0;
     std::vector<th::PlanCandidate> all = th::plan_search(m, c, gpus_, global_batch_, fixed, &evaluated);

@@ -140,6 +140,8 @@ std::optional<std::size_t> first_non_finite(const parallel::WholeTensor& t) {
 }
 
 int state_import(const ImportOptions& o) {
+  // The root saves go under: refused here, before any reading, if it cannot be one.
+  if (o.out.empty()) throw UsageError("--out is empty: name the folder to save the training state under");
   record::ArrayReader file(o.from, kGpt2Schema, kGpt2Version);
   model::GptConfig config = read_gpt2_config(file, o.from);
   const std::vector<std::pair<std::string, std::string>> names = parallel::gpt2_names(config);

@@ -54,10 +54,17 @@ double free_bytes_on(const std::filesystem::path& directory) {
   return static_cast<double>(fs.f_bavail) * static_cast<double>(fs.f_frsize);
 }
 
+// Whether `directory` is on a file system that holds no blocks at all: a view of the kernel's
+// (/proc, /sys), where no file can be made, rather than a full disk.
+bool holds_no_blocks(const std::filesystem::path& directory) {
+  struct statvfs fs {};
+  return statvfs(directory.c_str(), &fs) == 0 && fs.f_blocks == 0;
+}
+
 std::string full_disk_hint(const std::filesystem::path& path) {
   const std::filesystem::path directory = directory_of(path);
   const double free_bytes = free_bytes_on(directory);
-  return free_bytes >= 0 && free_bytes < 1048576.0
+  return free_bytes >= 0 && free_bytes < 1048576.0 && !holds_no_blocks(directory)
              ? " (the disk is full: ENOSPC, " + mib_text(free_bytes) + " free on " + directory.string() + ")"
              : "";
 }
@@ -95,6 +102,9 @@ void check_output_path(const std::filesystem::path& path, bool force) {
   if (!fs::is_directory(directory_status)) {
     throw UsageError(directory.string() + " is not a directory (in output path " + path.string() + ")");
   }
+  if (holds_no_blocks(directory))
+    throw UsageError("directory " + directory.string() + " of output file " + path.string() +
+                     " is on a file system that keeps no files (such as /proc); choose another --out");
   // Writing the temporary sibling and renaming it both need write and search permission.
   if (access(directory.c_str(), W_OK | X_OK) != 0) {
     throw UsageError("directory " + directory.string() + " is not writable (output file " +

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "reference/core/error.hpp"
+#include "reference/core/text.hpp"
 #include "reference/parallel/state/files.hpp"
 #include "reference/parallel/state/store.hpp"
 
@@ -60,7 +61,9 @@ fs::path write_whole_training_state(const fs::path& root, const WholeState& stat
                      final_dir.string());
   if (fs::exists(root) && !fs::is_directory(root)) throw UsageError(root.string() + " is not a directory");
   fs::remove_all(partial);
-  fs::create_directories(partial);
+  std::error_code made;
+  fs::create_directories(partial, made);
+  if (made) throw UsageError("cannot make the folder " + quoted_input(partial.string(), 200) + ": " + made.message());
   IndexContents index;
   std::random_device device;
   index.save_id = std::to_string(device()) + std::to_string(device());
