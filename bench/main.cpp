@@ -3,6 +3,7 @@
 // file; this one knows none of them by name.
 #include <CLI/CLI.hpp>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -149,6 +150,10 @@ bool known_words(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Output piped into a reader that stops early (| head) must not end a run by SIGPIPE, leaving
+  // its lock, journal and temporary files and no result: the lost lines are only lost lines.
+  // Inherited through exec by mpirun and the ranks.
+  std::signal(SIGPIPE, SIG_IGN);
   // Internal: the partial-results writer a rank starts when a signal or a stall ends its run.
   if (argc >= 2 && std::strcmp(argv[1], kWritePartialFlag) == 0) {
     if (argc != 5) {

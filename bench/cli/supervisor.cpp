@@ -354,6 +354,71 @@ void handle_interrupts(int launcher_rank) {
   for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaction(s, &action, nullptr);
 }
 
+namespace {
+
+// mpirun's standard output relayed to this process's (a pipe that a reader may close early, as
+// `| head` does): mpirun stops the job when it meets a closed pipe, so it writes to this relay,
+// which drops what can no longer be written.
+class OutputRelay {
+ public:
+  OutputRelay() {
+    struct stat out {};
+    if (fstat(STDOUT_FILENO, &out) != 0 || !S_ISFIFO(out.st_mode)) return;
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) return;  // then mpirun writes to stdout itself
+    read_ = fds[0];
+    write_ = fds[1];
+  }
+  ~OutputRelay() {
+    if (read_ >= 0) close(read_);
+    if (write_ >= 0) close(write_);
+  }
+  OutputRelay(const OutputRelay&) = delete;
+  OutputRelay& operator=(const OutputRelay&) = delete;
+  // In the child, before exec: its stdout is the relay.
+  void attach_child() const {
+    if (write_ >= 0) dup2(write_, STDOUT_FILENO);
+  }
+  // In the parent, once the child runs.
+  void close_child_end() {
+    if (write_ >= 0) close(write_);
+    write_ = -1;
+  }
+  int fd() const { return read_; }  // -1: nothing to relay (poll skips it)
+  // Reads what is there and writes it on; at the end of the pipe, stops relaying.
+  void relay() {
+    char buffer[4096];
+    const ssize_t n = read(read_, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) return;
+    if (n <= 0) {
+      close(read_);
+      read_ = -1;
+      return;
+    }
+    for (ssize_t done = 0; done < n && !closed_;) {
+      const ssize_t w = write(STDOUT_FILENO, buffer + done, static_cast<std::size_t>(n - done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) closed_ = true;  // EPIPE (SIGPIPE is ignored): the reader has gone
+      else done += w;
+    }
+  }
+  // What is left once mpirun has ended (its stderr closed): until the pipe ends, or a second
+  // passes with nothing (a daemon may keep it open).
+  void drain() {
+    while (read_ >= 0) {
+      pollfd readable{read_, POLLIN, 0};
+      if (poll(&readable, 1, 1000) <= 0) break;
+      relay();
+    }
+  }
+
+ private:
+  int read_ = -1, write_ = -1;
+  bool closed_ = false;
+};
+
+}  // namespace
+
 Outcome supervise(const std::vector<std::string>& command, int world_size) {
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
@@ -364,6 +429,7 @@ Outcome supervise(const std::vector<std::string>& command, int world_size) {
   action.sa_handler = forward;
   sigemptyset(&action.sa_mask);
   for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaction(s, &action, nullptr);
+  OutputRelay stdout_relay;
   const pid_t parent = getpid();
   const pid_t child = fork();
   if (child < 0) {
@@ -382,6 +448,7 @@ Outcome supervise(const std::vector<std::string>& command, int world_size) {
     const int null_in = open("/dev/null", O_RDONLY);
     if (null_in >= 0) dup2(null_in, STDIN_FILENO);
     dup2(pipe_fds[1], STDERR_FILENO);
+    stdout_relay.attach_child();
     std::vector<char*> argv;
     for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
@@ -391,6 +458,7 @@ Outcome supervise(const std::vector<std::string>& command, int world_size) {
   }
   g_child = child;
   close(pipe_fds[1]);
+  stdout_relay.close_child_end();
   const bool verbose = [] {
     const char* v = std::getenv("PARITY_MPIRUN_VERBOSE");
     return v && *v && std::string(v) != "0";
@@ -412,8 +480,8 @@ Outcome supervise(const std::vector<std::string>& command, int world_size) {
       kill(-child, SIGKILL);
       killed = true;
     }
-    pollfd readable{pipe_fds[0], POLLIN, 0};
-    const int ready = poll(&readable, 1, 250);
+    pollfd readable[2] = {{pipe_fds[0], POLLIN, 0}, {stdout_relay.fd(), POLLIN, 0}};
+    const int ready = poll(readable, 2, 250);
     if (ready < 0 && errno == EINTR) continue;
     if (ready == 0) {
       // The pipe may stay open after mpirun is gone (a daemon kept it): then stop reading.
@@ -423,6 +491,8 @@ Outcome supervise(const std::vector<std::string>& command, int world_size) {
       }
       continue;
     }
+    if (readable[1].revents != 0) stdout_relay.relay();
+    if (readable[0].revents == 0) continue;
     const ssize_t n = read(pipe_fds[0], buffer, sizeof buffer);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
@@ -436,6 +506,7 @@ Outcome supervise(const std::vector<std::string>& command, int world_size) {
   }
   if (!pending.empty() && (digest.take(pending) || verbose)) std::fprintf(stderr, "%s\n", printable_line(pending).c_str());
   close(pipe_fds[0]);
+  if (!killed) stdout_relay.drain();
   while (!reaped && waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
   g_child = 0;

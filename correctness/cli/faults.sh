@@ -242,6 +242,19 @@ case $scenario in
       [ -e "$work/w.h5.lock" ] && fail "the lock file stayed after a clean run"
       [ -f "$work/w.h5" ] || fail "no result file"
     done ;;
+  closed_stdout)
+    # Output piped into a reader that stops at once (| head): the run goes on to its result
+    # file, as one process and under mpirun, and leaves no lock, journal or temporary file.
+    for np in 1 2; do
+      timeout 120 "$parity" bench collectives -e 1K -n 2 -w 0 --np "$np" --out "$work/p.h5" --force 2>"$err" | head -c 1 >/dev/null
+      status=${PIPESTATUS[0]}
+      expect_status 0
+      /usr/bin/python3 -c "import h5py, sys; sys.exit(0 if h5py.File(sys.argv[1])['/'].attrs['complete'] == 1 else 1)" "$work/p.h5" ||
+        fail "no complete result file at --np $np"
+      left=$(find "$work" -name 'p.h5.*')
+      [ -z "$left" ] || fail "left behind at --np $np: $left"
+      no_leftovers
+    done ;;
   *) echo "faults.sh: unknown scenario $scenario"; exit 2 ;;
 esac
 exit 0
