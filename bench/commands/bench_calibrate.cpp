@@ -97,6 +97,8 @@ class BenchCalibrate final : public Command {
     if (fs::is_directory(status)) throw UsageError("--cluster-out " + quoted_input(path) + " is a directory");
     if (fs::exists(status) && !fs::is_regular_file(status))
       throw UsageError("--cluster-out " + quoted_input(path) + " is not a regular file");
+    if (fs::exists(status) && !common().force && common().resume.empty())  // a resumed run replaces its own
+      throw UsageError("--cluster-out " + quoted_input(path) + " exists; pass --force to overwrite");
     if (!fs::is_directory(user_path_status("--cluster-out", where.string())) || access(where.c_str(), W_OK) != 0)
       throw UsageError("--cluster-out " + quoted_input(path) + ": cannot write in " + quoted_input(where.string()));
     if (!common().out.empty() && same_path(path, common().out))
