@@ -65,6 +65,16 @@ int state_export(const ExportOptions& o) {
   if (o.values != "master" && o.values != "model")
     throw UsageError("--values must be master (the float32 masters of a mixed-precision state) or model");
   record::check_output_path(o.out, o.force);
+  {  // never into the saves it reads (--force would replace one of their files)
+    std::error_code from_error, out_error;
+    fs::path from = fs::weakly_canonical(fs::absolute(o.from), from_error);
+    const fs::path out = fs::weakly_canonical(fs::absolute(o.out), out_error);
+    if (!from.has_filename()) from = from.parent_path();  // "sd/"
+    const auto [end, rest] = std::mismatch(from.begin(), from.end(), out.begin(), out.end());
+    if (!from_error && !out_error && end == from.end())
+      throw UsageError("--out " + quoted_input(o.out, 200) + " is inside --from " + quoted_input(o.from, 200) +
+                       ", the saves it reads; choose another --out");
+  }
   const parallel::WholeState state = parallel::read_whole_training_state(o.from);
   if (!state.model)
     throw UsageError(o.from + ": the save does not name the GPT it trains (its index has no /model)");
