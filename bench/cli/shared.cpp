@@ -22,6 +22,14 @@ std::vector<std::string> split_list(const std::string& text) {
   return out;
 }
 
+std::vector<std::string> split_names(const std::string& text, const std::string& option) {
+  std::vector<std::string> out = split_list(text);
+  for (std::size_t i = 0; i < out.size(); ++i)
+    if (std::find(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(i), out[i]) != out.begin() + static_cast<std::ptrdiff_t>(i))
+      throw UsageError(option + " names " + printable_line(out[i], 48) + " twice");
+  return out;
+}
+
 std::filesystem::file_status user_path_status(const std::string& option, const std::string& path) {
   std::error_code error;
   const std::filesystem::file_status status = std::filesystem::status(path, error);
@@ -53,6 +61,7 @@ std::vector<int> parse_whole_numbers(const std::string& text, const std::string&
       throw UsageError(option + ": " + quoted_input(s) + " is not a " +
                        (least == 1 ? std::string("positive whole number")
                                    : "whole number of at least " + std::to_string(least)));
+    if (std::find(out.begin(), out.end(), n) != out.end()) throw UsageError(option + " names " + s + " twice");
     out.push_back(n);
   }
   if (out.empty() && !text.empty()) throw UsageError(option + " names no number");

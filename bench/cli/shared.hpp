@@ -14,8 +14,11 @@ namespace parity::cli {
 
 // "a,b,,c" -> {"a", "b", "c"}.
 std::vector<std::string> split_list(const std::string& text);
+// split_list of an option's list of names, each run and recorded once: UsageError naming `option`
+// for a name given twice ("--models names tiny twice"), which would run the same rows again.
+std::vector<std::string> split_names(const std::string& text, const std::string& option);
 // "1,2,4" -> {1, 2, 4}: UsageError naming `option` for an entry that is not a whole number of at
-// least `least`, or a text with commas only.
+// least `least`, a number given twice, or a text with commas only.
 std::vector<int> parse_whole_numbers(const std::string& text, const std::string& option, int least = 1);
 // "0.5,1,inf" -> numbers (inf allowed): UsageError naming `option` for an entry that is not a
 // number, or a text with commas only.

@@ -108,12 +108,12 @@ BenchPlan plan_bench(BenchOptions& options) {
   if (options.root < 0) throw UsageError("-r/--root must not be negative");
 
   std::vector<Collective> collectives;
-  for (const auto& name : split_list(options.collectives)) {
+  for (const auto& name : split_names(options.collectives, "--coll")) {
     if (name == "all") collectives.assign(std::begin(kAllCollectives), std::end(kAllCollectives));
     else collectives.push_back(parse_collective(name));
   }
   if (collectives.empty()) throw UsageError("--coll names no collective");
-  const auto requested = split_list(options.algorithms);
+  const auto requested = split_names(options.algorithms, "--algo");
   for (const auto& name : requested) {
     if (name == "all") continue;
     const auto& all = algorithm_registry();
@@ -148,11 +148,11 @@ BenchPlan plan_bench(BenchOptions& options) {
     }
     plan.entries.push_back(entry);
   }
-  for (const auto& name : split_list(options.datatypes)) {
+  for (const auto& name : split_names(options.datatypes, "-d/--datatype")) {
     if (name == "all") plan.datatypes.assign(std::begin(kAllDataTypes), std::end(kAllDataTypes));
     else plan.datatypes.push_back(parse_data_type(name));
   }
-  for (const auto& name : split_list(options.ops)) {
+  for (const auto& name : split_names(options.ops, "-o/--op")) {
     if (name == "all") plan.ops.assign(std::begin(kAllReduceOps), std::end(kAllReduceOps));
     else plan.ops.push_back(parse_reduce_op(name));
   }

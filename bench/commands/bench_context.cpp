@@ -52,23 +52,14 @@ ContextBenchPlan plan_context_bench(const ContextBenchOptions& options, int worl
   if (type != DataType::float64 && type != DataType::float32 && type != DataType::bfloat16)
     throw UsageError("--precision: " + options.precision + " is not float64, float32 or bfloat16");
   plan.config.dtype = type;
-  for (const std::string& v : split_list(options.variants)) {
+  for (const std::string& v : split_names(options.variants, "--variants")) {
     if (v != "ring" && v != "allgather" && v != "ulysses")
       throw UsageError("--variants: '" + v + "' is not ring, allgather or ulysses");
-    if (std::find(plan.variants.begin(), plan.variants.end(), v) != plan.variants.end())
-      throw UsageError("--variants names " + v + " twice");
     plan.variants.push_back(v);
   }
   if (plan.variants.empty()) throw UsageError("--variants names no variant");
   plan.cp = parse_whole_numbers(options.cp, "--cp", 1);
-  for (std::size_t i = 0; i < plan.cp.size(); ++i)
-    if (std::find(plan.cp.begin(), plan.cp.begin() + static_cast<std::ptrdiff_t>(i), plan.cp[i]) != plan.cp.begin() + static_cast<std::ptrdiff_t>(i))
-      throw UsageError("--cp names " + std::to_string(plan.cp[i]) + " twice");
-  for (const int sequence : parse_whole_numbers(options.sequences, "--sequences", 2)) {
-    if (std::find(plan.sequences.begin(), plan.sequences.end(), sequence) != plan.sequences.end())
-      throw UsageError("--sequences names " + std::to_string(sequence) + " twice");
-    plan.sequences.push_back(sequence);
-  }
+  for (const int sequence : parse_whole_numbers(options.sequences, "--sequences", 2)) plan.sequences.push_back(sequence);
   for (const int cp : plan.cp) {
     if (world_size > 0 && world_size % cp != 0)
       throw UsageError("--cp " + std::to_string(cp) + " does not divide the world of " + std::to_string(world_size) +

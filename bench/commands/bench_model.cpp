@@ -69,7 +69,7 @@ ModelBenchPlan plan_model_bench(const ModelBenchOptions& options) {
   plan.overlap = options.overlap == "on";
   if (!plan.fast && dtype != DataType::float32 && dtype != DataType::float64)
     throw UsageError("--dtype " + options.dtype + ": models train in float32 or float64 (16-bit types: --path fast)");
-  for (const std::string& name : split_list(options.models)) {
+  for (const std::string& name : split_names(options.models, "--models")) {
     ModelPreset preset;
     try {
       preset = find_model_preset(name);

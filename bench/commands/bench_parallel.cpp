@@ -90,7 +90,7 @@ ParallelBenchPlan plan_parallel_bench(const ParallelBenchOptions& options) {
   if (options.steps < 1) throw UsageError("--steps must be at least 1");
   if (options.warmup < 0) throw UsageError("--warmup must not be negative");
   if (options.model != "mlp") find_model_preset(options.model);
-  for (const std::string& s : split_list(options.strategies)) {
+  for (const std::string& s : split_names(options.strategies, "--strategies")) {
     const parallel::Technique* t = nullptr;
     try {
       t = &parallel::find_technique(s);
@@ -103,14 +103,16 @@ ParallelBenchPlan plan_parallel_bench(const ParallelBenchOptions& options) {
     plan.strategies.push_back(t);
   }
   if (plan.strategies.empty()) throw UsageError("--strategies names no strategy");
-  for (const std::string& p : split_list(options.precisions)) {
+  for (const std::string& p : split_names(options.precisions, "--precision")) {
     parallel::parse_precision(p);  // refuses an unknown name
     plan.precisions.push_back(p);
   }
   if (plan.precisions.empty()) throw UsageError("--precision names no precision");
-  for (const std::string& b : split_list(options.bucket_sizes)) {
+  for (const std::string& b : split_names(options.bucket_sizes, "--bucket-sizes")) {
     const std::size_t bytes = parse_size(b, "--bucket-sizes");
     if (bytes == 0) throw UsageError("--bucket-sizes: a gradient bucket of 0 bytes (sizes must be positive)");
+    if (std::find(plan.bucket_sizes.begin(), plan.bucket_sizes.end(), bytes) != plan.bucket_sizes.end())
+      throw UsageError("--bucket-sizes names " + std::to_string(bytes) + " bytes twice");
     plan.bucket_sizes.push_back(bytes);
   }
   if (options.path != "reference" && options.path != "fast")

@@ -34,7 +34,7 @@ using parallel::Axis;
 
 std::vector<bool> parse_sequence_parallel(const std::string& text) {
   std::vector<bool> out;
-  for (const std::string& s : split_list(text)) {
+  for (const std::string& s : split_names(text, "--sp")) {
     if (s == "off") out.push_back(false);
     else if (s == "on") out.push_back(true);
     else throw UsageError("--sp: '" + s + "' is not known (off, on, or both: off,on)");
