@@ -34,7 +34,10 @@ class Parser(argparse.ArgumentParser):
 
 
 def one_line(text):
-    return " ".join(str(text).split())
+    """The text on one line, every byte of it that would drive a terminal (escape sequences in a
+    path or a file's contents) shown as \\xNN, as parity's own messages show them."""
+    words = " ".join(str(text).split())
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in words)
 
 
 def build_parser():

@@ -173,6 +173,10 @@ class PageReportTests(ReportCase):
 
     def test_usage_errors(self):
         self.assert_bad_input([self.a])  # no --out
+        # A path that would drive the terminal is shown escaped, on its one line.
+        line = self.assert_bad_input([self.a, "--out", "/proc/\x1b[31mX\x07\x08\r"],
+                                     "cannot write to output directory /proc/\\x1b[31mX\\x07\\x08")
+        self.assertTrue(line.isprintable(), line)
         res = run_report("--help")
         self.assertEqual(res.returncode, 0)
         for option in ("--out", "--title", "--max-plots", "--max-failures", "OTHER.h5"):

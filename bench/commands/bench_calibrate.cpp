@@ -81,7 +81,7 @@ class BenchCalibrate final : public Command {
   void declare(CommandOptions& o) override {
     o.add("--dtype", options_.dtype, "float32 or float64: the type the products and ops are measured in");
     o.add("--cluster-out", options_.cluster_out,
-          "Cluster description to write (JSON) [default: the result file's name with .cluster.json]");
+          "Cluster description to write (JSON; an existing one only with --force) [default: the result file's name with .cluster.json]");
   }
 
   std::optional<int> prepare(std::optional<int>) override {
