@@ -152,7 +152,7 @@ bool known_words(int argc, char** argv) {
 int main(int argc, char** argv) {
   // Output piped into a reader that stops early (| head) must not end a run by SIGPIPE, leaving
   // its lock, journal and temporary files and no result: the lost lines are only lost lines.
-  // Inherited through exec by mpirun and the ranks.
+  // (Every rank runs this main too; mpirun's stdout is relayed by the supervisor.)
   std::signal(SIGPIPE, SIG_IGN);
   // Internal: the partial-results writer a rank starts when a signal or a stall ends its run.
   if (argc >= 2 && std::strcmp(argv[1], kWritePartialFlag) == 0) {

@@ -48,6 +48,17 @@ TEST(Planner, ParametersOfPublishedModels) {
     EXPECT_EQ(plan_parameters_estimate(m), static_cast<double>(plan_parameters(m))) << m.name;
 }
 
+// A gated MLP with biases (no published preset has both) on a hand count, h 64, f 128, 4 heads:
+// q, k, v and o 4 x 64^2, gate, up and down 3 x 64 x 128; biases 3 x 64 (q, k, v), 64 (o),
+// 2 x 128 (gate, up) and 64 (down); two LayerNorms 4 x 64. Its MoE layer of 4 experts holds 4
+// MLPs of 3 x 64 x 128 + 2 x 128 + 64 each and a 64 x 4 router.
+TEST(Planner, GatedMlpWithBiasesOnAHandCount) {
+  const std::string shape = "layers=2,hidden=64,heads=4,vocab=100,sequence=32,gated_mlp=yes,ffn_hidden=128,bias=yes";
+  const std::int64_t attention = 4 * 64 * 64 + 4 * 64, mlp = 3 * 64 * 128 + 2 * 128 + 64, norms = 4 * 64;
+  EXPECT_EQ(plan_layer_parameters(parse_plan_model(shape)), attention + mlp + norms);
+  EXPECT_EQ(plan_moe_layer_parameters(parse_plan_model(shape + ",experts=4,top_k=1")), attention + 4 * mlp + 64 * 4 + norms);
+}
+
 // A model whose count would overflow 64 bits is refused in one line, not counted wrong.
 TEST(Planner, ModelsPastWhat64BitsCountAreRefused) {
   EXPECT_NO_THROW(parse_plan_model("llama3-8b,hidden=1048576"));  // 3.5e14 parameters: counted
@@ -192,6 +203,16 @@ TEST(Planner, BadInputIsRefusedInOneLine) {
   EXPECT_NE(plan_layout_problem(m, c, {1, 1, 32, false, 1, 1, 0, Recompute::full}, 64, 512), "");  // not the GPUs
   EXPECT_EQ(plan_layout_problem(m, c, {1, 1, 32, false, 1, 1, 0, Recompute::full}, 32, 512), "");
   EXPECT_EQ(parse_plan_model("gpt3-1.7b,sequence=4096").sequence, 4096);
+  const auto refusal = [](const std::string& text) {
+    try {
+      parse_plan_model(text);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(refusal("gpt3-1.7b,layers=2.5").find("is not a whole number"), std::string::npos);
+  EXPECT_NE(refusal("gpt3-1.7b,layers=9223372036854775807").find("is more than 10^15"), std::string::npos);
 }
 
 // Every layout the search returns can run, the fixed keys hold, and the count is the product
@@ -287,10 +308,10 @@ TEST(Planner, ContextParallelism) {
   lagging.node.bandwidth_GBps = instant.node.bandwidth_GBps = 1e15;
   lagging.node.latency_us = 1e9, instant.node.latency_us = 0;
   const PlanPrediction lag = plan_predict(shorter, lagging, node, 64);
-  EXPECT_NEAR(lag.cp_comm_s / (lag.micro_batches * 80 / 8), (2 * 3 + 4) * 1000.0, 1e-6 * lag.cp_comm_s);
+  EXPECT_NEAR(lag.cp_comm_s / (lag.micro_batches * 80 / 8), (2 * 3 + 4) * 1000.0, 1e-6 * (2 * 3 + 4) * 1000.0);
   EXPECT_EQ(plan_predict(shorter, instant, node, 64).cp_comm_s, 0);
   // A GPU of cp 2 holds half of each sequence: with twice the sequences a micro-batch, its
-  // forward is cp 1's (the same tokens, and the same score tiles of 256 x 256).
+  // forward is cp 1's (the same tokens, and the same count of 128 x 256 score tiles: sequences of 8192).
   PlanLayout halves = node, whole = node;
   halves.cp = 2, halves.dp = 16, halves.micro_batch = 2;
   whole.cp = 1, whole.dp = 32, whole.micro_batch = 1;

@@ -37,7 +37,16 @@ def one_line(text):
     """The text on one line, every byte of it that would drive a terminal (escape sequences in a
     path or a file's contents) shown as \\xNN, as parity's own messages show them."""
     words = " ".join(str(text).split())
-    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in words)
+    return "".join(c if c.isprintable() else escaped(c) for c in words)
+
+
+def escaped(c):
+    """A character one_line does not print: a byte of a path that was not UTF-8 (Python holds it
+    as a surrogate, U+DC80-U+DCFF) as that byte, \\xNN; any other as \\xNN or \\uNNNN."""
+    code = ord(c)
+    if 0xDC80 <= code <= 0xDCFF:
+        code -= 0xDC00
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
 def build_parser():

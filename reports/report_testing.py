@@ -24,7 +24,7 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import parity_reports  # noqa: E402,F401  (first: it sets numpy's BLAS threads before numpy loads)
+import parity_reports  # noqa: E402,F401  (numpy's BLAS threads: run_tests.py imports it before any test module)
 import h5py  # noqa: E402
 import numpy as np  # noqa: E402
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "reference/comm/communicator.hpp"
+#include "reference/core/error.hpp"
 
 namespace parity::cli {
 
@@ -17,6 +18,14 @@ std::vector<std::string> split_list(const std::string& text);
 // split_list of an option's list of names, each run and recorded once: UsageError naming `option`
 // for a name given twice ("--models names tiny twice"), which would run the same rows again.
 std::vector<std::string> split_names(const std::string& text, const std::string& option);
+// The same for values parsed from such a list, however spelt ("float32,f32", "all,sum"): each
+// named by name_of.
+template <typename T> void refuse_repeats(const std::vector<T>& values, const std::string& option) {
+  for (std::size_t i = 0; i < values.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (values[j] == values[i])
+        throw UsageError(option + " names " + std::string(name_of(values[i])) + " twice (a name given twice, or again by all)");
+}
 // "1,2,4" -> {1, 2, 4}: UsageError naming `option` for an entry that is not a whole number of at
 // least `least`, a number given twice, or a text with commas only.
 std::vector<int> parse_whole_numbers(const std::string& text, const std::string& option, int least = 1);

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <optional>
 #include <csignal>
 #include <cstdio>
@@ -23,6 +24,7 @@
 #include <filesystem>
 #include <functional>
 #include <regex>
+#include <string>
 
 #include "reference/comm/watchdog.hpp"
 #include "reference/record/output.hpp"
@@ -358,7 +360,9 @@ namespace {
 
 // mpirun's standard output relayed to this process's (a pipe that a reader may close early, as
 // `| head` does): mpirun stops the job when it meets a closed pipe, so it writes to this relay,
-// which drops what can no longer be written.
+// which drops what can no longer be written. The relay never blocks the supervisor's loop (its
+// digest of mpirun's stderr, the grace before a kill): what stdout does not take at once waits,
+// and the relay reads no more of mpirun's until it is written.
 class OutputRelay {
  public:
   OutputRelay() {
@@ -384,37 +388,58 @@ class OutputRelay {
     if (write_ >= 0) close(write_);
     write_ = -1;
   }
-  int fd() const { return read_; }  // -1: nothing to relay (poll skips it)
-  // Reads what is there and writes it on; at the end of the pipe, stops relaying.
-  void relay() {
+  // What the supervisor's poll waits on for the relay: stdout taking more while output waits,
+  // else mpirun's next output (fd -1, which poll skips, once there is neither).
+  pollfd wanted() const {
+    if (!pending_.empty()) return {STDOUT_FILENO, POLLOUT, 0};
+    return {read_, POLLIN, 0};
+  }
+  // After poll said so: writes what waits, or reads mpirun's next output and writes it.
+  void step() {
+    if (pending_.empty()) read_some();
+    write_some();
+  }
+  // Once mpirun has ended (its stderr closed): the rest, until the pipe ends or a second passes
+  // in which stdout takes nothing or mpirun says nothing (a daemon may keep the pipe open).
+  void drain() {
+    while (read_ >= 0 || !pending_.empty()) {
+      pollfd next = wanted();
+      if (poll(&next, 1, 1000) <= 0) return;
+      step();
+    }
+  }
+
+ private:
+  void read_some() {
     char buffer[4096];
     const ssize_t n = read(read_, buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) return;
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
     if (n <= 0) {
       close(read_);
       read_ = -1;
       return;
     }
-    for (ssize_t done = 0; done < n && !closed_;) {
-      const ssize_t w = write(STDOUT_FILENO, buffer + done, static_cast<std::size_t>(n - done));
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0) closed_ = true;  // EPIPE (SIGPIPE is ignored): the reader has gone
-      else done += w;
+    if (!closed_) pending_.append(buffer, static_cast<std::size_t>(n));
+  }
+  // Up to PIPE_BUF bytes a write while poll says stdout takes them: a write that size to a pipe
+  // with room never blocks.
+  void write_some() {
+    while (!pending_.empty()) {
+      pollfd room{STDOUT_FILENO, POLLOUT, 0};
+      if (poll(&room, 1, 0) <= 0) return;
+      const ssize_t w = write(STDOUT_FILENO, pending_.data(), std::min<std::size_t>(pending_.size(), PIPE_BUF));
+      if (w < 0 && (errno == EINTR || errno == EAGAIN)) return;
+      if (w < 0) {  // EPIPE (SIGPIPE is ignored): the reader has gone; the rest is dropped
+        closed_ = true;
+        pending_.clear();
+        return;
+      }
+      pending_.erase(0, static_cast<std::size_t>(w));
     }
   }
-  // What is left once mpirun has ended (its stderr closed): until the pipe ends, or a second
-  // passes with nothing (a daemon may keep it open).
-  void drain() {
-    while (read_ >= 0) {
-      pollfd readable{read_, POLLIN, 0};
-      if (poll(&readable, 1, 1000) <= 0) break;
-      relay();
-    }
-  }
-
- private:
   int read_ = -1, write_ = -1;
   bool closed_ = false;
+  std::string pending_;
 };
 
 }  // namespace
@@ -480,7 +505,7 @@ Outcome supervise(const std::vector<std::string>& command, int world_size) {
       kill(-child, SIGKILL);
       killed = true;
     }
-    pollfd readable[2] = {{pipe_fds[0], POLLIN, 0}, {stdout_relay.fd(), POLLIN, 0}};
+    pollfd readable[2] = {{pipe_fds[0], POLLIN, 0}, stdout_relay.wanted()};
     const int ready = poll(readable, 2, 250);
     if (ready < 0 && errno == EINTR) continue;
     if (ready == 0) {
@@ -491,7 +516,7 @@ Outcome supervise(const std::vector<std::string>& command, int world_size) {
       }
       continue;
     }
-    if (readable[1].revents != 0) stdout_relay.relay();
+    if (readable[1].revents != 0) stdout_relay.step();
     if (readable[0].revents == 0) continue;
     const ssize_t n = read(pipe_fds[0], buffer, sizeof buffer);
     if (n < 0 && errno == EINTR) continue;
@@ -506,7 +531,7 @@ Outcome supervise(const std::vector<std::string>& command, int world_size) {
   }
   if (!pending.empty() && (digest.take(pending) || verbose)) std::fprintf(stderr, "%s\n", printable_line(pending).c_str());
   close(pipe_fds[0]);
-  if (!killed) stdout_relay.drain();
+  stdout_relay.drain();
   while (!reaped && waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
   g_child = 0;

@@ -97,7 +97,11 @@ class BenchCalibrate final : public Command {
     if (fs::is_directory(status)) throw UsageError("--cluster-out " + quoted_input(path) + " is a directory");
     if (fs::exists(status) && !fs::is_regular_file(status))
       throw UsageError("--cluster-out " + quoted_input(path) + " is not a regular file");
-    if (fs::exists(status) && !common().force && common().resume.empty())  // a resumed run replaces its own
+    // An existing description is replaced with --force only, or by the resumed run that wrote it
+    // (its default name, beside the result file); without --out (the result file's name is
+    // made later, and in `parity run`) there is none to name yet.
+    const bool resumed_own = !common().resume.empty() && options_.cluster_out.empty();
+    if (!common().out.empty() && fs::exists(status) && !common().force && !resumed_own)
       throw UsageError("--cluster-out " + quoted_input(path) + " exists; pass --force to overwrite");
     if (!fs::is_directory(user_path_status("--cluster-out", where.string())) || access(where.c_str(), W_OK) != 0)
       throw UsageError("--cluster-out " + quoted_input(path) + ": cannot write in " + quoted_input(where.string()));

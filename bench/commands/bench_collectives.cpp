@@ -113,6 +113,7 @@ BenchPlan plan_bench(BenchOptions& options) {
     else collectives.push_back(parse_collective(name));
   }
   if (collectives.empty()) throw UsageError("--coll names no collective");
+  refuse_repeats(collectives, "--coll");
   const auto requested = split_names(options.algorithms, "--algo");
   for (const auto& name : requested) {
     if (name == "all") continue;
@@ -158,6 +159,8 @@ BenchPlan plan_bench(BenchOptions& options) {
   }
   if (plan.datatypes.empty()) throw UsageError("-d/--datatype names no type");
   if (plan.ops.empty()) throw UsageError("-o/--op names no reduction");
+  refuse_repeats(plan.datatypes, "-d/--datatype");
+  refuse_repeats(plan.ops, "-o/--op");
   return plan;
 }
 

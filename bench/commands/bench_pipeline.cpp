@@ -235,7 +235,7 @@ PipelineBenchPlan plan_pipeline_bench(const PipelineBenchOptions& options, int w
   plan.config.dtype = parse_data_type(options.dtype);
   if (plan.config.dtype != DataType::float32 && plan.config.dtype != DataType::float64)
     throw UsageError("--dtype " + options.dtype + ": models train in float32 or float64");
-  std::vector<std::string> schedules = split_list(options.schedules);
+  std::vector<std::string> schedules = split_names(options.schedules, "--schedules");
   if (schedules.empty()) throw UsageError("--schedules names no schedule");
   for (const std::string& s : schedules) pp::make_schedule(s, 1, 1, 1);  // unknown names refused, listing the known
   std::vector<int> stages = parse_whole_numbers(options.stages, "--stages");

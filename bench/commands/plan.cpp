@@ -15,6 +15,7 @@
 #include "reference/core/provenance.hpp"
 #include "reference/core/text.hpp"
 #include "reference/parallel/pipeline/simulator.hpp"
+#include "reference/record/output.hpp"
 #include "reference/record/results_file.hpp"
 #include "reference/theory/planner.hpp"
 

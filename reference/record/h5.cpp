@@ -61,7 +61,7 @@ void set_attribute_in(hid_t file, const std::filesystem::path& name, const std::
 
 // Closes `file` (the temporary sibling of `path`) and renames it to `path`.
 void close_and_rename(hid_t file, const std::filesystem::path& temporary, const std::filesystem::path& path, bool force) {
-  const std::lock_guard<std::mutex> committing(commit_mutex());
+  const std::lock_guard<std::timed_mutex> committing(commit_mutex());
   if (H5Fclose(file) < 0) throw Error("cannot close " + temporary.string() + full_disk_hint(temporary), "H5Fclose");
   // Another run may have written PATH since the start; never overwrite it silently.
   check_output_path(path, force);

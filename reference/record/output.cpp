@@ -4,10 +4,13 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <linux/magic.h>
+#include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <system_error>
@@ -54,17 +57,23 @@ double free_bytes_on(const std::filesystem::path& directory) {
   return static_cast<double>(fs.f_bavail) * static_cast<double>(fs.f_frsize);
 }
 
-// Whether `directory` is on a file system that holds no blocks at all: a view of the kernel's
-// (/proc, /sys), where no file can be made, rather than a full disk.
-bool holds_no_blocks(const std::filesystem::path& directory) {
-  struct statvfs fs {};
-  return statvfs(directory.c_str(), &fs) == 0 && fs.f_blocks == 0;
+// Whether `directory` is on one of the kernel's views (/proc, /sys and the like), where no file
+// can be made, rather than on a full disk. (ramfs and FUSE file systems also report no blocks,
+// and do keep files: the file system's type decides.)
+bool is_kernel_view(const std::filesystem::path& directory) {
+  struct statfs fs {};
+  if (statfs(directory.c_str(), &fs) != 0) return false;
+  constexpr unsigned long kKernelViews[] = {PROC_SUPER_MAGIC, SYSFS_MAGIC,        DEBUGFS_MAGIC, CGROUP_SUPER_MAGIC,
+                                            CGROUP2_SUPER_MAGIC, SECURITYFS_MAGIC, BPF_FS_MAGIC, TRACEFS_MAGIC};
+  for (const unsigned long view : kKernelViews)
+    if (static_cast<unsigned long>(fs.f_type) == view) return true;
+  return false;
 }
 
 std::string full_disk_hint(const std::filesystem::path& path) {
   const std::filesystem::path directory = directory_of(path);
   const double free_bytes = free_bytes_on(directory);
-  return free_bytes >= 0 && free_bytes < 1048576.0 && !holds_no_blocks(directory)
+  return free_bytes >= 0 && free_bytes < 1048576.0 && !is_kernel_view(directory)
              ? " (the disk is full: ENOSPC, " + mib_text(free_bytes) + " free on " + directory.string() + ")"
              : "";
 }
@@ -102,7 +111,7 @@ void check_output_path(const std::filesystem::path& path, bool force) {
   if (!fs::is_directory(directory_status)) {
     throw UsageError(directory.string() + " is not a directory (in output path " + path.string() + ")");
   }
-  if (holds_no_blocks(directory))
+  if (is_kernel_view(directory))
     throw UsageError("directory " + directory.string() + " of output file " + path.string() +
                      " is on a file system that keeps no files (such as /proc); choose another --out");
   // Writing the temporary sibling and renaming it both need write and search permission.
@@ -119,14 +128,14 @@ void discard_temporary_file() noexcept {
   if (g_lock[0] != '\0') unlink(g_lock);
 }
 
-std::mutex& commit_mutex() {
-  static std::mutex mutex;
+std::timed_mutex& commit_mutex() {
+  static std::timed_mutex mutex;
   return mutex;
 }
 
 void stop_commits() noexcept {
   try {
-    commit_mutex().lock();  // never unlocked: the process is ending
+    (void)commit_mutex().try_lock_for(std::chrono::seconds(5));  // never unlocked: the process is ending
   } catch (...) {
   }
 }

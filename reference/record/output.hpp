@@ -24,10 +24,11 @@ void check_free_space(const std::filesystem::path& path, std::uint64_t bytes);
 void discard_temporary_file() noexcept;
 
 // Held while a result file is closed and renamed into place (record::commit).
-std::mutex& commit_mutex();
+std::timed_mutex& commit_mutex();
 // Stops this process from committing a result file, for good, once a commit under way has
 // ended: for a thread that ends the process while others run on (the watchdog's stall), so
 // that the file left is the one that thread writes, not one the main thread renames over it.
+// Waits 5 s at most for that commit (a hung file system must not keep the process alive).
 void stop_commits() noexcept;
 
 // An exclusive lock on `<result>.lock` beside a result file, for the life of the object: a

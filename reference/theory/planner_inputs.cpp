@@ -112,7 +112,8 @@ double number(const std::string& key, const std::string& value) {
 
 std::int64_t whole(const std::string& key, const std::string& value) {
   const double x = number(key, value);
-  if (x != std::floor(x) || x > 1e15) throw UsageError(key + "=" + quoted_input(value) + " is not a whole number");
+  if (x != std::floor(x)) throw UsageError(key + "=" + quoted_input(value) + " is not a whole number");
+  if (x > 1e15) throw UsageError(key + "=" + quoted_input(value) + " is more than 10^15");
   return static_cast<std::int64_t>(x);
 }
 
