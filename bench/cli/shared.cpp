@@ -24,9 +24,8 @@ std::vector<std::string> split_list(const std::string& text) {
 
 std::vector<std::string> split_names(const std::string& text, const std::string& option) {
   std::vector<std::string> out = split_list(text);
-  for (std::size_t i = 0; i < out.size(); ++i)
-    if (std::find(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(i), out[i]) != out.begin() + static_cast<std::ptrdiff_t>(i))
-      throw UsageError(option + " names " + printable_line(out[i], 48) + " twice");
+  if (const std::ptrdiff_t i = first_repeat(out); i >= 0)
+    throw UsageError(option + " names " + printable_line(out[static_cast<std::size_t>(i)], 48) + " twice");
   return out;
 }
 

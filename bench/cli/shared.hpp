@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -15,16 +16,22 @@ namespace parity::cli {
 
 // "a,b,,c" -> {"a", "b", "c"}.
 std::vector<std::string> split_list(const std::string& text);
+// The index of the first value equal to an earlier one, or -1.
+template <typename T> std::ptrdiff_t first_repeat(const std::vector<T>& values) {
+  for (std::size_t i = 0; i < values.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (values[j] == values[i]) return static_cast<std::ptrdiff_t>(i);
+  return -1;
+}
 // split_list of an option's list of names, each run and recorded once: UsageError naming `option`
 // for a name given twice ("--models names tiny twice"), which would run the same rows again.
 std::vector<std::string> split_names(const std::string& text, const std::string& option);
 // The same for values parsed from such a list, however spelt ("float32,f32", "all,sum"): each
 // named by name_of.
 template <typename T> void refuse_repeats(const std::vector<T>& values, const std::string& option) {
-  for (std::size_t i = 0; i < values.size(); ++i)
-    for (std::size_t j = 0; j < i; ++j)
-      if (values[j] == values[i])
-        throw UsageError(option + " names " + std::string(name_of(values[i])) + " twice (a name given twice, or again by all)");
+  if (const std::ptrdiff_t i = first_repeat(values); i >= 0)
+    throw UsageError(option + " names " + std::string(name_of(values[static_cast<std::size_t>(i)])) +
+                     " twice (a name given twice, or again by all)");
 }
 // "1,2,4" -> {1, 2, 4}: UsageError naming `option` for an entry that is not a whole number of at
 // least `least`, a number given twice, or a text with commas only.

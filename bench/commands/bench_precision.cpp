@@ -44,10 +44,9 @@ PrecisionBenchPlan plan_precision_bench(const PrecisionBenchOptions& options) {
     const DataType type = parse_data_type(name);
     if (type != DataType::float64 && type != DataType::float32 && !is_half(type))
       throw UsageError("--precisions: " + name + " is not float64, float32, bfloat16 or float16");
-    for (DataType seen : plan.precisions)
-      if (seen == type) throw UsageError("--precisions names " + name + " twice");
     plan.precisions.push_back(type);
   }
+  refuse_repeats(plan.precisions, "--precisions");
   if (plan.precisions.empty()) throw UsageError("--precisions names no precision");
   return plan;
 }

@@ -108,12 +108,8 @@ StateBenchPlan plan_state_bench(const StateBenchOptions& options) {
     throw UsageError("--precision: " + options.precision + " is not float64, float32, bfloat16 or float16");
   plan.config.dtype = type;
   plan.config.validate();
-  for (const std::string& name : split_list(options.layouts)) {
-    const StateLayout l = parse_state_layout(name, "--layouts");
-    for (const StateLayout& seen : plan.layouts)
-      if (seen.name == name) throw UsageError("--layouts names " + name + " twice");
-    plan.layouts.push_back(l);
-  }
+  for (const std::string& name : split_names(options.layouts, "--layouts"))
+    plan.layouts.push_back(parse_state_layout(name, "--layouts"));
   if (plan.layouts.empty()) throw UsageError("--layouts names no layout");
   if (!options.dir.empty()) {
     const fs::file_status status = user_path_status("--dir", options.dir);
