@@ -37,9 +37,9 @@ CLI::Validator timeout_validator() {
 }
 
 void add_common(CLI::App* app, CommonOptions& o, bool with_half = true) {
-  app->add_option("--np", o.np, "Ranks to start. Outside mpirun/srun parity re-runs itself as `mpirun -n NP` "
+  decimal_only<int>(app->add_option("--np", o.np, "Ranks to start. Outside mpirun/srun parity re-runs itself as `mpirun -n NP` "
                                 "(adding --oversubscribe when NP exceeds the cores; refused past 16 ranks per core or past the "
-                                "memory of about 100 MB a rank needs before any work); under a launcher, the world given is used")
+                                "memory of about 100 MB a rank needs before any work); under a launcher, the world given is used"))
       ->check(CLI::Range(1, 1 << 20))
       ->group(kRunningGroup);
   app->add_option("--hostfile", o.hostfile, "Open MPI hostfile passed to mpirun (multi-host runs)")
@@ -49,9 +49,9 @@ void add_common(CLI::App* app, CommonOptions& o, bool with_half = true) {
       ->group(kRunningGroup);
   app->add_flag("--force", o.force, "Overwrite an existing result file")->group(kRunningGroup);
   app->add_flag("-q,--quiet", o.quiet, "No progress lines on stderr")->group(kRunningGroup);
-  app->add_option("-T,--timeout", o.timeout_seconds,
-                  "Seconds one operation may take before the job is aborted, naming the rank and operation that "
-                  "stalled; 0 disables")
+  decimal_only<double>(app->add_option("-T,--timeout", o.timeout_seconds,
+                                       "Seconds one operation may take before the job is aborted, naming the rank and "
+                                       "operation that stalled; 0 disables"))
       ->check(timeout_validator())
       ->group(kRunningGroup);
   if (with_half)
@@ -64,9 +64,9 @@ void add_common(CLI::App* app, CommonOptions& o, bool with_half = true) {
   app->add_option("--backend", o.backend,
                   "Communicator: auto (mpi on cpu; on cuda nccl, or mpi when ranks share a GPU and NCCL does not allow "
                   "it), mpi (device buffers staged through pinned host memory unless the MPI is CUDA-aware), nccl");
-  app->add_option("--inject-stall", o.inject_stall_rank,
-                  "Fault injection: this rank stops before the first operation, to see --timeout at work (a rank "
-                  "of the world; -1 none)")
+  decimal_only<int>(app->add_option("--inject-stall", o.inject_stall_rank,
+                                    "Fault injection: this rank stops before the first operation, to see --timeout at "
+                                    "work (a rank of the world; -1 none)"))
       ->check(CLI::Range(-1, 1 << 20))
       ->group(kRunningGroup);
   app->add_option("--inject-interrupt", o.inject_interrupt,

@@ -131,5 +131,19 @@ TEST(Text, PrintableLineKeepsTheReasonAtItsEnd) {
   for (char c : printable_line(std::string("\x00\x01\x7f\x1b", 4))) EXPECT_TRUE(c >= 0x20 && c < 0x7f) << int(c);
 }
 
+// Numbers from the command line and from plan's key=value pairs: plain decimal only.
+TEST(Text, PlainDecimal) {
+  for (const char* whole : {"0", "8", "010", "+5", "-12", "2147483648"}) EXPECT_TRUE(plain_decimal(whole, false)) << whole;
+  for (const char* not_whole : {"", "+", "-", "0x10", " 8", "8 ", "1e3", "2.0", "1_0", "0b1", "inf", "nan", "\xef\xbc\x98"})
+    EXPECT_FALSE(plain_decimal(not_whole, false)) << not_whole;
+  for (const char* real : {"2.5", ".5", "5.", "1e3", "1.5E-3", "-0.0", "+7"}) EXPECT_TRUE(plain_decimal(real, true)) << real;
+  for (const char* not_real : {".", "e3", "1e", "1e+", "0x1p3", " 1.0", "1.0 ", "nan", "inf", "1.2.3", "1e3.5"})
+    EXPECT_FALSE(plain_decimal(not_real, true)) << not_real;
+  EXPECT_TRUE(plain_decimal("inf", true, true));
+  EXPECT_TRUE(plain_decimal("-inf", true, true));
+  EXPECT_FALSE(plain_decimal("infinity", true, true));
+  EXPECT_FALSE(plain_decimal("nan", true, true));
+}
+
 }  // namespace
 }  // namespace parity::cli

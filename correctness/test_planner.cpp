@@ -213,6 +213,11 @@ TEST(Planner, BadInputIsRefusedInOneLine) {
   };
   EXPECT_NE(refusal("gpt3-1.7b,layers=2.5").find("is not a whole number"), std::string::npos);
   EXPECT_NE(refusal("gpt3-1.7b,layers=9223372036854775807").find("is more than 10^15"), std::string::npos);
+  // Decimal only: strtod alone reads 0x800 as 2048 and skips a leading space.
+  EXPECT_NE(refusal("gpt3-1.7b,hidden=0x800").find("is not a number >= 0 in decimal"), std::string::npos);
+  EXPECT_NE(refusal("gpt3-1.7b,capacity_factor=inf").find("in decimal"), std::string::npos);
+  EXPECT_THROW(parse_plan_fixed("tp=0x8"), UsageError);
+  EXPECT_EQ(parse_plan_model("gpt3-1.7b,hidden=2.4e3").hidden, 2400);
 }
 
 // Every layout the search returns can run, the fixed keys hold, and the count is the product

@@ -1,11 +1,16 @@
 // The parser behind CommandOptions: every option a command declares becomes a CLI11 option here.
 #include "bench/cli/options.hpp"
 
+#include "reference/core/text.hpp"
+
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
 #include <limits>
+#include <string>
+#include <vector>
 
 namespace parity::cli {
 
@@ -46,31 +51,51 @@ Option& Option::range(long long low, long long high) {
 
 namespace {
 
-// An integer option refuses a decimal value past its type's range (the parser would otherwise
-// clamp 99999999999999999999 to the largest value and run with it).
 template <typename T>
-CLI::Option* in_range(CLI::Option* option) {
-  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-    option->check(CLI::Validator(
+struct element {
+  using type = T;
+};
+template <typename T>
+struct element<std::vector<T>> {
+  using type = T;
+};
+
+}  // namespace
+
+// A number is refused unless written in plain decimal, or inf for a real number (the parser reads
+// 010 as 8, 0x10 as 16, " 8" as 8 and nan as a number; an option's own check refuses inf where it
+// means nothing), and a whole number past its type's range too (the parser would clamp
+// 99999999999999999999 to the largest value and run with it). A whole number's leading zeros are
+// dropped (a transform, not a check: the parser reads the text changed), so that 010 is ten.
+template <typename T>
+CLI::Option* decimal_only(CLI::Option* option) {
+  using E = typename element<T>::type;
+  if constexpr (std::is_arithmetic_v<E> && !std::is_same_v<E, bool>) {
+    option->transform(CLI::Validator(
         [](std::string& input) -> std::string {
-          T parsed{};
-          const char* end = input.data() + input.size();
-          if (std::from_chars(input.data() + (input.size() > 1 && input[0] == '+'), end, parsed).ec ==
-              std::errc::result_out_of_range)
-            return input + " is out of range (" + std::to_string(std::numeric_limits<T>::min()) + " to " +
-                   std::to_string(std::numeric_limits<T>::max()) + ")";
+          constexpr bool whole = std::is_integral_v<E>;
+          if (!plain_decimal(input, !whole, !whole))
+            return quoted_input(input) + (whole ? " is not a whole number in decimal" : " is not a number in decimal");
+          if constexpr (whole) {
+            const std::size_t sign = input[0] == '+' || input[0] == '-';
+            const std::size_t zeros = input.find_first_not_of('0', sign);
+            input.erase(sign, std::min(zeros, input.size() - 1) - sign);
+            E parsed{};
+            if (std::from_chars(input.data() + (input[0] == '+'), input.data() + input.size(), parsed).ec ==
+                std::errc::result_out_of_range)
+              return input + " is out of range (" + std::to_string(std::numeric_limits<E>::min()) + " to " +
+                     std::to_string(std::numeric_limits<E>::max()) + ")";
+          }
           return {};
         },
-        "", "integer in range"));
+        "", "decimal number"));
   }
   return option;
 }
 
-}  // namespace
-
 template <typename T>
 Option CommandOptions::add(const std::string& flags, T& value, const std::string& help) {
-  return Option(in_range<T>(app_.add_option(flags, value, help)));
+  return Option(decimal_only<T>(app_.add_option(flags, value, help)));
 }
 
 Option CommandOptions::flag(const std::string& flags, bool& value, const std::string& help) {
@@ -103,5 +128,7 @@ template Option CommandOptions::add(const std::string&, std::string&, const std:
 template Option CommandOptions::add(const std::string&, std::vector<std::string>&, const std::string&);
 template Option CommandOptions::add(const std::string&, std::vector<int>&, const std::string&);
 template Option CommandOptions::add(const std::string&, std::vector<double>&, const std::string&);
+template CLI::Option* decimal_only<int>(CLI::Option*);
+template CLI::Option* decimal_only<double>(CLI::Option*);
 
 }  // namespace parity::cli

@@ -31,6 +31,12 @@ struct RunValues {
   T full;
 };
 
+// A number option's check (each option CommandOptions::add declares has it; T: int or double):
+// refuses what is not written in plain decimal (or inf, for a real number; the parser reads 010
+// as 8, 0x10 as 16), and a whole number past its type's range.
+template <typename T>
+CLI::Option* decimal_only(CLI::Option* option);
+
 // One declared option, for what is said of it after its declaration.
 class Option {
  public:

@@ -72,7 +72,8 @@ std::vector<double> parse_numbers(const std::string& text, const std::string& op
   for (const std::string& s : split_list(text)) {
     char* end = nullptr;
     const double x = std::strtod(s.c_str(), &end);
-    if (end == s.c_str() || *end != '\0' || std::isnan(x)) throw UsageError(option + ": " + quoted_input(s) + " is not a number");
+    if (!plain_decimal(s, true, true) || *end != '\0' || std::isnan(x))
+      throw UsageError(option + ": " + quoted_input(s) + " is not a number in decimal");
     out.push_back(x);
   }
   if (out.empty() && !text.empty()) throw UsageError(option + " names no number");

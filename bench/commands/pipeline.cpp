@@ -60,7 +60,14 @@ void check_schedule_fits(const PipelineOptions& o) {
   const std::int64_t actions = pp::action_count(o.name, o.stages, o.micro_batches, o.chunks);
   const double needed = static_cast<double>(actions) * kBytesPerAction;
   const unsigned long long available = available_memory_bytes();
-  if (available == 0 || needed <= static_cast<double>(available)) return;
+  if (available == 0 || needed <= static_cast<double>(available)) {
+    // Tens of millions of actions take seconds to minutes (about 2 million a second on one core):
+    // said before the wait, as a long run's progress would be.
+    if (actions > (std::int64_t{1} << 24))
+      std::fprintf(stderr, "# %s with %d stages and %d micro-batches is %lld actions (about %.1f GiB): this takes a while\n",
+                   o.name.c_str(), o.stages, o.micro_batches, static_cast<long long>(actions), needed / 1073741824.0);
+    return;
+  }
   char text[400];
   std::snprintf(text, sizeof text,
                 "%s with %d stages and %d micro-batches is %lld actions, about %.1f GiB to generate and simulate "

@@ -19,4 +19,10 @@ std::string quoted_input(std::string_view text, std::size_t most = 48);
 // count of bytes left out between them.
 std::string printable_line(std::string_view text, std::size_t most = 1000);
 
+// Whether 'text' is a number written in plain decimal: an optional sign, digits, and where
+// `fraction` a decimal point and an exponent (1.5e-3); where `infinity`, inf too (with a sign or
+// none). strtod and the option parser take more (0x10 as 16, 010 as 8, " 8" with its space,
+// nan, 0x1p3, infinity), which a user never means.
+bool plain_decimal(std::string_view text, bool fraction, bool infinity = false);
+
 }  // namespace parity

@@ -105,8 +105,8 @@ std::string read_if_file(const std::string& text, const char* what) {
 double number(const std::string& key, const std::string& value) {
   char* end = nullptr;
   const double x = std::strtod(value.c_str(), &end);
-  if (value.empty() || *end != '\0' || !std::isfinite(x) || x < 0)
-    throw UsageError(key + "=" + quoted_input(value) + " is not a number >= 0");
+  if (!plain_decimal(value, true) || *end != '\0' || !std::isfinite(x) || x < 0)
+    throw UsageError(key + "=" + quoted_input(value) + " is not a number >= 0 in decimal");
   return x;
 }
 
@@ -489,12 +489,25 @@ PlanCluster parse_cluster(const std::string& given) {
                           "elementwise_efficiency", "gpus_per_node", "node_GBps", "node_latency_us", "network_GBps",
                           "network_latency_us", "collective_efficiency"})
     if (!seen.count(key)) throw UsageError("cluster " + quoted_input(given, 200) + ": missing field " + key);
-  const auto fraction = [](double x) { return x > 0 && x <= 1; };
+  // An efficiency a millionth or less is no machine's (a step priced with 1e-300 takes 1e299 s).
+  const auto fraction = [](double x) { return x >= 1e-6 && x <= 1; };
   if (c.peak_TFLOPs <= 0 || !fraction(c.gemm_efficiency) || c.multiprocessors <= 0 || c.memory_GB <= 0 ||
       c.memory_GBps <= 0 || !fraction(c.elementwise_efficiency) || c.gpus_per_node <= 0 ||
       c.node.bandwidth_GBps <= 0 || c.network.bandwidth_GBps <= 0 || !fraction(c.collective_efficiency) ||
       (seen.count("attention_efficiency") && !fraction(c.attention_efficiency)))
-    throw UsageError("cluster " + quoted_input(given, 200) + ": rates, sizes and efficiencies must be above 0 (efficiencies at most 1)");
+    throw UsageError("cluster " + quoted_input(given, 200) + ": rates and sizes must be above 0, efficiencies between 1e-6 and 1");
+  // Figures a millionth of a unit or less (a TFLOP/s, a GB, a GB/s), or past a billion units, are
+  // no GPU's or network's: a step priced with them overflows or rounds to nothing.
+  const auto plausible = [](double x) { return x >= 1e-6 && x <= 1e9; };
+  if (!plausible(c.peak_TFLOPs) || !plausible(c.memory_GB) || !plausible(c.memory_GBps) ||
+      !plausible(c.node.bandwidth_GBps) || !plausible(c.network.bandwidth_GBps) || c.node.latency_us > 1e9 ||
+      c.network.latency_us > 1e9)
+    throw UsageError("cluster " + quoted_input(given, 200) +
+                     ": peak_TFLOPs, memory_GB, memory_GBps and the GBps figures must be between 1e-6 and 1e9, latencies "
+                     "at most 1e9 us");
+  for (const auto& [type, peak] : c.peak_by_type)
+    if (!plausible(peak))
+      throw UsageError("cluster " + quoted_input(given, 200) + ": peak_TFLOPs_by_type's " + type + " must be between 1e-6 and 1e9");
   // A node holds no more GPUs than a job may have (--gpus).
   if (c.gpus_per_node > kPlanMostGpus)
     throw UsageError("cluster " + quoted_input(given, 200) + ": gpus_per_node=" + std::to_string(c.gpus_per_node) +
