@@ -2,11 +2,26 @@
 #include "bench/commands/gpt2_file.hpp"
 
 #include <cstdio>
+#include <string>
 
 #include "reference/core/error.hpp"
 #include "reference/ops/ops.hpp"
+#include "reference/theory/model.hpp"
 
 namespace parity::cli {
+namespace {
+
+// Elements of every dataset under `group`, its subgroups' too.
+double stored_elements(const record::ArrayReader& file, const std::string& group) {
+  double n = 0;
+  for (const std::string& member : file.members(group)) {
+    const std::string path = (group == "/" ? "/" : group + "/") + member;
+    n += file.is_group(path) ? stored_elements(file, path) : static_cast<double>(file.length(path));
+  }
+  return n;
+}
+
+}  // namespace
 
 void write_gpt2_config(record::ArrayWriter& file, const model::GptConfig& c) {
   file.set_attribute("/", "vocab_size", c.vocabulary);
@@ -52,6 +67,23 @@ model::GptConfig read_gpt2_config(const record::ArrayReader& file, const std::st
   if (file.string_attribute("/", "activation_function").value_or("") != "gelu_new")
     throw UsageError(what + ": activation " + file.string_attribute("/", "activation_function").value_or("(none)") +
                      " (parity's GPT uses gelu_new, GeLU's tanh form)");
+  try {
+    config.validate();
+  } catch (const UsageError& e) {
+    throw UsageError(what + ": " + e.what());
+  }
+  // The attributes size what is named, read and built from the file: a GPT of more parameters
+  // than the file stores elements (n_layer 2^31 - 1, vocab_size 2^40) is refused before any of
+  // that is made. Each product is bounded first, so that the count cannot overflow.
+  const double stored = stored_elements(file, "/"), h = static_cast<double>(config.hidden);
+  const bool bounded = static_cast<double>(config.vocabulary) * h <= stored &&
+                       static_cast<double>(config.sequence) * h <= stored && h * h <= stored &&
+                       static_cast<double>(config.layers) <= stored;
+  if (!bounded || static_cast<double>(theory::gpt_parameters(config)) > stored) {
+    char text[160];
+    std::snprintf(text, sizeof text, "describe more parameters than the %.0f elements the file stores", stored);
+    throw UsageError(what + ": its attributes (" + config.describe() + ") " + text);
+  }
   return config;
 }
 

@@ -6,7 +6,7 @@
 # through from-torch and parity state import, exported again, equal to the first export bit for
 # bit. A GPT-2 whose query and key blocks are swapped, or whose projection is transposed, fails
 # the check; a state_dict lacking a tensor is refused by import, and so are files with a NaN, a
-# layer past n_layer, an untied head or another LayerNorm epsilon; bad paths are refused in one line.
+# layer past n_layer, an untied head, another LayerNorm epsilon or sizes past the file's; bad paths are refused in one line.
 set -euo pipefail
 parity=$1; here=$2; work=$3
 tool="/usr/bin/python3 $here/bench/gpt2_torch.py"
@@ -68,7 +68,16 @@ def head(f):
     w = f["lm_head.weight"]; v = w[()]; v[3] += 1; w[...] = v
 def epsilon(f):
     f.attrs["layer_norm_epsilon"] = 1e-6
-for name, change in (("nan", nan), ("extra", extra), ("head", head), ("epsilon", epsilon)):
+# Attributes of a GPT far larger than the file: once, names for 2^31 - 1 layers were made until
+# memory ran out, and a 2^40 vocabulary ended in bad_alloc.
+def layers(f):
+    f.attrs["n_layer"] = 2**31 - 1
+def vocabulary(f):
+    f.attrs["vocab_size"] = 2**40
+def negative(f):
+    f.attrs["n_layer"] = -3
+for name, change in (("nan", nan), ("extra", extra), ("head", head), ("epsilon", epsilon), ("layers", layers),
+                     ("vocabulary", vocabulary), ("negative", negative)):
     broken(name, change)
 print("interchange: exact round trip, tied head, Conv1D layouts")
 PY
@@ -87,13 +96,16 @@ set -e
 [ $status2 = 2 ] && grep -q "nowhere does not exist" export-missing.txt
 [ $status3 = 2 ] && grep -q "exists" export-exists.txt
 [ $status4 = 2 ] && grep -q "is not a parity-gpt2 file" import-foreign.txt
-for broken in nan extra head epsilon; do
-  set +e; "$parity" state import --from $broken.h5 --out refused 2> import-$broken.txt; status=$?; set -e
+for broken in nan extra head epsilon layers vocabulary negative; do
+  set +e; timeout 60 "$parity" state import --from $broken.h5 --out refused 2> import-$broken.txt; status=$?; set -e
   [ $status = 2 ] || { echo "import of the $broken file: status $status, expected 2" >&2; exit 1; }
 done
 grep -q "transformer.h.1.mlp.c_fc.weight holds a NaN or an infinity at element 5" import-nan.txt
 grep -q "holds 'transformer.h.2.mlp.c_fc.weight', which the GPT of its attributes (.* L=2 .*) does not have" import-extra.txt
 grep -q "lm_head.weight differs from transformer.wte.weight, which the GPT ties it to" import-head.txt
 grep -q "layer_norm_epsilon 1e-06 (parity's GPT uses 1e-05)" import-epsilon.txt
+grep -q "L=2147483647 .*) describe more parameters than the [0-9]* elements the file stores" import-layers.txt
+grep -q "V=1099511627776 .*) describe more parameters than the [0-9]* elements the file stores" import-vocabulary.txt
+grep -q "^parity: negative.h5: GPT config (.*L=-3 .*): vocabulary, layers, hidden, heads and sequence must all be positive" import-negative.txt
 [ ! -e refused ] || { echo "a refused import left refused/" >&2; exit 1; }
 echo "state interchange: ok"
