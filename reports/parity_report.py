@@ -3,8 +3,9 @@
 
 One file gives a report of that run; two files give a comparison of run B against run A.
 The input format is docs/results-schema.md (schema version 1). Exit status: 0 when the report
-was written, 2 for bad input or usage (one line on stderr starting with "parity report: "),
-1 for an unexpected failure while drawing. The report itself is the parity_reports package
+was written, 2 for bad input or usage (one line on stderr starting with "parity: "), 4 for
+an unexpected failure while drawing (parity's status for a fault while running), 130 when
+interrupted. The report itself is the parity_reports package
 beside this script: one module per result table in parity_reports/tables.
 """
 
@@ -18,7 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from parity_reports.report import comparison_report, single_report  # noqa: E402
 from parity_reports.tables import schema  # noqa: E402
 
-PREFIX = "parity report: "
+PREFIX = "parity: "
 
 
 class UsageError(Exception):
@@ -55,7 +56,7 @@ def build_parser():
         description="Write an HTML report (index.html, PNG plots and summary.md) from one parity "
                     "result file, or a comparison of two (run B against run A).",
         epilog="Exit status: 0 report written; 2 bad input or usage (one line on stderr starting "
-               "with 'parity report: '); 1 unexpected failure while drawing (set "
+               "with 'parity: '); 4 unexpected failure while drawing (set "
                "PARITY_REPORT_DEBUG=1 for a traceback). The input format is "
                "docs/results-schema.md, schema version 1.")
     p.add_argument("result", metavar="RESULT.h5",
@@ -118,7 +119,7 @@ def run(argv):
             traceback.print_exc()
         sys.stderr.write(f"{PREFIX}internal error while drawing the report: "
                          f"{one_line(type(exc).__name__ + ': ' + str(exc))}\n")
-        return 1
+        return 4
     print(os.path.join(args.out, "index.html"))
     return 0
 

@@ -282,7 +282,7 @@ class ReportAsserts:
         self.assertEqual(res.returncode, 2, res.stderr)
         lines = res.stderr.strip("\n").split("\n")
         self.assertEqual(len(lines), 1, res.stderr)
-        self.assertTrue(lines[0].startswith("parity report: "), lines[0])
+        self.assertTrue(lines[0].startswith("parity: "), lines[0])
         self.assertNotIn("Traceback", res.stderr)
         if expected:
             self.assertIn(expected, lines[0])

@@ -158,7 +158,7 @@ class PageReportTests(ReportCase):
         with h5py.File(path, "a") as f:
             f.attrs["schema_version"] = np.int64(99)
         line = self.assert_bad_input([path, "--out", os.path.join(self.tmp, "x")])
-        self.assertEqual(line, f"parity report: {path} has schema version 99; "
+        self.assertEqual(line, f"parity: {path} has schema version 99; "
                                "this report reads version 1")
         # The second file of a comparison is checked just as well.
         self.assert_bad_input([self.a, path, "--out", os.path.join(self.tmp, "x")],

@@ -1,16 +1,25 @@
 // Starting the report scripts (reports.hpp).
 #include "bench/cli/reports.hpp"
 
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "bench/cli/launcher.hpp"
 #include "bench/cli/supervisor.hpp"
 #include "reference/core/error.hpp"
+#include "reference/core/text.hpp"
 #include "reference/record/results_file.hpp"
 
 namespace parity::cli {
@@ -36,6 +45,10 @@ std::string python() {
   return access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
 }
 
+volatile std::sig_atomic_t g_report_signal = 0;
+
+void note_signal(int signal) { g_report_signal = signal; }
+
 fs::path default_report_dir(const std::string& file) {
   fs::path p(file);
   return p.parent_path() / (p.stem().string() + ".report");
@@ -56,18 +69,61 @@ int draw_report(const std::vector<std::string>& files, std::string out_dir, bool
   std::vector<char*> argv;
   for (auto& a : command) argv.push_back(a.data());
   argv.push_back(nullptr);
+  // A signal to parity reaches the script too (SIGTERM passed on; a terminal's Ctrl-C reaches
+  // both), and parity waits for it to end: no script is left drawing after parity has gone.
+  g_report_signal = 0;
+  struct sigaction action {}, previous[3];
+  action.sa_handler = note_signal;  // no SA_RESTART: waitpid returns at the signal
+  sigemptyset(&action.sa_mask);
+  const int signals[3] = {SIGINT, SIGTERM, SIGHUP};
+  for (int i = 0; i < 3; ++i) sigaction(signals[i], &action, &previous[i]);
+  const pid_t parent = getpid();
   const pid_t child = fork();
+  if (child < 0) throw UsageError(std::string("cannot start the report script: ") + std::strerror(errno));
   if (child == 0) {
+    for (int i = 0; i < 3; ++i) sigaction(signals[i], &previous[i], nullptr);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(kExitInterrupted);
     execvp(argv[0], argv.data());
     std::fprintf(stderr, "parity: could not start %s\n", argv[0]);
     _exit(127);
   }
   int status = 0;
-  waitpid(child, &status, 0);
-  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : kExitFault;
+  bool passed_on = false;
+  std::optional<std::chrono::steady_clock::time_point> signalled;
+  for (;;) {
+    const pid_t done = waitpid(child, &status, g_report_signal ? WNOHANG : 0);
+    if (done == child) break;
+    if (done < 0 && errno != EINTR) {
+      status = 0;
+      break;
+    }
+    if (g_report_signal && !passed_on) {
+      kill(child, SIGTERM);
+      passed_on = true;
+      signalled = std::chrono::steady_clock::now();
+    }
+    // The script has 5 s to end on the signal passed on, then it is killed.
+    if (signalled && std::chrono::steady_clock::now() - *signalled > std::chrono::seconds(5)) kill(child, SIGKILL);
+    if (g_report_signal) usleep(20000);
+  }
+  for (int i = 0; i < 3; ++i) sigaction(signals[i], &previous[i], nullptr);
+  if (g_report_signal) {
+    const int s = g_report_signal;
+    std::fprintf(stderr, "parity: interrupted by %s while drawing the report; %s is incomplete\n",
+                 s == SIGINT ? "SIGINT" : s == SIGTERM ? "SIGTERM" : "SIGHUP", printable_line(out_dir, 300).c_str());
+    return kExitInterrupted;
+  }
+  // The script's statuses: 0 drawn, 2 bad input, 4 a fault while drawing, 130 its own Ctrl-C.
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   if (code == 127) throw UsageError("python3 not found; install python3-matplotlib python3-h5py (ci/setup.sh)");
-  if (code == 0 && !quiet) std::fprintf(stderr, "[report] %s/index.html\n", out_dir.c_str());
-  return code;
+  if (code == 0 && !quiet) std::fprintf(stderr, "[report] %s/index.html\n", printable_line(out_dir, 300).c_str());
+  if (code == 0 || code == kExitUsage || code == kExitFault) return code;
+  if (code == 130) return kExitInterrupted;
+  // Python itself failed (a broken installation, a fatal error): a fault, in one line.
+  std::fprintf(stderr, "parity: the report script (%s) ended %s %d\n", python().c_str(),
+               WIFSIGNALED(status) ? "by signal" : "with status", WIFSIGNALED(status) ? WTERMSIG(status) : code);
+  return kExitFault;
 }
 
 }  // namespace parity::cli

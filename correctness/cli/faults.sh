@@ -255,6 +255,27 @@ case $scenario in
       [ -z "$left" ] || fail "left behind at --np $np: $left"
       no_leftovers
     done ;;
+  report_interrupted)
+    # A signal while the report script draws: parity passes it on, waits for the script and
+    # says so (status 5); no script is left drawing after parity has gone.
+    "$parity" bench collectives -q -e 8 -n 2 -w 0 --out "$work/r.h5" 2>"$err" || fail "no result file to draw"
+    for sig in TERM INT; do
+      "$parity" report "$work/r.h5" --out "$work/report-$sig" >"$out" 2>"$err" &
+      pid=$!
+      for _ in $(seq 200); do
+        pgrep -f -- "parity_report.py .*--out $work/report-$sig" >/dev/null && break
+        sleep 0.05
+      done
+      pgrep -f -- "parity_report.py .*--out $work/report-$sig" >/dev/null || fail "the report script never started"
+      kill -"$sig" "$pid"
+      wait "$pid"
+      status=$?
+      expect_status 5
+      expect_line "^parity: interrupted by SIG$sig while drawing the report; .*report-$sig is incomplete$"
+      sleep 0.5
+      pgrep -f -- "parity_report.py .*--out $work/report-$sig" >/dev/null &&
+        fail "the report script outlived parity: $(pgrep -af -- "parity_report.py")"
+    done ;;
   *) echo "faults.sh: unknown scenario $scenario"; exit 2 ;;
 esac
 exit 0
