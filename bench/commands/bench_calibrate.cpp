@@ -19,6 +19,7 @@
 #include "reference/core/error.hpp"
 #include "reference/core/json.hpp"
 #include "reference/core/text.hpp"
+#include "reference/record/output.hpp"
 #include "reference/cuda/device.hpp"
 
 namespace parity::cli {
@@ -107,6 +108,13 @@ class BenchCalibrate final : public Command {
       throw UsageError("--cluster-out " + quoted_input(path) + ": cannot write in " + quoted_input(where.string()));
     if (!common().out.empty() && same_path(path, common().out))
       throw UsageError("--cluster-out " + quoted_input(path) + " is the result file itself");
+    if (!common().hostfile.empty() && same_path(path, common().hostfile))
+      throw UsageError("--cluster-out " + quoted_input(path) + " is the file --hostfile reads; choose another --cluster-out");
+    try {  // the rest of what a result file's path must be (not on /proc, a name the system takes)
+      record::check_output_path(path, true);
+    } catch (const UsageError& e) {
+      throw UsageError(std::string("--cluster-out: ") + e.what());
+    }
     return std::nullopt;
   }
 

@@ -59,7 +59,9 @@ ContextBenchPlan plan_context_bench(const ContextBenchOptions& options, int worl
   }
   if (plan.variants.empty()) throw UsageError("--variants names no variant");
   plan.cp = parse_whole_numbers(options.cp, "--cp", 1);
+  if (plan.cp.empty()) throw UsageError("--cp names no size");
   for (const int sequence : parse_whole_numbers(options.sequences, "--sequences", 2)) plan.sequences.push_back(sequence);
+  if (plan.sequences.empty()) throw UsageError("--sequences names no length");
   for (const int cp : plan.cp) {
     if (world_size > 0 && world_size % cp != 0)
       throw UsageError("--cp " + std::to_string(cp) + " does not divide the world of " + std::to_string(world_size) +

@@ -111,10 +111,14 @@ ParallelBenchPlan plan_parallel_bench(const ParallelBenchOptions& options) {
   for (const std::string& b : split_names(options.bucket_sizes, "--bucket-sizes")) {
     const std::size_t bytes = parse_size(b, "--bucket-sizes");
     if (bytes == 0) throw UsageError("--bucket-sizes: a gradient bucket of 0 bytes (sizes must be positive)");
+    // Past any model's gradients (one bucket then), and past the int64 the file records it as.
+    if (bytes > (std::size_t{1} << 40))
+      throw UsageError("--bucket-sizes: " + quoted_input(b) + " is more than 1T bytes (one bucket holds every gradient long before)");
     if (std::find(plan.bucket_sizes.begin(), plan.bucket_sizes.end(), bytes) != plan.bucket_sizes.end())
       throw UsageError("--bucket-sizes names " + std::to_string(bytes) + " bytes twice");
     plan.bucket_sizes.push_back(bytes);
   }
+  if (plan.bucket_sizes.empty()) throw UsageError("--bucket-sizes names no size");
   if (options.path != "reference" && options.path != "fast")
     throw UsageError("--path " + quoted_input(options.path) + " is not known (reference, fast)");
   plan.fast = options.path == "fast";

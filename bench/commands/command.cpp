@@ -5,8 +5,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <utility>
+#include <vector>
 
 #include "bench/cli/launcher.hpp"
+#include "bench/cli/shared.hpp"
 #include "bench/cli/supervisor.hpp"
 #include "reference/core/error.hpp"
 #include "reference/record/output.hpp"
@@ -206,6 +209,11 @@ int run_command(Command& command, int argc, char** argv) {
   // Before prepare(), which may plan for the world (bench pipeline's stages up to --np).
   if (!under_launcher()) check_local_ranks({common.np, common.hostfile});
   if (const std::optional<int> done = command.prepare(world)) return *done;
+  std::vector<std::pair<std::string, std::string>> inputs = command.inputs();
+  inputs.emplace_back("--hostfile", common.hostfile);
+  for (const auto& [option, path] : inputs)
+    if (!path.empty() && !common.out.empty() && same_path(common.out, path))
+      throw UsageError("--out " + quoted_input(common.out, 200) + " is the file " + option + " reads; choose another --out");
   if (const std::optional<int> status = maybe_relaunch(argc, argv, common, command.file_stem())) return *status;
   return command.after_job(with_session(argc, argv, command));
 }

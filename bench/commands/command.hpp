@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "bench/cli/options.hpp"
@@ -128,6 +129,9 @@ class Command {
   // finalised): `parity run` draws its report here.
   virtual int after_job(int status) { return status; }
   virtual std::optional<ResumeProbe> resume_probe() const { return std::nullopt; }
+  // The files it reads, each with its option's name ({"--schedule", path}): --out may be none of
+  // them (nor --hostfile), --force or not.
+  virtual std::vector<std::pair<std::string, std::string>> inputs() const { return {}; }
   // The result groups it writes: info().tables, or tables known only once every registry is
   // filled (after static initialisation).
   virtual std::vector<const record::TableSpec*> tables() const { return info_.tables; }

@@ -199,6 +199,7 @@ int pipeline_run(Session& session, const PipelineOptions& o) {
     if (!scheduled) throw UsageError("--inject-failure " + c.inject_failure + ": the schedule has no such action");
   }
   if (session.is_root()) {
+    write_csv_if_asked(o, s);  // the schedule run, as validate and simulate write theirs
     describe(s);
     std::fflush(stdout);
   }
@@ -350,6 +351,9 @@ class PipelineRun final : public Command {
     return std::nullopt;
   }
   int execute(Job& job) override { return pipeline_run(job.session, options_); }
+  std::vector<std::pair<std::string, std::string>> inputs() const override {
+    return {{"--schedule", options_.schedule_file}};
+  }
 
  private:
   PipelineOptions options_;

@@ -59,22 +59,27 @@ struct ExportOptions {
   bool force = false;
 };
 
+// Never an --out among the saves a command reads or writes (--force would replace one of their
+// files: a restart would destroy the save it goes on from).
+void refuse_out_inside(const std::string& out_path, const std::string& dir, const char* option, const char* what) {
+  if (out_path.empty()) return;
+  std::error_code dir_error, out_error;
+  fs::path saves = fs::weakly_canonical(fs::absolute(dir), dir_error);
+  const fs::path out = fs::weakly_canonical(fs::absolute(out_path), out_error);
+  if (!saves.has_filename()) saves = saves.parent_path();  // "sd/"
+  const auto [end, rest] = std::mismatch(saves.begin(), saves.end(), out.begin(), out.end());
+  if (!dir_error && !out_error && end == saves.end())
+    throw UsageError("--out " + quoted_input(out_path, 200) + " is inside " + option + " " + quoted_input(dir, 200) + ", " +
+                     what + "; choose another --out");
+}
+
 int state_export(const ExportOptions& o) {
   // Logits of a few rows are a check, not a workload: [rows, sequence, vocabulary] doubles.
   if (o.tokens < 0 || o.tokens > 4096) throw UsageError("--tokens must be from 0 to 4096 rows");
   if (o.values != "master" && o.values != "model")
     throw UsageError("--values must be master (the float32 masters of a mixed-precision state) or model");
   record::check_output_path(o.out, o.force);
-  {  // never into the saves it reads (--force would replace one of their files)
-    std::error_code from_error, out_error;
-    fs::path from = fs::weakly_canonical(fs::absolute(o.from), from_error);
-    const fs::path out = fs::weakly_canonical(fs::absolute(o.out), out_error);
-    if (!from.has_filename()) from = from.parent_path();  // "sd/"
-    const auto [end, rest] = std::mismatch(from.begin(), from.end(), out.begin(), out.end());
-    if (!from_error && !out_error && end == from.end())
-      throw UsageError("--out " + quoted_input(o.out, 200) + " is inside --from " + quoted_input(o.from, 200) +
-                       ", the saves it reads; choose another --out");
-  }
+  refuse_out_inside(o.out, o.from, "--from", "the saves it reads");
   const parallel::WholeState state = parallel::read_whole_training_state(o.from);
   if (!state.model)
     throw UsageError(o.from + ": the save does not name the GPT it trains (its index has no /model)");
@@ -415,6 +420,7 @@ class StateTrain final : public Command {
     // The saves' directory, made now if it is not there (--restart needs it there): a name that
     // cannot be one is refused before any step, not at the first save.
     if (options_.dir.empty()) throw UsageError("--dir is empty: name the directory of the saves");
+    refuse_out_inside(common().out, options_.dir, "--dir", "where the saves go");
     const std::string dir = "--dir " + quoted_input(options_.dir, 200);
     const fs::file_status status = user_path_status("--dir", options_.dir);
     if (fs::exists(status) && !fs::is_directory(status)) throw UsageError(dir + " is not a directory");
