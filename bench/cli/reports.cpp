@@ -17,9 +17,11 @@
 #include <vector>
 
 #include "bench/cli/launcher.hpp"
+#include "bench/cli/shared.hpp"
 #include "bench/cli/supervisor.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/text.hpp"
+#include "reference/record/output.hpp"
 #include "reference/record/results_file.hpp"
 
 namespace parity::cli {
@@ -56,8 +58,27 @@ fs::path default_report_dir(const std::string& file) {
 
 }  // namespace
 
+void check_report_dir(const std::string& dir, const std::vector<std::string>& files, const std::string& option) {
+  if (dir.empty()) return;
+  const std::string given = option + " " + quoted_input(dir, 200);
+  const fs::file_status status = user_path_status(option, dir);
+  for (const std::string& f : files)
+    if (same_path(dir, f)) throw UsageError(given + " is the result file the report draws; choose another " + option);
+  if (fs::exists(status) && !fs::is_directory(status)) throw UsageError(given + " exists and is not a directory");
+  // The folders missing are made: the nearest one that exists must take them.
+  fs::path existing = fs::absolute(dir);
+  std::error_code error;
+  while (!fs::exists(existing, error) && existing.has_parent_path() && existing != existing.parent_path())
+    existing = existing.parent_path();
+  if (record::is_kernel_view(existing))
+    throw UsageError(given + " is on a file system that keeps no files (such as /proc); choose another " + option);
+  if (fs::exists(status) ? access(dir.c_str(), W_OK | X_OK) != 0 : access(existing.c_str(), W_OK | X_OK) != 0)
+    throw UsageError(given + ": cannot write in " + quoted_input((fs::exists(status) ? fs::path(dir) : existing).string(), 200));
+}
+
 int draw_report(const std::vector<std::string>& files, std::string out_dir, bool force, bool quiet, bool figures) {
   for (const auto& f : files) record::inspect(f);
+  check_report_dir(out_dir, files, "--out");
   if (out_dir.empty()) out_dir = default_report_dir(files.front()).string();
   if (fs::exists(fs::path(out_dir) / "index.html") && !force)
     throw UsageError("report directory " + out_dir + " already holds a report; pass --force to overwrite");

@@ -13,4 +13,9 @@ namespace parity::cli {
 // status.
 int draw_report(const std::vector<std::string>& files, std::string out_dir, bool force, bool quiet, bool figures = true);
 
+// Refuses (UsageError, naming `option`) a report directory that cannot be one: a name the file
+// system refuses (a loop of links, too long), an existing file, one of the result files it
+// draws, or a place no folder can be made (/proc, an unwritable folder). Before any work.
+void check_report_dir(const std::string& dir, const std::vector<std::string>& files, const std::string& option);
+
 }  // namespace parity::cli

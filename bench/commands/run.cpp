@@ -39,6 +39,7 @@ class Run final : public Command {
   // Each part's options take their run values, fitted to the world where it is known already
   // (--np outside a launcher), and are checked before any rank starts (and on every rank again).
   std::optional<int> prepare(std::optional<int> world_size) override {
+    if (!no_report_) check_report_dir(report_dir_, {common().out}, "--report-dir");
     for (Command* c : parts()) {
       c->options().use_run_values(quick_);
       if (world_size) c->prepare_for_run(*world_size);

@@ -65,6 +65,9 @@ void remember_temporary(const std::filesystem::path& path);
 void forget_temporary();
 // The directory a result file goes in ("." for a bare name).
 std::filesystem::path directory_of(const std::filesystem::path& path);
+// Whether `directory` is on one of the kernel's views (/proc, /sys and the like), where no file
+// can be made.
+bool is_kernel_view(const std::filesystem::path& directory);
 // Bytes free to this user on the file system of `directory`; -1 when it cannot be read.
 double free_bytes_on(const std::filesystem::path& directory);
 // "12.3 MiB".
