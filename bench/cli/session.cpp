@@ -169,11 +169,21 @@ void Session::load_resumed() {
       throw UsageError("--resume " + source + " was a run with " + what + " " + then + ", this one has " + now +
                        "; resume it with the same command");
   };
+  // What the rows measured is known from the file's record of the run; without it (an attribute
+  // removed or of another type) nothing can be compared, and nothing is taken.
+  const auto recorded = [&](const char* what, bool present) {
+    if (!present)
+      throw UsageError("--resume " + source + " does not record " + what +
+                       ", so what its rows measured cannot be told; start afresh");
+  };
+  recorded("the subcommand it ran", !info.subcommand.empty());
+  recorded("its world size", info.world_size > 0);
+  recorded("its options", !info.options.empty());
   differs("the subcommand", info.subcommand, subcommand_);
   differs("world size", info.world_size ? std::to_string(info.world_size) : "", std::to_string(world_->size()));
   differs("device", info.device, on_gpu() ? "cuda" : "cpu");
   differs("--half-accumulate", info.half_accumulate, std::string(name_of(half_)));
-  // Every option that changes results, as recorded (files without the attribute: not compared).
+  // Every option that changes results, as recorded: each must be there, with the value given now.
   std::map<std::string, std::string> then;
   std::size_t at = 0;
   while (at < info.options.size()) {
@@ -185,7 +195,10 @@ void Session::load_resumed() {
   for (const std::string& item : result_options_) {
     const std::size_t eq = item.find('=');
     const auto was = then.find(item.substr(0, eq));
-    if (was != then.end() && was->second != item.substr(eq + 1))
+    if (was == then.end())
+      throw UsageError("--resume " + source + " does not record " + item.substr(0, eq) +
+                       ", so what its rows measured cannot be told; start afresh");
+    if (was->second != item.substr(eq + 1))
       throw UsageError("--resume " + source + " was a run with " + was->first + " " + quoted_input(was->second, 200) +
                        ", this one has " + quoted_input(item.substr(eq + 1), 200) +
                        ": its rows measured something else; resume it with the same options, or start afresh");

@@ -276,6 +276,18 @@ PY
     run check -q --resume "$work/none.h5"
     [ "$status" -eq 2 ] && grep -q "no such file" "$err" || fail "a missing file: status $status"
     rows partial "$work/p.h5" "interrupted" >/dev/null  # refusals leave the file alone
+    # A file whose record of the run is gone (an attribute removed, or of another type) cannot be
+    # compared: refused, not taken as the same run.
+    for change in "del f.attrs['options']" "f.attrs['options'] = 7" "del f.attrs['subcommand']" \
+        "f.attrs['options'] = '\n'.join(l for l in f.attrs['options'].split('\n') if not l.startswith('--filter='))"; do
+      cp "$work/p.h5" "$work/edited.h5"
+      /usr/bin/python3 -c "import h5py, sys
+with h5py.File(sys.argv[1], 'r+') as f:
+    $change" "$work/edited.h5" || fail "could not edit the copy ($change)"
+      run check -q --filter "$check_filter" --resume "$work/edited.h5" --out "$work/e2.h5"
+      [ "$status" -eq 2 ] && grep -q "does not record .*, so what its rows measured cannot be told; start afresh" "$err" ||
+        fail "a file edited by $change: status $status"
+    done
     # A journal left by a run killed outright is not overwritten by accident.
     printf 'parityJ1' >"$work/q.h5.journal"
     run check -q --filter 'broadcast/native/int32/*' --out "$work/q.h5"
