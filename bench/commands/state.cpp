@@ -328,6 +328,8 @@ int state_train(Session& session, const TrainOptions& o) {
     table.i64("saved").push_back(save ? 1 : 0);
     table.str("layout").push_back(o.layout);
     table.i64("world_size").push_back(world.size());
+    // Journaled as it goes: a run cut short keeps the steps it took (and its saves, --restart).
+    session.record_rows("/state/train", table, table.rows() - 1);
     char loss[32];
     std::snprintf(loss, sizeof loss, "%.4f", stats.loss);
     progress.update(static_cast<std::size_t>(step), "step " + std::to_string(step + 1) + " loss " + loss +

@@ -3,7 +3,8 @@
 # saves every 2 of 8 steps; its last two saves are taken away and the newest left made to look
 # cut short (no index), as a job killed while saving leaves it; `--restart` on 2 ranks under tp 2
 # goes on from the newest complete save, trains the rest and ends within the bound of one
-# device; its rows are the steps after that save. A second run into the same --dir is refused.
+# device; its rows are the steps after that save. A second run into the same --dir is refused;
+# a run cut short keeps the rows of the steps it took.
 set -euo pipefail
 parity=$1; work=$2
 rm -rf "$work"; mkdir -p "$work"; cd "$work"
@@ -32,6 +33,17 @@ set +e
 "$parity" state train --np 2 -q --steps 8 --dir run --out third.h5 2> third.txt; status=$?
 set -e
 [ $status = 2 ] && grep -q "holds a training state already" third.txt
+# A run cut short keeps the steps it took (rows journaled as it goes), beside its saves.
+set +e
+"$parity" state train --np 2 -q --steps 8 --save-every 2 --dir cut --out cut.h5 --inject-interrupt state/train:3:INT 2> cut.txt
+status=$?
+set -e
+[ $status = 5 ] && grep -q "^parity: partial results kept in cut.h5 (1 tables, [3-8] rows finished)" cut.txt ||
+  { echo "a cut run: status $status, $(cat cut.txt)" >&2; exit 1; }
+/usr/bin/python3 -c "import h5py
+with h5py.File('cut.h5') as f:
+    steps = list(f['/state/train/step'][()])
+    assert f.attrs['complete'] == 0 and steps == list(range(len(steps))) and len(steps) >= 3, steps"
 # Bad saves and mismatched runs: one line on every rank's behalf, exit 2, nothing trained.
 expect_refusal() {  # REGEX ARGS...
   local regex=$1; shift
