@@ -78,11 +78,12 @@ void validate_device_options(const CommonOptions& o) {
 }
 
 Session::Session(int* argc, char*** argv, const CommonOptions& options, std::string subcommand, std::string file_stem,
-                 std::vector<std::string> resumable, std::vector<std::string> command_line,
+                 const std::vector<const record::TableSpec*>& resumable, std::vector<std::string> command_line,
                  std::vector<std::string> result_options)
     : options_(options), subcommand_(std::move(subcommand)), file_stem_(std::move(file_stem)),
-      resumable_(std::move(resumable)), command_line_(std::move(command_line)), result_options_(std::move(result_options)),
+      resumable_specs_(resumable), command_line_(std::move(command_line)), result_options_(std::move(result_options)),
       start_time_(utc_now_iso8601()), half_(parse_half_accumulate(options.half_accumulate)) {
+  for (const record::TableSpec* spec : resumable_specs_) resumable_.push_back(spec->group);
   validate_device_options(options_);
   mpi_ = std::make_unique<MpiRuntime>(argc, argv);
   world_ = mpi_->world(options_.timeout_seconds);
@@ -163,6 +164,18 @@ void Session::load_resumed() {
     info = record::inspect(file);
     for (const std::string& group : resumable_)
       if (record::has_table(file, group)) resumed_[group] = record::read_table(file, group);
+  }
+  // Each column the run writes has, in the file, the type the run gives it (a file edited or of
+  // another program would fail at the first row appended, after the work).
+  for (const record::TableSpec* spec : resumable_specs_) {
+    const auto table = resumed_.find(spec->group);
+    if (table == resumed_.end()) continue;
+    for (const record::ColumnSpec& want : spec->columns)
+      for (const record::Column& got : table->second.columns())
+        if (got.name == want.name && got.values.index() != static_cast<std::size_t>(want.type))
+          throw UsageError("--resume " + source + ": column " + spec->group + "/" + got.name + " holds " +
+                           std::string(record::name_of(static_cast<record::ColumnType>(got.values.index()))) + ", not " +
+                           std::string(record::name_of(want.type)) + "; the file was not written by this run's command");
   }
   const auto differs = [&](const std::string& what, const std::string& then, const std::string& now) {
     if (!then.empty() && then != now)

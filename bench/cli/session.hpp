@@ -15,6 +15,7 @@
 #include "reference/comm/mpi_communicator.hpp"
 #include "reference/comm/placement.hpp"
 #include "reference/record/results_file.hpp"
+#include "reference/record/table.hpp"
 
 namespace parity::record {
 class OutputLock;
@@ -71,11 +72,12 @@ inline const RowKey kWholeTable = [](const record::Table&, std::size_t) { return
 class Session {
  public:
   // `subcommand`: the command's name ("bench precision"); `file_stem`: of the default result
-  // file's name; `resumable`: the result groups --resume takes rows back from.
+  // file's name; `resumable`: the result groups --resume takes rows back from (their columns'
+  // types are checked against the resumed file's).
   // result_options: "--name=value" of every option that changes results (Command::
   // result_options), recorded in the file and compared with the resumed run's.
   Session(int* argc, char*** argv, const CommonOptions& options, std::string subcommand, std::string file_stem,
-          std::vector<std::string> resumable, std::vector<std::string> command_line,
+          const std::vector<const record::TableSpec*>& resumable, std::vector<std::string> command_line,
           std::vector<std::string> result_options = {});
   ~Session();
 
@@ -154,6 +156,7 @@ class Session {
   std::string subcommand_;
   std::string file_stem_;
   std::vector<std::string> resumable_;
+  std::vector<const record::TableSpec*> resumable_specs_;
   std::vector<std::string> command_line_;
   std::vector<std::string> result_options_;
   std::string start_time_;

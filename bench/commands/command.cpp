@@ -174,7 +174,7 @@ int with_session(int argc, char** argv, Command& command) {
   std::unique_ptr<Session> session;
   try {
     session = std::make_unique<Session>(&argc, &argv, command.common(), command.info().name, command.file_stem(),
-                                        command.groups(), std::vector<std::string>(argv, argv + argc), command.result_options());
+                                        command.tables(), std::vector<std::string>(argv, argv + argc), command.result_options());
     Job job(*session);
     const int status = command.execute(job);
     job.finish();

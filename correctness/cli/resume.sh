@@ -288,6 +288,20 @@ with h5py.File(sys.argv[1], 'r+') as f:
       [ "$status" -eq 2 ] && grep -q "does not record .*, so what its rows measured cannot be told; start afresh" "$err" ||
         fail "a file edited by $change: status $status"
     done
+    # A column of another type is refused before any work (it failed at the first row appended,
+    # with status 4 and Open MPI's banner).
+    cp "$work/p.h5" "$work/edited.h5"
+    /usr/bin/python3 -c "import h5py, sys
+with h5py.File(sys.argv[1], 'r+') as f:
+    g = f['/check/collectives']
+    n, attrs = len(g['passed']), dict(g['passed'].attrs)
+    del g['passed']
+    d = g.create_dataset('passed', data=[b'x'] * n)
+    for k, v in attrs.items():
+        d.attrs[k] = v" "$work/edited.h5" || fail "could not edit the copy"
+    run check -q --filter "$check_filter" --resume "$work/edited.h5" --out "$work/e3.h5"
+    [ "$status" -eq 2 ] && grep -q "column /check/collectives/passed holds string, not int64" "$err" && [ ! -e "$work/e3.h5" ] ||
+      fail "a column of strings: status $status"
     # A journal left by a run killed outright is not overwritten by accident.
     printf 'parityJ1' >"$work/q.h5.journal"
     run check -q --filter 'broadcast/native/int32/*' --out "$work/q.h5"
