@@ -8,7 +8,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <regex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/cli/supervisor.hpp"
@@ -34,6 +36,20 @@ CLI::Validator timeout_validator() {
         return "";
       },
       "SECONDS");
+}
+
+// The parser's refusals said as parity says its own: "--out: At Most 1 required but received 2"
+// becomes "--out is given 2 times (once at most)".
+std::string in_plain_words(const std::string& message) {
+  static const std::pair<std::regex, const char*> kRewrites[] = {
+      {std::regex("^(\\S+): At Most 1 required but received (\\d+)$"), "$1 is given $2 times (once at most)"},
+      {std::regex("^(\\S+): At Most (\\d+) required but received (\\d+)$"), "$1: $3 given, $2 at most"},
+      {std::regex("^(\\S+): 1 required .* missing$"), "$1 needs a value"},
+      {std::regex("^(\\S+): File does not exist: (.*)$"), "$1: $2 does not exist"},
+      {std::regex("^(\\S+): File is actually a directory: (.*)$"), "$1: $2 is a directory, not a file"}};
+  for (const auto& [pattern, words] : kRewrites)
+    if (std::regex_match(message, pattern)) return std::regex_replace(message, pattern, words);
+  return message;
 }
 
 void add_common(CLI::App* app, CommonOptions& o, bool with_half = true) {
@@ -181,7 +197,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "parity: %s (see parity --help)\n", printable_line(e.what()).c_str());
+    std::fprintf(stderr, "parity: %s (see parity --help)\n", printable_line(in_plain_words(e.what())).c_str());
     return kExitUsage;
   }
   try {

@@ -122,6 +122,8 @@ void write_index(const fs::path& partial, const IndexContents& c) {
 fs::path resolve(const fs::path& path) {
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory)
+    throw UsageError(path.string() + " cannot be read: " + ec.message());  // a loop of links, a name too long
   if (!fs::exists(status)) throw UsageError(path.string() + " does not exist");
   if (!fs::is_directory(status)) throw UsageError(path.string() + " is not a directory (a training state is one)");
   if (fs::exists(path / "index.h5", ec)) return path;
