@@ -73,6 +73,7 @@ std::vector<double> read_doubles(const record::ArrayReader& file, const std::str
   if (!file.has(path)) throw UsageError(what + " has no " + path);
   const DataType type = file.dtype(path);
   const std::size_t n = file.length(path);
+  if (n == 0) return {};  // an empty shard (a rank of FSDP holding none of a small tensor)
   Tensor t = Tensor::empty(path, {static_cast<std::int64_t>(n)}, type, MemoryCategory::workspace);
   file.read(path, type, 0, n, t.raw());
   return t.to_vector();
@@ -92,9 +93,9 @@ std::vector<double> read_shards(const record::ArrayReader& file, const std::stri
     const auto offset = file.int_attribute(p, "offset");
     if (!offset) throw UsageError(where + "/" + shard + " has no integer attribute offset (the shard's first element)");
     const std::vector<double> v = read_doubles(file, p, file.path().string());
-    if (*offset < 0 || static_cast<std::size_t>(*offset) + v.size() > size)
-      throw UsageError(where + "/" + shard + ": elements " + std::to_string(*offset) + " to " +
-                       std::to_string(*offset + static_cast<std::int64_t>(v.size())) + " of a tensor of " + std::to_string(size));
+    if (*offset < 0 || v.size() > size || static_cast<std::size_t>(*offset) > size - v.size())
+      throw UsageError(where + "/" + shard + ": " + std::to_string(v.size()) + " elements from element " +
+                       std::to_string(*offset) + " of a tensor of " + std::to_string(size));
     for (std::size_t i = 0; i < v.size(); ++i) {
       const std::size_t e = static_cast<std::size_t>(*offset) + i;
       if (held[e]) throw UsageError(where + ": element " + std::to_string(e) + " is in two shards (" + shard + " and another)");

@@ -99,8 +99,8 @@ trained pipe bug_tied_unsummed 1 "only the tied token table's gradient differs"
 trained zero bug_float32_loss 1 "the framework computes in float32"
 
 # Results as shards with their offsets (each rank's flat range, as ZeRO holds them): the DDP
-# results split in three uneven pieces per tensor conform; a shard missing or two overlapping are
-# refused.
+# results split in three uneven pieces per tensor conform, an empty shard beside them too; a
+# shard missing, two overlapping or one far past the end are refused.
 /usr/bin/python3 - <<'PY'
 import shutil, h5py, numpy as np
 def split(source, target, damage=None):
@@ -119,17 +119,27 @@ def split(source, target, damage=None):
                     continue
                 if damage == "overlap" and name.endswith("c_fc.bias") and i == 1:
                     first -= 1
-                ds = b.create_dataset(f"{name}/shard{i}", data=data[first:last])
+                if damage == "far" and name.endswith("c_fc.bias") and i == 2:
+                    first = 2**63 - 2
+                ds = b.create_dataset(f"{name}/shard{i}", data=data[cuts[i] if damage == "far" else first:last])
                 ds.attrs["dtype"] = "float64"
                 ds.attrs["offset"] = np.int64(first)
+            if damage == "empty" and name.endswith("c_fc.bias"):
+                ds = b.create_dataset(f"{name}/shard_empty", data=data[0:0])
+                ds.attrs["dtype"] = "float64"
+                ds.attrs["offset"] = np.int64(0)
         a.visititems(visit)
 split("ddp.h5", "shards.h5")
 split("ddp.h5", "gap.h5", "gap")
 split("ddp.h5", "overlap.h5", "overlap")
+split("ddp.h5", "empty.h5", "empty")
+split("ddp.h5", "far.h5", "far")
 PY
 compare acc.h5 shards.h5 0 "conforms"
+compare acc.h5 empty.h5 0 "conforms"  # a rank holding none of a tensor
 compare acc.h5 gap.h5 2 "no shard holds element"; one_line
 compare acc.h5 overlap.h5 2 "is in two shards"; one_line
+compare acc.h5 far.h5 2 "elements from element 9223372036854775806 of a tensor of"; one_line
 
 # Bad input: one line on stderr, exit 2.
 compare zero.h5 ddp.h5 2 "holds results of case"; one_line
