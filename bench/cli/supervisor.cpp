@@ -586,9 +586,12 @@ int write_partial_results(const std::string& journal, const std::string& result,
   if (!std::filesystem::exists(journal)) return 0;
   try {
     const record::PartialSummary kept = record::write_partial(journal, result, reason);
+    // How the run goes on: --resume FILE, or what the command set in kContinueVariable.
+    const char* how = std::getenv(kContinueVariable);
     if (kept.tables > 0)
-      std::fprintf(stderr, "parity: partial results kept in %s (%zu tables, %zu rows finished); continue with --resume %s\n",
-                 result.c_str(), kept.tables, kept.rows, result.c_str());
+      std::fprintf(stderr, "parity: partial results kept in %s (%zu tables, %zu rows finished); continue with %s%s\n",
+                   result.c_str(), kept.tables, kept.rows, how && *how ? how : "--resume ",
+                   how && *how ? "" : result.c_str());
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "parity: could not keep partial results: %s\n", e.what());

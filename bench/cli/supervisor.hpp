@@ -111,5 +111,8 @@ timespec file_clock_now();
 // Makes the partial file and prints one line saying where it is and how to resume (or why it
 // could not); returns 0, or kExitFault when it could not. Nothing happens without a journal.
 int write_partial_results(const std::string& journal, const std::string& result, const std::string& reason);
+// The environment variable a command that goes on otherwise than by --resume FILE sets to say
+// how (state train: --restart, from its saves), for that line; inherited by its ranks.
+inline constexpr const char* kContinueVariable = "PARITY_CONTINUE_WITH";
 
 }  // namespace parity::cli

@@ -5,6 +5,7 @@
 // PyTorch GPT-2 built from the export can be checked against them.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -15,6 +16,7 @@
 
 #include "bench/cli/progress.hpp"
 #include "bench/cli/shared.hpp"
+#include "bench/cli/supervisor.hpp"
 #include "bench/commands/bench_state.hpp"
 #include "bench/commands/command.hpp"
 #include "bench/commands/gpt2_file.hpp"
@@ -422,6 +424,11 @@ class StateTrain final : public Command {
     // The saves' directory, made now if it is not there (--restart needs it there): a name that
     // cannot be one is refused before any step, not at the first save.
     if (options_.dir.empty()) throw UsageError("--dir is empty: name the directory of the saves");
+    // A run goes on from its saves (--restart), not from its result file: its rows are the steps
+    // it takes, and a restart takes some again.
+    if (!common().resume.empty())
+      throw UsageError("state train goes on from its saves under --dir with --restart, not with --resume");
+    setenv(kContinueVariable, ("--restart (from the newest save under " + quoted_input(options_.dir, 200) + ")").c_str(), 1);
     refuse_out_inside(common().out, options_.dir, "--dir", "where the saves go");
     const std::string dir = "--dir " + quoted_input(options_.dir, 200);
     const fs::file_status status = user_path_status("--dir", options_.dir);

@@ -38,8 +38,12 @@ set +e
 "$parity" state train --np 2 -q --steps 8 --save-every 2 --dir cut --out cut.h5 --inject-interrupt state/train:3:INT 2> cut.txt
 status=$?
 set -e
-[ $status = 5 ] && grep -q "^parity: partial results kept in cut.h5 (1 tables, [3-8] rows finished)" cut.txt ||
+[ $status = 5 ] && grep -q "^parity: partial results kept in cut.h5 (1 tables, [3-8] rows finished); continue with --restart (from the newest save under 'cut')$" cut.txt ||
   { echo "a cut run: status $status, $(cat cut.txt)" >&2; exit 1; }
+set +e
+"$parity" state train --np 2 -q --steps 8 --dir cut --resume cut.h5 --out again.h5 2> again.txt; status=$?
+set -e
+[ $status = 2 ] && grep -q "^parity: state train goes on from its saves under --dir with --restart, not with --resume$" again.txt
 /usr/bin/python3 -c "import h5py
 with h5py.File('cut.h5') as f:
     steps = list(f['/state/train/step'][()])
