@@ -189,6 +189,10 @@ TEST(ModelAccounting, ActivationBytesKeptPerBlockEqualTheImplementationFormula) 
       }
       m->backward(Tensor::zeros_like(logits, "dlogits", MemoryCategory::activations), {});
       for (Layer* layer : m->layers()) EXPECT_EQ(layer->saved_passes(), 0u) << layer->name();
+      // An evaluation pass keeps nothing for a backward that never comes.
+      m->forward(b.inputs, {0, 0, false});
+      for (Layer* layer : all_layers(m->layers()))
+        EXPECT_EQ(layer->saved_passes(), 0u) << layer->name() << " after an evaluation pass";
     }
 }
 
@@ -241,6 +245,29 @@ TEST(Optimizers, AdamWFollowsItsUpdateRule) {
     for (int i = 0; i < 3; ++i) EXPECT_NEAR(p.value.at(i), expect[i], bound) << "element " << i;
     EXPECT_EQ(adam.state_of("p").size(), 2u);
     EXPECT_EQ(adam.state_of("p")[0].category(), MemoryCategory::optimizer_state);
+  }
+}
+
+// 1 - beta is formed in float64 and rounded once to the state's type: in float32,
+// 1 - 0.999f is 0.0010000467 (4.7e-5 off), which the first step writes into v whole. After one
+// step from zero moments with g = 1, m and v are exactly 1 - beta1 and 1 - beta2 rounded once,
+// on the vectorised path (float32 values and state) and the scalar one (float64 values).
+TEST(Optimizers, AdamWFormsOneMinusBetaOnce) {
+  for (DataType values : {DataType::float32, DataType::float64}) {
+    AdamW adam(AdamWConfig{}, DataType::float32);
+    Parameter p;
+    p.name = "p";
+    p.value = Tensor::empty("p", {9}, values, MemoryCategory::parameters);
+    for (int i = 0; i < 9; ++i) {
+      p.value.set(i, 0.25 * i);
+      p.gradient().set(i, 1.0);
+    }
+    adam.step({&p});
+    const auto& state = adam.state_of("p");
+    for (int i = 0; i < 9; ++i) {
+      EXPECT_EQ(state[0].at(i), static_cast<double>(static_cast<float>(1 - AdamWConfig{}.beta1))) << name_of(values);
+      EXPECT_EQ(state[1].at(i), static_cast<double>(static_cast<float>(1 - AdamWConfig{}.beta2))) << name_of(values);
+    }
   }
 }
 
@@ -382,8 +409,18 @@ TEST(Layers, SplitBackwardDefersTheWeightGradients) {
   PassContext input_only = pass;
   input_only.defer_weight_gradients = true;
   int final_hooks = 0;
+  // The layers' gradients become final in the same order either way (data parallelism's
+  // buckets are filled in that order).
+  std::vector<std::string> final_whole, final_split;
   for (Layer* layer : all_layers(split->layers()))
-    layer->add_hook([&](Layer&, HookPoint point, const PassContext&) { final_hooks += point == HookPoint::after_backward; });
+    layer->add_hook([&](Layer& l, HookPoint point, const PassContext&) {
+      final_hooks += point == HookPoint::after_backward;
+      if (point == HookPoint::after_backward) final_split.push_back(l.name());
+    });
+  for (Layer* layer : all_layers(whole->layers()))
+    layer->add_hook([&](Layer& l, HookPoint point, const PassContext&) {
+      if (point == HookPoint::after_backward) final_whole.push_back(l.name());
+    });
   Tensor xw = b.inputs, xs = b.inputs, dw, ds;
   for (Layer* layer : whole->layers()) xw = layer->forward(xw, pass);
   for (Layer* layer : split->layers()) xs = layer->forward(xs, pass);
@@ -408,11 +445,38 @@ TEST(Layers, SplitBackwardDefersTheWeightGradients) {
   }
   for (std::size_t i = layers_s.size(); i-- > 0;) layers_s[i]->backward_weights(input_only);
   EXPECT_EQ(final_hooks, static_cast<int>(all_layers(split->layers()).size()));
+  EXPECT_EQ(final_split, final_whole);
   for (Layer* layer : layers_s) EXPECT_EQ(layer->deferred_passes(), 0u) << layer->name();
   const auto pw = whole->parameters(), ps = split->parameters();
   for (std::size_t i = 0; i < pw.size(); ++i)
     for (std::int64_t j = 0; j < pw[i]->grad.numel(); ++j)
       ASSERT_EQ(pw[i]->grad.at(j), ps[i]->grad.at(j)) << pw[i]->name << " element " << j;
+}
+
+// A layer's auxiliary losses of one pass add up (a layer may add several), are taken once, and
+// an evaluation pass adds none.
+TEST(Layers, AuxiliaryLossesOfAPassAddUp) {
+  class TwoLosses final : public Layer {
+   public:
+    TwoLosses() : Layer("two") {}
+    const char* kind() const override { return "test"; }
+
+   protected:
+    Tensor do_forward(const Tensor& x, const PassContext& context) override {
+      add_auxiliary_loss(context, 0.25);
+      add_auxiliary_loss(context, 0.5);
+      return x;
+    }
+    Tensor do_backward(const Tensor& dy, const PassContext&) override { return dy; }
+  } layer;
+  const Tensor x = Tensor::zeros("x", {2}, DataType::float64, MemoryCategory::activations);
+  layer.forward(x, {0, 0, true});
+  layer.forward(x, {0, 1, true});
+  EXPECT_EQ(layer.take_auxiliary_loss({0, 0, true}), 0.75);
+  EXPECT_EQ(layer.take_auxiliary_loss({0, 1, true}), 0.75);
+  EXPECT_EQ(layer.take_auxiliary_loss({0, 0, true}), 0.0);
+  layer.forward(x, {0, 0, false});
+  EXPECT_EQ(layer.take_auxiliary_loss({0, 0, false}), 0.0);
 }
 
 TEST(Layers, DropoutReplaysFromItsKey) {

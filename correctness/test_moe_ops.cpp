@@ -67,6 +67,8 @@ TEST(MoeRouting, CapacityFormula) {
   EXPECT_EQ(ops::expert_capacity(rule(RouterKind::top_k, 2, 1.25), 10, 4), 7);   // 6.25
   EXPECT_EQ(ops::expert_capacity(rule(RouterKind::top_k, 2, 1.0), 8, 4), 4);     // exactly 4
   EXPECT_EQ(ops::expert_capacity(rule(RouterKind::top_k, 1, 1.1), 10, 1), 11);   // 1.1 * 10 rounds above 11
+  EXPECT_EQ(ops::expert_capacity(rule(RouterKind::top_k, 1, 1.1), 50, 5), 11);   // computes to 11.000000000000002
+  EXPECT_EQ(ops::expert_capacity(rule(RouterKind::top_k, 1, 2.2), 45, 9), 11);   // so does 2.2 * 45 / 9
   EXPECT_EQ(ops::expert_capacity(rule(RouterKind::top_k, 2, ops::kDropless), 10, 4), -1);
   EXPECT_EQ(ops::expert_capacity(rule(RouterKind::expert_choice, 0, 2.0), 6, 4), 3);
   EXPECT_EQ(ops::expert_capacity(rule(RouterKind::expert_choice, 0, 100.0), 6, 4), 6);  // at most every token
