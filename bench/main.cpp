@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench/cli/options.hpp"
 #include "bench/cli/supervisor.hpp"
 #include "bench/commands/command.hpp"
 #include "reference/core/error.hpp"

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace parity::cli {
@@ -74,7 +75,7 @@ CLI::Option* decimal_only(CLI::Option* option) {
     option->transform(CLI::Validator(
         [](std::string& input) -> std::string {
           constexpr bool whole = std::is_integral_v<E>;
-          if (!plain_decimal(input, !whole, !whole))
+          if (!plain_decimal(input, !whole, !whole) || (std::is_unsigned_v<E> && input[0] == '-'))
             return quoted_input(input) + (whole ? " is not a whole number in decimal" : " is not a number in decimal");
           if constexpr (whole) {
             const std::size_t sign = input[0] == '+' || input[0] == '-';

@@ -76,9 +76,10 @@ void check_report_dir(const std::string& dir, const std::vector<std::string>& fi
     throw UsageError(given + ": cannot write in " + quoted_input((fs::exists(status) ? fs::path(dir) : existing).string(), 200));
 }
 
-int draw_report(const std::vector<std::string>& files, std::string out_dir, bool force, bool quiet, bool figures) {
+int draw_report(const std::vector<std::string>& files, std::string out_dir, bool force, bool quiet, bool figures,
+                const std::string& dir_option) {
   for (const auto& f : files) record::inspect(f);
-  check_report_dir(out_dir, files, "--out");
+  check_report_dir(out_dir, files, dir_option);
   if (out_dir.empty()) out_dir = default_report_dir(files.front()).string();
   if (fs::exists(fs::path(out_dir) / "index.html") && !force)
     throw UsageError("report directory " + out_dir + " already holds a report; pass --force to overwrite");
@@ -92,17 +93,26 @@ int draw_report(const std::vector<std::string>& files, std::string out_dir, bool
   argv.push_back(nullptr);
   // A signal to parity reaches the script too (SIGTERM passed on; a terminal's Ctrl-C reaches
   // both), and parity waits for it to end: no script is left drawing after parity has gone.
+  // SIGHUP ignored when parity started (nohup) stays ignored, by both. (SIGINT is taken even so:
+  // a shell starts a background job with it ignored, and the rest of parity takes it too.)
   g_report_signal = 0;
   struct sigaction action {}, previous[3];
-  action.sa_handler = note_signal;  // no SA_RESTART: waitpid returns at the signal
+  action.sa_handler = note_signal;
   sigemptyset(&action.sa_mask);
   const int signals[3] = {SIGINT, SIGTERM, SIGHUP};
-  for (int i = 0; i < 3; ++i) sigaction(signals[i], &action, &previous[i]);
+  const auto kept_ignored = [&](int i) { return signals[i] == SIGHUP && previous[i].sa_handler == SIG_IGN; };
+  for (int i = 0; i < 3; ++i) {
+    sigaction(signals[i], nullptr, &previous[i]);
+    if (!kept_ignored(i)) sigaction(signals[i], &action, nullptr);
+  }
   const pid_t parent = getpid();
   const pid_t child = fork();
   if (child < 0) throw UsageError(std::string("cannot start the report script: ") + std::strerror(errno));
   if (child == 0) {
-    for (int i = 0; i < 3; ++i) sigaction(signals[i], &previous[i], nullptr);
+    struct sigaction plain {};
+    plain.sa_handler = SIG_DFL;
+    for (int i = 0; i < 3; ++i)
+      if (!kept_ignored(i)) sigaction(signals[i], &plain, nullptr);
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != parent) _exit(kExitInterrupted);
     execvp(argv[0], argv.data());
@@ -112,11 +122,13 @@ int draw_report(const std::vector<std::string>& files, std::string out_dir, bool
   int status = 0;
   bool passed_on = false;
   std::optional<std::chrono::steady_clock::time_point> signalled;
+  // Polled (a blocking wait could miss a signal that lands just before it).
+  bool lost = false;
   for (;;) {
-    const pid_t done = waitpid(child, &status, g_report_signal ? WNOHANG : 0);
+    const pid_t done = waitpid(child, &status, WNOHANG);
     if (done == child) break;
     if (done < 0 && errno != EINTR) {
-      status = 0;
+      lost = true;
       break;
     }
     if (g_report_signal && !passed_on) {
@@ -126,7 +138,7 @@ int draw_report(const std::vector<std::string>& files, std::string out_dir, bool
     }
     // The script has 5 s to end on the signal passed on, then it is killed.
     if (signalled && std::chrono::steady_clock::now() - *signalled > std::chrono::seconds(5)) kill(child, SIGKILL);
-    if (g_report_signal) usleep(20000);
+    usleep(20000);
   }
   for (int i = 0; i < 3; ++i) sigaction(signals[i], &previous[i], nullptr);
   if (g_report_signal) {
@@ -134,6 +146,10 @@ int draw_report(const std::vector<std::string>& files, std::string out_dir, bool
     std::fprintf(stderr, "parity: interrupted by %s while drawing the report; %s is incomplete\n",
                  s == SIGINT ? "SIGINT" : s == SIGTERM ? "SIGTERM" : "SIGHUP", printable_line(out_dir, 300).c_str());
     return kExitInterrupted;
+  }
+  if (lost) {
+    std::fprintf(stderr, "parity: lost the report script's status: %s\n", std::strerror(errno));
+    return kExitFault;
   }
   // The script's statuses: 0 drawn, 2 bad input, 4 a fault while drawing, 130 its own Ctrl-C.
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;

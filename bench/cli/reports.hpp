@@ -11,7 +11,9 @@ namespace parity::cli {
 // two, into out_dir (default: <first file without .h5>.report); refuses to overwrite a report
 // unless force; figures false leaves the figures out (--no-figures). Returns the scripts' exit
 // status.
-int draw_report(const std::vector<std::string>& files, std::string out_dir, bool force, bool quiet, bool figures = true);
+// dir_option: the option that named out_dir, for a refusal of it.
+int draw_report(const std::vector<std::string>& files, std::string out_dir, bool force, bool quiet, bool figures = true,
+                const std::string& dir_option = "--out");
 
 // Refuses (UsageError, naming `option`) a report directory that cannot be one: a name the file
 // system refuses (a loop of links, too long), an existing file, one of the result files it

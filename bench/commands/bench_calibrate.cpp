@@ -113,7 +113,9 @@ class BenchCalibrate final : public Command {
     try {  // the rest of what a result file's path must be (not on /proc, a name the system takes)
       record::check_output_path(path, true);
     } catch (const UsageError& e) {
-      throw UsageError(std::string("--cluster-out: ") + e.what());
+      std::string why = e.what();
+      if (const std::size_t at = why.rfind("--out"); at != std::string::npos) why.replace(at, 5, "--cluster-out");
+      throw UsageError("--cluster-out: " + why);
     }
     return std::nullopt;
   }

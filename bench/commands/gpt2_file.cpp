@@ -5,18 +5,25 @@
 #include <string>
 
 #include "reference/core/error.hpp"
+#include "reference/core/text.hpp"
 #include "reference/ops/ops.hpp"
 #include "reference/theory/model.hpp"
 
 namespace parity::cli {
 namespace {
 
-// Elements of every dataset under `group`, its subgroups' too.
-double stored_elements(const record::ArrayReader& file, const std::string& group) {
+// Elements of every dataset under `group`, its subgroups' too, down to `depth` levels (parity's
+// files nest two; a link back up would make the walk endless).
+double stored_elements(const record::ArrayReader& file, const std::string& group, const std::string& what, int depth = 4) {
   double n = 0;
   for (const std::string& member : file.members(group)) {
     const std::string path = (group == "/" ? "/" : group + "/") + member;
-    n += file.is_group(path) ? stored_elements(file, path) : static_cast<double>(file.length(path));
+    if (!file.is_group(path)) {
+      n += static_cast<double>(file.length(path));
+    } else {
+      if (depth == 0) throw UsageError(what + ": groups nest deeper than a GPT-2 file's (" + quoted_input(path, 200) + ")");
+      n += stored_elements(file, path, what, depth - 1);
+    }
   }
   return n;
 }
@@ -74,11 +81,11 @@ model::GptConfig read_gpt2_config(const record::ArrayReader& file, const std::st
   }
   // The attributes size what is named, read and built from the file: a GPT of more parameters
   // than the file stores elements (n_layer 2^31 - 1, vocab_size 2^40) is refused before any of
-  // that is made. Each product is bounded first, so that the count cannot overflow.
-  const double stored = stored_elements(file, "/"), h = static_cast<double>(config.hidden);
-  const bool bounded = static_cast<double>(config.vocabulary) * h <= stored &&
-                       static_cast<double>(config.sequence) * h <= stored && h * h <= stored &&
-                       static_cast<double>(config.layers) <= stored;
+  // that is made. Each term is bounded in double first, so that the count cannot overflow.
+  const double stored = stored_elements(file, "/", what), h = static_cast<double>(config.hidden);
+  const bool bounded = stored < 0x1p53 && static_cast<double>(config.vocabulary) * h <= stored &&
+                       static_cast<double>(config.sequence) * h <= stored &&
+                       static_cast<double>(config.layers) * (12 * h * h + 13 * h) <= stored;
   if (!bounded || static_cast<double>(theory::gpt_parameters(config)) > stored) {
     char text[160];
     std::snprintf(text, sizeof text, "describe more parameters than the %.0f elements the file stores", stored);

@@ -11,7 +11,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <sstream>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/cli/shared.hpp"
@@ -56,14 +59,14 @@ std::string read_schedule_file(const std::string& path) {
 constexpr double kBytesPerAction = 96;
 
 // A generated schedule too large for this machine is refused before it is made.
-void check_schedule_fits(const PipelineOptions& o) {
+void check_schedule_fits(const PipelineOptions& o, bool announce) {
   const std::int64_t actions = pp::action_count(o.name, o.stages, o.micro_batches, o.chunks);
   const double needed = static_cast<double>(actions) * kBytesPerAction;
   const unsigned long long available = available_memory_bytes();
   if (available == 0 || needed <= static_cast<double>(available)) {
     // Tens of millions of actions take seconds to minutes (about 2 million a second on one core):
     // said before the wait, as a long run's progress would be.
-    if (actions > (std::int64_t{1} << 24))
+    if (announce && actions > (std::int64_t{1} << 24))
       std::fprintf(stderr, "# %s with %d stages and %d micro-batches is %lld actions (about %.1f GiB): this takes a while\n",
                    o.name.c_str(), o.stages, o.micro_batches, static_cast<long long>(actions), needed / 1073741824.0);
     return;
@@ -77,9 +80,11 @@ void check_schedule_fits(const PipelineOptions& o) {
   throw UsageError(text);
 }
 
-pp::Schedule load_schedule(const PipelineOptions& o) {
+// announce: say on stderr when a generated schedule takes a while to make (validate and
+// simulate; not pipeline run, whose ranks each make it).
+pp::Schedule load_schedule(const PipelineOptions& o, bool announce = true) {
   if (o.schedule_file.empty()) {
-    check_schedule_fits(o);
+    check_schedule_fits(o, announce);
     return pp::make_schedule(o.name, o.stages, o.micro_batches, o.chunks);
   }
   return pp::from_csv(read_schedule_file(o.schedule_file), o.schedule_file);
@@ -172,7 +177,7 @@ pp::Schedule load_pipeline_schedule(const PipelineOptions& o, int world) {
   check_pipeline_options(o);
   PipelineOptions generated = o;
   generated.stages = world;  // a generated schedule spans every rank
-  pp::Schedule s = load_schedule(generated);
+  pp::Schedule s = load_schedule(generated, false);
   pp::validate(s);
   if (s.rank_count() != world)
     throw UsageError("--schedule " + o.schedule_file + " has " + std::to_string(s.rank_count()) + " ranks; run it with --np " +
@@ -198,8 +203,9 @@ int pipeline_run(Session& session, const PipelineOptions& o) {
     });
     if (!scheduled) throw UsageError("--inject-failure " + c.inject_failure + ": the schedule has no such action");
   }
+  // The schedule run, as validate and simulate write theirs; a refusal ends every rank.
+  session.agree_on_root([&] { write_csv_if_asked(o, s); });
   if (session.is_root()) {
-    write_csv_if_asked(o, s);  // the schedule run, as validate and simulate write theirs
     describe(s);
     std::fflush(stdout);
   }
@@ -348,6 +354,11 @@ class PipelineRun final : public Command {
     // A broken schedule is refused here, before any rank starts. (Under a launcher the world is
     // known only once MPI starts; the ranks check it then.)
     if (world_size) load_pipeline_schedule(options_, common().np);
+    for (const auto& [option, path] : std::initializer_list<std::pair<const char*, const std::string&>>{
+             {"--out", common().out}, {"--schedule", options_.schedule_file}, {"--hostfile", common().hostfile}})
+      if (!options_.write_csv.empty() && !path.empty() && same_path(options_.write_csv, path))
+        throw UsageError("--write-csv " + quoted_input(options_.write_csv, 200) + " is the file " + option +
+                         " names; choose another --write-csv");
     return std::nullopt;
   }
   int execute(Job& job) override { return pipeline_run(job.session, options_); }

@@ -39,7 +39,8 @@ class Run final : public Command {
   // Each part's options take their run values, fitted to the world where it is known already
   // (--np outside a launcher), and are checked before any rank starts (and on every rank again).
   std::optional<int> prepare(std::optional<int> world_size) override {
-    if (!no_report_) check_report_dir(report_dir_, {common().out}, "--report-dir");
+    // Where the report is drawn: outside a launcher, or on its rank 0 (the folder is its host's).
+    if (!no_report_ && (!under_launcher() || launcher_rank() == 0)) check_report_dir(report_dir_, {common().out}, "--report-dir");
     for (Command* c : parts()) {
       c->options().use_run_values(quick_);
       if (world_size) c->prepare_for_run(*world_size);
@@ -63,7 +64,7 @@ class Run final : public Command {
     const bool rank0 = launcher_rank() == 0;
     if (!rank0 || no_report_ || status == kExitUsage || common().out.empty() || !std::filesystem::exists(common().out))
       return status;
-    const int report_status = draw_report({common().out}, report_dir_, true, common().quiet);
+    const int report_status = draw_report({common().out}, report_dir_, true, common().quiet, true, "--report-dir");
     return status == kExitOk ? report_status : status;
   }
 

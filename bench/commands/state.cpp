@@ -63,14 +63,17 @@ struct ExportOptions {
 
 // Never an --out among the saves a command reads or writes (--force would replace one of their
 // files: a restart would destroy the save it goes on from).
-void refuse_out_inside(const std::string& out_path, const std::string& dir, const char* option, const char* what) {
+// saves_below: only the folders under `dir` hold saves (state train's step-N), not `dir` itself.
+void refuse_out_inside(const std::string& out_path, const std::string& dir, const char* option, const char* what,
+                       bool saves_below = false) {
   if (out_path.empty()) return;
   std::error_code dir_error, out_error;
   fs::path saves = fs::weakly_canonical(fs::absolute(dir), dir_error);
-  const fs::path out = fs::weakly_canonical(fs::absolute(out_path), out_error);
+  fs::path out = fs::weakly_canonical(fs::absolute(out_path), out_error);
+  if (saves_below) out = out.parent_path();
   if (!saves.has_filename()) saves = saves.parent_path();  // "sd/"
   const auto [end, rest] = std::mismatch(saves.begin(), saves.end(), out.begin(), out.end());
-  if (!dir_error && !out_error && end == saves.end())
+  if (!dir_error && !out_error && end == saves.end() && (!saves_below || rest != out.end()))
     throw UsageError("--out " + quoted_input(out_path, 200) + " is inside " + option + " " + quoted_input(dir, 200) + ", " +
                      what + "; choose another --out");
 }
@@ -428,8 +431,12 @@ class StateTrain final : public Command {
     // it takes, and a restart takes some again.
     if (!common().resume.empty())
       throw UsageError("state train goes on from its saves under --dir with --restart, not with --resume");
-    setenv(kContinueVariable, ("--restart (from the newest save under " + quoted_input(options_.dir, 200) + ")").c_str(), 1);
-    refuse_out_inside(common().out, options_.dir, "--dir", "where the saves go");
+    setenv(kContinueVariable,
+           ("--restart (from the newest save under " + quoted_input(options_.dir, 200) +
+            "; with none yet, again without it) and another --out or --force")
+               .c_str(),
+           1);
+    refuse_out_inside(common().out, options_.dir, "--dir", "among the saves", true);
     const std::string dir = "--dir " + quoted_input(options_.dir, 200);
     const fs::file_status status = user_path_status("--dir", options_.dir);
     if (fs::exists(status) && !fs::is_directory(status)) throw UsageError(dir + " is not a directory");

@@ -38,7 +38,7 @@ set +e
 "$parity" state train --np 2 -q --steps 8 --save-every 2 --dir cut --out cut.h5 --inject-interrupt state/train:3:INT 2> cut.txt
 status=$?
 set -e
-[ $status = 5 ] && grep -q "^parity: partial results kept in cut.h5 (1 tables, [3-8] rows finished); continue with --restart (from the newest save under 'cut')$" cut.txt ||
+[ $status = 5 ] && grep -q "^parity: partial results kept in cut.h5 (1 tables, [3-8] rows finished); continue with --restart (from the newest save under 'cut'. with none yet, again without it) and another --out or --force$" cut.txt ||
   { echo "a cut run: status $status, $(cat cut.txt)" >&2; exit 1; }
 set +e
 "$parity" state train --np 2 -q --steps 8 --dir cut --resume cut.h5 --out again.h5 2> again.txt; status=$?
