@@ -307,6 +307,25 @@ TEST(Optimizers, WeightDecayGroupsSpareBiasesNormsAndTables) {
   EXPECT_THROW(parse_decay_groups("biases"), UsageError);
 }
 
+// SGD spares the same groups: with zero gradients and no momentum its step is p (1 - lr wd)
+// for a weight matrix, nothing for the rest.
+TEST(Optimizers, SgdWeightDecaySparesTheSameGroups) {
+  const auto m = build_gpt(tiny_gpt(DataType::float64));
+  Sgd sgd({0.5, 0.0, 0.25, DecayGroups::matrices}, DataType::float64);
+  std::map<std::string, std::vector<double>> before;
+  for (Parameter* p : m->parameters()) {
+    before[p->name] = p->value.to_vector();
+    p->gradient();  // zeros
+  }
+  sgd.step(m->parameters());
+  for (Parameter* p : m->parameters()) {
+    const bool matrix = p->name.ends_with(".weight");
+    const std::vector<double> after = p->value.to_vector();
+    for (std::size_t i = 0; i < after.size(); ++i)
+      ASSERT_EQ(after[i], matrix ? before[p->name][i] * 0.875 : before[p->name][i]) << p->name << "[" << i << "]";
+  }
+}
+
 TEST(Optimizers, SgdWithMomentumAndWeightDecay) {
   Sgd sgd({0.1, 0.9, 0.01}, DataType::float64);
   Parameter p;
