@@ -2,6 +2,7 @@
 #include "bench/cli/shared.hpp"
 
 #include <algorithm>
+#include <string>
 #include <charconv>
 #include <climits>
 #include <cmath>
@@ -52,11 +53,14 @@ bool same_path(const std::filesystem::path& a, const std::filesystem::path& b) {
 std::vector<int> parse_whole_numbers(const std::string& text, const std::string& option, int least) {
   std::vector<int> out;
   for (const std::string& s : split_list(text)) {
+    // Decimal, a leading zero read as such (010 is ten), as the single number options read it.
+    const std::size_t zeros = std::min(s.find_first_not_of('0'), s.size() - 1);
+    const std::string digits = s.substr(s.empty() ? 0 : zeros);
     int n = 0;
-    const auto [end, error] = std::from_chars(s.data(), s.data() + s.size(), n);
+    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
     if (error == std::errc::result_out_of_range)
       throw UsageError(option + ": " + quoted_input(s) + " is too large (at most " + std::to_string(INT_MAX) + ")");
-    if (error != std::errc() || end != s.data() + s.size() || std::to_string(n) != s || n < least)
+    if (error != std::errc() || end != digits.data() + digits.size() || std::to_string(n) != digits || n < least)
       throw UsageError(option + ": " + quoted_input(s) + " is not a " +
                        (least == 1 ? std::string("positive whole number")
                                    : "whole number of at least " + std::to_string(least)));

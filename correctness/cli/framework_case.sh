@@ -148,16 +148,20 @@ import shutil, h5py, numpy as np
 for name, change in (("missing.h5", lambda f: f.__delitem__("gradients/transformer.h.1.mlp.c_fc.bias")),
                      ("short.h5", lambda f: (f.__delitem__("parameters/transformer.ln_f.weight"),
                                              f.create_dataset("parameters/transformer.ln_f.weight", data=np.zeros(3))[()])),
-                     ("nan.h5", lambda f: f["loss"].__setitem__(1, np.nan))):
+                     ("nan.h5", lambda f: f["loss"].__setitem__(1, np.nan)),
+                     ("strings.h5", lambda f: (f.__delitem__("parameters/transformer.ln_f.bias"),
+                                               f.create_dataset("parameters/transformer.ln_f.bias", data=[b"x"] * 3)))):
     shutil.copy("ddp.h5", name)
     with h5py.File(name, "r+") as f:
         change(f)
-        if name == "short.h5":
-            f["parameters/transformer.ln_f.weight"].attrs["dtype"] = "float64"
+        if name in ("short.h5", "strings.h5"):
+            path = "parameters/transformer.ln_f." + ("weight" if name == "short.h5" else "bias")
+            f[path].attrs["dtype"] = "float64"
 PY
 compare acc.h5 missing.h5 2 "has no /gradients/transformer.h.1.mlp.c_fc.bias"; one_line
 compare acc.h5 short.h5 2 "/parameters/transformer.ln_f.weight has 3 elements"; one_line
 compare acc.h5 nan.h5 2 "the loss of step 1 is nan"; one_line
+compare acc.h5 strings.h5 2 "/parameters/transformer.ln_f.bias holds no numbers, though its dtype attribute says float64"; one_line
 # A case whose masks are not the ones parity draws for it (edited, or from another version).
 cp drop.h5 edited.h5
 /usr/bin/python3 -c "

@@ -253,6 +253,13 @@ std::pair<Handle, std::size_t> open_typed(hid_t file, const std::filesystem::pat
   if (stored != type)
     throw UsageError(where.string() + ": " + path + " holds " + std::string(name_of(stored)) + ", not " +
                      std::string(name_of(type)));
+  // Its elements must be numbers for the attribute to describe them (strings under a float64
+  // attribute were read as a damaged file).
+  Handle file_type = own(H5Dget_type(dataset.get()), H5Tclose, "cannot read the type of " + path, "H5Dget_type");
+  const H5T_class_t kind = H5Tget_class(file_type.get());
+  if (kind != H5T_INTEGER && kind != H5T_FLOAT)
+    throw UsageError(where.string() + ": " + path + " holds no numbers, though its dtype attribute says " +
+                     std::string(name_of(stored)));
   const std::size_t n = dataset_length(dataset.get(), where, path);
   return {std::move(dataset), n};
 }
