@@ -534,6 +534,11 @@ void Session::commit_results() {
                    options_.resume.c_str());
     std::fprintf(stderr, "[%s] results written to %s\n", subcommand_.c_str(), options_.out.c_str());
   }
+  // A fault asked for and never injected: the run was not the interrupted one its caller meant.
+  if (interrupt_ && injected_blocks_seen_ < interrupt_->blocks)
+    std::fprintf(stderr, "parity: --inject-interrupt %s never fired: the run journaled %ld blocks of %s rows, not %ld\n",
+                 printable_line(options_.inject_interrupt, 200).c_str(), injected_blocks_seen_, interrupt_->group.c_str(),
+                 interrupt_->blocks);
 }
 
 }  // namespace parity::cli
