@@ -111,11 +111,9 @@ class BenchCalibrate final : public Command {
     if (!common().hostfile.empty() && same_path(path, common().hostfile))
       throw UsageError("--cluster-out " + quoted_input(path) + " is the file --hostfile reads; choose another --cluster-out");
     try {  // the rest of what a result file's path must be (not on /proc, a name the system takes)
-      record::check_output_path(path, true);
+      record::check_output_path(path, true, "--cluster-out");
     } catch (const UsageError& e) {
-      std::string why = e.what();
-      if (const std::size_t at = why.rfind("--out"); at != std::string::npos) why.replace(at, 5, "--cluster-out");
-      throw UsageError("--cluster-out: " + why);
+      throw UsageError(std::string("--cluster-out: ") + e.what());
     }
     return std::nullopt;
   }

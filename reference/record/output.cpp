@@ -80,7 +80,7 @@ std::string full_disk_hint(const std::filesystem::path& path) {
 
 std::string full_disk_hint() { return g_temporary[0] ? full_disk_hint(std::filesystem::path(g_temporary)) : ""; }
 
-void check_output_path(const std::filesystem::path& path, bool force) {
+void check_output_path(const std::filesystem::path& path, bool force, const std::string& option) {
   namespace fs = std::filesystem;
   if (path.empty()) throw UsageError("output path is empty");
   std::error_code ec;
@@ -92,13 +92,13 @@ void check_output_path(const std::filesystem::path& path, bool force) {
   if (path.is_relative()) {
     char cwd[4096];
     if (getcwd(cwd, sizeof cwd) == nullptr && errno == ENOENT)
-      throw UsageError("the working directory no longer exists; cd to an existing directory or give --out an absolute path");
+      throw UsageError("the working directory no longer exists; cd to an existing directory or give " + option + " an absolute path");
   }
   if (fs::is_directory(status)) throw UsageError("output path " + path.string() + " is a directory");
   // --force replaces a result file, never a device, FIFO or socket (rename would swap a
   // regular file in for /dev/null itself).
   if (fs::exists(status) && !fs::is_regular_file(status))
-    throw UsageError("output path " + path.string() + " exists and is not a regular file; choose another --out");
+    throw UsageError("output path " + path.string() + " exists and is not a regular file; choose another " + option);
   if (fs::exists(status) && !force) {
     throw UsageError("output file " + path.string() + " exists; pass --force to overwrite");
   }
@@ -113,7 +113,7 @@ void check_output_path(const std::filesystem::path& path, bool force) {
   }
   if (is_kernel_view(directory))
     throw UsageError("directory " + directory.string() + " of output file " + path.string() +
-                     " is on a file system that keeps no files (such as /proc); choose another --out");
+                     " is on a file system that keeps no files (such as /proc); choose another " + option);
   // Writing the temporary sibling and renaming it both need write and search permission.
   if (access(directory.c_str(), W_OK | X_OK) != 0) {
     throw UsageError("directory " + directory.string() + " is not writable (output file " +

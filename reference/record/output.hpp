@@ -12,8 +12,9 @@
 namespace parity::record {
 
 // Refuses, with a one-line UsageError, an output path that exists (unless force), whose
-// directory does not exist or cannot be written. Called before any work starts.
-void check_output_path(const std::filesystem::path& path, bool force);
+// directory does not exist or cannot be written. Called before any work starts. option: the
+// option that named the path, for the advice in a refusal ("choose another --out").
+void check_output_path(const std::filesystem::path& path, bool force, const std::string& option = "--out");
 
 // Refuses (UsageError) an output whose file system has less than `bytes` free.
 void check_free_space(const std::filesystem::path& path, std::uint64_t bytes);
