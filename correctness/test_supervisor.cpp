@@ -160,6 +160,27 @@ TEST(LauncherDigest, ALaunchFailureIsOneLineAndStatusTwo) {
   EXPECT_NE(o2.line.find("ORTE was unable to reliably start one or more daemons."), std::string::npos) << o2.line;
 }
 
+// Every rank reached its end and exited 0; rank 0 said the status they agreed on.
+TEST(LauncherDigest, TheStatusTheRanksAgreedOnIsTheJobs) {
+  for (int code : {kExitFailed, kExitUsage}) {
+    LauncherDigest d(2);
+    const std::string said = "parity: --root 5 is not a rank of 2\n" + std::string(kAgreedStatusLine) + std::to_string(code);
+    EXPECT_EQ(feed(d, said + "\n"), "parity: --root 5 is not a rank of 2\n");  // the agreement is not shown
+    const Outcome o = d.outcome(exited(0), 0);
+    EXPECT_EQ(o.status, code);
+    EXPECT_EQ(o.line, "");
+    // A signal to parity or a stall still decides over it.
+    EXPECT_EQ(d.outcome(exited(0), SIGINT).status, kExitInterrupted);
+  }
+  // Only parity's statuses are taken; other text is a line like any other.
+  for (const char* other : {"0", "7", "12", "1 and more", ""}) {
+    LauncherDigest d(2);
+    const std::string line = kAgreedStatusLine + std::string(other);
+    EXPECT_EQ(feed(d, line + "\n"), line + "\n");
+    EXPECT_EQ(d.outcome(exited(0), 0).status, kExitOk) << line;
+  }
+}
+
 TEST(LauncherDigest, ACleanRunSaysNothing) {
   LauncherDigest d(2);
   EXPECT_EQ(feed(d, "[check] done: 10 in 1.0s\n"), "[check] done: 10 in 1.0s\n");

@@ -77,15 +77,13 @@ void validate_device_options(const CommonOptions& o) {
     throw UsageError("--backend nccl: this parity was built without NCCL");
 }
 
-Session::Session(int* argc, char*** argv, const CommonOptions& options, std::string subcommand, std::string file_stem,
+Session::Session(MpiRuntime& mpi, const CommonOptions& options, std::string subcommand, std::string file_stem,
                  const std::vector<const record::TableSpec*>& resumable, std::vector<std::string> command_line,
                  std::vector<std::string> result_options)
     : options_(options), subcommand_(std::move(subcommand)), file_stem_(std::move(file_stem)),
       resumable_specs_(resumable), command_line_(std::move(command_line)), result_options_(std::move(result_options)),
-      start_time_(utc_now_iso8601()), half_(parse_half_accumulate(options.half_accumulate)) {
+      start_time_(utc_now_iso8601()), half_(parse_half_accumulate(options.half_accumulate)), mpi_(&mpi) {
   for (const record::TableSpec* spec : resumable_specs_) resumable_.push_back(spec->group);
-  validate_device_options(options_);
-  mpi_ = std::make_unique<MpiRuntime>(argc, argv);
   world_ = mpi_->world(options_.timeout_seconds);
   hosts_ = world_->all_gather_strings(process_host());
   // Ranks on each host against its cores: past them, every wall-clock figure also measures

@@ -71,12 +71,13 @@ inline const RowKey kWholeTable = [](const record::Table&, std::size_t) { return
 
 class Session {
  public:
-  // `subcommand`: the command's name ("bench precision"); `file_stem`: of the default result
+  // `mpi`: started by the caller, and finalised after the session ends (the ranks may still
+  // agree how the job ends). `subcommand`: the command's name ("bench precision"); `file_stem`: of the default result
   // file's name; `resumable`: the result groups --resume takes rows back from (their columns'
   // types are checked against the resumed file's).
   // result_options: "--name=value" of every option that changes results (Command::
   // result_options), recorded in the file and compared with the resumed run's.
-  Session(int* argc, char*** argv, const CommonOptions& options, std::string subcommand, std::string file_stem,
+  Session(MpiRuntime& mpi, const CommonOptions& options, std::string subcommand, std::string file_stem,
           const std::vector<const record::TableSpec*>& resumable, std::vector<std::string> command_line,
           std::vector<std::string> result_options = {});
   ~Session();
@@ -161,7 +162,7 @@ class Session {
   std::vector<std::string> result_options_;
   std::string start_time_;
   HalfAccumulate half_;
-  std::unique_ptr<MpiRuntime> mpi_;
+  MpiRuntime* mpi_;
   std::unique_ptr<Communicator> bootstrap_;  // MPI on host memory, when world_ is on a GPU
   std::unique_ptr<Communicator> world_;
   MemorySpace space_ = MemorySpace::host;

@@ -91,7 +91,12 @@ bool LauncherDigest::take(const std::string& line) {
   static const std::regex process_name(R"(^\s*Process name:\s*\[\[\d+,\d+\],(\d+)\])");
   static const std::regex stopped(R"(^parity: rank (\d+) on (\S+): stopped by (SIG[A-Z]+)( during (.*))?$)");
   static const std::regex rank_host(R"(^parity: rank (\d+) runs on (\S+)$)");
+  static const std::regex agreed(std::string("^") + kAgreedStatusLine + "([1-6])$");
   std::smatch m;
+  if (std::regex_match(line, m, agreed)) {
+    agreed_ = std::stoi(m[1]);
+    return false;
+  }
   if (std::regex_match(line, m, rank_host)) {
     rank_hosts_[std::stoi(m[1])] = m[2].str();
     return false;
@@ -200,7 +205,8 @@ Outcome LauncherDigest::outcome(int wait_status, int signal_received) const {
   if (!stalls_.empty()) return {kExitStalled, stall_line()};
   const bool exited = WIFEXITED(wait_status);
   const int code = exited ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
-  if (code == 0) return {kExitOk, ""};
+  // The ranks said everything else themselves.
+  if (code == 0) return {agreed_.value_or(kExitOk), ""};
   if (death_) {
     // The host as the rank named it at its start (mpirun may name it by address).
     const auto said = rank_hosts_.find(death_->rank);

@@ -33,6 +33,14 @@ struct Outcome {
   std::string line;
 };
 
+// How the ranks of a job under parity's parent end: when every rank reaches its end, rank 0
+// says this line with the job's status (the largest of the ranks') and every rank exits 0;
+// the parent ends with the status said. Exiting non-zero would have mpirun stop the ranks
+// one by one, with a second's grace before each signal, though each was ending anyway. A rank
+// still elsewhere in the job after kEndPatienceSeconds exits with its own status, as before.
+inline constexpr const char* kAgreedStatusLine = "parity: the ranks end with status ";
+inline constexpr double kEndPatienceSeconds = 5;
+
 // Reads mpirun's stderr line by line. Pure: tested on recorded text without processes.
 class LauncherDigest {
  public:
@@ -76,6 +84,7 @@ class LauncherDigest {
   bool abort_seen_ = false;       // MPI_ABORT: the rank said why itself
   bool fault_first_ = false;      // a rank's own error line came before any rank was stopped
   bool ranks_spoke_ = false;      // a line from the ranks came through: they did start
+  std::optional<int> agreed_;     // the status rank 0 said the ranks end with (kAgreedStatusLine)
 };
 
 // In a process that runs ranks (or the only rank): SIGINT, SIGTERM and SIGHUP remove the

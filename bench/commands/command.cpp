@@ -5,12 +5,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "bench/cli/launcher.hpp"
 #include "bench/cli/shared.hpp"
+#include "bench/cli/session.hpp"
 #include "bench/cli/supervisor.hpp"
+#include "reference/comm/mpi_communicator.hpp"
 #include "reference/core/error.hpp"
 #include "reference/record/output.hpp"
 #include "reference/core/text.hpp"
@@ -170,10 +173,10 @@ std::optional<int> maybe_relaunch(int argc, char** argv, CommonOptions& common, 
 }
 
 // Runs the command's job in an MPI session; maps refusals and faults to exit codes.
-int with_session(int argc, char** argv, Command& command) {
+int run_job(MpiRuntime& mpi, int argc, char** argv, Command& command) {
   std::unique_ptr<Session> session;
   try {
-    session = std::make_unique<Session>(&argc, &argv, command.common(), command.info().name, command.file_stem(),
+    session = std::make_unique<Session>(mpi, command.common(), command.info().name, command.file_stem(),
                                         command.tables(), std::vector<std::string>(argv, argv + argc), command.result_options());
     Job job(*session);
     const int status = command.execute(job);
@@ -199,6 +202,24 @@ int with_session(int argc, char** argv, Command& command) {
   }
 }
 
+// The job's status on this rank. Under parity's parent, the ranks agree on the status (see
+// kAgreedStatusLine): `told` is then set, rank 0 has told the parent, and the rank exits 0.
+int with_session(int argc, char** argv, Command& command, bool& told) {
+  validate_device_options(command.common());
+  MpiRuntime mpi(&argc, &argv);
+  const int status = run_job(mpi, argc, argv, command);
+  told = false;
+  if (std::getenv(record::OutputLock::kHeldVariable) == nullptr) return status;
+  const std::optional<int> agreed = mpi.agreed_status(status, kEndPatienceSeconds);
+  if (!agreed || *agreed == kExitOk) return status;
+  if (launcher_rank() == 0) {
+    std::fprintf(stderr, "%s%d\n", kAgreedStatusLine, *agreed);
+    std::fflush(stderr);
+  }
+  told = true;
+  return status;
+}
+
 }  // namespace
 
 int run_command(Command& command, int argc, char** argv) {
@@ -215,7 +236,9 @@ int run_command(Command& command, int argc, char** argv) {
     if (!path.empty() && !common.out.empty() && same_path(common.out, path))
       throw UsageError("--out " + quoted_input(common.out, 200) + " is the file " + option + " reads; choose another --out");
   if (const std::optional<int> status = maybe_relaunch(argc, argv, common, command.file_stem())) return *status;
-  return command.after_job(with_session(argc, argv, command));
+  bool told = false;
+  const int status = command.after_job(with_session(argc, argv, command, told));
+  return told ? kExitOk : status;
 }
 
 }  // namespace parity::cli

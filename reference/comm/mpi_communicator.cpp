@@ -13,11 +13,13 @@
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
+#include <thread>
 #include <vector>
 
 #include "reference/comm/mirror.hpp"
@@ -224,6 +226,9 @@ class MpiCommunicator final : public Communicator {
   std::shared_ptr<PinnedPool> pinned_ = std::make_shared<PinnedPool>();
 };
 
+// The world's copy that MpiRuntime::all_arrive's barrier runs on (one runtime per process).
+MPI_Comm g_arrivals = MPI_COMM_NULL;
+
 std::string short_host_name() {
   char name[256] = {};
   gethostname(name, sizeof(name) - 1);
@@ -244,12 +249,38 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   check_mpi(MPI_Type_commit(&g_mpi_half.type), "MPI_Type_commit");
   create_half_ops<float16_t>(g_mpi_half.float16_ops);
   create_half_ops<bfloat16_t>(g_mpi_half.bfloat16_ops);
+  check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &g_arrivals), "MPI_Comm_dup");
 }
 
 MpiRuntime::~MpiRuntime() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
+  if (finalized) return;
+  if (g_arrivals != MPI_COMM_NULL) MPI_Comm_free(&g_arrivals);
+  MPI_Finalize();
+}
+
+std::optional<int> MpiRuntime::agreed_status(int status, double patience_seconds) {
+  // Static: a reduction left pending (below) still reads and writes them.
+  static int mine = 0, agreed = 0;
+  mine = status;
+  MPI_Request request = MPI_REQUEST_NULL;
+  if (g_arrivals == MPI_COMM_NULL ||
+      MPI_Iallreduce(&mine, &agreed, 1, MPI_INT, MPI_MAX, g_arrivals, &request) != MPI_SUCCESS)
+    return std::nullopt;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(patience_seconds);
+  for (;;) {
+    int done = 0;
+    if (MPI_Test(&request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return std::nullopt;
+    if (done) return agreed;
+    if (std::chrono::steady_clock::now() > deadline) {
+      // MPI cannot cancel a collective: the reduction stays pending on a communicator left
+      // unfreed, and the process ends soon after.
+      g_arrivals = MPI_COMM_NULL;
+      return std::nullopt;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
 }
 
 std::unique_ptr<Communicator> MpiRuntime::world(double timeout_seconds, MemorySpace space) {

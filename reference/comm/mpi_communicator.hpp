@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "reference/comm/communicator.hpp"
@@ -28,6 +29,10 @@ class MpiRuntime {
   static std::string library_version();
   // Ends the whole job from any rank (MPI_Abort), after printing message on stderr.
   [[noreturn]] static void abort(const std::string& message, int code);
+  // The largest `status` of the ranks, when every rank of the world calls this within
+  // `patience_seconds` of this one (a reduction on a communicator of its own, so that it
+  // matches no operation of the job, polled); nothing when some rank did not come in time.
+  std::optional<int> agreed_status(int status, double patience_seconds);
 };
 
 }  // namespace parity
