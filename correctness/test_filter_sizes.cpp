@@ -10,6 +10,7 @@
 
 #include <unistd.h>
 #include <algorithm>
+#include <utility>
 
 namespace parity::cli {
 namespace {
@@ -143,6 +144,13 @@ TEST(Text, PlainDecimal) {
   EXPECT_TRUE(plain_decimal("-inf", true, true));
   EXPECT_FALSE(plain_decimal("infinity", true, true));
   EXPECT_FALSE(plain_decimal("nan", true, true));
+}
+
+TEST(Text, WithoutLeadingZeros) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"010", "10"}, {"0", "0"}, {"000", "0"}, {"7", "7"}, {"100", "100"}, {"-007", "-7"},
+      {"+010", "+10"}, {"-0", "-0"}, {"-000", "-0"}, {"", ""}, {"-", "-"}, {"0010020", "10020"}};
+  for (const auto& [text, want] : cases) EXPECT_EQ(without_leading_zeros(text), want) << text;
 }
 
 }  // namespace

@@ -78,9 +78,7 @@ CLI::Option* decimal_only(CLI::Option* option) {
           if (!plain_decimal(input, !whole, !whole) || (std::is_unsigned_v<E> && input[0] == '-'))
             return quoted_input(input) + (whole ? " is not a whole number in decimal" : " is not a number in decimal");
           if constexpr (whole) {
-            const std::size_t sign = input[0] == '+' || input[0] == '-';
-            const std::size_t zeros = input.find_first_not_of('0', sign);
-            input.erase(sign, std::min(zeros, input.size() - 1) - sign);
+            input = without_leading_zeros(input);
             E parsed{};
             if (std::from_chars(input.data() + (input[0] == '+'), input.data() + input.size(), parsed).ec ==
                 std::errc::result_out_of_range)

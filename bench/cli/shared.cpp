@@ -54,8 +54,7 @@ std::vector<int> parse_whole_numbers(const std::string& text, const std::string&
   std::vector<int> out;
   for (const std::string& s : split_list(text)) {
     // Decimal, a leading zero read as such (010 is ten), as the single number options read it.
-    const std::size_t zeros = std::min(s.find_first_not_of('0'), s.size() - 1);
-    const std::string digits = s.substr(s.empty() ? 0 : zeros);
+    const std::string digits = without_leading_zeros(s);
     int n = 0;
     const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
     if (error == std::errc::result_out_of_range)

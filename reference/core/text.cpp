@@ -101,4 +101,10 @@ bool plain_decimal(std::string_view text, bool fraction, bool infinity) {
   return i == text.size();
 }
 
+std::string without_leading_zeros(std::string_view text) {
+  const std::size_t sign = !text.empty() && (text[0] == '+' || text[0] == '-');
+  const std::size_t digits = std::min(text.find_first_not_of('0', sign), text.size() - (text.size() > sign));
+  return std::string(text.substr(0, sign)) + std::string(text.substr(digits));
+}
+
 }  // namespace parity

@@ -25,4 +25,8 @@ std::string printable_line(std::string_view text, std::size_t most = 1000);
 // nan, 0x1p3, infinity), which a user never means.
 bool plain_decimal(std::string_view text, bool fraction, bool infinity = false);
 
+// A whole number in plain decimal without the zeros that lead its digits, its sign kept and one
+// digit left ("-007" is "-7", "000" is "0"): what a parser that reads 010 as octal should see.
+std::string without_leading_zeros(std::string_view text);
+
 }  // namespace parity
