@@ -77,6 +77,9 @@ TEST(Launcher, MpirunLine) {
   EXPECT_EQ(oversubscribed, 4 > parity::online_cores());
   const bool as_root = std::find(line.begin(), line.end(), "--allow-run-as-root") != line.end();
   EXPECT_EQ(as_root, geteuid() == 0);
+  const auto blas = std::find(line.begin(), line.end(), "OPENBLAS_NUM_THREADS=1");  // no thread pool per rank
+  ASSERT_NE(blas, line.end());
+  EXPECT_EQ(*(blas - 1), "-x");
   const auto hosts = mpirun_command("mpirun", {16, "hosts.txt"}, {"parity"});
   EXPECT_NE(std::find(hosts.begin(), hosts.end(), "hosts.txt"), hosts.end());
   EXPECT_EQ(std::find(hosts.begin(), hosts.end(), "--oversubscribe"), hosts.end());  // the hostfile decides

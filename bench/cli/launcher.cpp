@@ -66,6 +66,10 @@ std::vector<std::string> mpirun_command(const std::string& mpirun, const LaunchR
   // Ranks on other hosts learn that parity holds the result file's lock (record::OutputLock).
   command.push_back("-x");
   command.push_back("PARITY_OUTPUT_LOCK_HELD");
+  // A rank calls BLAS on one thread (ops::configure_blas_once): OpenBLAS need not start a thread
+  // per core as it loads, in every rank (7 ms of each rank's start on 2 cores, more on more).
+  command.push_back("-x");
+  command.push_back("OPENBLAS_NUM_THREADS=1");
   // mpirun's notices are not shown: the supervisor reads them (which rank died) and says one line.
   command.insert(command.end(), arguments.begin(), arguments.end());
   return command;
