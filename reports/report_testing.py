@@ -379,6 +379,14 @@ class ReportCase(ReportAsserts, unittest.TestCase):
         make_sample.write_sample(path, **kwargs)
         return path
 
+    def bare(self):
+        """A file in tmp with no table: run B of a comparison whose run A alone has a table
+        (drawn fast, unlike the collective sample)."""
+        path = os.path.join(self.tmp, "bare.h5")
+        if not os.path.exists(path):
+            make_sample.write_sample(path, omit=MODEL_ONLY)
+        return path
+
     def report_of(self, name, *paths, figures=True):
         """(output folder, index.html, summary.md) of the report of paths, drawn into tmp
         (figures False: with --no-figures, for a test of the page's text alone)."""

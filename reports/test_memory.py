@@ -163,7 +163,7 @@ class MemoryReportTests(ReportCase):
 
     def test_parallel_comparison_one_side(self):
         a = self.parallel_file("parallel_one.h5")
-        out, html, summary = self.report_of("parallel_one_cmp", a, self.a)
+        out, html, summary = self.report_of("parallel_one_cmp", a, self.bare())
         for table in PARALLEL_TABLES:
             self.assertIn(f"Run B has no {table} table", html)
         self.assertEqual(glob.glob(os.path.join(out, "*_scaling_compare.png")), [])

@@ -165,7 +165,7 @@ class ModelReportTests(ReportCase):
 
     def test_model_comparison_one_side(self):
         a = self.model_file("model_one.h5")
-        self.assert_one_side(*self.report_of("model_one_cmp", a, self.a), "/bench/model",
+        self.assert_one_side(*self.report_of("model_one_cmp", a, self.bare()), "/bench/model",
                              "*_model_*.png")
 
     def test_model_empty_table(self):

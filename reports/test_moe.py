@@ -204,7 +204,7 @@ class MoeReportTests(ReportCase):
 
     def test_moe_comparison_one_side(self):
         a = self.moe_file("moe_one.h5")
-        self.assert_one_side(*self.report_of("moe_one_cmp", a, self.a), "/bench/moe",
+        self.assert_one_side(*self.report_of("moe_one_cmp", a, self.bare()), "/bench/moe",
                              "*_moe*.png", "Mixture of experts")
 
     def test_moe_absent_without_tables(self):

@@ -189,7 +189,7 @@ class PipelineReportTests(ReportCase):
 
     def test_pipeline_comparison_one_side(self):
         a = self.pipeline_file("pipeline_one.h5")
-        self.assert_one_side(*self.report_of("pipeline_one_cmp", a, self.a), "/bench/pipeline",
+        self.assert_one_side(*self.report_of("pipeline_one_cmp", a, self.bare()), "/bench/pipeline",
                              "*_pipeline*.png", "Pipeline parallelism")
 
     def test_pipeline_absent_without_tables(self):

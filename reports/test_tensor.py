@@ -121,7 +121,7 @@ class TensorReportTests(ReportCase):
 
     def test_tensor_comparison_one_side(self):
         a = self.tensor_file("tensor_one.h5")
-        out, html, summary = self.report_of("tensor_one_cmp", a, self.a)
+        out, html, summary = self.report_of("tensor_one_cmp", a, self.bare())
         self.assert_one_side(out, html, summary, "/bench/tensor", "*_tensor*.png")
         n = len(read_rows(a, "/check/tensor"))
         self.assertIn(f"Tensor-parallel cases: A {n} cases, all passed; B no /check/tensor "
