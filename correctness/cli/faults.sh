@@ -171,6 +171,23 @@ case $scenario in
     expect_lines 1
     expect_line "^parity: mpirun could not start the job: "
     no_leftovers ;;
+  refusal_agreed)
+    # A refusal every rank reaches (a root outside the world) ends the job with status 2 and the
+    # one line, the ranks agreeing on it and exiting 0: mpirun (its notices shown) never saw a
+    # rank exit non-zero, so it stopped none.
+    for np in 2 3; do
+      timeout 120 env PARITY_MPIRUN_VERBOSE=1 "$parity" bench collectives -q --np "$np" -r 5 -b 8 -e 8 --out "$work/r.h5" --force >"$out" 2>"$err"
+      status=$?
+      expect_status 2
+      expect_line "^parity: -r/--root 5 is not a rank of $np$"
+      if grep -Eiq "non-zero|exit code|mpirun noticed" "$err"; then fail "--np $np: mpirun saw a rank exit non-zero"; fi
+    done
+    # Without PARITY_MPIRUN_VERBOSE, the one line alone (the agreement is not shown).
+    timeout 120 "$parity" bench collectives -q --np 2 -r 5 -b 8 -e 8 --out "$work/r.h5" --force >"$out" 2>"$err"
+    status=$?
+    expect_status 2
+    expect_lines 1
+    no_leftovers ;;
   no_mpirun_one_rank)
     timeout 120 env PATH=/nonexistent "$parity" bench collectives -q -e 8 --out "$work/n.h5" --force >"$out" 2>"$err"
     status=$?
