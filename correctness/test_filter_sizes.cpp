@@ -4,13 +4,16 @@
 #include "bench/cli/filter.hpp"
 #include "bench/cli/launcher.hpp"
 #include "bench/cli/sizes.hpp"
+#include "bench/cli/supervisor.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/provenance.hpp"
 #include "reference/core/text.hpp"
 
 #include <unistd.h>
 #include <algorithm>
+#include <string>
 #include <utility>
+#include <vector>
 
 namespace parity::cli {
 namespace {
@@ -77,9 +80,20 @@ TEST(Launcher, MpirunLine) {
   EXPECT_EQ(oversubscribed, 4 > parity::online_cores());
   const bool as_root = std::find(line.begin(), line.end(), "--allow-run-as-root") != line.end();
   EXPECT_EQ(as_root, geteuid() == 0);
-  const auto blas = std::find(line.begin(), line.end(), "OPENBLAS_NUM_THREADS=1");  // no thread pool per rank
-  ASSERT_NE(blas, line.end());
-  EXPECT_EQ(*(blas - 1), "-x");
+  // Passed to the ranks: one BLAS thread (no pool per rank), and that they tell parity how the
+  // job ends, in lines as written (no tag, time stamp or XML, not sent to files).
+  for (const std::string& variable : {std::string("OPENBLAS_NUM_THREADS=1"), std::string(kTellStatusVariable) + "=1"}) {
+    const auto at = std::find(line.begin(), line.end(), variable);
+    ASSERT_NE(at, line.end()) << variable;
+    EXPECT_EQ(*(at - 1), "-x") << variable;
+  }
+  for (const auto& [setting, value] : std::vector<std::pair<std::string, std::string>>{
+           {"orte_tag_output", "0"}, {"orte_timestamp_output", "0"}, {"orte_xml_output", "0"}, {"orte_output_filename", ""}}) {
+    const auto at = std::find(line.begin(), line.end(), setting);
+    ASSERT_NE(at, line.end()) << setting;
+    EXPECT_EQ(*(at - 1), "--mca") << setting;
+    EXPECT_EQ(*(at + 1), value) << setting;
+  }
   const auto hosts = mpirun_command("mpirun", {16, "hosts.txt"}, {"parity"});
   EXPECT_NE(std::find(hosts.begin(), hosts.end(), "hosts.txt"), hosts.end());
   EXPECT_EQ(std::find(hosts.begin(), hosts.end(), "--oversubscribe"), hosts.end());  // the hostfile decides

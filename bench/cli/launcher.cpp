@@ -70,6 +70,15 @@ std::vector<std::string> mpirun_command(const std::string& mpirun, const LaunchR
   // per core as it loads, in every rank (7 ms of each rank's start on 2 cores, more on more).
   command.push_back("-x");
   command.push_back("OPENBLAS_NUM_THREADS=1");
+  // The ranks tell this process how the job ends (kAgreedStatusLine), in lines it reads as they
+  // were written: no tag, time stamp or XML around them, and not sent to files instead, whatever
+  // Open MPI's environment or parameter files say (the command line decides over both).
+  command.push_back("-x");
+  command.push_back(std::string(kTellStatusVariable) + "=1");
+  for (const char* setting : {"orte_tag_output", "orte_timestamp_output", "orte_xml_output"}) {
+    command.insert(command.end(), {"--mca", setting, "0"});
+  }
+  command.insert(command.end(), {"--mca", "orte_output_filename", ""});
   // mpirun's notices are not shown: the supervisor reads them (which rank died) and says one line.
   command.insert(command.end(), arguments.begin(), arguments.end());
   return command;

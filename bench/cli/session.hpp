@@ -1,5 +1,5 @@
-// What every MPI subcommand shares: the MPI runtime, the world communicator with its
-// watchdog, checks that must agree across ranks, and the result file rank 0 writes.
+// What every MPI subcommand shares: the world communicator with its watchdog (on the MPI
+// runtime it is given), checks that must agree across ranks, and the result file rank 0 writes.
 #pragma once
 
 #include <cstdint>

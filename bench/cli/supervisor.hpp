@@ -33,13 +33,16 @@ struct Outcome {
   std::string line;
 };
 
-// How the ranks of a job under parity's parent end: when every rank reaches its end, rank 0
-// says this line with the job's status (the largest of the ranks') and every rank exits 0;
-// the parent ends with the status said. Exiting non-zero would have mpirun stop the ranks
-// one by one, with a second's grace before each signal, though each was ending anyway. A rank
-// still elsewhere in the job after kEndPatienceSeconds exits with its own status, as before.
+// How the ranks of a job under parity's parent end (mpirun sets kTellStatusVariable for them):
+// when every rank reaches its end, the job's status is the largest of the ranks'. If it is not
+// 0, each rank whose own status it is says this line, and every rank exits 0; the parent ends
+// with the status said. (Once a rank exits non-zero, mpirun stops the others with SIGCONT,
+// then SIGTERM and SIGKILL a second apart, though each was ending anyway.) A rank that waited
+// kEndPatienceSeconds for the others exits with its own status, as before the agreement: if it
+// is the job's, the parent learns it from mpirun, whatever the ranks that came later agreed.
 inline constexpr const char* kAgreedStatusLine = "parity: the ranks end with status ";
 inline constexpr double kEndPatienceSeconds = 5;
+inline constexpr const char* kTellStatusVariable = "PARITY_TELL_STATUS";
 
 // Reads mpirun's stderr line by line. Pure: tested on recorded text without processes.
 class LauncherDigest {

@@ -5,7 +5,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -202,22 +204,31 @@ int run_job(MpiRuntime& mpi, int argc, char** argv, Command& command) {
   }
 }
 
-// The job's status on this rank. Under parity's parent, the ranks agree on the status (see
-// kAgreedStatusLine): `told` is then set, rank 0 has told the parent, and the rank exits 0.
+// The job's status. Under parity's parent the ranks agree on it (kAgreedStatusLine): `told`
+// is then set, the parent has been told, and this rank exits 0 once after_job has run.
 int with_session(int argc, char** argv, Command& command, bool& told) {
-  validate_device_options(command.common());
-  MpiRuntime mpi(&argc, &argv);
-  const int status = run_job(mpi, argc, argv, command);
+  // Read once, and not passed on to what the rank starts (the report script, say).
+  const bool tell_parent = std::getenv(kTellStatusVariable) != nullptr;
+  unsetenv(kTellStatusVariable);
+  std::unique_ptr<MpiRuntime> mpi;
+  try {
+    mpi = std::make_unique<MpiRuntime>(&argc, &argv);
+  } catch (const std::exception& e) {
+    MpiRuntime::abort(std::string("parity: ") + e.what(), kExitFault);
+  }
+  const int status = run_job(*mpi, argc, argv, command);
   told = false;
-  if (std::getenv(record::OutputLock::kHeldVariable) == nullptr) return status;
-  const std::optional<int> agreed = mpi.agreed_status(status, kEndPatienceSeconds);
+  if (!tell_parent) return status;
+  const std::optional<int> agreed = mpi->agreed_status(status, kEndPatienceSeconds);
   if (!agreed || *agreed == kExitOk) return status;
-  if (launcher_rank() == 0) {
+  // Said by each rank whose own status it is: a rank of the job's status that instead waited
+  // in vain (agreed_status gave up) exits with it, and mpirun ends non-zero.
+  if (status == *agreed) {
     std::fprintf(stderr, "%s%d\n", kAgreedStatusLine, *agreed);
     std::fflush(stderr);
   }
   told = true;
-  return status;
+  return *agreed;
 }
 
 }  // namespace

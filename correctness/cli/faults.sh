@@ -182,11 +182,17 @@ case $scenario in
       expect_line "^parity: -r/--root 5 is not a rank of $np$"
       if grep -Eiq "non-zero|exit code|mpirun noticed" "$err"; then fail "--np $np: mpirun saw a rank exit non-zero"; fi
     done
-    # Without PARITY_MPIRUN_VERBOSE, the one line alone (the agreement is not shown).
-    timeout 120 "$parity" bench collectives -q --np 2 -r 5 -b 8 -e 8 --out "$work/r.h5" --force >"$out" 2>"$err"
-    status=$?
-    expect_status 2
-    expect_lines 1
+    # Without PARITY_MPIRUN_VERBOSE, the one line alone (the agreement is not shown); so too
+    # where Open MPI's environment would tag the ranks' lines or send them to files.
+    for setting in OMPI_MCA_parity_none=0 OMPI_MCA_orte_tag_output=1 OMPI_MCA_orte_timestamp_output=1 \
+      OMPI_MCA_orte_xml_output=1 "OMPI_MCA_orte_output_filename=$work/ranks"; do
+      timeout 120 env "$setting" "$parity" bench collectives -q --np 2 -r 5 -b 8 -e 8 --out "$work/r.h5" --force >"$out" 2>"$err"
+      status=$?
+      expect_status 2
+      expect_lines 1
+      expect_line "^parity: -r/--root 5 is not a rank of 2$"
+      [ ! -e "$work/ranks" ] || fail "$setting: the ranks' output went to files"
+    done
     no_leftovers ;;
   no_mpirun_one_rank)
     timeout 120 env PATH=/nonexistent "$parity" bench collectives -q -e 8 --out "$work/n.h5" --force >"$out" 2>"$err"

@@ -226,7 +226,7 @@ class MpiCommunicator final : public Communicator {
   std::shared_ptr<PinnedPool> pinned_ = std::make_shared<PinnedPool>();
 };
 
-// The world's copy that MpiRuntime::all_arrive's barrier runs on (one runtime per process).
+// The world's copy that MpiRuntime::agreed_status reduces on (one runtime per process).
 MPI_Comm g_arrivals = MPI_COMM_NULL;
 
 std::string short_host_name() {
@@ -271,11 +271,11 @@ std::optional<int> MpiRuntime::agreed_status(int status, double patience_seconds
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(patience_seconds);
   for (;;) {
     int done = 0;
-    if (MPI_Test(&request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return std::nullopt;
-    if (done) return agreed;
-    if (std::chrono::steady_clock::now() > deadline) {
-      // MPI cannot cancel a collective: the reduction stays pending on a communicator left
-      // unfreed, and the process ends soon after.
+    const bool failed = MPI_Test(&request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS;
+    if (done && !failed) return agreed;
+    if (failed || std::chrono::steady_clock::now() > deadline) {
+      // MPI cannot cancel a collective: the reduction stays pending (and may still complete in
+      // MPI_Finalize) on a communicator left unfreed.
       g_arrivals = MPI_COMM_NULL;
       return std::nullopt;
     }

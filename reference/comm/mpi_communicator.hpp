@@ -29,9 +29,9 @@ class MpiRuntime {
   static std::string library_version();
   // Ends the whole job from any rank (MPI_Abort), after printing message on stderr.
   [[noreturn]] static void abort(const std::string& message, int code);
-  // The largest `status` of the ranks, when every rank of the world calls this within
-  // `patience_seconds` of this one (a reduction on a communicator of its own, so that it
-  // matches no operation of the job, polled); nothing when some rank did not come in time.
+  // The largest `status` of the ranks, when every rank of the world has called this by
+  // `patience_seconds` after this one did (a reduction on a communicator of its own, so that it
+  // matches no operation of the job, polled); nothing when some rank had not. Once per process.
   std::optional<int> agreed_status(int status, double patience_seconds);
 };
 
