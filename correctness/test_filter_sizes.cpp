@@ -3,6 +3,7 @@
 
 #include "bench/cli/filter.hpp"
 #include "bench/cli/launcher.hpp"
+#include "bench/cli/shared.hpp"
 #include "bench/cli/sizes.hpp"
 #include "bench/cli/supervisor.hpp"
 #include "reference/core/error.hpp"
@@ -11,6 +12,8 @@
 
 #include <unistd.h>
 #include <algorithm>
+#include <cstdio>
+#include <filesystem>
 #include <string>
 #include <utility>
 #include <vector>
@@ -97,6 +100,30 @@ TEST(Launcher, MpirunLine) {
   const auto hosts = mpirun_command("mpirun", {16, "hosts.txt"}, {"parity"});
   EXPECT_NE(std::find(hosts.begin(), hosts.end(), "hosts.txt"), hosts.end());
   EXPECT_EQ(std::find(hosts.begin(), hosts.end(), "--oversubscribe"), hosts.end());  // the hostfile decides
+}
+
+// An output onto a file the command reads or writes otherwise: refused by name, through
+// another spelling of it, or as a hard link to it; other files and empty names pass.
+TEST(Launcher, OutputOntoAnotherOfTheCommandsFiles) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("parity-onto-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::string hosts = (dir / "hosts").string(), link = (dir / "link").string();
+  { std::FILE* f = std::fopen(hosts.c_str(), "w"); ASSERT_NE(f, nullptr); std::fclose(f); }
+  fs::create_hard_link(hosts, link);
+  try {
+    refuse_output_onto("--out", hosts, {{"--hostfile", hosts}});
+    FAIL() << "the hostfile itself was taken";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()), "--out '" + hosts + "' is the file --hostfile reads; choose another --out");
+  }
+  EXPECT_THROW(refuse_output_onto("--out", (dir / "." / "hosts").string(), {{"--hostfile", hosts}}), UsageError);
+  EXPECT_THROW(refuse_output_onto("--out", link, {{"--hostfile", hosts}}), UsageError);
+  EXPECT_THROW(refuse_output_onto("--write-csv", (dir / "new.h5").string(), {{"--out", (dir / "new.h5").string()}}, "names"),
+               UsageError);  // an output not made yet
+  EXPECT_NO_THROW(refuse_output_onto("--out", (dir / "other").string(), {{"--hostfile", hosts}, {"--schedule", ""}}));
+  EXPECT_NO_THROW(refuse_output_onto("--out", "", {{"--hostfile", hosts}}));
+  fs::remove_all(dir);
 }
 
 // Ranks on this host alone: refused past kMaxRanksPerCore per core or past the memory a rank

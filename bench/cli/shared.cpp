@@ -50,6 +50,17 @@ bool same_path(const std::filesystem::path& a, const std::filesystem::path& b) {
   return !a_error && resolved == std::filesystem::weakly_canonical(b, b_error) && !b_error;
 }
 
+void refuse_output_onto(const std::string& option, const std::string& path,
+                        const std::vector<std::pair<std::string, std::string>>& others, const char* verb) {
+  if (path.empty()) return;
+  for (const auto& [other, file] : others) {
+    std::error_code error;
+    if (!file.empty() && (same_path(path, file) || std::filesystem::equivalent(path, file, error)))
+      throw UsageError(option + " " + quoted_input(path, 200) + " is the file " + other + " " + verb + "; choose another " +
+                       option);
+  }
+}
+
 std::vector<int> parse_whole_numbers(const std::string& text, const std::string& option, int least) {
   std::vector<int> out;
   for (const std::string& s : split_list(text)) {

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "reference/comm/communicator.hpp"
@@ -56,6 +57,12 @@ void wait_for_device(MemorySpace space);
 std::filesystem::file_status user_path_status(const std::string& option, const std::string& path);
 // Whether two names resolve to one path (a name that does not resolve matches nothing).
 bool same_path(const std::filesystem::path& a, const std::filesystem::path& b);
+// Refuses (UsageError) `path`, given to the output option `option`, where it is one of `others`
+// (option, path: the files the command reads, or writes otherwise), by name or as one file
+// (a hard link): "--out 'hf' is the file --hostfile reads; choose another --out". Empty paths
+// match nothing.
+void refuse_output_onto(const std::string& option, const std::string& path,
+                        const std::vector<std::pair<std::string, std::string>>& others, const char* verb = "reads");
 // A benchmark's memory estimate, computed in double so that no size given on the command line
 // can wrap it: the bytes, or the largest std::size_t where they are past it (or not a number),
 // which the memory check then refuses.

@@ -87,7 +87,7 @@ class LauncherDigest {
   bool abort_seen_ = false;       // MPI_ABORT: the rank said why itself
   bool fault_first_ = false;      // a rank's own error line came before any rank was stopped
   bool ranks_spoke_ = false;      // a line from the ranks came through: they did start
-  std::optional<int> agreed_;     // the status rank 0 said the ranks end with (kAgreedStatusLine)
+  std::optional<int> agreed_;     // the status the ranks said they end with (kAgreedStatusLine)
 };
 
 // In a process that runs ranks (or the only rank): SIGINT, SIGTERM and SIGHUP remove the

@@ -108,8 +108,7 @@ class BenchCalibrate final : public Command {
       throw UsageError("--cluster-out " + quoted_input(path) + ": cannot write in " + quoted_input(where.string()));
     if (!common().out.empty() && same_path(path, common().out))
       throw UsageError("--cluster-out " + quoted_input(path) + " is the result file itself");
-    if (!common().hostfile.empty() && same_path(path, common().hostfile))
-      throw UsageError("--cluster-out " + quoted_input(path) + " is the file --hostfile reads; choose another --cluster-out");
+    refuse_output_onto("--cluster-out", path, {{"--hostfile", common().hostfile}});
     try {  // the rest of what a result file's path must be (not on /proc, a name the system takes)
       record::check_output_path(path, true, "--cluster-out");
     } catch (const UsageError& e) {

@@ -243,9 +243,7 @@ int run_command(Command& command, int argc, char** argv) {
   if (const std::optional<int> done = command.prepare(world)) return *done;
   std::vector<std::pair<std::string, std::string>> inputs = command.inputs();
   inputs.emplace_back("--hostfile", common.hostfile);
-  for (const auto& [option, path] : inputs)
-    if (!path.empty() && !common.out.empty() && same_path(common.out, path))
-      throw UsageError("--out " + quoted_input(common.out, 200) + " is the file " + option + " reads; choose another --out");
+  refuse_output_onto("--out", common.out, inputs);
   if (const std::optional<int> status = maybe_relaunch(argc, argv, common, command.file_stem())) return *status;
   bool told = false;
   const int status = command.after_job(with_session(argc, argv, command, told));

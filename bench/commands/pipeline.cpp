@@ -11,7 +11,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <initializer_list>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -354,11 +353,9 @@ class PipelineRun final : public Command {
     // A broken schedule is refused here, before any rank starts. (Under a launcher the world is
     // known only once MPI starts; the ranks check it then.)
     if (world_size) load_pipeline_schedule(options_, common().np);
-    for (const auto& [option, path] : std::initializer_list<std::pair<const char*, const std::string&>>{
-             {"--out", common().out}, {"--schedule", options_.schedule_file}, {"--hostfile", common().hostfile}})
-      if (!options_.write_csv.empty() && !path.empty() && same_path(options_.write_csv, path))
-        throw UsageError("--write-csv " + quoted_input(options_.write_csv, 200) + " is the file " + option +
-                         " names; choose another --write-csv");
+    refuse_output_onto("--write-csv", options_.write_csv,
+                       {{"--out", common().out}, {"--schedule", options_.schedule_file}, {"--hostfile", common().hostfile}},
+                       "names");
     return std::nullopt;
   }
   int execute(Job& job) override { return pipeline_run(job.session, options_); }

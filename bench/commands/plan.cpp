@@ -10,6 +10,7 @@
 
 #include "bench/commands/plan.hpp"
 
+#include "bench/cli/shared.hpp"
 #include "bench/commands/command.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/provenance.hpp"
@@ -400,11 +401,12 @@ class Plan final : public Command {
     const th::PlanFixed fixed = th::parse_plan_fixed(fixed_);
     if (!out_.empty()) {  // refused before the search, and never one of its own inputs
       record::check_output_path(out_, force_);
-      std::error_code ec;
-      for (const std::string* input : {&model_, &cluster_})
-        if (std::filesystem::equivalent(*input, out_, ec))
-          throw UsageError("--out " + quoted_input(out_, 200) + " is the file " + (input == &model_ ? "--model" : "--cluster") +
-                           " reads; choose another --out");
+      // --model and --cluster may name presets, not files: only files are compared.
+      const auto file = [](const std::string& name) {
+        std::error_code error;
+        return std::filesystem::is_regular_file(name, error) ? name : std::string();
+      };
+      refuse_output_onto("--out", out_, {{"--model", file(model_)}, {"--cluster", file(cluster_)}});
     }
     const auto start = std::chrono::steady_clock::now();
     std::size_t evaluated = 0;
