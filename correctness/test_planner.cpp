@@ -613,6 +613,25 @@ TEST(Planner, TheStepsTermsBesideTheLayers) {
     else EXPECT_GT(slow, 2 * fast);
   }
 
+  // Across nodes a dp group's ring leaves each node on the network links of as many GPUs as it
+  // has there (tp 1: 8 a node, tp 4: 2), bounded by the link inside the node; a group with one
+  // GPU a node (tp 8) has one GPU's.
+  PlanCluster fast_network = c;
+  fast_network.network.bandwidth_GBps = 50;  // 8 x 50 > the node's 300: the node's link bounds it
+  const auto reduction = [&](const PlanCluster& cluster, int tp, double lanes_GBps) {
+    const PlanLayout l{tp, 1, 16, false, 1, 1, 0, Recompute::full, true, 1, 1, false};
+    const double bytes = 2 * held / tp;  // a tp group's share of the 16-bit gradients
+    EXPECT_NEAR(plan_predict(m, cluster, l, 16).dp_comm_s,
+                2 * 15.0 / 16 * bytes / (lanes_GBps * 1e9 * cluster.collective_efficiency) +
+                    30 * cluster.network.latency_us * 1e-6,
+                1e-9 * bytes / 1e9)
+        << "tp " << tp;
+  };
+  reduction(c, 1, 8 * c.network.bandwidth_GBps);
+  reduction(c, 4, 2 * c.network.bandwidth_GBps);
+  reduction(c, 8, c.network.bandwidth_GBps);
+  reduction(fast_network, 1, c.node.bandwidth_GBps);
+
   PlanLayout zero2 = zero0, zero3 = zero0;
   zero2.zero = 2, zero3.zero = 3;
   zero2.overlap = zero3.overlap = false;

@@ -153,22 +153,36 @@ double elementwise_seconds(const PlanCluster& c, double bytes) {
 // A ring (or pairwise) collective moving `fraction` x bytes per GPU over `steps` messages on a
 // link. The fraction of the link it reaches: `collective`'s measured by size in a calibrated
 // cluster (at the link's level where measured there), else the cluster's one figure.
+//
+// `lanes`: how many GPUs' links the collective's bytes leave a node on. A group with k members
+// in every node runs its ring as k channels, each crossing between nodes through another of
+// those GPUs' network links (NCCL: a multi-node all-reduce's bus bandwidth approaches the node's
+// network links together, 8 x 25 GB/s on a DGX A100, not one GPU's), and the hops inside the
+// node carry the same bytes over its own link, which bounds the sum.
 double ring_seconds(const PlanCluster& c, const PlanLink& link, double bytes, double fraction, int steps,
-                    const char* collective) {
+                    const char* collective, int lanes = 1) {
   const std::string level = &link == &c.node ? "node" : &link == &c.network ? "network" : "";
   const double efficiency = c.rates.collective_efficiency_at(bytes, c.collective_efficiency, collective, level);
-  return fraction * bytes / (link.bandwidth_GBps * 1e9 * efficiency) + steps * link.latency_us * 1e-6;
+  const double bandwidth = lanes > 1 ? std::min(lanes * link.bandwidth_GBps, c.node.bandwidth_GBps) : link.bandwidth_GBps;
+  return fraction * bytes / (bandwidth * 1e9 * efficiency) + steps * link.latency_us * 1e-6;
 }
 
-double all_reduce_seconds(const PlanCluster& c, const PlanLink& link, double bytes, int n) {
+double all_reduce_seconds(const PlanCluster& c, const PlanLink& link, double bytes, int n, int lanes = 1) {
   if (n <= 1) return 0;
-  return ring_seconds(c, link, bytes, 2.0 * (n - 1) / n, 2 * (n - 1), "all_reduce");
+  return ring_seconds(c, link, bytes, 2.0 * (n - 1) / n, 2 * (n - 1), "all_reduce", lanes);
 }
 
 // An all-gather or a reduce-scatter of a `bytes` buffer over n GPUs.
-double chunked_seconds(const PlanCluster& c, const PlanLink& link, double bytes, int n, const char* collective) {
+double chunked_seconds(const PlanCluster& c, const PlanLink& link, double bytes, int n, const char* collective,
+                       int lanes = 1) {
   if (n <= 1) return 0;
-  return ring_seconds(c, link, bytes, (n - 1.0) / n, n - 1, collective);
+  return ring_seconds(c, link, bytes, (n - 1.0) / n, n - 1, collective, lanes);
+}
+
+// The members a node holds of a group of n GPUs `apart` ranks apart in the grid (a dp group:
+// tp apart), the lanes its collectives leave the node on when it spans nodes.
+int members_per_node(const PlanCluster& c, int apart, int n) {
+  return std::clamp(c.gpus_per_node / std::max(1, apart), 1, std::max(1, n));
 }
 
 struct LayerTimes {
@@ -396,10 +410,12 @@ PlanPrediction plan_predict(const PlanModel& m, const PlanCluster& c, const Plan
   // bytes) after the pipeline's flush, over the GPUs of a dp group: within a node when tp x dp
   // fits in one, else over the network.
   const PlanLink& dp_link = static_cast<std::int64_t>(l.tp) * replicas <= c.gpus_per_node ? c.node : c.network;
+  const int dp_lanes = &dp_link == &c.network ? members_per_node(c, l.tp, replicas) : 1;
+  const int expert_lanes = members_per_node(c, l.tp * l.ep, replicas / l.ep);
   if (!l.overlap) {
-    p.dp_comm_s = all_reduce_seconds(c, dp_link, 2 * on_gpu, replicas);
+    p.dp_comm_s = all_reduce_seconds(c, dp_link, 2 * on_gpu, replicas, dp_lanes);
     if (experts_on_gpu > 0)  // the experts' gradients over the dp / ep ranks holding the same experts
-      p.dp_comm_s += all_reduce_seconds(c, c.network, 2 * experts_on_gpu, replicas / l.ep);
+      p.dp_comm_s += all_reduce_seconds(c, c.network, 2 * experts_on_gpu, replicas / l.ep, expert_lanes);
   } else {
     // Overlapped (Megatron-core's and PyTorch DDP's default): gradients in buckets of 40M
     // parameters (Megatron-core's bucket size) reduced as the last micro-batch's backward
@@ -407,9 +423,9 @@ PlanPrediction plan_predict(const PlanModel& m, const PlanCluster& c, const Plan
     constexpr double kBucketBytes = 2 * 40e6;
     const double dense_buckets = std::max(1.0, std::ceil(2 * on_gpu / kBucketBytes));
     const double expert_buckets = experts_on_gpu > 0 ? std::max(1.0, std::ceil(2 * experts_on_gpu / kBucketBytes)) : 0;
-    const double reduce = dense_buckets * all_reduce_seconds(c, dp_link, 2 * on_gpu / dense_buckets, replicas) +
+    const double reduce = dense_buckets * all_reduce_seconds(c, dp_link, 2 * on_gpu / dense_buckets, replicas, dp_lanes) +
                           (expert_buckets > 0 ? expert_buckets * all_reduce_seconds(c, c.network, 2 * experts_on_gpu / expert_buckets,
-                                                                                    replicas / l.ep)
+                                                                                    replicas / l.ep, expert_lanes)
                                               : 0);
     const double last_backward = layers_per_stage * (layer.backward + layer.tp_backward + recompute) + head_backward;
     const double buckets = dense_buckets + expert_buckets;
@@ -417,7 +433,7 @@ PlanPrediction plan_predict(const PlanModel& m, const PlanCluster& c, const Plan
   }
   // ZeRO-3 gathers the parameters again for every forward and backward.
   if (l.zero == 3)
-    p.dp_comm_s += 2 * micro_batches * chunked_seconds(c, dp_link, 2 * on_gpu, replicas, "all_gather");
+    p.dp_comm_s += 2 * micro_batches * chunked_seconds(c, dp_link, 2 * on_gpu, replicas, "all_gather", dp_lanes);
   // The mixed-precision optimizer step, per parameter held, in bytes read and written: the
   // 16-bit gradient widened into the float32 main gradient (2 + 4), unscaled with the inf/NaN
   // check (4 + 4), its norm for clipping (4) and the clip (4 + 4), Adam on the float32 master,
