@@ -3,17 +3,21 @@
 
 #include "bench/cli/filter.hpp"
 #include "bench/cli/launcher.hpp"
+#include "bench/cli/session.hpp"
 #include "bench/cli/shared.hpp"
 #include "bench/cli/sizes.hpp"
 #include "bench/cli/supervisor.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/provenance.hpp"
 #include "reference/core/text.hpp"
+#include "reference/record/output.hpp"
 
 #include <unistd.h>
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -128,6 +132,36 @@ TEST(Launcher, OutputOntoAnotherOfTheCommandsFiles) {
 
 // Ranks on this host alone: refused past kMaxRanksPerCore per core or past the memory a rank
 // needs before any work, with the figures; a hostfile or unknown figures refuse nothing.
+// Runs started in the same second in one folder would share a default result name: one that a
+// file holds, or another run, gives way to NAME-2.h5, NAME-3.h5, ...
+TEST(Launcher, DefaultResultNamesGiveWayToTakenOnes) {
+  namespace fs = std::filesystem;
+  const fs::path folder = fs::temp_directory_path() / ("parity-default-names-" + std::to_string(getpid()));
+  fs::create_directories(folder);
+  const fs::path before = fs::current_path();
+  fs::current_path(folder);
+  bool within_one_second = false;
+  for (int attempt = 0; attempt < 5 && !within_one_second; ++attempt) {
+    const std::string first = default_output_path("names");
+    const std::string stem = first.substr(0, first.size() - 3);
+    std::ofstream(first) << "a finished run's file";
+    std::string second_name, third_name, again_name;
+    std::unique_ptr<record::OutputLock> second = lock_default_output("names", second_name);
+    const std::unique_ptr<record::OutputLock> third = lock_default_output("names", third_name);
+    second.reset();  // that run ends without a file: its name is free again
+    const std::unique_ptr<record::OutputLock> again = lock_default_output("names", again_name);
+    within_one_second = default_output_path("names") == first;
+    if (!within_one_second) continue;  // the clock's second turned: the names differ anyway
+    EXPECT_EQ(second_name, stem + "-2.h5");  // the file holds the first
+    EXPECT_EQ(third_name, stem + "-3.h5");   // a run holds the second
+    EXPECT_EQ(again_name, stem + "-2.h5");
+    EXPECT_FALSE(fs::exists(second_name));   // a name is taken by its lock, the file made later
+  }
+  EXPECT_TRUE(within_one_second);
+  fs::current_path(before);
+  fs::remove_all(folder);
+}
+
 TEST(Launcher, LocalRanksRefusedWithFigures) {
   const unsigned long long gib = 1ull << 30;
   EXPECT_EQ(local_ranks_problem(4, 2, 24 * gib), "");

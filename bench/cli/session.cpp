@@ -14,6 +14,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <string>
+#include <system_error>
 #include <thread>
 
 #include "reference/comm/nccl_communicator.hpp"
@@ -36,6 +38,23 @@ std::string default_output_path(const std::string& what) {
   for (char& c : stamp)
     if (c == ':') c = '-';
   return "parity-" + what + "-" + stamp + ".h5";
+}
+
+std::unique_ptr<record::OutputLock> lock_default_output(const std::string& what, std::string& out) {
+  const std::string first = default_output_path(what);
+  const std::string stem = first.substr(0, first.size() - std::string(".h5").size());
+  constexpr int kNames = 1000;
+  for (int n = 1; n <= kNames; ++n) {
+    const std::string name = n == 1 ? first : stem + "-" + std::to_string(n) + ".h5";
+    std::error_code ec;
+    if (fs::exists(fs::symlink_status(name, ec))) continue;
+    std::unique_ptr<record::OutputLock> lock = record::OutputLock::try_take(name);
+    if (lock == nullptr || fs::exists(fs::symlink_status(name, ec))) continue;  // made while we looked
+    out = name;
+    return lock;
+  }
+  throw UsageError("the default result names " + first + " to " + stem + "-" + std::to_string(kNames) +
+                   ".h5 are all taken; name one with --out");
 }
 
 namespace {
@@ -118,14 +137,16 @@ Session::Session(MpiRuntime& mpi, const CommonOptions& options, std::string subc
   }
   if (!options_.inject_interrupt.empty())
     agree_on_root([&] { interrupt_ = parse_injected_interrupt(options_.inject_interrupt, resumable_); });
-  if (options_.out.empty()) options_.out = default_output_path(file_stem_);
+  const bool named = !options_.out.empty();  // parity's parent (--np) names it for the ranks
+  if (!named) options_.out = default_output_path(file_stem_);
   agree_on_root([&] {
+    if (!named) lock_ = lock_default_output(file_stem_, options_.out);
     record::check_output_path(options_.out, options_.force);
     record::check_free_space(options_.out, options_.result_bytes);
     // parity's parent (--np) holds the lock for the whole job; otherwise rank 0 takes it.
     const char* held = std::getenv(record::OutputLock::kHeldVariable);
     supervised_ = held != nullptr && fs::absolute(options_.out).string() == held;
-    if (!supervised_) lock_ = std::make_unique<record::OutputLock>(options_.out);
+    if (!supervised_ && lock_ == nullptr) lock_ = std::make_unique<record::OutputLock>(options_.out);
   });
   if (options_.device == "cuda") use_gpu();
   // The result file and its journal exist from here on, with the run's provenance, so that a

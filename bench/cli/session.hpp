@@ -59,6 +59,10 @@ InjectedInterrupt parse_injected_interrupt(const std::string& text, const std::v
 
 // Default result file name when --out is not given: parity-<what>-<UTC time>.h5.
 std::string default_output_path(const std::string& what);
+// Takes the lock on a default result name for this run and sets `out` to it. A name whose file
+// exists, or that another run holds (runs started in the same second in one folder share it),
+// gives way to the next free one: NAME-2.h5, NAME-3.h5, ...
+std::unique_ptr<record::OutputLock> lock_default_output(const std::string& what, std::string& out);
 
 // --resume FILE: the result file is FILE unless --out names another, and replacing FILE is
 // what resuming means (so --force is implied for it). A FILE.journal names FILE.

@@ -153,10 +153,11 @@ std::optional<int> maybe_relaunch(int argc, char** argv, CommonOptions& common, 
     handle_interrupts(under_launcher() ? launcher_rank() : -1);
     return std::nullopt;
   }
-  if (common.out.empty()) common.out = default_output_path(file_stem);
-  record::check_output_path(common.out, common.force);
   // Held here for the whole job, so a second run refuses at once; the ranks are told.
-  const record::OutputLock lock(common.out);
+  std::unique_ptr<record::OutputLock> lock;
+  if (common.out.empty()) lock = lock_default_output(file_stem, common.out);
+  record::check_output_path(common.out, common.force);
+  if (lock == nullptr) lock = std::make_unique<record::OutputLock>(common.out);
   setenv(record::OutputLock::kHeldVariable, fs::absolute(common.out).c_str(), 1);
   setenv(Session::kParentVariable, Session::parent_identity().c_str(), 1);
   const timespec started = file_clock_now();

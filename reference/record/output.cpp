@@ -140,7 +140,16 @@ void stop_commits() noexcept {
   }
 }
 
-OutputLock::OutputLock(const std::filesystem::path& result) : path_(result.string() + ".lock") {
+OutputLock::OutputLock(const std::filesystem::path& result) : OutputLock(result, nullptr) {}
+
+std::unique_ptr<OutputLock> OutputLock::try_take(const std::filesystem::path& result) {
+  bool held_elsewhere = false;
+  std::unique_ptr<OutputLock> lock(new OutputLock(result, &held_elsewhere));
+  if (held_elsewhere) return nullptr;
+  return lock;
+}
+
+OutputLock::OutputLock(const std::filesystem::path& result, bool* held_elsewhere) : path_(result.string() + ".lock") {
   for (int attempt = 0; attempt < 10; ++attempt) {
     fd_ = open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd_ < 0)
@@ -153,6 +162,10 @@ OutputLock::OutputLock(const std::filesystem::path& result) : path_(result.strin
       fd_ = -1;
       if (error != EWOULDBLOCK)
         throw UsageError("cannot lock " + path_.string() + ": " + std::strerror(error));
+      if (held_elsewhere != nullptr) {
+        *held_elsewhere = true;
+        return;
+      }
       std::string pid = n > 0 ? std::string(holder, static_cast<std::size_t>(n)) : "";
       while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
       throw UsageError("another parity run" + (pid.empty() ? std::string() : " (pid " + pid + ")") + " is writing " +

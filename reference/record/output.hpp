@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -40,6 +41,8 @@ class OutputLock {
  public:
   // Throws UsageError naming the holder's pid when another process holds the lock.
   explicit OutputLock(const std::filesystem::path& result);
+  // The same, but nothing (no error) when another process holds the lock.
+  static std::unique_ptr<OutputLock> try_take(const std::filesystem::path& result);
   ~OutputLock();
   OutputLock(const OutputLock&) = delete;
   OutputLock& operator=(const OutputLock&) = delete;
@@ -47,6 +50,7 @@ class OutputLock {
   static constexpr const char* kHeldVariable = "PARITY_OUTPUT_LOCK_HELD";
 
  private:
+  OutputLock(const std::filesystem::path& result, bool* held_elsewhere);
   std::filesystem::path path_;
   int fd_ = -1;
 };
