@@ -160,6 +160,46 @@ TEST(LauncherDigest, ALaunchFailureIsOneLineAndStatusTwo) {
   EXPECT_NE(o2.line.find("ORTE was unable to reliably start one or more daemons."), std::string::npos) << o2.line;
 }
 
+// MPI did not start in the ranks (Open MPI 4.1 with OMPI_MCA_pml=ucx on a host without UCX's
+// devices, and with a component that does not exist): mpirun then stops the other ranks, and
+// their "stopped by SIGTERM" is not what the user needs to hear.
+TEST(LauncherDigest, MpiThatCouldNotStartIsOneLineAndStatusTwo) {
+  const std::string stopped = "parity: rank 1 on vm: stopped by SIGTERM\n";
+  LauncherDigest ucx(2);
+  const std::string ucx_shown =
+      feed(ucx, std::string(kRule) + "\nNo components were able to be opened in the pml framework.\n\n"
+                    "This typically means that either no components of this type were\n\n  Host:      vm\n"
+                    "  Framework: pml\n" + kRule + "\n[vm:15380] PML ucx cannot be selected\n"
+                    "[vm:15381] PML ucx cannot be selected\n" + stopped +
+                    "[vm:15376] 1 more process has sent help message help-mca-base.txt / find-available:none found\n");
+  EXPECT_EQ(ucx_shown, "");
+  const Outcome u = ucx.outcome(exited(1), 0);
+  EXPECT_EQ(u.status, kExitUsage);
+  EXPECT_EQ(u.line.rfind("parity: MPI could not start on the ranks: PML ucx cannot be selected (framework pml); ", 0), 0u)
+      << u.line;
+
+  LauncherDigest missing(2);
+  feed(missing, std::string(kRule) + "\nA requested component was not found, or was unable to be opened.  This\n"
+                    "Host:      vm\nFramework: pml\nComponent: nosuch\n" + kRule + "\n" + kRule +
+                    "\nIt looks like MPI_INIT failed for some reason; your parallel process is\n" + kRule +
+                    "\n[vm:15412] *** An error occurred in MPI_Init_thread\n[vm:15412] *** on a NULL communicator\n" +
+                    stopped);
+  const Outcome o = missing.outcome(exited(1), 0);
+  EXPECT_EQ(o.status, kExitUsage);
+  EXPECT_EQ(o.line.rfind("parity: MPI could not start on the ranks: A requested component was not found "
+                         "(framework pml, component nosuch); ", 0), 0u)
+      << o.line;
+
+  // Without a notice naming a cause, the abort alone still says it.
+  LauncherDigest bare(2);
+  feed(bare, "[vm:15412] *** An error occurred in MPI_Init_thread\n" + stopped);
+  EXPECT_EQ(bare.outcome(exited(1), 0).line.rfind("parity: MPI could not start on the ranks: MPI_Init failed; ", 0), 0u);
+  // The same words from a rank (not Open MPI's) are the rank's own.
+  LauncherDigest rank_text(2);
+  feed(rank_text, "An error occurred in MPI_Init, said the rank\n" + stopped);
+  EXPECT_EQ(rank_text.outcome(exited(1), 0).status, kExitRankDied);
+}
+
 // Every rank reached its end and exited 0; rank 0 said the status they agreed on.
 TEST(LauncherDigest, TheStatusTheRanksAgreedOnIsTheJobs) {
   for (int code : {kExitFailed, kExitUsage}) {

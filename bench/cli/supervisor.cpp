@@ -130,6 +130,24 @@ bool LauncherDigest::take(const std::string& line) {
   } else if (line.find("MPI_ABORT was invoked") != std::string::npos) {
     abort_seen_ = true;
   }
+  // MPI did not start in a rank (a transport or component the settings name that this host
+  // lacks, as OMPI_MCA_pml=ucx without UCX's devices): Open MPI's notice, then the rank's abort;
+  // mpirun stops the other ranks, whose "stopped by SIGTERM" is not the story.
+  static const std::regex start_failure(
+      R"((PML \S+ cannot be selected|No components were able to be opened in the \S+ framework|A requested component was not found|It looks like MPI_INIT failed|An error occurred in MPI_Init))");
+  static const std::regex named(R"(^\s*(Framework|Component):\s*(\S+)\s*$)");
+  if (launcher_line && std::regex_search(line, m, start_failure)) {
+    // The most telling line first seen: the component that failed, else the framework's notice,
+    // else "MPI_Init failed".
+    const std::string what = m[1].str();
+    const int rank = what.rfind("PML ", 0) == 0 ? 3 : what.find("MPI_I") == std::string::npos ? 2 : 1;
+    if (rank > mpi_start_rank_) {
+      mpi_start_rank_ = rank;
+      mpi_start_failure_ = rank == 1 ? "MPI_Init failed" : what;
+    }
+  } else if (in_notice_ && std::regex_match(line, m, named)) {
+    (m[1] == "Framework" ? framework_ : component_) = m[2].str();
+  }
   if (!launcher_line) {
     ranks_spoke_ = true;
     return true;
@@ -207,6 +225,15 @@ Outcome LauncherDigest::outcome(int wait_status, int signal_received) const {
   const int code = exited ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
   // The ranks said everything else themselves.
   if (code == 0) return {agreed_.value_or(kExitOk), ""};
+  if (mpi_start_failure_) {
+    std::string named;
+    if (!framework_.empty()) named = "framework " + framework_;
+    if (!component_.empty()) named += (named.empty() ? "" : ", ") + std::string("component ") + component_;
+    return {kExitUsage, "parity: MPI could not start on the ranks: " + *mpi_start_failure_ +
+                            (named.empty() ? "" : " (" + named + ")") +
+                            "; see Open MPI's settings (OMPI_MCA_* variables, mca-params.conf; "
+                            "PARITY_MPIRUN_VERBOSE=1 shows its full text)"};
+  }
   if (death_) {
     // The host as the rank named it at its start (mpirun may name it by address).
     const auto said = rank_hosts_.find(death_->rank);

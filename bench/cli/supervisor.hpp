@@ -88,6 +88,11 @@ class LauncherDigest {
   bool fault_first_ = false;      // a rank's own error line came before any rank was stopped
   bool ranks_spoke_ = false;      // a line from the ranks came through: they did start
   std::optional<int> agreed_;     // the status the ranks said they end with (kAgreedStatusLine)
+  // Open MPI could not start MPI in a rank: its most telling line, and the framework and
+  // component its notice named ("" where none did).
+  std::optional<std::string> mpi_start_failure_;
+  int mpi_start_rank_ = 0;  // how telling it is: 1 MPI_Init failed, 2 a framework's notice, 3 a component
+  std::string framework_, component_;
 };
 
 // In a process that runs ranks (or the only rank): SIGINT, SIGTERM and SIGHUP remove the

@@ -195,6 +195,17 @@ case $scenario in
       [ ! -e "$work/ranks" ] || fail "$setting: the ranks' output went to files"
     done
     no_leftovers ;;
+  mpi_cannot_start)
+    # Open MPI's settings name a component this host lacks: MPI_Init fails in the ranks and
+    # mpirun stops the rest. One line that says so, status 2, not "stopped by SIGTERM".
+    for setting in OMPI_MCA_pml=nosuch OMPI_MCA_btl=nosuch; do
+      timeout 120 env "$setting" "$parity" bench collectives -q --np 2 -b 8 -e 8 --out "$work/m.h5" --force >"$out" 2>"$err"
+      status=$?
+      expect_status 2
+      expect_lines 1
+      expect_line "^parity: MPI could not start on the ranks: A requested component was not found \(framework ${setting:9:3}, component nosuch\); see Open MPI's settings"
+    done
+    no_leftovers ;;
   no_mpirun_one_rank)
     timeout 120 env PATH=/nonexistent "$parity" bench collectives -q -e 8 --out "$work/n.h5" --force >"$out" 2>"$err"
     status=$?
