@@ -62,7 +62,7 @@ void add_common(CLI::App* app, CommonOptions& o, bool with_half = true) {
   app->add_option("--hostfile", o.hostfile, "Open MPI hostfile passed to mpirun (multi-host runs)")
       ->check(CLI::ExistingFile)
       ->group(kRunningGroup);
-  app->add_option("--out", o.out, "Result file (HDF5) [default: parity-<subcommand>-<UTC time>.h5 in the current directory, or -2.h5, -3.h5 ... in its place when another run holds that name]")
+  app->add_option("--out", o.out, "Result file (HDF5) [default: parity-<subcommand>-<UTC time>.h5 in the current directory, or -2.h5, -3.h5 ... in its place when a file or another run holds that name]")
       ->group(kRunningGroup);
   app->add_flag("--force", o.force, "Overwrite an existing result file")->group(kRunningGroup);
   app->add_flag("-q,--quiet", o.quiet, "No progress lines on stderr")->group(kRunningGroup);

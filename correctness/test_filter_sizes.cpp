@@ -130,8 +130,6 @@ TEST(Launcher, OutputOntoAnotherOfTheCommandsFiles) {
   fs::remove_all(dir);
 }
 
-// Ranks on this host alone: refused past kMaxRanksPerCore per core or past the memory a rank
-// needs before any work, with the figures; a hostfile or unknown figures refuse nothing.
 // Runs started in the same second in one folder would share a default result name: one that a
 // file holds, or another run, gives way to NAME-2.h5, NAME-3.h5, ...
 TEST(Launcher, DefaultResultNamesGiveWayToTakenOnes) {
@@ -140,6 +138,14 @@ TEST(Launcher, DefaultResultNamesGiveWayToTakenOnes) {
   fs::create_directories(folder);
   const fs::path before = fs::current_path();
   fs::current_path(folder);
+  struct Back {  // to the folder the other tests run in, however this one ends
+    fs::path to, made;
+    ~Back() {
+      std::error_code ec;
+      fs::current_path(to, ec);
+      fs::remove_all(made, ec);
+    }
+  } back{before, folder};
   bool within_one_second = false;
   for (int attempt = 0; attempt < 5 && !within_one_second; ++attempt) {
     const std::string first = default_output_path("names");
@@ -158,10 +164,10 @@ TEST(Launcher, DefaultResultNamesGiveWayToTakenOnes) {
     EXPECT_FALSE(fs::exists(second_name));   // a name is taken by its lock, the file made later
   }
   EXPECT_TRUE(within_one_second);
-  fs::current_path(before);
-  fs::remove_all(folder);
 }
 
+// Ranks on this host alone: refused past kMaxRanksPerCore per core or past the memory a rank
+// needs before any work, with the figures; a hostfile or unknown figures refuse nothing.
 TEST(Launcher, LocalRanksRefusedWithFigures) {
   const unsigned long long gib = 1ull << 30;
   EXPECT_EQ(local_ranks_problem(4, 2, 24 * gib), "");

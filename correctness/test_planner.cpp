@@ -631,6 +631,33 @@ TEST(Planner, TheStepsTermsBesideTheLayers) {
   reduction(c, 4, 2 * c.network.bandwidth_GBps);
   reduction(c, 8, c.network.bandwidth_GBps);
   reduction(fast_network, 1, c.node.bandwidth_GBps);
+  // A ring all-reduce of `bytes` over n GPUs at `GBps` a lane and `latency_us` a step.
+  const auto ring = [&](double bytes, int n, double GBps, double latency_us) {
+    return 2.0 * (n - 1) / n * bytes / (GBps * 1e9 * c.collective_efficiency) + 2.0 * (n - 1) * latency_us * 1e-6;
+  };
+  {
+    // tp 1, dp 12, pp 2: stage 0's group is 8 GPUs of one node and 4 of the next, whose 4 lanes
+    // bound the ring.
+    PlanLayout uneven{1, 2, 12, false, 1, 1, 0, Recompute::full, true, 1, 1, false};
+    const double stage = 2.0 * static_cast<double>(plan_layer_parameters(m)) + 256.0 * 1024;
+    EXPECT_NEAR(plan_predict(m, c, uneven, 24).dp_comm_s, ring(2 * stage, 12, 4 * c.network.bandwidth_GBps, c.network.latency_us),
+                1e-9);
+  }
+  {
+    // An MoE model's experts are reduced over the dp / ep ranks holding them, on the dp group's
+    // link: NVLink within a node (tp 1 x dp 8), and across nodes (dp 16, ep 2: 8 ranks, 4 in
+    // each node) on 4 lanes beside the dense group's 8.
+    PlanLayout one_node{1, 1, 8, false, 1, 1, 0, Recompute::full, true, 2, 1, false}, two_nodes = one_node;
+    two_nodes.dp = 16;
+    EXPECT_NEAR(plan_predict(moe, c, one_node, 16).dp_comm_s,
+                ring(2 * dense_held, 8, c.node.bandwidth_GBps, c.node.latency_us) +
+                    ring(2 * experts_held, 4, c.node.bandwidth_GBps, c.node.latency_us),
+                1e-9);
+    EXPECT_NEAR(plan_predict(moe, c, two_nodes, 16).dp_comm_s,
+                ring(2 * dense_held, 16, 8 * c.network.bandwidth_GBps, c.network.latency_us) +
+                    ring(2 * experts_held, 8, 4 * c.network.bandwidth_GBps, c.network.latency_us),
+                1e-9);
+  }
 
   PlanLayout zero2 = zero0, zero3 = zero0;
   zero2.zero = 2, zero3.zero = 3;

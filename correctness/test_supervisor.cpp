@@ -192,8 +192,12 @@ TEST(LauncherDigest, MpiThatCouldNotStartIsOneLineAndStatusTwo) {
 
   // Without a notice naming a cause, the abort alone still says it.
   LauncherDigest bare(2);
-  feed(bare, "[vm:15412] *** An error occurred in MPI_Init_thread\n" + stopped);
-  EXPECT_EQ(bare.outcome(exited(1), 0).line.rfind("parity: MPI could not start on the ranks: MPI_Init failed; ", 0), 0u);
+  feed(bare, std::string(kRule) + "\nSome other notice\n  Framework: btl\n" + kRule +
+                 "\n[vm:15412] *** An error occurred in MPI_Init_thread\n" + stopped);
+  const Outcome b = bare.outcome(exited(1), 0);
+  EXPECT_EQ(b.status, kExitUsage);
+  // (and a framework named by a notice of something else is not taken for the cause's)
+  EXPECT_EQ(b.line.rfind("parity: MPI could not start on the ranks: MPI_Init failed; ", 0), 0u) << b.line;
   // The same words from a rank (not Open MPI's) are the rank's own.
   LauncherDigest rank_text(2);
   feed(rank_text, "An error occurred in MPI_Init, said the rank\n" + stopped);

@@ -115,6 +115,9 @@ bool LauncherDigest::take(const std::string& line) {
   }
   if (is_rule(line)) {
     in_notice_ = !in_notice_;
+    // The framework and component a start-up failure's notice names, from the first such notice.
+    if (!in_notice_ && notice_failed_ && framework_.empty()) framework_ = notice_framework_, component_ = notice_component_;
+    notice_framework_.clear(), notice_component_.clear(), notice_failed_ = false;
     return false;
   }
   // mpirun's own lines: inside its notices, or prefixed "mpirun"/"[host:pid]" outside them.
@@ -145,8 +148,9 @@ bool LauncherDigest::take(const std::string& line) {
       mpi_start_rank_ = rank;
       mpi_start_failure_ = rank == 1 ? "MPI_Init failed" : what;
     }
+    notice_failed_ = notice_failed_ || in_notice_;
   } else if (in_notice_ && std::regex_match(line, m, named)) {
-    (m[1] == "Framework" ? framework_ : component_) = m[2].str();
+    (m[1] == "Framework" ? notice_framework_ : notice_component_) = m[2].str();
   }
   if (!launcher_line) {
     ranks_spoke_ = true;

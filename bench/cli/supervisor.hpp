@@ -93,6 +93,8 @@ class LauncherDigest {
   std::optional<std::string> mpi_start_failure_;
   int mpi_start_rank_ = 0;  // how telling it is: 1 MPI_Init failed, 2 a framework's notice, 3 a component
   std::string framework_, component_;
+  std::string notice_framework_, notice_component_;  // named in the notice being read
+  bool notice_failed_ = false;                       // and it tells of a start-up failure
 };
 
 // In a process that runs ranks (or the only rank): SIGINT, SIGTERM and SIGHUP remove the

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "reference/core/error.hpp"
 #include "reference/theory/context.hpp"
@@ -179,11 +180,11 @@ double chunked_seconds(const PlanCluster& c, const PlanLink& link, double bytes,
   return ring_seconds(c, link, bytes, (n - 1.0) / n, n - 1, collective, lanes);
 }
 
-// The members a node holds of a group of n GPUs `apart` ranks apart in the grid (a dp group:
-// tp apart), the lanes its collectives leave the node on when it spans nodes.
-int members_per_node(const PlanCluster& c, int apart, int n) {
-  return std::clamp(c.gpus_per_node / std::max(1, apart), 1, std::max(1, n));
-}
+// The lanes a group of n GPUs that spans nodes leaves each node on: the members the node that
+// holds fewest of them holds. `whole` is what a node holds when the group fills it; a stage's
+// group need not start at a node's first GPU (tp 1, dp 12: 8 in one node, 4 in the next), so
+// a node holds a common divisor of n and `whole` at the least.
+int slowest_node_members(int whole, int n) { return std::gcd(std::max(1, whole), std::max(1, n)); }
 
 struct LayerTimes {
   double forward = 0, backward = 0, tp_forward = 0, tp_backward = 0, attention_forward = 0;
@@ -273,8 +274,9 @@ LayerTimes layer_times(const PlanModel& m, const PlanCluster& c, const PlanLayou
   out.tp_backward = 2 * one;
   if (moe && l.ep > 1) {
     // Dispatch and combine: each sends the (ep-1)/ep of its assignments' hidden states that go
-    // to other ranks, in forward and again in backward; within a node when tp x ep fits in one.
-    const PlanLink& ep_link = static_cast<std::int64_t>(l.tp) * l.ep <= c.gpus_per_node ? c.node : c.network;
+    // to other ranks, in forward and again in backward; within a node when the ep group (ranks
+    // tp x cp apart in the grid) fits in one.
+    const PlanLink& ep_link = static_cast<std::int64_t>(l.tp) * l.cp * l.ep <= c.gpus_per_node ? c.node : c.network;
     const double one_way = ring_seconds(c, ep_link, 2 * assignments * h, (l.ep - 1.0) / l.ep, l.ep - 1, "all_to_all");
     out.ep_forward = 2 * one_way;
     out.ep_backward = 2 * one_way;
@@ -409,13 +411,19 @@ PlanPrediction plan_predict(const PlanModel& m, const PlanCluster& c, const Plan
   // Data parallelism: the gradients' all-reduce (ZeRO: reduce-scatter and all-gather, the same
   // bytes) after the pipeline's flush, over the GPUs of a dp group: within a node when tp x dp
   // fits in one, else over the network.
+  // The grid's order is tp, cp, ep, dp: a dp group is the cp x dp ranks tp apart; the ranks
+  // holding the same experts are its cp ranks times the dp / ep ranks tp x cp x ep apart. Both
+  // span the same nodes; across them each leaves a node on as many lanes as it has GPUs there.
   const PlanLink& dp_link = static_cast<std::int64_t>(l.tp) * replicas <= c.gpus_per_node ? c.node : c.network;
-  const int dp_lanes = &dp_link == &c.network ? members_per_node(c, l.tp, replicas) : 1;
-  const int expert_lanes = members_per_node(c, l.tp * l.ep, replicas / l.ep);
+  const bool across = &dp_link == &c.network;
+  const int G = c.gpus_per_node, tp_per_node = l.tp < G ? G / l.tp : 1;
+  const int dp_lanes = across ? slowest_node_members(tp_per_node, replicas) : 1;
+  const int expert_lanes =
+      across ? slowest_node_members(std::min(l.cp, tp_per_node) * std::max(1, tp_per_node / (l.cp * l.ep)), replicas / l.ep) : 1;
   if (!l.overlap) {
     p.dp_comm_s = all_reduce_seconds(c, dp_link, 2 * on_gpu, replicas, dp_lanes);
     if (experts_on_gpu > 0)  // the experts' gradients over the dp / ep ranks holding the same experts
-      p.dp_comm_s += all_reduce_seconds(c, c.network, 2 * experts_on_gpu, replicas / l.ep, expert_lanes);
+      p.dp_comm_s += all_reduce_seconds(c, dp_link, 2 * experts_on_gpu, replicas / l.ep, expert_lanes);
   } else {
     // Overlapped (Megatron-core's and PyTorch DDP's default): gradients in buckets of 40M
     // parameters (Megatron-core's bucket size) reduced as the last micro-batch's backward
@@ -424,7 +432,7 @@ PlanPrediction plan_predict(const PlanModel& m, const PlanCluster& c, const Plan
     const double dense_buckets = std::max(1.0, std::ceil(2 * on_gpu / kBucketBytes));
     const double expert_buckets = experts_on_gpu > 0 ? std::max(1.0, std::ceil(2 * experts_on_gpu / kBucketBytes)) : 0;
     const double reduce = dense_buckets * all_reduce_seconds(c, dp_link, 2 * on_gpu / dense_buckets, replicas, dp_lanes) +
-                          (expert_buckets > 0 ? expert_buckets * all_reduce_seconds(c, c.network, 2 * experts_on_gpu / expert_buckets,
+                          (expert_buckets > 0 ? expert_buckets * all_reduce_seconds(c, dp_link, 2 * experts_on_gpu / expert_buckets,
                                                                                     replicas / l.ep, expert_lanes)
                                               : 0);
     const double last_backward = layers_per_stage * (layer.backward + layer.tp_backward + recompute) + head_backward;
