@@ -151,15 +151,18 @@ TEST(Launcher, DefaultResultNamesGiveWayToTakenOnes) {
     const std::string first = default_output_path("names");
     const std::string stem = first.substr(0, first.size() - 3);
     std::ofstream(first) << "a finished run's file";
-    std::string second_name, third_name, again_name;
+    std::string second_name, third_name, fifth_name, again_name;
     std::unique_ptr<record::OutputLock> second = lock_default_output("names", second_name);
     const std::unique_ptr<record::OutputLock> third = lock_default_output("names", third_name);
+    fs::create_directory(stem + "-4.h5");
+    const std::unique_ptr<record::OutputLock> fifth = lock_default_output("names", fifth_name);
     second.reset();  // that run ends without a file: its name is free again
     const std::unique_ptr<record::OutputLock> again = lock_default_output("names", again_name);
     within_one_second = default_output_path("names") == first;
     if (!within_one_second) continue;  // the clock's second turned: the names differ anyway
     EXPECT_EQ(second_name, stem + "-2.h5");  // the file holds the first
     EXPECT_EQ(third_name, stem + "-3.h5");   // a run holds the second
+    EXPECT_EQ(fifth_name, stem + "-5.h5");   // a folder holds the fourth
     EXPECT_EQ(again_name, stem + "-2.h5");
     EXPECT_FALSE(fs::exists(second_name));   // a name is taken by its lock, the file made later
   }

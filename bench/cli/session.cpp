@@ -43,12 +43,12 @@ std::string default_output_path(const std::string& what) {
 std::unique_ptr<record::OutputLock> lock_default_output(const std::string& what, std::string& out) {
   const std::string first = default_output_path(what);
   const std::string stem = first.substr(0, first.size() - std::string(".h5").size());
-  record::check_output_path(first, true);  // the folder's refusals first (gone, /proc, not writable)
   constexpr int kNames = 1000;
   for (int n = 1; n <= kNames; ++n) {
     const std::string name = n == 1 ? first : stem + "-" + std::to_string(n) + ".h5";
     std::error_code ec;
-    if (fs::exists(fs::symlink_status(name, ec))) continue;
+    if (fs::exists(fs::symlink_status(name, ec))) continue;  // a file, a folder, anything
+    record::check_output_path(name, true);  // the folder's refusals (gone, /proc, not writable)
     std::unique_ptr<record::OutputLock> lock = record::OutputLock::try_take(name);
     if (lock == nullptr || fs::exists(fs::symlink_status(name, ec))) continue;  // made while we looked
     out = name;
