@@ -141,8 +141,8 @@ Session::Session(MpiRuntime& mpi, const CommonOptions& options, std::string subc
   const bool named = !options_.out.empty();  // parity's parent (--np) names it for the ranks
   if (!named) options_.out = default_output_path(file_stem_);
   agree_on_root([&] {
-    if (!named) lock_ = lock_default_output(file_stem_, options_.out);
-    record::check_output_path(options_.out, options_.force);
+    if (named) record::check_output_path(options_.out, options_.force);
+    else lock_ = lock_default_output(file_stem_, options_.out);  // checked as it chooses
     record::check_free_space(options_.out, options_.result_bytes);
     // parity's parent (--np) holds the lock for the whole job; otherwise rank 0 takes it.
     const char* held = std::getenv(record::OutputLock::kHeldVariable);

@@ -229,11 +229,11 @@ Outcome LauncherDigest::outcome(int wait_status, int signal_received) const {
   const int code = exited ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
   // The ranks said everything else themselves.
   if (code == 0) return {agreed_.value_or(kExitOk), ""};
-  if (mpi_start_failure_) {
+  if (mpi_start_rank_ > 0) {
     std::string named;
     if (!framework_.empty()) named = "framework " + framework_;
     if (!component_.empty()) named += (named.empty() ? "" : ", ") + std::string("component ") + component_;
-    return {kExitUsage, "parity: MPI could not start on the ranks: " + *mpi_start_failure_ +
+    return {kExitUsage, "parity: MPI could not start on the ranks: " + mpi_start_failure_ +
                             (named.empty() ? "" : " (" + named + ")") +
                             "; see Open MPI's settings (OMPI_MCA_* variables, mca-params.conf; "
                             "PARITY_MPIRUN_VERBOSE=1 shows its full text)"};

@@ -90,8 +90,8 @@ class LauncherDigest {
   std::optional<int> agreed_;     // the status the ranks said they end with (kAgreedStatusLine)
   // Open MPI could not start MPI in a rank: its most telling line, and the framework and
   // component its notice named ("" where none did).
-  std::optional<std::string> mpi_start_failure_;
-  int mpi_start_rank_ = 0;  // how telling it is: 1 MPI_Init failed, 2 a framework's notice, 3 a component
+  std::string mpi_start_failure_;
+  int mpi_start_rank_ = 0;  // how telling it is: 0 none seen, 1 MPI_Init failed, 2 a framework's notice, 3 a component
   std::string framework_, component_;
   std::string notice_framework_, notice_component_;  // named in the notice being read
   bool notice_failed_ = false;                       // and it tells of a start-up failure

@@ -155,9 +155,12 @@ std::optional<int> maybe_relaunch(int argc, char** argv, CommonOptions& common, 
   }
   // Held here for the whole job, so a second run refuses at once; the ranks are told.
   std::unique_ptr<record::OutputLock> lock;
-  if (common.out.empty()) lock = lock_default_output(file_stem, common.out);
-  record::check_output_path(common.out, common.force);
-  if (lock == nullptr) lock = std::make_unique<record::OutputLock>(common.out);
+  if (common.out.empty()) {
+    lock = lock_default_output(file_stem, common.out);  // checked as it chooses
+  } else {
+    record::check_output_path(common.out, common.force);
+    lock = std::make_unique<record::OutputLock>(common.out);
+  }
   setenv(record::OutputLock::kHeldVariable, fs::absolute(common.out).c_str(), 1);
   setenv(Session::kParentVariable, Session::parent_identity().c_str(), 1);
   const timespec started = file_clock_now();
