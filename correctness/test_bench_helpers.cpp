@@ -104,6 +104,27 @@ TEST(BenchHelpers, OverlapRowsHiddenFraction) {
   EXPECT_DOUBLE_EQ(t.get_f64("comm_seconds_alone")[1], 1.0);
 }
 
+// A benchmark's step breakdown is one step's: the median step taken whole keeps its parts inside
+// it. Here each part's own median (9 and 9) would add to twice the median step (9.1), as two
+// steps, each with one long part, outvote the median step.
+TEST(BenchHelpers, TheMedianStepKeepsItsOwnParts) {
+  const std::vector<StepTiming<2>> steps{{20.0, {10.0, 10.0}}, {9.0, {9.0, 0.0}}, {9.1, {0.0, 9.0}}};
+  const StepTiming<2> median = median_step(steps);
+  EXPECT_EQ(median.seconds, 9.1);
+  EXPECT_EQ(median.parts[0], 0.0);
+  EXPECT_EQ(median.parts[1], 9.0);
+  EXPECT_LE(median.parts[0] + median.parts[1], median.seconds);
+  // An even count: the mean of the middle two steps, parts with them (as percentile's median).
+  const std::vector<StepTiming<1>> four{{4.0, {1.0}}, {1.0, {0.5}}, {2.0, {2.0}}, {3.0, {0.0}}};
+  const StepTiming<1> even = median_step(four);
+  EXPECT_EQ(even.seconds, 2.5);
+  EXPECT_EQ(even.seconds, percentile({4.0, 1.0, 2.0, 3.0}, 0.5));
+  EXPECT_EQ(even.parts[0], 1.0);
+  // No step: NaN, not a zero that reads as a measured time.
+  const StepTiming<1> none = median_step(std::vector<StepTiming<1>>{});
+  EXPECT_TRUE(std::isnan(none.seconds) && std::isnan(none.parts[0]));
+}
+
 // Estimates past what std::size_t holds, or not numbers, come out as its largest value (which the
 // memory check refuses); the others as the bytes.
 TEST(BenchHelpers, EstimatedBytesSaturate) {

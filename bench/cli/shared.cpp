@@ -110,6 +110,19 @@ std::vector<double> gather_from_ranks(Communicator& world, double value) {
   return all;
 }
 
+std::vector<double> row_of_slowest_rank(Communicator& world, std::vector<double> row, int ranks) {
+  const std::size_t width = row.size();
+  std::vector<double> all(width * static_cast<std::size_t>(world.size()));
+  world.all_gather({row.data(), width, DataType::float64, MemorySpace::host},
+                   {all.data(), all.size(), DataType::float64, MemorySpace::host});
+  const std::size_t n = static_cast<std::size_t>(ranks > 0 ? std::min(ranks, world.size()) : world.size());
+  std::size_t slowest = 0;
+  for (std::size_t r = 1; r < n; ++r)
+    if (all[r * width] > all[slowest * width]) slowest = r;
+  return {all.begin() + static_cast<std::ptrdiff_t>(slowest * width),
+          all.begin() + static_cast<std::ptrdiff_t>((slowest + 1) * width)};
+}
+
 std::unique_ptr<Communicator> first_ranks(Communicator& world, int n) {
   auto group = world.split(world.rank() < n ? 0 : 1, world.rank());
   if (world.rank() >= n) group.reset();

@@ -2,7 +2,10 @@
 // and one value from every rank.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <filesystem>
 #include <memory>
@@ -48,6 +51,43 @@ inline double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 // Every rank's `value`, indexed by rank (an all-gather; every rank must call it).
 std::vector<double> gather_from_ranks(Communicator& world, double value);
+// One timed step on one rank: its seconds and the parts of it a benchmark times (the exchanges,
+// the exposed communication, ...). Parts is fixed at compile time, so every rank gathers as many.
+template <std::size_t Parts> struct StepTiming {
+  double seconds = 0;
+  std::array<double, Parts> parts{};
+};
+// The median of a rank's timed steps taken whole (the mean of the middle two for an even count,
+// as percentile's median): its parts are those same steps', so they add up as they did inside
+// them. Each part's own median need not: two steps with long exchanges can outweigh the step
+// whose time is the median. NaN everywhere when there is no step.
+template <std::size_t Parts> StepTiming<Parts> median_step(std::vector<StepTiming<Parts>> steps) {
+  StepTiming<Parts> out;
+  if (steps.empty()) {
+    out.seconds = std::nan("");
+    out.parts.fill(std::nan(""));
+    return out;
+  }
+  std::stable_sort(steps.begin(), steps.end(), [](const auto& a, const auto& b) { return a.seconds < b.seconds; });
+  const StepTiming<Parts>&low = steps[(steps.size() - 1) / 2], &high = steps[steps.size() / 2];
+  out.seconds = (low.seconds + high.seconds) / 2;
+  for (std::size_t i = 0; i < Parts; ++i) out.parts[i] = (low.parts[i] + high.parts[i]) / 2;
+  return out;
+}
+// Of every rank's `row`, the one whose first value is largest among the first `ranks` ranks (0:
+// all), on every rank (an all-gather; every rank must call it with a row as long).
+std::vector<double> row_of_slowest_rank(Communicator& world, std::vector<double> row, int ranks);
+// The median step (median_step) of the rank whose median step is slowest, which sets the job's
+// step, with that rank's parts; only the first `ranks` ranks (0: all) are in the run.
+template <std::size_t Parts> StepTiming<Parts> slowest_rank_step(Communicator& world, const StepTiming<Parts>& mine, int ranks = 0) {
+  std::vector<double> row{mine.seconds};
+  row.insert(row.end(), mine.parts.begin(), mine.parts.end());
+  const std::vector<double> slowest = row_of_slowest_rank(world, row, ranks);
+  StepTiming<Parts> out;
+  out.seconds = slowest[0];
+  std::copy(slowest.begin() + 1, slowest.end(), out.parts.begin());
+  return out;
+}
 // Waits for the GPU's queued work when `space` is CUDA memory (a no-op on the host), so that a
 // host clock read after it times the work itself.
 void wait_for_device(MemorySpace space);

@@ -92,7 +92,9 @@ std::string seconds_text(double s) {
 }
 
 struct Figures {
-  double step = 0, attention = 0, communication = 0, serial_attention = NAN, serial_communication = NAN;
+  // The median step, its parts attention and the ring's or the all-to-all's communication; the
+  // serial ones with the ring's transfers not overlapped (ring only: NaN otherwise).
+  StepTiming<2> timed, serial{NAN, {NAN, NAN}};
   double forward_bytes = 0, backward_bytes = 0, activation = 0;
 };
 
@@ -201,41 +203,35 @@ ContextBenchOutcome run_context_bench(Session& session, const ContextBenchPlan& 
                                   parallel::make_data_parallel_parts(replicas, *m, *optimizer, dc));
         const parallel::BatchSource source = parallel::batches_of(c);
         std::uint64_t step = 0;
-        // Median over steps of one rank's seconds of each kind.
-        const auto measure = [&](int count, double& step_s, double& attention_s, double& communication_s) {
-          std::vector<double> steps, attention, communication;
+        // One rank's median step with its attention and communication.
+        const auto measure = [&](int count) {
+          std::vector<StepTiming<2>> steps;
           for (int i = 0; i < count; ++i) {
             world.barrier();  // every step starts together, so the slowest rank sets its time
             context.reset_counters();
             const parallel::StepStats stats = trainer.step(source, step++);
-            steps.push_back(stats.seconds);
-            attention.push_back(context.attention_seconds());
-            communication.push_back(context.communication_seconds());
+            steps.push_back({stats.seconds, {context.attention_seconds(), context.communication_seconds()}});
           }
-          step_s = percentile(steps, 0.5);
-          attention_s = percentile(attention, 0.5);
-          communication_s = percentile(communication, 0.5);
+          return median_step(steps);
         };
-        double ignored[3];
-        if (options.warmup > 0) measure(options.warmup, ignored[0], ignored[1], ignored[2]);
-        measure(options.steps, f.step, f.attention, f.communication);
+        if (options.warmup > 0) measure(options.warmup);
+        f.timed = measure(options.steps);
         f.forward_bytes = context.forward_bytes() / c.layers;  // the last step's
         f.backward_bytes = context.backward_bytes() / c.layers;
         if (variant == "ring") {
           context.set_overlap(false);
-          double serial_step = 0;
-          measure(options.steps, serial_step, f.serial_attention, f.serial_communication);
+          f.serial = measure(options.steps);
         }
-        // The slowest rank's figures (bytes and activations are the same on every rank by the split).
+        // The slowest rank's median steps; the largest bytes and activations (the same on every rank by the split).
         const auto slowest = [&](double x) {
           const auto all = gather_from_ranks(world, x);
           double most = all.front();
           for (double v : all) most = std::isnan(v) || std::isnan(most) ? NAN : std::max(most, v);
           return most;
         };
-        const double step_s = slowest(f.step), attention_s = slowest(f.attention),
-                     communication_s = slowest(f.communication), serial_attention_s = slowest(f.serial_attention),
-                     serial_communication_s = slowest(f.serial_communication),
+        const StepTiming<2> timed = slowest_rank_step(world, f.timed), serial = slowest_rank_step(world, f.serial);
+        const double step_s = timed.seconds, attention_s = timed.parts[0], communication_s = timed.parts[1],
+                     serial_attention_s = serial.parts[0], serial_communication_s = serial.parts[1],
                      forward_bytes = slowest(f.forward_bytes), backward_bytes = slowest(f.backward_bytes),
                      activation = slowest(f.activation);
         const std::int64_t local = sequence / cp;

@@ -333,7 +333,7 @@ MoeBenchOutcome run_moe_bench(Session& session, const MoeBenchPlan& plan, const 
     dc.global_batch = options.batch;
     auto trainer = parallel::make_expert_parallel_trainer(grid, *model, optimizer, dc);
     const parallel::BatchSource source = parallel::batches_of(c);
-    std::vector<double> steps, all_to_all, reduction;
+    std::vector<StepTiming<2>> timings;  // the step, its exchanges and its exposed gradient reduction
     double imbalance_sum = 0, dropped_sum = 0, timed_rows = 0;  // root: over the timed steps and MoE layers
     std::vector<std::vector<std::int64_t>> last_admitted(layers.size());  // this rank's, the last step
     for (int s = 0; s < options.warmup + options.steps; ++s) {
@@ -349,9 +349,7 @@ MoeBenchOutcome run_moe_bench(Session& session, const MoeBenchPlan& plan, const 
       }
       const std::vector<LayerStep> layer_steps = step_statistics(world, layers, E);
       if (s >= options.warmup) {
-        steps.push_back(stats.seconds);
-        all_to_all.push_back(a2a);
-        reduction.push_back(stats.exposed_comm_seconds);
+        timings.push_back({stats.seconds, {a2a, stats.exposed_comm_seconds}});
       }
       if (!session.is_root()) continue;
       for (std::size_t l = 0; l < layers.size(); ++l) {
@@ -405,13 +403,9 @@ MoeBenchOutcome run_moe_bench(Session& session, const MoeBenchPlan& plan, const 
                             std::llround(measured.backward) == std::llround(formula.backward);
     const auto matches = gather_from_ranks(world, match_here ? 1.0 : 0.0);
     const bool bytes_match = std::all_of(matches.begin(), matches.end(), [](double m) { return m == 1.0; });
-    // The slowest rank's medians; the largest bytes any rank sent, beside its formula.
-    auto slowest = [&](double x) {
-      const auto all = gather_from_ranks(world, x);
-      return *std::max_element(all.begin(), all.end());
-    };
-    const double step = slowest(percentile(steps, 0.5)), a2a = slowest(percentile(all_to_all, 0.5)),
-                 reduce = slowest(percentile(reduction, 0.5));
+    // The slowest rank's median step with its parts; the largest bytes any rank sent, beside its formula.
+    const StepTiming<2> slowest = slowest_rank_step(world, median_step(timings));
+    const double step = slowest.seconds, a2a = slowest.parts[0], reduce = slowest.parts[1];
     const auto sent = gather_from_ranks(world, measured.dispatch + measured.combine + measured.backward);
     const auto sent_formula = gather_from_ranks(world, formula.dispatch + formula.combine + formula.backward);
     const auto busiest = std::max_element(sent.begin(), sent.end()) - sent.begin();

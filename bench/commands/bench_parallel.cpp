@@ -277,7 +277,8 @@ MemoryBenchOutcome run_memory_bench(Session& session, const ParallelBenchPlan& p
 namespace {
 // Median step statistics of `steps` timed steps (after `warmup`) of data parallelism on `group`.
 struct Timed {
-  double step = 0, compute = 0, exposed = 0, stream = 0, bytes = 0;
+  StepTiming<3> step;  // the median step; its parts compute, exposed communication and the stream's
+  double bytes = 0;
   std::size_t buckets = 0;
 };
 Timed time_steps(Communicator& group, const ParallelBenchOptions& options, std::int64_t global_batch,
@@ -289,22 +290,16 @@ Timed time_steps(Communicator& group, const ParallelBenchOptions& options, std::
   c.overlap = overlap;
   const auto trainer_ptr = parallel::make_trainer(group, *w.model, *w.optimizer, c);
   parallel::Trainer& trainer = *trainer_ptr;
-  std::vector<double> step, compute, exposed, stream;
+  std::vector<StepTiming<3>> steps;
   Timed out;
   for (int s = 0; s < options.warmup + options.steps; ++s) {
     group.barrier();  // every step starts together, so the slowest rank sets its time
     const parallel::StepStats stats = trainer.step(w.batches, static_cast<std::uint64_t>(s));
     if (s < options.warmup) continue;
-    step.push_back(stats.seconds);
-    compute.push_back(stats.compute_seconds);
-    exposed.push_back(stats.exposed_comm_seconds);
-    stream.push_back(stats.stream_seconds);
+    steps.push_back({stats.seconds, {stats.compute_seconds, stats.exposed_comm_seconds, stats.stream_seconds}});
     out.bytes = static_cast<double>(stats.bytes_sent);
   }
-  out.step = percentile(step, 0.5);
-  out.compute = percentile(compute, 0.5);
-  out.exposed = percentile(exposed, 0.5);
-  out.stream = percentile(stream, 0.5);
+  out.step = median_step(steps);
   out.buckets = dynamic_cast<const parallel::BucketedAllReduce&>(*trainer.parts().syncs.front()).bucket_parameters().size();
   return out;
 }
@@ -403,8 +398,7 @@ ScalingBenchOutcome run_scaling_bench(Session& session, const ParallelBenchPlan&
       auto group = first_ranks(world, n);
       Timed timed;
       if (group) timed = time_steps(*group, options, global, bucket, true);
-      timed.step = max_over(world, timed.step);
-      timed.exposed = max_over(world, timed.exposed);
+      timed.step = slowest_rank_step(world, timed.step);
       timed.buckets = static_cast<std::size_t>(max_over(world, static_cast<double>(timed.buckets)));
       rows.push_back(timed);
     }
@@ -429,7 +423,7 @@ ScalingBenchOutcome run_scaling_bench(Session& session, const ParallelBenchPlan&
       const double step = compute.total() + (n == 1 ? 0.0
                                                     : theory::overlapped_exposed_seconds(compute.backward_s, buckets,
                                                                                          predicted / buckets));
-      points.push_back({n, global, rows_on_rank, rows[i].step, rows[i].exposed, n == 1 ? 0.0 : predicted,
+      points.push_back({n, global, rows_on_rank, rows[i].step.seconds, rows[i].step.parts[1], n == 1 ? 0.0 : predicted,
                         static_cast<std::int64_t>(rows[i].bytes), max_over(world, step)});
     }
     add_scaling_rows(out.scaling, mode, options.model, shape.config, points, session.oversubscribed());
@@ -449,14 +443,16 @@ ScalingBenchOutcome run_scaling_bench(Session& session, const ParallelBenchPlan&
     off = time_steps(world, options, options.batch, bytes, false);
     progress.update(done++, "overlap on, buckets of " + std::to_string(bytes) + " B");
     on = time_steps(world, options, options.batch, bytes, true);
-    const double alone = max_over(world, off.exposed);
+    // Each the slowest rank's median step with its parts; the communication alone is that of the
+    // step without overlap.
+    const StepTiming<3> without = slowest_rank_step(world, off.step), with = slowest_rank_step(world, on.step);
+    const double alone = without.parts[1];
     for (const Timed* t : {&off, &on}) {
       const bool overlapped = t == &on;
-      const double exposed = max_over(world, t->exposed);
-      const double step = max_over(world, t->step), compute = max_over(world, t->compute);
+      const StepTiming<3>& s = overlapped ? with : without;
       add_overlap_row(out.overlap, options.model,
-                      {n_max, static_cast<std::int64_t>(bytes), static_cast<std::int64_t>(t->buckets), overlapped, step,
-                       compute, exposed, max_over(world, t->stream), alone});
+                      {n_max, static_cast<std::int64_t>(bytes), static_cast<std::int64_t>(t->buckets), overlapped,
+                       s.seconds, s.parts[0], s.parts[1], s.parts[2], alone});
     }
     session.record_rows("/bench/overlap", out.overlap, first_row);  // kept if the run is cut short
   }

@@ -55,7 +55,8 @@ model::GptConfig config_of(const TensorBenchOptions& options) {
 
 // What one run measured on the group's first rank.
 struct TensorMeasured {
-  double step = 0, comm = 0, embedding = 0, block = 0, head = 0, loss = 0;
+  StepTiming<1> step;  // its median step and, the part, the time in the tp group's collectives
+  double embedding = 0, block = 0, head = 0, loss = 0;
   double activation = 0, parameters = 0, optimizer_bytes = 0;
 };
 
@@ -202,32 +203,27 @@ TensorBenchOutcome run_tensor_bench(Session& session, const TensorBenchPlan& pla
       auto trainer = parallel::make_tensor_parallel_trainer(grid, tp, *model, optimizer, dc);
       m.optimizer_bytes = static_cast<double>(
           MemoryTracker::process().usage(MemoryCategory::optimizer_state, session.space()).current - state_before);
-      std::vector<double> steps, comms;
+      std::vector<StepTiming<1>> steps;
       const parallel::BatchSource source = parallel::batches_of(c);
       for (int s = 0; s < options.warmup + options.steps; ++s) {
         group->barrier();  // every step starts together, so the slowest rank sets its time
         tp.reset_counters();
         const parallel::StepStats stats = trainer->step(source, static_cast<std::uint64_t>(s));
         if (s < options.warmup) continue;
-        steps.push_back(stats.seconds);
-        comms.push_back(tp.seconds());
+        steps.push_back({stats.seconds, {tp.seconds()}});
       }
-      m.step = percentile(steps, 0.5);
-      m.comm = percentile(comms, 0.5);
+      m.step = median_step(steps);
       std::map<std::string, double> bytes = tp.bytes_by_layer();
       m.embedding = bytes["embedding"];
       m.head = bytes["lm_head"];
       m.loss = bytes["loss"];
       for (int i = 0; i < c.layers; ++i) m.block += bytes["blocks." + std::to_string(i)] / c.layers;
     }
-    // The slowest rank's step and communication; the first rank's counts (every rank's are the
-    // same by construction of the shards).
+    // The slowest rank's median step and its communication; the first rank's counts (every rank's
+    // are the same by construction of the shards).
     auto root_value = [&](double x) { return gather_from_ranks(world, x)[0]; };
-    auto slowest = [&](double x) {
-      const auto all = gather_from_ranks(world, x);
-      return *std::max_element(all.begin(), all.begin() + ranks);
-    };
-    const double step = slowest(m.step), comm = slowest(m.comm);
+    const StepTiming<1> slowest = slowest_rank_step(world, m.step, ranks);
+    const double step = slowest.seconds, comm = slowest.parts[0];
     TensorMeasured r;
     for (auto [field, value] : {std::pair{&r.embedding, m.embedding}, {&r.block, m.block}, {&r.head, m.head},
                                 {&r.loss, m.loss}, {&r.activation, m.activation}, {&r.parameters, m.parameters},

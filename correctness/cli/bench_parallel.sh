@@ -68,5 +68,10 @@ with h5py.File("scaling.h5") as f:
     o = f["/bench/overlap"]
     assert sorted(o["bucket_bytes"][()].tolist()) == [16384, 16384, 1048576, 1048576]
     assert sorted(o["overlap"][()].tolist()) == [0, 0, 1, 1]
+    # Each row is one step's (the slowest rank's median step): its compute and exposed
+    # communication fall inside it, as the scaling rows' exposed communication does.
+    step, compute, exposed = o["step_seconds"][()], o["compute_seconds"][()], o["exposed_comm_seconds"][()]
+    assert all(0 <= c and 0 <= e and c + e <= t * (1 + 1e-9) for t, c, e in zip(step, compute, exposed)), (step, compute, exposed)
+    assert all(0 <= e <= t * (1 + 1e-9) for t, e in zip(s["step_seconds"][()], s["exposed_comm_seconds"][()]))
 print("bench memory and scaling: ok")
 PY
