@@ -9,6 +9,7 @@
 #include <charconv>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -45,8 +46,23 @@ Option& Option::existing_file() {
   return *this;
 }
 
+namespace {
+template <typename B>
+std::string out_of_range(const std::string& input, B low, B high) {
+  return input + " is out of range (" + std::to_string(low) + " to " + std::to_string(high) + ")";
+}
+}  // namespace
+
 Option& Option::range(long long low, long long high) {
-  option_->check(CLI::Range(low, high));
+  if (range_) *range_ = {low, high, true};
+  option_->check(CLI::Validator(
+      [low, high](const std::string& input) -> std::string {
+        double value = 0;
+        if (!CLI::detail::lexical_cast(input, value)) return {};  // the decimal check has said why
+        return value < static_cast<double>(low) || value > static_cast<double>(high) ? out_of_range(input, low, high)
+                                                                                       : std::string();
+      },
+      "", "range"));
   return *this;
 }
 
@@ -69,11 +85,11 @@ struct element<std::vector<T>> {
 // 99999999999999999999 to the largest value and run with it). A whole number's leading zeros are
 // dropped (a transform, not a check: the parser reads the text changed), so that 010 is ten.
 template <typename T>
-CLI::Option* decimal_only(CLI::Option* option) {
+CLI::Option* decimal_only(CLI::Option* option, std::shared_ptr<const WholeRange> range) {
   using E = typename element<T>::type;
   if constexpr (std::is_arithmetic_v<E> && !std::is_same_v<E, bool>) {
     option->transform(CLI::Validator(
-        [](std::string& input) -> std::string {
+        [range](std::string& input) -> std::string {
           constexpr bool whole = std::is_integral_v<E>;
           if (!plain_decimal(input, !whole, !whole) || (std::is_unsigned_v<E> && input[0] == '-'))
             return quoted_input(input) + (whole ? " is not a whole number in decimal" : " is not a number in decimal");
@@ -82,8 +98,8 @@ CLI::Option* decimal_only(CLI::Option* option) {
             E parsed{};
             if (std::from_chars(input.data() + (input[0] == '+'), input.data() + input.size(), parsed).ec ==
                 std::errc::result_out_of_range)
-              return input + " is out of range (" + std::to_string(std::numeric_limits<E>::min()) + " to " +
-                     std::to_string(std::numeric_limits<E>::max()) + ")";
+              return range && range->set ? out_of_range(input, range->low, range->high)
+                                         : out_of_range(input, std::numeric_limits<E>::min(), std::numeric_limits<E>::max());
           }
           return {};
         },
@@ -94,7 +110,8 @@ CLI::Option* decimal_only(CLI::Option* option) {
 
 template <typename T>
 Option CommandOptions::add(const std::string& flags, T& value, const std::string& help) {
-  return Option(decimal_only<T>(app_.add_option(flags, value, help)));
+  auto range = std::is_integral_v<typename element<T>::type> ? std::make_shared<WholeRange>() : nullptr;
+  return Option(decimal_only<T>(app_.add_option(flags, value, help), range), range);
 }
 
 Option CommandOptions::flag(const std::string& flags, bool& value, const std::string& help) {
@@ -127,7 +144,7 @@ template Option CommandOptions::add(const std::string&, std::string&, const std:
 template Option CommandOptions::add(const std::string&, std::vector<std::string>&, const std::string&);
 template Option CommandOptions::add(const std::string&, std::vector<int>&, const std::string&);
 template Option CommandOptions::add(const std::string&, std::vector<double>&, const std::string&);
-template CLI::Option* decimal_only<int>(CLI::Option*);
-template CLI::Option* decimal_only<double>(CLI::Option*);
+template CLI::Option* decimal_only<int>(CLI::Option*, std::shared_ptr<const WholeRange>);
+template CLI::Option* decimal_only<double>(CLI::Option*, std::shared_ptr<const WholeRange>);
 
 }  // namespace parity::cli

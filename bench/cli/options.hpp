@@ -7,9 +7,11 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace CLI {
@@ -31,26 +33,35 @@ struct RunValues {
   T full;
 };
 
+// The range Option::range gives a whole-number option, shared with its decimal check so that a
+// number too large for the type is refused with the option's range, not the type's.
+struct WholeRange {
+  long long low = 0, high = 0;
+  bool set = false;
+};
+
 // A number option's check (each option CommandOptions::add declares has it; T: int or double):
 // refuses what is not written in plain decimal (or inf, for a real number; the parser reads 010
-// as 8, 0x10 as 16), and a whole number past its type's range.
+// as 8, 0x10 as 16), and a whole number past its type's range ("N is out of range (LOW to
+// HIGH)", the option's range where `range` holds one, else the type's).
 template <typename T>
-CLI::Option* decimal_only(CLI::Option* option);
+CLI::Option* decimal_only(CLI::Option* option, std::shared_ptr<const WholeRange> range = nullptr);
 
 // One declared option, for what is said of it after its declaration.
 class Option {
  public:
-  explicit Option(CLI::Option* option) : option_(option) {}
+  explicit Option(CLI::Option* option, std::shared_ptr<WholeRange> range = nullptr) : option_(option), range_(std::move(range)) {}
   Option& required();
   Option& show_default();                 // the default in --help
   Option& group(const std::string& name);  // its --help group
   Option& excludes(const Option& other);  // refused beside other
   Option& at_most(int values);            // a positional taking 1 to values values
   Option& existing_file();                // refuses a path that is no file
-  Option& range(long long low, long long high);  // refuses a number outside [low, high]
+  Option& range(long long low, long long high);  // refuses a number outside [low, high], saying so
 
  private:
   CLI::Option* option_;
+  std::shared_ptr<WholeRange> range_;  // a whole-number option's (else null)
 };
 
 class CommandOptions {

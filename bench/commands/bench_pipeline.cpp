@@ -227,7 +227,7 @@ PipelineBenchPlan plan_pipeline_bench(const PipelineBenchOptions& options, int w
   if (options.rows < 1) throw UsageError("--rows must be at least 1");
   if (options.steps < 1) throw UsageError("--steps must be at least 1");
   if (options.warmup < 0) throw UsageError("--warmup must not be negative");
-  if (options.chunks < 1 || options.chunks > 64) throw UsageError("--chunks " + std::to_string(options.chunks) + ": expected 1 to 64");
+  if (options.chunks < 1 || options.chunks > 64) throw UsageError("--chunks: " + std::to_string(options.chunks) + " is out of range (1 to 64)");
   check_swept_layers(options.layers);
   PipelineBenchPlan plan;
   plan.model = options.model;
@@ -248,7 +248,7 @@ PipelineBenchPlan plan_pipeline_bench(const PipelineBenchOptions& options, int w
   const std::vector<int> given_m = parse_whole_numbers(options.micro_batches, "--micro-batches");
   for (int m : given_m)
     if (m < 1 || m > kMostMicroBatches)
-      throw UsageError("--micro-batches " + std::to_string(m) + ": expected 1 to " + std::to_string(kMostMicroBatches));
+      throw UsageError("--micro-batches: " + std::to_string(m) + " is out of range (1 to " + std::to_string(kMostMicroBatches) + ")");
   const int most = *std::max_element(stages.begin(), stages.end());
   // Every stage needs a layer: blocks enough for the most stages any schedule makes.
   plan.config.layers = options.layers > 0 ? options.layers : std::max(plan.config.layers, std::max(options.chunks, 2) * most);

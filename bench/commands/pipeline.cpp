@@ -156,7 +156,7 @@ void check_pipeline_options(const PipelineOptions& o) {
     if (!std::isfinite(value) || value < 0) throw UsageError(std::string(name) + " " + as_given(value) + ": expected a finite number >= 0");
   if (!std::isfinite(o.bandwidth_GBps) || o.bandwidth_GBps <= 0)
     throw UsageError("--bandwidth-GBps " + as_given(o.bandwidth_GBps) + ": expected a finite number > 0");
-  if (o.columns < 10 || o.columns > 1000) throw UsageError("--columns " + std::to_string(o.columns) + ": expected 10 to 1000");
+  if (o.columns < 10 || o.columns > 1000) throw UsageError("--columns: " + std::to_string(o.columns) + " is out of range (10 to 1000)");
   if (o.steps < 1) throw UsageError("--steps " + std::to_string(o.steps) + ": at least one step");
   if (o.dtype != "float64" && o.dtype != "float32") throw UsageError("--dtype " + o.dtype + ": float64 or float32");
   if (!o.inject_failure.empty()) pp::parse_action(o.inject_failure);

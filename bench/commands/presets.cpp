@@ -38,7 +38,7 @@ const ModelPreset& find_model_preset(const std::string& name) {
 
 void check_swept_layers(int layers) {
   if (layers < 0 || layers > kMostSweptLayers)
-    throw UsageError("--layers " + std::to_string(layers) + ": expected 0 to " + std::to_string(kMostSweptLayers));
+    throw UsageError("--layers: " + std::to_string(layers) + " is out of range (0 to " + std::to_string(kMostSweptLayers) + ")");
 }
 
 std::string model_presets_help() {
