@@ -672,6 +672,33 @@ TEST_F(ResultsFileTest, InspectTruncatedFile) {
 
 // ---- read_table -------------------------------------------------------------------------------
 
+// A column whose values were never written reads as HDF5's fill values (zeros, here where the
+// rows agree): refused as damaged before any is read, so that a billion declared rows cost no
+// memory either.
+TEST_F(ResultsFileTest, ReadTableRefusesAColumnNeverWritten) {
+  const fs::path path = dir_ / "unwritten.h5";
+  {
+    ResultsFile file(path, false);
+    file.write_table("/bench/collectives", sample_table());
+    file.commit();
+  }
+  {
+    H5 file{H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose};
+    ASSERT_GE(file.id, 0);
+    ASSERT_GE(H5Ldelete(file.id, "/bench/collectives/time_us", H5P_DEFAULT), 0);
+    const hsize_t dims[1] = {4};
+    H5 space{H5Screate_simple(1, dims, nullptr), H5Sclose};
+    H5 dataset{H5Dcreate2(file.id, "/bench/collectives/time_us", H5T_IEEE_F64LE, space.id, H5P_DEFAULT, H5P_DEFAULT,
+                          H5P_DEFAULT),
+               H5Dclose};
+    ASSERT_GE(dataset.id, 0);
+  }
+  const std::string message = usage_error_of([&] { read_table(path, "/bench/collectives"); });
+  expect_one_line(message);
+  EXPECT_NE(message.find("time_us"), std::string::npos) << message;
+  EXPECT_NE(message.find("never written"), std::string::npos) << message;
+}
+
 TEST_F(ResultsFileTest, ReadTableRefusesWhatIsNotATable) {
   const fs::path path = dir_ / "good.h5";
   {

@@ -198,6 +198,24 @@ TEST(LauncherDigest, MpiThatCouldNotStartIsOneLineAndStatusTwo) {
   EXPECT_EQ(b.status, kExitUsage);
   // (and a framework named by a notice of something else is not taken for the cause's)
   EXPECT_EQ(b.line.rfind("parity: MPI could not start on the ranks: MPI_Init failed; ", 0), 0u) << b.line;
+  // Open MPI lost every notice (its show_help failed under load) and no rank said where it runs:
+  // MPI did not start, though rank 1's "stopped by SIGTERM" is all that came from the ranks.
+  const std::string lost = "[vm:07398] [[28696,0],0] ORTE_ERROR_LOG: Out of resource in file "
+                           "../../../orte/util/show_help.c at line 501\n";
+  LauncherDigest unseen(2);
+  feed(unseen, lost + lost + stopped);
+  const Outcome n = unseen.outcome(exited(1), 0);
+  EXPECT_EQ(n.status, kExitUsage);
+  EXPECT_EQ(n.line.rfind("parity: MPI could not start on the ranks: a rank ended before MPI had started on all of them "
+                         "(Open MPI lost its notice of why); ", 0), 0u)
+      << n.line;
+  // But where the ranks had started (each said where it runs), the same lost notice does not
+  // make a signal from outside into a start-up failure.
+  LauncherDigest started(2);
+  feed(started, "parity: rank 0 runs on vm\nparity: rank 1 runs on vm\n" + lost + stopped);
+  const Outcome t = started.outcome(exited(1), 0);
+  EXPECT_EQ(t.status, kExitRankDied);
+  EXPECT_NE(t.line.find("was stopped by SIGTERM from outside parity"), std::string::npos) << t.line;
   // The same words from a rank (not Open MPI's) are the rank's own.
   LauncherDigest rank_text(2);
   feed(rank_text, "An error occurred in MPI_Init, said the rank\n" + stopped);

@@ -105,6 +105,16 @@ class Table:
         return self.data.get(name, default)
 
 
+def _require_written(ds, label):
+    """A column whose values were never (or only partly) written holds HDF5's fill values where
+    a result file holds data: refused before anything is read, so that a file declaring a
+    billion rows and storing none costs no memory (compressed data is allocated and passes)."""
+    if ds.size == 0 or ds.id.get_space_status() == h5py.h5d.SPACE_STATUS_ALLOCATED:
+        return
+    raise InputError(f"{label}: column {ds.name} declares {ds.size} values but its data was never "
+                     "written (a damaged file)")
+
+
 def _read_column(ds):
     raw = ds[()]
     if not isinstance(raw, np.ndarray):
@@ -159,10 +169,12 @@ def _read_table(group, label, spec):
         raise InputError(f"{label}: table {name} has no column(s) " + ", ".join(absent)
                          + "; the schema requires them")
     rows_attr = decode(attrs["rows"]) if "rows" in attrs else None
-    data, units = {}, {}
     for col in columns:
         if col not in group or not isinstance(group[col], h5py.Dataset):
             raise InputError(f"{label}: table {name} lists column '{col}' but has no such dataset")
+        _require_written(group[col], label)
+    data, units = {}, {}
+    for col in columns:
         ds = group[col]
         try:
             values = _read_column(ds)

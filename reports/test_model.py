@@ -200,6 +200,16 @@ class ModelReportTests(ReportCase):
             del g["model"]
             g.create_dataset("model", data=np.arange(n, dtype=np.int64)).attrs["unit"] = ""
         self.assert_refused(path, "column /bench/model/model holds numbers")
+        # A column declared at a billion rows (the rows attribute says so too) and never
+        # written: refused before the 8 GB of fill values are read.
+        path = self.model_file("model_unwritten.h5")
+        with h5py.File(path, "a") as f:
+            g = f["/bench/model"]
+            del g["mfu"]
+            g.create_dataset("mfu", shape=(10**9,), dtype="f8", chunks=(1 << 16,))
+            g.attrs["rows"] = 10**9
+        self.assert_refused(path, "column /bench/model/mfu declares 1000000000 values but its "
+                                  "data was never written")
 
 
 class ModelSeriesTests(SeriesCase):

@@ -139,6 +139,8 @@ bool LauncherDigest::take(const std::string& line) {
   static const std::regex start_failure(
       R"((PML \S+ cannot be selected|No components were able to be opened in the \S+ framework|A requested component was not found|It looks like MPI_INIT failed|An error occurred in MPI_Init))");
   static const std::regex named(R"(^\s*(Framework|Component):\s*(\S+)\s*$)");
+  static const std::regex lost_notice(R"(ORTE_ERROR_LOG: .*show_help|Data unpack would read past end of buffer)");
+  if (launcher_line && std::regex_search(line, lost_notice)) notice_lost_ = true;
   if (launcher_line && std::regex_search(line, m, start_failure)) {
     // The most telling line first seen: the component that failed, else the framework's notice,
     // else "MPI_Init failed".
@@ -229,11 +231,19 @@ Outcome LauncherDigest::outcome(int wait_status, int signal_received) const {
   const int code = exited ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
   // The ranks said everything else themselves.
   if (code == 0) return {agreed_.value_or(kExitOk), ""};
-  if (mpi_start_rank_ > 0) {
+  // Open MPI lost its notice on the way to mpirun and no rank ever said where it runs (each does
+  // once MPI has started on every rank), nor died or failed on its own: MPI did not start, and
+  // what stopped the ranks still waiting in it is not the story.
+  const bool start_unseen =
+      mpi_start_rank_ == 0 && notice_lost_ && rank_hosts_.empty() && !death_ && !abort_seen_ && !fault_first_;
+  if (mpi_start_rank_ > 0 || start_unseen) {
+    const std::string failure =
+        start_unseen ? "a rank ended before MPI had started on all of them (Open MPI lost its notice of why)"
+                     : mpi_start_failure_;
     std::string named;
     if (!framework_.empty()) named = "framework " + framework_;
     if (!component_.empty()) named += (named.empty() ? "" : ", ") + std::string("component ") + component_;
-    return {kExitUsage, "parity: MPI could not start on the ranks: " + mpi_start_failure_ +
+    return {kExitUsage, "parity: MPI could not start on the ranks: " + failure +
                             (named.empty() ? "" : " (" + named + ")") +
                             "; see Open MPI's settings (OMPI_MCA_* variables, mca-params.conf; "
                             "PARITY_MPIRUN_VERBOSE=1 shows its full text)"};

@@ -95,6 +95,7 @@ class LauncherDigest {
   std::string framework_, component_;
   std::string notice_framework_, notice_component_;  // named in the notice being read
   bool notice_failed_ = false;                       // and it tells of a start-up failure
+  bool notice_lost_ = false;  // Open MPI could not deliver a notice (its show_help failed on the way)
 };
 
 // In a process that runs ranks (or the only rank): SIGINT, SIGTERM and SIGHUP remove the

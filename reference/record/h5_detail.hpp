@@ -249,6 +249,17 @@ struct Source {
     Handle t = type();
     return H5Tget_class(t.get());
   }
+  // A dataset of n > 0 values whose storage was never (or only partly) written holds fill values
+  // where a file of results holds data (this file and the tools that feed it write every value):
+  // refused before it is read, so a file that declares a billion rows and stores none costs no
+  // memory. Compressed data is allocated, so it passes.
+  void require_written(std::size_t n) const {
+    if (attribute || n == 0) return;
+    H5D_space_status_t status{};
+    check(H5Dget_space_status(id, &status), "cannot read " + where, "H5Dget_space_status");
+    if (status != H5D_SPACE_STATUS_ALLOCATED)
+      throw UsageError(where + " declares " + std::to_string(n) + " values but its data was never written (a damaged file)");
+  }
 };
 
 // Reads strings stored either as variable-length (what this file writes) or fixed-length strings
@@ -258,6 +269,7 @@ inline std::optional<std::vector<std::string>> read_strings(const Source& source
   if (H5Tget_class(file_type.get()) != H5T_STRING) return std::nullopt;
   const auto n = source.length();
   if (!n) return std::nullopt;
+  source.require_written(*n);
   // The memory type keeps the file's character set: HDF5 does not convert between ASCII and UTF-8.
   const H5T_cset_t cset = H5Tget_cset(file_type.get());
   std::vector<std::string> values;
@@ -297,6 +309,7 @@ inline std::optional<std::vector<T>> read_numbers(const Source& source) {
   if (type_class != H5T_INTEGER && type_class != H5T_FLOAT) return std::nullopt;
   const auto n = source.length();
   if (!n) return std::nullopt;
+  source.require_written(*n);
   std::vector<T> values(std::max<std::size_t>(*n, 1));
   source.read(std::is_same_v<T, double> ? H5T_NATIVE_DOUBLE : H5T_NATIVE_INT64, values.data());
   values.resize(*n);
