@@ -158,12 +158,16 @@ TEST(Launcher, DefaultResultNamesGiveWayToTakenOnes) {
     const std::unique_ptr<record::OutputLock> fifth = lock_default_output("names", fifth_name);
     second.reset();  // that run ends without a file: its name is free again
     const std::unique_ptr<record::OutputLock> again = lock_default_output("names", again_name);
+    fs::create_directory(stem + "-6.h5.lock");  // a lock no run can open (as another user's)
+    std::string seventh_name;
+    const std::unique_ptr<record::OutputLock> seventh = lock_default_output("names", seventh_name);
     within_one_second = default_output_path("names") == first;
     if (!within_one_second) continue;  // the clock's second turned: the names differ anyway
     EXPECT_EQ(second_name, stem + "-2.h5");  // the file holds the first
     EXPECT_EQ(third_name, stem + "-3.h5");   // a run holds the second
     EXPECT_EQ(fifth_name, stem + "-5.h5");   // a folder holds the fourth
     EXPECT_EQ(again_name, stem + "-2.h5");
+    EXPECT_EQ(seventh_name, stem + "-7.h5");  // the sixth's lock cannot be opened
     EXPECT_FALSE(fs::exists(second_name));   // a name is taken by its lock, the file made later
   }
   EXPECT_TRUE(within_one_second);

@@ -152,6 +152,13 @@ std::unique_ptr<OutputLock> OutputLock::try_take(const std::filesystem::path& re
 OutputLock::OutputLock(const std::filesystem::path& result, bool* held_elsewhere) : path_(result.string() + ".lock") {
   for (int attempt = 0; attempt < 10; ++attempt) {
     fd_ = open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    // A lock that cannot be opened (another user's, or a folder by its name) holds the name as a
+    // lock another run holds does: a default name gives way (the folder's own refusals, such as
+    // one not writable, were checked on the name before).
+    if (fd_ < 0 && held_elsewhere != nullptr && (errno == EACCES || errno == EPERM || errno == EISDIR)) {
+      *held_elsewhere = true;
+      return;
+    }
     if (fd_ < 0)
       throw UsageError("cannot create the lock file " + path_.string() + ": " + std::strerror(errno));
     if (flock(fd_, LOCK_EX | LOCK_NB) != 0) {
