@@ -58,7 +58,12 @@ ContextBenchPlan plan_context_bench(const ContextBenchOptions& options, int worl
     plan.variants.push_back(v);
   }
   if (plan.variants.empty()) throw UsageError("--variants names no variant");
-  plan.cp = parse_whole_numbers(options.cp, "--cp", 1);
+  if (options.cp == "auto") {  // 1, 2 and 4 where they divide the world (all three while it is unknown)
+    for (const int cp : {1, 2, 4})
+      if (world_size <= 0 || world_size % cp == 0) plan.cp.push_back(cp);
+  } else {
+    plan.cp = parse_whole_numbers(options.cp, "--cp", 1);
+  }
   if (plan.cp.empty()) throw UsageError("--cp names no size");
   for (const int sequence : parse_whole_numbers(options.sequences, "--sequences", 2)) plan.sequences.push_back(sequence);
   if (plan.sequences.empty()) throw UsageError("--sequences names no length");
@@ -312,7 +317,9 @@ class BenchContext final : public Command {
     o.add("--precision", p.precision,
           "float64, float32 or bfloat16 (bfloat16: float32 master weights and optimizer state, attention in float32)");
     o.add("--variants", p.variants, "Comma-separated: ring, allgather, ulysses (heads divisible by cp)");
-    o.add("--cp", p.cp, "Comma-separated cp sizes, each dividing the world (dp the rest; 1: no split, the baseline)",
+    o.add("--cp", p.cp,
+          "Comma-separated cp sizes, each dividing the world (dp the rest; 1: no split, the baseline); auto: 1, 2 "
+          "and 4 where they divide it",
           {std::string("1,2"), std::string("1,2,4")});
     o.add("--sequences", p.sequences,
           "Comma-separated sequence lengths, each divisible by 2 cp; the CPU attention's time grows as the square "
@@ -330,6 +337,7 @@ class BenchContext final : public Command {
 
   void prepare_for_run(int world_size) override {
     // parity run: the cp sizes that divide its world.
+    if (options_.cp == "auto") return;
     std::string kept;
     for (const int cp : parse_whole_numbers(options_.cp, "--cp", 1))
       if (world_size % cp == 0) kept += (kept.empty() ? "" : ",") + std::to_string(cp);

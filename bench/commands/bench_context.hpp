@@ -37,7 +37,7 @@ struct ContextBenchOptions {
   int layers = 0;              // transformer blocks; 0: the preset's
   std::string precision = "float32";
   std::string variants = "ring,allgather,ulysses";
-  std::string cp = "1,2,4";           // cp sizes, each dividing the world (dp the rest)
+  std::string cp = "auto";            // cp sizes, each dividing the world (dp the rest); auto: 1, 2, 4 where they do
   std::string sequences = "256,1024";  // sequence lengths, each divisible by 2 cp
   int rows = 1;                        // sequences per dp rank
   int warmup = 1;
