@@ -54,10 +54,10 @@ std::string in_plain_words(const std::string& message) {
 }
 
 void add_common(CLI::App* app, CommonOptions& o, bool with_half = true) {
-  decimal_only<int>(app->add_option("--np", o.np, "Ranks to start. Outside mpirun/srun parity re-runs itself as `mpirun -n NP` "
+  decimal_in_range<int>(app->add_option("--np", o.np, "Ranks to start. Outside mpirun/srun parity re-runs itself as `mpirun -n NP` "
                                 "(adding --oversubscribe when NP exceeds the cores; refused past 16 ranks per core or past the "
-                                "memory of about 100 MB a rank needs before any work); under a launcher, the world given is used"))
-      ->check(CLI::Range(1, 1 << 20))
+                                "memory of about 100 MB a rank needs before any work); under a launcher, the world given is used"),
+                       1, 1 << 20)
       ->group(kRunningGroup);
   app->add_option("--hostfile", o.hostfile, "Open MPI hostfile passed to mpirun (multi-host runs)")
       ->check(CLI::ExistingFile)
@@ -81,10 +81,10 @@ void add_common(CLI::App* app, CommonOptions& o, bool with_half = true) {
   app->add_option("--backend", o.backend,
                   "Communicator: auto (mpi on cpu; on cuda nccl, or mpi when ranks share a GPU and NCCL does not allow "
                   "it), mpi (device buffers staged through pinned host memory unless the MPI is CUDA-aware), nccl");
-  decimal_only<int>(app->add_option("--inject-stall", o.inject_stall_rank,
-                                    "Fault injection: this rank stops before the first operation, to see --timeout at "
-                                    "work (a rank of the world; -1 none)"))
-      ->check(CLI::Range(-1, 1 << 20))
+  decimal_in_range<int>(app->add_option("--inject-stall", o.inject_stall_rank,
+                                        "Fault injection: this rank stops before the first operation, to see --timeout at "
+                                        "work (a rank of the world; -1 none)"),
+                       -1, 1 << 20)
       ->group(kRunningGroup);
   app->add_option("--inject-interrupt", o.inject_interrupt,
                   "Fault injection, to see the partial file and --resume at work: GROUP:N:SIGNAL (e.g. "

@@ -125,6 +125,17 @@ TEST(BenchHelpers, TheMedianStepKeepsItsOwnParts) {
   EXPECT_TRUE(std::isnan(none.seconds) && std::isnan(none.parts[0]));
 }
 
+// The slowest rank's row is taken whole: the row whose step (its first value) is largest among
+// the ranks in the run, its parts with it; a step not measured (NaN) is not passed over.
+TEST(BenchHelpers, TheSlowestRanksRowIsTakenWhole) {
+  // Three ranks' (step, part) rows: rank 1's step is the longest though rank 2's part is.
+  const std::vector<double> rows{2.0, 0.5, 3.0, 0.1, 2.5, 2.4};
+  EXPECT_EQ(slowest_row(rows, 2, 3), 1u);
+  EXPECT_EQ(slowest_row(rows, 2, 1), 0u);  // rank 0 alone ran (the others idle)
+  EXPECT_EQ(slowest_row({1.0, std::nan(""), 3.0}, 1, 3), 1u);
+  EXPECT_EQ(slowest_row({std::nan(""), 2.0}, 1, 2), 0u);
+}
+
 // Estimates past what std::size_t holds, or not numbers, come out as its largest value (which the
 // memory check refuses); the others as the bytes.
 TEST(BenchHelpers, EstimatedBytesSaturate) {

@@ -209,6 +209,10 @@ TEST(LauncherDigest, MpiThatCouldNotStartIsOneLineAndStatusTwo) {
   EXPECT_EQ(n.line.rfind("parity: MPI could not start on the ranks: a rank ended before MPI had started on all of them "
                          "(Open MPI lost its notice of why); ", 0), 0u)
       << n.line;
+  // Nor where a rank said why it ended (its own refusal, before it started MPI's work).
+  LauncherDigest refused(2);
+  feed(refused, lost + "parity: --sequences 36 does not split into 2 cp = 8 equal chunks\n" + stopped);
+  EXPECT_EQ(refused.outcome(exited(2), 0).line.find("MPI could not start"), std::string::npos);
   // But where the ranks had started (each said where it runs), the same lost notice does not
   // make a signal from outside into a start-up failure.
   LauncherDigest started(2);

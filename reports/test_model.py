@@ -210,6 +210,17 @@ class ModelReportTests(ReportCase):
             g.attrs["rows"] = 10**9
         self.assert_refused(path, "column /bench/model/mfu declares 1000000000 values but its "
                                   "data was never written")
+        # But a column compressed in chunks, the last one partial (a repacked file), is read as
+        # written: the same figure as in the file it came from.
+        path = self.model_file("model_gzip.h5")
+        with h5py.File(path, "a") as f:
+            g = f["/bench/model"]
+            values = g["mfu"][()]
+            del g["mfu"]
+            g.create_dataset("mfu", data=values, compression="gzip", chunks=(max(1, len(values) - 1),))
+        _, html, _ = self.report_of("model_gzip_out", path, figures=False)
+        _, plain, _ = self.report_of("model_plain_out", self.model_file("model_plain.h5"), figures=False)
+        self.assertEqual(html.replace("model_gzip", "model_plain"), plain)
 
 
 class ModelSeriesTests(SeriesCase):

@@ -51,18 +51,22 @@ template <typename B>
 std::string out_of_range(const std::string& input, B low, B high) {
   return input + " is out of range (" + std::to_string(low) + " to " + std::to_string(high) + ")";
 }
+
+// A whole number outside [low, high], said as a number past its type is (decimal_only).
+CLI::Validator range_check(long long low, long long high) {
+  return CLI::Validator(
+      [low, high](const std::string& input) -> std::string {
+        long long value = 0;
+        if (!CLI::detail::lexical_cast(input, value)) return {};  // the decimal check has said why
+        return value < low || value > high ? out_of_range(input, low, high) : std::string();
+      },
+      "INT in [" + std::to_string(low) + " - " + std::to_string(high) + "]", "range");
+}
 }  // namespace
 
 Option& Option::range(long long low, long long high) {
   if (range_) *range_ = {low, high, true};
-  option_->check(CLI::Validator(
-      [low, high](const std::string& input) -> std::string {
-        double value = 0;
-        if (!CLI::detail::lexical_cast(input, value)) return {};  // the decimal check has said why
-        return value < static_cast<double>(low) || value > static_cast<double>(high) ? out_of_range(input, low, high)
-                                                                                       : std::string();
-      },
-      "", "range"));
+  option_->check(range_check(low, high));
   return *this;
 }
 
@@ -109,6 +113,11 @@ CLI::Option* decimal_only(CLI::Option* option, std::shared_ptr<const WholeRange>
 }
 
 template <typename T>
+CLI::Option* decimal_in_range(CLI::Option* option, long long low, long long high) {
+  return decimal_only<T>(option, std::make_shared<const WholeRange>(WholeRange{low, high, true}))->check(range_check(low, high));
+}
+
+template <typename T>
 Option CommandOptions::add(const std::string& flags, T& value, const std::string& help) {
   auto range = std::is_integral_v<typename element<T>::type> ? std::make_shared<WholeRange>() : nullptr;
   return Option(decimal_only<T>(app_.add_option(flags, value, help), range), range);
@@ -146,5 +155,6 @@ template Option CommandOptions::add(const std::string&, std::vector<int>&, const
 template Option CommandOptions::add(const std::string&, std::vector<double>&, const std::string&);
 template CLI::Option* decimal_only<int>(CLI::Option*, std::shared_ptr<const WholeRange>);
 template CLI::Option* decimal_only<double>(CLI::Option*, std::shared_ptr<const WholeRange>);
+template CLI::Option* decimal_in_range<int>(CLI::Option*, long long, long long);
 
 }  // namespace parity::cli

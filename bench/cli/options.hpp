@@ -46,6 +46,10 @@ struct WholeRange {
 // HIGH)", the option's range where `range` holds one, else the type's).
 template <typename T>
 CLI::Option* decimal_only(CLI::Option* option, std::shared_ptr<const WholeRange> range = nullptr);
+// decimal_only for a whole-number option of range [low, high] ("N is out of range (LOW to
+// HIGH)" below, above and past the type alike). T: int.
+template <typename T>
+CLI::Option* decimal_in_range(CLI::Option* option, long long low, long long high);
 
 // One declared option, for what is said of it after its declaration.
 class Option {

@@ -110,15 +110,22 @@ std::vector<double> gather_from_ranks(Communicator& world, double value) {
   return all;
 }
 
+std::size_t slowest_row(const std::vector<double>& rows, std::size_t width, std::size_t n) {
+  std::size_t slowest = 0;
+  for (std::size_t r = 1; r < n && r * width < rows.size(); ++r) {
+    const double best = rows[slowest * width], x = rows[r * width];
+    if (!std::isnan(best) && (std::isnan(x) || x > best)) slowest = r;
+  }
+  return slowest;
+}
+
 std::vector<double> row_of_slowest_rank(Communicator& world, std::vector<double> row, int ranks) {
   const std::size_t width = row.size();
   std::vector<double> all(width * static_cast<std::size_t>(world.size()));
   world.all_gather({row.data(), width, DataType::float64, MemorySpace::host},
                    {all.data(), all.size(), DataType::float64, MemorySpace::host});
   const std::size_t n = static_cast<std::size_t>(ranks > 0 ? std::min(ranks, world.size()) : world.size());
-  std::size_t slowest = 0;
-  for (std::size_t r = 1; r < n; ++r)
-    if (all[r * width] > all[slowest * width]) slowest = r;
+  const std::size_t slowest = slowest_row(all, width, n);
   return {all.begin() + static_cast<std::ptrdiff_t>(slowest * width),
           all.begin() + static_cast<std::ptrdiff_t>((slowest + 1) * width)};
 }

@@ -74,6 +74,9 @@ template <std::size_t Parts> StepTiming<Parts> median_step(std::vector<StepTimin
   for (std::size_t i = 0; i < Parts; ++i) out.parts[i] = (low.parts[i] + high.parts[i]) / 2;
   return out;
 }
+// Of the first n rows of `width` values each, one after another in `rows`, the index of the one
+// whose first value is largest; a NaN there counts as largest (a time not measured shows).
+std::size_t slowest_row(const std::vector<double>& rows, std::size_t width, std::size_t n);
 // Of every rank's `row`, the one whose first value is largest among the first `ranks` ranks (0:
 // all), on every rank (an all-gather; every rank must call it with a row as long).
 std::vector<double> row_of_slowest_rank(Communicator& world, std::vector<double> row, int ranks);

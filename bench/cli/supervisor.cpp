@@ -232,10 +232,13 @@ Outcome LauncherDigest::outcome(int wait_status, int signal_received) const {
   // The ranks said everything else themselves.
   if (code == 0) return {agreed_.value_or(kExitOk), ""};
   // Open MPI lost its notice on the way to mpirun and no rank ever said where it runs (each does
-  // once MPI has started on every rank), nor died or failed on its own: MPI did not start, and
-  // what stopped the ranks still waiting in it is not the story.
-  const bool start_unseen =
-      mpi_start_rank_ == 0 && notice_lost_ && rank_hosts_.empty() && !death_ && !abort_seen_ && !fault_first_;
+  // once MPI has started on every rank), nor said anything of its own (a refusal), died or
+  // failed, nor could a host be reached: MPI did not start, and what stopped the ranks still
+  // waiting in it is not the story.
+  const bool unreachable = std::any_of(notice_lines_.begin(), notice_lines_.end(),
+                                       [](const std::string& l) { return l.rfind("ssh:", 0) == 0; });
+  const bool start_unseen = mpi_start_rank_ == 0 && notice_lost_ && rank_hosts_.empty() && !ranks_spoke_ && !death_ &&
+                            !abort_seen_ && !fault_first_ && !unreachable;
   if (mpi_start_rank_ > 0 || start_unseen) {
     const std::string failure =
         start_unseen ? "a rank ended before MPI had started on all of them (Open MPI lost its notice of why)"

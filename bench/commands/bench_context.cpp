@@ -58,15 +58,22 @@ ContextBenchPlan plan_context_bench(const ContextBenchOptions& options, int worl
     plan.variants.push_back(v);
   }
   if (plan.variants.empty()) throw UsageError("--variants names no variant");
-  if (options.cp == "auto") {  // 1, 2 and 4 where they divide the world (all three while it is unknown)
-    for (const int cp : {1, 2, 4})
-      if (world_size <= 0 || world_size % cp == 0) plan.cp.push_back(cp);
+  for (const int sequence : parse_whole_numbers(options.sequences, "--sequences", 2)) plan.sequences.push_back(sequence);
+  if (plan.sequences.empty()) throw UsageError("--sequences names no length");
+  const bool ulysses = std::find(plan.variants.begin(), plan.variants.end(), "ulysses") != plan.variants.end();
+  if (options.cp == "auto") {
+    // 1, 2 and 4 where they divide the world, split every sequence into 2 cp chunks and (with
+    // Ulysses) the heads; 1 alone while the world is unknown (a rank's first reading: it plans
+    // again with the world).
+    for (const int cp : {1, 2, 4}) {
+      const bool splits = std::all_of(plan.sequences.begin(), plan.sequences.end(), [&](std::int64_t s) { return s % (2 * cp) == 0; });
+      if (cp == 1 || (world_size > 0 && world_size % cp == 0 && splits && (!ulysses || plan.config.heads % cp == 0)))
+        plan.cp.push_back(cp);
+    }
   } else {
     plan.cp = parse_whole_numbers(options.cp, "--cp", 1);
   }
   if (plan.cp.empty()) throw UsageError("--cp names no size");
-  for (const int sequence : parse_whole_numbers(options.sequences, "--sequences", 2)) plan.sequences.push_back(sequence);
-  if (plan.sequences.empty()) throw UsageError("--sequences names no length");
   for (const int cp : plan.cp) {
     if (world_size > 0 && world_size % cp != 0)
       throw UsageError("--cp " + std::to_string(cp) + " does not divide the world of " + std::to_string(world_size) +
@@ -75,8 +82,7 @@ ContextBenchPlan plan_context_bench(const ContextBenchOptions& options, int worl
       if (s % (2 * cp) != 0)
         throw UsageError("--sequences " + std::to_string(s) + " does not split into 2 cp = " + std::to_string(2 * cp) +
                          " equal chunks (the load-balanced split) at --cp " + std::to_string(cp));
-    if (cp > 1 && std::find(plan.variants.begin(), plan.variants.end(), "ulysses") != plan.variants.end() &&
-        plan.config.heads % cp != 0)
+    if (cp > 1 && ulysses && plan.config.heads % cp != 0)
       throw UsageError("--variants ulysses: " + std::to_string(plan.config.heads) + " heads of --model " + options.model +
                        " do not split over --cp " + std::to_string(cp));
   }
@@ -319,7 +325,7 @@ class BenchContext final : public Command {
     o.add("--variants", p.variants, "Comma-separated: ring, allgather, ulysses (heads divisible by cp)");
     o.add("--cp", p.cp,
           "Comma-separated cp sizes, each dividing the world (dp the rest; 1: no split, the baseline); auto: 1, 2 "
-          "and 4 where they divide it",
+          "and 4 where they divide it, split the sequences into 2 cp chunks and (Ulysses) the heads",
           {std::string("1,2"), std::string("1,2,4")});
     o.add("--sequences", p.sequences,
           "Comma-separated sequence lengths, each divisible by 2 cp; the CPU attention's time grows as the square "

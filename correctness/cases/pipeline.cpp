@@ -76,9 +76,9 @@ std::vector<PipelineCase> pipeline_grid(int world_size) {
         for (int m : {1, p, 2 * p + 1})
           if (m != 1 || p != 1) add(schedule, m, precision);  // at p = 1, m = 1 is the case m = p
       for (int m : {p, 2 * p}) add("interleaved", m, precision);
-    } else {
-      // Every rank a stage (the model has layers enough for 8): 1F1B and GPipe, so that no world
-      // size runs without a pipeline case.
+    } else if (p <= 9) {
+      // Every rank a stage (a stage needs one of the model's 9 top-level layers): 1F1B and GPipe,
+      // so that no world size up to 9 runs without a pipeline case.
       add("1f1b", p, precision);
       add("gpipe", 2 * p + 1, precision);
     }

@@ -152,10 +152,12 @@ std::unique_ptr<OutputLock> OutputLock::try_take(const std::filesystem::path& re
 OutputLock::OutputLock(const std::filesystem::path& result, bool* held_elsewhere) : path_(result.string() + ".lock") {
   for (int attempt = 0; attempt < 10; ++attempt) {
     fd_ = open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    // A lock that cannot be opened (another user's, or a folder by its name) holds the name as a
-    // lock another run holds does: a default name gives way (the folder's own refusals, such as
-    // one not writable, were checked on the name before).
-    if (fd_ < 0 && held_elsewhere != nullptr && (errno == EACCES || errno == EPERM || errno == EISDIR)) {
+    // A lock that is there but cannot be opened (another user's, or a folder by its name) holds
+    // the name as a lock another run holds does: a default name gives way. (Where no lock is
+    // there, the folder refuses it: said below.)
+    struct stat there {};
+    if (fd_ < 0 && held_elsewhere != nullptr && (errno == EACCES || errno == EPERM || errno == EISDIR) &&
+        lstat(path_.c_str(), &there) == 0) {
       *held_elsewhere = true;
       return;
     }
