@@ -672,27 +672,34 @@ TEST_F(ResultsFileTest, InspectTruncatedFile) {
 
 // ---- read_table -------------------------------------------------------------------------------
 
-// A column whose values were never written reads as HDF5's fill values (zeros, here where the
-// rows agree): refused as damaged before any is read, so that a billion declared rows cost no
-// memory either.
-TEST_F(ResultsFileTest, ReadTableRefusesAColumnNeverWritten) {
-  const fs::path path = dir_ / "unwritten.h5";
+// The sample table written to `path`, its time_us column then made again by hand with the
+// dataset creation properties `layout` (H5P_DEFAULT: contiguous), its values written or not.
+void remake_time_column(const fs::path& path, hid_t layout, bool write_values) {
   {
     ResultsFile file(path, false);
     file.write_table("/bench/collectives", sample_table());
     file.commit();
   }
-  {
-    H5 file{H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose};
-    ASSERT_GE(file.id, 0);
-    ASSERT_GE(H5Ldelete(file.id, "/bench/collectives/time_us", H5P_DEFAULT), 0);
-    const hsize_t dims[1] = {4};
-    H5 space{H5Screate_simple(1, dims, nullptr), H5Sclose};
-    H5 dataset{H5Dcreate2(file.id, "/bench/collectives/time_us", H5T_IEEE_F64LE, space.id, H5P_DEFAULT, H5P_DEFAULT,
-                          H5P_DEFAULT),
-               H5Dclose};
-    ASSERT_GE(dataset.id, 0);
+  H5 file{H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose};
+  ASSERT_GE(file.id, 0);
+  ASSERT_GE(H5Ldelete(file.id, "/bench/collectives/time_us", H5P_DEFAULT), 0);
+  const hsize_t dims[1] = {4};
+  H5 space{H5Screate_simple(1, dims, nullptr), H5Sclose};
+  H5 dataset{H5Dcreate2(file.id, "/bench/collectives/time_us", H5T_IEEE_F64LE, space.id, H5P_DEFAULT, layout, H5P_DEFAULT),
+             H5Dclose};
+  ASSERT_GE(dataset.id, 0);
+  const std::vector<double> values = sample_table().get_f64("time_us");
+  if (write_values) {
+    ASSERT_GE(H5Dwrite(dataset.id, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()), 0);
   }
+}
+
+// A column whose values were never written reads as HDF5's fill values (zeros, here where the
+// rows agree): refused as damaged before any is read, so that a billion declared rows cost no
+// memory either.
+TEST_F(ResultsFileTest, ReadTableRefusesAColumnNeverWritten) {
+  const fs::path path = dir_ / "unwritten.h5";
+  remake_time_column(path, H5P_DEFAULT, false);
   const std::string message = usage_error_of([&] { read_table(path, "/bench/collectives"); });
   expect_one_line(message);
   EXPECT_NE(message.find("time_us"), std::string::npos) << message;
@@ -703,27 +710,11 @@ TEST_F(ResultsFileTest, ReadTableRefusesAColumnNeverWritten) {
 // (HDF5 before 1.10.9 calls its storage partly allocated).
 TEST_F(ResultsFileTest, ReadTableTakesACompressedChunkedColumn) {
   const fs::path path = dir_ / "deflated.h5";
-  {
-    ResultsFile file(path, false);
-    file.write_table("/bench/collectives", sample_table());
-    file.commit();
-  }
-  {
-    H5 file{H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose};
-    ASSERT_GE(file.id, 0);
-    ASSERT_GE(H5Ldelete(file.id, "/bench/collectives/time_us", H5P_DEFAULT), 0);
-    const hsize_t dims[1] = {4}, chunk[1] = {3};
-    H5 space{H5Screate_simple(1, dims, nullptr), H5Sclose};
-    H5 layout{H5Pcreate(H5P_DATASET_CREATE), H5Pclose};
-    ASSERT_GE(H5Pset_chunk(layout.id, 1, chunk), 0);
-    ASSERT_GE(H5Pset_deflate(layout.id, 6), 0);
-    H5 dataset{H5Dcreate2(file.id, "/bench/collectives/time_us", H5T_IEEE_F64LE, space.id, H5P_DEFAULT, layout.id,
-                          H5P_DEFAULT),
-               H5Dclose};
-    ASSERT_GE(dataset.id, 0);
-    const std::vector<double> values = sample_table().get_f64("time_us");
-    ASSERT_GE(H5Dwrite(dataset.id, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()), 0);
-  }
+  H5 layout{H5Pcreate(H5P_DATASET_CREATE), H5Pclose};
+  const hsize_t chunk[1] = {3};
+  ASSERT_GE(H5Pset_chunk(layout.id, 1, chunk), 0);
+  ASSERT_GE(H5Pset_deflate(layout.id, 6), 0);
+  remake_time_column(path, layout.id, true);
   const Table got = read_table(path, "/bench/collectives");
   expect_same_doubles(got.get_f64("time_us"), sample_table().get_f64("time_us"));
 }
