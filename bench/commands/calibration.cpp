@@ -199,15 +199,17 @@ theory::Calibration measure_calibration(Session& session, DataType dtype, record
     progress.update(done++, "stream over " + std::to_string(e));
     c.stream.push_back({e, time_stream(e, dtype, space)});
   }
-  progress.finish();
   c.validate();
-  // Every rank's rows, rank by rank (one all-gather a sample).
+  // Every rank's rows, rank by rank (one all-gather a sample), named as a step of the calibration
+  // (a rank done first waits here for the others: an interruption or a stall says so).
+  progress.update(done > 0 ? done - 1 : 0, "gathering over " + std::to_string(world.size()) + " ranks");
   std::vector<std::vector<double>> seconds;
   for (const auto& g : c.gemm) seconds.push_back(gather_from_ranks(world, g.seconds));
   for (const auto& o : c.ops) seconds.push_back(gather_from_ranks(world, o.seconds));
   for (const auto& o : c.stream) seconds.push_back(gather_from_ranks(world, o.seconds));
   for (const double x : copies) seconds.push_back(gather_from_ranks(world, x));
   for (const double x : exps) seconds.push_back(gather_from_ranks(world, x));
+  progress.finish();
   if (session.is_root()) {
     for (int r = 0; r < world.size(); ++r) {
       const auto rank = static_cast<std::size_t>(r);
