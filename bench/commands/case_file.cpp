@@ -173,6 +173,7 @@ void write_case(const CaseSpec& s, const std::string& model, const std::string& 
   if (free >= 0 && free < file_bytes)
     throw UsageError("case export of " + model + " writes about " + record::size_text(file_bytes) + " but only " + record::size_text(free) +
                      " is free on " + record::directory_of(out).string() + "; choose a smaller --model or fewer --steps");
+  const record::DiscardedOnSignal discarded(out.string() + ".tmp");
   record::ArrayWriter file(out.string() + ".tmp", kCaseSchema, kVersion);
   write_gpt2_config(file, s.config);
   file.set_attribute("/", "case_id", s.id);

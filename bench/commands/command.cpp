@@ -238,7 +238,12 @@ int with_session(int argc, char** argv, Command& command, bool& told) {
 }  // namespace
 
 int run_command(Command& command, int argc, char** argv) {
-  if (!command.info().ranks) return command.run_here();
+  if (!command.info().ranks) {
+    // A signal ends a command that runs alone as it ends one on ranks: its line, status 5, and
+    // no file it was writing left behind.
+    handle_interrupts(under_launcher() ? launcher_rank() : -1);
+    return command.run_here();
+  }
   CommonOptions& common = command.common();
   if (command.info().half_accumulate) parse_half_accumulate(common.half_accumulate);
   const std::optional<int> world = under_launcher() ? std::nullopt : std::optional<int>(std::max(common.np, 1));

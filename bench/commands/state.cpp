@@ -100,6 +100,7 @@ int state_export(const ExportOptions& o) {
   config.dtype = values.begin()->second->dtype;
   config.dropout = 0;
   const fs::path out(o.out);
+  const record::DiscardedOnSignal discarded(out.string() + ".tmp");
   record::ArrayWriter file(out.string() + ".tmp", kGpt2Schema, kGpt2Version);
   write_gpt2_config(file, config);
   file.set_attribute("/", "source", fs::absolute(o.from).string());

@@ -315,6 +315,25 @@ case $scenario in
       pgrep -f -- "parity_report.py .*--out $work/report-$sig" >/dev/null &&
         fail "the report script outlived parity: $(pgrep -af -- "parity_report.py")"
     done ;;
+  alone_interrupted)
+    # A command that runs alone (no ranks) ended by a signal while it writes its file: one line,
+    # status 5, and neither the file nor its temporary left behind.
+    for sig in TERM INT; do
+      "$parity" case export --model large --steps 1000 --out "$work/case-$sig.h5" >"$out" 2>"$err" &
+      pid=$!
+      for _ in $(seq 400); do
+        [ -e "$work/case-$sig.h5.tmp" ] && break
+        sleep 0.01
+      done
+      [ -e "$work/case-$sig.h5.tmp" ] || fail "case export never started writing"
+      kill -"$sig" "$pid"
+      wait "$pid"
+      status=$?
+      expect_status 5
+      expect_line "^parity: interrupted by SIG$sig$"
+      [ -e "$work/case-$sig.h5.tmp" ] && fail "the temporary file was left behind"
+      [ -e "$work/case-$sig.h5" ] && fail "an unfinished case file was left"
+    done ;;
   *) echo "faults.sh: unknown scenario $scenario"; exit 2 ;;
 esac
 exit 0

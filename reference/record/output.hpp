@@ -68,6 +68,14 @@ std::filesystem::path temporary_of(const std::filesystem::path& result);
 // The temporary file being written, for discard_temporary_file() (one at a time).
 void remember_temporary(const std::filesystem::path& path);
 void forget_temporary();
+// While alive, a signal's handler removes `path`: the one file a command that runs alone (no
+// ranks, no result file) is writing under a temporary name.
+struct DiscardedOnSignal {
+  explicit DiscardedOnSignal(const std::filesystem::path& path) { remember_temporary(path); }
+  ~DiscardedOnSignal() { forget_temporary(); }
+  DiscardedOnSignal(const DiscardedOnSignal&) = delete;
+  DiscardedOnSignal& operator=(const DiscardedOnSignal&) = delete;
+};
 // The directory a result file goes in ("." for a bare name).
 std::filesystem::path directory_of(const std::filesystem::path& path);
 // Whether `directory` is on one of the kernel's views (/proc, /sys and the like), where no file
