@@ -66,12 +66,8 @@ void check_report_dir(const std::string& dir, const std::vector<std::string>& fi
     if (same_path(dir, f)) throw UsageError(given + " is the result file the report draws; choose another " + option);
   if (fs::exists(status) && !fs::is_directory(status)) throw UsageError(given + " exists and is not a directory");
   // The folders missing are made: the nearest one that exists must take them.
-  fs::path existing = fs::absolute(dir);
-  std::error_code error;
-  while (!fs::exists(existing, error) && existing.has_parent_path() && existing != existing.parent_path())
-    existing = existing.parent_path();
-  if (record::is_kernel_view(existing))
-    throw UsageError(given + " is on a file system that keeps no files (such as /proc); choose another " + option);
+  refuse_kernel_view(option, dir);
+  const fs::path existing = nearest_existing(dir);
   if (fs::exists(status) ? access(dir.c_str(), W_OK | X_OK) != 0 : access(existing.c_str(), W_OK | X_OK) != 0)
     throw UsageError(given + ": cannot write in " + quoted_input((fs::exists(status) ? fs::path(dir) : existing).string(), 200));
 }

@@ -12,6 +12,7 @@
 #include "reference/core/error.hpp"
 #include "reference/core/text.hpp"
 #include "reference/cuda/device.hpp"
+#include "reference/record/output.hpp"
 
 namespace parity::cli {
 
@@ -36,6 +37,20 @@ std::filesystem::file_status user_path_status(const std::string& option, const s
   if (error && error != std::errc::no_such_file_or_directory)
     throw UsageError(option + " " + quoted_input(path) + ": " + error.message());
   return status;
+}
+
+std::filesystem::path nearest_existing(const std::string& path) {
+  std::error_code error;
+  std::filesystem::path existing = std::filesystem::absolute(path, error);
+  while (!std::filesystem::exists(existing, error) && existing.has_parent_path() && existing != existing.parent_path())
+    existing = existing.parent_path();
+  return existing;
+}
+
+void refuse_kernel_view(const std::string& option, const std::string& directory) {
+  if (record::is_kernel_view(nearest_existing(directory)))
+    throw UsageError(option + " " + quoted_input(directory, 200) +
+                     " is on a file system that keeps no files (such as /proc); choose another " + option);
 }
 
 std::size_t estimated_bytes(double bytes) {

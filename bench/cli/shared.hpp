@@ -98,6 +98,12 @@ void wait_for_device(MemorySpace space);
 // the option and the path, cut, where the file system refuses the name itself (too long, a file
 // where a directory should be, no permission to look).
 std::filesystem::file_status user_path_status(const std::string& option, const std::string& path);
+// The path itself where it exists, else its nearest folder that does (absolute): what decides
+// where a file or folder to be made under it would go.
+std::filesystem::path nearest_existing(const std::string& path);
+// Refuses (UsageError naming `option`) a directory, or one to be made, on one of the kernel's
+// views (/proc, /sys and the like), where no file can be made.
+void refuse_kernel_view(const std::string& option, const std::string& directory);
 // Whether two names resolve to one path (a name that does not resolve matches nothing).
 bool same_path(const std::filesystem::path& a, const std::filesystem::path& b);
 // Refuses (UsageError) `path`, given to the output option `option`, where it is one of `others`

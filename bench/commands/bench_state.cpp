@@ -115,6 +115,7 @@ StateBenchPlan plan_state_bench(const StateBenchOptions& options) {
     const fs::file_status status = user_path_status("--dir", options.dir);
     if (fs::exists(status) && !fs::is_directory(status))
       throw UsageError("--dir " + options.dir + " is not a directory");
+    refuse_kernel_view("--dir", options.dir);
   }
   return plan;
 }

@@ -441,6 +441,7 @@ class StateTrain final : public Command {
     const std::string dir = "--dir " + quoted_input(options_.dir, 200);
     const fs::file_status status = user_path_status("--dir", options_.dir);
     if (fs::exists(status) && !fs::is_directory(status)) throw UsageError(dir + " is not a directory");
+    refuse_kernel_view("--dir", options_.dir);
     if (!fs::exists(status) && !options_.restart) {
       std::error_code ec;
       fs::create_directories(options_.dir, ec);  // false for "a/" although it made a
