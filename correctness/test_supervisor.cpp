@@ -178,37 +178,37 @@ TEST(LauncherDigest, MpiThatCouldNotStartIsOneLineAndStatusTwo) {
   EXPECT_EQ(u.line.rfind("parity: MPI could not start on the ranks: PML ucx cannot be selected (framework pml); ", 0), 0u)
       << u.line;
 
-  LauncherDigest missing(2);
-  feed(missing, std::string(kRule) + "\nA requested component was not found, or was unable to be opened.  This\n"
+  // The line of a job that exited 1 after `text`, its status checked to be 2.
+  const auto start_failure = [](const std::string& text) {
+    LauncherDigest digest(2);
+    feed(digest, text);
+    const Outcome o = digest.outcome(exited(1), 0);
+    EXPECT_EQ(o.status, kExitUsage) << o.line;
+    return o.line;
+  };
+  const std::string missing =
+      start_failure(std::string(kRule) + "\nA requested component was not found, or was unable to be opened.  This\n"
                     "Host:      vm\nFramework: pml\nComponent: nosuch\n" + kRule + "\n" + kRule +
                     "\nIt looks like MPI_INIT failed for some reason; your parallel process is\n" + kRule +
                     "\n[vm:15412] *** An error occurred in MPI_Init_thread\n[vm:15412] *** on a NULL communicator\n" +
                     stopped);
-  const Outcome o = missing.outcome(exited(1), 0);
-  EXPECT_EQ(o.status, kExitUsage);
-  EXPECT_EQ(o.line.rfind("parity: MPI could not start on the ranks: A requested component was not found "
-                         "(framework pml, component nosuch); ", 0), 0u)
-      << o.line;
+  EXPECT_EQ(missing.rfind("parity: MPI could not start on the ranks: A requested component was not found "
+                          "(framework pml, component nosuch); ", 0), 0u)
+      << missing;
 
-  // Without a notice naming a cause, the abort alone still says it.
-  LauncherDigest bare(2);
-  feed(bare, std::string(kRule) + "\nSome other notice\n  Framework: btl\n" + kRule +
-                 "\n[vm:15412] *** An error occurred in MPI_Init_thread\n" + stopped);
-  const Outcome b = bare.outcome(exited(1), 0);
-  EXPECT_EQ(b.status, kExitUsage);
-  // (and a framework named by a notice of something else is not taken for the cause's)
-  EXPECT_EQ(b.line.rfind("parity: MPI could not start on the ranks: MPI_Init failed; ", 0), 0u) << b.line;
+  // Without a notice naming a cause, the abort alone still says it
+  // (and a framework named by a notice of something else is not taken for the cause's).
+  const std::string bare = start_failure(std::string(kRule) + "\nSome other notice\n  Framework: btl\n" + kRule +
+                                         "\n[vm:15412] *** An error occurred in MPI_Init_thread\n" + stopped);
+  EXPECT_EQ(bare.rfind("parity: MPI could not start on the ranks: MPI_Init failed; ", 0), 0u) << bare;
   // Open MPI lost every notice (its show_help failed under load) and no rank said where it runs:
   // MPI did not start, though rank 1's "stopped by SIGTERM" is all that came from the ranks.
   const std::string lost = "[vm:07398] [[28696,0],0] ORTE_ERROR_LOG: Out of resource in file "
                            "../../../orte/util/show_help.c at line 501\n";
-  LauncherDigest unseen(2);
-  feed(unseen, lost + lost + stopped);
-  const Outcome n = unseen.outcome(exited(1), 0);
-  EXPECT_EQ(n.status, kExitUsage);
-  EXPECT_EQ(n.line.rfind("parity: MPI could not start on the ranks: a rank ended before MPI had started on all of them "
+  const std::string unseen = start_failure(lost + lost + stopped);
+  EXPECT_EQ(unseen.rfind("parity: MPI could not start on the ranks: a rank ended before MPI had started on all of them "
                          "(Open MPI lost its notice of why); ", 0), 0u)
-      << n.line;
+      << unseen;
   // Nor where a rank said why it ended (its own refusal, before it started MPI's work).
   LauncherDigest refused(2);
   feed(refused, lost + "parity: --sequences 36 does not split into 2 cp = 8 equal chunks\n" + stopped);

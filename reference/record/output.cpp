@@ -152,17 +152,18 @@ std::unique_ptr<OutputLock> OutputLock::try_take(const std::filesystem::path& re
 OutputLock::OutputLock(const std::filesystem::path& result, bool* held_elsewhere) : path_(result.string() + ".lock") {
   for (int attempt = 0; attempt < 10; ++attempt) {
     fd_ = open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    const int open_error = errno;  // lstat below may set errno
     // A lock that is there but cannot be opened (another user's, or a folder by its name) holds
     // the name as a lock another run holds does: a default name gives way. (Where no lock is
     // there, the folder refuses it: said below.)
     struct stat there {};
-    if (fd_ < 0 && held_elsewhere != nullptr && (errno == EACCES || errno == EPERM || errno == EISDIR) &&
-        lstat(path_.c_str(), &there) == 0) {
+    if (fd_ < 0 && held_elsewhere != nullptr &&
+        (open_error == EACCES || open_error == EPERM || open_error == EISDIR) && lstat(path_.c_str(), &there) == 0) {
       *held_elsewhere = true;
       return;
     }
     if (fd_ < 0)
-      throw UsageError("cannot create the lock file " + path_.string() + ": " + std::strerror(errno));
+      throw UsageError("cannot create the lock file " + path_.string() + ": " + std::strerror(open_error));
     if (flock(fd_, LOCK_EX | LOCK_NB) != 0) {
       const int error = errno;
       char holder[32] = {};
