@@ -348,7 +348,11 @@ class BenchCheckpoint final : public Command {
                          "against steps without recompute in the same run, and the losses must agree bit for bit",
                  .order = 90,
                  .in_run = true,
-                 .tables = {&kCheckpointBenchTable, &kCalibrateTable}}) {}
+                 .tables = {&kCheckpointBenchTable, &kCalibrateTable},
+                 .resume_probe = ResumeProbe{{"-q", "--np", "2", "--layers", "4", "--policies", "full,every2,selective", "--steps", "3"},
+                                             "bench/checkpoint",
+                                             "policy,layout,stored_bytes,peak_bytes,recompute_flops,losses_equal",
+                                             {1, 3}}}) {}
 
   void declare(CommandOptions& o) override {
     CheckpointBenchOptions& c = options_;
@@ -380,13 +384,6 @@ class BenchCheckpoint final : public Command {
     const CheckpointBenchOutcome outcome = run_checkpoint_bench(job, plan, options_);
     record_checkpoint_bench(s, outcome, plan, options_);
     return outcome.mismatches ? kExitFailed : kExitOk;
-  }
-
-  std::optional<ResumeProbe> resume_probe() const override {
-    return ResumeProbe{{"-q", "--np", "2", "--layers", "4", "--policies", "full,every2,selective", "--steps", "3"},
-                       "bench/checkpoint",
-                       "policy,layout,stored_bytes,peak_bytes,recompute_flops,losses_equal",
-                       {1, 3}};
   }
 
  private:

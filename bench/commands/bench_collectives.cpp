@@ -566,7 +566,13 @@ class BenchCollectives final : public Command {
                  .in_run = true,
                  .tables = {&kCollectivesBenchTable, &kCollectivesRankTimesTable, &kHostCopyTable, &kDeviceKernelsTable,
                             &kPointToPointTable, &kHarnessOverheadTable},
-                 .parent_help = "Benchmarks"}) {}
+                 .parent_help = "Benchmarks",
+                 .resume_probe = ResumeProbe{{"-q", "--np", "2", "-e", "64K", "-n", "2", "--coll", "all_reduce,all_gather"},
+                                             "bench/collectives",
+                                             "collective,algorithm,dtype,redop,in_place,count,size_bytes",
+                                             {5, 60},
+                                             "TERM",
+                                             {"bench/point_to_point", "host/copy_bandwidth", "bench/harness_overhead"}}}) {}
 
   void declare(CommandOptions& o) override {
     BenchOptions& b = options_;
@@ -610,15 +616,6 @@ class BenchCollectives final : public Command {
     const BenchOutcome outcome = run_bench(s, plan, options_, p2p, copy.best_GBps);
     record_bench(s, copy, outcome, options_);
     return kExitOk;
-  }
-
-  std::optional<ResumeProbe> resume_probe() const override {
-    return ResumeProbe{{"-q", "--np", "2", "-e", "64K", "-n", "2", "--coll", "all_reduce,all_gather"},
-                       "bench/collectives",
-                       "collective,algorithm,dtype,redop,in_place,count,size_bytes",
-                       {5, 60},
-                       "TERM",
-                       {"bench/point_to_point", "host/copy_bandwidth", "bench/harness_overhead"}};
   }
 
  private:

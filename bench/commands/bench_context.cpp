@@ -314,7 +314,11 @@ class BenchContext final : public Command {
                          "block against their formulas",
                  .order = 95,
                  .in_run = true,
-                 .tables = {&kContextBenchTable}}) {}
+                 .tables = {&kContextBenchTable},
+                 .resume_probe = ResumeProbe{{"-q", "--np", "2", "--model", "tiny", "--cp", "1,2", "--sequences", "64,128,192", "--steps", "1"},
+                                             "bench/context",
+                                             "variant,cp,sequence,forward_bytes,backward_bytes,formula_forward_bytes,activation_bytes",
+                                             {2, 5}}}) {}
 
   void declare(CommandOptions& o) override {
     ContextBenchOptions& p = options_;
@@ -362,13 +366,6 @@ class BenchContext final : public Command {
       file.set_attribute("/bench/context", "model", plan.model + ": " + plan.config.describe());
     }
     return outcome.failures ? kExitFailed : kExitOk;
-  }
-
-  std::optional<ResumeProbe> resume_probe() const override {
-    return ResumeProbe{{"-q", "--np", "2", "--model", "tiny", "--cp", "1,2", "--sequences", "64,128,192", "--steps", "1"},
-                       "bench/context",
-                       "variant,cp,sequence,forward_bytes,backward_bytes,formula_forward_bytes,activation_bytes",
-                       {2, 5}};
   }
 
  private:

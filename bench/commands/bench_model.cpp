@@ -267,7 +267,12 @@ class BenchModel final : public Command {
                          "the formula",
                  .order = 30,
                  .in_run = true,
-                 .tables = {&kModelBenchTable, &kCalibrateTable}}) {}
+                 .tables = {&kModelBenchTable, &kCalibrateTable},
+                 .resume_probe = ResumeProbe{{"-q", "--np", "2", "--models", "tiny,small", "--steps", "2", "--warmup", "0"},
+                                             "bench/model",
+                                             "model,rank,parameters,step_flops",
+                                             {1},
+                                             "INT"}}) {}
 
   void declare(CommandOptions& o) override {
     ModelBenchOptions& m = options_;
@@ -306,14 +311,6 @@ class BenchModel final : public Command {
     s.maybe_inject_stall();
     record_model_bench(s, run_model_bench(job, plan, options_), options_);
     return kExitOk;
-  }
-
-  std::optional<ResumeProbe> resume_probe() const override {
-    return ResumeProbe{{"-q", "--np", "2", "--models", "tiny,small", "--steps", "2", "--warmup", "0"},
-                       "bench/model",
-                       "model,rank,parameters,step_flops",
-                       {1},
-                       "INT"};
   }
 
  private:

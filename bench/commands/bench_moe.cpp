@@ -483,7 +483,13 @@ class BenchMoe final : public Command {
                  .order = 80,
                  .in_run = true,
                  .tables = {&kMoeBenchTable, &kMoeStepsTable, &kMoeLoadTable, &kPointToPointTable, &kCalibrateTable,
-                            &kCalibrateLinksTable, &kCalibrateCollectivesTable}}) {}
+                            &kCalibrateLinksTable, &kCalibrateCollectivesTable},
+                 .resume_probe = ResumeProbe{{"-q", "--np", "2", "--experts", "4", "--steps", "4", "--warmup", "0"},
+                                             "bench/moe",
+                                             "run,ep,router,capacity_factor,bytes_match",
+                                             {1, 3},
+                                             "TERM",
+                                             {"bench/moe_steps", "bench/moe_load", "bench/point_to_point"}}}) {}
 
   void declare(CommandOptions& o) override {
     MoeBenchOptions& m = options_;
@@ -527,15 +533,6 @@ class BenchMoe final : public Command {
     const MoeBenchOutcome outcome = run_moe_bench(s, plan, options_, p2p, calibration);
     record_moe_bench(s, outcome, options_);
     return outcome.mismatches ? kExitFailed : kExitOk;
-  }
-
-  std::optional<ResumeProbe> resume_probe() const override {
-    return ResumeProbe{{"-q", "--np", "2", "--experts", "4", "--steps", "4", "--warmup", "0"},
-                       "bench/moe",
-                       "run,ep,router,capacity_factor,bytes_match",
-                       {1, 3},
-                       "TERM",
-                       {"bench/moe_steps", "bench/moe_load", "bench/point_to_point"}};
   }
 
  private:

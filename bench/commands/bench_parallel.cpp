@@ -512,7 +512,11 @@ class BenchMemory final : public ParallelBenchCommand {
                                       "must match), and the bytes each rank sent",
                               .order = 40,
                               .in_run = true,
-                              .tables = {&kMemoryBenchTable}}) {}
+                              .tables = {&kMemoryBenchTable},
+                              .resume_probe = ResumeProbe{{"-q", "--np", "2", "--model", "tiny", "--batch", "2", "--steps", "1", "--warmup", "0"},
+                                                          "bench/memory",
+                                                          "strategy,zero_stage,precision,world_size,rank,model_state_bytes,matches_formula",
+                                                          {3, 10}}}) {}
 
   void declare(CommandOptions& o) override {
     ParallelBenchOptions& p = options_;
@@ -534,13 +538,6 @@ class BenchMemory final : public ParallelBenchCommand {
     record_memory_bench(s, outcome);
     return outcome.mismatches ? kExitFailed : kExitOk;
   }
-
-  std::optional<ResumeProbe> resume_probe() const override {
-    return ResumeProbe{{"-q", "--np", "2", "--model", "tiny", "--batch", "2", "--steps", "1", "--warmup", "0"},
-                       "bench/memory",
-                       "strategy,zero_stage,precision,world_size,rank,model_state_bytes,matches_formula",
-                       {3, 10}};
-  }
 };
 
 class BenchScaling final : public ParallelBenchCommand {
@@ -554,7 +551,14 @@ class BenchScaling final : public ParallelBenchCommand {
                               .order = 50,
                               .in_run = true,
                               .tables = {&kScalingBenchTable, &kOverlapBenchTable, &kPointToPointTable,
-                                         &kCalibrateTable, &kCalibrateLinksTable, &kCalibrateCollectivesTable}}) {
+                                         &kCalibrateTable, &kCalibrateLinksTable, &kCalibrateCollectivesTable},
+                              // Cut in the overlap sweep: the scaling modes before it are taken whole.
+                              .resume_probe = ResumeProbe{{"-q", "--np", "2", "--steps", "3", "--warmup", "0", "--bucket-sizes", "64K,512K,4M"},
+                                                          "bench/overlap",
+                                                          "world_size,bucket_bytes,overlap,buckets",
+                                                          {1, 2},
+                                                          "TERM",
+                                                          {"bench/point_to_point", "bench/scaling"}}}) {
     options_.model = "tiny";
     options_.precisions = "float32";  // scaling trains in float32
   }
@@ -596,16 +600,6 @@ class BenchScaling final : public ParallelBenchCommand {
     const theory::Calibration calibration = job.calibration_with_collectives(DataType::float32);
     record_scaling_bench(s, run_scaling_bench(s, plan, options_, p2p, calibration));
     return kExitOk;
-  }
-
-  std::optional<ResumeProbe> resume_probe() const override {
-    // Cut in the overlap sweep: the scaling modes before it are taken whole.
-    return ResumeProbe{{"-q", "--np", "2", "--steps", "3", "--warmup", "0", "--bucket-sizes", "64K,512K,4M"},
-                       "bench/overlap",
-                       "world_size,bucket_bytes,overlap,buckets",
-                       {1, 2},
-                       "TERM",
-                       {"bench/point_to_point", "bench/scaling"}};
   }
 };
 

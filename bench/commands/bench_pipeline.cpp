@@ -541,7 +541,13 @@ class BenchPipeline final : public Command {
                  .order = 70,
                  .in_run = true,
                  .tables = {&kPipelineBenchTable, &kPipelineRanksTable, &kPipelineTimelineTable, &kPointToPointTable,
-                            &kCalibrateTable}}) {}
+                            &kCalibrateTable},
+                 .resume_probe = ResumeProbe{{"-q", "--np", "2", "--schedules", "gpipe,1f1b,zb-h1", "--steps", "3", "--warmup", "0"},
+                                             "bench/pipeline",
+                                             "schedule,stages,chunks,micro_batches,activation_message_bytes",
+                                             {1, 4},
+                                             "TERM",
+                                             {"bench/point_to_point", "bench/pipeline_ranks"}}}) {}
 
   void declare(CommandOptions& o) override {
     PipelineBenchOptions& p = options_;
@@ -574,15 +580,6 @@ class BenchPipeline final : public Command {
     const PointToPoint& p2p = job.point_to_point(1 << 20);  // the source of the simulated messages
     record_pipeline_bench(s, run_pipeline_bench(s, plan, options_, p2p, job.calibration(plan.config.dtype)), options_);
     return kExitOk;
-  }
-
-  std::optional<ResumeProbe> resume_probe() const override {
-    return ResumeProbe{{"-q", "--np", "2", "--schedules", "gpipe,1f1b,zb-h1", "--steps", "3", "--warmup", "0"},
-                       "bench/pipeline",
-                       "schedule,stages,chunks,micro_batches,activation_message_bytes",
-                       {1, 4},
-                       "TERM",
-                       {"bench/point_to_point", "bench/pipeline_ranks"}};
   }
 
  private:

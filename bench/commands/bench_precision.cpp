@@ -145,7 +145,11 @@ class BenchPrecision final : public Command {
                          "loss, loss scale and skipped steps, for the report's loss and loss-scale curves",
                  .order = 100,
                  .in_run = true,
-                 .tables = {&kPrecisionBenchTable}}) {}
+                 .tables = {&kPrecisionBenchTable},
+                 .resume_probe = ResumeProbe{{"-q", "--np", "2", "--steps", "6"},
+                                             "bench/precision",
+                                             "precision,step,loss,loss_scale,skipped",
+                                             {1, 3}}}) {}
 
   void declare(CommandOptions& o) override {
     PrecisionBenchOptions& p = options_;
@@ -176,13 +180,6 @@ class BenchPrecision final : public Command {
     const PrecisionBenchOutcome outcome = run_precision_bench(s, plan, options_);
     record_precision_bench(s, outcome, plan, options_);
     return outcome.failures ? kExitFailed : kExitOk;
-  }
-
-  std::optional<ResumeProbe> resume_probe() const override {
-    return ResumeProbe{{"-q", "--np", "2", "--steps", "6"},
-                       "bench/precision",
-                       "precision,step,loss,loss_scale,skipped",
-                       {1, 3}};
   }
 
  private:

@@ -375,7 +375,11 @@ class BenchState final : public Command {
                          "the bytes beside the formula",
                  .order = 105,
                  .in_run = true,
-                 .tables = {&kStateBenchTable}}) {}
+                 .tables = {&kStateBenchTable},
+                 .resume_probe = ResumeProbe{{"-q", "--np", "2", "--model", "tiny", "--layouts", "dp,zero1,zero2,zero3,tp2", "--repeats", "1"},
+                                             "bench/state",
+                                             "layout,repeat,rank,bytes,total_bytes,formula_bytes,restored_exactly",
+                                             {1, 2}}}) {}
 
   void declare(CommandOptions& o) override {
     StateBenchOptions& p = options_;
@@ -410,13 +414,6 @@ class BenchState final : public Command {
       file.set_attribute("/bench/state", "model", plan.model + ": " + plan.config.describe());
     }
     return outcome.failures ? kExitFailed : kExitOk;
-  }
-
-  std::optional<ResumeProbe> resume_probe() const override {
-    return ResumeProbe{{"-q", "--np", "2", "--model", "tiny", "--layouts", "dp,zero1,zero2,zero3,tp2", "--repeats", "1"},
-                       "bench/state",
-                       "layout,repeat,rank,bytes,total_bytes,formula_bytes,restored_exactly",
-                       {1, 2}};
   }
 
  private:

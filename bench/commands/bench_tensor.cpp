@@ -352,7 +352,14 @@ class BenchTensor final : public Command {
                          "(which must match)",
                  .order = 60,
                  .in_run = true,
-                 .tables = {&kTensorBenchTable, &kPointToPointTable, &kCalibrateTable, &kCalibrateLinksTable, &kCalibrateCollectivesTable}}) {}
+                 .tables = {&kTensorBenchTable, &kPointToPointTable, &kCalibrateTable, &kCalibrateLinksTable, &kCalibrateCollectivesTable},
+                 // Three blocks (tp1, tp2, tp2 with SP) at 2 ranks, cut after one and after two.
+                 .resume_probe = ResumeProbe{{"-q", "--np", "2", "--steps", "5"},
+                                             "bench/tensor",
+                                             "tp,dp,sequence_parallel,bytes_total,formula_bytes_total",
+                                             {1, 2},
+                                             "TERM",
+                                             {"bench/point_to_point", "bench/calibrate_links"}}}) {}
 
   void declare(CommandOptions& o) override {
     TensorBenchOptions& t = options_;
@@ -383,16 +390,6 @@ class BenchTensor final : public Command {
     const TensorBenchOutcome outcome = run_tensor_bench(s, plan, options_, p2p, calibration);
     record_tensor_bench(s, outcome, options_);
     return outcome.mismatches ? kExitFailed : kExitOk;
-  }
-
-  std::optional<ResumeProbe> resume_probe() const override {
-    // Three blocks (tp1, tp2, tp2 with SP) at 2 ranks, cut after one and after two.
-    return ResumeProbe{{"-q", "--np", "2", "--steps", "5"},
-                       "bench/tensor",
-                       "tp,dp,sequence_parallel,bytes_total,formula_bytes_total",
-                       {1, 2},
-                       "TERM",
-                       {"bench/point_to_point", "bench/calibrate_links"}};
   }
 
  private:

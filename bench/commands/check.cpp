@@ -81,7 +81,12 @@ class Check final : public Command {
                          "'<family>/*')",
                  .order = 10,
                  .half_accumulate = true,
-                 .in_run = true}) {}
+                 .in_run = true,
+                 .resume_probe = ResumeProbe{{"-q", "--np", "2", "--filter", "all_reduce/*/float32/sum/1021/*:all_gather/*/float32/*/1021/*"},
+                                             "check/collectives",
+                                             "*",
+                                             {5, 15},
+                                             "INT"}}) {}
 
   void declare(CommandOptions& o) override {
     o.add("--filter", options_.filter, "GoogleTest-style pattern on case names, e.g. 'all_reduce/ring/*:reduce/*-*/bfloat16/*'");
@@ -117,14 +122,6 @@ class Check final : public Command {
     std::vector<const record::TableSpec*> tables;
     for (const cases::CaseFamily* f : cases::case_families()) tables.push_back(f->info().table);
     return tables;
-  }
-
-  std::optional<ResumeProbe> resume_probe() const override {
-    return ResumeProbe{{"-q", "--np", "2", "--filter", "all_reduce/*/float32/sum/1021/*:all_gather/*/float32/*/1021/*"},
-                       "check/collectives",
-                       "*",
-                       {5, 15},
-                       "INT"};
   }
 
  private:

@@ -95,7 +95,9 @@ class Command {
     std::vector<const record::TableSpec*> tables;
     // For a command of two words, the help of the first ("bench"), said by one of them.
     std::string parent_help;
-    // Why a command with ranks has no resume probe (a probe is required otherwise).
+    // How the registry's resume test cuts and resumes it; a command with ranks has a probe or
+    // says why it has none.
+    std::optional<ResumeProbe> resume_probe;
     std::string no_probe_reason;
   };
 
@@ -128,7 +130,6 @@ class Command {
   // After the job, in the process that ran it (the only one, or each rank once MPI is
   // finalised): `parity run` draws its report here.
   virtual int after_job(int status) { return status; }
-  virtual std::optional<ResumeProbe> resume_probe() const { return std::nullopt; }
   // The files it reads, each with its option's name ({"--schedule", path}): --out may be none of
   // them (nor --hostfile), --force or not.
   virtual std::vector<std::pair<std::string, std::string>> inputs() const { return {}; }

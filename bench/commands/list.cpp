@@ -29,7 +29,7 @@ int print_resume_probes() {
   for (const Command* c : commands()) {
     if (!c->info().ranks) continue;
     const std::string name = c->info().name;
-    if (const auto p = c->resume_probe()) {
+    if (const auto& p = c->info().resume_probe) {
       std::string blocks;
       for (int b : p->blocks) blocks += (blocks.empty() ? "" : " ") + std::to_string(b);
       std::printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name.c_str(), p->signal.c_str(), p->group.c_str(), p->keys.c_str(),
