@@ -197,6 +197,21 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
+  } catch (const CLI::ExtrasError& e) {
+    // The command the words were given to: the longest name parsed ("bench collectives", not "bench").
+    const std::pair<Command* const, CLI::App*>* given = nullptr;
+    for (const auto& entry : apps)
+      if (entry.second->parsed() && (!given || entry.first->info().name.size() > given->first->info().name.size()))
+        given = &entry;
+    if (!given) {
+      std::fprintf(stderr, "parity: %s (see parity --help)\n", printable_line(e.what()).c_str());
+      return kExitUsage;
+    }
+    std::vector<std::string> extras = given->second->remaining();
+    if (extras.empty()) extras = app.remaining();
+    std::fprintf(stderr, "parity: %s\n",
+                 printable_line(unexpected_words(*given->second, given->first->info().name, extras)).c_str());
+    return kExitUsage;
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "parity: %s (see parity --help)\n", printable_line(in_plain_words(e.what())).c_str());
     return kExitUsage;

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace parity::cli {
@@ -110,6 +111,70 @@ CLI::Option* decimal_only(CLI::Option* option, std::shared_ptr<const WholeRange>
         "", "decimal number"));
   }
   return option;
+}
+
+namespace {
+
+// The edits (insert, delete, substitute a letter) that make a into b.
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// Whether every letter of a stands in b in the same order ("dtype" in "datatype").
+bool letters_in_order(const std::string& a, const std::string& b) {
+  std::size_t j = 0;
+  for (char c : b)
+    if (j < a.size() && a[j] == c) ++j;
+  return j == a.size();
+}
+
+// The command's long options a user who typed `given` (without its dashes, three letters or
+// more) may have meant: one edit away (two from five letters), or with the same first letter
+// and all of given's letters in it in order ("itr" for "iters", "dtype" for "datatype").
+std::vector<std::string> near_options(const CLI::App& app, const std::string& given) {
+  std::vector<std::pair<std::size_t, std::string>> near;  // nearest first
+  for (const CLI::Option* option : app.get_options()) {
+    for (const std::string& name : option->get_lnames()) {
+      const std::size_t distance = edit_distance(given, name);
+      if (name != "help-all" && given.size() >= 3 &&
+          (distance <= (given.size() >= 5 ? 2u : 1u) || (given[0] == name[0] && letters_in_order(given, name))))
+        near.emplace_back(distance, "--" + name);
+    }
+  }
+  std::stable_sort(near.begin(), near.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::string> out;
+  for (auto& entry : near) out.push_back(std::move(entry.second));
+  return out;
+}
+
+}  // namespace
+
+std::string unexpected_words(const CLI::App& command_app, const std::string& command,
+                             const std::vector<std::string>& extras) {
+  const std::string help = " (see parity " + command + " --help)";
+  for (const std::string& word : extras) {
+    if (word.size() < 2 || word[0] != '-') continue;
+    const std::string name = word.substr(0, word.find('='));
+    std::string out = command + " has no option " + quoted_input(name);
+    const std::size_t dashes = name.find_first_not_of('-');
+    const std::vector<std::string> near =
+        dashes == std::string::npos ? std::vector<std::string>{} : near_options(command_app, name.substr(dashes));
+    for (std::size_t i = 0; i < near.size() && i < 3; ++i)
+      out += (i == 0 ? "; did you mean " : i + 1 == std::min<std::size_t>(near.size(), 3) ? " or " : ", ") + near[i];
+    return out + (near.empty() ? "" : "?") + help;
+  }
+  return command + " takes no argument " + (extras.empty() ? std::string("here") : quoted_input(extras.front())) + help;
 }
 
 template <typename T>

@@ -51,6 +51,13 @@ CLI::Option* decimal_only(CLI::Option* option, std::shared_ptr<const WholeRange>
 template <typename T>
 CLI::Option* decimal_in_range(CLI::Option* option, long long low, long long high);
 
+// Why the parser refused the words it was left with (CLI11 says "The following arguments were
+// not expected: 3 --nosuch", last first): "bench collectives has no option '--itr'; did you mean
+// --iters? (see parity bench collectives --help)" for the first unknown option, else "...
+// takes no argument 'x'". `extras` in the order given; `command` the words naming the command.
+std::string unexpected_words(const CLI::App& command_app, const std::string& command,
+                             const std::vector<std::string>& extras);
+
 // One declared option, for what is said of it after its declaration.
 class Option {
  public:
