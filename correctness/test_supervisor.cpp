@@ -112,6 +112,20 @@ TEST(LauncherDigest, ADeathNamesTheOperationTheOthersWereStoppedIn) {
                     "(ring); the job was stopped");
 }
 
+TEST(LauncherDigest, OneRanksStallAndInterruptionSayOneRank) {
+  LauncherDigest stalled(1);
+  feed(stalled, "parity: rank 0 on a: an injected stall (--inject-stall 0) stalled: not finished after 2 s "
+                "(--timeout 2)\n");
+  const Outcome s = stalled.outcome(exited(3), 0);
+  EXPECT_EQ(s.status, kExitStalled);
+  EXPECT_EQ(s.line, "parity: an injected stall (--inject-stall 0) stalled past --timeout 2: rank 0 on a waited 2 s in it");
+  LauncherDigest interrupted(1);
+  feed(interrupted, "parity: rank 0 on a: stopped by SIGINT during barrier\n");
+  const Outcome i = interrupted.outcome(exited(5), SIGINT);
+  EXPECT_EQ(i.status, kExitInterrupted);
+  EXPECT_EQ(i.line, "parity: interrupted by SIGINT while rank 0 on a was in barrier; the rank was stopped");
+}
+
 TEST(LauncherDigest, AnInterruptionNamesWhereEachRankWas) {
   LauncherDigest d(3);
   feed(d, "parity: rank 0 on a: stopped by SIGINT during barrier\n"

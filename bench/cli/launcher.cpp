@@ -111,11 +111,14 @@ void check_local_ranks(const LaunchRequest& request) {
   if (!problem.empty()) throw UsageError(problem);
 }
 
+namespace {
+// Refuses (UsageError) to start in a working directory that was deleted: Open MPI cannot.
 void check_working_directory() {
   char cwd[4096];
   if (getcwd(cwd, sizeof cwd) == nullptr && errno == ENOENT)
     throw UsageError("the working directory no longer exists; cd to an existing directory (MPI starts the ranks there)");
 }
+}  // namespace
 
 Outcome relaunch(const LaunchRequest& request, const std::vector<std::string>& arguments) {
   check_working_directory();

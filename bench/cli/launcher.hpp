@@ -37,8 +37,6 @@ constexpr unsigned long long kRankBaseBytes = 96ull << 20;
 std::string local_ranks_problem(int np, int cores, unsigned long long available_bytes);
 // Throws UsageError with local_ranks_problem's text (run_command calls it before any planning).
 void check_local_ranks(const LaunchRequest& request);
-// Refuses (UsageError) to start in a working directory that was deleted: Open MPI cannot.
-void check_working_directory();
 // Runs the ranks under mpirun as a supervised child (bench/cli/supervisor.hpp) and returns
 // parity's exit status and the line said; throws UsageError when mpirun or the working directory is missing.
 Outcome relaunch(const LaunchRequest& request, const std::vector<std::string>& arguments);

@@ -200,7 +200,7 @@ std::string LauncherDigest::stall_line() const {
     std::sort(sorted.begin(), sorted.end());
     parts.push_back(ranks_on_hosts(sorted, host_of) + (sorted.size() == 1 ? " was" : " were") + " stuck in " + operation);
   }
-  if (parts.empty()) parts.push_back("every rank entered it");
+  if (parts.empty() && world_size_ > 1) parts.push_back("every rank entered it");
   std::string waited = ranks_on_hosts(waiting, host_of) + " waited " + seconds_text(longest) + " s in it";
   if (!first.detail.empty() && waiting.size() == 1) waited += " for " + first.detail;
   parts.push_back(waited);
@@ -224,7 +224,8 @@ Outcome LauncherDigest::outcome(int wait_status, int signal_received) const {
   if (signal_received) {
     const char* name = signal_received == SIGINT ? "SIGINT" : signal_received == SIGTERM ? "SIGTERM"
                                                  : signal_received == SIGHUP ? "SIGHUP" : "a signal";
-    return {kExitInterrupted, std::string("parity: interrupted by ") + name + stopped_in() + "; the ranks were stopped"};
+    return {kExitInterrupted, std::string("parity: interrupted by ") + name + stopped_in() +
+                                  (world_size_ == 1 ? "; the rank was stopped" : "; the ranks were stopped")};
   }
   if (!stalls_.empty()) return {kExitStalled, stall_line()};
   const bool exited = WIFEXITED(wait_status);

@@ -137,20 +137,16 @@ std::vector<std::string> arguments_for_ranks(int argc, char** argv, const std::s
   return args;
 }
 
-// Runs the ranks under mpirun, supervised, when asked for more than one rank outside a
-// launcher, and returns the job's exit status; otherwise returns nothing and the caller
-// starts MPI in this process (then SIGINT and SIGTERM end it with kExitInterrupted).
+// Outside a launcher, runs the ranks under mpirun, supervised, and returns the job's exit
+// status; under one, returns nothing and the caller starts MPI in this process. One rank too
+// runs under mpirun: started alone, Open MPI's MPI_Init ends the process itself when it fails
+// (a component not found, a transport that cannot start), with pages of text and status 1,
+// where the supervisor reads them into one line and status 2.
 std::optional<int> maybe_relaunch(int argc, char** argv, CommonOptions& common, const std::string& file_stem) {
   validate_device_options(common);
   apply_resume(common);
-  if (under_launcher() || (common.np <= 1 && common.hostfile.empty())) {
-    // Open MPI starts even one rank through its launcher's daemon: without mpirun (and orted
-    // beside it) MPI_Init would fail with pages of text.
-    if (!under_launcher()) {
-      check_working_directory();
-      find_mpirun();
-    }
-    handle_interrupts(under_launcher() ? launcher_rank() : -1);
+  if (under_launcher()) {
+    handle_interrupts(launcher_rank());
     return std::nullopt;
   }
   // Held here for the whole job, so a second run refuses at once; the ranks are told.
