@@ -2,6 +2,7 @@
 // the arguments and runs the command named. What each command is, does and writes is in its own
 // file; this one knows none of them by name.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -164,6 +165,31 @@ bool known_words(int argc, char** argv) {
   return true;
 }
 
+// The first word of the form --name or --name=value that names no option of the command the
+// words before it name, said by unexpected_words; empty where there is none. Looked for before
+// parsing, so that an unknown option is what is said, not what the parser made of the words
+// after it (`report a.h5 --formt html` would read html as a second file). Words after a bare
+// `--` are left alone.
+std::string unknown_option(const std::map<Command*, CLI::App*>& apps, int argc, char** argv) {
+  std::string said;
+  for (int first = 1; first < argc && argv[first][0] != '-'; ++first) {
+    said += (said.empty() ? "" : " ") + std::string(argv[first]);
+    const auto named = std::find_if(apps.begin(), apps.end(), [&](const auto& entry) { return entry.first->info().name == said; });
+    if (named == apps.end()) continue;
+    const CLI::App* sub = named->second;
+    for (int i = first + 1; i < argc; ++i) {
+      const std::string word = argv[i];
+      if (word == "--") break;
+      if (word.size() <= 2 || word.rfind("--", 0) != 0) continue;
+      const std::string name = word.substr(0, word.find('='));
+      if (name == "--help" || name == "--help-all" || name == "--version") continue;
+      if (!sub->get_option_no_throw(name)) return unexpected_words(*sub, said, {word});
+    }
+    break;
+  }
+  return {};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -189,6 +215,10 @@ int main(int argc, char** argv) {
   const std::map<Command*, CLI::App*> apps = build(app);
 
   if (!known_words(argc, argv)) return kExitUsage;
+  if (const std::string unknown = unknown_option(apps, argc, argv); !unknown.empty()) {
+    std::fprintf(stderr, "parity: %s\n", printable_line(unknown).c_str());
+    return kExitUsage;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
