@@ -179,7 +179,7 @@ std::string unknown_option(const std::map<Command*, CLI::App*>& apps, int argc, 
     const CLI::App* sub = named->second;
     for (int i = first + 1; i < argc; ++i) {
       const std::string word = argv[i];
-      if (word == "--") break;
+      if (word == "--" || word == "--help" || word == "-h") return {};  // help is asked for: given, whatever else
       if (word.size() <= 2 || word.rfind("--", 0) != 0) continue;
       const std::string name = word.substr(0, word.find('='));
       if (name == "--help" || name == "--help-all" || name == "--version") continue;
@@ -237,8 +237,9 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "parity: %s (see parity --help)\n", printable_line(e.what()).c_str());
       return kExitUsage;
     }
+    // Its own leftovers, else those of the groups and the program before its name.
     std::vector<std::string> extras = given->second->remaining();
-    if (extras.empty()) extras = app.remaining();
+    if (extras.empty()) extras = app.remaining(true);
     std::fprintf(stderr, "parity: %s\n",
                  printable_line(unexpected_words(*given->second, given->first->info().name, extras)).c_str());
     return kExitUsage;

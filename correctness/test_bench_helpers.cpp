@@ -104,6 +104,17 @@ TEST(BenchHelpers, OverlapRowsHiddenFraction) {
   EXPECT_DOUBLE_EQ(t.get_f64("comm_seconds_alone")[1], 1.0);
 }
 
+// A percentile interpolates linearly between the two values around q (n - 1) in sorted order
+// (NumPy's default): unevenly spaced values, so that a wrong pair of neighbours shows.
+TEST(BenchHelpers, PercentilesInterpolateBetweenNeighbours) {
+  EXPECT_EQ(percentile({20.0, 1.0, 10.0, 2.0}, 0.5), 6.0);           // 2 + (10 - 2) x 0.5
+  EXPECT_DOUBLE_EQ(percentile({100.0, 10.0, 20.0, 30.0, 40.0}, 0.9), 76.0);  // 40 + (100 - 40) x 0.6
+  EXPECT_EQ(percentile({3.0, 1.0, 2.0}, 0.0), 1.0);
+  EXPECT_EQ(percentile({3.0, 1.0, 2.0}, 1.0), 3.0);
+  EXPECT_EQ(percentile({7.0}, 0.95), 7.0);
+  EXPECT_TRUE(std::isnan(percentile({}, 0.5)));
+}
+
 // A benchmark's step breakdown is one step's: the median step taken whole keeps its parts inside
 // it. Here each part's own median (9 and 9) would add to twice the median step (9.1), as two
 // steps, each with one long part, outvote the median step.

@@ -104,6 +104,14 @@ TEST(Launcher, MpirunLine) {
   const auto hosts = mpirun_command("mpirun", {16, "hosts.txt"}, {"parity"});
   EXPECT_NE(std::find(hosts.begin(), hosts.end(), "hosts.txt"), hosts.end());
   EXPECT_EQ(std::find(hosts.begin(), hosts.end(), "--oversubscribe"), hosts.end());  // the hostfile decides
+  // One local rank is bound to no core, as a process started alone; more are left to Open MPI.
+  const auto bound = [](const std::vector<std::string>& words) {
+    const auto at = std::find(words.begin(), words.end(), "--bind-to");
+    return at == words.end() || at + 1 == words.end() ? std::string() : *(at + 1);
+  };
+  EXPECT_EQ(bound(mpirun_command("mpirun", {1, ""}, {"parity"})), "none");
+  EXPECT_EQ(bound(line), "");
+  EXPECT_EQ(bound(mpirun_command("mpirun", {1, "hosts.txt"}, {"parity"})), "");
 }
 
 // An output onto a file the command reads or writes otherwise: refused by name, through

@@ -130,6 +130,12 @@ TEST(MoeRouting, AuxFreeBiasSteersTheChoiceButNotTheGate) {
   std::vector<double> bias = {0, 0, 0};
   ops::update_routing_bias(bias, {6, 1, 1}, 0.01);
   EXPECT_EQ(bias, (std::vector<double>{-0.01, 0.01, 0.01}));
+  // An expert at the mean load keeps its bias (sign(mean - load) is 0); equal loads move none.
+  bias = {0, 0, 0};
+  ops::update_routing_bias(bias, {3, 2, 1}, 0.01);
+  EXPECT_EQ(bias, (std::vector<double>{-0.01, 0, 0.01}));
+  ops::update_routing_bias(bias, {2, 2, 2}, 0.01);
+  EXPECT_EQ(bias, (std::vector<double>{-0.01, 0, 0.01}));
 }
 
 TEST(MoeRouting, BalancingLossIsAlphaUnderUniformRouting) {

@@ -72,6 +72,10 @@ TEST(PipelineSchedules, ZeroBubbleH1ReachesTheOneStepBoundAt1F1BMemory) {
       const Timeline one = simulate(one_f_one_b(p, m), Costs::uniform(p, 1, 1, 1));
       EXPECT_NEAR(t.bubble_over_ideal(0) * 3, one.bubble_over_ideal(0), kExact);
     }
+  // The closed form's terms in their places, F + I - W over F + I + W: with F = I = W every
+  // arrangement of them reads the same.
+  EXPECT_DOUBLE_EQ(theory::zb_h1_bubble_over_ideal(4, 8, 1, 2, 0.5), 3 * 2.5 / (8 * 3.5));
+  EXPECT_DOUBLE_EQ(theory::zb_h1_bubble_over_ideal(3, 6, 2, 1, 0.5), 2 * 2.5 / (6 * 3.5));
 }
 
 TEST(PipelineSchedules, ZeroBubbleH2HoldsMoreAndIsNeverSlower) {

@@ -407,6 +407,11 @@ TEST(Planner, ZeroBubbleSchedules) {
   kept.schedule = PlanSchedule::zb_h1;
   EXPECT_NEAR(h2_kept / plan_predict(m, c, kept, 1536).activation_bytes, 7.0 / 4, 1e-12);
   EXPECT_GT(zv.step_s, 0);
+  // ZB-V: ZB-H2's fill over its half-size chunks, with its own F, I and W (v = 2).
+  const double Fv = zv.stage_forward_s + zv.message_s, Wv = zv.stage_weight_grad_s,
+               Iv = zv.stage_backward_s - Wv + zv.message_s;
+  EXPECT_NEAR(zv.bubble_s, 3 * std::max(0.0, Fv + Iv - 2 * Wv) / 2, 1e-12 * zv.step_s);
+  EXPECT_GT(zv.bubble_s, 0);
   PlanLayout bad = base;
   bad.schedule = PlanSchedule::zb_h1;
   bad.v = 2;

@@ -114,8 +114,8 @@ TEST(LauncherDigest, ADeathNamesTheOperationTheOthersWereStoppedIn) {
 
 TEST(LauncherDigest, OneRanksStallAndInterruptionSayOneRank) {
   LauncherDigest stalled(1);
-  feed(stalled, "parity: rank 0 on a: an injected stall (--inject-stall 0) stalled: not finished after 2 s "
-                "(--timeout 2)\n");
+  feed(stalled, "parity: rank 0 on a: an injected stall (--inject-stall 0) stalled: not finished after 2 s; aborting the "
+                "job (--timeout 2)\n");
   const Outcome s = stalled.outcome(exited(3), 0);
   EXPECT_EQ(s.status, kExitStalled);
   EXPECT_EQ(s.line, "parity: an injected stall (--inject-stall 0) stalled past --timeout 2: rank 0 on a waited 2 s in it");

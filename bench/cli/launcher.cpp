@@ -58,6 +58,9 @@ std::vector<std::string> mpirun_command(const std::string& mpirun, const LaunchR
                                         const std::vector<std::string>& arguments) {
   std::vector<std::string> command = {mpirun, "-n", std::to_string(request.np)};
   if (request.hostfile.empty() && request.np > online_cores()) command.push_back("--oversubscribe");
+  // One rank keeps every core it may use, as a process started alone would (Open MPI binds up to
+  // two ranks to a core each): its watchdog, writer and GPU library threads share no single core.
+  if (request.hostfile.empty() && request.np == 1) command.insert(command.end(), {"--bind-to", "none"});
   if (geteuid() == 0) command.push_back("--allow-run-as-root");
   if (!request.hostfile.empty()) {
     command.push_back("--hostfile");
@@ -122,7 +125,7 @@ void check_working_directory() {
 
 Outcome relaunch(const LaunchRequest& request, const std::vector<std::string>& arguments) {
   check_working_directory();
-  return supervise(mpirun_command(find_mpirun(), request, arguments), request.np);
+  return supervise(mpirun_command(find_mpirun(), request, arguments), request.np, request.hostfile.empty());
 }
 
 }  // namespace parity::cli

@@ -164,8 +164,12 @@ std::string unexpected_words(const CLI::App& command_app, const std::string& com
                              const std::vector<std::string>& extras) {
   const std::string help = " (see parity " + command + " --help)";
   for (const std::string& word : extras) {
-    if (word.size() < 2 || word[0] != '-') continue;
+    // A negative number is a stray value, not an option.
+    if (word.size() < 2 || word[0] != '-' || plain_decimal(word.substr(1), true, false)) continue;
     const std::string name = word.substr(0, word.find('='));
+    // Its own option, given before the command's name (parity --np 2 check).
+    if (command_app.get_option_no_throw(name))
+      return quoted_input(name) + " goes after the command's name: parity " + command + " " + name + " ..." + help;
     std::string out = command + " has no option " + quoted_input(name);
     const std::size_t dashes = name.find_first_not_of('-');
     const std::vector<std::string> near =
@@ -174,7 +178,9 @@ std::string unexpected_words(const CLI::App& command_app, const std::string& com
       out += (i == 0 ? "; did you mean " : i + 1 == std::min<std::size_t>(near.size(), 3) ? " or " : ", ") + near[i];
     return out + (near.empty() ? "" : "?") + help;
   }
-  return command + " takes no argument " + (extras.empty() ? std::string("here") : quoted_input(extras.front())) + help;
+  if (extras.empty()) return command + " was given words it does not take" + help;
+  const bool takes_some = !command_app.get_options([](const CLI::Option* o) { return o->get_positional(); }).empty();
+  return command + " takes no " + (takes_some ? "further " : "") + "argument " + quoted_input(extras.front()) + help;
 }
 
 template <typename T>

@@ -495,17 +495,18 @@ class OutputRelay {
 
 }  // namespace
 
-// Sends `signal` to the ranks mpirun started on this host (its children running this program):
-// mpirun passes a signal on to them only after odls_base_sigkill_timeout (1 s), and a job that
-// ends meanwhile is not interrupted at all. Ranks on other hosts hear it from mpirun.
+namespace {
+
+// Sends `signal` to the ranks mpirun started on this host: its children running this program.
 void signal_local_ranks(pid_t launcher, int signal) {
   std::error_code error;
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
   if (error) return;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc", error)) {
-    const std::string name = entry.path().filename().string();
+  std::filesystem::directory_iterator it("/proc", error), end;
+  for (; !error && it != end; it.increment(error)) {
+    const std::string name = it->path().filename().string();
     if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::FILE* stat = std::fopen((entry.path() / "stat").c_str(), "r");
+    std::FILE* stat = std::fopen((it->path() / "stat").c_str(), "r");
     if (!stat) continue;
     char text[1024] = {};
     const std::size_t n = std::fread(text, 1, sizeof text - 1, stat);
@@ -515,12 +516,14 @@ void signal_local_ranks(pid_t launcher, int signal) {
     long ppid = 0;
     if (!after || std::sscanf(after + 1, " %*c %ld", &ppid) != 1 || ppid != launcher) continue;
     std::error_code exe_error;
-    if (std::filesystem::read_symlink(entry.path() / "exe", exe_error) == self && !exe_error)
+    if (std::filesystem::read_symlink(it->path() / "exe", exe_error) == self && !exe_error)
       kill(static_cast<pid_t>(std::stol(name)), signal);
   }
 }
 
-Outcome supervise(const std::vector<std::string>& command, int world_size) {
+}  // namespace
+
+Outcome supervise(const std::vector<std::string>& command, int world_size, bool ranks_here) {
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
     std::fprintf(stderr, "parity: cannot create a pipe: %s\n", std::strerror(errno));
@@ -576,7 +579,7 @@ Outcome supervise(const std::vector<std::string>& command, int world_size) {
   bool killed = false, reaped = false;
   int status = 0;
   for (;;) {
-    if (!ending && g_signal) signal_local_ranks(child, SIGTERM);  // as mpirun would, a second sooner
+    if (!ending && g_signal && ranks_here) signal_local_ranks(child, SIGTERM);  // as mpirun would, a second sooner
     if (!ending && (digest.stalled() || g_signal)) ending = Clock::now();
     if (ending && !killed && std::chrono::duration<double>(Clock::now() - *ending).count() > kEndGrace) {
       kill(-child, SIGKILL);

@@ -1,5 +1,5 @@
-// The parent of a multi-rank job. `parity ... --np N` keeps running while mpirun runs the
-// ranks as its child: it forwards SIGINT, SIGTERM and SIGHUP to mpirun, reads mpirun's stderr
+// The parent of a job started outside a launcher (any --np, one rank too): parity keeps
+// running while mpirun runs the ranks as its child: it forwards SIGINT, SIGTERM and SIGHUP to mpirun, reads mpirun's stderr
 // (the ranks' stderr comes through it too) and turns the outcome into one of parity's exit
 // statuses with one line that says what happened: the signal received, the rank and host that
 // died, the ranks that stalled and those that waited, or why mpirun could not start the job.
@@ -98,7 +98,7 @@ class LauncherDigest {
   bool notice_lost_ = false;  // Open MPI could not deliver a notice (its show_help failed on the way)
 };
 
-// In a process that runs ranks (or the only rank): SIGINT, SIGTERM and SIGHUP remove the
+// In a rank, or in a command that runs alone (no ranks): SIGINT, SIGTERM and SIGHUP remove the
 // result file's temporary sibling and end the process with kExitInterrupted, saying so in one
 // line: "interrupted by SIGINT" alone (launcher_rank < 0), or as a rank "rank R on HOST:
 // stopped by SIGTERM", which the supervisor reads; either ends "during OPERATION" when the
@@ -107,8 +107,11 @@ void handle_interrupts(int launcher_rank);
 
 // Runs `command` (mpirun and its arguments) as a child in its own process group, forwards
 // signals, shows its stderr through a LauncherDigest and returns parity's exit status with
-// the line it printed.
-Outcome supervise(const std::vector<std::string>& command, int world_size);
+// the line it printed. `ranks_here`: every rank runs on this host as mpirun's child (no
+// hostfile), so the first signal is also sent to them at once: mpirun passes it on only after
+// odls_base_sigkill_timeout (1 s), and would stop ranks on other hosts that much later than
+// these.
+Outcome supervise(const std::vector<std::string>& command, int world_size, bool ranks_here);
 
 // Partial results when a run is cut short. Whoever outlives the ranks makes the partial file
 // from the journal: the supervising parent after mpirun ends, or else rank 0 itself on a signal

@@ -38,8 +38,9 @@ FastTimed time_fast_steps(Communicator& world, Communicator* group, const model:
       throw Error("bench scaling " + model + ": the fast step's loss is not finite at " + std::to_string(group->size()) +
                   " ranks");
     mine.seconds = percentile(run.seconds, 0.5);
-    const double profiled = run.parts.total_ms();
-    mine.parts[0] = run.data_parallel && profiled > 0 ? mine.seconds * std::min(1.0, run.parts.sync_ms / profiled) : 0.0;
+    // No sums: nothing exposed; a profile without time (not measured): not known.
+    const double profiled = run.parts.total_ms(), share = run.parts.sync_ms / profiled;
+    mine.parts[0] = !run.data_parallel ? 0.0 : profiled > 0 && share >= 0 ? mine.seconds * std::min(1.0, share) : std::nan("");
     out.sums = run.sums_per_step;
     out.bytes = run.bytes_per_step;
   }

@@ -11,6 +11,8 @@
 #include "correctness/cases/pipeline.hpp"
 #include "correctness/cases/training.hpp"
 #include "reference/core/error.hpp"
+#include "reference/model/layer.hpp"
+#include "reference/model/model.hpp"
 #include "reference/ops/flops.hpp"
 #include "reference/parallel/checkpoint/checkpoint.hpp"
 #include "reference/parallel/grid.hpp"
@@ -61,6 +63,7 @@ struct Run {
   parallel::ParameterValues values;     // parameters and optimizer state this rank holds (ZeRO: gathered)
   parallel::ParameterValues gradients;  // the last step's gradients this rank holds
   std::int64_t stored = -1, peak = -1, flops = 0;
+  std::size_t pending_auxiliary = 0;  // forwards' auxiliary losses left in the model (alone)
   theory::CheckpointLayout layout;
 };
 
@@ -99,6 +102,7 @@ Run train_alone(Communicator& comm, const CheckpointCase& c, const parallel::Che
   }
   run.values = values_of(*m, optimizer.get());
   run.gradients = held_gradients(*m);
+  for (const model::Layer* layer : m->layers()) run.pending_auxiliary += layer->pending_auxiliary_losses();
   run.stored = probe.stored();
   run.peak = probe.peak();
   return run;
@@ -256,6 +260,9 @@ CheckpointResult run_checkpoint_case(Communicator& comm, const CheckpointCase& c
   if (checkpointed.layout.recomputed_blocks() > 0 && recomputed == 0)
     failures += "the layout recomputes " + std::to_string(checkpointed.layout.recomputed_blocks()) +
                 " blocks but none was recomputed; ";
+  // A recomputed forward's auxiliary losses (MoE) are dropped, not left for a pass to come.
+  if (checkpointed.pending_auxiliary > 0)
+    failures += std::to_string(checkpointed.pending_auxiliary) + " forwards' auxiliary losses left in the model; ";
 
   if (c.composition == "alone") {
     const model::GptConfig config = case_model(type_of(c));

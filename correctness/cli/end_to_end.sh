@@ -51,6 +51,16 @@ for name, across in (("a.h5", np.mean), ("b.h5", np.max)):
         n = int(f.attrs["world_size"])
         factor = np.where(t["collective"].asstr()[()] == "all_reduce", 2 * (n - 1) / n, (n - 1) / n)
         assert np.allclose(t["busbw_GBps"][()], algbw * factor, rtol=1e-6), name
+        # The fastest and slowest rank's times are those ranks' own; the predicted busbw is the
+        # predicted time's, by the same factor (NaN where nothing was predicted).
+        each = [times[rows == i] for i in range(int(t.attrs["rows"]))]
+        assert np.allclose(t["time_min_rank_us"][()], [x.min() for x in each], rtol=1e-9), name
+        assert np.allclose(t["time_max_rank_us"][()], [x.max() for x in each], rtol=1e-9), name
+        predicted, predicted_busbw = t["predicted_time_us"][()], t["predicted_busbw_GBps"][()]
+        known = np.isfinite(predicted) & (predicted > 0)
+        assert known.sum() >= len(predicted) // 2, (name, "few rows predicted")
+        assert np.allclose(predicted_busbw[known], (t["size_bytes"][()] / (predicted * 1e3) * factor)[known], rtol=1e-6), name
+        assert np.isnan(predicted_busbw[~known]).all(), name
 print("h5py reads the files as documented")
 PY
 

@@ -139,6 +139,12 @@ double Layer::take_auxiliary_loss(const PassContext& context) {
   return sum;
 }
 
+std::size_t Layer::pending_auxiliary_losses() const {
+  std::size_t n = auxiliary_.size();
+  for (const Layer* child : children_) n += child->pending_auxiliary_losses();
+  return n;
+}
+
 void Layer::release_saved(const PassContext& context) {
   saved_.erase({context.step, context.micro_batch});
   auxiliary_.erase({context.step, context.micro_batch});

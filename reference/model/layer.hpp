@@ -106,6 +106,9 @@ class Layer {
   // The losses this layer and its children added to the model's loss in the forward of
   // `context` (Model::take_auxiliary_loss sums them over the model), then forgotten.
   double take_auxiliary_loss(const PassContext& context);
+  // Forwards whose auxiliary losses this layer and its children still hold (none once every
+  // training forward's were taken: a recomputed forward's are taken and dropped).
+  std::size_t pending_auxiliary_losses() const;
   // Drops what a forward saved for `context` without running backward (checkpointing).
   void release_saved(const PassContext& context);
   // Micro-batches whose forward state this layer (and its children) hold.
