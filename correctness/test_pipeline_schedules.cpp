@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <tuple>
 
 #include "reference/core/error.hpp"
 #include "reference/parallel/pipeline/simulator.hpp"
@@ -76,6 +77,13 @@ TEST(PipelineSchedules, ZeroBubbleH1ReachesTheOneStepBoundAt1F1BMemory) {
   // arrangement of them reads the same.
   EXPECT_DOUBLE_EQ(theory::zb_h1_bubble_over_ideal(4, 8, 1, 2, 0.5), 3 * 2.5 / (8 * 3.5));
   EXPECT_DOUBLE_EQ(theory::zb_h1_bubble_over_ideal(3, 6, 2, 1, 0.5), 2 * 2.5 / (6 * 3.5));
+  for (int p = 2; p <= 5; ++p)
+    for (int m : {p, 2 * p + 1})
+      for (const auto& [f, i, w] : {std::tuple{1.0, 1.5, 0.5}, std::tuple{1.0, 0.75, 0.5}, std::tuple{2.0, 1.0, 0.5}}) {
+        const Timeline u = simulate(zb_h1(p, m), Costs::uniform(p, f, i, w));
+        EXPECT_NEAR(u.bubble_over_ideal(0), theory::zb_h1_bubble_over_ideal(p, m, f, i, w), 1e-12)
+            << "p=" << p << " m=" << m << " F=" << f << " I=" << i << " W=" << w;
+      }
 }
 
 TEST(PipelineSchedules, ZeroBubbleH2HoldsMoreAndIsNeverSlower) {
