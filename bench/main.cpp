@@ -177,12 +177,17 @@ std::string unknown_option(const std::map<Command*, CLI::App*>& apps, int argc, 
     const auto named = std::find_if(apps.begin(), apps.end(), [&](const auto& entry) { return entry.first->info().name == said; });
     if (named == apps.end()) continue;
     const CLI::App* sub = named->second;
-    for (int i = first + 1; i < argc; ++i) {
+    int end = first + 1;  // the words up to a bare "--"
+    while (end < argc && std::strcmp(argv[end], "--") != 0) ++end;
+    // Help asked for is given, whatever else the words hold.
+    for (int i = first + 1; i < end; ++i)
+      if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) return {};
+    for (int i = first + 1; i < end; ++i) {
       const std::string word = argv[i];
-      if (word == "--" || word == "--help" || word == "-h") return {};  // help is asked for: given, whatever else
-      if (word.size() <= 2 || word.rfind("--", 0) != 0) continue;
+      // "---x" is a value to the parser, not an option.
+      if (word.size() <= 2 || word.rfind("--", 0) != 0 || word[2] == '-') continue;
       const std::string name = word.substr(0, word.find('='));
-      if (name == "--help" || name == "--help-all" || name == "--version") continue;
+      if (name == "--version") continue;
       if (!sub->get_option_no_throw(name)) return unexpected_words(*sub, said, {word});
     }
     break;
