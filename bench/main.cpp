@@ -165,6 +165,16 @@ bool known_words(int argc, char** argv) {
   return true;
 }
 
+// The command the words were given to, once parsed: the longest name parsed ("bench
+// collectives", not "bench"); null when none was.
+const std::pair<Command* const, CLI::App*>* command_given(const std::map<Command*, CLI::App*>& apps) {
+  const std::pair<Command* const, CLI::App*>* given = nullptr;
+  for (const auto& entry : apps)
+    if (entry.second->parsed() && (!given || entry.first->info().name.size() > given->first->info().name.size()))
+      given = &entry;
+  return given;
+}
+
 // The first word of the form --name or --name=value that names no option of the command the
 // words before it name, said by unexpected_words; empty where there is none. Looked for before
 // parsing, so that an unknown option is what is said, not what the parser made of the words
@@ -233,11 +243,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ExtrasError& e) {
-    // The command the words were given to: the longest name parsed ("bench collectives", not "bench").
-    const std::pair<Command* const, CLI::App*>* given = nullptr;
-    for (const auto& entry : apps)
-      if (entry.second->parsed() && (!given || entry.first->info().name.size() > given->first->info().name.size()))
-        given = &entry;
+    const std::pair<Command* const, CLI::App*>* given = command_given(apps);
     if (!given) {
       std::fprintf(stderr, "parity: %s (see parity --help)\n", printable_line(e.what()).c_str());
       return kExitUsage;
@@ -249,7 +255,23 @@ int main(int argc, char** argv) {
                  printable_line(unexpected_words(*given->second, given->first->info().name, extras)).c_str());
     return kExitUsage;
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "parity: %s (see parity --help)\n", printable_line(in_plain_words(e.what())).c_str());
+    if (std::string(e.what()) == "A subcommand is required") {
+      // The words so far name a group of commands ("bench") or none: say which may follow.
+      std::string said, known;
+      for (int i = 1; i < argc && argv[i][0] != '-'; ++i) said += (said.empty() ? "" : " ") + std::string(argv[i]);
+      for (const Command* c : commands())
+        if (said.empty() || c->info().name.rfind(said + " ", 0) == 0)
+          known += (known.empty() ? "" : ", ") + c->info().name.substr(said.empty() ? 0 : said.size() + 1);
+      if (said.empty())
+        std::fprintf(stderr, "parity: name a command: %s (see parity --help)\n", known.c_str());
+      else
+        std::fprintf(stderr, "parity: %s needs one of its commands after it: %s (see parity %s --help)\n",
+                     printable_line(said).c_str(), known.c_str(), printable_line(said).c_str());
+      return kExitUsage;
+    }
+    const std::pair<Command* const, CLI::App*>* given = command_given(apps);
+    const std::string help = given ? "parity " + given->first->info().name + " --help" : "parity --help";
+    std::fprintf(stderr, "parity: %s (see %s)\n", printable_line(in_plain_words(e.what())).c_str(), help.c_str());
     return kExitUsage;
   }
   try {
