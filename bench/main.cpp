@@ -271,6 +271,16 @@ int main(int argc, char** argv) {
     }
     const std::pair<Command* const, CLI::App*>* given = command_given(apps);
     const std::string help = given ? "parity " + given->first->info().name + " --help" : "parity --help";
+    // A positional argument missing ("files is required"): named with what it is.
+    static const std::regex kMissing("^([a-z_]+) is required$");
+    std::smatch missing;
+    const std::string what = e.what();
+    if (given && std::regex_match(what, missing, kMissing))
+      if (const CLI::Option* o = given->second->get_option_no_throw(missing[1].str()); o && o->get_positional()) {
+        std::fprintf(stderr, "parity: %s needs %s: %s (see %s)\n", given->first->info().name.c_str(), missing[1].str().c_str(),
+                     o->get_description().c_str(), help.c_str());
+        return kExitUsage;
+      }
     std::fprintf(stderr, "parity: %s (see %s)\n", printable_line(in_plain_words(e.what())).c_str(), help.c_str());
     return kExitUsage;
   }
