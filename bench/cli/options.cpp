@@ -42,6 +42,8 @@ Option& Option::at_most(int values) {
   return *this;
 }
 
+bool Option::given() const { return option_->count() > 0; }
+
 Option& Option::existing_file() {
   option_->check(CLI::ExistingFile);
   return *this;

@@ -69,6 +69,7 @@ class Option {
   Option& at_most(int values);            // a positional taking 1 to values values
   Option& existing_file();                // refuses a path that is no file
   Option& range(long long low, long long high);  // refuses a number outside [low, high], saying so
+  bool given() const;                            // on the command line (once parsed)
 
  private:
   CLI::Option* option_;

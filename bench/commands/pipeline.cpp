@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -230,6 +231,26 @@ int pipeline_validate(const PipelineOptions& o) {
   return 0;
 }
 
+void split_backward(PipelineOptions& o, bool backward, bool input_grad, bool weight_grad) {
+  const auto text = [](double v) { return as_given(v); };
+  if (backward && input_grad && weight_grad) {
+    if (std::abs(o.backward - (o.input_grad + o.weight_grad)) > 1e-12 * o.backward)
+      throw UsageError("--backward " + text(o.backward) + " is not --input-grad " + text(o.input_grad) + " + --weight-grad " +
+                       text(o.weight_grad) + ": a whole backward is its two parts (give B, or I and W)");
+  } else if (backward && (input_grad || weight_grad)) {
+    double& other = input_grad ? o.weight_grad : o.input_grad;
+    other = o.backward - (input_grad ? o.input_grad : o.weight_grad);
+    if (other < 0)
+      throw UsageError("--backward " + text(o.backward) + " is less than " +
+                       (input_grad ? "--input-grad " + text(o.input_grad) : "--weight-grad " + text(o.weight_grad)) +
+                       ": a whole backward is its two parts");
+  } else if (backward) {
+    o.input_grad = o.weight_grad = o.backward / 2;
+  } else {
+    o.backward = o.input_grad + o.weight_grad;
+  }
+}
+
 int pipeline_simulate(const PipelineOptions& o) {
   check_pipeline_options(o);
   const pp::Schedule s = load_schedule(o);
@@ -315,9 +336,12 @@ class PipelineSimulate final : public Command {
     PipelineOptions& p = options_;
     declare_schedule(o, p, true);
     o.add("--forward", p.forward, "Seconds of a forward (F)").show_default();
-    o.add("--backward", p.backward, "Seconds of a whole backward (B)").show_default();
-    o.add("--input-grad", p.input_grad, "Seconds of a backward for the input (I)").show_default();
-    o.add("--weight-grad", p.weight_grad, "Seconds of a backward for the weights (W)").show_default();
+    backward_ = o.add("--backward", p.backward, "Seconds of a whole backward (B = I + W: I + W where only they are given)");
+    input_grad_ = o.add("--input-grad", p.input_grad, "Seconds of a backward for the input (I; B / 2, or B - W, where B is given)");
+    weight_grad_ = o.add("--weight-grad", p.weight_grad, "Seconds of a backward for the weights (W; B / 2, or B - I, where B is given)");
+    backward_->show_default();
+    input_grad_->show_default();
+    weight_grad_->show_default();
     o.add("--alpha-us", p.alpha_us, "Latency of a message between stages (us)").show_default();
     o.add("--bandwidth-GBps", p.bandwidth_GBps, "Link bandwidth (GB/s)").show_default();
     o.add("--message-bytes", p.message_bytes, "Bytes of one activation (or its gradient) sent between stages")
@@ -325,10 +349,15 @@ class PipelineSimulate final : public Command {
     o.flag("--timeline", p.timeline, "Draw each rank's timeline");
     o.add("--columns", p.columns, "Width of the timeline").show_default();
   }
-  int run_here() override { return pipeline_simulate(options_); }
+  int run_here() override {
+    check_pipeline_options(options_);
+    split_backward(options_, backward_->given(), input_grad_->given(), weight_grad_->given());
+    return pipeline_simulate(options_);
+  }
 
  private:
   PipelineOptions options_;
+  std::optional<Option> backward_, input_grad_, weight_grad_;
 };
 
 class PipelineRun final : public Command {

@@ -33,6 +33,9 @@ struct PipelineOptions {
 // Throws UsageError for a cost that is negative or not finite, a bandwidth <= 0.
 void check_pipeline_options(const PipelineOptions& options);
 int pipeline_validate(const PipelineOptions& options);
+// B = I + W, the costs given decide the rest: B alone splits in halves, B and one part give the
+// other, I and W alone give B; all three must agree (UsageError otherwise). Flags: which were given.
+void split_backward(PipelineOptions& options, bool backward, bool input_grad, bool weight_grad);
 int pipeline_simulate(const PipelineOptions& options);
 // The schedule `pipeline run` trains on `world` ranks: generated for them, or read and required
 // to have that many; validated. Throws UsageError naming what is wrong.
