@@ -163,7 +163,8 @@ struct PlanLayout {
   std::string describe() const;  // "tp8 pp2 dp32 v1 mb1 zero1 full sp" (" ep4" with experts, " zb-h1" with a zero-bubble schedule)
 };
 std::string name_of(Recompute r);
-Recompute parse_recompute(const std::string& text);
+// "none", "selective" or "full"; UsageError naming the value as given_as + "recompute=..." otherwise.
+Recompute parse_recompute(const std::string& text, const std::string& given_as = "");
 
 struct PlanPrediction {
   // Bytes per GPU.

@@ -131,7 +131,7 @@ template <typename T> T given_size(const std::string& key, const std::string& va
 bool yes_no(const std::string& key, const std::string& value) {
   if (value == "true" || value == "on" || value == "1" || value == "yes") return true;
   if (value == "false" || value == "off" || value == "0" || value == "no") return false;
-  throw UsageError(key + "=" + quoted_input(value) + ": expected true or false");
+  throw UsageError(key + "=" + quoted_input(value) + ": expected on or off (true or false, yes or no, 1 or 0)");
 }
 
 PlanModel gpt(const char* name, int layers, std::int64_t hidden, int heads) {
@@ -525,11 +525,11 @@ PlanCluster parse_cluster(const std::string& given) {
 }  // namespace
 
 
-Recompute parse_recompute(const std::string& text) {
+Recompute parse_recompute(const std::string& text, const std::string& given_as) {
   if (text == "none") return Recompute::none;
   if (text == "selective") return Recompute::selective;
   if (text == "full") return Recompute::full;
-  throw UsageError("recompute=" + quoted_input(text) + ": expected none, selective or full");
+  throw UsageError(given_as + "recompute=" + quoted_input(text) + ": expected none, selective or full");
 }
 
 PlanFixed parse_plan_fixed(const std::string& text) {
@@ -551,13 +551,13 @@ PlanFixed parse_plan_fixed(const std::string& text) {
       const std::int64_t z = whole(key, value);
       if (z > 3) throw UsageError("--fix zero=" + quoted_input(value) + ": expected 0 to 3");
       f.zero = static_cast<int>(z);
-    } else if (key == "sp") f.sp = yes_no(key, value);
+    } else if (key == "sp") f.sp = yes_no("--fix sp", value);
     else if (key == "attention") {
       if (value != "flash" && value != "unfused") throw UsageError("--fix attention=" + quoted_input(value) + ": expected flash or unfused");
       f.flash = value == "flash";
     }
-    else if (key == "overlap") f.overlap = yes_no(key, value);
-    else if (key == "recompute") f.recompute = parse_recompute(value);
+    else if (key == "overlap") f.overlap = yes_no("--fix overlap", value);
+    else if (key == "recompute") f.recompute = parse_recompute(value, "--fix ");
     else if (key == "schedule") {
       if (value == "1f1b" || value == "interleaved") f.schedule = PlanSchedule::one_f_one_b;
       else if (value == "zb-h1") f.schedule = PlanSchedule::zb_h1;
