@@ -64,6 +64,14 @@ with h5py.File("moe.h5") as f:
         assert math.isclose(steps["load_imbalance"][j], max(chosen) / mean, rel_tol=1e-12), (r, s)
         if s == 0:
             first_dropped[r] = int(steps["dropped"][j])
+    # A run's means are over its timed steps' rows alone: the warm-up step is in none of them.
+    assert any(steps["timed"][j] == 0 for j in range(len(steps["run"]))), "no warm-up rows"
+    for r in range(n):
+        timed = [j for j in range(len(steps["run"])) if steps["run"][j] == r and steps["timed"][j] == 1]
+        assert timed and all(steps["step"][j] >= 1 for j in timed), (r, timed)
+        for mean, column in (("mean_load_imbalance", "load_imbalance"), ("mean_dropped_fraction", "dropped_fraction")):
+            want = sum(steps[column][j] for j in timed) / len(timed)
+            assert math.isclose(runs[mean][r], want, rel_tol=1e-12), (r, mean, runs[mean][r], want)
     by_cf = [first_dropped[cf_runs[cf]] for cf in sorted(cf_runs)]
     assert by_cf == sorted(by_cf, reverse=True) and by_cf[-1] == 0 and by_cf[0] > 0, by_cf
 print("bench moe: sweeps, bytes, loads and drops consistent")
