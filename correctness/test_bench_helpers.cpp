@@ -6,10 +6,12 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "bench/cli/shared.hpp"
 #include "bench/commands/bench_parallel.hpp"
+#include "bench/commands/bench_state.hpp"
 #include "reference/theory/parallel.hpp"
 
 namespace parity::cli {
@@ -102,6 +104,29 @@ TEST(BenchHelpers, OverlapRowsHiddenFraction) {
   EXPECT_DOUBLE_EQ(t.get_f64("hidden_fraction")[1], 0.75);
   EXPECT_DOUBLE_EQ(t.get_f64("hidden_fraction")[2], 0.0);
   EXPECT_DOUBLE_EQ(t.get_f64("comm_seconds_alone")[1], 1.0);
+}
+
+// bench state's figures travel between ranks as rows of doubles and land in their own columns:
+// distinct values, so that two fields exchanged on the way or in the table show.
+TEST(BenchHelpers, StateFiguresLandInTheirOwnColumns) {
+  const StateMeasured m{.bytes = 1, .file_bytes = 2, .save_s = 3, .load_s = 4, .load_bytes = 5, .fs_write_s = 6,
+                        .fs_read_s = 7, .step_s = 8, .async_staged_s = 9, .async_step_s = 10, .async_finish_s = 11, .exact = 1};
+  const auto row = m.as_row();
+  const StateMeasured back = StateMeasured::from_row(row.data());
+  record::Table t(kStateBenchTable);
+  add_state_row(t, {"zero3", "float32", 2, 1, 4, 100, 101}, back);
+  ASSERT_EQ(t.rows(), 1u);
+  EXPECT_EQ(t.get_str("layout")[0], "zero3");
+  EXPECT_EQ(t.get_str("precision")[0], "float32");
+  EXPECT_EQ(t.get_i64("repeat")[0], 2);
+  EXPECT_EQ(t.get_i64("rank")[0], 1);
+  EXPECT_EQ(t.get_i64("world_size")[0], 4);
+  const std::pair<const char*, double> want[] = {
+      {"bytes", 1},        {"file_bytes", 2},  {"total_bytes", 100}, {"formula_bytes", 101},   {"save_s", 3},
+      {"load_s", 4},       {"load_bytes", 5},  {"fs_write_s", 6},    {"fs_read_s", 7},         {"step_s", 8},
+      {"async_staged_s", 9}, {"async_step_s", 10}, {"async_finish_s", 11}};
+  for (const auto& [column, value] : want) EXPECT_EQ(t.get_f64(column)[0], value) << column;
+  EXPECT_EQ(t.get_i64("restored_exactly")[0], 1);
 }
 
 // A percentile interpolates linearly between the two values around q (n - 1) in sorted order

@@ -225,12 +225,40 @@ fs::path states_root(Session& session, const StateBenchOptions& options) {
   return session.world().all_gather_strings(made).front();
 }
 
-struct StateMeasured {
-  double bytes = 0, file_bytes = 0, save_s = 0, load_s = 0, load_bytes = 0, fs_write_s = 0, fs_read_s = 0, step_s = 0,
-         async_staged_s = 0, async_step_s = 0, async_finish_s = 0, exact = 0;
-};
-
 }  // namespace
+
+std::array<double, StateMeasured::kFields> StateMeasured::as_row() const {
+  return {bytes, file_bytes, save_s, load_s, load_bytes, fs_write_s, fs_read_s, step_s, async_staged_s, async_step_s,
+          async_finish_s, exact};
+}
+
+StateMeasured StateMeasured::from_row(const double* v) {
+  return {.bytes = v[0], .file_bytes = v[1], .save_s = v[2], .load_s = v[3], .load_bytes = v[4], .fs_write_s = v[5],
+          .fs_read_s = v[6], .step_s = v[7], .async_staged_s = v[8], .async_step_s = v[9], .async_finish_s = v[10],
+          .exact = v[11]};
+}
+
+void add_state_row(record::Table& table, const StateRowKey& key, const StateMeasured& m) {
+  table.str("layout").push_back(key.layout);
+  table.str("precision").push_back(key.precision);
+  table.i64("repeat").push_back(key.repeat);
+  table.i64("rank").push_back(key.rank);
+  table.i64("world_size").push_back(key.world_size);
+  table.f64("bytes", "B").push_back(m.bytes);
+  table.f64("file_bytes", "B").push_back(m.file_bytes);
+  table.f64("total_bytes", "B").push_back(key.total_bytes);
+  table.f64("formula_bytes", "B").push_back(key.formula_bytes);
+  table.f64("save_s", "s").push_back(m.save_s);
+  table.f64("load_s", "s").push_back(m.load_s);
+  table.f64("load_bytes", "B").push_back(m.load_bytes);
+  table.f64("fs_write_s", "s").push_back(m.fs_write_s);
+  table.f64("fs_read_s", "s").push_back(m.fs_read_s);
+  table.f64("step_s", "s").push_back(m.step_s);
+  table.f64("async_staged_s", "s").push_back(m.async_staged_s);
+  table.f64("async_step_s", "s").push_back(m.async_step_s);
+  table.f64("async_finish_s", "s").push_back(m.async_finish_s);
+  table.i64("restored_exactly").push_back(static_cast<std::int64_t>(m.exact));
+}
 
 struct StateBenchOutcome {
   record::Table table{kStateBenchTable};
@@ -312,35 +340,15 @@ StateBenchOutcome run_state_bench(Session& session, const StateBenchPlan& plan, 
         m.async_finish_s = seconds_of([&] { async->finish(); });
       }
       // Every rank's figures, in rank order.
-      const std::vector<double> mine{m.bytes,      m.file_bytes,     m.save_s,       m.load_s,
-                                     m.load_bytes, m.fs_write_s,     m.fs_read_s,    m.step_s,
-                                     m.async_staged_s, m.async_step_s, m.async_finish_s, m.exact};
+      const std::array<double, StateMeasured::kFields> mine = m.as_row();
       std::vector<double> all(mine.size() * static_cast<std::size_t>(world.size()));
       world.all_gather({const_cast<double*>(mine.data()), mine.size(), DataType::float64, MemorySpace::host},
                        {all.data(), all.size(), DataType::float64, MemorySpace::host});
-      record::Table& table = out.table;
       for (int r = 0; r < world.size(); ++r) {
-        const double* v = all.data() + static_cast<std::size_t>(r) * mine.size();
-        table.str("layout").push_back(layout.name);
-        table.str("precision").push_back(precision);
-        table.i64("repeat").push_back(repeat);
-        table.i64("rank").push_back(r);
-        table.i64("world_size").push_back(world.size());
-        table.f64("bytes", "B").push_back(v[0]);
-        table.f64("file_bytes", "B").push_back(v[1]);
-        table.f64("total_bytes", "B").push_back(static_cast<double>(saved.total_bytes));
-        table.f64("formula_bytes", "B").push_back(formula);
-        table.f64("save_s", "s").push_back(v[2]);
-        table.f64("load_s", "s").push_back(v[3]);
-        table.f64("load_bytes", "B").push_back(v[4]);
-        table.f64("fs_write_s", "s").push_back(v[5]);
-        table.f64("fs_read_s", "s").push_back(v[6]);
-        table.f64("step_s", "s").push_back(v[7]);
-        table.f64("async_staged_s", "s").push_back(v[8]);
-        table.f64("async_step_s", "s").push_back(v[9]);
-        table.f64("async_finish_s", "s").push_back(v[10]);
-        table.i64("restored_exactly").push_back(static_cast<std::int64_t>(v[11]));
-        if (v[11] != 1) ++out.failures;
+        const StateMeasured theirs = StateMeasured::from_row(all.data() + static_cast<std::size_t>(r) * mine.size());
+        add_state_row(out.table, {layout.name, precision, repeat, r, world.size(), static_cast<double>(saved.total_bytes), formula},
+                      theirs);
+        if (theirs.exact != 1) ++out.failures;
       }
       if (static_cast<double>(saved.total_bytes) != formula) ++out.failures;
       if (session.is_root() && !options.keep) {

@@ -1,6 +1,7 @@
 // parity bench state: the training state saved and restored, timed beside the file system.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -34,6 +35,24 @@ inline const record::TableSpec kStateBenchTable{
       {"async_staged_s", ColumnType::float64, "s"}, {"async_step_s", ColumnType::float64, "s"},
       {"async_finish_s", ColumnType::float64, "s"}, {"restored_exactly", ColumnType::int64}
     }};
+
+// One rank's figures of one save and restore (seconds, bytes; exact: 1 when the restored
+// state equals the saved one), gathered over the ranks as a row of kFields doubles.
+struct StateMeasured {
+  double bytes = 0, file_bytes = 0, save_s = 0, load_s = 0, load_bytes = 0, fs_write_s = 0, fs_read_s = 0, step_s = 0,
+         async_staged_s = 0, async_step_s = 0, async_finish_s = 0, exact = 0;
+  static constexpr std::size_t kFields = 12;
+  std::array<double, kFields> as_row() const;
+  static StateMeasured from_row(const double* row);  // as_row's order
+};
+// What a row of /bench/state holds beside a rank's figures.
+struct StateRowKey {
+  std::string layout, precision;
+  std::int64_t repeat = 0, rank = 0, world_size = 0;
+  double total_bytes = 0, formula_bytes = 0;
+};
+// Appends one rank's row, each figure in its own column.
+void add_state_row(record::Table& table, const StateRowKey& key, const StateMeasured& measured);
 
 struct StateBenchOptions {
   std::string model = "small";  // a GPT preset
