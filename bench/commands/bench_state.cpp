@@ -17,6 +17,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <utility>
+#include <iterator>
 
 #include "bench/cli/progress.hpp"
 #include "bench/cli/shared.hpp"
@@ -227,15 +229,37 @@ fs::path states_root(Session& session, const StateBenchOptions& options) {
 
 }  // namespace
 
+namespace {
+
+// Each timed or counted figure and its column, in the order the ranks send them; exact follows.
+constexpr std::pair<const char*, double StateMeasured::*> kStateFigures[] = {
+    {"bytes", &StateMeasured::bytes},
+    {"file_bytes", &StateMeasured::file_bytes},
+    {"save_s", &StateMeasured::save_s},
+    {"load_s", &StateMeasured::load_s},
+    {"load_bytes", &StateMeasured::load_bytes},
+    {"fs_write_s", &StateMeasured::fs_write_s},
+    {"fs_read_s", &StateMeasured::fs_read_s},
+    {"step_s", &StateMeasured::step_s},
+    {"async_staged_s", &StateMeasured::async_staged_s},
+    {"async_step_s", &StateMeasured::async_step_s},
+    {"async_finish_s", &StateMeasured::async_finish_s}};
+static_assert(std::size(kStateFigures) + 1 == StateMeasured::kFields);
+
+}  // namespace
+
 std::array<double, StateMeasured::kFields> StateMeasured::as_row() const {
-  return {bytes, file_bytes, save_s, load_s, load_bytes, fs_write_s, fs_read_s, step_s, async_staged_s, async_step_s,
-          async_finish_s, exact};
+  std::array<double, kFields> row{};
+  for (std::size_t i = 0; i < std::size(kStateFigures); ++i) row[i] = this->*kStateFigures[i].second;
+  row[kFields - 1] = exact;
+  return row;
 }
 
-StateMeasured StateMeasured::from_row(const double* v) {
-  return {.bytes = v[0], .file_bytes = v[1], .save_s = v[2], .load_s = v[3], .load_bytes = v[4], .fs_write_s = v[5],
-          .fs_read_s = v[6], .step_s = v[7], .async_staged_s = v[8], .async_step_s = v[9], .async_finish_s = v[10],
-          .exact = v[11]};
+StateMeasured StateMeasured::from_row(const double* row) {
+  StateMeasured m;
+  for (std::size_t i = 0; i < std::size(kStateFigures); ++i) m.*kStateFigures[i].second = row[i];
+  m.exact = row[kFields - 1];
+  return m;
 }
 
 void add_state_row(record::Table& table, const StateRowKey& key, const StateMeasured& m) {
@@ -244,19 +268,9 @@ void add_state_row(record::Table& table, const StateRowKey& key, const StateMeas
   table.i64("repeat").push_back(key.repeat);
   table.i64("rank").push_back(key.rank);
   table.i64("world_size").push_back(key.world_size);
-  table.f64("bytes", "B").push_back(m.bytes);
-  table.f64("file_bytes", "B").push_back(m.file_bytes);
-  table.f64("total_bytes", "B").push_back(key.total_bytes);
-  table.f64("formula_bytes", "B").push_back(key.formula_bytes);
-  table.f64("save_s", "s").push_back(m.save_s);
-  table.f64("load_s", "s").push_back(m.load_s);
-  table.f64("load_bytes", "B").push_back(m.load_bytes);
-  table.f64("fs_write_s", "s").push_back(m.fs_write_s);
-  table.f64("fs_read_s", "s").push_back(m.fs_read_s);
-  table.f64("step_s", "s").push_back(m.step_s);
-  table.f64("async_staged_s", "s").push_back(m.async_staged_s);
-  table.f64("async_step_s", "s").push_back(m.async_step_s);
-  table.f64("async_finish_s", "s").push_back(m.async_finish_s);
+  table.f64("total_bytes").push_back(key.total_bytes);
+  table.f64("formula_bytes").push_back(key.formula_bytes);
+  for (const auto& [column, figure] : kStateFigures) table.f64(column).push_back(m.*figure);  // units: the table's spec
   table.i64("restored_exactly").push_back(static_cast<std::int64_t>(m.exact));
 }
 

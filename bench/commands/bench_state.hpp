@@ -51,7 +51,7 @@ struct StateRowKey {
   std::int64_t repeat = 0, rank = 0, world_size = 0;
   double total_bytes = 0, formula_bytes = 0;
 };
-// Appends one rank's row, each figure in its own column.
+// Appends one rank's row, each figure in its own column (table: made from kStateBenchTable).
 void add_state_row(record::Table& table, const StateRowKey& key, const StateMeasured& measured);
 
 struct StateBenchOptions {
