@@ -580,10 +580,11 @@ class BenchCollectives final : public Command {
     o.add("-e,--maxbytes", b.max_bytes, "Largest message size", {"1M", "64M"});
     o.add("-i,--stepbytes", b.step_bytes, "Size increment when -f is 1");
     o.add("-f,--stepfactor", b.sweep.step_factor, "Size multiplication factor (1 = add -i instead)", {4, 4});
-    o.add("-n,--iters", b.iterations, "Timed iterations per size", {10, 10});
-    o.add("-w,--warmup_iters", b.warmup, "Untimed warm-up iterations per size", {3, 3});
+    o.add("-n,--iters", b.iterations, "Timed iterations per size", {10, 10}).range(1, 1 << 30);
+    o.add("-w,--warmup_iters", b.warmup, "Untimed warm-up iterations per size", {3, 3}).range(0, 1 << 30);
     o.add("-c,--check", b.check_iterations,
-          "Check iterations per size with crafted inputs; #wrong counts wrong elements over all ranks (0 = off)");
+          "Check iterations per size with crafted inputs; #wrong counts wrong elements over all ranks (0 = off)")
+        .range(0, 1 << 30);
     o.add("-d,--datatype", b.datatypes, "Types, comma-separated, or all: float64 float32 float16 bfloat16 int32 int64");
     o.add("-o,--op", b.ops, "Reductions, comma-separated, or all: sum prod max min avg");
     o.add("-r,--root", b.root, "Root rank of reduce and broadcast");
