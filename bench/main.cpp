@@ -143,26 +143,42 @@ std::map<Command*, CLI::App*> build(CLI::App& app) {
   return apps;
 }
 
-// CLI11 words an unknown subcommand as a missing one; name it, with the known ones. Returns
-// whether the words before the first option name a command or a group of them.
-bool known_words(int argc, char** argv) {
-  std::string said;
+// What the words before the first option name: a command (its name in `words`, the index of the
+// word after it in `next`), a group of commands or nothing (command null, `words` all of them),
+// or words no command starts with (known false).
+struct Named {
+  Command* command = nullptr;
+  std::string words;
+  int next = 1;
+  bool known = true;
+};
+
+// The commands of `group` ("bench": "collectives, model, ...") or, for none, all of them.
+std::string command_names(const std::string& group) {
+  std::string out;
+  for (const Command* c : commands())
+    if (group.empty() || c->info().name.rfind(group + " ", 0) == 0)
+      out += (out.empty() ? "" : ", ") + c->info().name.substr(group.empty() ? 0 : group.size() + 1);
+  return out;
+}
+
+Named named_by(int argc, char** argv) {
+  Named out;
   for (int i = 1; i < argc && argv[i][0] != '-'; ++i) {
-    said += (said.empty() ? "" : " ") + std::string(argv[i]);
-    bool command = false, prefix = false;
-    for (const Command* c : commands()) {
-      command = command || c->info().name == said;
-      prefix = prefix || c->info().name.rfind(said + " ", 0) == 0;
+    out.words += (out.words.empty() ? "" : " ") + std::string(argv[i]);
+    out.next = i + 1;
+    bool prefix = false;
+    for (Command* c : commands()) {
+      if (c->info().name == out.words) out.command = c;
+      prefix = prefix || c->info().name.rfind(out.words + " ", 0) == 0;
     }
-    if (command) return true;  // what follows is its arguments
+    if (out.command) return out;  // what follows is its arguments
     if (!prefix) {
-      std::string known;
-      for (const Command* c : commands()) known += (known.empty() ? "" : ", ") + c->info().name;
-      std::fprintf(stderr, "parity: unknown subcommand %s (known: %s)\n", quoted_input(said).c_str(), known.c_str());
-      return false;
+      out.known = false;
+      return out;
     }
   }
-  return true;
+  return out;
 }
 
 // The command the words were given to, once parsed: the longest name parsed ("bench
@@ -180,27 +196,19 @@ const std::pair<Command* const, CLI::App*>* command_given(const std::map<Command
 // parsing, so that an unknown option is what is said, not what the parser made of the words
 // after it (`report a.h5 --formt html` would read html as a second file). Words after a bare
 // `--` are left alone.
-std::string unknown_option(const std::map<Command*, CLI::App*>& apps, int argc, char** argv) {
-  std::string said;
-  for (int first = 1; first < argc && argv[first][0] != '-'; ++first) {
-    said += (said.empty() ? "" : " ") + std::string(argv[first]);
-    const auto named = std::find_if(apps.begin(), apps.end(), [&](const auto& entry) { return entry.first->info().name == said; });
-    if (named == apps.end()) continue;
-    const CLI::App* sub = named->second;
-    int end = first + 1;  // the words up to a bare "--"
-    while (end < argc && std::strcmp(argv[end], "--") != 0) ++end;
-    // Help asked for is given, whatever else the words hold.
-    for (int i = first + 1; i < end; ++i)
-      if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) return {};
-    for (int i = first + 1; i < end; ++i) {
-      const std::string word = argv[i];
-      // "---x" is a value to the parser, not an option.
-      if (word.size() <= 2 || word.rfind("--", 0) != 0 || word[2] == '-') continue;
-      const std::string name = word.substr(0, word.find('='));
-      if (name == "--version") continue;
-      if (!sub->get_option_no_throw(name)) return unexpected_words(*sub, said, {word});
-    }
-    break;
+std::string unknown_option(const Named& named, const CLI::App& sub, int argc, char** argv) {
+  int end = named.next;  // the words up to a bare "--"
+  while (end < argc && std::strcmp(argv[end], "--") != 0) ++end;
+  // Help asked for is given, whatever else the words hold.
+  for (int i = named.next; i < end; ++i)
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) return {};
+  for (int i = named.next; i < end; ++i) {
+    const std::string word = argv[i];
+    // "---x" is a value to the parser, not an option.
+    if (word.size() <= 2 || word.rfind("--", 0) != 0 || word[2] == '-') continue;
+    const std::string name = word.substr(0, word.find('='));
+    if (name == "--version") continue;
+    if (!sub.get_option_no_throw(name)) return unexpected_words(sub, named.words, {word});
   }
   return {};
 }
@@ -229,10 +237,18 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", parity_version() + " (" + git_commit() + ")");
   const std::map<Command*, CLI::App*> apps = build(app);
 
-  if (!known_words(argc, argv)) return kExitUsage;
-  if (const std::string unknown = unknown_option(apps, argc, argv); !unknown.empty()) {
-    std::fprintf(stderr, "parity: %s\n", printable_line(unknown).c_str());
+  // CLI11 words an unknown subcommand as a missing one: it is named here, with the known ones.
+  const Named named = named_by(argc, argv);
+  if (!named.known) {
+    std::fprintf(stderr, "parity: unknown subcommand %s (known: %s)\n", quoted_input(named.words).c_str(),
+                 command_names("").c_str());
     return kExitUsage;
+  }
+  if (named.command) {
+    if (const std::string unknown = unknown_option(named, *apps.at(named.command), argc, argv); !unknown.empty()) {
+      std::fprintf(stderr, "parity: %s\n", printable_line(unknown).c_str());
+      return kExitUsage;
+    }
   }
   try {
     app.parse(argc, argv);
@@ -256,12 +272,9 @@ int main(int argc, char** argv) {
     return kExitUsage;
   } catch (const CLI::ParseError& e) {
     if (std::string(e.what()) == "A subcommand is required") {
-      // The words so far name a group of commands ("bench") or none: say which may follow.
-      std::string said, known;
-      for (int i = 1; i < argc && argv[i][0] != '-'; ++i) said += (said.empty() ? "" : " ") + std::string(argv[i]);
-      for (const Command* c : commands())
-        if (said.empty() || c->info().name.rfind(said + " ", 0) == 0)
-          known += (known.empty() ? "" : ", ") + c->info().name.substr(said.empty() ? 0 : said.size() + 1);
+      // The words name a group of commands ("bench") or none: say which may follow.
+      const std::string& said = named.words;
+      const std::string known = command_names(said);
       if (said.empty())
         std::fprintf(stderr, "parity: name a command: %s (see parity --help)\n", known.c_str());
       else

@@ -493,10 +493,6 @@ class OutputRelay {
   std::string pending_;
 };
 
-}  // namespace
-
-namespace {
-
 // Sends `signal` to the ranks mpirun started on this host: its children running this program.
 void signal_local_ranks(pid_t launcher, int signal) {
   std::error_code error;

@@ -232,17 +232,16 @@ int pipeline_validate(const PipelineOptions& o) {
 }
 
 void split_backward(PipelineOptions& o, bool backward, bool input_grad, bool weight_grad) {
-  const auto text = [](double v) { return as_given(v); };
   if (backward && input_grad && weight_grad) {
     if (std::abs(o.backward - (o.input_grad + o.weight_grad)) > 1e-12 * o.backward)
-      throw UsageError("--backward " + text(o.backward) + " is not --input-grad " + text(o.input_grad) + " + --weight-grad " +
-                       text(o.weight_grad) + ": a whole backward is its two parts (give B, or I and W)");
+      throw UsageError("--backward " + as_given(o.backward) + " is not --input-grad " + as_given(o.input_grad) + " + --weight-grad " +
+                       as_given(o.weight_grad) + ": a whole backward is its two parts (give B, or I and W)");
   } else if (backward && (input_grad || weight_grad)) {
     double& other = input_grad ? o.weight_grad : o.input_grad;
     other = o.backward - (input_grad ? o.input_grad : o.weight_grad);
     if (other < 0)
-      throw UsageError("--backward " + text(o.backward) + " is less than " +
-                       (input_grad ? "--input-grad " + text(o.input_grad) : "--weight-grad " + text(o.weight_grad)) +
+      throw UsageError("--backward " + as_given(o.backward) + " is less than " +
+                       (input_grad ? "--input-grad " + as_given(o.input_grad) : "--weight-grad " + as_given(o.weight_grad)) +
                        ": a whole backward is its two parts");
   } else if (backward) {
     o.input_grad = o.weight_grad = o.backward / 2;
