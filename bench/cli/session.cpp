@@ -401,7 +401,7 @@ void Session::agree_on_root(const std::function<void()>& check) {
   if (failed) throw Refused{};
 }
 
-void Session::check_memory(std::size_t bytes_per_rank, const std::string& what) {
+void Session::admit(std::size_t bytes_per_rank, const std::string& what) {
   auto local = world_->split_by_host();
   std::string message;
   if (local->rank() == 0) {
@@ -429,6 +429,16 @@ void Session::check_memory(std::size_t bytes_per_rank, const std::string& what) 
   for (const auto& m : world_->all_gather_strings(message))
     if (!m.empty()) { first = m; break; }
   if (!first.empty()) agree_on_root([&] { throw UsageError(first); });
+  if (options_.inject_stall_rank != world_->rank()) return;
+  // Sleep through the timeout. The stall is an operation of its own, so this rank's watchdog
+  // fires too: at one rank nobody else would notice, and at several the message tells the
+  // stalled rank (here) from the ones waiting for it in their next operation.
+  const std::string text = "an injected stall (--inject-stall " + std::to_string(world_->rank()) + ")";
+  Operation stalled;
+  stalled.name = "an injected stall";  // what a signal handler can say of it
+  stalled.text = text.c_str();
+  Watchdog::Scope stall(world_->watchdog(), std::move(stalled));
+  for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
 }
 
 InjectedInterrupt parse_injected_interrupt(const std::string& text, const std::vector<std::string>& groups) {
@@ -484,18 +494,6 @@ void Session::count_injected_block(const std::string& group) {
                static_cast<int>(target));
 }
 
-void Session::maybe_inject_stall() {
-  if (options_.inject_stall_rank != world_->rank()) return;
-  // Sleep through the timeout. The stall is an operation of its own, so this rank's watchdog
-  // fires too: at one rank nobody else would notice, and at several the message tells the
-  // stalled rank (here) from the ones waiting for it in their next operation.
-  const std::string text = "an injected stall (--inject-stall " + std::to_string(world_->rank()) + ")";
-  Operation stalled;
-  stalled.name = "an injected stall";  // what a signal handler can say of it
-  stalled.text = text.c_str();
-  Watchdog::Scope stall(world_->watchdog(), std::move(stalled));
-  for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
-}
 
 record::ResultsFile& Session::results() {
   require(is_root() && results_ != nullptr, "only rank 0 writes the result file, until it is committed");

@@ -107,12 +107,11 @@ class Session {
   // Runs `check` (which may throw UsageError) on rank 0 only and agrees on the outcome: when
   // it fails, rank 0 prints the message and every rank throws Refused.
   void agree_on_root(const std::function<void()>& check);
-  // Refuses a job whose ranks on some host would need more than that host's available
-  // memory, or (--device cuda) more than the free memory of the GPU they share; checked on
-  // every host, before anything is allocated.
-  void check_memory(std::size_t bytes_per_rank, const std::string& what);
-  // Blocks the rank named by --inject-stall forever (until the watchdog of others fires).
-  void maybe_inject_stall();
+  // The last step before a job's ranks allocate and run. Refuses a job whose ranks on some
+  // host would need more than that host's available memory, or (--device cuda) more than the
+  // free memory of the GPU they share, checked on every host; then the rank named by
+  // --inject-stall blocks there forever (until the watchdog of others fires).
+  void admit(std::size_t bytes_per_rank, const std::string& what);
   // Environment variable through which parity's parent tells the ranks on its host who it is
   // ("PID@HOST"): --inject-interrupt signals it there, as a user would.
   static constexpr const char* kParentVariable = "PARITY_PARENT";

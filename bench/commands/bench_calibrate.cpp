@@ -131,8 +131,7 @@ class BenchCalibrate final : public Command {
     const auto largest = [](const auto& counts) { return static_cast<std::size_t>(counts[std::size(counts) - 1]); };
     const std::size_t ops = 5 * largest(theory::kOpElements) + 3 * (std::size_t{1} << 20);
     const std::size_t stream = 3 * largest(theory::kStreamElements);
-    s.check_memory((ops + stream) * size_of(dtype), "the calibration");
-    s.maybe_inject_stall();
+    s.admit((ops + stream) * size_of(dtype), "the calibration");
     job.calibration(dtype);
     Communicator& world = s.world();
     double efficiency = 1;

@@ -379,8 +379,7 @@ class BenchCheckpoint final : public Command {
   int execute(Job& job) override {
     Session& s = job.session;
     const CheckpointBenchPlan plan = plan_checkpoint_bench(options_);
-    s.check_memory(checkpoint_bench_bytes_per_rank(plan), "the checkpoint benchmark");
-    s.maybe_inject_stall();
+    s.admit(checkpoint_bench_bytes_per_rank(plan), "the checkpoint benchmark");
     const CheckpointBenchOutcome outcome = run_checkpoint_bench(job, plan, options_);
     record_checkpoint_bench(s, outcome, plan, options_);
     return outcome.mismatches ? kExitFailed : kExitOk;

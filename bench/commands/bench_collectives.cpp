@@ -610,8 +610,7 @@ class BenchCollectives final : public Command {
     Session& s = job.session;
     const BenchPlan plan = plan_bench(options_);
     check_bench_root(options_, s.world().size());
-    s.check_memory(bench_bytes_per_rank(plan, s.world().size()), "the benchmark at -e " + options_.max_bytes);
-    s.maybe_inject_stall();
+    s.admit(bench_bytes_per_rank(plan, s.world().size()), "the benchmark at -e " + options_.max_bytes);
     const HostCopy copy = measure_host_copy(s);
     const PointToPoint& p2p = job.point_to_point(plan.sizes.back());
     const BenchOutcome outcome = run_bench(s, plan, options_, p2p, copy.best_GBps);

@@ -357,8 +357,7 @@ class BenchContext final : public Command {
   int execute(Job& job) override {
     Session& s = job.session;
     const ContextBenchPlan plan = plan_context_bench(options_, s.world().size());
-    s.check_memory(context_bench_bytes_per_rank(plan, options_.rows), "the context benchmark");
-    s.maybe_inject_stall();
+    s.admit(context_bench_bytes_per_rank(plan, options_.rows), "the context benchmark");
     const ContextBenchOutcome outcome = run_context_bench(s, plan, options_);
     if (s.is_root()) {
       auto& file = s.results();

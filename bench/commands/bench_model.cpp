@@ -302,13 +302,11 @@ class BenchModel final : public Command {
     const ModelBenchPlan plan = plan_model_bench(options_);
     if (plan.fast) {
       if (!s.on_gpu()) throw UsageError("--path fast runs on GPUs only: add --device cuda");
-      s.check_memory(fast_model_bench_bytes(plan), "the fast model benchmark");
-      s.maybe_inject_stall();
+      s.admit(fast_model_bench_bytes(plan), "the fast model benchmark");
       record_model_bench(s, run_fast_model_bench(s, plan, options_), options_);
       return kExitOk;
     }
-    s.check_memory(model_bench_bytes_per_rank(plan), "the model benchmark");
-    s.maybe_inject_stall();
+    s.admit(model_bench_bytes_per_rank(plan), "the model benchmark");
     record_model_bench(s, run_model_bench(job, plan, options_), options_);
     return kExitOk;
   }

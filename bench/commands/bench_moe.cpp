@@ -526,8 +526,7 @@ class BenchMoe final : public Command {
   int execute(Job& job) override {
     Session& s = job.session;
     const MoeBenchPlan plan = plan_moe_bench(options_, s.world().size());
-    s.check_memory(moe_bench_bytes_per_rank(plan, options_, s.world().size()), "the MoE benchmark");
-    s.maybe_inject_stall();
+    s.admit(moe_bench_bytes_per_rank(plan, options_, s.world().size()), "the MoE benchmark");
     const PointToPoint& p2p = job.point_to_point(4 << 20);  // the source of the alpha-beta predictions
     const theory::Calibration calibration = job.calibration_with_collectives(plan.config.dtype);
     const MoeBenchOutcome outcome = run_moe_bench(s, plan, options_, p2p, calibration);

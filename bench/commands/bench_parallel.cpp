@@ -532,8 +532,7 @@ class BenchMemory final : public ParallelBenchCommand {
   int execute(Job& job) override {
     Session& s = job.session;
     const ParallelBenchPlan plan = plan_parallel_bench(options_);
-    s.check_memory(parallel_bench_bytes_per_rank(options_), "the memory benchmark");
-    s.maybe_inject_stall();
+    s.admit(parallel_bench_bytes_per_rank(options_), "the memory benchmark");
     const MemoryBenchOutcome outcome = run_memory_bench(s, plan, options_);
     record_memory_bench(s, outcome);
     return outcome.mismatches ? kExitFailed : kExitOk;
@@ -586,16 +585,14 @@ class BenchScaling final : public ParallelBenchCommand {
     check_scaling_batch(s, options_);
     if (plan.fast) {
       if (!s.on_gpu()) throw UsageError("--path fast runs on GPUs only: add --device cuda");
-      s.check_memory(fast_scaling_bench_bytes(plan, options_), "the fast scaling benchmark");
-      s.maybe_inject_stall();
+      s.admit(fast_scaling_bench_bytes(plan, options_), "the fast scaling benchmark");
       const PointToPoint& p2p = job.point_to_point(1 << 20);
       theory::Calibration links;  // the collectives' efficiencies alone: the compute runs no reference op
       links.collective_efficiency = job.collective_efficiency();
       record_scaling_bench(s, run_fast_scaling_bench(s, plan, options_, p2p, links));
       return kExitOk;
     }
-    s.check_memory(parallel_bench_bytes_per_rank(options_), "the scaling benchmark");
-    s.maybe_inject_stall();
+    s.admit(parallel_bench_bytes_per_rank(options_), "the scaling benchmark");
     const PointToPoint& p2p = job.point_to_point(1 << 20);  // the source of the alpha-beta predictions
     const theory::Calibration calibration = job.calibration_with_collectives(DataType::float32);
     record_scaling_bench(s, run_scaling_bench(s, plan, options_, p2p, calibration));

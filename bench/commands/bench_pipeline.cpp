@@ -575,8 +575,7 @@ class BenchPipeline final : public Command {
   int execute(Job& job) override {
     Session& s = job.session;
     const PipelineBenchPlan plan = plan_pipeline_bench(options_, s.world().size());
-    s.check_memory(pipeline_bench_bytes_per_rank(plan, options_), "the pipeline benchmark");
-    s.maybe_inject_stall();
+    s.admit(pipeline_bench_bytes_per_rank(plan, options_), "the pipeline benchmark");
     const PointToPoint& p2p = job.point_to_point(1 << 20);  // the source of the simulated messages
     record_pipeline_bench(s, run_pipeline_bench(s, plan, options_, p2p, job.calibration(plan.config.dtype)), options_);
     return kExitOk;

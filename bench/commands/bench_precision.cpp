@@ -175,8 +175,7 @@ class BenchPrecision final : public Command {
   int execute(Job& job) override {
     Session& s = job.session;
     const PrecisionBenchPlan plan = plan_precision_bench(options_);
-    s.check_memory(precision_bench_bytes_per_rank(plan, options_.batch), "the precision benchmark");
-    s.maybe_inject_stall();
+    s.admit(precision_bench_bytes_per_rank(plan, options_.batch), "the precision benchmark");
     const PrecisionBenchOutcome outcome = run_precision_bench(s, plan, options_);
     record_precision_bench(s, outcome, plan, options_);
     return outcome.failures ? kExitFailed : kExitOk;

@@ -427,8 +427,7 @@ class BenchState final : public Command {
     Session& s = job.session;
     const StateBenchPlan plan = plan_state_bench(options_);
     // The trainer saved and the one restoring it, and their gathered states compared.
-    s.check_memory(state_bytes_per_rank(plan.config, s.world().size(), 2, 2), "the state benchmark");
-    s.maybe_inject_stall();
+    s.admit(state_bytes_per_rank(plan.config, s.world().size(), 2, 2), "the state benchmark");
     const StateBenchOutcome outcome = run_state_bench(s, plan, options_);
     if (s.is_root()) {
       auto& file = s.results();

@@ -383,8 +383,7 @@ class BenchTensor final : public Command {
   int execute(Job& job) override {
     Session& s = job.session;
     const TensorBenchPlan plan = plan_tensor_bench(options_, s.world().size());
-    s.check_memory(tensor_bench_bytes_per_rank(plan, options_.batch), "the tensor benchmark");
-    s.maybe_inject_stall();
+    s.admit(tensor_bench_bytes_per_rank(plan, options_.batch), "the tensor benchmark");
     const PointToPoint& p2p = job.point_to_point(4 << 20);  // the source of the alpha-beta predictions
     const theory::Calibration calibration = job.calibration_with_collectives(plan.config.dtype);
     const TensorBenchOutcome outcome = run_tensor_bench(s, plan, options_, p2p, calibration);

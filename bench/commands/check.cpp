@@ -111,8 +111,7 @@ class Check final : public Command {
     for (const auto& s : selected)
       for (std::size_t i = 0; i < s.cases->size(); ++i)
         largest = std::max(largest, s.cases->bytes_per_rank(i, session.world().size()));
-    session.check_memory(largest, "the conformance cases");
-    session.maybe_inject_stall();
+    session.admit(largest, "the conformance cases");
     std::size_t failed = 0;
     for (const auto& s : selected) failed += run_family_cases(session, *s.family, *s.cases).failed;
     return failed ? kExitFailed : kExitOk;

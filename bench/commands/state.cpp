@@ -297,8 +297,7 @@ int state_train(Session& session, const TrainOptions& o) {
   config.dtype = parse_data_type(o.precision);
   config.validate();
   const StateLayout layout = parse_state_layout(o.layout, "--layout");
-  session.check_memory(state_bytes_per_rank(config, world.size(), 1, 0), "the training");
-  session.maybe_inject_stall();
+  session.admit(state_bytes_per_rank(config, world.size(), 1, 0), "the training");
   const std::int64_t rows = std::max<std::int64_t>(8, world.size());
   StateTrainer t = build_state_trainer(session, config, layout, rows, "--layout");
   const parallel::BatchSource source = parallel::batches_of(config);
