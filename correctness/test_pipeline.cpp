@@ -4,13 +4,18 @@
 // before any rank sends.
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
+#include "correctness/cases/compare.hpp"
 #include "correctness/cases/pipeline.hpp"
 #include "correctness/mpi_test.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/tolerance.hpp"
+#include "reference/model/model.hpp"
+#include "reference/parallel/batches.hpp"
 #include "reference/parallel/pipeline/executor.hpp"
 #include "reference/parallel/techniques/techniques.hpp"
+#include "reference/theory/model.hpp"
 
 namespace parity::test {
 namespace {
@@ -66,6 +71,40 @@ TEST_F(MpiTest, ExecutorRefusesWhatItCannotRun) {
   std::swap(broken.ranks.back().front(), broken.ranks.back().back());
   EXPECT_THROW(pp::Executor(comm(), broken, std::vector<int>(static_cast<std::size_t>(p), 1), boundary, DataType::float64),
                UsageError);
+}
+
+TEST_F(MpiTest, AForwardKeepsWhatItsLayersSave) {
+  // The bytes each forward keeps until its backward (the timeline's kept_bytes, what bench
+  // pipeline's peak formula is built from), to the byte. A stage of blocks alone keeps
+  // theory::parity_block_activation_bytes per block: its received input stands in the first
+  // block for the output it sends on. The first and last stages hold the embedding, the final
+  // LayerNorm and the head as well and are not checked here.
+  cases::PipelineCase c;
+  c.schedule = "1f1b";
+  c.micro_batches = 2 * comm().size();
+  c.rows_per_micro_batch = 2;
+  const std::unique_ptr<cases::PipelineSetup> setup = cases::setup_pipeline_case(comm(), c);
+  setup->executor->record_timeline(true);
+  setup->trainer->step(parallel::batches_of(setup->config), 0);
+  const std::vector<model::LayerRange> stages = pp::balance_stages(setup->layer_parameters, comm().size());
+  const auto whole = model::build_gpt(setup->config);
+  const std::int64_t per_block = theory::parity_block_activation_bytes(setup->config, c.rows_per_micro_batch);
+  double checked = 0;
+  for (const pp::Event& e : setup->executor->timeline()) {
+    if (e.wait || e.action.work != pp::Work::forward) continue;
+    const model::LayerRange& range = stages[static_cast<std::size_t>(e.action.stage)];
+    bool blocks_alone = true;
+    for (int i = range.begin; i < range.end; ++i)
+      blocks_alone = blocks_alone && std::string(whole->layers()[static_cast<std::size_t>(i)]->kind()) == "block";
+    if (!blocks_alone) continue;
+    EXPECT_EQ(e.kept_bytes, (range.end - range.begin) * per_block)
+        << "stage " << e.action.stage << ", micro-batch " << e.action.micro_batch << ": " << range.end - range.begin << " blocks";
+    ++checked;
+  }
+  checked = cases::sum_over_ranks(comm(), checked);
+  if (comm().size() >= 3) {
+    EXPECT_GT(checked, 0) << "no stage held blocks alone";
+  }
 }
 
 TEST_F(MpiTest, AFailingActionIsNamedWithItsRank) {
