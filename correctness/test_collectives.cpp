@@ -11,6 +11,8 @@
 
 #include "correctness/cases/collectives.hpp"
 #include "correctness/mpi_test.hpp"
+#include "reference/comm/algorithms.hpp"
+#include "reference/comm/collectives.hpp"
 #include "reference/core/error.hpp"
 #include "reference/kernels/buffer_kernels.hpp"
 
@@ -193,18 +195,29 @@ TEST_F(Grid, CatchesAModifiedInput) {
 
 // Cases that differ only in their root share inputs but not expected values (a broadcast gives
 // every rank the root's): each root's case passes after the other's (run_case keeps the last
-// case's inputs and expected values).
+// case's inputs and expected values). Every rooted collective's algorithms at every root, in
+// place and not: the conformance grid itself puts the root at n / 2 only.
 TEST_F(Grid, KeptExpectationsFollowTheRoot) {
-  for (const char* algorithm : {"native", "binomial_tree"})
-    for (int root = 0; root < comm().size(); ++root)
-      for (int again = 0; again < 2; ++again) {
-        cases::CollectiveCase c = small_case(DataType::int32, ReduceOp::sum);
-        c.collective = Collective::broadcast;
-        c.algorithm = algorithm;
-        c.root = root;
-        const auto r = cases::run_case(comm(), c, HalfAccumulate::float32, false);
-        EXPECT_TRUE(r.passed) << algorithm << " root " << root << ": " << r.message;
-      }
+  int ran = 0;
+  for (Collective collective : kAllCollectives) {
+    if (!has_root(collective)) continue;
+    for (const AlgorithmDescriptor* algorithm : algorithms_for(collective))
+      for (int root = 0; root < comm().size(); ++root)
+        for (bool in_place : {false, true}) {
+          if (in_place && describe(collective).in_place == InPlace::none) continue;
+          for (int again = 0; again < 2; ++again) {
+            cases::CollectiveCase c = small_case(DataType::int32, ReduceOp::sum);
+            c.collective = collective;
+            c.algorithm = algorithm->name;
+            c.root = root;
+            c.in_place = in_place;
+            const auto r = cases::run_case(comm(), c, HalfAccumulate::float32, false);
+            EXPECT_TRUE(r.passed) << c.name() << " root " << root << ": " << r.message;
+            ++ran;
+          }
+        }
+  }
+  EXPECT_GE(ran, 2 * 2 * comm().size());  // broadcast and reduce, at least two algorithms between them
 }
 
 // all_to_all_v's checks can fail too. The broken versions run the native collective into
