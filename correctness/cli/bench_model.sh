@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `parity bench model` on 2 ranks: one row per (model, rank) with counted FLOPs equal to the
-# formula, positive rates, an MFU below the bound its definition allows, and peak memory whose
+# formula, rates (achieved, tokens, MFU, of-peak MFU and HFU) from the row's own FLOPs and time, and peak memory whose
 # model-state part equals the parameter count times (1 value + 1 gradient + 2 AdamW moments).
 set -euo pipefail
 parity=$1; work=$2
@@ -22,6 +22,17 @@ with h5py.File("model.h5") as f:
             (t["step_flops"][i], t["megatron_step_flops"][i])
         assert t["tokens_per_s"][i] > 0 and t["step_time_s"][i] > 0
         assert 0 < t["mfu"][i], t["mfu"][i]
+        # The rates from the row's own FLOPs and time: achieved, tokens, MFU against the same
+        # run's product rate, and against the datasheet peak (NaN where there is none: CPUs).
+        close = lambda a, b: abs(a - b) <= 1e-12 * abs(b)
+        achieved = t["step_flops"][i] / t["step_time_s"][i] / 1e9
+        assert close(t["achieved_GFLOPs"][i], achieved), (t["achieved_GFLOPs"][i], achieved)
+        assert close(t["tokens_per_s"][i], t["batch"][i] * t["sequence"][i] / t["step_time_s"][i]), t["tokens_per_s"][i]
+        assert close(t["mfu"][i], achieved / t["matmul_GFLOPs"][i]), (t["mfu"][i], achieved, t["matmul_GFLOPs"][i])
+        peak, hardware = t["peak_GFLOPs"][i], t["hardware_step_flops"][i] / t["step_time_s"][i] / 1e9
+        for name, value in (("mfu_of_peak", achieved), ("hfu_of_peak", hardware)):
+            got = t[name][i]
+            assert (got != got) if peak != peak else close(got, value / peak), (name, got, value, peak)
         # float32: 4 bytes per parameter value, gradient, AdamW m and v.
         assert t["peak_parameters_bytes"][i] == 4 * p, (t["peak_parameters_bytes"][i], p)
         assert t["peak_gradients_bytes"][i] == 4 * p
