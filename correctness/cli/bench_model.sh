@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `parity bench model` on 2 ranks: one row per (model, rank) with counted FLOPs equal to the
-# formula, rates (achieved, tokens, MFU, of-peak MFU and HFU) from the row's own FLOPs and time, and peak memory whose
-# model-state part equals the parameter count times (1 value + 1 gradient + 2 AdamW moments).
+# formula, rates (achieved, tokens, MFU, of-peak MFU and HFU) from the row's own FLOPs and
+# time, and peak memory whose model-state part equals the parameter count times (1 value + 1
+# gradient + 2 AdamW moments).
 set -euo pipefail
 parity=$1; work=$2
 rm -rf "$work"; mkdir -p "$work"; cd "$work"
