@@ -350,6 +350,13 @@ TEST(Json, ReadsValuesAndNamesTheByteOfAnError) {
       EXPECT_NE(std::string(e.what()).find("JSON at byte "), std::string::npos) << e.what();
     }
   }
+  try {
+    parse_json("[1, -1e400]");
+    ADD_FAILURE() << "-1e400 was read";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("JSON at byte 4: the number -1e400 is beyond a double's range"), std::string::npos)
+        << e.what();
+  }
   EXPECT_THROW(parse_json(std::string(100, '[') + std::string(100, ']')), UsageError);  // deeper than 64
   EXPECT_EQ(json_quoted("a\"b\\\n"), "\"a\\\"b\\\\\\u000a\"");
   EXPECT_EQ(parse_json(json_quoted("a\"b\\\n\t")).text, "a\"b\\\n\t");

@@ -84,9 +84,13 @@ class Reader {
       v.text = std::string(s_.substr(start, at_ - start));
       char* end = nullptr;
       v.number = std::strtod(v.text.c_str(), &end);
-      if (v.text.empty() || *end != '\0' || !std::isfinite(v.number)) {
+      if (v.text.empty() || *end != '\0') {
         at_ = start;
         fail("expected a value");
+      }
+      if (!std::isfinite(v.number)) {
+        at_ = start;
+        fail("the number " + v.text + " is beyond a double's range");
       }
     }
     return v;
