@@ -1,7 +1,6 @@
 // Starting the report scripts (reports.hpp).
 #include "bench/cli/reports.hpp"
 
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -84,9 +83,6 @@ int draw_report(const std::vector<std::string>& files, std::string out_dir, bool
   command.push_back("--out");
   command.push_back(out_dir);
   if (!figures) command.push_back("--no-figures");
-  std::vector<char*> argv;
-  for (auto& a : command) argv.push_back(a.data());
-  argv.push_back(nullptr);
   // A signal to parity reaches the script too (SIGTERM passed on; a terminal's Ctrl-C reaches
   // both), and parity waits for it to end: no script is left drawing after parity has gone.
   // SIGHUP ignored when parity started (nohup) stays ignored, by both. (SIGINT is taken even so:
@@ -104,17 +100,7 @@ int draw_report(const std::vector<std::string>& files, std::string out_dir, bool
   const pid_t parent = getpid();
   const pid_t child = fork();
   if (child < 0) throw UsageError(std::string("cannot start the report script: ") + std::strerror(errno));
-  if (child == 0) {
-    struct sigaction plain {};
-    plain.sa_handler = SIG_DFL;
-    for (int i = 0; i < 3; ++i)
-      if (!kept_ignored(i)) sigaction(signals[i], &plain, nullptr);
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() != parent) _exit(kExitInterrupted);
-    execvp(argv[0], argv.data());
-    std::fprintf(stderr, "parity: could not start %s\n", argv[0]);
-    _exit(127);
-  }
+  if (child == 0) exec_tied_child(parent, command, kept_ignored(2));
   int status = 0;
   bool passed_on = false;
   std::optional<std::chrono::steady_clock::time_point> signalled;
@@ -149,7 +135,9 @@ int draw_report(const std::vector<std::string>& files, std::string out_dir, bool
   }
   // The script's statuses: 0 drawn, 2 bad input, 4 a fault while drawing, 130 its own Ctrl-C.
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  if (code == 127) throw UsageError("python3 not found; install python3-matplotlib python3-h5py (ci/setup.sh)");
+  if (code == 127)
+    throw UsageError(python() + " could not be started for the report (line above); set PARITY_PYTHON or install python3, "
+                     "python3-matplotlib and python3-h5py (ci/setup.sh)");
   if (code == 0 && !quiet) std::fprintf(stderr, "[report] %s/index.html\n", printable_line(out_dir, 300).c_str());
   if (code == 0 || code == kExitUsage || code == kExitFault) return code;
   if (code == 130) return kExitInterrupted;

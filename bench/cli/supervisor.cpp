@@ -519,6 +519,21 @@ void signal_local_ranks(pid_t launcher, int signal) {
 
 }  // namespace
 
+void exec_tied_child(pid_t parent, const std::vector<std::string>& command, bool hangup_ignored) {
+  struct sigaction restore {};
+  restore.sa_handler = SIG_DFL;
+  for (int s : {SIGINT, SIGTERM, SIGHUP})
+    if (s != SIGHUP || !hangup_ignored) sigaction(s, &restore, nullptr);
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (getppid() != parent) _exit(kExitInterrupted);
+  std::vector<char*> argv;
+  for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  execvp(argv[0], argv.data());
+  std::fprintf(stderr, "%s: %s\n", command[0].c_str(), std::strerror(errno));
+  _exit(127);
+}
+
 Outcome supervise(const std::vector<std::string>& command, int world_size, bool ranks_here) {
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
@@ -540,21 +555,11 @@ Outcome supervise(const std::vector<std::string>& command, int world_size, bool 
     // mpirun in its own process group: the terminal's Ctrl-C reaches parity, which passes it
     // on once, instead of reaching mpirun and the ranks all at the same time.
     setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() != parent) _exit(kExitInterrupted);
-    struct sigaction restore {};
-    restore.sa_handler = SIG_DFL;
-    for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaction(s, &restore, nullptr);
     const int null_in = open("/dev/null", O_RDONLY);
     if (null_in >= 0) dup2(null_in, STDIN_FILENO);
     dup2(pipe_fds[1], STDERR_FILENO);
     stdout_relay.attach_child();
-    std::vector<char*> argv;
-    for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    std::fprintf(stderr, "%s: %s\n", command[0].c_str(), std::strerror(errno));
-    _exit(127);
+    exec_tied_child(parent, command, false);
   }
   g_child = child;
   close(pipe_fds[1]);

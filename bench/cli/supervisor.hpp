@@ -105,6 +105,13 @@ class LauncherDigest {
 // process was inside one.
 void handle_interrupts(int launcher_rank);
 
+// In a child just forked by `parent`: SIGINT, SIGTERM and SIGHUP back to their defaults (SIGHUP
+// left ignored when `hangup_ignored`: parity started under nohup), the child ended with its
+// parent (PR_SET_PDEATHSIG; at once when the parent is already gone), then `command` run, looked
+// up on PATH when its name has no '/'. Does not return: a command that cannot start ends the
+// child with status 127, its reason on stderr.
+[[noreturn]] void exec_tied_child(pid_t parent, const std::vector<std::string>& command, bool hangup_ignored);
+
 // Runs `command` (mpirun and its arguments) as a child in its own process group, forwards
 // signals, shows its stderr through a LauncherDigest and returns parity's exit status with
 // the line it printed. `ranks_here`: every rank runs on this host as mpirun's child (no
