@@ -205,6 +205,14 @@ class Plotter:
                    bbox_to_anchor=(0.5, 0.0))
         return math.ceil(len(handles) / ncol) if handles else 0
 
+    def finish(self, fig, name, handles, most=5, title=None):
+        """Saves fig (save) with the legend of handles below its panels, at most `most` entries
+        a row, and, given title, the figure's title above them in bold (None: each panel has
+        its own title and the figure none)."""
+        if title is not None:
+            fig.suptitle(title, fontsize=12, fontweight="bold")
+        return self.save(fig, name, self.legend(fig, handles, most), suptitle=title is not None)
+
     def step_pairs(self, pairs, ticks, part, names, run_labels, title, name, xlabel=None):
         """Per matched row (pairs: (key, a, b)), A's and B's step time side by side in ms, the
         column `part` (seconds of communication, say) hatched on top where the file has it.
@@ -237,7 +245,7 @@ class Plotter:
         handles.append(self.Patch(facecolor="0.7", hatch="//", edgecolor="0.3", linewidth=0,
                                   label=part_legend))
         ax.set_title(title)
-        return self.save(fig, name, self.legend(fig, handles, most=3), suptitle=False)
+        return self.finish(fig, name, handles, most=3)
 
     @staticmethod
     def bars_figsize(n_bars):

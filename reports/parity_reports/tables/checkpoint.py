@@ -233,10 +233,8 @@ def draw_tradeoff(plotter, bench):
         handles.append(plotter.Line2D([], [], linestyle="none", marker="o", markersize=7,
                                       color="white", markeredgecolor=RED, markeredgewidth=2.2,
                                       label="fails: losses or formulas differ"))
-    fig.suptitle("Activation memory against recompute time, per policy", fontsize=12,
-                 fontweight="bold")
-    legend_rows = plotter.legend(fig, handles, most=4)
-    return plotter.save(fig, "checkpoint_tradeoff", legend_rows)
+    return plotter.finish(fig, "checkpoint_tradeoff", handles, most=4,
+                          title="Activation memory against recompute time, per policy")
 
 
 def draw_formulas(plotter, bench):
@@ -311,10 +309,8 @@ def draw_formulas(plotter, bench):
                                label="measured time overhead (time ratio - 1)")]
     if any(set(r["differs"]) - {"losses"} for r in rows):
         handles.append(plotter.Patch(color=RED, label="differs from the formula"))
-    fig.suptitle("Bytes and recompute FLOPs against their formulas, per policy", fontsize=12,
-                 fontweight="bold")
-    legend_rows = plotter.legend(fig, handles, most=3)
-    return plotter.save(fig, "checkpoint_formulas", legend_rows)
+    return plotter.finish(fig, "checkpoint_formulas", handles, most=3,
+                          title="Bytes and recompute FLOPs against their formulas, per policy")
 
 
 def draw_comparison(plotter, pairs, run_labels):
@@ -338,8 +334,7 @@ def draw_comparison(plotter, pairs, run_labels):
                for j, label in enumerate(run_labels)]
     handles.append(plotter.Line2D([], [], color="0.45", linestyle="--", label="no recompute"))
     ax.set_title("Activation checkpointing time ratio, run A and run B")
-    return plotter.save(fig, "checkpoint_compare", plotter.legend(fig, handles, most=3),
-                        suptitle=False)
+    return plotter.finish(fig, "checkpoint_compare", handles, most=3)
 
 
 # --------------------------------------------------------------------------------------------

@@ -253,9 +253,7 @@ def draw_group(plotter, title, by_algo, host_bw):
     ax_bw.set_title("bus bandwidth (higher is better)")
     ax_t.set_ylabel("time (us)")
     ax_t.set_title("time per operation (lower is better)")
-    fig.suptitle(title, fontsize=12, fontweight="bold")
-    rows = plotter.legend(fig, handles)
-    return plotter.save(fig, "coll_" + title, rows)
+    return plotter.finish(fig, "coll_" + title, handles, title=title)
 
 
 def draw_comparison(plotter, title, by_algo, labels, host_bws):
@@ -308,9 +306,7 @@ def draw_comparison(plotter, title, by_algo, labels, host_bws):
         ax_r.set_yscale("log")
     ax_r.set_ylabel(f"busbw ratio {labels[1]} / {labels[0]}")
     ax_r.set_title("B / A (above 1: B faster)")
-    fig.suptitle(title, fontsize=12, fontweight="bold")
-    rows = plotter.legend(fig, handles)
-    return plotter.save(fig, "cmp_" + title, rows)
+    return plotter.finish(fig, "cmp_" + title, handles, title=title)
 
 
 # --------------------------------------------------------------------------------------------

@@ -239,11 +239,9 @@ def draw_memory(plotter, precision, panels, categories):
     if paper_differs:
         handles.append(plotter.Line2D([], [], linestyle="none", marker="x", markersize=7,
                                       color="0.35", label="paper formula (no padding)"))
-    fig.suptitle("Peak bytes per rank during a training step"
-                 + (f", {precision}" if precision else "") + " (largest rank per category)",
-                 fontsize=12, fontweight="bold")
-    rows = plotter.legend(fig, handles, most=4)
-    return plotter.save(fig, "zero_memory_" + (precision or "all"), rows)
+    return plotter.finish(fig, "zero_memory_" + (precision or "all"), handles, most=4,
+                          title="Peak bytes per rank during a training step"
+                          + (f", {precision}" if precision else "") + " (largest rank per category)")
 
 
 def draw_bytes_sent(plotter, panels):
@@ -285,10 +283,8 @@ def draw_bytes_sent(plotter, panels):
     handles = [plotter.Patch(color=strategy_color(plotter, s), label=s) for s in strategies_seen]
     handles.append(plotter.Line2D([], [], linestyle="none", marker="_", markersize=12,
                                   markeredgewidth=2.2, color="black", label="formula"))
-    fig.suptitle("Bytes each rank sends per training step (mean over ranks) and the formula",
-                 fontsize=12, fontweight="bold")
-    rows = plotter.legend(fig, handles)
-    return plotter.save(fig, "zero_bytes_sent", rows)
+    return plotter.finish(fig, "zero_bytes_sent", handles, title="Bytes each rank sends per training "
+                          "step (mean over ranks) and the formula")
 
 
 # --------------------------------------------------------------------------------------------

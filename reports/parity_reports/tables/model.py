@@ -183,8 +183,7 @@ def draw_bars(plotter, name, labels, spreads, ylabel, title, fmt, reference=None
     ax.grid(axis="x", visible=False)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    rows = plotter.legend(fig, handles, most=3)
-    return plotter.save(fig, name, rows, suptitle=False)
+    return plotter.finish(fig, name, handles, most=3)
 
 
 def draw_memory(plotter, labels, peaks, categories):
@@ -211,8 +210,8 @@ def draw_memory(plotter, labels, peaks, categories):
     ax.grid(axis="x", visible=False)
     ax.set_ylabel(f"peak bytes during the steps ({unit})")
     ax.set_title("Peak memory of a training step by category (largest rank)")
-    rows = plotter.legend(fig, handles, most=3)  # long category names: 3 fit a narrow figure
-    return plotter.save(fig, "model_memory", rows, suptitle=False)
+    # Long category names: 3 fit a narrow figure.
+    return plotter.finish(fig, "model_memory", handles, most=3)
 
 
 def draw_comparison(plotter, labels, spreads_a, spreads_b, run_labels):
@@ -245,8 +244,7 @@ def draw_comparison(plotter, labels, spreads_a, spreads_b, run_labels):
     ax.grid(axis="x", visible=False)
     ax.set_ylabel("tokens/s per rank")
     ax.set_title("Training-step throughput per model (mean over ranks; whiskers min–max)")
-    rows = plotter.legend(fig, handles)
-    return plotter.save(fig, "model_compare_tokens", rows, suptitle=False)
+    return plotter.finish(fig, "model_compare_tokens", handles)
 
 
 # --------------------------------------------------------------------------------------------

@@ -324,10 +324,9 @@ def draw_split(plotter, bench, runs):
         handles.append(plotter.Patch(facecolor="0.72", hatch="//", edgecolor="0.5", linewidth=0,
                                      label="step (no split in the file)"))
     first = runs[0]
-    fig.suptitle(f"Step time against ep: {first['router']} router, cf = "
-                 f"{cf_text(first['capacity_factor'])}", fontsize=12, fontweight="bold")
-    legend_rows = plotter.legend(fig, handles, most=4)
-    return plotter.save(fig, "moe_step", legend_rows)
+    return plotter.finish(fig, "moe_step", handles, most=4,
+                          title=f"Step time against ep: {first['router']} router, cf = "
+                          f"{cf_text(first['capacity_factor'])}")
 
 
 def draw_bytes(plotter, bench, runs):
@@ -356,10 +355,8 @@ def draw_bytes(plotter, bench, runs):
                               markeredgewidth=2.2, color="black", label="formula")]
     if bench.mismatched:
         handles.insert(1, plotter.Patch(color=RED, label="measured, differs from the formula"))
-    fig.suptitle("All-to-all bytes against the formula, per run", fontsize=12,
-                 fontweight="bold")
-    legend_rows = plotter.legend(fig, handles, most=3)
-    return plotter.save(fig, "moe_bytes", legend_rows)
+    return plotter.finish(fig, "moe_bytes", handles, most=3,
+                          title="All-to-all bytes against the formula, per run")
 
 
 def draw_load(plotter, bench, runs):
@@ -454,10 +451,8 @@ def draw_routers(plotter, bench, runs):
     handles.append(plotter.Line2D([], [], color="black", linestyle=":", label="balanced"))
     if warm:
         handles.append(plotter.Patch(color="0.85", alpha=0.6, label="warm-up (not timed)"))
-    fig.suptitle(f"Routers at ep = {int(runs[0]['ep'])} step by step (mean over the MoE layers)",
-                 fontsize=12, fontweight="bold")
-    legend_rows = plotter.legend(fig, handles, most=5)
-    return plotter.save(fig, "moe_routers", legend_rows)
+    return plotter.finish(fig, "moe_routers", handles, title=f"Routers at ep = {int(runs[0]['ep'])} "
+                          "step by step (mean over the MoE layers)")
 
 
 def cf_positions(cfs):
@@ -513,12 +508,10 @@ def draw_dropped(plotter, bench, runs):
                     plotter.Line2D([], [], color=color, marker="s", markerfacecolor="white",
                                    linestyle="--", label=f"{router}: first step")]
     r = runs[0]
-    fig.suptitle(f"Dropped choices against the capacity factor at ep = {int(r['ep'])}"
-                 + (f", E = {int(r['experts'])}" if int(r["experts"]) > 0 else "")
-                 + (f", k = {int(r['top_k'])}" if int(r["top_k"]) > 0 else ""),
-                 fontsize=12, fontweight="bold")
-    legend_rows = plotter.legend(fig, handles, most=2)
-    return plotter.save(fig, "moe_dropped", legend_rows)
+    return plotter.finish(fig, "moe_dropped", handles, most=2,
+                          title=f"Dropped choices against the capacity factor at ep = {int(r['ep'])}"
+                          + (f", E = {int(r['experts'])}" if int(r["experts"]) > 0 else "")
+                          + (f", k = {int(r['top_k'])}" if int(r["top_k"]) > 0 else ""))
 
 
 def draw_comparison(plotter, pairs, bench, run_labels):

@@ -107,8 +107,7 @@ def draw(plotter, overlap):
     ax.grid(axis="x", visible=False)
     ax.set_ylabel("exposed communication per step (ms)")
     ax.set_title("Gradient all-reduce overlapped with backward")
-    rows = plotter.legend(fig, handles)
-    return plotter.save(fig, "overlap", rows, suptitle=False)
+    return plotter.finish(fig, "overlap", handles)
 
 
 # --------------------------------------------------------------------------------------------

@@ -292,13 +292,11 @@ def draw_timeline(plotter, bench, variant, r):
         later = f"stage {p}" if p * chunks - 1 == p else f"stages {p} to {p * chunks - 1}"
         handles.append(plotter.Patch(facecolor=lighter("0.45", 0.55),
                                      label=f"lighter: {later}, a rank's later chunks"))
-    fig.suptitle(f"{bench.label(*variant)}: one training step at p = {p}, "
-                 f"m = {int(r['micro_batches'])}; the number in a box is its micro-batch",
-                 fontsize=12, fontweight="bold")
-    legend_rows = plotter.legend(fig, handles, most=6)
     name = f"pipeline_timeline_{variant[0]}" + (f"_v{variant[1]}" if variant[1] > 1 and
                                                 variant[0] == "interleaved" else "")
-    return plotter.save(fig, name, legend_rows)
+    return plotter.finish(fig, name, handles, most=6,
+                          title=f"{bench.label(*variant)}: one training step at p = {p}, "
+                          f"m = {int(r['micro_batches'])}; the number in a box is its micro-batch")
 
 
 def draw_bubble(plotter, bench):
@@ -362,10 +360,8 @@ def draw_bubble(plotter, bench):
         handles.append(plotter.Line2D([], [], linestyle=":", marker="x", markersize=7,
                                       markeredgewidth=1.8, color="0.3",
                                       label="closed form with the measured F, I, W (file)"))
-    fig.suptitle("Pipeline bubble against the number of micro-batches", fontsize=12,
-                 fontweight="bold")
-    legend_rows = plotter.legend(fig, handles, most=4)
-    return plotter.save(fig, "pipeline_bubble", legend_rows)
+    return plotter.finish(fig, "pipeline_bubble", handles, most=4,
+                          title="Pipeline bubble against the number of micro-batches")
 
 
 def draw_activations(plotter, bench, chosen):
@@ -402,10 +398,8 @@ def draw_activations(plotter, bench, chosen):
     handles = [plotter.Patch(color=plotter.palette[0], label="measured peak"),
                plotter.Patch(facecolor="0.8", hatch="//", edgecolor="0.45", linewidth=0,
                              label="formula: in flight x the stage's bytes per micro-batch")]
-    fig.suptitle("Activation bytes per rank, measured and by the formula", fontsize=12,
-                 fontweight="bold")
-    legend_rows = plotter.legend(fig, handles, most=2)
-    return plotter.save(fig, "pipeline_activations", legend_rows)
+    return plotter.finish(fig, "pipeline_activations", handles, most=2,
+                          title="Activation bytes per rank, measured and by the formula")
 
 
 def draw_comparison(plotter, benches, pairs, run_labels):
@@ -437,10 +431,8 @@ def draw_comparison(plotter, benches, pairs, run_labels):
     for (ls, word), label in zip((("-", "solid"), ("--", "dashed")), run_labels):
         handles.append(plotter.Line2D([], [], color="0.3", linestyle=ls,
                                       label=f"{label} ({word})"))
-    fig.suptitle("Pipeline step time against m, run A and run B", fontsize=12,
-                 fontweight="bold")
-    legend_rows = plotter.legend(fig, handles, most=3)
-    return plotter.save(fig, "pipeline_compare", legend_rows)
+    return plotter.finish(fig, "pipeline_compare", handles, most=3,
+                          title="Pipeline step time against m, run A and run B")
 
 
 # --------------------------------------------------------------------------------------------

@@ -143,8 +143,8 @@ def draw_losses(plotter, bench):
         handles.append(plotter.Line2D([], [], linestyle="none", marker="x", markersize=9,
                                       markeredgewidth=2, color=RED,
                                       label="skipped step (gradients overflowed)"))
-    fig.suptitle("Training loss and loss scale per precision", fontsize=12, fontweight="bold")
-    return plotter.save(fig, "precision_loss", plotter.legend(fig, handles, most=5)), drawn
+    return plotter.finish(fig, "precision_loss", handles,
+                          title="Training loss and loss scale per precision"), drawn
 
 
 # --------------------------------------------------------------------------------------------

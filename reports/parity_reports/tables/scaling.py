@@ -164,9 +164,7 @@ def draw(plotter, scaling):
         panels.append(ax_c)
     for ax in panels:
         plotter.world_axis(ax, sizes)
-    fig.suptitle("Data-parallel scaling", fontsize=12, fontweight="bold")
-    rows = plotter.legend(fig, handles, most=3)
-    return plotter.save(fig, "scaling", rows)
+    return plotter.finish(fig, "scaling", handles, most=3, title="Data-parallel scaling")
 
 
 def draw_comparison(plotter, scalings, run_labels):
@@ -192,8 +190,7 @@ def draw_comparison(plotter, scalings, run_labels):
     ax.set_ylim(bottom=0)
     ax.set_ylabel("step time (ms, slowest rank)")
     ax.set_title("Data-parallel step time per world size, run A and run B")
-    rows = plotter.legend(fig, handles, most=2)
-    return plotter.save(fig, "scaling_compare", rows, suptitle=False)
+    return plotter.finish(fig, "scaling_compare", handles, most=2)
 
 
 # --------------------------------------------------------------------------------------------

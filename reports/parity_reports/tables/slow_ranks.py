@@ -151,10 +151,9 @@ def draw_detail(plotter, panels, rank_hosts):
         ax.set_visible(False)
     handles = [plotter.Patch(color=plotter.color(a) if a != "native" else "0.15", label=a)
                for a in algos_seen]
-    fig.suptitle("Per-rank time at the largest size, relative to the median rank "
-                 "(above 1: slower)", fontsize=12, fontweight="bold")
-    rows = plotter.legend(fig, handles)
-    return plotter.save(fig, "slow_rank_detail", rows)
+    return plotter.finish(fig, "slow_rank_detail", handles,
+                          title="Per-rank time at the largest size, relative to the median rank "
+                          "(above 1: slower)")
 
 
 # --------------------------------------------------------------------------------------------

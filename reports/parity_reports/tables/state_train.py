@@ -71,8 +71,8 @@ def draw(plotter, run):
     if start is not None:
         handles.append(plotter.Line2D([], [], color=plotter.palette[3], linestyle="--",
                                       label="restarted from the save"))
-    fig.suptitle("Training with its state saved", fontsize=12, fontweight="bold")
-    return plotter.save(fig, "state_train_loss", plotter.legend(fig, handles, most=3))
+    return plotter.finish(fig, "state_train_loss", handles, most=3,
+                          title="Training with its state saved")
 
 
 def load(rf, loaded):

@@ -223,10 +223,8 @@ def draw_activations(plotter, bench):
         handles.append(plotter.Line2D([], [], linestyle="none", marker="x", markersize=8,
                                       markeredgewidth=2, color="0.4",
                                       label="Korthikanti et al. 2022, 16-bit (for reference)"))
-    fig.suptitle("Activation bytes per block and rank against t", fontsize=12,
-                 fontweight="bold")
-    legend_rows = plotter.legend(fig, handles, most=2)
-    return plotter.save(fig, "tensor_activations", legend_rows)
+    return plotter.finish(fig, "tensor_activations", handles, most=2,
+                          title="Activation bytes per block and rank against t")
 
 
 def draw_bytes(plotter, bench, rows, parts):
@@ -268,10 +266,8 @@ def draw_bytes(plotter, bench, rows, parts):
     if any_wrong:
         handles.append(plotter.Patch(facecolor="white", edgecolor="#b00020", linewidth=2,
                                      label="differs from the formula"))
-    fig.suptitle("Bytes a rank sends per step in its tensor-parallel group, by layer",
-                 fontsize=12, fontweight="bold")
-    legend_rows = plotter.legend(fig, handles, most=4)
-    return plotter.save(fig, "tensor_bytes", legend_rows)
+    return plotter.finish(fig, "tensor_bytes", handles, most=4,
+                          title="Bytes a rank sends per step in its tensor-parallel group, by layer")
 
 
 def draw_step(plotter, bench):
@@ -328,10 +324,8 @@ def draw_step(plotter, bench):
         handles.append(plotter.Line2D([], [], linestyle="none", marker="D", markersize=7,
                                       markerfacecolor="white", markeredgecolor="black",
                                       label="compute + alpha-beta prediction"))
-    fig.suptitle("Step time: compute and tensor-parallel communication", fontsize=12,
-                 fontweight="bold")
-    legend_rows = plotter.legend(fig, handles, most=3)
-    return plotter.save(fig, "tensor_step", legend_rows)
+    return plotter.finish(fig, "tensor_step", handles, most=3,
+                          title="Step time: compute and tensor-parallel communication")
 
 
 def draw_comparison(plotter, pairs, bench, run_labels):
