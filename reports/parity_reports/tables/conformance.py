@@ -107,6 +107,19 @@ def error_cell(value, bound):
     return text
 
 
+def error_columns(header="error", error="error", bound="bound", bound_header="bound"):
+    """An error's column, in red where it exceeds its bound, and the bound's (the case's error
+    and bound unless given)."""
+    return [(header, lambda r: error_cell(r[error], r[bound])),
+            (bound_header, lambda r: fmt_num(r[bound], 3))]
+
+
+def bytes_columns(header, column):
+    """A count of bytes' column and its formula_ column's."""
+    return [(header, lambda r: fmt_bytes(r[column])),
+            ("formula", lambda r: fmt_bytes(r[f"formula_{column}"]))]
+
+
 class CaseKind:
     """What tells the tables of training cases (/check/training, /check/tensor) apart: their
     path and names, how their cases are grouped in the counts, and the columns that explain a
@@ -131,12 +144,9 @@ TRAINING = CaseKind(
     {"technique": "", "optimizer": "", "precision": "", "model": "", "error": math.nan,
      "bound": math.nan, "bytes_sent": math.nan, "formula_bytes_sent": math.nan,
      "float64_error": math.nan, "float64_bound": math.nan, "message": ""},
-    [("error", lambda r: error_cell(r["error"], r["bound"])),
-     ("bound", lambda r: fmt_num(r["bound"], 3)),
-     ("against float64", lambda r: error_cell(r["float64_error"], r["float64_bound"])),
-     ("bound", lambda r: fmt_num(r["float64_bound"], 3)),
-     ("bytes sent", lambda r: fmt_bytes(r["bytes_sent"])),
-     ("formula", lambda r: fmt_bytes(r["formula_bytes_sent"]))])
+    error_columns()
+    + error_columns("against float64", "float64_error", "float64_bound")
+    + bytes_columns("bytes sent", "bytes_sent"))
 TENSOR = CaseKind(
     "/check/tensor", "Tensor-parallel cases", "tensor",
     "Each case trains the case GPT with tensor parallelism of size tp (with sequence "
@@ -150,13 +160,10 @@ TENSOR = CaseKind(
      "bound": math.nan, "gradient_error": math.nan, "gradient_bound": math.nan,
      "loss_error": math.nan, "tp_bytes_sent": math.nan, "formula_tp_bytes_sent": math.nan,
      "message": ""},
-    [("error", lambda r: error_cell(r["error"], r["bound"])),
-     ("bound", lambda r: fmt_num(r["bound"], 3)),
-     ("gradient error", lambda r: error_cell(r["gradient_error"], r["gradient_bound"])),
-     ("gradient bound", lambda r: fmt_num(r["gradient_bound"], 3)),
-     ("loss error", lambda r: error_cell(r["loss_error"], r["gradient_bound"])),
-     ("tp bytes sent", lambda r: fmt_bytes(r["tp_bytes_sent"])),
-     ("formula", lambda r: fmt_bytes(r["formula_tp_bytes_sent"]))])
+    error_columns()
+    + error_columns("gradient error", "gradient_error", "gradient_bound", "gradient bound")
+    + [("loss error", lambda r: error_cell(r["loss_error"], r["gradient_bound"]))]
+    + bytes_columns("tp bytes sent", "tp_bytes_sent"))
 PIPELINE = CaseKind(
     "/check/pipeline", "Pipeline cases", "pipeline",
     "Each case splits the case GPT into stages balanced by parameter count, one per rank (two "
@@ -166,9 +173,8 @@ PIPELINE = CaseKind(
     [("schedule", ["gpipe", "1f1b", "interleaved"])],
     {"schedule": "", "chunks": 1, "micro_batches": -1, "precision": "", "error": math.nan,
      "bound": math.nan, "message": ""},
-    [("error", lambda r: error_cell(r["error"], r["bound"])),
-     ("bound", lambda r: fmt_num(r["bound"], 3)),
-     ("micro-batches", lambda r: str(r["micro_batches"]))])
+    error_columns()
+    + [("micro-batches", lambda r: str(r["micro_batches"]))])
 MOE = CaseKind(
     "/check/moe", "Mixture-of-experts cases", "moe",
     "Each case trains the case GPT, whose second block is an MoE layer, with its E experts "
@@ -182,13 +188,11 @@ MOE = CaseKind(
      "precision": "", "error": math.nan, "bound": math.nan, "loss_error": math.nan,
      "loss_bound": math.nan, "gradient_error": math.nan, "decisions": -1, "dropped": -1, "dispatch_bytes": math.nan,
      "formula_dispatch_bytes": math.nan, "message": ""},
-    [("error", lambda r: error_cell(r["error"], r["bound"])),
-     ("bound", lambda r: fmt_num(r["bound"], 3)),
-     ("loss error", lambda r: error_cell(r["loss_error"], r["loss_bound"])),
-     ("gradient error", lambda r: error_cell(r["gradient_error"], r["loss_bound"])),
-     ("dropped", lambda r: str(r["dropped"])),
-     ("dispatch bytes", lambda r: fmt_bytes(r["dispatch_bytes"])),
-     ("formula", lambda r: fmt_bytes(r["formula_dispatch_bytes"]))])
+    error_columns()
+    + [("loss error", lambda r: error_cell(r["loss_error"], r["loss_bound"])),
+       ("gradient error", lambda r: error_cell(r["gradient_error"], r["loss_bound"])),
+       ("dropped", lambda r: str(r["dropped"]))]
+    + bytes_columns("dispatch bytes", "dispatch_bytes"))
 
 
 def count_cell(x):
@@ -204,6 +208,17 @@ def formula_cell(r, column):
             and measured != formula:
         return f"<span class=\"bad\">{text}</span>"
     return text
+
+
+def formula_columns(header, column):
+    """A measured count's column beside its formula (formula_cell) and the formula's."""
+    return [(header, lambda r: formula_cell(r, column)),
+            ("formula", lambda r: count_cell(r[f"formula_{column}"]))]
+
+
+def flag_cell(x):
+    """A 1/0 verdict column's cell: yes, a red no, or – (not checked)."""
+    return {1: "yes", 0: "<span class=\"bad\">no</span>"}.get(x, "–")
 
 
 CHECKPOINT = CaseKind(
@@ -222,13 +237,10 @@ CHECKPOINT = CaseKind(
      "message": ""},
     [("recomputed blocks", lambda r: count_cell(r["recomputed_blocks"])),
      ("differing", lambda r: (f"<span class=\"bad\">{fmt_bytes(r['differing'])}</span>"
-                              if r["differing"] > 0 else count_cell(r["differing"]))),
-     ("stored bytes", lambda r: formula_cell(r, "stored_bytes")),
-     ("formula", lambda r: count_cell(r["formula_stored_bytes"])),
-     ("peak bytes", lambda r: formula_cell(r, "peak_bytes")),
-     ("formula", lambda r: count_cell(r["formula_peak_bytes"])),
-     ("recompute FLOPs", lambda r: formula_cell(r, "recompute_flops")),
-     ("formula", lambda r: count_cell(r["formula_recompute_flops"]))])
+                              if r["differing"] > 0 else count_cell(r["differing"])))]
+    + formula_columns("stored bytes", "stored_bytes")
+    + formula_columns("peak bytes", "peak_bytes")
+    + formula_columns("recompute FLOPs", "recompute_flops"))
 RESTORE = CaseKind(
     "/check/restore", "Training-state restore cases", "restore",
     "Each case trains the case GPT for a few steps under one layout, saves its training state, "
@@ -242,13 +254,12 @@ RESTORE = CaseKind(
      "loss_error": math.nan, "restored_exactly": -1, "bit_identical": -1,
      "saved_bytes": math.nan, "message": ""},
     [("before", lambda r: esc(r["before"])),
-     ("after", lambda r: esc(r["after"])),
-     ("error", lambda r: error_cell(r["error"], r["bound"])),
-     ("bound", lambda r: fmt_num(r["bound"], 3)),
-     ("loss error", lambda r: error_cell(r["loss_error"], r["bound"])),
-     ("restored exactly", lambda r: {1: "yes", 0: "<span class=\"bad\">no</span>"}.get(r["restored_exactly"], "–")),
-     ("bit for bit", lambda r: {1: "yes", 0: "<span class=\"bad\">no</span>"}.get(r["bit_identical"], "–")),
-     ("saved bytes", lambda r: fmt_bytes(r["saved_bytes"]))])
+     ("after", lambda r: esc(r["after"]))]
+    + error_columns()
+    + [("loss error", lambda r: error_cell(r["loss_error"], r["bound"])),
+       ("restored exactly", lambda r: flag_cell(r["restored_exactly"])),
+       ("bit for bit", lambda r: flag_cell(r["bit_identical"])),
+       ("saved bytes", lambda r: fmt_bytes(r["saved_bytes"]))])
 CASE_KINDS = [TRAINING, TENSOR, PIPELINE, MOE, CHECKPOINT, RESTORE]
 
 
