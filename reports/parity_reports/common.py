@@ -433,19 +433,44 @@ def comparison_md(matches, heading, header, align, row, tail=None):
             + (tail() if tail else []))
 
 
+def glance_line(lead, table, words, shown=lambda t: t.usable):
+    """A run's at-a-glance line '<lead>: <words(table)>.' (escaped), when shown(table) (the
+    table has rows); nothing otherwise."""
+    return [f"{lead}: " + esc(words(table)) + "."] if shown(table) else []
+
+
+def formula_glance(tables, lead, failed, wrap=bad_span):
+    """A comparison's at-a-glance line on the runs' formulas, '<lead>A <A's match_words()>;
+    B <B's>.', through wrap (in red unless given), when failed(table) for either run; nothing
+    otherwise."""
+    if not any(failed(t) for t in tables):
+        return []
+    return [wrap(lead + runs_words(tables, lambda t: t.match_words()) + ".")]
+
+
 def runs_words(tables, words, escape=False):
     """'A <words of A>; B <words of B>' (each escaped for HTML with escape)."""
     return "; ".join(f"{name} {esc(words(t)) if escape else words(t)}"
                      for name, t in zip("AB", tables))
 
 
-def side_by_side(runs_section, heading, shown):
-    """section, compare, compare_glance, compare_section and compare_markdown of a table that
-    a comparison draws as it draws one run, the runs side by side: runs_section(page,
-    [(label, table)], plotter) draws the section; shown(table): whether a run has the table to
-    show; summary.md lists each run's text() under the heading."""
+def side_by_side(runs_section, heading, shown, md_lead=None):
+    """section, glance, markdown, compare, compare_glance, compare_section and compare_markdown
+    of a table that a comparison draws as it draws one run, the runs side by side:
+    runs_section(page, [(label, table)], plotter) draws the section; shown(table): whether a
+    run has the table to show. One run's at-a-glance line is '<heading>: <its text()>.' and its
+    summary.md line '<md_lead>: <its text()>.' (md_lead: the heading unless given); with two,
+    summary.md lists each run's text() under the heading."""
+    md_lead = md_lead or heading
+
     def section(page, ctx, table):
         runs_section(page, [(ctx.labels[0], table)], ctx.plotter)
+
+    def glance(ctx, table):
+        return glance_line(heading, table, lambda t: t.text(), shown)
+
+    def markdown(ctx, table):
+        return ["", f"{md_lead}: {table.text()}."] if shown(table) else []
 
     def compare(ctx, tables):
         return None
@@ -461,7 +486,21 @@ def side_by_side(runs_section, heading, shown):
             return []
         return ["", f"## {heading}", ""] + [f"- {name}: {t.text() if shown(t) else 'not measured'}"
                                              for name, t in zip("AB", tables)]
-    return section, compare, compare_glance, compare_section, compare_markdown
+    return section, glance, markdown, compare, compare_glance, compare_section, compare_markdown
+
+
+def runs_with_rows(page, runs, anchor, heading, note):
+    """For a section drawn for one run or two side by side: the runs [(label, table)] whose
+    table has rows, each, when two have, after a heading of its label. The section's heading
+    and note come before the first; without any run, nothing is drawn."""
+    shown = [(label, table) for label, table in runs if table.usable]
+    if shown:
+        page.add(f"<h2 id=\"{anchor}\">{esc(heading)}</h2>")
+        page.note(note)
+    for label, table in shown:
+        if len(shown) > 1:
+            page.add(f"<h3>{esc(label)}</h3>")
+        yield label, table
 
 
 def runs_md(tables, lead, words):

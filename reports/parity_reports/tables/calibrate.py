@@ -232,31 +232,36 @@ def runs_section(page, runs, plotter):
                 page.table(["footprint (MiB)", "GB/s (median)"],
                            [[fmt_num(b / 2**20, 2), fmt_num(g, 1)] for b, g in c.stream_rates(dtype)],
                            numeric={0, 1})
-        if c.links.usable:
-            page.p(esc(f"{label}: each collective over every rank against its ring (all-to-all: "
-                       "pairwise) model on the ping-pong's alpha-beta link; efficiency is the "
-                       "model's time over the measured one, what the planner's collectives of that "
-                       "kind take at each size."))
-            page.table(["level", "collective", "size (B)", "ranks", "time (ms)", "model (ms)", "bus GB/s", "efficiency"],
-                       [[esc(r["level"]), esc(r["collective"]), fmt_int(r["size_bytes"]), fmt_int(r["ranks"]),
-                         fmt_num(r["time_s"] * 1e3, 3), fmt_num(r["ring_model_s"] * 1e3, 3),
-                         fmt_num(r["bus_GBps"]), fmt_ratio(r["efficiency"])]
-                        for r in c.links.rows], numeric={2, 3, 4, 5, 6, 7})
-        if c.fits.usable:
-            page.p(esc(f"{label}: each collective's own alpha and beta at each level, fitted to its "
-                       "sweep as the ping-pong's are (the smallest size's time, the slope to the "
-                       "largest)."))
-            page.table(["level", "collective", "ranks", "alpha (us)", "GB/s"],
-                       [[esc(r["level"]), esc(r["collective"]), fmt_int(r["ranks"]), fmt_num(r["alpha_us"], 2),
-                         fmt_num(r["bandwidth_GBps"], 2)] for r in c.fits.rows], numeric={2, 3, 4})
-        if c.levels.usable:
-            page.p(esc(f"{label}: the link at each level, rank 0's ping-pong with the first rank on its "
-                       "host (node) and on another host (network), fitted to alpha and beta: the "
-                       "cluster description's node and network figures."))
-            page.table(["level", "peer rank", "peer host", "latency (us)", "bandwidth (GB/s)"],
-                       [[esc(r["level"]), fmt_int(r["peer"]), esc(r["peer_host"]), fmt_num(r["alpha_us"], 3),
-                         fmt_num(r["bandwidth_GBps"])] for r in c.levels.rows], numeric={1, 3, 4})
+        rows_table(page, c.links,
+                   f"{label}: each collective over every rank against its ring (all-to-all: "
+                   "pairwise) model on the ping-pong's alpha-beta link; efficiency is the model's "
+                   "time over the measured one, what the planner's collectives of that kind take "
+                   "at each size.",
+                   ["level", "collective", "size (B)", "ranks", "time (ms)", "model (ms)", "bus GB/s", "efficiency"],
+                   lambda r: [esc(r["level"]), esc(r["collective"]), fmt_int(r["size_bytes"]), fmt_int(r["ranks"]),
+                              fmt_num(r["time_s"] * 1e3, 3), fmt_num(r["ring_model_s"] * 1e3, 3),
+                              fmt_num(r["bus_GBps"]), fmt_ratio(r["efficiency"])], {2, 3, 4, 5, 6, 7})
+        rows_table(page, c.fits,
+                   f"{label}: each collective's own alpha and beta at each level, fitted to its "
+                   "sweep as the ping-pong's are (the smallest size's time, the slope to the largest).",
+                   ["level", "collective", "ranks", "alpha (us)", "GB/s"],
+                   lambda r: [esc(r["level"]), esc(r["collective"]), fmt_int(r["ranks"]), fmt_num(r["alpha_us"], 2),
+                              fmt_num(r["bandwidth_GBps"], 2)], {2, 3, 4})
+        rows_table(page, c.levels,
+                   f"{label}: the link at each level, rank 0's ping-pong with the first rank on its "
+                   "host (node) and on another host (network), fitted to alpha and beta: the "
+                   "cluster description's node and network figures.",
+                   ["level", "peer rank", "peer host", "latency (us)", "bandwidth (GB/s)"],
+                   lambda r: [esc(r["level"]), fmt_int(r["peer"]), esc(r["peer_host"]), fmt_num(r["alpha_us"], 3),
+                              fmt_num(r["bandwidth_GBps"])], {1, 3, 4})
 
+
+def rows_table(page, table, words, header, cells, numeric):
+    """words (escaped here) over a table of cells(row) for each of table's rows; nothing when it
+    has none."""
+    if table.usable:
+        page.p(esc(words))
+        page.table(header, [cells(r) for r in table.rows], numeric=numeric)
 
 def load(rf, loaded):
     return Calibration(rf)
@@ -266,13 +271,5 @@ def nav(tables):
     return [("calibrate", "Calibration")] if any(t.usable for t in tables) else []
 
 
-def glance(ctx, calibration):
-    return ["Calibration: " + esc(calibration.text()) + "."] if calibration.usable else []
-
-
-def markdown(ctx, calibration):
-    return ["", f"Calibration: {calibration.text()}."] if calibration.usable else []
-
-
-section, compare, compare_glance, compare_section, compare_markdown = side_by_side(
-    runs_section, "Calibration", lambda c: c.usable)
+(section, glance, markdown, compare, compare_glance, compare_section,
+ compare_markdown) = side_by_side(runs_section, "Calibration", lambda c: c.usable)

@@ -8,10 +8,10 @@ import math
 import re
 from collections import OrderedDict
 
-from ..common import (RowTable, bad_span, comparison_md, comparison_pairs, esc, finite, fmt_bytes,
-                      fmt_flops, fmt_ms, fmt_ratio, fmt_size, fmt_spread, formula_differences,
+from ..common import (RowTable, comparison_md, comparison_pairs, esc, finite, fmt_bytes,
+                      fmt_flops, fmt_ms, fmt_ratio, fmt_size, fmt_spread, formula_differences, formula_glance,
                       known, md_table, nav_entry, plural, ratio_glance, ratio_of, runs_md,
-                      predicted_table, runs_words, section_md, section_start, usable_matched_pairs,
+                      predicted_table, section_md, section_start, usable_matched_pairs,
                       verdict_span, yes_no)
 
 NAME = "checkpoint"
@@ -480,9 +480,8 @@ def compare(ctx, benches):
 def compare_glance(ctx, benches, matches):
     lines = ratio_glance(matches, "Activation checkpointing time ratio", "matching policy",
                          "time_ratio", "matching policies")
-    if lines and any(b.failed for b in benches):
-        lines.append(bad_span("Activation checkpointing: "
-                              + runs_words(benches, lambda b: b.match_words()) + "."))
+    if lines:
+        lines += formula_glance(benches, "Activation checkpointing: ", lambda b: b.failed)
     return lines
 
 

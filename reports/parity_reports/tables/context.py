@@ -8,7 +8,7 @@ import math
 from collections import OrderedDict
 
 from ..common import (RowTable, comparison_md, comparison_pairs, esc, finite, fmt_bytes, fmt_ms,
-                      fmt_num, fmt_ratio, md_table, nav_entry, ratio_glance, ratio_of, section_md,
+                      fmt_num, fmt_ratio, glance_line, md_table, nav_entry, ratio_glance, ratio_of, section_md,
                       on_ranks, plain_cells, section_start, usable_matched_pairs)
 
 NAME = "context"
@@ -171,9 +171,7 @@ def section(page, ctx, bench):
 
 
 def glance(ctx, bench):
-    if not bench.usable:
-        return []
-    return ["Context parallelism: " + esc(summary_words(bench)) + "."]
+    return glance_line("Context parallelism", bench, summary_words)
 
 
 def markdown(ctx, bench):

@@ -2,7 +2,7 @@
 native all_reduce, measured beside a direct MPI_Allreduce in the same run, on the world and
 on a one-rank communicator (the wrapper's own cost), against the group's target_us."""
 
-from ..common import esc, finite, fmt_int, fmt_num, side_by_side
+from ..common import finite, fmt_int, fmt_num, runs_with_rows, side_by_side
 
 NAME = "harness"
 ORDER = 40
@@ -88,22 +88,19 @@ def nav(tables):
     return [("harness", "Harness")] if any(t.usable for t in tables) else []
 
 
+# The section's note: how the times and the overhead are measured.
+ABOUT = ("The same native float32 all_reduce timed as a direct MPI_Allreduce and through "
+         "parity's wrapper (argument checks, watchdog scope), in pairs of calls in alternating order; "
+         "the times are medians and the overhead the median of the per-pair differences, averaged "
+         "over ranks. The spread is how far that overhead differs between the first and second "
+         "halves of the pairs: differences within it are noise. \"Own\" is the same on a one-rank "
+         "communicator: the wrapper's cost alone, which no other rank's timing enters. On the world "
+         "at the larger sizes the wrapper runs with its code and data pushed out of the caches by "
+         "the transfer before it, and costs more.")
+
+
 def runs_section(page, runs, plotter):
-    present = [(label, h) for label, h in runs if h.usable]
-    if not present:
-        return
-    page.add("<h2 id=\"harness\">Harness overhead</h2>")
-    page.note("The same native float32 all_reduce timed as a direct MPI_Allreduce and through "
-              "parity's wrapper (argument checks, watchdog scope), in pairs of calls in alternating order; "
-              "the times are medians and the overhead the median of the per-pair differences, averaged "
-              "over ranks. The spread is how far that overhead differs between the first and second "
-              "halves of the pairs: differences within it are noise. \"Own\" is the same on a one-rank "
-              "communicator: the wrapper's cost alone, which no other rank's timing enters. On the world "
-              "at the larger sizes the wrapper runs with its code and data pushed out of the caches by "
-              "the transfer before it, and costs more.")
-    for label, h in present:
-        if len(present) > 1:
-            page.add(f"<h3>{esc(label)}</h3>")
+    for label, h in runs_with_rows(page, runs, "harness", "Harness overhead", ABOUT):
         page.table(["size (B)", "direct (us)", "wrapped (us)", "overhead (us)", "spread (us)", "own overhead (us)"],
                    [[fmt_int(s), fmt_num(d, 3), fmt_num(w, 3), f"{o:.3f}", fmt_num(sp, 3), fmt_num(own, 3)]
                     for s, d, w, o, sp, own in h.rows],
@@ -111,14 +108,7 @@ def runs_section(page, runs, plotter):
         page.img(draw(plotter, h), "harness overhead per call against message size")
 
 
-def glance(ctx, harness):
-    return ["Harness overhead: " + esc(harness.text()) + "."] if harness.usable else []
-
-
-def markdown(ctx, harness):
-    return ["", f"Harness overhead per native call: {harness.text()}."] if harness.usable else []
-
-
 # One run, and two side by side: the same section.
-section, compare, compare_glance, compare_section, compare_markdown = side_by_side(
-    runs_section, "Harness overhead", lambda t: t.usable)
+(section, glance, markdown, compare, compare_glance, compare_section,
+ compare_markdown) = side_by_side(runs_section, "Harness overhead", lambda t: t.usable,
+                                  "Harness overhead per native call")

@@ -7,7 +7,7 @@ from collections import OrderedDict, defaultdict
 
 from ..common import (MEMORY_CATEGORIES, MEMORY_OPTIONAL, RowTable, capitalized, comparison_md,
                       comparison_pairs, compress_ranks, esc, finite, fmt_bytes, fmt_count, fmt_int,
-                      fmt_ms, fmt_ratio, fmt_size, max_of, nav_entry, order_key, ratio_glance,
+                      fmt_ms, fmt_ratio, fmt_size, glance_line, max_of, nav_entry, order_key, ratio_glance,
                       ratio_of, runs_words, section_md, section_start, spread, usable_matched_pairs)
 
 NAME = "memory"
@@ -373,7 +373,7 @@ def section(page, ctx, memory):
 
 
 def glance(ctx, memory):
-    return [f"ZeRO memory: {esc(memory.match_words())}."] if memory.usable else []
+    return glance_line("ZeRO memory", memory, lambda m: m.match_words())
 
 
 def markdown(ctx, memory):

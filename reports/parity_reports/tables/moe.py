@@ -9,8 +9,8 @@ formula from its routing counts (reference/theory/moe.hpp)."""
 import math
 from collections import OrderedDict
 
-from ..common import (RowTable, bad_span, capitalized, comparison_md, comparison_pairs, esc, finite,
-                      fmt_bytes, fmt_known, fmt_ms, fmt_num, fmt_ratio, fmt_tokens, grouped_rows,
+from ..common import (RowTable, capitalized, comparison_md, comparison_pairs, esc, finite,
+                      fmt_bytes, fmt_known, fmt_ms, fmt_num, fmt_ratio, fmt_tokens, formula_glance, grouped_rows,
                       md_table, nav_entry, order_key, predicted_table, ratio_glance, ratio_of, runs_md, runs_words,
                       section_md, section_start, step_cells, usable_matched_pairs, verdict_span,
                       yes_no)
@@ -774,10 +774,7 @@ def compare_glance(ctx, benches, matches):
     words = bytes_words(matches[0])
     if words:
         lines.append(esc(f"MoE all-to-all bytes: {words}."))
-    if any(b.mismatched for b in benches):
-        lines.append(bad_span("MoE against the formula: "
-                              + runs_words(benches, lambda b: b.match_words()) + "."))
-    return lines
+    return lines + formula_glance(benches, "MoE against the formula: ", lambda b: b.mismatched)
 
 
 def compare_section(page, ctx, benches, matches):

@@ -5,7 +5,7 @@ import math
 from collections import OrderedDict
 
 from ..common import (RowTable, capitalized, comparison_md, comparison_pairs, esc, finite,
-                      fmt_known, fmt_ms, fmt_num, fmt_ratio, fmt_size, nav_entry, ratio_of,
+                      fmt_known, fmt_ms, fmt_num, fmt_ratio, fmt_size, glance_line, nav_entry, ratio_of,
                       section_md, section_start, usable_matched_pairs)
 
 NAME = "overlap"
@@ -146,7 +146,7 @@ def section(page, ctx, overlap):
 
 
 def glance(ctx, overlap):
-    return [f"Overlap: {esc(overlap.words())}."] if overlap.usable else []
+    return glance_line("Overlap", overlap, lambda o: o.words())
 
 
 def markdown(ctx, overlap):

@@ -121,13 +121,5 @@ def nav(tables):
     return [("p2p", "Point-to-point")]
 
 
-def glance(ctx, p2p):
-    return ["Point-to-point: " + esc(p2p.text()) + "."] if p2p.present else []
-
-
-def markdown(ctx, p2p):
-    return ["", f"Point-to-point: {p2p.text()}."] if p2p.present else []
-
-
-section, compare, compare_glance, compare_section, compare_markdown = side_by_side(
-    runs_section, "Point-to-point", lambda p: p.present)
+(section, glance, markdown, compare, compare_glance, compare_section,
+ compare_markdown) = side_by_side(runs_section, "Point-to-point", lambda p: p.present)

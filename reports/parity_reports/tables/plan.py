@@ -2,7 +2,7 @@
 (docs/planner.md): the step's parts stacked for the fastest layouts, and memory per category
 against what a GPU holds."""
 
-from ..common import esc, finite, fmt_num, side_by_side
+from ..common import esc, finite, fmt_num, runs_with_rows, side_by_side
 
 NAME = "plan"
 ORDER = 135
@@ -143,18 +143,15 @@ def nav(tables):
     return [("plan", "Plan")] if any(t.usable for t in tables) else []
 
 
+# The section's note: what the predictions are made of.
+ABOUT = ("Predicted by parity plan's step model (docs/planner.md), not measured: matrix products by "
+         "tile waves at the cluster's product rate, element-wise work by HBM bandwidth, ring collectives "
+         "per link, the pipeline's fill and drain; memory by ZeRO's accounting and Korthikanti's "
+         "activation formulas. The fastest layouts first; MFU counts model FLOPs, HFU adds the recompute.")
+
+
 def runs_section(page, runs, plotter):
-    present = [(name, p) for name, p in runs if p.usable]
-    if not present:
-        return
-    page.add("<h2 id=\"plan\">Plan: predicted memory and step time</h2>")
-    page.note("Predicted by parity plan's step model (docs/planner.md), not measured: matrix products by "
-              "tile waves at the cluster's product rate, element-wise work by HBM bandwidth, ring collectives "
-              "per link, the pipeline's fill and drain; memory by ZeRO's accounting and Korthikanti's "
-              "activation formulas. The fastest layouts first; MFU counts model FLOPs, HFU adds the recompute.")
-    for name, p in present:
-        if len(present) > 1:
-            page.add(f"<h3>{esc(name)}</h3>")
+    for name, p in runs_with_rows(page, runs, "plan", "Plan: predicted memory and step time", ABOUT):
         page.p(esc(p.text()) + (f" ({int(p.evaluated)} layouts evaluated)." if finite(p.evaluated) else "."))
         rows = p.rows[:SHOWN]
         page.table(["layout", "fits", "memory (GB)", "step (s)", "tokens/s", "MFU", "HFU", "TFLOP/s per GPU"],
@@ -178,13 +175,5 @@ def runs_section(page, runs, plotter):
             page.img(draw_scaling(plotter, p), "predicted tokens per second against GPUs, strong and weak")
 
 
-def glance(ctx, plan):
-    return ["Plan: " + esc(plan.text()) + "."] if plan.usable else []
-
-
-def markdown(ctx, plan):
-    return ["", f"Plan (predicted): {plan.text()}."] if plan.usable else []
-
-
-section, compare, compare_glance, compare_section, compare_markdown = side_by_side(
-    runs_section, "Plan", lambda t: t.usable)
+(section, glance, markdown, compare, compare_glance, compare_section,
+ compare_markdown) = side_by_side(runs_section, "Plan", lambda t: t.usable, "Plan (predicted)")

@@ -7,7 +7,7 @@ import math
 from collections import OrderedDict
 
 from ..common import (RowTable, capitalized, comparison_md, comparison_pairs, esc, finite, fmt_int,
-                      fmt_num, fmt_ratio, md_table, nav_entry, order_key, ratio_glance, ratio_of,
+                      fmt_num, fmt_ratio, glance_line, md_table, nav_entry, order_key, ratio_glance, ratio_of,
                       section_md, section_start, usable_matched_pairs)
 
 NAME = "precision"
@@ -210,9 +210,7 @@ def section(page, ctx, bench):
 
 
 def glance(ctx, bench):
-    if not bench.usable:
-        return []
-    return ["Mixed precision: " + esc(summary_words(bench)) + "."]
+    return glance_line("Mixed precision", bench, summary_words)
 
 
 def precision_md(bench):

@@ -8,7 +8,7 @@ import math
 from collections import OrderedDict
 
 from ..common import (RowTable, comparison_md, comparison_pairs, esc, finite, fmt_bytes, fmt_ms,
-                      fmt_ratio, md_table, median, nav_entry, ratio_glance, ratio_of,
+                      fmt_ratio, glance_line, md_table, median, nav_entry, ratio_glance, ratio_of,
                       on_ranks, plain_cells, section_md, section_start, usable_matched_pairs, yes_no)
 
 NAME = "state"
@@ -181,9 +181,7 @@ def section(page, ctx, bench):
 
 
 def glance(ctx, bench):
-    if not bench.usable:
-        return []
-    return ["Training state: " + esc(summary_words(bench)) + "."]
+    return glance_line("Training state", bench, summary_words)
 
 
 def markdown(ctx, bench):

@@ -4,7 +4,7 @@ marked, and the run's parameters and optimizer state against training on one dev
 
 import math
 
-from ..common import (RowTable, esc, fmt_num, md_table, nav_entry, section_md,
+from ..common import (RowTable, esc, fmt_num, glance_line, md_table, nav_entry, section_md,
                       section_start, verdict_span)
 
 NAME = "state_train"
@@ -95,7 +95,7 @@ def section(page, ctx, run):
 
 
 def glance(ctx, run):
-    return ["Training with saves: " + esc(run.words()) + "."] if run.usable else []
+    return glance_line("Training with saves", run, lambda r: r.words())
 
 
 def markdown(ctx, run):

@@ -7,7 +7,7 @@ import math
 from collections import OrderedDict
 
 from ..common import (RowTable, comparison_md, comparison_pairs, esc, finite, fmt_bytes, fmt_count,
-                      fmt_known, fmt_ms, fmt_ratio, fmt_tokens, formula_differences, known,
+                      fmt_known, fmt_ms, fmt_ratio, fmt_tokens, formula_differences, formula_glance, known,
                       md_table, nav_entry, predicted_table, ratio_glance, ratio_of, runs_md, runs_words,
                       section_md, section_start, step_cells, usable_matched_pairs, verdict_span, yes_no)
 
@@ -479,9 +479,9 @@ def compare(ctx, benches):
 
 def compare_glance(ctx, benches, matches):
     lines = ratio_glance(matches, "Tensor-parallel step time", "matching run", "step_seconds")
-    if lines and any(b.mismatched for b in benches):
-        lines.append(esc("Tensor parallelism against the formulas: "
-                         + runs_words(benches, lambda b: b.match_words()) + "."))
+    if lines:
+        lines += formula_glance(benches, "Tensor parallelism against the formulas: ",
+                                lambda b: b.mismatched, esc)
     return lines
 
 
