@@ -240,9 +240,17 @@ def range_words(ratios):
 
 
 def text_of(path):
-    """A written file's text (a report page, a summary)."""
-    with open(path) as f:
+    """A written file's text (a report page, a summary: UTF-8)."""
+    with open(path, encoding="utf-8") as f:
         return f.read()
+
+
+def drawn_report(case, out, paths, options=()):
+    """The report of paths drawn into out with the further command-line options, which must
+    succeed (asserted by the test case): (out, index.html, summary.md)."""
+    res = run_report(*paths, "--out", out, *options)
+    case.assertEqual(res.returncode, 0, res.stderr)
+    return out, text_of(os.path.join(out, "index.html")), text_of(os.path.join(out, "summary.md"))
 
 
 def after(text, marker):
@@ -390,10 +398,8 @@ class ReportCase(ReportAsserts, unittest.TestCase):
     def report_of(self, name, *paths, figures=True):
         """(output folder, index.html, summary.md) of the report of paths, drawn into tmp
         (figures False: with --no-figures, for a test of the page's text alone)."""
-        out = os.path.join(self.tmp, name)
-        res = run_report(*paths, "--out", out, *([] if figures else ["--no-figures"]))
-        self.assertEqual(res.returncode, 0, res.stderr)
-        return out, self.read(out, "index.html"), self.read(out, "summary.md")
+        return drawn_report(self, os.path.join(self.tmp, name), paths,
+                            [] if figures else ["--no-figures"])
 
     def assert_absent(self, anchors, texts, patterns):
         """The collective sample's reports, one run and two, have no trace of tables it lacks:
@@ -595,3 +601,14 @@ class RecordingCase(unittest.TestCase):
 
     def series(self, figure):
         return {s.label: s for s in self.drawn if s.figure == figure}
+
+    def fixture_copy(self, name):
+        """A copy of the fixture in tmp, for a test to change."""
+        path = os.path.join(self.tmp, name)
+        shutil.copy(self.FIXTURE, path)
+        return path
+
+    def report_of(self, name, *options, path=None):
+        """(output folder, index.html, summary.md) of the single-run report of path (the fixture
+        unless given) with the further command-line options, drawn into tmp."""
+        return drawn_report(self, os.path.join(self.tmp, name), [path or self.FIXTURE], options)

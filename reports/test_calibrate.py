@@ -6,7 +6,6 @@ Run with: /usr/bin/python3 reports/run_tests.py
 """
 
 import os
-import shutil
 import unittest
 import warnings
 
@@ -15,7 +14,7 @@ import h5py
 import numpy as np
 
 from parity_reports.common import fmt_num
-from report_testing import HERE, RecordingCase, draw_series, drop_column, keep_rows, read_rows, run_report
+from report_testing import HERE, RecordingCase, draw_series, drop_column, keep_rows, read_rows
 
 FIXTURE = os.path.join(HERE, "fixtures", "calibrate-np4.h5")
 CHECKED_FIGURES = {"calibrate_products_float32", "calibrate_ops_float32", "calibrate_ceilings_float32"}
@@ -75,10 +74,7 @@ class CalibrateReportTests(RecordingCase):
         self.assertTrue(np.allclose(got.y, [np.median(stream[e]) / e * 1e9 for e in elements], rtol=1e-12))
         self.assertTrue(all(len(v) == 4 for v in add.values()))
         self.assertTrue(np.allclose(drawn["add"].y, [np.median(add[e]) / e * 1e9 for e in sorted(add)], rtol=1e-12))
-        out = os.path.join(self.tmp, "stream_report")  # the table alone: the line is drawn above
-        self.assertEqual(run_report(FIXTURE, "--out", out, "--no-figures").returncode, 0)
-        with open(os.path.join(out, "index.html")) as f:
-            page = f.read()
+        page = self.report_of("stream_report", "--no-figures")[1]  # the table alone: the line is drawn above
         table = page[page.index("footprint (MiB)</th>"):]
         table = table[:table.index("</table>")]
         for e in elements:
@@ -119,10 +115,7 @@ class CalibrateReportTests(RecordingCase):
         # A memcpy's bytes are its two arrays; the add's three.
         self.assertEqual(next(iter(moved[("copy", copies[0])])), 2 * copies[0] * 4)
         self.assertEqual(next(iter(moved[("add", copies[0])])), 3 * copies[0] * 4)
-        out = os.path.join(self.tmp, "ceilings_report")
-        self.assertEqual(run_report(FIXTURE, "--out", out, "--max-plots", "0", "--no-figures").returncode, 0)
-        with open(os.path.join(out, "index.html")) as f:
-            page = f.read()
+        page = self.report_of("ceilings_report", "--max-plots", "0", "--no-figures")[1]
         table = page[page.index("memcpy, 4096</th>"):]
         table = table[:table.index("</table>")]
         largest = rate(("gelu_forward", copies[-1])) / rate(("copy", copies[-1]))
@@ -131,8 +124,7 @@ class CalibrateReportTests(RecordingCase):
     def test_ceilings_without_the_exp_draw_memcpys_panel_alone(self):
         """A calibration without the exp's rows (a GPU's: the exp is timed on CPUs only) draws the
         ops against memcpy and no empty exp panel, with no warning from the drawing."""
-        path = os.path.join(self.tmp, "no-exp.h5")
-        shutil.copy(FIXTURE, path)
+        path = self.fixture_copy("no-exp.h5")
         keep_rows(path, "/bench/calibrate", lambda r: r["kind"] != "exp")
         with warnings.catch_warnings(record=True) as caught, self.assertNoLogs("matplotlib", "WARNING"):
             warnings.simplefilter("always")
@@ -158,21 +150,14 @@ class CalibrateReportTests(RecordingCase):
             self.assertAlmostEqual(f["alpha_us"], t0 * 1e6, delta=1e-9 * t0 * 1e6)
             self.assertAlmostEqual(f["beta_us_per_byte"], beta * 1e6, delta=1e-9 * beta * 1e6)
             self.assertAlmostEqual(f["bandwidth_GBps"], 1e-9 / beta, delta=1e-9 / beta * 1e-9)
-        out = os.path.join(self.tmp, "fits_report")
-        self.assertEqual(run_report(FIXTURE, "--out", out, "--max-plots", "0", "--no-figures").returncode, 0)
-        with open(os.path.join(out, "index.html")) as f:
-            page = f.read()
+        page = self.report_of("fits_report", "--max-plots", "0", "--no-figures")[1]
         table = page[page.index("own alpha and beta at each level"):]
         table = table[:table.index("</table>")]
         for f in fits:
             self.assertIn(f"<td>{f['collective']}</td>", table)
 
     def test_page_has_the_section_and_the_links(self):
-        out = os.path.join(self.tmp, "report")
-        result = run_report(FIXTURE, "--out", out, "--no-figures")
-        self.assertEqual(result.returncode, 0, result.stderr)
-        with open(os.path.join(out, "index.html")) as f:
-            page = f.read()
+        page = self.report_of("report", "--no-figures")[1]
         self.assertIn('<h2 id="calibrate">Calibration</h2>', page)
         links = read_rows(FIXTURE, "/bench/calibrate_links")
         self.assertEqual(len(links), 24)  # four collectives at six sizes
@@ -188,11 +173,7 @@ class CalibrateReportTests(RecordingCase):
     def test_levels_table(self):
         """The levels' rows (one host: the node's alone) appear with their peer, latency and
         bandwidth."""
-        out = os.path.join(self.tmp, "levels")
-        result = run_report(FIXTURE, "--out", out, "--no-figures")
-        self.assertEqual(result.returncode, 0, result.stderr)
-        with open(os.path.join(out, "index.html")) as f:
-            page = f.read()
+        page = self.report_of("levels", "--no-figures")[1]
         levels = read_rows(FIXTURE, "/bench/calibrate_levels")
         self.assertEqual([r["level"] for r in levels], ["node"])
         table = page[page.index("peer rank</th>"):]
@@ -204,19 +185,14 @@ class CalibrateReportTests(RecordingCase):
     def test_links_from_before_the_other_collectives(self):
         """A file whose /bench/calibrate_links has the all-reduce's rows alone and no collective
         column (as written before the others were measured) names them all-reduces."""
-        path = os.path.join(self.tmp, "old-links.h5")
-        shutil.copy(FIXTURE, path)
+        path = self.fixture_copy("old-links.h5")
         keep_rows(path, "/bench/calibrate_links", lambda r: r["collective"] == "all_reduce")
         drop_column(path, "/bench/calibrate_links", "collective")
         drop_column(path, "/bench/calibrate_links", "level")
         with h5py.File(path, "a") as f:
             del f["/bench/calibrate_collectives"]
         reduces = len(read_rows(path, "/bench/calibrate_links"))
-        out = os.path.join(self.tmp, "old-links")
-        result = run_report(path, "--out", out, "--no-figures")
-        self.assertEqual(result.returncode, 0, result.stderr)
-        with open(os.path.join(out, "index.html")) as f:
-            page = f.read()
+        page = self.report_of("old-links", "--no-figures", path=path)[1]
         table = page[page.index("<th>collective</th>"):]
         table = table[:table.index("</table>")]
         self.assertEqual(table.count("<td>all_reduce</td>"), reduces)

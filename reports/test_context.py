@@ -9,10 +9,9 @@ Run with: /usr/bin/python3 reports/run_tests.py
 
 import os
 import re
-import shutil
 import unittest
 
-from report_testing import HERE, RecordingCase, drop_column, run_report, set_rows, text_of
+from report_testing import HERE, RecordingCase, drop_column, set_rows
 
 FIXTURE = os.path.join(HERE, "fixtures", "context-np4.h5")
 CHECKED_FIGURES = {"context_time"}
@@ -49,15 +48,11 @@ class ContextReportTests(RecordingCase):
             self.assertEqual(list(drawn[f"{name} attention"].y), [r["attention_s"] * 1e3 for r in rows])
 
     def test_the_rings_hidden_share_and_a_row_off_its_formula(self):
-        path = os.path.join(self.tmp, "context-broken.h5")
-        shutil.copy(FIXTURE, path)
+        path = self.fixture_copy("context-broken.h5")
         set_rows(path, "/bench/context", "activation_bytes",
                  lambda r: r["variant"] == "allgather" and r["cp"] == 4 and r["sequence"] == 128,
                  lambda r: r["activation_bytes"] + 64)
-        out = os.path.join(self.tmp, "broken-report")
-        result = run_report(path, "--out", out, "--no-figures")
-        self.assertEqual(result.returncode, 0, result.stderr)
-        html = text_of(os.path.join(out, "index.html"))
+        _, html, summary = self.report_of("broken-report", "--no-figures", path=path)
         self.assertIn("<h2 id=\"context\">Context parallelism</h2>", html)
         rows = re.findall(r"<tr><td>(ring|allgather|ulysses|none)</td>.*?</tr>", html)
         self.assertEqual(len(rows), 14)
@@ -70,18 +65,13 @@ class ContextReportTests(RecordingCase):
             row = re.search(rf"<tr><td>ring</td><td class=\"num\">{r['cp']}</td><td class=\"num\">{r['sequence']}</td>.*?</tr>",
                             html).group(0)
             self.assertIn(f">{100 * r['hidden_fraction']:.0f}%<", row)
-        summary = text_of(os.path.join(out, "summary.md"))
         self.assertIn("OFF the formulas: allgather cp4 s128", summary)
 
     def test_a_file_without_the_serial_columns_still_reports(self):
-        path = os.path.join(self.tmp, "context-older.h5")
-        shutil.copy(FIXTURE, path)
+        path = self.fixture_copy("context-older.h5")
         for column in ("serial_attention_s", "serial_communication_s", "hidden_fraction"):
             drop_column(path, "/bench/context", column)
-        out = os.path.join(self.tmp, "older-report")
-        result = run_report(path, "--out", out)
-        self.assertEqual(result.returncode, 0, result.stderr)
-        html = text_of(os.path.join(out, "index.html"))
+        html = self.report_of("older-report", path=path)[1]
         ring = re.search(r"<tr><td>ring</td>.*?</tr>", html).group(0)
         self.assertEqual(ring.count("<td class=\"num\">–</td>"), 2)
 

@@ -11,7 +11,7 @@ import unittest
 import h5py
 import numpy as np
 
-from report_testing import HERE, RecordingCase, draw_series, read_rows, run_report
+from report_testing import HERE, RecordingCase, draw_series, read_rows
 
 FIXTURE = os.path.join(HERE, "fixtures", "plan-np4.h5")
 CHECKED_FIGURES = {"plan_time", "plan_memory", "plan_scaling"}
@@ -75,11 +75,7 @@ class PlanReportTests(RecordingCase):
             self.assertTrue(np.allclose(s.y * 1e9, [r["activation_bytes"] for r in self.rows], rtol=1e-12))
 
     def test_page_names_the_fastest_layout_that_fits(self):
-        out = os.path.join(self.tmp, "page")
-        res = run_report(FIXTURE, "--out", out)
-        self.assertEqual(res.returncode, 0, res.stderr)
-        with open(os.path.join(out, "index.html"), encoding="utf-8") as fh:
-            html = fh.read()
+        html = self.report_of("page")[1]
         fitting = [r for r in self.rows if r["fits"]]
         best = max(fitting, key=lambda r: r["tokens_per_s"])
         layout = (f"tp{best['tp']} pp{best['pp']} dp{best['dp']} v{best['v']} mb{best['micro_batch']} "

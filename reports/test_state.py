@@ -9,12 +9,11 @@ Run with: /usr/bin/python3 reports/run_tests.py
 
 import os
 import re
-import shutil
 import unittest
 
 import numpy as np
 
-from report_testing import HERE, RecordingCase, text_of, drop_column, run_report, set_rows
+from report_testing import HERE, RecordingCase, drop_column, set_rows
 
 FIXTURE = os.path.join(HERE, "fixtures", "state-np4.h5")
 CHECKED_FIGURES = {"state_bandwidth"}
@@ -65,36 +64,27 @@ class StateReportTests(RecordingCase):
             self.assertTrue(np.allclose(drawn[label].y, [by_layout[l] / 1e9 for l in order], rtol=1e-12), label)
 
     def test_a_missed_element_and_bytes_off_the_formula_are_shown(self):
-        path = os.path.join(self.tmp, "state-broken.h5")
-        shutil.copy(FIXTURE, path)
+        path = self.fixture_copy("state-broken.h5")
         set_rows(path, "/bench/state", "restored_exactly",
                  lambda r: r["layout"] == "zero3" and r["rank"] == 2, lambda r: 0)
         set_rows(path, "/bench/state", "formula_bytes", lambda r: r["layout"] == "tp2",
                  lambda r: r["formula_bytes"] + 8)
-        out = os.path.join(self.tmp, "broken-report")
-        result = run_report(path, "--out", out, "--no-figures")
-        self.assertEqual(result.returncode, 0, result.stderr)
-        html = text_of(os.path.join(out, "index.html"))
+        _, html, summary = self.report_of("broken-report", "--no-figures", path=path)
         zero3 = re.search(r"<tr><td>zero3</td>.*?</tr>", html)
         self.assertIn("<span class=\"bad\">no</span>", zero3.group(0))
         tp2 = re.search(r"<tr><td>tp2</td>.*?</tr>", html)
         self.assertIn("<span class=\"bad\">", tp2.group(0))
         dp = re.search(r"<tr><td>dp</td>.*?</tr>", html)
         self.assertNotIn("bad", dp.group(0))
-        summary = text_of(os.path.join(out, "summary.md"))
         self.assertIn("zero3", summary)
         self.assertIn("NOT restored exactly", summary)
         self.assertIn("bytes OFF the formula", summary)
 
     def test_a_file_without_the_asynchronous_columns_still_reports(self):
-        path = os.path.join(self.tmp, "state-older.h5")
-        shutil.copy(FIXTURE, path)
+        path = self.fixture_copy("state-older.h5")
         for column in ("async_staged_s", "async_step_s", "async_finish_s"):
             drop_column(path, "/bench/state", column)
-        out = os.path.join(self.tmp, "older-report")
-        result = run_report(path, "--out", out)
-        self.assertEqual(result.returncode, 0, result.stderr)
-        html = text_of(os.path.join(out, "index.html"))
+        html = self.report_of("older-report", path=path)[1]
         self.assertIn("<h2 id=\"state\">Training state</h2>", html)
         dp = re.search(r"<tr><td>dp</td>.*?</tr>", html).group(0)
         self.assertEqual(dp.count("<td class=\"num\">–</td>"), 2)

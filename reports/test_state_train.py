@@ -8,12 +8,11 @@ Run with: /usr/bin/python3 reports/run_tests.py
 """
 
 import os
-import shutil
 
 import h5py
 import numpy as np
 
-from report_testing import HERE, RecordingCase, text_of, run_report
+from report_testing import HERE, RecordingCase
 
 FIXTURE = os.path.join(HERE, "fixtures", "state-train-np4.h5")
 CHECKED_FIGURES = {"state_train_loss"}
@@ -42,16 +41,12 @@ class StateTrainReportTests(RecordingCase):
         self.assertEqual(drawn["restart"].x, 4)
 
     def test_a_run_beyond_its_bound_is_shown_failed(self):
-        path = os.path.join(self.tmp, "beyond.h5")
-        shutil.copy(FIXTURE, path)
+        path = self.fixture_copy("beyond.h5")
         with h5py.File(path, "a") as f:
             attrs = f["/state/train"].attrs
             attrs["error"] = attrs["bound"] * 2
             attrs["passed"] = np.int64(0)
-        out = os.path.join(self.tmp, "beyond-report")
-        result = run_report(path, "--out", out, "--no-figures")
-        self.assertEqual(result.returncode, 0, result.stderr)
-        html = text_of(os.path.join(out, "index.html"))
+        _, html, summary = self.report_of("beyond-report", "--no-figures", path=path)
         self.assertIn("<span class=\"bad\">4 steps (4 to 7) under dp on 4 ranks, restarted from the save at step 4;",
                       html)
-        self.assertIn("beyond the bound", text_of(os.path.join(out, "summary.md")))
+        self.assertIn("beyond the bound", summary)
