@@ -264,6 +264,12 @@ def after(text, marker):
 NO_FIGURES = "Drawn without figures (--no-figures)."
 
 
+def table_at(page, marker):
+    """The page from marker on, up to the end of the table it stands in."""
+    table = page[page.index(marker):]
+    return table[:table.index("</table>")]
+
+
 def img_sources(index_html):
     if NO_FIGURES in index_html:
         raise AssertionError("figures looked for on a page drawn with --no-figures")
@@ -606,6 +612,14 @@ class RecordingCase(unittest.TestCase):
         """A copy of the fixture in tmp, for a test to change."""
         path = os.path.join(self.tmp, name)
         shutil.copy(self.FIXTURE, path)
+        return path
+
+    def fixture_without(self, name, table, columns):
+        """A copy of the fixture in tmp without table's columns (a file from before they
+        existed)."""
+        path = self.fixture_copy(name)
+        for column in columns:
+            drop_column(path, table, column)
         return path
 
     def report_of(self, name, *options, path=None):

@@ -14,7 +14,7 @@ import h5py
 import numpy as np
 
 from parity_reports.common import fmt_num
-from report_testing import HERE, RecordingCase, draw_series, drop_column, keep_rows, read_rows
+from report_testing import HERE, RecordingCase, draw_series, drop_column, keep_rows, read_rows, table_at
 
 FIXTURE = os.path.join(HERE, "fixtures", "calibrate-np4.h5")
 CHECKED_FIGURES = {"calibrate_products_float32", "calibrate_ops_float32", "calibrate_ceilings_float32"}
@@ -75,8 +75,7 @@ class CalibrateReportTests(RecordingCase):
         self.assertTrue(all(len(v) == 4 for v in add.values()))
         self.assertTrue(np.allclose(drawn["add"].y, [np.median(add[e]) / e * 1e9 for e in sorted(add)], rtol=1e-12))
         page = self.report_of("stream_report", "--no-figures")[1]  # the table alone: the line is drawn above
-        table = page[page.index("footprint (MiB)</th>"):]
-        table = table[:table.index("</table>")]
+        table = table_at(page, "footprint (MiB)</th>")
         for e in elements:
             row = (f"<tr><td class=\"num\">{fmt_num(3 * e * 4 / 2**20, 2)}</td>"
                    f"<td class=\"num\">{fmt_num(3 * e * 4 / np.median(stream[e]) / 1e9, 1)}</td></tr>")
@@ -116,8 +115,7 @@ class CalibrateReportTests(RecordingCase):
         self.assertEqual(next(iter(moved[("copy", copies[0])])), 2 * copies[0] * 4)
         self.assertEqual(next(iter(moved[("add", copies[0])])), 3 * copies[0] * 4)
         page = self.report_of("ceilings_report", "--max-plots", "0", "--no-figures")[1]
-        table = page[page.index("memcpy, 4096</th>"):]
-        table = table[:table.index("</table>")]
+        table = table_at(page, "memcpy, 4096</th>")
         largest = rate(("gelu_forward", copies[-1])) / rate(("copy", copies[-1]))
         self.assertIn(f"{largest:.3f}", table)
 
@@ -151,8 +149,7 @@ class CalibrateReportTests(RecordingCase):
             self.assertAlmostEqual(f["beta_us_per_byte"], beta * 1e6, delta=1e-9 * beta * 1e6)
             self.assertAlmostEqual(f["bandwidth_GBps"], 1e-9 / beta, delta=1e-9 / beta * 1e-9)
         page = self.report_of("fits_report", "--max-plots", "0", "--no-figures")[1]
-        table = page[page.index("own alpha and beta at each level"):]
-        table = table[:table.index("</table>")]
+        table = table_at(page, "own alpha and beta at each level")
         for f in fits:
             self.assertIn(f"<td>{f['collective']}</td>", table)
 
@@ -164,8 +161,7 @@ class CalibrateReportTests(RecordingCase):
         self.assertEqual({r["level"] for r in links}, {"world"})  # one host
         self.assertEqual(sorted({r["collective"] for r in links}),
                          ["all_gather", "all_reduce", "all_to_all", "reduce_scatter"])
-        table = page[page.index("<th>collective</th>"):]
-        table = table[:table.index("</table>")]
+        table = table_at(page, "<th>collective</th>")
         for r in links:
             self.assertIn(f"<td>{r['collective']}</td>", table)
             self.assertIn(f"{r['efficiency']:.3f}", table)
@@ -176,8 +172,7 @@ class CalibrateReportTests(RecordingCase):
         page = self.report_of("levels", "--no-figures")[1]
         levels = read_rows(FIXTURE, "/bench/calibrate_levels")
         self.assertEqual([r["level"] for r in levels], ["node"])
-        table = page[page.index("peer rank</th>"):]
-        table = table[:table.index("</table>")]
+        table = table_at(page, "peer rank</th>")
         for r in levels:
             self.assertIn(f"<td>{r['level']}</td>", table)
             self.assertIn(f"{r['alpha_us']:.3f}", table)
@@ -193,8 +188,7 @@ class CalibrateReportTests(RecordingCase):
             del f["/bench/calibrate_collectives"]
         reduces = len(read_rows(path, "/bench/calibrate_links"))
         page = self.report_of("old-links", "--no-figures", path=path)[1]
-        table = page[page.index("<th>collective</th>"):]
-        table = table[:table.index("</table>")]
+        table = table_at(page, "<th>collective</th>")
         self.assertEqual(table.count("<td>all_reduce</td>"), reduces)
         self.assertEqual(table.count("<td>world</td>"), reduces)
         self.assertNotIn("all_gather", table)

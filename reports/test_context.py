@@ -11,7 +11,7 @@ import os
 import re
 import unittest
 
-from report_testing import HERE, RecordingCase, drop_column, set_rows
+from report_testing import HERE, RecordingCase, set_rows
 
 FIXTURE = os.path.join(HERE, "fixtures", "context-np4.h5")
 CHECKED_FIGURES = {"context_time"}
@@ -68,9 +68,8 @@ class ContextReportTests(RecordingCase):
         self.assertIn("OFF the formulas: allgather cp4 s128", summary)
 
     def test_a_file_without_the_serial_columns_still_reports(self):
-        path = self.fixture_copy("context-older.h5")
-        for column in ("serial_attention_s", "serial_communication_s", "hidden_fraction"):
-            drop_column(path, "/bench/context", column)
+        path = self.fixture_without("context-older.h5", "/bench/context",
+                                    ("serial_attention_s", "serial_communication_s", "hidden_fraction"))
         html = self.report_of("older-report", path=path)[1]
         ring = re.search(r"<tr><td>ring</td>.*?</tr>", html).group(0)
         self.assertEqual(ring.count("<td class=\"num\">–</td>"), 2)

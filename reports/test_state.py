@@ -13,7 +13,7 @@ import unittest
 
 import numpy as np
 
-from report_testing import HERE, RecordingCase, drop_column, set_rows
+from report_testing import HERE, RecordingCase, set_rows
 
 FIXTURE = os.path.join(HERE, "fixtures", "state-np4.h5")
 CHECKED_FIGURES = {"state_bandwidth"}
@@ -81,9 +81,8 @@ class StateReportTests(RecordingCase):
         self.assertIn("bytes OFF the formula", summary)
 
     def test_a_file_without_the_asynchronous_columns_still_reports(self):
-        path = self.fixture_copy("state-older.h5")
-        for column in ("async_staged_s", "async_step_s", "async_finish_s"):
-            drop_column(path, "/bench/state", column)
+        path = self.fixture_without("state-older.h5", "/bench/state",
+                                    ("async_staged_s", "async_step_s", "async_finish_s"))
         html = self.report_of("older-report", path=path)[1]
         self.assertIn("<h2 id=\"state\">Training state</h2>", html)
         dp = re.search(r"<tr><td>dp</td>.*?</tr>", html).group(0)
