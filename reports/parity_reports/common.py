@@ -299,8 +299,9 @@ def matched_pairs(tables):
             [k for k in b if k not in a])
 
 
-def usable_matched_pairs(tables):
-    """matched_pairs of the runs; None unless every run's table has rows."""
+def compare_by_key(ctx, tables):
+    """compare() of a table module whose runs are matched on their entries' keys (by_key()):
+    matched_pairs of the runs; None unless every run's table has rows."""
     return matched_pairs(tables) if all(t.usable for t in tables) else None
 
 

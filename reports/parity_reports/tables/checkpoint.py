@@ -11,7 +11,7 @@ from collections import OrderedDict
 from ..common import (RowTable, comparison_md, comparison_pairs, esc, finite, fmt_bytes,
                       fmt_flops, fmt_ms, fmt_ratio, fmt_size, fmt_spread, formula_differences, formula_glance,
                       known, md_table, nav_entry, plural, ratio_glance, ratio_of, runs_md,
-                      predicted_table, section_md, section_start, usable_matched_pairs,
+                      predicted_table, section_md, section_start, compare_by_key,
                       verdict_span, yes_no)
 
 NAME = "checkpoint"
@@ -472,9 +472,8 @@ def markdown(ctx, bench):
 # --------------------------------------------------------------------------------------------
 # Two runs
 
-def compare(ctx, benches):
-    """matched_pairs of the two runs on the policy; None unless both have rows."""
-    return usable_matched_pairs(benches)
+# compare(): the runs' rows matched on the policy.
+compare = compare_by_key
 
 
 def compare_glance(ctx, benches, matches):

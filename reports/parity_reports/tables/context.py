@@ -9,7 +9,7 @@ from collections import OrderedDict
 
 from ..common import (RowTable, comparison_md, comparison_pairs, esc, finite, fmt_bytes, fmt_ms,
                       fmt_num, fmt_ratio, glance_line, md_table, nav_entry, ratio_glance, ratio_of, section_md,
-                      on_ranks, plain_cells, section_start, usable_matched_pairs)
+                      on_ranks, plain_cells, section_start, compare_by_key)
 
 NAME = "context"
 ORDER = 128
@@ -181,9 +181,8 @@ def markdown(ctx, bench):
                           plain_cells(rows_of(bench))))
 
 
-def compare(ctx, benches):
-    """matched_pairs of the runs' configurations; None unless both have rows."""
-    return usable_matched_pairs(benches)
+# compare(): the runs' rows matched on the configuration (variant, cp, sequence).
+compare = compare_by_key
 
 
 def pair_cells(key, a, b):

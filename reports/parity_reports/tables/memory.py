@@ -8,7 +8,7 @@ from collections import OrderedDict, defaultdict
 from ..common import (MEMORY_CATEGORIES, MEMORY_OPTIONAL, RowTable, capitalized, comparison_md,
                       comparison_pairs, compress_ranks, esc, finite, fmt_bytes, fmt_count, fmt_int,
                       fmt_ms, fmt_ratio, fmt_size, glance_line, max_of, nav_entry, order_key, ratio_glance,
-                      ratio_of, runs_words, section_md, section_start, spread, usable_matched_pairs)
+                      ratio_of, runs_words, section_md, section_start, spread, compare_by_key)
 
 NAME = "memory"
 ORDER = 60
@@ -384,9 +384,8 @@ def markdown(ctx, memory):
 # --------------------------------------------------------------------------------------------
 # Two runs
 
-def compare(ctx, memories):
-    """matched_pairs of the two runs; None unless both have rows."""
-    return usable_matched_pairs(memories)
+# compare(): the runs' rows matched on (strategy, precision, world size).
+compare = compare_by_key
 
 
 def compare_glance(ctx, memories, matches):

@@ -12,7 +12,7 @@ from collections import OrderedDict
 from ..common import (RowTable, capitalized, comparison_md, comparison_pairs, esc, finite,
                       fmt_bytes, fmt_known, fmt_ms, fmt_num, fmt_ratio, fmt_tokens, formula_glance, grouped_rows,
                       md_table, nav_entry, order_key, predicted_table, ratio_glance, ratio_of, runs_md, runs_words,
-                      section_md, section_start, step_cells, usable_matched_pairs, verdict_span,
+                      section_md, section_start, step_cells, compare_by_key, verdict_span,
                       yes_no)
 
 NAME = "moe"
@@ -760,9 +760,8 @@ def bytes_words(pairs):
             f"{fmt_change(min(differ))} to {fmt_change(max(differ))} B")
 
 
-def compare(ctx, benches):
-    """matched_pairs of the two runs on (ep, router, cf, E, k); None unless both have rows."""
-    return usable_matched_pairs(benches)
+# compare(): the runs matched on (ep, router, cf, E, k).
+compare = compare_by_key
 
 
 def compare_glance(ctx, benches, matches):

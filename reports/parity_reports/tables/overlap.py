@@ -6,7 +6,7 @@ from collections import OrderedDict
 
 from ..common import (RowTable, capitalized, comparison_md, comparison_pairs, esc, finite,
                       fmt_known, fmt_ms, fmt_num, fmt_ratio, fmt_size, glance_line, nav_entry, ratio_of,
-                      section_md, section_start, usable_matched_pairs)
+                      section_md, section_start, compare_by_key)
 
 NAME = "overlap"
 ORDER = 80
@@ -157,9 +157,8 @@ def markdown(ctx, overlap):
 # --------------------------------------------------------------------------------------------
 # Two runs
 
-def compare(ctx, overlaps):
-    """matched_pairs of the two runs; None unless both have rows."""
-    return usable_matched_pairs(overlaps)
+# compare(): the runs' rows matched on (bucket size, overlap).
+compare = compare_by_key
 
 
 def compare_glance(ctx, overlaps, matches):

@@ -10,7 +10,7 @@ from collections import OrderedDict
 from ..common import (RowTable, comparison_md, comparison_pairs, esc, finite, fmt_bytes, fmt_int,
                       fmt_known, fmt_ms, fmt_ratio, grouped_rows, known, md_table, nav_entry,
                       order_key, predicted_table, ratio_glance, ratio_of, section_md,
-                      section_start, usable_matched_pairs)
+                      section_start, compare_by_key)
 
 NAME = "pipeline"
 ORDER = 100
@@ -623,9 +623,8 @@ def markdown(ctx, bench):
 # --------------------------------------------------------------------------------------------
 # Two runs
 
-def compare(ctx, benches):
-    """matched_pairs of the two runs on (schedule, p, v, m); None unless both have rows."""
-    return usable_matched_pairs(benches)
+# compare(): the runs matched on (schedule, p, v, m).
+compare = compare_by_key
 
 
 def oversubscribed_runs(benches):

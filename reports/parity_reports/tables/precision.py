@@ -8,7 +8,7 @@ from collections import OrderedDict
 
 from ..common import (RowTable, capitalized, comparison_md, comparison_pairs, esc, finite, fmt_int,
                       fmt_num, fmt_ratio, glance_line, md_table, nav_entry, order_key, ratio_glance, ratio_of,
-                      section_md, section_start, usable_matched_pairs)
+                      section_md, section_start, compare_by_key)
 
 NAME = "precision"
 ORDER = 130
@@ -226,9 +226,8 @@ def markdown(ctx, bench):
 # --------------------------------------------------------------------------------------------
 # Two runs
 
-def compare(ctx, benches):
-    """matched_pairs of the runs' last rows on the precision; None unless both have rows."""
-    return usable_matched_pairs(benches)
+# compare(): the runs' last rows matched on the precision.
+compare = compare_by_key
 
 
 def pair_cells(key, a, b):

@@ -7,7 +7,7 @@ from collections import OrderedDict, defaultdict
 from ..common import (RowTable, capitalized, comparison_md, comparison_pairs, esc, finite,
                       fmt_count, fmt_int, fmt_known, fmt_ms, fmt_num, fmt_ratio, matched, nav_entry,
                       order_key, predicted_table, ratio_of, section_md, section_start,
-                      usable_matched_pairs)
+                      compare_by_key)
 
 NAME = "scaling"
 ORDER = 70
@@ -266,9 +266,8 @@ def markdown(ctx, scaling):
 # --------------------------------------------------------------------------------------------
 # Two runs
 
-def compare(ctx, scalings):
-    """matched_pairs of the two runs; None unless both have rows."""
-    return usable_matched_pairs(scalings)
+# compare(): the runs' rows matched on (mode, world size).
+compare = compare_by_key
 
 
 def compare_glance(ctx, scalings, matches):

@@ -9,7 +9,7 @@ from collections import OrderedDict
 
 from ..common import (RowTable, comparison_md, comparison_pairs, esc, finite, fmt_bytes, fmt_ms,
                       fmt_ratio, glance_line, md_table, median, nav_entry, ratio_glance, ratio_of,
-                      on_ranks, plain_cells, section_md, section_start, usable_matched_pairs, yes_no)
+                      on_ranks, plain_cells, section_md, section_start, compare_by_key, yes_no)
 
 NAME = "state"
 ORDER = 135
@@ -191,9 +191,8 @@ def markdown(ctx, bench):
                           plain_cells(rows_of(bench))))
 
 
-def compare(ctx, benches):
-    """matched_pairs of the runs' layouts; None unless both have rows."""
-    return usable_matched_pairs(benches)
+# compare(): the runs' layouts matched by name.
+compare = compare_by_key
 
 
 def pair_cells(key, a, b):

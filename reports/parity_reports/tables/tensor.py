@@ -9,7 +9,7 @@ from collections import OrderedDict
 from ..common import (RowTable, comparison_md, comparison_pairs, esc, finite, fmt_bytes, fmt_count,
                       fmt_known, fmt_ms, fmt_ratio, fmt_tokens, formula_differences, formula_glance, known,
                       md_table, nav_entry, predicted_table, ratio_glance, ratio_of, runs_md, runs_words,
-                      section_md, section_start, step_cells, usable_matched_pairs, verdict_span, yes_no)
+                      section_md, section_start, step_cells, compare_by_key, verdict_span, yes_no)
 
 NAME = "tensor"
 ORDER = 90
@@ -471,10 +471,8 @@ def markdown(ctx, bench):
 # --------------------------------------------------------------------------------------------
 # Two runs
 
-def compare(ctx, benches):
-    """matched_pairs of the two runs on (model, config, t, dp, SP); None unless both have
-    rows."""
-    return usable_matched_pairs(benches)
+# compare(): the runs matched on (model, config, t, dp, SP).
+compare = compare_by_key
 
 
 def compare_glance(ctx, benches, matches):
