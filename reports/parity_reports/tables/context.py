@@ -185,6 +185,10 @@ def markdown(ctx, bench):
 compare = compare_by_key
 
 
+# The comparison's table, on the page and in summary.md: a row of pair_cells per configuration.
+PAIR_HEADER = ["configuration", "tokens/s A", "tokens/s B", "B / A"]
+
+
 def pair_cells(key, a, b):
     return [key, fmt_num(a["tokens_per_s"], 0), fmt_num(b["tokens_per_s"], 0),
             fmt_ratio(ratio_of(b["tokens_per_s"], a["tokens_per_s"]))]
@@ -200,10 +204,8 @@ def compare_section(page, ctx, benches, matches):
     if pairs is None:
         return
     page.p("Tokens per second per configuration (variant, cp, sequence); ratio = B / A.")
-    page.table(["configuration", "tokens/s A", "tokens/s B", "B / A"],
-               [[esc(c) for c in pair_cells(*p)] for p in pairs], numeric={1, 2, 3})
+    page.table(PAIR_HEADER, [[esc(c) for c in pair_cells(*p)] for p in pairs], numeric={1, 2, 3})
 
 
 def compare_markdown(ctx, benches, matches):
-    return comparison_md(matches, "Context parallelism (tokens/s)",
-                         ["configuration", "tokens/s A", "tokens/s B", "B / A"], "lrrr", pair_cells)
+    return comparison_md(matches, "Context parallelism (tokens/s)", PAIR_HEADER, "lrrr", pair_cells)

@@ -230,6 +230,10 @@ def markdown(ctx, bench):
 compare = compare_by_key
 
 
+# The comparison's table, on the page and in summary.md: a row of pair_cells per precision.
+PAIR_HEADER = ["precision", "final loss A", "final loss B", "B / A", "steps A", "steps B"]
+
+
 def pair_cells(key, a, b):
     """(precision, final loss A, B and B / A, steps A and B)."""
     return [key, fmt_loss(a["loss"]), fmt_loss(b["loss"]),
@@ -248,11 +252,9 @@ def compare_section(page, ctx, benches, matches):
     if pairs is None:
         return
     page.p("The last step's loss of each precision both runs trained; ratio = B / A.")
-    page.table(["precision", "final loss A", "final loss B", "B / A", "steps A", "steps B"],
-               [[esc(c) for c in pair_cells(*p)] for p in pairs], numeric={1, 2, 3, 4, 5})
+    page.table(PAIR_HEADER, [[esc(c) for c in pair_cells(*p)] for p in pairs],
+               numeric={1, 2, 3, 4, 5})
 
 
 def compare_markdown(ctx, benches, matches):
-    return comparison_md(matches, "Mixed precision (final loss)",
-                         ["precision", "final loss A", "final loss B", "B / A", "steps A",
-                          "steps B"], "lrrrrr", pair_cells)
+    return comparison_md(matches, "Mixed precision (final loss)", PAIR_HEADER, "lrrrrr", pair_cells)

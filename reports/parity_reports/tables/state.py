@@ -195,6 +195,10 @@ def markdown(ctx, bench):
 compare = compare_by_key
 
 
+# The comparison's table, on the page and in summary.md: a row of pair_cells per layout.
+PAIR_HEADER = ["layout", "save A", "save B", "B / A", "load A", "load B", "B / A"]
+
+
 def pair_cells(key, a, b):
     return [key, fmt_rate(a["save"]), fmt_rate(b["save"]), fmt_ratio(ratio_of(b["save"], a["save"])),
             fmt_rate(a["load"]), fmt_rate(b["load"]), fmt_ratio(ratio_of(b["load"], a["load"]))]
@@ -210,11 +214,9 @@ def compare_section(page, ctx, benches, matches):
     if pairs is None:
         return
     page.p("Aggregate save and load bandwidth per layout (median over repeats); ratio = B / A.")
-    page.table(["layout", "save A", "save B", "B / A", "load A", "load B", "B / A"],
-               [[esc(c) for c in pair_cells(*p)] for p in pairs], numeric={1, 2, 3, 4, 5, 6})
+    page.table(PAIR_HEADER, [[esc(c) for c in pair_cells(*p)] for p in pairs],
+               numeric={1, 2, 3, 4, 5, 6})
 
 
 def compare_markdown(ctx, benches, matches):
-    return comparison_md(matches, "Training state (bandwidth)",
-                         ["layout", "save A", "save B", "B / A", "load A", "load B", "B / A"],
-                         "lrrrrrr", pair_cells)
+    return comparison_md(matches, "Training state (bandwidth)", PAIR_HEADER, "lrrrrrr", pair_cells)
