@@ -198,7 +198,7 @@ TEST_F(Grid, CatchesAModifiedInput) {
 // case's inputs and expected values). Every rooted collective's algorithms at every root, in
 // place and not: the conformance grid itself puts the root at n / 2 only.
 TEST_F(Grid, KeptExpectationsFollowTheRoot) {
-  int ran = 0;
+  std::map<Collective, int> ran, expected;
   for (Collective collective : kAllCollectives) {
     if (!has_root(collective)) continue;
     for (const AlgorithmDescriptor* algorithm : algorithms_for(collective))
@@ -213,11 +213,17 @@ TEST_F(Grid, KeptExpectationsFollowTheRoot) {
             c.in_place = in_place;
             const auto r = cases::run_case(comm(), c, HalfAccumulate::float32, false);
             EXPECT_TRUE(r.passed) << c.name() << " root " << root << ": " << r.message;
-            ++ran;
+            ++ran[collective];
           }
         }
+    // Every algorithm (at least the native one and one other) at every root, twice, in each
+    // placement the collective has.
+    const int placements = describe(collective).in_place == InPlace::none ? 1 : 2;
+    expected[collective] = static_cast<int>(algorithms_for(collective).size()) * comm().size() * placements * 2;
+    EXPECT_GE(algorithms_for(collective).size(), 2u) << name_of(collective);
   }
-  EXPECT_GE(ran, 2 * 2 * comm().size());  // broadcast and reduce, at least two algorithms between them
+  EXPECT_EQ(ran, expected);
+  EXPECT_EQ(ran.count(Collective::broadcast) + ran.count(Collective::reduce), 2u);  // both rooted collectives ran
 }
 
 // all_to_all_v's checks can fail too. The broken versions run the native collective into

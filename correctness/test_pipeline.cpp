@@ -102,9 +102,8 @@ TEST_F(MpiTest, AForwardKeepsWhatItsLayersSave) {
     ++checked;
   }
   checked = cases::sum_over_ranks(comm(), checked);
-  if (comm().size() >= 3) {
-    EXPECT_GT(checked, 0) << "no stage held blocks alone";
-  }
+  if (comm().size() < 3) GTEST_SKIP() << "at " << comm().size() << " ranks every stage holds the embedding or the head";
+  EXPECT_GT(checked, 0) << "no stage held blocks alone";
 }
 
 TEST_F(MpiTest, AFailingActionIsNamedWithItsRank) {

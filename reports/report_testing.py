@@ -622,7 +622,7 @@ class RecordingCase(unittest.TestCase):
             drop_column(path, table, column)
         return path
 
-    def report_of(self, name, *options, path=None):
+    def fixture_report(self, name, *options, path=None):
         """(output folder, index.html, summary.md) of the single-run report of path (the fixture
         unless given) with the further command-line options, drawn into tmp."""
         return drawn_report(self, os.path.join(self.tmp, name), [path or self.FIXTURE], options)

@@ -74,7 +74,7 @@ class CalibrateReportTests(RecordingCase):
         self.assertTrue(np.allclose(got.y, [np.median(stream[e]) / e * 1e9 for e in elements], rtol=1e-12))
         self.assertTrue(all(len(v) == 4 for v in add.values()))
         self.assertTrue(np.allclose(drawn["add"].y, [np.median(add[e]) / e * 1e9 for e in sorted(add)], rtol=1e-12))
-        page = self.report_of("stream_report", "--no-figures")[1]  # the table alone: the line is drawn above
+        page = self.fixture_report("stream_report", "--no-figures")[1]  # the table alone: the line is drawn above
         table = table_at(page, "footprint (MiB)</th>")
         for e in elements:
             row = (f"<tr><td class=\"num\">{fmt_num(3 * e * 4 / 2**20, 2)}</td>"
@@ -114,7 +114,7 @@ class CalibrateReportTests(RecordingCase):
         # A memcpy's bytes are its two arrays; the add's three.
         self.assertEqual(next(iter(moved[("copy", copies[0])])), 2 * copies[0] * 4)
         self.assertEqual(next(iter(moved[("add", copies[0])])), 3 * copies[0] * 4)
-        page = self.report_of("ceilings_report", "--max-plots", "0", "--no-figures")[1]
+        page = self.fixture_report("ceilings_report", "--max-plots", "0", "--no-figures")[1]
         table = table_at(page, "memcpy, 4096</th>")
         largest = rate(("gelu_forward", copies[-1])) / rate(("copy", copies[-1]))
         self.assertIn(f"{largest:.3f}", table)
@@ -148,13 +148,13 @@ class CalibrateReportTests(RecordingCase):
             self.assertAlmostEqual(f["alpha_us"], t0 * 1e6, delta=1e-9 * t0 * 1e6)
             self.assertAlmostEqual(f["beta_us_per_byte"], beta * 1e6, delta=1e-9 * beta * 1e6)
             self.assertAlmostEqual(f["bandwidth_GBps"], 1e-9 / beta, delta=1e-9 / beta * 1e-9)
-        page = self.report_of("fits_report", "--max-plots", "0", "--no-figures")[1]
+        page = self.fixture_report("fits_report", "--max-plots", "0", "--no-figures")[1]
         table = table_at(page, "own alpha and beta at each level")
         for f in fits:
             self.assertIn(f"<td>{f['collective']}</td>", table)
 
     def test_page_has_the_section_and_the_links(self):
-        page = self.report_of("report", "--no-figures")[1]
+        page = self.fixture_report("report", "--no-figures")[1]
         self.assertIn('<h2 id="calibrate">Calibration</h2>', page)
         links = read_rows(FIXTURE, "/bench/calibrate_links")
         self.assertEqual(len(links), 24)  # four collectives at six sizes
@@ -169,7 +169,7 @@ class CalibrateReportTests(RecordingCase):
     def test_levels_table(self):
         """The levels' rows (one host: the node's alone) appear with their peer, latency and
         bandwidth."""
-        page = self.report_of("levels", "--no-figures")[1]
+        page = self.fixture_report("levels", "--no-figures")[1]
         levels = read_rows(FIXTURE, "/bench/calibrate_levels")
         self.assertEqual([r["level"] for r in levels], ["node"])
         table = table_at(page, "peer rank</th>")
@@ -187,7 +187,7 @@ class CalibrateReportTests(RecordingCase):
         with h5py.File(path, "a") as f:
             del f["/bench/calibrate_collectives"]
         reduces = len(read_rows(path, "/bench/calibrate_links"))
-        page = self.report_of("old-links", "--no-figures", path=path)[1]
+        page = self.fixture_report("old-links", "--no-figures", path=path)[1]
         table = table_at(page, "<th>collective</th>")
         self.assertEqual(table.count("<td>all_reduce</td>"), reduces)
         self.assertEqual(table.count("<td>world</td>"), reduces)

@@ -52,7 +52,7 @@ class ContextReportTests(RecordingCase):
         set_rows(path, "/bench/context", "activation_bytes",
                  lambda r: r["variant"] == "allgather" and r["cp"] == 4 and r["sequence"] == 128,
                  lambda r: r["activation_bytes"] + 64)
-        _, html, summary = self.report_of("broken-report", "--no-figures", path=path)
+        _, html, summary = self.fixture_report("broken-report", "--no-figures", path=path)
         self.assertIn("<h2 id=\"context\">Context parallelism</h2>", html)
         rows = re.findall(r"<tr><td>(ring|allgather|ulysses|none)</td>.*?</tr>", html)
         self.assertEqual(len(rows), 14)
@@ -70,7 +70,7 @@ class ContextReportTests(RecordingCase):
     def test_a_file_without_the_serial_columns_still_reports(self):
         path = self.fixture_without("context-older.h5", "/bench/context",
                                     ("serial_attention_s", "serial_communication_s", "hidden_fraction"))
-        html = self.report_of("older-report", path=path)[1]
+        html = self.fixture_report("older-report", path=path)[1]
         ring = re.search(r"<tr><td>ring</td>.*?</tr>", html).group(0)
         self.assertEqual(ring.count("<td class=\"num\">–</td>"), 2)
 

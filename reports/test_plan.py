@@ -75,7 +75,7 @@ class PlanReportTests(RecordingCase):
             self.assertTrue(np.allclose(s.y * 1e9, [r["activation_bytes"] for r in self.rows], rtol=1e-12))
 
     def test_page_names_the_fastest_layout_that_fits(self):
-        html = self.report_of("page")[1]
+        html = self.fixture_report("page")[1]
         fitting = [r for r in self.rows if r["fits"]]
         best = max(fitting, key=lambda r: r["tokens_per_s"])
         layout = (f"tp{best['tp']} pp{best['pp']} dp{best['dp']} v{best['v']} mb{best['micro_batch']} "

@@ -69,7 +69,7 @@ class StateReportTests(RecordingCase):
                  lambda r: r["layout"] == "zero3" and r["rank"] == 2, lambda r: 0)
         set_rows(path, "/bench/state", "formula_bytes", lambda r: r["layout"] == "tp2",
                  lambda r: r["formula_bytes"] + 8)
-        _, html, summary = self.report_of("broken-report", "--no-figures", path=path)
+        _, html, summary = self.fixture_report("broken-report", "--no-figures", path=path)
         zero3 = re.search(r"<tr><td>zero3</td>.*?</tr>", html)
         self.assertIn("<span class=\"bad\">no</span>", zero3.group(0))
         tp2 = re.search(r"<tr><td>tp2</td>.*?</tr>", html)
@@ -83,7 +83,7 @@ class StateReportTests(RecordingCase):
     def test_a_file_without_the_asynchronous_columns_still_reports(self):
         path = self.fixture_without("state-older.h5", "/bench/state",
                                     ("async_staged_s", "async_step_s", "async_finish_s"))
-        html = self.report_of("older-report", path=path)[1]
+        html = self.fixture_report("older-report", path=path)[1]
         self.assertIn("<h2 id=\"state\">Training state</h2>", html)
         dp = re.search(r"<tr><td>dp</td>.*?</tr>", html).group(0)
         self.assertEqual(dp.count("<td class=\"num\">–</td>"), 2)

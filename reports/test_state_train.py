@@ -46,7 +46,7 @@ class StateTrainReportTests(RecordingCase):
             attrs = f["/state/train"].attrs
             attrs["error"] = attrs["bound"] * 2
             attrs["passed"] = np.int64(0)
-        _, html, summary = self.report_of("beyond-report", "--no-figures", path=path)
+        _, html, summary = self.fixture_report("beyond-report", "--no-figures", path=path)
         self.assertIn("<span class=\"bad\">4 steps (4 to 7) under dp on 4 ranks, restarted from the save at step 4;",
                       html)
         self.assertIn("beyond the bound", summary)

@@ -36,7 +36,8 @@ std::string self_executable() {
 
 std::string find_mpirun() {
   if (const char* explicit_path = std::getenv("PARITY_MPIRUN"); explicit_path && *explicit_path) {
-    if (access(explicit_path, X_OK) == 0) return explicit_path;
+    // Absolute: a bare name means the file here, as access() read it, not one found on PATH.
+    if (access(explicit_path, X_OK) == 0) return std::filesystem::absolute(explicit_path).string();
     throw UsageError(std::string("PARITY_MPIRUN=") + explicit_path + " is not an executable");
   }
   const char* path = std::getenv("PATH");

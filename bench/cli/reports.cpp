@@ -97,10 +97,11 @@ int draw_report(const std::vector<std::string>& files, std::string out_dir, bool
     sigaction(signals[i], nullptr, &previous[i]);
     if (!kept_ignored(i)) sigaction(signals[i], &action, nullptr);
   }
+  const std::vector<char*> argv = exec_arguments(command);
   const pid_t parent = getpid();
   const pid_t child = fork();
   if (child < 0) throw UsageError(std::string("cannot start the report script: ") + std::strerror(errno));
-  if (child == 0) exec_tied_child(parent, command, kept_ignored(2));
+  if (child == 0) exec_tied_child(parent, argv.data(), kept_ignored(2));
   int status = 0;
   bool passed_on = false;
   std::optional<std::chrono::steady_clock::time_point> signalled;

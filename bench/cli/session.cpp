@@ -494,7 +494,6 @@ void Session::count_injected_block(const std::string& group) {
                static_cast<int>(target));
 }
 
-
 record::ResultsFile& Session::results() {
   require(is_root() && results_ != nullptr, "only rank 0 writes the result file, until it is committed");
   return *results_;

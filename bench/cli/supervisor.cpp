@@ -519,18 +519,22 @@ void signal_local_ranks(pid_t launcher, int signal) {
 
 }  // namespace
 
-void exec_tied_child(pid_t parent, const std::vector<std::string>& command, bool hangup_ignored) {
+std::vector<char*> exec_arguments(const std::vector<std::string>& command) {
+  std::vector<char*> argv;
+  for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  return argv;
+}
+
+void exec_tied_child(pid_t parent, char* const argv[], bool hangup_ignored) {
   struct sigaction restore {};
   restore.sa_handler = SIG_DFL;
   for (int s : {SIGINT, SIGTERM, SIGHUP})
     if (s != SIGHUP || !hangup_ignored) sigaction(s, &restore, nullptr);
   prctl(PR_SET_PDEATHSIG, SIGTERM);
   if (getppid() != parent) _exit(kExitInterrupted);
-  std::vector<char*> argv;
-  for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  execvp(argv[0], argv.data());
-  std::fprintf(stderr, "%s: %s\n", command[0].c_str(), std::strerror(errno));
+  execvp(argv[0], argv);
+  std::fprintf(stderr, "%s: %s\n", argv[0], std::strerror(errno));
   _exit(127);
 }
 
@@ -545,6 +549,7 @@ Outcome supervise(const std::vector<std::string>& command, int world_size, bool 
   sigemptyset(&action.sa_mask);
   for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaction(s, &action, nullptr);
   OutputRelay stdout_relay;
+  const std::vector<char*> argv = exec_arguments(command);
   const pid_t parent = getpid();
   const pid_t child = fork();
   if (child < 0) {
@@ -559,7 +564,7 @@ Outcome supervise(const std::vector<std::string>& command, int world_size, bool 
     if (null_in >= 0) dup2(null_in, STDIN_FILENO);
     dup2(pipe_fds[1], STDERR_FILENO);
     stdout_relay.attach_child();
-    exec_tied_child(parent, command, false);
+    exec_tied_child(parent, argv.data(), false);
   }
   g_child = child;
   close(pipe_fds[1]);

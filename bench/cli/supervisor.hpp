@@ -6,6 +6,8 @@
 // Open MPI's own multi-line notices are read, not shown (PARITY_MPIRUN_VERBOSE=1 shows them).
 #pragma once
 
+#include <sys/types.h>
+
 #include <ctime>
 #include <map>
 #include <optional>
@@ -110,7 +112,10 @@ void handle_interrupts(int launcher_rank);
 // parent (PR_SET_PDEATHSIG; at once when the parent is already gone), then `command` run, looked
 // up on PATH when its name has no '/'. Does not return: a command that cannot start ends the
 // child with status 127, its reason on stderr.
-[[noreturn]] void exec_tied_child(pid_t parent, const std::vector<std::string>& command, bool hangup_ignored);
+[[noreturn]] void exec_tied_child(pid_t parent, char* const argv[], bool hangup_ignored);
+// `command` as exec's argument list (pointers into it, null-terminated), made before fork: the
+// child allocates nothing.
+std::vector<char*> exec_arguments(const std::vector<std::string>& command);
 
 // Runs `command` (mpirun and its arguments) as a child in its own process group, forwards
 // signals, shows its stderr through a LauncherDigest and returns parity's exit status with

@@ -90,7 +90,7 @@ class Reader {
       }
       if (!std::isfinite(v.number)) {
         at_ = start;
-        fail("the number " + v.text + " is beyond a double's range");
+        fail("the number " + (v.text.size() > 40 ? v.text.substr(0, 37) + "..." : v.text) + " is beyond a double's range");
       }
     }
     return v;

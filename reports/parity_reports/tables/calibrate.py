@@ -263,6 +263,7 @@ def rows_table(page, table, words, header, cells, numeric):
         page.p(esc(words))
         page.table(header, [cells(r) for r in table.rows], numeric=numeric)
 
+
 def load(rf, loaded):
     return Calibration(rf)
 
