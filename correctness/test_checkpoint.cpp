@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "correctness/cases/checkpoint.hpp"
@@ -87,6 +89,15 @@ TEST(CheckpointPolicies, NamesRoundTrip) {
   for (const char* name : {"none", "full", "every3", "sqrt", "selective", "budget4096"})
     EXPECT_EQ(parallel::parse_checkpoint_policy(name).name(), name);
   EXPECT_EQ(parallel::parse_checkpoint_policy("every:2").name(), "every2");
+  // Budgets in bytes with K, M, G (powers of 1024), either case.
+  const std::pair<const char*, std::int64_t> budgets[] = {{"budget:64K", 64 << 10}, {"budget3m", 3 << 20},
+                                                          {"budget2G", std::int64_t{2} << 30}, {"budget4096", 4096}};
+  for (const auto& [text, bytes] : budgets) {
+    const parallel::CheckpointPolicy policy = parallel::parse_checkpoint_policy(text);
+    EXPECT_EQ(policy.kind, parallel::CheckpointPolicy::Kind::budget) << text;
+    EXPECT_EQ(policy.budget_bytes, bytes) << text;
+  }
+  EXPECT_THROW(parallel::parse_checkpoint_policy("budget9000000000G"), UsageError);  // past int64
 }
 
 // The budget's rule: the most blocks kept (the last ones) whose peak fits.

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "correctness/cases/compare.hpp"
 #include "correctness/cases/training.hpp"
@@ -14,6 +15,7 @@
 #include "reference/core/error.hpp"
 #include "reference/core/tolerance.hpp"
 #include "reference/theory/parallel.hpp"
+#include "reference/parallel/data/data_parallel.hpp"
 #include "reference/parallel/data/parameter_server.hpp"
 #include "reference/parallel/techniques/techniques.hpp"
 
@@ -213,6 +215,39 @@ TEST_F(DataParallelTest, TrainerRemovesItsHooksWhenItGoesAway) {
     trainer.reset();
     for (std::size_t i = 0; i < layers.size(); ++i) EXPECT_EQ(layers[i]->hook_count(), before[i]) << layers[i]->name();
   }
+}
+
+// DDP's buckets are filled in backward order (the model's parameters reversed: the last layer's
+// gradients are final first, so the first bucket's all-reduce can start while backward goes on),
+// and a bucket takes parameters until it holds at least bucket_bytes, then closes: with the
+// size set to the last two parameters' bytes exactly, the first bucket holds those two.
+TEST_F(DataParallelTest, BucketsFillInBackwardOrderUpToTheirSize) {
+  model::MlpConfig m;
+  auto mlp = model::build_mlp(m);
+  std::vector<const model::Parameter*> order;
+  for (const model::Parameter* p : mlp->parameters()) order.push_back(p);
+  std::reverse(order.begin(), order.end());
+  ASSERT_GE(order.size(), 4u);
+  parallel::DataParallelConfig c;
+  c.global_batch = comm().size();
+  c.bucket_bytes = order[0]->value.bytes() + order[1]->value.bytes();
+  parallel::BucketedAllReduce ddp(comm(), *mlp, c);
+  const std::vector<std::vector<std::string>> buckets = ddp.bucket_parameters();
+  // The same rule, bucket by bucket, over the reversed order.
+  std::vector<std::vector<std::string>> expected(1);
+  std::size_t held = 0;
+  for (const model::Parameter* p : order) {
+    if (held >= c.bucket_bytes) {
+      expected.emplace_back();
+      held = 0;
+    }
+    expected.back().push_back(p->name);
+    held += p->value.bytes();
+  }
+  EXPECT_EQ(buckets, expected);
+  ASSERT_FALSE(buckets.empty());
+  EXPECT_EQ(buckets.front(), (std::vector<std::string>{order[0]->name, order[1]->name}));
+  EXPECT_GE(buckets.size(), 2u);
 }
 
 // The server yields its core only after a run of empty polls, and serving a worker starts the
