@@ -16,6 +16,7 @@
 #include "correctness/mpi_test.hpp"
 #include "reference/core/error.hpp"
 #include "reference/parallel/grid.hpp"
+#include "reference/parallel/precision/precision.hpp"
 #include "reference/parallel/techniques/techniques.hpp"
 #include "reference/parallel/tensor/tensor_parallel.hpp"
 
@@ -157,6 +158,26 @@ void expect_one_ranks_overflow_skipped(Communicator& world, parallel::Trainer& t
   EXPECT_FALSE(third.skipped) << what;
   EXPECT_EQ(third.loss_scale, scale / 2) << what;
   EXPECT_NE(masters(trainer), before) << what;
+}
+
+// The count every rank agrees on: the inf and NaN elements summed over the job, and how many
+// ranks hold some (what the overflow line's "on K of N ranks" says). Rank r holds r of them
+// (an inf, then NaNs) in its first buffer and rank 1 one more in its second, so ranks 1 .. n-1
+// hold some and n (n - 1) / 2 + 1 elements are found (none at one rank).
+TEST_F(LossScalingTest, NonfiniteGradientsAreCountedOverTheJob) {
+  const int n = comm().size(), r = comm().rank();
+  ASSERT_LE(n, 9) << "eight elements in the first buffer";  // the same on every rank: none goes on alone
+  std::vector<float> first(8, 1.0f), second(5, -2.0f);
+  for (int i = 0; i < r; ++i)
+    first[static_cast<std::size_t>(i)] = i == 0 ? std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN();
+  if (r == 1) second[4] = -std::numeric_limits<float>::infinity();  // and one in the second buffer
+  const parallel::NonfiniteGradients found = parallel::find_nonfinite(
+      comm(), {{first.data(), first.size(), DataType::float32, MemorySpace::host},
+               {second.data(), second.size(), DataType::float32, MemorySpace::host}});
+  EXPECT_EQ(found.elements, n * (n - 1) / 2.0 + (n > 1 ? 1 : 0));
+  EXPECT_EQ(found.ranks, n - 1);
+  EXPECT_EQ(found.job_ranks, n);
+  EXPECT_EQ(found.found(), n > 1);
 }
 
 TEST_F(LossScalingTest, OneRanksOverflowSkipsTheStepOnEveryRank) {
