@@ -179,6 +179,14 @@ TEST_F(DataParallelTest, RefusesBadConfigurations) {
   c.micro_batches = 3;
   EXPECT_NE(message_of<UsageError>([&] { c.validate(n); }).find("cannot split them into 3 micro-batches"),
             std::string::npos);
+  // Uneven shards: with 2n + 1 rows the first rank holds 3 and the others 2, so 3 micro-batches
+  // fit the first rank's shard and not the last's: refused for the shard with the fewest rows.
+  if (n > 1) {
+    c.global_batch = 2 * n + 1;
+    EXPECT_NE(message_of<UsageError>([&] { c.validate(n); }).find("cannot split them into 3 micro-batches"),
+              std::string::npos);
+    c.global_batch = 2 * n;
+  }
   c.micro_batches = 1;
   c.all_reduce = "carrier_pigeon";
   EXPECT_THROW(c.validate(n), UsageError);
