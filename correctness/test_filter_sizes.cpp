@@ -44,10 +44,16 @@ TEST(Sizes, Parse) {
   EXPECT_EQ(parse_size("64M", "-b"), 64u << 20);
   EXPECT_EQ(parse_size("1G", "-b"), std::size_t{1} << 30);
   EXPECT_EQ(parse_size("2MB", "-b"), 2u << 20);
+  EXPECT_EQ(parse_size("3t", "-b"), std::size_t{3} << 40);
+  EXPECT_EQ(parse_size("5kb", "-b"), 5u << 10);
+  EXPECT_EQ(parse_size("16777215T", "-b"), std::size_t{16777215} << 40);  // the largest T that fits 64 bits
+  EXPECT_THROW(parse_size("16777216T", "-b"), UsageError);
   for (const char* bad : {"", "abc", "12Q", "-1", "M", "1.5M"}) EXPECT_THROW(parse_size(bad, "-b"), UsageError) << bad;
   EXPECT_THROW(parse_size("99999999999999999999", "-b"), UsageError);
   EXPECT_EQ(format_size(64u << 20), "64M");
   EXPECT_EQ(format_size(1000), "1000");
+  EXPECT_EQ(format_size(std::size_t{3} << 40), "3T");
+  EXPECT_EQ(format_size(std::size_t{3} << 50), "3072T");
 }
 
 TEST(Sizes, Sweeps) {

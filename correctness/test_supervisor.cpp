@@ -54,6 +54,29 @@ TEST(LauncherDigest, NamesTheRankThatNeverEnteredAndTheOnesThatWaited) {
                     "not report; ranks 0, 1 on a, rank 3 on b waited 2.03 s in it");
 }
 
+// Two operations with as many ranks in each: the one the first report names is the job's (a
+// tie does not go to the name that sorts last).
+TEST(LauncherDigest, ATieGoesToTheFirstReportedOperation) {
+  LauncherDigest d(4);
+  feed(d,
+       "parity: rank 1 on a: all_reduce 8 x float32 (ring) stalled: not finished after 3 s; aborting the job (--timeout 3)\n"
+       "parity: rank 2 on b: broadcast 8 x float32 (native) stalled: not finished after 3 s; aborting the job (--timeout 3)\n"
+       "parity: rank 0 on a: all_reduce 8 x float32 (ring) stalled: not finished after 3 s; aborting the job (--timeout 3)\n"
+       "parity: rank 3 on b: broadcast 8 x float32 (native) stalled: not finished after 3 s; aborting the job (--timeout 3)\n");
+  EXPECT_EQ(d.outcome(exited(3), 0).line,
+            "parity: all_reduce 8 x float32 (ring) stalled past --timeout 3: ranks 2, 3 on b were stuck in broadcast 8 x "
+            "float32 (native); ranks 0, 1 on a waited 3 s in it");
+  LauncherDigest e(4);
+  feed(e,
+       "parity: rank 2 on b: broadcast 8 x float32 (native) stalled: not finished after 3 s; aborting the job (--timeout 3)\n"
+       "parity: rank 1 on a: all_reduce 8 x float32 (ring) stalled: not finished after 3 s; aborting the job (--timeout 3)\n"
+       "parity: rank 0 on a: all_reduce 8 x float32 (ring) stalled: not finished after 3 s; aborting the job (--timeout 3)\n"
+       "parity: rank 3 on b: broadcast 8 x float32 (native) stalled: not finished after 3 s; aborting the job (--timeout 3)\n");
+  EXPECT_EQ(e.outcome(exited(3), 0).line,
+            "parity: broadcast 8 x float32 (native) stalled past --timeout 3: ranks 0, 1 on a were stuck in all_reduce 8 x "
+            "float32 (ring); ranks 2, 3 on b waited 3 s in it");
+}
+
 TEST(LauncherDigest, NamesTheHostOfRanksThatCouldNotReport) {
   // A host cut off: its ranks' watchdog lines never arrive, but their start lines did.
   LauncherDigest d(4);
