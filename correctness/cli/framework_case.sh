@@ -141,6 +141,30 @@ compare acc.h5 gap.h5 2 "no shard holds element"; one_line
 compare acc.h5 overlap.h5 2 "is in two shards"; one_line
 compare acc.h5 far.h5 2 "elements from element 9223372036854775806 of a tensor of"; one_line
 
+# Results made from the DDP run's: its gradients 6 x (summed over the dp ranks and over the
+# accumulation steps) and 0.5 x (averaged twice), and one parameter of block 1 moved after the
+# last step: each caught, the first two diagnosed by their factor, the third named by its block.
+/usr/bin/python3 - <<'PY'
+import shutil, h5py
+def changed(target, gradients=None, moved=None):
+    shutil.copy("ddp.h5", target)
+    with h5py.File(target, "r+") as f:
+        if gradients is not None:
+            f["gradients"].visititems(lambda name, d: d.__setitem__(Ellipsis, d[()] * gradients)
+                                      if isinstance(d, h5py.Dataset) else None)
+        if moved:
+            d = f[moved]
+            v = d[()]
+            v[0] += 1.0
+            d[...] = v
+changed("summed_both.h5", gradients=6)
+changed("averaged_twice.h5", gradients=0.5)
+changed("moved.h5", moved="parameters/transformer.h.1.mlp.c_fc.bias")
+PY
+compare acc.h5 summed_both.h5 1 "6 x the single device's: summed over the dp ranks and over the accumulation steps instead of averaged"
+compare acc.h5 averaged_twice.h5 1 "0.5 x the single device's: averaged over the data-parallel ranks twice"
+compare acc.h5 moved.h5 1 "after step 2: the parameters, largest in transformer.h.1.mlp.c_fc.bias (block 1)"
+
 # Bad input: one line on stderr, exit 2.
 compare zero.h5 ddp.h5 2 "holds results of case"; one_line
 /usr/bin/python3 - <<'PY'
@@ -149,6 +173,7 @@ for name, change in (("missing.h5", lambda f: f.__delitem__("gradients/transform
                      ("short.h5", lambda f: (f.__delitem__("parameters/transformer.ln_f.weight"),
                                              f.create_dataset("parameters/transformer.ln_f.weight", data=np.zeros(3))[()])),
                      ("nan.h5", lambda f: f["loss"].__setitem__(1, np.nan)),
+                     ("inf.h5", lambda f: f["loss"].__setitem__(0, np.inf)),
                      ("strings.h5", lambda f: (f.__delitem__("parameters/transformer.ln_f.bias"),
                                                f.create_dataset("parameters/transformer.ln_f.bias", data=[b"x"] * 3)))):
     shutil.copy("ddp.h5", name)
@@ -161,6 +186,7 @@ PY
 compare acc.h5 missing.h5 2 "has no /gradients/transformer.h.1.mlp.c_fc.bias"; one_line
 compare acc.h5 short.h5 2 "/parameters/transformer.ln_f.weight has 3 elements"; one_line
 compare acc.h5 nan.h5 2 "the loss of step 1 is nan"; one_line
+compare acc.h5 inf.h5 2 "the loss of step 0 is inf"; one_line
 compare acc.h5 strings.h5 2 "/parameters/transformer.ln_f.bias holds no numbers, though its dtype attribute says float64"; one_line
 # A case whose masks are not the ones parity draws for it (edited, or from another version).
 cp drop.h5 edited.h5
