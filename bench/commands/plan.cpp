@@ -368,7 +368,7 @@ class Plan final : public Command {
                                      "keeps them [default: bf16, or a calibrated cluster's measured type]");
     const Option gpus = o.add("--gpus", gpus_, "GPUs of the job").range(1, th::kPlanMostGpus);
     const Option batch = o.add("--global-batch", global_batch_, "Sequences per optimizer step").range(1, 1 << 24);
-    const Option fix = o.add("--fix", fixed_, "Keys held fixed: tp, pp, dp, ep, cp, v, schedule (1f1b, interleaved; or, never searched, the "
+    const Option fix = o.add("--fix", fixed_, "Keys held fixed: tp, pp, dp, ep, cp, v, schedule (1f1b: v 1; interleaved: v > 1; or, never searched, the "
                            "zero-bubble zb-h1, zb-h2 (v 1) and zb-v (v 2), timed by the schedule simulator), micro_batch, zero (0-3), "
                            "recompute (none, selective, full), sp (on, off), attention (flash, the default, or unfused: products around a "
                            "softmax that stores the scores), overlap (on, the default: the data-parallel reduction in buckets during "

@@ -500,6 +500,7 @@ std::vector<PlanCandidate> plan_search(const PlanModel& m, const PlanCluster& c,
                              fixed.schedule.value_or(PlanSchedule::one_f_one_b)};
                 // With FlashAttention selective recompute is no recompute (no scores are kept): searched once.
                 if (l.flash && r == Recompute::selective && !fixed.recompute) continue;
+                if (fixed.interleaved && v == 1) continue;  // schedule=interleaved: v > 1 only
                 if (!plan_layout_problem(m, c, l, gpus, global_batch).empty()) continue;
                 ++count;
                 out.push_back({l, plan_predict(m, c, l, global_batch)});

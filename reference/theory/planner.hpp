@@ -211,8 +211,10 @@ struct PlanFixed {
   std::optional<bool> sp, flash, overlap;
   std::optional<Recompute> recompute;
   std::optional<PlanSchedule> schedule;
+  bool interleaved = false;  // schedule=interleaved: 1F1B with v > 1 only
 };
-// "tp=8,pp=2,recompute=full,sp=on,attention=unfused"; UsageError for an unknown key or a bad value.
+// "tp=8,pp=2,recompute=full,sp=on,attention=unfused"; UsageError for an unknown key or a bad value,
+// or a schedule and a v that disagree (schedule=1f1b,v=4; schedule=interleaved,v=1).
 PlanFixed parse_plan_fixed(const std::string& text);
 struct PlanCandidate {
   PlanLayout layout;

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "reference/core/error.hpp"
@@ -534,6 +535,8 @@ Recompute parse_recompute(const std::string& text, const std::string& given_as) 
 
 PlanFixed parse_plan_fixed(const std::string& text) {
   PlanFixed f;
+  std::string schedule;         // as given
+  std::optional<int> chunks;    // the v the schedule holds (1f1b, zb-h1, zb-h2: 1; zb-v: 2)
   for (const auto& [key, value] : pairs_of(text)) {
     const auto positive = [&] {
       const std::int64_t x = whole(key, value);
@@ -564,13 +567,22 @@ PlanFixed parse_plan_fixed(const std::string& text) {
       else if (value == "zb-h2") f.schedule = PlanSchedule::zb_h2;
       else if (value == "zb-v") f.schedule = PlanSchedule::zb_v;
       else throw UsageError("--fix schedule=" + quoted_input(value) + ": expected 1f1b, interleaved, zb-h1, zb-h2 or zb-v");
-      if (value == "1f1b" || value == "zb-h1" || value == "zb-h2") f.v = 1;
-      if (value == "zb-v") f.v = 2;
+      schedule = value;
+      f.interleaved = value == "interleaved";
+      if (value == "1f1b" || value == "zb-h1" || value == "zb-h2") chunks = 1;
+      if (value == "zb-v") chunks = 2;
     } else {
       throw UsageError("--fix: unknown key " + quoted_input(key) +
                        " (known: tp, pp, dp, ep, cp, v, schedule, micro_batch, zero, recompute, sp, attention, overlap)");
     }
   }
+  // The schedule and v together, whichever came first.
+  if (chunks && f.v && *f.v != *chunks)
+    throw UsageError("--fix schedule=" + schedule + " holds " + std::to_string(*chunks) + " chunk" + (*chunks == 1 ? "" : "s") +
+                     " a rank, not v=" + std::to_string(*f.v));
+  if (chunks) f.v = chunks;
+  if (f.interleaved && f.v && *f.v == 1) throw UsageError("--fix schedule=interleaved needs v > 1 (at v=1 it is 1f1b)");
+  if (f.interleaved && f.pp && *f.pp == 1) throw UsageError("--fix schedule=interleaved needs pp > 1");
   return f;
 }
 
