@@ -5,7 +5,9 @@ group's columns beside the code that writes them, printed by `parity list --sche
   - docs/results-schema.md documents every group, and each group's columns with the same
     names, types and units, and no column or group the C++ does not write;
   - every report module's READS (reports/parity_reports/tables/) names only groups and columns
-    the C++ writes, with their types, and requires only columns every file has (required).
+    the C++ writes, with their types, and requires only columns every file has (required);
+  - the recorded files in reports/fixtures/ (made by earlier versions) hold every required
+    column of each group they have: a column they lack is one files can lack (required false).
 
 Prints one line per disagreement and exits 1; exits 0 when all agree.
 
@@ -107,6 +109,23 @@ def columns_problems(schema, group, types, required, where):
     return out
 
 
+def fixture_problems(schema, root):
+    import glob
+    import h5py
+    out = []
+    for path in sorted(glob.glob(os.path.join(root, "reports", "fixtures", "*.h5"))):
+        with h5py.File(path, "r") as f:
+            for group, columns in schema.items():
+                if group not in f or not isinstance(f[group], h5py.Group):
+                    continue
+                held = set(f[group].keys())
+                for name, (_, _, required) in columns.items():
+                    if required and name not in held:
+                        out.append(f"fixtures: {os.path.basename(path)} {group} lacks column {name}, "
+                                   "which the schema says every file has (required)")
+    return out
+
+
 def main(argv):
     if len(argv) < 2:
         print(__doc__, file=sys.stderr)
@@ -115,6 +134,7 @@ def main(argv):
     schema = declared(argv[1])
     problems = doc_problems(schema, documented(os.path.join(root, "docs", "results-schema.md")))
     problems += report_problems(schema, root)
+    problems += fixture_problems(schema, root)
     for p in problems:
         print(p)
     if problems:

@@ -34,8 +34,8 @@ inline const record::TableSpec kMoeBenchTable{
       {"all_to_all_bytes", ColumnType::float64, "B"}, {"formula_all_to_all_bytes", ColumnType::float64, "B"},
       {"bytes_match", ColumnType::int64}, {"mean_load_imbalance", ColumnType::float64},
       {"mean_dropped_fraction", ColumnType::float64},
-      {"predicted_all_to_all_seconds", ColumnType::float64, "s"},
-      {"predicted_step_seconds", ColumnType::float64, "s"}, {"predicted_over_measured", ColumnType::float64}
+      {"predicted_all_to_all_seconds", ColumnType::float64, "s", false},
+      {"predicted_step_seconds", ColumnType::float64, "s", false}, {"predicted_over_measured", ColumnType::float64, "", false}
     }};
 inline const record::TableSpec kMoeStepsTable{
     "/bench/moe_steps",
