@@ -167,6 +167,14 @@ compare acc.h5 moved.h5 1 "after step 2: the parameters, largest in transformer.
 
 # Bad input: one line on stderr, exit 2.
 compare zero.h5 ddp.h5 2 "holds results of case"; one_line
+# A case that differs from the DDP run's in one setting alone is another case: its results are
+# refused, whichever setting it is.
+for change in "--clip-grad-norm 0.5" "--dropout 0.1" "--steps 4" "--zero 1" "--tp 2" "--model small"; do
+  # shellcheck disable=SC2086
+  "$parity" case export --out other.h5 --force --dp 2 --accumulation 3 --global-batch 12 --precision float32 $change > /dev/null \
+    || fail "export with $change"
+  compare other.h5 ddp.h5 2 "holds results of case"; one_line
+done
 /usr/bin/python3 - <<'PY'
 import shutil, h5py, numpy as np
 for name, change in (("missing.h5", lambda f: f.__delitem__("gradients/transformer.h.1.mlp.c_fc.bias")),
