@@ -273,6 +273,10 @@ PY
     [ "$status" -eq 2 ] && grep -q "was a run with --iters '5', this one has '7'" "$err" || fail "another --iters: status $status"
     run bench collectives -q -e 8 -n 5 --resume "$work/b.h5" --out "$work/b2.h5" --force -T 60
     [ "$status" -eq 0 ] || fail "the same options with other job options (--out, --force, -T) were refused: status $status"
+    # 16-bit reductions in another mode measure something else.
+    run bench collectives -q -e 8 -n 5 --half-accumulate native --resume "$work/b.h5" --out "$work/b3.h5"
+    [ "$status" -eq 2 ] && grep -q "was a run with --half-accumulate float32, this one has native" "$err" ||
+      fail "another --half-accumulate: status $status"
     run check -q --resume "$work/none.h5"
     [ "$status" -eq 2 ] && grep -q "no such file" "$err" || fail "a missing file: status $status"
     rows partial "$work/p.h5" "interrupted" >/dev/null  # refusals leave the file alone
