@@ -7,6 +7,7 @@
 # bit. A GPT-2 whose query and key blocks are swapped, or whose projection is transposed, fails
 # the check; a state_dict lacking a tensor is refused by import, and so are files with a NaN, a
 # layer past n_layer, an untied head, another LayerNorm epsilon or sizes past the file's; bad paths are refused in one line.
+# A bfloat16 state exports its float32 masters and its 16-bit values apart, and imports back.
 set -euo pipefail
 parity=$1; here=$2; work=$3
 tool="/usr/bin/python3 $here/bench/gpt2_torch.py"
@@ -108,4 +109,36 @@ grep -q "L=2147483647 .*) describe more parameters than the [0-9]* elements the 
 grep -q "V=1099511627776 .*) describe more parameters than the [0-9]* elements the file stores" import-vocabulary.txt
 grep -q "^parity: negative.h5: GPT config (.*L=-3 .*): vocabulary, layers, hidden, heads and sequence must all be positive" import-negative.txt
 [ ! -e refused ] || { echo "a refused import left refused/" >&2; exit 1; }
+
+# A mixed-precision (bfloat16) state: --values master exports the float32 masters, --values model
+# the 16-bit values, each the master rounded to nearest even. Imported, the 16-bit file gives a
+# state whose masters are float32 (the 16-bit values widened) and whose values are the file's.
+"$parity" bench state --np 2 -q --model tiny --precision bfloat16 --layouts zero1 --repeats 1 --dir "$work/half" \
+  --keep --out half.h5
+"$parity" state export --from "$work/half/zero1-0" --out masters.h5 --tokens 0 --values master > /dev/null
+"$parity" state export --from "$work/half/zero1-0" --out values.h5 --tokens 0 --values model > /dev/null
+"$parity" state import --from values.h5 --out imported-half > /dev/null
+"$parity" state export --from imported-half --out imported-masters.h5 --tokens 0 --values master > /dev/null
+"$parity" state export --from imported-half --out imported-values.h5 --tokens 0 --values model > /dev/null
+/usr/bin/python3 - <<'PY'
+import h5py, numpy as np
+def rounded(x):  # float32 -> bfloat16 bits, to nearest even
+    u = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+def widened(bits):
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+with h5py.File("masters.h5") as m, h5py.File("values.h5") as v, h5py.File("imported-masters.h5") as im, \
+        h5py.File("imported-values.h5") as iv:
+    names = sorted(k for k in m.keys() if k != "parity")
+    assert names == sorted(k for k in v.keys() if k != "parity") and len(names) == 29, names
+    differ = 0
+    for k in names:
+        assert m[k].attrs["dtype"] == "float32" and v[k].attrs["dtype"] == "bfloat16", (k, m[k].attrs["dtype"], v[k].attrs["dtype"])
+        assert np.array_equal(v[k][()], rounded(m[k][()])), k
+        differ += int(np.count_nonzero(widened(v[k][()]) != m[k][()]))
+        assert im[k].attrs["dtype"] == "float32" and np.array_equal(im[k][()], widened(v[k][()])), k
+        assert iv[k].attrs["dtype"] == "bfloat16" and np.array_equal(iv[k][()], v[k][()]), k
+    assert differ > 0, "the masters are all bfloat16 values: the two exports say nothing"
+print(f"bfloat16 state: masters and 16-bit values exported apart ({differ} elements differ), imported back")
+PY
 echo "state interchange: ok"
