@@ -17,8 +17,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <utility>
 #include <iterator>
+#include <utility>
 
 #include "bench/cli/progress.hpp"
 #include "bench/cli/shared.hpp"
@@ -226,10 +226,6 @@ fs::path states_root(Session& session, const StateBenchOptions& options) {
   });
   return session.world().all_gather_strings(made).front();
 }
-
-}  // namespace
-
-namespace {
 
 // Each timed or counted figure and its column, in the order the ranks send them; exact follows.
 constexpr std::pair<const char*, double StateMeasured::*> kStateFigures[] = {

@@ -11,8 +11,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -250,8 +250,8 @@ void split_backward(PipelineOptions& o, bool backward, bool input_grad, bool wei
   }
 }
 
+// `o` checked (check_pipeline_options) and its backward split (split_backward) by the caller.
 int pipeline_simulate(const PipelineOptions& o) {
-  check_pipeline_options(o);
   const pp::Schedule s = load_schedule(o);
   pp::Costs c = pp::Costs::uniform(s.rank_count(), o.forward, o.input_grad, o.weight_grad);
   c.backward.assign(c.backward.size(), o.backward);
@@ -349,6 +349,7 @@ class PipelineSimulate final : public Command {
     o.add("--columns", p.columns, "Width of the timeline").show_default();
   }
   int run_here() override {
+    // The figures as given are checked, then B, I and W completed from them.
     check_pipeline_options(options_);
     split_backward(options_, backward_->given(), input_grad_->given(), weight_grad_->given());
     return pipeline_simulate(options_);

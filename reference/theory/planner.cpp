@@ -476,7 +476,7 @@ std::vector<PlanCandidate> plan_search(const PlanModel& m, const PlanCluster& c,
   for (int t = 1; t <= c.gpus_per_node; t *= 2) tps.push_back(t);
   for (int p = 1; p <= m.layers && p <= gpus; ++p)
     if (gpus % p == 0) pps.push_back(p);
-  for (int v = 1; v <= std::min(m.layers, 16); ++v) vs.push_back(v);
+  for (int v = fixed.interleaved ? 2 : 1; v <= std::min(m.layers, 16); ++v) vs.push_back(v);  // interleaved: v > 1
   std::vector<int> cps;
   // cp 1 always (nothing to split); more when the sequence splits into 2 cp chunks.
   for (int x = 1; x <= gpus && (x == 1 || 2 * x <= m.sequence); x *= 2) cps.push_back(x);
@@ -500,7 +500,6 @@ std::vector<PlanCandidate> plan_search(const PlanModel& m, const PlanCluster& c,
                              fixed.schedule.value_or(PlanSchedule::one_f_one_b)};
                 // With FlashAttention selective recompute is no recompute (no scores are kept): searched once.
                 if (l.flash && r == Recompute::selective && !fixed.recompute) continue;
-                if (fixed.interleaved && v == 1) continue;  // schedule=interleaved: v > 1 only
                 if (!plan_layout_problem(m, c, l, gpus, global_batch).empty()) continue;
                 ++count;
                 out.push_back({l, plan_predict(m, c, l, global_batch)});
