@@ -11,9 +11,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <numbers>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "reference/core/half.hpp"
@@ -456,3 +458,139 @@ TEST(Simd, InitialisationIsEveryElementsValue) {
 TEST(Simd, NamesTheInstructionSetItRuns) { EXPECT_FALSE(std::string(simd::target()).empty()); }
 
 }  // namespace
+
+namespace {
+
+// One attention head written out in the order simd.hpp states, by std::fma: the scalar
+// reference for attention_head_forward and attention_head_backward. q, k, v are rows `ld` apart
+// (a fused projection's columns), out and g rows `ldo` apart.
+template <typename T> struct Head {
+  std::size_t t, hs, ld, ldo;
+  std::vector<T> qkv, g;
+  T scale;
+  const T* q() const { return qkv.data(); }
+  const T* k() const { return qkv.data() + hs; }
+  const T* v() const { return qkv.data() + 2 * hs; }
+};
+
+template <typename T> Head<T> random_head(std::size_t t, std::size_t hs, std::uint64_t seed) {
+  Head<T> h{t, hs, 3 * hs + 5, hs + 3, {}, {}, static_cast<T>(1.0 / std::sqrt(static_cast<double>(hs)))};
+  h.qkv.resize(t * h.ld);
+  h.g.resize(t * h.ldo);
+  std::uint64_t state = seed;
+  const auto next = [&] {  // a fixed sequence of values in [-2, 2)
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<T>(static_cast<double>(state >> 11) / 9007199254740992.0 * 4.0 - 2.0);
+  };
+  for (T& x : h.qkv) x = next();
+  for (T& x : h.g) x = next();
+  return h;
+}
+
+template <typename T> void forward_written_out(const Head<T>& h, bool causal, std::vector<T>& p, std::vector<T>& out) {
+  p.assign(h.t * h.t, T(0));
+  out.assign(h.t * h.ldo, T(-7));
+  for (std::size_t i = 0; i < h.t; ++i) {
+    const std::size_t n = causal ? i + 1 : h.t;
+    T* row = p.data() + i * h.t;
+    for (std::size_t j = 0; j < n; ++j) {
+      T acc = 0;
+      for (std::size_t c = 0; c < h.hs; ++c) acc = std::fma(h.q()[i * h.ld + c], h.k()[j * h.ld + c], acc);
+      row[j] = acc * h.scale;
+    }
+    simd::softmax_row(row, row, n);
+    for (std::size_t c = 0; c < h.hs; ++c) {
+      T acc = 0;
+      for (std::size_t j = 0; j < n; ++j) acc = std::fma(row[j], h.v()[j * h.ld + c], acc);
+      out[i * h.ldo + c] = acc;
+    }
+  }
+}
+
+// dq, dk, dv in one buffer laid out as qkv.
+template <typename T> std::vector<T> backward_written_out(const Head<T>& h, const std::vector<T>& p) {
+  const std::size_t t = h.t;
+  std::vector<std::size_t> n(t), lo(t, t);
+  for (std::size_t i = 0; i < t; ++i) {
+    n[i] = t;
+    while (n[i] > 0 && p[i * t + n[i] - 1] == T(0)) --n[i];
+  }
+  for (std::size_t j = 0; j < t; ++j)
+    for (std::size_t i = 0; i < t && lo[j] == t; ++i)
+      if (n[i] > j) lo[j] = i;
+  std::vector<T> ds(t * t, T(0));
+  for (std::size_t i = 0; i < t; ++i) {
+    T* row = ds.data() + i * t;
+    for (std::size_t j = 0; j < n[i]; ++j) {
+      T acc = 0;
+      for (std::size_t c = 0; c < h.hs; ++c) acc = std::fma(h.g[i * h.ldo + c], h.v()[j * h.ld + c], acc);
+      row[j] = acc;
+    }
+    const T dot = simd::row_dot(row, p.data() + i * t, n[i]);
+    for (std::size_t j = 0; j < n[i]; ++j) row[j] = (p[i * t + j] * (row[j] - dot)) * h.scale;
+  }
+  std::vector<T> d(t * h.ld, T(-7));
+  for (std::size_t c = 0; c < h.hs; ++c)
+    for (std::size_t r = 0; r < t; ++r) {
+      T dq = 0, dk = 0, dv = 0;
+      for (std::size_t j = 0; j < n[r]; ++j) dq = std::fma(ds[r * t + j], h.k()[j * h.ld + c], dq);
+      for (std::size_t i = lo[r]; i < t; ++i) {
+        dk = std::fma(ds[i * t + r], h.q()[i * h.ld + c], dk);
+        dv = std::fma(p[i * t + r], h.g[i * h.ldo + c], dv);
+      }
+      d[r * h.ld + c] = dq;
+      d[r * h.ld + h.hs + c] = dk;
+      d[r * h.ld + 2 * h.hs + c] = dv;
+    }
+  return d;
+}
+
+template <typename T> void expect_same_bits(const std::vector<T>& got, const std::vector<T>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  std::size_t differ = 0, first = got.size();
+  for (std::size_t i = 0; i < got.size(); ++i)
+    if (std::memcmp(&got[i], &want[i], sizeof(T)) != 0 && !(got[i] == 0 && want[i] == 0)) {
+      if (differ++ == 0) first = i;
+    }
+  EXPECT_EQ(differ, 0u) << what << ": first at " << first << " (" << got[first] << " against " << want[first] << ")";
+}
+
+// Sizes at, below and above a vector, four rows and two vectors (the kernels' blocks), head
+// sizes that leave a part of a vector; causal and not; on every instruction set with FMA.
+template <typename T> void expect_head_as_written_out() {
+  on_every_instruction_set([&](const std::string& name, std::int64_t target) {
+    if (!has_fma(target)) return;
+    for (const auto& [t, hs] : std::vector<std::pair<std::size_t, std::size_t>>{
+             {1, 1}, {3, 5}, {5, 16}, {17, 3}, {33, 7}, {64, 16}, {70, 24}}) {
+      const Head<T> h = random_head<T>(t, hs, 11 * t + hs);
+      for (const bool causal : {true, false}) {
+        const std::string what = name + " T=" + std::to_string(t) + " hs=" + std::to_string(hs) +
+                                 (causal ? " causal" : " full");
+        std::vector<T> want_p, want_out, p(t * t, T(-7)), out(t * h.ldo, T(-7));
+        forward_written_out(h, causal, want_p, want_out);
+        simd::attention_head_forward(h.q(), h.k(), h.v(), h.ld, p.data(), out.data(), h.ldo, t, hs, h.scale, causal);
+        expect_same_bits(p, want_p, what + " probabilities");
+        expect_same_bits(out, want_out, what + " output");
+        // Backward from these probabilities, and from ones with zeros scattered at the ends of
+        // rows (a row's live keys then end early and the keys' first live queries move).
+        std::vector<T> holes = want_p;
+        for (std::size_t i = 0; i < t; ++i)
+          for (std::size_t j = t - (i * 7) % (t / 2 + 1); j < t; ++j) holes[i * t + j] = T(0);
+        for (const std::vector<T>* probs : {&want_p, &holes}) {
+          std::vector<T> d(t * h.ld, std::numeric_limits<T>::quiet_NaN());
+          simd::attention_head_backward(h.q(), h.k(), h.v(), h.ld, probs->data(), h.g.data(), h.ldo, d.data(),
+                                        d.data() + hs, d.data() + 2 * hs, t, hs, h.scale);
+          std::vector<T> want = backward_written_out(h, *probs);
+          for (std::size_t r = 0; r < t; ++r)  // the columns between rows are not written
+            for (std::size_t c = 3 * hs; c < h.ld; ++c) d[r * h.ld + c] = want[r * h.ld + c];
+          expect_same_bits(d, want, what + (probs == &holes ? " gradients, zeros at rows' ends" : " gradients"));
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+TEST(Simd, AttentionHeadFloat32IsItsStatedOrder) { expect_head_as_written_out<float>(); }
+TEST(Simd, AttentionHeadFloat64IsItsStatedOrder) { expect_head_as_written_out<double>(); }

@@ -85,6 +85,27 @@ void layernorm_backward_dx(const double* dy, const double* x, const double* gamm
 void softmax_backward_apply(const float* dy, const float* y, float* dx, std::size_t n, float dot);
 void softmax_backward_apply(const double* dy, const double* y, double* dx, std::size_t n, double dot);
 
+// ---- One attention head (reference/simd/attention.cpp), T query and key rows of hs columns:
+// q, k, v rows ld apart, the probabilities p [T, T] dense, out and g rows ldo (ldg) apart. Every
+// sum below runs in order of its index by fused multiply-adds, one output element per lane.
+// Forward: s_ij = scale (sum_c q_ic k_jc) for the live keys j < n_i (n_i = i + 1 when causal,
+// else T); p_i = softmax_row of them, the rest of the row 0; out_i = sum_{j < n_i} p_ij v_j.
+void attention_head_forward(const float* q, const float* k, const float* v, std::size_t ld, float* p, float* out,
+                            std::size_t ldo, std::size_t t, std::size_t hs, float scale, bool causal);
+void attention_head_forward(const double* q, const double* k, const double* v, std::size_t ld, double* p,
+                            double* out, std::size_t ldo, std::size_t t, std::size_t hs, double scale, bool causal);
+// Backward from g = dL/dout: row i's live keys are j < n_i, n_i one past its last non-zero
+// probability (a zero probability adds exact zeros), key j's live queries i >= lo_j, the first
+// row whose live keys reach it. dp_ij = sum_c g_ic v_jc, ds_i = softmax_backward_apply(dp_i,
+// p_i, row_dot(dp_i, p_i)) times scale; dq_i = sum_{j < n_i} ds_ij k_j, dk_j = sum_{i >= lo_j}
+// ds_ij q_i, dv_j = sum_{i >= lo_j} p_ij g_i, written (not added) at dq, dk, dv, rows ld apart.
+void attention_head_backward(const float* q, const float* k, const float* v, std::size_t ld, const float* p,
+                             const float* g, std::size_t ldg, float* dq, float* dk, float* dv, std::size_t t,
+                             std::size_t hs, float scale);
+void attention_head_backward(const double* q, const double* k, const double* v, std::size_t ld, const double* p,
+                             const double* g, std::size_t ldg, double* dq, double* dk, double* dv, std::size_t t,
+                             std::size_t hs, double scale);
+
 // AdamW on n parameters with float32 or float64 values and state alike (ops.hpp's adamw_update,
 // its operations in its order): p -= lr wd p; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g g;
 // p -= lr (m / c1) / (sqrt(v / c2) + eps). one_minus_b1 and one_minus_b2 come rounded from

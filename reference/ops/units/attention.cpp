@@ -14,7 +14,6 @@ void attention_backward(int dtype, const void* dout, const void* qkv, const void
 
 #ifndef __CUDACC__
 
-#include <vector>
 
 namespace parity::ops {
 
@@ -44,57 +43,42 @@ std::int64_t attention_products_flops(const AttentionSizes& s) {
   return 2LL * s.B * s.H * static_cast<std::int64_t>(s.T) * s.T * s.hs;
 }
 
+// One head at a time (reference/simd/attention.cpp): scores, softmax and the weighted sum of
+// values in L1-sized pieces, the keys above the diagonal of a causal head skipped. The FLOP
+// counter takes the products of the whole T x T square (2 T^2 hs each, the FLOP formulas'
+// convention), as a product of matrices would count them.
 template <typename T>
 void attention_forward_on_cpu(const AttentionSizes& s, bool causal, const T* qkv, T* out, T* probs) {
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(s.hs)));
-  const int ld = 3 * s.C;
+  const std::size_t ld = 3 * static_cast<std::size_t>(s.C), t = static_cast<std::size_t>(s.T);
   for (int b = 0; b < s.B; ++b) {
     for (int h = 0; h < s.H; ++h) {
-      const T* q = qkv + static_cast<std::int64_t>(b) * s.T * ld + h * s.hs;
-      const T* k = q + s.C;
-      const T* v = q + 2 * s.C;
+      const T* q = qkv + static_cast<std::int64_t>(b) * s.T * 3 * s.C + h * s.hs;
       T* p = probs + (static_cast<std::int64_t>(b) * s.H + h) * s.T * s.T;
-      // Scores for all T x T pairs (the masked half too): the FLOP formulas count 2 T^2 hs.
-      gemm(false, true, s.T, s.T, s.hs, scale, q, ld, k, ld, T(0), p, s.T);
-      for (int i = 0; i < s.T; ++i) {
-        T* row = p + static_cast<std::int64_t>(i) * s.T;
-        softmax_row(row, row, s.T, causal ? i + 1 : s.T);
-      }
-      gemm(false, false, s.T, s.hs, s.T, T(1), p, s.T, v, ld, T(0), out + static_cast<std::int64_t>(b) * s.T * s.C + h * s.hs,
-           s.C);
+      simd::attention_head_forward(q, q + s.C, q + 2 * s.C, ld, p, out + static_cast<std::int64_t>(b) * s.T * s.C + h * s.hs,
+                                   static_cast<std::size_t>(s.C), t, static_cast<std::size_t>(s.hs), scale, causal);
     }
   }
+  flop_counter().matmul += 2 * attention_products_flops(s);
 }
 
+// dS = P * (dP - rowsum(dP * P)) * scale with dP = dO V^T; dV = P^T dO, dQ = dS K, dK = dS^T Q.
 template <typename T>
 void attention_backward_on_cpu(const AttentionSizes& s, const T* dout, const T* qkv, const T* probs, T* dqkv) {
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(s.hs)));
-  const int ld = 3 * s.C;
-  std::vector<T> dp(static_cast<std::size_t>(s.T) * s.T);
+  const std::size_t ld = 3 * static_cast<std::size_t>(s.C), t = static_cast<std::size_t>(s.T);
   for (int b = 0; b < s.B; ++b) {
     for (int h = 0; h < s.H; ++h) {
-      const std::int64_t base = static_cast<std::int64_t>(b) * s.T * ld + h * s.hs;
+      const std::int64_t base = static_cast<std::int64_t>(b) * s.T * 3 * s.C + h * s.hs;
       const T* q = qkv + base;
-      const T* k = q + s.C;
-      const T* v = q + 2 * s.C;
       T* dq = dqkv + base;
-      T* dk = dq + s.C;
-      T* dv = dq + 2 * s.C;
       const T* p = probs + (static_cast<std::int64_t>(b) * s.H + h) * s.T * s.T;
       const T* g = dout + static_cast<std::int64_t>(b) * s.T * s.C + h * s.hs;
-      gemm(false, true, s.T, s.T, s.hs, T(1), g, s.C, v, ld, T(0), dp.data(), s.T);  // dP = dO V^T
-      gemm(true, false, s.T, s.hs, s.T, T(1), p, s.T, g, s.C, T(0), dv, ld);         // dV = P^T dO
-      for (int i = 0; i < s.T; ++i) {  // dS = P * (dP - rowsum(dP * P)) * scale
-        T* row = dp.data() + static_cast<std::int64_t>(i) * s.T;
-        const T* prow = p + static_cast<std::int64_t>(i) * s.T;
-        const auto n = static_cast<std::size_t>(s.T);
-        simd::softmax_backward_apply(row, prow, row, n, simd::row_dot(row, prow, n));
-        simd::scale(row, n, scale);
-      }
-      gemm(false, false, s.T, s.hs, s.T, T(1), dp.data(), s.T, k, ld, T(0), dq, ld);  // dQ = dS K
-      gemm(true, false, s.T, s.hs, s.T, T(1), dp.data(), s.T, q, ld, T(0), dk, ld);   // dK = dS^T Q
+      simd::attention_head_backward(q, q + s.C, q + 2 * s.C, ld, p, g, static_cast<std::size_t>(s.C), dq, dq + s.C,
+                                    dq + 2 * s.C, t, static_cast<std::size_t>(s.hs), scale);
     }
   }
+  flop_counter().matmul += 4 * attention_products_flops(s);
 }
 
 // float32/float64 tensors (checked), on either device.
@@ -106,7 +90,6 @@ void run_attention_forward(const AttentionSizes& s, bool causal, const Tensor& q
       return;
     }
   }
-  configure_blas_once();
   if (qkv.dtype() == DataType::float64)
     attention_forward_on_cpu(s, causal, qkv.data<double>(), out.data<double>(), probs.data<double>());
   else
@@ -124,7 +107,6 @@ void run_attention_backward(const AttentionSizes& s, const Tensor& dout, const T
       return;
     }
   }
-  configure_blas_once();
   if (qkv.dtype() == DataType::float64)
     attention_backward_on_cpu(s, dout.data<double>(), qkv.data<double>(), probs.data<double>(), dqkv.data<double>());
   else
