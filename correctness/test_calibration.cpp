@@ -91,9 +91,13 @@ TEST(Calibration, ReferenceStepCostsEveryProductTheFormulaCounts) {
     const model::GptConfig g = gpt(layers, hidden, heads, sequence, vocabulary);
     const StepEstimate e = reference_gpt_step(g, 8, uniform(100, 1), true);
     EXPECT_EQ(e.product_flops, gpt_step_flops(g, 8)) << g.describe();
-    // Every product at 100 GFLOP/s: their time is the formula's FLOPs at that rate.
-    EXPECT_NEAR(e.products_s + e.attention_s - /* the softmax's */ 1e-9 * 8 * heads * (1.5 * sequence * sequence + 0.5 * sequence) * layers,
-                static_cast<double>(gpt_step_flops(g, 8)) / 100e9, 1e-9 * e.total());
+    // Every product at 100 GFLOP/s: their time is the formula's FLOPs at that rate, less the
+    // masked half of attention's six products (2 s^2 (h/a) FLOPs each per head and sequence),
+    // which the CPU kernel skips: it runs the live share (s + 1) / 2s of each.
+    const double s = sequence, attention_flops = 6.0 * 2 * s * s * (hidden / heads) * 8 * heads * layers;
+    const double skipped = attention_flops * (1 - (s + 1) / (2 * s));
+    EXPECT_NEAR(e.products_s + e.attention_s - /* the softmax's, forward and backward */ 1e-9 * 8 * heads * (s * s + s) * layers,
+                (static_cast<double>(gpt_step_flops(g, 8)) - skipped) / 100e9, 1e-9 * e.total());
   }
 }
 
@@ -116,11 +120,12 @@ TEST(Calibration, ReferenceStepElementWiseWorkCountedByHand) {
               2 * 4 * N * h * 1e-9, 1e-15);
   // SGD: two adds a parameter.
   EXPECT_NEAR(reference_gpt_step(g, 8, uniform(100, 1), false).optimizer_s, 2 * P * 1e-9, 1e-15);
-  // Attention per layer: the softmax on the causal half of each row forward and on whole rows
-  // backward, and six products of 2 s^2 (h/a) FLOPs (two forward, four backward), per head and
-  // sequence (8 x 4 of them).
+  // Attention per layer: the softmax and its gradient on the causal half of each row, and six
+  // products of 2 s^2 (h/a) FLOPs (two forward, four backward) of which the kernel runs the live
+  // share (s + 1) / 2s, per head and sequence (8 x 4 of them).
   const double heads = 8 * 4, s = 64;
-  const double softmax = heads * (s * (s + 1) / 2 + s * s) * 1e-9, products = heads * 6 * 2 * s * s * 16 / 100e9;
+  const double softmax = heads * 2 * (s * (s + 1) / 2) * 1e-9,
+               products = heads * 6 * 2 * s * s * 16 / 100e9 * (s + 1) / (2 * s);
   EXPECT_NEAR(e.attention_s, 2 * (softmax + products), 1e-12 * e.attention_s);
 }
 

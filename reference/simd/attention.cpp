@@ -201,10 +201,22 @@ void HeadForward(const T* q, const T* k, const T* v, std::size_t ld, T* p, T* ou
     hi[i] = causal ? i + 1 : t;
   }
   all_rows_times_transposed(d, t, q, ld, kt, tp, hs, hi, scale, p, t);
+  // softmax_row's operations without its log-sum-exp, a pass over all rows at a time so that
+  // the rows' exps and sums overlap: each row's maximum, the exps in place, their blocked sums
+  // (exp_sum's, over the same values), the scaling.
+  T* shift = buffer<T>(t, 1);
+  for (std::size_t i = 0; i < t; ++i) shift[i] = RowMax(p + i * t, hi[i]);
   for (std::size_t i = 0; i < t; ++i) {
-    T* row = p + i * t;  // softmax_row's operations, without its log-sum-exp
-    const T sum = ExpSum(row, hi[i], RowMax(row, hi[i]), row);
-    Scale(row, hi[i], T(1) / sum);
+    T* row = p + i * t;
+    const auto m = hn::Set(d, shift[i]);
+    over_vectors(d, hi[i], [&](std::size_t j, std::size_t count) HWY_ATTR {
+      store(d, exp_any(d, hn::Sub(load(d, row + j, count), m)), row + j, count);
+    });
+  }
+  for (std::size_t i = 0; i < t; ++i) shift[i] = T(1) / RowSum(p + i * t, hi[i]);
+  for (std::size_t i = 0; i < t; ++i) {
+    T* row = p + i * t;
+    Scale(row, hi[i], shift[i]);
     std::fill(row + hi[i], row + t, T(0));
   }
   all_weighted_rows(d, t, p, t, 1, lo, hi, v, ld, hs, out, ldo);

@@ -146,6 +146,10 @@ template <typename T> T ExpSum(const T* x, std::size_t n, T shift, T* out, const
   });
 }
 
+template <typename T> T RowSum(const T* x, std::size_t n) {
+  return blocked_sum<T>(n, [&](auto d, std::size_t i, std::size_t count) { return load(d, x + i, count); });
+}
+
 template <typename T> T RowDot(const T* a, const T* b, std::size_t n) {
   return blocked_sum<T>(n, [&](auto d, std::size_t i, std::size_t count) {
     return hn::Mul(load(d, a + i, count), load(d, b + i, count));

@@ -92,10 +92,6 @@ template <typename T> void AddScaled(T* acc, const T* x, std::size_t n, T w) {
   });
 }
 
-template <typename T> T RowSum(const T* x, std::size_t n) {
-  return blocked_sum<T>(n, [&](auto d, std::size_t i, std::size_t count) { return load(d, x + i, count); });
-}
-
 template <typename T> T SquaredDeviationSum(const T* x, std::size_t n, T c) {
   return blocked_sum<T>(n, [&](auto d, std::size_t i, std::size_t count) {
     const auto deviation = hn::Sub(load(d, x + i, count), hn::Set(d, c));

@@ -188,9 +188,11 @@ class StepCosts {
   int layer = -1;         // the top-level layer they belong to (-1: none, zero_grad)
   bool weight = false;    // they are weight-gradient work
 
-  void product(double& into, double m, double n, double k, double count = 1) {
+  // executed: the share of the product's FLOPs the kernel runs (causal attention's live half);
+  // the FLOPs counted are the whole product's, the formulas' convention.
+  void product(double& into, double m, double n, double k, double count = 1, double executed = 1) {
     const double bytes = cal_.element_bytes() * (m * k + k * n + m * n);
-    add(into, count * (cal_.gemm_seconds(m, n, k) + cal_.fetch_seconds(bytes, working_set_)));
+    add(into, count * (executed * cal_.gemm_seconds(m, n, k) + cal_.fetch_seconds(bytes, working_set_)));
     flops_ += count * 2 * m * n * k;
   }
   void op(double& into, const char* name, double elements) {
@@ -297,17 +299,19 @@ StepEstimate reference_gpt_step(const model::GptConfig& config, std::int64_t bat
       // Dropout on the attention's and the MLP's outputs before their adds.
       if (config.dropout > 0) cost.op(e.elementwise_s, backward ? "dropout_backward" : "dropout_forward", 2 * rows * C);
       if (!holds_moe(split, layer)) cost.op(e.elementwise_s, backward ? "gelu_backward" : "gelu_forward", 4 * N * C / t);
-      // Attention per head: forward the scores Q K^T and the weighted sum P V, the causal softmax
-      // on the live half of each row; backward dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q,
-      // the softmax's gradient on whole rows.
+      // Attention per head (reference/simd/attention.cpp), each product over the live keys
+      // only, the causal half T (T + 1) / 2 of the T^2 pairs, at the rate of its shape: forward
+      // the scores Q K^T, the softmax and the weighted sum P V; backward dP = dO V^T, the
+      // softmax's gradient, dV = P^T dO, dQ = dS K, dK = dS^T Q.
+      const double live = (T + 1) / (2 * T);
       if (!backward) {
-        cost.product(e.attention_s, T, T, hs, heads);
-        cost.product(e.attention_s, T, hs, T, heads);
+        cost.product(e.attention_s, T, T, hs, heads, live);
+        cost.product(e.attention_s, T, hs, T, heads, live);
         cost.op(e.attention_s, "softmax_forward", heads * T * (T + 1) / 2);
       } else {
-        cost.product(e.attention_s, T, T, hs, heads);
-        cost.product(e.attention_s, T, hs, T, 3 * heads);
-        cost.op(e.attention_s, "softmax_backward", heads * T * T);
+        cost.product(e.attention_s, T, T, hs, heads, live);
+        cost.product(e.attention_s, T, hs, T, 3 * heads, live);
+        cost.op(e.attention_s, "softmax_backward", heads * T * (T + 1) / 2);
       }
       // Column-parallel qkv and fc (their outputs split), row-parallel proj and fc2 (their inputs).
       const auto moe = std::find_if(split.moe.begin(), split.moe.end(), [&](const MoeBlockWork& w) { return w.block == layer; });
