@@ -16,7 +16,9 @@
 #include "reference/simd/rows-inl.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 HWY_BEFORE_NAMESPACE();
@@ -34,13 +36,14 @@ template <typename T> T* buffer(std::size_t n, int which) {
 
 // to[c * tp + r] = from[r * ld + c] for r < rows, c < cols; rows up to tp padded with zeros, so
 // that whole vectors of a transposed row can be read.
+// Row by row, so that each source row's piece is read once, in order.
 template <typename T>
 void transpose_padded(const T* from, std::size_t ld, std::size_t rows, std::size_t cols, T* to, std::size_t tp) {
-  for (std::size_t c = 0; c < cols; ++c) {
-    T* row = to + c * tp;
-    for (std::size_t r = 0; r < rows; ++r) row[r] = from[r * ld + c];
-    std::fill(row + rows, row + tp, T(0));
+  for (std::size_t r = 0; r < rows; ++r) {
+    const T* row = from + r * ld;
+    for (std::size_t c = 0; c < cols; ++c) to[c * tp + r] = row[c];
   }
+  for (std::size_t c = 0; c < cols; ++c) std::fill(to + c * tp + rows, to + (c + 1) * tp, T(0));
 }
 
 // The last vector of rows_times_transposed's outputs [j, n) (n - j <= lanes), in one pass.
@@ -182,8 +185,13 @@ void all_weighted_rows(D d, std::size_t rows, const T* w, std::size_t wr, std::s
 template <class D, typename T> std::size_t live_length(D d, const T* x, std::size_t n) {
   const std::size_t lanes = hn::Lanes(d);
   std::size_t end = n;
-  while (end >= lanes && hn::AllTrue(d, hn::Eq(hn::LoadU(d, x + end - lanes), hn::Zero(d)))) end -= lanes;
-  while (end > 0 && x[end - 1] == T(0)) --end;
+  for (; end >= lanes; end -= lanes) {  // whole vectors from the end: the last non-zero lane's bit
+    std::uint8_t bits[(HWY_MAX_BYTES / sizeof(T) + 7) / 8] = {};
+    hn::StoreMaskBits(d, hn::Ne(hn::LoadU(d, x + end - lanes), hn::Zero(d)), bits);
+    for (std::size_t byte = sizeof(bits); byte-- > 0;)
+      if (bits[byte] != 0) return end - lanes + 8 * byte + static_cast<std::size_t>(std::bit_width(bits[byte]));
+  }
+  while (end > 0 && x[end - 1] == T(0)) --end;  // the part of a vector at the start
   return end;
 }
 
@@ -248,10 +256,12 @@ void HeadBackward(const T* q, const T* k, const T* v, std::size_t ld, const T* p
   std::fill(end, end + t, t);
   // dS_i = P_i * (dP_i - dP_i . P_i) * scale over the live keys, dP_i = g_i V^T.
   all_rows_times_transposed(d, t, g, ldg, vt, tp, hs, n, T(1), ds, t);
+  T* dots = buffer<T>(t, 1);  // every row's first, so that the rows' sums overlap
+  for (std::size_t i = 0; i < t; ++i) dots[i] = RowDot(ds + i * t, p + i * t, n[i]);
   for (std::size_t i = 0; i < t; ++i) {
     T* row = ds + i * t;
     const T* prow = p + i * t;
-    const auto dot = hn::Set(d, RowDot(row, prow, n[i])), s = hn::Set(d, scale);
+    const auto dot = hn::Set(d, dots[i]), s = hn::Set(d, scale);
     over_vectors(d, n[i], [&](std::size_t j, std::size_t count) HWY_ATTR {  // softmax_backward_apply, then scale
       store(d, hn::Mul(hn::Mul(load(d, prow + j, count), hn::Sub(load(d, row + j, count), dot)), s), row + j, count);
     });
