@@ -1,17 +1,23 @@
 // The benchmarks' host arithmetic that no run checks against a formula: the scaling rows'
 // speedup, efficiency and Amdahl columns from measured step times, and the memory estimates'
-// conversion to bytes.
+// conversion to bytes; the GPT-2 attributes a state file carries, written and read back.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <cstdint>
 #include <limits>
 #include <utility>
 #include <vector>
 
+#include <unistd.h>
+
 #include "bench/cli/shared.hpp"
 #include "bench/commands/bench_parallel.hpp"
 #include "bench/commands/bench_state.hpp"
+#include "bench/commands/gpt2_file.hpp"
+#include "reference/record/arrays.hpp"
+#include "reference/theory/model.hpp"
 #include "reference/theory/parallel.hpp"
 
 namespace parity::cli {
@@ -189,6 +195,41 @@ TEST(BenchHelpers, EstimatedBytesSaturate) {
   o.model = "tiny";
   o.batch = std::numeric_limits<std::int64_t>::max();
   EXPECT_EQ(parallel_bench_bytes_per_rank(o), kMost);
+}
+
+// The GPT-2 attributes round trip for every field parity writes: the sizes, the head tied to the
+// token table or not (an untied head is GPT2Config's tie_word_embeddings 0).
+TEST(Gpt2File, AttributesRoundTripTiedAndUntied) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("parity-gpt2-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  for (const bool tied : {true, false}) {
+    model::GptConfig c;
+    c.vocabulary = 300;
+    c.layers = 3;
+    c.hidden = 48;
+    c.heads = 6;
+    c.sequence = 40;
+    c.tied_embeddings = tied;
+    const std::filesystem::path file = dir / (tied ? "tied.h5" : "untied.h5");
+    {
+      record::ArrayWriter w(file.string() + ".tmp", "parity-test", 1);
+      write_gpt2_config(w, c);
+      // The reader refuses attributes describing more parameters than the file stores.
+      const std::vector<double> values(static_cast<std::size_t>(theory::gpt_parameters(c)), 0.0);
+      w.write("/values", DataType::float64, values.data(), values.size());
+      w.commit_as(file);
+    }
+    const record::ArrayReader r(file, "parity-test", 1);
+    EXPECT_EQ(r.int_attribute("/", "tie_word_embeddings"), tied ? 1 : 0);
+    const model::GptConfig back = read_gpt2_config(r, file.string());
+    EXPECT_EQ(back.tied_embeddings, tied);
+    EXPECT_EQ(back.vocabulary, 300);
+    EXPECT_EQ(back.layers, 3);
+    EXPECT_EQ(back.hidden, 48);
+    EXPECT_EQ(back.heads, 6);
+    EXPECT_EQ(back.sequence, 40);
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

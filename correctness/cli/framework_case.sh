@@ -51,7 +51,9 @@ case_file acc4 --dp 4 --global-batch 8 --precision float32
 case_file half --dp 2 --accumulation 3 --global-batch 12 --precision bfloat16
 case_file zero4 --dp 4 --zero 1 --global-batch 8 --precision float32
 case_file pipe --dp 2 --pp 2 --accumulation 3 --global-batch 12 --dropout 0.1 --clip-grad-norm 0.5
+case_file acc2 --dp 2 --accumulation 3 --global-batch 12 --precision float32 --steps 2
 train acc ddp
+train acc2 ddp2
 train zero zero1 --mode zero1
 train tp tp2 --mode tp
 train clip clipped
@@ -74,6 +76,13 @@ train zero bug_float32_loss --mode zero1 --bug float32_loss
 train_all
 [ "$(grep -c "trained with PyTorch" torch.txt)" -eq "$(wc -l < jobs.txt)" ] || { cat torch.txt >&2; fail "not every job said it trained"; }
 trained acc ddp 0 "conforms"
+# The loss after s steps is held to the bound the parameters after s steps are (the training
+# bound of s steps): the 3-step case's last loss against the parameters of the same case run 2 steps.
+loss_bound=$(sed -n 's/^  loss, step 2: .*(bound \([^)]*\)).*/\1/p' out.txt)
+trained acc2 ddp2 0 "conforms"
+parameters_bound=$(sed -n 's/^  parameters after step 1: .*(bound \([^)]*\)).*/\1/p' out.txt)
+[ -n "$loss_bound" ] && [ "$loss_bound" = "$parameters_bound" ] ||
+  fail "step 2's loss is held to $loss_bound, the parameters after 2 steps to $parameters_bound"
 trained zero zero1 0 "conforms"
 trained tp tp2 0 "conforms"
 trained clip clipped 0 "conforms"

@@ -254,6 +254,56 @@ PY
       [ "$points" -eq "$clean_rows" ] || fail "cut $cut: $points rows, the clean run has $clean_rows"
       [ "$ranks" -eq "$points" ] || fail "cut $cut: $ranks per-rank rows for $points points at one rank"
     done ;;
+  short_block)
+    # A block of rows one short (a model's rows on two ranks, one of them gone) is measured again,
+    # not taken: the resumed file holds the whole block, as a clean run does.
+    run bench model --np 2 -q --models tiny --steps 2 --warmup 0 --out "$work/m.h5"
+    [ "$status" -eq 0 ] || fail "bench model: status $status"
+    /usr/bin/python3 - "$work/m.h5" "$work/short.h5" <<'PY' || fail "could not drop a row"
+import shutil, sys, h5py, numpy as np
+shutil.copy(sys.argv[1], sys.argv[2])
+with h5py.File(sys.argv[2], "r+") as f:
+    g = f["bench/model"]
+    assert int(g.attrs["rows"]) == 2 and sorted(g["rank"][()].tolist()) == [0, 1], "not a block of two rows"
+    keep = np.flatnonzero(g["rank"][()] == 0)
+    for name in list(g.keys()):
+        data, attrs = g[name][()], dict(g[name].attrs)
+        del g[name]
+        d = g.create_dataset(name, data=data[keep])
+        for k, v in attrs.items():
+            d.attrs[k] = v
+    g.attrs["rows"] = 1
+PY
+    run bench model --np 2 -q --models tiny --steps 2 --warmup 0 --resume "$work/short.h5" --out "$work/r.h5"
+    [ "$status" -eq 0 ] || fail "resumed: status $status"
+    /usr/bin/python3 - "$work/short.h5" "$work/r.h5" <<'PY' || fail "the short block was taken"
+import sys, h5py
+short, resumed = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
+ranks = sorted(resumed["bench/model"]["rank"][()].tolist())
+assert ranks == [0, 1], f"the resumed file's model rows are of ranks {ranks}"
+assert resumed["bench/model"]["step_time_s"][0] != short["bench/model"]["step_time_s"][0], "rank 0's row was taken"
+PY
+    ;;
+  journal_beside_file)
+    # A journal beside the partial file it came from is newer than the file (a resumed run killed
+    # outright leaves it so): --resume of the file reads the journal. Here a partial file cut at
+    # three blocks, and beside it the journal of a run of the same options killed further on.
+    args=(bench collectives -q -b 8 -e 256K -n 20 --coll all -d float32,int32)
+    run "${args[@]}" --out "$work/p.h5" --inject-interrupt bench/collectives:3:INT
+    [ "$status" -eq 5 ] || fail "cut at three blocks: status $status, expected 5"
+    kept=$(rows rows "$work/p.h5" bench/collectives)
+    interrupt_at_bytes KILL "$work/q.h5" 60000 "${args[@]}" --out "$work/q.h5"
+    [ -e "$work/q.h5.journal" ] || fail "no journal after SIGKILL"
+    run "${args[@]}" --resume "$work/q.h5.journal" --out "$work/from_journal.h5"
+    [ "$status" -eq 0 ] || fail "resumed from the journal: status $status"
+    journaled=$(/usr/bin/python3 -c "import h5py, sys; print(int(h5py.File(sys.argv[1], 'r').attrs['resumed_rows']))" \
+      "$work/from_journal.h5") || fail "no resumed_rows"
+    mv "$work/q.h5.journal" "$work/p.h5.journal"
+    run "${args[@]}" --resume "$work/p.h5" --out "$work/r.h5"
+    [ "$status" -eq 0 ] || fail "resumed beside the journal: status $status"
+    took=$(/usr/bin/python3 -c "import h5py, sys; print(int(h5py.File(sys.argv[1], 'r').attrs['resumed_rows']))" "$work/r.h5")
+    [ "$journaled" -gt "$kept" ] || fail "the journal ($journaled rows) is not ahead of the file ($kept)"
+    [ "$took" -eq "$journaled" ] || fail "took $took rows: the journal holds $journaled, the file $kept" ;;
   refused)
     run check -q --filter "$check_filter" --out "$work/p.h5" --inject-interrupt check/collectives:3:INT
     [ "$status" -eq 5 ] && [ -e "$work/p.h5" ] || fail "no partial file (status $status)"

@@ -112,7 +112,8 @@ grep -q "^parity: negative.h5: GPT config (.*L=-3 .*): vocabulary, layers, hidde
 
 # A mixed-precision (bfloat16) state: --values master exports the float32 masters, --values model
 # the 16-bit values, each the master rounded to nearest even. Imported, the 16-bit file gives a
-# state whose masters are float32 (the 16-bit values widened) and whose values are the file's.
+# state whose masters are float32 (the 16-bit values widened) and whose values are the file's,
+# with float32 AdamW moments: the tensors and types of a bfloat16 state parity trains.
 "$parity" bench state --np 2 -q --model tiny --precision bfloat16 --layouts zero1 --repeats 1 --dir "$work/half" \
   --keep --out half.h5
 "$parity" state export --from "$work/half/zero1-0" --out masters.h5 --tokens 0 --values master > /dev/null
@@ -121,7 +122,7 @@ grep -q "^parity: negative.h5: GPT config (.*L=-3 .*): vocabulary, layers, hidde
 "$parity" state export --from imported-half --out imported-masters.h5 --tokens 0 --values master > /dev/null
 "$parity" state export --from imported-half --out imported-values.h5 --tokens 0 --values model > /dev/null
 /usr/bin/python3 - <<'PY'
-import h5py, numpy as np
+import glob, h5py, numpy as np
 def rounded(x):  # float32 -> bfloat16 bits, to nearest even
     u = x.astype(np.float32).view(np.uint32).astype(np.uint64)
     return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
@@ -139,6 +140,15 @@ with h5py.File("masters.h5") as m, h5py.File("values.h5") as v, h5py.File("impor
         assert im[k].attrs["dtype"] == "float32" and np.array_equal(im[k][()], widened(v[k][()])), k
         assert iv[k].attrs["dtype"] == "bfloat16" and np.array_equal(iv[k][()], v[k][()]), k
     assert differ > 0, "the masters are all bfloat16 values: the two exports say nothing"
+# The imported state holds the tensors a bfloat16 state parity trained holds, of the same types:
+# float32 masters and AdamW moments beside the 16-bit values.
+def kinds(index):
+    with h5py.File(index) as f:
+        t = f["tensors"]
+        return dict(zip(t["name"].asstr()[()], t["dtype"].asstr()[()]))
+trained, imported = kinds(glob.glob("half/zero1-0/step-*/index.h5")[0]), kinds("imported-half/step-00000000/index.h5")
+assert imported == trained, sorted(set(imported.items()) ^ set(trained.items()))[:6]
+assert {imported[k] for k in imported if k.endswith(("/exp_avg", "/exp_avg_sq", "/master"))} == {"float32"}
 print(f"bfloat16 state: masters and 16-bit values exported apart ({differ} elements differ), imported back")
 PY
 echo "state interchange: ok"
