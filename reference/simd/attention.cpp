@@ -13,7 +13,6 @@
 #include <hwy/highway.h>
 
 #include "reference/simd/vectors-inl.h"
-#include "reference/simd/rows-inl.h"
 
 #include <algorithm>
 #include <bit>

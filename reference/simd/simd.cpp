@@ -12,7 +12,6 @@
 #include <hwy/contrib/math/math-inl.h>
 
 #include "reference/simd/vectors-inl.h"
-#include "reference/simd/rows-inl.h"
 
 #include <algorithm>
 #include <cmath>
