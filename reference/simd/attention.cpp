@@ -9,7 +9,6 @@
 
 #include "reference/simd/simd.hpp"
 
-#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 #include "reference/simd/vectors-inl.h"
@@ -25,7 +24,9 @@ namespace parity::simd::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // A per-thread buffer of at least n elements (the transposed keys or values, the score
-// gradients), kept between calls so that a step allocates nothing here.
+// gradients), kept between calls so that a step allocates nothing here: it holds the largest
+// head's T^2 + hs T elements a thread has met for the thread's life, outside the memory
+// tracker's categories (as a BLAS library's packing buffers are).
 template <typename T> T* buffer(std::size_t n, int which) {
   thread_local std::vector<T> buffers[2];
   std::vector<T>& b = buffers[which];
@@ -76,14 +77,13 @@ HWY_INLINE void rows_times_transposed(D d, const T* a, std::size_t lda, const T*
   const std::size_t lanes = hn::Lanes(d);
   const auto s = hn::Set(d, scale);
   for (std::size_t j = 0; j < n; j += 2 * lanes) {
-    const bool two = j + lanes < n;
-    if (!two) return row_times_transposed_once<R>(d, a, lda, bt, tp, cols, n, scale, out, ldo, j);
+    if (j + lanes >= n) return row_times_transposed_once<R>(d, a, lda, bt, tp, cols, n, scale, out, ldo, j);
     auto a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
     auto b0 = hn::Zero(d), b1 = hn::Zero(d), b2 = hn::Zero(d), b3 = hn::Zero(d);
     for (std::size_t c = 0; c < cols; ++c) {
       const T* b = bt + c * tp + j;
       const auto x = hn::LoadU(d, b);
-      const auto y = two ? hn::LoadU(d, b + lanes) : hn::Zero(d);
+      const auto y = hn::LoadU(d, b + lanes);
       const auto w0 = hn::Set(d, a[c]);
       a0 = hn::MulAdd(w0, x, a0);
       b0 = hn::MulAdd(w0, y, b0);
@@ -103,10 +103,10 @@ HWY_INLINE void rows_times_transposed(D d, const T* a, std::size_t lda, const T*
         b3 = hn::MulAdd(w3, y, b3);
       }
     }
-    const std::size_t first = std::min(lanes, n - j), second = two ? std::min(lanes, n - j - lanes) : 0;
+    const std::size_t second = std::min(lanes, n - j - lanes);  // the first vector is whole
     const auto put = [&](std::size_t r, hn::Vec<D> lo, hn::Vec<D> hi) HWY_ATTR {
-      store(d, hn::Mul(lo, s), out + r * ldo + j, first);
-      if (second > 0) store(d, hn::Mul(hi, s), out + r * ldo + j + lanes, second);
+      hn::StoreU(hn::Mul(lo, s), d, out + r * ldo + j);
+      store(d, hn::Mul(hi, s), out + r * ldo + j + lanes, second);
     };
     put(0, a0, b0);
     if constexpr (R > 1) put(1, a1, b1);
@@ -187,7 +187,7 @@ template <class D, typename T> std::size_t live_length(D d, const T* x, std::siz
   for (; end >= lanes; end -= lanes) {  // whole vectors from the end: the last non-zero lane's bit
     std::uint8_t bits[(HWY_MAX_BYTES / sizeof(T) + 7) / 8] = {};
     hn::StoreMaskBits(d, hn::Ne(hn::LoadU(d, x + end - lanes), hn::Zero(d)), bits);
-    for (std::size_t byte = sizeof(bits); byte-- > 0;)
+    for (std::size_t byte = (lanes + 7) / 8; byte-- > 0;)
       if (bits[byte] != 0) return end - lanes + 8 * byte + static_cast<std::size_t>(std::bit_width(bits[byte]));
   }
   while (end > 0 && x[end - 1] == T(0)) --end;  // the part of a vector at the start

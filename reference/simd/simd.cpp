@@ -7,9 +7,7 @@
 
 #include "reference/simd/simd.hpp"
 
-#include <hwy/cache_control.h>
 #include <hwy/highway.h>
-#include <hwy/contrib/math/math-inl.h>
 
 #include "reference/simd/vectors-inl.h"
 

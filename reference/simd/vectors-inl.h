@@ -124,17 +124,27 @@ constexpr std::size_t kPartials = 16;
 template <typename T, class Term> HWY_INLINE T blocked_sum(std::size_t n, const Term& term) {
   const hn::CappedTag<T, kPartials> d;
   const std::size_t lanes = hn::Lanes(d), vectors = kPartials / lanes;
+  HWY_ALIGN T partial[kPartials];
+#if HWY_HAVE_SCALABLE  // sizeless vectors (SVE, RVV) cannot be held in an array: the partials in memory
+  for (std::size_t k = 0; k < vectors; ++k) hn::Store(hn::Zero(d), d, partial + k * lanes);
+  const auto add = [&](std::size_t k, hn::Vec<decltype(d)> v) HWY_ATTR {
+    hn::Store(hn::Add(hn::Load(d, partial + k * lanes), v), d, partial + k * lanes);
+  };
+#else
   hn::Vec<decltype(d)> acc[kPartials];
   for (std::size_t k = 0; k < vectors; ++k) acc[k] = hn::Zero(d);
+  const auto add = [&](std::size_t k, hn::Vec<decltype(d)> v) HWY_ATTR { acc[k] = hn::Add(acc[k], v); };
+#endif
   std::size_t i = 0;
   for (; i + kPartials <= n; i += kPartials)
-    for (std::size_t k = 0; k < vectors; ++k) acc[k] = hn::Add(acc[k], term(d, i + k * lanes, lanes));
+    for (std::size_t k = 0; k < vectors; ++k) add(k, term(d, i + k * lanes, lanes));
   for (std::size_t k = 0; k < vectors && i + k * lanes < n; ++k) {
     const std::size_t count = std::min(lanes, n - (i + k * lanes));
-    acc[k] = hn::Add(acc[k], hn::IfThenElseZero(hn::FirstN(d, count), term(d, i + k * lanes, count)));
+    add(k, hn::IfThenElseZero(hn::FirstN(d, count), term(d, i + k * lanes, count)));
   }
-  HWY_ALIGN T partial[kPartials];
+#if !HWY_HAVE_SCALABLE
   for (std::size_t k = 0; k < vectors; ++k) hn::Store(acc[k], d, partial + k * lanes);
+#endif
   // The pairwise tree written out, so that its 15 additions stay in registers (a loop over the
   // array stores and reloads each level, which costs short rows more than their elements).
   static_assert(kPartials == 16);
