@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <filesystem>
 #include <cstdint>
+#include <filesystem>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -202,6 +202,10 @@ TEST(BenchHelpers, EstimatedBytesSaturate) {
 TEST(Gpt2File, AttributesRoundTripTiedAndUntied) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("parity-gpt2-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
+  struct Removed {  // the directory goes however the test ends
+    std::filesystem::path dir;
+    ~Removed() { std::filesystem::remove_all(dir); }
+  } removed{dir};
   for (const bool tied : {true, false}) {
     model::GptConfig c;
     c.vocabulary = 300;
@@ -229,7 +233,6 @@ TEST(Gpt2File, AttributesRoundTripTiedAndUntied) {
     EXPECT_EQ(back.heads, 6);
     EXPECT_EQ(back.sequence, 40);
   }
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -233,6 +233,24 @@ TEST(Calibration, ReferenceMlpStepFetchCountedByHand) {
               1e-9 * expected);
 }
 
+// The GPT's attention fetched from its working set's level, by hand: each of a head's six
+// products pays for its three matrices in full (the kernel skips the masked half of the work,
+// not of the operands), the softmax and its gradient for their arrays over the live half. The
+// working set holds one array of P more with AdamW (its second moment) than with SGD.
+TEST(Calibration, ReferenceGptAttentionFetchCountedByHand) {
+  const model::GptConfig g = tiny_gpt();
+  const double P = static_cast<double>(gpt_parameters(g)), T = 64, hs = 16, heads = 8 * 4;
+  EXPECT_EQ(reference_gpt_working_set(g, 8, true) - reference_gpt_working_set(g, 8, false), 4 * P);
+  const Calibration flat = uniform(100, 1), c = with_stream(flat, 0.05, 0.2, 1 << 12);
+  const double working_set = reference_gpt_working_set(g, 8, true);
+  const auto fetch = [&](double elements) { return c.fetch_seconds(4 * elements, working_set); };
+  const double live = heads * T * (T + 1) / 2;
+  const double per_layer = heads * 6 * fetch(2 * T * hs + T * T) + fetch(2 * live) + fetch(3 * live);
+  EXPECT_GT(per_layer, 0);
+  EXPECT_NEAR(reference_gpt_step(g, 8, c, true).attention_s - reference_gpt_step(g, 8, flat, true).attention_s,
+              g.layers * per_layer, 1e-9 * per_layer);
+}
+
 TEST(Calibration, BackwardOfTheGptStepIsItsShare) {
   const model::GptConfig g = tiny_gpt();
   const StepEstimate e = reference_gpt_step(g, 8, uniform(100, 1e-9), true);  // the ops all but free

@@ -469,9 +469,10 @@ TEST(OpsGradient, Dropout) {
   }
 }
 
-// The mask is a function of (seed, stream, element) alone, whatever the type: float32 and the
-// 16-bit types (their own vectorised path) drop exactly the elements float64 drops, and a shard
-// that starts at first_element drops what the whole tensor drops there.
+// The mask is a function of (seed, stream, element) alone, whatever the type: float32 (the
+// vectorised path) and the 16-bit types (the scalar loop) drop exactly the elements float64
+// drops, each kept element scaled by 1 / (1 - p), and a shard that starts at first_element drops
+// what the whole tensor drops there.
 TEST(OpsGradient, DropoutDropsTheSameElementsInEveryType) {
   const std::int64_t n = 1001;  // not a multiple of any vector width
   const double p = 0.3;
@@ -482,7 +483,17 @@ TEST(OpsGradient, DropoutDropsTheSameElementsInEveryType) {
     Tensor y = Tensor::zeros("dropout_types.y", {count}, type, kCategory);
     ops::dropout_forward(ones, p, {key.seed, key.stream, key.first_element + static_cast<std::uint64_t>(first)}, y);
     std::vector<bool> kept(static_cast<std::size_t>(count));
-    for (std::int64_t i = 0; i < count; ++i) kept[static_cast<std::size_t>(i)] = y.at(i) != 0;
+    // A kept one is 1 / (1 - p), the scale rounded to float32 (16-bit storage scales in float32)
+    // and the product to the type: within the type's unit roundoff and float32's.
+    const double unit = type == DataType::float64 ? 0x1p-53
+                        : type == DataType::float32 ? 0x1p-24
+                        : type == DataType::bfloat16 ? 0x1p-8 : 0x1p-11;
+    for (std::int64_t i = 0; i < count; ++i) {
+      kept[static_cast<std::size_t>(i)] = y.at(i) != 0;
+      if (y.at(i) != 0) {
+        EXPECT_NEAR(y.at(i), 1 / (1 - p), (unit + 0x1p-24) / (1 - p)) << name_of(type) << " element " << i;
+      }
+    }
     return kept;
   };
   const std::vector<bool> whole = mask_of(DataType::float64, 0, n);

@@ -281,7 +281,8 @@ import sys, h5py
 short, resumed = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
 ranks = sorted(resumed["bench/model"]["rank"][()].tolist())
 assert ranks == [0, 1], f"the resumed file's model rows are of ranks {ranks}"
-assert resumed["bench/model"]["step_time_s"][0] != short["bench/model"]["step_time_s"][0], "rank 0's row was taken"
+rank0 = list(resumed["bench/model"]["rank"][()]).index(0)
+assert resumed["bench/model"]["step_time_s"][rank0] != short["bench/model"]["step_time_s"][0], "rank 0's row was taken"
 PY
     ;;
   journal_beside_file)

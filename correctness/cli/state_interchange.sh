@@ -146,7 +146,9 @@ def kinds(index):
     with h5py.File(index) as f:
         t = f["tensors"]
         return dict(zip(t["name"].asstr()[()], t["dtype"].asstr()[()]))
-trained, imported = kinds(glob.glob("half/zero1-0/step-*/index.h5")[0]), kinds("imported-half/step-00000000/index.h5")
+saved = sorted(glob.glob("half/zero1-0/step-*/index.h5"))
+assert saved, "bench state --keep left no state in half/zero1-0"
+trained, imported = kinds(saved[-1]), kinds("imported-half/step-00000000/index.h5")
 assert imported == trained, sorted(set(imported.items()) ^ set(trained.items()))[:6]
 assert {imported[k] for k in imported if k.endswith(("/exp_avg", "/exp_avg_sq", "/master"))} == {"float32"}
 print(f"bfloat16 state: masters and 16-bit values exported apart ({differ} elements differ), imported back")

@@ -86,8 +86,12 @@ void softmax_backward_apply(const float* dy, const float* y, float* dx, std::siz
 void softmax_backward_apply(const double* dy, const double* y, double* dx, std::size_t n, double dot);
 
 // ---- One attention head (reference/simd/attention.cpp), T query and key rows of hs columns:
-// q, k, v rows ld apart, the probabilities p [T, T] dense, out and g rows ldo (ldg) apart. Every
-// sum below runs in order of its index by fused multiply-adds, one output element per lane.
+// q, k, v rows ld apart, the probabilities p [T, T] dense, out and g rows ldo (ldg) apart; the
+// outputs overlap no input. Each product's sum below runs in order of its index by fused
+// multiply-adds, one output element per lane; the softmax's sum and the row dot product are the
+// blocked sums above. A masked key, or one of zero probability, is skipped, not multiplied by
+// zero: a NaN or infinity in it does not reach the rows that do not see it (as it would through
+// a product of matrices, 0 x inf being NaN).
 // Forward: s_ij = scale (sum_c q_ic k_jc) for the live keys j < n_i (n_i = i + 1 when causal,
 // else T); p_i = softmax_row of them, the rest of the row 0; out_i = sum_{j < n_i} p_ij v_j.
 void attention_head_forward(const float* q, const float* k, const float* v, std::size_t ld, float* p, float* out,

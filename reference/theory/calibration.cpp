@@ -300,7 +300,8 @@ StepEstimate reference_gpt_step(const model::GptConfig& config, std::int64_t bat
       if (config.dropout > 0) cost.op(e.elementwise_s, backward ? "dropout_backward" : "dropout_forward", 2 * rows * C);
       if (!holds_moe(split, layer)) cost.op(e.elementwise_s, backward ? "gelu_backward" : "gelu_forward", 4 * N * C / t);
       // Attention per head (reference/simd/attention.cpp), each product over the live keys
-      // only, the causal half T (T + 1) / 2 of the T^2 pairs, at the rate of its shape: forward
+      // only, the causal half T (T + 1) / 2 of the T^2 pairs, at the rate of its shape (a model:
+      // the kernel's own loops taken to run at the calibrated product's rate): forward
       // the scores Q K^T, the softmax and the weighted sum P V; backward dP = dO V^T, the
       // softmax's gradient, dV = P^T dO, dQ = dS K, dK = dS^T Q.
       const double live = (T + 1) / (2 * T);

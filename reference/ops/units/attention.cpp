@@ -14,7 +14,6 @@ void attention_backward(int dtype, const void* dout, const void* qkv, const void
 
 #ifndef __CUDACC__
 
-
 namespace parity::ops {
 
 namespace {
@@ -44,9 +43,9 @@ std::int64_t attention_products_flops(const AttentionSizes& s) {
 }
 
 // One head at a time (reference/simd/attention.cpp): scores, softmax and the weighted sum of
-// values in L1-sized pieces, the keys above the diagonal of a causal head skipped. The FLOP
-// counter takes the products of the whole T x T square (2 T^2 hs each, the FLOP formulas'
-// convention), as a product of matrices would count them.
+// values, the head's T x T probabilities written for backward, the keys above the diagonal of a
+// causal head skipped. The FLOP counter takes the products of the whole T x T square (2 T^2 hs
+// each, the FLOP formulas' convention), as a product of matrices would count them.
 template <typename T>
 void attention_forward_on_cpu(const AttentionSizes& s, bool causal, const T* qkv, T* out, T* probs) {
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(s.hs)));
