@@ -482,9 +482,10 @@ void BM_adamw(benchmark::State& state) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Attention on a fused qkv [B, T, 3C], GPT-2 small's width and heads at its full context.
-// Forward: q k^T and p v, 2 B T^2 C flops each, so 4 B T^2 C; backward: four such products
-// (dP, dV, dQ, dK), 8 B T^2 C. The kernels compute the masked half too, so causal changes nothing.
+// Attention on a fused qkv [B, T, 3C]. Forward: q k^T and p v, 2 B T^2 C flops each, so
+// 4 B T^2 C; backward: four such products (dP, dV, dQ, dK), 8 B T^2 C. Those are the model's
+// FLOPs (the whole square): the CPU kernel skips the masked half, so its GFLOP/s and peak
+// fraction are of model FLOPs, as MFU is, about twice the rate its multiply-adds run at.
 
 // Causal attention at GPT-2 small's shape (one sequence of 1,024, hidden 768, 12 heads) and at
 // the tiny preset's step (8 sequences of 64, hidden 64, 4 heads), whose per-head products are
