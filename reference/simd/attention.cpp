@@ -26,16 +26,18 @@ namespace hn = hwy::HWY_NAMESPACE;
 // A per-thread buffer of at least n elements (the transposed keys or values, the score
 // gradients), kept between calls so that a step allocates nothing here: it holds the largest
 // head's T^2 + hs T elements a thread has met for the thread's life, outside the memory
-// tracker's categories (as a BLAS library's packing buffers are).
+// tracker's categories (as a BLAS library's packing buffers are). It starts on a 64-byte
+// boundary, as tensors do, so that whole vectors of its rows never straddle two cache lines
+// (where a buffer happened to start moved a step's time by several per cent from run to run).
 template <typename T> T* buffer(std::size_t n, int which) {
+  constexpr std::size_t kAlign = 64 / sizeof(T);
   thread_local std::vector<T> buffers[2];
   std::vector<T>& b = buffers[which];
-  if (b.size() < n) b.resize(n);
-  return b.data();
+  if (b.size() < n + kAlign) b.resize(n + kAlign);
+  const std::size_t address = reinterpret_cast<std::uintptr_t>(b.data()) / sizeof(T);
+  return b.data() + (kAlign - address % kAlign) % kAlign;
 }
 
-// to[c * tp + r] = from[r * ld + c] for r < rows, c < cols; rows up to tp padded with zeros, so
-// that whole vectors of a transposed row can be read.
 // Row by row, so that each source row's piece is read once, in order.
 template <typename T>
 void transpose_padded(const T* from, std::size_t ld, std::size_t rows, std::size_t cols, T* to, std::size_t tp) {
