@@ -38,7 +38,9 @@ template <typename T> T* buffer(std::size_t n, int which) {
   return b.data() + (kAlign - address % kAlign) % kAlign;
 }
 
-// Row by row, so that each source row's piece is read once, in order.
+// to[c * tp + r] = from[r * ld + c] for r < rows, c < cols, each row of `to` padded with zeros
+// up to tp, so that whole vectors of it can be read; row by row, so that each source row's
+// piece is read once, in order.
 template <typename T>
 void transpose_padded(const T* from, std::size_t ld, std::size_t rows, std::size_t cols, T* to, std::size_t tp) {
   for (std::size_t r = 0; r < rows; ++r) {
