@@ -445,6 +445,22 @@ TEST(MoeModel, GptWithMoeLayersTrainsAndReportsItsBalancingLoss) {
   EXPECT_LT(last, 0.7 * first);
 }
 
+// A pass's balancing and z-losses weigh its share of the global batch's sequences
+// (PassContext::global_rows counts sequences, as the model's loss weighs its rows through
+// Batch::normalizer): a pass of 8 sequences of 8 tokens in a batch of 16 adds half its losses.
+TEST(MoeModel, BalancingLossesWeighThePassesShareOfSequences) {
+  const model::GptConfig g = small_moe_gpt(model::every_kth_block(2, 2));
+  auto m = model::build_gpt(g);
+  const model::Batch b = model::gpt_batch(g, 0, 0, 8, 8);
+  model::PassContext half{0, 0, true, 0};
+  half.global_rows = 16;
+  m->forward(b.inputs, half);
+  const model::MoePassStats& s = model::moe_layers(*m)[0]->statistics().back();
+  EXPECT_GT(s.balancing_loss + s.z_loss, 0.0);
+  EXPECT_NEAR(m->take_auxiliary_loss(half), (s.balancing_loss + s.z_loss) * 8 / 16, 1e-15);
+  for (model::Layer* l : m->layers()) l->release_saved(half);
+}
+
 // Loss scaling multiplies the balancing and z-losses as it does the model's loss: with the loss
 // scaled by S = 2^10 (Batch::normalizer / S, PassContext::loss_scale = S) every gradient is S
 // times the unscaled one, exactly (a power of two commutes with rounding in float64). A layer
