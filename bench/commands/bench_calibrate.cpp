@@ -61,23 +61,23 @@ std::string number(double x) {
   return s.str();
 }
 
-class BenchCalibrate final : public Command {
+class BenchCalibrate final : public CommandWith<CalibrateOptions> {
  public:
   BenchCalibrate()
-      : Command({.name = "bench calibrate",
-                 .help = "Measure the primitives on every rank at once (matrix products over a grid of shapes, the ops a "
-                         "training step is made of, an add streaming from each level of memory, the point-to-point link "
-                         "within a host and across hosts, the collectives swept as bench collectives times them: their "
-                         "efficiency by size and alpha-beta, over every rank and, on several hosts, within a host and "
-                         "across hosts) and write them as a cluster "
-                         "description that `parity plan --cluster FILE` reads; the benchmarks predict their step times "
-                         "from the same measurement",
-                 .order = 25,
-                 .in_run = true,
-                 .tables = {&kCalibrateTable, &kCalibrateLinksTable, &kCalibrateCollectivesTable, &kPointToPointTable, &kCalibrateLevelsTable},
-                 .parent_help = "Benchmarks",
-                 .no_probe_reason = "its rows are one block (every rank's measurement of a type, journaled together): "
-                                    "a resumed run takes the block whole or measures it again (bench_calibrate.sh)"}) {}
+      : CommandWith({.name = "bench calibrate",
+                     .help = "Measure the primitives on every rank at once (matrix products over a grid of shapes, the ops a "
+                             "training step is made of, an add streaming from each level of memory, the point-to-point link "
+                             "within a host and across hosts, the collectives swept as bench collectives times them: their "
+                             "efficiency by size and alpha-beta, over every rank and, on several hosts, within a host and "
+                             "across hosts) and write them as a cluster "
+                             "description that `parity plan --cluster FILE` reads; the benchmarks predict their step times "
+                             "from the same measurement",
+                     .order = 25,
+                     .in_run = true,
+                     .tables = {&kCalibrateTable, &kCalibrateLinksTable, &kCalibrateCollectivesTable, &kPointToPointTable, &kCalibrateLevelsTable},
+                     .parent_help = "Benchmarks",
+                     .no_probe_reason = "its rows are one block (every rank's measurement of a type, journaled together): "
+                                        "a resumed run takes the block whole or measures it again (bench_calibrate.sh)"}) {}
 
   void declare(CommandOptions& o) override {
     o.add("--dtype", options_.dtype, "float32 or float64: the type the products and ops are measured in");
@@ -291,8 +291,6 @@ class BenchCalibrate final : public Command {
       throw UsageError("cannot write the cluster description " + quoted_input(path));
     }
   }
-
-  CalibrateOptions options_;
 };
 
 const RegisteredCommand<BenchCalibrate> kBenchCalibrate;

@@ -124,18 +124,10 @@ CheckpointBenchPlan plan_checkpoint_bench(const CheckpointBenchOptions& options)
   check_swept_layers(options.layers);
   if (!(options.dropout >= 0 && options.dropout < 1))
     throw UsageError("--dropout " + std::to_string(options.dropout) + " must be in [0, 1)");
-  const DataType dtype = parse_data_type(options.dtype);
-  if (dtype != DataType::float64 && dtype != DataType::float32 && !is_half(dtype))
-    throw UsageError("--dtype " + options.dtype + " is not float64, float32, bfloat16 or float16");
   CheckpointBenchPlan plan;
   plan.model = options.model;
-  try {
-    plan.config = find_model_preset(options.model).config;
-  } catch (const UsageError& e) {
-    throw UsageError(std::string("--model: ") + e.what());
-  }
-  if (options.layers > 0) plan.config.layers = options.layers;
-  plan.config.dtype = dtype;
+  plan.config = preset_config(options.model, options.layers);
+  plan.config.dtype = training_type("--dtype", options.dtype, kTrainingTypes);
   plan.config.dropout = options.dropout;
   plan.config.validate();
   plan.batch = options.batch;
@@ -339,20 +331,20 @@ void record_checkpoint_bench(Session& session, const CheckpointBenchOutcome& out
 
 namespace {
 
-class BenchCheckpoint final : public Command {
+class BenchCheckpoint final : public CommandWith<CheckpointBenchOptions> {
  public:
   BenchCheckpoint()
-      : Command({.name = "bench checkpoint",
-                 .help = "Activation checkpointing: activation bytes stored and at the peak against step time for every "
-                         "policy and k on one GPT, beside the formulas (which must match); the time overhead is measured "
-                         "against steps without recompute in the same run, and the losses must agree bit for bit",
-                 .order = 90,
-                 .in_run = true,
-                 .tables = {&kCheckpointBenchTable, &kCalibrateTable},
-                 .resume_probe = ResumeProbe{{"-q", "--np", "2", "--layers", "4", "--policies", "full,every2,selective", "--steps", "3"},
-                                             "bench/checkpoint",
-                                             "policy,layout,stored_bytes,peak_bytes,recompute_flops,losses_equal",
-                                             {1, 3}}}) {}
+      : CommandWith({.name = "bench checkpoint",
+                     .help = "Activation checkpointing: activation bytes stored and at the peak against step time for every "
+                             "policy and k on one GPT, beside the formulas (which must match); the time overhead is measured "
+                             "against steps without recompute in the same run, and the losses must agree bit for bit",
+                     .order = 90,
+                     .in_run = true,
+                     .tables = {&kCheckpointBenchTable, &kCalibrateTable},
+                     .resume_probe = ResumeProbe{{"-q", "--np", "2", "--layers", "4", "--policies", "full,every2,selective", "--steps", "3"},
+                                                 "bench/checkpoint",
+                                                 "policy,layout,stored_bytes,peak_bytes,recompute_flops,losses_equal",
+                                                 {1, 3}}}) {}
 
   void declare(CommandOptions& o) override {
     CheckpointBenchOptions& c = options_;
@@ -384,9 +376,6 @@ class BenchCheckpoint final : public Command {
     record_checkpoint_bench(s, outcome, plan, options_);
     return outcome.mismatches ? kExitFailed : kExitOk;
   }
-
- private:
-  CheckpointBenchOptions options_;
 };
 
 const RegisteredCommand<BenchCheckpoint> kBenchCheckpoint;

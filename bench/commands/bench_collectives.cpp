@@ -555,24 +555,24 @@ void record_bench(Session& session, const HostCopy& copy, const BenchOutcome& be
 
 namespace {
 
-class BenchCollectives final : public Command {
+class BenchCollectives final : public CommandWith<BenchOptions> {
  public:
   BenchCollectives()
-      : Command({.name = "bench collectives",
-                 .help = "Sweep message sizes for collectives and algorithms (nccl-tests options and columns); native is "
-                         "the baseline, host copy bandwidth and alpha-beta constants are measured in the same run",
-                 .order = 20,
-                 .half_accumulate = true,
-                 .in_run = true,
-                 .tables = {&kCollectivesBenchTable, &kCollectivesRankTimesTable, &kHostCopyTable, &kDeviceKernelsTable,
-                            &kPointToPointTable, &kHarnessOverheadTable},
-                 .parent_help = "Benchmarks",
-                 .resume_probe = ResumeProbe{{"-q", "--np", "2", "-e", "64K", "-n", "2", "--coll", "all_reduce,all_gather"},
-                                             "bench/collectives",
-                                             "collective,algorithm,dtype,redop,in_place,count,size_bytes",
-                                             {5, 60},
-                                             "TERM",
-                                             {"bench/point_to_point", "host/copy_bandwidth", "bench/harness_overhead"}}}) {}
+      : CommandWith({.name = "bench collectives",
+                     .help = "Sweep message sizes for collectives and algorithms (nccl-tests options and columns); native is "
+                             "the baseline, host copy bandwidth and alpha-beta constants are measured in the same run",
+                     .order = 20,
+                     .half_accumulate = true,
+                     .in_run = true,
+                     .tables = {&kCollectivesBenchTable, &kCollectivesRankTimesTable, &kHostCopyTable, &kDeviceKernelsTable,
+                                &kPointToPointTable, &kHarnessOverheadTable},
+                     .parent_help = "Benchmarks",
+                     .resume_probe = ResumeProbe{{"-q", "--np", "2", "-e", "64K", "-n", "2", "--coll", "all_reduce,all_gather"},
+                                                 "bench/collectives",
+                                                 "collective,algorithm,dtype,redop,in_place,count,size_bytes",
+                                                 {5, 60},
+                                                 "TERM",
+                                                 {"bench/point_to_point", "host/copy_bandwidth", "bench/harness_overhead"}}}) {}
 
   void declare(CommandOptions& o) override {
     BenchOptions& b = options_;
@@ -617,9 +617,6 @@ class BenchCollectives final : public Command {
     record_bench(s, copy, outcome, options_);
     return kExitOk;
   }
-
- private:
-  BenchOptions options_;
 };
 
 const RegisteredCommand<BenchCollectives> kBenchCollectives;

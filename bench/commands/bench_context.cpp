@@ -32,26 +32,13 @@ ContextBenchPlan plan_context_bench(const ContextBenchOptions& options, int worl
   if (options.rows < 1) throw UsageError("--rows must be at least 1");
   if (options.steps < 1) throw UsageError("--steps must be at least 1");
   if (options.warmup < 0) throw UsageError("--warmup must be at least 0");
-  if (options.layers < 0) throw UsageError("--layers must be at least 1 (0: the preset's)");
   ContextBenchPlan plan;
   plan.model = options.model;
-  try {
-    plan.config = find_model_preset(options.model).config;
-  } catch (const UsageError& e) {
-    throw UsageError(std::string("--model: ") + e.what());
-  }
+  plan.config = preset_config(options.model, options.layers);
   if (plan.config.moe.enabled())
     throw UsageError("--model " + options.model + ": context parallelism takes dense GPTs, not mixture-of-experts layers");
-  if (options.layers > 0) plan.config.layers = options.layers;
-  DataType type = DataType::float32;
-  try {
-    type = parse_data_type(options.precision);
-  } catch (const std::exception&) {
-    throw UsageError("--precision: '" + options.precision + "' is not float64, float32 or bfloat16");
-  }
-  if (type != DataType::float64 && type != DataType::float32 && type != DataType::bfloat16)
-    throw UsageError("--precision: " + options.precision + " is not float64, float32 or bfloat16");
-  plan.config.dtype = type;
+  plan.config.dtype =
+      training_type("--precision", options.precision, {DataType::float64, DataType::float32, DataType::bfloat16});
   for (const std::string& v : split_names(options.variants, "--variants")) {
     if (v != "ring" && v != "allgather" && v != "ulysses")
       throw UsageError("--variants: '" + v + "' is not ring, allgather or ulysses");
@@ -303,22 +290,22 @@ ContextBenchOutcome run_context_bench(Session& session, const ContextBenchPlan& 
 
 namespace {
 
-class BenchContext final : public Command {
+class BenchContext final : public CommandWith<ContextBenchOptions> {
  public:
   BenchContext()
-      : Command({.name = "bench context",
-                 .help = "Context parallelism (docs/context-parallelism.md): a GPT trained with each sequence split over "
-                         "cp ranks (ring, all-gather or Ulysses attention; dp the rest of the world) at each cp and "
-                         "sequence length; step and attention time, the time waited on the cp group with the ring's "
-                         "transfers overlapped and not (the hidden share), and bytes per layer and activations per "
-                         "block against their formulas",
-                 .order = 95,
-                 .in_run = true,
-                 .tables = {&kContextBenchTable},
-                 .resume_probe = ResumeProbe{{"-q", "--np", "2", "--model", "tiny", "--cp", "1,2", "--sequences", "64,128,192", "--steps", "1"},
-                                             "bench/context",
-                                             "variant,cp,sequence,forward_bytes,backward_bytes,formula_forward_bytes,activation_bytes",
-                                             {2, 5}}}) {}
+      : CommandWith({.name = "bench context",
+                     .help = "Context parallelism (docs/context-parallelism.md): a GPT trained with each sequence split over "
+                             "cp ranks (ring, all-gather or Ulysses attention; dp the rest of the world) at each cp and "
+                             "sequence length; step and attention time, the time waited on the cp group with the ring's "
+                             "transfers overlapped and not (the hidden share), and bytes per layer and activations per "
+                             "block against their formulas",
+                     .order = 95,
+                     .in_run = true,
+                     .tables = {&kContextBenchTable},
+                     .resume_probe = ResumeProbe{{"-q", "--np", "2", "--model", "tiny", "--cp", "1,2", "--sequences", "64,128,192", "--steps", "1"},
+                                                 "bench/context",
+                                                 "variant,cp,sequence,forward_bytes,backward_bytes,formula_forward_bytes,activation_bytes",
+                                                 {2, 5}}}) {}
 
   void declare(CommandOptions& o) override {
     ContextBenchOptions& p = options_;
@@ -366,9 +353,6 @@ class BenchContext final : public Command {
     }
     return outcome.failures ? kExitFailed : kExitOk;
   }
-
- private:
-  ContextBenchOptions options_;
 };
 
 const RegisteredCommand<BenchContext> kBenchContext;

@@ -258,21 +258,21 @@ void record_model_bench(Session& session, const ModelBenchOutcome& outcome, cons
 
 namespace {
 
-class BenchModel final : public Command {
+class BenchModel final : public CommandWith<ModelBenchOptions> {
  public:
   BenchModel()
-      : Command({.name = "bench model",
-                 .help = "Tokens per second and model FLOPs utilisation (MFU) of a GPT training step on every rank; the "
-                         "MFU denominator is the matrix-multiply rate measured in the same run; counted FLOPs must equal "
-                         "the formula",
-                 .order = 30,
-                 .in_run = true,
-                 .tables = {&kModelBenchTable, &kCalibrateTable},
-                 .resume_probe = ResumeProbe{{"-q", "--np", "2", "--models", "tiny,small", "--steps", "2", "--warmup", "0"},
-                                             "bench/model",
-                                             "model,rank,parameters,step_flops",
-                                             {1},
-                                             "INT"}}) {}
+      : CommandWith({.name = "bench model",
+                     .help = "Tokens per second and model FLOPs utilisation (MFU) of a GPT training step on every rank; the "
+                             "MFU denominator is the matrix-multiply rate measured in the same run; counted FLOPs must equal "
+                             "the formula",
+                     .order = 30,
+                     .in_run = true,
+                     .tables = {&kModelBenchTable, &kCalibrateTable},
+                     .resume_probe = ResumeProbe{{"-q", "--np", "2", "--models", "tiny,small", "--steps", "2", "--warmup", "0"},
+                                                 "bench/model",
+                                                 "model,rank,parameters,step_flops",
+                                                 {1},
+                                                 "INT"}}) {}
 
   void declare(CommandOptions& o) override {
     ModelBenchOptions& m = options_;
@@ -310,9 +310,6 @@ class BenchModel final : public Command {
     record_model_bench(s, run_model_bench(job, plan, options_), options_);
     return kExitOk;
   }
-
- private:
-  ModelBenchOptions options_;
 };
 
 const RegisteredCommand<BenchModel> kBenchModel;

@@ -472,24 +472,24 @@ void record_moe_bench(Session& session, const MoeBenchOutcome& outcome, const Mo
 
 namespace {
 
-class BenchMoe final : public Command {
+class BenchMoe final : public CommandWith<MoeBenchOptions> {
  public:
   BenchMoe()
-      : Command({.name = "bench moe",
-                 .help = "Mixture of experts with expert parallelism: step time split (all-to-all, gradient reduction, "
-                         "compute) against ep, load imbalance and balancing loss per router over the steps, dropped "
-                         "fraction against the capacity factor, tokens per expert per layer, all-to-all bytes beside the "
-                         "formula (which must match)",
-                 .order = 80,
-                 .in_run = true,
-                 .tables = {&kMoeBenchTable, &kMoeStepsTable, &kMoeLoadTable, &kPointToPointTable, &kCalibrateTable,
-                            &kCalibrateLinksTable, &kCalibrateCollectivesTable},
-                 .resume_probe = ResumeProbe{{"-q", "--np", "2", "--experts", "4", "--steps", "4", "--warmup", "0"},
-                                             "bench/moe",
-                                             "run,ep,router,capacity_factor,bytes_match",
-                                             {1, 3},
-                                             "TERM",
-                                             {"bench/moe_steps", "bench/moe_load", "bench/point_to_point"}}}) {}
+      : CommandWith({.name = "bench moe",
+                     .help = "Mixture of experts with expert parallelism: step time split (all-to-all, gradient reduction, "
+                             "compute) against ep, load imbalance and balancing loss per router over the steps, dropped "
+                             "fraction against the capacity factor, tokens per expert per layer, all-to-all bytes beside the "
+                             "formula (which must match)",
+                     .order = 80,
+                     .in_run = true,
+                     .tables = {&kMoeBenchTable, &kMoeStepsTable, &kMoeLoadTable, &kPointToPointTable, &kCalibrateTable,
+                                &kCalibrateLinksTable, &kCalibrateCollectivesTable},
+                     .resume_probe = ResumeProbe{{"-q", "--np", "2", "--experts", "4", "--steps", "4", "--warmup", "0"},
+                                                 "bench/moe",
+                                                 "run,ep,router,capacity_factor,bytes_match",
+                                                 {1, 3},
+                                                 "TERM",
+                                                 {"bench/moe_steps", "bench/moe_load", "bench/point_to_point"}}}) {}
 
   void declare(CommandOptions& o) override {
     MoeBenchOptions& m = options_;
@@ -533,9 +533,6 @@ class BenchMoe final : public Command {
     record_moe_bench(s, outcome, options_);
     return outcome.mismatches ? kExitFailed : kExitOk;
   }
-
- private:
-  MoeBenchOptions options_;
 };
 
 const RegisteredCommand<BenchMoe> kBenchMoe;

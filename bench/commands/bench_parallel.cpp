@@ -486,9 +486,9 @@ namespace {
 
 // What both commands share: their options, the ones both take, and the plan checked before any
 // rank starts.
-class ParallelBenchCommand : public Command {
+class ParallelBenchCommand : public CommandWith<ParallelBenchOptions> {
  public:
-  using Command::Command;
+  using CommandWith::CommandWith;
   std::optional<int> prepare(std::optional<int>) override {
     plan_parallel_bench(options_);
     return std::nullopt;
@@ -500,7 +500,6 @@ class ParallelBenchCommand : public Command {
           {2, 3});
     o.add("--warmup", options_.warmup, "Untimed steps first");
   }
-  ParallelBenchOptions options_;
 };
 
 class BenchMemory final : public ParallelBenchCommand {

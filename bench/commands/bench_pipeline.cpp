@@ -531,23 +531,23 @@ void record_pipeline_bench(Session& session, const PipelineBenchOutcome& outcome
 
 namespace {
 
-class BenchPipeline final : public Command {
+class BenchPipeline final : public CommandWith<PipelineBenchOptions> {
  public:
   BenchPipeline()
-      : Command({.name = "bench pipeline",
-                 .help = "Pipeline schedules on real ranks against m (and p): step time, each rank's timeline on "
-                         "aligned clocks, measured bubble beside the simulator fed with the measured action costs and "
-                         "the closed form, peak activation bytes per rank beside the in-flight formula",
-                 .order = 70,
-                 .in_run = true,
-                 .tables = {&kPipelineBenchTable, &kPipelineRanksTable, &kPipelineTimelineTable, &kPointToPointTable,
-                            &kCalibrateTable},
-                 .resume_probe = ResumeProbe{{"-q", "--np", "2", "--schedules", "gpipe,1f1b,zb-h1", "--steps", "3", "--warmup", "0"},
-                                             "bench/pipeline",
-                                             "schedule,stages,chunks,micro_batches,activation_message_bytes",
-                                             {1, 4},
-                                             "TERM",
-                                             {"bench/point_to_point", "bench/pipeline_ranks"}}}) {}
+      : CommandWith({.name = "bench pipeline",
+                     .help = "Pipeline schedules on real ranks against m (and p): step time, each rank's timeline on "
+                             "aligned clocks, measured bubble beside the simulator fed with the measured action costs and "
+                             "the closed form, peak activation bytes per rank beside the in-flight formula",
+                     .order = 70,
+                     .in_run = true,
+                     .tables = {&kPipelineBenchTable, &kPipelineRanksTable, &kPipelineTimelineTable, &kPointToPointTable,
+                                &kCalibrateTable},
+                     .resume_probe = ResumeProbe{{"-q", "--np", "2", "--schedules", "gpipe,1f1b,zb-h1", "--steps", "3", "--warmup", "0"},
+                                                 "bench/pipeline",
+                                                 "schedule,stages,chunks,micro_batches,activation_message_bytes",
+                                                 {1, 4},
+                                                 "TERM",
+                                                 {"bench/point_to_point", "bench/pipeline_ranks"}}}) {}
 
   void declare(CommandOptions& o) override {
     PipelineBenchOptions& p = options_;
@@ -580,9 +580,6 @@ class BenchPipeline final : public Command {
     record_pipeline_bench(s, run_pipeline_bench(s, plan, options_, p2p, job.calibration(plan.config.dtype)), options_);
     return kExitOk;
   }
-
- private:
-  PipelineBenchOptions options_;
 };
 
 const RegisteredCommand<BenchPipeline> kBenchPipeline;

@@ -21,16 +21,10 @@ namespace parity::cli {
 
 PrecisionBenchPlan plan_precision_bench(const PrecisionBenchOptions& options) {
   if (options.steps < 1) throw UsageError("--steps must be at least 1");
-  if (options.layers < 0) throw UsageError("--layers must be at least 1 (0: the preset's)");
   if (options.batch < 1) throw UsageError("--batch must be at least 1");
   PrecisionBenchPlan plan;
   plan.model = options.model;
-  try {
-    plan.config = find_model_preset(options.model).config;
-  } catch (const UsageError& e) {
-    throw UsageError(std::string("--model: ") + e.what());
-  }
-  if (options.layers > 0) plan.config.layers = options.layers;
+  plan.config = preset_config(options.model, options.layers);
   plan.config.validate();
   plan.scaling.dynamic = true;
   plan.scaling.initial_scale = options.loss_scale;
@@ -41,10 +35,7 @@ PrecisionBenchPlan plan_precision_bench(const PrecisionBenchOptions& options) {
     throw UsageError(std::string("--loss-scale / --growth-interval: ") + e.what());
   }
   for (const std::string& name : split_list(options.precisions)) {
-    const DataType type = parse_data_type(name);
-    if (type != DataType::float64 && type != DataType::float32 && !is_half(type))
-      throw UsageError("--precisions: " + name + " is not float64, float32, bfloat16 or float16");
-    plan.precisions.push_back(type);
+    plan.precisions.push_back(training_type("--precisions", name, kTrainingTypes));
   }
   refuse_repeats(plan.precisions, "--precisions");
   if (plan.precisions.empty()) throw UsageError("--precisions names no precision");
@@ -136,20 +127,20 @@ void record_precision_bench(Session& session, const PrecisionBenchOutcome& outco
 
 namespace {
 
-class BenchPrecision final : public Command {
+class BenchPrecision final : public CommandWith<PrecisionBenchOptions> {
  public:
   BenchPrecision()
-      : Command({.name = "bench precision",
-                 .help = "Mixed precision: one GPT trained data-parallel in float64, float32, bfloat16 and float16 "
-                         "(float32 master weights, float16 with dynamic loss scaling) from the same seed; every step's "
-                         "loss, loss scale and skipped steps, for the report's loss and loss-scale curves",
-                 .order = 100,
-                 .in_run = true,
-                 .tables = {&kPrecisionBenchTable},
-                 .resume_probe = ResumeProbe{{"-q", "--np", "2", "--steps", "6"},
-                                             "bench/precision",
-                                             "precision,step,loss,loss_scale,skipped",
-                                             {1, 3}}}) {}
+      : CommandWith({.name = "bench precision",
+                     .help = "Mixed precision: one GPT trained data-parallel in float64, float32, bfloat16 and float16 "
+                             "(float32 master weights, float16 with dynamic loss scaling) from the same seed; every step's "
+                             "loss, loss scale and skipped steps, for the report's loss and loss-scale curves",
+                     .order = 100,
+                     .in_run = true,
+                     .tables = {&kPrecisionBenchTable},
+                     .resume_probe = ResumeProbe{{"-q", "--np", "2", "--steps", "6"},
+                                                 "bench/precision",
+                                                 "precision,step,loss,loss_scale,skipped",
+                                                 {1, 3}}}) {}
 
   void declare(CommandOptions& o) override {
     PrecisionBenchOptions& p = options_;
@@ -180,9 +171,6 @@ class BenchPrecision final : public Command {
     record_precision_bench(s, outcome, plan, options_);
     return outcome.failures ? kExitFailed : kExitOk;
   }
-
- private:
-  PrecisionBenchOptions options_;
 };
 
 const RegisteredCommand<BenchPrecision> kBenchPrecision;

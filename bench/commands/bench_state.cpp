@@ -91,24 +91,10 @@ parallel::ParameterValues StateTrainer::whole_values(bool master) {
 
 StateBenchPlan plan_state_bench(const StateBenchOptions& options) {
   if (options.repeats < 1) throw UsageError("--repeats must be at least 1");
-  if (options.layers < 0) throw UsageError("--layers must be at least 1 (0: the preset's)");
   StateBenchPlan plan;
   plan.model = options.model;
-  try {
-    plan.config = find_model_preset(options.model).config;
-  } catch (const UsageError& e) {
-    throw UsageError(std::string("--model: ") + e.what());
-  }
-  if (options.layers > 0) plan.config.layers = options.layers;
-  DataType type = DataType::float32;
-  try {
-    type = parse_data_type(options.precision);
-  } catch (const std::exception&) {
-    throw UsageError("--precision: '" + options.precision + "' is not float64, float32, bfloat16 or float16");
-  }
-  if (type != DataType::float64 && type != DataType::float32 && !is_half(type))
-    throw UsageError("--precision: " + options.precision + " is not float64, float32, bfloat16 or float16");
-  plan.config.dtype = type;
+  plan.config = preset_config(options.model, options.layers);
+  plan.config.dtype = training_type("--precision", options.precision, kTrainingTypes);
   plan.config.validate();
   for (const std::string& name : split_names(options.layouts, "--layouts"))
     plan.layouts.push_back(parse_state_layout(name, "--layouts"));
@@ -382,22 +368,22 @@ StateBenchOutcome run_state_bench(Session& session, const StateBenchPlan& plan, 
 
 namespace {
 
-class BenchState final : public Command {
+class BenchState final : public CommandWith<StateBenchOptions> {
  public:
   BenchState()
-      : Command({.name = "bench state",
-                 .help = "The training state (docs/training-state.md): a GPT saved from each layout (dp, ZeRO 1-3, "
-                         "tp over every rank) by every rank writing its own share, restored into a fresh trainer and "
-                         "checked equal, and saved again asynchronously while a step runs; seconds and bytes per "
-                         "rank beside a sequential write and read of the same bytes on the same file system, and "
-                         "the bytes beside the formula",
-                 .order = 105,
-                 .in_run = true,
-                 .tables = {&kStateBenchTable},
-                 .resume_probe = ResumeProbe{{"-q", "--np", "2", "--model", "tiny", "--layouts", "dp,zero1,zero2,zero3,tp2", "--repeats", "1"},
-                                             "bench/state",
-                                             "layout,repeat,rank,bytes,total_bytes,formula_bytes,restored_exactly",
-                                             {1, 2}}}) {}
+      : CommandWith({.name = "bench state",
+                     .help = "The training state (docs/training-state.md): a GPT saved from each layout (dp, ZeRO 1-3, "
+                             "tp over every rank) by every rank writing its own share, restored into a fresh trainer and "
+                             "checked equal, and saved again asynchronously while a step runs; seconds and bytes per "
+                             "rank beside a sequential write and read of the same bytes on the same file system, and "
+                             "the bytes beside the formula",
+                     .order = 105,
+                     .in_run = true,
+                     .tables = {&kStateBenchTable},
+                     .resume_probe = ResumeProbe{{"-q", "--np", "2", "--model", "tiny", "--layouts", "dp,zero1,zero2,zero3,tp2", "--repeats", "1"},
+                                                 "bench/state",
+                                                 "layout,repeat,rank,bytes,total_bytes,formula_bytes,restored_exactly",
+                                                 {1, 2}}}) {}
 
   void declare(CommandOptions& o) override {
     StateBenchOptions& p = options_;
@@ -432,9 +418,6 @@ class BenchState final : public Command {
     }
     return outcome.failures ? kExitFailed : kExitOk;
   }
-
- private:
-  StateBenchOptions options_;
 };
 
 const RegisteredCommand<BenchState> kBenchState;

@@ -342,24 +342,24 @@ void record_tensor_bench(Session& session, const TensorBenchOutcome& outcome, co
 
 namespace {
 
-class BenchTensor final : public Command {
+class BenchTensor final : public CommandWith<TensorBenchOptions> {
  public:
   BenchTensor()
-      : Command({.name = "bench tensor",
-                 .help = "Tensor parallelism (Megatron) with and without sequence parallelism against the "
-                         "tensor-parallel size: step time, tokens/s, the tp group's communication and its alpha-beta "
-                         "prediction, bytes per layer, activation and parameter bytes per rank, beside the formulas "
-                         "(which must match)",
-                 .order = 60,
-                 .in_run = true,
-                 .tables = {&kTensorBenchTable, &kPointToPointTable, &kCalibrateTable, &kCalibrateLinksTable, &kCalibrateCollectivesTable},
-                 // Three blocks (tp1, tp2, tp2 with SP) at 2 ranks, cut after one and after two.
-                 .resume_probe = ResumeProbe{{"-q", "--np", "2", "--steps", "5"},
-                                             "bench/tensor",
-                                             "tp,dp,sequence_parallel,bytes_total,formula_bytes_total",
-                                             {1, 2},
-                                             "TERM",
-                                             {"bench/point_to_point", "bench/calibrate_links"}}}) {}
+      : CommandWith({.name = "bench tensor",
+                     .help = "Tensor parallelism (Megatron) with and without sequence parallelism against the "
+                             "tensor-parallel size: step time, tokens/s, the tp group's communication and its alpha-beta "
+                             "prediction, bytes per layer, activation and parameter bytes per rank, beside the formulas "
+                             "(which must match)",
+                     .order = 60,
+                     .in_run = true,
+                     .tables = {&kTensorBenchTable, &kPointToPointTable, &kCalibrateTable, &kCalibrateLinksTable, &kCalibrateCollectivesTable},
+                     // Three blocks (tp1, tp2, tp2 with SP) at 2 ranks, cut after one and after two.
+                     .resume_probe = ResumeProbe{{"-q", "--np", "2", "--steps", "5"},
+                                                 "bench/tensor",
+                                                 "tp,dp,sequence_parallel,bytes_total,formula_bytes_total",
+                                                 {1, 2},
+                                                 "TERM",
+                                                 {"bench/point_to_point", "bench/calibrate_links"}}}) {}
 
   void declare(CommandOptions& o) override {
     TensorBenchOptions& t = options_;
@@ -390,9 +390,6 @@ class BenchTensor final : public Command {
     record_tensor_bench(s, outcome, options_);
     return outcome.mismatches ? kExitFailed : kExitOk;
   }
-
- private:
-  TensorBenchOptions options_;
 };
 
 const RegisteredCommand<BenchTensor> kBenchTensor;

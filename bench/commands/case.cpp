@@ -400,16 +400,16 @@ int case_compare(const CompareOptions& o) {
   return kExitFailed;
 }
 
-class CaseExport final : public Command {
+class CaseExport final : public CommandWith<ExportOptions> {
  public:
   CaseExport()
-      : Command({.name = "case export",
-                 .help = "Write a self-contained case for another framework to train: a GPT under GPT-2's names, its "
-                         "initial parameters, every step's batch, AdamW with its parameter groups, the precision and the "
-                         "layout under test (docs/framework-conformance.md)",
-                 .order = 160,
-                 .ranks = false,
-                 .parent_help = kCaseHelp}) {}
+      : CommandWith({.name = "case export",
+                     .help = "Write a self-contained case for another framework to train: a GPT under GPT-2's names, its "
+                             "initial parameters, every step's batch, AdamW with its parameter groups, the precision and the "
+                             "layout under test (docs/framework-conformance.md)",
+                     .order = 160,
+                     .ranks = false,
+                     .parent_help = kCaseHelp}) {}
   void declare(CommandOptions& o) override {
     o.add("--out", options_.out, "The case file to write (HDF5)").required();
     o.add("--model", options_.model, "GPT preset:" + model_presets_help()).show_default();
@@ -433,29 +433,23 @@ class CaseExport final : public Command {
     o.flag("--force", options_.force, "Overwrite --out");
   }
   int run_here() override { return case_export(options_); }
-
- private:
-  ExportOptions options_;
 };
 
-class CaseCompare final : public Command {
+class CaseCompare final : public CommandWith<CompareOptions> {
  public:
   CaseCompare()
-      : Command({.name = "case compare",
-                 .help = "Train the case on one device in float64 and compare a framework's results with it: every "
-                         "step's loss, the first step's gradients, the parameters and AdamW's moments after the last "
-                         "step, within bounds from the case's precision and layout; exit 0 when they conform, 1 naming "
-                         "the first divergence with a diagnosis",
-                 .order = 161,
-                 .ranks = false}) {}
+      : CommandWith({.name = "case compare",
+                     .help = "Train the case on one device in float64 and compare a framework's results with it: every "
+                             "step's loss, the first step's gradients, the parameters and AdamW's moments after the last "
+                             "step, within bounds from the case's precision and layout; exit 0 when they conform, 1 naming "
+                             "the first divergence with a diagnosis",
+                     .order = 161,
+                     .ranks = false}) {}
   void declare(CommandOptions& o) override {
     o.add("case", options_.case_file, "The case file (case export's)").required();
     o.add("results", options_.results, "The framework's results file (docs/framework-conformance.md)").required();
   }
   int run_here() override { return case_compare(options_); }
-
- private:
-  CompareOptions options_;
 };
 
 const RegisteredCommand<CaseExport> kCaseExport;

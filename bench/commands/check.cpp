@@ -71,22 +71,22 @@ struct CheckOptions {
   bool list_only = false;
 };
 
-class Check final : public Command {
+class Check final : public CommandWith<CheckOptions> {
  public:
   Check()
-      : Command({.name = "check",
-                 .help = "Run the conformance cases and record each: the collectives (every collective x algorithm x "
-                         "type x reduction x size x placement), data parallelism and ZeRO, tensor, pipeline, mixture "
-                         "of experts and activation checkpointing (parity list names the families; --filter "
-                         "'<family>/*')",
-                 .order = 10,
-                 .half_accumulate = true,
-                 .in_run = true,
-                 .resume_probe = ResumeProbe{{"-q", "--np", "2", "--filter", "all_reduce/*/float32/sum/1021/*:all_gather/*/float32/*/1021/*"},
-                                             "check/collectives",
-                                             "*",
-                                             {5, 15},
-                                             "INT"}}) {}
+      : CommandWith({.name = "check",
+                     .help = "Run the conformance cases and record each: the collectives (every collective x algorithm x "
+                             "type x reduction x size x placement), data parallelism and ZeRO, tensor, pipeline, mixture "
+                             "of experts and activation checkpointing (parity list names the families; --filter "
+                             "'<family>/*')",
+                     .order = 10,
+                     .half_accumulate = true,
+                     .in_run = true,
+                     .resume_probe = ResumeProbe{{"-q", "--np", "2", "--filter", "all_reduce/*/float32/sum/1021/*:all_gather/*/float32/*/1021/*"},
+                                                 "check/collectives",
+                                                 "*",
+                                                 {5, 15},
+                                                 "INT"}}) {}
 
   void declare(CommandOptions& o) override {
     o.add("--filter", options_.filter, "GoogleTest-style pattern on case names, e.g. 'all_reduce/ring/*:reduce/*-*/bfloat16/*'");
@@ -125,7 +125,6 @@ class Check final : public Command {
 
  private:
   cases::GridOptions grid_options() const { return {.include_large = !options_.no_large}; }
-  CheckOptions options_;
 };
 
 const RegisteredCommand<Check> kCheck;

@@ -152,6 +152,17 @@ class Command {
   std::unique_ptr<CommandOptions> options_;
 };
 
+// A command whose own options are one struct: declare() binds its fields, and prepare(),
+// execute() and run_here() read them.
+template <typename Options>
+class CommandWith : public Command {
+ public:
+  using Command::Command;
+
+ protected:
+  Options options_;
+};
+
 // Every registered command, by order.
 const std::vector<Command*>& commands();
 

@@ -2,6 +2,8 @@
 #include "bench/commands/presets.hpp"
 
 #include <algorithm>
+#include <exception>
+#include <optional>
 
 #include "reference/core/error.hpp"
 #include "reference/theory/model.hpp"
@@ -34,6 +36,31 @@ const ModelPreset& find_model_preset(const std::string& name) {
   std::string known;
   for (const auto& p : model_presets()) known += (known.empty() ? "" : ", ") + p.name;
   throw UsageError("'" + name + "' is not a known model (" + known + ")");
+}
+
+model::GptConfig preset_config(const std::string& model, int layers) {
+  if (layers < 0) throw UsageError("--layers must be at least 1 (0: the preset's)");
+  model::GptConfig config;
+  try {
+    config = find_model_preset(model).config;
+  } catch (const UsageError& e) {
+    throw UsageError(std::string("--model: ") + e.what());
+  }
+  if (layers > 0) config.layers = layers;
+  return config;
+}
+
+DataType training_type(const std::string& option, const std::string& text, const std::vector<DataType>& allowed) {
+  std::optional<DataType> type;
+  try {
+    type = parse_data_type(text);
+  } catch (const std::exception&) {
+  }
+  if (type && std::find(allowed.begin(), allowed.end(), *type) != allowed.end()) return *type;
+  std::string names;
+  for (std::size_t i = 0; i < allowed.size(); ++i)
+    names += (i == 0 ? "" : i + 1 == allowed.size() ? " or " : ", ") + std::string(name_of(allowed[i]));
+  throw UsageError(option + ": " + text + " is not " + names);
 }
 
 void check_swept_layers(int layers) {

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "reference/core/dtype.hpp"
 #include "reference/model/model.hpp"
 
 namespace parity::cli {
@@ -18,6 +19,18 @@ const std::vector<ModelPreset>& model_presets();
 const ModelPreset& find_model_preset(const std::string& name);
 // " tiny (V=256 ...); small (...); ...": the presets for an option's help.
 std::string model_presets_help();
+
+// The preset `model` names (--model), with `layers` blocks where above 0 (--layers; 0: the
+// preset's). Refuses in one line: "--model: 'x' is not a known model (tiny, ...)", a negative
+// --layers.
+model::GptConfig preset_config(const std::string& model, int layers);
+
+// The types a GPT trains in: float64, float32 and, in mixed precision, bfloat16 and float16.
+inline const std::vector<DataType> kTrainingTypes = {DataType::float64, DataType::float32, DataType::bfloat16,
+                                                     DataType::float16};
+// The type `text` names for `option`, one of `allowed`; else, in one line, "<option>: <text> is
+// not float64, float32 or bfloat16" (the allowed ones, in their order).
+DataType training_type(const std::string& option, const std::string& text, const std::vector<DataType>& allowed);
 
 // The most blocks `--layers` takes where each layer count up to it is a run of the default sweep
 // (bench pipeline's layer balance, bench checkpoint's policies): 0 (the preset's) to this, or

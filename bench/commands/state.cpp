@@ -234,16 +234,16 @@ int state_import(const ImportOptions& o) {
   return kExitOk;
 }
 
-class StateExport final : public Command {
+class StateExport final : public CommandWith<ExportOptions> {
  public:
   StateExport()
-      : Command({.name = "state export",
-                 .help = "A GPT's parameters from a saved training state (any layout) to a file under Hugging Face's "
-                         "GPT-2 names and layouts, with parity's logits of a few rows; bench/gpt2_torch.py to-torch "
-                         "makes a PyTorch state_dict of it",
-                 .order = 150,
-                 .ranks = false,
-                 .parent_help = kStateHelp}) {}
+      : CommandWith({.name = "state export",
+                     .help = "A GPT's parameters from a saved training state (any layout) to a file under Hugging Face's "
+                             "GPT-2 names and layouts, with parity's logits of a few rows; bench/gpt2_torch.py to-torch "
+                             "makes a PyTorch state_dict of it",
+                     .order = 150,
+                     .ranks = false,
+                     .parent_help = kStateHelp}) {}
   void declare(CommandOptions& o) override {
     o.add("--from", options_.from, "A save's directory, or a root whose newest complete save is taken").required();
     o.add("--out", options_.out, "The file to write (HDF5: one dataset per GPT-2 parameter, GPT2Config's attributes)")
@@ -255,27 +255,21 @@ class StateExport final : public Command {
     o.flag("--force", options_.force, "Overwrite --out");
   }
   int run_here() override { return state_export(options_); }
-
- private:
-  ExportOptions options_;
 };
 
-class StateImport final : public Command {
+class StateImport final : public CommandWith<ImportOptions> {
  public:
   StateImport()
-      : Command({.name = "state import",
-                 .help = "A GPT-2 file (state export's format; bench/gpt2_torch.py from-torch writes one from a PyTorch "
-                         "state_dict) as a training state at step 0 that any layout restores",
-                 .order = 151,
-                 .ranks = false}) {}
+      : CommandWith({.name = "state import",
+                     .help = "A GPT-2 file (state export's format; bench/gpt2_torch.py from-torch writes one from a PyTorch "
+                             "state_dict) as a training state at step 0 that any layout restores",
+                     .order = 151,
+                     .ranks = false}) {}
   void declare(CommandOptions& o) override {
     o.add("--from", options_.from, "The GPT-2 file").required();
     o.add("--out", options_.out, "The root to save under (step-00000000 is made there)").required();
   }
   int run_here() override { return state_import(options_); }
-
- private:
-  ImportOptions options_;
 };
 
 
@@ -381,19 +375,19 @@ int state_train(Session& session, const TrainOptions& o) {
   return passed ? kExitOk : kExitFailed;
 }
 
-class StateTrain final : public Command {
+class StateTrain final : public CommandWith<TrainOptions> {
  public:
   StateTrain()
-      : Command({.name = "state train",
-                 .help = "Train a GPT under a layout over every rank, saving its training state every --save-every "
-                         "steps under --dir; --restart goes on from the newest complete save there, on any number of "
-                         "ranks and under any layout. At the end the parameters and optimizer state are compared with "
-                         "training on one device (exit 1 beyond the bound): an elastic restart must equal "
-                         "uninterrupted training",
-                 .order = 152,
-                 .tables = {&kStateTrainTable},
-                 .no_probe_reason = "its rows are the steps of one run, which goes on from its own saves "
-                                    "(--restart) rather than from the result file"}) {}
+      : CommandWith({.name = "state train",
+                     .help = "Train a GPT under a layout over every rank, saving its training state every --save-every "
+                             "steps under --dir; --restart goes on from the newest complete save there, on any number of "
+                             "ranks and under any layout. At the end the parameters and optimizer state are compared with "
+                             "training on one device (exit 1 beyond the bound): an elastic restart must equal "
+                             "uninterrupted training",
+                     .order = 152,
+                     .tables = {&kStateTrainTable},
+                     .no_probe_reason = "its rows are the steps of one run, which goes on from its own saves "
+                                        "(--restart) rather than from the result file"}) {}
   void declare(CommandOptions& o) override {
     o.add("--model", options_.model, "GPT preset:" + model_presets_help()).show_default();
     o.add("--layout", options_.layout, "dp, zero1, zero2, zero3 or tp<T> (T dividing the ranks; dp over the rest)")
@@ -410,20 +404,8 @@ class StateTrain final : public Command {
     if (options_.steps < 1) throw UsageError("--steps must be at least 1");
     if (options_.save_every < 1) throw UsageError("--save-every must be at least 1");
     parse_state_layout(options_.layout, "--layout");
-    const DataType type = [&] {
-      try {
-        return parse_data_type(options_.precision);
-      } catch (const std::exception&) {
-        throw UsageError("--precision: '" + options_.precision + "' is not float64, float32, bfloat16 or float16");
-      }
-    }();
-    if (type != DataType::float64 && type != DataType::float32 && !is_half(type))
-      throw UsageError("--precision: " + options_.precision + " is not float64, float32, bfloat16 or float16");
-    try {
-      find_model_preset(options_.model);
-    } catch (const UsageError& e) {
-      throw UsageError(std::string("--model: ") + e.what());
-    }
+    training_type("--precision", options_.precision, kTrainingTypes);
+    preset_config(options_.model, 0);
     // The saves' directory, made now if it is not there (--restart needs it there): a name that
     // cannot be one is refused before any step, not at the first save.
     if (options_.dir.empty()) throw UsageError("--dir is empty: name the directory of the saves");
@@ -453,9 +435,6 @@ class StateTrain final : public Command {
   int execute(Job& job) override {
     return state_train(job.session, options_);
   }
-
- private:
-  TrainOptions options_;
 };
 
 const RegisteredCommand<StateTrain> kStateTrain;

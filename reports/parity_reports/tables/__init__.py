@@ -20,6 +20,9 @@ Every table module defines (INTERFACE and FUNCTIONS below; test_page.py checks t
                                {NAME: object} of the modules before it in TABLES
   nav(tables)                  [(anchor, link text)] for the navigation bar; tables: the loaded
                                object of each run, one or two (a comparison)
+A module that declares TABLE (the class whose TABLE(rf) reads its table) and TITLE may leave
+out load and nav: load is then TABLE(rf), and nav the link to #NAME, TITLE when any run has the
+table (common.nav_entry).
   section(page, ctx, table)    its section of the single-run page (possibly nothing)
   glance(ctx, table)           its at-a-glance lines (HTML)
   markdown(ctx, table)         its summary.md lines, each block opening with a blank line
@@ -37,10 +40,21 @@ matching of two runs, summary.md's tables) are in common.py.
 import importlib
 import pkgutil
 
+from ..common import nav_entry
+
+
+def with_defaults(module):
+    """The module, with load and nav made from TABLE and TITLE where it declares them."""
+    if not hasattr(module, "load") and hasattr(module, "TABLE"):
+        module.load = lambda rf, loaded: module.TABLE(rf)
+    if not hasattr(module, "nav") and hasattr(module, "TITLE"):
+        module.nav = lambda tables: nav_entry(tables, module.NAME, module.TITLE)
+    return module
+
 
 def discover():
     """Every module of this package, in increasing ORDER."""
-    modules = [importlib.import_module(f"{__name__}.{m.name}")
+    modules = [with_defaults(importlib.import_module(f"{__name__}.{m.name}"))
                for m in pkgutil.iter_modules(__path__)]
     return sorted(modules, key=lambda m: m.ORDER)
 

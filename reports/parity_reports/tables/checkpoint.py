@@ -10,7 +10,7 @@ from collections import OrderedDict
 
 from ..common import (RowTable, comparison_md, comparison_pairs, esc, finite, fmt_bytes,
                       fmt_flops, fmt_ms, fmt_ratio, fmt_size, fmt_spread, formula_differences, formula_glance,
-                      known, md_table, nav_entry, plural, ratio_glance, ratio_of, runs_md,
+                      known, md_table, plural, ratio_glance, ratio_of, runs_md,
                       predicted_table, section_md, section_start, compare_by_key,
                       verdict_span, yes_no)
 
@@ -340,12 +340,9 @@ def draw_comparison(plotter, pairs, run_labels):
 # --------------------------------------------------------------------------------------------
 # One run
 
-def load(rf, loaded):
-    return CheckpointBench(rf)
-
-
-def nav(benches):
-    return nav_entry(benches, "checkpoint", "Activation checkpointing")
+# What load() and nav() are made of (tables/__init__.py).
+TABLE = CheckpointBench
+TITLE = "Activation checkpointing"
 
 
 def verdict_cell(value, derived=None):
@@ -372,7 +369,7 @@ def section(page, ctx, bench):
     """The "Activation checkpointing" section; left out entirely when the file has no
     /bench/checkpoint."""
     plotter = ctx.plotter
-    if not section_start(page, bench, "checkpoint", "Activation checkpointing",
+    if not section_start(page, bench, NAME, TITLE,
                          "/bench/checkpoint"):
         return
     setup = setup_words(bench)
@@ -465,7 +462,7 @@ def checkpoint_md(bench):
 
 
 def markdown(ctx, bench):
-    return section_md(bench, "Activation checkpointing", "/bench/checkpoint",
+    return section_md(bench, TITLE, "/bench/checkpoint",
                       lambda: checkpoint_md(bench))
 
 

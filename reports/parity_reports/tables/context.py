@@ -8,7 +8,7 @@ import math
 from collections import OrderedDict
 
 from ..common import (RowTable, comparison_md, comparison_pairs, esc, finite, fmt_bytes, fmt_ms,
-                      fmt_num, fmt_ratio, glance_line, md_table, nav_entry, ratio_glance, ratio_of, section_md,
+                      fmt_num, fmt_ratio, glance_line, md_table, ratio_glance, ratio_of, section_md,
                       on_ranks, plain_cells, section_start, compare_by_key)
 
 NAME = "context"
@@ -130,12 +130,9 @@ HEADER = ["variant", "cp", "sequence", "step (ms)", "tokens/s", "attention (ms)"
           "activations/block (B)"]
 
 
-def load(rf, loaded):
-    return ContextBench(rf)
-
-
-def nav(benches):
-    return nav_entry(benches, "context", "Context parallelism")
+# What load() and nav() are made of (tables/__init__.py).
+TABLE = ContextBench
+TITLE = "Context parallelism"
 
 
 def summary_words(bench):
@@ -155,7 +152,7 @@ def summary_words(bench):
 
 
 def section(page, ctx, bench):
-    if not section_start(page, bench, "context", "Context parallelism", "/bench/context"):
+    if not section_start(page, bench, NAME, TITLE, "/bench/context"):
         return
     world = max((int(r["world_size"]) for r in bench.rows), default=-1)
     page.p(f"{esc(str(bench.attrs.get('model', 'A GPT')))}"
@@ -171,11 +168,11 @@ def section(page, ctx, bench):
 
 
 def glance(ctx, bench):
-    return glance_line("Context parallelism", bench, summary_words)
+    return glance_line(TITLE, bench, summary_words)
 
 
 def markdown(ctx, bench):
-    return section_md(bench, "Context parallelism", "/bench/context",
+    return section_md(bench, TITLE, "/bench/context",
                       lambda: [f"- {summary_words(bench)}.", ""] + md_table(
                           HEADER, "lrrrrrrrrrrr",
                           plain_cells(rows_of(bench))))

@@ -7,7 +7,7 @@ from collections import OrderedDict, defaultdict
 
 from ..common import (MEMORY_CATEGORIES, MEMORY_OPTIONAL, RowTable, capitalized, comparison_md,
                       comparison_pairs, compress_ranks, esc, finite, fmt_bytes, fmt_count, fmt_int,
-                      fmt_ms, fmt_ratio, fmt_size, glance_line, max_of, nav_entry, order_key, ratio_glance,
+                      fmt_ms, fmt_ratio, fmt_size, glance_line, max_of, order_key, ratio_glance,
                       ratio_of, runs_words, section_md, section_start, spread, compare_by_key)
 
 NAME = "memory"
@@ -290,12 +290,9 @@ def draw_bytes_sent(plotter, panels):
 # --------------------------------------------------------------------------------------------
 # One run
 
-def load(rf, loaded):
-    return MemoryBench(rf)
-
-
-def nav(memories):
-    return nav_entry(memories, "memory", "Memory")
+# What load() and nav() are made of (tables/__init__.py).
+TABLE = MemoryBench
+TITLE = "Memory"
 
 
 def section(page, ctx, memory):

@@ -7,7 +7,7 @@ from collections import OrderedDict, defaultdict
 
 from ..common import (MEMORY_CATEGORIES, MEMORY_OPTIONAL, RowTable, comparison_md, esc, finite,
                       fmt_count, fmt_flops, fmt_int, fmt_mfu, fmt_num, fmt_ratio, fmt_size,
-                      fmt_spread, fmt_tokens, nav_entry, predicted_table, ratio_of, section_md,
+                      fmt_spread, fmt_tokens, predicted_table, ratio_of, section_md,
                       section_start, spread)
 
 NAME = "model"
@@ -250,12 +250,9 @@ def draw_comparison(plotter, labels, spreads_a, spreads_b, run_labels):
 # --------------------------------------------------------------------------------------------
 # One run
 
-def load(rf, loaded):
-    return ModelBench(rf)
-
-
-def nav(models):
-    return nav_entry(models, "model", "Model")
+# What load() and nav() are made of (tables/__init__.py).
+TABLE = ModelBench
+TITLE = "Model"
 
 
 def section(page, ctx, model):

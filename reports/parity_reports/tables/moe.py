@@ -11,7 +11,7 @@ from collections import OrderedDict
 
 from ..common import (RowTable, capitalized, comparison_md, comparison_pairs, esc, finite,
                       fmt_bytes, fmt_known, fmt_ms, fmt_num, fmt_ratio, fmt_tokens, formula_glance, grouped_rows,
-                      md_table, nav_entry, order_key, predicted_table, ratio_glance, ratio_of, runs_md, runs_words,
+                      md_table, order_key, predicted_table, ratio_glance, ratio_of, runs_md, runs_words,
                       section_md, section_start, step_cells, compare_by_key, verdict_span,
                       yes_no)
 
@@ -525,12 +525,9 @@ def draw_comparison(plotter, pairs, bench, run_labels):
 # --------------------------------------------------------------------------------------------
 # One run
 
-def load(rf, loaded):
-    return MoeBench(rf)
-
-
-def nav(benches):
-    return nav_entry(benches, "moe", "Mixture of experts")
+# What load() and nav() are made of (tables/__init__.py).
+TABLE = MoeBench
+TITLE = "Mixture of experts"
 
 
 def verdict_words(bench):
@@ -547,7 +544,7 @@ def sweeps_cell(bench, r):
 def section(page, ctx, bench):
     """The "Mixture of experts" section; left out entirely when the file has no /bench/moe."""
     plotter = ctx.plotter
-    if not section_start(page, bench, "moe", "Mixture of experts", "/bench/moe"):
+    if not section_start(page, bench, NAME, TITLE, "/bench/moe"):
         return
     steps, warmup = bench.attrs.get("timed_steps"), bench.attrs.get("warmup_steps")
     algorithm = bench.attrs.get("all_to_all")
@@ -725,7 +722,7 @@ def moe_md(bench):
 
 
 def markdown(ctx, bench):
-    return section_md(bench, "Mixture of experts", "/bench/moe", lambda: moe_md(bench))
+    return section_md(bench, TITLE, "/bench/moe", lambda: moe_md(bench))
 
 
 # --------------------------------------------------------------------------------------------

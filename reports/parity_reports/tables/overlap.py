@@ -5,7 +5,7 @@ import math
 from collections import OrderedDict
 
 from ..common import (RowTable, capitalized, comparison_md, comparison_pairs, esc, finite,
-                      fmt_known, fmt_ms, fmt_num, fmt_ratio, fmt_size, glance_line, nav_entry, ratio_of,
+                      fmt_known, fmt_ms, fmt_num, fmt_ratio, fmt_size, glance_line, ratio_of,
                       section_md, section_start, compare_by_key)
 
 NAME = "overlap"
@@ -113,12 +113,9 @@ def draw(plotter, overlap):
 # --------------------------------------------------------------------------------------------
 # One run
 
-def load(rf, loaded):
-    return OverlapBench(rf)
-
-
-def nav(overlaps):
-    return nav_entry(overlaps, "overlap", "Overlap")
+# What load() and nav() are made of (tables/__init__.py).
+TABLE = OverlapBench
+TITLE = "Overlap"
 
 
 def section(page, ctx, overlap):
@@ -146,7 +143,7 @@ def section(page, ctx, overlap):
 
 
 def glance(ctx, overlap):
-    return glance_line("Overlap", overlap, lambda o: o.words())
+    return glance_line(TITLE, overlap, lambda o: o.words())
 
 
 def markdown(ctx, overlap):

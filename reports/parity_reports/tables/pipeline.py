@@ -8,7 +8,7 @@ import math
 from collections import OrderedDict
 
 from ..common import (RowTable, comparison_md, comparison_pairs, esc, finite, fmt_bytes, fmt_int,
-                      fmt_known, fmt_ms, fmt_ratio, grouped_rows, known, md_table, nav_entry,
+                      fmt_known, fmt_ms, fmt_ratio, grouped_rows, known, md_table,
                       order_key, predicted_table, ratio_glance, ratio_of, section_md,
                       section_start, compare_by_key)
 
@@ -438,12 +438,9 @@ def draw_comparison(plotter, benches, pairs, run_labels):
 # --------------------------------------------------------------------------------------------
 # One run
 
-def load(rf, loaded):
-    return PipelineBench(rf)
-
-
-def nav(benches):
-    return nav_entry(benches, "pipeline", "Pipeline parallelism")
+# What load() and nav() are made of (tables/__init__.py).
+TABLE = PipelineBench
+TITLE = "Pipeline parallelism"
 
 
 def oversubscribed_html(bench, name=""):
@@ -455,7 +452,7 @@ def section(page, ctx, bench):
     """The "Pipeline parallelism" section; left out entirely when the file has no
     /bench/pipeline."""
     plotter = ctx.plotter
-    if not section_start(page, bench, "pipeline", "Pipeline parallelism", "/bench/pipeline"):
+    if not section_start(page, bench, NAME, TITLE, "/bench/pipeline"):
         return
     steps, warmup = bench.attrs.get("timed_steps"), bench.attrs.get("warmup_steps")
     uncertainty = max([r["clock_uncertainty_seconds"] for r in bench.rows
@@ -617,7 +614,7 @@ def pipeline_md(bench):
 
 
 def markdown(ctx, bench):
-    return section_md(bench, "Pipeline parallelism", "/bench/pipeline", lambda: pipeline_md(bench))
+    return section_md(bench, TITLE, "/bench/pipeline", lambda: pipeline_md(bench))
 
 
 # --------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import math
 from collections import OrderedDict
 
 from ..common import (RowTable, capitalized, comparison_md, comparison_pairs, esc, finite, fmt_int,
-                      fmt_num, fmt_ratio, glance_line, md_table, nav_entry, order_key, ratio_glance, ratio_of,
+                      fmt_num, fmt_ratio, glance_line, md_table, order_key, ratio_glance, ratio_of,
                       section_md, section_start, compare_by_key)
 
 NAME = "precision"
@@ -150,12 +150,9 @@ def draw_losses(plotter, bench):
 # --------------------------------------------------------------------------------------------
 # One run
 
-def load(rf, loaded):
-    return PrecisionBench(rf)
-
-
-def nav(benches):
-    return nav_entry(benches, "precision", "Mixed precision")
+# What load() and nav() are made of (tables/__init__.py).
+TABLE = PrecisionBench
+TITLE = "Mixed precision"
 
 
 def final_rows(bench):
@@ -188,7 +185,7 @@ def summary_words(bench):
 
 def section(page, ctx, bench):
     """The "Mixed precision" section; left out entirely without /bench/precision."""
-    if not section_start(page, bench, "precision", "Mixed precision", "/bench/precision"):
+    if not section_start(page, bench, NAME, TITLE, "/bench/precision"):
         return
     setup = [f"Model: {esc(bench.model_words())}."]
     world = max(int(r["world_size"]) for rows in bench.runs.values() for r in rows)
@@ -210,7 +207,7 @@ def section(page, ctx, bench):
 
 
 def glance(ctx, bench):
-    return glance_line("Mixed precision", bench, summary_words)
+    return glance_line(TITLE, bench, summary_words)
 
 
 def precision_md(bench):
@@ -220,7 +217,7 @@ def precision_md(bench):
 
 
 def markdown(ctx, bench):
-    return section_md(bench, "Mixed precision", "/bench/precision", lambda: precision_md(bench))
+    return section_md(bench, TITLE, "/bench/precision", lambda: precision_md(bench))
 
 
 # --------------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ import math
 from collections import OrderedDict, defaultdict
 
 from ..common import (RowTable, capitalized, comparison_md, comparison_pairs, esc, finite,
-                      fmt_count, fmt_int, fmt_known, fmt_ms, fmt_num, fmt_ratio, matched, nav_entry,
+                      fmt_count, fmt_int, fmt_known, fmt_ms, fmt_num, fmt_ratio, matched,
                       order_key, predicted_table, ratio_of, section_md, section_start,
                       compare_by_key)
 
@@ -196,12 +196,9 @@ def draw_comparison(plotter, scalings, run_labels):
 # --------------------------------------------------------------------------------------------
 # One run
 
-def load(rf, loaded):
-    return ScalingBench(rf)
-
-
-def nav(scalings):
-    return nav_entry(scalings, "scaling", "Scaling")
+# What load() and nav() are made of (tables/__init__.py).
+TABLE = ScalingBench
+TITLE = "Scaling"
 
 
 def section(page, ctx, scaling):

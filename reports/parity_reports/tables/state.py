@@ -8,7 +8,7 @@ import math
 from collections import OrderedDict
 
 from ..common import (RowTable, comparison_md, comparison_pairs, esc, finite, fmt_bytes, fmt_ms,
-                      fmt_ratio, glance_line, md_table, median, nav_entry, ratio_glance, ratio_of,
+                      fmt_ratio, glance_line, md_table, median, ratio_glance, ratio_of,
                       on_ranks, plain_cells, section_md, section_start, compare_by_key, yes_no)
 
 NAME = "state"
@@ -142,12 +142,9 @@ def draw(plotter, bench):
     return plotter.save(fig, "state_bandwidth", plotter.legend(fig, handles, most=4)), drawn
 
 
-def load(rf, loaded):
-    return StateBench(rf)
-
-
-def nav(benches):
-    return nav_entry(benches, "state", "Training state")
+# What load() and nav() are made of (tables/__init__.py).
+TABLE = StateBench
+TITLE = "Training state"
 
 
 def summary_words(bench):
@@ -165,7 +162,7 @@ def summary_words(bench):
 
 
 def section(page, ctx, bench):
-    if not section_start(page, bench, "state", "Training state", "/bench/state"):
+    if not section_start(page, bench, NAME, TITLE, "/bench/state"):
         return
     world = bench.world()
     page.p(f"{esc(str(bench.attrs.get('model', 'A GPT')))}"
@@ -181,11 +178,11 @@ def section(page, ctx, bench):
 
 
 def glance(ctx, bench):
-    return glance_line("Training state", bench, summary_words)
+    return glance_line(TITLE, bench, summary_words)
 
 
 def markdown(ctx, bench):
-    return section_md(bench, "Training state", "/bench/state",
+    return section_md(bench, TITLE, "/bench/state",
                       lambda: [f"- {summary_words(bench)}.", ""] + md_table(
                           HEADER, "lrrrrrrrrrrrl",
                           plain_cells(rows_of(bench))))

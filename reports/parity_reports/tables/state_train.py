@@ -4,7 +4,7 @@ marked, and the run's parameters and optimizer state against training on one dev
 
 import math
 
-from ..common import (RowTable, esc, fmt_num, glance_line, md_table, nav_entry, section_md,
+from ..common import (RowTable, esc, fmt_num, glance_line, md_table, section_md,
                       section_start, verdict_span)
 
 NAME = "state_train"
@@ -75,16 +75,13 @@ def draw(plotter, run):
                           title="Training with its state saved")
 
 
-def load(rf, loaded):
-    return StateTrain(rf)
-
-
-def nav(runs):
-    return nav_entry(runs, "state_train", "Training with saves")
+# What load() and nav() are made of (tables/__init__.py).
+TABLE = StateTrain
+TITLE = "Training with saves"
 
 
 def section(page, ctx, run):
-    if not section_start(page, run, "state_train", "Training with saves", "/state/train"):
+    if not section_start(page, run, NAME, TITLE, "/state/train"):
         return
     verdict = run.verdict()
     if verdict:
@@ -95,11 +92,11 @@ def section(page, ctx, run):
 
 
 def glance(ctx, run):
-    return glance_line("Training with saves", run, lambda r: r.words())
+    return glance_line(TITLE, run, lambda r: r.words())
 
 
 def markdown(ctx, run):
-    return section_md(run, "Training with saves", "/state/train",
+    return section_md(run, TITLE, "/state/train",
                       lambda: [f"- {run.words()}.", ""] + md_table(
                           ["step", "loss", "saved"], "rrl",
                           [[int(r["step"]), f"{r['loss']:.4f}", "yes" if r["saved"] == 1 else ""]

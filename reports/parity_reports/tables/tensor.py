@@ -8,7 +8,7 @@ from collections import OrderedDict
 
 from ..common import (RowTable, comparison_md, comparison_pairs, esc, finite, fmt_bytes, fmt_count,
                       fmt_known, fmt_ms, fmt_ratio, fmt_tokens, formula_differences, formula_glance, known,
-                      md_table, nav_entry, predicted_table, ratio_glance, ratio_of, runs_md, runs_words,
+                      md_table, predicted_table, ratio_glance, ratio_of, runs_md, runs_words,
                       section_md, section_start, step_cells, compare_by_key, verdict_span, yes_no)
 
 NAME = "tensor"
@@ -340,19 +340,16 @@ def draw_comparison(plotter, pairs, bench, run_labels):
 # --------------------------------------------------------------------------------------------
 # One run
 
-def load(rf, loaded):
-    return TensorBench(rf)
-
-
-def nav(benches):
-    return nav_entry(benches, "tensor", "Tensor parallelism")
+# What load() and nav() are made of (tables/__init__.py).
+TABLE = TensorBench
+TITLE = "Tensor parallelism"
 
 
 def section(page, ctx, bench):
     """The "Tensor parallelism" section; left out entirely when the file has no
     /bench/tensor."""
     plotter = ctx.plotter
-    if not section_start(page, bench, "tensor", "Tensor parallelism", "/bench/tensor"):
+    if not section_start(page, bench, NAME, TITLE, "/bench/tensor"):
         return
     steps = bench.attrs.get("timed_steps")
     warmup = bench.attrs.get("warmup_steps")
@@ -465,7 +462,7 @@ def tensor_md(bench):
 
 
 def markdown(ctx, bench):
-    return section_md(bench, "Tensor parallelism", "/bench/tensor", lambda: tensor_md(bench))
+    return section_md(bench, TITLE, "/bench/tensor", lambda: tensor_md(bench))
 
 
 # --------------------------------------------------------------------------------------------
