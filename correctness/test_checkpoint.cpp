@@ -117,6 +117,23 @@ TEST(CheckpointPolicies, BudgetKeepsTheMostThatFit) {
   }
 }
 
+// Keeping the last block costs nothing over recomputing it (its backward runs first, at the
+// same moment its recompute would), so a budget that full recompute fits keeps at least one
+// block; a byte below full recompute's peak fits nothing (-1) and the policy is refused.
+TEST(CheckpointPolicies, BudgetBelowFullRecomputeIsRefused) {
+  const theory::BlockActivationBytes b = some_bytes();
+  for (int L = 2; L <= 8; ++L) {
+    const std::int64_t full = theory::checkpoint_activation_bytes(theory::full_layout(L), b).peak;
+    EXPECT_EQ(theory::checkpoint_activation_bytes(theory::budget_layout(L, 1), b).peak, full) << L;
+    EXPECT_GE(theory::budget_kept_blocks(L, b, full), 1) << L;
+    EXPECT_EQ(theory::budget_kept_blocks(L, b, full - 1), -1) << L;
+    EXPECT_NO_THROW(parallel::check_checkpoint_policy(parallel::parse_checkpoint_policy("budget" + std::to_string(full)), L, b));
+    EXPECT_THROW(parallel::check_checkpoint_policy(parallel::parse_checkpoint_policy("budget" + std::to_string(full - 1)), L, b),
+                 UsageError)
+        << L;
+  }
+}
+
 // A layout as text, one character a block: '-' kept, else its segment, numbered from 0 in the
 // order segments first appear ("0--1--2": blocks 0, 3 and 6 recomputed, each alone).
 std::string layout_text(const theory::CheckpointLayout& layout) {

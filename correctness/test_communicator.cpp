@@ -139,6 +139,12 @@ TEST_F(CommunicatorTest, TrafficMatchesEveryDescriptor) {
     std::vector<double> send(send_count, 1.0), recv(recv_count, 0.0);
     comm().reset_traffic();
     run_collective(comm(), d, {d.collective, host(send), host(recv), ReduceOp::sum, 0, blocks.send, blocks.recv});
+    if (d.collective == Collective::all_to_all_v) {
+      // A block of no elements is no message at all: one message per peer with a block.
+      std::uint64_t blocks_to_peers = 0;
+      for (int p = 0; p < n; ++p) blocks_to_peers += p != comm().rank() && blocks.send[static_cast<std::size_t>(p)] > 0;
+      EXPECT_EQ(comm().traffic().messages_sent, blocks_to_peers) << d.name;
+    }
     std::vector<double> sent = {static_cast<double>(comm().traffic().bytes_sent)};
     comm().all_reduce(host(sent), host(sent), ReduceOp::sum);
     const double bytes = collective_bytes(d.collective, chunk, sizeof(double), n);
@@ -189,6 +195,42 @@ TEST_F(CommunicatorTest, HierarchicalAllReduceSendsEachLevelsShare) {
   EXPECT_DOUBLE_EQ(sent[1] / n, want.across_hosts);
   EXPECT_DOUBLE_EQ(sent[2], sent[0] + sent[1]);
   EXPECT_DOUBLE_EQ(sent[2] / n, 2.0 * (n - 1) / n * bytes);  // the flat ring's, on any layout
+}
+
+// The naive all-reduce's root adds the values in rank order, as its summary says: with 1, 2^24
+// and -2^24 on ranks 0, 1 and 2, float32 gives (1 + 2^24) - 2^24 = 0 (the 1 is lost to the
+// rounding of 2^24 + 1); any other order keeps it.
+TEST_F(CommunicatorTest, NaiveAllReduceAddsInRankOrder) {
+  if (comm().size() < 3) GTEST_SKIP() << "three ranks make the order visible";
+  const float first_three[] = {1.0f, 16777216.0f, -16777216.0f};
+  const int r = comm().rank();
+  std::vector<float> v(5, r < 3 ? first_three[r] : 0.0f);
+  const BufferView buffer{v.data(), v.size(), DataType::float32, MemorySpace::host};
+  run_collective(comm(), find_algorithm(Collective::all_reduce, "naive"),
+                 {Collective::all_reduce, buffer, buffer, ReduceOp::sum, 0});
+  for (float x : v) ASSERT_EQ(x, 0.0f);
+}
+
+// Send and receive buffers that touch end to end in one array do not overlap: every algorithm
+// takes them, either way round; one element in common is refused.
+TEST_F(CommunicatorTest, BuffersThatOnlyTouchAreNotAnOverlap) {
+  const int n = comm().size();
+  for (const AlgorithmDescriptor* a : algorithms_for(Collective::all_reduce)) {
+    for (const bool receive_after : {true, false}) {
+      std::vector<double> v(16, -1.0);
+      double* const send = v.data() + (receive_after ? 0 : 8);
+      double* const recv = v.data() + (receive_after ? 8 : 0);
+      for (int i = 0; i < 8; ++i) send[i] = comm().rank() + 1 + i;
+      run_collective(comm(), *a, {Collective::all_reduce, {send, 8, DataType::float64, MemorySpace::host},
+                                  {recv, 8, DataType::float64, MemorySpace::host}, ReduceOp::sum, 0});
+      for (int i = 0; i < 8; ++i) ASSERT_EQ(recv[i], n * (n + 1) / 2.0 + n * i) << a->name << " element " << i;
+    }
+    std::vector<double> v(15, 1.0);
+    EXPECT_THROW(run_collective(comm(), *a, {Collective::all_reduce, {v.data(), 8, DataType::float64, MemorySpace::host},
+                                             {v.data() + 7, 8, DataType::float64, MemorySpace::host}, ReduceOp::sum, 0}),
+                 Error)
+        << a->name;
+  }
 }
 
 TEST_F(CommunicatorTest, ScratchIsReusedAndGrows) {

@@ -368,6 +368,27 @@ TEST_F(ContextTest, SizesThatDoNotSplitAreRefused) {
     uneven.sequence = 30;
     EXPECT_THROW(parallel::build_context_parallel_gpt(uneven, one, &tp), UsageError);
   }
+  // cp 2 x tp 4 with sequence parallelism (8 ranks): a sequence of 12 splits into cp's 4 chunks
+  // and over tp, but the 6 tokens a cp rank holds do not split over tp's 4 ranks.
+  if (comm().size() == 8) {
+    parallel::GridSpec spec;
+    spec.set(parallel::Axis::tp, 4).set(parallel::Axis::cp, 2);
+    parallel::Grid grid(comm(), spec);
+    parallel::TensorParallelConfig sp;
+    sp.sequence_parallel = true;
+    const parallel::TensorParallel tp(grid.group(parallel::Axis::tp), sp);
+    ContextParallel two(grid.group(parallel::Axis::cp), {});
+    model::GptConfig twelve = c;
+    twelve.sequence = 12;
+    std::string message = "(accepted)";
+    try {
+      parallel::build_context_parallel_gpt(twelve, two, &tp);
+    } catch (const UsageError& e) {
+      message = e.what();
+    }
+    EXPECT_NE(message.find("the 6 tokens of a sequence a cp rank holds do not split over tp = 4"), std::string::npos)
+        << message;
+  }
   model::GptConfig moe = c;
   moe.moe.layers = {1};
   EXPECT_THROW(parallel::build_context_parallel_gpt(moe, cp), UsageError);

@@ -27,6 +27,7 @@
 #include <string>
 
 #include "reference/comm/watchdog.hpp"
+#include "reference/record/journal.hpp"
 #include "reference/record/output.hpp"
 #include "reference/record/partial.hpp"
 #include "reference/core/text.hpp"
@@ -669,7 +670,8 @@ void keep_partial_results_now(const char* reason) {
 }
 
 int write_partial_results(const std::string& journal, const std::string& result, const std::string& reason) {
-  if (!std::filesystem::exists(journal)) return 0;
+  // A file of another kind at the journal's name is not this run's (the run refused it).
+  if (!std::filesystem::exists(journal) || !record::is_journal(journal)) return 0;
   try {
     const record::PartialSummary kept = record::write_partial(journal, result, reason);
     // How the run goes on: --resume FILE, or what the command set in kContinueVariable.

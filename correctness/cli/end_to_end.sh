@@ -11,6 +11,9 @@ fail() { echo "end_to_end: $*" >&2; exit 1; }
 "$parity" check --np 2 -q --filter 'all_reduce/*/float32/sum/*:all_gather/*/int32/*' --no-large --out check.h5
 "$parity" bench collectives --np 2 -q --coll all_reduce,all_gather --algo all -b 1K -e 64K -f 8 -n 3 -w 1 --out a.h5 > a.txt
 "$parity" bench collectives --np 2 -q --coll all_reduce -b 1K -e 64K -f 8 -n 3 -w 1 -a 3 --out b.h5 > b.txt
+for a in 0 2; do
+  "$parity" bench collectives --np 2 -q --coll all_reduce --algo ring -b 1K -e 64K -f 8 -n 3 -w 1 -a $a --out a$a.h5 > /dev/null
+done
 grep -q "Avg bus bandwidth" a.txt || fail "no nccl-tests footer in the table"
 grep -q "ring" a.txt || fail "ring rows missing"
 
@@ -38,13 +41,15 @@ with h5py.File("a.h5") as f:
     rt = f["/bench/collectives_rank_times"]
     assert rt.attrs["rows"] == 2 * t.attrs["rows"]
 # A row's time is its ranks' times taken as -a says (a.h5 the mean, the default; b.h5 -a 3, the
-# largest), and its bandwidths follow from it: algbw = bytes / time, busbw = algbw x the factor.
+# largest; a2.h5 the smallest; a0.h5 rank 0's), and its bandwidths follow from it: algbw = bytes /
+# time, busbw = algbw x the factor.
 import numpy as np
-for name, across in (("a.h5", np.mean), ("b.h5", np.max)):
+for name, across in (("a.h5", np.mean), ("b.h5", np.max), ("a2.h5", np.min), ("a0.h5", None)):
     with h5py.File(name) as f:
         t, rt = f["/bench/collectives"], f["/bench/collectives_rank_times"]
-        rows, times = rt["row"][()], rt["time_us"][()]
-        want = np.array([across(times[rows == i]) for i in range(int(t.attrs["rows"]))])
+        rows, times, ranks = rt["row"][()], rt["time_us"][()], rt["rank"][()]
+        want = np.array([across(times[rows == i]) if across else times[(rows == i) & (ranks == 0)][0]
+                         for i in range(int(t.attrs["rows"]))])
         assert np.allclose(t["time_us"][()], want, rtol=1e-9), (name, t["time_us"][()][:4], want[:4])
         algbw = t["size_bytes"][()] / (t["time_us"][()] * 1e3)
         assert np.allclose(t["algbw_GBps"][()], algbw, rtol=1e-6), name
@@ -61,6 +66,16 @@ for name, across in (("a.h5", np.mean), ("b.h5", np.max)):
         assert known.sum() >= len(predicted) // 2, (name, "few rows predicted")
         assert np.allclose(predicted_busbw[known], (t["size_bytes"][()] / (predicted * 1e3) * factor)[known], rtol=1e-6), name
         assert np.isnan(predicted_busbw[~known]).all(), name
+        # busbw_vs_native: a row's busbw over the native row's of the same collective, type,
+        # reduction, size and placement (1 on the native rows themselves).
+        key = lambda i: tuple(t[c].asstr()[i] for c in ("collective", "dtype", "redop")) + (
+            int(t["size_bytes"][i]), int(t["in_place"][i]))
+        algorithms, busbw = t["algorithm"].asstr()[()], t["busbw_GBps"][()]
+        native = {key(i): busbw[i] for i in range(len(busbw)) if algorithms[i] == "native"}
+        assert len(native) > 0, name
+        want_ratio = np.array([busbw[i] / native[key(i)] for i in range(len(busbw))])
+        assert np.allclose(t["busbw_vs_native"][()], want_ratio, rtol=1e-9), name
+        assert (t["busbw_vs_native"][()][algorithms == "native"] == 1).all(), name
 print("h5py reads the files as documented")
 PY
 

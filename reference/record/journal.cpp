@@ -329,6 +329,12 @@ bool apply_rows(Contents& contents, const std::string& group, Table rows, bool w
 }
 }  // namespace
 
+bool is_journal(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  char head[sizeof kMagic] = {};
+  return in.read(head, sizeof head) && std::memcmp(head, kMagic, sizeof kMagic) == 0;
+}
+
 JournalReading read_journal(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UsageError("cannot read " + path.string() + ": " + std::strerror(errno));

@@ -95,6 +95,15 @@ void check_output_path(const std::filesystem::path& path, bool force, const std:
       throw UsageError("the working directory no longer exists; cd to an existing directory or give " + option + " an absolute path");
   }
   if (fs::is_directory(status)) throw UsageError("output path " + path.string() + " is a directory");
+  // The names of the files parity keeps beside a result (its journal, lock and temporaries): a
+  // result under one would be taken for, or removed as, another run's.
+  const std::string name = path.filename().string();
+  const auto ends_with = [&](const std::string& end) {
+    return name.size() > end.size() && name.compare(name.size() - end.size(), end.size(), end) == 0;
+  };
+  if (ends_with(".journal") || ends_with(".lock") || name.find(".partial-") != std::string::npos)
+    throw UsageError("output path " + path.string() + ": names ending in .journal or .lock, or holding .partial-, are "
+                     "those of the files parity keeps beside a result; choose another " + option);
   // --force replaces a result file, never a device, FIFO or socket (rename would swap a
   // regular file in for /dev/null itself).
   if (fs::exists(status) && !fs::is_regular_file(status))
@@ -122,6 +131,29 @@ void check_output_path(const std::filesystem::path& path, bool force, const std:
 }
 
 // ---- the lock and temporary files ----------------------------------------------------------------
+
+namespace {
+// A killed run's temporary holds nothing yet or an HDF5 file; anything else is someone's own.
+bool is_empty_or_hdf5(const std::filesystem::path& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  static constexpr char kSignature[8] = {'\x89', 'H', 'D', 'F', '\r', '\n', '\x1a', '\n'};
+  char head[sizeof kSignature] = {};
+  const ssize_t n = pread(fd, head, sizeof head, 0);
+  close(fd);
+  return n == 0 || (n == static_cast<ssize_t>(sizeof head) && std::memcmp(head, kSignature, sizeof head) == 0);
+}
+
+// Whether `text` is what a lock file holds: a pid and a newline, or nothing (a run that died
+// between creating it and writing its pid).
+bool is_lock_text(const char* text, ssize_t n) {
+  if (n <= 0) return n == 0;
+  ssize_t i = 0;
+  while (i < n && text[i] >= '0' && text[i] <= '9') ++i;
+  return i > 0 && (i == n || (i + 1 == n && text[i] == '\n'));
+}
+}  // namespace
+
 
 void discard_temporary_file() noexcept {
   if (g_temporary[0] != '\0') unlink(g_temporary);
@@ -164,6 +196,16 @@ OutputLock::OutputLock(const std::filesystem::path& result, bool* held_elsewhere
     }
     if (fd_ < 0)
       throw UsageError("cannot create the lock file " + path_.string() + ": " + std::strerror(open_error));
+    {
+      char text[32] = {};
+      const ssize_t n = pread(fd_, text, sizeof text, 0);
+      if (!is_lock_text(text, n)) {
+        close(fd_);
+        fd_ = -1;
+        throw UsageError(path_.string() + " is in the place of " + result.string() +
+                         "'s lock but is not a parity lock; move it away or choose another --out");
+      }
+    }
     if (flock(fd_, LOCK_EX | LOCK_NB) != 0) {
       const int error = errno;
       char holder[32] = {};
@@ -208,8 +250,9 @@ void remove_stale_temporaries(const std::filesystem::path& result) {
   const std::string prefix = result.filename().string() + ".partial-";
   for (const auto& entry : std::filesystem::directory_iterator(directory, ec)) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind(prefix, 0) == 0 && name.find_first_not_of("0123456789", prefix.size()) == std::string::npos &&
-        entry.is_regular_file(ec))
+    if (name.rfind(prefix, 0) == 0 && name.size() > prefix.size() &&
+        name.find_first_not_of("0123456789", prefix.size()) == std::string::npos && entry.is_regular_file(ec) &&
+        is_empty_or_hdf5(entry.path()))
       std::filesystem::remove(entry.path(), ec);
   }
 }

@@ -15,6 +15,10 @@ namespace parity::record {
 ResultsFile::ResultsFile(std::filesystem::path path, bool force) : path_(std::move(path)), force_(force) {
   check_output_path(path_, force_);
   const std::filesystem::path journal = journal_path(path_);
+  // --force starts afresh over an interrupted run's journal, never over a file of another kind.
+  if (std::filesystem::exists(journal) && !is_journal(journal))
+    throw UsageError(journal.string() + " is in the place of " + path_.string() +
+                     "'s journal but is not a parity journal; move it away or choose another --out");
   if (!force_ && std::filesystem::exists(journal))
     throw UsageError(journal.string() + " holds what an interrupted run finished; continue it with --resume " +
                      path_.string() + ", or pass --force to start afresh");

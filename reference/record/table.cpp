@@ -43,7 +43,7 @@ Column& Table::column(const std::string& name, const std::string& unit, std::siz
     throw Error("column " + name + " is not in the schema of " + spec_->group + " (declared beside its writer; "
                 "docs/results-schema.md)");
   if (name.empty() || name == "." || name.find('/') != std::string::npos) {
-    throw Error("invalid table column name '" + name + "' (must be non-empty, without '/')");
+    throw Error("invalid table column name '" + name + "' (must be non-empty, not '.', without '/')");
   }
   Column column{name, unit, {}};
   switch (type_index) {
