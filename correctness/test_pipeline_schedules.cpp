@@ -148,6 +148,18 @@ TEST(PipelineSchedules, CsvRoundTripsEveryGenerator) {
   const Schedule idle = from_csv("0F0,,0B0\n,1F0,1B0\n", "idle");
   EXPECT_EQ(idle.ranks[0].size(), 2u);
   EXPECT_EQ(idle.ranks[1][0], (Action{1, Work::forward, 0}));
+  // Blank lines at the end (and a last line without its newline) are no ranks; a blank line
+  // between ranks is a rank without a stage, refused naming its line.
+  for (const char* csv : {"0F0,0B0\n1F0,1B0\n\n", "0F0,0B0\n1F0,1B0\n \r\n\n", "0F0,0B0\n1F0,1B0"})
+    EXPECT_EQ(from_csv(csv, "t").ranks.size(), 2u) << csv;
+  for (const char* csv : {"0F0,0B0\n\n1F0,1B0\n", "\n0F0,0B0\n1F0,1B0\n"}) {
+    try {
+      from_csv(csv, "t");
+      ADD_FAILURE() << "a rank of no action was accepted: " << csv;
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(": no action (a blank line; every rank runs a stage)"), std::string::npos) << e.what();
+    }
+  }
 }
 
 // The validator's message for `csv`, or "" when it accepts it.

@@ -171,6 +171,13 @@ std::optional<int> maybe_relaunch(int argc, char** argv, CommonOptions& common, 
   if (reason.empty()) reason = "the job ended with status " + std::to_string(outcome.status);
   const int kept = write_partial_results(journal.string(), common.out, reason);
   record::remove_stale_temporaries(common.out);  // rank 0's, when it was killed outright
+  // A launcher that ends well without having run the job (a wrapper that starts nothing): a
+  // job that succeeds always commits its file.
+  if (outcome.status == 0 && !committed_since(journal.c_str(), common.out.c_str(), started)) {
+    std::fprintf(stderr, "parity: the launcher ended with status 0 but no rank ran the job (%s was not written); "
+                 "check PARITY_MPIRUN and mpirun\n", common.out.c_str());
+    return kExitUsage;
+  }
   return outcome.status != 0 ? outcome.status : kept;
 }
 

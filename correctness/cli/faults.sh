@@ -222,6 +222,16 @@ case $scenario in
     expect_lines 1
     expect_line "mpirun not found"
     ;;
+  launcher_ran_nothing)
+    # A launcher that ends with status 0 but runs no rank (a wrapper that starts nothing): no
+    # result file, so no success.
+    printf '#!/bin/sh\nexit 0\n' > okmpi.sh && chmod +x okmpi.sh
+    timeout 120 env PARITY_MPIRUN=./okmpi.sh "$parity" bench collectives -q --np 2 -b 8 -e 8 --out "$work/l.h5" --force >"$out" 2>"$err"
+    status=$?
+    expect_status 2
+    expect_lines 1
+    expect_line "^parity: the launcher ended with status 0 but no rank ran the job"
+    [ ! -e "$work/l.h5" ] || fail "a result file appeared" ;;
   device_out)
     # --out naming a FIFO (or /dev/null): refused with and without --force, and left as it was.
     mkfifo fifo

@@ -323,11 +323,18 @@ Schedule from_csv(std::string_view text, std::string name) {
       }
     }
   }
+  // Blank lines at the end are the file's, not ranks; a rank of no action elsewhere holds no
+  // stage, which a pipeline cannot have.
+  while (!s.ranks.empty() && s.ranks.back().empty()) s.ranks.pop_back();
   int top = -1;
   for (const auto& actions : s.ranks)
     for (const Action& a : actions) top = std::max(top, a.micro_batch);
   s.micro_batches = top + 1;
   if (s.ranks.empty() || top < 0) throw UsageError("schedule " + s.name + ": no action");
+  for (std::size_t r = 0; r < s.ranks.size(); ++r)
+    if (s.ranks[r].empty())
+      throw UsageError("schedule " + s.name + " line " + std::to_string(r + 1) + " (rank " + std::to_string(r) +
+                       "): no action (a blank line; every rank runs a stage)");
   return s;
 }
 
