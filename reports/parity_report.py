@@ -16,9 +16,6 @@ import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from parity_reports.report import comparison_report, single_report  # noqa: E402
-from parity_reports.tables import schema  # noqa: E402
-
 PREFIX = "parity: "
 
 
@@ -83,6 +80,8 @@ def run(argv):
     if args.max_plots < 0 or args.max_failures < 0:
         raise UsageError("--max-plots and --max-failures must not be negative")
     import parity_results
+    from parity_reports.report import comparison_report, single_report
+    from parity_reports.tables import schema
     paths = [args.result] + ([args.other] if args.other else [])
     rfs = [parity_results.load_isolated(p, schema()) for p in paths]
     labels = list(paths)
@@ -120,7 +119,14 @@ def run(argv):
         sys.stderr.write(f"{PREFIX}internal error while drawing the report: "
                          f"{one_line(type(exc).__name__ + ': ' + str(exc))}\n")
         return 4
-    print(os.path.join(args.out, "index.html"))
+    try:
+        print(os.path.join(args.out, "index.html"), flush=True)
+    except OSError as exc:
+        # Whoever read stdout went away (| head) or it is full: the report is written all the
+        # same; a full stdout is said, and nothing is left for Python to flush at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        if not isinstance(exc, BrokenPipeError):
+            sys.stderr.write(f"{PREFIX}the report is written, but its path could not be printed: {one_line(exc)}\n")
     return 0
 
 
@@ -129,8 +135,10 @@ def main(argv=None):
     try:
         import parity_results
         input_error = parity_results.InputError
-    except Exception as exc:  # missing h5py/numpy
-        sys.stderr.write(f"{PREFIX}cannot load the HDF5 reader: {one_line(exc)}\n")
+        import parity_reports.report  # noqa: F401  (numpy and matplotlib)
+    except ImportError as exc:  # a Python without h5py, numpy or matplotlib
+        sys.stderr.write(f"{PREFIX}{sys.executable} cannot draw reports: {one_line(exc)} (install python3-h5py, "
+                         "python3-numpy and python3-matplotlib, or set PARITY_PYTHON to a Python that has them)\n")
         return 2
     try:
         return run(argv)

@@ -98,6 +98,7 @@ int draw_report(const std::vector<std::string>& files, std::string out_dir, bool
     if (!kept_ignored(i)) sigaction(signals[i], &action, nullptr);
   }
   const std::vector<char*> argv = exec_arguments(command);
+  const auto started = fs::file_time_type::clock::now();
   const pid_t parent = getpid();
   const pid_t child = fork();
   if (child < 0) throw UsageError(std::string("cannot start the report script: ") + std::strerror(errno));
@@ -139,7 +140,18 @@ int draw_report(const std::vector<std::string>& files, std::string out_dir, bool
   if (code == 127)
     throw UsageError(python() + " could not be started for the report (line above); set PARITY_PYTHON or install python3, "
                      "python3-matplotlib and python3-h5py (ci/setup.sh)");
-  if (code == 0 && !quiet) std::fprintf(stderr, "[report] %s/index.html\n", printable_line(out_dir, 300).c_str());
+  if (code == 0) {
+    // Said drawn only where the page is there, new (--force over an older report included).
+    const fs::path page = fs::path(out_dir) / "index.html";
+    std::error_code ec;
+    const auto written = fs::last_write_time(page, ec);
+    if (ec || written < started - std::chrono::seconds(2)) {
+      std::fprintf(stderr, "parity: the report script (%s) ended with status 0 but did not write %s\n", python().c_str(),
+                   printable_line(page.string(), 300).c_str());
+      return kExitFault;
+    }
+    if (!quiet) std::fprintf(stderr, "[report] %s/index.html\n", printable_line(out_dir, 300).c_str());
+  }
   if (code == 0 || code == kExitUsage || code == kExitFault) return code;
   if (code == 130) return kExitInterrupted;
   // Python itself failed (a broken installation, a fatal error): a fault, in one line.

@@ -309,6 +309,32 @@ case $scenario in
       [ -z "$left" ] || fail "left behind at --np $np: $left"
       no_leftovers
     done ;;
+  report_script)
+    # The report script's outcomes as parity tells them: a "script" that writes nothing is no
+    # report (status 4); a Python without numpy, one line naming what to install (status 2); the
+    # path it prints lost to a closed pipe or a full device, the report still drawn (status 0).
+    "$parity" bench collectives -q -e 8 -n 1 -w 0 --out "$work/s.h5" 2>"$err" || fail "no result file to draw"
+    PARITY_PYTHON=/bin/true "$parity" report "$work/s.h5" --out "$work/none" >"$out" 2>"$err"
+    status=$?
+    expect_status 4
+    expect_lines 1
+    expect_line "^parity: the report script \(/bin/true\) ended with status 0 but did not write .*/none/index.html$"
+    printf '#!/bin/sh\nexec /usr/bin/python3 -S -I "$@"\n' > bare-python && chmod +x bare-python
+    PARITY_PYTHON=./bare-python "$parity" report "$work/s.h5" --out "$work/bare" >"$out" 2>"$err"
+    status=$?
+    expect_status 2
+    expect_lines 1
+    expect_line "cannot draw reports: No module named .* \(install python3-h5py, python3-numpy and python3-matplotlib"
+    "$parity" report "$work/s.h5" -q --no-figures --out "$work/piped" 2>"$err" | true
+    status=${PIPESTATUS[0]}
+    expect_status 0
+    [ ! -s "$err" ] || fail "closed pipe: $(cat "$err")"
+    [ -s "$work/piped/index.html" ] || fail "closed pipe: no report"
+    "$parity" report "$work/s.h5" -q --no-figures --out "$work/full" >/dev/full 2>"$err"
+    status=$?
+    expect_status 0
+    expect_line "^parity: the report is written, but its path could not be printed"
+    [ -s "$work/full/index.html" ] || fail "full stdout: no report" ;;
   report_interrupted)
     # A signal while the report script draws: parity passes it on, waits for the script and
     # says so (status 5); no script is left drawing after parity has gone.
