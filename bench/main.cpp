@@ -2,7 +2,11 @@
 // the arguments and runs the command named. What each command is, does and writes is in its own
 // file; this one knows none of them by name.
 #include <CLI/CLI.hpp>
+#include <poll.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -223,6 +227,21 @@ std::string unknown_option(const Named& named, const CLI::App& sub, int argc, ch
 
 }  // namespace
 
+// The status, once what the command printed for the user (plan's layouts, list's names, a
+// simulated timeline) has reached stdout: a full device or an I/O error fails the run, where a
+// reader that went away (| head) only loses the lines it did not want.
+int stdout_written(int status) {
+  errno = 0;
+  const bool flushed = std::fflush(stdout) == 0;
+  const int error = errno;
+  if (flushed && !std::ferror(stdout)) return status;
+  // A pipe or socket whose reader has gone (the write end polls as an error or a hang-up).
+  pollfd out{STDOUT_FILENO, POLLOUT, 0};
+  if (error == EPIPE || (poll(&out, 1, 0) == 1 && (out.revents & (POLLERR | POLLHUP)) != 0)) return status;
+  std::fprintf(stderr, "parity: could not write the output to stdout: %s\n", error ? std::strerror(error) : "a write failed");
+  return status == 0 ? kExitFault : status;
+}
+
 int main(int argc, char** argv) {
   // Output piped into a reader that stops early (| head) must not end a run by SIGPIPE, leaving
   // its lock, journal and temporary files and no result: the lost lines are only lost lines.
@@ -307,12 +326,12 @@ int main(int argc, char** argv) {
   }
   try {
     for (const auto& [command, sub] : apps)
-      if (sub->parsed()) return run_command(*command, argc, argv);
+      if (sub->parsed()) return stdout_written(run_command(*command, argc, argv));
   } catch (const UsageError& e) {
     std::fprintf(stderr, "parity: %s\n", printable_line(e.what()).c_str());
     return kExitUsage;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "parity: %s\n", printable_line(e.what()).c_str());
+    std::fprintf(stderr, "parity: %s\n", printable_line(fault_text(e)).c_str());
     return kExitFault;
   }
   return kExitUsage;

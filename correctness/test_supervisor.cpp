@@ -5,6 +5,8 @@
 #include <sys/wait.h>
 
 #include <csignal>
+#include <new>
+#include <stdexcept>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -325,6 +327,16 @@ TEST(InjectedInterrupt, RefusesWhatIsNotGroupCountAndSignal) {
   EXPECT_NE(refusal("bench/tensor:1:KILL").find("SIGNAL: TERM, INT or HUP, not 'KILL'"), std::string::npos);
   for (const char* text : {"bench/tensor", "bench/tensor:1", ""})
     EXPECT_NE(refusal(text).find("expected GROUP:N:SIGNAL"), std::string::npos) << text;
+}
+
+// A failed allocation reaches the user as "out of memory" with what to do, not as the
+// exception's type name; other faults as they say themselves.
+TEST(FaultText, AFailedAllocationIsOutOfMemory) {
+  const std::string text = fault_text(std::bad_alloc());
+  EXPECT_NE(text.find("out of memory: an allocation failed (lower the sizes or --np, or free memory)"), std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("bad_alloc"), std::string::npos) << text;
+  EXPECT_EQ(fault_text(std::runtime_error("a disk is full")), "a disk is full");
 }
 
 }  // namespace

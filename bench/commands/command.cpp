@@ -205,9 +205,9 @@ int run_job(MpiRuntime& mpi, int argc, char** argv, Command& command) {
     // unwinds nothing, so what the run finished is kept and the temporary file removed first.
     if (session)
       session->keep_partial_results(std::string("a fault on rank ") + std::to_string(session->world().rank()) + ": " +
-                                    e.what());
+                                    fault_text(e));
     record::discard_temporary_file();
-    MpiRuntime::abort(std::string("parity: ") + e.what(), kExitFault);
+    MpiRuntime::abort(std::string("parity: ") + fault_text(e), kExitFault);
   }
 }
 

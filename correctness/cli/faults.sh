@@ -308,7 +308,18 @@ case $scenario in
       left=$(find "$work" -name 'p.h5.*')
       [ -z "$left" ] || fail "left behind at --np $np: $left"
       no_leftovers
-    done ;;
+    done
+    # What a command prints is its result (plan's layouts, list's names): a full stdout fails it
+    # in one line, where a reader that stops early does not.
+    "$parity" list >/dev/full 2>"$err"
+    status=$?
+    expect_status 4
+    expect_lines 1
+    expect_line "^parity: could not write the output to stdout: No space left on device$"
+    "$parity" pipeline simulate --name 1f1b -p 8 -m 64 --timeline 2>"$err" | head -c 1 >/dev/null
+    status=${PIPESTATUS[0]}
+    expect_status 0
+    [ ! -s "$err" ] || fail "closed pipe: $(cat "$err")" ;;
   report_script)
     # The report script's outcomes as parity tells them: a "script" that writes nothing is no
     # report (status 4); a Python without numpy, one line naming what to install (status 2); the

@@ -3,6 +3,7 @@
 #include "reference/core/error.hpp"
 
 #include <limits>
+#include <new>
 #include <string>
 
 namespace parity {
@@ -49,5 +50,12 @@ void set_process_identity(int rank, std::string host) {
 }
 int process_rank() { return g_rank; }
 const std::string& process_host() { return g_host; }
+
+std::string fault_text(const std::exception& e) {
+  if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr)
+    return (g_rank >= 0 ? "rank " + std::to_string(g_rank) + " on " + g_host + ": " : std::string()) +
+           "out of memory: an allocation failed (lower the sizes or --np, or free memory)";
+  return e.what();
+}
 
 }  // namespace parity

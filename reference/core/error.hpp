@@ -43,6 +43,10 @@ class Error : public std::runtime_error {
   std::string message_;
 };
 
+// What a fault caught at the top says: its what(), but an allocation that failed as "out of
+// memory" with advice, rather than the exception's type name.
+std::string fault_text(const std::exception& e);
+
 // Who this process is, for error messages; set once the communicator knows.
 void set_process_identity(int rank, std::string host);
 int process_rank();            // -1 before set_process_identity
