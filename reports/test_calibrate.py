@@ -42,6 +42,25 @@ class CalibrateReportTests(RecordingCase):
             self.assertTrue(np.allclose(got.x, [x for x, _ in want], rtol=0, atol=0), k)
             self.assertTrue(np.allclose(got.y, [y for _, y in want], rtol=1e-12), k)
 
+    def test_products_table_has_the_median_and_the_slowest_rank(self):
+        """The products' table: per shape, 2 m n k FLOPs over the median of the ranks' times and
+        over the slowest rank's (the longest time)."""
+        shapes = {}
+        for r in self.rows:
+            if r["kind"] == "gemm" and r["dtype"] == "float32":
+                shapes.setdefault((r["m"], r["n"], r["k"]), []).append(r["seconds"])
+        self.assertEqual(len(shapes), 64)
+        self.assertTrue(any(min(s) < max(s) for s in shapes.values()))
+        page = self.fixture_report("products_table", "--no-figures")[1]
+        table = table_at(page, "GFLOP/s (slowest rank)</th>")
+        self.assertEqual(table.count("<tr>"), len(shapes))
+        for (m, n, k), seconds in shapes.items():
+            flops = 2.0 * m * n * k
+            cells = [str(m), str(n), str(k), fmt_num(flops / np.median(seconds) / 1e9, 1),
+                     fmt_num(flops / max(seconds) / 1e9, 1)]
+            self.assertIn("<tr>" + "".join(f"<td class=\"num\">{c}</td>" for c in cells)
+                          + "</tr>", table)
+
     def test_ops_are_the_median_rank_per_element(self):
         drawn = self.series("calibrate_ops_float32")
         ops = {}

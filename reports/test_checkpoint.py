@@ -51,9 +51,9 @@ class CheckpointReportTests(DrawnOnce, unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="parity-checkpoint-test-")
-        cls.a, cls.b, cls.bare, cls.minimal, cls.empty = (
+        cls.a, cls.b, cls.bare, cls.minimal, cls.empty, cls.below = (
             os.path.join(cls.tmp, name) for name in ("a.h5", "b.h5", "bare.h5", "minimal.h5",
-                                                     "empty.h5"))
+                                                     "empty.h5", "below.h5"))
         make_sample.write_sample(cls.a, omit=TENSOR_ONLY, checkpoint=True,
                                  checkpoint_mismatch=True)
         set_rows(cls.a, "/bench/checkpoint", "losses_equal",
@@ -67,8 +67,15 @@ class CheckpointReportTests(DrawnOnce, unittest.TestCase):
                 drop_column(cls.minimal, "/bench/checkpoint", column)
         make_sample.write_sample(cls.empty, omit=MODEL_ONLY)
         make_sample.add_empty_table(cls.empty, "/bench/checkpoint")
+        # Its every3 policy peaks below the formula (the sample's mismatch is above it).
+        policy, extra = make_sample.CHECKPOINT_MISMATCH_POLICY
+        make_sample.write_sample(cls.below, omit=MODEL_ONLY, checkpoint=True)
+        set_rows(cls.below, "/bench/checkpoint", "peak_bytes", lambda r: r["policy"] == policy,
+                 lambda r: r["formula_peak_bytes"] - extra)
+        set_rows(cls.below, "/bench/checkpoint", "matches_formula",
+                 lambda r: r["policy"] == policy, lambda r: 0)
         reports = {"single": [cls.a], "compare": [cls.a, cls.b], "one_side": [cls.a, cls.bare],
-                   "minimal": [cls.minimal], "empty": [cls.empty]}
+                   "minimal": [cls.minimal], "empty": [cls.empty], "below": [cls.below]}
         cls.draw(reports)
 
     def section(self, html):
@@ -124,6 +131,25 @@ class CheckpointReportTests(DrawnOnce, unittest.TestCase):
         self.assertIn(f"<span class=\"bad\">{r['peak_bytes']:,}</span>", every3)
         self.assertTrue(every3.endswith("<td>yes</td><td><span class=\"bad\">no</span></td>"))
         self.assertTrue(selective.endswith("<td><span class=\"bad\">no</span></td><td>yes</td>"))
+
+    def test_count_below_formula_flagged(self):
+        """A count below its formula differs from it as one above does: the policy fails on the
+        count that differs (here its peak bytes), not on its verdict alone ("formulas")."""
+        _, html, summary = self.report("below")
+        rows = read_rows(self.below, "/bench/checkpoint")
+        words = {"stored_bytes": "stored bytes", "peak_bytes": "peak bytes",
+                 "recompute_flops": "recompute FLOPs"}
+        failing = [(r["policy"], [w for c, w in words.items() if r[c] != r[f"formula_{c}"]])
+                   for r in rows if r["matches_formula"] != 1 or r["losses_equal"] != 1]
+        self.assertEqual(failing, [("every3", ["peak bytes"])])
+        r = find_row(rows, policy="every3")
+        self.assertLess(r["peak_bytes"], r["formula_peak_bytes"])
+        line = f"1 of {len(rows)} policies fail: every3 (peak bytes differ)"
+        self.assertIn(f"; <span class=\"bad\">{line}</span>.</li>", html)
+        self.assertIn(f"- Against the run without recompute and the formulas: {line}.", summary)
+        flagged = re.findall(r"<tr class=\"diff\"><td>([^<]*)</td>(.*?)</tr>", self.section(html))
+        self.assertEqual([policy for policy, _ in flagged], ["every3"])
+        self.assertIn(f"<span class=\"bad\">{r['peak_bytes']:,}</span>", flagged[0][1])
 
     def test_comparison(self):
         out, html, summary = self.report("compare")

@@ -15,7 +15,7 @@ import numpy as np
 import make_sample
 from report_testing import (ReportCase, SeriesCase, after, collective_rows, column,
                             conformance_counts, find_row, fmt_num, group_title, grouped,
-                            read_collectives, read_columns, run_report, text_col)
+                            read_collectives, read_columns, run_report, table_at, text_col)
 
 
 def by_size(rows):
@@ -104,6 +104,31 @@ class CollectivesReportTests(ReportCase):
         self.assertIn(f"{ratio:.3f}", row.group(0))
         self.assertIn("run_a.h5", html)
         self.assertIn("run_b.h5", html)
+
+    def test_comparison_at_the_largest_size(self):
+        """Per (collective, algorithm), the rows of A and B matched on (collective, algorithm,
+        dtype, redop, placement, size), the first of a repeated key: the geometric mean of busbw
+        B / A over every matching size, not the largest size's alone, and their count."""
+        maps = []
+        for path in (self.a, self.b):
+            m = {}
+            for r in read_collectives(path):
+                m.setdefault((r["collective"], r["algorithm"], r["dtype"], r["redop"],
+                              r["in_place"], r["size_bytes"]), r)
+            maps.append(m)
+        pairs = grouped([k for k in maps[0] if k in maps[1]], 0, 1)
+        table = table_at(self.read(self.compare, "index.html"), "B / A geo. mean, all sizes")
+        cells = [re.findall(r"<td[^>]*>(.*?)</td>", row)
+                 for row in re.findall(r"<tr>(.*?)</tr>", table)]
+        rows = {tuple(c[:2]): c for c in cells}
+        self.assertEqual(set(rows), set(pairs))
+        for pair, keys in pairs.items():
+            busbw = [(maps[0][k]["busbw_GBps"], maps[1][k]["busbw_GBps"]) for k in keys]
+            ratios = [b / a for a, b in busbw if a > 0 and b > 0 and np.isfinite(b / a)]
+            largest = max(k[5] for k in keys)
+            self.assertTrue(any(k[5] < largest for k in keys), pair)
+            gmean = float(np.exp(np.mean(np.log(ratios))))
+            self.assertEqual(rows[pair][7:], [f"{gmean:.3f}", str(len(keys))], pair)
 
     def test_empty_collectives(self):
         path = os.path.join(self.tmp, "empty.h5")

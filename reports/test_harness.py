@@ -4,9 +4,18 @@ drawn against /bench/harness_overhead.
 Run with: /usr/bin/python3 reports/run_tests.py
 """
 
+from html import escape as html_escape
+import os
+import shutil
+import tempfile
 import unittest
 
-from report_testing import (SeriesCase, by_size_columns, group_attrs)
+import h5py
+import numpy as np
+
+import make_sample
+from report_testing import (SeriesCase, by_size_columns, drawn_report, group_attrs,
+                            read_columns)
 
 
 CHECKED_FIGURES = {"harness_overhead"}
@@ -24,6 +33,37 @@ class HarnessSeriesTests(SeriesCase):
         self.assert_distinct(overhead, direct, "overhead and direct times")
         target, = group_attrs(self.a, "/bench/harness_overhead", "target_us")
         self.assert_series(drawn["target"], [], [target])
+
+
+class HarnessReportTests(unittest.TestCase):
+    """The section's words of a file with the harness overhead alone."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="parity-harness-test-")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def test_overhead_at_the_target_misses_it(self):
+        """The target is strict ("target < T us"): the worst overhead equal to it is missed, the
+        wrapper's own cost below it met."""
+        path = os.path.join(self.tmp, "harness.h5")
+        make_sample.write_sample(path, omit=("copy_bandwidth", "point_to_point", "collectives",
+                                             "check"))
+        cols = read_columns(path, "/bench/harness_overhead")
+        worst, own = max(cols["overhead_us"]), max(cols["own_overhead_us"])
+        self.assertLess(own, worst)
+        with h5py.File(path, "a") as f:
+            f["/bench/harness_overhead"].attrs["target_us"] = np.float64(worst)
+        _, html, summary = drawn_report(self, os.path.join(self.tmp, "out"), [path],
+                                        ["--no-figures"])
+        words = (f"at most {worst:.3f} us per call over {min(cols['size_bytes'])} B - "
+                 f"{max(cols['size_bytes'])} B (target < {worst:g} us: missed); the wrapper's own "
+                 f"cost (one rank) at most {own:.3f} us (target < {worst:g} us: met).")
+        self.assertIn(words, summary)
+        self.assertIn(html_escape(words), html)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ Run with: /usr/bin/python3 reports/run_tests.py
 from collections import defaultdict
 import glob
 from html import escape as html_escape
+import math
 import os
 import re
 import unittest
@@ -18,7 +19,7 @@ import numpy as np
 import make_sample
 from report_testing import (MODEL_ONLY, RUNS, TENSOR_ONLY, ReportCase, SeriesCase, add_column, after, column,
                             drop_column, find_row, grouped, keep_rows, mean, ms, read_rows,
-                            strip_to)
+                            set_rows, strip_to, table_at)
 
 
 MOE_TABLES = ("/bench/moe", "/bench/moe_steps", "/bench/moe_load")
@@ -136,7 +137,10 @@ class MoeReportTests(ReportCase):
         self.assertNotIn("predicted step (ms)", after(html, 'id="moe"'))
         add_column(path, "/bench/moe", "predicted_all_to_all_seconds", lambda r: 0.5 * r["all_to_all_seconds"], "s")
         add_column(path, "/bench/moe", "predicted_step_seconds", lambda r: 0.8 * r["step_seconds"], "s")
-        add_column(path, "/bench/moe", "predicted_over_measured", lambda r: 0.8)
+        # The first run's ratio unknown, as for a run whose ranks outnumber the cores: its row
+        # stays, "not compared".
+        add_column(path, "/bench/moe", "predicted_over_measured",
+                   lambda r: float("nan") if r["run"] == 0 else 0.8)
         _, html, _ = self.report_of("moe_predicted", path, figures=False)
         section = after(html, 'id="moe"')
         self.assertIn("predicted step (ms)", section)
@@ -147,6 +151,8 @@ class MoeReportTests(ReportCase):
         for r in runs:
             self.assertIn(f"{0.8 * r['step_seconds'] * 1e3:.2f}", table)
             self.assertIn(f"{r['step_seconds'] * 1e3:.2f}", table)
+        self.assertEqual(table.count("not compared"), 1)
+        self.assertEqual(table.count("<td class=\"num\">0.800</td>"), len(runs) - 1)
 
     def test_moe_mismatch_flagged(self):
         path = self.moe_file("moe_mismatch.h5", moe_mismatch=True)
@@ -170,6 +176,56 @@ class MoeReportTests(ReportCase):
         drop_column(path, "/bench/moe", "bytes_match")
         _, html, _ = self.report_of("moe_mismatch_out2", path, figures=False)
         self.assertIn(f"<span class=\"bad\">{words}</span>", html)
+
+    def test_moe_bytes_to_the_whole_byte(self):
+        """Without bytes_match the bytes are compared with the formula to the whole byte, as
+        parity checks them (llround on both sides): one byte over reads as differing, a
+        fraction of a byte that rounds away does not."""
+        path = self.moe_file("moe_one_byte.h5")
+        drop_column(path, "/bench/moe", "bytes_match")
+        off = {(2, "top_k", 1.25): 1.0, (4, "aux_free", 1.25): 0.4}
+        set_rows(path, "/bench/moe", "all_to_all_bytes",
+                 lambda r: (r["ep"], r["router"], r["capacity_factor"]) in off,
+                 lambda r: r["formula_all_to_all_bytes"]
+                 + off[(r["ep"], r["router"], r["capacity_factor"])])
+        rows = read_rows(path, "/bench/moe")
+
+        def llround(x):
+            return math.floor(x + 0.5)  # the counts are positive
+        differ = [r for r in rows
+                  if llround(r["all_to_all_bytes"]) != llround(r["formula_all_to_all_bytes"])]
+        self.assertEqual([(r["ep"], r["router"], r["capacity_factor"]) for r in differ],
+                         [(2, "top_k", 1.25)])
+        _, html, summary = self.report_of("moe_one_byte_out", path, figures=False)
+        words = (f"all-to-all bytes differ from the formula in 1 of {len(rows)} runs: ep = 2 "
+                 f"top_k cf = 1.25")
+        self.assertIn(f"<span class=\"bad\">{words}</span>", html)
+        self.assertIn(f"- Against the formula: {words}.", summary)
+        flagged = re.findall(r"<tr class=\"diff\"><td class=\"num\">(\d+)</td>", html)
+        self.assertEqual(flagged, [str(r["run"]) for r in differ])
+
+    def test_moe_timed_from_warmup_steps(self):
+        """Without /bench/moe_steps' timed column a step is timed from the group's warmup_steps
+        on (the first warmup_steps steps, 0 to warmup_steps - 1, are the warm-up), as the
+        column the sample has says."""
+        path = self.moe_file("moe_untimed.h5")
+        with h5py.File(path, "r") as f:
+            warmup = int(f["/bench/moe"].attrs["warmup_steps"])
+        self.assertGreater(warmup, 0)
+        runs = sorted(read_rows(path, "/bench/moe"), key=lambda r: r["run"])
+        steps = read_rows(path, "/bench/moe_steps")
+        self.assertTrue(all((s["timed"] == 1) == (s["step"] >= warmup) for s in steps))
+        self.assertIn(warmup, {s["step"] for s in steps})
+        want = [(s["step"], "yes" if s["step"] >= warmup else "no", s["block"])
+                for r in runs for s in sorted((s for s in steps if s["run"] == r["run"]),
+                                              key=lambda s: (s["step"], s["block"]))]
+        drop_column(path, "/bench/moe_steps", "timed")
+        _, html, _ = self.report_of("moe_untimed_out", path, figures=False)
+        table = after(html, "every MoE layer at every step of every run")
+        table = table[:table.index("</table>")]
+        got = re.findall(r"<tr><td>[^<]*</td><td class=\"num\">(\d+)</td><td>(yes|no)</td>"
+                         r"<td class=\"num\">(\d+)</td>", table)
+        self.assertEqual([(int(step), timed, int(block)) for step, timed, block in got], want)
 
     def test_moe_comparison(self):
         a = self.moe_file("moe_a.h5", seed=1, moe_speed=2.0)
@@ -217,9 +273,15 @@ class MoeReportTests(ReportCase):
         ep, the tokens per expert of every step, the sweeps as `parity bench moe` plans them;
         the report says what it cannot draw and claims nothing about the bytes."""
         path = self.moe_file("moe_minimal.h5")
+        # The sweeps each run serves, as the file's flags say before they are stripped.
+        sweeps = [", ".join(s for s in ("ep", "router", "cf") if r[f"in_{s}_sweep"] == 1) or "–"
+                  for r in sorted(read_rows(path, "/bench/moe"), key=lambda r: r["run"])]
         for table in MOE_TABLES:
             strip_to(path, table, MOE_KEY_COLUMNS[table])
         out, html, summary = self.report_of("moe_minimal_out", path)
+        runs = table_at(html, "<th>sweeps</th>")
+        self.assertEqual([re.findall(r"<td[^>]*>([^<]*)</td>", row)[-1]
+                          for row in re.findall(r"<tr[^>]*>(.*?)</tr>", runs)], sweeps)
         sources = self.assert_pngs(out, html)
         self.assertEqual([s.split("_", 1)[1] for s in sources if "_moe_" in s],
                          ["moe_step.png", "moe_load.png"])

@@ -222,6 +222,22 @@ class DeviceWordsTest(unittest.TestCase):
         self.assertTrue(any("0.950× the device copy" in w for w in words), words)
 
 
+class ByteUnitTest(unittest.TestCase):
+    def test_axis_unit_is_the_tables_unit(self):
+        """A figure's byte axis takes the unit the page's sizes take (fmt_size): a power of 1024
+        reaches its own unit, one byte less stays in the one below."""
+        from parity_reports.common import fmt_size
+        from parity_reports.plots import Plotter
+        units = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+        for scale in (1 << 10, 1 << 20, 1 << 30):
+            for n in (scale - 1, scale, scale + 1, 3 * scale):
+                with self.subTest(n=n):
+                    unit = fmt_size(n).split()[1]
+                    self.assertEqual(Plotter.byte_unit(n), (unit, units[unit]))
+        self.assertEqual(Plotter.byte_unit(1 << 20), ("MiB", 1 << 20))
+        self.assertEqual(Plotter.byte_unit(0), ("B", 1))
+
+
 class TableModulesTest(unittest.TestCase):
     """Every result table is a module in parity_reports.tables.TABLES with the same interface:
     a module that leaves out a function, or takes other arguments, fails here rather than in

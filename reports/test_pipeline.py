@@ -16,8 +16,8 @@ import h5py
 import numpy as np
 
 import make_sample
-from report_testing import (MODEL_ONLY, RUNS, ReportCase, SeriesCase, column, find_row, grouped, ms,
-                            read_rows, set_rows, strip_to)
+from report_testing import (MODEL_ONLY, RUNS, ReportCase, SeriesCase, column, find_row, grouped,
+                            keep_rows, ms, read_rows, set_rows, strip_to)
 
 
 PIPELINE_TABLES = ("/bench/pipeline", "/bench/pipeline_ranks", "/bench/pipeline_timeline")
@@ -143,6 +143,34 @@ class PipelineReportTests(ReportCase):
         self.assertIn("The file has no /bench/pipeline_ranks: no per-rank figure.", html)
         self.assertIn("<li>Pipeline: gpipe, 1f1b, interleaved v=2, zb-h1 at p = 2, 4", html)
         self.assertIn("## Pipeline parallelism", summary)
+
+    def test_pipeline_drawn_run_on_a_tie(self):
+        """The run drawn (and named at a glance) is at the largest p the m closest to 2p, the
+        smaller m on a tie: here p = 4 without m = 8, and m = 12 as far from 8 as m = 4."""
+        path = self.pipeline_file("pipeline_tie.h5")
+        with h5py.File(path, "a") as f:  # their rows name /bench/pipeline's by row index
+            del f["/bench/pipeline_ranks"]
+            del f["/bench/pipeline_timeline"]
+        keep_rows(path, "/bench/pipeline", lambda r: (r["stages"], r["micro_batches"]) != (4, 8))
+        set_rows(path, "/bench/pipeline", "micro_batches",
+                 lambda r: (r["stages"], r["micro_batches"]) == (4, 16), lambda r: 12)
+        rows = read_rows(path, "/bench/pipeline")
+        top = max(r["stages"] for r in rows)
+        sizes = sorted({r["micro_batches"] for r in rows if r["stages"] == top})
+        self.assertEqual((top, sizes), (4, [4, 12]))
+        m = min(sizes, key=lambda m: (abs(m - 2 * top), m))
+        _, html, summary = self.report_of("pipeline_tie_out", path, figures=False)
+        bubbles = "; ".join(
+            f"{label} " + " / ".join(f"{r[c]:.3f}" for c in ("measured_bubble",
+                                                             "simulated_bubble",
+                                                             "closed_form_bubble"))
+            for label, r in (("gpipe", self.pipeline_run(rows, "gpipe", top, m)),
+                             ("1f1b", self.pipeline_run(rows, "1f1b", top, m)),
+                             ("interleaved v=2", self.pipeline_run(rows, "interleaved", top, m)),
+                             ("zb-h1", self.pipeline_run(rows, "zb-h1", top, m))))
+        words = f"at p = {top}, m = {m}, bubble measured / simulated / closed form: {bubbles}"
+        self.assertIn(f"- Drawn rank by rank: {words}.", summary)
+        self.assertIn(f"; {words}", html)
 
     def test_pipeline_empty_and_malformed(self):
         path = self.sample("pipeline_empty.h5", omit=MODEL_ONLY)

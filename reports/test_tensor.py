@@ -5,6 +5,7 @@ of its figures.
 Run with: /usr/bin/python3 reports/run_tests.py
 """
 
+import math
 import re
 import unittest
 
@@ -87,6 +88,32 @@ class TensorReportTests(ReportCase):
         _, html, summary = self.report_of("tensor_mismatch_out2", path, figures=False)
         self.assertIn(f"2 of {len(rows)} rows differ from the formulas: t = 2 with SP (block "
                       "bytes); t = 4 (activations)", summary)
+
+    def test_tensor_bytes_to_the_whole_byte(self):
+        """Without bytes_match a part's bytes are compared with its formula to the whole byte,
+        as parity checks them (llround on both sides): 0.4 B under the formula is the same
+        count, 0.6 B over it is one byte more."""
+        path = self.tensor_file("tensor_rounding.h5")
+        drop_column(path, "/bench/tensor", "bytes_match")
+        off = {(2, 1): -0.4, (4, 0): 0.6}
+        set_rows(path, "/bench/tensor", "formula_bytes_block",
+                 lambda r: (r["tp"], r["sequence_parallel"]) in off,
+                 lambda r: r["bytes_block"] + off[(r["tp"], r["sequence_parallel"])])
+        rows = read_rows(path, "/bench/tensor")
+
+        def llround(x):
+            return math.floor(x + 0.5)  # the counts are positive
+        differ = [(r["tp"], r["sequence_parallel"], [p for p in PARTS if llround(r[f"bytes_{p}"])
+                                                     != llround(r[f"formula_bytes_{p}"])])
+                  for r in rows]
+        differ = [d for d in differ if d[2]]
+        self.assertEqual(differ, [(4, 0, ["block"])])
+        _, html, summary = self.report_of("tensor_rounding_out", path, figures=False)
+        words = (f"1 of {len(rows)} rows differ from the formulas: "
+                 + "; ".join(f"t = {t}{' with SP' if sp else ''} ({' and '.join(parts)} bytes)"
+                             for t, sp, parts in differ))
+        self.assertIn(f"<li>Tensor parallelism: t = 1, 2, 4; {words}.</li>", html)
+        self.assertIn(words, summary)
 
     def test_tensor_comparison(self):
         a = self.tensor_file("tensor_a.h5", seed=1)
