@@ -314,6 +314,12 @@ int state_train(Session& session, const TrainOptions& o) {
   }
   if (start > static_cast<std::uint64_t>(o.steps))
     throw UsageError("--steps " + std::to_string(o.steps) + ": the newest save is at step " + std::to_string(start));
+  // Every save the run will make, checked before its first step (a save refused after the steps
+  // before it would be refused again on every --restart): a complete save of a step is never
+  // overwritten, a step-N never committed (no index.h5) is replaced (parallel::save_refused).
+  for (std::uint64_t next = start + 1; next <= static_cast<std::uint64_t>(o.steps); ++next)
+    if (next % static_cast<std::uint64_t>(o.save_every) == 0 || next == static_cast<std::uint64_t>(o.steps))
+      if (const auto refused = parallel::save_refused(o.dir, next)) throw UsageError(*refused);
   record::Table table{kStateTrainTable};
   Progress progress("state train", static_cast<std::size_t>(o.steps), !quiet);
   for (std::uint64_t step = start; step < static_cast<std::uint64_t>(o.steps); ++step) {

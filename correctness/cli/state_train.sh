@@ -4,7 +4,9 @@
 # cut short (no index), as a job killed while saving leaves it; `--restart` on 2 ranks under tp 2
 # goes on from the newest complete save, trains the rest and ends within the bound of one
 # device; its rows are the steps after that save. A second run into the same --dir is refused;
-# a run cut short keeps the rows of the steps it took.
+# a run cut short keeps the rows of the steps it took. A step-N whose index was lost (never
+# committed) is replaced when --restart reaches its step; one holding a file no save writes is
+# refused before any step.
 set -euo pipefail
 parity=$1; work=$2
 rm -rf "$work"; mkdir -p "$work"; cd "$work"
@@ -75,3 +77,28 @@ open(path, "wb").write(bytes(raw))
 PY
 expect_refusal ".*rank-00000.h5: piece 0 of .* fails its CRC-32 check: the file is corrupt" --np 2 --steps 8 --dir run --restart
 echo "state train: bad saves refused"
+# The index is a save's commit marker: a step-N without one (what a crash during the step-4 save
+# leaves) was never committed. --restart goes on from step 2, the newest complete save, and its
+# save of step 4 replaces that directory (a complete save is never overwritten: test_restore).
+"$parity" state train -q --dir sd --steps 4 --save-every 2 --out st.h5 --force
+rm sd/step-00000004/index.h5
+set +e
+"$parity" state train -q --dir sd --steps 6 --restart --out st3.h5 --force 2> st3.txt; status=$?
+set -e
+[ $status = 0 ] || { echo "restart over an uncommitted step-00000004: status $status, $(cat st3.txt)" >&2; exit 1; }
+[ -f sd/step-00000004/index.h5 ] && [ -f sd/step-00000006/index.h5 ]
+/usr/bin/python3 - <<'PY'
+import h5py
+with h5py.File("st3.h5") as f:
+    g = f["/state/train"]
+    assert list(g["step"][()]) == [2, 3, 4, 5] and list(g["saved"][()]) == [0, 1, 0, 1], g["step"][()]
+    assert g.attrs["restarted_from"] == 2 and g.attrs["passed"] == 1
+PY
+# A step-N holding what no save writes is not removed: refused up front, in one line, no result.
+rm sd/step-00000006/index.h5
+touch sd/step-00000006/notes.txt
+rm -f refused.h5
+expect_refusal "sd/step-00000006, where the save of step 6 goes, holds 'notes.txt', which no save writes" \
+  --np 2 --steps 8 --dir sd --restart
+[ ! -e refused.h5 ] && [ -f sd/step-00000006/notes.txt ]
+echo "state train: an uncommitted save replaced, a foreign one refused before training"

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "reference/core/error.hpp"
+#include "reference/core/text.hpp"
 
 namespace parity::parallel {
 
@@ -33,6 +34,32 @@ std::optional<fs::path> latest_training_state(const fs::path& root) {
   return best;
 }
 
+std::optional<std::string> save_refused(const fs::path& root, std::uint64_t next_step) {
+  const fs::path dir = root / state_files::step_name(next_step);
+  std::error_code ec;
+  const fs::file_status status = fs::symlink_status(dir, ec);
+  if (!fs::exists(status)) return std::nullopt;
+  const std::string where = dir.string() + ", where the save of step " + std::to_string(next_step) + " goes,";
+  if (!fs::is_directory(status)) return where + " is not a directory; move it away";
+  if (fs::exists(fs::symlink_status(dir / "index.h5", ec)))
+    return "a training state for step " + std::to_string(next_step) + " exists already at " + dir.string();
+  // A save's own files: rank-<digits>.h5 and index.h5, each possibly under its temporary name.
+  const auto saves_file = [](const fs::directory_entry& entry) {
+    std::error_code failed;
+    if (!entry.is_regular_file(failed) || entry.is_symlink(failed)) return false;
+    std::string name = entry.path().filename().string();
+    if (name.ends_with(".tmp")) name.resize(name.size() - 4);
+    if (name == "index.h5") return true;
+    if (!name.starts_with("rank-") || !name.ends_with(".h5") || name.size() <= 8) return false;
+    return std::all_of(name.begin() + 5, name.end() - 3, [](char c) { return c >= '0' && c <= '9'; });
+  };
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (!saves_file(*it))
+      return where + " holds " + quoted_input(it->path().filename().string(), 200) +
+             ", which no save writes: not a save cut short; move it away";
+  if (ec) return where + " cannot be read: " + ec.message();
+  return std::nullopt;
+}
 
 namespace state_files {
 

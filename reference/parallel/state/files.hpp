@@ -25,6 +25,13 @@ inline constexpr std::int64_t kTrainingStateVersion = 1;
 // The newest complete save under `root`, if any.
 std::optional<std::filesystem::path> latest_training_state(const std::filesystem::path& root);
 
+// Why a save of step `next_step` cannot be made under `root`, if it cannot (a UsageError's line).
+// The rule: index.h5 is a save's commit marker, so a `step-N` holding one is a complete save and
+// is never overwritten; a `step-N` directory without one was never committed (the files of a save
+// cut short) and the save of step N replaces it. A `step-N` that is not a directory (a link, a
+// file) or holds a file no save writes is refused too: nothing but a save's own files is removed.
+std::optional<std::string> save_refused(const std::filesystem::path& root, std::uint64_t next_step);
+
 }  // namespace parity::parallel
 
 namespace parity::parallel::state_files {

@@ -187,10 +187,10 @@ SavePlan plan_save(Communicator& comm, Trainer& trainer, const fs::path& root, s
   });
   on_every_rank(comm, [&] {
     if (comm.rank() != 0) return;
-    if (fs::exists(plan.final_dir))
-      throw UsageError("a training state for step " + std::to_string(next_step) + " exists already at " +
-                       plan.final_dir.string());
     if (fs::exists(root) && !fs::is_directory(root)) throw UsageError(root.string() + " is not a directory");
+    // A complete save of this step is refused; an uncommitted step-N (no index) is replaced.
+    if (const auto refused = save_refused(root, next_step)) throw UsageError(*refused);
+    fs::remove_all(plan.final_dir);
     fs::remove_all(plan.partial);
     fs::create_directories(plan.partial);
   });

@@ -55,7 +55,8 @@ struct SavedState {
 
 // Saves the trainer's state after `next_step` steps (the step training goes on with) under
 // `root` (made when missing). Collective over `comm`, the ranks that train. Refuses (UsageError)
-// a step already saved under root.
+// a step saved completely under root; replaces a step-N that was never committed
+// (save_refused in files.hpp says which).
 SavedState save_training_state(Communicator& comm, Trainer& trainer, const std::filesystem::path& root,
                                std::uint64_t next_step, const StateSave& options = {});
 

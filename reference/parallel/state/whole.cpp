@@ -56,10 +56,10 @@ WholeState read_whole_training_state(const fs::path& path) {
 
 fs::path write_whole_training_state(const fs::path& root, const WholeState& state) {
   const fs::path final_dir = root / step_name(state.next_step), partial = root / (step_name(state.next_step) + ".partial");
-  if (fs::exists(final_dir))
-    throw UsageError("a training state for step " + std::to_string(state.next_step) + " exists already at " +
-                     final_dir.string());
   if (fs::exists(root) && !fs::is_directory(root)) throw UsageError(root.string() + " is not a directory");
+  // A complete save of this step is refused; an uncommitted step-N (no index) is replaced.
+  if (const auto refused = save_refused(root, state.next_step)) throw UsageError(*refused);
+  fs::remove_all(final_dir);
   fs::remove_all(partial);
   std::error_code made;
   fs::create_directories(partial, made);

@@ -38,7 +38,8 @@ struct WholeState {
 // tensor whole; UsageError as load_training_state refuses (a missing, partial, corrupt save).
 WholeState read_whole_training_state(const std::filesystem::path& path);
 // Writes `state` under `root` as a save of one rank at state.next_step (through step-N.partial,
-// the index last); returns its directory. UsageError when that step is saved already.
+// the index last); returns its directory. UsageError when that step is saved completely already
+// (a step-N never committed is replaced: save_refused in files.hpp).
 std::filesystem::path write_whole_training_state(const std::filesystem::path& root, const WholeState& state);
 
 // (parity name, GPT-2 name) of every parameter of a dense GPT, in parity's order: embedding.wte
