@@ -64,11 +64,18 @@ void check_report_dir(const std::string& dir, const std::vector<std::string>& fi
   for (const std::string& f : files)
     if (same_path(dir, f)) throw UsageError(given + " is the result file the report draws; choose another " + option);
   if (fs::exists(status) && !fs::is_directory(status)) throw UsageError(given + " exists and is not a directory");
-  // The folders missing are made: the nearest one that exists must take them.
+  // The report's own folder is made when missing, in a folder that exists (as a result file's
+  // is): a mistyped path makes no tree of folders.
   refuse_kernel_view(option, dir);
-  const fs::path existing = nearest_existing(dir);
-  if (fs::exists(status) ? access(dir.c_str(), W_OK | X_OK) != 0 : access(existing.c_str(), W_OK | X_OK) != 0)
-    throw UsageError(given + ": cannot write in " + quoted_input((fs::exists(status) ? fs::path(dir) : existing).string(), 200));
+  fs::path own = fs::path(dir).lexically_normal();
+  if (!own.has_filename()) own = own.parent_path();  // "report/"
+  fs::path parent = own.parent_path();
+  if (parent.empty()) parent = ".";
+  if (!fs::exists(status) && !fs::is_directory(user_path_status(option, parent.string())))
+    throw UsageError(given + ": its folder " + quoted_input(parent.string(), 200) + " does not exist");
+  const fs::path writable = fs::exists(status) ? fs::path(dir) : parent;
+  if (access(writable.c_str(), W_OK | X_OK) != 0)
+    throw UsageError(given + ": cannot write in " + quoted_input(writable.string(), 200));
 }
 
 int draw_report(const std::vector<std::string>& files, std::string out_dir, bool force, bool quiet, bool figures,
@@ -78,6 +85,11 @@ int draw_report(const std::vector<std::string>& files, std::string out_dir, bool
   if (out_dir.empty()) out_dir = default_report_dir(files.front()).string();
   if (fs::exists(fs::path(out_dir) / "index.html") && !force)
     throw UsageError("report directory " + out_dir + " already holds a report; pass --force to overwrite");
+  // A folder of other files (a home directory, /) is not a report's: its page and figures would
+  // be scattered among them, and --force would not take them back.
+  std::error_code ec;
+  if (!fs::exists(fs::path(out_dir) / "index.html") && fs::is_directory(out_dir, ec) && !fs::is_empty(out_dir, ec))
+    throw UsageError("report directory " + out_dir + " holds other files and no report; choose a new or empty one");
   std::vector<std::string> command = {python(), reports_script()};
   command.insert(command.end(), files.begin(), files.end());
   command.push_back("--out");

@@ -345,7 +345,20 @@ case $scenario in
     status=$?
     expect_status 0
     expect_line "^parity: the report is written, but its path could not be printed"
-    [ -s "$work/full/index.html" ] || fail "full stdout: no report" ;;
+    [ -s "$work/full/index.html" ] || fail "full stdout: no report"
+    # The report's folder is made in one that exists, never a tree of them; a folder of other
+    # files is not a report's, --force or not.
+    "$parity" report "$work/s.h5" -q --no-figures --out "$work/no/such/report" 2>"$err"
+    status=$?
+    expect_status 2
+    expect_line "its folder '.*/no/such' does not exist$"
+    [ ! -e "$work/no" ] || fail "a tree of folders was made"
+    mkdir -p "$work/others" && echo notes > "$work/others/notes.txt"
+    "$parity" report "$work/s.h5" -q --no-figures --out "$work/others" --force 2>"$err"
+    status=$?
+    expect_status 2
+    expect_line "holds other files and no report; choose a new or empty one$"
+    [ ! -e "$work/others/index.html" ] || fail "a report among other files" ;;
   report_interrupted)
     # A signal while the report script draws: parity passes it on, waits for the script and
     # says so (status 5); no script is left drawing after parity has gone.
