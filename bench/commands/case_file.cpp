@@ -270,7 +270,13 @@ Case read_case(const std::string& path) {
         throw UsageError(path + ": " + at + "/" + what + " has " + std::to_string(v.size()) + " tokens, not " +
                          std::to_string(s.tokens()));
       Tensor t = Tensor::empty(what, {s.global_batch, s.config.sequence}, DataType::int32, MemoryCategory::workspace);
-      for (std::size_t i = 0; i < v.size(); ++i) t.set(static_cast<std::int64_t>(i), v[i]);
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        // Token ids of the vocabulary, as the model's embedding and loss take them.
+        if (!(v[i] >= 0 && v[i] < static_cast<double>(s.config.vocabulary)) || v[i] != std::floor(v[i]))
+          throw UsageError(path + ": " + at + "/" + what + " holds " + (std::ostringstream() << v[i]).str() + " at " +
+                           std::to_string(i) + ", not a token of the vocabulary of " + std::to_string(s.config.vocabulary));
+        t.set(static_cast<std::int64_t>(i), v[i]);
+      }
       return t;
     };
     c.batches.emplace_back(tensor("tokens"), tensor("targets"));

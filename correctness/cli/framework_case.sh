@@ -212,6 +212,16 @@ import h5py
 with h5py.File('edited.h5', 'r+') as f:
     d = f['batches/1/dropout/transformer.h.0.mlp']; v = d[()]; v[5] = 1 - v[5]; d[...] = v"
 compare edited.h5 dropped.h5 2 "/batches/1/dropout/transformer.h.0.mlp is not the mask parity draws"; one_line
+# A case whose batches were edited to hold a token outside the vocabulary.
+for token in 1000000 -1 256; do
+  cp drop.h5 tokens.h5
+  /usr/bin/python3 -c "
+import h5py, sys
+with h5py.File('tokens.h5', 'r+') as f:
+    d = f['batches/0/targets']; v = d[()]; v.flat[3] = int(sys.argv[1]); d[...] = v" "$token"
+  compare tokens.h5 dropped.h5 2 "/batches/0/targets holds"; one_line
+  grep -q "at 3, not a token of the vocabulary of" err.txt || fail "token $token: $(cat err.txt)"
+done
 "$parity" case export --out bad.h5 --dp 2 --accumulation 3 --global-batch 8 > out.txt 2> err.txt
 [ $? -eq 2 ] && grep -q "must be a positive multiple of dp x accumulation" err.txt || fail "export: an uneven batch not refused"
 [ ! -e bad.h5 ] || fail "a refused export left a file"
