@@ -302,6 +302,14 @@ int main(int argc, char** argv) {
       // The words name a group of commands ("bench") or none: say which may follow.
       const std::string& said = named.words;
       const std::string known = command_names(said);
+      // An option where a command belongs ("parity --bogus", "parity bench --itr 3"): named.
+      for (int i = 1; i < argc; ++i)
+        if (argv[i][0] == '-') {
+          const std::string where = said.empty() ? "parity" : "parity " + said;
+          std::fprintf(stderr, "parity: %s is no option of %s; name %s: %s (see %s --help)\n", quoted_input(argv[i]).c_str(),
+                       where.c_str(), said.empty() ? "a command" : "one of its commands", known.c_str(), where.c_str());
+          return kExitUsage;
+        }
       if (said.empty())
         std::fprintf(stderr, "parity: name a command: %s (see parity --help)\n", known.c_str());
       else
