@@ -450,7 +450,7 @@ class Plan final : public Command {
     const std::size_t fitting = static_cast<std::size_t>(
         std::count_if(all.begin(), all.end(), [](const th::PlanCandidate& x) { return x.prediction.fits; }));
     std::printf("# %s (%.2fB parameters) on %d GPUs of %s (%s, %.4g TFLOP/s dense), global batch %lld: %zu layouts "
-                "evaluated in %.3f s, %zu fit in %.0f GB\n",
+                "evaluated in %.3f s, %zu fit in %.4g GB\n",
                 m.name.c_str(), static_cast<double>(th::plan_parameters(m)) / 1e9, gpus_, c.name.c_str(),
                 c.peak_type.c_str(), c.peak_TFLOPs, static_cast<long long>(global_batch_), evaluated, seconds, fitting,
                 c.memory_GB);
@@ -462,10 +462,10 @@ class Plan final : public Command {
       char text[400];
       std::snprintf(text, sizeof text,
                     "%.1f GB per GPU (%s: parameters %.1f, gradients %.1f, optimizer %.1f, activations %.1f GB), %.1f GB "
-                    "more than the %.0f GB usable",
+                    "more than the %.4g GB usable",
                     p.memory_bytes() / 1e9, least->layout.describe().c_str(), p.parameter_bytes / 1e9,
                     p.gradient_bytes / 1e9, p.optimizer_bytes / 1e9, p.activation_bytes / 1e9,
-                    p.memory_bytes() / 1e9 - (c.memory_GB - 4), c.memory_GB - 4);
+                    (p.memory_bytes() - th::usable_memory_bytes(c)) / 1e9, th::usable_memory_bytes(c) / 1e9);
       // A layout fixed whole is shown and written all the same; a search in which nothing fits is refused.
       if (all.size() > 1) throw UsageError(std::string("no layout fits: the smallest needs ") + text);
       std::printf("# the layout does not fit: it needs %s\n", text);
@@ -489,7 +489,7 @@ class Plan final : public Command {
       file.write_table("/plan/layouts", t);
       file.set_attribute("/plan/layouts", "evaluated", static_cast<std::int64_t>(evaluated));
       file.set_attribute("/plan/layouts", "gpu", c.gpu);
-      file.set_attribute("/plan/layouts", "usable_memory_bytes", (c.memory_GB - 4) * 1e9);
+      file.set_attribute("/plan/layouts", "usable_memory_bytes", th::usable_memory_bytes(c));
       file.set_attribute("/plan/layouts", "peak_TFLOPs", c.peak_TFLOPs);
       file.set_attribute("/plan/layouts", "precision", c.peak_type);
       file.set_attribute("/plan/layouts", "pipeline",

@@ -350,9 +350,7 @@ PlanPrediction plan_predict(const PlanModel& m, const PlanCluster& c, const Plan
                            : stage_layers * layer_bytes;
   // The last stage's logits in float32 for the loss.
   p.activation_bytes = std::max(p.activation_bytes, 4 * s * b * static_cast<double>(m.vocabulary) / t);
-  // What a GPU can hold: its memory less 4 GB for the CUDA context, NCCL's buffers and the
-  // allocator's fragmentation.
-  p.fits = p.memory_bytes() <= (c.memory_GB - 4) * 1e9;
+  p.fits = p.memory_bytes() <= usable_memory_bytes(c);
 
   // ---- time of a step
   // A stage's layers as their average: dense and MoE layers in the model's proportion.

@@ -114,6 +114,10 @@ struct PlanCluster {
   // products, the causal diagonal, a backward of five products). 0: gemm_efficiency.
   double attention_efficiency = 0;
 };
+// What a GPU of the cluster holds for training: its memory less kRuntimeReserveGB for the CUDA
+// context, NCCL's buffers and the allocator's fragmentation (a cluster must have more).
+inline constexpr double kRuntimeReserveGB = 4;
+inline double usable_memory_bytes(const PlanCluster& c) { return (c.memory_GB - kRuntimeReserveGB) * 1e9; }
 // A matrix product M x N x K (`count` of them) in 16 bits on the cluster: at the measured rate of
 // its shape where the cluster was calibrated, else the larger of its tensor-core time (tiles of
 // 128 x 256 spread over the multiprocessors in waves, a partly empty last wave costing a whole

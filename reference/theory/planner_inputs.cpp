@@ -506,6 +506,10 @@ PlanCluster parse_cluster(const std::string& given) {
     throw UsageError("cluster " + quoted_input(given, 200) +
                      ": peak_TFLOPs, memory_GB, memory_GBps and the GBps figures must be between 1e-6 and 1e9, latencies "
                      "at most 1e9 us");
+  if (c.memory_GB <= kRuntimeReserveGB)
+    throw UsageError("cluster " + quoted_input(given, 200) + ": memory_GB=" + (std::ostringstream() << c.memory_GB).str() +
+                     " leaves nothing beside the " + (std::ostringstream() << kRuntimeReserveGB).str() +
+                     " GB a GPU keeps for its runtime (CUDA context, NCCL buffers)");
   for (const auto& [type, peak] : c.peak_by_type)
     if (!plausible(peak))
       throw UsageError("cluster " + quoted_input(given, 200) + ": peak_TFLOPs_by_type's " + type + " must be between 1e-6 and 1e9");
