@@ -26,6 +26,9 @@ std::vector<std::string> split_list(const std::string& text) {
 
 std::vector<std::string> split_names(const std::string& text, const std::string& option) {
   std::vector<std::string> out = split_list(text);
+  // An empty name between commas is a slip (a name left out), not a list's separator.
+  if (!text.empty() && (text.front() == ',' || text.back() == ',' || text.find(",,") != std::string::npos))
+    throw UsageError(option + " " + quoted_input(text) + " has an empty name (a comma at an end, or two together)");
   if (const std::ptrdiff_t i = first_repeat(out); i >= 0)
     throw UsageError(option + " names " + printable_line(out[static_cast<std::size_t>(i)], 48) + " twice");
   return out;

@@ -28,7 +28,8 @@ template <typename T> std::ptrdiff_t first_repeat(const std::vector<T>& values) 
   return -1;
 }
 // split_list of an option's list of names, each run and recorded once: UsageError naming `option`
-// for a name given twice ("--models names tiny twice"), which would run the same rows again.
+// for a name given twice ("--models names tiny twice"), which would run the same rows again, or an
+// empty name ("tiny,,small", "tiny,").
 std::vector<std::string> split_names(const std::string& text, const std::string& option);
 // The same for values parsed from such a list, however spelt ("float32,f32", "all,sum"): each
 // named by name_of.

@@ -137,7 +137,7 @@ CheckpointBenchPlan plan_checkpoint_bench(const CheckpointBenchOptions& options)
   } else {
     plan.policies.push_back(parallel::parse_checkpoint_policy("none"));  // the baseline, always first
     std::set<std::string> seen = {"none"};
-    for (const std::string& text : split_list(options.policies)) {
+    for (const std::string& text : split_names(options.policies, "--policies")) {
       parallel::CheckpointPolicy p;
       try {
         p = parallel::parse_checkpoint_policy(text);

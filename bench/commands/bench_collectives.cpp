@@ -115,6 +115,10 @@ BenchPlan plan_bench(BenchOptions& options) {
   if (collectives.empty()) throw UsageError("--coll names no collective");
   refuse_repeats(collectives, "--coll");
   const auto requested = split_names(options.algorithms, "--algo");
+  if (requested.empty()) throw UsageError("--algo names no algorithm (native always runs; all for every one)");
+  // "all" is every algorithm: beside a name it would run that one twice (as --coll and -d say).
+  if (requested.size() > 1 && std::find(requested.begin(), requested.end(), "all") != requested.end())
+    throw UsageError("--algo names all beside other algorithms (all is every one)");
   for (const auto& name : requested) {
     if (name == "all") continue;
     const auto& all = algorithm_registry();

@@ -142,7 +142,7 @@ void check_moe_bench_options(const MoeBenchOptions& options) {
   if (options.batch < 1) throw UsageError("--batch must be at least 1");
   if (options.steps < 1) throw UsageError("--steps must be at least 1");
   if (options.warmup < 0) throw UsageError("--warmup must not be negative");
-  for (const std::string& r : split_list(options.routers)) ops::parse_router(r);
+  for (const std::string& r : split_names(options.routers, "--routers")) ops::parse_router(r);
   if (split_list(options.routers).empty()) throw UsageError("--routers names no router (top_k, expert_choice, aux_free)");
   for (double cf : parse_numbers(options.capacity_factors, "--capacity-factors"))
     if (!(cf > 0)) throw UsageError("--capacity-factors: " + cf_text(cf) + " must be above 0 (inf: dropless)");
@@ -182,7 +182,7 @@ MoeBenchPlan plan_moe_bench(const MoeBenchOptions& options, int world) {
     }
   }
   const int top = *std::max_element(sizes.begin(), sizes.end());
-  const std::vector<std::string> routers = split_list(options.routers);
+  const std::vector<std::string> routers = split_names(options.routers, "--routers");
   auto add = [&](int ep, const std::string& router, double cf) -> MoeBenchRun& {
     for (MoeBenchRun& r : plan.runs)
       if (r.ep == ep && r.router == router && (r.capacity_factor == cf)) return r;

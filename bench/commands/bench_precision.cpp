@@ -34,7 +34,7 @@ PrecisionBenchPlan plan_precision_bench(const PrecisionBenchOptions& options) {
   } catch (const UsageError& e) {
     throw UsageError(std::string("--loss-scale / --growth-interval: ") + e.what());
   }
-  for (const std::string& name : split_list(options.precisions)) {
+  for (const std::string& name : split_names(options.precisions, "--precisions")) {
     plan.precisions.push_back(training_type("--precisions", name, kTrainingTypes));
   }
   refuse_repeats(plan.precisions, "--precisions");
