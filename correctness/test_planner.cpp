@@ -202,6 +202,10 @@ TEST(Planner, BadInputIsRefusedInOneLine) {
   EXPECT_EQ(plan_layout_problem(m, c, {1, 5, 4, false, 1, 1, 0, Recompute::full}, 20, 512), "");   // uneven stages run
   EXPECT_NE(plan_layout_problem(m, c, {1, 1, 32, false, 1, 1, 0, Recompute::full}, 64, 512), "");  // not the GPUs
   EXPECT_EQ(plan_layout_problem(m, c, {1, 1, 32, false, 1, 1, 0, Recompute::full}, 32, 512), "");
+  PlanLayout cp3{1, 1, 2, false, 1, 1, 0, Recompute::full};
+  cp3.cp = 3;  // 2048 tokens in 2 x 3 chunks
+  EXPECT_EQ(plan_layout_problem(m, c, cp3, 6, 512),
+            "cp=3: the sequence 2048 is not a multiple of 2 x cp = 6 (causally balanced chunks)");
   EXPECT_EQ(parse_plan_model("gpt3-1.7b,sequence=4096").sequence, 4096);
   const auto refusal = [](const std::string& text) {
     try {

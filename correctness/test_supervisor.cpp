@@ -187,7 +187,7 @@ TEST(LauncherDigest, ALaunchFailureIsOneLineAndStatusTwo) {
   LauncherDigest d(2);
   const std::string shown =
       feed(d, std::string(kRule) + "\nORTE was unable to reliably start one or more daemons.\nThis usually is caused by:\n" +
-                  kRule + "\nssh: Could not resolve hostname no-such-host: Name or service not known\n");
+                  kRule + "\nssh: Could not resolve hostname no-such-host: Name or service not known\r\n");  // ssh's \r\n
   EXPECT_EQ(shown, "");
   const Outcome o = d.outcome(exited(255), 0);
   EXPECT_EQ(o.status, kExitUsage);

@@ -46,10 +46,11 @@ bool is_rule(const std::string& line) {
   return line.size() >= 20 && line.find_first_not_of('-') == std::string::npos;
 }
 
+// Without the blanks around it, a terminal's carriage return (ssh's lines end in one) among them.
 std::string trim(const std::string& s) {
-  const auto b = s.find_first_not_of(" \t");
+  const auto b = s.find_first_not_of(" \t\r");
   if (b == std::string::npos) return "";
-  return s.substr(b, s.find_last_not_of(" \t") - b + 1);
+  return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
 }
 
 // "ranks 0, 2 and 3 (on vm)" style lists: "rank 1", "ranks 0, 2, 3".

@@ -87,7 +87,8 @@ std::string plan_layout_problem(const PlanModel& m, const PlanCluster& c, const 
   if (static_cast<std::int64_t>(l.tp) * l.pp * l.dp * l.cp != gpus)
     return "tp x pp x dp x cp = " + n(static_cast<std::int64_t>(l.tp) * l.pp * l.dp * l.cp) + " is not the " + n(gpus) + " GPUs";
   if (l.cp > 1 && m.sequence % (2 * l.cp) != 0)
-    return "cp=" + n(l.cp) + ": the sequence " + n(m.sequence) + " is not a multiple of 2 cp (causally balanced chunks)";
+    return "cp=" + n(l.cp) + ": the sequence " + n(m.sequence) + " is not a multiple of 2 x cp = " + n(2 * l.cp) +
+           " (causally balanced chunks)";
   if (l.tp > c.gpus_per_node) return "tp=" + n(l.tp) + " spans nodes of " + n(c.gpus_per_node) + " GPUs";
   if (static_cast<std::int64_t>(l.pp) * l.v > m.layers)
     return "pp x v = " + n(static_cast<std::int64_t>(l.pp) * l.v) + " is more than the " + n(m.layers) + " layers";
