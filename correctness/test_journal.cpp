@@ -49,6 +49,12 @@ Table rows_by_number(int n) {
   return t;
 }
 
+void write_text(const fs::path& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
 // Attributes past 32 bits, negative ones, and each other type come back as they were set.
 TEST_F(JournalTest, AttributesComeBackAtTheirFullWidth) {
   const fs::path path = dir_ / "out.h5.journal";
@@ -93,6 +99,35 @@ TEST_F(JournalTest, RowsKeepTheirColumnsUnits) {
   EXPECT_EQ(group->table->get_f64("error"), (std::vector<double>{0.0, 0.5, 1.0}));
 }
 
+// A write cut short leaves a torn last record, read as the end of the journal; a record whole in
+// length whose bytes changed is damage, and says where (the rows after it run again).
+TEST_F(JournalTest, TornTailAndDamageAreToldApart) {
+  const fs::path path = dir_ / "out.h5.journal";
+  const Table all = rows_by_number(3);
+  std::vector<std::uintmax_t> starts;
+  {
+    Journal journal(path);
+    for (const char* group : {"/check/a", "/check/b", "/check/c"}) {
+      starts.push_back(fs::file_size(path));
+      journal.rows(group, all, 0);
+    }
+  }
+  const std::string whole = read_text(path);
+  write_text(path, whole.substr(0, whole.size() - 3));
+  const JournalReading torn = read_journal(path);
+  EXPECT_FALSE(torn.damaged_at.has_value());
+  EXPECT_GT(torn.ignored_bytes, 0u);
+  std::string flipped = whole;
+  flipped[starts[1] + 12] = static_cast<char>(flipped[starts[1] + 12] ^ 0x40);  // inside the second record
+  write_text(path, flipped);
+  const JournalReading damaged = read_journal(path);
+  ASSERT_TRUE(damaged.damaged_at.has_value());
+  EXPECT_EQ(*damaged.damaged_at, starts[1]);
+  EXPECT_NE(damaged.contents.find("/check/a"), nullptr);
+  EXPECT_EQ(damaged.contents.find("/check/b"), nullptr);
+  EXPECT_EQ(damaged.contents.find("/check/c"), nullptr);
+}
+
 // A resumed run took two of the four rows it carried, then wrote its table whole: the table is
 // what it wrote, and the carried rows it did not take are not added to it again.
 TEST_F(JournalTest, AWholeTableAfterCarriedRowsIsTheTableWritten) {
@@ -113,12 +148,6 @@ TEST_F(JournalTest, AWholeTableAfterCarriedRowsIsTheTableWritten) {
   EXPECT_TRUE(group->complete);
   ASSERT_TRUE(group->table.has_value());
   EXPECT_EQ(group->table->get_str("case"), (std::vector<std::string>{"case-0", "case-1"}));
-}
-
-void write_text(const fs::path& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 // A result may not take the name of a file parity keeps beside one.

@@ -168,6 +168,9 @@ void Session::load_resumed() {
   record::FileInfo info;
   if (from_journal) {
     const record::JournalReading reading = record::read_journal(journal);
+    if (reading.damaged_at && is_root())
+      std::fprintf(stderr, "parity: %s is damaged at byte %zu: what was journaled after it runs again\n",
+                   printable_line(journal.string(), 300).c_str(), *reading.damaged_at);
     const auto text = [&](const char* name) {
       const record::Attribute* a = reading.contents.attribute("/", name);
       return a && std::holds_alternative<std::string>(*a) ? std::get<std::string>(*a) : std::string();

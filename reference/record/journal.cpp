@@ -349,7 +349,11 @@ JournalReading read_journal(const std::filesystem::path& path) {
     if (data.size() - at < 8) break;
     std::memcpy(&length, data.data() + at, 4);
     std::memcpy(&sum, data.data() + at + 4, 4);
-    if (length > data.size() - at - 8 || checksum(data.data() + at + 8, length) != sum) break;
+    if (length > data.size() - at - 8) break;  // torn: the write that held it was cut short
+    if (checksum(data.data() + at + 8, length) != sum) {
+      reading.damaged_at = at;
+      break;
+    }
     const std::string payload = data.substr(at + 8, length);
     try {
       Reader r(payload);
@@ -376,6 +380,7 @@ JournalReading read_journal(const std::filesystem::path& path) {
         break;
       }
     } catch (const Error&) {
+      reading.damaged_at = at;
       break;  // a record that passed its checksum but does not decode: treat as the end
     }
     at += 8 + length;

@@ -70,6 +70,9 @@ struct JournalReading {
   Contents contents;
   std::size_t records = 0;
   std::size_t ignored_bytes = 0;  // a torn or damaged tail, left out
+  // Where a whole record failed its check (damage, not a write cut short: a torn record is a
+  // prefix of one, shorter than its length says), or nullopt.
+  std::optional<std::size_t> damaged_at;
 };
 // Throws UsageError when the file cannot be read or is not a journal.
 JournalReading read_journal(const std::filesystem::path& path);
