@@ -40,6 +40,15 @@ interrupt_at_bytes() { # SIGNAL OUT BYTES ARGS...
   wait "$pid"
   status=$?
 }
+# Waits until no process writing OUT is left: SIGKILL to parity leaves its mpirun and rank
+# running a moment (they end when they find their parent gone), still appending to the journal.
+wait_gone() { # OUT
+  for _ in $(seq 200); do
+    pgrep -f -- "--out $1( |$)" >/dev/null || return 0
+    sleep 0.05
+  done
+  fail "processes writing $1 are still running"
+}
 interrupt_after_rows() { # SIGNAL OUT ARGS...
   local signal=$1 out=$2
   shift 2
@@ -243,6 +252,7 @@ PY
     clean_rows=$(rows rows "$work/clean.h5" bench/collectives)
     for cut in 1 7 33 60; do
       interrupt_at_bytes KILL "$work/t$cut.h5" 60000 "${args[@]}" --out "$work/t$cut.h5"
+      wait_gone "$work/t$cut.h5"
       [ -e "$work/t$cut.h5.journal" ] || fail "no journal after SIGKILL"
       size=$(stat -c %s "$work/t$cut.h5.journal")
       truncate -s $((size - cut)) "$work/t$cut.h5.journal"
@@ -253,7 +263,22 @@ PY
       ranks=$(rows rows "$work/r$cut.h5" bench/collectives_rank_times)
       [ "$points" -eq "$clean_rows" ] || fail "cut $cut: $points rows, the clean run has $clean_rows"
       [ "$ranks" -eq "$points" ] || fail "cut $cut: $ranks per-rank rows for $points points at one rank"
-    done ;;
+      ! grep -q "is damaged" "$err" || fail "cut $cut: a torn tail called damage: $(cat "$err")"
+    done
+    # A byte changed in the journal's middle is damage, not a tear: said in one line, and what was
+    # journaled after it runs again.
+    interrupt_at_bytes KILL "$work/d.h5" 60000 "${args[@]}" --out "$work/d.h5"
+    wait_gone "$work/d.h5"
+    [ -e "$work/d.h5.journal" ] || fail "no journal after SIGKILL"
+    /usr/bin/python3 -c "
+import sys
+p = sys.argv[1]; b = bytearray(open(p, 'rb').read()); b[len(b) // 3] ^= 0x40; open(p, 'wb').write(b)" "$work/d.h5.journal"
+    run "${args[@]}" --resume "$work/d.h5.journal" --out "$work/rd.h5"
+    [ "$status" -eq 0 ] || fail "damaged journal: resume status $status"
+    grep -Eq "^parity: .*d\.h5\.journal is damaged at byte [0-9]+: what was journaled after it runs again$" "$err" ||
+      fail "damage not said: $(cat "$err")"
+    rows complete "$work/rd.h5"
+    [ "$(rows rows "$work/rd.h5" bench/collectives)" -eq "$clean_rows" ] || fail "damaged journal: not the clean run's rows" ;;
   short_block)
     # A block of rows one short (a model's rows on two ranks, one of them gone) is measured again,
     # not taken: the resumed file holds the whole block, as a clean run does.
@@ -294,6 +319,7 @@ PY
     [ "$status" -eq 5 ] || fail "cut at three blocks: status $status, expected 5"
     kept=$(rows rows "$work/p.h5" bench/collectives)
     interrupt_at_bytes KILL "$work/q.h5" 60000 "${args[@]}" --out "$work/q.h5"
+    wait_gone "$work/q.h5"
     [ -e "$work/q.h5.journal" ] || fail "no journal after SIGKILL"
     run "${args[@]}" --resume "$work/q.h5.journal" --out "$work/from_journal.h5"
     [ "$status" -eq 0 ] || fail "resumed from the journal: status $status"
