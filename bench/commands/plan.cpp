@@ -399,6 +399,10 @@ class Plan final : public Command {
     const th::PlanCluster parsed = th::parse_plan_cluster(cluster_);
     const th::PlanCluster c = precision_.empty() ? parsed : th::with_precision(parsed, precision_);
     const th::PlanFixed fixed = th::parse_plan_fixed(fixed_);
+    // Whole nodes, or part of one: the model places tp within a node and the rest across nodes.
+    if (gpus_ > c.gpus_per_node && gpus_ % c.gpus_per_node != 0)
+      throw UsageError("--gpus " + std::to_string(gpus_) + " is not a whole number of " + c.name + "'s nodes of " +
+                       std::to_string(c.gpus_per_node) + " GPUs");
     if (!out_.empty()) {  // refused before the search, and never one of its own inputs
       record::check_output_path(out_, force_);
       // --model and --cluster may name presets, not files: only files are compared.
