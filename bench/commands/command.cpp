@@ -1,6 +1,8 @@
 // The command registry and the one way every command with ranks runs (command.hpp).
 #include "bench/commands/command.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -160,6 +162,10 @@ std::optional<int> maybe_relaunch(int argc, char** argv, CommonOptions& common, 
   setenv(record::OutputLock::kHeldVariable, fs::absolute(common.out).c_str(), 1);
   setenv(Session::kParentVariable, Session::parent_identity().c_str(), 1);
   const timespec started = file_clock_now();
+  // The file at --out before the job (with --force, or a resumed file written again): a job that
+  // succeeds renames a new one into place, which no clock on a shared file system can blur.
+  struct stat before {};
+  const bool existed = stat(common.out.c_str(), &before) == 0;
   const Outcome outcome = relaunch({common.np, common.hostfile}, arguments_for_ranks(argc, argv, common.out));
   const fs::path journal = record::journal_path(common.out);
   // Cut short after rank 0 committed the file (its journal then removed): nothing was lost.
@@ -173,7 +179,10 @@ std::optional<int> maybe_relaunch(int argc, char** argv, CommonOptions& common, 
   record::remove_stale_temporaries(common.out);  // rank 0's, when it was killed outright
   // A launcher that ends well without having run the job (a wrapper that starts nothing): a
   // job that succeeds always commits its file.
-  if (outcome.status == 0 && !committed_since(journal.c_str(), common.out.c_str(), started)) {
+  struct stat after {};
+  const bool written = stat(common.out.c_str(), &after) == 0 && !fs::exists(journal) &&
+                       (!existed || after.st_ino != before.st_ino || after.st_dev != before.st_dev);
+  if (outcome.status == 0 && !written) {
     std::fprintf(stderr, "parity: the launcher ended with status 0 but no rank ran the job (%s was not written); "
                  "check PARITY_MPIRUN and mpirun\n", common.out.c_str());
     return kExitUsage;
