@@ -357,8 +357,21 @@ case $scenario in
     "$parity" report "$work/s.h5" -q --no-figures --out "$work/others" --force 2>"$err"
     status=$?
     expect_status 2
-    expect_line "holds other files and no report; choose a new or empty one$"
-    [ ! -e "$work/others/index.html" ] || fail "a report among other files" ;;
+    expect_line "holds 'notes.txt', which no report writes; choose a new or empty folder$"
+    [ ! -e "$work/others/index.html" ] || fail "a report among other files"
+    # parity run refuses such a --report-dir before its job, not after it.
+    timeout 60 "$parity" run --quick --np 2 -q --out "$work/run.h5" --report-dir "$work/others" 2>"$err"
+    status=$?
+    expect_status 2
+    expect_lines 1
+    expect_line "^parity: --report-dir '.*/others' holds 'notes.txt', which no report writes"
+    [ ! -e "$work/run.h5" ] || fail "parity run ran its job before refusing the report folder"
+    # A report's own files (a draw cut short: figures, no page) are the report's to replace.
+    mkdir -p "$work/cut" && : > "$work/cut/fig000_x.png"
+    "$parity" report "$work/s.h5" -q --no-figures --out "$work/cut" 2>"$err"
+    status=$?
+    expect_status 0
+    [ -s "$work/cut/index.html" ] || fail "a draw cut short was not drawn again" ;;
   report_interrupted)
     # A signal while the report script draws: parity passes it on, waits for the script and
     # says so (status 5); no script is left drawing after parity has gone.
