@@ -166,6 +166,12 @@ TEST_F(JournalTest, FilesBesideAResultThatAreNotParitysAreKept) {
   EXPECT_THROW(ResultsFile(dir_ / "a.h5", false), UsageError);
   EXPECT_EQ(read_text(dir_ / "a.h5.journal"), "my notes");
 
+  write_text(dir_ / "e.h5.journal", "");  // a journal whose run was killed before its first bytes
+  EXPECT_TRUE(is_journal(dir_ / "e.h5.journal"));
+  EXPECT_EQ(read_journal(dir_ / "e.h5.journal").contents.groups.size(), 0u);
+  { ResultsFile file(dir_ / "e.h5", false); }  // nothing finished: nothing to keep
+  EXPECT_FALSE(fs::exists(dir_ / "e.h5.journal"));
+
   write_text(dir_ / "b.h5.lock", "lockish");
   EXPECT_THROW(OutputLock(dir_ / "b.h5"), UsageError);
   EXPECT_EQ(read_text(dir_ / "b.h5.lock"), "lockish");

@@ -157,7 +157,7 @@ TEST(PipelineSchedules, CsvRoundTripsEveryGenerator) {
       from_csv(csv, "t");
       ADD_FAILURE() << "a rank of no action was accepted: " << csv;
     } catch (const UsageError& e) {
-      EXPECT_NE(std::string(e.what()).find(": no action (a blank line; every rank runs a stage)"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(": no action (a line without one; every rank runs a stage)"), std::string::npos) << e.what();
     }
   }
 }

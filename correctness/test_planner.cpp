@@ -132,6 +132,19 @@ TEST(Planner, ClusterFileEqualsThePreset) {
   EXPECT_THROW(parse_plan_cluster(path), UsageError);
   std::ofstream(path) << "{\"gpu\": \"A100\"}";
   EXPECT_THROW(parse_plan_cluster(path), UsageError);
+  // What a device keeps for its runtime: 4 GB by default (a GPU's), what the file says else (0 for
+  // CPU cores); a memory no larger than it is refused.
+  const auto with_memory = [&](const std::string& memory_and_reserve) {
+    std::ofstream(path) << "{\"gpu\": \"CPU\", \"peak_TFLOPs\": 1, \"gemm_efficiency\": 1, \"multiprocessors\": 1, "
+                        << memory_and_reserve
+                        << ", \"memory_GBps\": 20, \"elementwise_efficiency\": 1, \"gpus_per_node\": 2, \"node_GBps\": 10, "
+                           "\"node_latency_us\": 1, \"network_GBps\": 10, \"network_latency_us\": 1, \"collective_efficiency\": 1}";
+    return parse_plan_cluster(path);
+  };
+  EXPECT_EQ(usable_memory_bytes(with_memory("\"memory_GB\": 80")), 76e9);
+  EXPECT_EQ(usable_memory_bytes(with_memory("\"memory_GB\": 3, \"runtime_reserve_GB\": 0")), 3e9);
+  EXPECT_THROW(with_memory("\"memory_GB\": 3"), UsageError);
+  EXPECT_THROW(with_memory("\"memory_GB\": 2, \"runtime_reserve_GB\": 2"), UsageError);
 }
 
 // The published runs beside Table 1 are well formed: each model, cluster and set of fixed keys

@@ -49,6 +49,12 @@ Option& Option::existing_file() {
   return *this;
 }
 
+Option& Option::path() {
+  option_->check(CLI::Validator([](std::string& text) -> std::string { return text.empty() ? "an empty path names no file" : ""; },
+                                "PATH"));
+  return *this;
+}
+
 namespace {
 template <typename B>
 std::string out_of_range(const std::string& input, B low, B high) {

@@ -68,6 +68,7 @@ class Option {
   Option& excludes(const Option& other);  // refused beside other
   Option& at_most(int values);            // a positional taking 1 to values values
   Option& existing_file();                // refuses a path that is no file
+  Option& path();                         // refuses "", a path naming nothing
   Option& range(long long low, long long high);  // refuses a number outside [low, high], saying so
   bool given() const;                            // on the command line (once parsed)
 

@@ -21,6 +21,7 @@
 #include "reference/core/text.hpp"
 #include "reference/record/output.hpp"
 #include "reference/cuda/device.hpp"
+#include "reference/theory/planner.hpp"
 
 namespace parity::cli {
 namespace {
@@ -248,6 +249,7 @@ class BenchCalibrate final : public CommandWith<CalibrateOptions> {
       << ",\n  \"dtype\": " << json_quoted(std::string(name_of(dtype))) << ",\n  \"peak_TFLOPs\": " << number(c.best_gemm_GFLOPs() / 1e3)
       << ",\n  \"gemm_efficiency\": 1,\n  \"multiprocessors\": " << multiprocessors
       << ",\n  \"memory_GB\": " << number(memory_GB)
+      << ",\n  \"runtime_reserve_GB\": " << number(s.on_gpu() ? theory::kRuntimeReserveGB : 0.0)
       << ",\n  \"memory_GBps\": " << number(add_GBps) << ",\n  \"elementwise_efficiency\": " << number(elementwise)
       << ",\n  \"gpus_per_node\": " << s.ranks_per_host() << ",\n  \"node_GBps\": " << number(GBps(levels.node))
       << ",\n  \"node_latency_us\": " << number(us(levels.node)) << ",\n  \"network_GBps\": " << number(GBps(levels.network))

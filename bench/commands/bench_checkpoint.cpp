@@ -132,12 +132,13 @@ CheckpointBenchPlan plan_checkpoint_bench(const CheckpointBenchOptions& options)
   plan.config.validate();
   plan.batch = options.batch;
   const theory::BlockActivationBytes bytes = theory::gpt_block_activation_bytes(plan.config, plan.batch);
-  if (split_list(options.policies).empty()) {
+  const std::vector<std::string> named = split_names(options.policies, "--policies");
+  if (named.empty()) {
     plan.policies = default_policies(plan.config.layers, bytes);
   } else {
     plan.policies.push_back(parallel::parse_checkpoint_policy("none"));  // the baseline, always first
     std::set<std::string> seen = {"none"};
-    for (const std::string& text : split_names(options.policies, "--policies")) {
+    for (const std::string& text : named) {
       parallel::CheckpointPolicy p;
       try {
         p = parallel::parse_checkpoint_policy(text);

@@ -375,7 +375,8 @@ class Plan final : public Command {
                            "backward; off: after the flush); e.g. tp=8,pp=2,recompute=full");
     o.add("--top", top_, "Layouts printed (and written with --out), fastest first").range(1, 1 << 20);
     const Option explain = o.flag("--explain", explain_, "Explain the fastest layout that fits: memory by category and time by part");
-    const Option out = o.add("--out", out_, "Also write the layouts to this result file (HDF5, /plan/layouts; with --scaling /plan/scaling)");
+    const Option out =
+        o.add("--out", out_, "Also write the layouts to this result file (HDF5, /plan/layouts; with --scaling /plan/scaling)").path();
     o.flag("--force", force_, "Overwrite an existing --out");
     const Option scaling = o.flag("--scaling", scaling_, "Also the fastest layout at every power-of-two GPU count from one node to --gpus: "
                                   "strong (--global-batch fixed) and weak (--global-batch at one node, grown with the "

@@ -17,7 +17,8 @@ class Report final : public Command {
   void declare(CommandOptions& o) override {
     o.add("files", files_, "One result file, or two to compare").required().at_most(2).existing_file();
     o.add("--out", out_, "Report directory: a new one (made in a folder that exists), an empty one, or one holding an "
-                         "earlier report (--force replaces it) [default: <first file without .h5>.report]");
+                         "earlier report (--force replaces it) [default: <first file without .h5>.report]")
+        .path();
     o.flag("--force", force_, "Overwrite an existing report");
     o.flag("-q,--quiet", quiet_, "Say nothing on success");
     o.flag("--no-figures", no_figures_, "Write the page and summary without drawing a figure (text, tables, verdicts)");

@@ -330,6 +330,9 @@ bool apply_rows(Contents& contents, const std::string& group, Table rows, bool w
 }  // namespace
 
 bool is_journal(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(path, ec) && std::filesystem::file_size(path, ec) == 0 && !ec)
+    return true;  // made, and its run killed before it wrote its first bytes
   std::ifstream in(path, std::ios::binary);
   char head[sizeof kMagic] = {};
   return in.read(head, sizeof head) && std::memcmp(head, kMagic, sizeof kMagic) == 0;
@@ -339,9 +342,10 @@ JournalReading read_journal(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UsageError("cannot read " + path.string() + ": " + std::strerror(errno));
   const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  JournalReading reading;
+  if (data.empty()) return reading;  // its run was killed before it wrote anything
   if (data.size() < sizeof kMagic || std::memcmp(data.data(), kMagic, sizeof kMagic) != 0)
     throw UsageError(path.string() + " is not a parity journal");
-  JournalReading reading;
   std::map<std::string, std::pair<Table, std::set<std::uint64_t>>> carried;  // rows carried, and those taken
   std::size_t at = sizeof kMagic;
   while (at < data.size()) {

@@ -76,7 +76,8 @@ struct JournalReading {
 };
 // Throws UsageError when the file cannot be read or is not a journal.
 JournalReading read_journal(const std::filesystem::path& path);
-// Whether the file at `path` begins as a journal does (false when it cannot be read).
+// Whether the file at `path` begins as a journal does, or is empty (a journal whose run was
+// killed before it wrote anything); false when it cannot be read.
 bool is_journal(const std::filesystem::path& path);
 
 }  // namespace parity::record

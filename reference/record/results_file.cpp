@@ -19,6 +19,10 @@ ResultsFile::ResultsFile(std::filesystem::path path, bool force) : path_(std::mo
   if (std::filesystem::exists(journal) && !is_journal(journal))
     throw UsageError(journal.string() + " is in the place of " + path_.string() +
                      "'s journal but is not a parity journal; move it away or choose another --out");
+  // An empty one holds nothing finished: nothing to keep.
+  std::error_code ec;
+  if (std::filesystem::exists(journal) && std::filesystem::file_size(journal, ec) == 0 && !ec)
+    std::filesystem::remove(journal, ec);
   if (!force_ && std::filesystem::exists(journal))
     throw UsageError(journal.string() + " holds what an interrupted run finished; continue it with --resume " +
                      path_.string() + ", or pass --force to start afresh");

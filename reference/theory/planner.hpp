@@ -113,11 +113,15 @@ struct PlanCluster {
   // the dense peak: such kernels reach less than large products do (softmax between the
   // products, the causal diagonal, a backward of five products). 0: gemm_efficiency.
   double attention_efficiency = 0;
+  // What a device keeps beside training (optional field runtime_reserve_GB): kRuntimeReserveGB
+  // on a GPU; a cluster of CPU cores (bench calibrate on CPU ranks) has no CUDA context: 0.
+  double runtime_reserve_GB = 4;
 };
-// What a GPU of the cluster holds for training: its memory less kRuntimeReserveGB for the CUDA
-// context, NCCL's buffers and the allocator's fragmentation (a cluster must have more).
+// What a GPU of the cluster holds for training: its memory less the runtime's reserve (a GPU's
+// default: kRuntimeReserveGB for the CUDA context, NCCL's buffers and the allocator's
+// fragmentation); a cluster must have more.
 inline constexpr double kRuntimeReserveGB = 4;
-inline double usable_memory_bytes(const PlanCluster& c) { return (c.memory_GB - kRuntimeReserveGB) * 1e9; }
+inline double usable_memory_bytes(const PlanCluster& c) { return (c.memory_GB - c.runtime_reserve_GB) * 1e9; }
 // A matrix product M x N x K (`count` of them) in 16 bits on the cluster: at the measured rate of
 // its shape where the cluster was calibrated, else the larger of its tensor-core time (tiles of
 // 128 x 256 spread over the multiprocessors in waves, a partly empty last wave costing a whole

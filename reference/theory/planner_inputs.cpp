@@ -484,6 +484,7 @@ PlanCluster parse_cluster(const std::string& given) {
     else if (key == "network_latency_us") c.network.latency_us = number(key, value);
     else if (key == "collective_efficiency") c.collective_efficiency = number(key, value);
     else if (key == "attention_efficiency") c.attention_efficiency = number(key, value);
+    else if (key == "runtime_reserve_GB") c.runtime_reserve_GB = number(key, value);
     else throw UsageError("cluster " + quoted_input(given, 200) + ": unknown field " + quoted_input(key));
   }
   for (const char* key : {"gpu", "peak_TFLOPs", "gemm_efficiency", "multiprocessors", "memory_GB", "memory_GBps",
@@ -506,10 +507,10 @@ PlanCluster parse_cluster(const std::string& given) {
     throw UsageError("cluster " + quoted_input(given, 200) +
                      ": peak_TFLOPs, memory_GB, memory_GBps and the GBps figures must be between 1e-6 and 1e9, latencies "
                      "at most 1e9 us");
-  if (c.memory_GB <= kRuntimeReserveGB)
+  if (c.memory_GB <= c.runtime_reserve_GB)
     throw UsageError("cluster " + quoted_input(given, 200) + ": memory_GB=" + (std::ostringstream() << c.memory_GB).str() +
-                     " leaves nothing beside the " + (std::ostringstream() << kRuntimeReserveGB).str() +
-                     " GB a GPU keeps for its runtime (CUDA context, NCCL buffers)");
+                     " leaves nothing beside the " + (std::ostringstream() << c.runtime_reserve_GB).str() +
+                     " GB a GPU keeps for its runtime (CUDA context, NCCL buffers; runtime_reserve_GB)");
   for (const auto& [type, peak] : c.peak_by_type)
     if (!plausible(peak))
       throw UsageError("cluster " + quoted_input(given, 200) + ": peak_TFLOPs_by_type's " + type + " must be between 1e-6 and 1e9");

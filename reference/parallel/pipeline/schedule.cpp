@@ -334,7 +334,7 @@ Schedule from_csv(std::string_view text, std::string name) {
   for (std::size_t r = 0; r < s.ranks.size(); ++r)
     if (s.ranks[r].empty())
       throw UsageError("schedule " + s.name + " line " + std::to_string(r + 1) + " (rank " + std::to_string(r) +
-                       "): no action (a blank line; every rank runs a stage)");
+                       "): no action (a line without one; every rank runs a stage)");
   return s;
 }
 
