@@ -126,6 +126,17 @@ TEST_F(JournalTest, TornTailAndDamageAreToldApart) {
   EXPECT_NE(damaged.contents.find("/check/a"), nullptr);
   EXPECT_EQ(damaged.contents.find("/check/b"), nullptr);
   EXPECT_EQ(damaged.contents.find("/check/c"), nullptr);
+  // A record that passes its check but is of no kind parity writes is damage too.
+  std::string foreign = whole.substr(0, starts[1]);
+  const std::string payload = "Z";
+  std::uint32_t sum = 2166136261u;  // FNV-1a, the journal's check
+  for (const char c : payload) sum = (sum ^ static_cast<unsigned char>(c)) * 16777619u;
+  const std::uint32_t length = static_cast<std::uint32_t>(payload.size());
+  foreign.append(reinterpret_cast<const char*>(&length), 4).append(reinterpret_cast<const char*>(&sum), 4).append(payload);
+  write_text(path, foreign + whole.substr(starts[1]));
+  const JournalReading unknown = read_journal(path);
+  ASSERT_TRUE(unknown.damaged_at.has_value());
+  EXPECT_EQ(*unknown.damaged_at, starts[1]);
 }
 
 // A resumed run took two of the four rows it carried, then wrote its table whole: the table is

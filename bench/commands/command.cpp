@@ -183,8 +183,8 @@ std::optional<int> maybe_relaunch(int argc, char** argv, CommonOptions& common, 
   const bool written = stat(common.out.c_str(), &after) == 0 && !fs::exists(journal) &&
                        (!existed || after.st_ino != before.st_ino || after.st_dev != before.st_dev);
   if (outcome.status == 0 && !written) {
-    std::fprintf(stderr, "parity: the launcher ended with status 0 but no rank ran the job (%s was not written); "
-                 "check PARITY_MPIRUN and mpirun\n", common.out.c_str());
+    std::fprintf(stderr, "parity: the launcher ended with status 0 but no rank ran the job (%s was not written here); "
+                 "check PARITY_MPIRUN and mpirun, and that rank 0 shares this directory\n", common.out.c_str());
     return kExitUsage;
   }
   return outcome.status != 0 ? outcome.status : kept;

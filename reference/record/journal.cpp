@@ -367,7 +367,10 @@ JournalReading read_journal(const std::filesystem::path& path) {
         const std::string name = r.text();
         reading.contents.set_attribute(group, name, decode_attribute(r));
       } else if (kind == 'R' || kind == 'T') {
-        if (!apply_rows(reading.contents, group, decode_rows(r), kind == 'T')) break;
+        if (!apply_rows(reading.contents, group, decode_rows(r), kind == 'T')) {
+          reading.damaged_at = at;  // rows that do not fit their table's columns
+          break;
+        }
       } else if (kind == 'M') {
         // Decoded whole before any is applied: the parts are taken together or not at all.
         std::vector<std::pair<std::string, Table>> parts;
@@ -375,12 +378,16 @@ JournalReading read_journal(const std::filesystem::path& path) {
         for (auto& part : parts) part.second = decode_rows(r);
         bool applied = true;
         for (auto& [part_group, rows] : parts) applied = applied && apply_rows(reading.contents, part_group, std::move(rows), false);
-        if (!applied) break;
+        if (!applied) {
+          reading.damaged_at = at;
+          break;
+        }
       } else if (kind == 'C') {
         carried[group] = {decode_rows(r), {}};
       } else if (kind == 'K') {
         carried[group].second.insert(r.number<std::uint64_t>());
       } else {
+        reading.damaged_at = at;  // no kind parity writes
         break;
       }
     } catch (const Error&) {
