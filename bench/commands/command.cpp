@@ -161,6 +161,7 @@ std::optional<int> maybe_relaunch(int argc, char** argv, CommonOptions& common, 
   }
   setenv(record::OutputLock::kHeldVariable, fs::absolute(common.out).c_str(), 1);
   setenv(Session::kParentVariable, Session::parent_identity().c_str(), 1);
+  lock->share_with_children();
   const timespec started = file_clock_now();
   // The file at --out before the job (with --force, or a resumed file written again): a job that
   // succeeds renames a new one into place, which no clock on a shared file system can blur.

@@ -132,7 +132,11 @@ case $scenario in
     expect_partial_if_any "$work/i.h5" "^interrupted by SIGINT while rank 0 on [^ ]+ was in .+; the rank was stopped$"
     no_leftovers ;;
   sigkill_rank)
-    run_then 0 "victim=\$(newest_rank 3); kill -KILL \$victim" "${long_bench[@]}" --np 3 --out "$work/i.h5"
+    # mpirun holds the result's lock beside parity (a job whose parent is killed outright keeps
+    # the name until mpirun, which outlives its ranks, has gone).
+    run_then 0 "victim=\$(newest_rank 3); ls -l /proc/\$(pgrep -n -P \$pid)/fd 2>/dev/null | grep -q 'i\.h5\.lock' && : > $work/lock-held; kill -KILL \$victim" \
+      "${long_bench[@]}" --np 3 --out "$work/i.h5"
+    [ -e "$work/lock-held" ] || fail "mpirun did not hold the result's lock"
     expect_status 6
     expect_lines 1
     expect_line "^parity: rank 2 on [^ ]+ died \(signal 9, Killed\)( while [^;]+)?; the job was stopped$"

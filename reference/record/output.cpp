@@ -257,6 +257,12 @@ void remove_stale_temporaries(const std::filesystem::path& result) {
   }
 }
 
+void OutputLock::share_with_children() {
+  if (fd_ < 0) return;
+  const int flags = fcntl(fd_, F_GETFD);
+  if (flags >= 0) fcntl(fd_, F_SETFD, flags & ~FD_CLOEXEC);
+}
+
 OutputLock::~OutputLock() {
   if (fd_ < 0) return;
   g_lock[0] = '\0';

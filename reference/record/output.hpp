@@ -48,6 +48,10 @@ class OutputLock {
   OutputLock& operator=(const OutputLock&) = delete;
   // The environment variable by which a parent that holds the lock tells its ranks so.
   static constexpr const char* kHeldVariable = "PARITY_OUTPUT_LOCK_HELD";
+  // Lets the processes this one starts (mpirun, which outlives its ranks) hold the lock too: a
+  // job whose parent is killed outright keeps it until mpirun has gone, so that no second run
+  // takes the name while the ranks still write its journal.
+  void share_with_children();
 
  private:
   OutputLock(const std::filesystem::path& result, bool* held_elsewhere);
