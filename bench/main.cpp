@@ -44,12 +44,6 @@ CLI::Validator timeout_validator() {
       "SECONDS");
 }
 
-// A path option given as "": no file, rather than the default it would quietly stand for.
-CLI::Validator path_validator() {
-  return CLI::Validator([](std::string& text) -> std::string { return text.empty() ? "an empty path names no file" : ""; },
-                        "PATH");
-}
-
 // The parser's refusals said as parity says its own: "--out: At Most 1 required but received 2"
 // becomes "--out is given 2 times (once at most)".
 std::string in_plain_words(const std::string& message) {
@@ -73,8 +67,7 @@ void add_common(CLI::App* app, CommonOptions& o, bool with_half = true) {
   app->add_option("--hostfile", o.hostfile, "Open MPI hostfile passed to mpirun (multi-host runs)")
       ->check(CLI::ExistingFile)
       ->group(kRunningGroup);
-  app->add_option("--out", o.out, "Result file (HDF5) [default: parity-<subcommand>-<UTC time>.h5 in the current directory, or -2.h5, -3.h5 ... in its place when a file or another run holds that name]")
-      ->check(path_validator())
+  path_only(app->add_option("--out", o.out, "Result file (HDF5) [default: parity-<subcommand>-<UTC time>.h5 in the current directory, or -2.h5, -3.h5 ... in its place when a file or another run holds that name]"))
       ->group(kRunningGroup);
   app->add_flag("--force", o.force, "Overwrite an existing result file")->group(kRunningGroup);
   app->add_flag("-q,--quiet", o.quiet, "No progress lines on stderr")->group(kRunningGroup);
@@ -107,11 +100,10 @@ void add_common(CLI::App* app, CommonOptions& o, bool with_half = true) {
 }
 
 void add_resume(CLI::App* app, CommonOptions& o) {
-  app->add_option("--resume", o.resume,
+  path_only(app->add_option("--resume", o.resume,
                   "Continue an interrupted run from its partial result file (or FILE.journal): rows it finished are "
                   "taken, the rest run; refused when an option outside this group differs from the interrupted run's. "
-                  "The result replaces FILE unless --out is given")
-      ->check(path_validator())
+                  "The result replaces FILE unless --out is given"))
       ->group(kRunningGroup);
 }
 

@@ -50,9 +50,13 @@ Option& Option::existing_file() {
 }
 
 Option& Option::path() {
-  option_->check(CLI::Validator([](std::string& text) -> std::string { return text.empty() ? "an empty path names no file" : ""; },
-                                "PATH"));
+  path_only(option_);
   return *this;
+}
+
+CLI::Option* path_only(CLI::Option* option) {
+  return option->check(
+      CLI::Validator([](std::string& text) -> std::string { return text.empty() ? "an empty path names no file" : ""; }, "PATH"));
 }
 
 namespace {

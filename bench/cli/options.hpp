@@ -50,6 +50,9 @@ CLI::Option* decimal_only(CLI::Option* option, std::shared_ptr<const WholeRange>
 // HIGH)" below, above and past the type alike). T: int.
 template <typename T>
 CLI::Option* decimal_in_range(CLI::Option* option, long long low, long long high);
+// A path option's check: refuses "" (an empty path names no file, rather than standing for the
+// default). Option::path() and the common --out and --resume take it.
+CLI::Option* path_only(CLI::Option* option);
 
 // Why the parser refused the words it was left with (CLI11 says "The following arguments were
 // not expected: 3 --nosuch", last first): "bench collectives has no option '--itr'; did you mean
