@@ -145,6 +145,7 @@ TEST(Planner, ClusterFileEqualsThePreset) {
   EXPECT_EQ(usable_memory_bytes(with_memory("\"memory_GB\": 3, \"runtime_reserve_GB\": 0")), 3e9);
   EXPECT_THROW(with_memory("\"memory_GB\": 3"), UsageError);
   EXPECT_THROW(with_memory("\"memory_GB\": 2, \"runtime_reserve_GB\": 2"), UsageError);
+  EXPECT_THROW(with_memory("\"memory_GB\": \"80\""), UsageError);  // a number in quotes is a string
 }
 
 // The published runs beside Table 1 are well formed: each model, cluster and set of fixed keys
@@ -235,6 +236,16 @@ TEST(Planner, BadInputIsRefusedInOneLine) {
   EXPECT_NE(refusal("gpt3-1.7b,capacity_factor=inf").find("in decimal"), std::string::npos);
   EXPECT_THROW(parse_plan_fixed("tp=0x8"), UsageError);
   EXPECT_EQ(parse_plan_model("gpt3-1.7b,hidden=2.4e3").hidden, 2400);
+  // A JSON description writes numbers as numbers: a quoted one is refused, naming the key; the
+  // keys that take words take JSON strings (and the switches true/false too).
+  const std::string shape = "\"hidden\": 64, \"heads\": 4, \"vocab\": 128, \"sequence\": 32";
+  EXPECT_EQ(parse_plan_model("{\"layers\": 2, " + shape + "}").layers, 2);
+  EXPECT_NE(refusal("{\"layers\": \"2\", " + shape + "}").find("'layers' is the string '2'"), std::string::npos);
+  const PlanModel worded = parse_plan_model("{\"layers\": 2, " + shape + ", \"norm\": \"rmsnorm\", \"tied\": false}");
+  EXPECT_TRUE(worded.rms_norm);
+  EXPECT_FALSE(worded.tied);
+  EXPECT_EQ(parse_plan_fixed("{\"tp\": 2, \"schedule\": \"1f1b\"}").tp, 2);
+  EXPECT_THROW(parse_plan_fixed("{\"tp\": \"2\"}"), UsageError);
 }
 
 // Every layout the search returns can run, the fixed keys hold, and the count is the product

@@ -10,6 +10,8 @@
 #include <map>
 #include <optional>
 #include <sstream>
+#include <span>
+#include <string_view>
 
 #include "reference/core/error.hpp"
 #include "reference/core/json.hpp"
@@ -37,9 +39,16 @@ JsonValue parse_json_of(const std::string& text, const std::string& where) {
   }
 }
 
+// The keys of a description whose values are words ("norm": "rmsnorm", "tied": true); every
+// other key takes a number, which a JSON file must write as one ("memory_GB": 80, not "80").
+using Words = std::span<const std::string_view>;
+constexpr std::string_view kModelWords[] = {"gated_mlp", "tied", "bias", "dropout", "norm", "positions"};
+constexpr std::string_view kClusterWords[] = {"gpu", "note", "dtype"};
+constexpr std::string_view kFixWords[] = {"sp", "attention", "overlap", "recompute", "schedule"};
+
 // A JSON object's members whose values are numbers, strings or booleans, in order; a key given
-// twice is refused.
-std::vector<std::pair<std::string, std::string>> pairs_of(const JsonValue& json) {
+// twice is refused, and so is a string where a number belongs (a key outside `words`).
+std::vector<std::pair<std::string, std::string>> pairs_of(const JsonValue& json, Words words) {
   if (json.kind != JsonValue::Kind::object) throw UsageError("a JSON description must be one object {\"key\": value, ...}");
   std::vector<std::pair<std::string, std::string>> out;
   for (const auto& [key, value] : json.members) {
@@ -47,16 +56,19 @@ std::vector<std::pair<std::string, std::string>> pairs_of(const JsonValue& json)
       throw UsageError("the field " + quoted_input(key) + " is given twice");
     if (value.kind == JsonValue::Kind::array || value.kind == JsonValue::Kind::object || value.kind == JsonValue::Kind::null)
       throw UsageError("the value of " + quoted_input(key) + " must be a number, a string or true/false");
+    if (value.kind == JsonValue::Kind::string && std::find(words.begin(), words.end(), key) == words.end())
+      throw UsageError("the value of " + quoted_input(key) + " is the string " + quoted_input(value.text) +
+                       ": a number belongs there, written without quotes");
     out.emplace_back(key, value.text);
   }
   return out;
 }
 
 // "k=v,k=v", key=value lines, or a JSON object {"k": v, ...}: the pairs in order.
-std::vector<std::pair<std::string, std::string>> pairs_of(const std::string& text) {
+std::vector<std::pair<std::string, std::string>> pairs_of(const std::string& text, Words words) {
   std::string body = trim(text);
   std::vector<std::pair<std::string, std::string>> out;
-  if (!body.empty() && (body.front() == '{' || body.front() == '[')) return pairs_of(parse_json_of(body, "the description"));
+  if (!body.empty() && (body.front() == '{' || body.front() == '[')) return pairs_of(parse_json_of(body, "the description"), words);
   std::string item;
   std::stringstream in(body);
   while (std::getline(in, item, body.find('\n') != std::string::npos && body.find(',') == std::string::npos ? '\n' : ',')) {
@@ -236,11 +248,11 @@ PlanModel parse_model(const std::string& given) {
     }
     m = *it;
     const auto comma = text.find(',');
-    if (comma != std::string::npos) pairs = pairs_of(text.substr(comma + 1));
+    if (comma != std::string::npos) pairs = pairs_of(text.substr(comma + 1), kModelWords);
   } else {
     m.name = file.empty() ? "custom" : given;
     try {
-      pairs = pairs_of(text);
+      pairs = pairs_of(text, kModelWords);
     } catch (const UsageError& e) {
       if (file.empty()) throw;
       throw UsageError("model " + quoted_input(given, 200) + ": " + e.what());
@@ -369,7 +381,7 @@ PlanCluster parse_cluster(const std::string& given) {
   // "stream_rates": [[elements, seconds], ...] (the add over growing buffers).
   std::vector<std::pair<std::string, std::string>> scalars;
   if (trim(file).front() != '{' && trim(file).front() != '[') {
-    scalars = pairs_of(file);
+    scalars = pairs_of(file, kClusterWords);
   } else {
     JsonValue json = parse_json_of(file, "cluster " + quoted_input(given, 200));
     const auto field = [&](const JsonValue& row, std::size_t i, const std::string& key) -> const JsonValue& {
@@ -464,7 +476,7 @@ PlanCluster parse_cluster(const std::string& given) {
                          " (measure it again with parity bench calibrate)");
       }
     }
-    scalars = pairs_of(json);
+    scalars = pairs_of(json, kClusterWords);
   }
   for (const auto& [key, value] : scalars) {
     seen[key] = true;
@@ -542,7 +554,14 @@ PlanFixed parse_plan_fixed(const std::string& text) {
   PlanFixed f;
   std::string schedule;         // as given
   std::optional<int> chunks;    // the v the schedule holds (1f1b, zb-h1, zb-h2: 1; zb-v: 2)
-  for (const auto& [key, value] : pairs_of(text)) {
+  const auto pairs = [&] {
+    try {
+      return pairs_of(text, kFixWords);
+    } catch (const UsageError& e) {
+      throw UsageError(std::string("--fix: ") + e.what());
+    }
+  }();
+  for (const auto& [key, value] : pairs) {
     const auto positive = [&] {
       const std::int64_t x = whole(key, value);
       if (x < 1 || x > (1 << 20)) throw UsageError("--fix " + key + "=" + quoted_input(value) + ": expected 1 to 1048576");
