@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -116,7 +118,10 @@ CLI::Option* decimal_only(CLI::Option* option, std::shared_ptr<const WholeRange>
             if (std::from_chars(input.data() + (input[0] == '+'), input.data() + input.size(), parsed).ec ==
                 std::errc::result_out_of_range)
               return range && range->set ? out_of_range(input, range->low, range->high)
-                                         : out_of_range(input, std::numeric_limits<E>::min(), std::numeric_limits<E>::max());
+                     : input[0] == '-'       ? input + " is too small (the least is " + std::to_string(std::numeric_limits<E>::min()) + ")"
+                                             : input + " is too large (the most is " + std::to_string(std::numeric_limits<E>::max()) + ")";
+          } else if (input.find_first_of("iI") == std::string::npos && std::isinf(std::strtod(input.c_str(), nullptr))) {
+            return input + " is beyond the range of a number (1.8e308 either way)";  // else read as inf
           }
           return {};
         },

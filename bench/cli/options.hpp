@@ -43,7 +43,9 @@ struct WholeRange {
 // A number option's check (each option CommandOptions::add declares has it; T: int or double):
 // refuses what is not written in plain decimal (or inf, for a real number; the parser reads 010
 // as 8, 0x10 as 16), and a whole number past its type's range ("N is out of range (LOW to
-// HIGH)", the option's range where `range` holds one, else the type's).
+// HIGH)" with the option's range where `range` holds one, else "N is too large (the most is
+// MAX)", or too small, the least being MIN: not the type's whole range, which the option's own
+// check may narrow).
 template <typename T>
 CLI::Option* decimal_only(CLI::Option* option, std::shared_ptr<const WholeRange> range = nullptr);
 // decimal_only for a whole-number option of range [low, high] ("N is out of range (LOW to
