@@ -113,6 +113,28 @@ TEST(LauncherDigest, ASignalToParityIsAnInterruption) {
   EXPECT_EQ(o.line, "parity: interrupted by SIGINT; the ranks were stopped");
 }
 
+// parity run's rank 0 draws the report after the ranks have finished: a signal then cut only
+// the report short, which the one line says with the signal parity was sent (it forwarded
+// SIGTERM), and no rank was stopped.
+TEST(LauncherDigest, ASignalDuringTheReportSaysTheResultsAreWhole) {
+  const std::string cut = "parity: interrupted by SIGTERM while drawing the report; r.report is incomplete (r.h5 is complete)\n";
+  LauncherDigest d(2);
+  EXPECT_EQ(feed(d, cut), "");
+  const Outcome o = d.outcome(exited(5), SIGINT);
+  EXPECT_EQ(o.status, kExitInterrupted);
+  EXPECT_TRUE(o.after_results);
+  EXPECT_EQ(o.line, "parity: interrupted by SIGINT while drawing the report; r.report is incomplete (r.h5 is complete)");
+  // The rank's own signal where parity had none.
+  LauncherDigest alone(2);
+  feed(alone, cut);
+  EXPECT_EQ(alone.outcome(exited(5), 0).line, cut.substr(0, cut.size() - 1));
+  EXPECT_EQ(alone.outcome(exited(5), 0).status, kExitInterrupted);
+  // Any other interruption is not after the results.
+  LauncherDigest other(2);
+  feed(other, "parity: rank 0 on a: stopped by SIGTERM\n");
+  EXPECT_FALSE(other.outcome(exited(5), SIGINT).after_results);
+}
+
 TEST(LauncherDigest, ASignalToOneRankFromOutsideIsADeadRank) {
   LauncherDigest d(3);
   feed(d, std::string("parity: rank 2 on c: stopped by SIGTERM\n") + kRule +

@@ -160,8 +160,15 @@ int draw_report(const std::vector<std::string>& files, std::string out_dir, bool
   for (int i = 0; i < 3; ++i) sigaction(signals[i], &previous[i], nullptr);
   if (g_report_signal) {
     const int s = g_report_signal;
-    std::fprintf(stderr, "parity: interrupted by %s while drawing the report; %s is incomplete\n",
-                 s == SIGINT ? "SIGINT" : s == SIGTERM ? "SIGTERM" : "SIGHUP", printable_line(out_dir, 300).c_str());
+    // A rank of `parity run` draws after its result file was committed, and says so; the parent
+    // rewrites the line with the signal it was sent (kReportCutLine).
+    std::string whole;
+    if (under_launcher())
+      for (const auto& f : files) whole += (whole.empty() ? " (" : ", ") + printable_line(f, 300);
+    if (!whole.empty()) whole += files.size() == 1 ? " is complete)" : " are complete)";
+    std::fprintf(stderr, "%s%s while drawing the report; %s is incomplete%s\n", kReportCutLine,
+                 s == SIGINT ? "SIGINT" : s == SIGTERM ? "SIGTERM" : "SIGHUP", printable_line(out_dir, 300).c_str(),
+                 whole.c_str());
     return kExitInterrupted;
   }
   if (lost) {

@@ -103,6 +103,11 @@ bool LauncherDigest::take(const std::string& line) {
     rank_hosts_[std::stoi(m[1])] = m[2].str();
     return false;
   }
+  static const std::regex report_cut(std::string("^") + kReportCutLine + "(SIG[A-Z]+)( while drawing the report; .*)$");
+  if (std::regex_match(line, m, report_cut)) {
+    report_cut_ = {m[1].str(), m[2].str()};
+    return false;
+  }
   if (std::regex_match(line, m, stopped)) {
     stopped_.emplace(std::stoi(m[1]), Stopped{m[2].str(), m[3].str(), m[5].str()});
     return false;
@@ -226,10 +231,13 @@ Outcome LauncherDigest::outcome(int wait_status, int signal_received) const {
   if (signal_received) {
     const char* name = signal_received == SIGINT ? "SIGINT" : signal_received == SIGTERM ? "SIGTERM"
                                                  : signal_received == SIGHUP ? "SIGHUP" : "a signal";
+    // The job had finished and its results were written; only the report was cut short.
+    if (report_cut_) return {kExitInterrupted, std::string(kReportCutLine) + name + report_cut_->second, true};
     return {kExitInterrupted, std::string("parity: interrupted by ") + name + stopped_in() +
                                   (world_size_ == 1 ? "; the rank was stopped" : "; the ranks were stopped")};
   }
   if (!stalls_.empty()) return {kExitStalled, stall_line()};
+  if (report_cut_) return {kExitInterrupted, std::string(kReportCutLine) + report_cut_->first + report_cut_->second, true};
   const bool exited = WIFEXITED(wait_status);
   const int code = exited ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
   // The ranks said everything else themselves.

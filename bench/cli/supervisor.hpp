@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace parity::cli {
@@ -33,7 +34,13 @@ extern const char* const kExitStatusHelp;
 struct Outcome {
   int status = kExitOk;
   std::string line;
+  bool after_results = false;  // cut short while the report was drawn: the line says the results are whole
 };
+
+// The start of the line an interrupted report says ("parity: interrupted by SIGTERM while drawing
+// the report; DIR is incomplete (FILE is complete)"): the parent, which forwarded the signal,
+// says it again with the one it was sent.
+inline constexpr const char* kReportCutLine = "parity: interrupted by ";
 
 // How the ranks of a job under parity's parent end (mpirun sets kTellStatusVariable for them):
 // when every rank reaches its end, the job's status is the largest of the ranks'. If it is not
@@ -69,6 +76,8 @@ class LauncherDigest {
     int signal = 0;
     std::string signal_name;
   };
+  // What a rank's interrupted report said: the signal it had and the rest of its line.
+  std::optional<std::pair<std::string, std::string>> report_cut_;
   struct Stopped {
     std::string host, signal, operation;  // operation: what it was in, "" between operations
   };

@@ -170,7 +170,7 @@ std::optional<int> maybe_relaunch(int argc, char** argv, CommonOptions& common, 
   const Outcome outcome = relaunch({common.np, common.hostfile}, arguments_for_ranks(argc, argv, common.out));
   const fs::path journal = record::journal_path(common.out);
   // Cut short after rank 0 committed the file (its journal then removed): nothing was lost.
-  if (outcome.status >= kExitStalled && committed_since(journal.c_str(), common.out.c_str(), started))
+  if (outcome.status >= kExitStalled && !outcome.after_results && committed_since(journal.c_str(), common.out.c_str(), started))
     std::fprintf(stderr, "parity: %s had been written whole before that (complete = 1)\n", common.out.c_str());
   // A job cut short (a signal, a dead rank, a stall) leaves its journal: this process outlives
   // the ranks, so it keeps what they finished.

@@ -397,6 +397,26 @@ case $scenario in
       pgrep -f -- "parity_report.py .*--out $work/report-$sig" >/dev/null &&
         fail "the report script outlived parity: $(pgrep -af -- "parity_report.py")"
     done ;;
+  run_report_interrupted)
+    # parity run's rank draws the report once the results are written: a signal to parity then
+    # cuts the report short, in one line naming the signal sent (parity forwards SIGTERM), the
+    # result file whole and no rank said stopped.
+    printf '#!/bin/sh\n: > "%s/drawing"\nexec sleep 1000\n' "$work" > "$work/hang-python"
+    chmod +x "$work/hang-python"
+    PARITY_PYTHON="$work/hang-python" "$parity" run --quick --np 1 -q --out "$work/run.h5" >"$out" 2>"$err" &
+    pid=$!
+    for _ in $(seq 1200); do
+      [ -e "$work/drawing" ] && break
+      sleep 0.05
+    done
+    [ -e "$work/drawing" ] || fail "the report never started"
+    kill -INT "$pid"
+    wait "$pid"
+    status=$?
+    expect_status 5
+    expect_lines 1
+    expect_line "^parity: interrupted by SIGINT while drawing the report; .*run.report is incomplete \(.*run.h5 is complete\)$"
+    "$parity" report "$work/run.h5" --no-figures -q --out "$work/again" 2>"$err" || fail "the result file is not whole: $(cat "$err")" ;;
   alone_interrupted)
     # A command that runs alone (no ranks) ended by a signal while it writes its file: one line,
     # status 5, and neither the file nor its temporary left behind.
