@@ -172,12 +172,9 @@ template <typename T> T RowMax(const T* x, std::size_t n) {
     const std::size_t count = std::min(lanes, n - i);
     a0 = hn::Max(a0, hn::IfThenElse(hn::FirstN(d, count), load(d, x + i, count), lowest));
   }
-  const auto acc = hn::Max(hn::Max(a0, a1), hn::Max(a2, a3));
-  HWY_ALIGN T lanes_of[HWY_MAX_BYTES / sizeof(T)];
-  hn::Store(acc, d, lanes_of);
-  T m = -std::numeric_limits<T>::infinity();
-  for (std::size_t j = 0; j < lanes; ++j) m = std::max(m, lanes_of[j]);
-  return m;
+  // The lanes' maximum by the target's reduction tree (a maximum is exact in any order); one
+  // lane after another made a chain of dependent steps that cost a short row more than its loads.
+  return hn::GetLane(hn::MaxOfLanes(d, hn::Max(hn::Max(a0, a1), hn::Max(a2, a3))));
 }
 
 template <typename T> T ExpSum(const T* x, std::size_t n, T shift, T* out, const T* next = nullptr) {
