@@ -126,6 +126,24 @@ TEST_F(JournalTest, TornTailAndDamageAreToldApart) {
   EXPECT_NE(damaged.contents.find("/check/a"), nullptr);
   EXPECT_EQ(damaged.contents.find("/check/b"), nullptr);
   EXPECT_EQ(damaged.contents.find("/check/c"), nullptr);
+  // A length damaged to more than the file holds, with whole records after it: damage, not the
+  // torn tail such a length alone would be.
+  std::string longer = whole;
+  longer[starts[1] + 3] = static_cast<char>(0x7f);  // the second record's length's high byte
+  write_text(path, longer);
+  const JournalReading overlong = read_journal(path);
+  ASSERT_TRUE(overlong.damaged_at.has_value());
+  EXPECT_EQ(*overlong.damaged_at, starts[1]);
+  EXPECT_NE(overlong.contents.find("/check/a"), nullptr);
+  EXPECT_EQ(overlong.contents.find("/check/b"), nullptr);
+  // The same length on the last record is a torn tail.
+  std::string last = whole;
+  last[starts[2] + 3] = static_cast<char>(0x7f);
+  write_text(path, last);
+  const JournalReading tail = read_journal(path);
+  EXPECT_FALSE(tail.damaged_at.has_value());
+  EXPECT_NE(tail.contents.find("/check/b"), nullptr);
+  EXPECT_EQ(tail.contents.find("/check/c"), nullptr);
   // A record that passes its check but is of no kind parity writes is damage too.
   std::string foreign = whole.substr(0, starts[1]);
   const std::string payload = "Z";

@@ -15,6 +15,7 @@
 #include <iterator>
 #include <map>
 #include <set>
+#include <string_view>
 #include <type_traits>
 
 #include "reference/core/error.hpp"
@@ -338,6 +339,26 @@ bool is_journal(const std::filesystem::path& path) {
   return in.read(head, sizeof head) && std::memcmp(head, kMagic, sizeof kMagic) == 0;
 }
 
+namespace {
+// Whether a whole record of a kind parity writes starts somewhere in data[from, end): a record
+// whose length says more than the file holds is a torn tail (a write cut short leaves a prefix
+// of one record, and nothing after it) unless records follow, when its length was damaged. The
+// search checks at most 256 MiB of payloads, so a large torn tail costs a bounded time.
+bool whole_record_after(const std::string& data, std::size_t from) {
+  std::size_t checked = 0;
+  for (std::size_t at = from; at + 9 <= data.size() && checked < (std::size_t{256} << 20); ++at) {
+    std::uint32_t length = 0, sum = 0;
+    std::memcpy(&length, data.data() + at, 4);
+    if (length == 0 || length > data.size() - at - 8 || std::string_view("ARTMCK").find(data[at + 8]) == std::string_view::npos)
+      continue;
+    std::memcpy(&sum, data.data() + at + 4, 4);
+    checked += length;
+    if (checksum(data.data() + at + 8, length) == sum) return true;
+  }
+  return false;
+}
+}  // namespace
+
 JournalReading read_journal(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UsageError("cannot read " + path.string() + ": " + std::strerror(errno));
@@ -353,7 +374,10 @@ JournalReading read_journal(const std::filesystem::path& path) {
     if (data.size() - at < 8) break;
     std::memcpy(&length, data.data() + at, 4);
     std::memcpy(&sum, data.data() + at + 4, 4);
-    if (length > data.size() - at - 8) break;  // torn: the write that held it was cut short
+    if (length > data.size() - at - 8) {  // torn: the write that held it was cut short
+      if (whole_record_after(data, at + 8)) reading.damaged_at = at;  // or its length was damaged
+      break;
+    }
     if (checksum(data.data() + at + 8, length) != sum) {
       reading.damaged_at = at;
       break;

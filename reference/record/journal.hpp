@@ -71,7 +71,8 @@ struct JournalReading {
   std::size_t records = 0;
   std::size_t ignored_bytes = 0;  // a torn or damaged tail, left out
   // Where a whole record failed its check (damage, not a write cut short: a torn record is a
-  // prefix of one, shorter than its length says), or nullopt.
+  // prefix of one, shorter than its length says, and the last), or where a length that says more
+  // than the file holds is followed by whole records (the length damaged); or nullopt.
   std::optional<std::size_t> damaged_at;
 };
 // Throws UsageError when the file cannot be read or is not a journal.
