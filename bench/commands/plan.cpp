@@ -454,11 +454,11 @@ class Plan final : public Command {
                        "holds (1.8e308)");
     const std::size_t fitting = static_cast<std::size_t>(
         std::count_if(all.begin(), all.end(), [](const th::PlanCandidate& x) { return x.prediction.fits; }));
-    std::printf("# %s (%.2fB parameters) on %d GPUs of %s (%s, %.4g TFLOP/s dense), global batch %lld: %zu layouts "
-                "evaluated in %.3f s, %zu fit in %.4g GB\n",
+    std::printf("# %s (%.2fB parameters) on %d GPUs of %s (%s, %.4g TFLOP/s dense), global batch %lld: %zu layout%s "
+                "evaluated in %.3f s, %zu fit%s in %.4g GB\n",
                 m.name.c_str(), static_cast<double>(th::plan_parameters(m)) / 1e9, gpus_, c.name.c_str(),
-                c.peak_type.c_str(), c.peak_TFLOPs, static_cast<long long>(global_batch_), evaluated, seconds, fitting,
-                c.memory_GB);
+                c.peak_type.c_str(), c.peak_TFLOPs, static_cast<long long>(global_batch_), evaluated,
+                evaluated == 1 ? "" : "s", seconds, fitting, fitting == 1 ? "s" : "", c.memory_GB);
     if (fitting == 0) {
       const auto least = std::min_element(all.begin(), all.end(), [](const th::PlanCandidate& a, const th::PlanCandidate& b) {
         return a.prediction.memory_bytes() < b.prediction.memory_bytes();
