@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <csignal>
@@ -247,6 +248,15 @@ int main(int argc, char** argv) {
     }
     return write_partial_results(argv[2], argv[3], argv[4]);
   }
+  // `parity help [COMMAND...]` is `parity [COMMAND...] --help`.
+  std::vector<char*> words(argv, argv + argc);
+  static char help_flag[] = "--help";
+  if (argc >= 2 && std::strcmp(argv[1], "help") == 0) {
+    words.erase(words.begin() + 1);
+    words.push_back(help_flag);
+    argc = static_cast<int>(words.size());
+    argv = words.data();
+  }
   CLI::App app{"parity: reference implementation, conformance suite and benchmark of distributed training.\n"
                "Collectives run on real ranks (Open MPI), are checked against exact or float64 results, timed\n"
                "nccl-tests style, and recorded to HDF5; `parity report` draws the results."};
@@ -317,8 +327,12 @@ int main(int argc, char** argv) {
     const std::string what = e.what();
     if (given && std::regex_match(what, missing, kMissing))
       if (const CLI::Option* o = given->second->get_option_no_throw(missing[1].str()); o && o->get_positional()) {
+        std::string description = o->get_description();  // "One result file, ..." inside a sentence
+        if (description.size() > 1 && std::isupper(static_cast<unsigned char>(description[0])) &&
+            std::islower(static_cast<unsigned char>(description[1])))
+          description[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(description[0])));
         std::fprintf(stderr, "parity: %s needs %s: %s (see %s)\n", given->first->info().name.c_str(), missing[1].str().c_str(),
-                     o->get_description().c_str(), help.c_str());
+                     description.c_str(), help.c_str());
         return kExitUsage;
       }
     std::fprintf(stderr, "parity: %s (see %s)\n", printable_line(in_plain_words(e.what())).c_str(), help.c_str());
