@@ -113,34 +113,30 @@ TEST_F(JournalTest, TornTailAndDamageAreToldApart) {
     }
   }
   const std::string whole = read_text(path);
-  write_text(path, whole.substr(0, whole.size() - 3));
-  const JournalReading torn = read_journal(path);
+  const auto reading_of = [&](const std::string& bytes) {
+    write_text(path, bytes);
+    return read_journal(path);
+  };
+  // The journal with one byte changed: `value` or, when negative, the byte with bit 6 flipped.
+  const auto changed = [&](std::uintmax_t at, int value) {
+    std::string bytes = whole;
+    bytes[at] = static_cast<char>(value >= 0 ? value : bytes[at] ^ 0x40);
+    return reading_of(bytes);
+  };
+  const JournalReading torn = reading_of(whole.substr(0, whole.size() - 3));
   EXPECT_FALSE(torn.damaged_at.has_value());
   EXPECT_GT(torn.ignored_bytes, 0u);
-  std::string flipped = whole;
-  flipped[starts[1] + 12] = static_cast<char>(flipped[starts[1] + 12] ^ 0x40);  // inside the second record
-  write_text(path, flipped);
-  const JournalReading damaged = read_journal(path);
-  ASSERT_TRUE(damaged.damaged_at.has_value());
-  EXPECT_EQ(*damaged.damaged_at, starts[1]);
-  EXPECT_NE(damaged.contents.find("/check/a"), nullptr);
-  EXPECT_EQ(damaged.contents.find("/check/b"), nullptr);
-  EXPECT_EQ(damaged.contents.find("/check/c"), nullptr);
-  // A length damaged to more than the file holds, with whole records after it: damage, not the
-  // torn tail such a length alone would be.
-  std::string longer = whole;
-  longer[starts[1] + 3] = static_cast<char>(0x7f);  // the second record's length's high byte
-  write_text(path, longer);
-  const JournalReading overlong = read_journal(path);
-  ASSERT_TRUE(overlong.damaged_at.has_value());
-  EXPECT_EQ(*overlong.damaged_at, starts[1]);
-  EXPECT_NE(overlong.contents.find("/check/a"), nullptr);
-  EXPECT_EQ(overlong.contents.find("/check/b"), nullptr);
+  // A byte inside the second record, and (the record's length's high byte) a length that says
+  // more than the file holds with whole records after it: damage, not a torn tail, both.
+  for (const JournalReading& damaged : {changed(starts[1] + 12, -1), changed(starts[1] + 3, 0x7f)}) {
+    ASSERT_TRUE(damaged.damaged_at.has_value());
+    EXPECT_EQ(*damaged.damaged_at, starts[1]);
+    EXPECT_NE(damaged.contents.find("/check/a"), nullptr);
+    EXPECT_EQ(damaged.contents.find("/check/b"), nullptr);
+    EXPECT_EQ(damaged.contents.find("/check/c"), nullptr);
+  }
   // The same length on the last record is a torn tail.
-  std::string last = whole;
-  last[starts[2] + 3] = static_cast<char>(0x7f);
-  write_text(path, last);
-  const JournalReading tail = read_journal(path);
+  const JournalReading tail = changed(starts[2] + 3, 0x7f);
   EXPECT_FALSE(tail.damaged_at.has_value());
   EXPECT_NE(tail.contents.find("/check/b"), nullptr);
   EXPECT_EQ(tail.contents.find("/check/c"), nullptr);
@@ -151,8 +147,7 @@ TEST_F(JournalTest, TornTailAndDamageAreToldApart) {
   for (const char c : payload) sum = (sum ^ static_cast<unsigned char>(c)) * 16777619u;
   const std::uint32_t length = static_cast<std::uint32_t>(payload.size());
   foreign.append(reinterpret_cast<const char*>(&length), 4).append(reinterpret_cast<const char*>(&sum), 4).append(payload);
-  write_text(path, foreign + whole.substr(starts[1]));
-  const JournalReading unknown = read_journal(path);
+  const JournalReading unknown = reading_of(foreign + whole.substr(starts[1]));
   ASSERT_TRUE(unknown.damaged_at.has_value());
   EXPECT_EQ(*unknown.damaged_at, starts[1]);
 }
