@@ -570,6 +570,13 @@ TEST(ModelErrors, InvalidConfigsAreRefusedByName) {
   EXPECT_NE(message_of<UsageError>([&] { build_gpt(c); }).find("int32"), std::string::npos);
   c = tiny_gpt();
   EXPECT_NE(message_of<UsageError>([&] { build_gpt(c, {3, 9}); }).find("layer range [3, 9)"), std::string::npos);
+  // Dropout is a probability of dropping below 1: at 1 every activation is dropped and the
+  // kept ones' scale 1 / (1 - p) is infinite.
+  c = tiny_gpt();
+  c.dropout = 1;
+  EXPECT_NE(message_of<UsageError>([&] { build_gpt(c); }).find("dropout must be in [0, 1)"), std::string::npos);
+  c.dropout = 0.999;
+  EXPECT_NO_THROW(c.validate());
   MlpConfig mlp;
   mlp.width = 0;
   EXPECT_THROW(build_mlp(mlp), UsageError);

@@ -263,6 +263,10 @@ TEST(GpuPeaks, PeakFlops) {
   EXPECT_DOUBLE_EQ(peak_flops(a100, DataType::float64), 19.5e12);
   EXPECT_DOUBLE_EQ(find_gpu_peaks("NVIDIA H200")->memory_GBps, 4800.0);
   EXPECT_DOUBLE_EQ(peak_flops(*find_gpu_peaks("NVIDIA H100 PCIe"), DataType::bfloat16), 756.5e12);
+  // The A100 datasheet's memory bandwidths: 2,039 GB/s for the 80GB SXM4, 1,935 GB/s for the
+  // 80GB PCIe card (HBM2e at a lower clock).
+  EXPECT_DOUBLE_EQ(find_gpu_peaks("NVIDIA A100-SXM4-80GB")->memory_GBps, 2039.0);
+  EXPECT_DOUBLE_EQ(find_gpu_peaks("NVIDIA A100 80GB PCIe")->memory_GBps, 1935.0);
 }
 
 // Six rows, names unique, each with a source; the dense tensor rates fall bf16 = fp16 >= tf32

@@ -18,6 +18,11 @@ with h5py.File("model.h5") as f:
     assert models == {"tiny"}, models
     for i in range(len(ranks)):
         p = int(t["parameters"][i])
+        # The row describes the model it timed: tiny is 2 layers of hidden 64 over sequences of 64
+        # (bench/commands/presets.cpp), and its count 12 h^2 + 13 h a block, V h + s h of tables
+        # and the final norm's 2 h (tied head) follows from those figures.
+        assert (t["layers"][i], t["hidden"][i], t["sequence"][i]) == (2, 64, 64), (t["layers"][i], t["hidden"][i])
+        assert p == 256 * 64 + 64 * 64 + 2 * (12 * 64 * 64 + 13 * 64) + 2 * 64, p
         # Megatron's closed form in float64 (14 operations, reference/core/tolerance.hpp).
         assert abs(t["step_flops"][i] - t["megatron_step_flops"][i]) <= 14 * 2**-53 * t["step_flops"][i], \
             (t["step_flops"][i], t["megatron_step_flops"][i])
