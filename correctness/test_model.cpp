@@ -581,6 +581,9 @@ TEST(ModelErrors, InvalidConfigsAreRefusedByName) {
   mlp.width = 0;
   EXPECT_THROW(build_mlp(mlp), UsageError);
   EXPECT_THROW(AdamW({-1.0}, DataType::float32), UsageError);
+  // The betas lie below 1: at 1 a bias correction 1 - beta^t is 0 and every step divides by it.
+  EXPECT_THROW(AdamW(AdamWConfig{.beta1 = 1}, DataType::float32), UsageError);
+  EXPECT_THROW(AdamW(AdamWConfig{.beta2 = 1}, DataType::float32), UsageError);
   EXPECT_THROW(Sgd({0.1, 0, 0}, DataType::bfloat16), UsageError);
   EXPECT_THROW(gpt_batch(tiny_gpt(), 0, 3, 2, 4), UsageError);  // rows beyond the global batch
   // A batch of the wrong width reaches the first layer, which names the tensors.

@@ -259,6 +259,42 @@ TEST(MoeGradient, BalancingAndZLoss) {
                   "router z-loss");
 }
 
+// 16-bit rows go through float32: drows = gate times the dy of the row's token, dgates = that dy
+// dotted with the row. Inputs are small multiples of 1/4 and 1/2, so every product and the
+// four-term dots are exact in bfloat16 and float16: the results compare exactly.
+TEST(MoeGradient, CombineRowsBackwardInSixteenBitsIsExact) {
+  const std::int64_t N = 5, E = 3, C = 4;
+  const std::vector<double> p = softmax_rows(random_values("rows16.logits", N * E), E);
+  const Routing routing = ops::route(p, N, E, rule(RouterKind::top_k, 2, 1.0));
+  const std::int64_t A = routing.assignments();
+  const ops::RowMap map = ops::row_map(routing, MemorySpace::host);
+  for (DataType type : {DataType::bfloat16, DataType::float16}) {
+    Tensor rows = Tensor::empty("rows16.rows", {A, C}, type, MemoryCategory::workspace);
+    Tensor gates = Tensor::empty("rows16.gates", {A}, type, MemoryCategory::workspace);
+    Tensor dy = Tensor::empty("rows16.dy", {N, C}, type, MemoryCategory::workspace);
+    Tensor drows = Tensor::empty("rows16.drows", {A, C}, type, MemoryCategory::workspace);
+    Tensor dgates = Tensor::empty("rows16.dgates", {A}, type, MemoryCategory::workspace);
+    for (std::int64_t a = 0; a < A; ++a) {
+      gates.set(a, 0.25 * static_cast<double>(1 + a % 3));
+      for (std::int64_t c = 0; c < C; ++c) rows.set(a * C + c, static_cast<double>((a + 2 * c) % 5 - 2));
+    }
+    for (std::int64_t n = 0; n < N; ++n)
+      for (std::int64_t c = 0; c < C; ++c) dy.set(n * C + c, 0.5 * static_cast<double>((3 * n + c) % 7 - 3));
+    ops::combine_rows_backward(dy, rows, gates, map, drows, dgates);
+    for (std::int64_t a = 0; a < A; ++a) {
+      const std::int64_t n = routing.token[static_cast<std::size_t>(a)];
+      const double gate = 0.25 * static_cast<double>(1 + a % 3);
+      double dot = 0;
+      for (std::int64_t c = 0; c < C; ++c) {
+        const double g = 0.5 * static_cast<double>((3 * n + c) % 7 - 3);
+        dot += g * static_cast<double>((a + 2 * c) % 5 - 2);
+        EXPECT_EQ(drows.at(a * C + c), gate * g) << name_of(type) << " row " << a << ", column " << c;
+      }
+      EXPECT_EQ(dgates.at(a), dot) << name_of(type) << " row " << a;
+    }
+  }
+}
+
 TEST(MoeGradient, GatherAndCombineRows) {
   const std::int64_t N = 5, E = 3, C = 4;
   const std::vector<double> p = softmax_rows(random_values("rows.logits", N * E), E);

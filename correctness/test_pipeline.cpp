@@ -71,6 +71,45 @@ TEST_F(MpiTest, ExecutorRefusesWhatItCannotRun) {
   std::swap(broken.ranks.back().front(), broken.ranks.back().back());
   EXPECT_THROW(pp::Executor(comm(), broken, std::vector<int>(static_cast<std::size_t>(p), 1), boundary, DataType::float64),
                UsageError);
+  // Message tags: a micro-batch's activation and gradient for each stage, 2 p m tags numbered
+  // from 0, and MPI guarantees tags up to 32767 (MPI_TAG_UB >= 32767): p m = 16384 (the largest
+  // tag exactly 32767) is within, one micro-batch more is not.
+  const int m = 16384 / p;
+  EXPECT_NO_THROW(pp::Executor(comm(), pp::gpipe(p, m), std::vector<int>(static_cast<std::size_t>(p), 1), boundary,
+                               DataType::float64));
+  EXPECT_THROW(pp::Executor(comm(), pp::gpipe(p, m + 1), std::vector<int>(static_cast<std::size_t>(p), 1), boundary,
+                            DataType::float64),
+               UsageError);
+}
+
+TEST_F(MpiTest, APipelinedStepsLossHoldsTheExpertsBalancingLoss) {
+  // The step's loss is the model's loss plus the auxiliary losses its layers raise (an MoE
+  // block's load-balancing loss), however the step is scheduled: one rank running the model as
+  // a one-stage 1F1B pipeline reports the loss the plain step reports, to a few float64
+  // roundings of the sum. The balancing term is made large enough to matter.
+  if (comm().size() != 1) GTEST_SKIP() << "one rank: the same model whole and as one pipeline stage";
+  model::GptConfig config = cases::case_gpt_config(DataType::float64);
+  config.moe.layers = {0};
+  config.moe.balance_coefficient = 0.5;
+  const auto step_loss = [&](bool pipelined, double coefficient) {
+    config.moe.balance_coefficient = coefficient;
+    auto m = model::build_gpt(config);
+    const auto optimizer = cases::case_adamw(config.dtype);
+    parallel::DataParallelConfig dp;
+    dp.global_batch = 4;
+    dp.micro_batches = 2;
+    parallel::StepParts parts = parallel::make_data_parallel_parts(comm(), *m, *optimizer, dp);
+    if (pipelined)
+      parts.schedule = std::make_unique<pp::Executor>(
+          comm(), pp::one_f_one_b(1, 2), std::vector<int>{static_cast<int>(m->layers().size())},
+          [config](std::int64_t rows) { return Shape{rows, config.sequence, config.hidden}; }, config.dtype);
+    parallel::Trainer trainer(*m, comm(), dp.global_batch, dp.micro_batches, std::move(parts));
+    return trainer.step(parallel::batches_of(config), 0).loss;
+  };
+  const double plain = step_loss(false, 0.5), piped = step_loss(true, 0.5), without = step_loss(false, 0);
+  const double bound = tolerance::gamma(16, unit_roundoff(DataType::float64)) * std::abs(plain);
+  EXPECT_GT(std::abs(plain - without), 1000 * bound) << "the balancing loss is part of the step's loss";
+  EXPECT_NEAR(piped, plain, bound);
 }
 
 TEST_F(MpiTest, AForwardKeepsWhatItsLayersSave) {

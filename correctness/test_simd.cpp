@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "reference/core/half.hpp"
+#include "reference/core/tolerance.hpp"
 #include "reference/simd/simd.hpp"
 #include "reference/tensor/random.hpp"
 #include "reference/tensor/tensor.hpp"
@@ -432,6 +433,55 @@ template <typename T> void expect_dropout_as_scalar() {
 TEST(Simd, DropoutIsTheScalarMask) {
   expect_dropout_as_scalar<float>();
   expect_dropout_as_scalar<double>();
+}
+
+// The mask keeps an element exactly when its 52 draw bits m (the top 52 of the first two Philox
+// words, uniform_open = (m + 0.5) / 2^52) are at least keep_from: a draw equal to the threshold is
+// kept, since uniform_open_threshold(p) is the first m whose draw is >= p. With the threshold set
+// to one element's own m that element is kept, and with m + 1 it is dropped.
+TEST(Simd, DropoutKeepsTheDrawEqualToTheThreshold) {
+  const std::uint64_t seed = 7, stream = 3, first = 5000;
+  const std::size_t n = 19;
+  std::vector<std::uint64_t> m(n);
+  for (std::size_t j = 0; j < n; ++j) {
+    const PhiloxCounter w = element_words(seed, stream, first + j);
+    m[j] = ((std::uint64_t{w[0]} << 32) | w[1]) >> 12;
+  }
+  std::vector<double> x(n), y(n);
+  for (std::size_t j = 0; j < n; ++j) x[j] = 1.0 + static_cast<double>(j);
+  std::vector<float> xf(x.begin(), x.end()), yf(n);
+  for (std::size_t i : {0u, 6u, 18u}) {
+    for (std::uint64_t keep_from : {m[i], m[i] + 1}) {
+      simd::dropout(x.data(), y.data(), n, seed, stream, first, keep_from, 2.0);
+      simd::dropout(xf.data(), yf.data(), n, seed, stream, first, keep_from, 2.0f);
+      for (std::size_t j = 0; j < n; ++j) {
+        const bool keep = m[j] >= keep_from;
+        EXPECT_EQ(y[j], keep ? 2.0 * x[j] : 0.0) << "threshold of element " << i << ", element " << j;
+        EXPECT_EQ(yf[j], keep ? 2.0f * xf[j] : 0.0f) << "threshold of element " << i << ", element " << j;
+      }
+      EXPECT_EQ(y[i] != 0, keep_from == m[i]) << i;
+    }
+  }
+}
+
+// softmax_row returns the row's log-sum-exp, log(sum_j exp(x_j)), the max added back to the
+// shifted sum's log. Rows of one value v repeated n times: the shifted terms are exactly 1, their
+// sum exactly n, so the result is v + log(n), two roundings (the log and the addition) away.
+template <typename T> void expect_log_sum_exp_of_constant_rows() {
+  const double u = std::numeric_limits<T>::epsilon() / 2;
+  for (std::size_t n : {1, 4, 20, 37})
+    for (double v : {0.0, 50.0, 1000.0, -300.0}) {
+      std::vector<T> x(n, static_cast<T>(v)), y(n);
+      const T lse = simd::softmax_row(x.data(), y.data(), n);
+      const double want = v + std::log(static_cast<double>(n));
+      EXPECT_LE(std::abs(static_cast<double>(lse) - want), tolerance::gamma(2, u) * std::abs(want) + 2 * u)
+          << "n " << n << ", value " << v;
+      for (std::size_t j = 0; j < n; ++j) EXPECT_EQ(y[j], T(1) / static_cast<T>(n)) << n;
+    }
+}
+TEST(Simd, SoftmaxRowReturnsTheLogSumExp) {
+  expect_log_sum_exp_of_constant_rows<float>();
+  expect_log_sum_exp_of_constant_rows<double>();
 }
 
 // initialize and initialize_shard (vectorised draws) give every element Init::value's value.

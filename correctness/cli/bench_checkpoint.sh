@@ -40,6 +40,8 @@ for name, r in rows.items():
     assert r["step_time_s"] > 0 and r["baseline_step_time_s"] > 0, name
     assert len(r["layout"].split()) == L, (name, r["layout"])
     assert r["recomputed_forwards"] == r["recomputed_blocks"] * 3, name  # 3 steps: warm-up and 2 timed
+    # every_k is the k of an every-k policy, 0 for the others (which recompute no fixed stride).
+    assert r["every_k"] == (int(name[len("every"):]) if r["kind"] == "every" else 0), (name, r["every_k"])
 none, full = rows["none"], rows["full"]
 # The prediction from the job's calibration: more recompute, a longer predicted step; the
 # ratio is each rank's predicted step over its predicted step without recompute.

@@ -28,6 +28,8 @@ with h5py.File("moe.h5") as f:
     cf_runs = {float(runs["capacity_factor"][i]): i for i in range(n) if runs["in_cf_sweep"][i]}
     assert sorted(cf_runs) == [0.5, 1.0, 2.0, math.inf], cf_runs
     for i in range(n):
+        # Data parallelism is what the expert groups leave of the world: ep x dp = 2 ranks.
+        assert runs["world_size"][i] == 2 and runs["dp"][i] * runs["ep"][i] == 2, (i, runs["ep"][i], runs["dp"][i])
         assert runs["bytes_match"][i] == 1 and runs["all_to_all_bytes"][i] == runs["formula_all_to_all_bytes"][i], i
         assert (runs["all_to_all_bytes"][i] == 0) == (runs["ep"][i] == 1), (i, runs["all_to_all_bytes"][i])
         parts = runs["all_to_all_seconds"][i] + runs["gradient_reduction_seconds"][i] + runs["compute_seconds"][i]

@@ -24,6 +24,7 @@ rm -r "$TMPDIR/parity-state-$host-$$-fG5hJ7" "$TMPDIR/parity-state-elsewhere-$go
 "$parity" bench state --np 2 -q --model tiny --layouts zero2 --precision bfloat16 --repeats 1 \
   --dir "$work/kept" --keep --out kept.h5
 /usr/bin/python3 - <<'PY'
+import glob, os
 import h5py
 
 def table(f, name):
@@ -51,6 +52,13 @@ for path, layouts, value, state in (("state.h5", ["dp", "zero1", "zero3", "tp2"]
                       "async_finish_s"):
                 assert t[c][i] > 0, (path, c, i)
             assert t["load_bytes"][i] >= t["bytes"][i] * (0.5 if t["layout"][i] != "dp" else 1.9), (path, i)
+# file_bytes is each rank's own file: the kept state's rank files (whose sizes differ, rank 0
+# holding more) have exactly the sizes of the rows of their ranks.
+with h5py.File("kept.h5") as f:
+    t = table(f, "/bench/state")
+    for i in range(len(t["rank"])):
+        files = glob.glob("kept/zero2-0/step-*/rank-%05d.h5" % t["rank"][i])
+        assert len(files) == 1 and t["file_bytes"][i] == os.path.getsize(files[0]), (i, files, t["file_bytes"][i])
 print("bench state: rows, bytes and restores as expected")
 PY
 ls "$work/kept" | grep -q '^zero2-0$'
