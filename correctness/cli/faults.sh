@@ -85,6 +85,18 @@ in_stall() { # PID
     sleep 0.2
   done
 }
+# Runs the test command until it succeeds, TRIES times PERIOD seconds apart; fails saying WHAT
+# when it never does.
+wait_until() { # TRIES PERIOD WHAT COMMAND...
+  local tries=$1 period=$2 what=$3
+  shift 3
+  for _ in $(seq "$tries"); do
+    "$@" && return 0
+    sleep "$period"
+  done
+  fail "$what"
+}
+running() { pgrep -f -- "$1" >/dev/null; }  # PATTERN: a process whose command line matches
 long_bench=(bench collectives -q -e 16M -n 400 --force)
 
 case $scenario in
@@ -383,11 +395,7 @@ case $scenario in
     for sig in TERM INT; do
       "$parity" report "$work/r.h5" --out "$work/report-$sig" >"$out" 2>"$err" &
       pid=$!
-      for _ in $(seq 200); do
-        pgrep -f -- "parity_report.py .*--out $work/report-$sig" >/dev/null && break
-        sleep 0.05
-      done
-      pgrep -f -- "parity_report.py .*--out $work/report-$sig" >/dev/null || fail "the report script never started"
+      wait_until 200 0.05 "the report script never started" running "parity_report.py .*--out $work/report-$sig"
       kill -"$sig" "$pid"
       wait "$pid"
       status=$?
@@ -405,11 +413,7 @@ case $scenario in
     chmod +x "$work/hang-python"
     PARITY_PYTHON="$work/hang-python" "$parity" run --quick --np 1 -q --out "$work/run.h5" >"$out" 2>"$err" &
     pid=$!
-    for _ in $(seq 1200); do
-      [ -e "$work/drawing" ] && break
-      sleep 0.05
-    done
-    [ -e "$work/drawing" ] || fail "the report never started"
+    wait_until 1200 0.05 "the report never started" test -e "$work/drawing"
     kill -INT "$pid"
     wait "$pid"
     status=$?
@@ -423,11 +427,7 @@ case $scenario in
     for sig in TERM INT; do
       "$parity" case export --model large --steps 1000 --out "$work/case-$sig.h5" >"$out" 2>"$err" &
       pid=$!
-      for _ in $(seq 400); do
-        [ -e "$work/case-$sig.h5.tmp" ] && break
-        sleep 0.01
-      done
-      [ -e "$work/case-$sig.h5.tmp" ] || fail "case export never started writing"
+      wait_until 400 0.01 "case export never started writing" test -e "$work/case-$sig.h5.tmp"
       kill -"$sig" "$pid"
       wait "$pid"
       status=$?
