@@ -38,6 +38,21 @@ const bool registered = add_registrar(register_grid);
 
 namespace pp = parallel::pipeline;
 
+// A trainer of `m` (built from `config`) on one rank: 4 sequences a step in 2 micro-batches,
+// scheduled as one 1F1B stage holding the whole model when `pipelined`, else as the plain step.
+parallel::Trainer one_stage_trainer(Communicator& comm, model::Model& m, const model::Optimizer& optimizer,
+                                    const model::GptConfig& config, bool pipelined) {
+  parallel::DataParallelConfig dp;
+  dp.global_batch = 4;
+  dp.micro_batches = 2;
+  parallel::StepParts parts = parallel::make_data_parallel_parts(comm, m, optimizer, dp);
+  if (pipelined)
+    parts.schedule = std::make_unique<pp::Executor>(
+        comm, pp::one_f_one_b(1, 2), std::vector<int>{static_cast<int>(m.layers().size())},
+        [config](std::int64_t rows) { return Shape{rows, config.sequence, config.hidden}; }, config.dtype);
+  return parallel::Trainer(m, comm, dp.global_batch, dp.micro_batches, std::move(parts));
+}
+
 TEST(PipelineStages, BalancedByParameters) {
   using R = std::vector<model::LayerRange>;
   const auto ranges = [](const R& r) {
@@ -95,15 +110,7 @@ TEST_F(MpiTest, APipelinedStepsLossHoldsTheExpertsBalancingLoss) {
     config.moe.balance_coefficient = coefficient;
     auto m = model::build_gpt(config);
     const auto optimizer = cases::case_adamw(config.dtype);
-    parallel::DataParallelConfig dp;
-    dp.global_batch = 4;
-    dp.micro_batches = 2;
-    parallel::StepParts parts = parallel::make_data_parallel_parts(comm(), *m, *optimizer, dp);
-    if (pipelined)
-      parts.schedule = std::make_unique<pp::Executor>(
-          comm(), pp::one_f_one_b(1, 2), std::vector<int>{static_cast<int>(m->layers().size())},
-          [config](std::int64_t rows) { return Shape{rows, config.sequence, config.hidden}; }, config.dtype);
-    parallel::Trainer trainer(*m, comm(), dp.global_batch, dp.micro_batches, std::move(parts));
+    parallel::Trainer trainer = one_stage_trainer(comm(), *m, *optimizer, config, pipelined);
     return trainer.step(parallel::batches_of(config), 0).loss;
   };
   const double plain = step_loss(false, 0.5), piped = step_loss(true, 0.5), without = step_loss(false, 0);
@@ -152,17 +159,10 @@ TEST_F(MpiTest, AFailingActionIsNamedWithItsRank) {
   model::GptConfig config = cases::case_gpt_config(DataType::float64);
   auto m = model::build_gpt(config);
   const auto optimizer = cases::case_adamw(config.dtype);
-  parallel::DataParallelConfig dp;
-  dp.global_batch = 4;
-  dp.micro_batches = 2;
-  parallel::StepParts parts = parallel::make_data_parallel_parts(comm(), *m, *optimizer, dp);
-  parts.schedule = std::make_unique<pp::Executor>(
-      comm(), pp::one_f_one_b(1, 2), std::vector<int>{static_cast<int>(m->layers().size())},
-      [config](std::int64_t rows) { return Shape{rows, config.sequence, config.hidden}; }, config.dtype);
+  parallel::Trainer trainer = one_stage_trainer(comm(), *m, *optimizer, config, true);
   m->layers()[2]->add_hook([](model::Layer& layer, model::HookPoint point, const model::PassContext& context) {
     if (point == model::HookPoint::before_backward && context.micro_batch == 1) throw Error(layer.name() + " failed");
   });
-  parallel::Trainer trainer(*m, comm(), dp.global_batch, dp.micro_batches, std::move(parts));
   try {
     trainer.step(parallel::batches_of(config), 0);
     ADD_FAILURE() << "the failing backward went unnoticed";

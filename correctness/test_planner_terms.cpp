@@ -18,17 +18,9 @@
 namespace parity::theory {
 namespace {
 
-const PlanModel& preset(const std::string& name) {
-  for (const PlanModel& m : plan_model_presets())
-    if (m.name == name) return m;
-  throw std::runtime_error("no preset " + name);
-}
-
-const PlanCluster& cluster(const std::string& name) {
-  for (const PlanCluster& c : plan_cluster_presets())
-    if (c.name == name) return c;
-  throw std::runtime_error("no cluster " + name);
-}
+// A preset, as `parity plan --model NAME` and `--cluster NAME` read it.
+PlanModel preset(const std::string& name) { return parse_plan_model(name); }
+PlanCluster cluster(const std::string& name) { return parse_plan_cluster(name); }
 
 // A layer's forward FLOPs by hand, 2 per multiply-add: the query and output projections
 // 2 s h^2 each, the key and value projections 2 s h (kv x head size) each (with grouped-query
@@ -36,7 +28,7 @@ const PlanCluster& cluster(const std::string& name) {
 // weighted sum 4 s^2 h. Llama 3 8B: 8 key/value heads of 128 (1024 wide) beside 4096; its head
 // 2 s h V.
 TEST(PlannerTerms, GroupedQueryAttentionFlopsOnAHandCount) {
-  const PlanModel& m = preset("llama3-8b");
+  const PlanModel m = preset("llama3-8b");
   ASSERT_EQ(m.kv(), 8);
   const double s = 8192, h = 4096, kv = 1024, f = 14336, V = 128256;
   const double layer = 2 * s * h * h + 2 * (2 * s * h * kv) + 2 * s * h * h + 3 * (2 * s * h * f) + 4 * s * s * h;
@@ -49,7 +41,7 @@ TEST(PlannerTerms, GroupedQueryAttentionFlopsOnAHandCount) {
 // forward runs two SwiGLU MLPs a token and the 4096 x 8 router, beside Llama-style attention
 // with 8 key/value heads of 128 (sequence 4096).
 TEST(PlannerTerms, MixtralRoutesEachTokenToTwoExperts) {
-  const PlanModel& m = preset("mixtral-8x7b");
+  const PlanModel m = preset("mixtral-8x7b");
   EXPECT_EQ(m.experts, 8);
   EXPECT_EQ(m.top_k, 2);
   const double s = 4096, h = 4096, kv = 1024, f = 14336;
@@ -64,7 +56,7 @@ TEST(PlannerTerms, MixtralRoutesEachTokenToTwoExperts) {
 // f 4h, dropout, tp 2, one stage and micro-batch: 4 x 2 + 22 = 30 s h bytes; with sp 4 + 17 = 21;
 // unfused, the scores' 5 x 8 x 1024 / (1024 x 2) = 20 more: 50.
 TEST(PlannerTerms, FullRecomputeKeepsInputsAndOneLayer) {
-  const PlanCluster& c = cluster("a100-80gb-dgx");
+  const PlanCluster c = cluster("a100-80gb-dgx");
   const PlanModel m = parse_plan_model("layers=4,hidden=1024,heads=8,vocab=256,sequence=1024");
   const double sh = 1024.0 * 1024;
   const PlanLayout flash{2, 1, 1, false, 1, 1, 0, Recompute::full, true};
@@ -81,7 +73,7 @@ TEST(PlannerTerms, FullRecomputeKeepsInputsAndOneLayer) {
 // (10 whole, 8 of attention). Top 2 at capacity 1.25, tp 1: 10 + 8 + 16 x 2.5 = 58 s h a layer.
 // At top 1 and capacity 1 each token is one row: the dense layer's 34.
 TEST(PlannerTerms, ExpertActivationsScaleWithTheRowsEachTokenBecomes) {
-  const PlanCluster& c = cluster("a100-80gb-dgx");
+  const PlanCluster c = cluster("a100-80gb-dgx");
   const std::string shape = "layers=4,hidden=1024,heads=8,vocab=256,sequence=1024";
   const double sh = 1024.0 * 1024;
   const PlanLayout l{1, 1, 1, false, 1, 1, 0, Recompute::none, true};
@@ -97,7 +89,7 @@ TEST(PlannerTerms, ExpertActivationsScaleWithTheRowsEachTokenBecomes) {
 // expert all-to-alls (dispatch and combine, forward 2, backward 2, recompute 2) become 1.5 times
 // those without recompute, as the tensor-parallel all-reduces do.
 TEST(PlannerTerms, FullRecomputeRepeatsTheExpertAllToAlls) {
-  const PlanCluster& c = cluster("a100-80gb-dgx");
+  const PlanCluster c = cluster("a100-80gb-dgx");
   const PlanModel m =
       parse_plan_model("layers=4,hidden=1024,heads=8,vocab=256,sequence=1024,experts=8,top_k=2,moe_every=1");
   PlanLayout none{1, 1, 4, false, 1, 1, 0, Recompute::none, true, 2}, full = none;
@@ -112,8 +104,8 @@ TEST(PlannerTerms, FullRecomputeRepeatsTheExpertAllToAlls) {
 // 2(n-1)/n and 2(n-1) (Korthikanti et al. 2022, Section 4.2.2). With one efficiency for every
 // collective (the presets) the tensor-parallel time is the same with sp and without.
 TEST(PlannerTerms, SequenceParallelismMovesTheAllReducesBytes) {
-  const PlanCluster& c = cluster("h100-sxm-dgx");
-  const PlanModel& m = preset("llama3-70b");
+  const PlanCluster c = cluster("h100-sxm-dgx");
+  const PlanModel m = preset("llama3-70b");
   PlanLayout sp{8, 4, 8, true, 1, 1, 1, Recompute::none, true}, no_sp = sp;
   no_sp.sp = false;
   const PlanPrediction a = plan_predict(m, c, sp, 256), b = plan_predict(m, c, no_sp, 256);
@@ -124,7 +116,7 @@ TEST(PlannerTerms, SequenceParallelismMovesTheAllReducesBytes) {
 // MFU, HFU and TFLOP/s per GPU divide by every GPU of the job, cp's included:
 // tp 8 x pp 8 x dp 8 x cp 2 = 1024.
 TEST(PlannerTerms, RatesPerGpuCountContextParallelRanks) {
-  const PlanCluster& c = cluster("h100-sxm-dgx");
+  const PlanCluster c = cluster("h100-sxm-dgx");
   const PlanModel m = parse_plan_model("llama3-70b,sequence=131072");
   const PlanLayout l{8, 8, 8, true, 1, 1, 1, Recompute::full, true, 1, 2};
   ASSERT_EQ(plan_layout_problem(m, c, l, 1024, 64), "");
@@ -139,8 +131,8 @@ TEST(PlannerTerms, RatesPerGpuCountContextParallelRanks) {
 // state over dp x cp. Llama 3 8B at tp 1 on 4 GPUs as dp 2 x cp 2 holds what dp 4 holds, a
 // quarter of the unsharded (dp 1, ZeRO 0) 16 bytes a parameter (its count divides by 4).
 TEST(PlannerTerms, ZeroShardsOverTheContextParallelRanksToo) {
-  const PlanCluster& c = cluster("h100-sxm-dgx");
-  const PlanModel& m = preset("llama3-8b");
+  const PlanCluster c = cluster("h100-sxm-dgx");
+  const PlanModel m = preset("llama3-8b");
   PlanLayout cp{1, 1, 2, false, 1, 1, 3, Recompute::full, true, 1, 2}, dp = cp, whole = cp;
   dp.dp = 4, dp.cp = 1;
   whole.dp = 1, whole.cp = 1, whole.zero = 0;
@@ -156,7 +148,7 @@ TEST(PlannerTerms, ZeroShardsOverTheContextParallelRanksToo) {
 // A search with tp free tries every power of two up to a node's GPUs (8 on a DGX), a whole
 // node's tensor parallelism included.
 TEST(PlannerTerms, SearchTriesTensorParallelismUpToANode) {
-  const PlanCluster& c = cluster("a100-80gb-dgx");
+  const PlanCluster c = cluster("a100-80gb-dgx");
   PlanFixed fixed;
   fixed.pp = 1;
   fixed.cp = 1;
@@ -170,7 +162,7 @@ TEST(PlannerTerms, SearchTriesTensorParallelismUpToANode) {
 // tp splits the key/value heads as it splits the query heads: 2 key/value heads cannot go to 4
 // GPUs (32 query heads could), 8 can go to 8.
 TEST(PlannerTerms, TensorParallelismMustSplitTheKeyValueHeads) {
-  const PlanCluster& c = cluster("h100-sxm-dgx");
+  const PlanCluster c = cluster("h100-sxm-dgx");
   const PlanLayout tp4{4, 1, 2, false, 1, 1, 0, Recompute::full, true};
   const std::string problem = plan_layout_problem(parse_plan_model("llama3-8b,kv_heads=2"), c, tp4, 8, 8);
   EXPECT_NE(problem.find("does not divide the heads (32, 2 key/value)"), std::string::npos) << problem;
@@ -183,22 +175,23 @@ TEST(PlannerTerms, TensorParallelismMustSplitTheKeyValueHeads) {
 // ways (300 a way), one HDR 200 Gb/s (25 GB/s) link a GPU; DGX H100, H100 SXM5: 989 TFLOP/s,
 // 3,350 GB/s, 132 SMs, NVLink 4 900 GB/s both ways (450), one NDR 400 Gb/s (50 GB/s) a GPU.
 TEST(PlannerTerms, ClusterPresetsAreTheirDatasheets) {
-  const PlanCluster& a = cluster("a100-80gb-dgx");
-  EXPECT_EQ(a.peak_TFLOPs, 312);
-  EXPECT_EQ(a.memory_GB, 80);
-  EXPECT_EQ(a.memory_GBps, 2039);
-  EXPECT_EQ(a.multiprocessors, 108);
-  EXPECT_EQ(a.gpus_per_node, 8);
-  EXPECT_EQ(a.node.bandwidth_GBps, 300);
-  EXPECT_EQ(a.network.bandwidth_GBps, 25);
-  const PlanCluster& h = cluster("h100-sxm-dgx");
-  EXPECT_EQ(h.peak_TFLOPs, 989);
-  EXPECT_EQ(h.memory_GB, 80);
-  EXPECT_EQ(h.memory_GBps, 3350);
-  EXPECT_EQ(h.multiprocessors, 132);
-  EXPECT_EQ(h.gpus_per_node, 8);
-  EXPECT_EQ(h.node.bandwidth_GBps, 450);
-  EXPECT_EQ(h.network.bandwidth_GBps, 50);
+  struct Sheet {
+    const char* name;
+    double peak_TFLOPs, memory_GB, memory_GBps;
+    int multiprocessors, gpus_per_node;
+    double node_GBps, network_GBps;
+  };
+  for (const Sheet& s : {Sheet{"a100-80gb-dgx", 312, 80, 2039, 108, 8, 300, 25},
+                         Sheet{"h100-sxm-dgx", 989, 80, 3350, 132, 8, 450, 50}}) {
+    const PlanCluster c = cluster(s.name);
+    EXPECT_EQ(c.peak_TFLOPs, s.peak_TFLOPs) << s.name;
+    EXPECT_EQ(c.memory_GB, s.memory_GB) << s.name;
+    EXPECT_EQ(c.memory_GBps, s.memory_GBps) << s.name;
+    EXPECT_EQ(c.multiprocessors, s.multiprocessors) << s.name;
+    EXPECT_EQ(c.gpus_per_node, s.gpus_per_node) << s.name;
+    EXPECT_EQ(c.node.bandwidth_GBps, s.node_GBps) << s.name;
+    EXPECT_EQ(c.network.bandwidth_GBps, s.network_GBps) << s.name;
+  }
 }
 
 // A figure of a description is a number >= 0: a negative latency or runtime reserve is no
@@ -223,8 +216,8 @@ TEST(PlannerTerms, NegativeFiguresAreRefused) {
 // step's model and hardware FLOPs over its new time and the 512 GPUs (tp 8 x pp 4 x dp 16).
 // ZB-H2's closed form is not its schedule's exact time, so the simulated step differs from it.
 TEST(PlannerTerms, SimulatedStepsRatesFollowTheirTime) {
-  const PlanModel& m = preset("gpt3-39b");
-  const PlanCluster& c = cluster("a100-80gb-dgx");
+  const PlanModel m = preset("gpt3-39b");
+  const PlanCluster c = cluster("a100-80gb-dgx");
   PlanLayout l{8, 4, 16, true, 1, 1, 1, Recompute::full, true};
   l.schedule = PlanSchedule::zb_h2;
   ASSERT_EQ(plan_layout_problem(m, c, l, 512, 1536), "");
