@@ -655,3 +655,65 @@ template <typename T> void expect_head_as_written_out() {
 
 TEST(Simd, AttentionHeadFloat32IsItsStatedOrder) { expect_head_as_written_out<float>(); }
 TEST(Simd, AttentionHeadFloat64IsItsStatedOrder) { expect_head_as_written_out<double>(); }
+
+// A small product as simd.hpp writes it out: each element its k products in order of the index
+// by fused multiply-adds from zero (a product then a sum where the instruction set has no FMA),
+// then added to c's value when accumulating; either operand transposed, rows and lengths that
+// leave a tile of rows or a panel of columns part-filled, on every instruction set (the same bits
+// on those with FMA). A set whose vectors are too short declines, as do shapes past the stated
+// sizes, leaving c as it was.
+TEST(Simd, SmallProductsAreTheirStatedOrder) {
+  struct Shape {
+    std::size_t m, n, k;
+  };
+  std::uint64_t state = 5;
+  const auto next = [&] {  // a fixed sequence of values in [-2, 2)
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<float>(static_cast<double>(state >> 11) / 9007199254740992.0 * 4.0 - 2.0);
+  };
+  std::size_t computed = 0;
+  on_every_instruction_set([&](const std::string& name, std::int64_t target) {
+    const bool fma = has_fma(target);
+    for (const Shape& s : {Shape{1, 16, 1}, Shape{7, 48, 5}, Shape{13, 64, 64}, Shape{6, 80, 33}, Shape{50, 192, 17},
+                           Shape{9, 256, 512}, Shape{256, 32, 512}})
+      for (const bool ta : {false, true})
+        for (const bool tb : {false, true})
+          for (const bool accumulate : {false, true}) {
+            // Stored with rows 3 longer than the matrix's, c with 5: the gaps are not read or written.
+            const std::size_t lda = (ta ? s.m : s.k) + 3, ldb = (tb ? s.k : s.n) + 3, ldc = s.n + 5;
+            std::vector<float> a((ta ? s.k : s.m) * lda), b((tb ? s.n : s.k) * ldb), c(s.m * ldc);
+            for (float& x : a) x = next();
+            for (float& x : b) x = next();
+            for (float& x : c) x = next();
+            std::vector<float> want = c;
+            for (std::size_t i = 0; i < s.m; ++i)
+              for (std::size_t j = 0; j < s.n; ++j) {
+                float sum = 0;
+                for (std::size_t p = 0; p < s.k; ++p) {
+                  const float x = ta ? a[p * lda + i] : a[i * lda + p], y = tb ? b[j * ldb + p] : b[p * ldb + j];
+                  sum = fma ? std::fma(x, y, sum) : x * y + sum;
+                }
+                want[i * ldc + j] = accumulate ? want[i * ldc + j] + sum : sum;
+              }
+            std::vector<float> got = c;
+            const std::string what = name + " " + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" +
+                                     std::to_string(s.k) + (ta ? " a^T" : "") + (tb ? " b^T" : "") +
+                                     (accumulate ? " accumulating" : "");
+            if (!simd::small_gemm(ta, tb, s.m, s.n, s.k, a.data(), lda, b.data(), ldb, accumulate, got.data(), ldc)) {
+              EXPECT_EQ(got, c) << what << ": declined, yet c changed";
+              continue;
+            }
+            ++computed;
+            expect_as_written_out(got, want, fma, what);
+          }
+    // Past its sizes: declined, c untouched.
+    for (const Shape& s : {Shape{4, 20, 8}, Shape{4, 64, simd::kSmallGemmDepth + 1},
+                           Shape{simd::kSmallGemmLeft / 64 + 1, 64, 64}, Shape{4, simd::kSmallGemmColumns + 16, 8}}) {
+      std::vector<float> big_a(s.m * s.k, 1.f), big_b(s.k * s.n, 1.f), out(s.m * s.n, 3.f);
+      EXPECT_FALSE(simd::small_gemm(false, false, s.m, s.n, s.k, big_a.data(), s.k, big_b.data(), s.n, false, out.data(), s.n))
+          << name << " " << s.m << "x" << s.n << "x" << s.k;
+      EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](float x) { return x == 3.f; })) << name;
+    }
+  });
+  EXPECT_GT(computed, 0u) << "no instruction set here computed a small product";
+}

@@ -110,6 +110,20 @@ void attention_head_backward(const double* q, const double* k, const double* v, 
                              const double* g, std::size_t ldg, double* dq, double* dk, double* dv, std::size_t t,
                              std::size_t hs, double scale);
 
+// ---- Products of small float32 matrices (reference/simd/gemm.cpp), row-major as BLAS's
+// RowMajor: c[m, n] = op(a) op(b), or c += it when accumulating, op(a) [m, k] being a (rows lda
+// apart) or a's transpose, op(b) [k, n] b (rows ldb apart) or its transpose. Each output element
+// is its k products summed in order of the index by fused multiply-adds from zero, then added to
+// c's value when accumulating: one lane's chain, so no element depends on m, on the tile it fell
+// in or on the vector width (the same order as OpenBLAS's kernels take on x86, whose results it
+// equals where they do not split k). Returns false, computing nothing, outside the sizes it is
+// made for (the caller then calls BLAS): n a multiple of the vector's float32 lanes (at least
+// 8), k <= kSmallGemmDepth, m k <= kSmallGemmLeft elements, n <= kSmallGemmColumns. c overlaps
+// neither input.
+inline constexpr std::size_t kSmallGemmDepth = 512, kSmallGemmLeft = std::size_t{1} << 17, kSmallGemmColumns = 1024;
+bool small_gemm(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, const float* a,
+                std::size_t lda, const float* b, std::size_t ldb, bool accumulate, float* c, std::size_t ldc);
+
 // AdamW on n parameters with float32 or float64 values and state alike (ops.hpp's adamw_update,
 // its operations in its order): p -= lr wd p; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g g;
 // p -= lr (m / c1) / (sqrt(v / c2) + eps). one_minus_b1 and one_minus_b2 come rounded from

@@ -70,6 +70,15 @@ void gemm(bool ta, bool tb, int m, int n, int k, double alpha, const double* a, 
 }
 void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb,
           float beta, float* c, int ldc) {
+  // Small products by the vectorised loops, which spend nothing on packing (simd.hpp); the rest,
+  // and any alpha or beta but 1 and 0 or 1, by BLAS.
+  if (alpha == 1.f && (beta == 0.f || beta == 1.f) && m > 0 && n > 0 && k > 0 &&
+      simd::small_gemm(ta, tb, static_cast<std::size_t>(m), static_cast<std::size_t>(n), static_cast<std::size_t>(k), a,
+                       static_cast<std::size_t>(lda), b, static_cast<std::size_t>(ldb), beta == 1.f, c,
+                       static_cast<std::size_t>(ldc))) {
+    flop_counter().matmul += 2LL * m * n * k;
+    return;
+  }
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda,
               b, ldb, beta, c, ldc);
   flop_counter().matmul += 2LL * m * n * k;
