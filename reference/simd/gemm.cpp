@@ -68,6 +68,12 @@ void panel(D d, std::size_t m, std::size_t depth, const float* a, std::size_t ro
   for (; i < m; ++i) tile<1, V>(d, depth, a + i * row, row, step, b, ldb, c + i * ldc, ldc, accumulate);
 }
 
+// The float32 lanes of a vector where tiles of them are made for it (at least 8), else 0.
+std::size_t SmallGemmLanes() {
+  const hn::ScalableTag<float> d;
+  return hn::Lanes(d) >= 8 ? hn::Lanes(d) : 0;
+}
+
 bool SmallGemmF32(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, const float* a,
                   std::size_t lda, const float* b, std::size_t ldb, bool accumulate, float* c, std::size_t ldc) {
   const hn::ScalableTag<float> d;
@@ -98,6 +104,7 @@ bool SmallGemmF32(bool transpose_a, bool transpose_b, std::size_t m, std::size_t
 
 #else
 
+std::size_t SmallGemmLanes() { return 0; }
 bool SmallGemmF32(bool, bool, std::size_t, std::size_t, std::size_t, const float*, std::size_t, const float*, std::size_t,
                   bool, float*, std::size_t) {
   return false;
@@ -112,14 +119,21 @@ HWY_AFTER_NAMESPACE();
 
 namespace parity::simd {
 
+HWY_EXPORT(SmallGemmLanes);
 HWY_EXPORT(SmallGemmF32);
 
-bool small_gemm(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, const float* a,
-                std::size_t lda, const float* b, std::size_t ldb, bool accumulate, float* c, std::size_t ldc) {
+bool small_gemm_takes(std::size_t m, std::size_t n, std::size_t k) {
   // What stays in a core's own caches: the left operand (re-read once per panel of columns) and
   // a panel of the right one; past that a BLAS library's blocking wins.
   if (m == 0 || n == 0 || k == 0 || k > kSmallGemmDepth || m * k > kSmallGemmLeft || n > kSmallGemmColumns) return false;
-  return HWY_DYNAMIC_DISPATCH(SmallGemmF32)(transpose_a, transpose_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc);
+  const std::size_t lanes = HWY_DYNAMIC_DISPATCH(SmallGemmLanes)();
+  return lanes != 0 && n % lanes == 0;
+}
+
+bool small_gemm(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, const float* a,
+                std::size_t lda, const float* b, std::size_t ldb, bool accumulate, float* c, std::size_t ldc) {
+  return small_gemm_takes(m, n, k) &&
+         HWY_DYNAMIC_DISPATCH(SmallGemmF32)(transpose_a, transpose_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc);
 }
 
 }  // namespace parity::simd

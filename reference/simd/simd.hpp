@@ -123,6 +123,8 @@ void attention_head_backward(const double* q, const double* k, const double* v, 
 inline constexpr std::size_t kSmallGemmDepth = 512, kSmallGemmLeft = std::size_t{1} << 17, kSmallGemmColumns = 1024;
 bool small_gemm(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, const float* a,
                 std::size_t lda, const float* b, std::size_t ldb, bool accumulate, float* c, std::size_t ldc);
+// Whether small_gemm computes a product of these sizes on this CPU (rather than declining).
+bool small_gemm_takes(std::size_t m, std::size_t n, std::size_t k);
 
 // AdamW on n parameters with float32 or float64 values and state alike (ops.hpp's adamw_update,
 // its operations in its order): p -= lr wd p; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g g;
