@@ -658,9 +658,9 @@ TEST(Simd, AttentionHeadFloat64IsItsStatedOrder) { expect_head_as_written_out<do
 
 // A small product as simd.hpp writes it out: each element its k products in order of the index
 // by fused multiply-adds from zero (a product then a sum where the instruction set has no FMA),
-// then added to c's value when accumulating; either operand transposed, rows and lengths that
-// leave a tile of rows or a panel of columns part-filled, on every instruction set (the same bits
-// on those with FMA). A set whose vectors are too short declines, as do shapes past the stated
+// then added to c's value when accumulating, or to its column's bias; either operand transposed,
+// rows and lengths that leave a tile of rows or a panel of columns part-filled, on every
+// instruction set (the same bits on those with FMA). A set whose vectors are too short declines, as do shapes past the stated
 // sizes, leaving c as it was.
 TEST(Simd, SmallProductsAreTheirStatedOrder) {
   struct Shape {
@@ -678,13 +678,15 @@ TEST(Simd, SmallProductsAreTheirStatedOrder) {
                            Shape{9, 256, 512}, Shape{256, 32, 512}})
       for (const bool ta : {false, true})
         for (const bool tb : {false, true})
-          for (const bool accumulate : {false, true}) {
+          for (const int mode : {0, 1, 2}) {  // overwrite, accumulate, add a bias row
+            const bool accumulate = mode == 1;
             // Stored with rows 3 longer than the matrix's, c with 5: the gaps are not read or written.
             const std::size_t lda = (ta ? s.m : s.k) + 3, ldb = (tb ? s.k : s.n) + 3, ldc = s.n + 5;
-            std::vector<float> a((ta ? s.k : s.m) * lda), b((tb ? s.n : s.k) * ldb), c(s.m * ldc);
+            std::vector<float> a((ta ? s.k : s.m) * lda), b((tb ? s.n : s.k) * ldb), c(s.m * ldc), bias(s.n);
             for (float& x : a) x = next();
             for (float& x : b) x = next();
             for (float& x : c) x = next();
+            for (float& x : bias) x = next();
             std::vector<float> want = c;
             for (std::size_t i = 0; i < s.m; ++i)
               for (std::size_t j = 0; j < s.n; ++j) {
@@ -693,13 +695,14 @@ TEST(Simd, SmallProductsAreTheirStatedOrder) {
                   const float x = ta ? a[p * lda + i] : a[i * lda + p], y = tb ? b[j * ldb + p] : b[p * ldb + j];
                   sum = fma ? std::fma(x, y, sum) : x * y + sum;
                 }
-                want[i * ldc + j] = accumulate ? want[i * ldc + j] + sum : sum;
+                want[i * ldc + j] = mode == 1 ? want[i * ldc + j] + sum : mode == 2 ? bias[j] + sum : sum;
               }
             std::vector<float> got = c;
             const std::string what = name + " " + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" +
                                      std::to_string(s.k) + (ta ? " a^T" : "") + (tb ? " b^T" : "") +
-                                     (accumulate ? " accumulating" : "");
-            if (!simd::small_gemm(ta, tb, s.m, s.n, s.k, a.data(), lda, b.data(), ldb, accumulate, got.data(), ldc)) {
+                                     (mode == 1 ? " accumulating" : mode == 2 ? " with a bias" : "");
+            if (!simd::small_gemm(ta, tb, s.m, s.n, s.k, a.data(), lda, b.data(), ldb, accumulate, got.data(), ldc,
+                                  mode == 2 ? bias.data() : nullptr)) {
               EXPECT_EQ(got, c) << what << ": declined, yet c changed";
               continue;
             }

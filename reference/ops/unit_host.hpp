@@ -123,12 +123,17 @@ template <typename T> void narrow(const Acc<T>* from, T* to, std::int64_t n) {
     simd::narrow(from, to, static_cast<std::size_t>(n));
 }
 
-// Row-major GEMM C = alpha op(A) op(B) + beta C with leading dimensions, through BLAS; counts
-// 2mnk FLOPs (units/matmul.cpp).
+// Row-major GEMM C = alpha op(A) op(B) + beta C with leading dimensions, through BLAS (small
+// float32 products with alpha 1 and beta 0 or 1 through simd::small_gemm); counts 2mnk FLOPs
+// (units/matmul.cpp).
 void gemm(bool ta, bool tb, int m, int n, int k, double alpha, const double* a, int lda, const double* b, int ldb,
           double beta, double* c, int ldc);
 void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb,
           float beta, float* c, int ldc);
+// c = bias (in every row) + a b for float32 host matrices a [m, k], b [k, n], the product small
+// enough for simd::small_gemm, in one pass (the bits of copying the bias and accumulating the
+// product onto it); false, computing nothing, for any other (units/matmul.cpp).
+bool small_product_with_bias(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& c);
 
 // The first index outside [0, limit) of an int32/int64 tensor on either device: its position
 // (-1 where there is none) and its value. A loop reads a host tensor, a kernel a device tensor,

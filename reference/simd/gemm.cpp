@@ -26,10 +26,11 @@ namespace hn = hwy::HWY_NAMESPACE;
 // R rows of the product against V vectors of columns: row r's a elements are a[r * row + k * step]
 // (row-major a: row = lda, step = 1; a transposed: row = 1, step = lda), b's rows ldb apart. Each
 // output element is its products summed in order of k by fused multiply-adds from zero, then
-// added to what c held when accumulating (c + sum, as a BLAS library's kernel adds its sum).
+// added to what c held when accumulating (c + sum, as a BLAS library's kernel adds its sum), or
+// to its column's bias where bias is not null.
 template <int R, int V, class D>
 HWY_INLINE void tile(D d, std::size_t depth, const float* a, std::size_t row, std::size_t step, const float* b,
-                     std::size_t ldb, float* c, std::size_t ldc, bool accumulate) {
+                     std::size_t ldb, float* c, std::size_t ldc, bool accumulate, const float* bias) {
   const std::size_t lanes = hn::Lanes(d);
   hn::Vec<D> acc[R][V];
 #pragma GCC unroll 8
@@ -52,7 +53,10 @@ HWY_INLINE void tile(D d, std::size_t depth, const float* a, std::size_t row, st
 #pragma GCC unroll 4
     for (int v = 0; v < V; ++v) {
       float* out = c + r * ldc + v * lanes;
-      hn::StoreU(accumulate ? hn::Add(hn::LoadU(d, out), acc[r][v]) : acc[r][v], d, out);
+      hn::StoreU(accumulate ? hn::Add(hn::LoadU(d, out), acc[r][v])
+                 : bias     ? hn::Add(hn::LoadU(d, bias + v * lanes), acc[r][v])
+                            : acc[r][v],
+                 d, out);
     }
 }
 
@@ -60,12 +64,12 @@ HWY_INLINE void tile(D d, std::size_t depth, const float* a, std::size_t row, st
 // many as the registers hold beside the panel's vectors), then the rows left one at a time.
 template <int V, class D>
 void panel(D d, std::size_t m, std::size_t depth, const float* a, std::size_t row, std::size_t step, const float* b,
-           std::size_t ldb, float* c, std::size_t ldc, bool accumulate) {
+           std::size_t ldb, float* c, std::size_t ldc, bool accumulate, const float* bias) {
   constexpr int kRows = V == 4 ? 6 : 8;
   std::size_t i = 0;
   for (; i + kRows <= m; i += kRows)
-    tile<kRows, V>(d, depth, a + i * row, row, step, b, ldb, c + i * ldc, ldc, accumulate);
-  for (; i < m; ++i) tile<1, V>(d, depth, a + i * row, row, step, b, ldb, c + i * ldc, ldc, accumulate);
+    tile<kRows, V>(d, depth, a + i * row, row, step, b, ldb, c + i * ldc, ldc, accumulate, bias);
+  for (; i < m; ++i) tile<1, V>(d, depth, a + i * row, row, step, b, ldb, c + i * ldc, ldc, accumulate, bias);
 }
 
 // The float32 lanes of a vector where tiles of them are made for it (at least 8), else 0.
@@ -75,7 +79,8 @@ std::size_t SmallGemmLanes() {
 }
 
 bool SmallGemmF32(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, const float* a,
-                  std::size_t lda, const float* b, std::size_t ldb, bool accumulate, float* c, std::size_t ldc) {
+                  std::size_t lda, const float* b, std::size_t ldb, bool accumulate, float* c, std::size_t ldc,
+                  const float* bias) {
   const hn::ScalableTag<float> d;
   const std::size_t lanes = hn::Lanes(d);
   if (lanes < 8 || n % lanes != 0) return false;
@@ -96,11 +101,12 @@ bool SmallGemmF32(bool transpose_a, bool transpose_b, std::size_t m, std::size_t
   }
   const std::size_t row = transpose_a ? 1 : lda, step = transpose_a ? lda : 1;
   for (std::size_t j = 0; j < n; j += 4 * lanes) {
+    const float* columns_bias = bias ? bias + j : nullptr;
     switch (std::min<std::size_t>(4, (n - j) / lanes)) {
-      case 4: panel<4>(d, m, k, a, row, step, rows + j, ld, c + j, ldc, accumulate); break;
-      case 3: panel<3>(d, m, k, a, row, step, rows + j, ld, c + j, ldc, accumulate); break;
-      case 2: panel<2>(d, m, k, a, row, step, rows + j, ld, c + j, ldc, accumulate); break;
-      default: panel<1>(d, m, k, a, row, step, rows + j, ld, c + j, ldc, accumulate); break;
+      case 4: panel<4>(d, m, k, a, row, step, rows + j, ld, c + j, ldc, accumulate, columns_bias); break;
+      case 3: panel<3>(d, m, k, a, row, step, rows + j, ld, c + j, ldc, accumulate, columns_bias); break;
+      case 2: panel<2>(d, m, k, a, row, step, rows + j, ld, c + j, ldc, accumulate, columns_bias); break;
+      default: panel<1>(d, m, k, a, row, step, rows + j, ld, c + j, ldc, accumulate, columns_bias); break;
     }
   }
   return true;
@@ -110,7 +116,7 @@ bool SmallGemmF32(bool transpose_a, bool transpose_b, std::size_t m, std::size_t
 
 std::size_t SmallGemmLanes() { return 0; }
 bool SmallGemmF32(bool, bool, std::size_t, std::size_t, std::size_t, const float*, std::size_t, const float*, std::size_t,
-                  bool, float*, std::size_t) {
+                  bool, float*, std::size_t, const float*) {
   return false;
 }
 
@@ -135,9 +141,10 @@ bool small_gemm_takes(std::size_t m, std::size_t n, std::size_t k) {
 }
 
 bool small_gemm(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, const float* a,
-                std::size_t lda, const float* b, std::size_t ldb, bool accumulate, float* c, std::size_t ldc) {
-  return small_gemm_takes(m, n, k) &&
-         HWY_DYNAMIC_DISPATCH(SmallGemmF32)(transpose_a, transpose_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc);
+                std::size_t lda, const float* b, std::size_t ldb, bool accumulate, float* c, std::size_t ldc,
+                const float* bias) {
+  return small_gemm_takes(m, n, k) && HWY_DYNAMIC_DISPATCH(SmallGemmF32)(transpose_a, transpose_b, m, n, k, a, lda, b, ldb,
+                                                                         accumulate && !bias, c, ldc, bias);
 }
 
 }  // namespace parity::simd

@@ -116,13 +116,15 @@ void attention_head_backward(const double* q, const double* k, const double* v, 
 // is its k products summed in order of the index by fused multiply-adds from zero, then added to
 // c's value when accumulating: one lane's chain, so no element depends on m, on the tile it fell
 // in or on the vector width (the same order as OpenBLAS's kernels take on x86, whose results it
-// equals where they do not split k). Returns false, computing nothing, outside the sizes it is
-// made for (the caller then calls BLAS): n a multiple of the vector's float32 lanes (at least
-// 8), k <= kSmallGemmDepth, m k <= kSmallGemmLeft elements, n <= kSmallGemmColumns. c overlaps
-// neither input.
+// equals where they do not split k). With `bias` [n] not null, each element is bias_j + the sum
+// instead (c unread: what a copy of the bias into every row and an accumulating product give).
+// Returns false, computing nothing, outside the sizes it is made for (the caller then calls
+// BLAS): n a multiple of the vector's float32 lanes (at least 8), k <= kSmallGemmDepth, m k <=
+// kSmallGemmLeft elements, n <= kSmallGemmColumns. c overlaps neither input nor the bias.
 inline constexpr std::size_t kSmallGemmDepth = 512, kSmallGemmLeft = std::size_t{1} << 17, kSmallGemmColumns = 1024;
 bool small_gemm(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, const float* a,
-                std::size_t lda, const float* b, std::size_t ldb, bool accumulate, float* c, std::size_t ldc);
+                std::size_t lda, const float* b, std::size_t ldb, bool accumulate, float* c, std::size_t ldc,
+                const float* bias = nullptr);
 // Whether small_gemm computes a product of these sizes on this CPU (rather than declining).
 bool small_gemm_takes(std::size_t m, std::size_t n, std::size_t k);
 

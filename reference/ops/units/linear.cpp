@@ -53,8 +53,10 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor
   }
   const std::int64_t n = rows_of(x);
   Tensor y2 = y.reshape({n, w.dim(1)});
+  const Tensor x2 = x.reshape({n, x.dim(-1)});
+  if (bias.defined() && small_product_with_bias(x2, w, bias, y2)) return;  // the same bits in one pass
   if (bias.defined()) broadcast_bias(op, bias, y2);
-  matmul(x.reshape({n, x.dim(-1)}), false, w, false, y2, bias.defined());
+  matmul(x2, false, w, false, y2, bias.defined());
 }
 
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw, Tensor& dbias) {

@@ -113,6 +113,18 @@ MatmulSizes check_matmul(const char* op, const Tensor& a, bool transpose_a, cons
 }
 }  // namespace
 
+bool small_product_with_bias(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& c) {
+  const MatmulSizes s = check_matmul("matmul", a, false, b, false, c);
+  if (a.dtype() != DataType::float32 || on_device(a) || c.raw() == bias.raw()) return false;
+  if (!simd::small_gemm(false, false, static_cast<std::size_t>(s.M), static_cast<std::size_t>(s.N),
+                        static_cast<std::size_t>(s.K), a.data<float>(), static_cast<std::size_t>(s.lda), b.data<float>(),
+                        static_cast<std::size_t>(s.ldb), false, c.data<float>(), static_cast<std::size_t>(s.N),
+                        bias.data<float>()))
+    return false;
+  flop_counter().matmul += 2LL * s.M * s.N * s.K;
+  return true;
+}
+
 void matmul(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, Tensor& c, bool accumulate) {
   const char* op = "matmul";
   const MatmulSizes s = check_matmul(op, a, transpose_a, b, transpose_b, c);
