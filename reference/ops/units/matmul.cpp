@@ -49,10 +49,12 @@ std::string blas_description() {
 #ifdef PARITY_OPENBLAS
   std::string text = std::string(openblas_get_config()) + "; kernels " + openblas_get_corename();
   if (std::getenv("OPENBLAS_CORETYPE") != nullptr) text += " (OPENBLAS_CORETYPE)";
-  return text;
 #else
-  return blas_name();
+  std::string text = blas_name();
 #endif
+  return text + "; small float32 products (k <= " + std::to_string(simd::kSmallGemmDepth) + ", m k <= " +
+         std::to_string(simd::kSmallGemmLeft) + ", n <= " + std::to_string(simd::kSmallGemmColumns) +
+         (simd::small_gemm_takes(1, 16, 1) ? ") by simd::small_gemm" : ") by the BLAS too: this CPU's vectors are short");
 }
 
 namespace {
