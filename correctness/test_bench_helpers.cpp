@@ -15,6 +15,7 @@
 #include "bench/cli/shared.hpp"
 #include "bench/commands/bench_parallel.hpp"
 #include "bench/commands/bench_state.hpp"
+#include "bench/commands/collective_timing.hpp"
 #include "bench/commands/gpt2_file.hpp"
 #include "reference/record/arrays.hpp"
 #include "reference/theory/model.hpp"
@@ -180,6 +181,19 @@ TEST(BenchHelpers, TheSlowestRanksRowIsTakenWhole) {
 
 // Estimates past what std::size_t holds, or not numbers, come out as its largest value (which the
 // memory check refuses); the others as the bytes.
+// The count column of a bench row: a size of 4096 bytes is 1024 float32 elements, the whole
+// buffer of the collectives whose count is the buffer (all_reduce, reduce, broadcast) and split
+// into one chunk per rank for those whose count is a rank's chunk (all_gather's send,
+// reduce_scatter's receive, all_to_all's and all_to_all_v's per-peer block): 1024 / 4 = 256.
+TEST(BenchHelpers, CountColumnIsTheBufferOrTheChunkPerRank) {
+  for (Collective c : {Collective::all_reduce, Collective::reduce, Collective::broadcast})
+    EXPECT_EQ(count_for(c, 4096, DataType::float32, 4), 1024u) << name_of(c);
+  for (Collective c : {Collective::all_gather, Collective::reduce_scatter, Collective::all_to_all, Collective::all_to_all_v})
+    EXPECT_EQ(count_for(c, 4096, DataType::float32, 4), 256u) << name_of(c);
+  EXPECT_EQ(count_for(Collective::reduce_scatter, 4096, DataType::float64, 8), 64u);
+  EXPECT_EQ(count_for(Collective::all_reduce, 4096, DataType::float64, 8), 512u);
+}
+
 TEST(BenchHelpers, EstimatedBytesSaturate) {
   constexpr std::size_t kMost = std::numeric_limits<std::size_t>::max();
   EXPECT_EQ(estimated_bytes(0), 0u);

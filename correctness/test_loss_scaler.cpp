@@ -108,5 +108,20 @@ TEST(LossScaler, TinyUnscaledGradientsMoveTheFloat32MasterExactly) {
 
 TEST(LossScaler, RefusesBadSettings) { EXPECT_THROW(LossScaler(dynamic_from(3, 1)), UsageError); }
 
+// A saved state holds at most growth_interval - 1 clean steps (the next one grows the scale
+// and restarts the count), so a count equal to the interval is one these settings never save.
+TEST(LossScaler, RestoreTakesCountsBelowTheGrowthInterval) {
+  LossScaler scaler(dynamic_from(0x1p16, 4));
+  scaler.restore(0x1p12, 3);
+  EXPECT_EQ(scaler.scale(), 0x1p12);
+  EXPECT_EQ(scaler.clean_steps(), 3);
+  scaler.update(true);  // the fourth clean step: growth
+  EXPECT_EQ(scaler.scale(), 0x1p13);
+  EXPECT_THROW(scaler.restore(0x1p12, 4), UsageError);
+  EXPECT_THROW(scaler.restore(0x1p12, -1), UsageError);
+  EXPECT_EQ(scaler.scale(), 0x1p13);  // a refused state leaves the scaler as it was
+  EXPECT_EQ(scaler.clean_steps(), 0);
+}
+
 }  // namespace
 }  // namespace parity::test

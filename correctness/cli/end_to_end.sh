@@ -79,6 +79,23 @@ for name, across in (("a.h5", np.mean), ("b.h5", np.max), ("a2.h5", np.min), ("a
 print("h5py reads the files as documented")
 PY
 
+# One timed iteration per row: a row's p50 and p95 are then that iteration's slowest rank, the
+# largest of the ranks' own times (time_max_rank_us), exactly. The ping-pong measures every size
+# from 8 B by factors of 4 up to the largest row's, 32 KiB = 8 x 4^6 included.
+"$parity" bench collectives --np 2 -q --coll all_reduce,all_gather --algo all -b 8 -e 32K -f 4 -n 1 -w 1 --out one.h5 > /dev/null
+/usr/bin/python3 - <<'PY'
+import h5py
+with h5py.File("one.h5") as f:
+    t = f["/bench/collectives"]
+    assert (t["iterations"][()] == 1).all()
+    slowest = t["time_max_rank_us"][()]
+    for column in ("time_p50_us", "time_p95_us"):
+        bad = [(i, t[column][i], slowest[i]) for i in range(len(slowest)) if t[column][i] != slowest[i]]
+        assert not bad, (column, "not the slowest rank's time", bad[:4])
+    sizes = [int(s) for s in f["/bench/point_to_point"]["size_bytes"][()]]
+    assert sizes == [8 * 4**k for k in range(7)], sizes
+PY
+
 "$parity" report check.h5 -q --out check-report
 test -s check-report/index.html || fail "no report for check.h5"
 "$parity" report a.h5 b.h5 -q --out compare
