@@ -84,7 +84,8 @@ bool SmallGemmF32(bool transpose_a, bool transpose_b, std::size_t m, std::size_t
   const hn::ScalableTag<float> d;
   const std::size_t lanes = hn::Lanes(d);
   if (lanes < 8 || n % lanes != 0) return false;
-  // op(b) as k rows of n: b itself, or b transposed into a buffer kept for the thread's life.
+  // op(b) as k rows of n: b itself, or b transposed into a buffer kept for the thread's life
+  // (outside the memory tracker's categories, as a BLAS library's packing buffers are).
   const float* rows = b;
   std::size_t ld = ldb;
   if (transpose_b) {
