@@ -167,6 +167,40 @@ class CheckpointReportTests(DrawnOnce, unittest.TestCase):
         self.assertEqual([s.split("_", 1)[1] for s in sources if "_checkpoint" in s],
                          ["checkpoint_compare.png"])
 
+    def test_glance_names_the_full_policy_against_none(self):
+        """At a glance: the full policy's peak against the peak without recompute (none's) and
+        the full policy's own time ratio."""
+        html = self.report("single")[1]
+        rows = read_rows(self.a, "/bench/checkpoint")
+        full, none = find_row(rows, policy="full"), find_row(rows, policy="none")
+        self.assertNotEqual(f"{full['time_ratio']:.3f}", f"{none['time_ratio']:.3f}")
+        for r in (full, none):
+            self.assertTrue(1 << 20 <= r["peak_bytes"] < 1 << 30, r["peak_bytes"])
+        mib = lambda n: f"{n / (1 << 20):.3g} MiB"  # noqa: E731
+        self.assertIn(f"<li>Activation checkpointing: {len(rows)} policies; full recompute: peak "
+                      f"{mib(full['peak_bytes'])} against {mib(none['peak_bytes'])} without, "
+                      f"time × {full['time_ratio']:.3f}; ", html)
+
+    def test_comparison_says_which_run_passes(self):
+        """In the comparison's table, 'passes A' and 'passes B' per policy: a policy passes when
+        its losses equal the run without recompute and each count equals its formula."""
+        html = self.report("compare")[1]
+        section = self.section(html)
+
+        def passes(r):
+            return (r["losses_equal"] == 1 and r["matches_formula"] == 1
+                    and all(r[c] == r[f"formula_{c}"]
+                            for c in ("stored_bytes", "peak_bytes", "recompute_flops")))
+        runs = [{r["policy"]: passes(r) for r in read_rows(path, "/bench/checkpoint")}
+                for path in (self.a, self.b)]
+        self.assertEqual(sorted(p for p, ok in runs[0].items() if not ok), ["every3", "selective"])
+        self.assertTrue(all(runs[1].values()))
+        for policy in runs[0]:
+            row = re.search(rf"<tr[^>]*><td>{policy}</td>.*?</tr>", section).group(0)
+            cells = re.findall(r"<td[^>]*>(.*?)</td>", row)
+            self.assertEqual(cells[-2:], ["yes" if ok else "<span class=\"bad\">no</span>"
+                                          for ok in (runs[0][policy], runs[1][policy])], policy)
+
     def test_comparison_one_side(self):
         self.assert_one_side(*self.report("one_side"), "/bench/checkpoint", "*_checkpoint*.png",
                              "Activation checkpointing")

@@ -11,7 +11,7 @@ import os
 import re
 import unittest
 
-from report_testing import HERE, RecordingCase, set_rows
+from report_testing import HERE, RecordingCase, drawn_report, ms, set_rows
 
 FIXTURE = os.path.join(HERE, "fixtures", "context-np4.h5")
 CHECKED_FIGURES = {"context_time"}
@@ -73,6 +73,51 @@ class ContextReportTests(RecordingCase):
         html = self.fixture_report("older-report", path=path)[1]
         ring = re.search(r"<tr><td>ring</td>.*?</tr>", html).group(0)
         self.assertEqual(ring.count("<td class=\"num\">–</td>"), 2)
+
+    def test_summary_names_each_curve_at_the_longest_sequence(self):
+        """The summary line gives each (variant, cp) at the longest sequence of the file (128
+        tokens here): its step time and, for the ring, the hidden share of its transfers."""
+        summary = self.fixture_report("summary-report", "--no-figures")[2]
+        self.assertEqual(sorted({r["sequence"] for r in self.rows}), [64, 128])
+        line = next(l for l in summary.splitlines() if l.startswith("- ") and "tokens:" in l)
+        self.assertNotIn("at 64 tokens", line)
+        for r in self.rows:
+            if r["sequence"] != 128:
+                continue
+            words = f"{name_of(r['variant'], r['cp'])} at 128 tokens: {ms(r['step_s'])} ms a step"
+            if r["variant"] == "ring":
+                words += f", {100 * r['hidden_fraction']:.0f}% of the ring's transfers hidden"
+            self.assertIn(words, line)
+
+    def test_bytes_off_their_formulas_are_named(self):
+        """A configuration whose forward bytes, or whose backward bytes, differ from their
+        formula is named in the summary, as one whose activations differ is."""
+        path = self.fixture_copy("context-bytes.h5")
+        set_rows(path, "/bench/context", "forward_bytes",
+                 lambda r: (r["variant"], r["cp"], r["sequence"]) == ("ring", 2, 64),
+                 lambda r: r["forward_bytes"] + 64)
+        set_rows(path, "/bench/context", "backward_bytes",
+                 lambda r: (r["variant"], r["cp"], r["sequence"]) == ("ulysses", 4, 128),
+                 lambda r: r["backward_bytes"] - 64)
+        summary = self.fixture_report("bytes-report", "--no-figures", path=path)[2]
+        off = summary.split("OFF the formulas: ", 1)[1].split(".", 1)[0]
+        self.assertEqual(sorted(off.split(", ")), ["ring cp2 s64", "ulysses cp4 s128"])
+
+    def test_comparison_tokens_per_second_is_b_over_a(self):
+        """Run B with 1.25 times A's tokens/s in every configuration: B / A 1.250 in each row."""
+        a, b = self.fixture_copy("context-a.h5"), self.fixture_copy("context-b.h5")
+        set_rows(b, "/bench/context", "tokens_per_s", lambda r: True,
+                 lambda r: 1.25 * r["tokens_per_s"])
+        _, html, summary = drawn_report(self, os.path.join(self.tmp, "compared"), [a, b],
+                                        ["--no-figures"])
+        self.assertIn("<h2 id=\"context\">Context parallelism: B against A</h2>", html)
+        for r in self.rows:
+            key = f"{r['variant']} cp{r['cp']} s{r['sequence']}"
+            lines = [l for l in summary.splitlines() if l.startswith(f"| {key} |")]
+            self.assertEqual(len(lines), 1, key)
+            self.assertTrue(lines[0].endswith(" | 1.250 |"), lines[0])
+        self.assertIn(f"Context-parallel tokens/s B / A over {len(self.rows)} configurations: "
+                      "1.250.", html)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ Run with: /usr/bin/python3 reports/run_tests.py
 
 from html import escape as html_escape
 import os
+import re
 import shutil
 import tempfile
 import unittest
@@ -64,6 +65,31 @@ class HarnessReportTests(unittest.TestCase):
                  f"cost (one rank) at most {own:.3f} us (target < {worst:g} us: met).")
         self.assertIn(words, summary)
         self.assertIn(html_escape(words), html)
+
+    def test_rows_in_size_order_whatever_the_files_order(self):
+        """A file that lists its sizes largest first: the words span the smallest to the largest
+        size, and the table lists the sizes in increasing order."""
+        path = os.path.join(self.tmp, "harness-reversed.h5")
+        make_sample.write_sample(path, omit=("copy_bandwidth", "point_to_point", "collectives",
+                                             "check"))
+        cols = read_columns(path, "/bench/harness_overhead")
+        sizes = cols["size_bytes"]
+        self.assertEqual(sizes, sorted(sizes))
+        self.assertGreater(len(sizes), 2)
+        with h5py.File(path, "a") as f:
+            g = f["/bench/harness_overhead"]
+            for name in cols:
+                g[name][...] = g[name][()][::-1]
+        self.assertEqual(read_columns(path, "/bench/harness_overhead")["size_bytes"],
+                         sizes[::-1])
+        _, html, summary = drawn_report(self, os.path.join(self.tmp, "reversed"), [path],
+                                        ["--no-figures"])
+        worst = max(cols["overhead_us"])
+        self.assertIn(f"at most {worst:.3f} us per call over {sizes[0]} B - {sizes[-1]} B", summary)
+        table = html[html.index("<th class=\"num\">size (B)</th>"):]
+        table = table[:table.index("</table>")]
+        shown = [int(x) for x in re.findall(r"<tr><td class=\"num\">(\d+)</td>", table)]
+        self.assertEqual(shown, sizes)
 
 
 if __name__ == "__main__":

@@ -15,8 +15,8 @@ import h5py
 import numpy as np
 
 import make_sample
-from report_testing import (CATEGORIES, MODEL_ONLY, RUNS, ReportCase, SeriesCase, column, grouped,
-                            mean, read_columns, read_rows, run_report, text_col)
+from report_testing import (CATEGORIES, MODEL_ONLY, RUNS, ReportCase, SeriesCase, after, column,
+                            grouped, mean, read_columns, read_rows, run_report, text_col)
 
 
 def model_means(path, column):
@@ -139,6 +139,9 @@ class ModelReportTests(ReportCase):
         set_model_column(b, "tokens_per_s", {"tiny": [1650] * 4})
         set_model_column(a, "mfu", {"tiny": [0.1, 0.3, 0.2, 0.2]})
         set_model_column(b, "mfu", {"tiny": [0.25] * 4})
+        # matmul GFLOP/s 100 -> 80 (B / A 0.800).
+        set_model_column(a, "matmul_GFLOPs", {"tiny": [90, 110, 100, 100]})
+        set_model_column(b, "matmul_GFLOPs", {"tiny": [80] * 4})
         with h5py.File(b, "a") as f:  # a model only B has: listed, not matched
             g = f["/bench/model"]
             names = ["huge" if m == "medium" else m for m in text_col(g["model"])]
@@ -152,7 +155,8 @@ class ModelReportTests(ReportCase):
         row = re.search(r"<tr><td><b>tiny</b></td>.*?</tr>", html)
         self.assertIsNotNone(row)
         cells = re.findall(r"<td class=\"num\">([^<]*)</td>", row.group(0))
-        self.assertEqual(cells[:6], ["1100", "1650", "1.500", "0.200", "0.250", "1.250"])
+        self.assertEqual(cells, ["1100", "1650", "1.500", "0.200", "0.250", "1.250", "0.800"])
+        self.assertIn("<li>Model training step, tokens/s B / A: tiny 1.500; ", html)
         self.assertIn("Only in run A", html)
         self.assertIn("medium (V=1024", html)
         self.assertIn("huge (V=1024", html)
@@ -162,6 +166,25 @@ class ModelReportTests(ReportCase):
         summary = self.read(out, "summary.md")
         self.assertIn("| tiny | V=256 L=2 h=64 a=4 s=64 tied float32 | 1100 | 1650 | 1.500 | "
                       "0.200 | 0.250 | 1.250 |", summary)
+
+    def test_every_rank_table(self):
+        """The table of every rank: per (model, rank) its step time in ms and its tokens/s, the
+        step's batch x sequence tokens over the step time."""
+        path = self.model_file("model-ranks.h5")
+        _, html, _ = self.report_of("model_ranks_out", path, figures=False)
+        body = after(html, "Table: every rank")
+        rows = read_rows(path, "/bench/model")
+        for r in rows:
+            row = re.search(rf"<tr><td>{r['model']}</td><td class=\"num\">{r['rank']}</td>"
+                            r".*?</tr>", body)
+            self.assertIsNotNone(row, (r["model"], r["rank"]))
+            cells = re.findall(r"<td[^>]*>(.*?)</td>", row.group(0))
+            step_ms, tokens = float(cells[3]), float(cells[4])
+            self.assertAlmostEqual(step_ms, 1e3 * r["step_time_s"], delta=0.006)
+            self.assertAlmostEqual(tokens, r["tokens_per_s"], delta=0.5)
+            # tokens/s x seconds a step = the step's tokens.
+            self.assertAlmostEqual(tokens * step_ms / 1e3 / (r["batch"] * r["sequence"]), 1.0,
+                                   delta=0.01)
 
     def test_model_comparison_one_side(self):
         a = self.model_file("model_one.h5")

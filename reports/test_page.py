@@ -17,7 +17,7 @@ import numpy as np
 
 import make_sample
 from report_testing import (HERE, MODEL_ONLY, NO_FIGURES, ReportCase, SeriesCase, draw_series,
-                            img_sources, read_rows, run_report)
+                            drawn_report, img_sources, read_rows, run_report)
 
 
 def checked_figures():
@@ -62,6 +62,13 @@ class PageReportTests(ReportCase):
             self.assertEqual({r["world_size"] for r in read_rows(path, table)}, {1}, table)
         out, html, summary = self.report_of("one_rank_all_out", path)
         self.assert_pngs(out, html)
+        # The sections, and their links, in increasing ORDER of their table modules: the
+        # collectives and the tables that read them first, the conformance verdicts last.
+        sections = ["provenance", "collectives", "slow-ranks", "p2p", "harness", "model", "memory",
+                    "scaling", "overlap", "tensor", "pipeline", "moe", "checkpoint", "precision",
+                    "conformance"]
+        self.assertEqual(re.findall(r"<h2 id=\"([^\"]+)\"", html), sections)
+        self.assertEqual(re.findall(r"<a href=\"#([^\"]+)\"", html), sections)
         self.assertIn("<li>Tensor parallelism: t = 1; bytes, activations and parameters equal "
                       "the formulas in the one row.</li>", html)
         self.assertIn("Every run has t = 1", html)
@@ -171,6 +178,24 @@ class PageReportTests(ReportCase):
             dst.write(data[: len(data) // 2])
         self.assert_bad_input([path, "--out", os.path.join(self.tmp, "x")], "truncated")
 
+    def test_comparison_labels_runs_by_file_name_unless_the_names_are_the_same(self):
+        """Two files of different names are labelled by their names alone; two of the same name
+        (in different folders) by their whole paths, which tell them apart."""
+        paths = [os.path.join(self.tmp, folder, name)
+                 for folder, name in (("one", "run.h5"), ("two", "other.h5"), ("three", "run.h5"))]
+        for path in paths:
+            os.makedirs(os.path.dirname(path))
+            make_sample.write_sample(path, omit=MODEL_ONLY)
+        for (a, b), (label_a, label_b) in (((paths[0], paths[1]), ("run.h5", "other.h5")),
+                                           ((paths[0], paths[2]), (paths[0], paths[2]))):
+            out = os.path.join(self.tmp, f"labels-{os.path.basename(os.path.dirname(b))}")
+            _, html, summary = drawn_report(self, out, [a, b], ["--no-figures"])
+            title = f"parity comparison: {label_a} (A) vs {label_b} (B)"
+            self.assertIn(f"<h1>{title}</h1>", html)
+            self.assertIn(f"<th>A: {label_a}</th><th>B: {label_b}</th>", html)
+            head = f"# {title}\n\n- A: `{label_a}`\n- B: `{label_b}`\n"
+            self.assertTrue(summary.startswith(head), summary[:200])
+
     def test_usage_errors(self):
         self.assert_bad_input([self.a])  # no --out
         # A path that would drive the terminal is shown escaped, on its one line.
@@ -181,6 +206,24 @@ class PageReportTests(ReportCase):
         self.assertEqual(res.returncode, 0)
         for option in ("--out", "--title", "--max-plots", "--max-failures", "OTHER.h5"):
             self.assertIn(option, res.stdout)
+
+
+class OneLineTest(unittest.TestCase):
+    """parity_report.one_line: a message on one line, each character that is not printable
+    written as its code."""
+
+    def test_bytes_of_a_path_that_is_not_utf8_are_written_as_those_bytes(self):
+        import parity_report
+        # Python holds a byte 0xNN of such a path as the surrogate U+DCNN: shown \xNN, for every
+        # byte from 0x80 to 0xff.
+        for byte in (0x80, 0x9b, 0xfe, 0xff):
+            name = os.fsdecode(b"run-" + bytes([byte]) + b".h5")
+            self.assertEqual(parity_report.one_line(name), f"run-\\x{byte:02x}.h5")
+        self.assertEqual(parity_report.one_line("a\x1bb\x7fc"), "a\\x1bb\\x7fc")
+        # Above a byte's range: four hex digits.
+        self.assertEqual(parity_report.one_line("a\u200bb"), "a\\u200bb")
+        self.assertEqual(parity_report.one_line(" two\n lines "), "two lines")
+        self.assertEqual(parity_report.one_line("caf\u00e9 \u00ff"), "caf\u00e9 \u00ff")
 
 
 class DeviceWordsTest(unittest.TestCase):

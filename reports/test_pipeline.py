@@ -144,6 +144,15 @@ class PipelineReportTests(ReportCase):
         self.assertIn("<li>Pipeline: gpipe, 1f1b, interleaved v=2, zb-h1 at p = 2, 4", html)
         self.assertIn("## Pipeline parallelism", summary)
 
+    def test_pipeline_clock_uncertainty_is_the_largest_runs(self):
+        """The section bounds the clocks' uncertainty by the largest of the runs'."""
+        path = self.pipeline_file("pipeline_clocks.h5")
+        _, html, _ = self.report_of("pipeline_clocks_out", path, figures=False)
+        values = column(read_rows(path, "/bench/pipeline"), "clock_uncertainty_seconds")
+        self.assertLess(min(values), max(values) / 2)
+        self.assertIn(f"on clocks aligned across ranks (uncertainty at most "
+                      f"{max(values) * 1e6:.3g} us);", html)
+
     def test_pipeline_drawn_run_on_a_tie(self):
         """The run drawn (and named at a glance) is at the largest p the m closest to 2p, the
         smaller m on a tie: here p = 4 without m = 8, and m = 12 as far from 8 as m = 4."""

@@ -6,12 +6,14 @@ Run with: /usr/bin/python3 reports/run_tests.py
 """
 
 import os
+import re
+import shutil
 import unittest
 
 import h5py
 import numpy as np
 
-from report_testing import HERE, RecordingCase, draw_series, read_rows
+from report_testing import HERE, RecordingCase, draw_series, drawn_report, read_rows, set_rows
 
 FIXTURE = os.path.join(HERE, "fixtures", "plan-np4.h5")
 CHECKED_FIGURES = {"plan_time", "plan_memory", "plan_scaling"}
@@ -84,6 +86,41 @@ class PlanReportTests(RecordingCase):
                       html)
         self.assertIn("<a href=\"#plan\">Plan</a>", html)
         self.assertEqual(html.count("<tr><td>tp"), len(self.rows))
+
+    def test_fastest_layout_that_fits_when_the_fastest_do_not(self):
+        """The two fastest layouts marked as not fitting: the page names the fastest layout that
+        fits, with its step time, tokens/s, MFU and memory per GPU in GB (1e9 bytes), and shows
+        the two as not fitting."""
+        path = os.path.join(self.tmp, "plan-unfit.h5")
+        shutil.copy(FIXTURE, path)
+        fastest = max(r["tokens_per_s"] for r in self.rows)
+        self.assertEqual(sum(r["tokens_per_s"] == fastest for r in self.rows), 2)
+        set_rows(path, "/plan/layouts", "fits", lambda r: r["tokens_per_s"] == fastest,
+                 lambda r: 0)
+        fitting = [r for r in self.rows if r["tokens_per_s"] != fastest and r["fits"]]
+        best = max(fitting, key=lambda r: r["tokens_per_s"])
+        self.assertEqual((best["ep"], best["cp"]), (1, 1))
+        layout = (f"tp{best['tp']} pp{best['pp']} dp{best['dp']} v{best['v']} "
+                  f"mb{best['micro_batch']} zero{best['zero']} {best['recompute']}"
+                  + (" sp" if best["sp"] else ""))
+        html = drawn_report(self, os.path.join(self.tmp, "unfit"), [path], ["--no-figures"])[1]
+        self.assertIn(f"fastest that fits {layout}, {best['step_time_s']:.3g} s a step, "
+                      f"{best['tokens_per_s']:.4g} tokens/s, MFU {best['mfu']:.3f}, "
+                      f"{best['memory_bytes'] / 1e9:.1f} GB per GPU.", html)
+        self.assertEqual(html.count("<td><span class=\"bad\">no</span></td>"), 2)
+
+    def test_table_shows_each_layouts_mfu_and_hfu(self):
+        """Per layout, MFU and HFU in their own columns: HFU here set to 1.25 times the MFU (the
+        recompute's FLOPs counted)."""
+        path = os.path.join(self.tmp, "plan-hfu.h5")
+        shutil.copy(FIXTURE, path)
+        set_rows(path, "/plan/layouts", "hfu", lambda r: True, lambda r: 1.25 * r["mfu"])
+        html = drawn_report(self, os.path.join(self.tmp, "hfu"), [path], ["--no-figures"])[1]
+        rows = re.findall(r"<tr><td>tp.*?</tr>", html)
+        self.assertEqual(len(rows), len(self.rows))
+        for row, r in zip(rows, self.rows):
+            cells = re.findall(r"<td[^>]*>(.*?)</td>", row)
+            self.assertEqual(cells[5:7], [f"{r['mfu']:.3f}", f"{1.25 * r['mfu']:.3f}"], cells[0])
 
 
 if __name__ == "__main__":

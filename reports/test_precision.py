@@ -198,6 +198,22 @@ class PrecisionSeriesTests(SeriesCase):
                           if k == 1])
 
 
+class LossScaleWordsTests(unittest.TestCase):
+    def test_a_power_of_two_as_such_and_any_other_scale_as_a_number(self):
+        """A loss scale that is a power of two reads 2^k; any other scale (a file that grew or
+        cut its scale by other factors) reads as its value, never as a power of two."""
+        from parity_reports.tables.precision import fmt_scale
+        self.assertEqual(fmt_scale(32768.0), "2^15")
+        self.assertEqual(fmt_scale(1.0), "2^0")
+        self.assertEqual(fmt_scale(0.25), "2^-2")
+        for scale in (49152.0, 3.0, 1000.0):
+            words = fmt_scale(scale)
+            self.assertNotIn("^", words)
+            self.assertEqual(float(words), scale)
+        self.assertEqual(fmt_scale(0.0), "–")
+        self.assertEqual(fmt_scale(float("nan")), "–")
+
+
 def find(rows, match):
     hits = [r for r in rows if match(r)]
     assert len(hits) == 1, len(hits)

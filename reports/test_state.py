@@ -13,7 +13,7 @@ import unittest
 
 import numpy as np
 
-from report_testing import HERE, RecordingCase, set_rows
+from report_testing import HERE, RecordingCase, drawn_report, set_rows
 
 FIXTURE = os.path.join(HERE, "fixtures", "state-np4.h5")
 CHECKED_FIGURES = {"state_bandwidth"}
@@ -30,6 +30,22 @@ def aggregate(rows, bytes_column, seconds_column, floor=0):
                  for ranks in by_repeat.values()]
         out[layout] = float(np.median(rates))
     return out
+
+
+def slowest_median(rows, layout, column):
+    """The median over a layout's repeats of the slowest rank's value of column."""
+    by_repeat = {}
+    for r in rows:
+        if r["layout"] == layout:
+            by_repeat.setdefault(r["repeat"], []).append(r[column])
+    return float(np.median([max(values) for values in by_repeat.values()]))
+
+
+def md_row(summary, key):
+    """The cells of summary.md's table row whose first cell is key."""
+    lines = [l for l in summary.splitlines() if l.startswith(f"| {key} |")]
+    assert len(lines) == 1, (key, lines)
+    return [c.strip() for c in lines[0].strip("|").split("|")]
 
 
 class StateReportTests(RecordingCase):
@@ -87,6 +103,37 @@ class StateReportTests(RecordingCase):
         self.assertIn("<h2 id=\"state\">Training state</h2>", html)
         dp = re.search(r"<tr><td>dp</td>.*?</tr>", html).group(0)
         self.assertEqual(dp.count("<td class=\"num\">–</td>"), 2)
+
+    def test_the_asynchronous_save_against_the_step_alone(self):
+        """Per layout: how long the asynchronous save held the step (the slowest rank's staging,
+        median over repeats) and the step with the save running over the step alone."""
+        html = self.fixture_report("async-report", "--no-figures")[1]
+        for layout in ("dp", "zero1", "zero3", "tp2"):
+            staged = slowest_median(self.rows, layout, "async_staged_s")
+            during = slowest_median(self.rows, layout, "async_step_s")
+            alone = slowest_median(self.rows, layout, "step_s")
+            # The save slows the step in this recording: the ratio is well away from 1.
+            self.assertGreater(during / alone, 1.5, layout)
+            row = re.search(rf"<tr><td>{layout}</td>.*?</tr>", html).group(0)
+            cells = re.findall(r"<td[^>]*>(.*?)</td>", row)
+            self.assertEqual(len(cells), 13, layout)
+            self.assertAlmostEqual(float(cells[10]), staged * 1e3, delta=0.006, msg=layout)
+            self.assertAlmostEqual(float(cells[11]), during / alone, delta=0.0006, msg=layout)
+
+    def test_comparison_ratios_are_b_over_a(self):
+        """Run B saves in 0.8 of A's time and loads in twice A's time: per layout, save
+        bandwidth B / A 1.250 and load bandwidth B / A 0.500."""
+        a, b = self.fixture_copy("state-a.h5"), self.fixture_copy("state-b.h5")
+        set_rows(b, "/bench/state", "save_s", lambda r: True, lambda r: 0.8 * r["save_s"])
+        set_rows(b, "/bench/state", "load_s", lambda r: True, lambda r: 2 * r["load_s"])
+        _, html, summary = drawn_report(self, os.path.join(self.tmp, "compared"), [a, b],
+                                        ["--no-figures"])
+        self.assertIn("<h2 id=\"state\">Training state: B against A</h2>", html)
+        for layout in ("dp", "zero1", "zero3", "tp2"):
+            cells = md_row(summary, layout)
+            self.assertEqual(len(cells), 7, cells)
+            self.assertEqual((cells[3], cells[6]), ("1.250", "0.500"), layout)
+        self.assertIn("Training-state save bandwidth B / A over 4 layouts: 1.250.", html)
 
 
 if __name__ == "__main__":
