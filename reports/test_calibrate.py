@@ -146,7 +146,9 @@ class CalibrateReportTests(RecordingCase):
         with warnings.catch_warnings(record=True) as caught, self.assertNoLogs("matplotlib", "WARNING"):
             warnings.simplefilter("always")
             drawn = draw_series([path], os.path.join(self.tmp, "no-exp"))
-        self.assertEqual([str(w.message) for w in caught], [])
+        # matplotlib warns when placing a legend "best" took over a second of wall time (a loaded
+        # machine's, not the drawing's fault): that one is not counted.
+        self.assertEqual([str(w.message) for w in caught if "can be slow" not in str(w.message)], [])
         ceilings = {s.label for s in drawn if s.figure == "calibrate_ceilings_float32"}
         ops = {r["op"] for r in self.rows if r["kind"] == "op"}
         self.assertEqual(ceilings, ops)
