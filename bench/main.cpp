@@ -252,7 +252,7 @@ int main(int argc, char** argv) {
   std::vector<char*> words(argv, argv + argc);
   static char help_flag[] = "--help";
   if (argc >= 2 && std::strcmp(argv[1], "help") == 0) {
-    words.erase(words.begin() + 1);
+    while (words.size() > 1 && std::strcmp(words[1], "help") == 0) words.erase(words.begin() + 1);
     words.push_back(help_flag);
     argc = static_cast<int>(words.size());
     argv = words.data();

@@ -246,6 +246,8 @@ TEST(Planner, BadInputIsRefusedInOneLine) {
   EXPECT_FALSE(worded.tied);
   EXPECT_EQ(parse_plan_fixed("{\"tp\": 2, \"schedule\": \"1f1b\"}").tp, 2);
   EXPECT_THROW(parse_plan_fixed("{\"tp\": \"2\"}"), UsageError);
+  // A misspelt key is unknown, whatever its value.
+  EXPECT_NE(refusal("{\"layers\": 2, " + shape + ", \"nrom\": \"rmsnorm\"}").find("unknown model key 'nrom'"), std::string::npos);
 }
 
 // Every layout the search returns can run, the fixed keys hold, and the count is the product

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstdint>
@@ -120,8 +121,12 @@ CLI::Option* decimal_only(CLI::Option* option, std::shared_ptr<const WholeRange>
               return range && range->set ? out_of_range(input, range->low, range->high)
                      : input[0] == '-'       ? input + " is too small (the least is " + std::to_string(std::numeric_limits<E>::min()) + ")"
                                              : input + " is too large (the most is " + std::to_string(std::numeric_limits<E>::max()) + ")";
-          } else if (input.find_first_of("iI") == std::string::npos && std::isinf(std::strtod(input.c_str(), nullptr))) {
-            return input + " is beyond the range of a number (1.8e308 either way)";  // else read as inf
+          } else if (input.find_first_of("iI") == std::string::npos) {
+            errno = 0;
+            const double x = std::strtod(input.c_str(), nullptr);
+            if (std::isinf(x)) return input + " is beyond the range of a number (1.8e308 either way)";  // else read as inf
+            // Else read as 0, which an option may take to mean something else (--timeout 0: none).
+            if (x == 0 && errno == ERANGE) return input + " is too near zero for a number (it would be read as 0)";
           }
           return {};
         },

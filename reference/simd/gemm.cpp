@@ -21,7 +21,10 @@ HWY_BEFORE_NAMESPACE();
 namespace parity::simd::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-#if !HWY_HAVE_SCALABLE  // tiles of vectors are arrays, which sizeless vectors cannot be
+// The tiles below hold up to 24 accumulators beside their panel's vectors: AVX-512's 32
+// registers (with AVX2's 16 they spill, and a BLAS library's kernels are faster). Other targets
+// decline every product.
+#if HWY_ARCH_X86 && HWY_MAX_BYTES >= 64
 
 // R rows of the product against V vectors of columns: row r's a elements are a[r * row + k * step]
 // (row-major a: row = lda, step = 1; a transposed: row = 1, step = lda), b's rows ldb apart. Each
@@ -61,7 +64,7 @@ HWY_INLINE void tile(D d, std::size_t depth, const float* a, std::size_t row, st
 }
 
 // Every row of the product against one panel of V vectors of columns: tiles of kRows rows (as
-// many as the registers hold beside the panel's vectors), then the rows left one at a time.
+// many as AVX-512's registers hold beside the panel's vectors), then the rows left one at a time.
 template <int V, class D>
 void panel(D d, std::size_t m, std::size_t depth, const float* a, std::size_t row, std::size_t step, const float* b,
            std::size_t ldb, float* c, std::size_t ldc, bool accumulate, const float* bias) {
@@ -72,10 +75,10 @@ void panel(D d, std::size_t m, std::size_t depth, const float* a, std::size_t ro
   for (; i < m; ++i) tile<1, V>(d, depth, a + i * row, row, step, b, ldb, c + i * ldc, ldc, accumulate, bias);
 }
 
-// The float32 lanes of a vector where tiles of them are made for it (at least 8), else 0.
+// The float32 lanes of a vector where tiles of them are made for it (16), else 0.
 std::size_t SmallGemmLanes() {
   const hn::ScalableTag<float> d;
-  return hn::Lanes(d) >= 8 ? hn::Lanes(d) : 0;
+  return hn::Lanes(d) >= 16 ? hn::Lanes(d) : 0;
 }
 
 bool SmallGemmF32(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, const float* a,
@@ -83,7 +86,7 @@ bool SmallGemmF32(bool transpose_a, bool transpose_b, std::size_t m, std::size_t
                   const float* bias) {
   const hn::ScalableTag<float> d;
   const std::size_t lanes = hn::Lanes(d);
-  if (lanes < 8 || n % lanes != 0) return false;
+  if (lanes < 16 || n % lanes != 0) return false;
   // op(b) as k rows of n: b itself, or b transposed into a buffer kept for the thread's life
   // (outside the memory tracker's categories, as a BLAS library's packing buffers are).
   const float* rows = b;

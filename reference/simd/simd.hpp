@@ -118,9 +118,10 @@ void attention_head_backward(const double* q, const double* k, const double* v, 
 // in or on the vector width (the same order as OpenBLAS's kernels take on x86, whose results it
 // equals where they do not split k). With `bias` [n] not null, each element is bias_j + the sum
 // instead (c unread: what a copy of the bias into every row and an accumulating product give).
-// Returns false, computing nothing, outside the sizes it is made for (the caller then calls
-// BLAS): n a multiple of the vector's float32 lanes (at least 8), k <= kSmallGemmDepth, m k <=
-// kSmallGemmLeft elements, n <= kSmallGemmColumns. c overlaps neither input nor the bias.
+// Returns false, computing nothing, outside what it is made for (the caller then calls BLAS):
+// an x86 CPU with AVX-512 (its 32 registers hold the tiles), n a multiple of 16, k <=
+// kSmallGemmDepth, m k <= kSmallGemmLeft elements, n <= kSmallGemmColumns. c overlaps neither
+// input nor the bias.
 inline constexpr std::size_t kSmallGemmDepth = 512, kSmallGemmLeft = std::size_t{1} << 17, kSmallGemmColumns = 1024;
 bool small_gemm(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, const float* a,
                 std::size_t lda, const float* b, std::size_t ldb, bool accumulate, float* c, std::size_t ldc,

@@ -172,8 +172,11 @@ template <typename T> T RowMax(const T* x, std::size_t n) {
     const std::size_t count = std::min(lanes, n - i);
     a0 = hn::Max(a0, hn::IfThenElse(hn::FirstN(d, count), load(d, x + i, count), lowest));
   }
-  // The lanes' maximum by the target's reduction tree (a maximum is exact in any order); one
-  // lane after another made a chain of dependent steps that cost a short row more than its loads.
+  // The lanes' maximum by the target's reduction tree (one lane after another made a chain of
+  // dependent steps that cost a short row more than its loads). A maximum is exact in any order
+  // for numbers; a NaN may come out or be passed over, and +0 or -0 of a row of zeros, by where
+  // they stand and the instruction set: a softmax or log-sum-exp of the row is NaN either way,
+  // and x - (+0) equals x - (-0) (the callers').
   return hn::GetLane(hn::MaxOfLanes(d, hn::Max(hn::Max(a0, a1), hn::Max(a2, a3))));
 }
 

@@ -39,16 +39,21 @@ JsonValue parse_json_of(const std::string& text, const std::string& where) {
   }
 }
 
-// The keys of a description whose values are words ("norm": "rmsnorm", "tied": true); every
-// other key takes a number, which a JSON file must write as one ("memory_GB": 80, not "80").
-using Words = std::span<const std::string_view>;
-constexpr std::string_view kModelWords[] = {"gated_mlp", "tied", "bias", "dropout", "norm", "positions"};
-constexpr std::string_view kClusterWords[] = {"gpu", "note", "dtype"};
-constexpr std::string_view kFixWords[] = {"sp", "attention", "overlap", "recompute", "schedule"};
+// The keys of a description whose values are numbers, which a JSON file must write as numbers
+// ("memory_GB": 80, not "80"); the others take words ("norm": "rmsnorm", "tied": true), and a
+// key of neither kind is refused by its parser as unknown.
+using Numbers = std::span<const std::string_view>;
+constexpr std::string_view kModelNumbers[] = {"layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab",
+                                              "sequence", "experts", "top_k", "capacity_factor", "moe_every"};
+constexpr std::string_view kClusterNumbers[] = {"peak_TFLOPs", "gemm_efficiency", "multiprocessors", "memory_GB",
+                                                "memory_GBps", "elementwise_efficiency", "gpus_per_node", "node_GBps",
+                                                "node_latency_us", "network_GBps", "network_latency_us",
+                                                "collective_efficiency", "attention_efficiency", "runtime_reserve_GB"};
+constexpr std::string_view kFixNumbers[] = {"tp", "pp", "dp", "ep", "cp", "v", "micro_batch", "zero"};
 
 // A JSON object's members whose values are numbers, strings or booleans, in order; a key given
-// twice is refused, and so is a string where a number belongs (a key outside `words`).
-std::vector<std::pair<std::string, std::string>> pairs_of(const JsonValue& json, Words words) {
+// twice is refused, and so is a string for a key of `numbers`.
+std::vector<std::pair<std::string, std::string>> pairs_of(const JsonValue& json, Numbers numbers) {
   if (json.kind != JsonValue::Kind::object) throw UsageError("a JSON description must be one object {\"key\": value, ...}");
   std::vector<std::pair<std::string, std::string>> out;
   for (const auto& [key, value] : json.members) {
@@ -56,7 +61,7 @@ std::vector<std::pair<std::string, std::string>> pairs_of(const JsonValue& json,
       throw UsageError("the field " + quoted_input(key) + " is given twice");
     if (value.kind == JsonValue::Kind::array || value.kind == JsonValue::Kind::object || value.kind == JsonValue::Kind::null)
       throw UsageError("the value of " + quoted_input(key) + " must be a number, a string or true/false");
-    if (value.kind == JsonValue::Kind::string && std::find(words.begin(), words.end(), key) == words.end())
+    if (value.kind == JsonValue::Kind::string && std::find(numbers.begin(), numbers.end(), key) != numbers.end())
       throw UsageError("the value of " + quoted_input(key) + " is the string " + quoted_input(value.text) +
                        ": a number belongs there, written without quotes");
     out.emplace_back(key, value.text);
@@ -65,10 +70,10 @@ std::vector<std::pair<std::string, std::string>> pairs_of(const JsonValue& json,
 }
 
 // "k=v,k=v", key=value lines, or a JSON object {"k": v, ...}: the pairs in order.
-std::vector<std::pair<std::string, std::string>> pairs_of(const std::string& text, Words words) {
+std::vector<std::pair<std::string, std::string>> pairs_of(const std::string& text, Numbers numbers) {
   std::string body = trim(text);
   std::vector<std::pair<std::string, std::string>> out;
-  if (!body.empty() && (body.front() == '{' || body.front() == '[')) return pairs_of(parse_json_of(body, "the description"), words);
+  if (!body.empty() && (body.front() == '{' || body.front() == '[')) return pairs_of(parse_json_of(body, "the description"), numbers);
   std::string item;
   std::stringstream in(body);
   while (std::getline(in, item, body.find('\n') != std::string::npos && body.find(',') == std::string::npos ? '\n' : ',')) {
@@ -248,11 +253,11 @@ PlanModel parse_model(const std::string& given) {
     }
     m = *it;
     const auto comma = text.find(',');
-    if (comma != std::string::npos) pairs = pairs_of(text.substr(comma + 1), kModelWords);
+    if (comma != std::string::npos) pairs = pairs_of(text.substr(comma + 1), kModelNumbers);
   } else {
     m.name = file.empty() ? "custom" : given;
     try {
-      pairs = pairs_of(text, kModelWords);
+      pairs = pairs_of(text, kModelNumbers);
     } catch (const UsageError& e) {
       if (file.empty()) throw;
       throw UsageError("model " + quoted_input(given, 200) + ": " + e.what());
@@ -381,7 +386,7 @@ PlanCluster parse_cluster(const std::string& given) {
   // "stream_rates": [[elements, seconds], ...] (the add over growing buffers).
   std::vector<std::pair<std::string, std::string>> scalars;
   if (trim(file).front() != '{' && trim(file).front() != '[') {
-    scalars = pairs_of(file, kClusterWords);
+    scalars = pairs_of(file, kClusterNumbers);
   } else {
     JsonValue json = parse_json_of(file, "cluster " + quoted_input(given, 200));
     const auto field = [&](const JsonValue& row, std::size_t i, const std::string& key) -> const JsonValue& {
@@ -476,7 +481,7 @@ PlanCluster parse_cluster(const std::string& given) {
                          " (measure it again with parity bench calibrate)");
       }
     }
-    scalars = pairs_of(json, kClusterWords);
+    scalars = pairs_of(json, kClusterNumbers);
   }
   for (const auto& [key, value] : scalars) {
     seen[key] = true;
@@ -556,7 +561,7 @@ PlanFixed parse_plan_fixed(const std::string& text) {
   std::optional<int> chunks;    // the v the schedule holds (1f1b, zb-h1, zb-h2: 1; zb-v: 2)
   const auto pairs = [&] {
     try {
-      return pairs_of(text, kFixWords);
+      return pairs_of(text, kFixNumbers);
     } catch (const UsageError& e) {
       throw UsageError(std::string("--fix: ") + e.what());
     }
