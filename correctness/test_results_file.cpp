@@ -255,6 +255,30 @@ TEST(Table, ColumnsKeepOrderAndType) {
   EXPECT_EQ(Table().rows(), 0u);
 }
 
+TEST(Table, PutTakesTheColumnsTypeAndUnit) {
+  const TableSpec spec{"/t", "t", {{"n", ColumnType::int64}, {"x", ColumnType::float64, "s"}, {"s", ColumnType::string}}};
+  Table table(spec);
+  const std::size_t big = 5;
+  table.put({{"x", 3}, {"n", big}, {"s", "a"}});  // a whole number for a column of reals is a real
+  table.put({{"n", true}, {"x", 0.25f}, {"s", std::string("b")}});
+  EXPECT_EQ(table.rows(), 2u);
+  EXPECT_EQ(table.get_i64("n"), (std::vector<std::int64_t>{5, 1}));
+  EXPECT_EQ(table.get_f64("x"), (std::vector<double>{3.0, 0.25}));
+  EXPECT_EQ(table.columns()[1].unit, "s");
+  EXPECT_EQ(table.get_str("s"), (std::vector<std::string>{"a", "b"}));
+  EXPECT_THROW(table.put({{"n", 1.5}}), Error);  // a real for whole numbers
+  EXPECT_THROW(table.put({{"s", 1}}), Error);
+  EXPECT_THROW(table.put({{"x", "1"}}), Error);
+  EXPECT_THROW(table.put({{"other", 1}}), Error);  // not in the schema
+  EXPECT_EQ(table.get_i64("n").size(), 2u);        // nothing appended by a refused value
+
+  Table free("free");  // a free table's new column takes the value's type
+  free.put({{"i", 7}, {"r", 7.0}, {"t", "7"}});
+  EXPECT_EQ(free.get_i64("i"), std::vector<std::int64_t>{7});
+  EXPECT_EQ(free.get_f64("r"), std::vector<double>{7.0});
+  EXPECT_EQ(free.get_str("t"), std::vector<std::string>{"7"});
+}
+
 // ---- round trips ------------------------------------------------------------------------------
 
 TEST_F(ResultsFileTest, TableRoundTripsAllColumnTypes) {

@@ -174,12 +174,9 @@ class BenchCalibrate final : public CommandWith<CalibrateOptions> {
     for (const auto& [name, peer, fit] : {std::tuple{"node", levels.node_peer, levels.node},
                                           std::tuple{"network", levels.network_peer, levels.network}}) {
       if (peer < 0) continue;
-      level_rows.str("level").push_back(name);
-      level_rows.i64("peer").push_back(peer);
-      level_rows.str("peer_host").push_back(hosts[static_cast<std::size_t>(peer)]);
-      level_rows.f64("alpha_us", "us").push_back(fit.alpha_seconds * 1e6);
-      level_rows.f64("beta_us_per_byte", "us").push_back(fit.beta_seconds_per_byte * 1e6);
-      level_rows.f64("bandwidth_GBps", "GB/s").push_back(1e-9 / fit.beta_seconds_per_byte);
+      level_rows.put({{"level", name}, {"peer", peer}, {"peer_host", hosts[static_cast<std::size_t>(peer)]},
+                      {"alpha_us", fit.alpha_seconds * 1e6}, {"beta_us_per_byte", fit.beta_seconds_per_byte * 1e6},
+                      {"bandwidth_GBps", 1e-9 / fit.beta_seconds_per_byte}});
     }
     if (level_rows.rows() > 0) s.results().write_table("/bench/calibrate_levels", level_rows);
     auto& file = s.results();

@@ -256,38 +256,22 @@ CheckpointBenchOutcome run_checkpoint_bench(Job& job, const CheckpointBenchPlan&
     };
     record::Table& t = out.table;
     const std::size_t first_row = t.rows();
-    t.str("policy").push_back(name);
-    t.str("kind").push_back(std::string(policy.kind_name()));
-    t.i64("every_k").push_back(policy.kind == Kind::every ? policy.every : 0);
-    t.i64("budget_bytes", "B").push_back(policy.kind == Kind::budget ? policy.budget_bytes : 0);
-    t.str("layout").push_back(describe_layout(run.layout));
-    t.i64("recomputed_blocks").push_back(run.layout.recomputed_blocks());
-    t.i64("segments").push_back(run.layout.segments());
-    t.i64("selective").push_back(run.layout.selective ? 1 : 0);
-    t.i64("layers").push_back(c.layers);
-    t.i64("batch").push_back(plan.batch);
-    t.i64("sequence").push_back(c.sequence);
-    t.i64("hidden").push_back(c.hidden);
-    t.i64("heads").push_back(c.heads);
-    t.str("dtype").push_back(std::string(name_of(c.dtype)));
-    t.i64("stored_bytes", "B").push_back(run.probe->stored());
-    t.i64("formula_stored_bytes", "B").push_back(formula.stored);
-    t.i64("peak_bytes", "B").push_back(run.probe->peak());
-    t.i64("formula_peak_bytes", "B").push_back(formula.peak);
-    t.i64("step_flops", "FLOP").push_back(run.flops);
-    t.i64("baseline_step_flops", "FLOP").push_back(base.flops);
-    t.i64("recompute_flops", "FLOP").push_back(recompute);
-    t.i64("formula_recompute_flops", "FLOP").push_back(formula_recompute);
-    t.i64("recomputed_forwards").push_back(recomputed);
-    t.f64("step_time_s", "s").push_back(mean(rank_time));
-    t.f64("baseline_step_time_s", "s").push_back(mean(rank_base));
-    t.f64("time_ratio").push_back(mean(rank_ratio));
-    t.f64("time_ratio_rank_min").push_back(*std::min_element(rank_ratio.begin(), rank_ratio.end()));
-    t.f64("time_ratio_rank_max").push_back(*std::max_element(rank_ratio.begin(), rank_ratio.end()));
-    t.i64("timed_pairs").push_back(options.steps);
-    t.i64("ranks").push_back(world.size());
-    t.i64("losses_equal").push_back(losses_equal ? 1 : 0);
-    t.i64("matches_formula").push_back(matches ? 1 : 0);
+    t.put({{"policy", name}, {"kind", std::string(policy.kind_name())},
+           {"every_k", policy.kind == Kind::every ? policy.every : 0},
+           {"budget_bytes", policy.kind == Kind::budget ? policy.budget_bytes : 0},
+           {"layout", describe_layout(run.layout)}, {"recomputed_blocks", run.layout.recomputed_blocks()},
+           {"segments", run.layout.segments()}, {"selective", run.layout.selective ? 1 : 0}, {"layers", c.layers},
+           {"batch", plan.batch}, {"sequence", c.sequence}, {"hidden", c.hidden}, {"heads", c.heads},
+           {"dtype", std::string(name_of(c.dtype))}, {"stored_bytes", run.probe->stored()},
+           {"formula_stored_bytes", formula.stored}, {"peak_bytes", run.probe->peak()},
+           {"formula_peak_bytes", formula.peak}, {"step_flops", run.flops}, {"baseline_step_flops", base.flops},
+           {"recompute_flops", recompute}, {"formula_recompute_flops", formula_recompute},
+           {"recomputed_forwards", recomputed}, {"step_time_s", mean(rank_time)},
+           {"baseline_step_time_s", mean(rank_base)}, {"time_ratio", mean(rank_ratio)},
+           {"time_ratio_rank_min", *std::min_element(rank_ratio.begin(), rank_ratio.end())},
+           {"time_ratio_rank_max", *std::max_element(rank_ratio.begin(), rank_ratio.end())},
+           {"timed_pairs", options.steps}, {"ranks", world.size()}, {"losses_equal", losses_equal ? 1 : 0},
+           {"matches_formula", matches ? 1 : 0}});
     const int recomputed_blocks = run.layout.recomputed_blocks();
     const double own_prediction =
         estimate.total() + recomputed_blocks * estimate.block_forward_s +
@@ -295,8 +279,8 @@ CheckpointBenchOutcome run_checkpoint_bench(Job& job, const CheckpointBenchPlan&
     const auto rank_prediction = gather_from_ranks(world, own_prediction);
     const auto rank_predicted_ratio = gather_from_ranks(world, own_prediction / estimate.total());
     const double nan = std::nan("");
-    t.f64("predicted_step_time_s", "s").push_back(predicted ? mean(rank_prediction) : nan);
-    t.f64("predicted_time_ratio").push_back(predicted ? mean(rank_predicted_ratio) : nan);
+    t.put({{"predicted_step_time_s", predicted ? mean(rank_prediction) : nan},
+           {"predicted_time_ratio", predicted ? mean(rank_predicted_ratio) : nan}});
     t.f64("predicted_over_measured")
         .push_back(predicted && !session.oversubscribed() ? mean(rank_prediction) / mean(rank_time) : nan);
     session.record_rows("/bench/checkpoint", t, first_row);  // kept if the run is cut short

@@ -14,32 +14,27 @@
 
 namespace parity::cli {
 
-using record::ColumnType;
-
 // The result groups it writes (docs/results-schema.md).
-inline const record::TableSpec kCheckpointBenchTable{
-    "/bench/checkpoint",
+inline const record::TableSpec kCheckpointBenchTable{"/bench/checkpoint",
     "activation checkpointing policies against the run without recompute: activation bytes stored "
     "and at the peak beside the formulas, recompute FLOPs, step time ratio measured in the same run",
-    {
-      {"policy", ColumnType::string}, {"kind", ColumnType::string}, {"every_k", ColumnType::int64},
-      {"budget_bytes", ColumnType::int64, "B"}, {"layout", ColumnType::string},
-      {"recomputed_blocks", ColumnType::int64}, {"segments", ColumnType::int64}, {"selective", ColumnType::int64},
-      {"layers", ColumnType::int64}, {"batch", ColumnType::int64}, {"sequence", ColumnType::int64},
-      {"hidden", ColumnType::int64}, {"heads", ColumnType::int64}, {"dtype", ColumnType::string},
-      {"stored_bytes", ColumnType::int64, "B"}, {"formula_stored_bytes", ColumnType::int64, "B"},
-      {"peak_bytes", ColumnType::int64, "B"}, {"formula_peak_bytes", ColumnType::int64, "B"},
-      {"step_flops", ColumnType::int64, "FLOP"}, {"baseline_step_flops", ColumnType::int64, "FLOP"},
-      {"recompute_flops", ColumnType::int64, "FLOP"}, {"formula_recompute_flops", ColumnType::int64, "FLOP"},
-      {"recomputed_forwards", ColumnType::int64}, {"step_time_s", ColumnType::float64, "s"},
-      {"baseline_step_time_s", ColumnType::float64, "s"}, {"time_ratio", ColumnType::float64},
-      {"time_ratio_rank_min", ColumnType::float64}, {"time_ratio_rank_max", ColumnType::float64},
-      {"timed_pairs", ColumnType::int64}, {"ranks", ColumnType::int64}, {"losses_equal", ColumnType::int64},
-      {"matches_formula", ColumnType::int64},
-      // Added with the calibrated step model (older files lack them; NaN in 16-bit runs).
-      {"predicted_step_time_s", ColumnType::float64, "s", false}, {"predicted_time_ratio", ColumnType::float64, "", false},
-      {"predicted_over_measured", ColumnType::float64, "", false}
-    }};
+    {{"policy", ColumnType::string}, {"kind", ColumnType::string}, {"every_k", ColumnType::int64},
+     {"budget_bytes", ColumnType::int64, "B"}, {"layout", ColumnType::string},
+     {"recomputed_blocks", ColumnType::int64}, {"segments", ColumnType::int64}, {"selective", ColumnType::int64},
+     {"layers", ColumnType::int64}, {"batch", ColumnType::int64}, {"sequence", ColumnType::int64},
+     {"hidden", ColumnType::int64}, {"heads", ColumnType::int64}, {"dtype", ColumnType::string},
+     {"stored_bytes", ColumnType::int64, "B"}, {"formula_stored_bytes", ColumnType::int64, "B"},
+     {"peak_bytes", ColumnType::int64, "B"}, {"formula_peak_bytes", ColumnType::int64, "B"},
+     {"step_flops", ColumnType::int64, "FLOP"}, {"baseline_step_flops", ColumnType::int64, "FLOP"},
+     {"recompute_flops", ColumnType::int64, "FLOP"}, {"formula_recompute_flops", ColumnType::int64, "FLOP"},
+     {"recomputed_forwards", ColumnType::int64}, {"step_time_s", ColumnType::float64, "s"},
+     {"baseline_step_time_s", ColumnType::float64, "s"}, {"time_ratio", ColumnType::float64},
+     {"time_ratio_rank_min", ColumnType::float64}, {"time_ratio_rank_max", ColumnType::float64},
+     {"timed_pairs", ColumnType::int64}, {"ranks", ColumnType::int64}, {"losses_equal", ColumnType::int64},
+     {"matches_formula", ColumnType::int64},
+     // Added with the calibrated step model (older files lack them; NaN in 16-bit runs).
+     {"predicted_step_time_s", ColumnType::float64, "s", false}, {"predicted_time_ratio", ColumnType::float64, "", false},
+     {"predicted_over_measured", ColumnType::float64, "", false}}};
 
 struct CheckpointBenchOptions {
   std::string model = "tiny";  // a GPT preset

@@ -78,13 +78,11 @@ void measure_device_kernels(Session& session, record::Table& table, bool measure
     for (int r = 0; r < world.size(); ++r) {
       const double GBps = all[static_cast<std::size_t>(r)];
       if (GBps <= 0) continue;
-      table.str("host").push_back(session.hosts()[static_cast<std::size_t>(r)]);
-      table.i64("rank").push_back(r);
-      table.str("kernel").push_back(i == 0 ? "copy" : "reduce_sum");
-      table.str("dtype").emplace_back(name_of(i == 2 ? DataType::bfloat16 : DataType::float32));
-      table.i64("size_bytes", "B").push_back(static_cast<std::int64_t>(kBytes));
-      table.f64("bandwidth_GBps", "GB/s").push_back(GBps);
-      table.f64("ratio_vs_copy").push_back(GBps / copies[static_cast<std::size_t>(r)]);
+      table.put({{"host", session.hosts()[static_cast<std::size_t>(r)]}, {"rank", r},
+                 {"kernel", i == 0 ? "copy" : "reduce_sum"},
+                 {"dtype", name_of(i == 2 ? DataType::bfloat16 : DataType::float32)},
+                 {"size_bytes", static_cast<std::int64_t>(kBytes)}, {"bandwidth_GBps", GBps},
+                 {"ratio_vs_copy", GBps / copies[static_cast<std::size_t>(r)]}});
       if (session.is_root() && i > 0)
         std::printf("# GPU of rank %d: reduce_sum %s %.1f GB/s = %.3f x device copy %.1f GB/s (target >= 0.9)\n", r,
                     i == 2 ? "bfloat16" : "float32", GBps, GBps / copies[static_cast<std::size_t>(r)],
@@ -227,10 +225,9 @@ HostCopy measure_host_copy(Session& session) {
   }
   for (int r = 0; r < world.size(); ++r) {
     if (all[static_cast<std::size_t>(r)] <= 0) continue;
-    out.table.str("host").push_back(session.hosts()[static_cast<std::size_t>(r)]);
-    out.table.i64("rank").push_back(r);
-    out.table.i64("size_bytes", "B").push_back(static_cast<std::int64_t>(kBytes));
-    out.table.f64("bandwidth_GBps", "GB/s").push_back(all[static_cast<std::size_t>(r)]);
+    out.table.put({{"host", session.hosts()[static_cast<std::size_t>(r)]}, {"rank", r},
+                   {"size_bytes", static_cast<std::int64_t>(kBytes)},
+                   {"bandwidth_GBps", all[static_cast<std::size_t>(r)]}});
     out.best_GBps = std::max(out.best_GBps, all[static_cast<std::size_t>(r)]);
   }
   session.record_rows("/host/copy_bandwidth", out.table, 0);  // kept if the run is cut short
@@ -263,11 +260,9 @@ void restore_rank_times(Session& session, std::size_t from_row, std::size_t to_r
   const auto& rows = resumed->get_i64("row");
   for (std::size_t i = 0; i < rows.size(); ++i) {
     if (rows[i] != static_cast<std::int64_t>(from_row)) continue;
-    into.i64("row").push_back(static_cast<std::int64_t>(to_row));
-    into.i64("rank").push_back(resumed->get_i64("rank")[i]);
-    into.str("host").push_back(resumed->get_str("host")[i]);
-    into.f64("time_us", "us").push_back(resumed->get_f64("time_us")[i]);
-    into.i64("size_bytes", "B").push_back(static_cast<std::int64_t>(bytes[static_cast<std::size_t>(resumed->get_i64("rank")[i])]));
+    into.put({{"row", static_cast<std::int64_t>(to_row)}, {"rank", resumed->get_i64("rank")[i]},
+              {"host", resumed->get_str("host")[i]}, {"time_us", resumed->get_f64("time_us")[i]},
+              {"size_bytes", static_cast<std::int64_t>(bytes[static_cast<std::size_t>(resumed->get_i64("rank")[i])])}});
     session.take_resumed("/bench/collectives_rank_times", i);
   }
 }
@@ -356,15 +351,9 @@ void measure_harness_overhead(Communicator& comm, HalfAccumulate half, record::T
     comm.all_reduce({sums, 7, DataType::float64, MemorySpace::host}, {sums, 7, DataType::float64, MemorySpace::host},
                     ReduceOp::sum);
     for (double& x : sums) x /= comm.size();
-    table.i64("size_bytes", "B").push_back(static_cast<std::int64_t>(bytes));
-    table.f64("direct_us", "us").push_back(sums[0]);
-    table.f64("wrapped_us", "us").push_back(sums[1]);
-    table.f64("overhead_us", "us").push_back(sums[2]);
-    table.f64("halves_spread_us", "us").push_back(sums[3]);
-    table.f64("own_direct_us", "us").push_back(sums[4]);
-    table.f64("own_wrapped_us", "us").push_back(sums[5]);
-    table.f64("own_overhead_us", "us").push_back(sums[6]);
-    table.i64("calls", "").push_back(pairs);
+    table.put({{"size_bytes", static_cast<std::int64_t>(bytes)}, {"direct_us", sums[0]}, {"wrapped_us", sums[1]},
+               {"overhead_us", sums[2]}, {"halves_spread_us", sums[3]}, {"own_direct_us", sums[4]},
+               {"own_wrapped_us", sums[5]}, {"own_overhead_us", sums[6]}, {"calls", pairs}});
     worst = std::max(worst, sums[2]);
     worst_own = std::max(worst_own, sums[6]);
   }
@@ -482,33 +471,20 @@ BenchOutcome run_bench(Session& session, const BenchPlan& plan, const BenchOptio
                 std::fflush(stdout);
               }
               const std::size_t row = t.rows();
-              t.str("collective").emplace_back(name_of(e.collective));
-              t.str("algorithm").push_back(algorithm.name);
-              t.str("dtype").emplace_back(name_of(type));
-              t.str("redop").push_back(redop_name);
-              t.i64("root").push_back(has_root(e.collective) ? options.root : -1);
-              t.i64("in_place").push_back(in_place ? 1 : 0);
-              t.i64("size_bytes", "B").push_back(static_cast<std::int64_t>(bytes));
-              t.i64("count").push_back(static_cast<std::int64_t>(count));
-              t.i64("world_size").push_back(n);
-              t.i64("iterations").push_back(options.iterations);
-              t.f64("time_us", "us").push_back(time_s * 1e6);
-              t.f64("time_p50_us", "us").push_back(p50 * 1e6);
-              t.f64("time_p95_us", "us").push_back(p95 * 1e6);
-              t.f64("time_min_rank_us", "us").push_back(rank_min * 1e6);
-              t.f64("time_max_rank_us", "us").push_back(rank_max * 1e6);
-              t.f64("algbw_GBps", "GB/s").push_back(algbw);
-              t.f64("busbw_GBps", "GB/s").push_back(busbw);
-              t.f64("busbw_vs_native").push_back(ratio);
-              t.i64("wrong").push_back(wrong);
-              t.f64("predicted_time_us", "us").push_back(predicted * 1e6);
-              t.f64("predicted_busbw_GBps", "GB/s").push_back(predicted > 0 ? bytes / predicted / 1e9 * algorithm.busbw_factor(n) : std::nan(""));
+              t.put({{"collective", name_of(e.collective)}, {"algorithm", algorithm.name}, {"dtype", name_of(type)},
+                     {"redop", redop_name}, {"root", has_root(e.collective) ? options.root : -1},
+                     {"in_place", in_place ? 1 : 0}, {"size_bytes", static_cast<std::int64_t>(bytes)},
+                     {"count", static_cast<std::int64_t>(count)}, {"world_size", n}, {"iterations", options.iterations},
+                     {"time_us", time_s * 1e6}, {"time_p50_us", p50 * 1e6}, {"time_p95_us", p95 * 1e6},
+                     {"time_min_rank_us", rank_min * 1e6}, {"time_max_rank_us", rank_max * 1e6}, {"algbw_GBps", algbw},
+                     {"busbw_GBps", busbw}, {"busbw_vs_native", ratio}, {"wrong", wrong},
+                     {"predicted_time_us", predicted * 1e6},
+                     {"predicted_busbw_GBps", predicted > 0 ? bytes / predicted / 1e9 * algorithm.busbw_factor(n) : std::nan("")}});
               for (int rank = 0; rank < n; ++rank) {
-                out.rank_times.i64("row").push_back(static_cast<std::int64_t>(row));
-                out.rank_times.i64("rank").push_back(rank);
-                out.rank_times.str("host").push_back(session.hosts()[static_cast<std::size_t>(rank)]);
-                out.rank_times.f64("time_us", "us").push_back(means[static_cast<std::size_t>(rank)] * 1e6);
-                out.rank_times.i64("size_bytes", "B").push_back(static_cast<std::int64_t>(bytes_by_rank[static_cast<std::size_t>(rank)]));
+                out.rank_times.put({{"row", static_cast<std::int64_t>(row)}, {"rank", rank},
+                                    {"host", session.hosts()[static_cast<std::size_t>(rank)]},
+                                    {"time_us", means[static_cast<std::size_t>(rank)] * 1e6},
+                                    {"size_bytes", static_cast<std::int64_t>(bytes_by_rank[static_cast<std::size_t>(rank)])}});
               }
               session.record_rows({{"/bench/collectives", &t, row},
                                    {"/bench/collectives_rank_times", &out.rank_times, first_time}});

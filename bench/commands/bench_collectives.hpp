@@ -16,57 +16,40 @@
 
 namespace parity::cli {
 
-using record::ColumnType;
-
 // The result groups it writes (docs/results-schema.md).
-inline const record::TableSpec kHostCopyTable{
-    "/host/copy_bandwidth",
+inline const record::TableSpec kHostCopyTable{"/host/copy_bandwidth",
     "host memcpy bandwidth, first rank of each host alone",
-    {
-      {"host", ColumnType::string}, {"rank", ColumnType::int64}, {"size_bytes", ColumnType::int64, "B"},
-      {"bandwidth_GBps", ColumnType::float64, "GB/s"}
-    }};
-inline const record::TableSpec kDeviceKernelsTable{
-    "/bench/device_kernels",
+    {{"host", ColumnType::string}, {"rank", ColumnType::int64}, {"size_bytes", ColumnType::int64, "B"},
+     {"bandwidth_GBps", ColumnType::float64, "GB/s"}}};
+inline const record::TableSpec kDeviceKernelsTable{"/bench/device_kernels",
     "GPU copy and reduction kernel bandwidth (bytes read + written per second)",
-    {
-      {"host", ColumnType::string}, {"rank", ColumnType::int64}, {"kernel", ColumnType::string},
-      {"dtype", ColumnType::string}, {"size_bytes", ColumnType::int64, "B"},
-      {"bandwidth_GBps", ColumnType::float64, "GB/s"}, {"ratio_vs_copy", ColumnType::float64}
-    }};
-inline const record::TableSpec kCollectivesBenchTable{
-    "/bench/collectives",
+    {{"host", ColumnType::string}, {"rank", ColumnType::int64}, {"kernel", ColumnType::string},
+     {"dtype", ColumnType::string}, {"size_bytes", ColumnType::int64, "B"},
+     {"bandwidth_GBps", ColumnType::float64, "GB/s"}, {"ratio_vs_copy", ColumnType::float64}}};
+inline const record::TableSpec kCollectivesBenchTable{"/bench/collectives",
     "collective benchmark, nccl-tests conventions (docs/busbw.md)",
-    {
-      {"collective", ColumnType::string}, {"algorithm", ColumnType::string}, {"dtype", ColumnType::string},
-      {"redop", ColumnType::string}, {"root", ColumnType::int64}, {"in_place", ColumnType::int64},
-      {"size_bytes", ColumnType::int64, "B"}, {"count", ColumnType::int64}, {"world_size", ColumnType::int64},
-      {"iterations", ColumnType::int64}, {"time_us", ColumnType::float64, "us"},
-      {"time_p50_us", ColumnType::float64, "us"}, {"time_p95_us", ColumnType::float64, "us"},
-      {"time_min_rank_us", ColumnType::float64, "us"}, {"time_max_rank_us", ColumnType::float64, "us"},
-      {"algbw_GBps", ColumnType::float64, "GB/s"}, {"busbw_GBps", ColumnType::float64, "GB/s"},
-      {"busbw_vs_native", ColumnType::float64}, {"wrong", ColumnType::int64},
-      {"predicted_time_us", ColumnType::float64, "us"}, {"predicted_busbw_GBps", ColumnType::float64, "GB/s"}
-    }};
-inline const record::TableSpec kCollectivesRankTimesTable{
-    "/bench/collectives_rank_times",
+    {{"collective", ColumnType::string}, {"algorithm", ColumnType::string}, {"dtype", ColumnType::string},
+     {"redop", ColumnType::string}, {"root", ColumnType::int64}, {"in_place", ColumnType::int64},
+     {"size_bytes", ColumnType::int64, "B"}, {"count", ColumnType::int64}, {"world_size", ColumnType::int64},
+     {"iterations", ColumnType::int64}, {"time_us", ColumnType::float64, "us"},
+     {"time_p50_us", ColumnType::float64, "us"}, {"time_p95_us", ColumnType::float64, "us"},
+     {"time_min_rank_us", ColumnType::float64, "us"}, {"time_max_rank_us", ColumnType::float64, "us"},
+     {"algbw_GBps", ColumnType::float64, "GB/s"}, {"busbw_GBps", ColumnType::float64, "GB/s"},
+     {"busbw_vs_native", ColumnType::float64}, {"wrong", ColumnType::int64},
+     {"predicted_time_us", ColumnType::float64, "us"}, {"predicted_busbw_GBps", ColumnType::float64, "GB/s"}}};
+inline const record::TableSpec kCollectivesRankTimesTable{"/bench/collectives_rank_times",
     "each rank's mean time per row of /bench/collectives",
-    {
-      {"row", ColumnType::int64}, {"rank", ColumnType::int64}, {"host", ColumnType::string},
-      {"time_us", ColumnType::float64, "us"}, {"size_bytes", ColumnType::int64, "B", false}
-    }};
-inline const record::TableSpec kHarnessOverheadTable{
-    "/bench/harness_overhead",
+    {{"row", ColumnType::int64}, {"rank", ColumnType::int64}, {"host", ColumnType::string},
+     {"time_us", ColumnType::float64, "us"}, {"size_bytes", ColumnType::int64, "B", false}}};
+inline const record::TableSpec kHarnessOverheadTable{"/bench/harness_overhead",
     "the harness's cost per call: a native float32 sum all_reduce on host memory through parity's "
     "wrapper (checks and watchdog) and as a direct MPI_Allreduce, call by call in alternating order, "
     "on the world and (own_*) on a one-rank communicator, the wrapper's own cost",
-    {
-      {"size_bytes", ColumnType::int64, "B"}, {"direct_us", ColumnType::float64, "us"},
-      {"wrapped_us", ColumnType::float64, "us"}, {"overhead_us", ColumnType::float64, "us"},
-      {"halves_spread_us", ColumnType::float64, "us"}, {"own_direct_us", ColumnType::float64, "us", false},
-      {"own_wrapped_us", ColumnType::float64, "us", false}, {"own_overhead_us", ColumnType::float64, "us", false},
-      {"calls", ColumnType::int64}
-    }};
+    {{"size_bytes", ColumnType::int64, "B"}, {"direct_us", ColumnType::float64, "us"},
+     {"wrapped_us", ColumnType::float64, "us"}, {"overhead_us", ColumnType::float64, "us"},
+     {"halves_spread_us", ColumnType::float64, "us"}, {"own_direct_us", ColumnType::float64, "us", false},
+     {"own_wrapped_us", ColumnType::float64, "us", false}, {"own_overhead_us", ColumnType::float64, "us", false},
+     {"calls", ColumnType::int64}}};
 
 struct BenchOptions {
   SizeSweep sweep;

@@ -246,27 +246,14 @@ ContextBenchOutcome run_context_bench(Session& session, const ContextBenchPlan& 
                                   : NAN;
         record::Table& t = out.table;
         const std::size_t first = t.rows();
-        t.str("variant").push_back(variant);
-        t.i64("cp").push_back(cp);
-        t.i64("dp").push_back(dp);
-        t.i64("world_size").push_back(world.size());
-        t.i64("sequence").push_back(sequence);
-        t.i64("rows").push_back(options.rows);
-        t.str("precision").push_back(precision);
-        t.i64("layers").push_back(c.layers);
-        t.f64("step_s", "s").push_back(step_s);
-        t.f64("tokens_per_s", "1/s").push_back(static_cast<double>(global_rows * sequence) / step_s);
-        t.f64("attention_s", "s").push_back(attention_s);
-        t.f64("communication_s", "s").push_back(communication_s);
-        t.f64("serial_attention_s", "s").push_back(serial_attention_s);
-        t.f64("serial_communication_s", "s").push_back(serial_communication_s);
-        t.f64("hidden_fraction").push_back(hidden);
-        t.f64("forward_bytes", "B").push_back(forward_bytes);
-        t.f64("backward_bytes", "B").push_back(backward_bytes);
-        t.f64("formula_forward_bytes", "B").push_back(formula.forward);
-        t.f64("formula_backward_bytes", "B").push_back(formula.backward);
-        t.f64("activation_bytes", "B").push_back(activation);
-        t.f64("formula_activation_bytes", "B").push_back(formula_activation);
+        t.put({{"variant", variant}, {"cp", cp}, {"dp", dp}, {"world_size", world.size()}, {"sequence", sequence},
+               {"rows", options.rows}, {"precision", precision}, {"layers", c.layers}, {"step_s", step_s},
+               {"tokens_per_s", static_cast<double>(global_rows * sequence) / step_s}, {"attention_s", attention_s},
+               {"communication_s", communication_s}, {"serial_attention_s", serial_attention_s},
+               {"serial_communication_s", serial_communication_s}, {"hidden_fraction", hidden},
+               {"forward_bytes", forward_bytes}, {"backward_bytes", backward_bytes},
+               {"formula_forward_bytes", formula.forward}, {"formula_backward_bytes", formula.backward},
+               {"activation_bytes", activation}, {"formula_activation_bytes", formula_activation}});
         const bool off = forward_bytes != formula.forward || backward_bytes != formula.backward ||
                          activation != formula_activation;
         if (off) {

@@ -11,26 +11,21 @@
 
 namespace parity::cli {
 
-using record::ColumnType;
-
 // The result group it writes (docs/results-schema.md).
-inline const record::TableSpec kContextBenchTable{
-    "/bench/context",
+inline const record::TableSpec kContextBenchTable{"/bench/context",
     "context parallelism per variant, cp and sequence length, a row per configuration (the slowest rank's times): "
     "step and attention time, the waits on the group with the ring's transfers overlapped and not, bytes and "
     "activation memory per rank against their formulas",
-    {
-      {"variant", ColumnType::string}, {"cp", ColumnType::int64}, {"dp", ColumnType::int64},
-      {"world_size", ColumnType::int64}, {"sequence", ColumnType::int64}, {"rows", ColumnType::int64},
-      {"precision", ColumnType::string}, {"layers", ColumnType::int64},
-      {"step_s", ColumnType::float64, "s"}, {"tokens_per_s", ColumnType::float64, "1/s"},
-      {"attention_s", ColumnType::float64, "s"}, {"communication_s", ColumnType::float64, "s"},
-      {"serial_attention_s", ColumnType::float64, "s"}, {"serial_communication_s", ColumnType::float64, "s"},
-      {"hidden_fraction", ColumnType::float64},
-      {"forward_bytes", ColumnType::float64, "B"}, {"backward_bytes", ColumnType::float64, "B"},
-      {"formula_forward_bytes", ColumnType::float64, "B"}, {"formula_backward_bytes", ColumnType::float64, "B"},
-      {"activation_bytes", ColumnType::float64, "B"}, {"formula_activation_bytes", ColumnType::float64, "B"}
-    }};
+    {{"variant", ColumnType::string}, {"cp", ColumnType::int64}, {"dp", ColumnType::int64},
+     {"world_size", ColumnType::int64}, {"sequence", ColumnType::int64}, {"rows", ColumnType::int64},
+     {"precision", ColumnType::string}, {"layers", ColumnType::int64},
+     {"step_s", ColumnType::float64, "s"}, {"tokens_per_s", ColumnType::float64, "1/s"},
+     {"attention_s", ColumnType::float64, "s"}, {"communication_s", ColumnType::float64, "s"},
+     {"serial_attention_s", ColumnType::float64, "s"}, {"serial_communication_s", ColumnType::float64, "s"},
+     {"hidden_fraction", ColumnType::float64},
+     {"forward_bytes", ColumnType::float64, "B"}, {"backward_bytes", ColumnType::float64, "B"},
+     {"formula_forward_bytes", ColumnType::float64, "B"}, {"formula_backward_bytes", ColumnType::float64, "B"},
+     {"activation_bytes", ColumnType::float64, "B"}, {"formula_activation_bytes", ColumnType::float64, "B"}}};
 
 struct ContextBenchOptions {
   std::string model = "tiny";  // a GPT preset (dense)

@@ -102,38 +102,24 @@ ModelRow model_row(Session& session, const ModelPreset& preset, std::int64_t bat
 
 void add_model_row(record::Table& table, const ModelRow& row) {
   const double achieved = static_cast<double>(row.step_flops) / row.step_time_s / 1e9;
-  table.str("model").push_back(row.model);
-  table.str("config").push_back(row.config);
-  table.i64("rank").push_back(row.rank);
-  table.str("host").push_back(row.host);
-  table.i64("parameters").push_back(row.parameters);
-  table.i64("batch").push_back(row.batch);
-  table.i64("sequence").push_back(row.sequence);
-  table.i64("layers").push_back(row.layers);
-  table.i64("hidden").push_back(row.hidden);
-  table.i64("step_flops", "FLOP").push_back(row.step_flops);
-  table.f64("megatron_step_flops", "FLOP").push_back(row.megatron_step_flops);
-  table.f64("step_time_s", "s").push_back(row.step_time_s);
-  table.f64("tokens_per_s", "1/s").push_back(static_cast<double>(row.batch * row.sequence) / row.step_time_s);
-  table.f64("achieved_GFLOPs", "GFLOP/s").push_back(achieved);
-  table.f64("matmul_GFLOPs", "GFLOP/s").push_back(row.matmul_GFLOPs);
-  table.f64("mfu").push_back(achieved / row.matmul_GFLOPs);
+  table.put({{"model", row.model}, {"config", row.config}, {"rank", row.rank}, {"host", row.host},
+             {"parameters", row.parameters}, {"batch", row.batch}, {"sequence", row.sequence}, {"layers", row.layers},
+             {"hidden", row.hidden}, {"step_flops", row.step_flops}, {"megatron_step_flops", row.megatron_step_flops},
+             {"step_time_s", row.step_time_s},
+             {"tokens_per_s", static_cast<double>(row.batch * row.sequence) / row.step_time_s},
+             {"achieved_GFLOPs", achieved}, {"matmul_GFLOPs", row.matmul_GFLOPs},
+             {"mfu", achieved / row.matmul_GFLOPs}});
   for (MemoryCategory category : kAllMemoryCategories)
     table.i64("peak_" + std::string(name_of(category)) + "_bytes", "B")
         .push_back(row.peak_bytes.at(static_cast<std::size_t>(category)));
-  table.str("path").push_back(row.path);
-  table.f64("hardware_step_flops", "FLOP").push_back(row.hardware_step_flops);
-  table.f64("peak_GFLOPs", "GFLOP/s").push_back(row.peak_GFLOPs);
-  table.f64("mfu_of_peak").push_back(achieved / row.peak_GFLOPs);
-  table.f64("hfu_of_peak").push_back(row.hardware_step_flops / row.step_time_s / 1e9 / row.peak_GFLOPs);
-  table.f64("products_fraction").push_back(row.products_fraction);
-  table.f64("attention_fraction").push_back(row.attention_fraction);
-  table.f64("other_fraction").push_back(row.other_fraction);
-  table.f64("attention_GFLOPs", "GFLOP/s").push_back(row.attention_GFLOPs);
-  table.f64("predicted_step_time_s", "s").push_back(row.predicted_step_time_s);
-  table.f64("predicted_over_measured").push_back(row.predicted_over_measured);
-  table.i64("replicas").push_back(row.replicas);
-  table.f64("sync_fraction").push_back(row.sync_fraction);
+  table.put({{"path", row.path}, {"hardware_step_flops", row.hardware_step_flops}, {"peak_GFLOPs", row.peak_GFLOPs},
+             {"mfu_of_peak", achieved / row.peak_GFLOPs},
+             {"hfu_of_peak", row.hardware_step_flops / row.step_time_s / 1e9 / row.peak_GFLOPs},
+             {"products_fraction", row.products_fraction}, {"attention_fraction", row.attention_fraction},
+             {"other_fraction", row.other_fraction}, {"attention_GFLOPs", row.attention_GFLOPs},
+             {"predicted_step_time_s", row.predicted_step_time_s},
+             {"predicted_over_measured", row.predicted_over_measured}, {"replicas", row.replicas},
+             {"sync_fraction", row.sync_fraction}});
 }
 
 std::size_t model_bench_bytes_per_rank(const ModelBenchPlan& plan) {

@@ -14,34 +14,29 @@
 
 namespace parity::cli {
 
-using record::ColumnType;
-
 // The result groups it writes (docs/results-schema.md).
-inline const record::TableSpec kModelBenchTable{
-    "/bench/model",
+inline const record::TableSpec kModelBenchTable{"/bench/model",
     "training step of GPT models on every rank: tokens/s and MFU (docs/model-accounting.md)",
-    {
-      {"model", ColumnType::string}, {"config", ColumnType::string}, {"rank", ColumnType::int64},
-      {"host", ColumnType::string}, {"parameters", ColumnType::int64}, {"batch", ColumnType::int64},
-      {"sequence", ColumnType::int64}, {"layers", ColumnType::int64}, {"hidden", ColumnType::int64},
-      {"step_flops", ColumnType::int64, "FLOP"}, {"megatron_step_flops", ColumnType::float64, "FLOP"},
-      {"step_time_s", ColumnType::float64, "s"}, {"tokens_per_s", ColumnType::float64, "1/s"},
-      {"achieved_GFLOPs", ColumnType::float64, "GFLOP/s"}, {"matmul_GFLOPs", ColumnType::float64, "GFLOP/s"},
-      {"mfu", ColumnType::float64}, {"peak_parameters_bytes", ColumnType::int64, "B"},
-      {"peak_gradients_bytes", ColumnType::int64, "B"}, {"peak_optimizer_state_bytes", ColumnType::int64, "B"},
-      {"peak_activations_bytes", ColumnType::int64, "B"}, {"peak_communication_bytes", ColumnType::int64, "B"},
-      {"peak_workspace_bytes", ColumnType::int64, "B"},
-      // Added with the fast path (older files lack them).
-      {"path", ColumnType::string, "", false}, {"hardware_step_flops", ColumnType::float64, "FLOP", false},
-      {"peak_GFLOPs", ColumnType::float64, "GFLOP/s", false}, {"mfu_of_peak", ColumnType::float64, "", false},
-      {"hfu_of_peak", ColumnType::float64, "", false}, {"products_fraction", ColumnType::float64, "", false},
-      {"attention_fraction", ColumnType::float64, "", false}, {"other_fraction", ColumnType::float64, "", false},
-      {"attention_GFLOPs", ColumnType::float64, "GFLOP/s", false},
-      // Added with the calibrated step model (theory/calibration.hpp; older files lack them).
-      {"predicted_step_time_s", ColumnType::float64, "s", false}, {"predicted_over_measured", ColumnType::float64, "", false},
-      // Added with the fast path's data parallelism (older files lack them).
-      {"replicas", ColumnType::int64, "", false}, {"sync_fraction", ColumnType::float64, "", false}
-    }};
+    {{"model", ColumnType::string}, {"config", ColumnType::string}, {"rank", ColumnType::int64},
+     {"host", ColumnType::string}, {"parameters", ColumnType::int64}, {"batch", ColumnType::int64},
+     {"sequence", ColumnType::int64}, {"layers", ColumnType::int64}, {"hidden", ColumnType::int64},
+     {"step_flops", ColumnType::int64, "FLOP"}, {"megatron_step_flops", ColumnType::float64, "FLOP"},
+     {"step_time_s", ColumnType::float64, "s"}, {"tokens_per_s", ColumnType::float64, "1/s"},
+     {"achieved_GFLOPs", ColumnType::float64, "GFLOP/s"}, {"matmul_GFLOPs", ColumnType::float64, "GFLOP/s"},
+     {"mfu", ColumnType::float64}, {"peak_parameters_bytes", ColumnType::int64, "B"},
+     {"peak_gradients_bytes", ColumnType::int64, "B"}, {"peak_optimizer_state_bytes", ColumnType::int64, "B"},
+     {"peak_activations_bytes", ColumnType::int64, "B"}, {"peak_communication_bytes", ColumnType::int64, "B"},
+     {"peak_workspace_bytes", ColumnType::int64, "B"},
+     // Added with the fast path (older files lack them).
+     {"path", ColumnType::string, "", false}, {"hardware_step_flops", ColumnType::float64, "FLOP", false},
+     {"peak_GFLOPs", ColumnType::float64, "GFLOP/s", false}, {"mfu_of_peak", ColumnType::float64, "", false},
+     {"hfu_of_peak", ColumnType::float64, "", false}, {"products_fraction", ColumnType::float64, "", false},
+     {"attention_fraction", ColumnType::float64, "", false}, {"other_fraction", ColumnType::float64, "", false},
+     {"attention_GFLOPs", ColumnType::float64, "GFLOP/s", false},
+     // Added with the calibrated step model (theory/calibration.hpp; older files lack them).
+     {"predicted_step_time_s", ColumnType::float64, "s", false}, {"predicted_over_measured", ColumnType::float64, "", false},
+     // Added with the fast path's data parallelism (older files lack them).
+     {"replicas", ColumnType::int64, "", false}, {"sync_fraction", ColumnType::float64, "", false}}};
 
 struct ModelBenchOptions {
   std::string models = "tiny,small";

@@ -356,18 +356,12 @@ MoeBenchOutcome run_moe_bench(Session& session, const MoeBenchPlan& plan, const 
         const LayerStep& ls = layer_steps[l];
         const double choices = run.router == "expert_choice" ? ls.tokens : ls.tokens * c.moe.top_k;
         record::Table& t = out.steps;
-        t.i64("run").push_back(static_cast<std::int64_t>(run_index));
-        t.i64("step").push_back(s);
-        t.i64("timed").push_back(s >= options.warmup ? 1 : 0);
-        t.i64("block").push_back(blocks[l]);
-        t.i64("tokens").push_back(std::llround(ls.tokens));
-        t.f64("load_imbalance").push_back(imbalance(ls.load));
-        t.f64("admitted_imbalance").push_back(imbalance(ls.admitted));
-        t.i64("dropped").push_back(std::llround(ls.dropped));
-        t.f64("dropped_fraction").push_back(choices > 0 ? ls.dropped / choices : std::nan(""));
-        t.f64("unrouted_fraction").push_back(ls.tokens > 0 ? ls.unrouted / ls.tokens : std::nan(""));
-        t.f64("balancing_loss").push_back(ls.balancing);
-        t.f64("z_loss").push_back(ls.z);
+        t.put({{"run", static_cast<std::int64_t>(run_index)}, {"step", s}, {"timed", s >= options.warmup ? 1 : 0},
+               {"block", blocks[l]}, {"tokens", std::llround(ls.tokens)}, {"load_imbalance", imbalance(ls.load)},
+               {"admitted_imbalance", imbalance(ls.admitted)}, {"dropped", std::llround(ls.dropped)},
+               {"dropped_fraction", choices > 0 ? ls.dropped / choices : std::nan("")},
+               {"unrouted_fraction", ls.tokens > 0 ? ls.unrouted / ls.tokens : std::nan("")},
+               {"balancing_loss", ls.balancing}, {"z_loss", ls.z}});
         if (s >= options.warmup) {
           imbalance_sum += t.get_f64("load_imbalance").back();
           dropped_sum += t.get_f64("dropped_fraction").back();
@@ -375,12 +369,9 @@ MoeBenchOutcome run_moe_bench(Session& session, const MoeBenchPlan& plan, const 
         }
         for (int e = 0; e < E; ++e) {
           record::Table& u = out.load;
-          u.i64("run").push_back(static_cast<std::int64_t>(run_index));
-          u.i64("step").push_back(s);
-          u.i64("block").push_back(blocks[l]);
-          u.i64("expert").push_back(e);
-          u.i64("load").push_back(std::llround(ls.load[static_cast<std::size_t>(e)]));
-          u.i64("admitted").push_back(std::llround(ls.admitted[static_cast<std::size_t>(e)]));
+          u.put({{"run", static_cast<std::int64_t>(run_index)}, {"step", s}, {"block", blocks[l]}, {"expert", e},
+                 {"load", std::llround(ls.load[static_cast<std::size_t>(e)])},
+                 {"admitted", std::llround(ls.admitted[static_cast<std::size_t>(e)])}});
         }
       }
     }
@@ -413,35 +404,20 @@ MoeBenchOutcome run_moe_bench(Session& session, const MoeBenchPlan& plan, const 
     const Predicted predicted = predict_step(session, c, options, ep, *trainer, *model, last_admitted, formula, p2p, calibration);
     if (session.is_root()) {
       record::Table& t = out.runs;
-      t.i64("run").push_back(static_cast<std::int64_t>(run_index));
-      t.str("model").push_back(plan.model);
-      t.str("config").push_back(c.describe());
-      t.i64("ep").push_back(run.ep);
-      t.i64("dp").push_back(world.size() / run.ep);
-      t.i64("world_size").push_back(world.size());
-      t.i64("experts").push_back(E);
-      t.i64("top_k").push_back(run.router == "expert_choice" ? 0 : c.moe.top_k);
-      t.f64("capacity_factor").push_back(run.capacity_factor);
-      t.str("router").push_back(run.router);
-      t.i64("moe_layers").push_back(static_cast<std::int64_t>(blocks.size()));
-      t.i64("in_ep_sweep").push_back(run.ep_sweep ? 1 : 0);
-      t.i64("in_router_sweep").push_back(run.router_sweep ? 1 : 0);
-      t.i64("in_cf_sweep").push_back(run.cf_sweep ? 1 : 0);
-      t.i64("batch").push_back(options.batch);
-      t.f64("step_seconds", "s").push_back(step);
-      t.f64("tokens_per_second", "1/s").push_back(static_cast<double>(options.batch * c.sequence) / step);
-      t.f64("all_to_all_seconds", "s").push_back(a2a);
-      t.f64("gradient_reduction_seconds", "s").push_back(reduce);
-      t.f64("compute_seconds", "s").push_back(std::max(0.0, step - a2a - reduce));
-      t.f64("all_to_all_share").push_back(a2a / step);
-      t.f64("all_to_all_bytes", "B").push_back(sent[static_cast<std::size_t>(busiest)]);
-      t.f64("formula_all_to_all_bytes", "B").push_back(sent_formula[static_cast<std::size_t>(busiest)]);
-      t.i64("bytes_match").push_back(bytes_match ? 1 : 0);
-      t.f64("mean_load_imbalance").push_back(imbalance_sum / timed_rows);
-      t.f64("mean_dropped_fraction").push_back(dropped_sum / timed_rows);
-      t.f64("predicted_all_to_all_seconds", "s").push_back(predicted.all_to_all);
-      t.f64("predicted_step_seconds", "s").push_back(predicted.step);
-      t.f64("predicted_over_measured").push_back(session.oversubscribed() ? std::nan("") : predicted.step / step);
+      t.put({{"run", static_cast<std::int64_t>(run_index)}, {"model", plan.model}, {"config", c.describe()},
+             {"ep", run.ep}, {"dp", world.size() / run.ep}, {"world_size", world.size()}, {"experts", E},
+             {"top_k", run.router == "expert_choice" ? 0 : c.moe.top_k}, {"capacity_factor", run.capacity_factor},
+             {"router", run.router}, {"moe_layers", static_cast<std::int64_t>(blocks.size())},
+             {"in_ep_sweep", run.ep_sweep ? 1 : 0}, {"in_router_sweep", run.router_sweep ? 1 : 0},
+             {"in_cf_sweep", run.cf_sweep ? 1 : 0}, {"batch", options.batch}, {"step_seconds", step},
+             {"tokens_per_second", static_cast<double>(options.batch * c.sequence) / step}, {"all_to_all_seconds", a2a},
+             {"gradient_reduction_seconds", reduce}, {"compute_seconds", std::max(0.0, step - a2a - reduce)},
+             {"all_to_all_share", a2a / step}, {"all_to_all_bytes", sent[static_cast<std::size_t>(busiest)]},
+             {"formula_all_to_all_bytes", sent_formula[static_cast<std::size_t>(busiest)]},
+             {"bytes_match", bytes_match ? 1 : 0}, {"mean_load_imbalance", imbalance_sum / timed_rows},
+             {"mean_dropped_fraction", dropped_sum / timed_rows},
+             {"predicted_all_to_all_seconds", predicted.all_to_all}, {"predicted_step_seconds", predicted.step},
+             {"predicted_over_measured", session.oversubscribed() ? std::nan("") : predicted.step / step}});
       // Kept if the job is cut short: the run's steps and loads first, its row last.
       session.record_rows({{"/bench/moe_steps", &out.steps, first_step_row},
                            {"/bench/moe_load", &out.load, first_load_row},

@@ -15,47 +15,36 @@
 
 namespace parity::cli {
 
-using record::ColumnType;
-
 // The result groups it writes (docs/results-schema.md).
-inline const record::TableSpec kMoeBenchTable{
-    "/bench/moe",
+inline const record::TableSpec kMoeBenchTable{"/bench/moe",
     "mixture of experts against the expert-parallel size, router and capacity factor: step time "
     "split, all-to-all bytes beside the formula, load imbalance and dropped tokens",
-    {
-      {"run", ColumnType::int64}, {"model", ColumnType::string}, {"config", ColumnType::string},
-      {"ep", ColumnType::int64}, {"dp", ColumnType::int64}, {"world_size", ColumnType::int64},
-      {"experts", ColumnType::int64}, {"top_k", ColumnType::int64}, {"capacity_factor", ColumnType::float64},
-      {"router", ColumnType::string}, {"moe_layers", ColumnType::int64}, {"in_ep_sweep", ColumnType::int64},
-      {"in_router_sweep", ColumnType::int64}, {"in_cf_sweep", ColumnType::int64}, {"batch", ColumnType::int64},
-      {"step_seconds", ColumnType::float64, "s"}, {"tokens_per_second", ColumnType::float64, "1/s"},
-      {"all_to_all_seconds", ColumnType::float64, "s"}, {"gradient_reduction_seconds", ColumnType::float64, "s"},
-      {"compute_seconds", ColumnType::float64, "s"}, {"all_to_all_share", ColumnType::float64},
-      {"all_to_all_bytes", ColumnType::float64, "B"}, {"formula_all_to_all_bytes", ColumnType::float64, "B"},
-      {"bytes_match", ColumnType::int64}, {"mean_load_imbalance", ColumnType::float64},
-      {"mean_dropped_fraction", ColumnType::float64},
-      {"predicted_all_to_all_seconds", ColumnType::float64, "s", false},
-      {"predicted_step_seconds", ColumnType::float64, "s", false}, {"predicted_over_measured", ColumnType::float64, "", false}
-    }};
-inline const record::TableSpec kMoeStepsTable{
-    "/bench/moe_steps",
+    {{"run", ColumnType::int64}, {"model", ColumnType::string}, {"config", ColumnType::string},
+     {"ep", ColumnType::int64}, {"dp", ColumnType::int64}, {"world_size", ColumnType::int64},
+     {"experts", ColumnType::int64}, {"top_k", ColumnType::int64}, {"capacity_factor", ColumnType::float64},
+     {"router", ColumnType::string}, {"moe_layers", ColumnType::int64}, {"in_ep_sweep", ColumnType::int64},
+     {"in_router_sweep", ColumnType::int64}, {"in_cf_sweep", ColumnType::int64}, {"batch", ColumnType::int64},
+     {"step_seconds", ColumnType::float64, "s"}, {"tokens_per_second", ColumnType::float64, "1/s"},
+     {"all_to_all_seconds", ColumnType::float64, "s"}, {"gradient_reduction_seconds", ColumnType::float64, "s"},
+     {"compute_seconds", ColumnType::float64, "s"}, {"all_to_all_share", ColumnType::float64},
+     {"all_to_all_bytes", ColumnType::float64, "B"}, {"formula_all_to_all_bytes", ColumnType::float64, "B"},
+     {"bytes_match", ColumnType::int64}, {"mean_load_imbalance", ColumnType::float64},
+     {"mean_dropped_fraction", ColumnType::float64},
+     {"predicted_all_to_all_seconds", ColumnType::float64, "s", false},
+     {"predicted_step_seconds", ColumnType::float64, "s", false}, {"predicted_over_measured", ColumnType::float64, "", false}}};
+inline const record::TableSpec kMoeStepsTable{"/bench/moe_steps",
     "each run's MoE layers at every step: load imbalance, dropped and unrouted tokens, balancing and "
     "z-losses (summed over the data ranks)",
-    {
-      {"run", ColumnType::int64}, {"step", ColumnType::int64}, {"timed", ColumnType::int64},
-      {"block", ColumnType::int64}, {"tokens", ColumnType::int64}, {"load_imbalance", ColumnType::float64},
-      {"admitted_imbalance", ColumnType::float64}, {"dropped", ColumnType::int64},
-      {"dropped_fraction", ColumnType::float64}, {"unrouted_fraction", ColumnType::float64},
-      {"balancing_loss", ColumnType::float64}, {"z_loss", ColumnType::float64}
-    }};
-inline const record::TableSpec kMoeLoadTable{
-    "/bench/moe_load",
+    {{"run", ColumnType::int64}, {"step", ColumnType::int64}, {"timed", ColumnType::int64},
+     {"block", ColumnType::int64}, {"tokens", ColumnType::int64}, {"load_imbalance", ColumnType::float64},
+     {"admitted_imbalance", ColumnType::float64}, {"dropped", ColumnType::int64},
+     {"dropped_fraction", ColumnType::float64}, {"unrouted_fraction", ColumnType::float64},
+     {"balancing_loss", ColumnType::float64}, {"z_loss", ColumnType::float64}}};
+inline const record::TableSpec kMoeLoadTable{"/bench/moe_load",
     "each run's tokens per expert at every step and MoE layer, chosen and admitted (summed over the "
     "data ranks)",
-    {
-      {"run", ColumnType::int64}, {"step", ColumnType::int64}, {"block", ColumnType::int64},
-      {"expert", ColumnType::int64}, {"load", ColumnType::int64}, {"admitted", ColumnType::int64}
-    }};
+    {{"run", ColumnType::int64}, {"step", ColumnType::int64}, {"block", ColumnType::int64},
+     {"expert", ColumnType::int64}, {"load", ColumnType::int64}, {"admitted", ColumnType::int64}}};
 
 struct MoeBenchOptions {
   std::string model = "tiny";           // a GPT preset

@@ -235,33 +235,25 @@ MemoryBenchOutcome run_memory_bench(Session& session, const ParallelBenchPlan& p
           const auto paper = strategy->model_state_bytes(static_cast<std::int64_t>(psi_all),
                                                          static_cast<std::int64_t>(psi_all), n, per);
           const double measured = all[0][i] + all[1][i] + all[2][i];
-          t.str("strategy").push_back(strategy->name);
-          t.i64("zero_stage").push_back(stage);
-          t.str("precision").push_back(precision_name);
-          t.str("model").push_back(options.model);
-          t.str("config").push_back(config_all[0]);
-          t.i64("world_size").push_back(n);
-          t.i64("rank").push_back(r);
-          t.i64("parameters").push_back(static_cast<std::int64_t>(psi_all));
-          t.i64("padded_parameters").push_back(static_cast<std::int64_t>(padded_all));
+          t.put({{"strategy", strategy->name}, {"zero_stage", stage}, {"precision", precision_name},
+                 {"model", options.model}, {"config", config_all[0]}, {"world_size", n}, {"rank", r},
+                 {"parameters", static_cast<std::int64_t>(psi_all)},
+                 {"padded_parameters", static_cast<std::int64_t>(padded_all)}});
           for (MemoryCategory category : kAllMemoryCategories)
             t.i64(std::string(name_of(category)) + "_bytes", "B")
                 .push_back(static_cast<std::int64_t>(all[static_cast<std::size_t>(category)][i]));
-          t.i64("model_state_bytes", "B").push_back(static_cast<std::int64_t>(measured));
-          t.f64("formula_parameters_bytes", "B").push_back(formula.parameters);
-          t.f64("formula_gradients_bytes", "B").push_back(formula.gradients);
-          t.f64("formula_optimizer_state_bytes", "B").push_back(formula.optimizer_state);
-          t.f64("formula_model_state_bytes", "B").push_back(formula.total());
-          t.f64("paper_model_state_bytes", "B").push_back(paper.total());
-          t.f64("bytes_per_parameter_p", "B").push_back(per.parameter);
-          t.f64("bytes_per_gradient_g", "B").push_back(per.gradient);
-          t.f64("optimizer_bytes_K", "B").push_back(per.optimizer);
+          t.put({{"model_state_bytes", static_cast<std::int64_t>(measured)},
+                 {"formula_parameters_bytes", formula.parameters}, {"formula_gradients_bytes", formula.gradients},
+                 {"formula_optimizer_state_bytes", formula.optimizer_state},
+                 {"formula_model_state_bytes", formula.total()}, {"paper_model_state_bytes", paper.total()},
+                 {"bytes_per_parameter_p", per.parameter}, {"bytes_per_gradient_g", per.gradient},
+                 {"optimizer_bytes_K", per.optimizer}});
           const bool match = std::llround(measured) == std::llround(formula.total());
           t.i64("matches_formula").push_back(match ? 1 : 0);
           if (!match) ++out.mismatches;
-          t.i64("bytes_sent", "B").push_back(static_cast<std::int64_t>(all[6][i]));
-          t.f64("formula_bytes_sent", "B").push_back(strategy->bytes_sent_per_rank(units, n, per.gradient, 1));
-          t.f64("step_seconds", "s").push_back(all[7][i]);
+          t.put({{"bytes_sent", static_cast<std::int64_t>(all[6][i])},
+                 {"formula_bytes_sent", strategy->bytes_sent_per_rank(units, n, per.gradient, 1)},
+                 {"step_seconds", all[7][i]}});
         }
         session.record_rows("/bench/memory", t, first_row);  // kept if the run is cut short
       }
@@ -325,36 +317,23 @@ void add_scaling_rows(record::Table& t, const std::string& mode, const std::stri
   const theory::AmdahlFit fit = strong ? theory::fit_amdahl(ranks, times, t1) : theory::AmdahlFit{std::nan(""), 0, 0};
   for (const ScalingPoint& p : points) {
     const int n = p.world_size;
-    t.str("mode").push_back(mode);
-    t.str("model").push_back(model);
-    t.str("config").push_back(config);
-    t.i64("world_size").push_back(n);
-    t.i64("global_batch").push_back(p.global_batch);
-    t.i64("rank_batch").push_back(p.rank_batch);
-    t.f64("step_seconds", "s").push_back(p.step_seconds);
-    t.f64("speedup").push_back(strong ? t1 / p.step_seconds : n * t1 / p.step_seconds);
-    t.f64("efficiency").push_back(strong ? theory::parallel_efficiency(t1, p.step_seconds, n) : t1 / p.step_seconds);
-    t.f64("amdahl_serial_fraction").push_back(fit.serial_fraction);
-    t.f64("amdahl_speedup").push_back(strong ? theory::amdahl_speedup(fit.serial_fraction, n) : std::nan(""));
-    t.f64("exposed_comm_seconds", "s").push_back(p.exposed_comm_seconds);
-    t.f64("predicted_comm_seconds", "s").push_back(p.predicted_comm_seconds);
-    t.i64("bytes_sent", "B").push_back(p.bytes_sent);
-    t.f64("predicted_step_seconds", "s").push_back(p.predicted_step_seconds);
-    t.f64("predicted_over_measured").push_back(oversubscribed ? std::nan("") : p.predicted_step_seconds / p.step_seconds);
+    t.put({{"mode", mode}, {"model", model}, {"config", config}, {"world_size", n}, {"global_batch", p.global_batch},
+           {"rank_batch", p.rank_batch}, {"step_seconds", p.step_seconds},
+           {"speedup", strong ? t1 / p.step_seconds : n * t1 / p.step_seconds},
+           {"efficiency", strong ? theory::parallel_efficiency(t1, p.step_seconds, n) : t1 / p.step_seconds},
+           {"amdahl_serial_fraction", fit.serial_fraction},
+           {"amdahl_speedup", strong ? theory::amdahl_speedup(fit.serial_fraction, n) : std::nan("")},
+           {"exposed_comm_seconds", p.exposed_comm_seconds}, {"predicted_comm_seconds", p.predicted_comm_seconds},
+           {"bytes_sent", p.bytes_sent}, {"predicted_step_seconds", p.predicted_step_seconds},
+           {"predicted_over_measured", oversubscribed ? std::nan("") : p.predicted_step_seconds / p.step_seconds}});
   }
 }
 
 void add_overlap_row(record::Table& o, const std::string& model, const OverlapPoint& p) {
-  o.i64("world_size").push_back(p.world_size);
-  o.str("model").push_back(model);
-  o.i64("bucket_bytes", "B").push_back(p.bucket_bytes);
-  o.i64("buckets").push_back(p.buckets);
-  o.i64("overlap").push_back(p.overlapped ? 1 : 0);
-  o.f64("step_seconds", "s").push_back(p.step_seconds);
-  o.f64("compute_seconds", "s").push_back(p.compute_seconds);
-  o.f64("exposed_comm_seconds", "s").push_back(p.exposed_comm_seconds);
-  o.f64("stream_seconds", "s").push_back(p.stream_seconds);
-  o.f64("comm_seconds_alone", "s").push_back(p.comm_seconds_alone);
+  o.put({{"world_size", p.world_size}, {"model", model}, {"bucket_bytes", p.bucket_bytes}, {"buckets", p.buckets},
+         {"overlap", p.overlapped ? 1 : 0}, {"step_seconds", p.step_seconds}, {"compute_seconds", p.compute_seconds},
+         {"exposed_comm_seconds", p.exposed_comm_seconds}, {"stream_seconds", p.stream_seconds},
+         {"comm_seconds_alone", p.comm_seconds_alone}});
   o.f64("hidden_fraction").push_back(p.overlapped && p.comm_seconds_alone > 0
                                          ? 1 - p.exposed_comm_seconds / p.comm_seconds_alone
                                          : 0.0);

@@ -15,51 +15,40 @@
 
 namespace parity::cli {
 
-using record::ColumnType;
-
 // The result groups it writes (docs/results-schema.md).
-inline const record::TableSpec kMemoryBenchTable{
-    "/bench/memory",
+inline const record::TableSpec kMemoryBenchTable{"/bench/memory",
     "peak bytes per category per rank for DP and ZeRO stages, beside the model-state formulas",
-    {
-      {"strategy", ColumnType::string}, {"zero_stage", ColumnType::int64}, {"precision", ColumnType::string},
-      {"model", ColumnType::string}, {"config", ColumnType::string}, {"world_size", ColumnType::int64},
-      {"rank", ColumnType::int64}, {"parameters", ColumnType::int64}, {"padded_parameters", ColumnType::int64},
-      {"parameters_bytes", ColumnType::int64, "B"}, {"gradients_bytes", ColumnType::int64, "B"},
-      {"optimizer_state_bytes", ColumnType::int64, "B"}, {"activations_bytes", ColumnType::int64, "B"},
-      {"communication_bytes", ColumnType::int64, "B"}, {"workspace_bytes", ColumnType::int64, "B"},
-      {"model_state_bytes", ColumnType::int64, "B"}, {"formula_parameters_bytes", ColumnType::float64, "B"},
-      {"formula_gradients_bytes", ColumnType::float64, "B"},
-      {"formula_optimizer_state_bytes", ColumnType::float64, "B"},
-      {"formula_model_state_bytes", ColumnType::float64, "B"}, {"paper_model_state_bytes", ColumnType::float64, "B"},
-      {"bytes_per_parameter_p", ColumnType::float64, "B"}, {"bytes_per_gradient_g", ColumnType::float64, "B"},
-      {"optimizer_bytes_K", ColumnType::float64, "B"}, {"matches_formula", ColumnType::int64},
-      {"bytes_sent", ColumnType::int64, "B"}, {"formula_bytes_sent", ColumnType::float64, "B"},
-      {"step_seconds", ColumnType::float64, "s"}
-    }};
-inline const record::TableSpec kScalingBenchTable{
-    "/bench/scaling",
+    {{"strategy", ColumnType::string}, {"zero_stage", ColumnType::int64}, {"precision", ColumnType::string},
+     {"model", ColumnType::string}, {"config", ColumnType::string}, {"world_size", ColumnType::int64},
+     {"rank", ColumnType::int64}, {"parameters", ColumnType::int64}, {"padded_parameters", ColumnType::int64},
+     {"parameters_bytes", ColumnType::int64, "B"}, {"gradients_bytes", ColumnType::int64, "B"},
+     {"optimizer_state_bytes", ColumnType::int64, "B"}, {"activations_bytes", ColumnType::int64, "B"},
+     {"communication_bytes", ColumnType::int64, "B"}, {"workspace_bytes", ColumnType::int64, "B"},
+     {"model_state_bytes", ColumnType::int64, "B"}, {"formula_parameters_bytes", ColumnType::float64, "B"},
+     {"formula_gradients_bytes", ColumnType::float64, "B"},
+     {"formula_optimizer_state_bytes", ColumnType::float64, "B"},
+     {"formula_model_state_bytes", ColumnType::float64, "B"}, {"paper_model_state_bytes", ColumnType::float64, "B"},
+     {"bytes_per_parameter_p", ColumnType::float64, "B"}, {"bytes_per_gradient_g", ColumnType::float64, "B"},
+     {"optimizer_bytes_K", ColumnType::float64, "B"}, {"matches_formula", ColumnType::int64},
+     {"bytes_sent", ColumnType::int64, "B"}, {"formula_bytes_sent", ColumnType::float64, "B"},
+     {"step_seconds", ColumnType::float64, "s"}}};
+inline const record::TableSpec kScalingBenchTable{"/bench/scaling",
     "strong and weak scaling of a data-parallel training step, Amdahl fit, alpha-beta prediction",
-    {
-      {"mode", ColumnType::string}, {"model", ColumnType::string}, {"config", ColumnType::string},
-      {"world_size", ColumnType::int64}, {"global_batch", ColumnType::int64}, {"rank_batch", ColumnType::int64},
-      {"step_seconds", ColumnType::float64, "s"}, {"speedup", ColumnType::float64},
-      {"efficiency", ColumnType::float64}, {"amdahl_serial_fraction", ColumnType::float64},
-      {"amdahl_speedup", ColumnType::float64}, {"exposed_comm_seconds", ColumnType::float64, "s"},
-      {"predicted_comm_seconds", ColumnType::float64, "s"}, {"bytes_sent", ColumnType::int64, "B"},
-      // Added with the calibrated step model (older files lack them).
-      {"predicted_step_seconds", ColumnType::float64, "s", false}, {"predicted_over_measured", ColumnType::float64, "", false}
-    }};
-inline const record::TableSpec kOverlapBenchTable{
-    "/bench/overlap",
+    {{"mode", ColumnType::string}, {"model", ColumnType::string}, {"config", ColumnType::string},
+     {"world_size", ColumnType::int64}, {"global_batch", ColumnType::int64}, {"rank_batch", ColumnType::int64},
+     {"step_seconds", ColumnType::float64, "s"}, {"speedup", ColumnType::float64},
+     {"efficiency", ColumnType::float64}, {"amdahl_serial_fraction", ColumnType::float64},
+     {"amdahl_speedup", ColumnType::float64}, {"exposed_comm_seconds", ColumnType::float64, "s"},
+     {"predicted_comm_seconds", ColumnType::float64, "s"}, {"bytes_sent", ColumnType::int64, "B"},
+     // Added with the calibrated step model (older files lack them).
+     {"predicted_step_seconds", ColumnType::float64, "s", false}, {"predicted_over_measured", ColumnType::float64, "", false}}};
+inline const record::TableSpec kOverlapBenchTable{"/bench/overlap",
     "gradient buckets: communication exposed with and without overlap with backward",
-    {
-      {"world_size", ColumnType::int64}, {"model", ColumnType::string}, {"bucket_bytes", ColumnType::int64, "B"},
-      {"buckets", ColumnType::int64}, {"overlap", ColumnType::int64}, {"step_seconds", ColumnType::float64, "s"},
-      {"compute_seconds", ColumnType::float64, "s"}, {"exposed_comm_seconds", ColumnType::float64, "s"},
-      {"stream_seconds", ColumnType::float64, "s"}, {"comm_seconds_alone", ColumnType::float64, "s"},
-      {"hidden_fraction", ColumnType::float64}
-    }};
+    {{"world_size", ColumnType::int64}, {"model", ColumnType::string}, {"bucket_bytes", ColumnType::int64, "B"},
+     {"buckets", ColumnType::int64}, {"overlap", ColumnType::int64}, {"step_seconds", ColumnType::float64, "s"},
+     {"compute_seconds", ColumnType::float64, "s"}, {"exposed_comm_seconds", ColumnType::float64, "s"},
+     {"stream_seconds", ColumnType::float64, "s"}, {"comm_seconds_alone", ColumnType::float64, "s"},
+     {"hidden_fraction", ColumnType::float64}}};
 
 struct ParallelBenchOptions {
   std::string model = "mlp";                    // mlp, or a GPT preset (tiny, small, ...)

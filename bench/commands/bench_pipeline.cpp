@@ -429,33 +429,20 @@ PipelineBenchOutcome run_pipeline_bench(Session& session, const PipelineBenchPla
       peak = std::max(peak, rr.peak);
       formula_peak = std::max(formula_peak, formula_bytes);
       record::Table& t = out.ranks;
-      t.i64("run").push_back(run_row);
-      t.i64("rank").push_back(r);
-      t.i64("stages_held").push_back(stages_held(schedule, r));
-      t.i64("in_flight").push_back(counted.peak_held[static_cast<std::size_t>(r)]);
-      t.i64("formula_in_flight").push_back(formula_in_flight(schedule, options.chunks, r));
-      t.i64("peak_activation_bytes", "B").push_back(std::llround(rr.peak));
-      t.i64("formula_activation_bytes", "B").push_back(std::llround(formula_bytes));
-      t.f64("busy_seconds", "s").push_back(busy[static_cast<std::size_t>(r)]);
-      t.f64("idle_seconds", "s").push_back(idle);
-      t.f64("measured_bubble").push_back(idle / makespan);
-      t.f64("simulated_bubble").push_back(simulated.bubble_fraction(r));
-      t.f64("forward_seconds", "s").push_back(rr.cost[0]);
-      t.f64("backward_seconds", "s").push_back(rr.cost[1]);
-      t.f64("input_grad_seconds", "s").push_back(rr.cost[2]);
-      t.f64("weight_grad_seconds", "s").push_back(rr.cost[3]);
-      t.f64("clock_offset_seconds", "s").push_back(rr.offset);
-      t.f64("clock_uncertainty_seconds", "s").push_back(rr.uncertainty);
+      t.put({{"run", run_row}, {"rank", r}, {"stages_held", stages_held(schedule, r)},
+             {"in_flight", counted.peak_held[static_cast<std::size_t>(r)]},
+             {"formula_in_flight", formula_in_flight(schedule, options.chunks, r)},
+             {"peak_activation_bytes", std::llround(rr.peak)},
+             {"formula_activation_bytes", std::llround(formula_bytes)},
+             {"busy_seconds", busy[static_cast<std::size_t>(r)]}, {"idle_seconds", idle},
+             {"measured_bubble", idle / makespan}, {"simulated_bubble", simulated.bubble_fraction(r)},
+             {"forward_seconds", rr.cost[0]}, {"backward_seconds", rr.cost[1]}, {"input_grad_seconds", rr.cost[2]},
+             {"weight_grad_seconds", rr.cost[3]}, {"clock_offset_seconds", rr.offset},
+             {"clock_uncertainty_seconds", rr.uncertainty}});
       const auto interval = [&](const char* source, int stage, const char* work, int micro_batch, double start, double end) {
         record::Table& tl = out.timeline;
-        tl.i64("run").push_back(run_row);
-        tl.str("source").emplace_back(source);
-        tl.i64("rank").push_back(r);
-        tl.i64("stage").push_back(stage);
-        tl.str("work").emplace_back(work);
-        tl.i64("micro_batch").push_back(micro_batch);
-        tl.f64("start_seconds", "s").push_back(start);
-        tl.f64("end_seconds", "s").push_back(end);
+        tl.put({{"run", run_row}, {"source", source}, {"rank", r}, {"stage", stage}, {"work", work},
+                {"micro_batch", micro_batch}, {"start_seconds", start}, {"end_seconds", end}});
       };
       for (const pp::Event& ev : rr.events)
         interval("measured", ev.action.stage, ev.wait ? "wait" : work_name(ev.action.work), ev.action.micro_batch, ev.start, ev.end);
@@ -463,31 +450,17 @@ PipelineBenchOutcome run_pipeline_bench(Session& session, const PipelineBenchPla
         interval("simulated", iv.action.stage, work_name(iv.action.work), iv.action.micro_batch, iv.start, iv.end);
     }
     record::Table& t = out.runs;
-    t.str("schedule").push_back(run.schedule);
-    t.str("model").push_back(plan.model);
-    t.str("config").push_back(c.describe());
-    t.i64("stages").push_back(p);
-    t.i64("chunks").push_back(chunks);
-    t.i64("micro_batches").push_back(run.micro_batches);
-    t.i64("rows_per_micro_batch").push_back(options.rows);
-    t.i64("world_size").push_back(world.size());
-    t.f64("step_seconds", "s").push_back(ranks[0].step);
-    t.f64("makespan_seconds", "s").push_back(makespan);
-    t.f64("simulated_makespan_seconds", "s").push_back(simulated.makespan);
-    t.f64("measured_bubble").push_back(measured_bubble);
-    t.f64("simulated_bubble").push_back(simulated_bubble);
-    t.f64("closed_form_bubble").push_back(closed_form_bubble(schedule, options.chunks, f, i, w));
-    t.f64("clock_uncertainty_seconds", "s").push_back(uncertainty);
-    t.f64("forward_seconds", "s").push_back(f);
-    t.f64("backward_seconds", "s").push_back(b);
-    t.f64("input_grad_seconds", "s").push_back(i);
-    t.f64("weight_grad_seconds", "s").push_back(w);
-    t.f64("message_seconds", "s").push_back(costs.message_seconds());
-    t.f64("activation_message_bytes", "B").push_back(message_bytes);
-    t.i64("peak_activation_bytes", "B").push_back(std::llround(peak));
-    t.i64("formula_activation_bytes", "B").push_back(std::llround(formula_peak));
-    t.f64("predicted_makespan_seconds", "s").push_back(predicted_makespan);
-    t.f64("predicted_over_measured").push_back(session.oversubscribed() ? std::nan("") : predicted_makespan / makespan);
+    t.put({{"schedule", run.schedule}, {"model", plan.model}, {"config", c.describe()}, {"stages", p},
+           {"chunks", chunks}, {"micro_batches", run.micro_batches}, {"rows_per_micro_batch", options.rows},
+           {"world_size", world.size()}, {"step_seconds", ranks[0].step}, {"makespan_seconds", makespan},
+           {"simulated_makespan_seconds", simulated.makespan}, {"measured_bubble", measured_bubble},
+           {"simulated_bubble", simulated_bubble},
+           {"closed_form_bubble", closed_form_bubble(schedule, options.chunks, f, i, w)},
+           {"clock_uncertainty_seconds", uncertainty}, {"forward_seconds", f}, {"backward_seconds", b},
+           {"input_grad_seconds", i}, {"weight_grad_seconds", w}, {"message_seconds", costs.message_seconds()},
+           {"activation_message_bytes", message_bytes}, {"peak_activation_bytes", std::llround(peak)},
+           {"formula_activation_bytes", std::llround(formula_peak)}, {"predicted_makespan_seconds", predicted_makespan},
+           {"predicted_over_measured", session.oversubscribed() ? std::nan("") : predicted_makespan / makespan}});
     // Kept if the run is cut short; the run's row last, as the mark that its ranks' rows and
     // timeline are complete.
     session.record_rows({{"/bench/pipeline_ranks", &out.ranks, first_rank_row},

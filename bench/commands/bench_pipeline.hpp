@@ -14,53 +14,42 @@
 
 namespace parity::cli {
 
-using record::ColumnType;
-
 // The result groups it writes (docs/results-schema.md).
-inline const record::TableSpec kPipelineBenchTable{
-    "/bench/pipeline",
+inline const record::TableSpec kPipelineBenchTable{"/bench/pipeline",
     "pipeline schedules on real ranks against m and p: step time, measured bubble beside the "
     "simulator fed with the measured action costs and the closed form, activation bytes beside the "
     "in-flight formula",
-    {
-      {"schedule", ColumnType::string}, {"model", ColumnType::string}, {"config", ColumnType::string},
-      {"stages", ColumnType::int64}, {"chunks", ColumnType::int64}, {"micro_batches", ColumnType::int64},
-      {"rows_per_micro_batch", ColumnType::int64}, {"world_size", ColumnType::int64},
-      {"step_seconds", ColumnType::float64, "s"}, {"makespan_seconds", ColumnType::float64, "s"},
-      {"simulated_makespan_seconds", ColumnType::float64, "s"}, {"measured_bubble", ColumnType::float64},
-      {"simulated_bubble", ColumnType::float64}, {"closed_form_bubble", ColumnType::float64},
-      {"clock_uncertainty_seconds", ColumnType::float64, "s"}, {"forward_seconds", ColumnType::float64, "s"},
-      {"backward_seconds", ColumnType::float64, "s"}, {"input_grad_seconds", ColumnType::float64, "s"},
-      {"weight_grad_seconds", ColumnType::float64, "s"}, {"message_seconds", ColumnType::float64, "s"},
-      {"activation_message_bytes", ColumnType::float64, "B"}, {"peak_activation_bytes", ColumnType::int64, "B"},
-      {"formula_activation_bytes", ColumnType::int64, "B"},
-      // Added with the calibrated step model (older files lack them).
-      {"predicted_makespan_seconds", ColumnType::float64, "s", false},
-      {"predicted_over_measured", ColumnType::float64, "", false}
-    }};
-inline const record::TableSpec kPipelineRanksTable{
-    "/bench/pipeline_ranks",
+    {{"schedule", ColumnType::string}, {"model", ColumnType::string}, {"config", ColumnType::string},
+     {"stages", ColumnType::int64}, {"chunks", ColumnType::int64}, {"micro_batches", ColumnType::int64},
+     {"rows_per_micro_batch", ColumnType::int64}, {"world_size", ColumnType::int64},
+     {"step_seconds", ColumnType::float64, "s"}, {"makespan_seconds", ColumnType::float64, "s"},
+     {"simulated_makespan_seconds", ColumnType::float64, "s"}, {"measured_bubble", ColumnType::float64},
+     {"simulated_bubble", ColumnType::float64}, {"closed_form_bubble", ColumnType::float64},
+     {"clock_uncertainty_seconds", ColumnType::float64, "s"}, {"forward_seconds", ColumnType::float64, "s"},
+     {"backward_seconds", ColumnType::float64, "s"}, {"input_grad_seconds", ColumnType::float64, "s"},
+     {"weight_grad_seconds", ColumnType::float64, "s"}, {"message_seconds", ColumnType::float64, "s"},
+     {"activation_message_bytes", ColumnType::float64, "B"}, {"peak_activation_bytes", ColumnType::int64, "B"},
+     {"formula_activation_bytes", ColumnType::int64, "B"},
+     // Added with the calibrated step model (older files lack them).
+     {"predicted_makespan_seconds", ColumnType::float64, "s", false},
+     {"predicted_over_measured", ColumnType::float64, "", false}}};
+inline const record::TableSpec kPipelineRanksTable{"/bench/pipeline_ranks",
     "each pipeline rank of each run of /bench/pipeline: busy and idle time, action costs, clock "
     "offset, activations in flight and their bytes",
-    {
-      {"run", ColumnType::int64}, {"rank", ColumnType::int64}, {"stages_held", ColumnType::int64},
-      {"in_flight", ColumnType::int64}, {"formula_in_flight", ColumnType::int64},
-      {"peak_activation_bytes", ColumnType::int64, "B"}, {"formula_activation_bytes", ColumnType::int64, "B"},
-      {"busy_seconds", ColumnType::float64, "s"}, {"idle_seconds", ColumnType::float64, "s"},
-      {"measured_bubble", ColumnType::float64}, {"simulated_bubble", ColumnType::float64},
-      {"forward_seconds", ColumnType::float64, "s"}, {"backward_seconds", ColumnType::float64, "s"},
-      {"input_grad_seconds", ColumnType::float64, "s"}, {"weight_grad_seconds", ColumnType::float64, "s"},
-      {"clock_offset_seconds", ColumnType::float64, "s"}, {"clock_uncertainty_seconds", ColumnType::float64, "s"}
-    }};
-inline const record::TableSpec kPipelineTimelineTable{
-    "/bench/pipeline_timeline",
+    {{"run", ColumnType::int64}, {"rank", ColumnType::int64}, {"stages_held", ColumnType::int64},
+     {"in_flight", ColumnType::int64}, {"formula_in_flight", ColumnType::int64},
+     {"peak_activation_bytes", ColumnType::int64, "B"}, {"formula_activation_bytes", ColumnType::int64, "B"},
+     {"busy_seconds", ColumnType::float64, "s"}, {"idle_seconds", ColumnType::float64, "s"},
+     {"measured_bubble", ColumnType::float64}, {"simulated_bubble", ColumnType::float64},
+     {"forward_seconds", ColumnType::float64, "s"}, {"backward_seconds", ColumnType::float64, "s"},
+     {"input_grad_seconds", ColumnType::float64, "s"}, {"weight_grad_seconds", ColumnType::float64, "s"},
+     {"clock_offset_seconds", ColumnType::float64, "s"}, {"clock_uncertainty_seconds", ColumnType::float64, "s"}}};
+inline const record::TableSpec kPipelineTimelineTable{"/bench/pipeline_timeline",
     "each run's recorded step: every action and wait per rank on aligned clocks, and the simulated "
     "timeline with the measured costs",
-    {
-      {"run", ColumnType::int64}, {"source", ColumnType::string}, {"rank", ColumnType::int64},
-      {"stage", ColumnType::int64}, {"work", ColumnType::string}, {"micro_batch", ColumnType::int64},
-      {"start_seconds", ColumnType::float64, "s"}, {"end_seconds", ColumnType::float64, "s"}
-    }};
+    {{"run", ColumnType::int64}, {"source", ColumnType::string}, {"rank", ColumnType::int64},
+     {"stage", ColumnType::int64}, {"work", ColumnType::string}, {"micro_batch", ColumnType::int64},
+     {"start_seconds", ColumnType::float64, "s"}, {"end_seconds", ColumnType::float64, "s"}}};
 
 struct PipelineBenchOptions {
   std::string schedules = "gpipe,1f1b,interleaved,zb-h1,zb-h2,zb-v";

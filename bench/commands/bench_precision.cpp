@@ -88,12 +88,8 @@ PrecisionBenchOutcome run_precision_bench(Session& session, const PrecisionBench
     double last_loss = 0, last_scale = 1;
     for (int step = 0; step < options.steps; ++step) {
       const parallel::StepStats stats = trainer->step(source, static_cast<std::uint64_t>(step));
-      t.str("precision").push_back(name);
-      t.i64("step").push_back(step);
-      t.f64("loss").push_back(stats.loss);
-      t.f64("loss_scale").push_back(stats.loss_scale);
-      t.i64("skipped").push_back(stats.skipped ? 1 : 0);
-      t.i64("world_size").push_back(world.size());
+      t.put({{"precision", name}, {"step", step}, {"loss", stats.loss}, {"loss_scale", stats.loss_scale},
+             {"skipped", stats.skipped ? 1 : 0}, {"world_size", world.size()}});
       skipped += stats.skipped ? 1 : 0;
       last_loss = stats.loss;
       last_scale = stats.loss_scale;

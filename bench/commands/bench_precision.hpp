@@ -13,17 +13,12 @@
 
 namespace parity::cli {
 
-using record::ColumnType;
-
 // The result groups it writes (docs/results-schema.md).
-inline const record::TableSpec kPrecisionBenchTable{
-    "/bench/precision",
+inline const record::TableSpec kPrecisionBenchTable{"/bench/precision",
     "one GPT trained data-parallel in each precision from the same seed on the same batches: every "
     "step's loss, the loss scale it ran with, and whether it was skipped (float16's dynamic scaling)",
-    {
-      {"precision", ColumnType::string}, {"step", ColumnType::int64}, {"loss", ColumnType::float64},
-      {"loss_scale", ColumnType::float64}, {"skipped", ColumnType::int64}, {"world_size", ColumnType::int64}
-    }};
+    {{"precision", ColumnType::string}, {"step", ColumnType::int64}, {"loss", ColumnType::float64},
+     {"loss_scale", ColumnType::float64}, {"skipped", ColumnType::int64}, {"world_size", ColumnType::int64}}};
 
 struct PrecisionBenchOptions {
   std::string model = "tiny";  // a GPT preset

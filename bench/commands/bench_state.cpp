@@ -245,13 +245,8 @@ StateMeasured StateMeasured::from_row(const double* row) {
 }
 
 void add_state_row(record::Table& table, const StateRowKey& key, const StateMeasured& m) {
-  table.str("layout").push_back(key.layout);
-  table.str("precision").push_back(key.precision);
-  table.i64("repeat").push_back(key.repeat);
-  table.i64("rank").push_back(key.rank);
-  table.i64("world_size").push_back(key.world_size);
-  table.f64("total_bytes").push_back(key.total_bytes);
-  table.f64("formula_bytes").push_back(key.formula_bytes);
+  table.put({{"layout", key.layout}, {"precision", key.precision}, {"repeat", key.repeat}, {"rank", key.rank},
+             {"world_size", key.world_size}, {"total_bytes", key.total_bytes}, {"formula_bytes", key.formula_bytes}});
   for (const auto& [column, figure] : kStateFigures) table.f64(column).push_back(m.*figure);  // units: the table's spec
   table.i64("restored_exactly").push_back(static_cast<std::int64_t>(m.exact));
 }

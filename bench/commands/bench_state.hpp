@@ -16,25 +16,20 @@
 
 namespace parity::cli {
 
-using record::ColumnType;
-
 // The result groups it writes (docs/results-schema.md).
-inline const record::TableSpec kStateBenchTable{
-    "/bench/state",
+inline const record::TableSpec kStateBenchTable{"/bench/state",
     "the training state saved and restored per layout, a row per rank and repeat: seconds and bytes beside "
     "the file system's sequential write and read of the same bytes in the same run, bytes against the formula, "
     "and an asynchronous save's cost on the step",
-    {
-      {"layout", ColumnType::string}, {"precision", ColumnType::string}, {"repeat", ColumnType::int64},
-      {"rank", ColumnType::int64}, {"world_size", ColumnType::int64},
-      {"bytes", ColumnType::float64, "B"}, {"file_bytes", ColumnType::float64, "B"},
-      {"total_bytes", ColumnType::float64, "B"}, {"formula_bytes", ColumnType::float64, "B"},
-      {"save_s", ColumnType::float64, "s"}, {"load_s", ColumnType::float64, "s"},
-      {"load_bytes", ColumnType::float64, "B"}, {"fs_write_s", ColumnType::float64, "s"},
-      {"fs_read_s", ColumnType::float64, "s"}, {"step_s", ColumnType::float64, "s"},
-      {"async_staged_s", ColumnType::float64, "s"}, {"async_step_s", ColumnType::float64, "s"},
-      {"async_finish_s", ColumnType::float64, "s"}, {"restored_exactly", ColumnType::int64}
-    }};
+    {{"layout", ColumnType::string}, {"precision", ColumnType::string}, {"repeat", ColumnType::int64},
+     {"rank", ColumnType::int64}, {"world_size", ColumnType::int64},
+     {"bytes", ColumnType::float64, "B"}, {"file_bytes", ColumnType::float64, "B"},
+     {"total_bytes", ColumnType::float64, "B"}, {"formula_bytes", ColumnType::float64, "B"},
+     {"save_s", ColumnType::float64, "s"}, {"load_s", ColumnType::float64, "s"},
+     {"load_bytes", ColumnType::float64, "B"}, {"fs_write_s", ColumnType::float64, "s"},
+     {"fs_read_s", ColumnType::float64, "s"}, {"step_s", ColumnType::float64, "s"},
+     {"async_staged_s", ColumnType::float64, "s"}, {"async_step_s", ColumnType::float64, "s"},
+     {"async_finish_s", ColumnType::float64, "s"}, {"restored_exactly", ColumnType::int64}}};
 
 // One rank's figures of one save and restore (seconds, bytes; exact: 1 when the restored
 // state equals the saved one), gathered over the ranks as a row of kFields doubles.

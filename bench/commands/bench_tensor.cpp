@@ -268,41 +268,24 @@ TensorBenchOutcome run_tensor_bench(Session& session, const TensorBenchPlan& pla
                               std::llround(r.optimizer_bytes) == 2 * formula_parameters * e;
     if (!bytes_match || !memory_match) ++out.mismatches;
     record::Table& t = out.table;
-    t.str("model").push_back(plan.model);
-    t.str("config").push_back(c.describe());
-    t.i64("tp").push_back(run.tp);
-    t.i64("dp").push_back(run.dp);
-    t.i64("sequence_parallel").push_back(run.sequence_parallel ? 1 : 0);
-    t.i64("world_size").push_back(ranks);
-    t.i64("batch").push_back(options.batch);
-    t.i64("rank_batch").push_back(rank_rows);
-    t.f64("step_seconds", "s").push_back(step);
-    t.f64("tokens_per_second", "1/s").push_back(static_cast<double>(options.batch * c.sequence) / step);
-    t.f64("tp_comm_seconds", "s").push_back(comm);
-    t.f64("compute_seconds", "s").push_back(step - comm);
-    t.f64("comm_share").push_back(comm / step);
-    t.f64("predicted_comm_seconds", "s").push_back(run.tp == 1 ? 0.0 : predicted);
-    t.f64("bytes_embedding", "B").push_back(r.embedding);
-    t.f64("bytes_block", "B").push_back(r.block);
-    t.f64("bytes_head", "B").push_back(r.head);
-    t.f64("bytes_loss", "B").push_back(r.loss);
-    t.f64("bytes_total", "B").push_back(measured_total);
-    t.f64("formula_bytes_embedding", "B").push_back(formula.embedding);
-    t.f64("formula_bytes_block", "B").push_back(formula.block);
-    t.f64("formula_bytes_head", "B").push_back(formula.head);
-    t.f64("formula_bytes_loss", "B").push_back(formula.loss);
-    t.f64("formula_bytes_total", "B").push_back(formula.total(c.layers));
-    t.i64("bytes_match").push_back(bytes_match ? 1 : 0);
-    t.i64("activation_bytes_per_block", "B").push_back(std::llround(r.activation));
-    t.i64("formula_activation_bytes_per_block", "B").push_back(formula_activation);
+    t.put({{"model", plan.model}, {"config", c.describe()}, {"tp", run.tp}, {"dp", run.dp},
+           {"sequence_parallel", run.sequence_parallel ? 1 : 0}, {"world_size", ranks}, {"batch", options.batch},
+           {"rank_batch", rank_rows}, {"step_seconds", step},
+           {"tokens_per_second", static_cast<double>(options.batch * c.sequence) / step}, {"tp_comm_seconds", comm},
+           {"compute_seconds", step - comm}, {"comm_share", comm / step},
+           {"predicted_comm_seconds", run.tp == 1 ? 0.0 : predicted}, {"bytes_embedding", r.embedding},
+           {"bytes_block", r.block}, {"bytes_head", r.head}, {"bytes_loss", r.loss}, {"bytes_total", measured_total},
+           {"formula_bytes_embedding", formula.embedding}, {"formula_bytes_block", formula.block},
+           {"formula_bytes_head", formula.head}, {"formula_bytes_loss", formula.loss},
+           {"formula_bytes_total", formula.total(c.layers)}, {"bytes_match", bytes_match ? 1 : 0},
+           {"activation_bytes_per_block", std::llround(r.activation)},
+           {"formula_activation_bytes_per_block", formula_activation}});
     t.f64("korthikanti_activation_bytes_per_block", "B")
         .push_back(theory::korthikanti_tensor_parallel_activation_bytes(c.sequence, rank_rows, c.hidden, c.heads, run.tp,
                                                                         run.sequence_parallel));
-    t.i64("parameters_per_rank").push_back(std::llround(r.parameters));
-    t.i64("formula_parameters_per_rank").push_back(formula_parameters);
-    t.i64("optimizer_state_bytes", "B").push_back(std::llround(r.optimizer_bytes));
-    t.i64("formula_optimizer_state_bytes", "B").push_back(2 * formula_parameters * e);
-    t.i64("memory_match").push_back(memory_match ? 1 : 0);
+    t.put({{"parameters_per_rank", std::llround(r.parameters)}, {"formula_parameters_per_rank", formula_parameters},
+           {"optimizer_state_bytes", std::llround(r.optimizer_bytes)},
+           {"formula_optimizer_state_bytes", 2 * formula_parameters * e}, {"memory_match", memory_match ? 1 : 0}});
     // The step predicted from rank 0's calibration: its share op by op, the tensor-parallel
     // collectives, and the gradients' ring all-reduce over dp (2 (dp - 1) messages of 1/dp).
     const double compute =
@@ -313,8 +296,8 @@ TensorBenchOutcome run_tensor_bench(Session& session, const TensorBenchPlan& pla
                                                 calibration.collective_efficiency_at(gradient_bytes, 1.0)
                                           : std::nan("");
     const double predicted_step = compute + (run.tp == 1 ? 0.0 : predicted) + dp_comm;
-    t.f64("predicted_step_seconds", "s").push_back(predicted_step);
-    t.f64("predicted_over_measured").push_back(session.oversubscribed() ? std::nan("") : predicted_step / step);
+    t.put({{"predicted_step_seconds", predicted_step},
+           {"predicted_over_measured", session.oversubscribed() ? std::nan("") : predicted_step / step}});
     session.record_rows("/bench/tensor", t, t.rows() - 1);  // kept if the run is cut short
   }
   progress.finish();

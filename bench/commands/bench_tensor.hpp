@@ -15,34 +15,29 @@
 
 namespace parity::cli {
 
-using record::ColumnType;
-
 // The result groups it writes (docs/results-schema.md).
-inline const record::TableSpec kTensorBenchTable{
-    "/bench/tensor",
+inline const record::TableSpec kTensorBenchTable{"/bench/tensor",
     "tensor and sequence parallelism against the tp size: step time, communication, bytes, memory, "
     "beside the formulas",
-    {
-      {"model", ColumnType::string}, {"config", ColumnType::string}, {"tp", ColumnType::int64},
-      {"dp", ColumnType::int64}, {"sequence_parallel", ColumnType::int64}, {"world_size", ColumnType::int64},
-      {"batch", ColumnType::int64}, {"rank_batch", ColumnType::int64}, {"step_seconds", ColumnType::float64, "s"},
-      {"tokens_per_second", ColumnType::float64, "1/s"}, {"tp_comm_seconds", ColumnType::float64, "s"},
-      {"compute_seconds", ColumnType::float64, "s"}, {"comm_share", ColumnType::float64},
-      {"predicted_comm_seconds", ColumnType::float64, "s"}, {"bytes_embedding", ColumnType::float64, "B"},
-      {"bytes_block", ColumnType::float64, "B"}, {"bytes_head", ColumnType::float64, "B"},
-      {"bytes_loss", ColumnType::float64, "B"}, {"bytes_total", ColumnType::float64, "B"},
-      {"formula_bytes_embedding", ColumnType::float64, "B"}, {"formula_bytes_block", ColumnType::float64, "B"},
-      {"formula_bytes_head", ColumnType::float64, "B"}, {"formula_bytes_loss", ColumnType::float64, "B"},
-      {"formula_bytes_total", ColumnType::float64, "B"}, {"bytes_match", ColumnType::int64},
-      {"activation_bytes_per_block", ColumnType::int64, "B"},
-      {"formula_activation_bytes_per_block", ColumnType::int64, "B"},
-      {"korthikanti_activation_bytes_per_block", ColumnType::float64, "B"},
-      {"parameters_per_rank", ColumnType::int64}, {"formula_parameters_per_rank", ColumnType::int64},
-      {"optimizer_state_bytes", ColumnType::int64, "B"}, {"formula_optimizer_state_bytes", ColumnType::int64, "B"},
-      {"memory_match", ColumnType::int64},
-      // Added with the calibrated step model (older files lack them).
-      {"predicted_step_seconds", ColumnType::float64, "s", false}, {"predicted_over_measured", ColumnType::float64, "", false}
-    }};
+    {{"model", ColumnType::string}, {"config", ColumnType::string}, {"tp", ColumnType::int64},
+     {"dp", ColumnType::int64}, {"sequence_parallel", ColumnType::int64}, {"world_size", ColumnType::int64},
+     {"batch", ColumnType::int64}, {"rank_batch", ColumnType::int64}, {"step_seconds", ColumnType::float64, "s"},
+     {"tokens_per_second", ColumnType::float64, "1/s"}, {"tp_comm_seconds", ColumnType::float64, "s"},
+     {"compute_seconds", ColumnType::float64, "s"}, {"comm_share", ColumnType::float64},
+     {"predicted_comm_seconds", ColumnType::float64, "s"}, {"bytes_embedding", ColumnType::float64, "B"},
+     {"bytes_block", ColumnType::float64, "B"}, {"bytes_head", ColumnType::float64, "B"},
+     {"bytes_loss", ColumnType::float64, "B"}, {"bytes_total", ColumnType::float64, "B"},
+     {"formula_bytes_embedding", ColumnType::float64, "B"}, {"formula_bytes_block", ColumnType::float64, "B"},
+     {"formula_bytes_head", ColumnType::float64, "B"}, {"formula_bytes_loss", ColumnType::float64, "B"},
+     {"formula_bytes_total", ColumnType::float64, "B"}, {"bytes_match", ColumnType::int64},
+     {"activation_bytes_per_block", ColumnType::int64, "B"},
+     {"formula_activation_bytes_per_block", ColumnType::int64, "B"},
+     {"korthikanti_activation_bytes_per_block", ColumnType::float64, "B"},
+     {"parameters_per_rank", ColumnType::int64}, {"formula_parameters_per_rank", ColumnType::int64},
+     {"optimizer_state_bytes", ColumnType::int64, "B"}, {"formula_optimizer_state_bytes", ColumnType::int64, "B"},
+     {"memory_match", ColumnType::int64},
+     // Added with the calibrated step model (older files lack them).
+     {"predicted_step_seconds", ColumnType::float64, "s", false}, {"predicted_over_measured", ColumnType::float64, "", false}}};
 
 struct TensorBenchOptions {
   std::string model = "tiny";      // a GPT preset

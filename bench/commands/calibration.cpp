@@ -221,21 +221,16 @@ theory::Calibration measure_calibration(Session& session, DataType dtype, record
         const std::size_t ceiling = i - (kProducts + kOps + kStreams);  // when neither of the above
         const bool copy = !product && !op && !stream && ceiling < std::size(theory::kOpElements);
         const double s = seconds[i][rank];
-        table.i64("rank").push_back(r);
-        table.str("host").push_back(session.hosts()[rank]);
-        table.str("dtype").push_back(type);
-        table.str("kind").push_back(product ? "gemm" : op ? "op" : stream ? "stream" : copy ? "copy" : "exp");
-        table.str("op").push_back(product ? "matmul" : op ? c.ops[i - kProducts].op : stream ? "add" : copy ? "memcpy" : "exp");
+        table.put({{"rank", r}, {"host", session.hosts()[rank]}, {"dtype", type},
+                   {"kind", product ? "gemm" : op ? "op" : stream ? "stream" : copy ? "copy" : "exp"},
+                   {"op", product ? "matmul" : op ? c.ops[i - kProducts].op : stream ? "add" : copy ? "memcpy" : "exp"}});
         const theory::GemmSample g = product ? c.gemm[i] : theory::GemmSample{};
-        table.i64("m").push_back(g.m);
-        table.i64("n").push_back(g.n);
-        table.i64("k").push_back(g.k);
+        table.put({{"m", g.m}, {"n", g.n}, {"k", g.k}});
         const std::int64_t elements = product ? 0
                                       : op    ? c.ops[i - kProducts].elements
                                       : stream ? c.stream[i - kProducts - kOps].elements
                                                : theory::kOpElements[ceiling % std::size(theory::kOpElements)];
-        table.i64("elements").push_back(elements);
-        table.f64("seconds", "s").push_back(s);
+        table.put({{"elements", elements}, {"seconds", s}});
         table.f64("GFLOPs", "GFLOP/s")
             .push_back(product ? 2.0 * static_cast<double>(g.m * g.n * g.k) / s / 1e9 : std::nan(""));
         table.f64("ns_per_element", "ns").push_back(product ? std::nan("") : s / static_cast<double>(elements) * 1e9);
@@ -298,24 +293,17 @@ CollectiveEfficiency measure_collective_efficiency(Session& session, Communicato
       fit_bytes.push_back(static_cast<std::size_t>(bytes));
       fit_seconds.push_back(t);
       if (restored) continue;  // taken back: the rows are there
-      links.str("level").push_back(level);
-      links.str("collective").push_back(collective);
-      links.i64("size_bytes", "B").push_back(static_cast<std::int64_t>(bytes));
-      links.i64("ranks").push_back(n);
-      links.f64("time_s", "s").push_back(t);
-      links.f64("ring_model_s", "s").push_back(model);
-      links.f64("bus_GBps", "GB/s").push_back((std::string(collective) == "all_reduce" ? 2.0 : 1.0) * (n - 1) / n * bytes / t / 1e9);
-      links.f64("efficiency").push_back(efficiency);
+      links.put({{"level", level}, {"collective", collective}, {"size_bytes", static_cast<std::int64_t>(bytes)},
+                 {"ranks", n}, {"time_s", t}, {"ring_model_s", model},
+                 {"bus_GBps", (std::string(collective) == "all_reduce" ? 2.0 : 1.0) * (n - 1) / n * bytes / t / 1e9},
+                 {"efficiency", efficiency}});
     }
     // The collective's own alpha and beta, fitted as the ping-pong's: the smallest size's time,
     // and the slope from there to the largest.
     const theory::AlphaBeta fit = theory::fit_alpha_beta(fit_bytes, fit_seconds);
-    fits.str("level").push_back(level);
-    fits.str("collective").push_back(collective);
-    fits.i64("ranks").push_back(n);
-    fits.f64("alpha_us", "us").push_back(fit.alpha_seconds * 1e6);
-    fits.f64("beta_us_per_byte", "us").push_back(fit.beta_seconds_per_byte * 1e6);
-    fits.f64("bandwidth_GBps", "GB/s").push_back(1e-9 / fit.beta_seconds_per_byte);
+    fits.put({{"level", level}, {"collective", collective}, {"ranks", n}, {"alpha_us", fit.alpha_seconds * 1e6},
+              {"beta_us_per_byte", fit.beta_seconds_per_byte * 1e6},
+              {"bandwidth_GBps", 1e-9 / fit.beta_seconds_per_byte}});
   }
   if (!restored) session.record_rows("/bench/calibrate_links", links, first);
   return out;

@@ -16,52 +16,38 @@
 
 namespace parity::cli {
 
-using record::ColumnType;
-
 // The result groups it writes (docs/results-schema.md).
-inline const record::TableSpec kCalibrateTable{
-    "/bench/calibrate",
+inline const record::TableSpec kCalibrateTable{"/bench/calibrate",
     "primitives measured on every rank at the same time: matrix products over a grid of shapes, the ops a "
     "training step is made of, the memory's stream, and the ceilings the ops are read against (memcpy, the "
     "vectorised exp), each the median of three timed batches",
-    {
-      {"rank", ColumnType::int64}, {"host", ColumnType::string}, {"dtype", ColumnType::string},
-      {"kind", ColumnType::string}, {"op", ColumnType::string}, {"m", ColumnType::int64}, {"n", ColumnType::int64},
-      {"k", ColumnType::int64}, {"elements", ColumnType::int64}, {"seconds", ColumnType::float64, "s"},
-      {"GFLOPs", ColumnType::float64, "GFLOP/s"}, {"ns_per_element", ColumnType::float64, "ns"},
-      {"bytes", ColumnType::int64, "B"}
-    }};
-inline const record::TableSpec kCalibrateLinksTable{
-    "/bench/calibrate_links",
+    {{"rank", ColumnType::int64}, {"host", ColumnType::string}, {"dtype", ColumnType::string},
+     {"kind", ColumnType::string}, {"op", ColumnType::string}, {"m", ColumnType::int64}, {"n", ColumnType::int64},
+     {"k", ColumnType::int64}, {"elements", ColumnType::int64}, {"seconds", ColumnType::float64, "s"},
+     {"GFLOPs", ColumnType::float64, "GFLOP/s"}, {"ns_per_element", ColumnType::float64, "ns"},
+     {"bytes", ColumnType::int64, "B"}}};
+inline const record::TableSpec kCalibrateLinksTable{"/bench/calibrate_links",
     "the all-reduce, all-gather, reduce-scatter and all-to-all, swept as bench collectives times them, over every "
     "rank (level world) and, where the ranks span hosts, over the ranks of each host (node) and one rank a host "
     "(network), against their ring (pairwise) models on the level's alpha-beta link: the fraction of the link's "
     "bandwidth each collective reaches",
-    {
-      {"level", ColumnType::string, "", false}, {"collective", ColumnType::string}, {"size_bytes", ColumnType::int64, "B"}, {"ranks", ColumnType::int64},
-      {"time_s", ColumnType::float64, "s"}, {"ring_model_s", ColumnType::float64, "s"},
-      {"bus_GBps", ColumnType::float64, "GB/s"}, {"efficiency", ColumnType::float64}
-    }};
+    {{"level", ColumnType::string, "", false}, {"collective", ColumnType::string}, {"size_bytes", ColumnType::int64, "B"}, {"ranks", ColumnType::int64},
+     {"time_s", ColumnType::float64, "s"}, {"ring_model_s", ColumnType::float64, "s"},
+     {"bus_GBps", ColumnType::float64, "GB/s"}, {"efficiency", ColumnType::float64}}};
 
-inline const record::TableSpec kCalibrateLevelsTable{
-    "/bench/calibrate_levels",
+inline const record::TableSpec kCalibrateLevelsTable{"/bench/calibrate_levels",
     "the link at each level: the ping-pong of rank 0 with the first rank on its host (node) and with the first rank "
     "on another host (network), fitted to alpha and beta",
-    {
-      {"level", ColumnType::string}, {"peer", ColumnType::int64}, {"peer_host", ColumnType::string},
-      {"alpha_us", ColumnType::float64, "us"}, {"beta_us_per_byte", ColumnType::float64, "us"},
-      {"bandwidth_GBps", ColumnType::float64, "GB/s"}
-    }};
+    {{"level", ColumnType::string}, {"peer", ColumnType::int64}, {"peer_host", ColumnType::string},
+     {"alpha_us", ColumnType::float64, "us"}, {"beta_us_per_byte", ColumnType::float64, "us"},
+     {"bandwidth_GBps", ColumnType::float64, "GB/s"}}};
 
-inline const record::TableSpec kCalibrateCollectivesTable{
-    "/bench/calibrate_collectives",
+inline const record::TableSpec kCalibrateCollectivesTable{"/bench/calibrate_collectives",
     "each collective's own alpha and beta at each level, fitted to its sweep in /bench/calibrate_links as the "
     "ping-pong's are (the smallest size's time, the slope from there to the largest)",
-    {
-      {"level", ColumnType::string}, {"collective", ColumnType::string}, {"ranks", ColumnType::int64},
-      {"alpha_us", ColumnType::float64, "us"}, {"beta_us_per_byte", ColumnType::float64, "us"},
-      {"bandwidth_GBps", ColumnType::float64, "GB/s"}
-    }};
+    {{"level", ColumnType::string}, {"collective", ColumnType::string}, {"ranks", ColumnType::int64},
+     {"alpha_us", ColumnType::float64, "us"}, {"beta_us_per_byte", ColumnType::float64, "us"},
+     {"bandwidth_GBps", ColumnType::float64, "GB/s"}}};
 
 // The sizes the collectives are swept over (bytes as bench collectives counts a row's).
 inline constexpr std::size_t kCollectiveSizes[] = {std::size_t{1} << 10, std::size_t{16} << 10, std::size_t{64} << 10,

@@ -50,8 +50,7 @@ FamilyOutcome run_family_cases(Session& session, const cases::CaseFamily& family
       ++failed;
       if (session.is_root()) std::fprintf(stderr, "FAILED %s: %s\n", name.c_str(), verdict.message.c_str());
     }
-    table.i64("passed").push_back(verdict.passed ? 1 : 0);
-    table.str("message").push_back(verdict.message);
+    table.put({{"passed", verdict.passed ? 1 : 0}, {"message", verdict.message}});
     session.record_rows(info.table->group, table, table.rows() - 1);
   }
   progress.finish();

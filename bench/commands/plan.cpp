@@ -22,41 +22,33 @@
 
 namespace parity::cli {
 
-using record::ColumnType;
-
-inline const record::TableSpec kPlanLayoutsTable{
-    "/plan/layouts",
+inline const record::TableSpec kPlanLayoutsTable{"/plan/layouts",
     "parity plan: every layout evaluated (or the --top ones), its memory per GPU by category and its "
     "predicted step time by part (reference/theory/planner.hpp, docs/planner.md)",
-    {
-      {"model", ColumnType::string}, {"cluster", ColumnType::string}, {"gpus", ColumnType::int64},
-      {"global_batch", ColumnType::int64}, {"tp", ColumnType::int64}, {"pp", ColumnType::int64},
-      {"dp", ColumnType::int64}, {"cp", ColumnType::int64}, {"ep", ColumnType::int64}, {"v", ColumnType::int64},
-      {"schedule", ColumnType::string}, {"micro_batch", ColumnType::int64}, {"micro_batches", ColumnType::int64},
-      {"zero", ColumnType::int64}, {"recompute", ColumnType::string}, {"sp", ColumnType::int64},
-      {"parameters", ColumnType::int64}, {"params_bytes", ColumnType::float64, "B"},
-      {"grads_bytes", ColumnType::float64, "B"}, {"optimizer_bytes", ColumnType::float64, "B"},
-      {"activation_bytes", ColumnType::float64, "B"}, {"memory_bytes", ColumnType::float64, "B"},
-      {"fits", ColumnType::int64}, {"compute_s", ColumnType::float64, "s"}, {"recompute_s", ColumnType::float64, "s"},
-      {"tp_comm_s", ColumnType::float64, "s"}, {"pp_comm_s", ColumnType::float64, "s"},
-      {"ep_comm_s", ColumnType::float64, "s"}, {"cp_comm_s", ColumnType::float64, "s"},
-      {"bubble_s", ColumnType::float64, "s"}, {"dp_comm_s", ColumnType::float64, "s"},
-      {"optimizer_s", ColumnType::float64, "s"}, {"step_time_s", ColumnType::float64, "s"},
-      {"tokens_per_s", ColumnType::float64, "1/s"}, {"mfu", ColumnType::float64}, {"hfu", ColumnType::float64},
-      {"tflops_per_gpu", ColumnType::float64, "TFLOP/s"},
-      {"simulated", ColumnType::int64, "", false}
-    }};
+    {{"model", ColumnType::string}, {"cluster", ColumnType::string}, {"gpus", ColumnType::int64},
+     {"global_batch", ColumnType::int64}, {"tp", ColumnType::int64}, {"pp", ColumnType::int64},
+     {"dp", ColumnType::int64}, {"cp", ColumnType::int64}, {"ep", ColumnType::int64}, {"v", ColumnType::int64},
+     {"schedule", ColumnType::string}, {"micro_batch", ColumnType::int64}, {"micro_batches", ColumnType::int64},
+     {"zero", ColumnType::int64}, {"recompute", ColumnType::string}, {"sp", ColumnType::int64},
+     {"parameters", ColumnType::int64}, {"params_bytes", ColumnType::float64, "B"},
+     {"grads_bytes", ColumnType::float64, "B"}, {"optimizer_bytes", ColumnType::float64, "B"},
+     {"activation_bytes", ColumnType::float64, "B"}, {"memory_bytes", ColumnType::float64, "B"},
+     {"fits", ColumnType::int64}, {"compute_s", ColumnType::float64, "s"}, {"recompute_s", ColumnType::float64, "s"},
+     {"tp_comm_s", ColumnType::float64, "s"}, {"pp_comm_s", ColumnType::float64, "s"},
+     {"ep_comm_s", ColumnType::float64, "s"}, {"cp_comm_s", ColumnType::float64, "s"},
+     {"bubble_s", ColumnType::float64, "s"}, {"dp_comm_s", ColumnType::float64, "s"},
+     {"optimizer_s", ColumnType::float64, "s"}, {"step_time_s", ColumnType::float64, "s"},
+     {"tokens_per_s", ColumnType::float64, "1/s"}, {"mfu", ColumnType::float64}, {"hfu", ColumnType::float64},
+     {"tflops_per_gpu", ColumnType::float64, "TFLOP/s"},
+     {"simulated", ColumnType::int64, "", false}}};
 
-inline const record::TableSpec kPlanScalingTable{
-    "/plan/scaling",
+inline const record::TableSpec kPlanScalingTable{"/plan/scaling",
     "parity plan --scaling: the fastest layout that fits at each GPU count, with the global batch fixed "
     "(strong) or grown with the GPUs (weak)",
-    {
-      {"mode", ColumnType::string}, {"gpus", ColumnType::int64}, {"global_batch", ColumnType::int64},
-      {"layout", ColumnType::string}, {"fits", ColumnType::int64}, {"step_time_s", ColumnType::float64, "s"},
-      {"tokens_per_s", ColumnType::float64, "1/s"}, {"mfu", ColumnType::float64},
-      {"speedup", ColumnType::float64}, {"efficiency", ColumnType::float64}
-    }};
+    {{"mode", ColumnType::string}, {"gpus", ColumnType::int64}, {"global_batch", ColumnType::int64},
+     {"layout", ColumnType::string}, {"fits", ColumnType::int64}, {"step_time_s", ColumnType::float64, "s"},
+     {"tokens_per_s", ColumnType::float64, "1/s"}, {"mfu", ColumnType::float64},
+     {"speedup", ColumnType::float64}, {"efficiency", ColumnType::float64}}};
 
 double pipeline_actions(const theory::PlanLayout& l, int micro_batches) {
   const std::string name = l.schedule != theory::PlanSchedule::one_f_one_b ? theory::name_of(l.schedule)
@@ -149,16 +141,10 @@ record::Table scaling(const th::PlanModel& m, const th::PlanCluster& c, int most
       const double speedup = base_gpus ? rate / base_rate : 0;
       const double ideal = base_gpus ? static_cast<double>(n) / base_gpus : 0;
       const double efficiency = base_gpus ? speedup / ideal : 0;
-      t.str("mode").push_back(mode);
-      t.i64("gpus").push_back(n);
-      t.i64("global_batch").push_back(b);
-      t.str("layout").push_back(best ? best->layout.describe() : "");
-      t.i64("fits").push_back(best ? 1 : 0);
-      t.f64("step_time_s", "s").push_back(best ? best->prediction.step_s : std::nan(""));
-      t.f64("tokens_per_s", "1/s").push_back(best ? rate : std::nan(""));
-      t.f64("mfu").push_back(best ? best->prediction.mfu : std::nan(""));
-      t.f64("speedup").push_back(best ? speedup : std::nan(""));
-      t.f64("efficiency").push_back(best ? efficiency : std::nan(""));
+      t.put({{"mode", mode}, {"gpus", n}, {"global_batch", b}, {"layout", best ? best->layout.describe() : ""},
+             {"fits", best ? 1 : 0}, {"step_time_s", best ? best->prediction.step_s : std::nan("")},
+             {"tokens_per_s", best ? rate : std::nan("")}, {"mfu", best ? best->prediction.mfu : std::nan("")},
+             {"speedup", best ? speedup : std::nan("")}, {"efficiency", best ? efficiency : std::nan("")}});
       if (best)
         std::printf("  %-6s %6d %8lld %-36s %9.3f %12.4g %6.3f %8.2f %10.3f\n", mode, n, static_cast<long long>(b),
                     best->layout.describe().c_str(), best->prediction.step_s, rate, best->prediction.mfu, speedup,
@@ -174,39 +160,25 @@ void add_row(record::Table& t, const th::PlanModel& m, const th::PlanCluster& c,
              const th::PlanCandidate& x) {
   const th::PlanLayout& l = x.layout;
   const th::PlanPrediction& p = x.prediction;
-  t.str("model").push_back(m.name);
-  t.str("cluster").push_back(c.name);
-  t.i64("gpus").push_back(gpus);
-  t.i64("global_batch").push_back(batch);
+  t.put({{"model", m.name}, {"cluster", c.name}, {"gpus", gpus}, {"global_batch", batch}});
   for (const auto& [name, value] : {std::pair{"tp", l.tp}, {"pp", l.pp}, {"dp", l.dp}, {"cp", l.cp}, {"ep", l.ep}, {"v", l.v}})
     t.i64(name).push_back(value);
   t.str("schedule").push_back(l.pp == 1                                 ? "none"
                               : l.schedule != th::PlanSchedule::one_f_one_b ? th::name_of(l.schedule)
                               : l.v > 1                                   ? "interleaved"
                                                                           : "1f1b");
-  t.i64("micro_batch").push_back(l.micro_batch);
-  t.i64("micro_batches").push_back(p.micro_batches);
-  t.i64("zero").push_back(l.zero);
-  t.str("recompute").push_back(th::name_of(l.recompute));
-  t.i64("sp").push_back(l.sp ? 1 : 0);
-  t.i64("parameters").push_back(th::plan_parameters(m));
-  t.f64("params_bytes", "B").push_back(p.parameter_bytes);
-  t.f64("grads_bytes", "B").push_back(p.gradient_bytes);
-  t.f64("optimizer_bytes", "B").push_back(p.optimizer_bytes);
-  t.f64("activation_bytes", "B").push_back(p.activation_bytes);
-  t.f64("memory_bytes", "B").push_back(p.memory_bytes());
-  t.i64("fits").push_back(p.fits ? 1 : 0);
+  t.put({{"micro_batch", l.micro_batch}, {"micro_batches", p.micro_batches}, {"zero", l.zero},
+         {"recompute", th::name_of(l.recompute)}, {"sp", l.sp ? 1 : 0}, {"parameters", th::plan_parameters(m)},
+         {"params_bytes", p.parameter_bytes}, {"grads_bytes", p.gradient_bytes}, {"optimizer_bytes", p.optimizer_bytes},
+         {"activation_bytes", p.activation_bytes}, {"memory_bytes", p.memory_bytes()}, {"fits", p.fits ? 1 : 0}});
   for (const auto& [name, value] : {std::pair{"compute_s", p.compute_s}, {"recompute_s", p.recompute_s},
                                     {"tp_comm_s", p.tp_comm_s}, {"pp_comm_s", p.pp_comm_s}, {"ep_comm_s", p.ep_comm_s},
                                     {"cp_comm_s", p.cp_comm_s},
                                     {"bubble_s", p.bubble_s},
                                     {"dp_comm_s", p.dp_comm_s}, {"optimizer_s", p.optimizer_s}, {"step_time_s", p.step_s}})
     t.f64(name, "s").push_back(value);
-  t.f64("tokens_per_s", "1/s").push_back(p.tokens_per_s);
-  t.f64("mfu").push_back(p.mfu);
-  t.f64("hfu").push_back(p.hfu);
-  t.f64("tflops_per_gpu", "TFLOP/s").push_back(p.tflops_per_gpu);
-  t.i64("simulated").push_back(p.simulated ? 1 : 0);
+  t.put({{"tokens_per_s", p.tokens_per_s}, {"mfu", p.mfu}, {"hfu", p.hfu}, {"tflops_per_gpu", p.tflops_per_gpu},
+         {"simulated", p.simulated ? 1 : 0}});
 }
 
 // The layout column as wide as the longest layout shown (at least 34).

@@ -79,8 +79,7 @@ PointToPoint measure_point_to_point(Session& session, std::size_t max_bytes) {
   const std::vector<double> measured = ping_pong(session, buffer, sizes, 1);
   for (std::size_t k = 0; k < sizes.size(); ++k) {
     medians[k] = measured[k];
-    out.table.i64("size_bytes", "B").push_back(static_cast<std::int64_t>(sizes[k]));
-    out.table.f64("time_us", "us").push_back(measured[k] * 1e6);
+    out.table.put({{"size_bytes", static_cast<std::int64_t>(sizes[k])}, {"time_us", measured[k] * 1e6}});
   }
   session.record_rows("/bench/point_to_point", out.table, 0);  // kept if the run is cut short
   return fit_point_to_point(std::move(out), sizes, medians);

@@ -11,15 +11,10 @@
 
 namespace parity::cli {
 
-using record::ColumnType;
-
 // The result groups it writes (docs/results-schema.md).
-inline const record::TableSpec kPointToPointTable{
-    "/bench/point_to_point",
+inline const record::TableSpec kPointToPointTable{"/bench/point_to_point",
     "ping-pong between rank 0 and rank 1: half round-trip time",
-    {
-      {"size_bytes", ColumnType::int64, "B"}, {"time_us", ColumnType::float64, "us"}
-    }};
+    {{"size_bytes", ColumnType::int64, "B"}, {"time_us", ColumnType::float64, "us"}}};
 
 struct PointToPoint {
   record::Table table{kPointToPointTable};

@@ -38,12 +38,11 @@ namespace parity::cli {
 namespace fs = std::filesystem;
 
 // The result group `state train` writes (docs/results-schema.md).
-inline const record::TableSpec kStateTrainTable{
-    "/state/train",
+inline const record::TableSpec kStateTrainTable{"/state/train",
     "a GPT trained under a layout, saving its training state as it goes: every step's loss, and whether the state "
     "was saved after it (a restarted run holds the steps it ran)",
-    {{"step", record::ColumnType::int64}, {"loss", record::ColumnType::float64}, {"seconds", record::ColumnType::float64, "s"},
-     {"saved", record::ColumnType::int64}, {"layout", record::ColumnType::string}, {"world_size", record::ColumnType::int64}}};
+    {{"step", ColumnType::int64}, {"loss", ColumnType::float64}, {"seconds", ColumnType::float64, "s"},
+     {"saved", ColumnType::int64}, {"layout", ColumnType::string}, {"world_size", ColumnType::int64}}};
 
 namespace {
 
@@ -327,12 +326,8 @@ int state_train(Session& session, const TrainOptions& o) {
     const bool save = (step + 1) % static_cast<std::uint64_t>(o.save_every) == 0 || step + 1 == static_cast<std::uint64_t>(o.steps);
     if (save)
       parallel::save_training_state(world, *t.trainer, o.dir, step + 1, {.layout = o.layout, .model = config});
-    table.i64("step").push_back(static_cast<std::int64_t>(step));
-    table.f64("loss").push_back(stats.loss);
-    table.f64("seconds", "s").push_back(stats.seconds);
-    table.i64("saved").push_back(save ? 1 : 0);
-    table.str("layout").push_back(o.layout);
-    table.i64("world_size").push_back(world.size());
+    table.put({{"step", static_cast<std::int64_t>(step)}, {"loss", stats.loss}, {"seconds", stats.seconds},
+               {"saved", save ? 1 : 0}, {"layout", o.layout}, {"world_size", world.size()}});
     // Journaled as it goes: a run cut short keeps the steps it took (and its saves, --restart).
     session.record_rows("/state/train", table, table.rows() - 1);
     char loss[32];

@@ -295,26 +295,17 @@ CheckpointResult run_checkpoint_case(Communicator& comm, const CheckpointCase& c
 
 // The family `parity check` runs (family.hpp).
 const RegisteredFamily kCheckpointFamily{FamilyDefinition<CheckpointCase, CheckpointResult>{
-    .name = "checkpoint",
-    .table = &kCheckpointCasesTable,
-    .label = "activation checkpointing",
-    .order = 60,
-    .grid = [](int world_size, const GridOptions&) { return checkpoint_grid(world_size); },
-    .run = [](const CaseContext& context, const CheckpointCase& c) { return run_checkpoint_case(context.world, c); },
+    .table = &kCheckpointCasesTable, .label = "activation checkpointing", .order = 60,
+    .grid = checkpoint_grid, .run = run_checkpoint_case,
     .columns =
         [](record::Table& t, const CaseContext& context, const CheckpointCase& c, const CheckpointResult& r) {
-          t.str("policy").push_back(c.policy);
-          t.str("composition").push_back(c.composition);
-          t.str("schedule").push_back(c.composition == "pp" ? c.schedule : "");
+          t.put({{"policy", c.policy}, {"composition", c.composition},
+                 {"schedule", c.composition == "pp" ? c.schedule : ""}});
           add_run_columns(t, context.world, c.precision, c.steps);
-          t.i64("recomputed_blocks").push_back(r.recomputed_blocks);
-          t.i64("differing").push_back(r.differing);
-          t.i64("stored_bytes", "B").push_back(r.stored_bytes);
-          t.i64("formula_stored_bytes", "B").push_back(r.formula_stored_bytes);
-          t.i64("peak_bytes", "B").push_back(r.peak_bytes);
-          t.i64("formula_peak_bytes", "B").push_back(r.formula_peak_bytes);
-          t.i64("recompute_flops").push_back(r.recompute_flops);
-          t.i64("formula_recompute_flops").push_back(r.formula_recompute_flops);
+          t.put({{"recomputed_blocks", r.recomputed_blocks}, {"differing", r.differing},
+                 {"stored_bytes", r.stored_bytes}, {"formula_stored_bytes", r.formula_stored_bytes},
+                 {"peak_bytes", r.peak_bytes}, {"formula_peak_bytes", r.formula_peak_bytes},
+                 {"recompute_flops", r.recompute_flops}, {"formula_recompute_flops", r.formula_recompute_flops}});
         }}};
 
 }  // namespace parity::cases

@@ -15,27 +15,22 @@
 #include <string>
 #include <vector>
 
+#include "correctness/cases/family.hpp"
 #include "reference/comm/communicator.hpp"
 #include "reference/record/table.hpp"
 
 namespace parity::cases {
 
-using record::ColumnType;
-
 // The result groups it writes (docs/results-schema.md).
-inline const record::TableSpec kCheckpointCasesTable{
-    "/check/checkpoint",
+inline const record::TableSpec kCheckpointCasesTable = check_table("checkpoint",
     "conformance cases of activation checkpointing against the run without it "
     "(docs/results-schema.md)",
-    {
-      {"case", ColumnType::string}, {"policy", ColumnType::string}, {"composition", ColumnType::string},
-      {"schedule", ColumnType::string}, {"precision", ColumnType::string}, {"device", ColumnType::string},
-      {"world_size", ColumnType::int64}, {"steps", ColumnType::int64}, {"recomputed_blocks", ColumnType::int64},
-      {"differing", ColumnType::int64}, {"stored_bytes", ColumnType::int64, "B"},
-      {"formula_stored_bytes", ColumnType::int64, "B"}, {"peak_bytes", ColumnType::int64, "B"},
-      {"formula_peak_bytes", ColumnType::int64, "B"}, {"recompute_flops", ColumnType::int64},
-      {"formula_recompute_flops", ColumnType::int64}, {"passed", ColumnType::int64}, {"message", ColumnType::string}
-    }};
+    {{"policy", ColumnType::string}, {"composition", ColumnType::string}, {"schedule", ColumnType::string},
+     {"precision", ColumnType::string}, {"device", ColumnType::string}, {"world_size", ColumnType::int64},
+     {"steps", ColumnType::int64}, {"recomputed_blocks", ColumnType::int64}, {"differing", ColumnType::int64},
+     {"stored_bytes", ColumnType::int64, "B"}, {"formula_stored_bytes", ColumnType::int64, "B"},
+     {"peak_bytes", ColumnType::int64, "B"}, {"formula_peak_bytes", ColumnType::int64, "B"},
+     {"recompute_flops", ColumnType::int64}, {"formula_recompute_flops", ColumnType::int64}});
 
 struct CheckpointCase {
   std::string policy = "full";  // parallel::parse_checkpoint_policy

@@ -578,27 +578,16 @@ std::size_t case_bytes_per_rank(const CollectiveCase& c, int world_size) {
 
 // The family `parity check` runs (family.hpp).
 const RegisteredFamily kCollectiveFamily{FamilyDefinition<CollectiveCase, CaseResult>{
-    .name = "collectives",
-    .table = &kCollectiveCasesTable,
-    .label = "",
-    .order = 10,
-    .grid = [](int world_size, const GridOptions& options) { return conformance_grid(world_size, options); },
+    .table = &kCollectiveCasesTable, .label = "", .order = 10, .grid = conformance_grid,
     .run = [](const CaseContext& context, const CollectiveCase& c) { return run_case(context.world, c, context.half); },
     .columns =
         [](record::Table& t, const CaseContext& context, const CollectiveCase& c, const CaseResult& r) {
-          t.str("collective").emplace_back(name_of(c.collective));
-          t.str("algorithm").push_back(c.algorithm);
-          t.str("dtype").emplace_back(name_of(c.dtype));
-          t.str("redop").emplace_back(is_reducing(c.collective) ? name_of(c.op) : "none");
-          t.i64("count").push_back(static_cast<std::int64_t>(c.count));
-          t.i64("in_place").push_back(c.in_place ? 1 : 0);
-          t.str("input").emplace_back(c.input == InputKind::exact ? "exact" : "random");
-          t.i64("world_size").push_back(context.world.size());
-          t.f64("max_abs_error").push_back(r.max_abs_error);
-          t.f64("max_rel_error").push_back(r.max_rel_error);
-          t.f64("tolerance").push_back(r.tolerance);
-          t.i64("wrong").push_back(r.wrong);
-          t.i64("guard_ok").push_back(r.guard_ok ? 1 : 0);
+          t.put({{"collective", name_of(c.collective)}, {"algorithm", c.algorithm}, {"dtype", name_of(c.dtype)},
+                 {"redop", is_reducing(c.collective) ? name_of(c.op) : "none"},
+                 {"count", static_cast<std::int64_t>(c.count)}, {"in_place", c.in_place ? 1 : 0},
+                 {"input", c.input == InputKind::exact ? "exact" : "random"}, {"world_size", context.world.size()},
+                 {"max_abs_error", r.max_abs_error}, {"max_rel_error", r.max_rel_error}, {"tolerance", r.tolerance},
+                 {"wrong", r.wrong}, {"guard_ok", r.guard_ok ? 1 : 0}});
         },
     // The case's buffers, and what run_case keeps for the next case with the same inputs: the
     // exact expected values (a float each) and a copy of the filled send buffer.

@@ -16,20 +16,14 @@
 
 namespace parity::cases {
 
-using record::ColumnType;
-
 // The result groups it writes (docs/results-schema.md).
-inline const record::TableSpec kCollectiveCasesTable{
-    "/check/collectives",
+inline const record::TableSpec kCollectiveCasesTable = check_table("collectives",
     "conformance cases of the collectives (docs/results-schema.md)",
-    {
-      {"case", ColumnType::string}, {"collective", ColumnType::string}, {"algorithm", ColumnType::string},
-      {"dtype", ColumnType::string}, {"redop", ColumnType::string}, {"count", ColumnType::int64},
-      {"in_place", ColumnType::int64}, {"input", ColumnType::string}, {"world_size", ColumnType::int64},
-      {"max_abs_error", ColumnType::float64}, {"max_rel_error", ColumnType::float64},
-      {"tolerance", ColumnType::float64}, {"wrong", ColumnType::int64}, {"guard_ok", ColumnType::int64},
-      {"passed", ColumnType::int64}, {"message", ColumnType::string}
-    }};
+    {{"collective", ColumnType::string}, {"algorithm", ColumnType::string}, {"dtype", ColumnType::string},
+     {"redop", ColumnType::string}, {"count", ColumnType::int64}, {"in_place", ColumnType::int64},
+     {"input", ColumnType::string}, {"world_size", ColumnType::int64}, {"max_abs_error", ColumnType::float64},
+     {"max_rel_error", ColumnType::float64}, {"tolerance", ColumnType::float64}, {"wrong", ColumnType::int64},
+     {"guard_ok", ColumnType::int64}});
 
 enum class InputKind {
   exact,   // small integers chosen so every partial result is exact in the type (nccl-tests' way)

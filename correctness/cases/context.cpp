@@ -195,32 +195,17 @@ ContextResult run_context_case(Communicator& world, const ContextCase& c) {
 }
 
 const RegisteredFamily kContextFamily{FamilyDefinition<ContextCase, ContextResult>{
-    .name = "context",
-    .table = &kContextCasesTable,
-    .label = "context-parallel",
-    .order = 45,
-    .grid = [](int world_size, const GridOptions&) {
-      std::vector<ContextCase> cases = context_grid(world_size);
-      return cases;
-    },
+    .table = &kContextCasesTable, .label = "context-parallel", .order = 45, .grid = context_grid,
     // Context parallelism's attention blocks run on the CPU only: on a device run the cases take the
     // host world, and their rows say so (device cpu).
     .run = [](const CaseContext& context, const ContextCase& c) { return run_context_case(context.host_world, c); },
     .columns =
         [](record::Table& t, const CaseContext& context, const ContextCase& c, const ContextResult& r) {
-          t.str("variant").push_back(c.variant);
-          t.i64("cp").push_back(c.cp);
-          t.i64("tp").push_back(c.tp);
-          t.i64("sp").push_back(c.sp ? 1 : 0);
-          t.i64("pp").push_back(c.pp);
-          t.i64("dp").push_back(c.dp);
-          t.i64("zero").push_back(c.zero);
+          t.put({{"variant", c.variant}, {"cp", c.cp}, {"tp", c.tp}, {"sp", c.sp ? 1 : 0}, {"pp", c.pp}, {"dp", c.dp},
+                 {"zero", c.zero}});
           add_run_columns(t, context.host_world, c.precision, c.steps);
-          t.f64("error").push_back(r.error);
-          t.f64("bound").push_back(r.bound);
-          t.f64("loss_error").push_back(r.loss_error);
-          t.f64("gradient_error").push_back(r.gradient_error);
-          t.f64("gradient_bound").push_back(r.gradient_bound);
+          t.put({{"error", r.error}, {"bound", r.bound}, {"loss_error", r.loss_error},
+                 {"gradient_error", r.gradient_error}, {"gradient_bound", r.gradient_bound}});
         }}};
 
 }  // namespace parity::cases

@@ -12,25 +12,21 @@
 #include <vector>
 
 #include "correctness/cases/training.hpp"
+#include "correctness/cases/family.hpp"
 #include "reference/comm/communicator.hpp"
 #include "reference/record/table.hpp"
 
 namespace parity::cases {
 
-using record::ColumnType;
-
-inline const record::TableSpec kContextCasesTable{
-    "/check/context",
+inline const record::TableSpec kContextCasesTable = check_table("context",
     "conformance cases of context parallelism (ring, all-gather, Ulysses) composed with DP and ZeRO "
     "(docs/results-schema.md)",
-    {
-      {"case", ColumnType::string}, {"variant", ColumnType::string}, {"cp", ColumnType::int64}, {"tp", ColumnType::int64}, {"sp", ColumnType::int64}, {"pp", ColumnType::int64},
-      {"dp", ColumnType::int64}, {"zero", ColumnType::int64}, {"precision", ColumnType::string},
-      {"device", ColumnType::string}, {"world_size", ColumnType::int64}, {"steps", ColumnType::int64},
-      {"error", ColumnType::float64}, {"bound", ColumnType::float64}, {"loss_error", ColumnType::float64},
-      {"gradient_error", ColumnType::float64}, {"gradient_bound", ColumnType::float64},
-      {"passed", ColumnType::int64}, {"message", ColumnType::string}
-    }};
+    {{"variant", ColumnType::string}, {"cp", ColumnType::int64}, {"tp", ColumnType::int64}, {"sp", ColumnType::int64},
+     {"pp", ColumnType::int64}, {"dp", ColumnType::int64}, {"zero", ColumnType::int64},
+     {"precision", ColumnType::string}, {"device", ColumnType::string}, {"world_size", ColumnType::int64},
+     {"steps", ColumnType::int64}, {"error", ColumnType::float64}, {"bound", ColumnType::float64},
+     {"loss_error", ColumnType::float64}, {"gradient_error", ColumnType::float64},
+     {"gradient_bound", ColumnType::float64}});
 
 struct ContextCase {
   std::string variant = "ring";  // ring, allgather, ulysses

@@ -34,10 +34,12 @@ void RegisteredFamily::add(const CaseFamily& family) {
 const std::vector<const CaseFamily*>& case_families() { return registry(); }
 
 void add_run_columns(record::Table& t, const Communicator& world, const std::string& precision, int steps) {
-  t.str("precision").push_back(precision);
-  t.str("device").emplace_back(world.memory_space() == MemorySpace::cuda ? "cuda" : "cpu");
-  t.i64("world_size").push_back(world.size());
-  t.i64("steps").push_back(steps);
+  t.put({{"precision", precision}, {"device", world.memory_space() == MemorySpace::cuda ? "cuda" : "cpu"},
+         {"world_size", world.size()}, {"steps", steps}});
+}
+
+std::string family_name(const record::TableSpec& table) {
+  return table.group.substr(table.group.find_last_of('/') + 1);
 }
 
 const CaseFamily& find_case_family(std::string_view name) {

@@ -4,10 +4,10 @@
 // the families. A new family is its case file (and header) with one registration in it:
 //
 //   const cases::RegisteredFamily kMine{cases::FamilyDefinition<MyCase, MyResult>{
-//       .name = "mine", .table = &kMineCasesTable, .label = "mine", .order = 70,
-//       .grid = [](int world, const cases::GridOptions&) { return mine_grid(world); },
-//       .run = [](const cases::CaseContext& c, const MyCase& k) { return run_mine(c.world, k); },
+//       .table = &kMineCasesTable, .label = "mine", .order = 70, .grid = mine_grid, .run = run_mine,
 //       .columns = [](record::Table& t, const cases::CaseContext& c, const MyCase& k, const MyResult& r) {...}}};
+//
+// Its name is the last part of its result group (/check/mine).
 #pragma once
 
 #include <cstddef>
@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -76,25 +77,67 @@ class CaseFamily {
   Info info_;
 };
 
+// The schema of a family's result group, /check/<family>: `case`, the family's own columns, then
+// `passed` and `message` (CasesOf writes those three around the family's columns).
+inline record::TableSpec check_table(const std::string& family, std::string description,
+                                     std::vector<record::ColumnSpec> columns) {
+  columns.insert(columns.begin(), {"case", ColumnType::string});
+  columns.push_back({"passed", ColumnType::int64});
+  columns.push_back({"message", ColumnType::string});
+  return {"/check/" + family, std::move(description), std::move(columns)};
+}
+
 // The columns that say where and how long a model case ran, in the order the tables keep them:
 // precision, device, world_size, steps.
 void add_run_columns(record::Table& t, const Communicator& world, const std::string& precision, int steps);
+
+// A family's name: the last part of its result group ("/check/moe": moe).
+std::string family_name(const record::TableSpec& table);
 
 // Every registered family, by order.
 const std::vector<const CaseFamily*>& case_families();
 // Throws UsageError naming the known families.
 const CaseFamily& find_case_family(std::string_view name);
 
+// A family's grid: a function of the world size, or of the world size and the options.
+template <typename Case>
+class GridFunction {
+ public:
+  GridFunction(std::vector<Case> (*at)(int world_size))
+      : f_([at](int world_size, const GridOptions&) { return at(world_size); }) {}
+  template <typename F>
+    requires std::is_invocable_r_v<std::vector<Case>, F, int, const GridOptions&>
+  GridFunction(F f) : f_(std::move(f)) {}
+  std::vector<Case> operator()(int world_size, const GridOptions& options) const { return f_(world_size, options); }
+
+ private:
+  std::function<std::vector<Case>(int, const GridOptions&)> f_;
+};
+
+// How a family's case runs: on the world alone, or given the whole context.
+template <typename Case, typename Result>
+class RunFunction {
+ public:
+  RunFunction(Result (*on_world)(Communicator& world, const Case&))
+      : f_([on_world](const CaseContext& context, const Case& c) { return on_world(context.world, c); }) {}
+  template <typename F>
+    requires std::is_invocable_r_v<Result, F, const CaseContext&, const Case&>
+  RunFunction(F f) : f_(std::move(f)) {}
+  Result operator()(const CaseContext& context, const Case& c) const { return f_(context, c); }
+
+ private:
+  std::function<Result(const CaseContext&, const Case&)> f_;
+};
+
 // A family whose cases are `Case` values (with name()) that run to a `Result` (with passed and
-// message).
+// message). Its name is the last part of its table's group ("/check/moe": moe).
 template <typename Case, typename Result>
 struct FamilyDefinition {
-  std::string name;
   const record::TableSpec* table = nullptr;
   std::string label;
   int order = 0;
-  std::function<std::vector<Case>(int world_size, const GridOptions&)> grid;
-  std::function<Result(const CaseContext&, const Case&)> run;
+  GridFunction<Case> grid;
+  RunFunction<Case, Result> run;
   // The row's columns after `case` (in their order), from the case and its result.
   std::function<void(record::Table&, const CaseContext&, const Case&, const Result&)> columns;
   std::function<std::size_t(const Case&, int world_size)> bytes_per_rank;  // optional
@@ -133,7 +176,7 @@ template <typename Case, typename Result>
 class FamilyOf final : public CaseFamily {
  public:
   explicit FamilyOf(FamilyDefinition<Case, Result> d)
-      : CaseFamily({d.name, d.table, d.label, d.order}), definition_(std::move(d)) {}
+      : CaseFamily({family_name(*d.table), d.table, d.label, d.order}), definition_(std::move(d)) {}
   std::unique_ptr<CaseList> grid(int world_size, const GridOptions& options) const override {
     return cases(definition_.grid(world_size, options));
   }

@@ -248,32 +248,16 @@ MoeResult run_moe_case(Communicator& comm, const MoeCase& c) {
 
 // The family `parity check` runs (family.hpp).
 const RegisteredFamily kMoeFamily{FamilyDefinition<MoeCase, MoeResult>{
-    .name = "moe",
-    .table = &kMoeCasesTable,
-    .label = "mixture-of-experts",
-    .order = 50,
-    .grid = [](int world_size, const GridOptions&) { return moe_grid(world_size); },
-    .run = [](const CaseContext& context, const MoeCase& c) { return run_moe_case(context.world, c); },
+    .table = &kMoeCasesTable, .label = "mixture-of-experts", .order = 50, .grid = moe_grid, .run = run_moe_case,
     .columns =
         [](record::Table& t, const CaseContext& context, const MoeCase& c, const MoeResult& r) {
-          t.i64("ep").push_back(c.ep);
-          t.i64("tp").push_back(c.tp);
-          t.i64("dp").push_back(context.world.size() / (c.ep * c.tp));
-          t.i64("experts").push_back(c.experts);
-          t.i64("top_k").push_back(c.router == "expert_choice" ? 0 : c.top_k);
-          t.f64("capacity_factor").push_back(c.capacity_factor);
-          t.str("router").push_back(c.router);
-          t.str("all_to_all").push_back(c.all_to_all);
+          t.put({{"ep", c.ep}, {"tp", c.tp}, {"dp", context.world.size() / (c.ep * c.tp)}, {"experts", c.experts},
+                 {"top_k", c.router == "expert_choice" ? 0 : c.top_k}, {"capacity_factor", c.capacity_factor},
+                 {"router", c.router}, {"all_to_all", c.all_to_all}});
           add_run_columns(t, context.world, c.precision, c.steps);
-          t.f64("error").push_back(r.error);
-          t.f64("bound").push_back(r.bound);
-          t.f64("loss_error").push_back(r.loss_error);
-          t.f64("loss_bound").push_back(r.loss_bound);
-          t.f64("gradient_error").push_back(r.gradient_error);
-          t.i64("decisions").push_back(r.decisions);
-          t.i64("dropped").push_back(r.dropped);
-          t.f64("dispatch_bytes", "B").push_back(r.dispatch_bytes);
-          t.f64("formula_dispatch_bytes", "B").push_back(r.dispatch_formula);
+          t.put({{"error", r.error}, {"bound", r.bound}, {"loss_error", r.loss_error}, {"loss_bound", r.loss_bound},
+                 {"gradient_error", r.gradient_error}, {"decisions", r.decisions}, {"dropped", r.dropped},
+                 {"dispatch_bytes", r.dispatch_bytes}, {"formula_dispatch_bytes", r.dispatch_formula}});
         }}};
 
 }  // namespace parity::cases

@@ -20,30 +20,25 @@
 #include <string>
 #include <vector>
 
+#include "correctness/cases/family.hpp"
 #include "reference/comm/communicator.hpp"
 #include "reference/theory/model_config.hpp"
 #include "reference/record/table.hpp"
 
 namespace parity::cases {
 
-using record::ColumnType;
-
 // The result groups it writes (docs/results-schema.md).
-inline const record::TableSpec kMoeCasesTable{
-    "/check/moe",
+inline const record::TableSpec kMoeCasesTable = check_table("moe",
     "conformance cases of mixture of experts and expert parallelism against one device "
     "(docs/results-schema.md)",
-    {
-      {"case", ColumnType::string}, {"ep", ColumnType::int64}, {"tp", ColumnType::int64}, {"dp", ColumnType::int64},
-      {"experts", ColumnType::int64}, {"top_k", ColumnType::int64}, {"capacity_factor", ColumnType::float64},
-      {"router", ColumnType::string}, {"all_to_all", ColumnType::string}, {"precision", ColumnType::string},
-      {"device", ColumnType::string}, {"world_size", ColumnType::int64}, {"steps", ColumnType::int64},
-      {"error", ColumnType::float64}, {"bound", ColumnType::float64}, {"loss_error", ColumnType::float64},
-      {"loss_bound", ColumnType::float64}, {"gradient_error", ColumnType::float64, "", false},
-      {"decisions", ColumnType::int64}, {"dropped", ColumnType::int64}, {"dispatch_bytes", ColumnType::float64, "B"},
-      {"formula_dispatch_bytes", ColumnType::float64, "B"}, {"passed", ColumnType::int64},
-      {"message", ColumnType::string}
-    }};
+    {{"ep", ColumnType::int64}, {"tp", ColumnType::int64}, {"dp", ColumnType::int64}, {"experts", ColumnType::int64},
+     {"top_k", ColumnType::int64}, {"capacity_factor", ColumnType::float64}, {"router", ColumnType::string},
+     {"all_to_all", ColumnType::string}, {"precision", ColumnType::string}, {"device", ColumnType::string},
+     {"world_size", ColumnType::int64}, {"steps", ColumnType::int64}, {"error", ColumnType::float64},
+     {"bound", ColumnType::float64}, {"loss_error", ColumnType::float64}, {"loss_bound", ColumnType::float64},
+     {"gradient_error", ColumnType::float64, "", false}, {"decisions", ColumnType::int64},
+     {"dropped", ColumnType::int64}, {"dispatch_bytes", ColumnType::float64, "B"},
+     {"formula_dispatch_bytes", ColumnType::float64, "B"}});
 
 struct MoeCase {
   int ep = 1;                        // dp = world / (ep tp)

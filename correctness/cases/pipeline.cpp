@@ -293,25 +293,14 @@ TrainingResult run_pipeline_case(Communicator& world, const PipelineCase& c) {
 
 // The family `parity check` (and `parity pipeline run`) runs (family.hpp).
 const RegisteredFamily kPipelineFamily{FamilyDefinition<PipelineCase, TrainingResult>{
-    .name = "pipeline",
-    .table = &kPipelineCasesTable,
-    .label = "pipeline",
-    .order = 40,
-    .grid = [](int world_size, const GridOptions&) { return pipeline_grid(world_size); },
-    .run = [](const CaseContext& context, const PipelineCase& c) { return run_pipeline_case(context.world, c); },
+    .table = &kPipelineCasesTable, .label = "pipeline", .order = 40, .grid = pipeline_grid, .run = run_pipeline_case,
     .columns =
         [](record::Table& t, const CaseContext& context, const PipelineCase& c, const TrainingResult& r) {
-          t.str("schedule").push_back(c.schedule);
-          t.i64("chunks").push_back(c.schedule == "interleaved" ? c.chunks : 1);
-          t.i64("data_parallel").push_back(c.data_parallel);
-          t.i64("micro_batches").push_back(c.micro_batches);
+          t.put({{"schedule", c.schedule}, {"chunks", c.schedule == "interleaved" ? c.chunks : 1},
+                 {"data_parallel", c.data_parallel}, {"micro_batches", c.micro_batches}});
           add_run_columns(t, context.world, c.precision, c.steps);
-          t.f64("error").push_back(r.error);
-          t.f64("bound").push_back(r.bound);
-          t.f64("gradient_error").push_back(r.gradient_error);
-          t.f64("gradient_bound").push_back(r.gradient_bound);
-          t.f64("first_loss").push_back(r.first_loss);
-          t.f64("last_loss").push_back(r.last_loss);
+          t.put({{"error", r.error}, {"bound", r.bound}, {"gradient_error", r.gradient_error},
+                 {"gradient_bound", r.gradient_bound}, {"first_loss", r.first_loss}, {"last_loss", r.last_loss}});
         }}};
 
 std::unique_ptr<CaseList> pipeline_cases(std::vector<PipelineCase> chosen) {

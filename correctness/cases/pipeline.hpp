@@ -23,22 +23,15 @@
 
 namespace parity::cases {
 
-using record::ColumnType;
-
 // The result groups it writes (docs/results-schema.md).
-inline const record::TableSpec kPipelineCasesTable{
-    "/check/pipeline",
+inline const record::TableSpec kPipelineCasesTable = check_table("pipeline",
     "conformance cases of pipeline schedules on real ranks against one device "
     "(docs/results-schema.md)",
-    {
-      {"case", ColumnType::string}, {"schedule", ColumnType::string}, {"chunks", ColumnType::int64},
-      {"data_parallel", ColumnType::int64, "", false}, {"micro_batches", ColumnType::int64},
-      {"precision", ColumnType::string}, {"device", ColumnType::string}, {"world_size", ColumnType::int64},
-      {"steps", ColumnType::int64}, {"error", ColumnType::float64}, {"bound", ColumnType::float64},
-      {"gradient_error", ColumnType::float64}, {"gradient_bound", ColumnType::float64},
-      {"first_loss", ColumnType::float64}, {"last_loss", ColumnType::float64}, {"passed", ColumnType::int64},
-      {"message", ColumnType::string}
-    }};
+    {{"schedule", ColumnType::string}, {"chunks", ColumnType::int64}, {"data_parallel", ColumnType::int64, "", false},
+     {"micro_batches", ColumnType::int64}, {"precision", ColumnType::string}, {"device", ColumnType::string},
+     {"world_size", ColumnType::int64}, {"steps", ColumnType::int64}, {"error", ColumnType::float64},
+     {"bound", ColumnType::float64}, {"gradient_error", ColumnType::float64}, {"gradient_bound", ColumnType::float64},
+     {"first_loss", ColumnType::float64}, {"last_loss", ColumnType::float64}});
 
 struct PipelineCase {
   std::string schedule = "1f1b";  // pipeline::schedule_names() the executor runs

@@ -580,24 +580,15 @@ RestoreResult run_restore_case(Communicator& world, const RestoreCase& c) {
 
 // The family `parity check` runs (family.hpp).
 const RegisteredFamily kRestoreFamily{FamilyDefinition<RestoreCase, RestoreResult>{
-    .name = "restore",
-    .table = &kRestoreCasesTable,
-    .label = "training-state restore",
-    .order = 75,
-    .grid = [](int world_size, const GridOptions&) { return restore_grid(world_size); },
-    .run = [](const CaseContext& context, const RestoreCase& c) { return run_restore_case(context.world, c); },
+    .table = &kRestoreCasesTable, .label = "training-state restore", .order = 75,
+    .grid = restore_grid, .run = run_restore_case,
     .columns =
         [](record::Table& t, const CaseContext& context, const RestoreCase& c, const RestoreResult& r) {
-          t.str("before").push_back(c.before.name());
-          t.str("after").push_back(c.after.name());
+          t.put({{"before", c.before.name()}, {"after", c.after.name()}});
           add_run_columns(t, context.world, c.precision, c.steps_before + c.steps_after);
-          t.i64("saved_at").push_back(c.steps_before);
-          t.f64("error").push_back(r.error);
-          t.f64("bound").push_back(r.bound);
-          t.f64("loss_error").push_back(r.loss_error);
-          t.i64("restored_exactly").push_back(r.restored_exactly);
-          t.i64("bit_identical").push_back(r.bit_identical);
-          t.f64("saved_bytes", "B").push_back(r.saved_bytes);
+          t.put({{"saved_at", c.steps_before}, {"error", r.error}, {"bound", r.bound}, {"loss_error", r.loss_error},
+                 {"restored_exactly", r.restored_exactly}, {"bit_identical", r.bit_identical},
+                 {"saved_bytes", r.saved_bytes}});
         }}};
 
 }  // namespace parity::cases

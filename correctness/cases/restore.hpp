@@ -14,25 +14,20 @@
 #include <string>
 #include <vector>
 
+#include "correctness/cases/family.hpp"
 #include "reference/comm/communicator.hpp"
 #include "reference/record/table.hpp"
 
 namespace parity::cases {
 
-using record::ColumnType;
-
-inline const record::TableSpec kRestoreCasesTable{
-    "/check/restore",
+inline const record::TableSpec kRestoreCasesTable = check_table("restore",
     "conformance cases of the training state: saved under one layout, restored under another "
     "(docs/results-schema.md)",
-    {
-      {"case", ColumnType::string}, {"before", ColumnType::string}, {"after", ColumnType::string},
-      {"precision", ColumnType::string}, {"device", ColumnType::string}, {"world_size", ColumnType::int64},
-      {"steps", ColumnType::int64}, {"saved_at", ColumnType::int64}, {"error", ColumnType::float64},
-      {"bound", ColumnType::float64}, {"loss_error", ColumnType::float64}, {"restored_exactly", ColumnType::int64},
-      {"bit_identical", ColumnType::int64},
-      {"saved_bytes", ColumnType::float64, "B"}, {"passed", ColumnType::int64}, {"message", ColumnType::string}
-    }};
+    {{"before", ColumnType::string}, {"after", ColumnType::string}, {"precision", ColumnType::string},
+     {"device", ColumnType::string}, {"world_size", ColumnType::int64}, {"steps", ColumnType::int64},
+     {"saved_at", ColumnType::int64}, {"error", ColumnType::float64}, {"bound", ColumnType::float64},
+     {"loss_error", ColumnType::float64}, {"restored_exactly", ColumnType::int64},
+     {"bit_identical", ColumnType::int64}, {"saved_bytes", ColumnType::float64, "B"}});
 
 // A layout the cases train under: dp data-parallel ranks (with a ZeRO stage and gradient
 // accumulation over micro_batches) times tp tensor-parallel ranks (with or without sequence

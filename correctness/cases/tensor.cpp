@@ -190,28 +190,16 @@ TensorResult run_tensor_case(Communicator& comm, const TensorCase& c) {
 
 // The family `parity check` runs (family.hpp).
 const RegisteredFamily kTensorFamily{FamilyDefinition<TensorCase, TensorResult>{
-    .name = "tensor",
-    .table = &kTensorCasesTable,
-    .label = "tensor-parallel",
-    .order = 30,
-    .grid = [](int world_size, const GridOptions&) { return tensor_grid(world_size); },
-    .run = [](const CaseContext& context, const TensorCase& c) { return run_tensor_case(context.world, c); },
+    .table = &kTensorCasesTable, .label = "tensor-parallel", .order = 30, .grid = tensor_grid, .run = run_tensor_case,
     .columns =
         [](record::Table& t, const CaseContext& context, const TensorCase& c, const TensorResult& r) {
-          t.str("technique").push_back(c.technique->name);
-          t.str("data_parallel").push_back(c.data_parallel->name);
-          t.i64("tp").push_back(c.tp);
-          t.i64("dp").push_back(context.world.size() / c.tp);
-          t.i64("sequence_parallel").push_back(c.technique->sequence_parallel ? 1 : 0);
+          t.put({{"technique", c.technique->name}, {"data_parallel", c.data_parallel->name}, {"tp", c.tp},
+                 {"dp", context.world.size() / c.tp}, {"sequence_parallel", c.technique->sequence_parallel ? 1 : 0}});
           add_run_columns(t, context.world, c.precision, c.steps);
-          t.i64("micro_batches").push_back(c.micro_batches);
-          t.f64("error").push_back(r.error);
-          t.f64("bound").push_back(r.bound);
-          t.f64("gradient_error").push_back(r.gradient_error);
-          t.f64("gradient_bound").push_back(r.gradient_bound);
-          t.f64("loss_error").push_back(r.loss_error);
-          t.f64("tp_bytes_sent", "B").push_back(r.bytes_sent);
-          t.f64("formula_tp_bytes_sent", "B").push_back(r.bytes_formula);
+          t.put({{"micro_batches", c.micro_batches}, {"error", r.error}, {"bound", r.bound},
+                 {"gradient_error", r.gradient_error}, {"gradient_bound", r.gradient_bound},
+                 {"loss_error", r.loss_error}, {"tp_bytes_sent", r.bytes_sent},
+                 {"formula_tp_bytes_sent", r.bytes_formula}});
         }}};
 
 }  // namespace parity::cases

@@ -18,29 +18,24 @@
 #include <string>
 #include <vector>
 
+#include "correctness/cases/family.hpp"
 #include "reference/comm/communicator.hpp"
 #include "reference/parallel/techniques/techniques.hpp"
 #include "reference/record/table.hpp"
 
 namespace parity::cases {
 
-using record::ColumnType;
-
 // The result groups it writes (docs/results-schema.md).
-inline const record::TableSpec kTensorCasesTable{
-    "/check/tensor",
+inline const record::TableSpec kTensorCasesTable = check_table("tensor",
     "conformance cases of tensor and sequence parallelism composed with DP and ZeRO "
     "(docs/results-schema.md)",
-    {
-      {"case", ColumnType::string}, {"technique", ColumnType::string}, {"data_parallel", ColumnType::string},
-      {"tp", ColumnType::int64}, {"dp", ColumnType::int64}, {"sequence_parallel", ColumnType::int64},
-      {"precision", ColumnType::string}, {"device", ColumnType::string}, {"world_size", ColumnType::int64},
-      {"steps", ColumnType::int64}, {"micro_batches", ColumnType::int64}, {"error", ColumnType::float64},
-      {"bound", ColumnType::float64}, {"gradient_error", ColumnType::float64},
-      {"gradient_bound", ColumnType::float64}, {"loss_error", ColumnType::float64},
-      {"tp_bytes_sent", ColumnType::float64, "B"}, {"formula_tp_bytes_sent", ColumnType::float64, "B"},
-      {"passed", ColumnType::int64}, {"message", ColumnType::string}
-    }};
+    {{"technique", ColumnType::string}, {"data_parallel", ColumnType::string}, {"tp", ColumnType::int64},
+     {"dp", ColumnType::int64}, {"sequence_parallel", ColumnType::int64}, {"precision", ColumnType::string},
+     {"device", ColumnType::string}, {"world_size", ColumnType::int64}, {"steps", ColumnType::int64},
+     {"micro_batches", ColumnType::int64}, {"error", ColumnType::float64}, {"bound", ColumnType::float64},
+     {"gradient_error", ColumnType::float64}, {"gradient_bound", ColumnType::float64},
+     {"loss_error", ColumnType::float64}, {"tp_bytes_sent", ColumnType::float64, "B"},
+     {"formula_tp_bytes_sent", ColumnType::float64, "B"}});
 
 struct TensorCase {
   const parallel::Technique* technique = &parallel::find_technique("tp");     // tp or tp_sp

@@ -400,11 +400,7 @@ TrainingResult run_training_case(Communicator& comm, const TrainingCase& c) {
 
 // The family `parity check` runs (family.hpp).
 const RegisteredFamily kTrainingFamily{FamilyDefinition<TrainingCase, TrainingResult>{
-    .name = "training",
-    .table = &kTrainingCasesTable,
-    .label = "training",
-    .order = 20,
-    .grid = [](int world_size, const GridOptions&) { return training_grid(world_size); },
+    .table = &kTrainingCasesTable, .label = "training", .order = 20, .grid = training_grid,
     .run =
         [](const CaseContext& context, const TrainingCase& c) {
           return run_training_case(runs_on_host(c) ? context.host_world : context.world, c);
@@ -412,24 +408,16 @@ const RegisteredFamily kTrainingFamily{FamilyDefinition<TrainingCase, TrainingRe
     .columns =
         [](record::Table& t, const CaseContext& context, const TrainingCase& c, const TrainingResult& r) {
           const Communicator& where = runs_on_host(c) ? context.host_world : context.world;
-          t.str("technique").push_back(c.technique->name);
-          t.str("optimizer").push_back(c.optimizer);
-          t.str("precision").push_back(c.precision);
-          t.str("model").push_back(c.model);
-          t.str("device").push_back(where.memory_space() == MemorySpace::cuda ? "cuda" : "cpu");
-          t.i64("world_size").push_back(context.world.size());
-          t.i64("steps").push_back(c.steps);
-          t.i64("global_batch").push_back(c.global_batch);
-          t.i64("micro_batches").push_back(c.micro_batches);
-          t.f64("error").push_back(r.error);
-          t.f64("bound").push_back(r.bound);
-          t.f64("bytes_sent", "B").push_back(r.bytes_sent);
-          t.f64("formula_bytes_sent", "B").push_back(r.bytes_formula);
-          t.f64("max_staleness").push_back(r.max_staleness);
+          t.put({{"technique", c.technique->name}, {"optimizer", c.optimizer}, {"precision", c.precision},
+                 {"model", c.model}, {"device", where.memory_space() == MemorySpace::cuda ? "cuda" : "cpu"},
+                 {"world_size", context.world.size()}, {"steps", c.steps}, {"global_batch", c.global_batch},
+                 {"micro_batches", c.micro_batches}, {"error", r.error}, {"bound", r.bound},
+                 {"bytes_sent", r.bytes_sent}, {"formula_bytes_sent", r.bytes_formula},
+                 {"max_staleness", r.max_staleness}});
           // Mixed precision against float64 training from the same start; NaN otherwise.
           const double nan = std::numeric_limits<double>::quiet_NaN();
-          t.f64("float64_error").push_back(r.float64_error >= 0 ? r.float64_error : nan);
-          t.f64("float64_bound").push_back(r.float64_error >= 0 ? r.float64_bound : nan);
+          t.put({{"float64_error", r.float64_error >= 0 ? r.float64_error : nan},
+                 {"float64_bound", r.float64_error >= 0 ? r.float64_bound : nan}});
         }}};
 
 }  // namespace parity::cases

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "correctness/cases/family.hpp"
 #include "reference/comm/communicator.hpp"
 #include "reference/model/optimizer.hpp"
 #include "reference/parallel/data/parameter_server.hpp"
@@ -21,22 +22,15 @@
 
 namespace parity::cases {
 
-using record::ColumnType;
-
 // The result groups it writes (docs/results-schema.md).
-inline const record::TableSpec kTrainingCasesTable{
-    "/check/training",
+inline const record::TableSpec kTrainingCasesTable = check_table("training",
     "conformance cases of data parallelism, ZeRO and the parameter server (docs/results-schema.md)",
-    {
-      {"case", ColumnType::string}, {"technique", ColumnType::string}, {"optimizer", ColumnType::string},
-      {"precision", ColumnType::string}, {"model", ColumnType::string}, {"device", ColumnType::string, "", false},
-      {"world_size", ColumnType::int64}, {"steps", ColumnType::int64}, {"global_batch", ColumnType::int64},
-      {"micro_batches", ColumnType::int64}, {"error", ColumnType::float64}, {"bound", ColumnType::float64},
-      {"bytes_sent", ColumnType::float64, "B"}, {"formula_bytes_sent", ColumnType::float64, "B"},
-      {"max_staleness", ColumnType::float64}, {"float64_error", ColumnType::float64, "", false},
-      {"float64_bound", ColumnType::float64, "", false}, {"passed", ColumnType::int64},
-      {"message", ColumnType::string}
-    }};
+    {{"technique", ColumnType::string}, {"optimizer", ColumnType::string}, {"precision", ColumnType::string},
+     {"model", ColumnType::string}, {"device", ColumnType::string, "", false}, {"world_size", ColumnType::int64},
+     {"steps", ColumnType::int64}, {"global_batch", ColumnType::int64}, {"micro_batches", ColumnType::int64},
+     {"error", ColumnType::float64}, {"bound", ColumnType::float64}, {"bytes_sent", ColumnType::float64, "B"},
+     {"formula_bytes_sent", ColumnType::float64, "B"}, {"max_staleness", ColumnType::float64},
+     {"float64_error", ColumnType::float64, "", false}, {"float64_bound", ColumnType::float64, "", false}});
 
 // The cases' GPT: vocabulary 32, 2 layers, hidden 16, 2 heads, sequence 8, a tied table and
 // dropout 0.1 (so the checks see shared parameters and replayed masks), in `dtype`.

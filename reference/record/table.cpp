@@ -67,6 +67,21 @@ std::vector<std::string>& Table::str(const std::string& name) {
   return std::get<2>(column(name, "", 2).values);
 }
 
+void Table::put(std::initializer_list<Field> fields) {
+  for (const Field& field : fields) {
+    std::size_t type = field.value.index();
+    for (const Column& c : columns_)
+      if (c.name == field.name && c.values.index() == 0 && type == 1) type = 0;  // a whole number for reals
+    Column& column = this->column(field.name, "", type);  // throws for any other mismatch
+    if (type != field.value.index()) {
+      std::get<0>(column.values).push_back(static_cast<double>(std::get<1>(field.value)));
+      continue;
+    }
+    std::visit([&](const auto& v) { std::get<std::vector<std::decay_t<decltype(v)>>>(column.values).push_back(v); },
+               field.value);
+  }
+}
+
 namespace {
 template <typename T>
 const std::vector<T>& existing_column(const std::vector<Column>& columns, const std::string& name) {

@@ -4,7 +4,9 @@
 // (results_file.hpp) and the journal (journal.hpp) both write these.
 #pragma once
 
+#include <concepts>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -40,6 +42,22 @@ struct Column {
   std::size_t size() const;
 };
 
+// One named value of a row, for Table::put: a whole number (bool and every integer type), a
+// real number or a text.
+struct Field {
+  template <typename T>
+    requires std::integral<T> || std::floating_point<T>
+  Field(std::string n, T v) : name(std::move(n)) {
+    if constexpr (std::floating_point<T>) value = static_cast<double>(v);
+    else value = static_cast<std::int64_t>(v);
+  }
+  Field(std::string n, std::string v) : name(std::move(n)), value(std::move(v)) {}
+  Field(std::string n, const char* v) : name(std::move(n)), value(std::string(v)) {}
+  Field(std::string n, std::string_view v) : name(std::move(n)), value(std::string(v)) {}
+  std::string name;
+  std::variant<double, std::int64_t, std::string> value;  // the index of Column::values' type
+};
+
 // A column-oriented table. Made from a TableSpec, it holds the spec's columns in its order and
 // refuses any other (a writer that drifts from its declared schema fails at its first row);
 // made from a description alone, columns keep the order in which they were first named.
@@ -52,6 +70,11 @@ class Table {
   std::vector<double>& f64(const std::string& name, const std::string& unit = "");
   std::vector<std::int64_t>& i64(const std::string& name, const std::string& unit = "");
   std::vector<std::string>& str(const std::string& name);
+  // Appends each value to its column: a row's cells written together. An existing column keeps
+  // its type and unit (those of the schema, on a table made from one), and a whole number goes
+  // into a float64 column as a real; a real for an int64 column, or a text for a number column
+  // (or the reverse), throws. A new column of a free table takes the value's type and no unit.
+  void put(std::initializer_list<Field> fields);
   // An existing column's values; throws Error when it is missing or of another type.
   const std::vector<double>& get_f64(const std::string& name) const;
   const std::vector<std::int64_t>& get_i64(const std::string& name) const;
@@ -85,3 +108,8 @@ using Attribute = std::variant<std::string, double, std::int64_t, std::vector<st
                                std::vector<double>, std::vector<std::int64_t>>;
 
 }  // namespace parity::record
+
+namespace parity {
+// Every schema names its columns' types: ColumnType::int64 wherever a schema is declared.
+using record::ColumnType;
+}  // namespace parity
