@@ -25,11 +25,7 @@ model::GptConfig pipeline_gpt(DataType dtype) {
   return g;
 }
 
-DataType type_of(const PipelineCase& c) {
-  if (c.precision == "bfloat16") return DataType::bfloat16;
-  if (c.precision == "float16") return DataType::float16;
-  return c.precision == "float64" ? DataType::float64 : DataType::float32;
-}
+DataType type_of(const PipelineCase& c) { return parse_data_type(c.precision); }
 
 // Rows of a step: every micro-batch of every replica gets at least one, and they differ in size.
 std::int64_t global_batch(const PipelineCase& c) {

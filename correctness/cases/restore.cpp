@@ -61,11 +61,7 @@ model::GptConfig restore_model(DataType dtype) {
   return g;
 }
 
-DataType model_type(const RestoreCase& c) {
-  if (c.precision == "bfloat16") return DataType::bfloat16;
-  if (c.precision == "float16") return DataType::float16;
-  return c.precision == "float64" ? DataType::float64 : DataType::float32;
-}
+DataType model_type(const RestoreCase& c) { return parse_data_type(c.precision); }
 bool is_mixed(const RestoreCase& c) { return is_half(model_type(c)); }
 
 // float16 scales its loss dynamically from 2^12 and doubles it after 3 clean steps: within a

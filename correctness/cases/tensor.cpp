@@ -18,11 +18,7 @@ namespace {
 
 using parallel::Axis;
 
-DataType model_type(const TensorCase& c) {
-  if (c.precision == "bfloat16") return DataType::bfloat16;
-  if (c.precision == "float16") return DataType::float16;
-  return c.precision == "float64" ? DataType::float64 : DataType::float32;
-}
+DataType model_type(const TensorCase& c) { return parse_data_type(c.precision); }
 // 16-bit parameters, activations and gradients, float32 master weights and optimizer state.
 bool is_mixed(const TensorCase& c) { return is_half(model_type(c)); }
 

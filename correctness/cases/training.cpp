@@ -73,11 +73,7 @@ model::MlpConfig mlp_config(DataType dtype) {
   return {.inputs = 12, .width = 20, .outputs = 6, .layers = 3, .dtype = dtype, .seed = 4321};
 }
 
-DataType model_type(const TrainingCase& c) {
-  if (c.precision == "bfloat16") return DataType::bfloat16;
-  if (c.precision == "float16") return DataType::float16;
-  return c.precision == "float64" ? DataType::float64 : DataType::float32;
-}
+DataType model_type(const TrainingCase& c) { return parse_data_type(c.precision); }
 
 // 16-bit parameters and gradients with float32 master weights and optimizer state.
 bool is_mixed(const TrainingCase& c) { return is_half(model_type(c)); }
