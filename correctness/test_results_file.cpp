@@ -290,6 +290,21 @@ TEST_F(ResultsFileTest, TableRoundTripsAllColumnTypes) {
   expect_same_tables(read_table(path, "bench/collectives"), sample_table());
 }
 
+TEST_F(ResultsFileTest, ASchemasTableGoesToItsGroup) {
+  const TableSpec spec{"/bench/x", "x", {{"n", ColumnType::int64}}};
+  Table table(spec);
+  table.put({{"n", 3}});
+  const fs::path path = dir_ / "schema.h5";
+  {
+    ResultsFile file(path, false);
+    file.write_table(table);
+    EXPECT_THROW(file.write_table("/bench/y", table), Error);  // not its schema's group
+    EXPECT_THROW(file.write_table(Table("free")), Error);      // no group of its own
+    file.commit();
+  }
+  EXPECT_EQ(read_table(path, "/bench/x").get_i64("n"), std::vector<std::int64_t>{3});
+}
+
 TEST_F(ResultsFileTest, TableGroupFollowsTheSchema) {
   const fs::path path = dir_ / "out.h5";
   write_good_file(path);

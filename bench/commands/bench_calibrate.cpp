@@ -178,7 +178,7 @@ class BenchCalibrate final : public CommandWith<CalibrateOptions> {
                       {"alpha_us", fit.alpha_seconds * 1e6}, {"beta_us_per_byte", fit.beta_seconds_per_byte * 1e6},
                       {"bandwidth_GBps", 1e-9 / fit.beta_seconds_per_byte}});
     }
-    if (level_rows.rows() > 0) s.results().write_table("/bench/calibrate_levels", level_rows);
+    if (level_rows.rows() > 0) s.results().write_table(level_rows);
     auto& file = s.results();
     const theory::Calibration median = median_over_ranks(job.calibration_rows(), std::string(name_of(dtype)), world.size());
     const std::string path = cluster_path(s.options().out);

@@ -304,7 +304,7 @@ void record_checkpoint_bench(Session& session, const CheckpointBenchOutcome& out
                              const CheckpointBenchOptions& options) {
   if (!session.is_root()) return;
   auto& file = session.results();
-  file.write_table("/bench/checkpoint", outcome.table);
+  file.write_table(outcome.table);
   file.set_attribute("/bench/checkpoint", "model", plan.model);
   file.set_attribute("/bench/checkpoint", "config", plan.config.describe());
   file.set_attribute("/bench/checkpoint", "dropout", plan.config.dropout);

@@ -520,15 +520,15 @@ BenchOutcome run_bench(Session& session, const BenchPlan& plan, const BenchOptio
 void record_bench(Session& session, const HostCopy& copy, const BenchOutcome& bench, const BenchOptions& options) {
   if (!session.is_root()) return;
   auto& file = session.results();
-  file.write_table("/host/copy_bandwidth", copy.table);
-  if (copy.device_kernels.rows()) file.write_table("/bench/device_kernels", copy.device_kernels);
-  file.write_table("/bench/collectives", bench.rows);
+  file.write_table(copy.table);
+  if (copy.device_kernels.rows()) file.write_table(copy.device_kernels);
+  file.write_table(bench.rows);
   file.set_attribute("/bench/collectives", "average", static_cast<std::int64_t>(options.average));
   file.set_attribute("/bench/collectives", "warmup_iterations", static_cast<std::int64_t>(options.warmup));
   file.set_attribute("/bench/collectives", "check_iterations", static_cast<std::int64_t>(options.check_iterations));
-  file.write_table("/bench/collectives_rank_times", bench.rank_times);
+  file.write_table(bench.rank_times);
   if (bench.harness.rows()) {
-    file.write_table("/bench/harness_overhead", bench.harness);
+    file.write_table(bench.harness);
     file.set_attribute("/bench/harness_overhead", "target_us", kHarnessTargetUs);
   }
 }

@@ -335,7 +335,7 @@ class BenchContext final : public CommandWith<ContextBenchOptions> {
     const ContextBenchOutcome outcome = run_context_bench(s, plan, options_);
     if (s.is_root()) {
       auto& file = s.results();
-      file.write_table("/bench/context", outcome.table);
+      file.write_table(outcome.table);
       file.set_attribute("/bench/context", "model", plan.model + ": " + plan.config.describe());
     }
     return outcome.failures ? kExitFailed : kExitOk;

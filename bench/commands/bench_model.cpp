@@ -222,7 +222,7 @@ ModelBenchOutcome run_model_bench(Job& job, const ModelBenchPlan& plan, const Mo
 void record_model_bench(Session& session, const ModelBenchOutcome& outcome, const ModelBenchOptions& options) {
   if (!session.is_root()) return;
   auto& file = session.results();
-  file.write_table("/bench/model", outcome.table);
+  file.write_table(outcome.table);
   file.set_attribute("/bench/model", "optimizer", options.optimizer);
   file.set_attribute("/bench/model", "timed_steps", static_cast<std::int64_t>(options.steps));
   file.set_attribute("/bench/model", "warmup_steps", static_cast<std::int64_t>(options.warmup));

@@ -435,9 +435,9 @@ MoeBenchOutcome run_moe_bench(Session& session, const MoeBenchPlan& plan, const 
 void record_moe_bench(Session& session, const MoeBenchOutcome& outcome, const MoeBenchOptions& options) {
   if (!session.is_root()) return;
   auto& file = session.results();
-  file.write_table("/bench/moe", outcome.runs);
-  file.write_table("/bench/moe_steps", outcome.steps);
-  file.write_table("/bench/moe_load", outcome.load);
+  file.write_table(outcome.runs);
+  file.write_table(outcome.steps);
+  file.write_table(outcome.load);
   file.set_attribute("/bench/moe", "timed_steps", static_cast<std::int64_t>(options.steps));
   file.set_attribute("/bench/moe", "warmup_steps", static_cast<std::int64_t>(options.warmup));
   file.set_attribute("/bench/moe", "all_to_all", options.all_to_all);

@@ -443,7 +443,7 @@ ScalingBenchOutcome run_scaling_bench(Session& session, const ParallelBenchPlan&
 void record_memory_bench(Session& session, const MemoryBenchOutcome& memory) {
   if (!session.is_root()) return;
   auto& file = session.results();
-  file.write_table("/bench/memory", memory.table);
+  file.write_table(memory.table);
   file.set_attribute("/bench/memory", "model_state_formula",
                      std::string("Rajbhandari et al. 2020 with per-unit padding P: dp (p+g+K)Psi; zero1 (p+g)P + K P/n; "
                                  "zero2 p P + (g+K) P/n; zero3 (p+g+K) P/n"));
@@ -452,8 +452,8 @@ void record_memory_bench(Session& session, const MemoryBenchOutcome& memory) {
 void record_scaling_bench(Session& session, const ScalingBenchOutcome& scaling) {
   if (!session.is_root()) return;
   auto& file = session.results();
-  file.write_table("/bench/scaling", scaling.scaling);
-  if (scaling.overlap.rows()) file.write_table("/bench/overlap", scaling.overlap);
+  file.write_table(scaling.scaling);
+  if (scaling.overlap.rows()) file.write_table(scaling.overlap);
   file.set_attribute("/bench/scaling", "alpha_s", scaling.p2p.measured ? scaling.p2p.model.alpha_seconds : std::nan(""));
   file.set_attribute("/bench/scaling", "beta_s_per_byte", scaling.p2p.measured ? scaling.p2p.model.beta_seconds_per_byte : std::nan(""));
   file.set_attribute("/bench/scaling", "alpha_beta_source",

@@ -478,9 +478,9 @@ PipelineBenchOutcome run_pipeline_bench(Session& session, const PipelineBenchPla
 void record_pipeline_bench(Session& session, const PipelineBenchOutcome& outcome, const PipelineBenchOptions& options) {
   if (!session.is_root()) return;
   auto& file = session.results();
-  file.write_table("/bench/pipeline", outcome.runs);
-  file.write_table("/bench/pipeline_ranks", outcome.ranks);
-  file.write_table("/bench/pipeline_timeline", outcome.timeline);
+  file.write_table(outcome.runs);
+  file.write_table(outcome.ranks);
+  file.write_table(outcome.timeline);
   const std::string g = "/bench/pipeline";
   file.set_attribute(g, "timed_steps", static_cast<std::int64_t>(options.steps));
   file.set_attribute(g, "warmup_steps", static_cast<std::int64_t>(options.warmup));

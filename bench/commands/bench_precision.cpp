@@ -112,7 +112,7 @@ void record_precision_bench(Session& session, const PrecisionBenchOutcome& outco
                             const PrecisionBenchOptions& options) {
   if (!session.is_root()) return;
   auto& file = session.results();
-  file.write_table("/bench/precision", outcome.table);
+  file.write_table(outcome.table);
   file.set_attribute("/bench/precision", "model", plan.model + ": " + plan.config.describe());
   file.set_attribute("/bench/precision", "steps", static_cast<std::int64_t>(options.steps));
   file.set_attribute("/bench/precision", "global_batch", options.batch);

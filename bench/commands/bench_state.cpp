@@ -408,7 +408,7 @@ class BenchState final : public CommandWith<StateBenchOptions> {
     const StateBenchOutcome outcome = run_state_bench(s, plan, options_);
     if (s.is_root()) {
       auto& file = s.results();
-      file.write_table("/bench/state", outcome.table);
+      file.write_table(outcome.table);
       file.set_attribute("/bench/state", "model", plan.model + ": " + plan.config.describe());
     }
     return outcome.failures ? kExitFailed : kExitOk;

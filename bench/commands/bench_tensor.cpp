@@ -311,7 +311,7 @@ TensorBenchOutcome run_tensor_bench(Session& session, const TensorBenchPlan& pla
 void record_tensor_bench(Session& session, const TensorBenchOutcome& outcome, const TensorBenchOptions& options) {
   if (!session.is_root()) return;
   auto& file = session.results();
-  file.write_table("/bench/tensor", outcome.table);
+  file.write_table(outcome.table);
   file.set_attribute("/bench/tensor", "timed_steps", static_cast<std::int64_t>(options.steps));
   file.set_attribute("/bench/tensor", "warmup_steps", static_cast<std::int64_t>(options.warmup));
   file.set_attribute("/bench/tensor", "alpha_s", outcome.p2p.measured ? outcome.p2p.model.alpha_seconds : std::nan(""));

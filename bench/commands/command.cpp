@@ -59,9 +59,9 @@ theory::Calibration Job::calibration_with_collectives(DataType dtype) {
 
 void Job::finish() {
   if (!session.is_root()) return;
-  if (calibration_rows_.rows() > 0) session.results().write_table("/bench/calibrate", calibration_rows_);
-  if (collective_rows_.rows() > 0) session.results().write_table("/bench/calibrate_links", collective_rows_);
-  if (collective_fits_.rows() > 0) session.results().write_table("/bench/calibrate_collectives", collective_fits_);
+  if (calibration_rows_.rows() > 0) session.results().write_table(calibration_rows_);
+  if (collective_rows_.rows() > 0) session.results().write_table(collective_rows_);
+  if (collective_fits_.rows() > 0) session.results().write_table(collective_fits_);
 }
 
 std::string Command::file_stem() const {

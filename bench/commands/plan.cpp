@@ -463,7 +463,7 @@ class Plan final : public Command {
       file.set_attribute("/", "start_time_utc", utc_now_iso8601());
       record::Table t(kPlanLayoutsTable);
       for (std::size_t i = 0; i < shown; ++i) add_row(t, m, c, gpus_, global_batch_, all[i]);
-      file.write_table("/plan/layouts", t);
+      file.write_table(t);
       file.set_attribute("/plan/layouts", "evaluated", static_cast<std::int64_t>(evaluated));
       file.set_attribute("/plan/layouts", "gpu", c.gpu);
       file.set_attribute("/plan/layouts", "usable_memory_bytes", th::usable_memory_bytes(c));
@@ -472,7 +472,7 @@ class Plan final : public Command {
       file.set_attribute("/plan/layouts", "pipeline",
                          "the " + std::to_string(kSimulated) + " fastest layouts by the closed form (at least --top) timed "
                          "again by the schedule simulator with blocking sends (simulated = 1), then ranked");
-      if (scaled) file.write_table("/plan/scaling", *scaled);
+      if (scaled) file.write_table(*scaled);
       file.set_attribute("/", "end_time_utc", utc_now_iso8601());
       file.commit();
       std::printf("# %zu layouts written to %s\n", shown, out_.c_str());

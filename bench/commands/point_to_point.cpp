@@ -96,7 +96,7 @@ theory::AlphaBeta measure_ping_pong(Session& session, int peer, std::size_t max_
 void record_point_to_point(Session& session, const PointToPoint& p2p) {
   if (!session.is_root() || !p2p.measured) return;
   auto& file = session.results();
-  file.write_table("/bench/point_to_point", p2p.table);
+  file.write_table(p2p.table);
   file.set_attribute("/bench/point_to_point", "alpha_us", p2p.model.alpha_seconds * 1e6);
   file.set_attribute("/bench/point_to_point", "beta_us_per_byte", p2p.model.beta_seconds_per_byte * 1e6);
 }

@@ -362,7 +362,7 @@ int state_train(Session& session, const TrainOptions& o) {
   const bool passed = error <= bound;
   if (session.is_root()) {
     auto& file = session.results();
-    file.write_table("/state/train", table);
+    file.write_table(table);
     file.set_attribute("/state/train", "model", o.model + ": " + config.describe());
     file.set_attribute("/state/train", "restarted_from", static_cast<std::int64_t>(o.restart ? start : -1));
     file.set_attribute("/state/train", "error", error);

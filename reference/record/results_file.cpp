@@ -53,6 +53,11 @@ void ResultsFile::write_table(const std::string& group, const Table& table) {
   journal_->table(group, table);
 }
 
+void ResultsFile::write_table(const Table& table) {
+  if (table.spec() == nullptr) throw Error("a table of free columns (" + table.description() + ") has no group of its own");
+  write_table(table.spec()->group, table);
+}
+
 void ResultsFile::append_rows(const std::string& group, const Table& table, std::size_t first) {
   require_open();
   journal_->rows(group, table, first);

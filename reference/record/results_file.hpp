@@ -33,6 +33,8 @@ class ResultsFile {
   void set_attribute(const std::string& group, const std::string& name, const Attribute& value);
   // Writes a table as a group of column datasets at `group` (e.g. "/bench/collectives").
   void write_table(const std::string& group, const Table& table);
+  // Writes a table made from a schema at its schema's group; throws for a free table.
+  void write_table(const Table& table);
   // Journals rows [first, table.rows()) of a table still being built at `group`; the table is
   // written whole later by write_table. A run cut short keeps them (write_partial).
   void append_rows(const std::string& group, const Table& table, std::size_t first);
