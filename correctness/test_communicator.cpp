@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "correctness/mpi_test.hpp"
+#include "correctness/thrown.hpp"
 #include "reference/comm/algorithms.hpp"
 #include "reference/core/error.hpp"
 #include "reference/theory/hierarchy.hpp"
@@ -23,6 +24,37 @@ TEST_F(CommunicatorTest, PointToPointAroundARing) {
   std::vector<double> mine(100, r), theirs(100, -1);
   comm().send_recv(host(mine), (r + 1) % n, host(theirs), (r + n - 1) % n, 5);
   for (double x : theirs) ASSERT_EQ(x, (r + n - 1) % n);
+}
+
+// A send or receive names itself and the ranks when its peer is no rank, or its buffer lies where
+// the communicator cannot reach; sends count their bytes and messages, receives do not.
+TEST_F(CommunicatorTest, PointToPointRefusalsAndTraffic) {
+  const int n = comm().size(), r = comm().rank();
+  std::vector<double> v(3, r);
+  const std::string of = " of " + std::to_string(n);
+  // Error adds the rank, host and source line around the words.
+  const auto says = [](const std::string& message, const std::string& words) {
+    EXPECT_NE(message.find(": " + words + " ("), std::string::npos) << message;
+  };
+  says(message_of([&] { comm().isend(host(v), n, 0); }), "isend to rank " + std::to_string(n) + of);
+  says(message_of([&] { comm().irecv(host(v), -1, 0); }), "irecv from rank -1" + of);
+  const BufferView device{v.data(), v.size(), DataType::float64, MemorySpace::cuda};
+  says(message_of([&] { comm().isend(device, 0, 0); }), "isend: a cuda buffer given to a mpi communicator");
+  says(message_of([&] { comm().irecv(device, 0, 0); }), "irecv: a cuda buffer given to a mpi communicator");
+  comm().reset_traffic();
+  std::vector<double> got(3, -1);
+  RequestPtr recv = comm().irecv(host(got), (r + n - 1) % n, 7);
+  EXPECT_EQ(comm().traffic().messages_sent, 0u);
+  RequestPtr send = comm().isend(host(v), (r + 1) % n, 7);
+  EXPECT_TRUE(send->is_send);
+  EXPECT_FALSE(recv->is_send);
+  EXPECT_EQ(recv->peer, (r + n - 1) % n);
+  EXPECT_EQ(send->bytes, 3 * sizeof(double));
+  comm().wait(send);
+  comm().wait(recv);
+  EXPECT_EQ(comm().traffic().messages_sent, 1u);
+  EXPECT_EQ(comm().traffic().bytes_sent, 3 * sizeof(double));
+  EXPECT_EQ(got, std::vector<double>(3, (r + n - 1) % n));
 }
 
 TEST_F(CommunicatorTest, SplitByColorAndKey) {

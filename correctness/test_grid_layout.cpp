@@ -7,6 +7,7 @@
 #include <set>
 
 #include "correctness/grid_factorisations.hpp"
+#include "correctness/thrown.hpp"
 #include "reference/core/error.hpp"
 
 namespace parity::test {
@@ -114,38 +115,29 @@ TEST(GridLayout, NeighboursAlongPipelineStages) {
     }
 }
 
-template <typename F> std::string refusal(F&& f) {
-  try {
-    f();
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "(accepted)";
-}
-
 TEST(GridLayout, RefusesBadGridsInOneLineNamingTheSizes) {
   GridSpec spec;
   spec.set(Axis::tp, 2).set(Axis::dp, 3);
-  const std::string wrong_world = refusal([&] { GridLayout(spec, 4); });
+  const std::string wrong_world = message_of<UsageError>([&] { GridLayout(spec, 4); });
   EXPECT_NE(wrong_world.find("grid tp2 x dp3 needs 6 ranks, but the world has 4"), std::string::npos) << wrong_world;
   EXPECT_EQ(wrong_world.find('\n'), std::string::npos);
   spec.order = "tp-cp-ep-dp-dp";
-  EXPECT_NE(refusal([&] { GridLayout(spec, 6); }).find("names dp twice"), std::string::npos);
+  EXPECT_NE(message_of<UsageError>([&] { GridLayout(spec, 6); }).find("names dp twice"), std::string::npos);
   spec.order = "tp-xp-dp";
-  EXPECT_NE(refusal([&] { GridLayout(spec, 6); }).find("unknown axis 'xp'"), std::string::npos);
+  EXPECT_NE(message_of<UsageError>([&] { GridLayout(spec, 6); }).find("unknown axis 'xp'"), std::string::npos);
   spec.order = "dp-pp";
-  EXPECT_NE(refusal([&] { GridLayout(spec, 6); }).find("leaves out tp, whose size is 2"), std::string::npos);
+  EXPECT_NE(message_of<UsageError>([&] { GridLayout(spec, 6); }).find("leaves out tp, whose size is 2"), std::string::npos);
   spec.order = "dp-tp";  // axes of size 1 may be left out
   EXPECT_EQ(GridLayout(spec, 6).members(0, {Axis::tp}), (std::vector<int>{0, 3}));
 
   EXPECT_EQ(parallel::parse_grid("tp=2,dp=4").describe(), "tp2 x dp4");
   EXPECT_EQ(parallel::parse_grid("pp=1").describe(), "1");
-  EXPECT_NE(refusal([] { parallel::parse_grid("tp=2,tp=2"); }).find("tp is given twice"), std::string::npos);
-  EXPECT_NE(refusal([] { parallel::parse_grid("zz=2"); }).find("unknown grid axis 'zz'"), std::string::npos);
-  EXPECT_NE(refusal([] { parallel::parse_grid("tp=0"); }).find("at least 1"), std::string::npos);
-  EXPECT_NE(refusal([] { parallel::parse_grid("tp=-2"); }).find("not a whole number"), std::string::npos);
-  EXPECT_NE(refusal([] { parallel::parse_grid("tp2"); }).find("not axis=size"), std::string::npos);
-  EXPECT_NE(refusal([] { parallel::parse_grid(""); }).find("not axis=size"), std::string::npos);
+  EXPECT_NE(message_of<UsageError>([] { parallel::parse_grid("tp=2,tp=2"); }).find("tp is given twice"), std::string::npos);
+  EXPECT_NE(message_of<UsageError>([] { parallel::parse_grid("zz=2"); }).find("unknown grid axis 'zz'"), std::string::npos);
+  EXPECT_NE(message_of<UsageError>([] { parallel::parse_grid("tp=0"); }).find("at least 1"), std::string::npos);
+  EXPECT_NE(message_of<UsageError>([] { parallel::parse_grid("tp=-2"); }).find("not a whole number"), std::string::npos);
+  EXPECT_NE(message_of<UsageError>([] { parallel::parse_grid("tp2"); }).find("not axis=size"), std::string::npos);
+  EXPECT_NE(message_of<UsageError>([] { parallel::parse_grid(""); }).find("not axis=size"), std::string::npos);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 
+#include "correctness/thrown.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/tolerance.hpp"
 #include "reference/model/model.hpp"
@@ -29,14 +30,7 @@ std::int64_t sum_of_sizes(const Model& m) {
   return n;
 }
 
-template <typename E> std::string message_of(auto&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "(no exception)";
-}
+using parity::test::message_of;
 
 }  // namespace
 

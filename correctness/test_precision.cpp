@@ -14,6 +14,7 @@
 #include "correctness/cases/tensor.hpp"
 #include "correctness/cases/training.hpp"
 #include "correctness/mpi_test.hpp"
+#include "correctness/thrown.hpp"
 #include "reference/core/error.hpp"
 #include "reference/parallel/grid.hpp"
 #include "reference/parallel/precision/precision.hpp"
@@ -24,16 +25,6 @@ namespace parity::test {
 namespace {
 
 class LossScalingTest : public MpiTest {};
-
-template <typename E, typename F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "(nothing thrown)";
-}
 
 parallel::DataParallelConfig mixed_config(int stage, int world, bool dynamic, double initial_scale) {
   parallel::DataParallelConfig c;

@@ -11,13 +11,14 @@
 #include "correctness/cases/compare.hpp"
 #include "correctness/cases/training.hpp"
 #include "correctness/mpi_test.hpp"
+#include "correctness/thrown.hpp"
 #include "reference/comm/stream.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/tolerance.hpp"
-#include "reference/theory/parallel.hpp"
 #include "reference/parallel/data/data_parallel.hpp"
 #include "reference/parallel/data/parameter_server.hpp"
 #include "reference/parallel/techniques/techniques.hpp"
+#include "reference/theory/parallel.hpp"
 
 namespace parity::test {
 namespace {
@@ -43,15 +44,6 @@ void register_grid(Communicator& comm) {
 const bool registered = add_registrar(register_grid);
 
 class DataParallelTest : public MpiTest {};
-
-template <typename E, typename F> std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "(nothing thrown)";
-}
 
 // The checks can fail: realistic bugs are caught by the parameter comparison.
 TEST_F(DataParallelTest, CatchesWronglyWeightedShardsAndWrongRows) {

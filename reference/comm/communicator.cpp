@@ -25,15 +25,22 @@ Communicator::Communicator(std::shared_ptr<Watchdog> watchdog, MemorySpaces spac
   require(watchdog_ != nullptr, "communicator created without a watchdog");
 }
 
-RequestPtr Communicator::isend(BufferView buffer, int peer, int tag) {
-  if (peer < 0 || peer >= size()) throw Error("isend to rank " + std::to_string(peer) + " of " + std::to_string(size()));
+RequestPtr Communicator::start_point_to_point(BufferView buffer, int peer, int tag, bool send) {
+  const std::string what = send ? "isend" : "irecv";
+  if (peer < 0 || peer >= size())
+    throw Error(what + (send ? " to rank " : " from rank ") + std::to_string(peer) + " of " + std::to_string(size()));
   if (!accepts(buffer.space, true) && buffer.count != 0)
-    throw Error("isend: a " + std::string(name_of(buffer.space)) + " buffer given to a " + std::string(backend()) + " communicator");
-  RequestPtr request = do_isend(buffer, peer, tag);
+    throw Error(what + ": a " + std::string(name_of(buffer.space)) + " buffer given to a " + std::string(backend()) + " communicator");
+  RequestPtr request = send ? do_isend(buffer, peer, tag) : do_irecv(buffer, peer, tag);
   request->peer = peer;
-  request->is_send = true;
+  request->is_send = send;
   request->bytes = buffer.bytes();
   request->tag = tag;
+  return request;
+}
+
+RequestPtr Communicator::isend(BufferView buffer, int peer, int tag) {
+  RequestPtr request = start_point_to_point(buffer, peer, tag, true);
   traffic_.bytes_sent += buffer.bytes();
   traffic_.messages_sent += 1;
   if (counts_to_ != nullptr) {
@@ -43,17 +50,7 @@ RequestPtr Communicator::isend(BufferView buffer, int peer, int tag) {
   return request;
 }
 
-RequestPtr Communicator::irecv(BufferView buffer, int peer, int tag) {
-  if (peer < 0 || peer >= size()) throw Error("irecv from rank " + std::to_string(peer) + " of " + std::to_string(size()));
-  if (!accepts(buffer.space, true) && buffer.count != 0)
-    throw Error("irecv: a " + std::string(name_of(buffer.space)) + " buffer given to a " + std::string(backend()) + " communicator");
-  RequestPtr request = do_irecv(buffer, peer, tag);
-  request->peer = peer;
-  request->is_send = false;
-  request->bytes = buffer.bytes();
-  request->tag = tag;
-  return request;
-}
+RequestPtr Communicator::irecv(BufferView buffer, int peer, int tag) { return start_point_to_point(buffer, peer, tag, false); }
 
 void Communicator::wait(RequestPtr& request) {
   if (!request) return;

@@ -152,6 +152,8 @@ class Communicator {
   int rank_ = 0, size_ = 1;
 
  private:
+  // Checks a send's or receive's peer and buffer, starts it and labels its request.
+  RequestPtr start_point_to_point(BufferView buffer, int peer, int tag, bool send);
   MemorySpaces spaces_;
   struct Scratch {
     std::size_t bytes = 0;
