@@ -25,9 +25,10 @@ Table::Table(const TableSpec& spec) : description_(spec.description) {
   spec_ = &spec;  // closed from here on
 }
 
-Column& Table::column(const std::string& name, const std::string& unit, std::size_t type_index) {
+std::size_t Table::checked(const std::string& name, const std::string& unit, std::size_t type_index) const {
   static constexpr const char* kTypeNames[] = {"float64", "int64", "string"};
-  for (auto& column : columns_) {
+  for (std::size_t i = 0; i < columns_.size(); ++i) {
+    const Column& column = columns_[i];
     if (column.name != name) continue;
     if (column.values.index() != type_index) {
       throw Error("table column " + name + " holds " + kTypeNames[column.values.index()] +
@@ -37,7 +38,7 @@ Column& Table::column(const std::string& name, const std::string& unit, std::siz
     if (!unit.empty() && unit != column.unit) {
       throw Error("table column " + name + " has unit '" + column.unit + "', not '" + unit + "'");
     }
-    return column;
+    return i;
   }
   if (spec_ != nullptr)
     throw Error("column " + name + " is not in the schema of " + spec_->group + " (declared beside its writer; "
@@ -45,6 +46,11 @@ Column& Table::column(const std::string& name, const std::string& unit, std::siz
   if (name.empty() || name == "." || name.find('/') != std::string::npos) {
     throw Error("invalid table column name '" + name + "' (must be non-empty, not '.', without '/')");
   }
+  return columns_.size();
+}
+
+Column& Table::column(const std::string& name, const std::string& unit, std::size_t type_index) {
+  if (const std::size_t i = checked(name, unit, type_index); i < columns_.size()) return columns_[i];
   Column column{name, unit, {}};
   switch (type_index) {
     case 0: column.values.emplace<0>(); break;
@@ -68,12 +74,22 @@ std::vector<std::string>& Table::str(const std::string& name) {
 }
 
 void Table::put(std::initializer_list<Field> fields) {
-  for (const Field& field : fields) {
+  // The whole row is checked before any value goes in: a refused row leaves the table as it was.
+  std::vector<std::size_t> types;
+  for (auto it = fields.begin(); it != fields.end(); ++it) {
+    const Field& field = *it;
+    for (auto before = fields.begin(); before != it; ++before)
+      if (before->name == field.name) throw Error("column " + field.name + " given twice in one row");
     std::size_t type = field.value.index();
     for (const Column& c : columns_)
       if (c.name == field.name && c.values.index() == 0 && type == 1) type = 0;  // a whole number for reals
-    Column& column = this->column(field.name, "", type);  // throws for any other mismatch
-    if (type != field.value.index()) {
+    checked(field.name, "", type);  // throws for any other mismatch
+    types.push_back(type);
+  }
+  const std::size_t* type = types.data();
+  for (const Field& field : fields) {
+    Column& column = this->column(field.name, "", *type);
+    if (*type++ != field.value.index()) {
       std::get<0>(column.values).push_back(static_cast<double>(std::get<1>(field.value)));
       continue;
     }

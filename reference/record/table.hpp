@@ -73,7 +73,8 @@ class Table {
   // Appends each value to its column: a row's cells written together. An existing column keeps
   // its type and unit (those of the schema, on a table made from one), and a whole number goes
   // into a float64 column as a real; a real for an int64 column, or a text for a number column
-  // (or the reverse), throws. A new column of a free table takes the value's type and no unit.
+  // (or the reverse), throws, as does a name given twice; a refused row appends nothing. A new
+  // column of a free table takes the value's type and no unit.
   void put(std::initializer_list<Field> fields);
   // An existing column's values; throws Error when it is missing or of another type.
   const std::vector<double>& get_f64(const std::string& name) const;
@@ -87,6 +88,10 @@ class Table {
   std::size_t rows() const;
 
  private:
+  // The index of the existing column `name` after checking its type and unit, or the number of
+  // columns for one that may be made. Throws Error for a mismatch, a name outside the schema or
+  // an invalid name.
+  std::size_t checked(const std::string& name, const std::string& unit, std::size_t type_index) const;
   Column& column(const std::string& name, const std::string& unit, std::size_t type_index);
   std::string description_;
   std::vector<Column> columns_;
