@@ -10,6 +10,8 @@
 #include <fstream>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "bench/commands/plan.hpp"
 #include "reference/core/error.hpp"
@@ -231,6 +233,100 @@ TEST(PlannerTerms, SimulatedStepsRatesFollowTheirTime) {
   EXPECT_NEAR(simulated.tflops_per_gpu, simulated.hardware_flops / simulated.step_s / 512 / 1e12,
               1e-12 * simulated.tflops_per_gpu);
   EXPECT_NEAR(simulated.tokens_per_s, 1536.0 * m.sequence / simulated.step_s, 1e-12 * simulated.tokens_per_s);
+}
+
+// Every description key sets its own field: each is given a value unlike its default, so a key
+// wired to another field, or to none, leaves a default behind.
+TEST(PlannerInputs, EveryModelKeySetsItsOwnField) {
+  const PlanModel m = parse_plan_model(
+      "layers=4,hidden=96,heads=6,kv_heads=2,ffn_hidden=200,gated_mlp=true,vocab=1000,sequence=64,tied=false,"
+      "bias=false,norm=rmsnorm,positions=rotary,dropout=false,experts=4,top_k=1,capacity_factor=1.5,moe_every=2");
+  EXPECT_EQ(m.layers, 4);
+  EXPECT_EQ(m.hidden, 96);
+  EXPECT_EQ(m.heads, 6);
+  EXPECT_EQ(m.kv_heads, 2);
+  EXPECT_EQ(m.ffn_hidden, 200);
+  EXPECT_TRUE(m.gated_mlp);
+  EXPECT_EQ(m.vocabulary, 1000);
+  EXPECT_EQ(m.sequence, 64);
+  EXPECT_FALSE(m.tied);
+  EXPECT_FALSE(m.bias);
+  EXPECT_TRUE(m.rms_norm);
+  EXPECT_FALSE(m.learned_positions);
+  EXPECT_FALSE(m.dropout);
+  EXPECT_EQ(m.experts, 4);
+  EXPECT_EQ(m.top_k, 1);
+  EXPECT_EQ(m.capacity_factor, 1.5);
+  EXPECT_EQ(m.moe_every, 2);
+  try {
+    parse_plan_model("layers=4,hidden=96,heads=6,vocab=1000,sequence=64,window=8");
+    ADD_FAILURE() << "an unknown key was taken";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown model key 'window' (known: layers, hidden, heads, kv_heads, ffn_hidden, "
+                                         "gated_mlp, vocab, sequence, tied, bias, norm, positions, dropout, experts, "
+                                         "top_k, capacity_factor, moe_every)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// A cluster file: each field lands in its own place, each required one missing is refused by
+// name, and each number written as a JSON string is refused.
+TEST(PlannerInputs, EveryClusterFieldIsReadRequiredAndTyped) {
+  const std::vector<std::pair<std::string, std::string>> fields = {
+      {"gpu", "\"g\""}, {"note", "\"n\""}, {"dtype", "\"float32\""}, {"peak_TFLOPs", "101"},
+      {"gemm_efficiency", "0.51"}, {"multiprocessors", "7"}, {"memory_GB", "41"}, {"memory_GBps", "1001"},
+      {"elementwise_efficiency", "0.52"}, {"gpus_per_node", "4"}, {"node_GBps", "201"}, {"node_latency_us", "2.5"},
+      {"network_GBps", "21"}, {"network_latency_us", "3.5"}, {"collective_efficiency", "0.53"},
+      {"attention_efficiency", "0.54"}, {"runtime_reserve_GB", "3"}};
+  const std::string path = testing::TempDir() + "parity-cluster-fields.json";
+  const auto parse_without = [&](const std::string& dropped, const std::string& quoted = "") {
+    std::ofstream f(path);
+    std::string body;
+    for (const auto& [k, v] : fields)
+      if (k != dropped) body += (body.empty() ? "" : ", ") + ("\"" + k + "\": ") + (k == quoted ? "\"" + v + "\"" : v);
+    f << "{" << body << "}";
+    f.close();
+    return parse_plan_cluster(path);
+  };
+  const PlanCluster c = parse_without("");
+  EXPECT_EQ(c.gpu, "g");
+  EXPECT_EQ(c.note, "n");
+  EXPECT_EQ(c.rates.dtype, "float32");
+  EXPECT_EQ(c.peak_TFLOPs, 101);
+  EXPECT_EQ(c.gemm_efficiency, 0.51);
+  EXPECT_EQ(c.multiprocessors, 7);
+  EXPECT_EQ(c.memory_GB, 41);
+  EXPECT_EQ(c.memory_GBps, 1001);
+  EXPECT_EQ(c.elementwise_efficiency, 0.52);
+  EXPECT_EQ(c.gpus_per_node, 4);
+  EXPECT_EQ(c.node.bandwidth_GBps, 201);
+  EXPECT_EQ(c.node.latency_us, 2.5);
+  EXPECT_EQ(c.network.bandwidth_GBps, 21);
+  EXPECT_EQ(c.network.latency_us, 3.5);
+  EXPECT_EQ(c.collective_efficiency, 0.53);
+  EXPECT_EQ(c.attention_efficiency, 0.54);
+  EXPECT_EQ(c.runtime_reserve_GB, 3);
+  for (const auto& [key, value] : fields) {
+    const bool required = key != "note" && key != "dtype" && key != "attention_efficiency" && key != "runtime_reserve_GB";
+    if (required) {
+      try {
+        parse_without(key);
+        ADD_FAILURE() << "a cluster without " << key << " was taken";
+      } catch (const UsageError& e) {
+        EXPECT_NE(std::string(e.what()).find(": missing field " + key), std::string::npos) << e.what();
+      }
+    } else {
+      EXPECT_NO_THROW(parse_without(key)) << key;
+    }
+    if (value.front() == '"') continue;  // a field of words
+    try {
+      parse_without("", key);
+      ADD_FAILURE() << key << " written as a string was taken";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("'" + key + "' is the string"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

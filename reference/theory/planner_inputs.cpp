@@ -1,5 +1,5 @@
 // The descriptions the planner takes (theory/planner.hpp): models and clusters from presets,
-// key=value pairs or JSON files, the --fix keys, and the published runs it is checked against.
+// key=value pairs or JSON files, and the --fix keys.
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -43,13 +43,33 @@ JsonValue parse_json_of(const std::string& text, const std::string& where) {
 // ("memory_GB": 80, not "80"); the others take words ("norm": "rmsnorm", "tied": true), and a
 // key of neither kind is refused by its parser as unknown.
 using Numbers = std::span<const std::string_view>;
-constexpr std::string_view kModelNumbers[] = {"layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab",
-                                              "sequence", "experts", "top_k", "capacity_factor", "moe_every"};
-constexpr std::string_view kClusterNumbers[] = {"peak_TFLOPs", "gemm_efficiency", "multiprocessors", "memory_GB",
-                                                "memory_GBps", "elementwise_efficiency", "gpus_per_node", "node_GBps",
-                                                "node_latency_us", "network_GBps", "network_latency_us",
-                                                "collective_efficiency", "attention_efficiency", "runtime_reserve_GB"};
 constexpr std::string_view kFixNumbers[] = {"tp", "pp", "dp", "ep", "cp", "v", "micro_batch", "zero"};
+
+// A description's key, stated once: its name, whether it takes a number, whether a description
+// must give it, and what it sets.
+template <typename T>
+struct KeyRule {
+  std::string_view name;
+  bool number;
+  void (*set)(T& into, const std::string& key, const std::string& value);
+  bool required = false;
+};
+
+template <typename T, std::size_t N>
+std::vector<std::string_view> numbers_of(const KeyRule<T> (&rules)[N]) {
+  std::vector<std::string_view> out;
+  for (const KeyRule<T>& r : rules)
+    if (r.number) out.push_back(r.name);
+  return out;
+}
+
+// The rule of `key`, or null for a key the description does not know.
+template <typename T, std::size_t N>
+const KeyRule<T>* rule_of(const KeyRule<T> (&rules)[N], std::string_view key) {
+  for (const KeyRule<T>& r : rules)
+    if (r.name == key) return &r;
+  return nullptr;
+}
 
 // A JSON object's members whose values are numbers, strings or booleans, in order; a key given
 // twice is refused, and so is a string for a key of `numbers`.
@@ -234,6 +254,36 @@ PlanCluster parse_plan_cluster(const std::string& given) {
 }
 
 namespace {
+using Text = const std::string&;
+// In the order the unknown-key message names them.
+const KeyRule<PlanModel> kModelKeys[] = {
+    {"layers", true, [](PlanModel& m, Text k, Text v) { m.layers = whole_int(k, v); }},
+    {"hidden", true, [](PlanModel& m, Text k, Text v) { m.hidden = whole(k, v); }},
+    {"heads", true, [](PlanModel& m, Text k, Text v) { m.heads = whole_int(k, v); }},
+    {"kv_heads", true, [](PlanModel& m, Text k, Text v) { m.kv_heads = given_size(k, v, whole_int(k, v), "the heads"); }},
+    {"ffn_hidden", true, [](PlanModel& m, Text k, Text v) { m.ffn_hidden = given_size(k, v, whole(k, v), "4 x hidden"); }},
+    {"gated_mlp", false, [](PlanModel& m, Text k, Text v) { m.gated_mlp = yes_no(k, v); }},
+    {"vocab", true, [](PlanModel& m, Text k, Text v) { m.vocabulary = whole(k, v); }},
+    {"sequence", true, [](PlanModel& m, Text k, Text v) { m.sequence = whole(k, v); }},
+    {"tied", false, [](PlanModel& m, Text k, Text v) { m.tied = yes_no(k, v); }},
+    {"bias", false, [](PlanModel& m, Text k, Text v) { m.bias = yes_no(k, v); }},
+    {"norm", false,
+     [](PlanModel& m, Text, Text v) {
+       if (v != "layernorm" && v != "rmsnorm") throw UsageError("norm=" + quoted_input(v) + ": expected layernorm or rmsnorm");
+       m.rms_norm = v == "rmsnorm";
+     }},
+    {"positions", false,
+     [](PlanModel& m, Text, Text v) {
+       if (v != "learned" && v != "rotary") throw UsageError("positions=" + quoted_input(v) + ": expected learned or rotary");
+       m.learned_positions = v == "learned";
+     }},
+    {"dropout", false, [](PlanModel& m, Text k, Text v) { m.dropout = yes_no(k, v); }},
+    {"experts", true, [](PlanModel& m, Text k, Text v) { m.experts = whole_int(k, v); }},
+    {"top_k", true, [](PlanModel& m, Text k, Text v) { m.top_k = whole_int(k, v); }},
+    {"capacity_factor", true, [](PlanModel& m, Text k, Text v) { m.capacity_factor = number(k, v); }},
+    {"moe_every", true, [](PlanModel& m, Text k, Text v) { m.moe_every = whole_int(k, v); }}};
+const std::vector<std::string_view> kModelNumbers = numbers_of(kModelKeys);
+
 PlanModel parse_model(const std::string& given) {
   const std::string file = read_if_file(given, "model");
   const std::string text = file.empty() ? given : file;
@@ -264,32 +314,13 @@ PlanModel parse_model(const std::string& given) {
     }
   }
   for (const auto& [key, value] : pairs) {
-    if (key == "layers") m.layers = whole_int(key, value);
-    else if (key == "hidden") m.hidden = whole(key, value);
-    else if (key == "heads") m.heads = whole_int(key, value);
-    else if (key == "kv_heads") m.kv_heads = given_size(key, value, whole_int(key, value), "the heads");
-    else if (key == "ffn_hidden") m.ffn_hidden = given_size(key, value, whole(key, value), "4 x hidden");
-    else if (key == "gated_mlp") m.gated_mlp = yes_no(key, value);
-    else if (key == "vocab") m.vocabulary = whole(key, value);
-    else if (key == "sequence") m.sequence = whole(key, value);
-    else if (key == "tied") m.tied = yes_no(key, value);
-    else if (key == "bias") m.bias = yes_no(key, value);
-    else if (key == "dropout") m.dropout = yes_no(key, value);
-    else if (key == "norm") {
-      if (value != "layernorm" && value != "rmsnorm") throw UsageError("norm=" + quoted_input(value) + ": expected layernorm or rmsnorm");
-      m.rms_norm = value == "rmsnorm";
-    } else if (key == "experts") m.experts = whole_int(key, value);
-    else if (key == "top_k") m.top_k = whole_int(key, value);
-    else if (key == "capacity_factor") m.capacity_factor = number(key, value);
-    else if (key == "moe_every") m.moe_every = whole_int(key, value);
-    else if (key == "positions") {
-      if (value != "learned" && value != "rotary") throw UsageError("positions=" + quoted_input(value) + ": expected learned or rotary");
-      m.learned_positions = value == "learned";
-    } else {
-      throw UsageError("unknown model key " + quoted_input(key) +
-                       " (known: layers, hidden, heads, kv_heads, ffn_hidden, gated_mlp, vocab, sequence, tied, bias, "
-                       "norm, positions, dropout, experts, top_k, capacity_factor, moe_every)");
+    const KeyRule<PlanModel>* rule = rule_of(kModelKeys, key);
+    if (rule == nullptr) {
+      std::string known;
+      for (const auto& r : kModelKeys) known += (known.empty() ? "" : ", ") + std::string(r.name);
+      throw UsageError("unknown model key " + quoted_input(key) + " (known: " + known + ")");
     }
+    rule->set(m, key, value);
   }
   m.validate();
   return m;
@@ -368,6 +399,26 @@ const std::vector<PlanCluster>& plan_cluster_presets() {
 }
 
 namespace {
+const KeyRule<PlanCluster> kClusterKeys[] = {
+    {"gpu", false, [](PlanCluster& c, Text, Text v) { c.gpu = v; }, true},
+    {"note", false, [](PlanCluster& c, Text, Text v) { c.note = v; }},
+    {"dtype", false, [](PlanCluster& c, Text, Text v) { c.rates.dtype = v; }},
+    {"peak_TFLOPs", true, [](PlanCluster& c, Text k, Text v) { c.peak_TFLOPs = number(k, v); }, true},
+    {"gemm_efficiency", true, [](PlanCluster& c, Text k, Text v) { c.gemm_efficiency = number(k, v); }, true},
+    {"multiprocessors", true, [](PlanCluster& c, Text k, Text v) { c.multiprocessors = whole_int(k, v); }, true},
+    {"memory_GB", true, [](PlanCluster& c, Text k, Text v) { c.memory_GB = number(k, v); }, true},
+    {"memory_GBps", true, [](PlanCluster& c, Text k, Text v) { c.memory_GBps = number(k, v); }, true},
+    {"elementwise_efficiency", true, [](PlanCluster& c, Text k, Text v) { c.elementwise_efficiency = number(k, v); }, true},
+    {"gpus_per_node", true, [](PlanCluster& c, Text k, Text v) { c.gpus_per_node = whole_int(k, v); }, true},
+    {"node_GBps", true, [](PlanCluster& c, Text k, Text v) { c.node.bandwidth_GBps = number(k, v); }, true},
+    {"node_latency_us", true, [](PlanCluster& c, Text k, Text v) { c.node.latency_us = number(k, v); }, true},
+    {"network_GBps", true, [](PlanCluster& c, Text k, Text v) { c.network.bandwidth_GBps = number(k, v); }, true},
+    {"network_latency_us", true, [](PlanCluster& c, Text k, Text v) { c.network.latency_us = number(k, v); }, true},
+    {"collective_efficiency", true, [](PlanCluster& c, Text k, Text v) { c.collective_efficiency = number(k, v); }, true},
+    {"attention_efficiency", true, [](PlanCluster& c, Text k, Text v) { c.attention_efficiency = number(k, v); }},
+    {"runtime_reserve_GB", true, [](PlanCluster& c, Text k, Text v) { c.runtime_reserve_GB = number(k, v); }}};
+const std::vector<std::string_view> kClusterNumbers = numbers_of(kClusterKeys);
+
 PlanCluster parse_cluster(const std::string& given) {
   const auto& presets = plan_cluster_presets();
   const auto it = std::find_if(presets.begin(), presets.end(), [&](const PlanCluster& c) { return c.name == given; });
@@ -485,29 +536,13 @@ PlanCluster parse_cluster(const std::string& given) {
   }
   for (const auto& [key, value] : scalars) {
     seen[key] = true;
-    if (key == "gpu") c.gpu = value;
-    else if (key == "note") c.note = value;
-    else if (key == "dtype") c.rates.dtype = value;
-    else if (key == "peak_TFLOPs") c.peak_TFLOPs = number(key, value);
-    else if (key == "gemm_efficiency") c.gemm_efficiency = number(key, value);
-    else if (key == "multiprocessors") c.multiprocessors = whole_int(key, value);
-    else if (key == "memory_GB") c.memory_GB = number(key, value);
-    else if (key == "memory_GBps") c.memory_GBps = number(key, value);
-    else if (key == "elementwise_efficiency") c.elementwise_efficiency = number(key, value);
-    else if (key == "gpus_per_node") c.gpus_per_node = whole_int(key, value);
-    else if (key == "node_GBps") c.node.bandwidth_GBps = number(key, value);
-    else if (key == "node_latency_us") c.node.latency_us = number(key, value);
-    else if (key == "network_GBps") c.network.bandwidth_GBps = number(key, value);
-    else if (key == "network_latency_us") c.network.latency_us = number(key, value);
-    else if (key == "collective_efficiency") c.collective_efficiency = number(key, value);
-    else if (key == "attention_efficiency") c.attention_efficiency = number(key, value);
-    else if (key == "runtime_reserve_GB") c.runtime_reserve_GB = number(key, value);
-    else throw UsageError("cluster " + quoted_input(given, 200) + ": unknown field " + quoted_input(key));
+    const KeyRule<PlanCluster>* rule = rule_of(kClusterKeys, key);
+    if (rule == nullptr) throw UsageError("cluster " + quoted_input(given, 200) + ": unknown field " + quoted_input(key));
+    rule->set(c, key, value);
   }
-  for (const char* key : {"gpu", "peak_TFLOPs", "gemm_efficiency", "multiprocessors", "memory_GB", "memory_GBps",
-                          "elementwise_efficiency", "gpus_per_node", "node_GBps", "node_latency_us", "network_GBps",
-                          "network_latency_us", "collective_efficiency"})
-    if (!seen.count(key)) throw UsageError("cluster " + quoted_input(given, 200) + ": missing field " + key);
+  for (const auto& r : kClusterKeys)
+    if (r.required && !seen.count(std::string(r.name)))
+      throw UsageError("cluster " + quoted_input(given, 200) + ": missing field " + std::string(r.name));
   // An efficiency a millionth or less is no machine's (a step priced with 1e-300 takes 1e299 s).
   const auto fraction = [](double x) { return x >= 1e-6 && x <= 1; };
   if (c.peak_TFLOPs <= 0 || !fraction(c.gemm_efficiency) || c.multiprocessors <= 0 || c.memory_GB <= 0 ||
@@ -613,77 +648,6 @@ PlanFixed parse_plan_fixed(const std::string& text) {
   if (f.interleaved && f.v && *f.v == 1) throw UsageError("--fix schedule=interleaved needs v > 1 (at v=1 it is 1f1b)");
   if (f.interleaved && f.pp && *f.pp == 1) throw UsageError("--fix schedule=interleaved needs pp > 1");
   return f;
-}
-
-const std::vector<PublishedRun>& published_runs() {
-  static const std::vector<PublishedRun> runs = [] {
-    const char* source = "Narayanan et al. 2021, Table 1 (A100 80GB, Selene)";
-    const auto& presets = plan_model_presets();
-    const auto model = [&](int i) { return presets[static_cast<std::size_t>(i)]; };
-    return std::vector<PublishedRun>{
-        {source, model(0), 1, 1, 32, 512, 137},     {source, model(1), 2, 1, 64, 512, 138},
-        {source, model(2), 4, 1, 128, 512, 142},    {source, model(3), 8, 1, 256, 1024, 135},
-        {source, model(4), 8, 2, 512, 1536, 138},   {source, model(5), 8, 4, 1024, 1792, 140},
-        {source, model(6), 8, 8, 1536, 2304, 148},  {source, model(7), 8, 16, 1920, 2160, 155},
-        {source, model(8), 8, 35, 2520, 2520, 163}, {source, model(9), 8, 64, 3072, 3072, 163}};
-  }();
-  return runs;
-}
-
-const std::vector<PublishedStepTime>& published_step_times() {
-  // Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer Models"),
-  // Table 5: seconds per iteration on A100 80GB of GPT models with vocabulary 51,200 and
-  // sequence 2048 (22B: 48 layers, hidden 6144, 64 heads; the others Table 1's 175B, 530B and
-  // 1T), dp 1: 22B tp8 on 8 GPUs, batch 4 in one micro-batch; 175B tp8 pp8 on 64, batch 64;
-  // 530B tp8 pp35 on 280, batch 280; 1T tp8 pp64 on 512, batch 512; micro-batch 1, interleaved
-  // over 3 chunks for 175B and 530B (the layouts Calculon's validation of these runs, Isaev et
-  // al. 2023, takes). Each with full recompute (tensor-parallel all-reduces, no sp) and with
-  // sp and selective recompute; attention unfused, fp16, no ZeRO.
-  static const std::vector<PublishedStepTime> runs = [] {
-    const char* source = "Korthikanti et al. 2022, Table 5 (A100 80GB, dp 1)";
-    const std::string full = ",recompute=full,sp=off", selective = ",recompute=selective,sp=on";
-    const std::string common = ",dp=1,cp=1,zero=0,attention=unfused,overlap=off";
-    struct Run {
-      const char* name;
-      std::string model;
-      int gpus;
-      std::int64_t batch;
-      std::string layout;
-      double full_s, selective_s;
-    };
-    const Run table[] = {
-        {"22B", "layers=48,hidden=6144,heads=64,vocab=51200,sequence=2048", 8, 4, "tp=8,pp=1,v=1,micro_batch=4", 1.42, 1.10},
-        {"175B", "gpt3-175b,vocab=51200", 64, 64, "tp=8,pp=8,v=3,micro_batch=1", 18.13, 13.75},
-        {"530B", "gpt3-530b", 280, 280, "tp=8,pp=35,v=3,micro_batch=1", 49.05, 37.83},
-        {"1T", "gpt3-1t", 512, 512, "tp=8,pp=64,v=1,micro_batch=1", 94.42, 71.49}};
-    std::vector<PublishedStepTime> out;
-    for (const Run& r : table) {
-      out.push_back({source, std::string(r.name) + " full", r.model, r.gpus, r.batch, r.layout + common + full, r.full_s});
-      out.push_back({source, std::string(r.name) + " sp+selective", r.model, r.gpus, r.batch, r.layout + common + selective,
-                     r.selective_s});
-    }
-    return out;
-  }();
-  return runs;
-}
-
-const std::vector<PublishedSpotCheck>& published_spot_checks() {
-  static const std::vector<PublishedSpotCheck> runs = {
-      // BigScience BLOOM 176B (Le Scao et al. 2022): 70 layers, hidden 14336, 112 heads, vocabulary
-      // 250,880, ALiBi (no position table), 384 A100 80GB as tp4 pp12 dp8, micro-batch 2, ZeRO-1,
-      // global batch 2048 of 2048 tokens: 156 TFLOP/s per GPU.
-      {"BLOOM 176B (Le Scao et al. 2022)", "layers=70,hidden=14336,heads=112,vocab=250880,sequence=2048,positions=rotary",
-       "a100-80gb-dgx", 384, 2048, "tp=4,pp=12,dp=8,cp=1,micro_batch=2,zero=1,attention=unfused", 156, false},
-      // Megatron-Turing NLG 530B (Smith et al. 2022): tp8 pp35 on 280 DGX A100 nodes (2,240 GPUs),
-      // global batch 1920: 126 TFLOP/s per GPU (113 on 420 nodes).
-      {"MT-NLG 530B (Smith et al. 2022)", "gpt3-530b", "a100-80gb-dgx", 2240, 1920, "tp=8,pp=35,dp=8,cp=1,attention=unfused", 126, false},
-      // Llama 3 405B (Grattafiori et al. 2024, Table 4): H100 80GB, tp8 pp16, sequence 8192, 16M
-      // tokens a step: MFU 0.43 on 8,192 GPUs, 0.41 on 16,384; cp16 at sequence 131,072: 0.38.
-      {"Llama 3 405B (Grattafiori et al. 2024)", "llama3-405b", "h100-sxm-dgx", 8192, 2048, "tp=8,pp=16,cp=1", 0.43, true},
-      {"Llama 3 405B (Grattafiori et al. 2024)", "llama3-405b", "h100-sxm-dgx", 16384, 2048, "tp=8,pp=16,cp=1", 0.41, true},
-      {"Llama 3 405B (Grattafiori et al. 2024)", "llama3-405b,sequence=131072", "h100-sxm-dgx", 16384, 128,
-       "tp=8,pp=16,cp=16", 0.38, true}};
-  return runs;
 }
 
 }  // namespace parity::theory
