@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <set>
 #include <string>
 #include <utility>
@@ -293,20 +294,19 @@ TEST(PlannerInputs, EveryClusterFieldIsReadRequiredAndTyped) {
   EXPECT_EQ(c.gpu, "g");
   EXPECT_EQ(c.note, "n");
   EXPECT_EQ(c.rates.dtype, "float32");
-  EXPECT_EQ(c.peak_TFLOPs, 101);
-  EXPECT_EQ(c.gemm_efficiency, 0.51);
-  EXPECT_EQ(c.multiprocessors, 7);
-  EXPECT_EQ(c.memory_GB, 41);
-  EXPECT_EQ(c.memory_GBps, 1001);
-  EXPECT_EQ(c.elementwise_efficiency, 0.52);
-  EXPECT_EQ(c.gpus_per_node, 4);
-  EXPECT_EQ(c.node.bandwidth_GBps, 201);
-  EXPECT_EQ(c.node.latency_us, 2.5);
-  EXPECT_EQ(c.network.bandwidth_GBps, 21);
-  EXPECT_EQ(c.network.latency_us, 3.5);
-  EXPECT_EQ(c.collective_efficiency, 0.53);
-  EXPECT_EQ(c.attention_efficiency, 0.54);
-  EXPECT_EQ(c.runtime_reserve_GB, 3);
+  // Each number read back where it belongs.
+  const std::map<std::string, double> read = {
+      {"peak_TFLOPs", c.peak_TFLOPs}, {"gemm_efficiency", c.gemm_efficiency},
+      {"multiprocessors", c.multiprocessors}, {"memory_GB", c.memory_GB}, {"memory_GBps", c.memory_GBps},
+      {"elementwise_efficiency", c.elementwise_efficiency}, {"gpus_per_node", c.gpus_per_node},
+      {"node_GBps", c.node.bandwidth_GBps}, {"node_latency_us", c.node.latency_us},
+      {"network_GBps", c.network.bandwidth_GBps}, {"network_latency_us", c.network.latency_us},
+      {"collective_efficiency", c.collective_efficiency}, {"attention_efficiency", c.attention_efficiency},
+      {"runtime_reserve_GB", c.runtime_reserve_GB}};
+  for (const auto& [key, value] : fields) {
+    if (value.front() == '"') continue;  // a field of words, checked above
+    EXPECT_EQ(read.at(key), std::stod(value)) << key;
+  }
   for (const auto& [key, value] : fields) {
     const bool required = key != "note" && key != "dtype" && key != "attention_efficiency" && key != "runtime_reserve_GB";
     if (required) {
