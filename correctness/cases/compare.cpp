@@ -75,6 +75,18 @@ Difference compare(const parallel::ParameterValues& a, const parallel::Parameter
   return out;
 }
 
+double forward_backward_per_data_rank(model::Model& m, const parallel::BatchSource& source, int step, std::int64_t rows,
+                                      int data_ranks) {
+  double loss = 0;
+  for (int rank = 0; rank < data_ranks; ++rank) {
+    const parallel::RowRange shard = parallel::batch_shard(rows, rank, data_ranks);
+    model::PassContext context{static_cast<std::uint64_t>(step), rank, true, shard.first};
+    context.global_rows = rows;
+    loss += m.forward_backward(source(static_cast<std::uint64_t>(step), shard.first, shard.rows, rows), context);
+  }
+  return loss;
+}
+
 MixedRun train_mixed_single_device(model::Model& m, model::Optimizer& optimizer, const parallel::BatchSource& source,
                                    std::int64_t rows, int steps, double loss_scale) {
   std::map<std::string, Tensor> master;

@@ -49,6 +49,12 @@ struct MixedRun {
 MixedRun train_mixed_single_device(model::Model& m, model::Optimizer& optimizer, const parallel::BatchSource& source,
                                    std::int64_t rows, int steps, double loss_scale);
 
+// One step's forward and backward of `m` on one device over the `rows` of step `step`'s batch,
+// each data rank's share a pass of its own (as a data-parallel MoE step routes them: a pass's
+// capacity and load follow its rows); the loss summed over the passes. No optimizer step.
+double forward_backward_per_data_rank(model::Model& m, const parallel::BatchSource& source, int step, std::int64_t rows,
+                                      int data_ranks);
+
 // The first step's loss and gradients of `m` alone (no optimizer step): this rank's `mine` rows
 // of the step-0 batch of `rows`, the loss multiplied by `loss_scale`; the gradients summed over
 // `summed` (and, with tp's sequence parallelism, the sequence-sharded ones over tp), the tp shards

@@ -49,13 +49,7 @@ MoeReference single_device(const MoeCase& c, const model::GptConfig& config, std
   const parallel::BatchSource source = parallel::batches_of(config);
   for (int step = 0; step < c.steps; ++step) {
     m->zero_grad();
-    double loss = 0;
-    for (int rank = 0; rank < data_ranks; ++rank) {
-      const parallel::RowRange shard = parallel::batch_shard(rows, rank, data_ranks);
-      model::PassContext context{static_cast<std::uint64_t>(step), rank, true, shard.first};
-      context.global_rows = rows;
-      loss += m->forward_backward(source(static_cast<std::uint64_t>(step), shard.first, shard.rows, rows), context);
-    }
+    const double loss = forward_backward_per_data_rank(*m, source, step, rows, data_ranks);
     if (step == 0) r.gradients = gradients_of(*m);
     optimizer->step(m->parameters());
     r.losses.push_back(loss);

@@ -294,15 +294,8 @@ RestoreReference single_device(const RestoreCase& c, int steps) {
     const int data = c.before.data_ranks();
     for (int step = 0; step < steps; ++step) {
       m->zero_grad();
-      double loss = 0;
-      for (int rank = 0; rank < data; ++rank) {
-        const parallel::RowRange shard = parallel::batch_shard(kRows, rank, data);
-        model::PassContext context{static_cast<std::uint64_t>(step), rank, true, shard.first};
-        context.global_rows = kRows;
-        loss += m->forward_backward(source(static_cast<std::uint64_t>(step), shard.first, shard.rows, kRows), context);
-      }
+      r.losses.push_back(forward_backward_per_data_rank(*m, source, step, kRows, data));
       optimizer->step(m->parameters());
-      r.losses.push_back(loss);
     }
     r.values = values_of(*m, optimizer.get());
     return r;
