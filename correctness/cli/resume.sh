@@ -279,6 +279,45 @@ p = sys.argv[1]; b = bytearray(open(p, 'rb').read()); b[len(b) // 3] ^= 0x40; op
       fail "damage not said: $(cat "$err")"
     rows complete "$work/rd.h5"
     [ "$(rows rows "$work/rd.h5" bench/collectives)" -eq "$clean_rows" ] || fail "damaged journal: not the clean run's rows" ;;
+  taken_then_cut)
+    # A resumed run cut short again keeps every row it took back, unchanged: it journals each
+    # row as it takes it, so the second partial file holds the first one's rows beside the one
+    # it measured. Both cuts come from inside, at a block boundary (a case's row is a block, and
+    # so is each row taken back), so the counts are exact whatever the machine's load.
+    run check -q --filter "$check_filter" --out "$work/p.h5" --inject-interrupt check/collectives:2:INT
+    [ "$status" -eq 5 ] || fail "the first cut: status $status, expected 5"
+    kept=$(rows partial "$work/p.h5" "interrupted by SIGINT" check/collectives) || exit 1
+    [ "$kept" -eq 2 ] || fail "the first cut kept $kept rows, expected 2"
+    cp "$work/p.h5" "$work/kept.h5"
+    run check -q --filter "$check_filter" --resume "$work/p.h5" --inject-interrupt check/collectives:3:INT
+    [ "$status" -eq 5 ] || fail "the resumed run's cut: status $status, expected 5"
+    again=$(rows partial "$work/p.h5" "interrupted by SIGINT" check/collectives) || exit 1
+    [ "$again" -eq 3 ] || fail "the resumed run cut after taking 2 rows and measuring 1 kept $again rows, expected 3"
+    rows taken "$work/kept.h5" "$work/p.h5" check/collectives ;;
+  empty_table_measured)
+    # A table the resumed file holds without a row is not a block taken: a table taken whole
+    # (--resume's kAnyCount, "at least one row") with none is measured again, so the resumed file
+    # has the copy bandwidth a clean run has, not an empty table.
+    run bench collectives -q -e 8 -n 2 --coll all_reduce --out "$work/c.h5"
+    [ "$status" -eq 0 ] || fail "bench collectives: status $status"
+    /usr/bin/python3 - "$work/c.h5" "$work/empty.h5" <<'PY' || fail "could not empty the table"
+import shutil, sys, h5py
+shutil.copy(sys.argv[1], sys.argv[2])
+with h5py.File(sys.argv[2], "r+") as f:
+    g = f["host/copy_bandwidth"]
+    assert int(g.attrs["rows"]) > 0, "no copy bandwidth rows to drop"
+    for name in list(g.keys()):
+        data, attrs = g[name][()], dict(g[name].attrs)
+        del g[name]
+        d = g.create_dataset(name, data=data[:0])
+        for k, v in attrs.items():
+            d.attrs[k] = v
+    g.attrs["rows"] = 0
+PY
+    run bench collectives -q -e 8 -n 2 --coll all_reduce --resume "$work/empty.h5" --out "$work/r.h5"
+    [ "$status" -eq 0 ] || fail "resumed: status $status"
+    [ "$(rows rows "$work/r.h5" host/copy_bandwidth)" -eq "$(rows rows "$work/c.h5" host/copy_bandwidth)" ] ||
+      fail "the empty copy bandwidth table was taken, not measured again" ;;
   short_block)
     # A block of rows one short (a model's rows on two ranks, one of them gone) is measured again,
     # not taken: the resumed file holds the whole block, as a clean run does.
