@@ -255,6 +255,14 @@ TEST(Table, ColumnsKeepOrderAndType) {
   EXPECT_EQ(Table().rows(), 0u);
 }
 
+// A column longer than the first is ragged too, wherever it stands (rows() counts by the first).
+TEST(Table, ALaterColumnLongerThanTheFirstIsRagged) {
+  Table table("t");
+  table.i64("a") = {1};
+  table.f64("b") = {1.0, 2.0};
+  EXPECT_THROW(table.rows(), Error);
+}
+
 TEST(Table, PutTakesTheColumnsTypeAndUnit) {
   const TableSpec spec{"/t", "t",
                        {{"n", ColumnType::int64}, {"x", ColumnType::float64, "s"}, {"s", ColumnType::string},

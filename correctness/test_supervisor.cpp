@@ -317,6 +317,29 @@ TEST(LauncherDigest, ACleanRunSaysNothing) {
 }
 
 // --inject-interrupt GROUP:N:SIGNAL, read against the tables the command writes.
+// A rank that said what went wrong itself (a fault, status 4) and ended without Open MPI's notice
+// of its exit code (mpirun reports only the first rank, and not always): the ranks' status is the
+// job's, with no line of the parent's, not "mpirun could not start the job".
+TEST(LauncherDigest, AFaultTheRanksSaidPassesThroughWithoutANotice) {
+  for (int code : {kExitFailed, kExitUsage, kExitFault}) {
+    LauncherDigest d(2);
+    feed(d, "[bench] 3/12 all_reduce\nparity: cannot write r.h5: No space left on device\n");
+    const Outcome o = d.outcome(exited(code), 0);
+    EXPECT_EQ(o.status, code);
+    EXPECT_EQ(o.line, "");
+  }
+}
+
+// Ranks stopped from outside parity with no notice naming the first: the lowest rank that said
+// it was stopped is the one named (the ranks' lines come in any order).
+TEST(LauncherDigest, OfRanksStoppedFromOutsideTheLowestIsNamed) {
+  LauncherDigest d(4);
+  feed(d, "parity: rank 3 on b: stopped by SIGTERM\nparity: rank 1 on a: stopped by SIGTERM during barrier\n");
+  const Outcome o = d.outcome(exited(5), 0);
+  EXPECT_EQ(o.status, kExitRankDied);
+  EXPECT_EQ(o.line, "parity: rank 1 on a was stopped by SIGTERM from outside parity during barrier; the job was stopped");
+}
+
 TEST(InjectedInterrupt, ReadsGroupCountAndSignal) {
   const std::vector<std::string> groups = {"/bench/point_to_point", "/bench/tensor"};
   const InjectedInterrupt a = parse_injected_interrupt("bench/tensor:2:TERM", groups);
