@@ -9,6 +9,7 @@ rm -rf "$work"; mkdir -p "$work"; cd "$work"
 fail() { echo "end_to_end: $*" >&2; exit 1; }
 
 "$parity" check --np 2 -q --filter 'all_reduce/*/float32/sum/*:all_gather/*/int32/*' --no-large --out check.h5
+"$parity" check --np 2 -q --filter 'tensor/*' --out check-tensor.h5
 "$parity" bench collectives --np 2 -q --coll all_reduce,all_gather --algo all -b 1K -e 64K -f 8 -n 3 -w 1 --out a.h5 > a.txt
 "$parity" bench collectives --np 2 -q --coll all_reduce -b 1K -e 64K -f 8 -n 3 -w 1 -a 3 --out b.h5 > b.txt
 for a in 0 2; do
@@ -30,6 +31,15 @@ with h5py.File("check.h5") as f:
         assert c in cols, c
     assert t["passed"][()].all(), "a conformance case failed"
     assert t.attrs["rows"] > 100
+# A family's rows: `case` first, `passed` and `message` last (check_table), and the run's columns
+# each in its place: world_size the ranks that ran it, steps the case's (tensor cases take 3).
+with h5py.File("check-tensor.h5") as f:
+    t = f["/check/tensor"]
+    cols = [c.decode() if isinstance(c, bytes) else c for c in t.attrs["columns"]]
+    assert cols[0] == "case" and cols[-2:] == ["passed", "message"], cols
+    assert t.attrs["rows"] > 0 and t["passed"][()].all()
+    assert (t["world_size"][()] == 2).all(), t["world_size"][()]
+    assert (t["steps"][()] == 3).all(), t["steps"][()]
 with h5py.File("a.h5") as f:
     t = f["/bench/collectives"]
     algos = set(t["algorithm"].asstr()[()])
