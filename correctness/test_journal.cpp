@@ -161,9 +161,7 @@ TEST_F(JournalTest, AWholeTableAfterCarriedRowsIsTheTableWritten) {
   {
     Journal journal(path);
     journal.carried("/check/x", carried);
-    journal.rows("/check/x", whole, 0);
-    journal.taken("/check/x", 0);
-    journal.taken("/check/x", 1);
+    journal.rows({{"/check/x", &whole, 0, {0, 1}}});
     journal.table("/check/x", whole);
   }
   const JournalReading reading = read_journal(path);

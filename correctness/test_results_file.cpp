@@ -929,16 +929,22 @@ TEST_F(ResultsFileTest, RowsCarriedFromAResumedFileAndNotYetTakenAreKept) {
   {
     ResultsFile file(path, true);
     file.carry_rows("/check/collectives", resumed);
-    // The resumed run takes the first two rows back and is stopped.
+    // The resumed run takes the first two rows back, each journaled with the mark that it was
+    // taken, and is stopped.
     Table building("rows by number");
     for (std::size_t i = 0; i < 2; ++i) {
       append_rows(building, resumed, i, i + 1);
-      file.append_rows("/check/collectives", building, i);
-      file.take_row("/check/collectives", i);
+      file.append_rows({{"/check/collectives", &building, i, {i}}});
     }
     file.abandon();
   }
-  write_partial(journal_path(path), path, "stalled");
+  // A record cut short takes its mark with it: the row it took back stays carried.
+  const fs::path journal = journal_path(path), cut = dir_ / "cut.journal";
+  fs::copy_file(journal, cut);
+  fs::resize_file(cut, fs::file_size(cut) - 3);
+  const Table kept = *read_journal(cut).contents.find("/check/collectives")->table;
+  EXPECT_EQ(kept.get_str("case"), resumed.get_str("case"));  // the first row taken, then the others
+  write_partial(journal, path, "stalled");
   const Table rows = read_table(path, "/check/collectives");
   EXPECT_EQ(rows.get_str("case"), resumed.get_str("case"));  // taken rows once, then the others
   EXPECT_EQ(rows.get_f64("error"), resumed.get_f64("error"));

@@ -254,14 +254,19 @@ void Session::open_results() {
 }
 
 void Session::record_rows(const std::string& group, const record::Table& table, std::size_t first) {
-  if (!is_root()) return;
-  results().append_rows(group, table, first);
-  count_injected_block(group);
+  record_rows({{group, &table, first}});
 }
 
 void Session::record_rows(const std::vector<record::RowsOf>& parts) {
   if (!is_root()) return;
-  results().append_rows(parts);
+  std::vector<record::RowsOf> with_taken = parts;
+  for (record::RowsOf& part : with_taken) {
+    const auto it = taken_.find(part.group);
+    if (it == taken_.end()) continue;
+    part.taken.insert(part.taken.end(), it->second.begin(), it->second.end());
+    taken_.erase(it);
+  }
+  results().append_rows(with_taken);
   for (const record::RowsOf& part : parts) count_injected_block(part.group);
 }
 
@@ -324,7 +329,7 @@ std::int64_t Session::take_rows(const std::string& group, const record::Table& f
 
 void Session::take_resumed(const std::string& group, std::size_t row) {
   if (!is_root()) return;
-  results().take_row(group, row);
+  taken_[group].push_back(row);
   ++restored_rows_;  // rows of every table, as "finished rows to take" counts them
 }
 

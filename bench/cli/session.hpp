@@ -142,7 +142,8 @@ class Session {
   Restored restore_rows(const std::string& group, const std::string& key, const RowKey& key_of, std::size_t expected,
                         record::Table& into, const std::function<std::int64_t(const record::Table&, std::size_t)>& also = {});
   // Rank 0, --resume: a table of the resumed file (null when it has none), and the mark that
-  // a row of it was taken (restore_row marks its own; this is for rows restored with it).
+  // a row of it was taken (restore_row marks its own; this is for rows restored with it): the
+  // mark is journaled with the next rows recorded for the group, the rows it became.
   const record::Table* resumed(const std::string& group) const;
   void take_resumed(const std::string& group, std::size_t row);
   // Writes provenance and renames the file into place (rank 0; a no-op elsewhere).
@@ -191,6 +192,9 @@ class Session {
   std::map<std::string, record::Table> resumed_;  // rank 0, --resume
   std::map<std::string, std::unordered_map<std::string, std::size_t>> resumed_index_;
   std::size_t restored_rows_ = 0;
+  // Rows of the resumed file taken back and not yet journaled: each group's go in the record of
+  // the next rows of that group, the rows they became.
+  std::map<std::string, std::vector<std::size_t>> taken_;
   // The most ranks on one host, the fewest cores of a host, and whether any host runs more
   // ranks than it has cores (root attributes of the result file).
   std::int64_t ranks_per_host_ = 0, cores_per_host_ = 0;

@@ -1,8 +1,8 @@
 // The journal's records: a 4-byte length, a 4-byte FNV-1a checksum and the payload, all in host
 // byte order (a journal is read back on the machine that wrote it). Payloads start with a kind:
 // 'A' an attribute, 'R' rows of a table being built, 'M' rows of several tables that stand or
-// fall together, 'T' a whole table, 'C' the rows carried from a resumed file and 'K' one of them
-// taken.
+// fall together (with the carried rows each part took back), 'T' a whole table, 'C' the rows
+// carried from a resumed file ('K', one of them taken, is read from older journals).
 #include "reference/record/journal.hpp"
 
 #include <fcntl.h>
@@ -89,6 +89,7 @@ class Reader {
     }
     return values;
   }
+  bool at_end() const { return at_ == data_.size(); }
 
  private:
   void need(std::uint64_t n) const {
@@ -287,6 +288,7 @@ void Journal::rows(const std::vector<RowsOf>& parts) {
   for (const RowsOf& part : parts) groups.push_back(part.group);
   w.list(groups);
   for (const RowsOf& part : parts) encode_rows(w, *part.table, std::min(part.first, part.table->rows()), part.table->rows());
+  for (const RowsOf& part : parts) w.list(std::vector<std::uint64_t>(part.taken.begin(), part.taken.end()));
   append(w.take());
 }
 
@@ -303,14 +305,6 @@ void Journal::carried(const std::string& group, const Table& table) {
   w.number<char>('C');
   w.text(group);
   encode_rows(w, table, 0, table.rows());
-  append(w.take());
-}
-
-void Journal::taken(const std::string& group, std::size_t row) {
-  Writer w;
-  w.number<char>('K');
-  w.text(group);
-  w.number<std::uint64_t>(row);
   append(w.take());
 }
 
@@ -400,12 +394,16 @@ JournalReading read_journal(const std::filesystem::path& path) {
         std::vector<std::pair<std::string, Table>> parts;
         for (std::string& part_group : r.list<std::string>()) parts.emplace_back(std::move(part_group), Table());
         for (auto& part : parts) part.second = decode_rows(r);
+        std::vector<std::vector<std::uint64_t>> taken(parts.size());  // none in older journals
+        if (!r.at_end())
+          for (auto& t : taken) t = r.list<std::uint64_t>();
         bool applied = true;
         for (auto& [part_group, rows] : parts) applied = applied && apply_rows(reading.contents, part_group, std::move(rows), false);
         if (!applied) {
           reading.damaged_at = at;
           break;
         }
+        for (std::size_t i = 0; i < parts.size(); ++i) carried[parts[i].first].second.insert(taken[i].begin(), taken[i].end());
       } else if (kind == 'C') {
         carried[group] = {decode_rows(r), {}};
       } else if (kind == 'K') {

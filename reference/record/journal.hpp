@@ -47,15 +47,15 @@ class Journal {
   // Rows [first, table.rows()) of the table being built at `group`.
   void rows(const std::string& group, const Table& table, std::size_t first);
   // Rows of several tables in one record, read back all or none: a row and the rows that
-  // belong to it (a benchmark point and its per-rank times) are never kept apart.
+  // belong to it (a benchmark point and its per-rank times) are never kept apart, nor rows and
+  // the carried rows they took back.
   void rows(const std::vector<RowsOf>& parts);
   // The whole table (replaces the rows recorded for `group` so far).
   void table(const std::string& group, const Table& table);
-  // --resume: the rows of the resumed file, and which of them the run has taken (as rows of
-  // its own, in its order). Read back, rows not yet taken follow the rows recorded, so a
-  // resumed run cut short keeps every row it started with.
+  // --resume: the rows of the resumed file; a part's `taken` (RowsOf) says which of them its
+  // rows took back. Read back, rows not yet taken follow the rows recorded, so a resumed run cut
+  // short keeps every row it started with, once.
   void carried(const std::string& group, const Table& table);
-  void taken(const std::string& group, std::size_t row);
   const std::filesystem::path& path() const { return path_; }
   // Closes and deletes the journal.
   void remove();

@@ -73,11 +73,6 @@ void ResultsFile::carry_rows(const std::string& group, const Table& table) {
   journal_->carried(group, table);
 }
 
-void ResultsFile::take_row(const std::string& group, std::size_t row) {
-  require_open();
-  journal_->taken(group, row);
-}
-
 void ResultsFile::commit() {
   require_open();
   set_attribute("/", "complete", std::int64_t{1});

@@ -38,12 +38,12 @@ class ResultsFile {
   // Journals rows [first, table.rows()) of a table still being built at `group`; the table is
   // written whole later by write_table. A run cut short keeps them (write_partial).
   void append_rows(const std::string& group, const Table& table, std::size_t first);
-  // Rows of several tables journaled together (Journal::rows): kept all or none.
+  // Rows of several tables journaled together (Journal::rows), with the carried rows each part
+  // took back: kept all or none.
   void append_rows(const std::vector<RowsOf>& parts);
-  // --resume: journals the resumed file's table at `group`, then which of its rows were taken
-  // (Journal::carried, Journal::taken).
+  // --resume: journals the resumed file's table at `group` (Journal::carried); the rows taken
+  // back from it are journaled with the rows they became (RowsOf::taken).
   void carry_rows(const std::string& group, const Table& table);
-  void take_row(const std::string& group, std::size_t row);
   // Closes the file (root attribute complete = 1) and renames it to the final path. Refuses an
   // existing path unless force. Removes the journal.
   void commit();

@@ -103,10 +103,13 @@ class Table {
 void append_rows(Table& to, const Table& from, std::size_t first, std::size_t last);
 
 // Rows [first, table->rows()) of the table at `group`: one part of rows journaled together.
+// `taken`: the rows of the resumed file's table at `group` (--resume) that these rows took back,
+// journaled in the same record, so that a cut run keeps each such row once, as one or the other.
 struct RowsOf {
   std::string group;
   const Table* table;
   std::size_t first;
+  std::vector<std::size_t> taken = {};
 };
 
 using Attribute = std::variant<std::string, double, std::int64_t, std::vector<std::string>,
